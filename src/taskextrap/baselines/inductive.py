@@ -1,0 +1,56 @@
+"""Inductive baselines of the parameter regime, trained on the same library draws as RTE's Psi.
+
+``sparse-inductive``: context only. ``t2v-inductive``: context + Gamma(context).
+``inductive-oracle``: context + the target's full true theta.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from taskextrap import audit
+from taskextrap.baselines.oracles import scaled_theta
+from taskextrap.operators.param import InductiveRegressor, sort_context
+from taskextrap.rte import RTE
+from taskextrap.seeding import derive_seed, rng
+
+INDUCTIVE_KINDS = ("sparse-inductive", "t2v-inductive", "inductive-oracle")
+
+
+def _extra(kind: str, rte: RTE, z: np.ndarray, params: np.ndarray) -> np.ndarray:
+    if kind == "sparse-inductive":
+        return np.zeros((len(z), 0))
+    if kind == "t2v-inductive":
+        return z
+    return scaled_theta(rte.library_.family, params)
+
+
+class InductiveBaseline:
+    """One inductive regressor of ``kind``, fitted on a fitted RTE's library draws."""
+
+    def __init__(self, kind: str, rte: RTE):
+        self.kind, self.rte = kind, rte
+        d = rte.draws_
+        dim = _extra(kind, rte, d.z[:1], d.obs.params[:1]).shape[1]
+        self.net = InductiveRegressor(rte.scaler_, rte.protocol.n_context, dim,
+                                      derive_seed(rte.seed, kind), rte.train)
+
+    def fit(self, progress=None) -> "InductiveBaseline":
+        """Train on the RTE's training draws; select on its validation draws."""
+        d = self.rte.draws_
+
+        def arrays(mask):
+            o = d.obs.subset(mask)
+            cx, cy = sort_context(o.ctx_x, o.ctx_y)
+            return cx, cy, o.qry_x, o.qry_y, _extra(self.kind, self.rte, d.z[mask], o.params)
+
+        audit.record_fit(self.kind, d.obs.params[d.train | d.val])
+        self.net.fit(*arrays(d.train), val=arrays(d.val), rng=rng(self.rte.seed, self.kind, "batches"),
+                     progress=progress)
+        return self
+
+    def predict(self, ctx_x, ctx_y, qry_x, theta=None) -> np.ndarray:
+        """Predictions (n, q); ``theta`` is read by the inductive oracle only."""
+        z = self.rte.embed(ctx_x, ctx_y) if self.kind == "t2v-inductive" else np.zeros((len(ctx_x), 0))
+        cx, cy = sort_context(np.asarray(ctx_x, float), np.asarray(ctx_y, float))
+        return self.net.predict(cx, cy, np.asarray(qry_x, float), _extra(self.kind, self.rte, z, theta))

@@ -1,0 +1,5 @@
+"""One exception type for every user-facing error: the CLI prints its message on one line."""
+
+
+class TaskextrapError(ValueError):
+    """Bad input or an impossible request; the message is one line and says what to change."""

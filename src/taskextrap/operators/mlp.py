@@ -1,0 +1,35 @@
+"""The paper's block MLPs (Appendix E): blocks of Linear+ReLU chained with no ReLU between blocks."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+# Parameter-extrapolation backbone: [D_in, 64, 64, 16] -> [16, 64, 64, 16] -> [16, 128, D_out].
+PARAMETER_BLOCKS = ((64, 64, 16), (64, 64, 16), (128,))
+
+
+def mlp(sizes: list[int]) -> nn.Sequential:
+    """Linear layers with ReLU between them and a linear output."""
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def block_mlp(d_in: int, d_out: int, seed: int, blocks=PARAMETER_BLOCKS) -> nn.Sequential:
+    """Chain of MLP blocks; the last block ends in ``d_out`` outputs. Initialised from ``seed``."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed % 2**31)
+        return _blocks(d_in, d_out, blocks)
+
+
+def _blocks(d_in: int, d_out: int, blocks) -> nn.Sequential:
+    sizes_in, modules = d_in, []
+    for i, block in enumerate(blocks):
+        sizes = [sizes_in, *block] + ([d_out] if i == len(blocks) - 1 else [])
+        modules.append(mlp(sizes))
+        sizes_in = sizes[-1]
+    return nn.Sequential(*modules)

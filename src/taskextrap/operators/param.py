@@ -1,0 +1,124 @@
+"""Networks of the parameter regime: the relational operator Psi and the inductive regressors.
+
+Both predict one query point at a time (a row per query), so any number of queries can be asked
+for; the context is sorted by x first, which makes every network invariant to its order (the
+paper's sorting trick).
+
+Psi is transductive: it predicts the *difference* between the target and the anchor at the
+query, from the anchor's values, the target context's difference to the anchor and the shift.
+When the target is reachable from an anchor by an in-distribution shift, every input and the
+output stay in the range seen in training even though the target's own values do not.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from taskextrap.operators.mlp import block_mlp
+from taskextrap.operators.train import TrainConfig, train_regressor
+from taskextrap.scaling import FamilyScaler
+
+
+def sort_context(ctx_x: np.ndarray, ctx_y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Context sorted by x within each row."""
+    order = np.argsort(ctx_x, axis=1)
+    return np.take_along_axis(ctx_x, order, 1), np.take_along_axis(ctx_y, order, 1)
+
+
+def _rows(per_query: list[np.ndarray], per_task: list[np.ndarray]) -> np.ndarray:
+    """Stack (n, q) per-query columns and (n, d) per-task blocks into (n*q, features) rows."""
+    n, q = per_query[0].shape
+    cols = [c.reshape(n, q, 1) for c in per_query] + [np.broadcast_to(b[:, None, :], (n, q, b.shape[1]))
+                                                        for b in per_task]
+    return np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
+
+
+class _PointwiseNet:
+    """Shared fit/predict plumbing: a block MLP from feature rows to one output per row."""
+
+    def __init__(self, n_features: int, seed: int, cfg: TrainConfig):
+        self.net = block_mlp(n_features, 1, seed)
+        self.cfg = cfg
+        self.seed = seed
+        self.history: list[float] = []
+
+    def _train(self, make_rows: Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]],
+               val_rows: tuple[np.ndarray, np.ndarray] | None, rng: np.random.Generator, progress=None):
+        """Train on rows from ``make_rows`` (called again for a fresh pass when one is used up)."""
+        state = {"x": None, "y": None, "pos": 0}
+
+        def make_batch(_step):
+            if state["x"] is None or state["pos"] + self.cfg.batch > len(state["x"]):
+                x, y = make_rows(rng)
+                perm = rng.permutation(len(x))
+                state.update(x=torch.from_numpy(x[perm]), y=torch.from_numpy(y[perm, None]), pos=0)
+            sl = slice(state["pos"], state["pos"] + self.cfg.batch)
+            state["pos"] += self.cfg.batch
+            return state["x"][sl], state["y"][sl]
+
+        val = None
+        if val_rows is not None:
+            val = (torch.from_numpy(val_rows[0]), torch.from_numpy(val_rows[1][:, None]))
+        self.net.train()
+        self.history = train_regressor(self.net, make_batch, val, self.cfg, progress)
+        self.net.eval()
+
+    def _predict_rows(self, rows: np.ndarray, n: int) -> np.ndarray:
+        with torch.no_grad():
+            out = torch.cat([self.net(torch.from_numpy(rows[i:i + 65536])) for i in range(0, len(rows), 65536)])
+        return out.numpy().astype(float).reshape(n, -1)
+
+
+class RelationalOperator(_PointwiseNet):
+    """Psi(x_q, anchor(x_q), context x, anchor(context x), context y - anchor, shift) -> target - anchor."""
+
+    def __init__(self, scaler: FamilyScaler, n_context: int, shift_dim: int, seed: int, cfg: TrainConfig):
+        super().__init__(2 + 3 * n_context + shift_dim, seed, cfg)
+        self.scaler = scaler
+
+    def features(self, ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift) -> np.ndarray:
+        """Feature rows (n*q, d); ``ctx_x``/``ctx_y``/``anc_ctx`` must share one sorted order."""
+        s = self.scaler
+        return _rows([s.x(qry_x), s.y(anc_q)], [s.x(ctx_x), s.y(anc_ctx), s.dy(ctx_y - anc_ctx), shift])
+
+    def fit(self, make_batch_arrays, val_arrays, rng, progress=None) -> "RelationalOperator":
+        """Train on arrays (ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y) from the callables."""
+        def to_rows(a):
+            ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y = a
+            rows = self.features(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift)
+            return rows, self.scaler.dy(qry_y - anc_q).reshape(-1).astype(np.float32)
+
+        self._train(lambda r: to_rows(make_batch_arrays(r)), to_rows(val_arrays), rng, progress)
+        return self
+
+    def predict(self, ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift) -> np.ndarray:
+        """Predicted target values (n, q) at ``qry_x``."""
+        rows = self.features(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift)
+        return anc_q + self.scaler.dy_inv(self._predict_rows(rows, len(qry_x)))
+
+
+class InductiveRegressor(_PointwiseNet):
+    """y(x_q) from the context alone, optionally with a task descriptor (proxy embedding or true theta)."""
+
+    def __init__(self, scaler: FamilyScaler, n_context: int, extra_dim: int, seed: int, cfg: TrainConfig):
+        super().__init__(1 + 2 * n_context + extra_dim, seed, cfg)
+        self.scaler = scaler
+
+    def features(self, ctx_x, ctx_y, qry_x, extra) -> np.ndarray:
+        """Feature rows (n*q, d) for sorted context and per-task descriptors ``extra`` (n, e)."""
+        s = self.scaler
+        return _rows([s.x(qry_x)], [s.x(ctx_x), s.y(ctx_y), extra])
+
+    def fit(self, ctx_x, ctx_y, qry_x, qry_y, extra, val, rng, progress=None) -> "InductiveRegressor":
+        """Train on fixed draws; ``val`` = (ctx_x, ctx_y, qry_x, qry_y, extra) of held-out library tasks."""
+        rows = (self.features(ctx_x, ctx_y, qry_x, extra), self.scaler.y(qry_y).reshape(-1).astype(np.float32))
+        vrows = (self.features(*val[:3], val[4]), self.scaler.y(val[3]).reshape(-1).astype(np.float32))
+        self._train(lambda r: rows, vrows, rng, progress)
+        return self
+
+    def predict(self, ctx_x, ctx_y, qry_x, extra) -> np.ndarray:
+        """Predicted values (n, q)."""
+        return self.scaler.y_inv(self._predict_rows(self.features(ctx_x, ctx_y, qry_x, extra), len(qry_x)))

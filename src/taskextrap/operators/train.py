@@ -1,0 +1,53 @@
+"""A short, readable regression training loop with validation-based model selection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Adam with weight decay, fixed number of steps, cosine decay, best-validation weights kept."""
+
+    steps: int = 2000
+    batch: int = 4096
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    eval_every: int = 100
+
+
+def train_regressor(model: nn.Module, make_batch: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+                    val: tuple[torch.Tensor, torch.Tensor] | None, cfg: TrainConfig,
+                    progress: Callable[[int, float], None] | None = None) -> list[float]:
+    """Minimise MSE of ``model`` on batches from ``make_batch(step)``; return the loss history.
+
+    When ``val`` is given (inputs, targets from held-out *training-region* tasks), the weights
+    with the lowest validation loss are restored at the end.
+    """
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.steps, 1), eta_min=cfg.lr * 0.05)
+    history, best, best_state = [], np.inf, None
+    for step in range(cfg.steps):
+        x, y = make_batch(step)
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        history.append(loss.item())
+        if val is not None and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
+            with torch.no_grad():
+                v = float(nn.functional.mse_loss(model(val[0]), val[1]))
+            if v < best:
+                best, best_state = v, {k: t.clone() for k, t in model.state_dict().items()}
+        if progress is not None:
+            progress(step, history[-1])
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return history

@@ -1,0 +1,124 @@
+"""Atomic file writes and checked JSON reads for run outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from taskextrap.errors import TaskextrapError
+
+__all__ = ["write_json_atomic", "write_text_atomic", "write_bytes_atomic", "read_json", "atomic_path"]
+
+
+class atomic_path:
+    """Context manager yielding a temporary path next to ``path``; on a clean exit the
+    temporary file is moved onto ``path`` with ``os.replace``, otherwise it is deleted.
+
+    Parent directories are created. Use it for writers that want a file name (e.g. matplotlib's
+    ``savefig``)::
+
+        with atomic_path("out/plot.png") as tmp:
+            fig.savefig(tmp, format="png")
+    """
+
+    def __init__(self, path: str | os.PathLike, suffix: str = ".tmp"):
+        self.path = Path(path)
+        self.suffix = suffix
+        self.tmp: str | None = None
+
+    def __enter__(self) -> str:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self.tmp = tempfile.mkstemp(
+            dir=self.path.parent, prefix=f".{self.path.name}.", suffix=self.suffix
+        )
+        os.close(fd)
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        assert self.tmp is not None
+        if exc_type is None:
+            os.replace(self.tmp, self.path)
+        else:
+            try:
+                os.unlink(self.tmp)
+            except FileNotFoundError:
+                pass
+        return False
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file in the same directory, fsync, then
+    ``os.replace``), creating parent directories. Returns the path."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return Path(path)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write UTF-8 ``text`` to ``path`` atomically, creating parent directories.
+
+    A reader never sees a half-written file: the text goes to a temporary file in the same
+    directory which then replaces ``path`` in one ``os.replace``. Returns the path.
+    """
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def _json_default(obj: Any) -> Any:
+    """Convert numpy scalars/arrays and paths so that ``json.dumps`` accepts them."""
+    try:
+        import numpy as np
+
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if isinstance(obj, np.ndarray):
+            return obj.tolist()
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    raise TypeError(f"object of type {type(obj).__name__} is not JSON serializable")
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """Serialise ``obj`` as indented JSON and write it to ``path`` atomically.
+
+    numpy scalars and arrays are converted to plain Python numbers and lists. NaN and
+    infinity are refused (they are not valid JSON) with a :class:`TaskextrapError`.
+    Returns the path.
+    """
+    try:
+        text = json.dumps(obj, indent=2, default=_json_default, allow_nan=False)
+    except ValueError as exc:
+        raise TaskextrapError(f"cannot write {path}: {exc} (NaN/inf is not valid JSON)") from None
+    except TypeError as exc:
+        raise TaskextrapError(f"cannot write {path}: {exc}") from None
+    return write_text_atomic(path, text + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Read and parse the JSON file at ``path``.
+
+    Raises :class:`TaskextrapError` with a one-line message if the file is missing,
+    unreadable or not valid JSON.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise TaskextrapError(f"file not found: {p}")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TaskextrapError(f"cannot read {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise TaskextrapError(f"cannot read {p}: not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TaskextrapError(
+            f"invalid JSON in {p}: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None

@@ -1,0 +1,257 @@
+"""Figures for run reports: predictions beside the truth, proxy-space embeddings, curves.
+
+matplotlib is imported lazily inside each function and used through its object API with the
+Agg canvas (no pyplot global state, no display needed). Every PNG is written atomically and
+parent directories are created.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.report.io import atomic_path
+
+__all__ = ["plot_predictions", "plot_embedding", "plot_curves", "pca_2d"]
+
+MAX_PANELS = 4
+
+
+def _new_figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: str | os.PathLike) -> Path:
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, format="png", bbox_inches="tight")
+    return Path(path)
+
+
+def _finite(name: str, arr: np.ndarray) -> np.ndarray:
+    if not np.all(np.isfinite(arr)):
+        raise TaskextrapError(f"{name} contains NaN/inf values")
+    return arr
+
+
+def _per_task(name: str, value: Any, n_tasks: int) -> list[np.ndarray]:
+    """Split ``value`` ((n_tasks, k) array, (k,) shared array, or a list of 1-D arrays)."""
+    if isinstance(value, (list, tuple)) and len(value) == n_tasks and all(
+        np.ndim(v) == 1 for v in value
+    ):
+        return [np.asarray(v, dtype=float).ravel() for v in value]
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 1:
+        return [arr] * n_tasks
+    if arr.ndim == 2 and arr.shape[0] == n_tasks:
+        return [arr[i] for i in range(n_tasks)]
+    raise TaskextrapError(f"{name} must have shape (n_tasks={n_tasks}, k), got {arr.shape}")
+
+
+def plot_predictions(
+    path: str | os.PathLike,
+    x_grid: Any,
+    truth: Any,
+    preds: Mapping[str, Any],
+    ctx_x: Any,
+    ctx_y: Any,
+    titles: Sequence[str] | None = None,
+    qry_x: Any = None,
+) -> Path:
+    """Plot a row of up to 4 panels, one per task: truth, each method's predictions, context.
+
+    ``truth`` has shape ``(n_tasks, m)`` on ``x_grid`` (shape ``(m,)``, shared, or
+    ``(n_tasks, m)``). Each value of ``preds`` (method name -> predictions) is either
+    an array of shape ``(n_tasks, m)`` on ``x_grid`` (drawn as a line), an array of shape
+    ``(n_tasks, q)`` at the query points ``qry_x`` (shape ``(n_tasks, q)`` or ``(q,)``; drawn
+    as a scatter), or an explicit ``(x, y)`` pair of ``(n_tasks, k)`` arrays (scatter). When
+    ``q == m`` the array is read as being on ``x_grid``. Context points ``ctx_x``, ``ctx_y``
+    (``(n_tasks, k)`` or lists of 1-D arrays) are drawn as black dots. Only the first 4 tasks
+    are shown. Writes a PNG atomically and returns its path.
+    """
+    truth = _finite("truth", np.asarray(truth, dtype=float))
+    if truth.ndim == 1:
+        truth = truth[None, :]
+    if truth.ndim != 2 or truth.shape[0] == 0:
+        raise TaskextrapError(f"truth must have shape (n_tasks, m), got {truth.shape}")
+    n_tasks, m = truth.shape
+    xg = np.asarray(x_grid, dtype=float)
+    if xg.shape not in ((m,), (n_tasks, m)):
+        raise TaskextrapError(f"x_grid must have shape ({m},) or ({n_tasks}, {m}), got {xg.shape}")
+    xg_t = _per_task("x_grid", xg, n_tasks)
+    cx = _per_task("ctx_x", ctx_x, n_tasks)
+    cy = _per_task("ctx_y", ctx_y, n_tasks)
+    for i in range(n_tasks):
+        if cx[i].shape != cy[i].shape:
+            raise TaskextrapError(
+                f"ctx_x and ctx_y differ in shape for task {i}: {cx[i].shape} vs {cy[i].shape}"
+            )
+    qx = None if qry_x is None else _per_task("qry_x", qry_x, n_tasks)
+    if titles is not None and len(titles) < min(n_tasks, MAX_PANELS):
+        raise TaskextrapError(f"titles has {len(titles)} entries for {min(n_tasks, MAX_PANELS)} panels")
+
+    # Resolve each method to ("line" | "scatter", per-task x list, per-task y list).
+    series: list[tuple[str, str, list[np.ndarray], list[np.ndarray]]] = []
+    for name, value in preds.items():
+        if isinstance(value, tuple) and len(value) == 2:
+            px = _per_task(f"preds[{name!r}] x", value[0], n_tasks)
+            py = _per_task(f"preds[{name!r}] y", value[1], n_tasks)
+            series.append((name, "scatter", px, py))
+            continue
+        arr = _finite(f"preds[{name!r}]", np.asarray(value, dtype=float))
+        if arr.ndim == 1:
+            arr = arr[None, :]
+        if arr.ndim != 2 or arr.shape[0] != n_tasks:
+            raise TaskextrapError(f"preds[{name!r}] must have shape ({n_tasks}, m or q), got {arr.shape}")
+        if arr.shape[1] == m:
+            series.append((name, "line", xg_t, [arr[i] for i in range(n_tasks)]))
+        elif qx is not None and all(arr.shape[1] == len(q) for q in qx):
+            series.append((name, "scatter", qx, [arr[i] for i in range(n_tasks)]))
+        else:
+            raise TaskextrapError(
+                f"preds[{name!r}] has {arr.shape[1]} points per task: expected {m} (x_grid) "
+                "or the length of qry_x"
+            )
+
+    n_panels = min(n_tasks, MAX_PANELS)
+    fig = _new_figure(4.0 * n_panels, 3.4)
+    axes = fig.subplots(1, n_panels, squeeze=False)[0]
+    colors = [f"C{k}" for k in range(10)]
+    for i, ax in enumerate(axes):
+        ax.plot(xg_t[i], truth[i], color="0.3", lw=2.0, label="truth")
+        for k, (name, kind, px, py) in enumerate(series):
+            c = colors[(k + 1) % len(colors)]
+            if kind == "line":
+                ax.plot(px[i], py[i], color=c, lw=1.5, ls="--", label=name)
+            else:
+                ax.scatter(px[i], py[i], color=c, s=14, marker="x", label=name, zorder=3)
+        ax.scatter(cx[i], cy[i], color="black", s=18, label="context", zorder=4)
+        if titles is not None:
+            ax.set_title(str(titles[i]), fontsize=10)
+        ax.set_xlabel("x")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("y")
+    axes[0].legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def pca_2d(z: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Project rows of ``z`` (shape ``(n, d)``) onto their first two principal components.
+
+    Uses a numpy SVD of the centred data. Returns ``(coords (n, 2), explained variance ratio
+    (2,))``; missing components (``d < 2`` or ``n < 3``) are zero.
+    """
+    z = _finite("z", np.asarray(z, dtype=float))
+    if z.ndim != 2 or z.shape[0] == 0:
+        raise TaskextrapError(f"z must have shape (n, d) with n >= 1, got {z.shape}")
+    zc = z - z.mean(axis=0, keepdims=True)
+    _, s, vt = np.linalg.svd(zc, full_matrices=False)
+    k = min(2, vt.shape[0])
+    coords = np.zeros((z.shape[0], 2))
+    coords[:, :k] = zc @ vt[:k].T
+    var = s**2
+    ratio = np.zeros(2)
+    if var.sum() > 0:
+        ratio[:k] = var[:k] / var.sum()
+    return coords, ratio
+
+
+def plot_embedding(
+    path: str | os.PathLike,
+    z: Any,
+    labels: Sequence[str],
+    title: str,
+    target_labels: Iterable[str] | None = None,
+) -> Path:
+    """Scatter a 2-D PCA of embeddings ``z`` (shape ``(n, d)``) coloured by ``labels``.
+
+    ``labels`` holds one region name per row (e.g. ``F1_1``, ``F1_2``, ``F2``). Target regions
+    are drawn with a star marker, training regions with dots; by default every label starting
+    with ``"F2"`` is a target, or pass ``target_labels`` explicitly. Writes a PNG atomically and
+    returns its path.
+    """
+    labels = [str(l) for l in labels]
+    coords, ratio = pca_2d(z)
+    if len(labels) != coords.shape[0]:
+        raise TaskextrapError(f"labels has {len(labels)} entries for {coords.shape[0]} embeddings")
+    targets = (
+        {l for l in labels if l.startswith("F2")} if target_labels is None else set(target_labels)
+    )
+    order: list[str] = []
+    for l in labels:
+        if l not in order:
+            order.append(l)
+    lab = np.asarray(labels)
+    fig = _new_figure(5.5, 4.5)
+    ax = fig.subplots()
+    for k, name in enumerate(order):
+        sel = lab == name
+        is_target = name in targets
+        ax.scatter(
+            coords[sel, 0],
+            coords[sel, 1],
+            s=60 if is_target else 18,
+            marker="*" if is_target else "o",
+            color=f"C{k % 10}",
+            edgecolors="black" if is_target else "none",
+            linewidths=0.5,
+            alpha=0.95 if is_target else 0.7,
+            label=f"{name} (target)" if is_target else name,
+            zorder=3 if is_target else 2,
+        )
+    ax.set_xlabel(f"PC1 ({100 * ratio[0]:.0f}% var.)")
+    ax.set_ylabel(f"PC2 ({100 * ratio[1]:.0f}% var.)")
+    ax.set_title(str(title))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_curves(
+    path: str | os.PathLike,
+    x: Any,
+    curves: Mapping[str, Any],
+    points: Mapping[str, tuple[Any, Any]] | None = None,
+    title: str = "",
+    xlabel: str = "x",
+    ylabel: str = "y",
+) -> Path:
+    """Plot several named curves over a shared ``x`` (shape ``(m,)``), plus optional named
+    point sets ``points[name] = (xs, ys)`` drawn as markers (e.g. the projectile figure's
+    observed points). Writes a PNG atomically and returns its path.
+    """
+    x = _finite("x", np.asarray(x, dtype=float).ravel())
+    fig = _new_figure(6.0, 4.0)
+    ax = fig.subplots()
+    k = 0
+    for name, y in curves.items():
+        y = _finite(f"curves[{name!r}]", np.asarray(y, dtype=float).ravel())
+        if y.shape != x.shape:
+            raise TaskextrapError(f"curves[{name!r}] has {y.size} points, x has {x.size}")
+        ax.plot(x, y, color=f"C{k % 10}", lw=1.8, label=name)
+        k += 1
+    for name, (px, py) in (points or {}).items():
+        px = np.asarray(px, dtype=float).ravel()
+        py = np.asarray(py, dtype=float).ravel()
+        if px.shape != py.shape:
+            raise TaskextrapError(f"points[{name!r}]: x has {px.size} values, y has {py.size}")
+        ax.scatter(px, py, color=f"C{k % 10}", s=22, label=name, zorder=3, edgecolors="black", linewidths=0.4)
+        k += 1
+    ax.set_title(str(title))
+    ax.set_xlabel(str(xlabel))
+    ax.set_ylabel(str(ylabel))
+    ax.grid(alpha=0.3)
+    if k:
+        ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return _save(fig, path)

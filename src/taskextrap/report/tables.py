@@ -1,0 +1,249 @@
+"""Tables of our results beside the paper's numbers: markdown for files, plain text for terminals."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.report.io import read_json
+from taskextrap.report.schema import validate_results
+
+__all__ = [
+    "format_number",
+    "format_value_ci",
+    "results_markdown",
+    "comparison_table",
+    "render_report",
+    "console_table",
+    "load_results",
+]
+
+MISSING = "-"
+
+CI_FOOTNOTE = (
+    "ours: mean ± ci95, with ci95 = 1.96·sd/√n over the n per-(test task, training seed) "
+    "values; seed sd: standard deviation across seeds of the per-seed means (- for one seed); "
+    "paper: the number the paper prints, ± its printed interval (- where it prints none)."
+)
+
+
+def format_number(v: float | int | None) -> str:
+    """Format a number compactly with 3 significant digits.
+
+    Scientific notation (``"1.20e+05"``, ``"7.33e-04"``) is used for ``|v| >= 1e4`` and for
+    ``0 < |v| < 1e-3``; otherwise fixed notation with 3 significant digits (``"1.53"``,
+    ``"0.0510"``), except that numbers ``>= 100`` keep all their integer digits (``"733"``,
+    ``"1097"``). ``None`` gives ``"-"``; NaN and infinities give ``"nan"``, ``"inf"``, ``"-inf"``.
+    """
+    if v is None:
+        return MISSING
+    v = float(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 1e4 or a < 1e-3:
+        return f"{v:.2e}"
+    decimals = max(0, 2 - math.floor(math.log10(a)))
+    return f"{v:.{decimals}f}"
+
+
+def format_value_ci(value: float | None, ci95: float | None) -> str:
+    """Format ``value ± ci95`` with :func:`format_number`; just the value if ``ci95`` is None."""
+    if value is None:
+        return MISSING
+    if ci95 is None:
+        return format_number(value)
+    return f"{format_number(value)} ± {format_number(ci95)}"
+
+
+def _md_escape(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(headers: list[str], rows: list[list[str]], right: Iterable[int] = ()) -> str:
+    right = set(right)
+    aligns = ["---:" if i in right else "---" for i in range(len(headers))]
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(aligns) + " |"]
+    lines += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _text_table(headers: list[str], rows: list[list[str]], right: Iterable[int] = ()) -> str:
+    right = set(right)
+    widths = [len(h) for h in headers]
+    for r in rows:
+        widths = [max(w, len(str(c))) for w, c in zip(widths, r)]
+
+    def fmt(cells: list[str]) -> str:
+        out = [
+            str(c).rjust(w) if i in right else str(c).ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths))
+        ]
+        return "  ".join(out).rstrip()
+
+    lines = [fmt(headers), "  ".join("-" * w for w in widths)]
+    lines += [fmt(r) for r in rows]
+    return "\n".join(lines)
+
+
+def _title(results: dict) -> str:
+    seeds = ", ".join(str(s) for s in results.get("seeds", []))
+    return (
+        f"{results.get('experiment', '?')} — protocol {results.get('protocol', '?')}, "
+        f"profile {results.get('profile', '?')}, seeds [{seeds}]"
+    )
+
+
+def _run_line(results: dict) -> str | None:
+    parts = []
+    wall = results.get("timing", {}).get("wall_s")
+    if wall is not None:
+        parts.append(f"wall time {wall:.1f} s")
+    env = results.get("environment") or {}
+    for key in ("taskextrap", "torch", "device", "git"):
+        if env.get(key) is not None:
+            parts.append(f"{key} {env[key]}")
+    return "; ".join(parts) if parts else None
+
+
+def _metrics_in_order(rows: list[dict]) -> list[str]:
+    seen: list[str] = []
+    for r in rows:
+        if r["metric"] not in seen:
+            seen.append(r["metric"])
+    return seen
+
+
+_RESULT_HEADERS = ["group", "method", "ours (value ± ci95)", "seed sd", "paper (value ± ci)", "n"]
+
+
+def _result_cells(row: dict) -> list[str]:
+    return [
+        str(row["group"]),
+        str(row["method"]),
+        format_value_ci(row["value"], row.get("ci95")),
+        format_number(row.get("seed_sd")),
+        format_value_ci(row.get("paper_value"), row.get("paper_ci95")),
+        str(row["n"]),
+    ]
+
+
+def _notes(rows: list[dict]) -> list[str]:
+    return [f"{r['group']} / {r['method']}: {r['note']}" for r in rows if r.get("note")]
+
+
+def results_markdown(results: dict) -> str:
+    """Render one run's results as markdown: our numbers beside the paper's.
+
+    A title line names experiment, protocol, profile and seeds; then one table per metric
+    (``group | method | ours (value ± ci95) | seed sd | paper (value ± ci) | n``) with rows in
+    the order given, any row notes, and a footnote explaining the intervals.
+    """
+    rows = results.get("rows", [])
+    out = [f"# {_title(results)}", ""]
+    run = _run_line(results)
+    if run:
+        out += [run, ""]
+    if not rows:
+        out += ["(no result rows)", ""]
+    for metric in _metrics_in_order(rows):
+        sel = [r for r in rows if r["metric"] == metric]
+        out += [f"## {metric}", ""]
+        out += [_md_table(_RESULT_HEADERS, [_result_cells(r) for r in sel], right=(2, 3, 4, 5)), ""]
+    notes = _notes(rows)
+    if notes:
+        out += ["Notes:", ""] + [f"- {_md_escape(n)}" for n in notes] + [""]
+    out += [f"_{CI_FOOTNOTE}_", ""]
+    return "\n".join(out)
+
+
+def console_table(results: dict) -> str:
+    """Render one run's results as a plain-text aligned table for a terminal.
+
+    Same content as :func:`results_markdown` (title, one table per metric, notes, footnote)
+    without markdown syntax.
+    """
+    rows = results.get("rows", [])
+    out = [_title(results)]
+    run = _run_line(results)
+    if run:
+        out.append(run)
+    out.append("")
+    if not rows:
+        out += ["(no result rows)", ""]
+    for metric in _metrics_in_order(rows):
+        sel = [r for r in rows if r["metric"] == metric]
+        out += [f"[{metric}]"]
+        out += [_text_table(_RESULT_HEADERS, [_result_cells(r) for r in sel], right=(2, 3, 4, 5)), ""]
+    notes = _notes(rows)
+    if notes:
+        out += ["notes:"] + [f"  {n}" for n in notes] + [""]
+    out.append(CI_FOOTNOTE)
+    return "\n".join(out)
+
+
+_COMPARISON_HEADERS = ["experiment", "protocol", "profile", "group", "method", "metric", "ours", "paper"]
+
+
+def comparison_table(results_list: list[dict]) -> str:
+    """One markdown table comparing several runs with the paper.
+
+    Columns: experiment, protocol, profile, group, method, metric, ours (value ± ci95),
+    paper (value ± ci); runs and rows in the order given, followed by the ci95 footnote.
+    """
+    cells = []
+    for res in results_list:
+        for r in res.get("rows", []):
+            cells.append(
+                [
+                    str(res.get("experiment", "?")),
+                    str(res.get("protocol", "?")),
+                    str(res.get("profile", "?")),
+                    str(r["group"]),
+                    str(r["method"]),
+                    str(r["metric"]),
+                    format_value_ci(r["value"], r.get("ci95")),
+                    format_value_ci(r.get("paper_value"), r.get("paper_ci95")),
+                ]
+            )
+    table = _md_table(_COMPARISON_HEADERS, cells, right=(6, 7))
+    return f"{table}\n\n_{CI_FOOTNOTE}_\n"
+
+
+def load_results(directory: str | os.PathLike) -> dict:
+    """Load and validate ``DIRECTORY/results.json``.
+
+    Raises :class:`TaskextrapError` with a one-line message if the directory or file is
+    missing, the JSON is invalid, or the contents do not match the results schema.
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        raise TaskextrapError(f"not a directory: {d}")
+    path = d / "results.json"
+    if not path.is_file():
+        raise TaskextrapError(f"no results.json in {d} (run `taskextrap reproduce ... --out {d}` first)")
+    obj = read_json(path)
+    try:
+        validate_results(obj)
+    except TaskextrapError as exc:
+        raise TaskextrapError(f"{path}: {exc}") from None
+    return obj
+
+
+def render_report(dirs: list[str]) -> str:
+    """Load ``DIR/results.json`` from each directory, validate it, and return a markdown
+    :func:`comparison_table` of all runs.
+
+    Raises :class:`TaskextrapError` (one line) if no directory is given or any results file is
+    missing or invalid.
+    """
+    if not dirs:
+        raise TaskextrapError("no result directories given")
+    return comparison_table([load_results(d) for d in dirs])

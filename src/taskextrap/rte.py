@@ -1,0 +1,186 @@
+"""The Relational Task Extrapolator for the parameter regime (Algorithm 1, Strategy A).
+
+Phase 1: every library task is observed through the protocol; Gamma (proxy embedding) is fitted
+on library observations only; Psi is trained on pairs (anchor, target) of library tasks with the
+signed proxy shift phi = Gamma(target context) - Gamma(anchor).
+Phase 2: a target is embedded from its context only; its anchors are its nearest library tasks
+in proxy space, phi is the difference, and Psi predicts the queries (averaged over anchors).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from taskextrap import audit
+from taskextrap.embed import ProxyEmbedding, mean_per_task
+from taskextrap.errors import TaskextrapError
+from taskextrap.operators.param import RelationalOperator, sort_context
+from taskextrap.operators.train import TrainConfig
+from taskextrap.scaling import FamilyScaler
+from taskextrap.seeding import derive_seed, rng
+from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
+from taskextrap.tasks.taskset import TaskSet
+from taskextrap.validation import check_context, check_query
+
+
+@dataclass(frozen=True)
+class Draws:
+    """The library's observed draws: shared by Psi, the inductive baselines and the embedding."""
+
+    obs: Observations
+    z: np.ndarray          # Gamma of each draw's own context (n_draws, dim)
+    train: np.ndarray      # boolean mask over draws: tasks used for training
+    val: np.ndarray        # boolean mask over draws: held-out *library* tasks for model selection
+
+
+@dataclass
+class RTE:
+    """Relational Task Extrapolator, scikit-learn style: ``RTE(...).fit(library).predict(...)``.
+
+    Args:
+        protocol: observation protocol name or object; library tasks and targets are observed
+            through it, and Psi is trained for its number of context points.
+        embedding: Gamma estimator, "gradient", "adapted" or "fisher".
+        anchors: number of nearest anchors whose predictions are averaged.
+        n_pairs: training (target draw, anchor) pairs per pass; anchors are redrawn every pass.
+        library_draws: context draws averaged into a library task's embedding.
+        near_fraction: share of training pairs whose anchor is one of the target's ``n_near``
+            nearest library tasks in proxy space (the rest are uniform over the library), so
+            both retrieval-like small shifts and region-sized shifts are in distribution.
+        val_fraction: share of library tasks held out (still training region) for model selection.
+        train: optimiser settings of Psi.
+        seed: seeds every stream (draws, probe, network, batches).
+    """
+
+    protocol: object = "paper"
+    embedding: str = "gradient"
+    anchors: int = 2
+    n_pairs: int = 20000
+    library_draws: int = 4
+    near_fraction: float = 0.5
+    n_near: int = 8
+    val_fraction: float = 0.1
+    embed_dim: int = 16
+    train: TrainConfig = field(default_factory=TrainConfig)
+    seed: int = 0
+
+    def __post_init__(self):
+        self.protocol = get_protocol(self.protocol)
+        if self.anchors < 1:
+            raise TaskextrapError("anchors must be >= 1")
+        if not 0.0 <= self.near_fraction <= 1.0:
+            raise TaskextrapError("near_fraction must be in [0, 1]")
+
+    # ----------------------------------------------------------------------------- phase 1
+    def fit(self, library: TaskSet, progress=None) -> "RTE":
+        """Fit Gamma and Psi on ``library`` (training-region tasks only)."""
+        held = set(library.family.held_out_regions)
+        if any(r in held for r in library.region):
+            raise TaskextrapError("the library contains held-out-region tasks; fit on training regions only")
+        self.library_ = library
+        self.noise_scale_ = noise_scale(library.family)
+        self.scaler_ = FamilyScaler.fit(library)
+        self.draws_ = self._draw_library(library)
+        self.psi_ = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
+                                       derive_seed(self.seed, "psi"), self.train)
+        r = rng(self.seed, "psi-batches")
+        val = self._pair_arrays(np.flatnonzero(self.draws_.val), rng(self.seed, "psi-val"))
+        audit.record_fit("psi", self.draws_.obs.params[self.draws_.train | self.draws_.val])
+        train_idx = np.flatnonzero(self.draws_.train)
+        self.psi_.fit(lambda g: self._pair_arrays(train_idx, g), val, r, progress)
+        return self
+
+    def _draw_library(self, library: TaskSet) -> Draws:
+        n = len(library)
+        per_task = max(self.library_draws, int(np.ceil(self.n_pairs / n)))
+        obs = self.protocol.draw(library, per_task, rng(self.seed, "library-draws"), self.noise_scale_)
+        first = np.tile(np.arange(per_task) < self.library_draws, n)
+        z = self._fit_descriptors(library, obs, first)
+        self.z_library_ = mean_per_task(z[first], obs.task[first], n)
+        val_tasks = rng(self.seed, "val-split").permutation(n)[: int(round(self.val_fraction * n))]
+        val = np.isin(obs.task, val_tasks)
+        self.train_tasks_ = np.setdiff1d(np.arange(n), val_tasks)
+        return Draws(obs, z, ~val, val)
+
+    def _fit_descriptors(self, library: TaskSet, obs: Observations, first: np.ndarray) -> np.ndarray:
+        """Fit Gamma (probe pretrained on the library's curves, PCA on library contexts); embed every draw."""
+        sx = self.scaler_
+        grid = np.broadcast_to(library.family.grid(64), (len(library), 64))
+        self.embedding_ = ProxyEmbedding(self.embedding, dim=self.embed_dim, seed=derive_seed(self.seed, "probe"))
+        self.embedding_.fit(sx.x(obs.ctx_x[first]), sx.y(obs.ctx_y[first]), obs.params[first],
+                            pretrain_x=sx.x(grid), pretrain_y=sx.y(library.values(grid)))
+        return self.embed(obs.ctx_x, obs.ctx_y)
+
+    def _descriptor(self, ctx_x: np.ndarray, ctx_y: np.ndarray, theta) -> np.ndarray:
+        """A target's position in the space anchors are retrieved in: Gamma of its context."""
+        return self.embed(ctx_x, ctx_y)
+
+    def _pair_arrays(self, draw_idx: np.ndarray, g: np.random.Generator):
+        """Arrays for Psi: each draw paired with an anchor (near in proxy space or uniform)."""
+        d = self.draws_
+        n = len(draw_idx)
+        pool = self.train_tasks_
+        anchor = pool[g.integers(len(pool), size=n)]
+        near = g.random(n) < self.near_fraction
+        if near.any():
+            dist = np.linalg.norm(d.z[draw_idx[near], None] - self.z_library_[None, pool], axis=2)
+            dist[d.obs.task[draw_idx[near], None] == pool[None]] = np.inf  # never itself
+            k = min(self.n_near, len(pool) - 1)
+            nearest = np.argpartition(dist, k - 1, axis=1)[:, :k]
+            anchor[near] = pool[nearest[np.arange(len(nearest)), g.integers(k, size=len(nearest))]]
+        same = anchor == d.obs.task[draw_idx]
+        anchor[same] = pool[(np.searchsorted(pool, anchor[same]) + 1) % len(pool)]
+        ctx_x, ctx_y = sort_context(d.obs.ctx_x[draw_idx], d.obs.ctx_y[draw_idx])
+        qry_x = d.obs.qry_x[draw_idx]
+        lib = self.library_
+        return (ctx_x, ctx_y, lib.values(ctx_x, anchor), qry_x, lib.values(qry_x, anchor),
+                d.z[draw_idx] - self.z_library_[anchor], d.obs.qry_y[draw_idx])
+
+    # ----------------------------------------------------------------------------- phase 2
+    def _check_fitted(self):
+        if not hasattr(self, "psi_"):
+            raise TaskextrapError("RTE is not fitted: call fit(library) first")
+
+    def embed(self, ctx_x, ctx_y) -> np.ndarray:
+        """Gamma of each context (n, dim): computed from the context points only."""
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        return self.embedding_.transform(self.scaler_.x(ctx_x), self.scaler_.y(ctx_y))
+
+    def decompose(self, ctx_x, ctx_y, k: int | None = None, theta=None):
+        """Strategy A: the ``k`` nearest library anchors, the shifts phi and the proxy distances.
+
+        Returns (anchor indices (n, k), phi (n, k, dim), distances (n, k)), nearest first.
+        ``theta`` (true parameters) is read by the transductive oracle only.
+        """
+        self._check_fitted()
+        z = self._descriptor(*check_context(ctx_x, ctx_y, self.protocol.n_context), theta)
+        k = k or self.anchors
+        dist = np.linalg.norm(z[:, None] - self.z_library_[None], axis=2)
+        anchor = np.argsort(dist, axis=1)[:, :k]
+        return anchor, z[:, None] - self.z_library_[anchor], np.take_along_axis(dist, anchor, 1)
+
+    def predict(self, ctx_x, ctx_y, x_query, anchors: np.ndarray | None = None,
+                phi: np.ndarray | None = None, theta=None) -> np.ndarray:
+        """Predict each target at ``x_query`` (n, q) from its context (n, k).
+
+        ``anchors`` (n, a) and ``phi`` (n, a, dim) override the retrieved decomposition (used by
+        the ablations: random anchors, zero shift).
+        """
+        self._check_fitted()
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        qry_x = check_query(x_query, len(ctx_x))
+        if anchors is None:
+            anchors, auto_phi, _ = self.decompose(ctx_x, ctx_y, theta=theta)
+        else:
+            anchors = np.asarray(anchors).reshape(len(ctx_x), -1)
+            auto_phi = self._descriptor(ctx_x, ctx_y, theta)[:, None] - self.z_library_[anchors]
+        phi = auto_phi if phi is None else np.asarray(phi, dtype=float).reshape(auto_phi.shape)
+        sx, sy = sort_context(ctx_x, ctx_y)
+        preds = []
+        for j in range(anchors.shape[1]):
+            a = anchors[:, j]
+            preds.append(self.psi_.predict(sx, sy, self.library_.values(sx, a), qry_x,
+                                           self.library_.values(qry_x, a), phi[:, j]))
+        return np.mean(preds, axis=0)

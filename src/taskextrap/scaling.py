@@ -1,0 +1,44 @@
+"""Per-family normalisation, fitted on training-region tasks only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from taskextrap import audit
+from taskextrap.tasks.taskset import TaskSet
+
+
+@dataclass(frozen=True)
+class FamilyScaler:
+    """Affine maps x -> [-1, 1] over the domain and y -> zero mean, unit spread on the library."""
+
+    x_mid: float
+    x_half: float
+    y_mean: float
+    y_std: float
+
+    @classmethod
+    def fit(cls, library: TaskSet, m: int = 64) -> "FamilyScaler":
+        """Fit on the library's values over a grid of the domain (training tasks only)."""
+        audit.record_fit("scaler", library.params)
+        lo, hi = library.family.domain
+        y = library.values(np.broadcast_to(library.family.grid(m), (len(library), m)))
+        return cls((lo + hi) / 2, (hi - lo) / 2, float(y.mean()), float(y.std() + 1e-12))
+
+    def x(self, x: np.ndarray) -> np.ndarray:
+        return (x - self.x_mid) / self.x_half
+
+    def y(self, y: np.ndarray) -> np.ndarray:
+        return (y - self.y_mean) / self.y_std
+
+    def dy(self, dy: np.ndarray) -> np.ndarray:
+        """Scale a difference of outputs (no offset)."""
+        return dy / self.y_std
+
+    def y_inv(self, y: np.ndarray) -> np.ndarray:
+        return y * self.y_std + self.y_mean
+
+    def dy_inv(self, dy: np.ndarray) -> np.ndarray:
+        return dy * self.y_std

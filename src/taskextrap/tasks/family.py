@@ -1,0 +1,114 @@
+"""Parametric task families: a formula, a domain, and named regions of the shifted parameter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+
+from taskextrap.errors import TaskextrapError
+
+TRAIN_REGIONS = ("F1_1", "F1_2")
+TEST_REGION = "F2"
+
+
+@dataclass(frozen=True)
+class ParametricFamily:
+    """A family of tasks f_theta(x) = fn(x, **theta) whose ``shift`` parameter is extrapolated.
+
+    Args:
+        name: short identifier used in results and plots.
+        fn: vectorised formula ``fn(x, **params)``; ``x`` has shape (n, m) and every parameter
+            shape (n, 1), so numpy broadcasting gives an (n, m) array.
+        domain: (low, high) interval of the input x.
+        fixed: ranges of the other parameters, drawn uniformly and identically in every region.
+        shift: the name of the parameter whose range defines the regions.
+        regions: disjoint ranges of ``shift`` by region name, e.g. F1_1, F1_2 (training) and F2
+            (held out). A degenerate range (lo == hi) is a single value.
+        train_regions: the regions the library is drawn from; every other region is held out.
+    """
+
+    name: str
+    fn: Callable[..., np.ndarray]
+    domain: tuple[float, float]
+    fixed: Mapping[str, tuple[float, float]]
+    shift: str
+    regions: Mapping[str, tuple[float, float]]
+    train_regions: tuple[str, ...] = TRAIN_REGIONS
+    description: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        lo, hi = self.domain
+        if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+            raise TaskextrapError(f"family {self.name!r}: domain must be (low, high) with low < high")
+        if self.shift in self.fixed:
+            raise TaskextrapError(f"family {self.name!r}: shift parameter {self.shift!r} is also in fixed")
+        for name, (a, b) in {**self.fixed, **self.regions}.items():
+            if not (np.isfinite(a) and np.isfinite(b) and a <= b):
+                raise TaskextrapError(f"family {self.name!r}: range of {name!r} must satisfy low <= high")
+        missing = [r for r in self.train_regions if r not in self.regions]
+        if missing:
+            raise TaskextrapError(f"family {self.name!r}: training regions {missing} are not in regions")
+        spans = sorted(self.regions.items(), key=lambda kv: kv[1])
+        for (n1, (a1, b1)), (n2, (a2, b2)) in zip(spans, spans[1:]):
+            if a2 < b1:
+                raise TaskextrapError(f"family {self.name!r}: regions {n1!r} and {n2!r} overlap")
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        """Parameter order of every ``params`` array: the shifted parameter first."""
+        return (self.shift, *self.fixed)
+
+    @property
+    def held_out_regions(self) -> tuple[str, ...]:
+        """Regions that no fitted component may ever see."""
+        return tuple(r for r in self.regions if r not in self.train_regions)
+
+    def region_of(self, params: np.ndarray) -> np.ndarray:
+        """Name of the region each row of ``params`` falls in ('' if none)."""
+        s = np.asarray(params, dtype=float)[:, 0]
+        out = np.full(s.shape, "", dtype=object)
+        # Later regions win on shared boundaries, so a task at the F1_2/F2 edge counts as F2.
+        for name, (a, b) in sorted(self.regions.items(), key=lambda kv: kv[1]):
+            out[(s >= a) & (s <= b)] = name
+        return out
+
+    def sample_params(self, region: str, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Draw ``n`` parameter vectors (n, p): shift uniform in ``region``, the rest uniform."""
+        if region not in self.regions:
+            raise TaskextrapError(f"family {self.name!r} has no region {region!r}; has {sorted(self.regions)}")
+        cols = [rng.uniform(*self.regions[region], size=n)]
+        cols += [rng.uniform(*rng_range, size=n) for rng_range in self.fixed.values()]
+        return np.stack(cols, axis=1)
+
+    def param_scale(self) -> tuple[np.ndarray, np.ndarray]:
+        """(offset, scale) that map each parameter's training range to [0, 1]."""
+        lo_s = min(self.regions[r][0] for r in self.train_regions)
+        hi_s = max(self.regions[r][1] for r in self.train_regions)
+        lows = np.array([lo_s, *(a for a, _ in self.fixed.values())], dtype=float)
+        highs = np.array([hi_s, *(b for _, b in self.fixed.values())], dtype=float)
+        return lows, np.maximum(highs - lows, 1e-12)
+
+    def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Evaluate the tasks ``params`` (n, p) at inputs ``x`` (n, m) -> (n, m)."""
+        params = np.asarray(params, dtype=float)
+        x = np.asarray(x, dtype=float)
+        if params.ndim != 2 or params.shape[1] != len(self.param_names):
+            raise TaskextrapError(
+                f"family {self.name!r}: params must have shape (n, {len(self.param_names)}), got {params.shape}")
+        if x.ndim != 2 or x.shape[0] != params.shape[0]:
+            raise TaskextrapError(f"family {self.name!r}: x must have shape ({params.shape[0]}, m), got {x.shape}")
+        kwargs = {name: params[:, i : i + 1] for i, name in enumerate(self.param_names)}
+        y = np.broadcast_to(np.asarray(self.fn(x, **kwargs), dtype=float), x.shape)
+        return np.array(y)
+
+    def grid(self, m: int) -> np.ndarray:
+        """``m`` evenly spaced inputs over the domain."""
+        return np.linspace(*self.domain, m)
+
+    def output_range(self, rng: np.random.Generator, n: int = 256, m: int = 200) -> float:
+        """Spread (max - min) of task outputs over the domain, measured on training-region tasks only."""
+        params = np.concatenate([self.sample_params(r, n, rng) for r in self.train_regions])
+        y = self(params, np.broadcast_to(self.grid(m), (len(params), m)))
+        return float(y.max() - y.min())

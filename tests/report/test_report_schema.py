@@ -1,0 +1,201 @@
+"""results.json schema, row construction and paper values."""
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.report.paper_values import PAPER_VALUES, paper_source, paper_value
+from taskextrap.report.schema import (
+    bootstrap_ci95,
+    environment_info,
+    make_row,
+    summarize_errors,
+    validate_results,
+)
+
+
+def valid_results():
+    return {
+        "experiment": "parameter",
+        "protocol": "paper",
+        "profile": "quick",
+        "seeds": [0, 1, 2],
+        "rows": [
+            {"group": "quadratic", "method": "rte", "metric": "mse", "value": 12.3,
+             "ci95": 1.1, "n": 1200, "paper_value": 733.0, "paper_ci95": 11.9,
+             "seed_sd": 0.5, "note": "example"},
+            {"group": "size6", "method": "rte", "metric": "accuracy", "value": 0.66,
+             "ci95": None, "n": 28, "paper_value": None, "paper_ci95": None},
+        ],
+        "timing": {"wall_s": 41.2, "train_s": 30.0},
+        "environment": {"taskextrap": "0.1.0", "torch": "2.13.0", "device": "cpu", "git": None},
+        "config": {"anything": [1, 2]},
+    }
+
+
+def test_valid_example_passes():
+    validate_results(valid_results())
+
+
+@pytest.mark.parametrize("key", ["experiment", "protocol", "profile", "seeds", "rows",
+                                 "timing", "environment", "config"])
+def test_missing_top_level_key_rejected(key):
+    obj = valid_results()
+    del obj[key]
+    with pytest.raises(TaskextrapError, match=key):
+        validate_results(obj)
+
+
+@pytest.mark.parametrize("key", ["group", "method", "metric", "value", "ci95", "n",
+                                 "paper_value", "paper_ci95"])
+def test_missing_row_key_rejected(key):
+    obj = valid_results()
+    del obj["rows"][0][key]
+    with pytest.raises(TaskextrapError, match=key):
+        validate_results(obj)
+
+
+def mutate(fn):
+    obj = valid_results()
+    fn(obj)
+    return obj
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda o: o["rows"][1].update(value=1.2),            # accuracy > 1
+        lambda o: o["rows"][1].update(value=-0.1),           # accuracy < 0
+        lambda o: o["rows"][0].update(metric="rmse"),        # unknown metric
+        lambda o: o["rows"][0].update(n=0),                  # n >= 1
+        lambda o: o["rows"][0].update(n=2.5),                # n integer
+        lambda o: o["rows"][0].update(value="12"),           # value number
+        lambda o: o["rows"][0].update(value=float("nan")),   # finite
+        lambda o: o["rows"][0].update(seed_sd="x"),          # extras typed
+        lambda o: o.update(seeds=[0, "1"]),
+        lambda o: o["timing"].pop("wall_s"),
+        lambda o: o["timing"].update(note="slow"),           # timing fields are numbers
+        lambda o: o["environment"].update(git=3),
+        lambda o: o["environment"].pop("torch"),
+        lambda o: o.update(config=[]),
+    ],
+)
+def test_invalid_results_rejected_with_one_line(bad):
+    with pytest.raises(TaskextrapError) as info:
+        validate_results(mutate(bad))
+    assert "\n" not in str(info.value)
+
+
+def test_not_an_object_rejected():
+    with pytest.raises(TaskextrapError):
+        validate_results([1, 2])
+
+
+def test_accuracy_one_is_allowed_and_mse_above_one_too():
+    obj = mutate(lambda o: o["rows"][1].update(value=1.0))
+    validate_results(obj)
+    validate_results(mutate(lambda o: o["rows"][0].update(value=1e6)))
+
+
+def test_summarize_errors_matches_hand_computation():
+    # 3 tasks x 2 seeds
+    e = np.array([[1.0, 2.0], [3.0, 5.0], [2.0, 5.0]])
+    s = summarize_errors(e)
+    flat = [1, 2, 3, 5, 2, 5]
+    mean = sum(flat) / 6  # 3.0
+    sd = math.sqrt(sum((v - mean) ** 2 for v in flat) / 5)  # sqrt(14/5)
+    assert s["n"] == 6
+    assert s["value"] == pytest.approx(3.0)
+    assert s["ci95"] == pytest.approx(1.96 * sd / math.sqrt(6))
+    assert s["ci95"] == pytest.approx(1.96 * math.sqrt(14 / 5) / math.sqrt(6))
+    # per-seed means 2.0 and 4.0 -> sd (ddof=1) = sqrt(2)
+    assert s["seed_sd"] == pytest.approx(math.sqrt(2.0))
+    assert all(type(s[k]) in (int, float) for k in ("value", "ci95", "n", "seed_sd"))
+
+
+def test_summarize_errors_single_seed_and_single_value():
+    s = summarize_errors(np.array([[1.0], [3.0]]))
+    assert s["seed_sd"] is None and s["n"] == 2
+    assert s["ci95"] == pytest.approx(1.96 * math.sqrt(2.0) / math.sqrt(2))
+    one = summarize_errors(np.array([[4.0]]))
+    assert one == {"value": 4.0, "ci95": 0.0, "n": 1, "seed_sd": None}
+    # a 1-D array is one seed
+    assert summarize_errors([1.0, 3.0]) == s
+
+
+@pytest.mark.parametrize("bad", [np.zeros((0, 2)), np.array([[1.0, np.nan]]), np.zeros((2, 2, 2))])
+def test_summarize_errors_rejects_bad_input(bad):
+    with pytest.raises(TaskextrapError):
+        summarize_errors(bad)
+
+
+def test_bootstrap_ci95_behaviour():
+    assert bootstrap_ci95(np.ones((5, 2))) == 0.0
+    assert bootstrap_ci95(np.array([[0.3]])) == 0.0
+    acc = np.array([[0.0], [1.0]] * 10)
+    w = bootstrap_ci95(acc, seed=1)
+    assert 0.1 < w < 0.35  # normal approx: 1.96*0.5/sqrt(20) = 0.22
+    assert bootstrap_ci95(acc, seed=1) == w  # deterministic
+
+
+def test_make_row_pulls_paper_value():
+    row = make_row("parameter", "quadratic", "rte", "mse", np.ones((4, 2)))
+    assert row["paper_value"] == pytest.approx(733.0)  # printed as 7.33 x 10^2
+    assert row["paper_ci95"] == pytest.approx(11.9)
+    assert row["value"] == 1.0 and row["ci95"] == 0.0 and row["n"] == 8 and row["seed_sd"] == 0.0
+    unknown = make_row("parameter", "quadratic", "my-method", "mse", [1.0], note="x")
+    assert unknown["paper_value"] is None and unknown["paper_ci95"] is None
+    assert unknown["note"] == "x"
+    obj = valid_results()
+    obj["rows"] = [row, unknown]
+    validate_results(obj)
+
+
+def test_make_row_rejects_bad_metric_accuracy_and_overrides():
+    with pytest.raises(TaskextrapError, match="metric"):
+        make_row("parameter", "quadratic", "rte", "rmse", [1.0])
+    with pytest.raises(TaskextrapError, match="accuracy"):
+        make_row("parity", "size6", "rte", "accuracy", [1.5, 2.0])
+    with pytest.raises(TaskextrapError, match="paper_value"):
+        make_row("parameter", "quadratic", "rte", "mse", [1.0], paper_value=1.0)
+    row = make_row("parity", "size6", "rte", "accuracy", [0.0, 1.0], ci95=0.3)
+    assert row["ci95"] == 0.3 and row["paper_value"] == pytest.approx(0.6607)
+
+
+def test_paper_values_table():
+    assert paper_value("parameter", "cubic", "rte") == (1.53, 0.09)
+    assert paper_value("parameter", "sin_trend", "rte") == (0.051, 0.002)
+    assert paper_value("parameter", "quadratic", "t2v-inductive") == (1.20e5, 2.47e3)
+    assert paper_value("length", "degree9", "sparse-inductive") == (0.5752, 0.1421)
+    assert paper_value("parameter-ablations", "quadratic", "far-anchors") == (2325.5, 357.9)
+    assert paper_value("codeio", "held-out-pairs", "cot-majority") == (0.302, None)
+    assert paper_value("parity", "size6", "oracle") == (1.0, None)
+    assert paper_value("nope", "x", "y") == (None, None)
+    assert "tab:param_results" in paper_source("parameter", "exp", "rte")
+    for (exp, group, method), (v, ci, src) in PAPER_VALUES.items():
+        assert math.isfinite(v) and (ci is None or ci >= 0) and src
+    groups = {g for (e, g, _m) in PAPER_VALUES if e == "parameter"}
+    assert groups == {"quadratic", "cubic", "exp", "sin_trend", "tri_trend"}
+    for (exp, group, method) in PAPER_VALUES:
+        if exp in ("parity", "codeio"):
+            assert 0.0 <= PAPER_VALUES[(exp, group, method)][0] <= 1.0
+
+
+def test_environment_info_never_fails():
+    env = environment_info("cuda")
+    assert env["device"] == "cuda"
+    assert isinstance(env["taskextrap"], str) and isinstance(env["torch"], str)
+    assert env["git"] is None or isinstance(env["git"], str)
+    obj = valid_results()
+    obj["environment"] = env
+    validate_results(obj)
+
+
+def test_validate_does_not_mutate():
+    obj = valid_results()
+    before = copy.deepcopy(obj)
+    validate_results(obj)
+    assert obj == before

@@ -1,0 +1,131 @@
+"""Atomic IO, markdown/console tables and the multi-run report."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.report.io import read_json, write_json_atomic, write_text_atomic
+from taskextrap.report.schema import environment_info, make_row
+from taskextrap.report.tables import (
+    comparison_table,
+    console_table,
+    format_number,
+    render_report,
+    results_markdown,
+)
+
+
+def run_results(experiment="parameter", value=12.5):
+    rows = [
+        make_row(experiment, "quadratic", "rte", "mse", np.full((3, 2), value)),
+        make_row(experiment, "quadratic", "ctx-polyfit", "mse", np.array([[1.0, 2.0], [3.0, 4.0]]),
+                 note="context-only baseline"),
+        make_row("parity", "size6", "rte", "accuracy", np.array([[0.5], [0.75]])),
+    ]
+    return {
+        "experiment": experiment, "protocol": "paper", "profile": "quick", "seeds": [0, 1],
+        "rows": rows, "timing": {"wall_s": 1.5}, "environment": environment_info(),
+        "config": {},
+    }
+
+
+def test_write_json_atomic_roundtrip_and_no_temp_files(tmp_path):
+    target = tmp_path / "a" / "b" / "results.json"
+    obj = {"x": np.float64(1.5), "y": np.arange(3), "z": [np.int64(2)]}
+    write_json_atomic(target, obj)
+    assert read_json(target) == {"x": 1.5, "y": [0, 1, 2], "z": [2]}
+    write_json_atomic(target, {"x": 2})  # overwrite
+    assert read_json(target) == {"x": 2}
+    assert sorted(os.listdir(target.parent)) == ["results.json"]
+
+
+def test_write_json_atomic_refuses_nan_and_leaves_nothing(tmp_path):
+    target = tmp_path / "r.json"
+    with pytest.raises(TaskextrapError):
+        write_json_atomic(target, {"x": float("nan")})
+    with pytest.raises(TaskextrapError):
+        write_json_atomic(target, {"x": object()})
+    assert os.listdir(tmp_path) == []
+
+
+def test_write_text_atomic(tmp_path):
+    p = write_text_atomic(tmp_path / "sub" / "t.md", "héllo\n")
+    assert p.read_text(encoding="utf-8") == "héllo\n"
+    assert os.listdir(tmp_path / "sub") == ["t.md"]
+
+
+def test_read_json_errors_are_one_line(tmp_path):
+    with pytest.raises(TaskextrapError, match="not found"):
+        read_json(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(TaskextrapError, match="invalid JSON") as info:
+        read_json(bad)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "v, s",
+    [(733.0, "733"), (1.2e5, "1.20e+05"), (1.53, "1.53"), (0.051, "0.0510"),
+     (7.33e-4, "7.33e-04"), (0.0, "0"), (None, "-"), (-2.5, "-2.50"), (1096.9, "1097")],
+)
+def test_format_number(v, s):
+    assert format_number(v) == s
+
+
+def test_results_markdown_has_ours_and_paper():
+    res = run_results(value=12.5)
+    md = results_markdown(res)
+    assert md.startswith("# parameter")
+    assert "protocol paper" in md and "profile quick" in md and "seeds [0, 1]" in md
+    assert "12.5 ± 0" in md  # ours
+    assert "733 ± 11.9" in md  # paper, Table 1 quadratic RTE
+    assert "0.661" in md  # paper parity RTE 66.07%
+    assert "## mse" in md and "## accuracy" in md
+    assert "1.96" in md  # ci footnote
+    assert "context-only baseline" in md
+    # rows in the order given
+    assert md.index("| quadratic | rte |") < md.index("| quadratic | ctx-polyfit |")
+
+
+def test_console_table_same_content_no_pipes():
+    res = run_results()
+    txt = console_table(res)
+    assert "|" not in txt
+    assert "733 ± 11.9" in txt and "12.5" in txt and "ctx-polyfit" in txt
+    lines = [l for l in txt.splitlines() if l.startswith("quadratic")]
+    assert len(lines) == 2
+    # aligned columns: the "ours" cell ends in the same column on both rows
+    header = next(l for l in txt.splitlines() if l.startswith("group"))
+    end = header.index("ours (value ± ci95)") + len("ours (value ± ci95)")
+    assert all(l[:end].rstrip() == l[:end] for l in lines)
+
+
+def test_comparison_table_and_render_report(tmp_path):
+    a, b = tmp_path / "run_a", tmp_path / "run_b"
+    write_json_atomic(a / "results.json", run_results("parameter", 5.0))
+    write_json_atomic(b / "results.json", run_results("parameter-ablations", 7.0))
+    out = render_report([str(a), str(b)])
+    assert out == comparison_table([read_json(a / "results.json"), read_json(b / "results.json")])
+    lines = [l for l in out.splitlines() if l.startswith("| parameter")]
+    assert len(lines) == 6
+    assert "| parameter | paper | quick | quadratic | rte | mse | 5.00 ± 0 | 733 ± 11.9 |" in out
+    assert "| parameter-ablations | paper | quick | quadratic | rte | mse | 7.00 ± 0 | 1097 ± 169 |" in out
+
+
+def test_render_report_errors(tmp_path):
+    with pytest.raises(TaskextrapError, match="no results.json"):
+        render_report([str(tmp_path)])
+    with pytest.raises(TaskextrapError, match="not a directory"):
+        render_report([str(tmp_path / "nope")])
+    with pytest.raises(TaskextrapError):
+        render_report([])
+    bad = run_results()
+    bad["rows"][2]["value"] = 1.5  # accuracy out of [0, 1]
+    (tmp_path / "results.json").write_text(json.dumps(bad))
+    with pytest.raises(TaskextrapError, match="results.json") as info:
+        render_report([str(tmp_path)])
+    assert "\n" not in str(info.value)
