@@ -9,6 +9,7 @@ in proxy space, phi is the difference, and Psi predicts the queries (averaged ov
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,20 +77,28 @@ class RTE:
     # ----------------------------------------------------------------------------- phase 1
     def fit(self, library: TaskSet, progress=None) -> "RTE":
         """Fit Gamma and Psi on ``library`` (training-region tasks only)."""
+        self.fit_embedding(library)
+        self.psi_ = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
+                                       derive_seed(self.seed, "psi"), self.train)
+        val = self._pair_arrays(np.flatnonzero(self.draws_.val), rng(self.seed, "psi-val"))
+        audit.record_fit("psi", self.draws_.obs.params[self.draws_.train | self.draws_.val])
+        train_idx = np.flatnonzero(self.draws_.train)
+        t = time.perf_counter()
+        self.psi_.fit(lambda g: self._pair_arrays(train_idx, g), val, rng(self.seed, "psi-batches"), progress)
+        self.timing_["psi_training_s"] = time.perf_counter() - t
+        return self
+
+    def fit_embedding(self, library: TaskSet) -> "RTE":
+        """Phase 1a: scalers, the library's observed draws, Gamma and the library embeddings."""
         held = set(library.family.held_out_regions)
         if any(r in held for r in library.region):
             raise TaskextrapError("the library contains held-out-region tasks; fit on training regions only")
         self.library_ = library
         self.noise_scale_ = noise_scale(library.family)
         self.scaler_ = FamilyScaler.fit(library)
+        t = time.perf_counter()
         self.draws_ = self._draw_library(library)
-        self.psi_ = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
-                                       derive_seed(self.seed, "psi"), self.train)
-        r = rng(self.seed, "psi-batches")
-        val = self._pair_arrays(np.flatnonzero(self.draws_.val), rng(self.seed, "psi-val"))
-        audit.record_fit("psi", self.draws_.obs.params[self.draws_.train | self.draws_.val])
-        train_idx = np.flatnonzero(self.draws_.train)
-        self.psi_.fit(lambda g: self._pair_arrays(train_idx, g), val, r, progress)
+        self.timing_ = {"embedding_s": time.perf_counter() - t}
         return self
 
     def _draw_library(self, library: TaskSet) -> Draws:
@@ -145,6 +154,8 @@ class RTE:
 
     def embed(self, ctx_x, ctx_y) -> np.ndarray:
         """Gamma of each context (n, dim): computed from the context points only."""
+        if not hasattr(self, "embedding_"):
+            raise TaskextrapError("RTE is not fitted: call fit(library) first")
         ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
         return self.embedding_.transform(self.scaler_.x(ctx_x), self.scaler_.y(ctx_y))
 

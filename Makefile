@@ -1,0 +1,31 @@
+# One command sets everything up and runs the main job; one sets up and runs the tests.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench setup clean
+
+setup: $(STAMP)
+
+# torch first, pinned to the CPU build (a looser pin pulls several GB of CUDA wheels), then the
+# package with every extra so that the [llm] tests run instead of skipping.
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (set PYTHON=...)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "torch==2.13.*"
+	$(PY) -m pip install -q -e ".[all]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	HF_HUB_OFFLINE=1 $(VENV)/bin/taskextrap reproduce parameter --profile quick
+
+test: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest
+
+bench: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,81 @@
+"""Benchmarks (``make bench``): accuracy of every method under both protocols beside the paper's
+numbers, the Gamma-estimator comparison, and wall time per phase. Writes JSON under
+benchmarks/results/. Not part of the test suite.
+
+    python benchmarks/run.py                       # everything (about 40 minutes on 2 cores)
+    python benchmarks/run.py --profiles quick      # the quick profile only
+    python benchmarks/run.py --only embeddings     # just the Gamma comparison
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from taskextrap.embed import EMBEDDINGS
+from taskextrap.embed.quality import ranking_quality
+from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.runner import run_experiment
+from taskextrap.report.io import write_json_atomic
+from taskextrap.report.schema import environment_info
+from taskextrap.tasks import PARAMETER_FAMILIES
+
+OUT = Path(__file__).parent / "results"
+
+
+def bench_embeddings(seed: int = 0) -> dict:
+    """Spearman(proxy distance, true parameter distance) on validation F1 tasks, per estimator."""
+    out = {}
+    for protocol in ("paper", "strict"):
+        for fam in PARAMETER_FAMILIES.values():
+            for method in EMBEDDINGS:
+                t = time.perf_counter()
+                q = ranking_quality(fam, protocol, method, seed=seed)
+                q["wall_s"] = time.perf_counter() - t
+                out[f"{protocol}/{fam.name}/{method}"] = q
+                print(f"embedding {protocol:6s} {fam.name:10s} {method:8s} "
+                      f"rho_theta={q['rho_theta']:.3f} rho_shift={q['rho_shift']:.3f} nn_top5={q['nn_top5']:.2f}")
+    means = {}
+    for protocol in ("paper", "strict"):
+        for method in EMBEDDINGS:
+            vals = [out[f"{protocol}/{f}/{method}"]["rho_theta"] for f in PARAMETER_FAMILIES]
+            means[f"{protocol}/{method}"] = sum(vals) / len(vals)
+    return {"per_family": out, "mean_rho_theta": means}
+
+
+def bench_parameter(profile: str, protocol: str) -> dict:
+    """Run the parameter experiment; return its rows and per-phase timing."""
+    opts = RunOptions(profile=profile, protocol=protocol, out=OUT / "runs", progress=True)
+    res = run_experiment("parameter", opts)
+    return {"rows": res["rows"], "timing": res["timing"]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profiles", nargs="+", default=["quick", "paper"])
+    ap.add_argument("--protocols", nargs="+", default=["paper", "strict"])
+    ap.add_argument("--only", choices=["embeddings", "parameter", "projectile"], default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    env = environment_info()
+    if args.only in (None, "embeddings"):
+        t = time.perf_counter()
+        emb = bench_embeddings()
+        write_json_atomic(OUT / "embeddings.json", {"environment": env, "wall_s": time.perf_counter() - t, **emb})
+    if args.only in (None, "projectile"):
+        for profile in args.profiles:
+            res = run_experiment("projectile", RunOptions(profile=profile, out=OUT / "runs"))
+            write_json_atomic(OUT / f"projectile-{profile}.json",
+                              {"environment": env, "rows": res["rows"], "timing": res["timing"]})
+    if args.only in (None, "parameter"):
+        for profile in args.profiles:
+            for protocol in args.protocols:
+                res = bench_parameter(profile, protocol)
+                write_json_atomic(OUT / f"parameter-{protocol}-{profile}.json", {"environment": env, **res})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Command line: ``taskextrap list | reproduce EXPERIMENT | report DIR...``.
+
+Heavy imports happen inside the commands so that ``--help`` stays fast. Every user error ends
+the process with a one-line message and a non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from taskextrap import __version__
+from taskextrap.errors import TaskextrapError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="taskextrap")
+def cli():
+    """Relational Task Extrapolator (RTE): reproduce the paper and apply RTE to your own tasks."""
+
+
+@cli.command("list")
+def list_cmd():
+    """List the registered experiments."""
+    from taskextrap.experiments.registry import EXPERIMENTS, all_experiments
+
+    for name in all_experiments():
+        click.echo(f"{name:24s} {EXPERIMENTS[name].description}")
+
+
+@cli.command()
+@click.argument("experiment")
+@click.option("--profile", type=click.Choice(["quick", "paper", "tiny"]), default="quick", show_default=True,
+              help="quick: 1 seed, minutes; paper: 3 seeds, the paper's sizes; tiny: seconds (tests).")
+@click.option("--protocol", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
+              help="paper: the authors' interleaved points; strict: sparse noisy context, queries elsewhere.")
+@click.option("--family", default=None, help="One family: a built-in name or module:attr of a ParametricFamily.")
+@click.option("--seeds", type=int, default=None, help="Number of training seeds (overrides the profile).")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
+              help="Parent directory of the run directories.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--embedding", type=click.Choice(["gradient", "adapted", "fisher"]), default="gradient",
+              show_default=True, help="Proxy embedding estimator Gamma.")
+@click.option("--anchors", type=click.IntRange(1, 16), default=2, show_default=True,
+              help="Nearest anchors whose predictions are averaged.")
+@click.option("--no-plots", is_flag=True, help="Skip the plots.")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+def reproduce(experiment, profile, protocol, family, seeds, out, device, embedding, anchors, no_plots, quiet):
+    """Run EXPERIMENT (or 'all') and write results.json, results.md, config.yaml and plots."""
+    from taskextrap.experiments.registry import RunOptions, all_experiments
+    from taskextrap.experiments.runner import run_experiment
+    from taskextrap.report.tables import console_table
+
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise TaskextrapError("--device cuda was asked for but no CUDA device is available")
+    options = RunOptions(profile=profile, protocol=protocol, family=family, seeds=seeds, out=out, device=device,
+                         embedding=embedding, anchors=anchors, plots=not no_plots, progress=not quiet)
+    names = all_experiments() if experiment == "all" else [experiment]
+    for name in names:
+        results = run_experiment(name, options)
+        click.echo(console_table(results))
+        click.echo(f"written: {out / f'{name}-{protocol}-{profile}'}/results.json")
+
+
+@cli.command()
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+def report(dirs):
+    """Render one table from the results.json of several run directories."""
+    from taskextrap.report.tables import render_report
+
+    click.echo(render_report([str(d) for d in dirs]))
+
+
+def main(argv=None):
+    """Entry point: runs the CLI and turns user errors into one line on stderr and exit status 2."""
+    try:
+        cli.main(args=argv, standalone_mode=False)
+    except TaskextrapError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code or 2)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Parameter extrapolation (paper Section 3.1, Table 1): five families, F1 library, F2 targets.
+
+For each family and training seed: draw the library (100 F1_1 + 100 F1_2 tasks in the paper
+profile), fit RTE and every baseline on it, then evaluate on held-out F2 targets observed through
+the protocol. Targets and their draws come from a test stream that does not depend on the
+training seed, so every method and seed is scored on the same tasks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
+from taskextrap.baselines.inductive import InductiveBaseline
+from taskextrap.baselines.oracles import TransductiveOracle
+from taskextrap.experiments.profiles import PARAMETER_PROFILES, ParameterProfile, get_profile
+from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.report.io import read_json, write_json_atomic
+from taskextrap.report.schema import make_row
+from taskextrap.rte import RTE
+from taskextrap.seeding import rng
+from taskextrap.tasks.builtin import PARAMETER_FAMILIES
+from taskextrap.tasks.family import ParametricFamily
+from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
+from taskextrap.tasks.registry import get_family
+from taskextrap.tasks.taskset import TaskSet
+
+METHODS = ("rte", "sparse-inductive", "t2v-inductive", "inductive-oracle", "transductive-oracle",
+           "random-anchors", "zero-shift", "ctx-interp", "ctx-polyfit", "library-best-fit")
+ORACLES = ("inductive-oracle", "transductive-oracle")
+TEST_SEED = 10_000  # the test stream: independent of every training seed
+
+
+@dataclass
+class UnitResult:
+    """Per-target errors (n_targets,) of every method for one family and one training seed."""
+
+    errors: dict[str, np.ndarray]
+    timing: dict[str, float]
+    extras: dict = field(default_factory=dict)
+
+
+def make_library(family: ParametricFamily, n_per_region: int, seed: int) -> TaskSet:
+    """The training library: ``n_per_region`` tasks from each training region."""
+    return TaskSet.sample(family, {r: n_per_region for r in family.train_regions}, rng(seed, family.name, "library"))
+
+
+def make_targets(family: ParametricFamily, protocol, n_targets: int, n_draws: int) -> tuple[TaskSet, Observations]:
+    """Held-out F2 targets and their context/query draws (the fixed test stream)."""
+    targets = TaskSet.sample(family, {"F2": n_targets}, rng(TEST_SEED, family.name, "targets"))
+    obs = protocol.draw(targets, n_draws, rng(TEST_SEED, family.name, protocol.name, "draws"), noise_scale(family))
+    return targets, obs
+
+
+def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int):
+    """Fit RTE, the transductive oracle and the inductive baselines on one library."""
+    library = make_library(family, profile.n_library, seed)
+    common = dict(protocol=protocol, n_pairs=profile.n_pairs, train=profile.train, seed=seed, anchors=anchors)
+    timing = {}
+    t = time.perf_counter()
+    rte = RTE(embedding=embedding, **common).fit(library)
+    timing["rte_fit_s"] = time.perf_counter() - t
+    timing["embedding_s"] = rte.timing_["embedding_s"]
+    t = time.perf_counter()
+    models = {"rte": rte, "transductive-oracle": TransductiveOracle(**common).fit(library)}
+    for kind in ("sparse-inductive", "t2v-inductive", "inductive-oracle"):
+        models[kind] = InductiveBaseline(kind, rte).fit()
+    timing["baselines_fit_s"] = time.perf_counter() - t
+    return library, models, timing
+
+
+def predict_all(models: dict, library: TaskSet, obs: Observations, seed: int) -> dict[str, np.ndarray]:
+    """Predictions (n_draws_total, q) of every method at the query points."""
+    rte: RTE = models["rte"]
+    cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
+    anchors, _, _ = rte.decompose(cx, cy)
+    random_anchors = rng(seed, "random-anchors").integers(len(library), size=anchors.shape)
+    preds = {
+        "rte": rte.predict(cx, cy, qx),
+        "sparse-inductive": models["sparse-inductive"].predict(cx, cy, qx),
+        "t2v-inductive": models["t2v-inductive"].predict(cx, cy, qx),
+        "inductive-oracle": models["inductive-oracle"].predict(cx, cy, qx, theta=obs.params),
+        "transductive-oracle": models["transductive-oracle"].predict(cx, cy, qx, theta=obs.params),
+        "random-anchors": rte.predict(cx, cy, qx, anchors=random_anchors),
+        "zero-shift": rte.predict(cx, cy, qx, anchors=anchors, phi=np.zeros(anchors.shape + (rte.embed_dim,))),
+        "ctx-interp": ctx_interp(cx, cy, qx),
+        "ctx-polyfit": ctx_polyfit(cx, cy, qx),
+        "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: library.values(x, i), len(library))[0],
+    }
+    return preds
+
+
+def per_target_mse(pred: np.ndarray, obs: Observations, n_targets: int) -> np.ndarray:
+    """MSE over query points, averaged over each target's draws -> (n_targets,)."""
+    return ((pred - obs.qry_y) ** 2).mean(axis=1).reshape(n_targets, -1).mean(axis=1)
+
+
+def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
+             plot_dir: Path | None = None) -> UnitResult:
+    """Fit and evaluate every method for one family and one training seed."""
+    t0 = time.perf_counter()
+    library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors)
+    targets, obs = make_targets(family, protocol, profile.n_targets, profile.n_draws)
+    t = time.perf_counter()
+    preds = predict_all(models, library, obs, seed)
+    timing["evaluation_s"] = time.perf_counter() - t
+    errors = {m: per_target_mse(preds[m], obs, profile.n_targets) for m in METHODS}
+    if plot_dir is not None:
+        t = time.perf_counter()
+        _plots(plot_dir, family, protocol, models, library, targets, obs, errors)
+        timing["plots_s"] = time.perf_counter() - t
+    timing["total_s"] = time.perf_counter() - t0
+    return UnitResult(errors, timing)
+
+
+def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):
+    from taskextrap.report.plots import plot_embedding, plot_predictions
+
+    baselines = [m for m in METHODS if m not in ORACLES and m not in ("rte", "random-anchors", "zero-shift")]
+    best = min(baselines, key=lambda m: float(errors[m].mean()))
+    n_draws = len(obs) // len(targets)
+    idx = np.arange(min(4, len(targets))) * n_draws  # the first draw of the first targets
+    sub = obs.subset(idx)
+    grid = np.broadcast_to(family.grid(200), (len(idx), 200))
+    truth = targets.values(grid, np.arange(len(idx)))
+    rte = models["rte"]
+    preds = {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid)}
+    if best in ("sparse-inductive", "t2v-inductive"):
+        preds[best] = models[best].predict(sub.ctx_x, sub.ctx_y, grid)
+    elif best == "ctx-interp":
+        preds[best] = ctx_interp(sub.ctx_x, sub.ctx_y, grid)
+    elif best == "ctx-polyfit":
+        preds[best] = ctx_polyfit(sub.ctx_x, sub.ctx_y, grid)
+    else:
+        preds[best] = library_best_fit(sub.ctx_x, sub.ctx_y, grid, lambda i, x: library.values(x, i), len(library))[0]
+    titles = [f"{family.shift}={p:.3g}" for p in targets.params[: len(idx), 0]]
+    plot_predictions(plot_dir / f"{family.name}-{protocol.name}-predictions.png", family.grid(200), truth, preds,
+                     sub.ctx_x, sub.ctx_y, titles=titles)
+    z_targets = rte.embed(obs.ctx_x[:: n_draws], obs.ctx_y[:: n_draws])
+    z = np.concatenate([rte.z_library_, z_targets])
+    labels = np.concatenate([library.region.astype(str), np.full(len(z_targets), "F2 (context only)")])
+    plot_embedding(plot_dir / f"{family.name}-{protocol.name}-embedding.png", z, labels,
+                   f"{family.name}: proxy embedding ({rte.embedding}, {protocol.name} protocol)")
+
+
+def _fingerprint(**config) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def run_unit_cached(ckpt_dir: Path | None, family, protocol, profile, seed, embedding, anchors, plot_dir):
+    """``run_unit`` that resumes: a finished (family, seed) unit is read back from its checkpoint."""
+    key = _fingerprint(family=family.name, fn=getattr(family.fn, "__qualname__", ""), protocol=protocol,
+                       profile=profile.to_dict(), seed=seed, embedding=embedding, anchors=anchors)
+    path = None if ckpt_dir is None else ckpt_dir / f"parameter-{family.name}-{protocol.name}-seed{seed}.json"
+    if path is not None and path.exists():
+        saved = read_json(path)
+        if saved.get("fingerprint") == key:
+            return UnitResult({m: np.asarray(v) for m, v in saved["errors"].items()}, saved["timing"],
+                              {"resumed": True})
+    unit = run_unit(family, protocol, profile, seed, embedding, anchors, plot_dir)
+    if path is not None:
+        write_json_atomic(path, {"fingerprint": key, "errors": {m: e.tolist() for m, e in unit.errors.items()},
+                                 "timing": unit.timing})
+    return unit
+
+
+def families_for(option: str | None) -> list[ParametricFamily]:
+    """All five built-in families, or the one named (built-in name or module:attr)."""
+    return list(PARAMETER_FAMILIES.values()) if option is None else [get_family(option)]
+
+
+@register("parameter", "Table 1: parameter extrapolation on five families (F1 library -> F2 targets)")
+def run_parameter(options: RunOptions, ckpt_dir: Path | None, plot_dir: Path | None):
+    """Run the parameter experiment; returns (rows, config, seeds, timing)."""
+    profile = get_profile(PARAMETER_PROFILES, options.profile).with_seeds(options.seeds)
+    protocol = get_protocol(options.protocol)
+    families = families_for(options.family)
+    rows, timing = [], {}
+    from tqdm import tqdm
+
+    units = [(f, s) for f in families for s in profile.seeds]
+    errors = {f.name: {m: [] for m in METHODS} for f in families}
+    bar = tqdm(units, desc="parameter", disable=not options.progress, unit="fit")
+    for family, seed in bar:
+        bar.set_postfix_str(f"{family.name} seed {seed}")
+        unit = run_unit_cached(ckpt_dir, family, protocol, profile, seed, options.embedding, options.anchors,
+                               plot_dir if seed == profile.seeds[0] else None)
+        for m in METHODS:
+            errors[family.name][m].append(unit.errors[m])
+        for k, v in unit.timing.items():
+            timing[k] = timing.get(k, 0.0) + float(v)
+    for family in families:
+        for m in METHODS:
+            rows.append(make_row("parameter", family.name, m, "mse", np.stack(errors[family.name][m], axis=1)))
+    config = {"families": [f.name for f in families], "protocol": {**vars(protocol)}, "profile": profile.to_dict(),
+              "embedding": options.embedding, "anchors": options.anchors, "test_seed": TEST_SEED}
+    return rows, config, list(profile.seeds), timing

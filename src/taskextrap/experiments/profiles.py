@@ -1,0 +1,55 @@
+"""Run profiles: ``quick`` (1 seed, reduced sizes, minutes on a laptop) and ``paper`` (3 seeds,
+the paper's library sizes)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.operators.train import TrainConfig
+
+
+@dataclass(frozen=True)
+class ParameterProfile:
+    """Sizes of the parameter experiment.
+
+    n_library: library tasks per training region (F1_1 and F1_2); n_pairs: Psi training pairs
+    per pass; n_targets x n_draws: held-out F2 targets and context draws of each.
+    """
+
+    name: str
+    seeds: tuple[int, ...]
+    n_library: int
+    n_pairs: int
+    n_targets: int
+    n_draws: int
+    train: TrainConfig
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def with_seeds(self, n: int | None) -> "ParameterProfile":
+        """The profile with seeds 0..n-1 (unchanged when ``n`` is None)."""
+        if n is None:
+            return self
+        if n < 1:
+            raise TaskextrapError("--seeds must be >= 1")
+        return replace(self, seeds=tuple(range(n)))
+
+
+PARAMETER_PROFILES = {
+    "quick": ParameterProfile("quick", (0,), n_library=50, n_pairs=6000, n_targets=100, n_draws=8,
+                              train=TrainConfig(steps=500, batch=2048, eval_every=50)),
+    "paper": ParameterProfile("paper", (0, 1, 2), n_library=100, n_pairs=20000, n_targets=400, n_draws=32,
+                              train=TrainConfig(steps=1000, batch=4096, eval_every=100)),
+    # For tests only: seconds, not minutes.
+    "tiny": ParameterProfile("tiny", (0,), n_library=12, n_pairs=400, n_targets=6, n_draws=2,
+                             train=TrainConfig(steps=20, batch=256, eval_every=10)),
+}
+
+
+def get_profile(table: dict, name: str):
+    """The profile ``name`` of an experiment's ``table``, with a one-line error otherwise."""
+    if name not in table:
+        raise TaskextrapError(f"unknown profile {name!r}; choose from {sorted(table)}")
+    return table[name]

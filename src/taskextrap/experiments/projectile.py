@@ -1,0 +1,116 @@
+"""Fig. 1: the cannon. Inductive (x, v, theta) -> y versus transductive (x, y_anchor(x), dv, dtheta) -> y.
+
+Both MLPs are trained on trajectories with v in [30, 60] and theta in [40, 50] degrees (paper
+Appendix E.1), then asked for the out-of-support target v = 65, theta = 45. The transductive model
+anchors to the library trajectory nearest the target in (v, theta) and applies the shift.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.operators.mlp import mlp
+from taskextrap.report.schema import make_row
+from taskextrap.seeding import derive_seed, rng
+from taskextrap.tasks.builtin import PROJECTILE
+from taskextrap.tasks.taskset import TaskSet
+
+TARGET = np.array([[65.0, 45.0]])
+STEPS = {"quick": 3000, "paper": 10000, "tiny": 50}
+SEEDS = {"quick": (0,), "paper": (0, 1, 2), "tiny": (0,)}
+X_SCALE, Y_SCALE = 450.0, 100.0
+
+
+def landing(params: np.ndarray) -> np.ndarray:
+    """Horizontal distance where each trajectory returns to height 0."""
+    v, t = params[:, 0], np.deg2rad(params[:, 1])
+    return v**2 * np.sin(2 * t) / 9.81
+
+
+def _norm_theta(params):
+    return (params - np.array([45.0, 45.0])) / np.array([15.0, 5.0])
+
+
+def _train(net, batch_fn, steps: int, seed: int):
+    opt = torch.optim.Adam(net.parameters(), lr=5e-3)
+    g = rng(seed, "batches")
+    for _ in range(steps):
+        x, y = batch_fn(g)
+        loss = torch.nn.functional.mse_loss(net(torch.from_numpy(x)), torch.from_numpy(y))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return net
+
+
+def run_seed(steps: int, seed: int):
+    """Train both models on one seed; return (x, truth, anchor curve, inductive, transductive, anchor)."""
+    library = TaskSet.sample(PROJECTILE, {"train": 200}, rng(seed, "projectile", "library"))
+    fam = PROJECTILE
+
+    def inductive_batch(g):
+        i = g.integers(len(library), size=64)
+        x = g.uniform(*fam.domain, size=(64, 16))
+        y = library.values(x, i)
+        feats = np.concatenate([x[..., None] / X_SCALE,
+                                np.broadcast_to(_norm_theta(library.params[i])[:, None], (64, 16, 2))], axis=2)
+        return feats.reshape(-1, 3).astype(np.float32), (y / Y_SCALE).reshape(-1, 1).astype(np.float32)
+
+    def transductive_batch(g):
+        a, t = g.integers(len(library), size=(2, 64))
+        x = g.uniform(*fam.domain, size=(64, 16))
+        dtheta = _norm_theta(library.params[t]) - _norm_theta(library.params[a])
+        feats = np.concatenate([x[..., None] / X_SCALE, library.values(x, a)[..., None] / Y_SCALE,
+                                np.broadcast_to(dtheta[:, None], (64, 16, 2))], axis=2)
+        # As Psi everywhere in taskextrap, the transductive net predicts target - anchor.
+        resid = (library.values(x, t) - library.values(x, a)) / Y_SCALE
+        return feats.reshape(-1, 4).astype(np.float32), resid.reshape(-1, 1).astype(np.float32)
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derive_seed(seed, "projectile-nets") % 2**31)
+        inductive, transductive = mlp([3, 64, 64, 1]), mlp([4, 64, 64, 1])
+    _train(inductive, inductive_batch, steps, derive_seed(seed, "inductive"))
+    _train(transductive, transductive_batch, steps, derive_seed(seed, "transductive"))
+
+    anchor = int(np.argmin(np.linalg.norm(_norm_theta(library.params) - _norm_theta(TARGET), axis=1)))
+    x = np.linspace(0.0, float(landing(TARGET)[0]), 200)[None]
+    truth = fam(TARGET, x)[0]
+    y_anchor = library.values(x, np.array([anchor]))[0]
+    with torch.no_grad():
+        f_ind = np.concatenate([x.T / X_SCALE, np.broadcast_to(_norm_theta(TARGET), (200, 2))], axis=1)
+        dtheta = _norm_theta(TARGET) - _norm_theta(library.params[anchor : anchor + 1])
+        f_tr = np.concatenate([x.T / X_SCALE, y_anchor[:, None] / Y_SCALE, np.broadcast_to(dtheta, (200, 2))], axis=1)
+        ind = inductive(torch.from_numpy(f_ind.astype(np.float32)))[:, 0].numpy() * Y_SCALE
+        tr = y_anchor + transductive(torch.from_numpy(f_tr.astype(np.float32)))[:, 0].numpy() * Y_SCALE
+    return x[0], truth, y_anchor, ind, tr, library.params[anchor]
+
+
+@register("projectile", "Fig. 1: inductive vs transductive extrapolation of a cannon trajectory to v = 65")
+def run_projectile(options: RunOptions, ckpt_dir: Path | None, plot_dir: Path | None):
+    """Train both Fig. 1 models per seed; rows are the MSE on the target trajectory."""
+    seeds = SEEDS[options.profile] if options.seeds is None else tuple(range(options.seeds))
+    steps = STEPS[options.profile]
+    errs = {"inductive-oracle": [], "transductive-oracle": []}
+    for i, seed in enumerate(seeds):
+        x, truth, y_anchor, ind, tr, anchor = run_seed(steps, seed)
+        errs["inductive-oracle"].append(np.mean((ind - truth) ** 2))
+        errs["transductive-oracle"].append(np.mean((tr - truth) ** 2))
+        if plot_dir is not None and i == 0:
+            from taskextrap.report.plots import plot_curves
+
+            plot_curves(plot_dir / "projectile.png", x,
+                        {"target v=65 (truth)": truth, f"anchor v={anchor[0]:.1f}, theta={anchor[1]:.1f}": y_anchor,
+                         "inductive (x, v, theta)": ind, "transductive (x, y_anchor, dv, dtheta)": tr},
+                        title="Fig. 1: extrapolating to v = 65, theta = 45 (trained on v in [30, 60])",
+                        xlabel="distance x (m)", ylabel="height y (m)")
+    notes = {"inductive-oracle": "Fig. 1 (A) inductive MLP on (x, v, theta)",
+             "transductive-oracle": "Fig. 1 (B) transductive MLP on (x, y_anchor, dv, dtheta)"}
+    rows = [make_row("projectile", "v=65,theta=45", m, "mse", np.array(e)[None, :], note=notes[m])
+            for m, e in errs.items()]
+    config = {"library": "200 tasks, v ~ U(30, 60), theta ~ U(40, 50)", "steps": steps, "batch": "64 x 16 points",
+              "lr": 5e-3, "target": TARGET.tolist()[0]}
+    return rows, config, list(seeds), {}

@@ -1,0 +1,64 @@
+"""Experiments registered by name (DESIGN.md's list); each returns rows for results.json."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from taskextrap.errors import TaskextrapError
+
+
+@dataclass
+class RunOptions:
+    """Everything a run needs; the CLI and the Python API both build one."""
+
+    profile: str = "quick"
+    protocol: str = "paper"
+    family: str | None = None
+    seeds: int | None = None
+    out: Path = Path("runs")
+    device: str = "cpu"
+    embedding: str = "gradient"
+    anchors: int = 2
+    plots: bool = True
+    progress: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A registered experiment: ``run(options, checkpoints_dir) -> (rows, config, seeds, plots)``."""
+
+    name: str
+    run: Callable
+    description: str
+
+
+EXPERIMENTS: dict[str, Experiment] = {}
+
+
+def register(name: str, description: str):
+    """Decorator that registers an experiment function under ``name``."""
+    def deco(fn):
+        EXPERIMENTS[name] = Experiment(name, fn, description)
+        return fn
+    return deco
+
+
+def get_experiment(name: str) -> Experiment:
+    """The experiment ``name`` (importing the built-in experiment modules on first use)."""
+    _load_builtin()
+    if name not in EXPERIMENTS:
+        raise TaskextrapError(f"unknown experiment {name!r}; choose from {sorted(EXPERIMENTS)} or 'all'")
+    return EXPERIMENTS[name]
+
+
+def all_experiments() -> list[str]:
+    """Names of every registered experiment."""
+    _load_builtin()
+    return list(EXPERIMENTS)
+
+
+def _load_builtin():
+    from taskextrap.experiments import parameter, projectile  # noqa: F401  (registration side effect)

@@ -1,0 +1,50 @@
+"""Run a registered experiment and write DIR/results.json, results.md, config.yaml and plots."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from taskextrap.experiments.registry import RunOptions, get_experiment
+from taskextrap.report.io import write_json_atomic, write_text_atomic
+from taskextrap.report.schema import environment_info, validate_results
+from taskextrap.report.tables import results_markdown
+
+
+def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) -> dict:
+    """Run experiment ``name``; results go to ``out_dir`` (default: options.out/name-protocol-profile).
+
+    Finished units are checkpointed under ``out_dir/checkpoints`` and reused by a rerun with the
+    same configuration, so an interrupted run resumes where it stopped.
+    """
+    import torch
+    import yaml
+
+    experiment = get_experiment(name)
+    out_dir = Path(out_dir or Path(options.out) / f"{name}-{options.protocol}-{options.profile}")
+    ckpt_dir, plot_dir = out_dir / "checkpoints", (out_dir / "plots" if options.plots else None)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    t = time.perf_counter()
+    rows, config, seeds, timing = experiment.run(options, ckpt_dir, plot_dir)
+    results = {
+        "experiment": name, "protocol": options.protocol, "profile": options.profile, "seeds": seeds,
+        "rows": rows, "timing": {"wall_s": time.perf_counter() - t, **timing},
+        "environment": environment_info(options.device), "config": config,
+    }
+    validate_results(results)
+    write_json_atomic(out_dir / "results.json", results)
+    write_text_atomic(out_dir / "results.md", results_markdown(results))
+    write_text_atomic(out_dir / "config.yaml", yaml.safe_dump(_plain(config), sort_keys=False))
+    return results
+
+
+def _plain(obj):
+    """Config as plain YAML-safe types."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return str(obj)

@@ -1,0 +1,72 @@
+"""Shared fixtures for the fast test suite: tiny libraries and one small fitted RTE.
+
+Sizes are tiny on purpose (a few seconds per fit on one CPU thread); accuracy targets live in
+benchmarks/, not here.
+"""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+from taskextrap.operators.train import TrainConfig  # noqa: E402
+from taskextrap.seeding import rng  # noqa: E402
+from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet  # noqa: E402
+
+TINY_TRAIN = TrainConfig(steps=15, batch=256, eval_every=5)
+N_PER_REGION = 10
+
+
+def tiny_rte(**kwargs):
+    """An unfitted RTE with tiny sizes; keyword arguments override the defaults."""
+    from taskextrap.rte import RTE
+
+    opts = dict(n_pairs=300, train=TINY_TRAIN, seed=0)
+    opts.update(kwargs)
+    return RTE(**opts)
+
+
+def make_quadratic_library(seed: int = 0, n: int = N_PER_REGION) -> TaskSet:
+    fam = PARAMETER_FAMILIES["quadratic"]
+    return TaskSet.sample(fam, {"F1_1": n, "F1_2": n}, rng(seed, "test-library"))
+
+
+@pytest.fixture(scope="session")
+def quad_library() -> TaskSet:
+    return make_quadratic_library()
+
+
+@pytest.fixture(scope="session")
+def quad_targets():
+    """Held-out F2 quadratic targets and one paper-protocol draw of each (4 targets)."""
+    from taskextrap.tasks import get_protocol
+
+    fam = PARAMETER_FAMILIES["quadratic"]
+    targets = TaskSet.sample(fam, {"F2": 4}, rng(0, "test-targets"))
+    obs = get_protocol("paper").draw(targets, 1, rng(0, "test-target-draws"))
+    return targets, obs
+
+
+@pytest.fixture(scope="session")
+def fitted_rte(quad_library):
+    """A small RTE (paper protocol, gradient embedding) fitted on the quadratic library.
+
+    Shared by many tests: never refit or mutate it.
+    """
+    return tiny_rte().fit(quad_library)
+
+
+@pytest.fixture(scope="session")
+def make_rte():
+    """Factory fixture: ``make_rte(**overrides)`` gives an unfitted tiny RTE."""
+    return tiny_rte
+
+
+@pytest.fixture(scope="session")
+def make_library():
+    """Factory fixture: ``make_library(seed)`` gives a tiny quadratic F1 library."""
+    return make_quadratic_library

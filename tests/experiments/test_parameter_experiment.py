@@ -1,0 +1,73 @@
+"""The parameter and projectile experiments at the 'tiny' profile."""
+
+import json
+
+import numpy as np
+import pytest
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments.parameter import METHODS, families_for, run_unit_cached
+from taskextrap.experiments.profiles import PARAMETER_PROFILES, get_profile
+from taskextrap.experiments.registry import RunOptions, all_experiments, get_experiment
+from taskextrap.experiments.runner import run_experiment
+from taskextrap.report.schema import validate_results
+from taskextrap.tasks import PARAMETER_FAMILIES, get_protocol
+
+
+def test_registry_lists_parameter_and_projectile():
+    names = all_experiments()
+    assert "parameter" in names and "projectile" in names
+    with pytest.raises(TaskextrapError, match="unknown experiment"):
+        get_experiment("nosuch")
+
+
+def test_profiles():
+    tiny = get_profile(PARAMETER_PROFILES, "tiny")
+    assert tiny.seeds == (0,)
+    assert tiny.with_seeds(3).seeds == (0, 1, 2)
+    assert tiny.with_seeds(None) is tiny
+    with pytest.raises(TaskextrapError):
+        tiny.with_seeds(0)
+    with pytest.raises(TaskextrapError, match="unknown profile"):
+        get_profile(PARAMETER_PROFILES, "huge")
+    assert {"quick", "paper", "tiny"} <= set(PARAMETER_PROFILES)
+    assert PARAMETER_PROFILES["paper"].n_library == 100 and len(PARAMETER_PROFILES["paper"].seeds) == 3
+
+
+def test_families_for():
+    assert [f.name for f in families_for(None)] == list(PARAMETER_FAMILIES)
+    assert families_for("exp") == [PARAMETER_FAMILIES["exp"]]
+
+
+def test_unit_errors_and_checkpoint_resume(tmp_path):
+    fam = PARAMETER_FAMILIES["sin_trend"]
+    prof = PARAMETER_PROFILES["tiny"]
+    proto = get_protocol("strict")
+    unit = run_unit_cached(tmp_path, fam, proto, prof, 0, "gradient", 2, None)
+    assert set(unit.errors) == set(METHODS)
+    for m, e in unit.errors.items():
+        assert e.shape == (prof.n_targets,) and np.all(np.isfinite(e)) and np.all(e >= 0), m
+    assert "resumed" not in unit.extras
+    path = tmp_path / "parameter-sin_trend-strict-seed0.json"
+    saved = json.loads(path.read_text())
+    assert set(saved) >= {"fingerprint", "errors", "timing"}
+    mtime = path.stat().st_mtime_ns
+    again = run_unit_cached(tmp_path, fam, proto, prof, 0, "gradient", 2, None)
+    assert again.extras.get("resumed") is True
+    assert path.stat().st_mtime_ns == mtime
+    for m in METHODS:
+        np.testing.assert_allclose(again.errors[m], unit.errors[m])
+
+
+def test_projectile_tiny_writes_two_rows(tmp_path):
+    opts = RunOptions(profile="tiny", out=tmp_path, plots=False, progress=False)
+    results = run_experiment("projectile", opts)
+    path = tmp_path / "projectile-paper-tiny" / "results.json"
+    on_disk = json.loads(path.read_text())
+    validate_results(on_disk)
+    assert len(on_disk["rows"]) == 2 == len(results["rows"])
+    assert {r["method"] for r in on_disk["rows"]} == {"inductive-oracle", "transductive-oracle"}
+    for r in on_disk["rows"]:
+        assert r["metric"] == "mse" and r["value"] >= 0 and np.isfinite(r["value"])
+    assert (tmp_path / "projectile-paper-tiny" / "results.md").exists()
+    assert (tmp_path / "projectile-paper-tiny" / "config.yaml").exists()

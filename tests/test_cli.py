@@ -1,0 +1,185 @@
+"""The command line: reproduce / report / list, resuming, user families and one-line errors."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from taskextrap.cli import main
+from taskextrap.experiments.parameter import METHODS
+from taskextrap.report.schema import validate_results
+
+RUN_DIR = "parameter-paper-tiny"
+CKPT = "checkpoints/parameter-quadratic-paper-seed0.json"
+
+
+def _env(extra_path=None):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+    if extra_path is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(extra_path), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def taskextrap(*args, extra_path=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "taskextrap.cli", *map(str, args)], capture_output=True,
+                          text=True, env=_env(extra_path), timeout=timeout)
+
+
+def _load(run_dir):
+    results = json.loads((run_dir / "results.json").read_text())
+    validate_results(results)
+    return results
+
+
+def _check_parameter_results(results, group):
+    assert results["experiment"] == "parameter" and results["profile"] == "tiny"
+    assert results["protocol"] == "paper"
+    rows = [r for r in results["rows"] if r["group"] == group]
+    assert {r["method"] for r in rows} == set(METHODS)
+    assert len(rows) == len(METHODS) == len(results["rows"])
+    for r in rows:
+        assert r["metric"] == "mse" and r["value"] >= 0
+
+
+@pytest.fixture(scope="module")
+def quad_run(tmp_path_factory):
+    """One fresh tiny run without plots, then the same command again (which should resume)."""
+    out = tmp_path_factory.mktemp("cli-noplots")
+    args = ("reproduce", "parameter", "--profile", "tiny", "--family", "quadratic", "--out", out, "--quiet",
+            "--no-plots")
+    first = taskextrap(*args)
+    ckpt = out / RUN_DIR / CKPT
+    stamp = ckpt.stat().st_mtime_ns if ckpt.exists() else None
+    first_results = (out / RUN_DIR / "results.json").read_text() if first.returncode == 0 else None
+    second = taskextrap(*args)
+    return out, first, second, stamp, first_results
+
+
+def test_reproduce_parameter_writes_valid_results(quad_run):
+    out, first, _, _, first_results = quad_run
+    assert first.returncode == 0, first.stderr
+    run_dir = out / RUN_DIR
+    results = json.loads(first_results)
+    validate_results(results)
+    _check_parameter_results(results, "quadratic")
+    assert (run_dir / "results.md").exists() and (run_dir / "config.yaml").exists()
+    assert not list(run_dir.glob("plots/*.png"))
+    assert "rte" in first.stdout and "results.json" in first.stdout
+
+
+def test_rerun_resumes_from_the_checkpoint(quad_run):
+    out, first, second, stamp, first_results = quad_run
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    ckpt = out / RUN_DIR / CKPT
+    assert stamp is not None and ckpt.exists()
+    assert ckpt.stat().st_mtime_ns == stamp          # reused, not rewritten
+    saved = json.loads(ckpt.read_text())
+    assert set(saved["errors"]) == set(METHODS)
+    again = _load(out / RUN_DIR)
+    before = {(r["group"], r["method"]): r["value"] for r in json.loads(first_results)["rows"]}
+    after = {(r["group"], r["method"]): r["value"] for r in again["rows"]}
+    assert after == pytest.approx(before)
+
+
+def test_reproduce_with_plots_writes_pngs(tmp_path):
+    res = taskextrap("reproduce", "parameter", "--profile", "tiny", "--family", "exp", "--out", tmp_path, "--quiet")
+    assert res.returncode == 0, res.stderr
+    run_dir = tmp_path / RUN_DIR
+    _check_parameter_results(_load(run_dir), "exp")
+    pngs = sorted(p.name for p in (run_dir / "plots").glob("*.png"))
+    assert "exp-paper-predictions.png" in pngs and "exp-paper-embedding.png" in pngs
+    for p in (run_dir / "plots").glob("*.png"):
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 1000
+
+
+def test_report_prints_a_table(quad_run, capsys):
+    out, first, _, _, _ = quad_run
+    assert first.returncode == 0
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(out / RUN_DIR)])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    assert "|" in text and "quadratic" in text and "parameter" in text
+    for method in METHODS:
+        assert method in text
+
+
+def test_list_prints_experiments():
+    res = taskextrap("list")
+    assert res.returncode == 0, res.stderr
+    assert "parameter" in res.stdout and "projectile" in res.stdout
+
+
+def _run_main(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    captured = capsys.readouterr()
+    return e.value.code, captured.err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["reproduce", "parameter", "--profile", "tiny", "--family", "nosuchfamily"], "unknown family"),
+    (["reproduce", "nosuchexperiment", "--profile", "tiny"], "unknown experiment"),
+    (["reproduce", "parameter", "--profile", "tiny", "--bogus"], "--bogus"),
+    (["reproduce", "parameter", "--profile", "tiny", "--family", "nosuchmodule:x"], "nosuchmodule"),
+    (["reproduce", "parameter", "--profile", "enormous"], "enormous"),
+    (["report", "/nonexistent/taskextrap-dir"], "not a directory"),
+    (["frobnicate"], "frobnicate"),
+])
+def test_bad_input_exits_nonzero_with_one_line(argv, needle, capsys, tmp_path):
+    if argv[0] == "reproduce":
+        argv = [*argv, "--out", str(tmp_path), "--quiet", "--no-plots"]
+    code, err = _run_main(argv, capsys)
+    assert code not in (0, None)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error:") and needle in lines[0]
+    assert not list(tmp_path.rglob("results.json"))
+
+
+def test_bad_input_in_a_real_process(tmp_path):
+    res = taskextrap("reproduce", "parameter", "--profile", "tiny", "--family", "nosuchmodule:x", "--out", tmp_path)
+    assert res.returncode != 0
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nosuchmodule" in lines[0], res.stderr
+    assert "Traceback" not in res.stderr
+
+
+USER_MODULE = textwrap.dedent('''
+    import numpy as np
+    from taskextrap.tasks import ParametricFamily
+
+
+    def _wave(x, omega, A, c):
+        return A * np.sin(omega * x) + c
+
+
+    fam = ParametricFamily(
+        name="userwave", fn=_wave, domain=(0.0, 10.0), shift="omega",
+        fixed={"A": (0.5, 1.0), "c": (-0.5, 0.5)},
+        regions={"F1_1": (0.5, 0.8), "F1_2": (0.8, 1.1), "F2": (1.1, 1.4)},
+    )
+    not_a_family = 3
+''')
+
+
+def test_user_defined_family_from_the_command_line(tmp_path):
+    mod_dir = tmp_path / "mods"
+    mod_dir.mkdir()
+    (mod_dir / "mymod_taskextrap_test.py").write_text(USER_MODULE)
+    out = tmp_path / "runs"
+    res = taskextrap("reproduce", "parameter", "--profile", "tiny", "--family", "mymod_taskextrap_test:fam",
+                     "--out", out, "--quiet", "--no-plots", extra_path=mod_dir)
+    assert res.returncode == 0, res.stderr
+    results = _load(out / RUN_DIR)
+    _check_parameter_results(results, "userwave")
+    assert results["config"]["families"] == ["userwave"]
+    assert (out / RUN_DIR / "checkpoints" / "parameter-userwave-paper-seed0.json").exists()
+
+    bad = taskextrap("reproduce", "parameter", "--profile", "tiny", "--family", "mymod_taskextrap_test:not_a_family",
+                     "--out", out, "--quiet", "--no-plots", extra_path=mod_dir)
+    assert bad.returncode != 0
+    assert len(bad.stderr.strip().splitlines()) == 1 and "ParametricFamily" in bad.stderr
