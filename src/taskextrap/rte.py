@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from taskextrap import audit
-from taskextrap.embed import ProxyEmbedding, mean_per_task
+from taskextrap.embed import EMBEDDINGS, ProxyEmbedding, mean_per_task
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.param import RelationalOperator, sort_context
 from taskextrap.operators.train import TrainConfig
@@ -69,6 +69,8 @@ class RTE:
 
     def __post_init__(self):
         self.protocol = get_protocol(self.protocol)
+        if self.embedding not in EMBEDDINGS:
+            raise TaskextrapError(f"unknown embedding {self.embedding!r}; choose from {sorted(EMBEDDINGS)}")
         if self.anchors < 1:
             raise TaskextrapError("anchors must be >= 1")
         if not 0.0 <= self.near_fraction <= 1.0:
@@ -167,7 +169,9 @@ class RTE:
         """
         self._check_fitted()
         z = self._descriptor(*check_context(ctx_x, ctx_y, self.protocol.n_context), theta)
-        k = k or self.anchors
+        k = self.anchors if k is None else k
+        if not 1 <= k <= len(self.z_library_):
+            raise TaskextrapError(f"k must be between 1 and the library size {len(self.z_library_)}")
         dist = np.linalg.norm(z[:, None] - self.z_library_[None], axis=2)
         anchor = np.argsort(dist, axis=1)[:, :k]
         return anchor, z[:, None] - self.z_library_[anchor], np.take_along_axis(dist, anchor, 1)
@@ -186,6 +190,8 @@ class RTE:
             anchors, auto_phi, _ = self.decompose(ctx_x, ctx_y, theta=theta)
         else:
             anchors = np.asarray(anchors).reshape(len(ctx_x), -1)
+            if anchors.size == 0 or anchors.min() < 0 or anchors.max() >= len(self.library_):
+                raise TaskextrapError(f"anchors must be library indices in [0, {len(self.library_)})")
             auto_phi = self._descriptor(ctx_x, ctx_y, theta)[:, None] - self.z_library_[anchors]
         phi = auto_phi if phi is None else np.asarray(phi, dtype=float).reshape(auto_phi.shape)
         sx, sy = sort_context(ctx_x, ctx_y)

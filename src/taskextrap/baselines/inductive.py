@@ -11,8 +11,10 @@ import numpy as np
 from taskextrap import audit
 from taskextrap.baselines.oracles import scaled_theta
 from taskextrap.operators.param import InductiveRegressor, sort_context
+from taskextrap.errors import TaskextrapError
 from taskextrap.rte import RTE
 from taskextrap.seeding import derive_seed, rng
+from taskextrap.validation import check_context, check_query
 
 INDUCTIVE_KINDS = ("sparse-inductive", "t2v-inductive", "inductive-oracle")
 
@@ -51,6 +53,12 @@ class InductiveBaseline:
 
     def predict(self, ctx_x, ctx_y, qry_x, theta=None) -> np.ndarray:
         """Predictions (n, q); ``theta`` is read by the inductive oracle only."""
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.rte.protocol.n_context)
+        qry_x = check_query(qry_x, len(ctx_x))
+        if self.kind == "inductive-oracle":
+            if theta is None:
+                raise TaskextrapError("the inductive oracle needs the targets' true parameters (theta=...)")
+            theta = np.asarray(theta, dtype=float).reshape(len(ctx_x), -1)
         z = self.rte.embed(ctx_x, ctx_y) if self.kind == "t2v-inductive" else np.zeros((len(ctx_x), 0))
-        cx, cy = sort_context(np.asarray(ctx_x, float), np.asarray(ctx_y, float))
-        return self.net.predict(cx, cy, np.asarray(qry_x, float), _extra(self.kind, self.rte, z, theta))
+        cx, cy = sort_context(ctx_x, ctx_y)
+        return self.net.predict(cx, cy, qry_x, _extra(self.kind, self.rte, z, theta))

@@ -155,10 +155,13 @@ def _fingerprint(**config) -> str:
 
 def run_unit_cached(ckpt_dir: Path | None, family, protocol, profile, seed, embedding, anchors, plot_dir):
     """``run_unit`` that resumes: a finished (family, seed) unit is read back from its checkpoint."""
-    key = _fingerprint(family=family.name, fn=getattr(family.fn, "__qualname__", ""), protocol=protocol,
+    key = _fingerprint(family=family.name, fn=getattr(family.fn, "__qualname__", ""), domain=family.domain,
+                       shift=family.shift, fixed=dict(family.fixed), regions=dict(family.regions),
+                       train_regions=family.train_regions, protocol=protocol,
                        profile=profile.to_dict(), seed=seed, embedding=embedding, anchors=anchors)
     path = None if ckpt_dir is None else ckpt_dir / f"parameter-{family.name}-{protocol.name}-seed{seed}.json"
-    if path is not None and path.exists():
+    plots_missing = plot_dir is not None and not (plot_dir / f"{family.name}-{protocol.name}-predictions.png").exists()
+    if path is not None and path.exists() and not plots_missing:
         saved = read_json(path)
         if saved.get("fingerprint") == key:
             return UnitResult({m: np.asarray(v) for m, v in saved["errors"].items()}, saved["timing"],
