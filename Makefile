@@ -22,7 +22,7 @@ demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(VENV)/bin/taskextrap reproduce parameter --profile quick
 
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/run.py
