@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from taskextrap import audit
-from taskextrap.embed import EMBEDDINGS, ProxyEmbedding, mean_per_task
+from taskextrap.embed import EMBEDDINGS, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.param import RelationalOperator, sort_context
 from taskextrap.operators.train import TrainConfig
@@ -117,11 +117,8 @@ class RTE:
 
     def _fit_descriptors(self, library: TaskSet, obs: Observations, first: np.ndarray) -> np.ndarray:
         """Fit Gamma (probe pretrained on the library's curves, PCA on library contexts); embed every draw."""
-        sx = self.scaler_
-        grid = np.broadcast_to(library.family.grid(64), (len(library), 64))
-        self.embedding_ = ProxyEmbedding(self.embedding, dim=self.embed_dim, seed=derive_seed(self.seed, "probe"))
-        self.embedding_.fit(sx.x(obs.ctx_x[first]), sx.y(obs.ctx_y[first]), obs.params[first],
-                            pretrain_x=sx.x(grid), pretrain_y=sx.y(library.values(grid)))
+        self.embedding_ = fit_library_embedding(self.embedding, self.embed_dim, derive_seed(self.seed, "probe"),
+                                                self.scaler_, library, obs.subset(first))
         return self.embed(obs.ctx_x, obs.ctx_y)
 
     def _descriptor(self, ctx_x: np.ndarray, ctx_y: np.ndarray, theta) -> np.ndarray:

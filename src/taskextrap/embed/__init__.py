@@ -1,5 +1,5 @@
 """Proxy embeddings Gamma: probe networks, gradient / Fisher / adapted estimators, PCA."""
 
-from taskextrap.embed.estimators import EMBEDDINGS, ProxyEmbedding, mean_per_task
+from taskextrap.embed.estimators import EMBEDDINGS, ProxyEmbedding, fit_library_embedding, mean_per_task
 
-__all__ = ["EMBEDDINGS", "ProxyEmbedding", "mean_per_task"]
+__all__ = ["EMBEDDINGS", "ProxyEmbedding", "fit_library_embedding", "mean_per_task"]

@@ -155,3 +155,15 @@ def mean_per_task(z: np.ndarray, task: np.ndarray, n_tasks: int) -> np.ndarray:
     np.add.at(out, task, z)
     out /= np.maximum(np.bincount(task, minlength=n_tasks), 1)[:, None]
     return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-8)
+
+
+def fit_library_embedding(method: str, dim: int, seed: int, scaler, library, obs, m: int = 64) -> ProxyEmbedding:
+    """Gamma for a library: the probe pretrained on the library's curves over an ``m``-point grid
+    of the domain, the PCA fitted on the library's observed contexts ``obs`` (scaled by ``scaler``).
+
+    ``library`` is any task set with ``family.grid``, ``values`` and ``params`` (training tasks only).
+    """
+    grid = np.broadcast_to(library.family.grid(m), (len(library), m))
+    emb = ProxyEmbedding(method, dim=dim, seed=seed)
+    return emb.fit(scaler.x(obs.ctx_x), scaler.y(obs.ctx_y), obs.params,
+                   pretrain_x=scaler.x(grid), pretrain_y=scaler.y(library.values(grid)))

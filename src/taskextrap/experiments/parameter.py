@@ -75,25 +75,35 @@ def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding
     return library, models, timing
 
 
+def predict_method(method: str, models: dict, library: TaskSet, ctx_x, ctx_y, qry_x, theta, seed: int,
+                   anchors: np.ndarray | None = None) -> np.ndarray:
+    """Predictions (n, q) of one method; ``anchors`` (RTE's retrieved anchors) may be passed to reuse them."""
+    rte: RTE = models["rte"]
+    if method in ("random-anchors", "zero-shift") and anchors is None:
+        anchors = rte.decompose(ctx_x, ctx_y)[0]
+    if method == "rte":
+        return rte.predict(ctx_x, ctx_y, qry_x, anchors=anchors)
+    if method in ("sparse-inductive", "t2v-inductive", "inductive-oracle", "transductive-oracle"):
+        return models[method].predict(ctx_x, ctx_y, qry_x, theta=theta)
+    if method == "random-anchors":
+        random_anchors = rng(seed, "random-anchors").integers(len(library), size=anchors.shape)
+        return rte.predict(ctx_x, ctx_y, qry_x, anchors=random_anchors)
+    if method == "zero-shift":
+        return rte.predict(ctx_x, ctx_y, qry_x, anchors=anchors, phi=np.zeros(anchors.shape + (rte.embed_dim,)))
+    if method == "ctx-interp":
+        return ctx_interp(ctx_x, ctx_y, qry_x)
+    if method == "ctx-polyfit":
+        return ctx_polyfit(ctx_x, ctx_y, qry_x)
+    if method == "library-best-fit":
+        return library_best_fit(ctx_x, ctx_y, qry_x, lambda i, x: library.values(x, i), len(library))[0]
+    raise ValueError(f"unknown method {method!r}")
+
+
 def predict_all(models: dict, library: TaskSet, obs: Observations, seed: int) -> dict[str, np.ndarray]:
     """Predictions (n_draws_total, q) of every method at the query points."""
-    rte: RTE = models["rte"]
-    cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
-    anchors, _, _ = rte.decompose(cx, cy)
-    random_anchors = rng(seed, "random-anchors").integers(len(library), size=anchors.shape)
-    preds = {
-        "rte": rte.predict(cx, cy, qx),
-        "sparse-inductive": models["sparse-inductive"].predict(cx, cy, qx),
-        "t2v-inductive": models["t2v-inductive"].predict(cx, cy, qx),
-        "inductive-oracle": models["inductive-oracle"].predict(cx, cy, qx, theta=obs.params),
-        "transductive-oracle": models["transductive-oracle"].predict(cx, cy, qx, theta=obs.params),
-        "random-anchors": rte.predict(cx, cy, qx, anchors=random_anchors),
-        "zero-shift": rte.predict(cx, cy, qx, anchors=anchors, phi=np.zeros(anchors.shape + (rte.embed_dim,))),
-        "ctx-interp": ctx_interp(cx, cy, qx),
-        "ctx-polyfit": ctx_polyfit(cx, cy, qx),
-        "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: library.values(x, i), len(library))[0],
-    }
-    return preds
+    anchors = models["rte"].decompose(obs.ctx_x, obs.ctx_y)[0]
+    return {m: predict_method(m, models, library, obs.ctx_x, obs.ctx_y, obs.qry_x, obs.params, seed, anchors)
+            for m in METHODS}
 
 
 def per_target_mse(pred: np.ndarray, obs: Observations, n_targets: int) -> np.ndarray:
@@ -130,15 +140,8 @@ def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):
     grid = np.broadcast_to(family.grid(200), (len(idx), 200))
     truth = targets.values(grid, np.arange(len(idx)))
     rte = models["rte"]
-    preds = {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid)}
-    if best in ("sparse-inductive", "t2v-inductive"):
-        preds[best] = models[best].predict(sub.ctx_x, sub.ctx_y, grid)
-    elif best == "ctx-interp":
-        preds[best] = ctx_interp(sub.ctx_x, sub.ctx_y, grid)
-    elif best == "ctx-polyfit":
-        preds[best] = ctx_polyfit(sub.ctx_x, sub.ctx_y, grid)
-    else:
-        preds[best] = library_best_fit(sub.ctx_x, sub.ctx_y, grid, lambda i, x: library.values(x, i), len(library))[0]
+    preds = {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid),
+             best: predict_method(best, models, library, sub.ctx_x, sub.ctx_y, grid, sub.params, 0)}
     titles = [f"{family.shift}={p:.3g}" for p in targets.params[: len(idx), 0]]
     plot_predictions(plot_dir / f"{family.name}-{protocol.name}-predictions.png", family.grid(200), truth, preds,
                      sub.ctx_x, sub.ctx_y, titles=titles)

@@ -61,4 +61,4 @@ def all_experiments() -> list[str]:
 
 
 def _load_builtin():
-    from taskextrap.experiments import parameter, projectile  # noqa: F401  (registration side effect)
+    from taskextrap.experiments import composition, length, parameter, projectile  # noqa: F401  (registration side effect)

@@ -7,6 +7,10 @@ from torch import nn
 
 # Parameter-extrapolation backbone: [D_in, 64, 64, 16] -> [16, 64, 64, 16] -> [16, 128, D_out].
 PARAMETER_BLOCKS = ((64, 64, 16), (64, 64, 16), (128,))
+# Length and composition backbone: [D_in, 256, 256, 128] -> [128, 128, 64] -> [64, 64, D_out].
+DISCRETE_BLOCKS = ((256, 256, 128), (128, 128, 64), (64, 64))
+# A narrower backbone with the same shape, for pointwise networks (one row per query point).
+POINTWISE_BLOCKS = ((128, 128, 64), (64, 64, 32), (64,))
 
 
 def mlp(sizes: list[int]) -> nn.Sequential:

@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from taskextrap.operators.mlp import block_mlp
+from taskextrap.operators.mlp import PARAMETER_BLOCKS, block_mlp
 from taskextrap.operators.train import TrainConfig, train_regressor
 from taskextrap.scaling import FamilyScaler
 
@@ -39,10 +39,9 @@ def _rows(per_query: list[np.ndarray], per_task: list[np.ndarray]) -> np.ndarray
 class _PointwiseNet:
     """Shared fit/predict plumbing: a block MLP from feature rows to one output per row."""
 
-    def __init__(self, n_features: int, seed: int, cfg: TrainConfig):
-        self.net = block_mlp(n_features, 1, seed)
+    def __init__(self, n_features: int, seed: int, cfg: TrainConfig, blocks=PARAMETER_BLOCKS):
+        self.net = block_mlp(n_features, 1, seed, blocks)
         self.cfg = cfg
-        self.seed = seed
         self.history: list[float] = []
 
     def _train(self, make_rows: Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]],
@@ -103,8 +102,9 @@ class RelationalOperator(_PointwiseNet):
 class InductiveRegressor(_PointwiseNet):
     """y(x_q) from the context alone, optionally with a task descriptor (proxy embedding or true theta)."""
 
-    def __init__(self, scaler: FamilyScaler, n_context: int, extra_dim: int, seed: int, cfg: TrainConfig):
-        super().__init__(1 + 2 * n_context + extra_dim, seed, cfg)
+    def __init__(self, scaler: FamilyScaler, n_context: int, extra_dim: int, seed: int, cfg: TrainConfig,
+                 blocks=PARAMETER_BLOCKS):
+        super().__init__(1 + 2 * n_context + extra_dim, seed, cfg, blocks)
         self.scaler = scaler
 
     def features(self, ctx_x, ctx_y, qry_x, extra) -> np.ndarray:
@@ -117,6 +117,15 @@ class InductiveRegressor(_PointwiseNet):
         rows = (self.features(ctx_x, ctx_y, qry_x, extra), self.scaler.y(qry_y).reshape(-1).astype(np.float32))
         vrows = (self.features(*val[:3], val[4]), self.scaler.y(val[3]).reshape(-1).astype(np.float32))
         self._train(lambda r: rows, vrows, rng, progress)
+        return self
+
+    def fit_stream(self, make_arrays, val, rng, progress=None) -> "InductiveRegressor":
+        """Train on fresh arrays (ctx_x, ctx_y, qry_x, qry_y, extra) from ``make_arrays(rng)`` each pass."""
+        def to_rows(a):
+            ctx_x, ctx_y, qry_x, qry_y, extra = a
+            return self.features(ctx_x, ctx_y, qry_x, extra), self.scaler.y(qry_y).reshape(-1).astype(np.float32)
+
+        self._train(lambda r: to_rows(make_arrays(r)), to_rows(val), rng, progress)
         return self
 
     def predict(self, ctx_x, ctx_y, qry_x, extra) -> np.ndarray:

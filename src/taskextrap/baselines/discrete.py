@@ -1,0 +1,43 @@
+"""The inductive baseline of the discrete regimes (the paper's "naive baseline"): context -> the
+target at a query, with no anchor, no constituents and no search. It is trained on exactly the
+tasks the RTE's networks are trained on (fresh training-relation tasks every pass, drawn by the
+fitted RTE's ``draw_training_tasks``) and selected on the same held-out library pool."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from taskextrap import audit
+from taskextrap.operators.param import InductiveRegressor, sort_context
+from taskextrap.seeding import derive_seed, rng
+from taskextrap.validation import check_context, check_query
+
+
+class DiscreteInductive:
+    """``sparse-inductive`` for ladders and compositions, fitted beside a fitted LengthRTE or CompositionRTE."""
+
+    def __init__(self, rte):
+        self.rte = rte
+        self.net = InductiveRegressor(rte.scaler_, rte.protocol.n_context, 0, derive_seed(rte.seed, "sparse-inductive"),
+                                      rte.train, rte.blocks)
+
+    def _arrays(self, pool, n, g):
+        tasks, obs = self.rte.draw_training_tasks(pool, n, g)
+        audit.record_fit("sparse-inductive", tasks.params)
+        cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
+        return cx, cy, obs.qry_x, obs.qry_y, np.zeros((n, 0))
+
+    def fit(self, progress=None) -> "DiscreteInductive":
+        """Train on fresh training tasks from the RTE's training pool; select on its validation pool."""
+        r = self.rte
+        val = self._arrays(r.val_pool_, max(256, r.n_pairs // 10), rng(r.seed, "sparse-inductive-val"))
+        self.net.fit_stream(lambda g: self._arrays(r.train_pool_, r.n_pairs, g), val,
+                            rng(r.seed, "sparse-inductive-batches"), progress)
+        return self
+
+    def predict(self, ctx_x, ctx_y, qry_x) -> np.ndarray:
+        """Predictions (n, q) from the context alone."""
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.rte.protocol.n_context)
+        qry_x = check_query(qry_x, len(ctx_x))
+        cx, cy = sort_context(ctx_x, ctx_y)
+        return self.net.predict(cx, cy, qry_x, np.zeros((len(cx), 0)))

@@ -1,0 +1,200 @@
+"""Compositional extrapolation (paper Section 3.3, Table 3) and its ablations (Appendix K.3).
+
+The library holds primitives (poly, sin, tanh). Every fit sees compositions f o g of library
+primitives whose family pair is a training pair only; targets are compositions of library
+primitives in the held-out pairs (S o P, T o S, P o T). The library and the targets come from
+fixed streams independent of the training seed, so every method and seed is scored on the same
+targets and draws.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
+from taskextrap.baselines.discrete import DiscreteInductive
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments.profiles import get_profile
+from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.units import UnitResult, run_seeds
+from taskextrap.operators.train import TrainConfig
+from taskextrap.report.schema import make_row
+from taskextrap.search.composition import CompositionRTE
+from taskextrap.seeding import rng
+from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
+from taskextrap.tasks.primitives import PAPER_SPLIT, PRIMITIVE_FAMILIES, CompositionSet, PrimitiveSet
+
+METHODS = ("rte", "sparse-inductive", "oracle", "verified-composition", "ctx-interp", "ctx-polyfit",
+           "library-best-fit")
+ABLATION_METHODS = ("rte", "no-verification", "random-constituents", "sparse-inductive", "oracle")
+ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
+LIBRARY_SEED, TEST_SEED = 20_000, 10_000
+GROUP = "unseen-pairs"
+
+
+@dataclass(frozen=True)
+class CompositionProfile:
+    """Sizes: primitives per family, Psi_comp compositions per pass, held-out targets x draws."""
+
+    name: str
+    seeds: tuple[int, ...]
+    n_per_family: int
+    n_pairs: int
+    n_targets: int
+    n_draws: int
+    train: TrainConfig
+    decomposer_train: TrainConfig
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def with_seeds(self, n: int | None) -> "CompositionProfile":
+        if n is None:
+            return self
+        if n < 1:
+            raise TaskextrapError("--seeds must be >= 1")
+        return replace(self, seeds=tuple(range(n)))
+
+
+COMPOSITION_PROFILES = {
+    "quick": CompositionProfile("quick", (0,), n_per_family=500, n_pairs=4000, n_targets=200, n_draws=2,
+                                train=TrainConfig(steps=800, batch=4096, eval_every=100),
+                                decomposer_train=TrainConfig(steps=1500, batch=512, eval_every=100)),
+    "paper": CompositionProfile("paper", (0, 1, 2), n_per_family=3000, n_pairs=10000, n_targets=500, n_draws=4,
+                                train=TrainConfig(steps=2000, batch=4096, eval_every=100),
+                                decomposer_train=TrainConfig(steps=3000, batch=512, eval_every=100)),
+    "tiny": CompositionProfile("tiny", (0,), n_per_family=10, n_pairs=200, n_targets=6, n_draws=2,
+                               train=TrainConfig(steps=15, batch=512, eval_every=5),
+                               decomposer_train=TrainConfig(steps=15, batch=64, eval_every=5)),
+}
+
+
+def make_library(n_per_family: int) -> PrimitiveSet:
+    """The primitive library, from a fixed stream."""
+    return PrimitiveSet.sample(PRIMITIVE_FAMILIES, n_per_family, rng(LIBRARY_SEED, "primitives", "library"))
+
+
+def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: int, split=PAPER_SPLIT
+                 ) -> tuple[CompositionSet, Observations]:
+    """Held-out-pair compositions of library primitives and their draws (the fixed test stream)."""
+    targets = CompositionSet.sample(primitives, split.test, n_targets, rng(TEST_SEED, "composition", "targets"),
+                                    train_pairs=split.train)
+    obs = protocol.draw(targets, n_draws, rng(TEST_SEED, "composition", protocol.name, "draws"),
+                        noise_scale(targets.family))
+    return targets, obs
+
+
+def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: PrimitiveSet,
+                targets: CompositionSet, obs: Observations, seed: int) -> tuple[dict, dict]:
+    """Predictions of every method at the query points, and retrieval diagnostics."""
+    cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
+    d = rte.decompose(cx, cy)
+    outer_c, inner_c = rte.candidates(cx, cy)
+    true_o, true_i = targets.outer[obs.task], targets.inner[obs.task]
+    rand = rng(seed, "random-constituents").integers(len(primitives), size=(2, len(cx)))
+    preds = {
+        "rte": rte.predict(cx, cy, qx, decomposition=d),
+        "verified-composition": rte.compose(qx, d.outer[:, 0], d.inner[:, 0]),
+        "no-verification": rte.predict(cx, cy, qx, outer=outer_c[:, 0], inner=inner_c[:, 0]),
+        "random-constituents": rte.predict(cx, cy, qx, outer=rand[0], inner=rand[1]),
+        "oracle": rte.predict(cx, cy, qx, outer=true_o, inner=true_i),
+        "sparse-inductive": inductive.predict(cx, cy, qx),
+        "ctx-interp": ctx_interp(cx, cy, qx),
+        "ctx-polyfit": ctx_polyfit(cx, cy, qx),
+        "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: primitives.exact(x, i), len(primitives))[0],
+    }
+    retrieval = {"pair_top1": ((d.outer[:, 0] == true_o) & (d.inner[:, 0] == true_i)).astype(float),
+                 "pair_in_candidates": ((outer_c == true_o[:, None]).any(1) & (inner_c == true_i[:, None]).any(1)
+                                        ).astype(float)}
+    return preds, retrieval
+
+
+def per_target(values: np.ndarray, n_targets: int) -> np.ndarray:
+    v = values.mean(axis=1) if values.ndim == 2 else values
+    return v.reshape(n_targets, -1).mean(axis=1)
+
+
+def run_unit(protocol, profile: CompositionProfile, seed: int, embedding: str,
+             plot_dir: Path | None = None) -> UnitResult:
+    """Fit RTE and the baseline for one training seed; evaluate every method on the held-out pairs."""
+    t0 = time.perf_counter()
+    primitives = make_library(profile.n_per_family)
+    rte = CompositionRTE(protocol=protocol, embedding=embedding, n_pairs=profile.n_pairs, train=profile.train,
+                         decomposer_train=profile.decomposer_train, seed=seed).fit(primitives)
+    timing = dict(rte.timing_)
+    t = time.perf_counter()
+    inductive = DiscreteInductive(rte).fit()
+    timing["baselines_fit_s"] = time.perf_counter() - t
+    targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws)
+    t = time.perf_counter()
+    preds, retrieval = predict_all(rte, inductive, primitives, targets, obs, seed)
+    timing["evaluation_s"] = time.perf_counter() - t
+    errors = {m: per_target((preds[m] - obs.qry_y) ** 2, profile.n_targets) for m in ALL_METHODS}
+    errors.update({k: per_target(v, profile.n_targets) for k, v in retrieval.items()})
+    # Which held-out pair each target belongs to, for the per-pair breakdown of the table.
+    errors["pair_id"] = np.array([PAPER_SPLIT.test.index(tuple(p)) for p in targets.pair], dtype=float)
+    if plot_dir is not None:
+        _plot(plot_dir, protocol, rte, primitives, targets, obs, preds)
+    timing["total_s"] = time.perf_counter() - t0
+    return UnitResult(errors, timing)
+
+
+def _plot(plot_dir, protocol, rte, primitives, targets, obs, preds):
+    from taskextrap.report.plots import plot_embedding, plot_predictions
+
+    n_draws = len(obs) // len(targets)
+    idx = np.arange(min(4, len(targets))) * n_draws
+    sub = obs.subset(idx)
+    grid = np.broadcast_to(np.linspace(*primitives.domain, 200), (len(idx), 200))
+    truth = targets.subset(np.arange(len(idx))).values(grid)
+    d = rte.decompose(sub.ctx_x, sub.ctx_y)
+    curves = {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, decomposition=d),
+              "verified composition": rte.compose(grid, d.outer[:, 0], d.inner[:, 0]),
+              "ctx-interp": ctx_interp(sub.ctx_x, sub.ctx_y, grid)}
+    titles = [f"{o} o {i}" for o, i in targets.pair[: len(idx)]]
+    plot_predictions(plot_dir / f"composition-{protocol.name}-predictions.png", grid[0], truth, curves,
+                     sub.ctx_x, sub.ctx_y, titles=titles)
+    plot_embedding(plot_dir / f"composition-{protocol.name}-embedding.png", rte.z_library_,
+                   primitives.family_names.astype(str), "primitives: proxy embedding by family", target_labels=[])
+
+
+def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_dir: Path | None):
+    if options.family is not None:
+        raise TaskextrapError("--family does not apply to composition; pass a PrimitiveSet from Python")
+    profile = get_profile(COMPOSITION_PROFILES, options.profile).with_seeds(options.seeds)
+    protocol = get_protocol(options.protocol, "composition")
+    base = dict(experiment="composition", split=PAPER_SPLIT, protocol=protocol, profile=profile.to_dict(),
+                embedding=options.embedding)
+    errors, timing = run_seeds(
+        experiment, profile.seeds, Path(options.out) / "units",
+        name=lambda s: f"composition-{protocol.name}-seed{s}", config=lambda s: {**base, "seed": s},
+        compute=lambda s, plots: run_unit(protocol, profile, s, options.embedding, plots),
+        plot_dir=plot_dir, plot_file=f"composition-{protocol.name}-predictions.png", progress=options.progress)
+    rows = [make_row(experiment, GROUP, m, "mse", np.stack(errors[m], axis=1)) for m in methods]
+    if experiment == "composition":
+        pair_id = errors["pair_id"][0]
+        for j, (o, i) in enumerate(PAPER_SPLIT.test):
+            for m in ("rte", "sparse-inductive", "verified-composition"):
+                rows.append(make_row(experiment, f"{o} o {i}", m, "mse", np.stack(errors[m], axis=1)[pair_id == j]))
+    rows += [make_row(experiment, "pair-retrieved", m, "accuracy", np.stack(errors[k], axis=1))
+             for m, k in (("rte", "pair_top1"), ("top-k-candidates", "pair_in_candidates"))]
+    config = {"split": {"train": PAPER_SPLIT.train, "test": PAPER_SPLIT.test}, "protocol": {**vars(protocol)},
+              "profile": profile.to_dict(), "embedding": options.embedding, "library_seed": LIBRARY_SEED,
+              "test_seed": TEST_SEED, "units": "shared with composition / composition-ablations under OUT/units"}
+    return rows, config, list(profile.seeds), timing
+
+
+@register("composition", "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)")
+def run_composition(options: RunOptions, ckpt_dir: Path | None, plot_dir: Path | None):
+    """The composition experiment: rte, sparse-inductive, oracle, verified-composition and sanity baselines."""
+    return _run("composition", METHODS, options, plot_dir)
+
+
+@register("composition-ablations", "App. K.3: composition ablations (no verification, random constituents)")
+def run_composition_ablations(options: RunOptions, ckpt_dir: Path | None, plot_dir: Path | None):
+    """The composition ablations: the same fits as ``composition`` (shared unit cache), other rows."""
+    return _run("composition-ablations", ABLATION_METHODS, options, None)

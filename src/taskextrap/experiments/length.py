@@ -1,0 +1,212 @@
+"""Length extrapolation (paper Section 3.2, Table 2) and its ablations (Appendix K.2).
+
+The library holds ladder tasks of every training level (polynomials of degree 1-8). Targets are
+held-out-level tasks (degree 9) whose predecessor is a library member of the level below: one
+extension step beyond anything any fit has seen. The library and the targets come from fixed
+streams that do not depend on the training seed, so every method and seed is scored on the
+same targets and draws; a training seed changes the library's observations and every network.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
+from taskextrap.baselines.discrete import DiscreteInductive
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments.profiles import get_profile
+from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.units import UnitResult, run_seeds
+from taskextrap.operators.train import TrainConfig
+from taskextrap.report.schema import make_row
+from taskextrap.search.length import LengthRTE
+from taskextrap.seeding import rng
+from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
+from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
+
+METHODS = ("rte", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
+ABLATION_METHODS = ("rte", "rank3-anchor", "random-anchors", "zero-shift", "sparse-inductive", "oracle")
+ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
+LIBRARY_SEED, TEST_SEED = 20_000, 10_000  # fixed streams, independent of every training seed
+GROUP = "degree9"
+
+
+@dataclass(frozen=True)
+class LengthProfile:
+    """Sizes of the length experiments: library tasks per level, Psi_ext steps per pass, targets x draws."""
+
+    name: str
+    seeds: tuple[int, ...]
+    n_per_level: int
+    n_pairs: int
+    n_targets: int
+    n_draws: int
+    train: TrainConfig
+    decomposer_train: TrainConfig
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def with_seeds(self, n: int | None) -> "LengthProfile":
+        if n is None:
+            return self
+        if n < 1:
+            raise TaskextrapError("--seeds must be >= 1")
+        return replace(self, seeds=tuple(range(n)))
+
+
+LENGTH_PROFILES = {
+    "quick": LengthProfile("quick", (0,), n_per_level=250, n_pairs=6000, n_targets=100, n_draws=8,
+                           train=TrainConfig(steps=800, batch=4096, eval_every=100),
+                           decomposer_train=TrainConfig(steps=1500, batch=512, eval_every=100)),
+    "paper": LengthProfile("paper", (0, 1, 2), n_per_level=1000, n_pairs=20000, n_targets=200, n_draws=16,
+                           train=TrainConfig(steps=2000, batch=4096, eval_every=100),
+                           decomposer_train=TrainConfig(steps=3000, batch=512, eval_every=100)),
+    "tiny": LengthProfile("tiny", (0,), n_per_level=12, n_pairs=300, n_targets=6, n_draws=2,
+                          train=TrainConfig(steps=15, batch=512, eval_every=5),
+                          decomposer_train=TrainConfig(steps=15, batch=64, eval_every=5)),
+}
+
+
+def make_library(ladder: Ladder, n_per_level: int) -> LadderSet:
+    """The library: ``n_per_level`` tasks of every training level, from a fixed stream."""
+    return LadderSet.sample_library(ladder, n_per_level, rng(LIBRARY_SEED, ladder.name, "library"))
+
+
+def make_targets(library: LadderSet, protocol, n_targets: int, n_draws: int) -> tuple[LadderSet, Observations]:
+    """Held-out-level targets: one extension step of library tasks at the top training level."""
+    ladder = library.family
+    g = rng(TEST_SEED, ladder.name, "targets")
+    top = np.flatnonzero(library.level == ladder.test_level - 1)
+    if len(top) == 0:
+        raise TaskextrapError(f"ladder {ladder.name!r}: the library has no level-{ladder.test_level - 1} task")
+    targets = LadderSet.extend(library, top[g.integers(len(top), size=n_targets)], g)
+    obs = protocol.draw(targets, n_draws, rng(TEST_SEED, ladder.name, protocol.name, "draws"), noise_scale(ladder))
+    return targets, obs
+
+
+def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet, targets: LadderSet,
+                obs: Observations, seed: int) -> tuple[dict[str, np.ndarray], dict]:
+    """Predictions of every method at the query points, and retrieval diagnostics."""
+    cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
+    d = rte.decompose(cx, cy)
+    parent = targets.parent[obs.task]
+    random_anchor = rng(seed, "random-anchors").integers(len(library), size=len(cx))
+    rank3 = min(2, d.anchors.shape[1] - 1)
+    preds = {
+        "rte": rte.predict(cx, cy, qx, decomposition=d),
+        "rank3-anchor": rte.predict(cx, cy, qx, anchors=d.anchors[:, rank3], phi=d.phi[:, rank3]),
+        "random-anchors": rte.predict(cx, cy, qx, anchors=random_anchor, phi=d.guess_phi),
+        "zero-shift": rte.predict(cx, cy, qx, anchors=d.anchors[:, 0], phi=np.zeros(len(cx))),
+        "oracle": rte.predict(cx, cy, qx, anchors=parent, phi=targets.new_coef()[obs.task]),
+        "sparse-inductive": inductive.predict(cx, cy, qx),
+        "ctx-interp": ctx_interp(cx, cy, qx),
+        "ctx-polyfit": ctx_polyfit(cx, cy, qx),
+        "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: library.values(x, i), len(library))[0],
+    }
+    retrieval = {"parent_top1": (d.anchors[:, 0] == parent).astype(float),
+                 "parent_in_topk": (d.anchors == parent[:, None]).any(1).astype(float)}
+    return preds, retrieval
+
+
+def per_target(values: np.ndarray, n_targets: int) -> np.ndarray:
+    """Average (n_targets * n_draws, ...) per-draw values over each target's draws -> (n_targets,)."""
+    v = values.mean(axis=1) if values.ndim == 2 else values
+    return v.reshape(n_targets, -1).mean(axis=1)
+
+
+def run_unit(ladder: Ladder, protocol, profile: LengthProfile, seed: int, embedding: str,
+             plot_dir: Path | None = None) -> UnitResult:
+    """Fit RTE and the baseline for one training seed and evaluate every method on the targets."""
+    t0 = time.perf_counter()
+    library = make_library(ladder, profile.n_per_level)
+    rte = LengthRTE(protocol=protocol, embedding=embedding, n_pairs=profile.n_pairs, train=profile.train,
+                    decomposer_train=profile.decomposer_train, seed=seed).fit(library)
+    timing = dict(rte.timing_)
+    t = time.perf_counter()
+    inductive = DiscreteInductive(rte).fit()
+    timing["baselines_fit_s"] = time.perf_counter() - t
+    targets, obs = make_targets(library, protocol, profile.n_targets, profile.n_draws)
+    t = time.perf_counter()
+    preds, retrieval = predict_all(rte, inductive, library, targets, obs, seed)
+    timing["evaluation_s"] = time.perf_counter() - t
+    errors = {m: per_target((preds[m] - obs.qry_y) ** 2, profile.n_targets) for m in ALL_METHODS}
+    errors.update({k: per_target(v, profile.n_targets) for k, v in retrieval.items()})
+    if plot_dir is not None:
+        _plot(plot_dir, ladder, protocol, rte, library, targets, obs, preds)
+    timing["total_s"] = time.perf_counter() - t0
+    return UnitResult(errors, timing)
+
+
+def _plot(plot_dir, ladder, protocol, rte, library, targets, obs, preds):
+    from taskextrap.report.plots import plot_embedding, plot_predictions
+
+    n_draws = len(obs) // len(targets)
+    idx = np.arange(min(4, len(targets))) * n_draws
+    sub = obs.subset(idx)
+    grid = np.broadcast_to(ladder.grid(200), (len(idx), 200))
+    truth = targets.subset(np.arange(len(idx))).values(grid)
+    d = rte.decompose(sub.ctx_x, sub.ctx_y)
+    curves = {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, decomposition=d),
+              "retrieved predecessor": library.values(grid, d.anchors[:, 0]),
+              "ctx-polyfit": ctx_polyfit(sub.ctx_x, sub.ctx_y, grid)}
+    plot_predictions(plot_dir / f"{ladder.name}-{protocol.name}-predictions.png", ladder.grid(200), truth, curves,
+                     sub.ctx_x, sub.ctx_y, titles=[f"level {ladder.test_level} target {i}" for i in range(len(idx))])
+    plot_embedding(plot_dir / f"{ladder.name}-{protocol.name}-embedding.png", rte.z_library_,
+                   library.region.astype(str), f"{ladder.name}: proxy embedding of the library by level")
+
+
+def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_dir: Path | None):
+    profile = get_profile(LENGTH_PROFILES, options.profile).with_seeds(options.seeds)
+    protocol = get_protocol(options.protocol, "length")
+    ladder = get_ladder(options.family)
+    base = dict(experiment="length", ladder=ladder.name, basis=getattr(ladder.basis, "__qualname__", ""),
+                domain=ladder.domain, coef_range=ladder.coef_range, levels=ladder.train_levels,
+                test_level=ladder.test_level, protocol=protocol, profile=profile.to_dict(),
+                embedding=options.embedding)
+    errors, timing = run_seeds(
+        experiment, profile.seeds, Path(options.out) / "units",
+        name=lambda s: f"length-{ladder.name}-{protocol.name}-seed{s}", config=lambda s: {**base, "seed": s},
+        compute=lambda s, plots: run_unit(ladder, protocol, profile, s, options.embedding, plots),
+        plot_dir=plot_dir, plot_file=f"{ladder.name}-{protocol.name}-predictions.png", progress=options.progress)
+    rows = [make_row(experiment, GROUP, m, "mse", np.stack(errors[m], axis=1)) for m in methods]
+    rows += [make_row(experiment, "predecessor-retrieved", m, "accuracy", np.stack(errors[k], axis=1))
+             for m, k in (("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk"))]
+    config = {"ladder": ladder.name, "protocol": {**vars(protocol)}, "profile": profile.to_dict(),
+              "embedding": options.embedding, "library_seed": LIBRARY_SEED, "test_seed": TEST_SEED,
+              "units": "shared with length / length-ablations under OUT/units"}
+    return rows, config, list(profile.seeds), timing
+
+
+def get_ladder(option: str | None) -> Ladder:
+    """The built-in polynomial ladder, or a user's Ladder given as ``module:attr``."""
+    if option is None or option == POLYNOMIAL_LADDER.name:
+        return POLYNOMIAL_LADDER
+    if ":" in option:
+        import importlib
+
+        mod, _, attr = option.partition(":")
+        try:
+            obj = getattr(importlib.import_module(mod), attr)
+        except (ImportError, AttributeError) as e:
+            raise TaskextrapError(f"cannot load ladder {option!r}: {e}") from None
+        if isinstance(obj, Ladder):
+            return obj
+        raise TaskextrapError(f"{option!r} is not a taskextrap.tasks.ladder.Ladder")
+    raise TaskextrapError(f"unknown ladder {option!r}; use 'polynomial' or module:attr")
+
+
+@register("length", "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)")
+def run_length(options: RunOptions, ckpt_dir: Path | None, plot_dir: Path | None):
+    """The length experiment: rte, sparse-inductive, oracle and the context-only baselines."""
+    return _run("length", METHODS, options, plot_dir)
+
+
+@register("length-ablations", "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)")
+def run_length_ablations(options: RunOptions, ckpt_dir: Path | None, plot_dir: Path | None):
+    """The length ablations: the same fits as ``length`` (shared unit cache), other rows."""
+    return _run("length-ablations", ABLATION_METHODS, options, None)

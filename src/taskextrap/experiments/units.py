@@ -1,0 +1,72 @@
+"""Finished units of work (one family or ladder, one training seed) cached as JSON, so that an
+interrupted run resumes and sibling experiments (``length`` and ``length-ablations``) share fits.
+
+A unit file is named by a fingerprint of everything that determines its numbers; a file whose
+fingerprint does not match is ignored and recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from taskextrap.report.io import read_json, write_json_atomic
+
+
+@dataclass
+class UnitResult:
+    """Per-target errors (n_targets,) of every method for one unit, its timing and extra numbers."""
+
+    errors: dict[str, np.ndarray]
+    timing: dict[str, float]
+    extras: dict = field(default_factory=dict)
+
+
+def fingerprint(**config) -> str:
+    """A short stable hash of a JSON-able configuration."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def cached_unit(cache_dir: Path | None, name: str, config: dict, compute: Callable[[], UnitResult],
+                force: bool = False) -> UnitResult:
+    """``compute()`` unless ``cache_dir/name-<fingerprint>.json`` holds its result; then save it."""
+    key = fingerprint(**config)
+    path = None if cache_dir is None else Path(cache_dir) / f"{name}-{key}.json"
+    if path is not None and path.exists() and not force:
+        saved = read_json(path)
+        if saved.get("fingerprint") == key:
+            return UnitResult({m: np.asarray(v) for m, v in saved["errors"].items()}, saved["timing"],
+                              {**saved.get("extras", {}), "resumed": True})
+    unit = compute()
+    if path is not None:
+        write_json_atomic(path, {"fingerprint": key, "errors": {m: np.asarray(e).tolist() for m, e in unit.errors.items()},
+                                 "timing": unit.timing, "extras": unit.extras})
+    return unit
+
+
+def run_seeds(experiment: str, seeds, cache_dir: Path | None, name: Callable[[int], str],
+              config: Callable[[int], dict], compute: Callable[[int, Path | None], UnitResult],
+              plot_dir: Path | None, plot_file: str, progress: bool) -> tuple[dict[str, list], dict[str, float]]:
+    """Run (or resume) one unit per training seed; collect per-target errors and summed timings.
+
+    The first seed draws the plots into ``plot_dir``; when ``plot_dir/plot_file`` is missing its
+    unit is recomputed even if cached, so a rerun into a fresh directory gets its plots.
+    """
+    from tqdm import tqdm
+
+    errors: dict[str, list] = {}
+    timing: dict[str, float] = {}
+    for seed in tqdm(seeds, desc=experiment, disable=not progress, unit="seed"):
+        plots = plot_dir if seed == seeds[0] else None
+        force = plots is not None and not (plots / plot_file).exists()
+        unit = cached_unit(cache_dir, name(seed), config(seed), lambda: compute(seed, plots), force=force)
+        for m, e in unit.errors.items():
+            errors.setdefault(m, []).append(e)
+        for k, v in unit.timing.items():
+            timing[k] = timing.get(k, 0.0) + float(v)
+    return errors, timing

@@ -1,0 +1,220 @@
+"""The Relational Task Extrapolator for compositions (Algorithm 1, Strategy B; paper Appendix G.3).
+
+Phase 1 (training family pairs only): every library primitive is observed through the protocol
+and embedded by Gamma. Compositions f o g of library primitives whose family pair is a training
+pair train the composer Psi_comp (constituent curves + context -> h) and the decomposer g
+(context -> embeddings of the outer and the inner constituent).
+
+Phase 2: g proposes z_outer and z_inner; the top-k library primitives nearest each are the
+candidates; verification composes every one of the k*k candidate pairs from stored library
+curves (interpolated) at the context inputs and ranks the pairs by context error, in one
+batched evaluation; Psi_comp predicts the queries from the best pair's curves and the context.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from taskextrap import audit
+from taskextrap.embed import EMBEDDINGS, fit_library_embedding, mean_per_task
+from taskextrap.errors import TaskextrapError
+from taskextrap.operators.composition import CompositionOperator
+from taskextrap.operators.mlp import POINTWISE_BLOCKS
+from taskextrap.operators.param import sort_context
+from taskextrap.operators.train import TrainConfig
+from taskextrap.scaling import FamilyScaler
+from taskextrap.search.decomposer import Decomposer
+from taskextrap.search.index import nearest
+from taskextrap.seeding import derive_seed, rng
+from taskextrap.tasks.observe import get_protocol, noise_scale
+from taskextrap.tasks.primitives import PAPER_SPLIT, Composer, CompositionSet, PairSplit, PrimitiveSet, PrimitiveTasks
+from taskextrap.validation import check_context, check_query
+
+VERIFY_CHUNK = 512  # targets per batched verification pass
+
+
+@dataclass(frozen=True)
+class CompositionDecomposition:
+    """Candidate pairs of each target, best first: outer and inner library indices, context MSE (n, k*k)."""
+
+    outer: np.ndarray
+    inner: np.ndarray
+    loss: np.ndarray
+
+
+@dataclass
+class CompositionRTE:
+    """RTE for compositions: ``CompositionRTE(...).fit(primitives).predict(ctx_x, ctx_y, x_query)``.
+
+    Args:
+        protocol: observation protocol (name from the composition table, or an object).
+        embedding: Gamma estimator for the primitives.
+        k: candidates per slot (k*k pairs are verified).
+        split: which family pairs are composed in training (the held-out pairs never are).
+        n_pairs: compositions drawn per pass to train Psi_comp.
+        library_draws: context draws averaged into a primitive's embedding.
+        val_fraction: share of primitives held out (training pairs still) for model selection.
+        train / decomposer_train: optimiser settings; blocks: Psi_comp's MLP blocks.
+        seed: seeds every stream.
+    """
+
+    protocol: object = "paper"
+    embedding: str = "gradient"
+    k: int = 10
+    split: PairSplit = PAPER_SPLIT
+    n_pairs: int = 20000
+    library_draws: int = 4
+    val_fraction: float = 0.1
+    embed_dim: int = 16
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decomposer_train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=2000, batch=512))
+    blocks: tuple = POINTWISE_BLOCKS
+    seed: int = 0
+
+    def __post_init__(self):
+        self.protocol = get_protocol(self.protocol, "composition")
+        if self.embedding not in EMBEDDINGS:
+            raise TaskextrapError(f"unknown embedding {self.embedding!r}; choose from {sorted(EMBEDDINGS)}")
+        if self.k < 1:
+            raise TaskextrapError("k must be >= 1")
+
+    # ----------------------------------------------------------------------------- phase 1
+    def fit(self, primitives: PrimitiveSet, progress=None) -> "CompositionRTE":
+        """Fit Gamma on the primitives, then Psi_comp and the decomposer on training-pair compositions."""
+        if not isinstance(primitives, PrimitiveSet):
+            raise TaskextrapError("CompositionRTE.fit needs a PrimitiveSet library (see taskextrap.tasks.primitives)")
+        self.primitives_ = primitives
+        self.composer_ = Composer(primitives, self.split.train)
+        self.noise_scale_ = noise_scale(self.composer_)
+        self.val_pool_, self.train_pool_ = self._split_pool(primitives)
+        self.scaler_ = FamilyScaler.fit(self.draw_training_tasks(self.train_pool_, 512, rng(self.seed, "scaler"))[0])
+        t = time.perf_counter()
+        self._fit_embedding(primitives)
+        self.timing_ = {"embedding_s": time.perf_counter() - t}
+        t = time.perf_counter()
+        self._fit_composer(progress)
+        self.timing_["psi_training_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        self._fit_decomposer(progress)
+        self.timing_["decomposer_training_s"] = time.perf_counter() - t
+        return self
+
+    def _split_pool(self, primitives: PrimitiveSet) -> tuple[np.ndarray, np.ndarray]:
+        """Validation primitives: ``val_fraction`` of every family (at least one each), the rest train."""
+        g = rng(self.seed, "val-split")
+        val = []
+        for f in range(len(primitives.families)):
+            members = g.permutation(np.flatnonzero(primitives.family == f))
+            if len(members) < 2:
+                raise TaskextrapError(f"family {primitives.families[f].name!r} needs at least 2 library primitives")
+            val.append(members[: max(1, int(round(self.val_fraction * len(members))))])
+        val = np.sort(np.concatenate(val))
+        return val, np.setdiff1d(np.arange(len(primitives)), val)
+
+    def _fit_embedding(self, primitives: PrimitiveSet):
+        tasks = PrimitiveTasks.of(primitives)
+        obs = self.protocol.draw(tasks, self.library_draws, rng(self.seed, "library-draws"),
+                                 noise_scale(tasks.family))
+        self.embedding_ = fit_library_embedding(self.embedding, self.embed_dim, derive_seed(self.seed, "probe"),
+                                                self.scaler_, tasks, obs)
+        z = self.embedding_.transform(self.scaler_.x(obs.ctx_x), self.scaler_.y(obs.ctx_y))
+        self.z_library_ = mean_per_task(z, obs.task, len(primitives))
+
+    def draw_training_tasks(self, pool, n, g):
+        """``n`` fresh training-pair compositions of primitives from ``pool`` and one observation of each."""
+        tasks = CompositionSet.sample(self.primitives_, self.split.train, n, g, pool=pool,
+                                      train_pairs=self.split.train)
+        obs = self.protocol.draw(tasks, 1, g, getattr(self, "noise_scale_", None))
+        return tasks, obs
+
+    def _composer_arrays(self, pool, n, g):
+        tasks, obs = self.draw_training_tasks(pool, n, g)
+        audit.record_fit("psi", tasks.params)
+        cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
+        return obs.qry_x, tasks.outer, tasks.inner, cx, cy, obs.qry_y
+
+    def _fit_composer(self, progress):
+        self.psi_ = CompositionOperator(self.scaler_, self.primitives_, self.protocol.n_context,
+                                        derive_seed(self.seed, "psi"), self.train, blocks=self.blocks)
+        val = self._composer_arrays(self.val_pool_, max(256, self.n_pairs // 10), rng(self.seed, "psi-val"))
+        self.psi_.fit(lambda g: self._composer_arrays(self.train_pool_, self.n_pairs, g), val,
+                      rng(self.seed, "psi-batches"), progress)
+
+    def _decomposer_arrays(self, pool, n, g):
+        tasks, obs = self.draw_training_tasks(pool, n, g)
+        audit.record_fit("decomposer", tasks.params)
+        return obs.ctx_x, obs.ctx_y, np.concatenate([self.z_library_[tasks.outer], self.z_library_[tasks.inner]], 1)
+
+    def _fit_decomposer(self, progress):
+        cfg = self.decomposer_train
+        dim = self.z_library_.shape[1]
+        self.decomposer_ = Decomposer(self.scaler_, self.protocol.n_context, (dim, dim),
+                                      derive_seed(self.seed, "decomposer"), cfg)
+        val = self._decomposer_arrays(self.val_pool_, max(256, cfg.batch), rng(self.seed, "decomposer-val"))
+        self.decomposer_.fit(lambda g: self._decomposer_arrays(self.train_pool_, cfg.batch, g), val,
+                             rng(self.seed, "decomposer-batches"), progress)
+
+    # ----------------------------------------------------------------------------- phase 2
+    def _check_fitted(self):
+        if not hasattr(self, "decomposer_"):
+            raise TaskextrapError("CompositionRTE is not fitted: call fit(primitives) first")
+
+    def candidates(self, ctx_x, ctx_y, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` library primitives for the outer and for the inner slot, nearest first: (n, k) each."""
+        self._check_fitted()
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        z_outer, z_inner = self.decomposer_.predict(ctx_x, ctx_y)
+        k = self.k if k is None else k
+        return nearest(z_outer, self.z_library_, k)[0], nearest(z_inner, self.z_library_, k)[0]
+
+    def decompose(self, ctx_x, ctx_y, k: int | None = None, verify: bool = True) -> CompositionDecomposition:
+        """Strategy B: all k*k candidate pairs, ranked by their composed curves' context MSE.
+
+        With ``verify=False`` the pairs keep retrieval order (rank-1 outer with rank-1 inner first).
+        """
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        outer_c, inner_c = self.candidates(ctx_x, ctx_y, k)
+        n, kk = outer_c.shape
+        outer = np.repeat(outer_c, kk, axis=1)   # pair (i, j) at column i*k + j
+        inner = np.tile(inner_c, (1, kk))
+        loss = np.concatenate([self.context_loss(ctx_x[s], ctx_y[s], outer[s], inner[s])
+                               for s in (slice(i, i + VERIFY_CHUNK) for i in range(0, n, VERIFY_CHUNK))])
+        order = np.argsort(loss, axis=1, kind="stable") if verify else np.tile(np.arange(kk * kk), (n, 1))
+        take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
+        return CompositionDecomposition(take(outer), take(inner), take(loss))
+
+    def context_loss(self, ctx_x, ctx_y, outer, inner) -> np.ndarray:
+        """MSE on the context (n, c) of composed library curves for candidate pairs (n, c), batched."""
+        c = outer.shape[1]
+        x = np.broadcast_to(ctx_x[:, None, :], (len(ctx_x), c, ctx_x.shape[1]))
+        composed = self.primitives_.compose_interp(outer, inner, x)
+        return ((composed - ctx_y[:, None, :]) ** 2).mean(axis=2)
+
+    def compose(self, x_query, outer, inner) -> np.ndarray:
+        """f(g(x)) of library pairs from stored curves, without Psi (the ``verified-composition`` method)."""
+        outer, inner = np.asarray(outer, dtype=int), np.asarray(inner, dtype=int)
+        qry_x = check_query(x_query, len(outer))
+        return self.primitives_.compose_interp(outer, inner, qry_x)
+
+    def predict(self, ctx_x, ctx_y, x_query, outer=None, inner=None,
+                decomposition: CompositionDecomposition | None = None) -> np.ndarray:
+        """Predict each target at ``x_query`` (n, q) with Psi_comp.
+
+        ``outer``/``inner`` (n,) override the search (oracle, ablations); ``decomposition`` reuses
+        an earlier ``decompose`` result.
+        """
+        self._check_fitted()
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        qry_x = check_query(x_query, len(ctx_x))
+        if outer is None or inner is None:
+            d = decomposition if decomposition is not None else self.decompose(ctx_x, ctx_y)
+            outer = d.outer[:, 0] if outer is None else outer
+            inner = d.inner[:, 0] if inner is None else inner
+        outer, inner = (np.asarray(a, dtype=int).reshape(len(ctx_x)) for a in (outer, inner))
+        if min(outer.min(), inner.min()) < 0 or max(outer.max(), inner.max()) >= len(self.primitives_):
+            raise TaskextrapError(f"constituents must be library indices in [0, {len(self.primitives_)})")
+        cx, cy = sort_context(ctx_x, ctx_y)
+        return self.psi_.predict(qry_x, outer, inner, cx, cy)

@@ -1,0 +1,157 @@
+"""Ladders: task families built by recursive extension (the paper's length regime, Section 2.3).
+
+A ladder task of level d is a coefficient vector c_0..c_d over a basis; its value is
+sum_p c_p * basis(x, p). Extending a level-d task by one step adds c_{d+1} * basis(x, d+1): the
+predecessor is the anchor and the new coefficient is the transformation phi. Coefficients are
+stored normalised (drawn uniformly from ``coef_range``), so a user's ladder needs only a basis.
+
+The built-in polynomial ladder has basis (x/5)^p on [-5, 5] with normalised coefficients in
+[-2, 2]: exactly the paper's c_p ~ U(-2, 2) / 5^p on x^p (Appendix F), with c_norm = c_p * 5^p.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from taskextrap.errors import TaskextrapError
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """A family of tasks ordered by level, where level d+1 extends a level-d task by one basis term.
+
+    Args:
+        name: used in results, seeds and file names.
+        basis: ``basis(x, p)`` -> values of the p-th term at ``x`` (numpy-vectorised).
+        domain: (lo, hi) of the input.
+        coef_range: range of every normalised coefficient (and of the extension shift phi).
+        train_levels: levels the library holds; extension steps used for training stay inside them.
+        test_level: the held-out level (one above the training levels): no task of this level
+            reaches any fit.
+    """
+
+    name: str
+    basis: Callable[[np.ndarray, int], np.ndarray]
+    domain: tuple[float, float]
+    coef_range: tuple[float, float] = (-2.0, 2.0)
+    train_levels: tuple[int, ...] = tuple(range(1, 9))
+    test_level: int = 9
+
+    def __post_init__(self):
+        lo, hi = self.domain
+        if not lo < hi:
+            raise TaskextrapError(f"ladder {self.name!r}: domain must be (lo, hi) with lo < hi")
+        if not self.train_levels or min(self.train_levels) < 1:
+            raise TaskextrapError(f"ladder {self.name!r}: train_levels must be levels >= 1")
+        if self.test_level <= max(self.train_levels):
+            raise TaskextrapError(f"ladder {self.name!r}: test_level must be above every training level")
+
+    @property
+    def n_coefs(self) -> int:
+        """Length of every coefficient vector (levels 0..test_level)."""
+        return self.test_level + 1
+
+    @property
+    def train_steps(self) -> tuple[int, ...]:
+        """Levels d+1 that training extension steps may reach (both d and d+1 are training levels)."""
+        levels = set(self.train_levels)
+        return tuple(d + 1 for d in sorted(levels) if d + 1 in levels)
+
+    def sample_coefs(self, level: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` tasks of exactly ``level``: coefficients (n, n_coefs), zero above ``level``."""
+        if not 0 <= level <= self.test_level:
+            raise TaskextrapError(f"ladder {self.name!r}: level must be in [0, {self.test_level}], got {level}")
+        c = np.zeros((n, self.n_coefs))
+        c[:, : level + 1] = rng.uniform(*self.coef_range, size=(n, level + 1))
+        return c
+
+    def basis_matrix(self, x: np.ndarray) -> np.ndarray:
+        """Every basis term at ``x``: shape x.shape + (n_coefs,)."""
+        x = np.asarray(x, dtype=float)
+        return np.stack([np.broadcast_to(self.basis(x, p), x.shape) for p in range(self.n_coefs)], axis=-1)
+
+    def __call__(self, coefs: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Values of tasks ``coefs`` (n, n_coefs) at ``x`` (n, m) -> (n, m)."""
+        coefs = np.asarray(coefs, dtype=float)
+        x = np.asarray(x, dtype=float)
+        if coefs.ndim != 2 or coefs.shape[1] != self.n_coefs:
+            raise TaskextrapError(f"ladder {self.name!r}: coefficients must have shape (n, {self.n_coefs})")
+        if x.ndim != 2 or x.shape[0] != coefs.shape[0]:
+            raise TaskextrapError(f"ladder {self.name!r}: x must have shape ({coefs.shape[0]}, m), got {x.shape}")
+        return np.einsum("nmp,np->nm", self.basis_matrix(x), coefs)
+
+    def grid(self, m: int) -> np.ndarray:
+        """``m`` evenly spaced inputs over the domain."""
+        return np.linspace(*self.domain, m)
+
+    def output_range(self, rng: np.random.Generator, n: int = 256, m: int = 200) -> float:
+        """Spread (max - min) of outputs of training-level tasks over the domain."""
+        coefs = np.concatenate([self.sample_coefs(d, n, rng) for d in self.train_levels])
+        y = self(coefs, np.broadcast_to(self.grid(m), (len(coefs), m)))
+        return float(y.max() - y.min())
+
+
+@dataclass(frozen=True)
+class LadderSet:
+    """Ladder tasks as arrays: coefficients (n, n_coefs), their level, and their library parent.
+
+    ``parent[i]`` is the library index of task i's predecessor (-1 when unknown or not built by
+    extension). ``family`` and ``params`` are the ladder and the coefficients, so observation
+    protocols and scalers treat a LadderSet like any other task set.
+    """
+
+    family: Ladder
+    params: np.ndarray
+    level: np.ndarray
+    parent: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.params)
+
+    @property
+    def region(self) -> np.ndarray:
+        """Each task's level as a region name ("level-3"), for plots and tables."""
+        return np.array([f"level-{d}" for d in self.level], dtype=object)
+
+    @classmethod
+    def sample_library(cls, ladder: Ladder, n_per_level: int, rng: np.random.Generator) -> "LadderSet":
+        """``n_per_level`` independent tasks of every training level."""
+        coefs = np.concatenate([ladder.sample_coefs(d, n_per_level, rng) for d in ladder.train_levels])
+        level = np.repeat(np.asarray(ladder.train_levels), n_per_level)
+        return cls(ladder, coefs, level, np.full(len(coefs), -1))
+
+    @classmethod
+    def extend(cls, library: "LadderSet", parents: np.ndarray, rng: np.random.Generator) -> "LadderSet":
+        """One extension step of each library task ``parents``: a fresh coefficient at level + 1."""
+        parents = np.asarray(parents, dtype=int)
+        ladder = library.family
+        level = library.level[parents] + 1
+        if level.max(initial=0) > ladder.test_level:
+            raise TaskextrapError(f"ladder {ladder.name!r}: cannot extend beyond level {ladder.test_level}")
+        coefs = library.params[parents].copy()
+        coefs[np.arange(len(parents)), level] = rng.uniform(*ladder.coef_range, size=len(parents))
+        return cls(ladder, coefs, level, parents)
+
+    def subset(self, index) -> "LadderSet":
+        """The tasks at ``index`` (an index array or boolean mask)."""
+        return LadderSet(self.family, self.params[index], self.level[index], self.parent[index])
+
+    def values(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
+        """Values of tasks ``index`` (all by default) at inputs ``x`` of shape (len(index), m)."""
+        coefs = self.params if index is None else self.params[index]
+        return self.family(coefs, x)
+
+    def new_coef(self) -> np.ndarray:
+        """Each task's coefficient at its own level: the shift phi of its last extension step."""
+        return self.params[np.arange(len(self)), self.level]
+
+
+def _power_basis(x: np.ndarray, p: int) -> np.ndarray:
+    return (x / 5.0) ** p
+
+
+# The paper's length family: polynomials on [-5, 5], degrees 1..8 in the library, degree 9 held out.
+POLYNOMIAL_LADDER = Ladder("polynomial", basis=_power_basis, domain=(-5.0, 5.0))

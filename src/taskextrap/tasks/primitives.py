@@ -1,0 +1,272 @@
+"""Primitives and their compositions (the paper's compositional regime, Section 2.4, Appendix F).
+
+A ``PrimitiveFamily`` generates 1-D functions (poly, sin, tanh). A ``PrimitiveSet`` is the
+library of primitives: their family, their parameters and their curves stored on a wide grid,
+so compositions of library members can be evaluated by interpolating stored curves (which is
+all a user with sampled primitives has). A ``CompositionSet`` holds tasks h = f o g (outer f,
+inner g, both library members); which pairs of families may be composed in training and which
+are held out is the ``PairSplit``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from taskextrap.errors import TaskextrapError
+
+
+@dataclass(frozen=True)
+class PrimitiveFamily:
+    """Functions ``fn(x, **params)`` with each parameter uniform on its range."""
+
+    name: str
+    fn: Callable[..., np.ndarray]
+    params: dict[str, tuple[float, float]]
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` parameter vectors (n, len(params))."""
+        return np.stack([rng.uniform(lo, hi, size=n) for lo, hi in self.params.values()], axis=1)
+
+    def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Values of functions ``params`` (n, p) at ``x`` (n, m)."""
+        kwargs = {k: params[:, i:i + 1] for i, k in enumerate(self.params)}
+        return np.broadcast_to(np.asarray(self.fn(x, **kwargs), dtype=float), x.shape).copy()
+
+
+# Ranges of the authors' composition experiment (reference §7.1).
+POLY = PrimitiveFamily("poly", lambda x, a, b, c: a * x**2 + b * x + c,
+                       {"a": (-0.1, 0.1), "b": (-0.5, 0.5), "c": (-2.0, 2.0)})
+SIN = PrimitiveFamily("sin", lambda x, A, w, phi: A * np.sin(w * x + phi),
+                      {"A": (0.5, 2.0), "w": (0.5, 1.5), "phi": (0.0, np.pi)})
+TANH = PrimitiveFamily("tanh", lambda x, A, w, c: A * np.tanh(w * (x - c)),
+                       {"A": (1.0, 3.0), "w": (0.5, 2.0), "c": (-2.0, 2.0)})
+PRIMITIVE_FAMILIES = (POLY, SIN, TANH)
+
+
+@dataclass(frozen=True)
+class PairSplit:
+    """Which (outer family, inner family) pairs are composed in training and which are held out."""
+
+    train: tuple[tuple[str, str], ...]
+    test: tuple[tuple[str, str], ...]
+
+    def __post_init__(self):
+        if set(self.train) & set(self.test):
+            raise TaskextrapError(f"pair split: {sorted(set(self.train) & set(self.test))} both trained and held out")
+        if not self.train or not self.test:
+            raise TaskextrapError("pair split needs at least one training pair and one held-out pair")
+
+
+# The paper's split (Appendix F): train on P o S, test on S o P, and so on.
+PAPER_SPLIT = PairSplit(train=(("poly", "poly"), ("sin", "sin"), ("tanh", "tanh"),
+                               ("poly", "sin"), ("sin", "tanh"), ("tanh", "poly")),
+                        test=(("sin", "poly"), ("tanh", "sin"), ("poly", "tanh")))
+
+
+@dataclass(frozen=True)
+class PrimitiveSet:
+    """The library of primitives: family index (n,), parameters (n, p) and curves (n, G) on ``grid``.
+
+    ``domain`` is where tasks are observed; ``grid`` is wider, so an outer function's curve covers
+    the values an inner function takes. ``params`` may be None for primitives known only by
+    their curves (``from_curves``); exact evaluation then falls back to interpolation.
+    """
+
+    families: tuple[PrimitiveFamily, ...]
+    family: np.ndarray
+    params: np.ndarray | None
+    grid: np.ndarray
+    curves: np.ndarray
+    domain: tuple[float, float] = (-5.0, 5.0)
+    name: str = "primitives"
+
+    def __len__(self) -> int:
+        return len(self.family)
+
+    @classmethod
+    def sample(cls, families=PRIMITIVE_FAMILIES, n_per_family: int = 100, rng: np.random.Generator | None = None,
+               domain=(-5.0, 5.0), grid=None) -> "PrimitiveSet":
+        """``n_per_family`` primitives of each family, curves stored on ``grid`` (default [-10, 10], 401 points)."""
+        rng = rng if rng is not None else np.random.default_rng(0)
+        grid = np.linspace(-10.0, 10.0, 401) if grid is None else np.asarray(grid, dtype=float)
+        width = max(len(f.params) for f in families)
+        params = np.zeros((n_per_family * len(families), width))
+        for i, fam in enumerate(families):
+            params[i * n_per_family:(i + 1) * n_per_family, : len(fam.params)] = fam.sample(n_per_family, rng)
+        family = np.repeat(np.arange(len(families)), n_per_family)
+        prims = cls(tuple(families), family, params, grid, np.zeros((len(family), len(grid))), tuple(domain))
+        return cls(prims.families, family, params, grid, prims.exact(np.broadcast_to(grid, (len(family), len(grid)))),
+                   tuple(domain))
+
+    @classmethod
+    def from_curves(cls, names: list[str], family: np.ndarray, grid: np.ndarray, curves: np.ndarray,
+                    domain=(-5.0, 5.0)) -> "PrimitiveSet":
+        """A library known only by sampled curves (n, G) on ``grid``; ``family`` indexes ``names``."""
+        grid, curves = np.asarray(grid, dtype=float), np.asarray(curves, dtype=float)
+        if curves.ndim != 2 or curves.shape[1] != len(grid) or len(curves) != len(family):
+            raise TaskextrapError("curves must have shape (len(family), len(grid))")
+        if np.any(np.diff(grid) <= 0):
+            raise TaskextrapError("the curve grid must be increasing")
+        fams = tuple(PrimitiveFamily(n, lambda x: x, {}) for n in names)
+        return cls(fams, np.asarray(family, dtype=int), None, grid, curves, tuple(domain))
+
+    @property
+    def family_names(self) -> np.ndarray:
+        """Each primitive's family name."""
+        return np.array([f.name for f in self.families], dtype=object)[self.family]
+
+    def exact(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
+        """Primitives ``index`` evaluated exactly at ``x`` (len(index), m); interpolated when only curves are known."""
+        index = np.arange(len(self)) if index is None else np.asarray(index, dtype=int)
+        if self.params is None:
+            return self.interp(x, index)
+        out = np.empty(np.shape(x), dtype=float)
+        for i, fam in enumerate(self.families):
+            rows = np.flatnonzero(self.family[index] == i)
+            if len(rows):
+                out[rows] = fam(self.params[index[rows], : len(fam.params)], np.asarray(x)[rows])
+        return out
+
+    def interp(self, x: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """Stored curves of primitives ``index`` (any shape s) linearly interpolated at ``x`` (shape s + (m,)).
+
+        Vectorised over rows; outside the grid the end values are held (as ``np.interp``).
+        """
+        g = self.grid
+        x = np.asarray(x, dtype=float)
+        pos = np.clip(np.searchsorted(g, x, side="right") - 1, 0, len(g) - 2)
+        t = np.clip((x - g[pos]) / (g[pos + 1] - g[pos]), 0.0, 1.0)
+        curves = self.curves[np.asarray(index)]
+        lo = np.take_along_axis(curves, pos.reshape(curves.shape[:-1] + (-1,)), -1).reshape(x.shape)
+        hi = np.take_along_axis(curves, (pos + 1).reshape(curves.shape[:-1] + (-1,)), -1).reshape(x.shape)
+        return lo + t * (hi - lo)
+
+    def compose_interp(self, outer: np.ndarray, inner: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """f(g(x)) from stored curves only: pairs (outer, inner) of any shape s, ``x`` of shape s + (m,)."""
+        return self.interp(self.interp(x, inner), outer)
+
+
+@dataclass(frozen=True)
+class Composer:
+    """The composition 'family': evaluates tasks params = (outer index, inner index) exactly."""
+
+    primitives: PrimitiveSet
+    train_pairs: tuple[tuple[str, str], ...] = PAPER_SPLIT.train
+    name: str = "composition"
+
+    @property
+    def domain(self) -> tuple[float, float]:
+        return self.primitives.domain
+
+    def grid(self, m: int) -> np.ndarray:
+        return np.linspace(*self.domain, m)
+
+    def __call__(self, pairs: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """h(x) = f(g(x)) for pairs (n, 2) at ``x`` (n, m)."""
+        pairs = np.asarray(pairs).astype(int)
+        inner = self.primitives.exact(x, pairs[:, 1])
+        return self.primitives.exact(inner, pairs[:, 0])
+
+    def output_range(self, rng: np.random.Generator, n: int = 512, m: int = 200) -> float:
+        """Spread of the outputs of training-pair compositions over the domain (no held-out pair)."""
+        pairs = CompositionSet.sample(self.primitives, self.train_pairs, n, rng).params
+        y = self(pairs, np.broadcast_to(self.grid(m), (n, m)))
+        return float(y.max() - y.min())
+
+
+@dataclass(frozen=True)
+class CompositionSet:
+    """Tasks h = f o g: ``params`` (n, 2) = (outer, inner) library indices, with their family pair."""
+
+    family: Composer
+    params: np.ndarray
+    pair: np.ndarray = field(repr=False)  # (n, 2) family names (outer, inner)
+
+    def __len__(self) -> int:
+        return len(self.params)
+
+    @property
+    def outer(self) -> np.ndarray:
+        return self.params[:, 0].astype(int)
+
+    @property
+    def inner(self) -> np.ndarray:
+        return self.params[:, 1].astype(int)
+
+    @property
+    def region(self) -> np.ndarray:
+        return np.array([f"{o} o {i}" for o, i in self.pair], dtype=object)
+
+    @classmethod
+    def sample(cls, primitives: PrimitiveSet, pairs: tuple[tuple[str, str], ...], n: int,
+               rng: np.random.Generator, pool: np.ndarray | None = None,
+               train_pairs: tuple[tuple[str, str], ...] | None = None) -> "CompositionSet":
+        """``n`` compositions: a family pair uniform over ``pairs``, then members of ``pool`` (default all).
+
+        ``train_pairs`` (default ``pairs``) are the pairs the noise scale is measured on.
+        """
+        pool = np.arange(len(primitives)) if pool is None else np.asarray(pool)
+        names = primitives.family_names[pool]
+        by_family = {name: pool[names == name] for name in set(names)}
+        missing = {f for p in pairs for f in p} - set(by_family)
+        if missing:
+            raise TaskextrapError(f"no library primitive of family {sorted(missing)}")
+        which = rng.integers(len(pairs), size=n)
+        out = np.empty((n, 2), dtype=int)
+        for j, (fo, fi) in enumerate(pairs):
+            rows = np.flatnonzero(which == j)
+            out[rows, 0] = by_family[fo][rng.integers(len(by_family[fo]), size=len(rows))]
+            out[rows, 1] = by_family[fi][rng.integers(len(by_family[fi]), size=len(rows))]
+        pair = np.array(pairs, dtype=object)[which].reshape(n, 2)
+        return cls(Composer(primitives, tuple(train_pairs) if train_pairs else tuple(pairs)), out.astype(float), pair)
+
+    def values(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
+        params = self.params if index is None else self.params[index]
+        return self.family(params, x)
+
+    def subset(self, index) -> "CompositionSet":
+        return CompositionSet(self.family, self.params[index], self.pair[index])
+
+
+@dataclass(frozen=True)
+class _PrimitiveEval:
+    """Evaluates library primitives by index, so primitives can be observed like any task."""
+
+    primitives: PrimitiveSet
+    name: str = "primitives"
+
+    @property
+    def domain(self) -> tuple[float, float]:
+        return self.primitives.domain
+
+    def grid(self, m: int) -> np.ndarray:
+        return np.linspace(*self.domain, m)
+
+    def __call__(self, index: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self.primitives.exact(x, np.asarray(index)[:, 0].astype(int))
+
+    def output_range(self, rng: np.random.Generator, m: int = 200) -> float:
+        y = self.primitives.exact(np.broadcast_to(self.grid(m), (len(self.primitives), m)))
+        return float(y.max() - y.min())
+
+
+@dataclass(frozen=True)
+class PrimitiveTasks:
+    """The library primitives as a task set (``params`` = their index), for observation protocols."""
+
+    family: _PrimitiveEval
+    params: np.ndarray
+
+    @classmethod
+    def of(cls, primitives: PrimitiveSet) -> "PrimitiveTasks":
+        return cls(_PrimitiveEval(primitives), np.arange(len(primitives), dtype=float)[:, None])
+
+    def __len__(self) -> int:
+        return len(self.params)
+
+    def values(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
+        params = self.params if index is None else self.params[index]
+        return self.family(params, x)

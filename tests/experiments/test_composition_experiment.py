@@ -1,0 +1,50 @@
+"""The composition experiments: rows, per-pair breakdown, shared units with the ablations."""
+
+import numpy as np
+import pytest
+
+from taskextrap import audit
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments import composition
+from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.runner import run_experiment
+from taskextrap.report.schema import validate_results
+from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.primitives import PAPER_SPLIT
+
+
+def test_targets_are_held_out_pairs_of_library_members():
+    prims = composition.make_library(8)
+    tg, obs = composition.make_targets(prims, get_protocol("paper", "composition"), 30, 2)
+    assert {tuple(p) for p in tg.pair} <= set(PAPER_SPLIT.test)
+    assert tg.outer.max() < len(prims) and obs.ctx_x.shape == (60, 25)
+
+
+def test_run_unit_never_fits_on_held_out_pairs():
+    prims = composition.make_library(composition.COMPOSITION_PROFILES["tiny"].n_per_family)
+    names = prims.family_names
+    with audit.spy() as seen:
+        unit = composition.run_unit(get_protocol("strict", "composition"), composition.COMPOSITION_PROFILES["tiny"],
+                                    seed=0, embedding="gradient")
+    for m in composition.ALL_METHODS:
+        assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
+    assert "sparse-inductive" in {c for c, _ in seen}
+    for component, params in seen:
+        if component != "embedding":
+            assert not {(names[int(o)], names[int(i)]) for o, i in params} & set(PAPER_SPLIT.test), component
+
+
+def test_composition_and_ablations_share_units(tmp_path, monkeypatch):
+    opts = RunOptions(profile="tiny", out=tmp_path, progress=False)
+    res = run_experiment("composition", opts)
+    validate_results(res)
+    main = [r["method"] for r in res["rows"] if r["group"] == "unseen-pairs"]
+    assert main == list(composition.METHODS)
+    assert {r["group"] for r in res["rows"]} >= {"sin o poly", "tanh o sin", "poly o tanh", "pair-retrieved"}
+    per_pair_n = sum(r["n"] for r in res["rows"] if r["method"] == "rte" and " o " in r["group"])
+    assert per_pair_n == 6
+    monkeypatch.setattr(composition, "run_unit", lambda *a, **k: (_ for _ in ()).throw(AssertionError("refit")))
+    abl = run_experiment("composition-ablations", opts)
+    assert [r["method"] for r in abl["rows"] if r["group"] == "unseen-pairs"] == list(composition.ABLATION_METHODS)
+    with pytest.raises(TaskextrapError, match="--family"):
+        run_experiment("composition", RunOptions(profile="tiny", out=tmp_path, family="quadratic", progress=False))

@@ -1,0 +1,71 @@
+"""The length experiments: rows, leak audit over every fit, shared unit cache, user ladders."""
+
+import numpy as np
+import pytest
+
+from taskextrap import audit
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments import length
+from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.runner import run_experiment
+from taskextrap.report.schema import validate_results
+from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
+from taskextrap.tasks.observe import get_protocol
+
+
+def test_run_unit_scores_every_method_and_never_fits_on_level9():
+    with audit.spy() as seen:
+        unit = length.run_unit(POLYNOMIAL_LADDER, get_protocol("paper", "length"), length.LENGTH_PROFILES["tiny"],
+                               seed=0, embedding="gradient")
+    assert set(length.ALL_METHODS) <= set(unit.errors)
+    for m in length.ALL_METHODS:
+        assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
+    assert {"sparse-inductive", "psi", "decomposer"} <= {c for c, _ in seen}
+    assert all(np.all(c[:, 9] == 0) for _, c in seen)
+
+
+def test_targets_are_one_step_beyond_the_library_and_fixed():
+    lib = length.make_library(POLYNOMIAL_LADDER, 5)
+    tg, obs = length.make_targets(lib, get_protocol("paper", "length"), 4, 3)
+    assert np.all(tg.level == 9) and np.all(lib.level[tg.parent] == 8)
+    tg2, obs2 = length.make_targets(lib, get_protocol("paper", "length"), 4, 3)
+    np.testing.assert_array_equal(obs.ctx_y, obs2.ctx_y)
+
+
+def test_length_and_ablations_share_units(tmp_path, monkeypatch):
+    opts = RunOptions(profile="tiny", out=tmp_path, progress=False)
+    res = run_experiment("length", opts)
+    validate_results(res)
+    methods = [r["method"] for r in res["rows"] if r["group"] == "degree9"]
+    assert methods == list(length.METHODS)
+    rte = next(r for r in res["rows"] if r["group"] == "degree9" and r["method"] == "rte")
+    assert rte["paper_value"] == 0.3712 and rte["n"] == 6
+    assert (tmp_path / "length-paper-tiny" / "plots" / "polynomial-paper-predictions.png").exists()
+
+    def boom(*a, **k):
+        raise AssertionError("the ablations must reuse the length unit")
+
+    monkeypatch.setattr(length, "run_unit", boom)
+    abl = run_experiment("length-ablations", opts)
+    assert [r["method"] for r in abl["rows"] if r["group"] == "degree9"] == list(length.ABLATION_METHODS)
+    same = {r["method"]: r["value"] for r in abl["rows"] if r["group"] == "degree9"}
+    assert same["rte"] == rte["value"]
+
+
+def test_user_ladder_from_module(tmp_path, monkeypatch):
+    mod = tmp_path / "myladder.py"
+    mod.write_text("from taskextrap.tasks.ladder import Ladder\n"
+                   "import numpy as np\n"
+                   "def basis(x, p):\n    return np.cos(p * np.arccos(np.clip(x, -1, 1)))\n"
+                   "CHEB = Ladder('chebyshev', basis=basis, domain=(-1.0, 1.0), train_levels=(1, 2, 3, 4),"
+                   " test_level=5)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ladder = length.get_ladder("myladder:CHEB")
+    assert ladder.name == "chebyshev"
+    res = run_experiment("length", RunOptions(profile="tiny", out=tmp_path / "runs", family="myladder:CHEB",
+                                              progress=False, plots=False))
+    assert res["config"]["ladder"] == "chebyshev"
+    with pytest.raises(TaskextrapError, match="unknown ladder"):
+        length.get_ladder("cubic")
+    with pytest.raises(TaskextrapError, match="cannot load"):
+        length.get_ladder("nomodule_xyz:L")

@@ -1,0 +1,92 @@
+"""CompositionRTE: training pairs only, batched verification of k*k pairs, Psi_comp predictions."""
+
+import numpy as np
+import pytest
+
+from taskextrap import audit
+from taskextrap.errors import TaskextrapError
+from taskextrap.operators.train import TrainConfig
+from taskextrap.search.composition import CompositionRTE
+from taskextrap.seeding import rng
+from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionSet, PrimitiveSet
+
+TINY = dict(n_pairs=150, k=4, train=TrainConfig(steps=10, batch=512, eval_every=5),
+            decomposer_train=TrainConfig(steps=10, batch=64, eval_every=5), seed=0)
+
+
+@pytest.fixture(scope="module")
+def prims():
+    return PrimitiveSet.sample(n_per_family=12, rng=rng(0, "test-prims"))
+
+
+@pytest.fixture(scope="module")
+def fitted(prims):
+    with audit.spy() as seen:
+        model = CompositionRTE(**TINY).fit(prims)
+    model.seen_ = seen
+    return model
+
+
+@pytest.fixture(scope="module")
+def targets(prims, fitted):
+    tg = CompositionSet.sample(prims, PAPER_SPLIT.test, 5, np.random.default_rng(3))
+    return tg, fitted.protocol.draw(tg, 1, np.random.default_rng(4))
+
+
+def test_no_fit_sees_a_held_out_pair(fitted, prims):
+    names = prims.family_names
+    components = {c for c, _ in fitted.seen_}
+    assert {"scaler", "psi", "decomposer"} <= components
+    for component, params in fitted.seen_:
+        if component == "embedding":  # primitives alone, no pair
+            continue
+        pairs = {(names[int(o)], names[int(i)]) for o, i in params}
+        assert not pairs & set(PAPER_SPLIT.test), component
+
+
+def test_verification_ranks_all_pairs_by_context_error(fitted, targets):
+    _, obs = targets
+    d = fitted.decompose(obs.ctx_x, obs.ctx_y)
+    assert d.outer.shape == d.inner.shape == d.loss.shape == (5, 16)
+    assert np.all(np.diff(d.loss, axis=1) >= 0)
+    direct = fitted.context_loss(obs.ctx_x, obs.ctx_y, d.outer, d.inner)
+    np.testing.assert_allclose(direct, d.loss)
+    outer_c, inner_c = fitted.candidates(obs.ctx_x, obs.ctx_y)
+    assert {(o, i) for o, i in zip(d.outer[0], d.inner[0])} == {(o, i) for o in outer_c[0] for i in inner_c[0]}
+    plain = fitted.decompose(obs.ctx_x, obs.ctx_y, verify=False)
+    np.testing.assert_array_equal(plain.outer[:, 0], outer_c[:, 0])
+    np.testing.assert_array_equal(plain.inner[:, 0], inner_c[:, 0])
+
+
+def test_verification_recovers_the_true_pair_when_it_is_a_candidate(fitted, targets, monkeypatch):
+    tg, obs = targets
+
+    def with_truth(ctx_x, ctx_y, k=None):
+        k = fitted.k if k is None else k
+        g = np.random.default_rng(0)
+        outer = g.integers(len(fitted.primitives_), size=(len(ctx_x), k))
+        inner = g.integers(len(fitted.primitives_), size=(len(ctx_x), k))
+        outer[:, 2], inner[:, 1] = tg.outer, tg.inner
+        return outer, inner
+
+    monkeypatch.setattr(fitted, "candidates", with_truth)
+    d = fitted.decompose(obs.ctx_x, obs.ctx_y)
+    np.testing.assert_array_equal(d.outer[:, 0], tg.outer)
+    np.testing.assert_array_equal(d.inner[:, 0], tg.inner)
+    np.testing.assert_allclose(fitted.compose(obs.qry_x, d.outer[:, 0], d.inner[:, 0]), obs.qry_y, atol=2e-2)
+
+
+def test_predict_shapes_overrides_and_errors(fitted, targets, prims):
+    tg, obs = targets
+    p = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+    assert p.shape == obs.qry_x.shape and np.all(np.isfinite(p))
+    o = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, outer=tg.outer, inner=tg.inner)
+    assert o.shape == p.shape
+    with pytest.raises(TaskextrapError, match="library indices"):
+        fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, outer=np.full(5, len(prims)), inner=tg.inner)
+    with pytest.raises(TaskextrapError, match="25 points"):
+        fitted.predict(obs.ctx_x[:, :3], obs.ctx_y[:, :3], obs.qry_x)
+    with pytest.raises(TaskextrapError, match="PrimitiveSet"):
+        CompositionRTE(**TINY).fit([1, 2])
+    with pytest.raises(TaskextrapError, match="not fitted"):
+        CompositionRTE(**TINY).predict(obs.ctx_x, obs.ctx_y, obs.qry_x)

@@ -1,0 +1,98 @@
+"""LengthRTE: fit on training levels only, Strategy B search, predictions and input checks."""
+
+import numpy as np
+import pytest
+
+from taskextrap import audit
+from taskextrap.errors import TaskextrapError
+from taskextrap.operators.train import TrainConfig
+from taskextrap.search.length import LengthRTE
+from taskextrap.seeding import rng
+from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
+
+TINY = dict(n_pairs=200, train=TrainConfig(steps=10, batch=512, eval_every=5),
+            decomposer_train=TrainConfig(steps=10, batch=64, eval_every=5), seed=0)
+
+
+@pytest.fixture(scope="module")
+def library():
+    return LadderSet.sample_library(POLYNOMIAL_LADDER, 8, rng(0, "test-ladder"))
+
+
+@pytest.fixture(scope="module")
+def fitted(library):
+    return LengthRTE(**TINY).fit(library)
+
+
+@pytest.fixture(scope="module")
+def targets(library):
+    g = np.random.default_rng(5)
+    top = np.flatnonzero(library.level == 8)
+    tg = LadderSet.extend(library, top[:3], g)
+    return tg, LengthRTE(**TINY).protocol.draw(tg, 2, g)
+
+
+def test_decompose_ranks_verified_candidates(fitted, targets):
+    _, obs = targets
+    d = fitted.decompose(obs.ctx_x, obs.ctx_y, k=5)
+    assert d.anchors.shape == d.phi.shape == d.loss.shape == (6, 5)
+    assert np.all(np.diff(d.loss, axis=1) >= 0)
+    assert np.all(np.abs(d.phi) <= 2) and d.guess_phi.shape == (6,)
+    assert len(set(map(tuple, np.sort(d.anchors, 1)))) >= 1
+    unverified = fitted.decompose(obs.ctx_x, obs.ctx_y, k=5, verify=False)
+    np.testing.assert_allclose(unverified.phi, np.repeat(d.guess_phi[:, None], 5, 1))
+
+
+def test_coefficient_search_finds_the_minimum_of_the_context_loss(fitted, targets, monkeypatch):
+    _, obs = targets
+    best = 0.37  # a loss whose minimum lies between grid points: the fine pass must find it
+
+    def loss(ctx_x, ctx_y, pred_ctx, phi):
+        return (phi - best) ** 2 + 0.01 * np.abs(pred_ctx).mean(axis=1)
+
+    monkeypatch.setattr(fitted.psi_, "loo_loss", loss)
+    d = fitted.decompose(obs.ctx_x, obs.ctx_y, k=3)
+    step = 4 / (fitted.c_grid - 1)
+    assert np.all(np.abs(d.phi - best) <= step / 6 + 1e-9)
+
+
+def test_predict_with_and_without_overrides(fitted, targets, library):
+    tg, obs = targets
+    pred = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+    assert pred.shape == obs.qry_x.shape and np.all(np.isfinite(pred))
+    parent = tg.parent[obs.task]
+    oracle = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, anchors=parent, phi=tg.new_coef()[obs.task])
+    assert oracle.shape == pred.shape
+    with pytest.raises(TaskextrapError, match="library indices"):
+        fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, anchors=np.full(6, len(library)), phi=np.zeros(6))
+    with pytest.raises(TaskextrapError, match="8 points"):
+        fitted.predict(obs.ctx_x[:, :5], obs.ctx_y[:, :5], obs.qry_x)
+
+
+def test_fit_refuses_held_out_levels_and_wrong_inputs(library):
+    with pytest.raises(TaskextrapError, match="held-out level-9"):
+        LengthRTE(**TINY).fit(LadderSet.extend(library, np.flatnonzero(library.level == 8)[:2],
+                                                np.random.default_rng(0)))
+    with pytest.raises(TaskextrapError, match="LadderSet"):
+        LengthRTE(**TINY).fit("library")
+    with pytest.raises(TaskextrapError, match="not fitted"):
+        LengthRTE(**TINY).predict(np.zeros((1, 8)), np.zeros((1, 8)), np.zeros((1, 2)))
+    with pytest.raises(TaskextrapError, match="unknown protocol"):
+        LengthRTE(protocol="loose")
+
+
+def test_no_fit_ever_sees_a_level9_task(library):
+    with audit.spy() as seen:
+        LengthRTE(**TINY).fit(library)
+    components = {c for c, _ in seen}
+    assert {"scaler", "embedding", "psi", "decomposer"} <= components
+    for component, coefs in seen:
+        assert coefs.shape[1] == 10 and len(coefs) > 0
+        assert np.all(coefs[:, 9] == 0), component  # no degree-9 term anywhere
+
+
+def test_same_seed_same_numbers(library, targets):
+    _, obs = targets
+    a = LengthRTE(**TINY).fit(library).predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+    b = LengthRTE(**TINY).fit(library).predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+    np.testing.assert_array_equal(a, b)
