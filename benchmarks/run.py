@@ -5,6 +5,7 @@ benchmarks/results/. Not part of the test suite.
     python benchmarks/run.py                       # everything (about 40 minutes on 2 cores)
     python benchmarks/run.py --profiles quick      # the quick profile only
     python benchmarks/run.py --only embeddings     # just the Gamma comparison
+    python benchmarks/run.py --only length --profiles quick --protocols paper
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from taskextrap.embed import EMBEDDINGS
 from taskextrap.embed.quality import ranking_quality
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
+from taskextrap.operators.train import TrainConfig
 from taskextrap.report.io import write_json_atomic
 from taskextrap.report.schema import environment_info
 from taskextrap.tasks import PARAMETER_FAMILIES
@@ -46,6 +48,35 @@ def bench_embeddings(seed: int = 0) -> dict:
     return {"per_family": out, "mean_rho_theta": means}
 
 
+def bench_length_embeddings(seed: int = 0) -> dict:
+    """Predecessor retrieval by each Gamma estimator on held-out training-level steps (quick sizes)."""
+    from taskextrap.experiments.length import LENGTH_PROFILES, make_library
+    from taskextrap.search.length import LengthRTE
+    from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
+
+    prof = LENGTH_PROFILES["quick"]
+    library = make_library(POLYNOMIAL_LADDER, prof.n_per_level)
+    out = {}
+    for protocol in ("paper", "strict"):
+        for method in EMBEDDINGS:
+            t = time.perf_counter()
+            # Psi_ext is not measured here: one step keeps the fit to Gamma and the decomposer.
+            model = LengthRTE(protocol=protocol, embedding=method, n_pairs=512, train=TrainConfig(steps=1, batch=512),
+                              decomposer_train=prof.decomposer_train, seed=seed)
+            q = model.fit(library).retrieval_quality()
+            q["wall_s"] = time.perf_counter() - t
+            out[f"{protocol}/{method}"] = q
+            print(f"length retrieval {protocol:6s} {method:8s} " + " ".join(f"{k}={v:.3g}" for k, v in q.items()))
+    return out
+
+
+def bench_experiment(name: str, profile: str, protocol: str) -> dict:
+    """Run one registered experiment; return its rows and per-phase timing."""
+    opts = RunOptions(profile=profile, protocol=protocol, out=OUT / "runs", progress=True)
+    res = run_experiment(name, opts)
+    return {"rows": res["rows"], "timing": res["timing"]}
+
+
 def bench_parameter(profile: str, protocol: str) -> dict:
     """Run the parameter experiment; return its rows and per-phase timing."""
     opts = RunOptions(profile=profile, protocol=protocol, out=OUT / "runs", progress=True)
@@ -57,7 +88,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--profiles", nargs="+", default=["quick", "paper"])
     ap.add_argument("--protocols", nargs="+", default=["paper", "strict"])
-    ap.add_argument("--only", choices=["embeddings", "parameter", "projectile"], default=None)
+    ap.add_argument("--only", choices=["embeddings", "length-embeddings", "parameter", "projectile", "length",
+                                       "composition", "ablations"], default=None)
     args = ap.parse_args()
     torch.set_num_threads(2)
     env = environment_info()
@@ -70,6 +102,18 @@ def main():
             res = run_experiment("projectile", RunOptions(profile=profile, out=OUT / "runs"))
             write_json_atomic(OUT / f"projectile-{profile}.json",
                               {"environment": env, "rows": res["rows"], "timing": res["timing"]})
+    if args.only in (None, "length-embeddings"):
+        t = time.perf_counter()
+        res = bench_length_embeddings()
+        write_json_atomic(OUT / "length-embeddings.json", {"environment": env, "wall_s": time.perf_counter() - t,
+                                                          "retrieval": res})
+    for name, group in (("length", "length"), ("composition", "composition"), ("parameter-ablations", "ablations"),
+                        ("length-ablations", "ablations"), ("composition-ablations", "ablations")):
+        if args.only in (None, group):
+            for profile in args.profiles:
+                for protocol in args.protocols:
+                    res = bench_experiment(name, profile, protocol)
+                    write_json_atomic(OUT / f"{name}-{protocol}-{profile}.json", {"environment": env, **res})
     if args.only in (None, "parameter"):
         for profile in args.profiles:
             for protocol in args.protocols:

@@ -41,8 +41,9 @@ def list_cmd():
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
               help="Parent directory of the run directories.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--embedding", type=click.Choice(["gradient", "adapted", "fisher"]), default="gradient",
-              show_default=True, help="Proxy embedding estimator Gamma.")
+@click.option("--embedding", type=click.Choice(["gradient", "adapted", "fisher"]), default=None,
+              help="Proxy embedding estimator Gamma [default: each regime's measured best: gradient for "
+                   "parameter, adapted for length and composition].")
 @click.option("--anchors", type=click.IntRange(1, 16), default=2, show_default=True,
               help="Nearest anchors whose predictions are averaged.")
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")

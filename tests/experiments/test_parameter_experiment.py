@@ -44,11 +44,11 @@ def test_unit_errors_and_checkpoint_resume(tmp_path):
     prof = PARAMETER_PROFILES["tiny"]
     proto = get_protocol("strict")
     unit = run_unit_cached(tmp_path, fam, proto, prof, 0, "gradient", 2, None)
-    assert set(unit.errors) == set(METHODS)
+    assert set(unit.errors) == set(METHODS) | {"far-anchors"}
     for m, e in unit.errors.items():
         assert e.shape == (prof.n_targets,) and np.all(np.isfinite(e)) and np.all(e >= 0), m
     assert "resumed" not in unit.extras
-    path = tmp_path / "parameter-sin_trend-strict-seed0.json"
+    (path,) = tmp_path.glob("parameter-sin_trend-strict-seed0-*.json")
     saved = json.loads(path.read_text())
     assert set(saved) >= {"fingerprint", "errors", "timing"}
     mtime = path.stat().st_mtime_ns
@@ -71,3 +71,27 @@ def test_projectile_tiny_writes_two_rows(tmp_path):
         assert r["metric"] == "mse" and r["value"] >= 0 and np.isfinite(r["value"])
     assert (tmp_path / "projectile-paper-tiny" / "results.md").exists()
     assert (tmp_path / "projectile-paper-tiny" / "config.yaml").exists()
+
+
+def test_parameter_ablations_reuse_the_quadratic_units(tmp_path, monkeypatch):
+    from taskextrap.experiments import parameter
+    from taskextrap.report.schema import validate_results
+
+    opts = RunOptions(profile="tiny", out=tmp_path, family="quadratic", plots=False, progress=False)
+    main = run_experiment("parameter", opts)
+    monkeypatch.setattr(parameter, "run_unit", lambda *a, **k: (_ for _ in ()).throw(AssertionError("refit")))
+    abl = run_experiment("parameter-ablations", RunOptions(profile="tiny", out=tmp_path, plots=False, progress=False))
+    validate_results(abl)
+    assert [r["method"] for r in abl["rows"]] == list(parameter.ABLATION_METHODS)
+    by = {r["method"]: r for r in abl["rows"]}
+    assert by["rte"]["value"] == next(r["value"] for r in main["rows"] if r["method"] == "rte")
+    assert by["far-anchors"]["paper_value"] == 2325.5
+
+
+def test_far_anchors_come_from_the_far_region(fitted_rte, quad_library, quad_targets):
+    from taskextrap.experiments.parameter import far_anchors
+
+    _, obs = quad_targets
+    a = far_anchors(fitted_rte, quad_library, obs.ctx_x, obs.ctx_y)
+    assert a.shape == (len(obs), fitted_rte.anchors)
+    assert set(quad_library.region[a.ravel()]) == {"F1_1"}

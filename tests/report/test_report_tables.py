@@ -129,3 +129,20 @@ def test_render_report_errors(tmp_path):
     with pytest.raises(TaskextrapError, match="results.json") as info:
         render_report([str(tmp_path)])
     assert "\n" not in str(info.value)
+
+
+def test_wide_table_methods_by_groups():
+    from taskextrap.report.tables import wide_table
+
+    res = {"rows": [
+        {"group": "a", "method": "rte", "metric": "mse", "value": 1.0, "ci95": 0.1, "paper_value": 2.0},
+        {"group": "b", "method": "rte", "metric": "mse", "value": 3.0, "ci95": None, "paper_value": None},
+        {"group": "a", "method": "base", "metric": "mse", "value": 5.0, "ci95": 0.5, "paper_value": None},
+        {"group": "acc", "method": "rte", "metric": "accuracy", "value": 0.5, "ci95": 0.1, "paper_value": None},
+    ]}
+    text = wide_table(res)
+    lines = text.splitlines()
+    assert lines[0].split("|")[1:4] == [" method ", " a ", " b "]
+    assert "`rte` | 1.00 ± 0.100 (paper 2.00) | 3.00 |" in text
+    assert "`base` | 5.00 ± 0.500 | - |" in text
+    assert "acc" not in text

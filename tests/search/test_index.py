@@ -22,3 +22,14 @@ def test_nearest_whole_library_and_bad_k():
     assert sorted(idx[0]) == [0, 1, 2, 3]
     with pytest.raises(TaskextrapError, match="k must be"):
         nearest(np.zeros((1, 2)), np.zeros((3, 2)), 4)
+
+
+def test_posterior_weights():
+    from taskextrap.search.posterior import posterior_weights
+
+    loss = np.array([[1.0, 1.0, 10.0], [0.5, 2.0, 4.0]])
+    w = posterior_weights(loss, 1.0)
+    np.testing.assert_allclose(w.sum(1), 1.0)
+    assert w[0, 0] == pytest.approx(w[0, 1]) and w[0, 2] < 1e-3
+    assert w[1, 0] > w[1, 1] > w[1, 2]
+    np.testing.assert_array_equal(posterior_weights(loss, None), [[1, 0, 0], [1, 0, 0]])

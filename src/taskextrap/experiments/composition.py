@@ -30,9 +30,10 @@ from taskextrap.tasks.primitives import PAPER_SPLIT, PRIMITIVE_FAMILIES, Composi
 
 METHODS = ("rte", "sparse-inductive", "oracle", "verified-composition", "ctx-interp", "ctx-polyfit",
            "library-best-fit")
-ABLATION_METHODS = ("rte", "no-verification", "random-constituents", "sparse-inductive", "oracle")
+ABLATION_METHODS = ("rte", "no-averaging", "no-verification", "random-constituents", "sparse-inductive", "oracle")
 ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
 LIBRARY_SEED, TEST_SEED = 20_000, 10_000
+DEFAULT_EMBEDDING = "adapted"  # measured: see benchmarks/run.py
 GROUP = "unseen-pairs"
 
 
@@ -88,6 +89,12 @@ def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: in
     return targets, obs
 
 
+def make_rte(protocol, profile: CompositionProfile, seed: int, embedding: str) -> CompositionRTE:
+    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
+    return CompositionRTE(protocol=protocol, embedding=embedding, n_pairs=profile.n_pairs, train=profile.train,
+                          decomposer_train=profile.decomposer_train, seed=seed)
+
+
 def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: PrimitiveSet,
                 targets: CompositionSet, obs: Observations, seed: int) -> tuple[dict, dict]:
     """Predictions of every method at the query points, and retrieval diagnostics."""
@@ -98,6 +105,7 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
     rand = rng(seed, "random-constituents").integers(len(primitives), size=(2, len(cx)))
     preds = {
         "rte": rte.predict(cx, cy, qx, decomposition=d),
+        "no-averaging": rte.predict(cx, cy, qx, outer=d.outer[:, 0], inner=d.inner[:, 0]),
         "verified-composition": rte.compose(qx, d.outer[:, 0], d.inner[:, 0]),
         "no-verification": rte.predict(cx, cy, qx, outer=outer_c[:, 0], inner=inner_c[:, 0]),
         "random-constituents": rte.predict(cx, cy, qx, outer=rand[0], inner=rand[1]),
@@ -123,8 +131,7 @@ def run_unit(protocol, profile: CompositionProfile, seed: int, embedding: str,
     """Fit RTE and the baseline for one training seed; evaluate every method on the held-out pairs."""
     t0 = time.perf_counter()
     primitives = make_library(profile.n_per_family)
-    rte = CompositionRTE(protocol=protocol, embedding=embedding, n_pairs=profile.n_pairs, train=profile.train,
-                         decomposer_train=profile.decomposer_train, seed=seed).fit(primitives)
+    rte = make_rte(protocol, profile, seed, embedding).fit(primitives)
     timing = dict(rte.timing_)
     t = time.perf_counter()
     inductive = DiscreteInductive(rte).fit()
@@ -162,17 +169,20 @@ def _plot(plot_dir, protocol, rte, primitives, targets, obs, preds):
                    primitives.family_names.astype(str), "primitives: proxy embedding by family", target_labels=[])
 
 
-def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_dir: Path | None):
+def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_dir: Path | None,
+         plot_dir: Path | None):
     if options.family is not None:
         raise TaskextrapError("--family does not apply to composition; pass a PrimitiveSet from Python")
+    embedding = options.embedding or DEFAULT_EMBEDDING
     profile = get_profile(COMPOSITION_PROFILES, options.profile).with_seeds(options.seeds)
     protocol = get_protocol(options.protocol, "composition")
     base = dict(experiment="composition", split=PAPER_SPLIT, protocol=protocol, profile=profile.to_dict(),
-                embedding=options.embedding)
+                embedding=embedding)
     errors, timing = run_seeds(
-        experiment, profile.seeds, Path(options.out) / "units",
-        name=lambda s: f"composition-{protocol.name}-seed{s}", config=lambda s: {**base, "seed": s},
-        compute=lambda s, plots: run_unit(protocol, profile, s, options.embedding, plots),
+        experiment, profile.seeds, cache_dir,
+        name=lambda s: f"composition-{protocol.name}-seed{s}",
+        config=lambda s: {**base, "seed": s, "estimator": repr(make_rte(protocol, profile, s, embedding))},
+        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots),
         plot_dir=plot_dir, plot_file=f"composition-{protocol.name}-predictions.png", progress=options.progress)
     rows = [make_row(experiment, GROUP, m, "mse", np.stack(errors[m], axis=1)) for m in methods]
     if experiment == "composition":
@@ -183,18 +193,18 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
     rows += [make_row(experiment, "pair-retrieved", m, "accuracy", np.stack(errors[k], axis=1))
              for m, k in (("rte", "pair_top1"), ("top-k-candidates", "pair_in_candidates"))]
     config = {"split": {"train": PAPER_SPLIT.train, "test": PAPER_SPLIT.test}, "protocol": {**vars(protocol)},
-              "profile": profile.to_dict(), "embedding": options.embedding, "library_seed": LIBRARY_SEED,
+              "profile": profile.to_dict(), "embedding": embedding, "library_seed": LIBRARY_SEED,
               "test_seed": TEST_SEED, "units": "shared with composition / composition-ablations under OUT/units"}
     return rows, config, list(profile.seeds), timing
 
 
 @register("composition", "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)")
-def run_composition(options: RunOptions, ckpt_dir: Path | None, plot_dir: Path | None):
+def run_composition(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition experiment: rte, sparse-inductive, oracle, verified-composition and sanity baselines."""
-    return _run("composition", METHODS, options, plot_dir)
+    return _run("composition", METHODS, options, cache_dir, plot_dir)
 
 
 @register("composition-ablations", "App. K.3: composition ablations (no verification, random constituents)")
-def run_composition_ablations(options: RunOptions, ckpt_dir: Path | None, plot_dir: Path | None):
+def run_composition_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition ablations: the same fits as ``composition`` (shared unit cache), other rows."""
-    return _run("composition-ablations", ABLATION_METHODS, options, None)
+    return _run("composition-ablations", ABLATION_METHODS, options, cache_dir, None)

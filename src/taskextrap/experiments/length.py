@@ -29,9 +29,11 @@ from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
 
 METHODS = ("rte", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
-ABLATION_METHODS = ("rte", "rank3-anchor", "random-anchors", "zero-shift", "sparse-inductive", "oracle")
+ABLATION_METHODS = ("rte", "no-averaging", "rank3-anchor", "random-anchors", "zero-shift", "sparse-inductive",
+                    "oracle")
 ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
 LIBRARY_SEED, TEST_SEED = 20_000, 10_000  # fixed streams, independent of every training seed
+DEFAULT_EMBEDDING = "adapted"  # measured: see benchmarks/run.py
 GROUP = "degree9"
 
 
@@ -89,6 +91,12 @@ def make_targets(library: LadderSet, protocol, n_targets: int, n_draws: int) -> 
     return targets, obs
 
 
+def make_rte(protocol, profile: LengthProfile, seed: int, embedding: str) -> LengthRTE:
+    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
+    return LengthRTE(protocol=protocol, embedding=embedding, n_pairs=profile.n_pairs, train=profile.train,
+                     decomposer_train=profile.decomposer_train, seed=seed)
+
+
 def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet, targets: LadderSet,
                 obs: Observations, seed: int) -> tuple[dict[str, np.ndarray], dict]:
     """Predictions of every method at the query points, and retrieval diagnostics."""
@@ -99,6 +107,7 @@ def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet
     rank3 = min(2, d.anchors.shape[1] - 1)
     preds = {
         "rte": rte.predict(cx, cy, qx, decomposition=d),
+        "no-averaging": rte.predict(cx, cy, qx, anchors=d.anchors[:, 0], phi=d.phi[:, 0]),
         "rank3-anchor": rte.predict(cx, cy, qx, anchors=d.anchors[:, rank3], phi=d.phi[:, rank3]),
         "random-anchors": rte.predict(cx, cy, qx, anchors=random_anchor, phi=d.guess_phi),
         "zero-shift": rte.predict(cx, cy, qx, anchors=d.anchors[:, 0], phi=np.zeros(len(cx))),
@@ -124,8 +133,7 @@ def run_unit(ladder: Ladder, protocol, profile: LengthProfile, seed: int, embedd
     """Fit RTE and the baseline for one training seed and evaluate every method on the targets."""
     t0 = time.perf_counter()
     library = make_library(ladder, profile.n_per_level)
-    rte = LengthRTE(protocol=protocol, embedding=embedding, n_pairs=profile.n_pairs, train=profile.train,
-                    decomposer_train=profile.decomposer_train, seed=seed).fit(library)
+    rte = make_rte(protocol, profile, seed, embedding).fit(library)
     timing = dict(rte.timing_)
     t = time.perf_counter()
     inductive = DiscreteInductive(rte).fit()
@@ -160,24 +168,27 @@ def _plot(plot_dir, ladder, protocol, rte, library, targets, obs, preds):
                    library.region.astype(str), f"{ladder.name}: proxy embedding of the library by level")
 
 
-def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_dir: Path | None):
+def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_dir: Path | None,
+         plot_dir: Path | None):
+    embedding = options.embedding or DEFAULT_EMBEDDING
     profile = get_profile(LENGTH_PROFILES, options.profile).with_seeds(options.seeds)
     protocol = get_protocol(options.protocol, "length")
     ladder = get_ladder(options.family)
     base = dict(experiment="length", ladder=ladder.name, basis=getattr(ladder.basis, "__qualname__", ""),
                 domain=ladder.domain, coef_range=ladder.coef_range, levels=ladder.train_levels,
                 test_level=ladder.test_level, protocol=protocol, profile=profile.to_dict(),
-                embedding=options.embedding)
+                embedding=embedding)
     errors, timing = run_seeds(
-        experiment, profile.seeds, Path(options.out) / "units",
-        name=lambda s: f"length-{ladder.name}-{protocol.name}-seed{s}", config=lambda s: {**base, "seed": s},
-        compute=lambda s, plots: run_unit(ladder, protocol, profile, s, options.embedding, plots),
+        experiment, profile.seeds, cache_dir,
+        name=lambda s: f"length-{ladder.name}-{protocol.name}-seed{s}",
+        config=lambda s: {**base, "seed": s, "estimator": repr(make_rte(protocol, profile, s, embedding))},
+        compute=lambda s, plots: run_unit(ladder, protocol, profile, s, embedding, plots),
         plot_dir=plot_dir, plot_file=f"{ladder.name}-{protocol.name}-predictions.png", progress=options.progress)
     rows = [make_row(experiment, GROUP, m, "mse", np.stack(errors[m], axis=1)) for m in methods]
     rows += [make_row(experiment, "predecessor-retrieved", m, "accuracy", np.stack(errors[k], axis=1))
              for m, k in (("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk"))]
     config = {"ladder": ladder.name, "protocol": {**vars(protocol)}, "profile": profile.to_dict(),
-              "embedding": options.embedding, "library_seed": LIBRARY_SEED, "test_seed": TEST_SEED,
+              "embedding": embedding, "library_seed": LIBRARY_SEED, "test_seed": TEST_SEED,
               "units": "shared with length / length-ablations under OUT/units"}
     return rows, config, list(profile.seeds), timing
 
@@ -201,12 +212,12 @@ def get_ladder(option: str | None) -> Ladder:
 
 
 @register("length", "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)")
-def run_length(options: RunOptions, ckpt_dir: Path | None, plot_dir: Path | None):
+def run_length(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The length experiment: rte, sparse-inductive, oracle and the context-only baselines."""
-    return _run("length", METHODS, options, plot_dir)
+    return _run("length", METHODS, options, cache_dir, plot_dir)
 
 
 @register("length-ablations", "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)")
-def run_length_ablations(options: RunOptions, ckpt_dir: Path | None, plot_dir: Path | None):
+def run_length_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The length ablations: the same fits as ``length`` (shared unit cache), other rows."""
-    return _run("length-ablations", ABLATION_METHODS, options, None)
+    return _run("length-ablations", ABLATION_METHODS, options, cache_dir, None)

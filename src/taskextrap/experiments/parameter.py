@@ -8,10 +8,7 @@ training seed, so every method and seed is scored on the same tasks.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +18,7 @@ from taskextrap.baselines.inductive import InductiveBaseline
 from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.experiments.profiles import PARAMETER_PROFILES, ParameterProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
-from taskextrap.report.io import read_json, write_json_atomic
+from taskextrap.experiments.units import UnitResult, cached_unit
 from taskextrap.report.schema import make_row
 from taskextrap.rte import RTE
 from taskextrap.seeding import rng
@@ -34,16 +31,12 @@ from taskextrap.tasks.taskset import TaskSet
 METHODS = ("rte", "sparse-inductive", "t2v-inductive", "inductive-oracle", "transductive-oracle",
            "random-anchors", "zero-shift", "ctx-interp", "ctx-polyfit", "library-best-fit")
 ORACLES = ("inductive-oracle", "transductive-oracle")
+# Appendix K.1 (quadratic): every row on the same targets and draws as the main table's.
+ABLATION_FAMILY = "quadratic"
+ABLATION_METHODS = ("rte", "far-anchors", "random-anchors", "zero-shift", "sparse-inductive")
+ALL_METHODS = METHODS + ("far-anchors",)
 TEST_SEED = 10_000  # the test stream: independent of every training seed
-
-
-@dataclass
-class UnitResult:
-    """Per-target errors (n_targets,) of every method for one family and one training seed."""
-
-    errors: dict[str, np.ndarray]
-    timing: dict[str, float]
-    extras: dict = field(default_factory=dict)
+DEFAULT_EMBEDDING = "gradient"  # measured: see benchmarks/run.py
 
 
 def make_library(family: ParametricFamily, n_per_region: int, seed: int) -> TaskSet:
@@ -88,6 +81,8 @@ def predict_method(method: str, models: dict, library: TaskSet, ctx_x, ctx_y, qr
     if method == "random-anchors":
         random_anchors = rng(seed, "random-anchors").integers(len(library), size=anchors.shape)
         return rte.predict(ctx_x, ctx_y, qry_x, anchors=random_anchors)
+    if method == "far-anchors":
+        return rte.predict(ctx_x, ctx_y, qry_x, anchors=far_anchors(rte, library, ctx_x, ctx_y))
     if method == "zero-shift":
         return rte.predict(ctx_x, ctx_y, qry_x, anchors=anchors, phi=np.zeros(anchors.shape + (rte.embed_dim,)))
     if method == "ctx-interp":
@@ -99,11 +94,19 @@ def predict_method(method: str, models: dict, library: TaskSet, ctx_x, ctx_y, qr
     raise ValueError(f"unknown method {method!r}")
 
 
+def far_anchors(rte: RTE, library: TaskSet, ctx_x, ctx_y) -> np.ndarray:
+    """The nearest anchors in proxy space among the far training region only (the first one, F1_1)."""
+    far = np.flatnonzero(library.region == library.family.train_regions[0])
+    z = rte.embed(ctx_x, ctx_y)
+    dist = np.linalg.norm(z[:, None] - rte.z_library_[None, far], axis=2)
+    return far[np.argsort(dist, axis=1)[:, : rte.anchors]]
+
+
 def predict_all(models: dict, library: TaskSet, obs: Observations, seed: int) -> dict[str, np.ndarray]:
     """Predictions (n_draws_total, q) of every method at the query points."""
     anchors = models["rte"].decompose(obs.ctx_x, obs.ctx_y)[0]
     return {m: predict_method(m, models, library, obs.ctx_x, obs.ctx_y, obs.qry_x, obs.params, seed, anchors)
-            for m in METHODS}
+            for m in ALL_METHODS}
 
 
 def per_target_mse(pred: np.ndarray, obs: Observations, n_targets: int) -> np.ndarray:
@@ -120,7 +123,7 @@ def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: 
     t = time.perf_counter()
     preds = predict_all(models, library, obs, seed)
     timing["evaluation_s"] = time.perf_counter() - t
-    errors = {m: per_target_mse(preds[m], obs, profile.n_targets) for m in METHODS}
+    errors = {m: per_target_mse(preds[m], obs, profile.n_targets) for m in ALL_METHODS}
     if plot_dir is not None:
         t = time.perf_counter()
         _plots(plot_dir, family, protocol, models, library, targets, obs, errors)
@@ -152,28 +155,20 @@ def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):
                    f"{family.name}: proxy embedding ({rte.embedding}, {protocol.name} protocol)")
 
 
-def _fingerprint(**config) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+def unit_config(family, protocol, profile, seed, embedding, anchors) -> dict:
+    """Everything that determines a unit's numbers (its cache fingerprint)."""
+    return dict(experiment="parameter", family=family.name, fn=getattr(family.fn, "__qualname__", ""),
+                domain=family.domain, shift=family.shift, fixed=dict(family.fixed), regions=dict(family.regions),
+                train_regions=family.train_regions, protocol=protocol, profile=profile.to_dict(), seed=seed,
+                embedding=embedding, anchors=anchors)
 
 
-def run_unit_cached(ckpt_dir: Path | None, family, protocol, profile, seed, embedding, anchors, plot_dir):
-    """``run_unit`` that resumes: a finished (family, seed) unit is read back from its checkpoint."""
-    key = _fingerprint(family=family.name, fn=getattr(family.fn, "__qualname__", ""), domain=family.domain,
-                       shift=family.shift, fixed=dict(family.fixed), regions=dict(family.regions),
-                       train_regions=family.train_regions, protocol=protocol,
-                       profile=profile.to_dict(), seed=seed, embedding=embedding, anchors=anchors)
-    path = None if ckpt_dir is None else ckpt_dir / f"parameter-{family.name}-{protocol.name}-seed{seed}.json"
-    plots_missing = plot_dir is not None and not (plot_dir / f"{family.name}-{protocol.name}-predictions.png").exists()
-    if path is not None and path.exists() and not plots_missing:
-        saved = read_json(path)
-        if saved.get("fingerprint") == key:
-            return UnitResult({m: np.asarray(v) for m, v in saved["errors"].items()}, saved["timing"],
-                              {"resumed": True})
-    unit = run_unit(family, protocol, profile, seed, embedding, anchors, plot_dir)
-    if path is not None:
-        write_json_atomic(path, {"fingerprint": key, "errors": {m: e.tolist() for m, e in unit.errors.items()},
-                                 "timing": unit.timing})
-    return unit
+def run_unit_cached(cache_dir: Path | None, family, protocol, profile, seed, embedding, anchors, plot_dir):
+    """``run_unit`` that resumes: a finished (family, seed) unit is read back from the unit cache."""
+    force = plot_dir is not None and not (plot_dir / f"{family.name}-{protocol.name}-predictions.png").exists()
+    return cached_unit(cache_dir, f"parameter-{family.name}-{protocol.name}-seed{seed}",
+                       unit_config(family, protocol, profile, seed, embedding, anchors),
+                       lambda: run_unit(family, protocol, profile, seed, embedding, anchors, plot_dir), force=force)
 
 
 def families_for(option: str | None) -> list[ParametricFamily]:
@@ -181,29 +176,40 @@ def families_for(option: str | None) -> list[ParametricFamily]:
     return list(PARAMETER_FAMILIES.values()) if option is None else [get_family(option)]
 
 
-@register("parameter", "Table 1: parameter extrapolation on five families (F1 library -> F2 targets)")
-def run_parameter(options: RunOptions, ckpt_dir: Path | None, plot_dir: Path | None):
-    """Run the parameter experiment; returns (rows, config, seeds, timing)."""
-    profile = get_profile(PARAMETER_PROFILES, options.profile).with_seeds(options.seeds)
-    protocol = get_protocol(options.protocol)
-    families = families_for(options.family)
-    rows, timing = [], {}
+def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFamily], options: RunOptions,
+         cache_dir: Path | None, plot_dir: Path | None):
     from tqdm import tqdm
 
+    embedding = options.embedding or DEFAULT_EMBEDDING
+    profile = get_profile(PARAMETER_PROFILES, options.profile).with_seeds(options.seeds)
+    protocol = get_protocol(options.protocol)
     units = [(f, s) for f in families for s in profile.seeds]
-    errors = {f.name: {m: [] for m in METHODS} for f in families}
-    bar = tqdm(units, desc="parameter", disable=not options.progress, unit="fit")
+    errors = {f.name: {m: [] for m in methods} for f in families}
+    timing = {}
+    bar = tqdm(units, desc=experiment, disable=not options.progress, unit="fit")
     for family, seed in bar:
         bar.set_postfix_str(f"{family.name} seed {seed}")
-        unit = run_unit_cached(ckpt_dir, family, protocol, profile, seed, options.embedding, options.anchors,
+        unit = run_unit_cached(cache_dir, family, protocol, profile, seed, embedding, options.anchors,
                                plot_dir if seed == profile.seeds[0] else None)
-        for m in METHODS:
+        for m in methods:
             errors[family.name][m].append(unit.errors[m])
         for k, v in unit.timing.items():
             timing[k] = timing.get(k, 0.0) + float(v)
-    for family in families:
-        for m in METHODS:
-            rows.append(make_row("parameter", family.name, m, "mse", np.stack(errors[family.name][m], axis=1)))
+    rows = [make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1))
+            for f in families for m in methods]
     config = {"families": [f.name for f in families], "protocol": {**vars(protocol)}, "profile": profile.to_dict(),
-              "embedding": options.embedding, "anchors": options.anchors, "test_seed": TEST_SEED}
+              "embedding": embedding, "anchors": options.anchors, "test_seed": TEST_SEED}
     return rows, config, list(profile.seeds), timing
+
+
+@register("parameter", "Table 1: parameter extrapolation on five families (F1 library -> F2 targets)")
+def run_parameter(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+    """Run the parameter experiment; returns (rows, config, seeds, timing)."""
+    return _run("parameter", METHODS, families_for(options.family), options, cache_dir, plot_dir)
+
+
+@register("parameter-ablations", "App. K.1: parameter ablations on quadratic (far / random anchors, zero shift)")
+def run_parameter_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+    """The quadratic ablations: the same fits as ``parameter`` (shared unit cache), other rows."""
+    family = families_for(options.family or ABLATION_FAMILY)
+    return _run("parameter-ablations", ABLATION_METHODS, family, options, cache_dir, None)

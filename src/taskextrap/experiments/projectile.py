@@ -90,7 +90,7 @@ def run_seed(steps: int, seed: int):
 
 
 @register("projectile", "Fig. 1: inductive vs transductive extrapolation of a cannon trajectory to v = 65")
-def run_projectile(options: RunOptions, ckpt_dir: Path | None, plot_dir: Path | None):
+def run_projectile(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """Train both Fig. 1 models per seed; rows are the MSE on the target trajectory."""
     seeds = SEEDS[options.profile] if options.seeds is None else tuple(range(options.seeds))
     steps = STEPS[options.profile]

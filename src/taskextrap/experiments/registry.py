@@ -19,7 +19,7 @@ class RunOptions:
     seeds: int | None = None
     out: Path = Path("runs")
     device: str = "cpu"
-    embedding: str = "gradient"
+    embedding: str | None = None  # None: the regime's default (see each experiment)
     anchors: int = 2
     plots: bool = True
     progress: bool = True
@@ -28,7 +28,7 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class Experiment:
-    """A registered experiment: ``run(options, checkpoints_dir) -> (rows, config, seeds, plots)``."""
+    """A registered experiment: ``run(options, cache_dir, plot_dir) -> (rows, config, seeds, timing)``."""
 
     name: str
     run: Callable
@@ -61,4 +61,5 @@ def all_experiments() -> list[str]:
 
 
 def _load_builtin():
-    from taskextrap.experiments import composition, length, parameter, projectile  # noqa: F401  (registration side effect)
+    # Imported for their registration side effect.
+    from taskextrap.experiments import composition, length, parameter, projectile  # noqa: F401

@@ -14,18 +14,19 @@ from taskextrap.report.tables import results_markdown
 def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) -> dict:
     """Run experiment ``name``; results go to ``out_dir`` (default: options.out/name-protocol-profile).
 
-    Finished units are checkpointed under ``out_dir/checkpoints`` and reused by a rerun with the
-    same configuration, so an interrupted run resumes where it stopped.
+    Finished units (one family or ladder and one training seed) are cached under
+    ``options.out/units`` and reused by a rerun with the same configuration, so an interrupted run
+    resumes where it stopped and sibling experiments (``length`` and ``length-ablations``) share fits.
     """
     import torch
     import yaml
 
     experiment = get_experiment(name)
     out_dir = Path(out_dir or Path(options.out) / f"{name}-{options.protocol}-{options.profile}")
-    ckpt_dir, plot_dir = out_dir / "checkpoints", (out_dir / "plots" if options.plots else None)
+    cache_dir, plot_dir = Path(options.out) / "units", (out_dir / "plots" if options.plots else None)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     t = time.perf_counter()
-    rows, config, seeds, timing = experiment.run(options, ckpt_dir, plot_dir)
+    rows, config, seeds, timing = experiment.run(options, cache_dir, plot_dir)
     results = {
         "experiment": name, "protocol": options.protocol, "profile": options.profile, "seeds": seeds,
         "rows": rows, "timing": {"wall_s": time.perf_counter() - t, **timing},

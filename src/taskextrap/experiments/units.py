@@ -44,8 +44,8 @@ def cached_unit(cache_dir: Path | None, name: str, config: dict, compute: Callab
                               {**saved.get("extras", {}), "resumed": True})
     unit = compute()
     if path is not None:
-        write_json_atomic(path, {"fingerprint": key, "errors": {m: np.asarray(e).tolist() for m, e in unit.errors.items()},
-                                 "timing": unit.timing, "extras": unit.extras})
+        errors = {m: np.asarray(e).tolist() for m, e in unit.errors.items()}
+        write_json_atomic(path, {"fingerprint": key, "errors": errors, "timing": unit.timing, "extras": unit.extras})
     return unit
 
 

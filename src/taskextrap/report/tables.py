@@ -247,3 +247,30 @@ def render_report(dirs: list[str]) -> str:
     if not dirs:
         raise TaskextrapError("no result directories given")
     return comparison_table([load_results(d) for d in dirs])
+
+
+def wide_table(results: dict, metric: str = "mse", groups: list[str] | None = None) -> str:
+    """A markdown table of one run with methods as rows and groups (families, pairs...) as columns.
+
+    Each cell is ``value ± ci95``, followed by ``(paper X)`` where the paper prints a number.
+    Only rows with ``metric`` are used; ``groups`` picks and orders the columns (default: all, in
+    order of appearance).
+    """
+    rows = [r for r in results.get("rows", []) if r["metric"] == metric]
+    groups = groups or list(dict.fromkeys(r["group"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows if r["group"] in groups))
+    by = {(r["group"], r["method"]): r for r in rows}
+    cells = []
+    for m in methods:
+        line = [f"`{m}`"]
+        for g in groups:
+            r = by.get((g, m))
+            if r is None:
+                line.append(MISSING)
+                continue
+            text = format_value_ci(r["value"], r.get("ci95"))
+            if r.get("paper_value") is not None:
+                text += f" (paper {format_number(r['paper_value'])})"
+            line.append(text)
+        cells.append(line)
+    return _md_table(["method", *groups], cells, right=range(1, len(groups) + 1))

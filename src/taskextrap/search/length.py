@@ -30,6 +30,7 @@ from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.search.decomposer import Decomposer
 from taskextrap.search.index import nearest
+from taskextrap.search.posterior import posterior_weights
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.ladder import LadderSet
 from taskextrap.tasks.observe import get_protocol, noise_scale
@@ -55,8 +56,13 @@ class LengthRTE:
     Args:
         protocol: observation protocol (name from the length table, or an object).
         embedding: Gamma estimator ("gradient", "adapted" or "fisher").
-        k: candidates retrieved per target (top-k nearest to the decomposer's embedding).
+        k: candidates fully verified per target (the coefficient searched for each).
+        screen_fraction: share of the library retrieved per target (nearest to the decomposer's
+            embedding, at least ``k``) and screened by its context loss at the decomposer's
+            coefficient; the best ``k`` go on to the full search. 0 gives the paper's plain top-k.
         c_grid: coarse coefficient grid size of the verification search (a finer pass follows).
+        temperature: the prediction averages Psi_ext over the ``k`` verified candidates, weighted by
+            their context losses (``search.posterior``); None keeps only the best (the paper's arg-min).
         n_pairs: extension steps drawn per pass to train Psi_ext (fresh steps every pass).
         library_draws: context draws averaged into a library task's embedding.
         val_fraction: share of library predecessors held out (training levels) for model selection.
@@ -66,9 +72,11 @@ class LengthRTE:
     """
 
     protocol: object = "paper"
-    embedding: str = "gradient"
+    embedding: str = "adapted"
     k: int = 10
+    screen_fraction: float = 0.2
     c_grid: int = 17
+    temperature: float | None = 1.0
     n_pairs: int = 20000
     library_draws: int = 4
     val_fraction: float = 0.1
@@ -82,8 +90,8 @@ class LengthRTE:
         self.protocol = get_protocol(self.protocol, "length")
         if self.embedding not in EMBEDDINGS:
             raise TaskextrapError(f"unknown embedding {self.embedding!r}; choose from {sorted(EMBEDDINGS)}")
-        if self.k < 1 or self.c_grid < 2:
-            raise TaskextrapError("k must be >= 1 and c_grid >= 2")
+        if self.k < 1 or self.c_grid < 2 or not 0.0 <= self.screen_fraction <= 1.0:
+            raise TaskextrapError("need k >= 1, c_grid >= 2 and screen_fraction in [0, 1]")
 
     # ----------------------------------------------------------------------------- phase 1
     def fit(self, library: LadderSet, progress=None) -> "LengthRTE":
@@ -183,37 +191,54 @@ class LengthRTE:
         return z, np.clip(c[:, 0] * self.coef_half_, lo, hi)
 
     def decompose(self, ctx_x, ctx_y, k: int | None = None, verify: bool = True) -> LengthDecomposition:
-        """Strategy B: top-``k`` candidates by the decomposer, verified on the context, best first.
+        """Strategy B: candidates retrieved by the decomposer, verified on the context, best first.
 
-        With ``verify=False`` the candidates keep their retrieval order and the decomposer's coefficient
-        (the losses are still computed, for inspection).
+        The ``screen`` nearest library tasks are scored at the decomposer's coefficient; the best
+        ``k`` get the full coefficient search. With ``verify=False`` the ``k`` nearest keep their
+        retrieval order and the decomposer's coefficient (losses still computed, for inspection).
         """
         ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        k = self.k if k is None else k
         z, c_hat = self.guess(ctx_x, ctx_y)
-        cand, _ = nearest(z, self.z_library_, self.k if k is None else k)
+        cand, _ = nearest(z, self.z_library_, self.screen(k) if verify else k)
         cx, cy = sort_context(ctx_x, ctx_y)
         parts = [self._verify(cx[i:i + VERIFY_CHUNK], cy[i:i + VERIFY_CHUNK], cand[i:i + VERIFY_CHUNK],
-                              c_hat[i:i + VERIFY_CHUNK], verify) for i in range(0, len(cx), VERIFY_CHUNK)]
-        phi, loss = (np.concatenate(p) for p in zip(*parts))
+                              c_hat[i:i + VERIFY_CHUNK], k, verify) for i in range(0, len(cx), VERIFY_CHUNK)]
+        cand, phi, loss = (np.concatenate(p) for p in zip(*parts))
         order = np.argsort(loss, axis=1, kind="stable") if verify else np.tile(np.arange(cand.shape[1]), (len(cand), 1))
         take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
         return LengthDecomposition(take(cand), take(phi), take(loss), c_hat)
 
-    def _verify(self, cx, cy, cand, c_hat, search: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Best coefficient and its leave-one-out context loss for every candidate (n, k)."""
-        n, k = cand.shape
-        pred_ctx = self.library_.values(np.repeat(cx, k, axis=0), cand.reshape(-1)).reshape(n, k, -1)
+    def screen(self, k: int | None = None) -> int:
+        """Candidates retrieved and screened per target: ``screen_fraction`` of the library, at least ``k``."""
+        k = self.k if k is None else k
+        return int(min(len(self.z_library_), max(k, np.ceil(self.screen_fraction * len(self.z_library_)))))
+
+    def _verify(self, cx, cy, cand, c_hat, k: int, search: bool):
+        """(candidates, coefficients, leave-one-out context losses), each (n, k), for one chunk of targets."""
+        n = len(cand)
+        guess = c_hat[:, None, None]
+        pred_ctx = self._values(cx, cand)
+        screen_loss = self._loss(cx, cy, pred_ctx, np.broadcast_to(guess, (n, cand.shape[1], 1)))[..., 0]
         if not search:
-            return np.repeat(c_hat[:, None], k, 1), self._loss(cx, cy, pred_ctx, c_hat[:, None, None])[..., 0]
+            return cand, np.repeat(c_hat[:, None], cand.shape[1], 1), screen_loss
+        keep = np.argsort(screen_loss, axis=1, kind="stable")[:, :k]
+        cand = np.take_along_axis(cand, keep, 1)
+        pred_ctx = np.take_along_axis(pred_ctx, keep[..., None], 1)
         lo, hi = self.ladder_.coef_range
         coarse = np.broadcast_to(np.linspace(lo, hi, self.c_grid), (n, k, self.c_grid))
-        grid = np.concatenate([coarse, np.broadcast_to(c_hat[:, None, None], (n, k, 1))], axis=2)
+        grid = np.concatenate([coarse, np.broadcast_to(guess, (n, k, 1))], axis=2)
         best_c, best_l = self._best(grid, self._loss(cx, cy, pred_ctx, grid))
         step = (hi - lo) / (self.c_grid - 1)
         fine = np.clip(best_c[..., None] + np.linspace(-step / 2, step / 2, 7), lo, hi)
         c2, l2 = self._best(fine, self._loss(cx, cy, pred_ctx, fine))
         better = l2 < best_l
-        return np.where(better, c2, best_c), np.where(better, l2, best_l)
+        return cand, np.where(better, c2, best_c), np.where(better, l2, best_l)
+
+    def _values(self, cx, cand) -> np.ndarray:
+        """Library candidates ``cand`` (n, c) at each target's context inputs -> (n, c, m)."""
+        n, c = cand.shape
+        return self.library_.values(np.repeat(cx, c, axis=0), cand.reshape(-1)).reshape(n, c, -1)
 
     @staticmethod
     def _best(grid, loss):
@@ -229,20 +254,46 @@ class LengthRTE:
         loss = self.psi_.loo_loss(rep(cx), rep(cy), pc, np.broadcast_to(phis, (n, k, g)).reshape(-1))
         return loss.reshape(n, k, g)
 
+    def retrieval_quality(self, n: int = 512, seed: int = 0) -> dict:
+        """How well the decomposer's embedding finds the predecessor, on held-out *training* steps.
+
+        Steps d -> d+1 from the validation predecessors (never fitted on, all inside the training
+        levels) are observed through the protocol; returns the median rank of the true predecessor
+        among all library tasks by distance to the predicted embedding, and its recall in the top
+        ``k`` and top ``screen``. Used to choose the Gamma estimator without touching held-out levels.
+        """
+        self._check_fitted()
+        targets, obs = self.draw_training_tasks(self.val_pool_, n, rng(seed, "retrieval-quality"))
+        z, _ = self.guess(obs.ctx_x, obs.ctx_y)
+        d = np.linalg.norm(z[:, None] - self.z_library_[None], axis=2)
+        rank = (d < d[np.arange(n), targets.parent][:, None]).sum(1)
+        return {"median_rank": float(np.median(rank)), f"recall_top{self.k}": float(np.mean(rank < self.k)),
+                "recall_screened": float(np.mean(rank < self.screen())), "screened": self.screen(),
+                "library_size": len(self.z_library_)}
+
     def predict(self, ctx_x, ctx_y, x_query, anchors=None, phi=None,
                 decomposition: LengthDecomposition | None = None) -> np.ndarray:
         """Predict each target at ``x_query`` (n, q) from its context.
 
-        ``anchors`` (n,) library indices and ``phi`` (n,) coefficients override the search (the
-        oracle and the ablations); ``decomposition`` reuses an earlier ``decompose`` result.
+        By default the search runs and the verified candidates' predictions are averaged with
+        weights from their context losses (see ``temperature``). ``anchors`` (n,) library indices
+        and ``phi`` (n,) coefficients, passed together, override the search (the oracle and the
+        ablations); ``decomposition`` reuses an earlier ``decompose`` result.
         """
         self._check_fitted()
         ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
         qry_x = check_query(x_query, len(ctx_x))
-        if anchors is None or phi is None:
+        if anchors is None and phi is None:
             d = decomposition if decomposition is not None else self.decompose(ctx_x, ctx_y)
-            anchors = d.anchors[:, 0] if anchors is None else anchors
-            phi = d.phi[:, 0] if phi is None else phi
+            w = posterior_weights(d.loss, self.temperature)
+            cols = [j for j in range(w.shape[1]) if w[:, j].any()]
+            return sum(w[:, j:j + 1] * self._extend(ctx_x, ctx_y, qry_x, d.anchors[:, j], d.phi[:, j]) for j in cols)
+        if anchors is None or phi is None:
+            raise TaskextrapError("pass both anchors and phi, or neither")
+        return self._extend(ctx_x, ctx_y, qry_x, anchors, phi)
+
+    def _extend(self, ctx_x, ctx_y, qry_x, anchors, phi) -> np.ndarray:
+        """Psi_ext with the given predecessors (n,) and coefficients (n,)."""
         anchors = np.asarray(anchors, dtype=int).reshape(len(ctx_x))
         if anchors.min() < 0 or anchors.max() >= len(self.library_):
             raise TaskextrapError(f"anchors must be library indices in [0, {len(self.library_)})")

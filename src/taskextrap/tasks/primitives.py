@@ -139,9 +139,11 @@ class PrimitiveSet:
         x = np.asarray(x, dtype=float)
         pos = np.clip(np.searchsorted(g, x, side="right") - 1, 0, len(g) - 2)
         t = np.clip((x - g[pos]) / (g[pos + 1] - g[pos]), 0.0, 1.0)
-        curves = self.curves[np.asarray(index)]
-        lo = np.take_along_axis(curves, pos.reshape(curves.shape[:-1] + (-1,)), -1).reshape(x.shape)
-        hi = np.take_along_axis(curves, (pos + 1).reshape(curves.shape[:-1] + (-1,)), -1).reshape(x.shape)
+        # Gather the two neighbouring grid values straight from the flat curve table, without
+        # materialising every selected curve (k*k candidate pairs would need gigabytes).
+        flat = np.asarray(index, dtype=np.int64)[..., None] * len(g) + pos
+        table = self.curves.ravel()
+        lo, hi = table[flat], table[flat + 1]
         return lo + t * (hi - lo)
 
     def compose_interp(self, outer: np.ndarray, inner: np.ndarray, x: np.ndarray) -> np.ndarray:
