@@ -2,10 +2,14 @@
 numbers, the Gamma-estimator comparison, and wall time per phase. Writes JSON under
 benchmarks/results/. Not part of the test suite.
 
-    python benchmarks/run.py                       # everything (about 40 minutes on 2 cores)
+    python benchmarks/run.py                       # everything: hours on 2 cores (paper profiles)
     python benchmarks/run.py --profiles quick      # the quick profile only
     python benchmarks/run.py --only embeddings     # just the Gamma comparison
     python benchmarks/run.py --only length --profiles quick --protocols paper
+
+Finished units are cached under benchmarks/results/runs/units, so an interrupted run resumes and
+the ablation experiments reuse the main experiments' fits; benchmarks/paired.py compares two
+methods target by target from those files.
 """
 
 from __future__ import annotations

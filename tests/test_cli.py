@@ -111,7 +111,19 @@ def test_report_prints_a_table(quad_run, capsys):
 def test_list_prints_experiments():
     res = taskextrap("list")
     assert res.returncode == 0, res.stderr
-    assert "parameter" in res.stdout and "projectile" in res.stdout
+    for name in ("parameter", "parameter-ablations", "projectile", "length", "length-ablations", "composition",
+                 "composition-ablations"):
+        assert name in res.stdout.split(), name
+
+
+def test_reproduce_all_runs_every_experiment(tmp_path):
+    res = taskextrap("reproduce", "all", "--profile", "tiny", "--out", tmp_path, "--quiet", "--no-plots", timeout=600)
+    assert res.returncode == 0, res.stderr
+    runs = sorted(p.parent.name for p in tmp_path.glob("*/results.json"))
+    assert runs == sorted(f"{n}-paper-tiny" for n in ("parameter", "parameter-ablations", "projectile", "length",
+                                                        "length-ablations", "composition", "composition-ablations"))
+    for run in runs:
+        validate_results(json.loads((tmp_path / run / "results.json").read_text()))
 
 
 def _run_main(argv, capsys):

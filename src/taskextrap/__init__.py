@@ -5,20 +5,23 @@ Heavy modules (torch, sklearn) are imported lazily so that ``taskextrap --help``
 
 __version__ = "0.1.0"
 
-__all__ = ["RTE", "ParametricFamily", "TaskextrapError", "__version__"]
+_LAZY = {
+    "RTE": "taskextrap.rte",                              # parameter regime, Strategy A
+    "LengthRTE": "taskextrap.search.length",              # length regime, Strategy B
+    "CompositionRTE": "taskextrap.search.composition",    # compositional regime, Strategy B
+    "ParametricFamily": "taskextrap.tasks.family",
+    "Ladder": "taskextrap.tasks.ladder",
+    "LadderSet": "taskextrap.tasks.ladder",
+    "PrimitiveSet": "taskextrap.tasks.primitives",
+    "TaskextrapError": "taskextrap.errors",
+}
+
+__all__ = [*_LAZY, "__version__"]
 
 
 def __getattr__(name):  # lazy public API
-    if name == "RTE":
-        from taskextrap.rte import RTE
+    if name in _LAZY:
+        import importlib
 
-        return RTE
-    if name == "ParametricFamily":
-        from taskextrap.tasks.family import ParametricFamily
-
-        return ParametricFamily
-    if name == "TaskextrapError":
-        from taskextrap.errors import TaskextrapError
-
-        return TaskextrapError
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(name)

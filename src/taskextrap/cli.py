@@ -36,7 +36,9 @@ def list_cmd():
               help="quick: 1 seed, minutes; paper: 3 seeds, the paper's sizes; tiny: seconds (tests).")
 @click.option("--protocol", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
               help="paper: the authors' interleaved points; strict: sparse noisy context, queries elsewhere.")
-@click.option("--family", default=None, help="One family: a built-in name or module:attr of a ParametricFamily.")
+@click.option("--family", default=None,
+              help="parameter: a built-in family name or module:attr of a ParametricFamily; "
+                   "length: module:attr of a Ladder.")
 @click.option("--seeds", type=int, default=None, help="Number of training seeds (overrides the profile).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
               help="Parent directory of the run directories.")

@@ -28,9 +28,11 @@ class FamilyScaler:
         return cls((lo + hi) / 2, (hi - lo) / 2, float(y.mean()), float(y.std() + 1e-12))
 
     def x(self, x: np.ndarray) -> np.ndarray:
+        """Inputs mapped to [-1, 1] over the domain."""
         return (x - self.x_mid) / self.x_half
 
     def y(self, y: np.ndarray) -> np.ndarray:
+        """Outputs standardised with the library's mean and spread."""
         return (y - self.y_mean) / self.y_std
 
     def dy(self, dy: np.ndarray) -> np.ndarray:
@@ -38,7 +40,9 @@ class FamilyScaler:
         return dy / self.y_std
 
     def y_inv(self, y: np.ndarray) -> np.ndarray:
+        """Inverse of ``y``."""
         return y * self.y_std + self.y_mean
 
     def dy_inv(self, dy: np.ndarray) -> np.ndarray:
+        """Inverse of ``dy``."""
         return dy * self.y_std

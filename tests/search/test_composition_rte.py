@@ -90,3 +90,16 @@ def test_predict_shapes_overrides_and_errors(fitted, targets, prims):
         CompositionRTE(**TINY).fit([1, 2])
     with pytest.raises(TaskextrapError, match="not fitted"):
         CompositionRTE(**TINY).predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+
+
+def test_overrides_need_both_constituents(fitted, targets):
+    tg, obs = targets
+    with pytest.raises(TaskextrapError, match="both outer and inner"):
+        fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, outer=tg.outer)
+    d = fitted.decompose(obs.ctx_x, obs.ctx_y)
+    best_only = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, outer=d.outer[:, 0], inner=d.inner[:, 0])
+    fitted.temperature = None
+    try:
+        np.testing.assert_allclose(fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, decomposition=d), best_only)
+    finally:
+        fitted.temperature = 1.0

@@ -96,3 +96,24 @@ def test_same_seed_same_numbers(library, targets):
     a = LengthRTE(**TINY).fit(library).predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
     b = LengthRTE(**TINY).fit(library).predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
     np.testing.assert_array_equal(a, b)
+
+
+def test_overrides_need_both_parts_and_screen_size(fitted, targets):
+    _, obs = targets
+    with pytest.raises(TaskextrapError, match="both anchors and phi"):
+        fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, anchors=np.zeros(6, dtype=int))
+    assert fitted.screen() == max(fitted.k, int(np.ceil(0.2 * len(fitted.z_library_))))
+    assert fitted.screen(k=60) == 60
+    q = fitted.retrieval_quality(n=32)
+    assert 0 <= q["recall_top10"] <= q["recall_screened"] <= 1 and q["library_size"] == 64
+
+
+def test_posterior_average_equals_weighted_candidates(fitted, targets):
+    from taskextrap.search.posterior import posterior_weights
+
+    _, obs = targets
+    d = fitted.decompose(obs.ctx_x, obs.ctx_y)
+    w = posterior_weights(d.loss, fitted.temperature)
+    manual = sum(w[:, j:j + 1] * fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, anchors=d.anchors[:, j],
+                                                phi=d.phi[:, j]) for j in range(d.anchors.shape[1]))
+    np.testing.assert_allclose(fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, decomposition=d), manual, rtol=1e-9)

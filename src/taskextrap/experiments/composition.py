@@ -10,7 +10,7 @@ targets and draws.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.profiles import get_profile
+from taskextrap.experiments.profiles import SeededProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.experiments.units import UnitResult, run_seeds
 from taskextrap.operators.train import TrainConfig
@@ -38,7 +38,7 @@ GROUP = "unseen-pairs"
 
 
 @dataclass(frozen=True)
-class CompositionProfile:
+class CompositionProfile(SeededProfile):
     """Sizes: primitives per family, Psi_comp compositions per pass, held-out targets x draws."""
 
     name: str
@@ -49,16 +49,6 @@ class CompositionProfile:
     n_draws: int
     train: TrainConfig
     decomposer_train: TrainConfig
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def with_seeds(self, n: int | None) -> "CompositionProfile":
-        if n is None:
-            return self
-        if n < 1:
-            raise TaskextrapError("--seeds must be >= 1")
-        return replace(self, seeds=tuple(range(n)))
 
 
 COMPOSITION_PROFILES = {
@@ -122,6 +112,7 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
 
 
 def per_target(values: np.ndarray, n_targets: int) -> np.ndarray:
+    """Average (n_targets * n_draws, ...) per-draw values over each target's draws -> (n_targets,)."""
     v = values.mean(axis=1) if values.ndim == 2 else values
     return v.reshape(n_targets, -1).mean(axis=1)
 

@@ -10,7 +10,7 @@ same targets and draws; a training seed changes the library's observations and e
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.profiles import get_profile
+from taskextrap.experiments.profiles import SeededProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.experiments.units import UnitResult, run_seeds
 from taskextrap.operators.train import TrainConfig
@@ -38,7 +38,7 @@ GROUP = "degree9"
 
 
 @dataclass(frozen=True)
-class LengthProfile:
+class LengthProfile(SeededProfile):
     """Sizes of the length experiments: library tasks per level, Psi_ext steps per pass, targets x draws."""
 
     name: str
@@ -49,16 +49,6 @@ class LengthProfile:
     n_draws: int
     train: TrainConfig
     decomposer_train: TrainConfig
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def with_seeds(self, n: int | None) -> "LengthProfile":
-        if n is None:
-            return self
-        if n < 1:
-            raise TaskextrapError("--seeds must be >= 1")
-        return replace(self, seeds=tuple(range(n)))
 
 
 LENGTH_PROFILES = {

@@ -9,8 +9,24 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.operators.train import TrainConfig
 
 
+class SeededProfile:
+    """Shared behaviour of every experiment's profile dataclass (fields ``name`` and ``seeds``)."""
+
+    def to_dict(self) -> dict:
+        """The profile as plain data (recorded in results and in unit fingerprints)."""
+        return asdict(self)
+
+    def with_seeds(self, n: int | None):
+        """The profile with seeds 0..n-1 (unchanged when ``n`` is None)."""
+        if n is None:
+            return self
+        if n < 1:
+            raise TaskextrapError("--seeds must be >= 1")
+        return replace(self, seeds=tuple(range(n)))
+
+
 @dataclass(frozen=True)
-class ParameterProfile:
+class ParameterProfile(SeededProfile):
     """Sizes of the parameter experiment.
 
     n_library: library tasks per training region (F1_1 and F1_2); n_pairs: Psi training pairs
@@ -24,17 +40,6 @@ class ParameterProfile:
     n_targets: int
     n_draws: int
     train: TrainConfig
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def with_seeds(self, n: int | None) -> "ParameterProfile":
-        """The profile with seeds 0..n-1 (unchanged when ``n`` is None)."""
-        if n is None:
-            return self
-        if n < 1:
-            raise TaskextrapError("--seeds must be >= 1")
-        return replace(self, seeds=tuple(range(n)))
 
 
 PARAMETER_PROFILES = {

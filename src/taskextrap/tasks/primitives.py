@@ -161,9 +161,11 @@ class Composer:
 
     @property
     def domain(self) -> tuple[float, float]:
+        """Where compositions are observed: the primitives' domain."""
         return self.primitives.domain
 
     def grid(self, m: int) -> np.ndarray:
+        """``m`` evenly spaced inputs over the domain."""
         return np.linspace(*self.domain, m)
 
     def __call__(self, pairs: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -192,14 +194,17 @@ class CompositionSet:
 
     @property
     def outer(self) -> np.ndarray:
+        """Library index of each task's outer function f."""
         return self.params[:, 0].astype(int)
 
     @property
     def inner(self) -> np.ndarray:
+        """Library index of each task's inner function g."""
         return self.params[:, 1].astype(int)
 
     @property
     def region(self) -> np.ndarray:
+        """Each task's family pair as a name ("sin o poly"), for plots and tables."""
         return np.array([f"{o} o {i}" for o, i in self.pair], dtype=object)
 
     @classmethod
@@ -226,10 +231,12 @@ class CompositionSet:
         return cls(Composer(primitives, tuple(train_pairs) if train_pairs else tuple(pairs)), out.astype(float), pair)
 
     def values(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
+        """Exact values of tasks ``index`` (all by default) at ``x`` of shape (len(index), m)."""
         params = self.params if index is None else self.params[index]
         return self.family(params, x)
 
     def subset(self, index) -> "CompositionSet":
+        """The tasks at ``index`` (an index array or boolean mask)."""
         return CompositionSet(self.family, self.params[index], self.pair[index])
 
 
@@ -242,15 +249,18 @@ class _PrimitiveEval:
 
     @property
     def domain(self) -> tuple[float, float]:
+        """The primitives' domain."""
         return self.primitives.domain
 
     def grid(self, m: int) -> np.ndarray:
+        """``m`` evenly spaced inputs over the domain."""
         return np.linspace(*self.domain, m)
 
     def __call__(self, index: np.ndarray, x: np.ndarray) -> np.ndarray:
         return self.primitives.exact(x, np.asarray(index)[:, 0].astype(int))
 
     def output_range(self, rng: np.random.Generator, m: int = 200) -> float:
+        """Spread of the library primitives' outputs over the domain (noise scale of their draws)."""
         y = self.primitives.exact(np.broadcast_to(self.grid(m), (len(self.primitives), m)))
         return float(y.max() - y.min())
 
@@ -264,11 +274,13 @@ class PrimitiveTasks:
 
     @classmethod
     def of(cls, primitives: PrimitiveSet) -> "PrimitiveTasks":
+        """Every primitive of the library, as a task set."""
         return cls(_PrimitiveEval(primitives), np.arange(len(primitives), dtype=float)[:, None])
 
     def __len__(self) -> int:
         return len(self.params)
 
     def values(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
+        """Values of primitives ``index`` (all by default) at ``x`` of shape (len(index), m)."""
         params = self.params if index is None else self.params[index]
         return self.family(params, x)

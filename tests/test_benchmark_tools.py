@@ -1,0 +1,31 @@
+"""benchmarks/paired.py: paired per-target differences from cached unit files."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "paired.py"
+
+
+@pytest.fixture(scope="module")
+def paired_mod():
+    spec = importlib.util.spec_from_file_location("bench_paired", _PATH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_paired_differences_over_seeds(tmp_path, paired_mod):
+    for seed, (a, b) in enumerate([([1.0, 2.0], [2.0, 2.5]), ([1.0, 1.0], [1.5, 0.5])]):
+        (tmp_path / f"parameter-exp-strict-seed{seed}-abc123.json").write_text(
+            json.dumps({"errors": {"rte": a, "random-anchors": b}}))
+    (tmp_path / "parameter-exp-paper-seed0-abc123.json").write_text(json.dumps({"errors": {"rte": [9], "random-anchors": [0]}}))
+    res = paired_mod.paired(tmp_path, "parameter", "strict", "rte", "random-anchors")
+    d = np.array([1.0, 0.5, 0.5, -0.5])
+    assert set(res) == {"exp"}
+    assert res["exp"]["n"] == 4 and res["exp"]["mean"] == pytest.approx(d.mean())
+    assert res["exp"]["ci95"] == pytest.approx(1.96 * d.std(ddof=1) / 2)
+    assert res["exp"]["first_better"] == pytest.approx(0.75)
