@@ -3,7 +3,7 @@
 Every method of a unit is scored on the same targets and draws, so the per-target difference
 between two methods has a much tighter interval than the two separate intervals suggest.
 
-    python benchmarks/paired.py benchmarks/results/runs/units parameter strict rte random-anchors
+    python benchmarks/paired.py benchmarks/results/runs/units parameter strict rte random-anchors --profile paper
 
 prints, per family (or ladder), the mean of (other - first) over per-(target, seed) errors with
 its ci95 = 1.96 sd / sqrt(n), and the share of targets on which the first method is better.
@@ -20,15 +20,22 @@ from pathlib import Path
 import numpy as np
 
 
-def paired(units_dir: Path, experiment: str, protocol: str, first: str, other: str) -> dict[str, dict]:
-    """{group: {"mean", "ci95", "n", "first_better"}} from ``units_dir/EXPERIMENT-GROUP-PROTOCOL-seedS-*.json``."""
+def paired(units_dir: Path, experiment: str, protocol: str, first: str, other: str,
+           profile: str | None = None) -> dict[str, dict]:
+    """{group: {"mean", "ci95", "n", "first_better"}} from ``units_dir/EXPERIMENT-GROUP-PROTOCOL-seedS-*.json``.
+
+    ``profile`` keeps only units whose saved configuration names that profile.
+    """
     pattern = re.compile(rf"{re.escape(experiment)}-(.+)-{re.escape(protocol)}-seed(\d+)(-[0-9a-f]+)?\.json$")
     diffs = defaultdict(list)
     for path in sorted(Path(units_dir).glob("*.json")):
         m = pattern.match(path.name)
         if not m:
             continue
-        errors = json.loads(path.read_text())["errors"]
+        saved = json.loads(path.read_text())
+        if profile is not None and saved.get("config", {}).get("profile", {}).get("name") != profile:
+            continue
+        errors = saved["errors"]
         if first in errors and other in errors:
             diffs[m.group(1)].append(np.asarray(errors[other]) - np.asarray(errors[first]))
     out = {}
@@ -46,8 +53,9 @@ def main():
     ap.add_argument("protocol")
     ap.add_argument("first")
     ap.add_argument("other")
+    ap.add_argument("--profile", default=None, help="only units of this profile (quick, paper)")
     a = ap.parse_args()
-    res = paired(a.units_dir, a.experiment, a.protocol, a.first, a.other)
+    res = paired(a.units_dir, a.experiment, a.protocol, a.first, a.other, a.profile)
     if not res:
         raise SystemExit(f"no unit files for {a.experiment}/{a.protocol} with both methods in {a.units_dir}")
     for group, r in res.items():

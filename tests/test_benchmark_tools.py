@@ -29,3 +29,12 @@ def test_paired_differences_over_seeds(tmp_path, paired_mod):
     assert res["exp"]["n"] == 4 and res["exp"]["mean"] == pytest.approx(d.mean())
     assert res["exp"]["ci95"] == pytest.approx(1.96 * d.std(ddof=1) / 2)
     assert res["exp"]["first_better"] == pytest.approx(0.75)
+
+
+def test_paired_filters_by_saved_profile(tmp_path, paired_mod):
+    for name, prof in (("quick", [1.0]), ("paper", [2.0, 4.0])):
+        (tmp_path / f"length-poly-paper-seed0-{len(prof):x}ab.json").write_text(json.dumps(
+            {"config": {"profile": {"name": name}}, "errors": {"rte": [0.0] * len(prof), "sparse-inductive": prof}}))
+    res = paired_mod.paired(tmp_path, "length", "paper", "rte", "sparse-inductive", profile="paper")
+    assert res["poly"]["n"] == 2 and res["poly"]["mean"] == pytest.approx(3.0)
+    assert paired_mod.paired(tmp_path, "length", "paper", "rte", "sparse-inductive")["poly"]["n"] == 3

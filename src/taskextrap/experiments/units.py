@@ -45,7 +45,9 @@ def cached_unit(cache_dir: Path | None, name: str, config: dict, compute: Callab
     unit = compute()
     if path is not None:
         errors = {m: np.asarray(e).tolist() for m, e in unit.errors.items()}
-        write_json_atomic(path, {"fingerprint": key, "errors": errors, "timing": unit.timing, "extras": unit.extras})
+        plain = json.loads(json.dumps(config, sort_keys=True, default=str))  # for readers such as benchmarks/paired.py
+        write_json_atomic(path, {"fingerprint": key, "config": plain, "errors": errors, "timing": unit.timing,
+                                 "extras": unit.extras})
     return unit
 
 
