@@ -59,7 +59,7 @@ def bench_length_embeddings(seed: int = 0) -> dict:
     from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
 
     prof = LENGTH_PROFILES["quick"]
-    library = make_library(POLYNOMIAL_LADDER, prof.n_per_level)
+    library = make_library(POLYNOMIAL_LADDER, prof.n_library)
     out = {}
     for protocol in ("paper", "strict"):
         for method in EMBEDDINGS:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from taskextrap import audit
-from taskextrap.embed import EMBEDDINGS, fit_library_embedding, mean_per_task
+from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.param import RelationalOperator, sort_context
 from taskextrap.operators.train import TrainConfig
@@ -69,8 +69,7 @@ class RTE:
 
     def __post_init__(self):
         self.protocol = get_protocol(self.protocol)
-        if self.embedding not in EMBEDDINGS:
-            raise TaskextrapError(f"unknown embedding {self.embedding!r}; choose from {sorted(EMBEDDINGS)}")
+        check_embedding(self.embedding)
         if self.anchors < 1:
             raise TaskextrapError("anchors must be >= 1")
         if not 0.0 <= self.near_fraction <= 1.0:

@@ -84,3 +84,12 @@ def test_mean_per_task_averages_draws_and_renormalises():
     z = np.array([[1.0, 0.0], [0.0, 1.0], [3.0, 4.0]])
     out = mean_per_task(z, np.array([0, 0, 1]), 2)
     np.testing.assert_allclose(out, [[np.sqrt(0.5), np.sqrt(0.5)], [0.6, 0.8]])
+
+
+def test_check_embedding():
+    from taskextrap.embed import check_embedding
+    from taskextrap.errors import TaskextrapError
+
+    assert check_embedding("adapted") == "adapted"
+    with pytest.raises(TaskextrapError, match="unknown embedding 'pca'"):
+        check_embedding("pca")

@@ -52,6 +52,8 @@ def test_verification_ranks_all_pairs_by_context_error(fitted, targets):
     direct = fitted.context_loss(obs.ctx_x, obs.ctx_y, d.outer, d.inner)
     np.testing.assert_allclose(direct, d.loss)
     outer_c, inner_c = fitted.candidates(obs.ctx_x, obs.ctx_y)
+    np.testing.assert_array_equal(d.outer_candidates, outer_c)
+    np.testing.assert_array_equal(d.inner_candidates, inner_c)
     assert {(o, i) for o, i in zip(d.outer[0], d.inner[0])} == {(o, i) for o in outer_c[0] for i in inner_c[0]}
     plain = fitted.decompose(obs.ctx_x, obs.ctx_y, verify=False)
     np.testing.assert_array_equal(plain.outer[:, 0], outer_c[:, 0])

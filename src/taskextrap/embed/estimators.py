@@ -24,7 +24,7 @@ import torch
 from torch.func import grad, vmap
 
 from taskextrap import audit
-from taskextrap.embed.probe import Params, flatten, init_probe, probe_forward, probe_loss
+from taskextrap.embed.probe import Params, flatten, init_probe, probe_loss
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import torch_generator
 
@@ -97,8 +97,7 @@ class ProxyEmbedding:
     pca_: object = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
-        if self.method not in EMBEDDINGS:
-            raise TaskextrapError(f"unknown embedding {self.method!r}; choose from {sorted(EMBEDDINGS)}")
+        check_embedding(self.method)
 
     def fit(self, ctx_x: np.ndarray, ctx_y: np.ndarray, params: np.ndarray,
             pretrain_x: np.ndarray | None = None, pretrain_y: np.ndarray | None = None) -> "ProxyEmbedding":
@@ -147,6 +146,13 @@ class ProxyEmbedding:
 
 
 EMBEDDINGS = ("adapted", "gradient", "fisher")
+
+
+def check_embedding(name: str) -> str:
+    """``name`` if it is a known Gamma estimator; a one-line TaskextrapError otherwise."""
+    if name not in EMBEDDINGS:
+        raise TaskextrapError(f"unknown embedding {name!r}; choose from {sorted(EMBEDDINGS)}")
+    return name
 
 
 def mean_per_task(z: np.ndarray, task: np.ndarray, n_tasks: int) -> np.ndarray:

@@ -10,7 +10,6 @@ targets and draws.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +17,9 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.profiles import SeededProfile, get_profile
+from taskextrap.experiments.profiles import DiscreteProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
-from taskextrap.experiments.units import UnitResult, run_seeds
+from taskextrap.experiments.units import UnitResult, per_target, run_seeds
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
 from taskextrap.search.composition import CompositionRTE
@@ -37,28 +36,14 @@ DEFAULT_EMBEDDING = "adapted"  # measured: see benchmarks/run.py
 GROUP = "unseen-pairs"
 
 
-@dataclass(frozen=True)
-class CompositionProfile(SeededProfile):
-    """Sizes: primitives per family, Psi_comp compositions per pass, held-out targets x draws."""
-
-    name: str
-    seeds: tuple[int, ...]
-    n_per_family: int
-    n_pairs: int
-    n_targets: int
-    n_draws: int
-    train: TrainConfig
-    decomposer_train: TrainConfig
-
-
 COMPOSITION_PROFILES = {
-    "quick": CompositionProfile("quick", (0,), n_per_family=500, n_pairs=4000, n_targets=200, n_draws=2,
+    "quick": DiscreteProfile("quick", (0,), n_library=500, n_pairs=4000, n_targets=200, n_draws=2,
                                 train=TrainConfig(steps=800, batch=4096, eval_every=100),
                                 decomposer_train=TrainConfig(steps=1500, batch=512, eval_every=100)),
-    "paper": CompositionProfile("paper", (0, 1, 2), n_per_family=3000, n_pairs=10000, n_targets=500, n_draws=4,
+    "paper": DiscreteProfile("paper", (0, 1, 2), n_library=3000, n_pairs=10000, n_targets=500, n_draws=4,
                                 train=TrainConfig(steps=2000, batch=4096, eval_every=100),
                                 decomposer_train=TrainConfig(steps=3000, batch=512, eval_every=100)),
-    "tiny": CompositionProfile("tiny", (0,), n_per_family=10, n_pairs=200, n_targets=6, n_draws=2,
+    "tiny": DiscreteProfile("tiny", (0,), n_library=10, n_pairs=200, n_targets=6, n_draws=2,
                                train=TrainConfig(steps=15, batch=512, eval_every=5),
                                decomposer_train=TrainConfig(steps=15, batch=64, eval_every=5)),
 }
@@ -79,7 +64,7 @@ def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: in
     return targets, obs
 
 
-def make_rte(protocol, profile: CompositionProfile, seed: int, embedding: str) -> CompositionRTE:
+def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str) -> CompositionRTE:
     """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
     return CompositionRTE(protocol=protocol, embedding=embedding, n_pairs=profile.n_pairs, train=profile.train,
                           decomposer_train=profile.decomposer_train, seed=seed)
@@ -90,7 +75,7 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
     """Predictions of every method at the query points, and retrieval diagnostics."""
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     d = rte.decompose(cx, cy)
-    outer_c, inner_c = rte.candidates(cx, cy)
+    outer_c, inner_c = d.outer_candidates, d.inner_candidates
     true_o, true_i = targets.outer[obs.task], targets.inner[obs.task]
     rand = rng(seed, "random-constituents").integers(len(primitives), size=(2, len(cx)))
     preds = {
@@ -111,17 +96,11 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
     return preds, retrieval
 
 
-def per_target(values: np.ndarray, n_targets: int) -> np.ndarray:
-    """Average (n_targets * n_draws, ...) per-draw values over each target's draws -> (n_targets,)."""
-    v = values.mean(axis=1) if values.ndim == 2 else values
-    return v.reshape(n_targets, -1).mean(axis=1)
-
-
-def run_unit(protocol, profile: CompositionProfile, seed: int, embedding: str,
+def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str,
              plot_dir: Path | None = None) -> UnitResult:
     """Fit RTE and the baseline for one training seed; evaluate every method on the held-out pairs."""
     t0 = time.perf_counter()
-    primitives = make_library(profile.n_per_family)
+    primitives = make_library(profile.n_library)
     rte = make_rte(protocol, profile, seed, embedding).fit(primitives)
     timing = dict(rte.timing_)
     t = time.perf_counter()

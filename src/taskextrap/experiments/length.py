@@ -10,7 +10,6 @@ same targets and draws; a training seed changes the library's observations and e
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,15 +17,16 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.profiles import SeededProfile, get_profile
+from taskextrap.experiments.profiles import DiscreteProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
-from taskextrap.experiments.units import UnitResult, run_seeds
+from taskextrap.experiments.units import UnitResult, per_target, run_seeds
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
 from taskextrap.search.length import LengthRTE
 from taskextrap.seeding import rng
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
+from taskextrap.tasks.registry import load_object
 
 METHODS = ("rte", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
 ABLATION_METHODS = ("rte", "no-averaging", "rank3-anchor", "random-anchors", "zero-shift", "sparse-inductive",
@@ -37,28 +37,14 @@ DEFAULT_EMBEDDING = "adapted"  # measured: see benchmarks/run.py
 GROUP = "degree9"
 
 
-@dataclass(frozen=True)
-class LengthProfile(SeededProfile):
-    """Sizes of the length experiments: library tasks per level, Psi_ext steps per pass, targets x draws."""
-
-    name: str
-    seeds: tuple[int, ...]
-    n_per_level: int
-    n_pairs: int
-    n_targets: int
-    n_draws: int
-    train: TrainConfig
-    decomposer_train: TrainConfig
-
-
 LENGTH_PROFILES = {
-    "quick": LengthProfile("quick", (0,), n_per_level=250, n_pairs=6000, n_targets=100, n_draws=8,
+    "quick": DiscreteProfile("quick", (0,), n_library=250, n_pairs=6000, n_targets=100, n_draws=8,
                            train=TrainConfig(steps=800, batch=4096, eval_every=100),
                            decomposer_train=TrainConfig(steps=1500, batch=512, eval_every=100)),
-    "paper": LengthProfile("paper", (0, 1, 2), n_per_level=1000, n_pairs=20000, n_targets=200, n_draws=16,
+    "paper": DiscreteProfile("paper", (0, 1, 2), n_library=1000, n_pairs=20000, n_targets=200, n_draws=16,
                            train=TrainConfig(steps=2000, batch=4096, eval_every=100),
                            decomposer_train=TrainConfig(steps=3000, batch=512, eval_every=100)),
-    "tiny": LengthProfile("tiny", (0,), n_per_level=12, n_pairs=300, n_targets=6, n_draws=2,
+    "tiny": DiscreteProfile("tiny", (0,), n_library=12, n_pairs=300, n_targets=6, n_draws=2,
                           train=TrainConfig(steps=15, batch=512, eval_every=5),
                           decomposer_train=TrainConfig(steps=15, batch=64, eval_every=5)),
 }
@@ -81,7 +67,7 @@ def make_targets(library: LadderSet, protocol, n_targets: int, n_draws: int) -> 
     return targets, obs
 
 
-def make_rte(protocol, profile: LengthProfile, seed: int, embedding: str) -> LengthRTE:
+def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str) -> LengthRTE:
     """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
     return LengthRTE(protocol=protocol, embedding=embedding, n_pairs=profile.n_pairs, train=profile.train,
                      decomposer_train=profile.decomposer_train, seed=seed)
@@ -112,17 +98,11 @@ def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet
     return preds, retrieval
 
 
-def per_target(values: np.ndarray, n_targets: int) -> np.ndarray:
-    """Average (n_targets * n_draws, ...) per-draw values over each target's draws -> (n_targets,)."""
-    v = values.mean(axis=1) if values.ndim == 2 else values
-    return v.reshape(n_targets, -1).mean(axis=1)
-
-
-def run_unit(ladder: Ladder, protocol, profile: LengthProfile, seed: int, embedding: str,
+def run_unit(ladder: Ladder, protocol, profile: DiscreteProfile, seed: int, embedding: str,
              plot_dir: Path | None = None) -> UnitResult:
     """Fit RTE and the baseline for one training seed and evaluate every method on the targets."""
     t0 = time.perf_counter()
-    library = make_library(ladder, profile.n_per_level)
+    library = make_library(ladder, profile.n_library)
     rte = make_rte(protocol, profile, seed, embedding).fit(library)
     timing = dict(rte.timing_)
     t = time.perf_counter()
@@ -188,13 +168,7 @@ def get_ladder(option: str | None) -> Ladder:
     if option is None or option == POLYNOMIAL_LADDER.name:
         return POLYNOMIAL_LADDER
     if ":" in option:
-        import importlib
-
-        mod, _, attr = option.partition(":")
-        try:
-            obj = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError) as e:
-            raise TaskextrapError(f"cannot load ladder {option!r}: {e}") from None
+        obj = load_object(option, "ladder")
         if isinstance(obj, Ladder):
             return obj
         raise TaskextrapError(f"{option!r} is not a taskextrap.tasks.ladder.Ladder")

@@ -18,7 +18,7 @@ from taskextrap.baselines.inductive import InductiveBaseline
 from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.experiments.profiles import PARAMETER_PROFILES, ParameterProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
-from taskextrap.experiments.units import UnitResult, cached_unit
+from taskextrap.experiments.units import UnitResult, cached_unit, per_target
 from taskextrap.report.schema import make_row
 from taskextrap.rte import RTE
 from taskextrap.seeding import rng
@@ -111,7 +111,7 @@ def predict_all(models: dict, library: TaskSet, obs: Observations, seed: int) ->
 
 def per_target_mse(pred: np.ndarray, obs: Observations, n_targets: int) -> np.ndarray:
     """MSE over query points, averaged over each target's draws -> (n_targets,)."""
-    return ((pred - obs.qry_y) ** 2).mean(axis=1).reshape(n_targets, -1).mean(axis=1)
+    return per_target((pred - obs.qry_y) ** 2, n_targets)
 
 
 def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,

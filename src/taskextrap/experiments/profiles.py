@@ -42,6 +42,24 @@ class ParameterProfile(SeededProfile):
     train: TrainConfig
 
 
+@dataclass(frozen=True)
+class DiscreteProfile(SeededProfile):
+    """Sizes of the length and composition experiments.
+
+    n_library: library tasks per level (length) or per primitive family (composition); n_pairs:
+    training tasks per pass of Psi; n_targets x n_draws: held-out targets and context draws of each.
+    """
+
+    name: str
+    seeds: tuple[int, ...]
+    n_library: int
+    n_pairs: int
+    n_targets: int
+    n_draws: int
+    train: TrainConfig
+    decomposer_train: TrainConfig
+
+
 PARAMETER_PROFILES = {
     "quick": ParameterProfile("quick", (0,), n_library=50, n_pairs=6000, n_targets=100, n_draws=8,
                               train=TrainConfig(steps=500, batch=2048, eval_every=50)),

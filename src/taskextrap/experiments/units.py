@@ -27,6 +27,13 @@ class UnitResult:
     extras: dict = field(default_factory=dict)
 
 
+def per_target(values: np.ndarray, n_targets: int) -> np.ndarray:
+    """Average per-draw values (n_targets * n_draws,) or (..., q) over query points and each target's draws
+    -> (n_targets,). Draws are task-major (draw j of target i at i * n_draws + j)."""
+    v = values.mean(axis=1) if values.ndim == 2 else values
+    return v.reshape(n_targets, -1).mean(axis=1)
+
+
 def fingerprint(**config) -> str:
     """A short stable hash of a JSON-able configuration."""
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from taskextrap import audit
-from taskextrap.embed import EMBEDDINGS, fit_library_embedding, mean_per_task
+from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.composition import CompositionOperator
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
@@ -39,11 +39,14 @@ VERIFY_CHUNK = 512  # targets per batched verification pass
 
 @dataclass(frozen=True)
 class CompositionDecomposition:
-    """Candidate pairs of each target, best first: outer and inner library indices, context MSE (n, k*k)."""
+    """Candidate pairs of each target, best first: outer and inner library indices, context MSE (n, k*k),
+    and the per-slot candidates they were formed from."""
 
     outer: np.ndarray
     inner: np.ndarray
     loss: np.ndarray
+    outer_candidates: np.ndarray  # the retrieved candidates of each slot, nearest first (n, k)
+    inner_candidates: np.ndarray
 
 
 @dataclass
@@ -67,7 +70,7 @@ class CompositionRTE:
     """
 
     protocol: object = "paper"
-    embedding: str = "gradient"
+    embedding: str = "adapted"
     k: int = 50
     temperature: float | None = 1.0
     n_average: int = 10
@@ -83,8 +86,7 @@ class CompositionRTE:
 
     def __post_init__(self):
         self.protocol = get_protocol(self.protocol, "composition")
-        if self.embedding not in EMBEDDINGS:
-            raise TaskextrapError(f"unknown embedding {self.embedding!r}; choose from {sorted(EMBEDDINGS)}")
+        check_embedding(self.embedding)
         if self.k < 1:
             raise TaskextrapError("k must be >= 1")
 
@@ -191,7 +193,7 @@ class CompositionRTE:
                                for s in (slice(i, i + VERIFY_CHUNK) for i in range(0, n, VERIFY_CHUNK))])
         order = np.argsort(loss, axis=1, kind="stable") if verify else np.tile(np.arange(kk * kk), (n, 1))
         take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
-        return CompositionDecomposition(take(outer), take(inner), take(loss))
+        return CompositionDecomposition(take(outer), take(inner), take(loss), outer_c, inner_c)
 
     def _pair_losses(self, ctx_x, ctx_y, outer_c, inner_c) -> np.ndarray:
         """Context MSE (n, k*k) of every (outer, inner) candidate pair; each inner curve is read once."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from taskextrap import audit
-from taskextrap.embed import EMBEDDINGS, fit_library_embedding, mean_per_task
+from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.extension import ExtensionOperator, loo_masks
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
@@ -88,8 +88,7 @@ class LengthRTE:
 
     def __post_init__(self):
         self.protocol = get_protocol(self.protocol, "length")
-        if self.embedding not in EMBEDDINGS:
-            raise TaskextrapError(f"unknown embedding {self.embedding!r}; choose from {sorted(EMBEDDINGS)}")
+        check_embedding(self.embedding)
         if self.k < 1 or self.c_grid < 2 or not 0.0 <= self.screen_fraction <= 1.0:
             raise TaskextrapError("need k >= 1, c_grid >= 2 and screen_fraction in [0, 1]")
 

@@ -9,19 +9,25 @@ from taskextrap.tasks.builtin import PARAMETER_FAMILIES
 from taskextrap.tasks.family import ParametricFamily
 
 
+def load_object(spec: str, what: str):
+    """The object ``attr`` of a user's ``module:attr`` spec; a one-line TaskextrapError if it cannot be loaded."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TaskextrapError(f"cannot load {what} {spec!r}: cannot import module {module_name!r}: {exc}") from None
+    obj = getattr(module, attr, None)
+    if obj is None:
+        raise TaskextrapError(f"cannot load {what} {spec!r}: module {module_name!r} has no attribute {attr!r}")
+    return obj
+
+
 def get_family(spec: "str | ParametricFamily") -> ParametricFamily:
     """Return the family named ``spec``: a built-in name, ``module:attr``, or a family itself."""
     if isinstance(spec, ParametricFamily):
         return spec
     if ":" in spec:
-        module_name, _, attr = spec.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise TaskextrapError(f"cannot import family module {module_name!r}: {exc}") from None
-        family = getattr(module, attr, None)
-        if family is None:
-            raise TaskextrapError(f"module {module_name!r} has no attribute {attr!r}")
+        family = load_object(spec, "family")
         if callable(family) and not isinstance(family, ParametricFamily):
             family = family()
         if not isinstance(family, ParametricFamily):
