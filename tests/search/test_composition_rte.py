@@ -46,7 +46,7 @@ def test_no_fit_sees_a_held_out_pair(fitted, prims):
 
 def test_verification_ranks_all_pairs_by_context_error(fitted, targets):
     _, obs = targets
-    d = fitted.decompose(obs.ctx_x, obs.ctx_y)
+    d = fitted.decompose(obs.ctx_x, obs.ctx_y, refine=0)
     assert d.outer.shape == d.inner.shape == d.loss.shape == (5, 16)
     assert np.all(np.diff(d.loss, axis=1) >= 0)
     direct = fitted.context_loss(obs.ctx_x, obs.ctx_y, d.outer, d.inner)
@@ -58,6 +58,34 @@ def test_verification_ranks_all_pairs_by_context_error(fitted, targets):
     plain = fitted.decompose(obs.ctx_x, obs.ctx_y, verify=False)
     np.testing.assert_array_equal(plain.outer[:, 0], outer_c[:, 0])
     np.testing.assert_array_equal(plain.inner[:, 0], inner_c[:, 0])
+
+
+def test_refinement_keeps_distinct_pairs_ranked_and_never_fits_worse(fitted, targets):
+    _, obs = targets
+    plain = fitted.decompose(obs.ctx_x, obs.ctx_y, refine=0)
+    d = fitted.decompose(obs.ctx_x, obs.ctx_y)
+    assert fitted.refine_rounds > 0 and d.loss.shape == plain.loss.shape
+    assert np.all(d.loss[:, 0] <= plain.loss[:, 0] + 1e-12)
+    assert np.all(np.diff(d.loss, axis=1) >= 0)
+    np.testing.assert_allclose(fitted.context_loss(obs.ctx_x, obs.ctx_y, d.outer, d.inner), d.loss)
+    for o, i in zip(d.outer, d.inner):
+        assert len(set(zip(o, i))) == len(o)
+
+
+def test_refinement_finds_the_true_pair_from_a_start_that_shares_one_slot(fitted, targets):
+    tg, obs = targets
+    size = len(fitted.primitives_)
+    wrong_outer = (tg.outer + 1) % size
+    # Start: (wrong outer, true inner) ranked first; one outer sweep must restore the true outer.
+    start_o = np.stack([wrong_outer, wrong_outer], 1)
+    start_i = np.stack([tg.inner, (tg.inner + 1) % size], 1)
+    loss = fitted.context_loss(obs.ctx_x, obs.ctx_y, start_o, start_i)
+    o, i, refined = fitted._refine(obs.ctx_x, obs.ctx_y, start_o, start_i, loss, rounds=1)
+    np.testing.assert_array_equal(o[:, 0], tg.outer)
+    np.testing.assert_array_equal(i[:, 0], tg.inner)
+    assert np.all(refined[:, 0] < 1e-4)
+    with pytest.raises(TaskextrapError, match="refine_rounds"):
+        CompositionRTE(refine_rounds=-1)
 
 
 def test_verification_recovers_the_true_pair_when_it_is_a_candidate(fitted, targets, monkeypatch):

@@ -36,6 +36,20 @@ def test_interpolated_curves_match_exact_values(prims):
     np.testing.assert_allclose(prims.compose_interp(comp.outer, comp.inner, xs), comp.values(xs), atol=2e-2)
 
 
+def test_whole_library_interpolation_matches_per_primitive_interpolation(prims):
+    x = np.random.default_rng(1).uniform(-12, 12, size=(4, 5))   # beyond the grid too: end values held
+    every = prims.interp_all(x)
+    assert every.shape == (4, 5, len(prims))
+    for j in (0, 17, len(prims) - 1):
+        np.testing.assert_allclose(every[..., j], prims.interp(x, np.full(4, j)))
+    # A non-uniform grid takes the binary-search path and agrees with np.interp.
+    grid = np.concatenate([np.linspace(-10, 0, 50), np.linspace(0.5, 10, 300)])
+    lib = PrimitiveSet.from_curves(["a"], np.zeros(3, dtype=int), grid, np.sin(grid[None] * [[1], [2], [3]]))
+    expect = np.stack([np.interp(x, grid, c) for c in lib.curves], -1)
+    np.testing.assert_allclose(lib.interp_all(x), expect)
+    np.testing.assert_allclose(lib.interp(x, np.full(4, 2)), expect[..., 2])
+
+
 def test_paper_split_holds_out_the_reversed_pairs():
     assert set(PAPER_SPLIT.test) == {("sin", "poly"), ("tanh", "sin"), ("poly", "tanh")}
     assert not set(PAPER_SPLIT.train) & set(PAPER_SPLIT.test)

@@ -8,7 +8,10 @@ pair train the composer Psi_comp (constituent curves + context -> h) and the dec
 Phase 2: g proposes z_outer and z_inner; the top-k library primitives nearest each are the
 candidates; verification composes every one of the k*k candidate pairs from stored library
 curves (interpolated) at the context inputs and ranks the pairs by context error, in one
-batched evaluation; Psi_comp predicts the queries from the best pair's curves and the context.
+batched evaluation. Refinement then sweeps the whole library for each slot of the best pair in
+turn (the other slot fixed), again by context error: with thousands of primitives the k nearest
+rarely contain the exact constituents, but they share one slot often enough for a sweep to find
+the other. Psi_comp predicts the queries from the best pairs' curves and the context.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from taskextrap.tasks.primitives import PAPER_SPLIT, Composer, CompositionSet, P
 from taskextrap.validation import check_context, check_query
 
 VERIFY_CHUNK = 512  # targets per batched verification pass
+REFINE_CHUNK = 32  # targets per refinement pass: a sweep holds (library, chunk, context) values
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,10 @@ class CompositionRTE:
         temperature, n_average: the prediction averages Psi_comp over the ``n_average`` best verified
             pairs, weighted by their context losses (``search.posterior``); ``temperature=None`` keeps
             only the best pair (the paper's arg-min).
+        refine_rounds: rounds of coordinate refinement after the k*k verification: the best pair's
+            outer slot is re-chosen over the whole library with the inner fixed, then the inner slot
+            with the outer fixed, by context MSE (0: the paper's Strategy B only). Retrieval from a
+            large library rarely contains the true pair; refinement lets the context finish the job.
         n_pairs: compositions drawn per pass to train Psi_comp.
         library_draws: context draws averaged into a primitive's embedding.
         val_fraction: share of primitives held out (training pairs still) for model selection.
@@ -74,6 +82,7 @@ class CompositionRTE:
     k: int = 50
     temperature: float | None = 1.0
     n_average: int = 10
+    refine_rounds: int = 2
     split: PairSplit = PAPER_SPLIT
     n_pairs: int = 20000
     library_draws: int = 4
@@ -89,6 +98,8 @@ class CompositionRTE:
         check_embedding(self.embedding)
         if self.k < 1:
             raise TaskextrapError("k must be >= 1")
+        if self.refine_rounds < 0:
+            raise TaskextrapError("refine_rounds must be >= 0")
 
     # ----------------------------------------------------------------------------- phase 1
     def fit(self, primitives: PrimitiveSet, progress=None) -> "CompositionRTE":
@@ -179,8 +190,10 @@ class CompositionRTE:
         k = min(self.k if k is None else k, len(self.z_library_))
         return nearest(z_outer, self.z_library_, k)[0], nearest(z_inner, self.z_library_, k)[0]
 
-    def decompose(self, ctx_x, ctx_y, k: int | None = None, verify: bool = True) -> CompositionDecomposition:
-        """Strategy B: all k*k candidate pairs, ranked by their composed curves' context MSE.
+    def decompose(self, ctx_x, ctx_y, k: int | None = None, verify: bool = True,
+                  refine: int | None = None) -> CompositionDecomposition:
+        """Strategy B: all k*k candidate pairs ranked by their composed curves' context MSE, then
+        ``refine`` rounds (default ``refine_rounds``) of coordinate refinement over the library.
 
         With ``verify=False`` the pairs keep retrieval order (rank-1 outer with rank-1 inner first).
         """
@@ -193,7 +206,53 @@ class CompositionRTE:
                                for s in (slice(i, i + VERIFY_CHUNK) for i in range(0, n, VERIFY_CHUNK))])
         order = np.argsort(loss, axis=1, kind="stable") if verify else np.tile(np.arange(kk * kk), (n, 1))
         take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
-        return CompositionDecomposition(take(outer), take(inner), take(loss), outer_c, inner_c)
+        outer, inner, loss = take(outer), take(inner), take(loss)
+        rounds = self.refine_rounds if refine is None else refine
+        if verify and rounds > 0:
+            parts = [self._refine(ctx_x[s], ctx_y[s], outer[s], inner[s], loss[s], rounds)
+                     for s in (slice(i, i + REFINE_CHUNK) for i in range(0, n, REFINE_CHUNK))]
+            outer, inner, loss = (np.concatenate(a) for a in zip(*parts))
+        return CompositionDecomposition(outer, inner, loss, outer_c, inner_c)
+
+    def _refine(self, ctx_x, ctx_y, outer, inner, loss, rounds):
+        """Coordinate refinement of the best verified pair over the whole library, then re-ranking.
+
+        Each round re-chooses the outer primitive with the inner fixed, then the inner with the
+        outer fixed, by context MSE. The pairs of the last two sweeps join the verified pairs; the
+        best ``k*k`` distinct pairs are kept, best first (the posterior average reads the top).
+        """
+        lib = self.primitives_
+        size = len(lib)
+        all_inner = lib.interp_all(ctx_x)                                    # (n, m, L): every g at the context
+        o, i = outer[:, 0], inner[:, 0]
+        for _ in range(rounds):
+            lo = self._outer_sweep(ctx_x, ctx_y, i)                          # (n, L): pairs (l, i)
+            i_fixed, o = i, lo.argmin(axis=1)
+            li = self._inner_sweep(all_inner, ctx_y, o)                      # (n, L): pairs (o, l)
+            i = li.argmin(axis=1)
+        lib_idx = np.broadcast_to(np.arange(size), (len(ctx_x), size))
+        ids = np.concatenate([outer * size + inner, lib_idx * size + i_fixed[:, None],
+                              o[:, None] * size + lib_idx], axis=1)
+        losses = np.concatenate([loss, lo, li], axis=1)
+        # The same pair can come from several sources (with the same loss): keep one copy.
+        by_id = np.argsort(ids, axis=1, kind="stable")
+        sorted_ids = np.take_along_axis(ids, by_id, 1)
+        dup = np.zeros_like(ids, dtype=bool)
+        dup[:, 1:] = sorted_ids[:, 1:] == sorted_ids[:, :-1]
+        np.put_along_axis(losses, by_id, np.where(dup, np.inf, np.take_along_axis(losses, by_id, 1)), 1)
+        keep = np.argsort(losses, axis=1, kind="stable")[:, : loss.shape[1]]
+        best = np.take_along_axis(ids, keep, 1)
+        return best // size, best % size, np.take_along_axis(losses, keep, 1)
+
+    def _outer_sweep(self, ctx_x, ctx_y, inner):
+        """Context MSE (n, L) of (l, inner) for every library primitive l as the outer function."""
+        g = self.primitives_.interp(ctx_x, inner)                            # (n, m)
+        return ((self.primitives_.interp_all(g) - ctx_y[:, :, None]) ** 2).mean(axis=1)
+
+    def _inner_sweep(self, all_inner, ctx_y, outer):
+        """Context MSE (n, L) of (outer, l) for every library primitive l as the inner function."""
+        fg = self.primitives_.interp(all_inner, np.broadcast_to(outer[:, None], all_inner.shape[:2]))
+        return ((fg - ctx_y[:, :, None]) ** 2).mean(axis=1)
 
     def _pair_losses(self, ctx_x, ctx_y, outer_c, inner_c) -> np.ndarray:
         """Context MSE (n, k*k) of every (outer, inner) candidate pair; each inner curve is read once."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+import functools
+
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
@@ -130,21 +132,48 @@ class PrimitiveSet:
                 out[rows] = fam(self.params[index[rows], : len(fam.params)], np.asarray(x)[rows])
         return out
 
+    def _locate(self, x) -> tuple[np.ndarray, np.ndarray]:
+        """Grid cell of each ``x`` and the position inside it (clipped: end values are held)."""
+        g = self.grid
+        x = np.asarray(x, dtype=float)
+        step = (g[-1] - g[0]) / (len(g) - 1)
+        if np.allclose(np.diff(g), step, rtol=1e-9, atol=0.0):
+            # Uniform grid (the default): arithmetic instead of a binary search, ~5x faster.
+            u = (x - g[0]) / step
+            pos = np.clip(np.floor(u), 0, len(g) - 2).astype(np.int64)
+            return pos, np.clip(u - pos, 0.0, 1.0)
+        pos = np.clip(np.searchsorted(g, x, side="right") - 1, 0, len(g) - 2)
+        return pos, np.clip((x - g[pos]) / (g[pos + 1] - g[pos]), 0.0, 1.0)
+
     def interp(self, x: np.ndarray, index: np.ndarray) -> np.ndarray:
         """Stored curves of primitives ``index`` (any shape s) linearly interpolated at ``x`` (shape s + (m,)).
 
         Vectorised over rows; outside the grid the end values are held (as ``np.interp``).
         """
         g = self.grid
-        x = np.asarray(x, dtype=float)
-        pos = np.clip(np.searchsorted(g, x, side="right") - 1, 0, len(g) - 2)
-        t = np.clip((x - g[pos]) / (g[pos + 1] - g[pos]), 0.0, 1.0)
+        pos, t = self._locate(x)
         # Gather the two neighbouring grid values straight from the flat curve table, without
         # materialising every selected curve (k*k candidate pairs would need gigabytes).
         flat = np.asarray(index, dtype=np.int64)[..., None] * len(g) + pos
         table = self.curves.ravel()
         lo, hi = table[flat], table[flat + 1]
         return lo + t * (hi - lo)
+
+    def interp_all(self, x: np.ndarray) -> np.ndarray:
+        """Every stored curve interpolated at ``x`` (any shape s): shape s + (len(self),).
+
+        One position lookup serves the whole library, which makes a sweep over all primitives
+        (coordinate refinement of a composition) a single gather.
+        """
+        pos, t = self._locate(x)
+        # Grid-major table: each gathered row is contiguous over the library (cache-friendly).
+        table = self._curves_by_grid
+        lo, hi = table[pos], table[pos + 1]                                   # s + (L,)
+        return lo + t[..., None] * (hi - lo)
+
+    @functools.cached_property
+    def _curves_by_grid(self) -> np.ndarray:
+        return np.ascontiguousarray(self.curves.T)
 
     def compose_interp(self, outer: np.ndarray, inner: np.ndarray, x: np.ndarray) -> np.ndarray:
         """f(g(x)) from stored curves only: pairs (outer, inner) of any shape s, ``x`` of shape s + (m,)."""
