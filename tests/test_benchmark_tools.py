@@ -1,4 +1,4 @@
-"""benchmarks/paired.py: paired per-target differences from cached unit files."""
+"""benchmarks/paired.py and benchmarks/tables.py: paired differences from unit files; README tables."""
 
 import importlib.util
 import json
@@ -38,3 +38,16 @@ def test_paired_filters_by_saved_profile(tmp_path, paired_mod):
     res = paired_mod.paired(tmp_path, "length", "paper", "rte", "sparse-inductive", profile="paper")
     assert res["poly"]["n"] == 2 and res["poly"]["mean"] == pytest.approx(3.0)
     assert paired_mod.paired(tmp_path, "length", "paper", "rte", "sparse-inductive")["poly"]["n"] == 3
+
+
+def test_tables_render_mse_and_accuracy_rows_with_wall_time(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = [{"group": "g", "method": "rte", "metric": "mse", "value": 0.5, "ci95": 0.1, "n": 3, "paper_value": 0.7},
+            {"group": "found", "method": "rte", "metric": "accuracy", "value": 0.25, "ci95": None, "n": 3}]
+    (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 90.0}}))
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+    text = mod.render("x")
+    assert "| `rte` | 0.500 ± 0.100 (paper 0.700) |" in text
+    assert "| `rte` | 0.250 |" in text and "_wall 1.5 min" in text

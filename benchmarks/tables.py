@@ -1,0 +1,45 @@
+"""Markdown tables of benchmark results (the README's results section is pasted from this).
+
+    python benchmarks/tables.py length-paper-paper composition-paper-paper
+    python benchmarks/tables.py --all
+
+Each name is a JSON file under benchmarks/results/ written by benchmarks/run.py; for each one the
+accuracy-style rows (retrieval shares) get a second table, and the wall time is printed below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from taskextrap.report.tables import wide_table
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def render(name: str) -> str:
+    """The tables of one results file, with its wall time."""
+    data = json.loads((RESULTS / f"{name}.json").read_text())
+    parts = [f"#### {name}", "", wide_table(data, "mse")]
+    if any(r["metric"] == "accuracy" for r in data["rows"]):
+        parts += ["", wide_table(data, "accuracy")]
+    wall = data.get("timing", {}).get("wall_s")
+    if wall is not None:
+        parts += ["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"]
+    return "\n".join(parts)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help="results files (without .json)")
+    ap.add_argument("--all", action="store_true", help="every results file with rows")
+    args = ap.parse_args()
+    names = args.names
+    if args.all:
+        names = sorted(p.stem for p in RESULTS.glob("*.json") if "rows" in json.loads(p.read_text()))
+    print("\n\n".join(render(n) for n in names))
+
+
+if __name__ == "__main__":
+    main()

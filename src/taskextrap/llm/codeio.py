@@ -1,0 +1,414 @@
+"""CodeIO string compositions for the language-model experiment (paper Section 4.2; reference 11).
+
+A task is an ordered pair (a, b) of string primitives with output b(a(s)). The primitives are
+the authors' code's **31** functions (reference 11.1). The paper says 33 and lists 30 names; we
+follow the code. Masked names Func_00..Func_30 follow the alphabetical order of the code names.
+On lowercase a-z inputs several primitives coincide (23 distinct singles), so many held-out
+pairs are functionally equal to a training pair or a single primitive. ``novel_test_pairs``
+picks the held-out pairs that are new functions.
+
+Leaks avoided (reference 11.7): the search space is every single plus every pair
+(``candidates``). It is never the held-out list. Training samplers draw only from the
+``train_pairs`` they are given, and the pretraining corpus (``primitive_pairs``) shows single
+primitives only.
+
+Prompts are compact plain text for a small character-level model; exact wording is in each
+docstring. Completions start with one space.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import groupby
+from typing import Callable
+
+import numpy as np
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.seeding import rng
+
+VOWELS = set("aeiouAEIOU")
+_VOWEL_DIGIT = {v: str(i + 1) for i, v in enumerate("aeiou")}
+
+
+# ------------------------------------------------------------------------------ primitives
+
+
+def _shift(s: str, k: int) -> str:
+    # Caesar shift on ASCII letters only, case preserved; everything else passes through.
+    out = []
+    for c in s:
+        if "a" <= c <= "z":
+            c = chr((ord(c) - 97 + k) % 26 + 97)
+        elif "A" <= c <= "Z":
+            c = chr((ord(c) - 65 + k) % 26 + 65)
+        out.append(c)
+    return "".join(out)
+
+
+def _reverse(s: str) -> str:
+    # Recursive, as in the authors' code; halving keeps the depth logarithmic for long inputs.
+    if len(s) <= 1:
+        return s
+    h = len(s) // 2
+    return _reverse(s[h:]) + _reverse(s[:h])
+
+
+def _interlace(a: str, b: str) -> str:
+    return "".join(x + y for x, y in zip(a, b))
+
+
+def _recursive_interlace(a: str, b: str) -> str:
+    # Same function as _interlace, computed recursively (the authors' separate primitive).
+    if len(a) <= 1:
+        return _interlace(a, b)
+    h = len(a) // 2
+    return _recursive_interlace(a[:h], b[:h]) + _recursive_interlace(a[h:], b[h:])
+
+
+def _rotate(s: str, k: int) -> str:
+    k = k % len(s) if s else 0
+    return s[k:] + s[:k]
+
+
+def _while_rotate_1(s: str) -> str:
+    # Loop-based rotation by one: move the first character to the end once.
+    out, steps = s, 0
+    while steps < 1 and out:
+        out, steps = out[1:] + out[0], steps + 1
+    return out
+
+
+def _loop_concat_2(s: str) -> str:
+    out = ""
+    for _ in range(2):
+        out += s
+    return out
+
+
+def _shuffle(s: str) -> str:
+    # Deterministic stride permutation: the smallest odd m >= 3 coprime with len(s).
+    n = len(s)
+    if n <= 1:
+        return s  # gcd(m, 0) = m would never reach 1
+    m = 3
+    while math.gcd(m, n) != 1:
+        m += 2
+    return "".join(s[(i * m) % n] for i in range(n))
+
+
+def _force_digit(s: str) -> str:
+    # The authors' depth-3 back-chaining search stops at its first rule, "append 1".
+    return s if any(c.isdigit() for c in s) else s + "1"
+
+
+PRIMITIVES: dict[str, Callable[[str], str]] = {
+    "add_prefix_x": lambda s: "x_" + s,
+    "add_suffix_y": lambda s: s + "_y",
+    "alternate_case": lambda s: "".join(c.upper() if i % 2 else c.lower() for i, c in enumerate(s)),
+    "compress": lambda s: "".join(k for k, _ in groupby(s)),
+    "concat_self": lambda s: s + s,
+    "duplicate_chars": lambda s: "".join(c + c for c in s),
+    "fancy_brackets": lambda s: "".join(f"«{c}»" for c in s),
+    "filter_alpha": lambda s: "".join(c for c in s if c.isalpha()),
+    "force_digit": _force_digit,
+    "force_palindrome": lambda s: s if s == s[::-1] else s + s[::-1],
+    "identity": lambda s: s,
+    "interlace_self_rev": lambda s: _interlace(s, s[::-1]),
+    "loop_concat_2": _loop_concat_2,
+    "lower_case": lambda s: s.lower(),
+    "mirror": lambda s: s + s[::-1],
+    "recursive_interlace_rev": lambda s: _recursive_interlace(s, _reverse(s)),
+    "remove_vowels": lambda s: "".join(c for c in s if c not in VOWELS),
+    "repeat_2": lambda s: s * 2,
+    "reverse": _reverse,
+    "reverse_words": lambda s: " ".join(reversed(s.split(" "))),
+    "rotate_1": lambda s: _rotate(s, 1),
+    "rotate_3": lambda s: _rotate(s, 3),
+    "sep_dash": lambda s: "-".join(s),
+    "shift_1": lambda s: _shift(s, 1),
+    "shift_13": lambda s: _shift(s, 13),
+    "shuffle": _shuffle,
+    "sort": lambda s: "".join(sorted(s)),
+    "upper_case": lambda s: s.upper(),
+    "verify_even": lambda s: s[:-1] if len(s) % 2 else s,
+    "vowel_to_num": lambda s: "".join(_VOWEL_DIGIT.get(c.lower(), c) for c in s),
+    "while_rotate_1": _while_rotate_1,
+}
+NAMES: tuple[str, ...] = tuple(sorted(PRIMITIVES))
+_INDEX = {name: i for i, name in enumerate(NAMES)}
+
+Candidate = str | tuple[str, str]
+
+
+def masked_name(name: str) -> str:
+    """The anonymised name shown to the model: Func_NN by alphabetical index (reverse: Func_18)."""
+    if name not in _INDEX:
+        raise TaskextrapError(f"unknown primitive {name!r}")
+    return f"Func_{_INDEX[name]:02d}"
+
+
+def _as_candidate(candidate) -> Candidate:
+    # Normalise a single name or an (a, b) pair; anything else is a one-line user error.
+    if isinstance(candidate, str):
+        if candidate not in PRIMITIVES:
+            raise TaskextrapError(f"unknown primitive {candidate!r}")
+        return candidate
+    parts = tuple(candidate) if isinstance(candidate, (tuple, list)) else ()
+    if len(parts) != 2 or not all(isinstance(p, str) and p in PRIMITIVES for p in parts):
+        raise TaskextrapError(f"a candidate is a primitive name or a pair of names: {candidate!r}")
+    return parts
+
+
+def functions_of(candidate) -> tuple[str, ...]:
+    """The primitive names of a candidate in application order (a then b; one for a single)."""
+    c = _as_candidate(candidate)
+    return (c,) if isinstance(c, str) else c
+
+
+def apply(candidate, s: str) -> str:
+    """Output of a candidate on s: f(s) for a single name f, b(a(s)) for a pair (a, b)."""
+    for name in functions_of(candidate):
+        s = PRIMITIVES[name](s)
+    return s
+
+
+# ------------------------------------------------------------------- strings, pairs, split
+
+_ALPHABET = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+
+
+def random_strings(g: np.random.Generator, n: int, min_len: int = 6,
+                   max_len: int = 14) -> list[str]:
+    """n random lowercase a-z strings, length uniform in [min_len, max_len]."""
+    if not 1 <= min_len <= max_len:
+        raise TaskextrapError(f"need 1 <= min_len <= max_len, got {min_len}, {max_len}")
+    lengths = g.integers(min_len, max_len + 1, size=n)
+    return ["".join(_ALPHABET[g.integers(0, 26, size=int(k))]) for k in lengths]
+
+
+def all_pairs() -> list[tuple[str, str]]:
+    """All 961 ordered pairs (a, b) (output b(a(s))), self- and identity pairs included."""
+    return [(a, b) for a in NAMES for b in NAMES]
+
+
+def split_pairs(seed: int = 0, test_fraction: float = 0.2) -> tuple[list, list]:
+    """(train_pairs, test_pairs): a seeded shuffle holds out floor(fraction * 961) pairs (192).
+
+    Both lists keep the all_pairs order, so the split depends on the seed only.
+    """
+    if not 0.0 < test_fraction < 1.0:
+        raise TaskextrapError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+    pairs = all_pairs()
+    order = rng(seed, "codeio", "split").permutation(len(pairs))
+    held = set(order[: int(math.floor(test_fraction * len(pairs)))].tolist())
+    train = [p for i, p in enumerate(pairs) if i not in held]
+    test = [p for i, p in enumerate(pairs) if i in held]
+    return train, test
+
+
+PROBE: tuple[str, ...] = tuple(random_strings(rng(0, "codeio", "probe"), 200))
+
+
+def behaviour(fn_or_pair, probe=None) -> tuple[str, ...]:
+    """A candidate's (name, pair or callable) outputs on the probe strings (default PROBE).
+
+    Typical random inputs, so two functions that differ only on rare inputs (e.g. palindromes)
+    count as one behaviour.
+    """
+    probe = PROBE if probe is None else probe
+    if callable(fn_or_pair):
+        return tuple(fn_or_pair(s) for s in probe)
+    return tuple(apply(fn_or_pair, s) for s in probe)
+
+
+def novel_test_pairs(train, test, probe=None) -> list[tuple[str, str]]:
+    """Held-out pairs whose behaviour differs from every training pair and every single."""
+    seen = {behaviour(c, probe) for c in list(train) + list(NAMES)}
+    return [tuple(p) for p in test if behaviour(p, probe) not in seen]
+
+
+# --------------------------------------------------------------------------------- prompts
+
+FEWSHOT_HEADER = "Perform the string transformation pattern seen below:\n"
+REFERENCE_HEADER = "Reference Functions:\n"
+TARGET_HEADER = "Now, use the Reference Functions above to solve the Target Task:\n"
+QUERY_HEADER = "### Query:\n"
+
+
+def answer_completion(answer: str) -> str:
+    """The completion for an answer: " <answer>"."""
+    return f" {answer}"
+
+
+def _shot_lines(shots) -> str:
+    return "".join(f"In: {s} Out: {t}\n" for s, t in shots)
+
+
+def _target_section(shots, query_in: str) -> str:
+    return f"{_shot_lines(shots)}{QUERY_HEADER}In: {query_in} Out:"
+
+
+def fewshot_prompt(shots, query_in: str) -> str:
+    """Plain prompt: FEWSHOT_HEADER, "In: s Out: t\\n" per shot, "### Query:\\nIn: q Out:"."""
+    return FEWSHOT_HEADER + _target_section(shots, query_in)
+
+
+def reference_block(name: str, inputs) -> str:
+    """One block: "--- Func_NN ---\\n" then "In: x Out: f(x)\\n" for each raw input x."""
+    rows = "".join(f"In: {x} Out: {PRIMITIVES[name](x)}\n" for x in inputs)
+    return f"--- {masked_name(name)} ---\n{rows}"
+
+
+def reference_prefix(candidate, context_inputs) -> str:
+    """REFERENCE_HEADER, one block per function of the candidate (a then b), TARGET_HEADER.
+
+    Every block applies its own primitive to the raw inputs; nothing is chained.
+    """
+    blocks = "".join(reference_block(f, context_inputs) for f in functions_of(candidate))
+    return REFERENCE_HEADER + blocks + TARGET_HEADER
+
+
+def reference_prompt(candidate, shots, query_in: str, context_inputs=None) -> str:
+    """Relational prompt: reference_prefix then the shots and the query as in fewshot_prompt.
+
+    context_inputs defaults to the shot inputs plus the query input (the paper's context
+    alignment: each block shows its function on the task's own strings).
+    """
+    if context_inputs is None:
+        context_inputs = [s for s, _ in shots] + [query_in]
+    return reference_prefix(candidate, context_inputs) + _target_section(shots, query_in)
+
+
+def loo_pairs(candidate, support) -> list[tuple[str, str]]:
+    """Leave-one-out scoring pairs: support i is the query, the others are shots.
+
+    The blocks show every support input, so all prompts of a candidate share the prefix up to
+    and including TARGET_HEADER; only the target section (last) varies.
+    """
+    support = list(support)
+    if not support:
+        raise TaskextrapError("loo_pairs needs at least one support example")
+    prefix = reference_prefix(candidate, [s for s, _ in support])
+    out = []
+    for i, (s_i, t_i) in enumerate(support):
+        shots = support[:i] + support[i + 1:]
+        out.append((prefix + _target_section(shots, s_i), answer_completion(t_i)))
+    return out
+
+
+def cot_prompt(shots, query_in: str) -> str:
+    """The chain-of-thought prompt: the same text as fewshot_prompt (shots cannot show steps)."""
+    return fewshot_prompt(shots, query_in)
+
+
+def cot_completion(intermediate: str, answer: str) -> str:
+    """The chain-of-thought completion: " <intermediate> => <answer>"."""
+    return f" {intermediate} => {answer}"
+
+
+def parse_cot(text: str) -> str:
+    """The answer in a generated CoT text: after the last "=>" of its first line, stripped.
+
+    Primitive outputs never contain "=" or ">", so the split is unambiguous. Without an arrow the
+    whole first line is returned stripped; None or empty gives "".
+    """
+    line = (text or "").lstrip("\n").split("\n", 1)[0]
+    return line.rpartition("=>")[2].strip()
+
+
+# ------------------------------------------------------------------------------ samplers
+
+
+def _pick(g: np.random.Generator, items):
+    return items[int(g.integers(len(items)))]
+
+
+def _train_list(train_pairs) -> list[tuple[str, str]]:
+    pairs = [_as_candidate(p) for p in train_pairs]
+    if not pairs or any(isinstance(p, str) for p in pairs):
+        raise TaskextrapError("train_pairs must be a non-empty list of (a, b) pairs")
+    return pairs
+
+
+def _examples(g: np.random.Generator, candidate, k: int) -> list[tuple[str, str]]:
+    # k fresh strings and the candidate's outputs; the last one serves as the query.
+    return [(s, apply(candidate, s)) for s in random_strings(g, k)]
+
+
+def primitive_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
+    """Pretraining corpus: few-shot prompts of one random single primitive (3 shots + query)."""
+    out = []
+    for _ in range(n):
+        *shots, (q, t) = _examples(g, _pick(g, NAMES), 4)
+        out.append((fewshot_prompt(shots, q), answer_completion(t)))
+    return out
+
+
+def fewshot_pairs(g: np.random.Generator, n: int, train_pairs) -> list[tuple[str, str]]:
+    """Baseline training pairs: 3 shots + 1 query of a random training pair, plain prompt."""
+    pairs = _train_list(train_pairs)
+    out = []
+    for _ in range(n):
+        *shots, (q, t) = _examples(g, _pick(g, pairs), 4)
+        out.append((fewshot_prompt(shots, q), answer_completion(t)))
+    return out
+
+
+def cot_pairs(g: np.random.Generator, n: int, train_pairs) -> list[tuple[str, str]]:
+    """CoT training pairs: plain prompt, completion " a(q) => b(a(q))" of a training pair (a, b)."""
+    pairs = _train_list(train_pairs)
+    out = []
+    for _ in range(n):
+        pair = _pick(g, pairs)
+        *shots, (q, t) = _examples(g, pair, 4)
+        out.append((cot_prompt(shots, q), cot_completion(apply(pair[0], q), t)))
+    return out
+
+
+def reference_pairs(g: np.random.Generator, n: int, train_pairs,
+                    p_single: float = 0.2) -> list[tuple[str, str]]:
+    """Relational training pairs: the context-aligned reference prompt of the true candidate.
+
+    With probability p_single the task is a random single primitive (one block), otherwise a
+    random training pair (two blocks); 3 shots + 1 query.
+    """
+    pairs = _train_list(train_pairs)
+    if not 0.0 <= p_single <= 1.0:
+        raise TaskextrapError(f"p_single must lie in [0, 1], got {p_single}")
+    out = []
+    for _ in range(n):
+        cand = _pick(g, NAMES) if g.random() < p_single else _pick(g, pairs)
+        *shots, (q, t) = _examples(g, cand, 4)
+        out.append((reference_prompt(cand, shots, q), answer_completion(t)))
+    return out
+
+
+# ---------------------------------------------------------------------------- test tasks
+
+
+@dataclass(frozen=True)
+class CodeIOTask:
+    """One test task: its pair, support examples (in, out) and one query (in, out)."""
+
+    pair: tuple[str, str]
+    support: tuple[tuple[str, str], ...]
+    query: tuple[str, str]
+
+
+def make_test_tasks(test_pairs, seed: int, n_support: int = 3) -> list[CodeIOTask]:
+    """One task per held-out pair; each pair's strings come from its own stream under seed."""
+    if n_support < 1:
+        raise TaskextrapError(f"n_support must be >= 1, got {n_support}")
+    tasks = []
+    for pair in test_pairs:
+        pair = _as_candidate(pair)
+        *support, query = _examples(rng(seed, "codeio", "test", *pair), pair, n_support + 1)
+        tasks.append(CodeIOTask(pair, tuple(support), query))
+    return tasks
+
+
+def candidates() -> list[Candidate]:
+    """The search space: all 31 singles, then all 961 pairs (never told which are held out)."""
+    return list(NAMES) + all_pairs()

@@ -1,0 +1,256 @@
+"""Sparse parity for the language-model experiment (paper Section 4.1; reference section 10).
+
+n = 8 uniform random bits; the label of a task with mask S is the XOR of the bits in S (bit i of
+the mask <-> position i of the printed vector). Training library = all 210 masks of size 2..5;
+test = all 28 masks of size 6. The relational view: f_{P xor {b}}(x) = f_P(x) xor x_b, so a size-6
+task is a size-5 parent plus one added bit. The harness computes the parent's parity ("Anchor")
+and the added bit ("Bit") exactly; the model's only job in the extender prompt is their XOR.
+
+Pure Python / numpy: no language model here. ``exact_search`` is the LLM-free search (a candidate
+is kept when its implied parity fits every support label), the reference point that any
+language-model search must beat to show it adds something (reference 10.6).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.seeding import rng
+
+N_BITS = 8
+TRAIN_SIZES = (2, 3, 4, 5)
+TEST_SIZE = 6
+INSTRUCTION = "Instruction: Compute the Output.\n###\n"
+
+Mask = tuple[int, ...]
+Candidate = tuple[Mask, int]
+
+
+def _masks_of_size(k: int) -> tuple[Mask, ...]:
+    return tuple(itertools.combinations(range(N_BITS), k))
+
+
+TRAIN_MASKS: tuple[Mask, ...] = tuple(m for k in TRAIN_SIZES for m in _masks_of_size(k))
+TEST_MASKS: tuple[Mask, ...] = _masks_of_size(TEST_SIZE)
+_TRAIN_SET = frozenset(TRAIN_MASKS)
+
+
+def as_mask(bits) -> Mask:
+    """A mask as a sorted tuple of distinct bit positions in 0..7 (accepts any iterable)."""
+    out = tuple(sorted({int(b) for b in bits}))
+    if out and (out[0] < 0 or out[-1] >= N_BITS):
+        raise TaskextrapError(f"mask bits must lie in 0..{N_BITS - 1}, got {out}")
+    return out
+
+
+def parity(mask, x) -> np.ndarray:
+    """Labels (n,) of mask on inputs x (n, 8) or (8,): XOR of the masked bits (empty mask -> 0)."""
+    x = np.atleast_2d(np.asarray(x, dtype=np.int64))
+    cols = list(as_mask(mask))
+    return x[:, cols].sum(axis=1) % 2 if cols else np.zeros(len(x), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class ParityTask:
+    """One parity task: its hidden mask, a support set and queries (x rows are 0/1 vectors)."""
+
+    mask: Mask
+    support_x: np.ndarray
+    support_y: np.ndarray
+    query_x: np.ndarray
+    query_y: np.ndarray
+
+
+def _draw_task(g: np.random.Generator, mask: Mask, n_support: int, n_query: int) -> ParityTask:
+    # i.i.d. uniform vectors, as the authors drew them (duplicates allowed).
+    x = g.integers(0, 2, size=(n_support + n_query, N_BITS))
+    y = parity(mask, x)
+    return ParityTask(mask, x[:n_support], y[:n_support], x[n_support:], y[n_support:])
+
+
+def _check_counts(n_support: int, n_query: int) -> None:
+    if n_support < 1 or n_query < 1:
+        raise TaskextrapError(f"n_support and n_query must be >= 1, got {n_support}, {n_query}")
+
+
+def make_test_tasks(seed: int, n_support: int = 5, n_query: int = 10) -> list[ParityTask]:
+    """The 28 size-6 test tasks, in TEST_MASKS order; each mask has its own stream under seed."""
+    _check_counts(n_support, n_query)
+    return [_draw_task(rng(seed, "parity", "test", *m), m, n_support, n_query) for m in TEST_MASKS]
+
+
+def sample_training_task(g: np.random.Generator, mask=None, n_support: int = 5,
+                         n_query: int = 1) -> ParityTask:
+    """A training task: mask (random from TRAIN_MASKS if None) with fresh vectors drawn from g."""
+    _check_counts(n_support, n_query)
+    if mask is None:
+        mask = TRAIN_MASKS[int(g.integers(len(TRAIN_MASKS)))]
+    mask = as_mask(mask)
+    if mask not in _TRAIN_SET:
+        # The guard that keeps held-out (size-6) masks out of every training sampler.
+        raise TaskextrapError(f"mask {mask} is not a training mask (sizes {TRAIN_SIZES})")
+    return _draw_task(g, mask, n_support, n_query)
+
+
+# ---------------------------------------------------------------------------------- prompts
+
+
+def format_bits(row) -> str:
+    """A vector printed as the prompts show it: "b0 b1 ... b7"."""
+    return " ".join(str(int(b)) for b in np.asarray(row).ravel())
+
+
+def label_completion(y) -> str:
+    """The completion for label y: " 0" or " 1"."""
+    return f" {int(y)}"
+
+
+def parse_label(text: str) -> int | None:
+    """The first "0"/"1" character of a generated text (the authors' rule), None if absent."""
+    for ch in text or "":
+        if ch in "01":
+            return int(ch)
+    return None
+
+
+def baseline_prompt(support_x, support_y, query_x) -> str:
+    """Plain prompt: instruction, "In: bits\\nOut: y\\n\\n" per shot, then "In: <query>\\nOut:"."""
+    shots = "".join(f"In: {format_bits(x)}\nOut: {int(y)}\n\n"
+                    for x, y in zip(support_x, support_y))
+    return f"{INSTRUCTION}{shots}In: {format_bits(query_x)}\nOut:"
+
+
+def extender_prompt(support_x, support_y, query_x, parent_mask, bit: int) -> str:
+    """Relational prompt: each row shows In, Anchor (parent parity), Bit (x_bit) and Out.
+
+    The query shows In/Anchor/Bit and ends with "Out:"; the answer is Anchor XOR Bit.
+    """
+    _check_bit(bit)
+    rows = np.concatenate([np.atleast_2d(support_x), np.atleast_2d(query_x)]).astype(np.int64)
+    anchors, bits = parity(parent_mask, rows), rows[:, bit]
+    lines = [f"In: {format_bits(x)}\nAnchor: {a}\nBit: {b}\n"
+             for x, a, b in zip(rows, anchors, bits)]
+    shots = "".join(f"{line}Out: {int(y)}\n\n" for line, y in zip(lines[:-1], support_y))
+    return f"{INSTRUCTION}{shots}{lines[-1]}Out:"
+
+
+def _check_bit(bit: int) -> None:
+    if not 0 <= int(bit) < N_BITS:
+        raise TaskextrapError(f"bit must lie in 0..{N_BITS - 1}, got {bit}")
+
+
+# ---------------------------------------------------------------------- training samplers
+
+
+def baseline_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
+    """n (prompt, completion) pairs: a random training mask, 5 support + 1 query fresh vectors."""
+    out = []
+    for _ in range(n):
+        t = sample_training_task(g)
+        out.append((baseline_prompt(t.support_x, t.support_y, t.query_x[0]),
+                    label_completion(t.query_y[0])))
+    return out
+
+
+def extender_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
+    """n extender (prompt, completion) pairs on random training tasks.
+
+    The parent is the task's mask minus one random bit (size 1..4; parents need not be library
+    tasks in training). The target mask itself is always a training mask.
+    """
+    out = []
+    for _ in range(n):
+        t = sample_training_task(g)
+        bit = t.mask[int(g.integers(len(t.mask)))]
+        parent = tuple(b for b in t.mask if b != bit)
+        out.append((extender_prompt(t.support_x, t.support_y, t.query_x[0], parent, bit),
+                    label_completion(t.query_y[0])))
+    return out
+
+
+# ---------------------------------------------------------------------------------- search
+
+
+def implied_mask(parent, bit: int) -> Mask:
+    """The target a candidate (parent, bit) implies: parent XOR {bit} (adds or removes the bit)."""
+    _check_bit(bit)
+    return as_mask(set(as_mask(parent)) ^ {int(bit)})
+
+
+def candidates(space: str) -> list[Candidate]:
+    """Search candidates (parent_mask, bit) in a fixed enumeration order.
+
+    "frontier": every size-5 mask x every bit outside it (168, all imply size-6 masks);
+    "all": every training mask x every bit 0..7 (1680, the paper's description).
+    """
+    if space == "frontier":
+        return [(m, b) for m in TRAIN_MASKS if len(m) == 5 for b in range(N_BITS) if b not in m]
+    if space == "all":
+        return [(m, b) for m in TRAIN_MASKS for b in range(N_BITS)]
+    raise TaskextrapError(f"unknown candidate space {space!r}; use 'frontier' or 'all'")
+
+
+def oracle_parent(mask) -> Candidate:
+    """The oracle decomposition: (mask minus its lowest set bit, that bit)."""
+    mask = as_mask(mask)
+    if not mask:
+        raise TaskextrapError("the empty mask has no parent")
+    return mask[1:], mask[0]
+
+
+def loo_pairs(task: ParityTask, parent, bit: int) -> list[tuple[str, str]]:
+    """Leave-one-out scoring pairs of one candidate: support i as query, the others as shots."""
+    n = len(task.support_x)
+    out = []
+    for i in range(n):
+        keep = [j for j in range(n) if j != i]
+        prompt = extender_prompt(task.support_x[keep], task.support_y[keep], task.support_x[i],
+                                 parent, bit)
+        out.append((prompt, label_completion(task.support_y[i])))
+    return out
+
+
+def _implied_matrix(cands: list[Candidate]) -> np.ndarray:
+    # One 0/1 row per candidate: the implied mask as an indicator over the 8 bits.
+    m = np.zeros((len(cands), N_BITS), dtype=np.int64)
+    for r, (parent, bit) in enumerate(cands):
+        m[r, list(implied_mask(parent, bit))] = 1
+    return m
+
+
+def consistent_candidates(task: ParityTask, space: str) -> list[Candidate]:
+    """The candidates whose implied parity matches every support label, in enumeration order."""
+    cands = candidates(space)
+    fits = _support_errors(task, _implied_matrix(cands)) == 0
+    return [c for c, ok in zip(cands, fits) if ok]
+
+
+def _support_errors(task: ParityTask, implied: np.ndarray) -> np.ndarray:
+    pred = np.asarray(task.support_x, dtype=np.int64) @ implied.T % 2
+    return (pred != np.asarray(task.support_y)[:, None]).sum(axis=0)
+
+
+def exact_search(task: ParityTask, space: str, tie_vote: bool = False) -> tuple[np.ndarray, int]:
+    """LLM-free search: (query predictions, number of consistent candidates).
+
+    Predicts with the first consistent candidate in enumeration order or, with tie_vote, the
+    per-query majority over all consistent candidates (an exact tie takes the first consistent
+    candidate's prediction). With no consistent candidate the one with the fewest support errors
+    (first on ties) predicts and the count is 0.
+    """
+    implied = _implied_matrix(candidates(space))
+    errors = _support_errors(task, implied)
+    preds = np.asarray(task.query_x, dtype=np.int64) @ implied.T % 2  # (n_query, n_candidates)
+    ok = np.flatnonzero(errors == 0)
+    if len(ok) == 0:
+        return preds[:, int(np.argmin(errors))], 0
+    first = preds[:, ok[0]]
+    if not tie_vote:
+        return first, len(ok)
+    ones = preds[:, ok].sum(axis=1)
+    vote = np.where(2 * ones > len(ok), 1, 0)
+    return np.where(2 * ones == len(ok), first, vote), len(ok)

@@ -1,0 +1,228 @@
+"""CodeIO task module: primitives, equivalence classes, split, prompts, samplers, LOO pairs."""
+
+import re
+from collections import defaultdict
+
+import pytest
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.llm import codeio as C
+from taskextrap.seeding import rng
+
+TABLE = [  # (primitive, input, output) from reference section 11.1
+    ("add_prefix_x", "ab", "x_ab"), ("add_suffix_y", "ab", "ab_y"),
+    ("alternate_case", "abcdef", "aBcDeF"), ("compress", "aaabb", "ab"),
+    ("concat_self", "ab", "abab"), ("duplicate_chars", "ab", "aabb"),
+    ("fancy_brackets", "ab", "«a»«b»"), ("filter_alpha", "x_a-b1«c»", "xabc"),
+    ("force_digit", "abc", "abc1"), ("force_digit", "ab3", "ab3"),
+    ("force_palindrome", "aba", "aba"), ("force_palindrome", "ab", "abba"),
+    ("identity", "abc", "abc"), ("interlace_self_rev", "abc", "acbbca"),
+    ("loop_concat_2", "ab", "abab"), ("lower_case", "aBC", "abc"), ("mirror", "aba", "abaaba"),
+    ("recursive_interlace_rev", "abc", "acbbca"), ("remove_vowels", "AbEcio", "bc"),
+    ("repeat_2", "ab", "abab"), ("reverse", "abcde", "edcba"), ("reverse_words", "ab cd", "cd ab"),
+    ("rotate_1", "abc", "bca"), ("rotate_3", "ab", "ba"), ("rotate_3", "abc", "abc"),
+    ("rotate_3", "abcde", "deabc"), ("sep_dash", "abc", "a-b-c"), ("shift_1", "azZ_", "baA_"),
+    ("shift_13", "abN", "noA"), ("shuffle", "abcdef", "afedcb"), ("shuffle", "abcdefg", "adgcfbe"),
+    ("shuffle", "ab", "ab"), ("shuffle", "", ""), ("sort", "baB", "Bab"),
+    ("upper_case", "ab", "AB"),
+    ("verify_even", "abc", "ab"), ("verify_even", "abcd", "abcd"),
+    ("vowel_to_num", "aEiou", "12345"), ("while_rotate_1", "abc", "bca"),
+]
+KNOWN_CLASSES = [{"identity", "lower_case", "filter_alpha", "reverse_words"},
+                 {"concat_self", "loop_concat_2", "repeat_2"}, {"mirror", "force_palindrome"},
+                 {"interlace_self_rev", "recursive_interlace_rev"}, {"rotate_1", "while_rotate_1"}]
+
+
+def _classes(items, probe):
+    groups = defaultdict(list)
+    for c in items:
+        groups[C.behaviour(c, probe)].append(c)
+    return list(groups.values())
+
+
+def test_primitive_set_and_masking():
+    assert len(C.PRIMITIVES) == 31 and list(C.NAMES) == sorted(C.PRIMITIVES)
+    assert C.masked_name("add_prefix_x") == "Func_00" and C.masked_name("identity") == "Func_10"
+    assert C.masked_name("reverse") == "Func_18" and C.masked_name("while_rotate_1") == "Func_30"
+    with pytest.raises(TaskextrapError):
+        C.masked_name("nope")
+
+
+@pytest.mark.parametrize("name,s,out", TABLE)
+def test_primitive_table(name, s, out):
+    assert C.PRIMITIVES[name](s) == out
+
+
+def test_long_inputs_do_not_recurse_deeply():
+    s = "ab" * 5000
+    assert C.PRIMITIVES["reverse"](s) == s[::-1]
+    assert C.PRIMITIVES["recursive_interlace_rev"](s) == C.PRIMITIVES["interlace_self_rev"](s)
+
+
+def test_23_distinct_singles_with_known_classes():
+    classes = _classes(C.NAMES, C.PROBE)
+    assert len(classes) == 23
+    merged = sorted(map(sorted, (c for c in classes if len(c) > 1)))
+    assert merged == sorted(map(sorted, KNOWN_CLASSES))
+
+
+def test_381_distinct_composites():
+    # The count depends on the input sample through rare events. (remove_vowels, force_palindrome)
+    # differs from (remove_vowels, mirror) only when the vowel-free string is a palindrome (~0.15%
+    # of inputs), so 300 strings give 380 or 381 and PROBE (200) merges the two. A sample holding a
+    # raw palindrome (~1e-5 per string) splits mirror from force_palindrome and gives 406.
+    probe = C.random_strings(rng(1, "test-probe"), 400)
+    assert not any(s == s[::-1] for s in probe)
+    assert len(_classes(C.all_pairs(), probe)) == 381
+    on_probe = _classes(C.all_pairs(), C.PROBE)
+    merged = [c for c in on_probe if ("remove_vowels", "mirror") in c][0]
+    assert ("remove_vowels", "force_palindrome") in merged and len(on_probe) == 380
+    assert len(_classes(C.NAMES, C.PROBE + ("abccba",))) == 24  # one palindrome splits a class
+
+
+def test_apply_order_and_validation():
+    assert C.apply(("reverse", "add_prefix_x"), "abc") == "x_cba"
+    assert C.apply("sort", "cab") == "abc"
+    for bad in ["nope", ("reverse",), ("reverse", "nope"), 3]:
+        with pytest.raises(TaskextrapError):
+            C.apply(bad, "abc")
+
+
+def test_random_strings():
+    xs = C.random_strings(rng(0, "s"), 500)
+    assert all(6 <= len(s) <= 14 and s.isalpha() and s.islower() for s in xs)
+    assert xs == C.random_strings(rng(0, "s"), 500)
+    assert {len(s) for s in xs} == set(range(6, 15))
+
+
+def test_split_deterministic_and_disjoint():
+    train, test = C.split_pairs(0)
+    assert len(C.all_pairs()) == 961 and len(test) == 192 and len(train) == 769
+    assert not set(train) & set(test) and set(train) | set(test) == set(C.all_pairs())
+    assert (train, test) == C.split_pairs(0)
+    assert C.split_pairs(1)[1] != test
+    with pytest.raises(TaskextrapError):
+        C.split_pairs(0, test_fraction=1.5)
+
+
+def test_novel_test_pairs():
+    train, test = C.split_pairs(0)
+    novel = C.novel_test_pairs(train, test)
+    seen = {C.behaviour(c) for c in train + list(C.NAMES)}
+    assert 0 < len(novel) < len(test) and set(novel) <= set(test)
+    assert all(C.behaviour(p) not in seen for p in novel)
+    assert all(C.behaviour(p) in seen for p in set(test) - set(novel))
+
+
+def test_candidates_are_not_told_the_split():
+    cands = C.candidates()
+    assert len(cands) == 31 + 961 and cands[:31] == list(C.NAMES)
+    assert set(C.split_pairs(0)[1]) <= set(cands)
+
+
+def test_fewshot_prompt_format():
+    prompt = C.fewshot_prompt([("ab", "ba"), ("cd", "dc")], "ef")
+    assert prompt == ("Perform the string transformation pattern seen below:\n"
+                      "In: ab Out: ba\nIn: cd Out: dc\n### Query:\nIn: ef Out:")
+    assert C.answer_completion("fe") == " fe" and C.cot_prompt([("ab", "ba")], "ef") == \
+        C.fewshot_prompt([("ab", "ba")], "ef")
+
+
+def _blocks(prompt):
+    """{masked name: [(in, out), ...]} of the reference blocks of a prompt."""
+    head = prompt.split(C.TARGET_HEADER)[0]
+    parts = re.split(r"--- (Func_\d\d) ---\n", head)[1:]
+    rows = [re.findall(r"In: (\S*) Out: (\S*)\n", body) for body in parts[1::2]]
+    return dict(zip(parts[::2], rows))
+
+
+def test_reference_prompt_alignment_and_no_chaining():
+    pair = ("reverse", "add_prefix_x")
+    shots = [(s, C.apply(pair, s)) for s in ["abc", "hello"]]
+    prompt = C.reference_prompt(pair, shots, "query")
+    assert prompt.startswith(C.REFERENCE_HEADER + "--- Func_18 ---\n")
+    assert prompt.index("Func_18") < prompt.index("Func_00")
+    blocks = _blocks(prompt)
+    assert list(blocks) == ["Func_18", "Func_00"]
+    for name, rows in zip(pair, blocks.values()):
+        assert [x for x, _ in rows] == ["abc", "hello", "query"]  # the query input in every block
+        assert all(out == C.PRIMITIVES[name](x) for x, out in rows)  # raw inputs, never chained
+    assert prompt.endswith("In: hello Out: x_olleh\n### Query:\nIn: query Out:")
+    assert list(_blocks(C.reference_prompt("sort", shots, "q"))) == ["Func_26"]
+
+
+def test_loo_pairs_share_prefix_and_hold_out_once():
+    task = C.make_test_tasks(C.split_pairs(0)[1], 0)[10]
+    pairs = C.loo_pairs(task.pair, task.support)
+    inputs = [s for s, _ in task.support]
+    prefix = C.reference_prefix(task.pair, inputs)
+    assert len(pairs) == 3
+    for i, (prompt, completion) in enumerate(pairs):
+        assert prompt.startswith(prefix) and prompt[len(prefix):].count("--- Func_") == 0
+        target = re.findall(r"In: (\S*) Out:", prompt[len(prefix):])
+        assert target[-1] == inputs[i]
+        assert sorted(target[:-1]) == sorted(inputs[:i] + inputs[i + 1:])
+        assert completion == " " + task.support[i][1]
+        assert all([x for x, _ in rows] == inputs for rows in _blocks(prompt).values())
+    with pytest.raises(TaskextrapError):
+        C.loo_pairs("sort", [])
+
+
+def test_parse_cot():
+    assert C.parse_cot(" abc => cba") == "cba"
+    assert C.parse_cot(" a => b => c\nIn: junk") == "c"
+    assert C.parse_cot("no arrow here ") == "no arrow here"
+    assert C.parse_cot("") == "" and C.parse_cot(None) == "" and C.parse_cot("x =>") == ""
+
+
+def _spy_apply(monkeypatch):
+    seen, real = [], C.apply
+
+    def spy(candidate, s):
+        seen.append(candidate)
+        return real(candidate, s)
+
+    monkeypatch.setattr(C, "apply", spy)
+    return seen
+
+
+def test_samplers_never_use_held_out_pairs(monkeypatch):
+    train, test = C.split_pairs(0)
+    seen = _spy_apply(monkeypatch)
+    g = rng(0, "samplers")
+    out = C.fewshot_pairs(g, 200, train) + C.cot_pairs(g, 200, train)
+    refs = C.reference_pairs(g, 300, train)
+    pairs_used = {tuple(c) for c in seen if not isinstance(c, str)}
+    assert len(pairs_used) > 300 and pairs_used <= set(train)
+    allowed = {tuple(map(C.masked_name, p)) for p in train} | {(C.masked_name(n),) for n in C.NAMES}
+    n_blocks = [len(_blocks(p)) for p, _ in refs]
+    assert {1, 2} <= set(n_blocks)  # singles and pairs both occur
+    assert all(tuple(_blocks(p)) in allowed for p, _ in refs)
+    assert all(c.startswith(" ") and p.endswith(" Out:") for p, c in out + refs)
+
+
+def test_primitive_corpus_is_singles_only(monkeypatch):
+    seen = _spy_apply(monkeypatch)
+    corpus = C.primitive_pairs(rng(0, "corpus"), 300)
+    assert seen and all(isinstance(c, str) for c in seen)
+    assert len(set(seen)) == 31
+    assert all(p.count("In: ") == 4 for p, _ in corpus)
+
+
+def test_cot_pairs_intermediate_and_answer():
+    train, _ = C.split_pairs(0)
+    for prompt, completion in C.cot_pairs(rng(1, "cot"), 50, train):
+        q = re.findall(r"In: (\S*) Out:$", prompt)[0]
+        mid, answer = completion[1:].split(" => ")
+        assert any(C.apply(p[0], q) == mid and C.apply(p, q) == answer for p in train)
+        assert C.parse_cot(completion) == answer
+
+
+def test_make_test_tasks():
+    _, test = C.split_pairs(0)
+    tasks = C.make_test_tasks(test, 0)
+    assert [t.pair for t in tasks] == test
+    for t in tasks[:20]:
+        assert len(t.support) == 3
+        assert all(C.apply(t.pair, s) == o for s, o in t.support + (t.query,))
+    assert tasks == C.make_test_tasks(test, 0) and tasks != C.make_test_tasks(test, 1)

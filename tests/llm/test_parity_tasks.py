@@ -1,0 +1,180 @@
+"""Sparse-parity task module: library/test split, prompts, samplers, LOO pairs, exact search."""
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.llm import parity as P
+from taskextrap.seeding import rng
+
+ALL_X = np.array(list(itertools.product([0, 1], repeat=8)))
+
+
+def test_counts_and_sizes():
+    assert len(P.TRAIN_MASKS) == 210 and len(set(P.TRAIN_MASKS)) == 210
+    sizes = [len(m) for m in P.TRAIN_MASKS]
+    assert sizes == sorted(sizes)  # enumeration order: by size, then lexicographic
+    assert {len(m) for m in P.TRAIN_MASKS} == {2, 3, 4, 5}
+    assert len(P.TEST_MASKS) == 28 and all(len(m) == 6 for m in P.TEST_MASKS)
+    assert list(P.TEST_MASKS) == sorted(P.TEST_MASKS)
+    assert not set(P.TRAIN_MASKS) & set(P.TEST_MASKS)
+    assert len(P.candidates("frontier")) == 168
+    assert len(P.candidates("all")) == 1680
+
+
+def test_frontier_implies_size6_and_covers_every_test_mask():
+    implied = [P.implied_mask(m, b) for m, b in P.candidates("frontier")]
+    assert all(len(m) == 6 for m in implied)
+    assert set(implied) == set(P.TEST_MASKS)
+    assert P.implied_mask((1, 2), 2) == (1,) and P.implied_mask((1, 2), 5) == (1, 2, 5)
+    with pytest.raises(TaskextrapError):
+        P.candidates("everything")
+
+
+def test_parity_bit_order():
+    x = np.array([[1, 0, 0, 0, 0, 0, 0, 0], [0, 1, 1, 0, 0, 0, 0, 1]])
+    assert P.parity((0,), x).tolist() == [1, 0]
+    assert P.parity((1, 2), x).tolist() == [0, 0]
+    assert P.parity((0, 7), x).tolist() == [1, 1]
+
+
+def test_test_tasks_deterministic_and_correct():
+    tasks = P.make_test_tasks(0)
+    assert [t.mask for t in tasks] == list(P.TEST_MASKS)
+    t = tasks[3]
+    assert t.support_x.shape == (5, 8) and t.query_x.shape == (10, 8)
+    assert np.array_equal(t.support_y, P.parity(t.mask, t.support_x))
+    assert np.array_equal(t.query_y, P.parity(t.mask, t.query_x))
+    again = P.make_test_tasks(0)
+    assert all(np.array_equal(a.query_x, b.query_x) for a, b in zip(tasks, again))
+    other = P.make_test_tasks(1)
+    assert not all(np.array_equal(a.query_x, b.query_x) for a, b in zip(tasks, other))
+
+
+def test_training_task_rejects_test_masks():
+    with pytest.raises(TaskextrapError):
+        P.sample_training_task(rng(0, "t"), mask=P.TEST_MASKS[0])
+    t = P.sample_training_task(rng(0, "t"), mask=(3, 1))
+    assert t.mask == (1, 3) and t.support_x.shape == (5, 8) and t.query_x.shape == (1, 8)
+
+
+def test_baseline_prompt_format():
+    sx = np.array([[1, 0, 0, 0, 0, 0, 0, 1]])
+    prompt = P.baseline_prompt(sx, [1], np.zeros(8, dtype=int))
+    assert prompt == ("Instruction: Compute the Output.\n###\n"
+                      "In: 1 0 0 0 0 0 0 1\nOut: 1\n\n"
+                      "In: 0 0 0 0 0 0 0 0\nOut:")
+    assert P.label_completion(np.int64(0)) == " 0" and P.label_completion(1) == " 1"
+    assert P.parse_label(" 1\n") == 1 and P.parse_label("x") is None
+
+
+def test_extender_prompt_format():
+    sx = np.array([[1, 1, 0, 0, 0, 0, 0, 0]])
+    q = np.array([0, 1, 0, 0, 0, 0, 0, 1])
+    prompt = P.extender_prompt(sx, [0], q, parent_mask=(0, 1), bit=7)
+    assert prompt == ("Instruction: Compute the Output.\n###\n"
+                      "In: 1 1 0 0 0 0 0 0\nAnchor: 0\nBit: 0\nOut: 0\n\n"
+                      "In: 0 1 0 0 0 0 0 1\nAnchor: 1\nBit: 1\nOut:")
+
+
+def _rows(prompt):
+    """(anchor, bit, out) of each complete example row of an extender prompt."""
+    return [tuple(map(int, r)) for r in re.findall(r"Anchor: (\d)\nBit: (\d)\nOut: (\d)", prompt)]
+
+
+def test_samplers_use_training_masks_only(monkeypatch):
+    seen, ext = [], []
+    real_task, real_ext = P.sample_training_task, P.extender_prompt
+
+    def spy_task(g, mask=None, **kw):
+        t = real_task(g, mask, **kw)
+        seen.append(t.mask)
+        return t
+
+    def spy_ext(sx, sy, qx, parent, bit):
+        ext.append((seen[-1], tuple(parent), bit))
+        return real_ext(sx, sy, qx, parent, bit)
+
+    monkeypatch.setattr(P, "sample_training_task", spy_task)
+    monkeypatch.setattr(P, "extender_prompt", spy_ext)
+    base = P.baseline_pairs(rng(0, "b"), 300)
+    exts = P.extender_pairs(rng(0, "e"), 300)
+    assert len(seen) == 600 and set(seen) <= set(P.TRAIN_MASKS)
+    assert len(set(seen)) > 150  # the whole library is visited, not one mask
+    for mask, parent, bit in ext:
+        assert 1 <= len(parent) <= 4 and bit not in parent
+        assert P.implied_mask(parent, bit) == mask
+    for prompt, completion in base + exts:
+        assert completion in (" 0", " 1") and prompt.endswith("Out:")
+        assert prompt.count("In: ") == 6
+    for prompt, _ in exts:  # the label is always Anchor XOR Bit
+        assert all(a ^ b == o for a, b, o in _rows(prompt))
+
+
+def test_loo_pairs_hold_out_each_support_once():
+    task = P.make_test_tasks(0)[5]
+    parent, bit = P.oracle_parent(task.mask)
+    pairs = P.loo_pairs(task, parent, bit)
+    assert len(pairs) == 5
+    rows = [P.format_bits(x) for x in task.support_x]
+    for i, (prompt, completion) in enumerate(pairs):
+        ins = re.findall(r"In: ([01 ]+)\n", prompt)
+        assert ins[-1] == rows[i] and sorted(ins[:-1]) == sorted(rows[:i] + rows[i + 1:])
+        assert completion == P.label_completion(task.support_y[i])
+        # the oracle decomposition is consistent, so Anchor XOR Bit is the label on every row
+        assert all(a ^ b == o for a, b, o in _rows(prompt))
+
+
+def test_oracle_parent():
+    assert P.oracle_parent((4, 1, 2)) == ((2, 4), 1)
+    m = P.TEST_MASKS[0]
+    parent, bit = P.oracle_parent(m)
+    assert parent in P.TRAIN_MASKS and P.implied_mask(parent, bit) == m
+
+
+def _brute_consistent(task, space):
+    return [(m, b) for m, b in P.candidates(space)
+            if np.array_equal(P.parity(P.implied_mask(m, b), task.support_x), task.support_y)]
+
+
+@pytest.mark.parametrize("space", ["frontier", "all"])
+def test_exact_search_counts_and_contains_truth(space):
+    for task in P.make_test_tasks(0)[:10]:
+        cons = P.consistent_candidates(task, space)
+        assert cons == _brute_consistent(task, space)
+        assert P.oracle_parent(task.mask) in cons
+        preds, n = P.exact_search(task, space)
+        assert n == len(cons) and preds.shape == (10,)
+        first = P.parity(P.implied_mask(*cons[0]), task.query_x)
+        assert np.array_equal(preds, first)
+
+
+@pytest.mark.parametrize("space", ["frontier", "all"])
+def test_exact_search_full_information_is_exact(space):
+    mask = P.TEST_MASKS[7]
+    y = P.parity(mask, ALL_X)
+    task = P.ParityTask(mask, ALL_X, y, ALL_X[:10], y[:10])
+    preds, n = P.exact_search(task, space, tie_vote=True)
+    assert n == 6  # the six (size-5 parent, missing bit) decompositions of the mask
+    assert all(P.implied_mask(*c) == mask for c in P.consistent_candidates(task, space))
+    assert np.array_equal(preds, y[:10])
+
+
+def test_tie_vote_rule():
+    for task in P.make_test_tasks(3)[:8]:
+        cons = P.consistent_candidates(task, "all")
+        votes = np.stack([P.parity(P.implied_mask(*c), task.query_x) for c in cons])
+        ones, first = votes.sum(0), votes[0]
+        expected = np.where(2 * ones == len(cons), first, (2 * ones > len(cons)).astype(int))
+        preds, n = P.exact_search(task, "all", tie_vote=True)
+        assert n == len(cons) and np.array_equal(preds, expected)
+
+
+def test_exact_search_without_consistent_candidate():
+    x = np.zeros((2, 8), dtype=int)
+    task = P.ParityTask((0, 1, 2, 3, 4, 5), x, np.array([0, 1]), x[:1], np.array([0]))
+    preds, n = P.exact_search(task, "frontier")
+    assert n == 0 and preds.shape == (1,)

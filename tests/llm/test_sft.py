@@ -1,0 +1,113 @@
+"""Relational fine-tuning: completion-only loss, learning, LoRA, exact resume from checkpoints."""
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("peft")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from taskextrap.errors import TaskextrapError  # noqa: E402
+from taskextrap.llm.model import save_model  # noqa: E402
+from taskextrap.llm.scorer import completion_nll  # noqa: E402
+from taskextrap.llm.sft import (  # noqa: E402
+    IGNORE, LoraSettings, SFTConfig, latest_checkpoint, merge_lora, train, training_batch)
+
+
+def last_char_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
+    """Prompt: a few letters and '='; completion: the prompt's last letter."""
+    out = []
+    for _ in range(n):
+        s = "".join(g.choice(list("abcdef"), size=int(g.integers(2, 6))))
+        out.append((s + "=", s[-1]))
+    return out
+
+
+def state(model):
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def test_label_mask_covers_completion_only(char_lm):
+    pairs = [("abc=", "c"), ("a=", "xyz")]
+    ids, mask, labels = training_batch(char_lm, pairs)
+    for r, (p, c) in enumerate(pairs):
+        n_p, c_ids = len(char_lm.prompt_ids(p)), char_lm.completion_ids(c)
+        n = n_p + len(c_ids)
+        assert (labels[r, :n_p] == IGNORE).all()                      # prompt (BOS included)
+        assert labels[r, n_p:n].tolist() == c_ids == ids[r, n_p:n].tolist()  # completion + EOS
+        assert (labels[r, n:] == IGNORE).all() and (mask[r, n:] == 0).all()  # padding
+        assert mask[r, :n].all()
+
+
+def test_learns_last_character(make_char_model):
+    lm, log = train(make_char_model(), last_char_pairs, SFTConfig(steps=60, batch_size=16, lr=3e-3, warmup_steps=5))
+    loss = log["loss"]
+    assert len(loss) == 60 and np.mean(loss[-5:]) < 0.5 * np.mean(loss[:5])
+    assert not lm.model.training
+    # scoring agrees with training: the learnt completion is likelier than a wrong one
+    right, wrong = completion_nll(lm, ["abc="] * 2, ["c", "zz"])
+    assert right < wrong
+
+
+def test_grad_accum_equals_big_batch(make_char_model):
+    a, _ = train(make_char_model(), last_char_pairs, SFTConfig(steps=2, batch_size=8, lr=1e-3))
+    b, _ = train(make_char_model(), last_char_pairs, SFTConfig(steps=2, batch_size=4, grad_accum=2, lr=1e-3))
+    for (n, p), q in zip(a.model.named_parameters(), b.model.parameters()):
+        torch.testing.assert_close(p, q, atol=1e-5, rtol=0, msg=n)
+
+
+def test_lora_trains_adapters_only(make_char_model, tmp_path):
+    base = make_char_model()
+    before = state(base.model)
+    cfg = SFTConfig(steps=5, batch_size=8, lr=1e-2, lora=LoraSettings(r=4, alpha=8, dropout=0.05))
+    lm, log = train(base, last_char_pairs, cfg)
+    trainable = [n for n, p in lm.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    after = {n.replace("base_model.model.", "").replace(".base_layer", ""): p
+             for n, p in lm.model.named_parameters() if "lora_" not in n}
+    assert set(after) == set(before)
+    assert all(torch.equal(before[n], after[n]) for n in before)  # base weights untouched
+    assert any(not torch.all(p == 0) for n, p in lm.model.named_parameters() if "lora_B" in n)  # adapters moved
+    prompts, comps = ["abc=", "de="], ["c", "e"]
+    wrapped = completion_nll(lm, prompts, comps)
+    with pytest.raises(TaskextrapError, match="merge"):
+        save_model(lm, tmp_path)
+    merged = merge_lora(lm)
+    np.testing.assert_allclose(completion_nll(merged, prompts, comps), wrapped, atol=1e-4)
+
+
+class Interrupt(Exception):
+    pass
+
+
+def stop_after(step):
+    def progress(s, loss):
+        if s == step:
+            raise Interrupt
+    return progress
+
+
+@pytest.mark.parametrize("lora", [None, LoraSettings(r=4, alpha=8, dropout=0.1)])
+def test_resume_equals_uninterrupted(make_char_model, tmp_path, lora):
+    cfg = SFTConfig(steps=10, batch_size=8, lr=3e-3, warmup_steps=2, checkpoint_every=5, lora=lora)
+    ref, ref_log = train(make_char_model(), last_char_pairs, cfg)
+    with pytest.raises(Interrupt):  # killed during step 7, after the step-5 checkpoint
+        train(make_char_model(), last_char_pairs, cfg, out_dir=tmp_path, progress=stop_after(6))
+    assert latest_checkpoint(tmp_path).name.endswith("00000005")
+    lm, log = train(make_char_model(), last_char_pairs, cfg, out_dir=tmp_path)
+    assert log["resumed_from"] == 5
+    np.testing.assert_allclose(log["loss"], ref_log["loss"], atol=1e-5)
+    for (n, p), q in zip(ref.model.named_parameters(), lm.model.parameters()):
+        torch.testing.assert_close(p, q, atol=1e-5, rtol=0, msg=n)
+    assert latest_checkpoint(tmp_path).name.endswith("00000010")
+
+
+def test_checkpoint_of_another_config_raises(make_char_model, tmp_path):
+    cfg = SFTConfig(steps=2, batch_size=4, lr=1e-3, checkpoint_every=1)
+    train(make_char_model(), last_char_pairs, cfg, out_dir=tmp_path)
+    # checkpoint_every does not change the result, so it does not change the fingerprint
+    _, log = train(make_char_model(), last_char_pairs, SFTConfig(steps=2, batch_size=4, lr=1e-3), out_dir=tmp_path)
+    assert log["resumed_from"] == 2
+    with pytest.raises(TaskextrapError, match="different training config"):
+        train(make_char_model(), last_char_pairs, SFTConfig(steps=2, batch_size=4, lr=2e-3), out_dir=tmp_path)
