@@ -48,9 +48,12 @@ def list_cmd():
                    "parameter, adapted for length and composition].")
 @click.option("--anchors", type=click.IntRange(1, 16), default=2, show_default=True,
               help="Nearest anchors whose predictions are averaged.")
+@click.option("--model", type=click.Path(path_type=Path), default=None,
+              help="Language-model experiments: a local Hugging Face causal-LM directory (default: the shipped "
+                   "character-level model).")
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def reproduce(experiment, profile, protocol, family, seeds, out, device, embedding, anchors, no_plots, quiet):
+def reproduce(experiment, profile, protocol, family, seeds, out, device, embedding, anchors, model, no_plots, quiet):
     """Run EXPERIMENT (or 'all') and write results.json, results.md, config.yaml and plots."""
     from taskextrap.experiments.registry import RunOptions, all_experiments
     from taskextrap.experiments.runner import run_experiment
@@ -62,7 +65,8 @@ def reproduce(experiment, profile, protocol, family, seeds, out, device, embeddi
         if not torch.cuda.is_available():
             raise TaskextrapError("--device cuda was asked for but no CUDA device is available")
     options = RunOptions(profile=profile, protocol=protocol, family=family, seeds=seeds, out=out, device=device,
-                         embedding=embedding, anchors=anchors, plots=not no_plots, progress=not quiet)
+                         embedding=embedding, anchors=anchors, plots=not no_plots, progress=not quiet,
+                         extra={"model": str(model)} if model is not None else {})
     names = all_experiments() if experiment == "all" else [experiment]
     for name in names:
         results = run_experiment(name, options)

@@ -102,7 +102,10 @@ def test_samplers_use_training_masks_only(monkeypatch):
     monkeypatch.setattr(P, "extender_prompt", spy_ext)
     base = P.baseline_pairs(rng(0, "b"), 300)
     exts = P.extender_pairs(rng(0, "e"), 300)
-    assert len(seen) == 600 and set(seen) <= set(P.TRAIN_MASKS)
+    corpus = P.pretraining_pairs(rng(0, "c"), 200)
+    assert len(seen) == 800 and set(seen) <= set(P.TRAIN_MASKS)
+    n_ext = sum("Anchor:" in p for p, _ in corpus)
+    assert 60 < n_ext < 140 and len(corpus) == 200  # a mix of both formats
     assert len(set(seen)) > 150  # the whole library is visited, not one mask
     for mask, parent, bit in ext:
         assert 1 <= len(parent) <= 4 and bit not in parent

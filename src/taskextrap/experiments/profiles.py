@@ -76,3 +76,24 @@ def get_profile(table: dict, name: str):
     if name not in table:
         raise TaskextrapError(f"unknown profile {name!r}; choose from {sorted(table)}")
     return table[name]
+
+
+@dataclass(frozen=True)
+class LLMProfile(SeededProfile):
+    """Sizes of a language-model experiment.
+
+    sft_steps / sft_batch / sft_lr / warmup: each LoRA run (the paper: 600 steps of 16, lr 2e-4,
+    50 warm-up steps); n_tasks: test tasks scored (None: all); n_tasks_wide: test tasks scored
+    on the wide candidate space (None: all), which costs ten times more; score_batch: sequences
+    per scoring pass.
+    """
+
+    name: str
+    seeds: tuple[int, ...]
+    sft_steps: int
+    sft_batch: int
+    sft_lr: float
+    warmup: int
+    n_tasks: int | None = None
+    n_tasks_wide: int | None = None
+    score_batch: int = 64

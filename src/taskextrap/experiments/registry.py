@@ -62,4 +62,4 @@ def all_experiments() -> list[str]:
 
 def _load_builtin():
     # Imported for their registration side effect.
-    from taskextrap.experiments import composition, length, parameter, projectile  # noqa: F401
+    from taskextrap.experiments import composition, length, parameter, parity, projectile  # noqa: F401

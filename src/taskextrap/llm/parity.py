@@ -172,6 +172,14 @@ def extender_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
     return out
 
 
+def pretraining_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
+    """The default model's pretraining corpus: a shuffled half-and-half mix of few-shot and
+    extender pairs, training masks only (``llm.pretrain``)."""
+    n_ext = int(g.binomial(n, 0.5))
+    pairs = baseline_pairs(g, n - n_ext) + extender_pairs(g, n_ext)
+    return [pairs[i] for i in g.permutation(n)]
+
+
 # ---------------------------------------------------------------------------------- search
 
 

@@ -1,0 +1,37 @@
+"""Train the shipped default language models from scratch on CPU (run once; see taskextrap.llm.pretrain).
+
+    python scripts/train_default_models.py parity          # writes src/taskextrap/llm/models/parity/
+
+Resumable: checkpoints go to runs/pretrain/<name>/ and an interrupted run continues from the latest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from taskextrap.llm.pretrain import SPECS, pretrain
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="+", choices=sorted(SPECS))
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    for name in args.names:
+        t0 = time.perf_counter()
+
+        def report(step, loss, t0=t0, name=name):
+            if step % 50 == 0:
+                print(f"{name} step {step} loss {loss:.4f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+
+        _, log = pretrain(name, checkpoint_dir=Path("runs/pretrain") / name, progress=report)
+        print(f"{name}: final loss {log['final_loss']:.4f}, {log['wall_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Likelihood search over candidate decompositions (Algorithm 2, Phase 2; paper §2.5).
+
+Each candidate (an anchor and a transformation: a parity parent and an added bit, or a pair of
+string primitives) turns the target's support examples into leave-one-out (prompt, completion)
+pairs; its score is the summed completion negative log-likelihood under the relationally
+fine-tuned model. The arg-min wins. With a tie vote, every candidate within ``tie_tol`` nats of
+the best one predicts and the predictions are put to a vote: a posterior average over
+decompositions that explain the context equally well.
+
+Different candidates often produce identical prompts (two parity parents with the same parity
+on the five support rows, say); every distinct (prompt, completion) pair is scored once, and
+all tasks go through the scorer together so batches stay full.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+
+import numpy as np
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.llm.model import LanguageModel
+from taskextrap.llm.scorer import completion_nll
+
+Pair = tuple[str, str]
+
+DEFAULT_TIE_TOL = 0.5  # nats, summed over the support: far below one wrong label's cost (~ln 2 and up)
+
+
+def total_nll(lm: LanguageModel, pair_lists: Sequence[Sequence[Pair]], batch_size: int = 32,
+              progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """Summed completion NLL of each list of (prompt, completion) pairs, shape ``(len(pair_lists),)``.
+
+    Identical pairs, within a list or across lists, are scored once.
+    """
+    index: dict[Pair, int] = {}
+    owners = [[index.setdefault(tuple(p), len(index)) for p in pairs] for pairs in pair_lists]
+    if not index:
+        return np.zeros(len(pair_lists))
+    unique = list(index)
+    nll = completion_nll(lm, [p for p, _ in unique], [c for _, c in unique], batch_size=batch_size,
+                         progress=progress)
+    return np.array([nll[ids].sum() if ids else 0.0 for ids in owners])
+
+
+def tied(scores: np.ndarray, tol: float = DEFAULT_TIE_TOL) -> np.ndarray:
+    """Indices of the candidates within ``tol`` of the best score, best first (ties: enumeration order)."""
+    scores = np.asarray(scores, dtype=float)
+    if scores.ndim != 1 or len(scores) == 0:
+        raise TaskextrapError("scores must be a non-empty 1-D array")
+    if tol < 0:
+        raise TaskextrapError(f"tie_tol must be >= 0, got {tol}")
+    keep = np.flatnonzero(scores <= scores.min() + tol)
+    return keep[np.argsort(scores[keep], kind="stable")]
+
+
+def vote(predictions: Sequence[Hashable]) -> Hashable:
+    """The most common prediction; among equally common ones, the first seen (the best-scored)."""
+    if not predictions:
+        raise TaskextrapError("vote needs at least one prediction")
+    counts = Counter(predictions)
+    top = max(counts.values())
+    return next(p for p in predictions if counts[p] == top)

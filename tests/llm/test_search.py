@@ -1,0 +1,35 @@
+"""llm.search: distinct pairs scored once, ties within a tolerance, the vote rule."""
+
+import numpy as np
+import pytest
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.llm import search
+
+
+def test_total_nll_scores_each_distinct_pair_once(monkeypatch):
+    calls = []
+
+    def fake(lm, prompts, completions, batch_size=32, progress=None):
+        calls.append(list(zip(prompts, completions)))
+        return np.array([len(p) + 10 * len(c) for p, c in zip(prompts, completions)], dtype=float)
+
+    monkeypatch.setattr(search, "completion_nll", fake)
+    lists = [[("ab", "x"), ("abc", "y")], [("ab", "x")], [], [("ab", "x"), ("ab", "x")]]
+    out = search.total_nll(None, lists)
+    assert len(calls) == 1 and sorted(calls[0]) == [("ab", "x"), ("abc", "y")]
+    np.testing.assert_allclose(out, [12 + 13, 12, 0, 24])
+
+
+def test_tied_and_vote():
+    s = np.array([3.0, 0.2, 0.1, 0.55, 9.0])
+    np.testing.assert_array_equal(search.tied(s, 0.5), [2, 1, 3])
+    np.testing.assert_array_equal(search.tied(s, 0.0), [2])
+    assert search.tied(np.array([1.0, 1.0]), 0.0).tolist() == [0, 1]  # exact ties: enumeration order
+    assert search.vote([1, 0, 0, 1]) == 1 and search.vote([0, 1, 1]) == 1 and search.vote(["a"]) == "a"
+    with pytest.raises(TaskextrapError):
+        search.tied(np.array([]))
+    with pytest.raises(TaskextrapError):
+        search.tied(s, -1.0)
+    with pytest.raises(TaskextrapError):
+        search.vote([])
