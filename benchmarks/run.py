@@ -88,12 +88,32 @@ def bench_parameter(profile: str, protocol: str) -> dict:
     return {"rows": res["rows"], "timing": res["timing"]}
 
 
+def bench_scoring(n_tasks: int = 4) -> dict:
+    """Candidate-scoring throughput of the likelihood search with the default parity model."""
+    from taskextrap.llm import parity as P
+    from taskextrap.llm.pretrain import default_model
+    from taskextrap.llm.scorer import completion_nll
+
+    lm = default_model("parity")
+    tasks = P.make_test_tasks(10_000)[:n_tasks]
+    cands = P.candidates("frontier")
+    pairs = [p for t in tasks for c in cands for p in P.loo_pairs(t, *c)]
+    out = {}
+    for batch in (16, 64):
+        t = time.perf_counter()
+        completion_nll(lm, [p for p, _ in pairs], [c for _, c in pairs], batch_size=batch)
+        wall = time.perf_counter() - t
+        out[f"batch{batch}"] = {"pairs_per_s": len(pairs) / wall, "candidates_per_s": len(tasks) * len(cands) / wall,
+                                "wall_s": wall, "n_pairs": len(pairs)}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--profiles", nargs="+", default=["quick", "paper"])
     ap.add_argument("--protocols", nargs="+", default=["paper", "strict"])
     ap.add_argument("--only", choices=["embeddings", "length-embeddings", "parameter", "projectile", "length",
-                                       "composition", "ablations"], default=None)
+                                       "composition", "ablations", "parity"], default=None)
     args = ap.parse_args()
     torch.set_num_threads(2)
     env = environment_info()
@@ -118,6 +138,11 @@ def main():
                 for protocol in args.protocols:
                     res = bench_experiment(name, profile, protocol)
                     write_json_atomic(OUT / f"{name}-{protocol}-{profile}.json", {"environment": env, **res})
+    if args.only in (None, "parity"):
+        write_json_atomic(OUT / "parity-scoring.json", {"environment": env, "scoring": bench_scoring()})
+        for profile in args.profiles:
+            res = bench_experiment("parity", profile, "paper")
+            write_json_atomic(OUT / f"parity-paper-{profile}.json", {"environment": env, **res})
     if args.only in (None, "parameter"):
         for profile in args.profiles:
             for protocol in args.protocols:

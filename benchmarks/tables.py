@@ -25,8 +25,10 @@ def render(name: str) -> str:
     if any(r["metric"] == "accuracy" for r in data["rows"]):
         parts += ["", wide_table(data, "accuracy")]
     wall = data.get("timing", {}).get("wall_s")
-    if wall is not None:
+    if wall is not None and wall >= 5:
         parts += ["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"]
+    elif wall is not None:  # every unit came from the cache (ablations reuse the main fits)
+        parts += ["", "_scored from the main experiment's cached units._"]
     return "\n".join(parts)
 
 

@@ -91,6 +91,9 @@ def save_model(lm: LanguageModel, directory: str | os.PathLike) -> Path:
         raise TaskextrapError("merge the LoRA adapter before saving: save_model(merge_lora(lm), directory)")
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
     lm.model.save_pretrained(out, safe_serialization=True)
     if isinstance(lm.tokenizer, CharTokenizer):
         lm.tokenizer.save(out)
@@ -124,6 +127,9 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", dtyp
         kwargs["dtype"] = _torch_dtype(dtype)
     if load_in_4bit:
         kwargs.update(_four_bit_kwargs(device, kwargs.get("dtype")))
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one bar per load would flood the experiment's own progress
     model = AutoModelForCausalLM.from_pretrained(root, **kwargs)
     if not load_in_4bit:
         model = model.to(device)  # a 4-bit model is placed by its device_map and cannot be moved

@@ -39,8 +39,8 @@ class DefaultModelSpec:
     n_layers: int = 4
     n_heads: int = 4
     max_len: int = 512
-    train: SFTConfig = field(default_factory=lambda: SFTConfig(steps=1500, batch_size=32, lr=1e-3,
-                                                              warmup_steps=100, seed=0))
+    train: SFTConfig = field(default_factory=lambda: SFTConfig(steps=600, batch_size=32, lr=1e-3,
+                                                              warmup_steps=50, seed=0))
 
     def corpus_sampler(self) -> Callable:
         """The corpus's ``sample(g, n)`` function."""
