@@ -38,7 +38,7 @@ SEARCH_METHODS = ("rte", "rte-tie-vote", "exact-search", "exact-search-tie-vote"
 PARITY_PROFILES = {
     "quick": LLMProfile("quick", (0,), sft_steps=150, sft_batch=16, sft_lr=2e-4, warmup=15, n_tasks_wide=8),
     "paper": LLMProfile("paper", (0, 1, 2), sft_steps=600, sft_batch=16, sft_lr=2e-4, warmup=50),
-    "tiny": LLMProfile("tiny", (0,), sft_steps=2, sft_batch=2, sft_lr=2e-4, warmup=1, n_tasks=2, n_tasks_wide=1,
+    "tiny": LLMProfile("tiny", (0,), sft_steps=2, sft_batch=2, sft_lr=2e-4, warmup=1, n_tasks=1, n_tasks_wide=1,
                        score_batch=32),
 }
 
