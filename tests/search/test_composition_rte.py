@@ -64,6 +64,8 @@ def test_refinement_keeps_distinct_pairs_ranked_and_never_fits_worse(fitted, tar
     _, obs = targets
     plain = fitted.decompose(obs.ctx_x, obs.ctx_y, refine=0)
     d = fitted.decompose(obs.ctx_x, obs.ctx_y)
+    np.testing.assert_array_equal(fitted.refined(obs.ctx_x, obs.ctx_y, plain).loss, d.loss)
+    assert fitted.refined(obs.ctx_x, obs.ctx_y, plain, rounds=0) is plain
     assert fitted.refine_rounds > 0 and d.loss.shape == plain.loss.shape
     assert np.all(d.loss[:, 0] <= plain.loss[:, 0] + 1e-12)
     assert np.all(np.diff(d.loss, axis=1) >= 0)

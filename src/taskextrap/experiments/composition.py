@@ -75,8 +75,8 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
                 targets: CompositionSet, obs: Observations, seed: int) -> tuple[dict, dict]:
     """Predictions of every method at the query points, and retrieval diagnostics."""
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
-    d = rte.decompose(cx, cy)
     plain = rte.decompose(cx, cy, refine=0)  # the paper's Strategy B: k*k verification only
+    d = rte.refined(cx, cy, plain)
     outer_c, inner_c = d.outer_candidates, d.inner_candidates
     true_o, true_i = targets.outer[obs.task], targets.inner[obs.task]
     rand = rng(seed, "random-constituents").integers(len(primitives), size=(2, len(cx)))

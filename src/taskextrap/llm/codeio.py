@@ -337,23 +337,23 @@ def _examples(g: np.random.Generator, candidate, k: int) -> list[tuple[str, str]
     return [(s, apply(candidate, s)) for s in random_strings(g, k)]
 
 
-def primitive_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
-    """Pretraining corpus: few-shot prompts of one random single primitive (3 shots + query)."""
+def _fewshot_samples(g: np.random.Generator, n: int, pool) -> list[tuple[str, str]]:
+    """n plain few-shot pairs (3 shots + query) of candidates drawn from ``pool``."""
     out = []
     for _ in range(n):
-        *shots, (q, t) = _examples(g, _pick(g, NAMES), 4)
+        *shots, (q, t) = _examples(g, _pick(g, pool), 4)
         out.append((fewshot_prompt(shots, q), answer_completion(t)))
     return out
+
+
+def primitive_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
+    """Pretraining corpus: few-shot prompts of one random single primitive (3 shots + query)."""
+    return _fewshot_samples(g, n, NAMES)
 
 
 def fewshot_pairs(g: np.random.Generator, n: int, train_pairs) -> list[tuple[str, str]]:
     """Baseline training pairs: 3 shots + 1 query of a random training pair, plain prompt."""
-    pairs = _train_list(train_pairs)
-    out = []
-    for _ in range(n):
-        *shots, (q, t) = _examples(g, _pick(g, pairs), 4)
-        out.append((fewshot_prompt(shots, q), answer_completion(t)))
-    return out
+    return _fewshot_samples(g, n, _train_list(train_pairs))
 
 
 def cot_pairs(g: np.random.Generator, n: int, train_pairs) -> list[tuple[str, str]]:

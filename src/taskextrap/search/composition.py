@@ -206,13 +206,21 @@ class CompositionRTE:
                                for s in (slice(i, i + VERIFY_CHUNK) for i in range(0, n, VERIFY_CHUNK))])
         order = np.argsort(loss, axis=1, kind="stable") if verify else np.tile(np.arange(kk * kk), (n, 1))
         take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
-        outer, inner, loss = take(outer), take(inner), take(loss)
-        rounds = self.refine_rounds if refine is None else refine
-        if verify and rounds > 0:
-            parts = [self._refine(ctx_x[s], ctx_y[s], outer[s], inner[s], loss[s], rounds)
-                     for s in (slice(i, i + REFINE_CHUNK) for i in range(0, n, REFINE_CHUNK))]
-            outer, inner, loss = (np.concatenate(a) for a in zip(*parts))
-        return CompositionDecomposition(outer, inner, loss, outer_c, inner_c)
+        d = CompositionDecomposition(take(outer), take(inner), take(loss), outer_c, inner_c)
+        return self.refined(ctx_x, ctx_y, d, refine) if verify else d
+
+    def refined(self, ctx_x, ctx_y, d: CompositionDecomposition, rounds: int | None = None
+                ) -> CompositionDecomposition:
+        """``d`` (a verified decomposition) after ``rounds`` (default ``refine_rounds``) of coordinate
+        refinement over the library; lets a caller keep both without verifying twice."""
+        rounds = self.refine_rounds if rounds is None else rounds
+        if rounds <= 0:
+            return d
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        parts = [self._refine(ctx_x[s], ctx_y[s], d.outer[s], d.inner[s], d.loss[s], rounds)
+                 for s in (slice(i, i + REFINE_CHUNK) for i in range(0, len(ctx_x), REFINE_CHUNK))]
+        outer, inner, loss = (np.concatenate(a) for a in zip(*parts))
+        return CompositionDecomposition(outer, inner, loss, d.outer_candidates, d.inner_candidates)
 
     def _refine(self, ctx_x, ctx_y, outer, inner, loss, rounds):
         """Coordinate refinement of the best verified pair over the whole library, then re-ranking.
