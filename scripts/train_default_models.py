@@ -25,12 +25,14 @@ def main():
     for name in args.names:
         t0 = time.perf_counter()
 
-        def report(step, loss, t0=t0, name=name):
-            if step % 50 == 0:
-                print(f"{name} step {step} loss {loss:.4f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        def report(stage, step, loss, t0=t0, name=name):
+            if step % 100 == 0:
+                print(f"{name} stage {stage} step {step} loss {loss:.4f} ({time.perf_counter() - t0:.0f} s)",
+                      flush=True)
 
         _, log = pretrain(name, checkpoint_dir=Path("runs/pretrain") / name, progress=report)
-        print(f"{name}: final loss {log['final_loss']:.4f}, {log['wall_s']:.0f} s")
+        losses = ", ".join(f"{st['final_loss']:.4f}" for st in log["stages"])
+        print(f"{name}: final loss per stage {losses}; check {log['check']}; {log['wall_s']:.0f} s")
 
 
 if __name__ == "__main__":

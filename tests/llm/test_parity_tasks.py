@@ -117,6 +117,48 @@ def test_samplers_use_training_masks_only(monkeypatch):
         assert all(a ^ b == o for a, b, o in _rows(prompt))
 
 
+def _keyed_answer(prompt):
+    """(key, expected answer) of a keyed extender prompt's query row."""
+    m = re.search(r"Anchor: (\d)\nBit: (\d)\n(Out:|CpA:|CpB:) ?$", prompt)
+    a, b, key = int(m.group(1)), int(m.group(2)), m.group(3)
+    return key, {"Out:": a ^ b, "CpA:": a, "CpB:": b}[key]
+
+
+def test_curriculum_stage1_rows_answer_anchor_bit_or_xor():
+    pairs = P.row_pairs(rng(0, "rows"), 300)
+    keys = []
+    for prompt, answer in pairs:
+        assert prompt.startswith("In: ") and prompt.count("In: ") == 1 and prompt.endswith(": ")
+        assert P.INSTRUCTION not in prompt and answer in ("0", "1")
+        key, expected = _keyed_answer(prompt)
+        assert int(answer) == expected
+        keys.append(key)
+    assert all(70 < keys.count(k) < 130 for k in ("Out:", *P.AUX_KEYS))
+
+
+def test_curriculum_stage2_mixes_fewshot_and_keyed_extender_prompts():
+    pairs = P.pretraining_pairs(rng(0, "stage2"), 400)
+    keyed = [(p, c) for p, c in pairs if "Anchor:" in p]
+    assert 150 < len(keyed) < 250
+    shots = set()
+    for prompt, completion in pairs:
+        assert prompt.startswith(P.INSTRUCTION) and completion in (" 0", " 1")
+    for prompt, completion in keyed:
+        key, expected = _keyed_answer(prompt)
+        assert int(completion) == expected
+        assert all(a ^ b == o for a, b, o in _rows(prompt))  # shots always show the XOR
+        shots.add(prompt.count("In: ") - 1)
+    assert shots == set(range(6))
+
+
+def test_label_accuracy_reads_the_lower_nll_label(noisy_lm):
+    pytest.importorskip("transformers")
+    pairs = [(p[:-1], " " + a) for p, a in P.row_pairs(rng(0, "acc"), 20)]  # short: the tiny model's 256
+    acc = P.label_accuracy(noisy_lm, pairs)
+    flipped = [(p, " 1" if c == " 0" else " 0") for p, c in pairs]
+    assert acc + P.label_accuracy(noisy_lm, flipped) == pytest.approx(1.0)
+
+
 def test_loo_pairs_hold_out_each_support_once():
     task = P.make_test_tasks(0)[5]
     parent, bit = P.oracle_parent(task.mask)

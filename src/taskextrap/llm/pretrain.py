@@ -4,8 +4,10 @@ A user with a GPU passes ``--model PATH`` (any local Hugging Face causal LM). Wi
 language-model experiment starts from a small model pretrained on a corpus of its own domain
 that holds no held-out task:
 
-- ``parity``: few-shot parity prompts and extender prompts (Anchor / Bit / Out) of the 210
-  training masks (sizes 2-5) only; no size-6 mask is ever drawn.
+- ``parity``: a two-stage curriculum on the 210 training masks (sizes 2-5) only; no size-6
+  mask is ever drawn. Stage 1: single extender rows whose answer is the Anchor, the Bit, or
+  their XOR; stage 2: full few-shot and extender prompts (``llm.parity.row_pairs``,
+  ``pretraining_pairs``). The check measures XOR accuracy on fresh 5-shot extender prompts.
 - ``codeio``: single-primitive few-shot prompts on random strings (no pair at all).
 
 ``scripts/train_default_models.py`` trains them once; the checkpoints (safetensors, config,
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -29,30 +31,53 @@ TRAINING_LOG = "pretraining.json"
 
 
 @dataclass(frozen=True)
-class DefaultModelSpec:
-    """How a default model is built and pretrained: architecture, corpus and optimiser settings."""
+class PretrainStage:
+    """One curriculum stage: a corpus ``"module:function"`` with ``sample(g, n) -> [(prompt,
+    completion)]`` and the optimiser settings it is trained with."""
 
-    name: str
-    corpus: str  # "module:function" with signature sample(g, n) -> [(prompt, completion)]
-    description: str
-    d_model: int = 128
-    n_layers: int = 4
-    n_heads: int = 4
-    max_len: int = 512
-    train: SFTConfig = field(default_factory=lambda: SFTConfig(steps=600, batch_size=32, lr=1e-3,
-                                                              warmup_steps=50, seed=0))
+    corpus: str
+    train: SFTConfig
 
-    def corpus_sampler(self) -> Callable:
+    def sampler(self) -> Callable:
         """The corpus's ``sample(g, n)`` function."""
         from taskextrap.tasks.registry import load_object
 
         return load_object(self.corpus, "corpus sampler")
 
 
+@dataclass(frozen=True)
+class DefaultModelSpec:
+    """How a default model is built and pretrained: architecture, curriculum stages, and a
+    ``check`` (``"module:function"``, ``check(lm) -> {metric: value}``) of what it must execute,
+    whose result is written to the training log."""
+
+    name: str
+    description: str
+    stages: tuple[PretrainStage, ...]
+    check: str | None = None
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    max_len: int = 512
+    seed: int = 0
+
+    def check_fn(self) -> Callable | None:
+        """The ``check(lm)`` function, or None."""
+        from taskextrap.tasks.registry import load_object
+
+        return None if self.check is None else load_object(self.check, "pretraining check")
+
+
+_PARITY = "taskextrap.llm.parity"
 SPECS = {
     "parity": DefaultModelSpec(
-        "parity", "taskextrap.llm.parity:pretraining_pairs",
-        "few-shot and extender parity prompts over the 210 training masks (sizes 2-5)"),
+        "parity", "extender rows (copy Anchor, copy Bit, XOR), then few-shot and extender prompts "
+                  "over the 210 training masks (sizes 2-5)",
+        stages=(PretrainStage(f"{_PARITY}:row_pairs",
+                              SFTConfig(steps=3000, batch_size=32, lr=6e-4, warmup_steps=50, seed=0)),
+                PretrainStage(f"{_PARITY}:pretraining_pairs",
+                              SFTConfig(steps=600, batch_size=32, lr=5e-4, warmup_steps=20, seed=0))),
+        check=f"{_PARITY}:pretraining_check"),
 }
 
 
@@ -64,22 +89,34 @@ def get_spec(name: str) -> DefaultModelSpec:
 
 
 def pretrain(name: str, out_dir: Path | None = None, checkpoint_dir: Path | None = None, progress=None):
-    """Build and pretrain default model ``name``; save it to ``out_dir`` (default: the package's).
+    """Build and pretrain default model ``name`` stage by stage; save it to ``out_dir`` (default:
+    the package's) with a training log (per-stage losses and wall times, and the check's result).
 
-    Resumable through ``checkpoint_dir``. Returns the model and the training log.
+    Resumable through ``checkpoint_dir`` (one sub-folder per stage). ``progress(stage, step,
+    loss)`` is called after each step. Returns the model and the log.
     """
     from taskextrap.llm.model import build_char_model, save_model
-    from taskextrap.llm.sft import train
+    from taskextrap.llm.sft import merge_lora, train
 
     spec = get_spec(name)
     lm = build_char_model(d_model=spec.d_model, n_layers=spec.n_layers, n_heads=spec.n_heads,
-                          max_len=spec.max_len, seed=spec.train.seed)
-    t = time.perf_counter()
-    lm, info = train(lm, spec.corpus_sampler(), spec.train, out_dir=checkpoint_dir, progress=progress)
+                          max_len=spec.max_len, seed=spec.seed)
+    t0, stages = time.perf_counter(), []
+    for k, stage in enumerate(spec.stages):
+        t = time.perf_counter()
+        report = None if progress is None else (lambda step, loss, k=k: progress(k, step, loss))
+        lm, info = train(lm, stage.sampler(), stage.train, progress=report,
+                         out_dir=None if checkpoint_dir is None else Path(checkpoint_dir) / f"stage{k}")
+        if stage.train.lora is not None:
+            lm = merge_lora(lm)
+        tail = info["loss"][-50:]
+        stages.append({"corpus": stage.corpus, "wall_s": time.perf_counter() - t,
+                       "final_loss": float(sum(tail) / max(1, len(tail))), "loss": info["loss"]})
+    check = spec.check_fn()
     out_dir = Path(out_dir) if out_dir is not None else MODELS_DIR / name
     save_model(lm, out_dir)
-    log = {"spec": {**asdict(spec), "train": asdict(spec.train)}, "wall_s": time.perf_counter() - t,
-           "final_loss": float(sum(info["loss"][-50:]) / len(info["loss"][-50:])), "loss": info["loss"]}
+    log = {"spec": asdict(spec), "wall_s": time.perf_counter() - t0, "stages": stages,
+           "check": check(lm) if check is not None else {}}
     (out_dir / TRAINING_LOG).write_text(json.dumps(log))
     return lm, log
 
