@@ -67,7 +67,7 @@ def reproduce(experiment, profile, protocol, family, seeds, out, device, embeddi
     options = RunOptions(profile=profile, protocol=protocol, family=family, seeds=seeds, out=out, device=device,
                          embedding=embedding, anchors=anchors, plots=not no_plots, progress=not quiet,
                          extra={"model": str(model)} if model is not None else {})
-    names = all_experiments() if experiment == "all" else [experiment]
+    names = all_experiments(in_all_only=True) if experiment == "all" else [experiment]
     for name in names:
         results = run_experiment(name, options)
         click.echo(console_table(results))

@@ -226,3 +226,32 @@ def test_make_test_tasks():
         assert len(t.support) == 3
         assert all(C.apply(t.pair, s) == o for s, o in t.support + (t.query,))
     assert tasks == C.make_test_tasks(test, 0) and tasks != C.make_test_tasks(test, 1)
+
+
+def test_primitive_prompts_use_their_own_stream():
+    prompts = C.primitive_prompts("reverse", 5, seed=0)
+    assert len(prompts) == 5 and prompts == C.primitive_prompts("reverse", 5, seed=0)
+    for prompt, answer in prompts:
+        query = re.findall(r"In: (\S*) Out:$", prompt)[0]
+        shots = re.findall(r"In: (\S*) Out: (\S*)\n", prompt)
+        assert prompt.startswith(C.FEWSHOT_HEADER) and len(shots) == 3 and answer == query[::-1]
+        assert all(t == s[::-1] for s, t in shots)
+    assert C.primitive_prompts("reverse", 5, seed=0, stream="other") != prompts
+    assert C.primitive_prompts("sort", 5, seed=0)[0][0] != prompts[0][0]
+    with pytest.raises(TaskextrapError):
+        C.primitive_prompts("nope", 1, seed=0)
+
+
+def test_primitive_accuracy_and_pretraining_check(monkeypatch):
+    # A fake decoder that answers every even-indexed primitive right and the others wrong.
+    truth = {p: (i % 2 == 0, t) for stream in ("primitive-probe", "pretraining-check")
+             for i, name in enumerate(C.NAMES) for p, t in C.primitive_prompts(name, 10, 0, stream)}
+
+    def fake_generate(lm, prompts, **kw):
+        return [[truth[p][1] if truth[p][0] else "wrong"] for p in prompts]
+
+    monkeypatch.setattr("taskextrap.llm.generate.generate", fake_generate)
+    acc = C.primitive_accuracy(None, n_per=3)
+    assert list(acc) == list(C.NAMES)
+    assert all(v == (1.0 if i % 2 == 0 else 0.0) for i, v in enumerate(acc.values()))
+    assert C.pretraining_check(None) == {"primitive_exact_match": pytest.approx(16 / 31)}

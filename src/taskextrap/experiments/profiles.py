@@ -97,3 +97,22 @@ class LLMProfile(SeededProfile):
     n_tasks: int | None = None
     n_tasks_wide: int | None = None
     score_batch: int = 64
+
+
+@dataclass(frozen=True)
+class CodeIOProfile(LLMProfile):
+    """Sizes of the CodeIO experiment: an :class:`LLMProfile` plus its decoding settings.
+
+    A subclass rather than new LLMProfile fields, so the parity profiles (and the fingerprints
+    of their cached units) stay as they are. cot_samples / temperature: the CoT baseline's
+    majority vote (the paper: N = 16); answer_tokens / cot_tokens: generation budgets (the
+    longest output of any candidate is 126 characters); base_queries: few-shot prompts per
+    primitive for the base-model row; max_tied: most tied candidates generated for the tie vote.
+    """
+
+    cot_samples: int = 16
+    temperature: float = 0.7
+    answer_tokens: int = 130
+    cot_tokens: int = 180
+    base_queries: int = 10
+    max_tied: int = 16

@@ -33,15 +33,19 @@ class Experiment:
     name: str
     run: Callable
     description: str
+    in_all: bool = True
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
-def register(name: str, description: str):
-    """Decorator that registers an experiment function under ``name``."""
+def register(name: str, description: str, in_all: bool = True):
+    """Decorator that registers an experiment function under ``name``.
+
+    ``in_all=False`` keeps it out of ``reproduce all`` (e.g. while its default model is not shipped).
+    """
     def deco(fn):
-        EXPERIMENTS[name] = Experiment(name, fn, description)
+        EXPERIMENTS[name] = Experiment(name, fn, description, in_all)
         return fn
     return deco
 
@@ -54,12 +58,12 @@ def get_experiment(name: str) -> Experiment:
     return EXPERIMENTS[name]
 
 
-def all_experiments() -> list[str]:
-    """Names of every registered experiment."""
+def all_experiments(in_all_only: bool = False) -> list[str]:
+    """Names of every registered experiment (only those ``reproduce all`` runs, with ``in_all_only``)."""
     _load_builtin()
-    return list(EXPERIMENTS)
+    return [n for n, e in EXPERIMENTS.items() if e.in_all or not in_all_only]
 
 
 def _load_builtin():
     # Imported for their registration side effect.
-    from taskextrap.experiments import composition, length, parameter, parity, projectile  # noqa: F401
+    from taskextrap.experiments import composition, length, parameter, parity, codeio, projectile  # noqa: F401

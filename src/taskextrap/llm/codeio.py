@@ -412,3 +412,46 @@ def make_test_tasks(test_pairs, seed: int, n_support: int = 3) -> list[CodeIOTas
 def candidates() -> list[Candidate]:
     """The search space: all 31 singles, then all 961 pairs (never told which are held out)."""
     return list(NAMES) + all_pairs()
+
+
+# ------------------------------------------------------------------- executing primitives
+
+
+def primitive_prompts(name: str, n: int, seed: int, stream: str = "primitive-probe",
+                      n_shots: int = 3) -> list[tuple[str, str]]:
+    """n few-shot prompts (n_shots shots + a query) of the single primitive ``name``, with answers.
+
+    Strings come from ``rng(seed, "codeio", stream, name)``: a stream of its own, never one a
+    training sampler draws from (those are keyed by "sft-batch").
+    """
+    if name not in PRIMITIVES:
+        raise TaskextrapError(f"unknown primitive {name!r}")
+    g = rng(seed, "codeio", stream, name)
+    out = []
+    for _ in range(n):
+        *shots, (q, t) = _examples(g, name, n_shots + 1)
+        out.append((fewshot_prompt(shots, q), t))
+    return out
+
+
+def primitive_accuracy(lm, n_per: int = 10, seed: int = 0, stream: str = "primitive-probe",
+                       batch_size: int = 32, max_new_tokens: int = 48) -> dict[str, float]:
+    """Greedy exact match of ``lm`` on ``n_per`` few-shot prompts of each primitive: {name: accuracy}.
+
+    The default budget of 48 new tokens covers the longest single output (42 characters).
+    """
+    from taskextrap.llm.generate import generate
+
+    items = [(name, p, t) for name in NAMES for p, t in primitive_prompts(name, n_per, seed, stream)]
+    outputs = generate(lm, [p for _, p, _ in items], max_new_tokens=max_new_tokens, batch_size=batch_size)
+    hits: dict[str, list[bool]] = {name: [] for name in NAMES}
+    for (name, _, answer), out in zip(items, outputs):
+        hits[name].append(out[0] == answer)
+    return {name: float(np.mean(h)) for name, h in hits.items()}
+
+
+def pretraining_check(lm) -> dict[str, float]:
+    """What the default model must execute: mean greedy exact match over the 31 primitives
+    (10 fresh few-shot prompts each, from a stream no training or test code uses)."""
+    acc = primitive_accuracy(lm, n_per=10, seed=0, stream="pretraining-check")
+    return {"primitive_exact_match": float(np.mean(list(acc.values())))}

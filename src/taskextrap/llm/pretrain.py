@@ -69,6 +69,7 @@ class DefaultModelSpec:
 
 
 _PARITY = "taskextrap.llm.parity"
+_CODEIO = "taskextrap.llm.codeio"
 SPECS = {
     "parity": DefaultModelSpec(
         "parity", "extender rows (copy Anchor, copy Bit, XOR), then few-shot and extender prompts "
@@ -78,6 +79,14 @@ SPECS = {
                 PretrainStage(f"{_PARITY}:pretraining_pairs",
                               SFTConfig(steps=600, batch_size=32, lr=5e-4, warmup_steps=20, seed=0))),
         check=f"{_PARITY}:pretraining_check"),
+    # Not trained yet. max_len: the longest sequence the codeio experiment builds is a reference
+    # prompt of (fancy_brackets, fancy_brackets) on 14-character strings, 1,143 characters, plus
+    # up to 130 generated tokens; the 192 test tasks' longest prompt is 962 characters.
+    "codeio": DefaultModelSpec(
+        "codeio", "few-shot prompts of one single string primitive on random strings (no pair at all)",
+        stages=(PretrainStage(f"{_CODEIO}:primitive_pairs",
+                              SFTConfig(steps=4000, batch_size=32, lr=1e-3, warmup_steps=100, seed=0)),),
+        check=f"{_CODEIO}:pretraining_check", d_model=128, n_layers=4, n_heads=4, max_len=1536),
 }
 
 

@@ -25,7 +25,8 @@ MISSING = "-"
 
 CI_FOOTNOTE = (
     "ours: mean ± ci95, with ci95 = 1.96·sd/√n over the n per-(test task, training seed) "
-    "values; seed sd: standard deviation across seeds of the per-seed means (- for one seed); "
+    "values (accuracy rows of the language-model experiments: half-width of a 95% bootstrap "
+    "interval, resampling test tasks); seed sd: standard deviation across seeds of the per-seed means (- for one seed); "
     "paper: the number the paper prints, ± its printed interval (- where it prints none)."
 )
 

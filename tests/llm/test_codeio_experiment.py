@@ -1,0 +1,206 @@
+"""The codeio experiment: search wiring, the vote rule, the base-model row and a tiny end-to-end run."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")
+
+from taskextrap.cli import main  # noqa: E402
+from taskextrap.experiments import codeio as E  # noqa: E402
+from taskextrap.experiments.registry import RunOptions  # noqa: E402
+from taskextrap.experiments.runner import run_experiment  # noqa: E402
+from taskextrap.llm import codeio as C  # noqa: E402
+from taskextrap.llm import pretrain  # noqa: E402
+from taskextrap.llm import search as S  # noqa: E402
+from taskextrap.report.schema import validate_results  # noqa: E402
+
+BLOCK = re.compile(r"--- Func_(\d\d) ---")
+LAST_INPUT = re.compile(r"In: (\S+) Out:$")
+
+
+def _candidate_of(prompt):
+    """The candidate whose reference blocks a prompt shows (masked names back to primitives)."""
+    names = tuple(C.NAMES[int(k)] for k in BLOCK.findall(prompt.split(C.TARGET_HEADER)[0]))
+    return names[0] if len(names) == 1 else names
+
+
+def _tiny_model(directory):
+    from taskextrap.llm.model import build_char_model, save_model
+
+    # max_len covers the longest codeio prompt; one layer keeps the 992-candidate search short
+    return save_model(build_char_model(d_model=16, n_layers=1, n_heads=2, max_len=1536, seed=0), directory)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One tiny run with a saved tiny model passed as --model; spies on the scorer and the base row."""
+    root = tmp_path_factory.mktemp("codeio")
+    model_dir = _tiny_model(root / "model")
+    seen = {"scored": [], "base_lm": []}
+    real_nll, real_acc = S.total_nll, C.primitive_accuracy
+
+    def spy_nll(lm, pair_lists, batch_size=32, progress=None):
+        seen["scored"] += [_candidate_of(pairs[0][0]) for pairs in pair_lists]
+        return real_nll(lm, pair_lists, batch_size, progress)
+
+    def spy_acc(lm, *args, **kwargs):
+        seen["base_lm"].append(lm)
+        return real_acc(lm, *args, **kwargs)
+
+    options = RunOptions(profile="tiny", out=root / "runs", progress=False, extra={"model": str(model_dir)})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(S, "total_nll", spy_nll)
+        mp.setattr(C, "primitive_accuracy", spy_acc)
+        res = run_experiment("codeio", options)
+    return res, seen, options, model_dir
+
+
+def test_tiny_run_writes_every_row(tiny_run):
+    res, _, options, _ = tiny_run
+    validate_results(res)
+    got = {(r["group"], r["method"]) for r in res["rows"]}
+    want = {(g, m) for g in E.GROUPS for m in E.PAIR_METHODS}
+    want |= {("decomposition-found", "rte"), ("decomposition-found-novel", "rte"), ("primitives", "base-model")}
+    assert got == want  # the one tiny task is novel, so both groups appear
+    assert all(0.0 <= r["value"] <= 1.0 and r["metric"] == "accuracy" for r in res["rows"])
+    row = {(r["group"], r["method"]): r for r in res["rows"]}
+    assert row[("held-out-pairs", "rte")]["paper_value"] == pytest.approx(0.453)
+    assert row[("held-out-pairs", "rte")]["n"] == 1 and row[("primitives", "base-model")]["n"] == 31
+    cfg = res["config"]
+    assert cfg["n_candidates"] == 992 and cfg["n_test_pairs"] == 192 and cfg["novel"] == [True]
+    assert len(cfg["tasks"]) == 1 and "novel" in cfg["subsample"]
+    assert {"sft_s", "search_s", "base_model_s", "cot-majority_eval_s", "oracle_eval_s"} <= set(res["timing"])
+    on_disk = json.loads((options.out / "codeio-paper-tiny" / "results.json").read_text())
+    assert on_disk["rows"] == res["rows"]
+    (unit,) = (options.out / "units").glob("codeio-seed0-*.json")
+    extras = json.loads(unit.read_text())["extras"]
+    assert extras["tasks"] == cfg["tasks"] and len(extras["chosen"]) == 1
+    assert set(extras["answers"]) == {"few-shot", "cot-majority", "oracle"}
+
+
+def test_search_scores_every_candidate_never_the_held_out_list(tiny_run):
+    _, seen, _, _ = tiny_run
+    scored = seen["scored"]
+    assert len(scored) == 992 and set(scored) == set(C.candidates())
+    train, test = C.split_pairs(E.SPLIT_SEED)
+    assert set(train) <= set(scored) and set(test) <= set(scored)
+
+
+def test_base_model_row_uses_the_base_model(tiny_run):
+    from taskextrap.llm.model import load_model
+
+    _, seen, _, model_dir = tiny_run
+    (lm,) = seen["base_lm"]
+    assert not hasattr(lm.model, "peft_config")  # every fine-tuned model is a peft wrapper
+    fresh = load_model(model_dir).model.state_dict()
+    assert all(v.equal(fresh[k]) for k, v in lm.model.state_dict().items())
+
+
+def test_rerun_resumes_from_the_unit_cache(tiny_run, monkeypatch):
+    res, _, options, _ = tiny_run
+    monkeypatch.setattr(E, "run_unit", lambda *a, **k: pytest.fail("the finished unit was recomputed"))
+    assert run_experiment("codeio", options)["rows"] == res["rows"]
+
+
+def _consistency_scores(lm, pair_lists, batch_size=32, progress=None):
+    """A perfect scorer: 5 nats per leave-one-out example the candidate gets wrong."""
+    out = []
+    for pairs in pair_lists:
+        cand = _candidate_of(pairs[0][0])
+        out.append(sum(5.0 * (C.apply(cand, LAST_INPUT.search(p).group(1)) != c.strip()) for p, c in pairs))
+    return np.array(out)
+
+
+def _perfect_answers(lm, prompts, max_new_tokens, batch_size):
+    """A perfect extender: the candidate of the prompt applied to its query input."""
+    return [C.apply(_candidate_of(p), LAST_INPUT.search(p).group(1)) for p in prompts]
+
+
+def test_a_perfect_extender_makes_rte_the_consistency_search(monkeypatch):
+    monkeypatch.setattr(S, "total_nll", _consistency_scores)
+    monkeypatch.setattr(E, "answers", _perfect_answers)
+    tasks, _, _ = E.held_out_tasks(6)
+    profile = E.CODEIO_PROFILES["quick"]
+    res = E.search(None, tasks, profile)
+    for i, t in enumerate(tasks):
+        fits = [c for c in C.candidates() if all(C.apply(c, s) == y for s, y in t.support)]
+        assert t.pair in fits and res["n_tied"][i] == len(fits)
+        q, truth = t.query
+        assert res["rte"][i] == float(C.apply(fits[0], q) == truth)
+        assert res["found"][i] == float(C.behaviour(fits[0]) == C.behaviour(t.pair))
+        voted = S.vote([C.apply(c, q) for c in fits[: profile.max_tied]])
+        assert res["rte-tie-vote"][i] == float(voted == truth)
+
+
+def test_search_scores_resume_from_finished_chunks(tmp_path, monkeypatch):
+    calls = []
+
+    def scores(lm, pair_lists, batch_size=32, progress=None):
+        calls.append(len(pair_lists))
+        return np.arange(len(pair_lists), dtype=float)
+
+    monkeypatch.setattr(S, "total_nll", scores)
+    tasks, _, _ = E.held_out_tasks(E.TASKS_PER_CHUNK + 1)
+    cands = C.candidates()[:7]
+    first = E.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path)
+    assert first.shape == (len(tasks), 7) and calls == [E.TASKS_PER_CHUNK * 7, 7]
+    again = E.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path)
+    assert len(calls) == 2 and np.array_equal(first, again)
+
+
+def test_majority_vote_tie_rule():
+    assert E.majority_answer(["b", "a", "a", "b"]) == "b"  # a tie: the first sampled wins
+    assert E.majority_answer(["a", "b", "b"]) == "b"
+    assert E.majority_answer(["", "", "x"]) == "x"  # unparseable chains do not vote
+    assert E.majority_answer(["", ""]) == ""
+
+
+def test_cot_majority_samples_parses_and_votes(monkeypatch):
+    calls = []
+
+    def fake_generate(lm, prompts, **kw):
+        calls.append(kw)
+        return [["ab => x", "ba => y", "cd => y", "junk"] for _ in prompts]
+
+    monkeypatch.setattr("taskextrap.llm.generate.generate", fake_generate)
+    profile = E.CODEIO_PROFILES["quick"]
+    assert E.cot_majority(None, ["p1", "p2"], profile, seed=3) == ["y", "y"]
+    assert calls[0]["n_samples"] == 16 and calls[0]["temperature"] == 0.7 and calls[0]["seed"] == 3
+
+
+def test_subsample_is_deterministic_and_holds_novel_pairs():
+    train, test = C.split_pairs(E.SPLIT_SEED)
+    novel = set(C.novel_test_pairs(train, test))
+    tasks = C.make_test_tasks(test, E.TEST_SEED)
+    for n in (1, 3, 24):
+        picked = E.subsample(tasks, novel, n)
+        assert len(picked) == n and picked == E.subsample(tasks, novel, n)
+        assert sum(t.pair in novel for t in picked) == -(-n // 2)
+        assert [t for t in tasks if t in picked] == picked  # split order kept
+    assert E.subsample(tasks, novel, None) == tasks and E.subsample(tasks, novel, 500) == tasks
+
+
+def test_missing_default_model_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(pretrain, "MODELS_DIR", tmp_path / "no-models")
+    with pytest.raises(SystemExit) as e:
+        main(["reproduce", "codeio", "--profile", "tiny", "--out", str(tmp_path), "--quiet", "--no-plots"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "train_default_models.py codeio" in err
+
+
+def test_codeio_spec_and_budgets_cover_the_longest_sequences():
+    spec = pretrain.get_spec("codeio")
+    assert [s.corpus for s in spec.stages] == ["taskextrap.llm.codeio:primitive_pairs"]
+    assert spec.check_fn() is C.pretraining_check and (spec.d_model, spec.n_layers, spec.n_heads) == (128, 4, 4)
+    profile = E.CODEIO_PROFILES["paper"]
+    inputs = ["abcdefghijklmn", "aaaaaaaaaaaaaa", "zyxwvutsrqponm", "abcabcabcabcab"]  # the longest inputs
+    longest_out = max(len(C.apply(c, s)) for c in C.candidates() for s in inputs)
+    longest_mid = max(len(C.apply(n, s)) for n in C.NAMES for s in inputs)
+    assert longest_out + 2 <= profile.answer_tokens  # leading space and EOS
+    assert len(C.cot_completion("x" * longest_mid, "y" * longest_out)) + 1 <= profile.cot_tokens
+    longest_prompt = max(len(C.reference_prompt(c, [(s, C.apply(c, s)) for s in inputs[:3]], inputs[3]))
+                         for c in C.candidates())
+    assert longest_prompt + 1 + profile.answer_tokens <= spec.max_len  # BOS + prompt + generated tokens
