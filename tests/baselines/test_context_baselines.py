@@ -169,6 +169,23 @@ def test_library_best_fit_noisy_picks_closest():
     np.testing.assert_allclose(pred, cx[:, :3] + 7.0, atol=0.1)
 
 
+def test_library_best_fit_grid_path_equals_the_per_function_path():
+    from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
+
+    lib = LadderSet.sample_library(POLYNOMIAL_LADDER, 6, np.random.default_rng(0))
+    rng = np.random.default_rng(7)
+    cx = rng.uniform(-5, 5, size=(30, 8))
+    cy = lib.values(cx, rng.integers(len(lib), size=30)) + rng.normal(scale=0.1, size=cx.shape)
+    qx = rng.uniform(-5, 5, size=(30, 4))
+    fn = lambda i, x: lib.values(x, i)  # noqa: E731
+    slow = library_best_fit(cx, cy, qx, fn, len(lib), chunk=7)
+    fast = library_best_fit(cx, cy, qx, fn, len(lib), chunk=7, library_grid=lib.values_at)
+    np.testing.assert_array_equal(slow[1], fast[1])
+    np.testing.assert_allclose(slow[0], fast[0], rtol=1e-12, atol=1e-12)
+    with pytest.raises(TaskextrapError, match="library_grid must return shape"):
+        library_best_fit(cx, cy, qx, fn, len(lib), library_grid=lambda x: np.zeros((len(x), 2, 8)))
+
+
 # ---------------------------------------------------------------- permutation invariance
 
 

@@ -24,6 +24,25 @@ def test_sample_coefs_has_exactly_the_level():
     assert np.all(c[:, 5:] == 0) and np.all(c[:, :5] != 0)
 
 
+def test_values_at_matches_values_for_shared_and_per_row_tasks():
+    lib = LadderSet.sample_library(POLYNOMIAL_LADDER, 4, rng(0, "lib"))
+    g = np.random.default_rng(2)
+    x = g.uniform(-5, 5, size=(6, 5))
+    shared = lib.values_at(x, np.array([3, 0, 17]))
+    assert shared.shape == (6, 3, 5)
+    for j, t in enumerate([3, 0, 17]):
+        np.testing.assert_allclose(shared[:, j], lib.values(x, np.full(6, t)), rtol=1e-12, atol=1e-12)
+    per_row = g.integers(len(lib), size=(6, 2))
+    each = lib.values_at(x, per_row)
+    for j in range(2):
+        np.testing.assert_allclose(each[:, j], lib.values(x, per_row[:, j]), rtol=1e-12, atol=1e-12)
+    assert lib.values_at(x).shape == (6, len(lib), 5)
+    with pytest.raises(TaskextrapError, match="rows but x has"):
+        lib.values_at(x, per_row[:4])
+    with pytest.raises(TaskextrapError, match="shape"):
+        lib.values_at(x[0])
+
+
 def test_library_holds_training_levels_only():
     lib = LadderSet.sample_library(POLYNOMIAL_LADDER, 5, rng(0, "lib"))
     assert len(lib) == 40 and set(lib.level) == set(range(1, 9))

@@ -159,6 +159,7 @@ def library_best_fit(
     library_fn: Callable[[np.ndarray, np.ndarray], np.ndarray],
     n_library: int,
     chunk: int = 256,
+    library_grid: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Predict each target by the library function that best fits its context, up to a constant.
 
@@ -170,7 +171,10 @@ def library_best_fit(
 
     ``library_fn(index, x)`` evaluates library functions ``index`` (shape (m,)) at ``x`` of
     shape (m, p) and returns (m, p). Targets are processed ``chunk`` at a time, so at most
-    chunk * n_library * k library values are held at once.
+    chunk * n_library * k library values are held at once. ``library_grid(x)``, when given,
+    evaluates every library function at every row of ``x`` (c, k) at once -> (c, n_library, k);
+    it must agree with ``library_fn`` and is used for the context fit only (a basis-expansion
+    library does this as one matrix product, e.g. ``LadderSet.values_at``).
 
     Returns (predictions (n, q), chosen library index (n,)).
     """
@@ -189,9 +193,7 @@ def library_best_fit(
     for start in range(0, n, int(chunk)):
         xc, yc = x[start : start + chunk], y[start : start + chunk]
         c = xc.shape[0]
-        idx = np.tile(lib, c)  # (c*L,)
-        xr = np.repeat(xc, L, axis=0)  # (c*L, k)
-        f = _call_library(library_fn, idx, xr).reshape(c, L, k)
+        f = _library_values(library_fn, library_grid, lib, xc)
         r = yc[:, None, :] - f
         off = r.mean(axis=2)
         sse = np.sum((r - off[..., None]) ** 2, axis=2)
@@ -203,6 +205,19 @@ def library_best_fit(
         fq = _call_library(library_fn, best, q[start : start + c])
         pred[start : start + c] = fq + off[np.arange(c), best][:, None]
     return pred, index
+
+
+def _library_values(library_fn, library_grid, lib: np.ndarray, xc: np.ndarray) -> np.ndarray:
+    """Every library function at every row of ``xc`` (c, k) -> (c, L, k)."""
+    c, k = xc.shape
+    if library_grid is not None:
+        out = np.asarray(library_grid(xc), dtype=float)
+        if out.shape != (c, len(lib), k):
+            raise TaskextrapError(f"library_grid must return shape {(c, len(lib), k)}, got {out.shape}")
+        return out
+    idx = np.tile(lib, c)  # (c*L,)
+    xr = np.repeat(xc, len(lib), axis=0)  # (c*L, k)
+    return _call_library(library_fn, idx, xr).reshape(c, len(lib), k)
 
 
 def _call_library(library_fn, idx: np.ndarray, x: np.ndarray) -> np.ndarray:

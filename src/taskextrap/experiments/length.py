@@ -91,7 +91,8 @@ def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet
         "sparse-inductive": inductive.predict(cx, cy, qx),
         "ctx-interp": ctx_interp(cx, cy, qx),
         "ctx-polyfit": ctx_polyfit(cx, cy, qx),
-        "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: library.values(x, i), len(library))[0],
+        "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: library.values(x, i), len(library),
+                                             library_grid=library.values_at)[0],
     }
     retrieval = {"parent_top1": (d.anchors[:, 0] == parent).astype(float),
                  "parent_in_topk": (d.anchors == parent[:, None]).any(1).astype(float)}

@@ -236,8 +236,7 @@ class LengthRTE:
 
     def _values(self, cx, cand) -> np.ndarray:
         """Library candidates ``cand`` (n, c) at each target's context inputs -> (n, c, m)."""
-        n, c = cand.shape
-        return self.library_.values(np.repeat(cx, c, axis=0), cand.reshape(-1)).reshape(n, c, -1)
+        return self.library_.values_at(cx, cand)
 
     @staticmethod
     def _best(grid, loss):

@@ -144,6 +144,25 @@ class LadderSet:
         coefs = self.params if index is None else self.params[index]
         return self.family(coefs, x)
 
+    def values_at(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
+        """Values of several tasks at each row of inputs: ``x`` (n, m) -> (n, c, m).
+
+        ``index`` is (c,) (the same tasks for every row; all tasks by default) or (n, c) (tasks
+        per row). The basis is evaluated once per row and shared by its c tasks, which makes
+        this a matrix product instead of c separate polynomial evaluations.
+        """
+        x = np.asarray(x, dtype=float)
+        if x.ndim != 2:
+            raise TaskextrapError(f"x must have shape (n, m), got {x.shape}")
+        basis = self.family.basis_matrix(x)  # (n, m, p)
+        if index is None or np.ndim(index) == 1:
+            coefs = self.params if index is None else self.params[np.asarray(index, dtype=int)]
+            return np.einsum("nmp,cp->ncm", basis, coefs)
+        index = np.asarray(index, dtype=int)
+        if index.shape[0] != len(x):
+            raise TaskextrapError(f"index has {index.shape[0]} rows but x has {len(x)}")
+        return np.einsum("nmp,ncp->ncm", basis, self.params[index])
+
     def new_coef(self) -> np.ndarray:
         """Each task's coefficient at its own level: the shift phi of its last extension step."""
         return self.params[np.arange(len(self)), self.level]
