@@ -44,3 +44,15 @@ def test_bad_input(char_lm):
         generate(char_lm, "ab")
     with pytest.raises(TaskextrapError):
         generate(char_lm, ["ab"], temperature=-1.0)
+
+
+def test_greedy_once_decodes_each_distinct_prompt_once(noisy_lm, monkeypatch):
+    from taskextrap.llm import generate as G
+
+    prompts = ["In: ab Out:", "In: cd Out:", "In: ab Out:", "In: ab Out:"]
+    expected = [o[0] for o in G.generate(noisy_lm, prompts, max_new_tokens=5)]
+    seen = []
+    real = G.generate
+    monkeypatch.setattr(G, "generate", lambda lm, ps, **kw: seen.extend(ps) or real(lm, ps, **kw))
+    assert G.greedy_once(noisy_lm, prompts, max_new_tokens=5) == expected
+    assert seen == ["In: ab Out:", "In: cd Out:"]

@@ -32,8 +32,8 @@ from their checkpoints and the search from its last finished chunk of tasks.
 
 from __future__ import annotations
 
+import io
 import math
-import os
 import time
 from functools import partial
 from pathlib import Path
@@ -44,6 +44,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.profiles import CodeIOProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.experiments.units import UnitResult, fingerprint, run_seeds
+from taskextrap.report.io import write_bytes_atomic
 from taskextrap.report.schema import bootstrap_ci95, make_row
 
 TEST_SEED = 10_000
@@ -110,12 +111,9 @@ def samplers(train_pairs) -> dict:
 
 def answers(lm, prompts: list[str], max_new_tokens: int, batch_size: int) -> list[str]:
     """Greedy answer of each prompt (first line, stripped); each distinct prompt runs once."""
-    from taskextrap.llm.generate import generate
+    from taskextrap.llm.generate import greedy_once
 
-    distinct = list(dict.fromkeys(prompts))
-    outputs = generate(lm, distinct, max_new_tokens=max_new_tokens, batch_size=batch_size)
-    got = {p: o[0] for p, o in zip(distinct, outputs)}
-    return [got[p] for p in prompts]
+    return greedy_once(lm, prompts, max_new_tokens, batch_size)
 
 
 def majority_answer(candidates: list[str]) -> str:
@@ -190,11 +188,10 @@ def _chunk_scores(extender, chunk, cands, batch_size: int, path: Path | None, ba
 
 
 def _save_atomic(path: Path, array: np.ndarray) -> None:
-    """np.save through a temporary file and a rename: a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npy")
-    np.save(tmp, array, allow_pickle=False)
-    os.replace(tmp, path)
+    """np.save written atomically (``report.io.write_bytes_atomic``): a crash never leaves half a file."""
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    write_bytes_atomic(path, buf.getvalue())
 
 
 def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = None,

@@ -63,13 +63,11 @@ def fine_tune(model: str | None, sampler, profile: LLMProfile, seed: int, out_di
 
 def predict_labels(lm, prompts: list[str], batch_size: int) -> np.ndarray:
     """Greedy labels (0/1; -1 when the output holds neither) of each prompt; each distinct prompt runs once."""
-    from taskextrap.llm.generate import generate
+    from taskextrap.llm.generate import greedy_once
     from taskextrap.llm.parity import parse_label
 
-    distinct = list(dict.fromkeys(prompts))
-    outputs = generate(lm, distinct, max_new_tokens=3, batch_size=batch_size)
-    label = {p: parse_label(o[0]) for p, o in zip(distinct, outputs)}
-    return np.array([-1 if label[p] is None else label[p] for p in prompts])
+    labels = [parse_label(o) for o in greedy_once(lm, prompts, max_new_tokens=3, batch_size=batch_size)]
+    return np.array([-1 if y is None else y for y in labels])
 
 
 def _query_prompts(task, parent, bit) -> list[str]:

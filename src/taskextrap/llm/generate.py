@@ -44,6 +44,19 @@ def generate(lm: LanguageModel, prompts: Sequence[str], max_new_tokens: int = 64
     return [texts[i * reps:(i + 1) * reps] * (n_samples // reps) for i in range(len(prompts))]
 
 
+def greedy_once(lm: LanguageModel, prompts: Sequence[str], max_new_tokens: int = 64,
+                batch_size: int = 32) -> list[str]:
+    """The greedy completion of each prompt (as ``generate``), decoding each distinct prompt once.
+
+    Searches ask for the same prompt many times (tied candidates, repeated queries); the
+    duplicates reuse the first decoding instead of running the model again.
+    """
+    distinct = list(dict.fromkeys(prompts))
+    outputs = generate(lm, distinct, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    got = {p: o[0] for p, o in zip(distinct, outputs)}
+    return [got[p] for p in prompts]
+
+
 def _cut(text: str, stop: str | None) -> str:
     """``text`` up to the first ``stop`` (excluded), stripped."""
     if stop:
