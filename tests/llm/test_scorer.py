@@ -68,6 +68,38 @@ def test_share_prefix_equals_no_sharing(noisy_lm, side):
     assert calls[-1] == (len(prompts), len(prompts))
 
 
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("batch_size", [2, 16])
+def test_prefix_groups_equal_no_sharing(noisy_lm, side, batch_size):
+    # leave-one-out style: each group shares a long reference prefix, then its own tail
+    heads = ["Reference block one: ab -> ba\n", "Other block: xyz -> zyx, q -> q\n", "short"]
+    tails = ["In: abc Out:", "In: q Out:", "In: a much longer query line Out:"]
+    prompts, comps, keys = [], [], []
+    for g, head in enumerate(heads):
+        for t, tail in enumerate(tails):
+            prompts.append(head + tail)
+            comps.append(["c", " cba", ""][t])
+            keys.append(g)
+    prompts.append("Reference block one: ab -> ba\nIn: abc Out:")  # same prompt, another group
+    comps.append(" x")
+    keys.append("alone")
+    shared = completion_nll(noisy_lm, prompts, comps, batch_size=batch_size, padding_side=side, prefix_groups=keys)
+    plain = completion_nll(noisy_lm, prompts, comps, batch_size=batch_size, padding_side=side, share_prefix=False)
+    np.testing.assert_allclose(shared, plain, atol=1e-4)
+
+
+def test_identical_long_prompts_share_one_cache(noisy_lm):
+    prompts = ["a prompt long enough to share"] * 4 + ["another prompt, long enough"] * 2
+    comps = ["1", "22", "", "x y z", "a", "bb"]
+    np.testing.assert_allclose(completion_nll(noisy_lm, prompts, comps, batch_size=3),
+                               completion_nll(noisy_lm, prompts, comps, share_prefix=False), atol=1e-4)
+
+
+def test_prefix_groups_length_checked(char_lm):
+    with pytest.raises(TaskextrapError, match="prefix_groups"):
+        completion_nll(char_lm, ["a", "b"], ["c", "d"], prefix_groups=[0])
+
+
 def test_order_is_restored(noisy_lm):
     perm = np.random.default_rng(0).permutation(len(PROMPTS))
     base = completion_nll(noisy_lm, PROMPTS, COMPS, batch_size=3)

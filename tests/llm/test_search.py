@@ -10,8 +10,9 @@ from taskextrap.llm import search
 def test_total_nll_scores_each_distinct_pair_once(monkeypatch):
     calls = []
 
-    def fake(lm, prompts, completions, batch_size=32, progress=None):
+    def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
         calls.append(list(zip(prompts, completions)))
+        assert prefix_groups is None
         return np.array([len(p) + 10 * len(c) for p, c in zip(prompts, completions)], dtype=float)
 
     monkeypatch.setattr(search, "completion_nll", fake)
@@ -19,6 +20,18 @@ def test_total_nll_scores_each_distinct_pair_once(monkeypatch):
     out = search.total_nll(None, lists)
     assert len(calls) == 1 and sorted(calls[0]) == [("ab", "x"), ("abc", "y")]
     np.testing.assert_allclose(out, [12 + 13, 12, 0, 24])
+
+
+def test_total_nll_groups_prefixes_by_first_list(monkeypatch):
+    seen = {}
+
+    def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
+        seen.update(zip(prompts, prefix_groups))
+        return np.zeros(len(prompts))
+
+    monkeypatch.setattr(search, "completion_nll", fake)
+    search.total_nll(None, [[("p1", "x"), ("p2", "y")], [("p2", "y"), ("p3", "z")]], share_within_list=True)
+    assert seen == {"p1": 0, "p2": 0, "p3": 1}  # a pair shared by two lists joins the first
 
 
 def test_tied_and_vote():

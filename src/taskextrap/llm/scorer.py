@@ -9,7 +9,7 @@ the same positions as the row scored alone.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 import torch
@@ -20,25 +20,39 @@ from taskextrap.llm.model import LanguageModel
 
 def completion_nll(lm: LanguageModel, prompts: Sequence[str], completions: Sequence[str], batch_size: int = 32,
                    padding_side: str = "right", eos: bool = True, share_prefix: bool = True,
+                   prefix_groups: Sequence[Hashable] | None = None,
                    progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Summed cross-entropy (nats) of ``completions[i]`` given ``prompts[i]``, shape ``(n,)``.
 
     The scored tokens are ``lm.completion_ids(completion, eos)``: EOS included when ``eos``.
-    With ``share_prefix``, pairs with an identical prompt run that prompt once and score their
-    completions from its key/value cache; the numbers match ``share_prefix=False``. ``progress``
-    is called as ``progress(n_scored, n)`` after each batch. An empty completion is an error
-    only when ``eos=False`` (with EOS it scores the probability of ending right away).
+    With ``share_prefix``, pairs of one group run their common prompt prefix once and score the
+    rest of each prompt and its completion from that key/value cache; the numbers match
+    ``share_prefix=False``. Groups are pairs with an identical prompt, or, with
+    ``prefix_groups``, pairs with an equal key there (e.g. the leave-one-out prompts of one
+    candidate, which share its reference blocks). The shared part is the longest common prefix
+    of the group's prompt *token ids*, so any tokenizer or chat template is handled exactly.
+    ``progress`` is called as ``progress(n_scored, n)`` after each batch. An empty completion is
+    an error only when ``eos=False`` (with EOS it scores the probability of ending right away).
     """
     prompt_ids, comp_ids = _encode_pairs(lm, prompts, completions, eos)
     if padding_side not in ("left", "right"):
         raise TaskextrapError(f"padding_side must be 'left' or 'right', got {padding_side!r}")
     if batch_size < 1:
         raise TaskextrapError(f"batch_size must be positive, got {batch_size}")
+    if prefix_groups is not None and len(prefix_groups) != len(prompts):
+        raise TaskextrapError(f"{len(prompts)} prompts but {len(prefix_groups)} prefix_groups")
     n = len(prompt_ids)
     out = np.zeros(n, dtype=np.float64)
-    groups = _prompt_groups(prompts) if share_prefix else [[i] for i in range(n)]
-    shared = [g for g in groups if len(g) > 1]
-    single = [g[0] for g in groups if len(g) == 1]  # one completion: sharing would cost an extra pass
+    keys = prompts if prefix_groups is None else prefix_groups
+    groups = _groups(keys) if share_prefix else [[i] for i in range(n)]
+    shared, single = [], []
+    for g in groups:
+        k = _common_prefix(prompt_ids, g)
+        # one pair, or too little in common: sharing would cost an extra pass for nothing
+        if len(g) > 1 and k >= MIN_SHARED:
+            shared.append((g, k))
+        else:
+            single += g
     done = 0
 
     def report(k: int) -> None:
@@ -51,13 +65,16 @@ def completion_nll(lm: LanguageModel, prompts: Sequence[str], completions: Seque
         for rows in _length_batches(single, lambda i: len(prompt_ids[i]) + len(comp_ids[i]), batch_size):
             out[rows] = _score_full(lm, [prompt_ids[i] for i in rows], [comp_ids[i] for i in rows], padding_side)
             report(len(rows))
-        # batches of distinct prompts, longest first; each group brings all its completions
-        for chunk in _length_batches(range(len(shared)), lambda g: len(prompt_ids[shared[g][0]]), batch_size):
-            groups_here = [shared[g] for g in chunk]
-            for rows, scores in _score_shared(lm, groups_here, prompt_ids, comp_ids, batch_size, padding_side):
+        # batches of distinct prefixes, longest first; each group brings all its continuations
+        for chunk in _length_batches(range(len(shared)), lambda g: shared[g][1], batch_size):
+            for rows, scores in _score_shared(lm, [shared[g] for g in chunk], prompt_ids, comp_ids, batch_size,
+                                              padding_side):
                 out[rows] = scores
                 report(len(rows))
     return out
+
+
+MIN_SHARED = 8  # tokens: a shorter common prefix is not worth a separate forward pass
 
 
 def _encode_pairs(lm: LanguageModel, prompts, completions, eos: bool) -> tuple[list[list[int]], list[list[int]]]:
@@ -79,12 +96,25 @@ def _encode_pairs(lm: LanguageModel, prompts, completions, eos: bool) -> tuple[l
     return prompt_ids, comp_ids
 
 
-def _prompt_groups(prompts: Sequence[str]) -> list[list[int]]:
-    """Indices of the pairs grouped by identical prompt text, in first-seen order."""
-    groups: dict[str, list[int]] = {}
-    for i, p in enumerate(prompts):
-        groups.setdefault(p, []).append(i)
+def _groups(keys: Sequence[Hashable]) -> list[list[int]]:
+    """Indices of the pairs grouped by equal key, in first-seen order."""
+    groups: dict[Hashable, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key, []).append(i)
     return list(groups.values())
+
+
+def _common_prefix(prompt_ids: list[list[int]], rows: list[int]) -> int:
+    """Length of the longest common prefix of the prompts ``rows``, at most the shortest prompt."""
+    first = prompt_ids[rows[0]]
+    k = min(len(prompt_ids[i]) for i in rows)
+    for i in rows[1:]:
+        other = prompt_ids[i]
+        j = 0
+        while j < k and other[j] == first[j]:
+            j += 1
+        k = j
+    return k
 
 
 def _length_batches(items, length: Callable[[int], int], batch_size: int):
@@ -138,38 +168,47 @@ def _score_full(lm: LanguageModel, prompts: list[list[int]], comps: list[list[in
     return nll.sum(1).double().cpu().numpy()
 
 
-def _score_shared(lm: LanguageModel, groups: list[list[int]], prompt_ids, comp_ids, batch_size: int, side: str):
-    """Yield (rows, scores): each distinct prompt of ``groups`` runs once, its completions reuse the cache."""
-    prompts = [prompt_ids[g[0]] for g in groups]
-    p_ids, p_mask = _pad(prompts, lm.tokenizer.pad_token_id, side, lm.device)
+def _score_shared(lm: LanguageModel, groups: list[tuple[list[int], int]], prompt_ids, comp_ids, batch_size: int,
+                  side: str):
+    """Yield (rows, scores): each group's shared prefix (its first ``k`` prompt tokens) runs once;
+    the rest of each of its prompts and its completion continue from that cache."""
+    prefixes = [prompt_ids[g[0]][:k] for g, k in groups]
+    p_ids, p_mask = _pad(prefixes, lm.tokenizer.pad_token_id, side, lm.device)
     lengths = p_mask.sum(1)
     last = (lengths - 1) if side == "right" else torch.full_like(lengths, p_ids.shape[1] - 1)
-    first = int(last.min())  # logits only from the earliest last-prompt column on
+    first = int(last.min())  # logits only from the earliest last-prefix column on
     keep = torch.arange(first, p_ids.shape[1], device=lm.device)
     out = lm.model(input_ids=p_ids, attention_mask=p_mask, position_ids=_positions(p_mask), use_cache=True,
                    logits_to_keep=keep)
     cache = out.past_key_values
-    # the last prompt position predicts each completion's first token
-    next_logits = out.logits[torch.arange(len(prompts), device=lm.device), last - first]
+    # the last prefix position predicts each continuation's first token
+    next_logits = out.logits[torch.arange(len(prefixes), device=lm.device), last - first]
     del out
-    owner = {i: k for k, g in enumerate(groups) for i in g}  # pair -> its prompt's row in the cache
-    rows_all = [i for g in groups for i in g]
-    for rows in _length_batches(rows_all, lambda i: len(comp_ids[i]), batch_size):
-        src = torch.tensor([owner[i] for i in rows], device=lm.device)
-        yield rows, _score_from_cache(lm, cache, src, p_mask, lengths, next_logits, [comp_ids[i] for i in rows])
+    owner = {i: (r, k) for r, (g, k) in enumerate(groups) for i in g}  # pair -> its prefix row and length
+    # continuation: the prompt tokens after the prefix, then the completion; only the latter is scored
+    rest = {i: prompt_ids[i][owner[i][1]:] + comp_ids[i] for i in owner}
+    skip = {i: len(prompt_ids[i]) - owner[i][1] for i in owner}
+    for rows in _length_batches(list(owner), lambda i: len(rest[i]), batch_size):
+        src = torch.tensor([owner[i][0] for i in rows], device=lm.device)
+        yield rows, _score_from_cache(lm, cache, src, p_mask, lengths, next_logits, [rest[i] for i in rows],
+                                      [skip[i] for i in rows])
 
 
 def _score_from_cache(lm: LanguageModel, cache, src: torch.Tensor, p_mask: torch.Tensor, lengths: torch.Tensor,
-                      next_logits: torch.Tensor, comps: list[list[int]]) -> np.ndarray:
-    """Scores of ``comps`` continuing the cached prompts ``src`` (one cache row per completion)."""
+                      next_logits: torch.Tensor, conts: list[list[int]], skip: list[int]) -> np.ndarray:
+    """Scores of continuations ``conts`` of the cached prefixes ``src`` (one cache row each); the
+    first ``skip[r]`` tokens of row r are prompt (conditioned on, not scored)."""
     rows_cache = _cache_rows(cache, src)
-    c_ids, c_mask = _pad(comps, lm.tokenizer.pad_token_id, "right", lm.device)
+    c_ids, c_mask = _pad(conts, lm.tokenizer.pad_token_id, "right", lm.device)
     mask = torch.cat([p_mask[src], c_mask], dim=1)
     logits = lm.model(input_ids=c_ids, attention_mask=mask, position_ids=_positions(c_mask, lengths[src]),
                       past_key_values=rows_cache, use_cache=True).logits
-    # token j of a completion is predicted by the prompt's last logits (j = 0) or by token j - 1
+    # token j of a continuation is predicted by the prefix's last logits (j = 0) or by token j - 1
     logits = torch.cat([next_logits[src, None], logits[:, :-1]], dim=1)
-    nll = _token_nll(logits, c_ids) * c_mask
+    scored = c_mask.clone()
+    for r, k in enumerate(skip):
+        scored[r, :k] = 0
+    nll = _token_nll(logits, c_ids) * scored
     return nll.sum(1).double().cpu().numpy()
 
 

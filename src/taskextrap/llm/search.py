@@ -29,18 +29,30 @@ DEFAULT_TIE_TOL = 0.5  # nats, summed over the support: far below one wrong labe
 
 
 def total_nll(lm: LanguageModel, pair_lists: Sequence[Sequence[Pair]], batch_size: int = 32,
-              progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+              progress: Callable[[int, int], None] | None = None, share_within_list: bool = False) -> np.ndarray:
     """Summed completion NLL of each list of (prompt, completion) pairs, shape ``(len(pair_lists),)``.
 
-    Identical pairs, within a list or across lists, are scored once.
+    Identical pairs, within a list or across lists, are scored once. With ``share_within_list``
+    the prompts of one list run their common prefix once (``completion_nll``'s
+    ``prefix_groups``): the leave-one-out prompts of a candidate share its reference blocks.
     """
     index: dict[Pair, int] = {}
-    owners = [[index.setdefault(tuple(p), len(index)) for p in pairs] for pairs in pair_lists]
+    group: list[int] = []  # the first list holding each distinct pair
+    owners = []
+    for k, pairs in enumerate(pair_lists):
+        ids = []
+        for p in pairs:
+            key = tuple(p)
+            if key not in index:
+                index[key] = len(index)
+                group.append(k)
+            ids.append(index[key])
+        owners.append(ids)
     if not index:
         return np.zeros(len(pair_lists))
     unique = list(index)
     nll = completion_nll(lm, [p for p, _ in unique], [c for _, c in unique], batch_size=batch_size,
-                         progress=progress)
+                         prefix_groups=group if share_within_list else None, progress=progress)
     return np.array([nll[ids].sum() if ids else 0.0 for ids in owners])
 
 
