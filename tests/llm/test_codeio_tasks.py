@@ -201,12 +201,41 @@ def test_samplers_never_use_held_out_pairs(monkeypatch):
     assert all(c.startswith(" ") and p.endswith(" Out:") for p, c in out + refs)
 
 
-def test_primitive_corpus_is_singles_only(monkeypatch):
-    seen = _spy_apply(monkeypatch)
-    corpus = C.primitive_pairs(rng(0, "corpus"), 300)
-    assert seen and all(isinstance(c, str) for c in seen)
-    assert len(set(seen)) == 31
-    assert all(p.count("In: ") == 4 for p, _ in corpus)
+def test_pretraining_texts_are_fewshot_texts_of_one_single(monkeypatch):
+    from taskextrap.llm.sft import ScoredText
+
+    texts = C.pretraining_texts(rng(0, "corpus"), 400, p_wide=0.3)
+    names, wide = set(), 0
+    for text in texts:
+        assert isinstance(text, ScoredText)
+        full = "".join(t for t, _ in text.pieces)
+        rows = re.findall(r"In: (\S*) Out: (\S*)(?:\n|$)", full)
+        assert full.startswith(C.FEWSHOT_HEADER) and 3 <= len(rows) <= 7
+        *shots, (q, t) = rows
+        assert full == C.fewshot_prompt(shots, q) + C.answer_completion(t)  # the evaluation format
+        fits = [n for n in C.NAMES if all(C.PRIMITIVES[n](x) == y for x, y in rows)]
+        assert fits  # one single primitive explains every row: no pair is ever shown
+        names.add(fits[0])
+        wide += any(not c.islower() for x, _ in rows for c in x)
+        # every answer after the first shot's is scored, the first never is
+        scored = [t for t, on in text.pieces if on]
+        assert scored == [f" {y}\n" for _, y in shots[1:]] + [f" {t}"]
+    assert len(names) >= 20 and 0.2 < wide / len(texts) < 0.4
+    assert all(all(c.islower() for x in re.findall(r"In: (\S*) Out:", "".join(t for t, _ in x.pieces)) for c in x)
+               for x in C.pretraining_texts(rng(1, "corpus"), 50, p_wide=0.0))
+    with pytest.raises(TaskextrapError):
+        C.pretraining_texts(rng(0, "x"), 1, p_wide=2.0)
+    with pytest.raises(TaskextrapError):
+        C.pretraining_texts(rng(0, "x"), 1, min_shots=3, max_shots=2)
+
+
+def test_wide_strings():
+    out = C.wide_strings(rng(0, "wide"), 500)
+    assert all(1 <= len(s) <= 20 and " " not in s for s in out)
+    assert set("".join(out)) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-«»")
+    assert any(c.isupper() for s in out for c in s) and any(c in "«»_-" for s in out for c in s)
+    with pytest.raises(TaskextrapError):
+        C.wide_strings(rng(0, "wide"), 1, min_len=0)
 
 
 def test_cot_pairs_intermediate_and_answer():

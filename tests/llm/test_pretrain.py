@@ -44,3 +44,52 @@ def test_missing_default_model_and_unknown_names_are_clear_errors(tmp_path, monk
         pretrain.default_model("parity")
     with pytest.raises(TaskextrapError, match="no default model"):
         pretrain.get_spec("nope")
+
+
+def test_base_model_choice_labels_and_loads(noisy_lm, tmp_path, monkeypatch):
+    from taskextrap.llm.model import save_model
+
+    save_model(noisy_lm, tmp_path / "mine")
+    assert pretrain.BaseModel.from_extra({}) == pretrain.BaseModel()
+    assert pretrain.BaseModel().label("codeio") == "default:codeio"  # unchanged fingerprints without options
+    choice = pretrain.BaseModel.from_extra({"model": str(tmp_path / "mine"), "dtype": "bfloat16"})
+    assert choice.label("codeio") == f"{tmp_path / 'mine'} dtype=bfloat16"
+    assert pretrain.BaseModel(load_in_4bit=True).label("parity") == "default:parity 4bit"
+    lm = pretrain.load_base("codeio", choice)
+    assert next(lm.model.parameters()).dtype.is_floating_point and str(next(lm.model.parameters()).dtype) == "torch.bfloat16"
+    with pytest.raises(TaskextrapError, match="CUDA"):
+        pretrain.load_base("codeio", pretrain.BaseModel(str(tmp_path / "mine"), load_in_4bit=True))
+    monkeypatch.setattr(pretrain, "MODELS_DIR", tmp_path / "none")
+    with pytest.raises(TaskextrapError, match="train_default_models.py codeio"):
+        pretrain.load_base("codeio")
+
+
+def _tiny_spec(n_stages, lr=1e-3):
+    stages = (pretrain.PretrainStage("taskextrap.llm.parity:row_pairs", SFTConfig(steps=3, batch_size=2, lr=lr)),
+              pretrain.PretrainStage("taskextrap.llm.parity:pretraining_pairs",
+                                     SFTConfig(steps=2, batch_size=2, lr=1e-3, seed=1)))
+    return pretrain.DefaultModelSpec("parity", "tiny", stages[:n_stages], d_model=32, n_layers=1, n_heads=2,
+                                     max_len=512)
+
+
+def test_continue_shipped_trains_only_the_new_stages(tmp_path, monkeypatch):
+    pairs = (["In: 0 1\nOut:", "In: 1 1\nOut:"], [" 1", " 0"])
+    monkeypatch.setattr(pretrain, "MODELS_DIR", tmp_path / "scratch")
+    monkeypatch.setitem(pretrain.SPECS, "parity", _tiny_spec(2))
+    scratch, _ = pretrain.pretrain("parity")
+    monkeypatch.setattr(pretrain, "MODELS_DIR", tmp_path / "shipped")
+    monkeypatch.setitem(pretrain.SPECS, "parity", _tiny_spec(1))
+    _, first = pretrain.pretrain("parity")
+    monkeypatch.setitem(pretrain.SPECS, "parity", _tiny_spec(2))
+    seen = []
+    cont, log = pretrain.pretrain("parity", continue_shipped=True, progress=lambda k, step, loss: seen.append(k))
+    assert set(seen) == {1} and log["stages"][0] == first["stages"][0] and len(log["stages"]) == 2
+    assert completion_nll(cont, *pairs) == pytest.approx(completion_nll(scratch, *pairs), abs=1e-5)
+    with pytest.raises(TaskextrapError, match="nothing to continue"):
+        pretrain.pretrain("parity", continue_shipped=True)  # every stage is done
+    monkeypatch.setitem(pretrain.SPECS, "parity", _tiny_spec(2, lr=5e-4))
+    with pytest.raises(TaskextrapError, match="another spec"):
+        pretrain.pretrain("parity", continue_shipped=True)  # its first stage differs from the shipped one's
+    monkeypatch.setattr(pretrain, "MODELS_DIR", tmp_path / "none")
+    with pytest.raises(TaskextrapError, match="no shipped"):
+        pretrain.pretrain("parity", continue_shipped=True)

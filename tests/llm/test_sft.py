@@ -12,7 +12,7 @@ from taskextrap.errors import TaskextrapError  # noqa: E402
 from taskextrap.llm.model import save_model  # noqa: E402
 from taskextrap.llm.scorer import completion_nll  # noqa: E402
 from taskextrap.llm.sft import (  # noqa: E402
-    IGNORE, LoraSettings, SFTConfig, latest_checkpoint, merge_lora, train, training_batch)
+    IGNORE, LoraSettings, ScoredText, SFTConfig, latest_checkpoint, merge_lora, train, training_batch)
 
 
 def last_char_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
@@ -38,6 +38,19 @@ def test_label_mask_covers_completion_only(char_lm):
         assert labels[r, n_p:n].tolist() == c_ids == ids[r, n_p:n].tolist()  # completion + EOS
         assert (labels[r, n:] == IGNORE).all() and (mask[r, n:] == 0).all()  # padding
         assert mask[r, :n].all()
+
+
+def test_scored_text_labels_its_scored_pieces_and_eos(char_lm):
+    tok = char_lm.tokenizer
+    text = ScoredText((("In: ab Out:", False), (" ba\n", False), ("In: cd Out:", False), (" dc", True)))
+    ids, mask, labels = training_batch(char_lm, [text, ("xy=", "z")])
+    n = 1 + len("In: ab Out: ba\nIn: cd Out: dc") + 1  # BOS, the text, EOS
+    assert ids[0, :n].tolist() == [tok.bos_token_id, *tok.encode("In: ab Out: ba\nIn: cd Out: dc"), tok.eos_token_id]
+    scored = [t for t in labels[0].tolist() if t != IGNORE]
+    assert scored == [*tok.encode(" dc"), tok.eos_token_id]
+    assert (labels[0, n - 4:n] == ids[0, n - 4:n]).all() and mask[0, :n].all() and not mask[0, n:].any()
+    # a (prompt, completion) pair in the same batch keeps its completion-only labels
+    assert [t for t in labels[1].tolist() if t != IGNORE] == char_lm.completion_ids("z")
 
 
 def test_learns_last_character(make_char_model):

@@ -9,7 +9,7 @@ picks the held-out pairs that are new functions.
 
 Leaks avoided (reference 11.7): the search space is every single plus every pair
 (``candidates``). It is never the held-out list. Training samplers draw only from the
-``train_pairs`` they are given, and the pretraining corpus (``primitive_pairs``) shows single
+``train_pairs`` they are given, and the pretraining corpus (``pretraining_texts``) shows single
 primitives only.
 
 Prompts are compact plain text for a small character-level model; exact wording is in each
@@ -337,23 +337,63 @@ def _examples(g: np.random.Generator, candidate, k: int) -> list[tuple[str, str]
     return [(s, apply(candidate, s)) for s in random_strings(g, k)]
 
 
-def _fewshot_samples(g: np.random.Generator, n: int, pool) -> list[tuple[str, str]]:
-    """n plain few-shot pairs (3 shots + query) of candidates drawn from ``pool``."""
+# characters that primitive outputs contain: upper case, digits, "_", "-" and the fancy brackets
+_WIDE = np.array(list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-«»"))
+_WIDE_P = np.concatenate([np.full(26, 0.55 / 26), np.full(26, 0.2 / 26), np.full(10, 0.1 / 10), np.full(4, 0.15 / 4)])
+
+
+def wide_strings(g: np.random.Generator, n: int, min_len: int = 1, max_len: int = 20) -> list[str]:
+    """n random strings over lower and upper case letters, digits, "_", "-", "«" and "»".
+
+    The pretraining corpus mixes them in so that the model executes a primitive on any string,
+    not only on a-z: the extender must apply b to a(q), which is rarely lowercase a-z. They are
+    random strings, never a primitive's output, so no pair is shown.
+    """
+    if not 1 <= min_len <= max_len:
+        raise TaskextrapError(f"need 1 <= min_len <= max_len, got {min_len}, {max_len}")
+    lengths = g.integers(min_len, max_len + 1, size=n)
+    return ["".join(g.choice(_WIDE, size=int(k), p=_WIDE_P)) for k in lengths]
+
+
+def pretraining_texts(g: np.random.Generator, n: int, p_wide: float = 0.25, min_shots: int = 2,
+                      max_shots: int = 6) -> list:
+    """Pretraining corpus of the default codeio model: few-shot texts of one random single primitive.
+
+    Each text is a plain few-shot prompt (``min_shots``..``max_shots`` shots, then the query)
+    with its answer, as a :class:`~taskextrap.llm.sft.ScoredText` that scores every answer after
+    the first shot's (" t\n" of each later shot, " t" + EOS of the query): several examples'
+    worth of signal per sequence. With probability ``p_wide`` a text's strings come from
+    :func:`wide_strings`, otherwise from :func:`random_strings`. No pair of primitives appears.
+    """
+    from taskextrap.llm.sft import ScoredText
+
+    if not 0.0 <= p_wide <= 1.0:
+        raise TaskextrapError(f"p_wide must lie in [0, 1], got {p_wide}")
+    if not 1 <= min_shots <= max_shots:
+        raise TaskextrapError(f"need 1 <= min_shots <= max_shots, got {min_shots}, {max_shots}")
     out = []
     for _ in range(n):
-        *shots, (q, t) = _examples(g, _pick(g, pool), 4)
-        out.append((fewshot_prompt(shots, q), answer_completion(t)))
+        name = _pick(g, NAMES)
+        k = int(g.integers(min_shots, max_shots + 1)) + 1
+        draw = wide_strings if g.random() < p_wide else random_strings
+        rows = [(x, PRIMITIVES[name](x)) for x in draw(g, k)]
+        pieces = [(FEWSHOT_HEADER, False)]
+        for i, (x, y) in enumerate(rows[:-1]):
+            pieces += [(f"In: {x} Out:", False), (f" {y}\n", i > 0)]
+        q, t = rows[-1]
+        pieces += [(f"{QUERY_HEADER}In: {q} Out:", False), (answer_completion(t), True)]
+        out.append(ScoredText(tuple(pieces)))
     return out
-
-
-def primitive_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
-    """Pretraining corpus: few-shot prompts of one random single primitive (3 shots + query)."""
-    return _fewshot_samples(g, n, NAMES)
 
 
 def fewshot_pairs(g: np.random.Generator, n: int, train_pairs) -> list[tuple[str, str]]:
     """Baseline training pairs: 3 shots + 1 query of a random training pair, plain prompt."""
-    return _fewshot_samples(g, n, _train_list(train_pairs))
+    pairs = _train_list(train_pairs)
+    out = []
+    for _ in range(n):
+        *shots, (q, t) = _examples(g, _pick(g, pairs), 4)
+        out.append((fewshot_prompt(shots, q), answer_completion(t)))
+    return out
 
 
 def cot_pairs(g: np.random.Generator, n: int, train_pairs) -> list[tuple[str, str]]:

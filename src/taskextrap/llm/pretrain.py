@@ -8,7 +8,10 @@ that holds no held-out task:
   mask is ever drawn. Stage 1: single extender rows whose answer is the Anchor, the Bit, or
   their XOR; stage 2: full few-shot and extender prompts (``llm.parity.row_pairs``,
   ``pretraining_pairs``). The check measures XOR accuracy on fresh 5-shot extender prompts.
-- ``codeio``: single-primitive few-shot prompts on random strings (no pair at all).
+- ``codeio``: few-shot texts of one single primitive on random strings (no pair at all), every
+  answer after the first scored (``llm.codeio.pretraining_texts``); a quarter of the texts use a
+  wider alphabet so that the model executes primitives on strings like a primitive's output.
+  The check measures greedy exact match on fresh few-shot prompts of each primitive.
 
 ``scripts/train_default_models.py`` trains them once; the checkpoints (safetensors, config,
 tokenizer, and a JSON with the training log) ship inside the package under ``llm/models/``, so
@@ -79,13 +82,18 @@ SPECS = {
                 PretrainStage(f"{_PARITY}:pretraining_pairs",
                               SFTConfig(steps=600, batch_size=32, lr=5e-4, warmup_steps=20, seed=0))),
         check=f"{_PARITY}:pretraining_check"),
-    # Not trained yet. max_len: the longest sequence the codeio experiment builds is a reference
-    # prompt of (fancy_brackets, fancy_brackets) on 14-character strings, 1,143 characters, plus
-    # up to 130 generated tokens; the 192 test tasks' longest prompt is 962 characters.
+    # max_len: the longest sequence the codeio experiment builds is a reference prompt of
+    # (fancy_brackets, fancy_brackets) on 14-character strings, 1,143 characters, plus up to 130
+    # generated tokens; the 192 test tasks' longest prompt is 962 characters. Stage 1 continues
+    # stage 0 with a warm restart; its own seed gives it fresh texts.
     "codeio": DefaultModelSpec(
-        "codeio", "few-shot prompts of one single string primitive on random strings (no pair at all)",
-        stages=(PretrainStage(f"{_CODEIO}:primitive_pairs",
-                              SFTConfig(steps=4000, batch_size=32, lr=1e-3, warmup_steps=100, seed=0)),),
+        "codeio", "few-shot texts of one single string primitive on random strings (a-z, and a quarter on "
+                  "a wider alphabet), every answer after the first scored; no pair at all",
+        stages=(PretrainStage(f"{_CODEIO}:pretraining_texts",
+                              SFTConfig(steps=1500, batch_size=32, lr=1e-3, warmup_steps=100, seed=0)),
+                PretrainStage(f"{_CODEIO}:pretraining_texts",
+                              SFTConfig(steps=4200, batch_size=32, lr=1e-3, warmup_steps=100, seed=1,
+                                        checkpoint_every=300))),
         check=f"{_CODEIO}:pretraining_check", d_model=128, n_layers=4, n_heads=4, max_len=1536),
 }
 
@@ -97,21 +105,30 @@ def get_spec(name: str) -> DefaultModelSpec:
     return SPECS[name]
 
 
-def pretrain(name: str, out_dir: Path | None = None, checkpoint_dir: Path | None = None, progress=None):
+def pretrain(name: str, out_dir: Path | None = None, checkpoint_dir: Path | None = None, progress=None,
+             continue_shipped: bool = False):
     """Build and pretrain default model ``name`` stage by stage; save it to ``out_dir`` (default:
     the package's) with a training log (per-stage losses and wall times, and the check's result).
 
     Resumable through ``checkpoint_dir`` (one sub-folder per stage). ``progress(stage, step,
-    loss)`` is called after each step. Returns the model and the log.
+    loss)`` is called after each step. With ``continue_shipped``, the shipped model is loaded and
+    only the stages its log does not hold yet are trained (each stage starts a fresh optimizer,
+    so this equals a run from scratch); the spec's earlier stages must be the ones it was
+    trained with. Returns the model and the log.
     """
     from taskextrap.llm.model import build_char_model, save_model
     from taskextrap.llm.sft import merge_lora, train
 
     spec = get_spec(name)
-    lm = build_char_model(d_model=spec.d_model, n_layers=spec.n_layers, n_heads=spec.n_heads,
-                          max_len=spec.max_len, seed=spec.seed)
     t0, stages = time.perf_counter(), []
+    if continue_shipped:
+        lm, stages = _shipped_prefix(spec)
+    else:
+        lm = build_char_model(d_model=spec.d_model, n_layers=spec.n_layers, n_heads=spec.n_heads,
+                              max_len=spec.max_len, seed=spec.seed)
     for k, stage in enumerate(spec.stages):
+        if k < len(stages):
+            continue
         t = time.perf_counter()
         report = None if progress is None else (lambda step, loss, k=k: progress(k, step, loss))
         lm, info = train(lm, stage.sampler(), stage.train, progress=report,
@@ -119,7 +136,7 @@ def pretrain(name: str, out_dir: Path | None = None, checkpoint_dir: Path | None
         if stage.train.lora is not None:
             lm = merge_lora(lm)
         tail = info["loss"][-50:]
-        stages.append({"corpus": stage.corpus, "wall_s": time.perf_counter() - t,
+        stages.append({"corpus": stage.corpus, "wall_s": time.perf_counter() - t, "resumed_from": info["resumed_from"],
                        "final_loss": float(sum(tail) / max(1, len(tail))), "loss": info["loss"]})
     check = spec.check_fn()
     out_dir = Path(out_dir) if out_dir is not None else MODELS_DIR / name
@@ -128,6 +145,23 @@ def pretrain(name: str, out_dir: Path | None = None, checkpoint_dir: Path | None
            "check": check(lm) if check is not None else {}}
     (out_dir / TRAINING_LOG).write_text(json.dumps(log))
     return lm, log
+
+
+def _shipped_prefix(spec: DefaultModelSpec):
+    """The shipped model of ``spec`` and the stage logs it was trained with, after checking that
+    they are the first stages of ``spec`` (same architecture, corpora and settings)."""
+    path = MODELS_DIR / spec.name / TRAINING_LOG
+    if not path.exists():
+        raise TaskextrapError(f"no shipped {spec.name} model to continue; train it from scratch")
+    old = json.loads(path.read_text())
+    now, done = json.loads(json.dumps(asdict(spec))), old["spec"]  # as the log stores it (lists, not tuples)
+    n = len(done["stages"])
+    same_arch = all(done.get(k) == now[k] for k in now if k not in ("stages", "description", "check"))
+    if not same_arch or now["stages"][:n] != done["stages"]:
+        raise TaskextrapError(f"the shipped {spec.name} model was trained with another spec: retrain it from scratch")
+    if n >= len(spec.stages):
+        raise TaskextrapError(f"the shipped {spec.name} model already has all {n} stages: nothing to continue")
+    return default_model(spec.name), list(old["stages"])
 
 
 def default_model(name: str, device: str = "cpu"):
@@ -140,3 +174,40 @@ def default_model(name: str, device: str = "cpu"):
         raise TaskextrapError(f"the default {name} model is missing from {path}; "
                               f"train it with: python scripts/train_default_models.py {name}")
     return load_model(path, device=device)
+
+
+
+@dataclass(frozen=True)
+class BaseModel:
+    """The base model a language-model experiment starts from: a local Hugging Face directory
+    (``--model``) or, when ``path`` is None, the experiment's shipped default; with an optional
+    ``dtype`` name (``--dtype``) and 4-bit NF4 loading (``--load-in-4bit``, CUDA + bitsandbytes)."""
+
+    path: str | None = None
+    dtype: str | None = None
+    load_in_4bit: bool = False
+
+    @classmethod
+    def from_extra(cls, extra: dict) -> "BaseModel":
+        """The choice recorded in ``RunOptions.extra`` by the CLI."""
+        return cls(extra.get("model"), extra.get("dtype"), bool(extra.get("load_in_4bit", False)))
+
+    def label(self, name: str) -> str:
+        """The name recorded in results and fingerprints: the path or ``default:<name>``, plus the
+        loading options when set (so runs with other settings never share a cache)."""
+        out = self.path or f"default:{name}"
+        if self.dtype is not None:
+            out += f" dtype={self.dtype}"
+        return out + (" 4bit" if self.load_in_4bit else "")
+
+
+def load_base(name: str, model: BaseModel | None = None, device: str = "cpu"):
+    """Load the base model of language-model experiment ``name`` (see :class:`BaseModel`)."""
+    from taskextrap.llm.model import load_model
+
+    model = model or BaseModel()
+    path = model.path
+    if path is None:
+        default_model(name)  # the one-line error when the default model was never trained
+        path = MODELS_DIR / name
+    return load_model(path, device=device, dtype=model.dtype, load_in_4bit=model.load_in_4bit)

@@ -36,7 +36,7 @@ CKPT_JSON = "checkpoint.json"
 CKPT_WEIGHTS = "trainable.safetensors"
 CKPT_STATE = "optimizer.pt"
 
-SamplePairs = Callable[[np.random.Generator, int], list[tuple[str, str]]]
+SamplePairs = Callable[[np.random.Generator, int], list]  # (prompt, completion) pairs or ScoredText items
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,9 @@ class LoraSettings:
 
 
 PARITY_LORA = LoraSettings(r=16, alpha=32, dropout=0.05)  # the paper's parity runs
-CODEIO_LORA = LoraSettings(r=32, alpha=16, dropout=0.0)   # the paper's CodeIO runs
+# the paper's CodeIO runs: adapters on the attention and the MLP projections, as the authors' code
+CODEIO_LORA = LoraSettings(r=32, alpha=16, dropout=0.0,
+                           target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
 
 
 @dataclass(frozen=True)
@@ -80,17 +82,47 @@ class SFTConfig:
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def training_batch(lm: LanguageModel, pairs: list[tuple[str, str]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+@dataclass(frozen=True)
+class ScoredText:
+    """A training sequence with several scored pieces, e.g. every answer of a few-shot text after
+    the first (the model can only name the function once it has seen an example).
+
+    ``pieces`` are ``(text, scored)`` in order. The sequence is BOS, each piece's tokens, then EOS
+    (scored). Pieces are encoded one by one and no chat template is applied: exact for
+    character tokenizers, which is what pretraining from scratch uses.
+    """
+
+    pieces: tuple[tuple[str, bool], ...]
+
+    def ids_and_labels(self, lm: LanguageModel) -> tuple[list[int], list[int]]:
+        """Token ids of the sequence and its labels (the id where scored, else ``IGNORE``)."""
+        tok = lm.tokenizer
+        ids = [] if tok.bos_token_id is None else [tok.bos_token_id]
+        labels = [IGNORE] * len(ids)
+        for text, scored in self.pieces:
+            piece = tok.encode(text)
+            ids += piece
+            labels += piece if scored else [IGNORE] * len(piece)
+        return ids + [tok.eos_token_id], labels + [tok.eos_token_id]
+
+
+def training_batch(lm: LanguageModel, pairs: list) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Right-padded ``(input_ids, attention_mask, labels)`` for ``pairs``.
 
-    Sequences are ``prompt_ids + completion_ids`` (EOS included), as the scorer builds them;
-    labels equal the input ids on completion tokens and ``-100`` on prompt and padding.
+    An item is a ``(prompt, completion)`` pair, whose sequence is ``prompt_ids + completion_ids``
+    (EOS included) as the scorer builds it, with labels on the completion tokens only; or a
+    :class:`ScoredText`, with labels on its scored pieces. Labels are ``-100`` elsewhere.
     """
     seqs, labels = [], []
-    for prompt, completion in pairs:
-        p, c = lm.prompt_ids(prompt), lm.completion_ids(completion)
-        seqs.append(p + c)
-        labels.append([IGNORE] * len(p) + c)
+    for item in pairs:
+        if isinstance(item, ScoredText):
+            ids, lab = item.ids_and_labels(lm)
+        else:
+            prompt, completion = item
+            p, c = lm.prompt_ids(prompt), lm.completion_ids(completion)
+            ids, lab = p + c, [IGNORE] * len(p) + c
+        seqs.append(ids)
+        labels.append(lab)
     ids, mask = _pad(seqs, lm.tokenizer.pad_token_id, "right", lm.device)
     lab, _ = _pad(labels, IGNORE, "right", lm.device)
     return ids, mask, lab
