@@ -81,13 +81,6 @@ def bench_experiment(name: str, profile: str, protocol: str) -> dict:
     return {"rows": res["rows"], "timing": res["timing"]}
 
 
-def bench_parameter(profile: str, protocol: str) -> dict:
-    """Run the parameter experiment; return its rows and per-phase timing."""
-    opts = RunOptions(profile=profile, protocol=protocol, out=OUT / "runs", progress=True)
-    res = run_experiment("parameter", opts)
-    return {"rows": res["rows"], "timing": res["timing"]}
-
-
 def bench_scoring(n_tasks: int = 4) -> dict:
     """Candidate-scoring throughput of the likelihood search with the default parity model."""
     from taskextrap.llm import parity as P
@@ -108,12 +101,41 @@ def bench_scoring(n_tasks: int = 4) -> dict:
     return out
 
 
+def bench_codeio_scoring(n_plain: int = 128) -> dict:
+    """Candidate-scoring throughput of the CodeIO likelihood search with the default codeio model.
+
+    One held-out task, all 992 candidates (3 leave-one-out prompts each), with the candidate's
+    reference prefix run once (``share_within_list``); and the first ``n_plain`` candidates
+    with no sharing, for the before/after. The base model stands in for the extender: same
+    architecture, same cost.
+    """
+    from taskextrap.experiments.codeio import held_out_tasks
+    from taskextrap.llm import codeio as C
+    from taskextrap.llm.pretrain import default_model
+    from taskextrap.llm.search import total_nll
+
+    lm = default_model("codeio")
+    task = held_out_tasks(1)[0][0]
+    cands = C.candidates()
+    out = {}
+    for label, share, n in (("shared-prefix", True, len(cands)), ("no-sharing", False, n_plain)):
+        lists = [C.loo_pairs(c, task.support) for c in cands[:n]]
+        n_tokens = sum(len(lm.prompt_ids(p)) + len(lm.completion_ids(c)) for pairs in lists for p, c in pairs)
+        t = time.perf_counter()
+        total_nll(lm, lists, batch_size=64, share_within_list=share)
+        wall = time.perf_counter() - t
+        out[label] = {"candidates_per_s": n / wall, "sequences_per_s": 3 * n / wall, "tokens_per_s": n_tokens / wall,
+                      "wall_s": wall, "n_candidates": n}
+        print(f"codeio scoring {label}: {n / wall:.1f} candidates/s ({wall:.1f} s for {n})")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--profiles", nargs="+", default=["quick", "paper"])
     ap.add_argument("--protocols", nargs="+", default=["paper", "strict"])
     ap.add_argument("--only", choices=["embeddings", "length-embeddings", "parameter", "projectile", "length",
-                                       "composition", "ablations", "parity"], default=None)
+                                       "composition", "ablations", "parity", "codeio"], default=None)
     args = ap.parse_args()
     torch.set_num_threads(2)
     env = environment_info()
@@ -143,10 +165,15 @@ def main():
         for profile in args.profiles:
             res = bench_experiment("parity", profile, "paper")
             write_json_atomic(OUT / f"parity-paper-{profile}.json", {"environment": env, **res})
+    if args.only in (None, "codeio"):
+        write_json_atomic(OUT / "codeio-scoring.json", {"environment": env, "scoring": bench_codeio_scoring()})
+        for profile in args.profiles:
+            res = bench_experiment("codeio", profile, "paper")
+            write_json_atomic(OUT / f"codeio-paper-{profile}.json", {"environment": env, **res})
     if args.only in (None, "parameter"):
         for profile in args.profiles:
             for protocol in args.protocols:
-                res = bench_parameter(profile, protocol)
+                res = bench_experiment("parameter", profile, protocol)
                 write_json_atomic(OUT / f"parameter-{protocol}-{profile}.json", {"environment": env, **res})
 
 

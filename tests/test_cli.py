@@ -197,3 +197,16 @@ def test_user_defined_family_from_the_command_line(tmp_path):
                      "--out", out, "--quiet", "--no-plots", extra_path=mod_dir)
     assert bad.returncode != 0
     assert len(bad.stderr.strip().splitlines()) == 1 and "ParametricFamily" in bad.stderr
+
+
+def test_model_options_reach_the_run_options(monkeypatch, tmp_path, capsys):
+    from taskextrap.experiments import runner
+
+    seen = []
+    monkeypatch.setattr(runner, "run_experiment", lambda name, options: seen.append(options.extra) or 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        main(["reproduce", "codeio", "--model", str(tmp_path), "--dtype", "bfloat16", "--load-in-4bit", "--quiet"])
+    assert seen == [{"model": str(tmp_path), "dtype": "bfloat16", "load_in_4bit": True}]
+    with pytest.raises(ZeroDivisionError):
+        main(["reproduce", "codeio", "--quiet"])
+    assert seen[-1] == {}  # nothing given, nothing recorded: fingerprints stay as they were

@@ -51,9 +51,14 @@ def list_cmd():
 @click.option("--model", type=click.Path(path_type=Path), default=None,
               help="Language-model experiments: a local Hugging Face causal-LM directory (default: the shipped "
                    "character-level model).")
+@click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]), default=None,
+              help="Language-model experiments: the dtype the base model is loaded in [default: float32].")
+@click.option("--load-in-4bit", is_flag=True,
+              help="Language-model experiments: load the base model in 4-bit NF4 (needs CUDA and bitsandbytes).")
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
-def reproduce(experiment, profile, protocol, family, seeds, out, device, embedding, anchors, model, no_plots, quiet):
+def reproduce(experiment, profile, protocol, family, seeds, out, device, embedding, anchors, model, dtype,
+              load_in_4bit, no_plots, quiet):
     """Run EXPERIMENT (or 'all') and write results.json, results.md, config.yaml and plots."""
     from taskextrap.experiments.registry import RunOptions, all_experiments
     from taskextrap.experiments.runner import run_experiment
@@ -66,12 +71,23 @@ def reproduce(experiment, profile, protocol, family, seeds, out, device, embeddi
             raise TaskextrapError("--device cuda was asked for but no CUDA device is available")
     options = RunOptions(profile=profile, protocol=protocol, family=family, seeds=seeds, out=out, device=device,
                          embedding=embedding, anchors=anchors, plots=not no_plots, progress=not quiet,
-                         extra={"model": str(model)} if model is not None else {})
+                         extra=_model_extra(model, dtype, load_in_4bit))
     names = all_experiments(in_all_only=True) if experiment == "all" else [experiment]
     for name in names:
         results = run_experiment(name, options)
         click.echo(console_table(results))
         click.echo(f"written: {out / f'{name}-{protocol}-{profile}'}/results.json")
+
+
+def _model_extra(model, dtype, load_in_4bit) -> dict:
+    """The base-model choice for ``RunOptions.extra``: only what was given, so fingerprints of runs
+    without these options stay as they were."""
+    extra = {} if model is None else {"model": str(model)}
+    if dtype is not None:
+        extra["dtype"] = dtype
+    if load_in_4bit:
+        extra["load_in_4bit"] = True
+    return extra
 
 
 @cli.command()

@@ -42,9 +42,9 @@ def tiny_run(tmp_path_factory):
     seen = {"scored": [], "base_lm": []}
     real_nll, real_acc = S.total_nll, C.primitive_accuracy
 
-    def spy_nll(lm, pair_lists, batch_size=32, progress=None):
+    def spy_nll(lm, pair_lists, batch_size=32, progress=None, **kw):
         seen["scored"] += [_candidate_of(pairs[0][0]) for pairs in pair_lists]
-        return real_nll(lm, pair_lists, batch_size, progress)
+        return real_nll(lm, pair_lists, batch_size, progress, **kw)
 
     def spy_acc(lm, *args, **kwargs):
         seen["base_lm"].append(lm)
@@ -105,7 +105,7 @@ def test_rerun_resumes_from_the_unit_cache(tiny_run, monkeypatch):
     assert run_experiment("codeio", options)["rows"] == res["rows"]
 
 
-def _consistency_scores(lm, pair_lists, batch_size=32, progress=None):
+def _consistency_scores(lm, pair_lists, batch_size=32, progress=None, **kw):
     """A perfect scorer: 5 nats per leave-one-out example the candidate gets wrong."""
     out = []
     for pairs in pair_lists:
@@ -138,7 +138,7 @@ def test_a_perfect_extender_makes_rte_the_consistency_search(monkeypatch):
 def test_search_scores_resume_from_finished_chunks(tmp_path, monkeypatch):
     calls = []
 
-    def scores(lm, pair_lists, batch_size=32, progress=None):
+    def scores(lm, pair_lists, batch_size=32, progress=None, **kw):
         calls.append(len(pair_lists))
         return np.arange(len(pair_lists), dtype=float)
 
@@ -193,7 +193,8 @@ def test_missing_default_model_is_a_one_line_error(tmp_path, monkeypatch, capsys
 
 def test_codeio_spec_and_budgets_cover_the_longest_sequences():
     spec = pretrain.get_spec("codeio")
-    assert [s.corpus for s in spec.stages] == ["taskextrap.llm.codeio:primitive_pairs"]
+    assert [s.corpus for s in spec.stages] == ["taskextrap.llm.codeio:pretraining_texts"] * 2
+    assert len({s.train.seed for s in spec.stages}) == 2  # the second stage sees fresh texts
     assert spec.check_fn() is C.pretraining_check and (spec.d_model, spec.n_layers, spec.n_heads) == (128, 4, 4)
     profile = E.CODEIO_PROFILES["paper"]
     inputs = ["abcdefghijklmn", "aaaaaaaaaaaaaa", "zyxwvutsrqponm", "abcabcabcabcab"]  # the longest inputs

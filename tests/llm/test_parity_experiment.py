@@ -45,8 +45,9 @@ def test_a_perfect_extender_makes_rte_the_exact_search(monkeypatch):
 def test_tiny_run_writes_every_method(tmp_path, monkeypatch):
     from taskextrap.llm.model import build_char_model
 
-    monkeypatch.setattr(E, "load_base", lambda model: build_char_model(d_model=32, n_layers=2, n_heads=2,
-                                                                        max_len=512, seed=0))
+    monkeypatch.setattr("taskextrap.llm.pretrain.load_base",
+                        lambda name, model=None, device="cpu": build_char_model(d_model=32, n_layers=2, n_heads=2,
+                                                                                max_len=512, seed=0))
     res = run_experiment("parity", RunOptions(profile="tiny", out=tmp_path, progress=False))
     validate_results(res)
     got = {(r["group"], r["method"]) for r in res["rows"]}

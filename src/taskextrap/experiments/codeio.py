@@ -25,8 +25,8 @@ executing each single primitive from 3 shots on fresh strings). Accuracy is exac
 stripped answer; its interval is a bootstrap over the test tasks.
 
 Cost: the search scores 992 x 3 = 2,976 leave-one-out sequences per task (about 460 characters
-each), so the paper profile's 192 tasks mean 571,392 sequences per seed: hours on CPU, which is
-why that profile runs one seed. Everything resumes: finished units are cached, SFT runs restart
+each; a candidate's three share its reference prefix, which runs once), so the paper profile's
+192 tasks mean 571,392 sequences per seed, which is why that profile runs one seed. Everything resumes: finished units are cached, SFT runs restart
 from their checkpoints and the search from its last finished chunk of tasks.
 """
 
@@ -55,9 +55,10 @@ PAIR_METHODS = ("few-shot", "cot-majority", "rte", "rte-tie-vote", "oracle")
 GROUPS = ("held-out-pairs", "novel-pairs")  # "held-out-pairs" is the paper's Table 5 group
 
 CODEIO_PROFILES = {
-    # quick: the search costs 2,976 scored sequences per task (992 candidates x 3 leave-one-out
-    # prompts), 100-200 s per task on 2 CPU cores with the default model, hence 3 tasks.
-    "quick": CodeIOProfile("quick", (0,), sft_steps=30, sft_batch=8, sft_lr=1e-3, warmup=3, n_tasks=3,
+    # quick: 6 of the 192 held-out tasks (3 novel), 150 LoRA steps per run (the paper's 1,150 would
+    # take most of the budget) at a higher learning rate; the search scores 992 x 3 leave-one-out
+    # sequences per task.
+    "quick": CodeIOProfile("quick", (0,), sft_steps=150, sft_batch=8, sft_lr=1e-3, warmup=10, n_tasks=6,
                            base_queries=5),
     # paper: the authors' ~1,150 steps of 8 (4 epochs of 2,307 examples), lr 2e-4, 5 warm-up steps;
     # all 192 held-out tasks. One seed: the search alone scores 571,392 sequences per seed.
@@ -71,15 +72,7 @@ CODEIO_PROFILES = {
 # ------------------------------------------------------------------------------- models
 
 
-def load_base(model: str | None, device: str = "cpu"):
-    """The base model: a local Hugging Face directory, or the shipped default codeio model."""
-    from taskextrap.llm.model import load_model
-    from taskextrap.llm.pretrain import default_model
-
-    return default_model("codeio", device=device) if model is None else load_model(model, device=device)
-
-
-def fine_tune(model: str | None, sampler, profile: CodeIOProfile, seed: int, out_dir: Path | None,
+def fine_tune(model, sampler, profile: CodeIOProfile, seed: int, out_dir: Path | None,
               device: str = "cpu", progress: str | None = None):
     """One LoRA run (the paper's CodeIO settings) from a fresh copy of the base model.
 
@@ -87,12 +80,13 @@ def fine_tune(model: str | None, sampler, profile: CodeIOProfile, seed: int, out
     """
     from tqdm import tqdm
 
+    from taskextrap.llm.pretrain import load_base
     from taskextrap.llm.sft import CODEIO_LORA, SFTConfig, train
 
     cfg = SFTConfig(steps=profile.sft_steps, batch_size=profile.sft_batch, lr=profile.sft_lr,
                     warmup_steps=profile.warmup, seed=seed, checkpoint_every=100, lora=CODEIO_LORA)
     with tqdm(total=cfg.steps, desc=f"sft {progress}", unit="step", disable=progress is None) as bar:
-        lm, _ = train(load_base(model, device), sampler, cfg, out_dir=out_dir,
+        lm, _ = train(load_base("codeio", model, device), sampler, cfg, out_dir=out_dir,
                       progress=lambda step, loss: bar.update(step + 1 - bar.n))
     return lm
 
@@ -181,7 +175,7 @@ def _chunk_scores(extender, chunk, cands, batch_size: int, path: Path | None, ba
         last[0] = done
 
     lists = [C.loo_pairs(c, t.support) for t in chunk for c in cands]
-    scores = total_nll(extender, lists, batch_size, progress=tick).reshape(shape)
+    scores = total_nll(extender, lists, batch_size, progress=tick, share_within_list=True).reshape(shape)
     if path is not None:
         _save_atomic(path, scores)
     return scores
@@ -262,7 +256,7 @@ def held_out_tasks(n_tasks: int | None) -> tuple[list, np.ndarray, dict]:
 # --------------------------------------------------------------------------------- unit
 
 
-def run_unit(model: str | None, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | None,
+def run_unit(model, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | None,
              device: str = "cpu", progress: bool = False) -> UnitResult:
     """The base-model row, the three LoRA runs of one seed (one after another, so only one
     fine-tuned model is held at a time) and every method on ``tasks``.
@@ -292,11 +286,12 @@ def run_unit(model: str | None, profile: CodeIOProfile, tasks, seed: int, ckpt_d
     return UnitResult({**acc, **found}, timing, extras)
 
 
-def base_model_row(model: str | None, profile: CodeIOProfile, device: str = "cpu") -> np.ndarray:
+def base_model_row(model, profile: CodeIOProfile, device: str = "cpu") -> np.ndarray:
     """Greedy exact match of the base model (never fine-tuned) on each single primitive, (31,)."""
     from taskextrap.llm import codeio as C
+    from taskextrap.llm.pretrain import load_base
 
-    acc = C.primitive_accuracy(load_base(model, device), n_per=profile.base_queries, seed=TEST_SEED,
+    acc = C.primitive_accuracy(load_base("codeio", model, device), n_per=profile.base_queries, seed=TEST_SEED,
                                stream=BASE_STREAM, batch_size=profile.score_batch,
                                max_new_tokens=profile.answer_tokens)
     return np.array([acc[name] for name in C.NAMES])
@@ -357,11 +352,13 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     """The CodeIO experiment: every method on the held-out (and novel) pairs, bootstrap intervals."""
     if options.protocol != "paper":
         raise TaskextrapError("codeio has one protocol (the paper's): drop --protocol")
-    model = options.extra.get("model")
+    from taskextrap.llm.pretrain import BaseModel
+
+    model = BaseModel.from_extra(options.extra)
     profile = get_profile(CODEIO_PROFILES, options.profile).with_seeds(options.seeds)
     tasks, novel, sizes = held_out_tasks(profile.n_tasks)
     pairs = ["+".join(t.pair) for t in tasks]
-    base = {"experiment": "codeio", "profile": profile.to_dict(), "model": model or "default:codeio",
+    base = {"experiment": "codeio", "profile": profile.to_dict(), "model": model.label("codeio"),
             "test_seed": TEST_SEED, "split_seed": SPLIT_SEED, "tasks": pairs}
     values, timing = run_seeds(
         "codeio", profile.seeds, cache_dir, name=lambda s: f"codeio-seed{s}", config=lambda s: {**base, "seed": s},

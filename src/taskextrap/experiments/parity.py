@@ -43,21 +43,15 @@ PARITY_PROFILES = {
 }
 
 
-def load_base(model: str | None):
-    """The base model: a local Hugging Face directory, or the shipped default parity model."""
-    from taskextrap.llm.model import load_model
-    from taskextrap.llm.pretrain import default_model
-
-    return default_model("parity") if model is None else load_model(model)
-
-
-def fine_tune(model: str | None, sampler, profile: LLMProfile, seed: int, out_dir: Path | None):
-    """One LoRA run (the paper's parity settings) from a fresh copy of the base model."""
+def fine_tune(model, sampler, profile: LLMProfile, seed: int, out_dir: Path | None, device: str = "cpu"):
+    """One LoRA run (the paper's parity settings) from a fresh copy of the base model
+    (a :class:`~taskextrap.llm.pretrain.BaseModel`)."""
+    from taskextrap.llm.pretrain import load_base
     from taskextrap.llm.sft import PARITY_LORA, SFTConfig, train
 
     cfg = SFTConfig(steps=profile.sft_steps, batch_size=profile.sft_batch, lr=profile.sft_lr,
                     warmup_steps=profile.warmup, seed=seed, checkpoint_every=100, lora=PARITY_LORA)
-    lm, info = train(load_base(model), sampler, cfg, out_dir=out_dir)
+    lm, info = train(load_base("parity", model, device), sampler, cfg, out_dir=out_dir)
     return lm, info
 
 
@@ -108,15 +102,15 @@ def search_space(extender, tasks, space: str, batch_size: int) -> dict[str, np.n
     return out
 
 
-def run_unit(model: str | None, profile: LLMProfile, seed: int, ckpt_dir: Path | None) -> UnitResult:
+def run_unit(model, profile: LLMProfile, seed: int, ckpt_dir: Path | None, device: str = "cpu") -> UnitResult:
     """Both LoRA runs of one seed, then every method on the test tasks."""
     from taskextrap.llm import parity as P
 
     timing = {}
     tasks = P.make_test_tasks(TEST_SEED)[: profile.n_tasks]
     t = time.perf_counter()
-    fewshot, _ = fine_tune(model, P.baseline_pairs, profile, seed, ckpt_dir and ckpt_dir / "few-shot")
-    extender, _ = fine_tune(model, P.extender_pairs, profile, seed, ckpt_dir and ckpt_dir / "extender")
+    fewshot, _ = fine_tune(model, P.baseline_pairs, profile, seed, ckpt_dir and ckpt_dir / "few-shot", device)
+    extender, _ = fine_tune(model, P.extender_pairs, profile, seed, ckpt_dir and ckpt_dir / "extender", device)
     timing["sft_s"] = time.perf_counter() - t
     t = time.perf_counter()
     errors = {"few-shot": _accuracy(fewshot, tasks, lambda tk: [P.baseline_prompt(tk.support_x, tk.support_y, q)
@@ -148,13 +142,16 @@ def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     """The parity experiment: both candidate spaces, bootstrap intervals over the 28 test tasks."""
     if options.protocol != "paper":
         raise TaskextrapError("parity has one protocol (the paper's): drop --protocol")
-    model = options.extra.get("model")
+    from taskextrap.llm.pretrain import BaseModel
+
+    model = BaseModel.from_extra(options.extra)
     profile = get_profile(PARITY_PROFILES, options.profile).with_seeds(options.seeds)
-    base = {"experiment": "parity", "profile": profile.to_dict(), "model": model or "default:parity",
+    base = {"experiment": "parity", "profile": profile.to_dict(), "model": model.label("parity"),
             "test_seed": TEST_SEED}
     errors, timing = run_seeds(
         "parity", profile.seeds, cache_dir, name=lambda s: f"parity-seed{s}", config=lambda s: {**base, "seed": s},
-        compute=lambda s, _: run_unit(model, profile, s, cache_dir and cache_dir / f"parity-sft-seed{s}"),
+        compute=lambda s, _: run_unit(model, profile, s, cache_dir and cache_dir / f"parity-sft-seed{s}",
+                                      options.device),
         plot_dir=None, plot_file="", progress=options.progress)
     rows = [_row(errors, m, "size6", m) for m in ("few-shot", "oracle")]
     for space in SPACES:
