@@ -51,7 +51,14 @@ def test_base_model_choice_labels_and_loads(noisy_lm, tmp_path, monkeypatch):
 
     save_model(noisy_lm, tmp_path / "mine")
     assert pretrain.BaseModel.from_extra({}) == pretrain.BaseModel()
-    assert pretrain.BaseModel().label("codeio") == "default:codeio"  # unchanged fingerprints without options
+    monkeypatch.setattr(pretrain, "MODELS_DIR", tmp_path)
+    assert pretrain.BaseModel().label("codeio") == "default:codeio"  # no shipped model: no weights tag
+    save_model(noisy_lm, tmp_path / "codeio")
+    tag = pretrain.BaseModel().label("codeio")
+    assert tag.startswith("default:codeio@") and len(tag) == len("default:codeio@") + 12
+    weights = tmp_path / "codeio" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes() + b" ")
+    assert pretrain.BaseModel().label("codeio") != tag  # other weights, another label
     choice = pretrain.BaseModel.from_extra({"model": str(tmp_path / "mine"), "dtype": "bfloat16"})
     assert choice.label("codeio") == f"{tmp_path / 'mine'} dtype=bfloat16"
     assert pretrain.BaseModel(load_in_4bit=True).label("parity") == "default:parity 4bit"

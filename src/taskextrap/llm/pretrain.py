@@ -193,12 +193,26 @@ class BaseModel:
         return cls(extra.get("model"), extra.get("dtype"), bool(extra.get("load_in_4bit", False)))
 
     def label(self, name: str) -> str:
-        """The name recorded in results and fingerprints: the path or ``default:<name>``, plus the
+        """The name recorded in results and fingerprints: the path, or ``default:<name>@<hash of
+        its weights>`` (a retrained default model never reuses the old one's cache), plus the
         loading options when set (so runs with other settings never share a cache)."""
-        out = self.path or f"default:{name}"
+        out = self.path or f"default:{name}{_weights_tag(name)}"
         if self.dtype is not None:
             out += f" dtype={self.dtype}"
         return out + (" 4bit" if self.load_in_4bit else "")
+
+
+def _weights_tag(name: str) -> str:
+    """``@`` and 12 hex digits of the SHA-256 of the shipped weights of ``name`` ("" when absent)."""
+    import hashlib
+
+    files = sorted((MODELS_DIR / name).glob("*.safetensors"))
+    if not files:
+        return ""
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.read_bytes())
+    return "@" + digest.hexdigest()[:12]
 
 
 def load_base(name: str, model: BaseModel | None = None, device: str = "cpu"):
