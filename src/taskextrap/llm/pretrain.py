@@ -171,12 +171,17 @@ def default_model(name: str, device: str = "cpu"):
     """Load the shipped default model ``name`` (a clear error if it was never trained)."""
     from taskextrap.llm.model import load_model
 
+    return load_model(_default_dir(name), device=device)
+
+
+def _default_dir(name: str) -> Path:
+    """The folder of the shipped default model ``name``; a one-line error when it was never trained."""
     get_spec(name)
     path = MODELS_DIR / name
     if not (path / "config.json").exists():
         raise TaskextrapError(f"the default {name} model is missing from {path}; "
                               f"train it with: python scripts/train_default_models.py {name}")
-    return load_model(path, device=device)
+    return path
 
 
 
@@ -223,8 +228,5 @@ def load_base(name: str, model: BaseModel | None = None, device: str = "cpu"):
     from taskextrap.llm.model import load_model
 
     model = model or BaseModel()
-    path = model.path
-    if path is None:
-        default_model(name)  # the one-line error when the default model was never trained
-        path = MODELS_DIR / name
+    path = model.path if model.path is not None else _default_dir(name)
     return load_model(path, device=device, dtype=model.dtype, load_in_4bit=model.load_in_4bit)

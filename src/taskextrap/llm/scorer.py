@@ -9,6 +9,7 @@ the same positions as the row scored alone.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
@@ -106,15 +107,7 @@ def _groups(keys: Sequence[Hashable]) -> list[list[int]]:
 
 def _common_prefix(prompt_ids: list[list[int]], rows: list[int]) -> int:
     """Length of the longest common prefix of the prompts ``rows``, at most the shortest prompt."""
-    first = prompt_ids[rows[0]]
-    k = min(len(prompt_ids[i]) for i in rows)
-    for i in rows[1:]:
-        other = prompt_ids[i]
-        j = 0
-        while j < k and other[j] == first[j]:
-            j += 1
-        k = j
-    return k
+    return len(os.path.commonprefix([prompt_ids[i] for i in rows]))
 
 
 def _length_batches(items, length: Callable[[int], int], batch_size: int):
@@ -205,9 +198,8 @@ def _score_from_cache(lm: LanguageModel, cache, src: torch.Tensor, p_mask: torch
                       past_key_values=rows_cache, use_cache=True).logits
     # token j of a continuation is predicted by the prefix's last logits (j = 0) or by token j - 1
     logits = torch.cat([next_logits[src, None], logits[:, :-1]], dim=1)
-    scored = c_mask.clone()
-    for r, k in enumerate(skip):
-        scored[r, :k] = 0
+    cols = torch.arange(c_ids.shape[1], device=lm.device)
+    scored = c_mask * (cols[None, :] >= torch.tensor(skip, device=lm.device)[:, None])
     nll = _token_nll(logits, c_ids) * scored
     return nll.sum(1).double().cpu().numpy()
 
