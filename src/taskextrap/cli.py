@@ -55,13 +55,17 @@ def list_cmd():
               help="Language-model experiments: the dtype the base model is loaded in [default: float32].")
 @click.option("--load-in-4bit", is_flag=True,
               help="Language-model experiments: load the base model in 4-bit NF4 (needs CUDA and bitsandbytes).")
+@click.option("--shard", default=None, metavar="I/N",
+              help="codeio: be process I of N sharing --out (one per GPU); process 0 writes the results "
+                   "[default: RANK/WORLD_SIZE under torchrun, else 0/1].")
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def reproduce(experiment, profile, protocol, family, seeds, out, device, embedding, anchors, model, dtype,
-              load_in_4bit, no_plots, quiet):
+              load_in_4bit, shard, no_plots, quiet):
     """Run EXPERIMENT (or 'all') and write results.json, results.md, config.yaml and plots."""
     from taskextrap.experiments.registry import RunOptions, all_experiments
     from taskextrap.experiments.runner import run_experiment
+    from taskextrap.experiments.shard import Shard
     from taskextrap.report.tables import console_table
 
     if device == "cuda":
@@ -69,12 +73,19 @@ def reproduce(experiment, profile, protocol, family, seeds, out, device, embeddi
 
         if not torch.cuda.is_available():
             raise TaskextrapError("--device cuda was asked for but no CUDA device is available")
-    options = RunOptions(profile=profile, protocol=protocol, family=family, seeds=seeds, out=out, device=device,
-                         embedding=embedding, anchors=anchors, plots=not no_plots, progress=not quiet,
-                         extra=_model_extra(model, dtype, load_in_4bit))
+    shard = Shard.parse(shard) if shard is not None else Shard.from_env()
+    if shard.count > 1 and experiment == "all":
+        raise TaskextrapError("--shard runs one experiment: name it instead of 'all'")
+    options = RunOptions(profile=profile, protocol=protocol, family=family, seeds=seeds, out=out,
+                         device=shard.device(device), embedding=embedding, anchors=anchors, plots=not no_plots,
+                         progress=not quiet, extra=_model_extra(model, dtype, load_in_4bit), shard=shard)
     names = all_experiments(in_all_only=True) if experiment == "all" else [experiment]
     for name in names:
         results = run_experiment(name, options)
+        if results is None:
+            click.echo(f"shard {shard.index}/{shard.count} of {name}: its search scores are saved under {out}; "
+                       "process 0 writes the results")
+            continue
         click.echo(console_table(results))
         click.echo(f"written: {out / f'{name}-{protocol}-{profile}'}/results.json")
 

@@ -1,7 +1,9 @@
 """The codeio experiment: search wiring, the vote rule, the base-model row and a tiny end-to-end run."""
 
+import dataclasses
 import json
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -9,9 +11,12 @@ import pytest
 pytest.importorskip("transformers")
 
 from taskextrap.cli import main  # noqa: E402
+from taskextrap.errors import TaskextrapError  # noqa: E402
 from taskextrap.experiments import codeio as E  # noqa: E402
+from taskextrap.experiments import shard as SH  # noqa: E402
 from taskextrap.experiments.registry import RunOptions  # noqa: E402
 from taskextrap.experiments.runner import run_experiment  # noqa: E402
+from taskextrap.experiments.shard import Shard  # noqa: E402
 from taskextrap.llm import codeio as C  # noqa: E402
 from taskextrap.llm import pretrain  # noqa: E402
 from taskextrap.llm import search as S  # noqa: E402
@@ -205,3 +210,57 @@ def test_codeio_spec_and_budgets_cover_the_longest_sequences():
     longest_prompt = max(len(C.reference_prompt(c, [(s, C.apply(c, s)) for s in inputs[:3]], inputs[3]))
                          for c in C.candidates())
     assert longest_prompt + 1 + profile.answer_tokens <= spec.max_len  # BOS + prompt + generated tokens
+
+
+def test_sharded_search_equals_the_unsharded_one(tmp_path, monkeypatch):
+    def scores(lm, pair_lists, batch_size=32, progress=None, **kw):
+        return np.array([float(len(p[0][0]) + len(p[0][1])) for p in pair_lists])  # any deterministic score
+
+    monkeypatch.setattr(S, "total_nll", scores)
+    tasks, _, _ = E.held_out_tasks(2 * E.TASKS_PER_CHUNK + 1)  # three chunks
+    cands, profile = C.candidates()[:5], E.CODEIO_PROFILES["tiny"]
+    whole = E.candidate_scores(None, tasks, cands, profile, tmp_path / "one")
+    worker = E.candidate_scores(None, tasks, cands, profile, tmp_path / "two", shard=Shard(1, 2))
+    assert worker is None and sorted(p.name for p in (tmp_path / "two").iterdir()) == ["scores-0004.npy"]
+    lead = E.candidate_scores(None, tasks, cands, profile, tmp_path / "two", shard=Shard(0, 2))
+    assert np.array_equal(whole, lead)
+    with pytest.raises(TaskextrapError, match="shares"):
+        E.candidate_scores(None, tasks, cands, profile, None, shard=Shard(0, 2))
+
+
+def test_lead_gives_up_on_a_missing_shard(tmp_path, monkeypatch):
+    monkeypatch.setattr(S, "total_nll", lambda lm, lists, *a, **k: np.zeros(len(lists)))
+    monkeypatch.setattr(SH, "WAIT_LIMIT_S", 0.05)
+    monkeypatch.setattr(SH, "POLL_S", 0.01)
+    tasks, _, _ = E.held_out_tasks(E.TASKS_PER_CHUNK + 1)
+    with pytest.raises(TaskextrapError, match=r"scores-0004.npy \(shard 1/2\)"):
+        E.candidate_scores(None, tasks, C.candidates()[:3], E.CODEIO_PROFILES["tiny"], tmp_path, shard=Shard(0, 2))
+
+
+def test_sharded_tiny_run_equals_the_unsharded_one(tmp_path, monkeypatch):
+    """A lead and a worker in two threads, sharing --out, write the unsharded run's rows."""
+    model_dir = _tiny_model(tmp_path / "model")
+    monkeypatch.setattr(E, "TASKS_PER_CHUNK", 1)
+    monkeypatch.setitem(E.CODEIO_PROFILES, "tiny", dataclasses.replace(E.CODEIO_PROFILES["tiny"], n_tasks=2))
+    monkeypatch.setattr(SH, "POLL_S", 0.05)
+
+    def options(out, shard=Shard()):
+        return RunOptions(profile="tiny", out=out, progress=False, extra={"model": str(model_dir)}, shard=shard)
+
+    alone = run_experiment("codeio", options(tmp_path / "alone"))
+    failed = []
+
+    def worker():
+        try:
+            assert run_experiment("codeio", options(tmp_path / "shared", Shard(1, 2))) is None
+        except BaseException as exc:  # reported by the main thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    lead = run_experiment("codeio", options(tmp_path / "shared", Shard(0, 2)))
+    thread.join()
+    assert not failed
+    assert lead["rows"] == alone["rows"]
+    search = next((tmp_path / "shared" / "units").glob("codeio-seed0-*/search"))
+    assert sorted(p.name for p in search.iterdir()) == ["scores-0000.npy", "scores-0001.npy"]

@@ -1,5 +1,7 @@
 """Relational fine-tuning: completion-only loss, learning, LoRA, exact resume from checkpoints."""
 
+import dataclasses
+
 import pytest
 
 pytest.importorskip("transformers")
@@ -12,7 +14,8 @@ from taskextrap.errors import TaskextrapError  # noqa: E402
 from taskextrap.llm.model import save_model  # noqa: E402
 from taskextrap.llm.scorer import completion_nll  # noqa: E402
 from taskextrap.llm.sft import (  # noqa: E402
-    IGNORE, LoraSettings, ScoredText, SFTConfig, latest_checkpoint, merge_lora, train, training_batch)
+    IGNORE, LoraSettings, ScoredText, SFTConfig, finished_checkpoint, latest_checkpoint, merge_lora, train,
+    training_batch)
 
 
 def last_char_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
@@ -108,12 +111,16 @@ def test_resume_equals_uninterrupted(make_char_model, tmp_path, lora):
     with pytest.raises(Interrupt):  # killed during step 7, after the step-5 checkpoint
         train(make_char_model(), last_char_pairs, cfg, out_dir=tmp_path, progress=stop_after(6))
     assert latest_checkpoint(tmp_path).name.endswith("00000005")
+    assert finished_checkpoint(tmp_path, cfg) is None  # a sharded worker keeps waiting
     lm, log = train(make_char_model(), last_char_pairs, cfg, out_dir=tmp_path)
     assert log["resumed_from"] == 5
     np.testing.assert_allclose(log["loss"], ref_log["loss"], atol=1e-5)
     for (n, p), q in zip(ref.model.named_parameters(), lm.model.parameters()):
         torch.testing.assert_close(p, q, atol=1e-5, rtol=0, msg=n)
     assert latest_checkpoint(tmp_path).name.endswith("00000010")
+    assert finished_checkpoint(tmp_path, cfg) == latest_checkpoint(tmp_path)
+    assert finished_checkpoint(tmp_path, dataclasses.replace(cfg, lr=1e-3)) is None  # another run's
+    assert finished_checkpoint(tmp_path / "absent", cfg) is None
 
 
 def test_checkpoint_of_another_config_raises(make_char_model, tmp_path):

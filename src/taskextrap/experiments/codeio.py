@@ -27,7 +27,8 @@ stripped answer; its interval is a bootstrap over the test tasks.
 Cost: the search scores 992 x 3 = 2,976 leave-one-out sequences per task (about 460 characters
 each; a candidate's three share its reference prefix, which runs once), so the paper profile's
 192 tasks mean 571,392 sequences per seed, which is why that profile runs one seed. Everything resumes: finished units are cached, SFT runs restart
-from their checkpoints and the search from its last finished chunk of tasks.
+from their checkpoints and the search from its last finished chunk of tasks. With several GPUs,
+``--shard I/N`` splits the search's chunks over N processes (``experiments.shard``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.profiles import CodeIOProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
-from taskextrap.experiments.units import UnitResult, fingerprint, run_seeds
+from taskextrap.experiments.shard import Shard, wait_for
+from taskextrap.experiments.units import UnitResult, fingerprint, run_seeds, unit_done
 from taskextrap.report.io import write_bytes_atomic
 from taskextrap.report.schema import bootstrap_ci95, make_row
 
@@ -84,14 +86,21 @@ def fine_tune(model, sampler, profile: CodeIOProfile, seed: int, out_dir: Path |
     from tqdm import tqdm
 
     from taskextrap.llm.pretrain import load_base
-    from taskextrap.llm.sft import CODEIO_LORA, SFTConfig, merge_lora, train
+    from taskextrap.llm.sft import merge_lora, train
 
-    cfg = SFTConfig(steps=profile.sft_steps, batch_size=profile.sft_batch, lr=profile.sft_lr,
-                    warmup_steps=profile.warmup, seed=seed, checkpoint_every=100, lora=CODEIO_LORA)
+    cfg = sft_config(profile, seed)
     with tqdm(total=cfg.steps, desc=f"sft {progress}", unit="step", disable=progress is None) as bar:
         lm, _ = train(load_base("codeio", model, device), sampler, cfg, out_dir=out_dir,
                       progress=lambda step, loss: bar.update(step + 1 - bar.n))
     return lm if model.load_in_4bit else merge_lora(lm)
+
+
+def sft_config(profile: CodeIOProfile, seed: int):
+    """The settings of each of a seed's three LoRA runs (the paper's CodeIO LoRA)."""
+    from taskextrap.llm.sft import CODEIO_LORA, SFTConfig
+
+    return SFTConfig(steps=profile.sft_steps, batch_size=profile.sft_batch, lr=profile.sft_lr,
+                     warmup_steps=profile.warmup, seed=seed, checkpoint_every=100, lora=CODEIO_LORA)
 
 
 def samplers(train_pairs) -> dict:
@@ -141,23 +150,46 @@ def _hits(predicted: list[str], tasks) -> np.ndarray:
 
 
 def candidate_scores(extender, tasks, cands, profile: CodeIOProfile, cache_dir: Path | None = None,
-                     progress: bool = False) -> np.ndarray:
+                     progress: bool = False, shard: Shard = Shard()) -> np.ndarray | None:
     """Summed leave-one-out NLL of every (task, candidate), shape ``(len(tasks), len(cands))``.
 
     Tasks are scored a few at a time (all their candidates in one batched call); each chunk's
     scores are saved under ``cache_dir`` so an interrupted search resumes where it stopped.
+    Under a ``shard`` of several processes this one scores only its own chunks; the lead then
+    waits for the others' files and returns every score, any other process returns None.
     """
     from tqdm import tqdm
 
+    if shard.count > 1 and cache_dir is None:
+        raise TaskextrapError("a sharded search needs a cache directory that every process shares")
+    starts = range(0, len(tasks), TASKS_PER_CHUNK)
     n_loo = len(tasks[0].support) if tasks else 0
-    bar = tqdm(total=len(tasks) * len(cands) * n_loo, desc="codeio search", unit="seq", disable=not progress)
-    rows = []
-    for k in range(0, len(tasks), TASKS_PER_CHUNK):
-        chunk = tasks[k:k + TASKS_PER_CHUNK]
-        path = None if cache_dir is None else Path(cache_dir) / f"scores-{k:04d}.npy"
-        rows.append(_chunk_scores(extender, chunk, cands, profile.score_batch, path, bar))
+    mine = [k for i, k in enumerate(starts) if shard.owns(i)]
+    n_mine = sum(len(tasks[k:k + TASKS_PER_CHUNK]) for k in mine)
+    bar = tqdm(total=n_mine * len(cands) * n_loo, desc="codeio search", unit="seq", disable=not progress)
+    rows = {k: _chunk_scores(extender, tasks[k:k + TASKS_PER_CHUNK], cands, profile.score_batch,
+                             _chunk_path(cache_dir, k), bar) for k in mine}
     bar.close()
-    return np.concatenate(rows) if rows else np.zeros((0, len(cands)))
+    if not shard.is_lead:
+        return None
+    for i, k in enumerate(starts):
+        if k not in rows:
+            shape, path = (len(tasks[k:k + TASKS_PER_CHUNK]), len(cands)), _chunk_path(cache_dir, k)
+            rows[k] = wait_for(lambda: _saved_scores(path, shape), f"{path} (shard {i % shard.count}/{shard.count})")
+    return np.concatenate([rows[k] for k in starts]) if rows else np.zeros((0, len(cands)))
+
+
+def _chunk_path(cache_dir: Path | None, start: int) -> Path | None:
+    """Where the scores of the chunk of tasks that begins at task ``start`` are saved."""
+    return None if cache_dir is None else Path(cache_dir) / f"scores-{start:04d}.npy"
+
+
+def _saved_scores(path: Path | None, shape: tuple[int, int]) -> np.ndarray | None:
+    """The finished scores saved at ``path`` (None when absent or of another shape)."""
+    if path is None or not path.exists():
+        return None
+    saved = np.load(path, allow_pickle=False)
+    return saved if saved.shape == shape else None
 
 
 def _chunk_scores(extender, chunk, cands, batch_size: int, path: Path | None, bar) -> np.ndarray:
@@ -166,11 +198,10 @@ def _chunk_scores(extender, chunk, cands, batch_size: int, path: Path | None, ba
     from taskextrap.llm.search import total_nll
 
     shape = (len(chunk), len(cands))
-    if path is not None and path.exists():
-        saved = np.load(path, allow_pickle=False)
-        if saved.shape == shape:
-            bar.update(shape[0] * shape[1] * len(chunk[0].support))
-            return saved
+    saved = _saved_scores(path, shape)
+    if saved is not None:
+        bar.update(shape[0] * shape[1] * len(chunk[0].support))
+        return saved
     last = [0]
 
     def tick(done: int, _n: int) -> None:
@@ -192,8 +223,9 @@ def _save_atomic(path: Path, array: np.ndarray) -> None:
 
 
 def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = None,
-           progress: bool = False) -> dict[str, np.ndarray]:
-    """RTE's likelihood search over all 992 candidates, then generation: per-task results.
+           progress: bool = False, shard: Shard = Shard()) -> dict[str, np.ndarray]:
+    """RTE's likelihood search over all 992 candidates, then generation: per-task results
+    (for the lead of a ``shard``, which reads the other processes' scores).
 
     Keys: ``rte``, ``rte-tie-vote`` (accuracies), ``found`` (the arg-min behaves like the true
     pair on PROBE), ``n_tied`` (candidates within the tie tolerance, before the cap) and
@@ -203,7 +235,7 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
     from taskextrap.llm.search import tied, vote
 
     cands = C.candidates()
-    scores = candidate_scores(extender, tasks, cands, profile, cache_dir, progress)
+    scores = candidate_scores(extender, tasks, cands, profile, cache_dir, progress, shard)
     ties = [tied(s) for s in scores]  # best first; exact ties in enumeration order
     voters = [t[: profile.max_tied] for t in ties]
     # every (task, candidate) answer any rule needs, generated in one batched pass
@@ -260,21 +292,21 @@ def held_out_tasks(n_tasks: int | None) -> tuple[list, np.ndarray, dict]:
 
 
 def run_unit(model, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | None,
-             device: str = "cpu", progress: bool = False) -> UnitResult:
-    """The base-model row, the three LoRA runs of one seed (one after another, so only one
-    fine-tuned model is held at a time) and every method on ``tasks``.
+             device: str = "cpu", progress: bool = False, shard: Shard = Shard()) -> UnitResult:
+    """The three LoRA runs of one seed (one after another, so only one fine-tuned model is held
+    at a time), every method on ``tasks`` and the base-model row.
 
-    The unit's extras keep every method's answers and the chosen candidates, for inspection.
+    The extender comes first: under a ``shard`` the other processes (:func:`run_worker`) start
+    their part of the search as soon as its final checkpoint is saved. The unit's extras keep
+    every method's answers and the chosen candidates, for inspection.
     """
     from taskextrap.llm import codeio as C
 
     corpora = samplers(C.split_pairs(SPLIT_SEED)[0])
     sub = (lambda name: None) if ckpt_dir is None else (lambda name: Path(ckpt_dir) / name)
     timing, acc, said = {"sft_s": 0.0}, {}, {}
-    t = time.perf_counter()
-    acc["base-model"] = base_model_row(model, profile, device)
-    timing["base_model_s"] = time.perf_counter() - t
-    for corpus, method in (("few-shot", "few-shot"), ("cot", "cot-majority"), ("extender", "oracle")):
+    found = None
+    for corpus, method in (("extender", "oracle"), ("few-shot", "few-shot"), ("cot", "cot-majority")):
         t = time.perf_counter()
         lm = fine_tune(model, corpora[corpus], profile, seed, sub(corpus), device, corpus if progress else None)
         timing["sft_s"] += time.perf_counter() - t
@@ -282,11 +314,32 @@ def run_unit(model, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | N
         said[method] = predict(method, lm, tasks, profile, seed)
         acc[method] = _hits(said[method], tasks)
         timing[f"{method}_eval_s"] = time.perf_counter() - t
+        if found is None:  # the extender's likelihood search
+            t = time.perf_counter()
+            found = search(lm, tasks, profile, sub("search"), progress, shard)
+            timing["search_s"] = time.perf_counter() - t
+        del lm
     t = time.perf_counter()
-    found = search(lm, tasks, profile, sub("search"), progress)  # lm: the extender, trained last
-    timing["search_s"] = time.perf_counter() - t
+    acc["base-model"] = base_model_row(model, profile, device)
+    timing["base_model_s"] = time.perf_counter() - t
     extras = {"answers": said, "chosen": found.pop("chosen"), "tasks": ["+".join(tk.pair) for tk in tasks]}
     return UnitResult({**acc, **found}, timing, extras)
+
+
+def run_worker(model, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | None, shard: Shard,
+               device: str = "cpu", progress: bool = False) -> None:
+    """A non-lead process of a ``shard``: wait for the lead's extender (its final checkpoint),
+    load it, score this process's chunks of the search and save them where the lead reads them."""
+    from taskextrap.llm import codeio as C
+    from taskextrap.llm.sft import finished_checkpoint
+
+    if ckpt_dir is None:
+        raise TaskextrapError("a sharded run needs the shared unit cache (--out) of the lead process")
+    out = Path(ckpt_dir) / "extender"
+    cfg = sft_config(profile, seed)
+    wait_for(lambda: finished_checkpoint(out, cfg), f"the lead's extender in {out}")
+    lm = fine_tune(model, samplers(C.split_pairs(SPLIT_SEED)[0])["extender"], profile, seed, out, device)
+    candidate_scores(lm, tasks, C.candidates(), profile, Path(ckpt_dir) / "search", progress, shard)
 
 
 def base_model_row(model, profile: CodeIOProfile, device: str = "cpu") -> np.ndarray:
@@ -347,9 +400,13 @@ def _ckpt_root(cache_dir: Path | None, base: dict, seed: int) -> Path | None:
     return Path(cache_dir) / f"codeio-seed{seed}-{fingerprint(**base, seed=seed)}"
 
 
-@register("codeio", "Table 5: CodeIO string compositions with a language model (few-shot, cot-majority, rte, oracle)")
+@register("codeio", "Table 5: CodeIO string compositions with a language model (few-shot, cot-majority, rte, oracle)",
+          shardable=True)
 def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
-    """The CodeIO experiment: every method on the held-out (and novel) pairs, bootstrap intervals."""
+    """The CodeIO experiment: every method on the held-out (and novel) pairs, bootstrap intervals.
+
+    Under ``options.shard`` a process other than the lead scores its part of the search and
+    returns None (the lead writes the results)."""
     if options.protocol != "paper":
         raise TaskextrapError("codeio has one protocol (the paper's): drop --protocol")
     from taskextrap.llm.pretrain import BaseModel
@@ -360,10 +417,17 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     pairs = ["+".join(t.pair) for t in tasks]
     base = {"experiment": "codeio", "profile": profile.to_dict(), "model": model.label("codeio"),
             "test_seed": TEST_SEED, "split_seed": SPLIT_SEED, "tasks": pairs}
+    shard = options.shard
+    if not shard.is_lead:
+        for s in profile.seeds:
+            if not unit_done(cache_dir, f"codeio-seed{s}", {**base, "seed": s}):
+                run_worker(model, profile, tasks, s, _ckpt_root(cache_dir, base, s), shard, options.device,
+                           options.progress)
+        return None
     values, timing = run_seeds(
         "codeio", profile.seeds, cache_dir, name=lambda s: f"codeio-seed{s}", config=lambda s: {**base, "seed": s},
         compute=lambda s, _: run_unit(model, profile, tasks, s, _ckpt_root(cache_dir, base, s), options.device,
-                                      options.progress),
+                                      options.progress, shard),
         plot_dir=None, plot_file="", progress=options.progress)
     config = {**base, **sizes, "novel": novel.tolist(), "subsample": _subsample_note(len(tasks), sizes),
               "n_candidates": _n_candidates(),

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.experiments.shard import Shard
 
 
 @dataclass
@@ -24,28 +25,32 @@ class RunOptions:
     plots: bool = True
     progress: bool = True
     extra: dict = field(default_factory=dict)
+    shard: Shard = field(default_factory=Shard)  # this process's part of a run split over several
 
 
 @dataclass(frozen=True)
 class Experiment:
-    """A registered experiment: ``run(options, cache_dir, plot_dir) -> (rows, config, seeds, timing)``."""
+    """A registered experiment: ``run(options, cache_dir, plot_dir) -> (rows, config, seeds, timing)``;
+    a ``shardable`` one returns None in a non-lead process of ``options.shard``."""
 
     name: str
     run: Callable
     description: str
     in_all: bool = True
+    shardable: bool = False
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
-def register(name: str, description: str, in_all: bool = True):
+def register(name: str, description: str, in_all: bool = True, shardable: bool = False):
     """Decorator that registers an experiment function under ``name``.
 
-    ``in_all=False`` keeps it out of ``reproduce all`` (e.g. while its default model is not shipped).
+    ``in_all=False`` keeps it out of ``reproduce all`` (e.g. while its default model is not shipped);
+    ``shardable=True`` says it can split its work over processes (``experiments.shard``).
     """
     def deco(fn):
-        EXPERIMENTS[name] = Experiment(name, fn, description, in_all)
+        EXPERIMENTS[name] = Experiment(name, fn, description, in_all, shardable)
         return fn
     return deco
 

@@ -5,14 +5,18 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from taskextrap.experiments.registry import RunOptions, get_experiment
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments.registry import EXPERIMENTS, RunOptions, get_experiment
 from taskextrap.report.io import write_json_atomic, write_text_atomic
 from taskextrap.report.schema import environment_info, validate_results
 from taskextrap.report.tables import results_markdown
 
 
-def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) -> dict:
+def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) -> dict | None:
     """Run experiment ``name``; results go to ``out_dir`` (default: options.out/name-protocol-profile).
+
+    Under ``options.shard`` with several processes only the lead writes results; the others
+    return None once their part is saved.
 
     Finished units (one family or ladder and one training seed) are cached under
     ``options.out/units`` and reused by a rerun with the same configuration, so an interrupted run
@@ -22,11 +26,17 @@ def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) 
     import yaml
 
     experiment = get_experiment(name)
+    if options.shard.count > 1 and not experiment.shardable:
+        raise TaskextrapError(f"{name} cannot be sharded; sharded runs: "
+                              f"{', '.join(n for n, e in EXPERIMENTS.items() if e.shardable)}")
     out_dir = Path(out_dir or Path(options.out) / f"{name}-{options.protocol}-{options.profile}")
     cache_dir, plot_dir = Path(options.out) / "units", (out_dir / "plots" if options.plots else None)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     t = time.perf_counter()
-    rows, config, seeds, timing = experiment.run(options, cache_dir, plot_dir)
+    ran = experiment.run(options, cache_dir, plot_dir)
+    if ran is None:  # a non-lead process of a sharded run
+        return None
+    rows, config, seeds, timing = ran
     results = {
         "experiment": name, "protocol": options.protocol, "profile": options.profile, "seeds": seeds,
         "rows": rows, "timing": {"wall_s": time.perf_counter() - t, **timing},

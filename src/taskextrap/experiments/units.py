@@ -39,14 +39,32 @@ def fingerprint(**config) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _unit_path(cache_dir: Path | None, name: str, key: str) -> Path | None:
+    return None if cache_dir is None else Path(cache_dir) / f"{name}-{key}.json"
+
+
+def _saved_unit(path: Path | None, key: str) -> dict | None:
+    """The saved unit at ``path`` when it exists and its fingerprint is ``key``."""
+    if path is None or not path.exists():
+        return None
+    saved = read_json(path)
+    return saved if saved.get("fingerprint") == key else None
+
+
+def unit_done(cache_dir: Path | None, name: str, config: dict) -> bool:
+    """Whether ``cache_dir`` holds the finished unit ``name`` of ``config``."""
+    key = fingerprint(**config)
+    return _saved_unit(_unit_path(cache_dir, name, key), key) is not None
+
+
 def cached_unit(cache_dir: Path | None, name: str, config: dict, compute: Callable[[], UnitResult],
                 force: bool = False) -> UnitResult:
     """``compute()`` unless ``cache_dir/name-<fingerprint>.json`` holds its result; then save it."""
     key = fingerprint(**config)
-    path = None if cache_dir is None else Path(cache_dir) / f"{name}-{key}.json"
-    if path is not None and path.exists() and not force:
-        saved = read_json(path)
-        if saved.get("fingerprint") == key:
+    path = _unit_path(cache_dir, name, key)
+    if not force:
+        saved = _saved_unit(path, key)
+        if saved is not None:
             return UnitResult({m: np.asarray(v) for m, v in saved["errors"].items()}, saved["timing"],
                               {**saved.get("extras", {}), "resumed": True})
     unit = compute()

@@ -296,6 +296,16 @@ def latest_checkpoint(out_dir: str | os.PathLike) -> Path | None:
     return max(folders, key=lambda f: f.name, default=None)
 
 
+def finished_checkpoint(out_dir: str | os.PathLike, cfg: SFTConfig) -> Path | None:
+    """The final checkpoint of a finished run of ``cfg`` in ``out_dir`` (None while it is
+    missing: not started, still training, or another config's)."""
+    folder = latest_checkpoint(out_dir) if Path(out_dir).is_dir() else None
+    if folder is None:
+        return None
+    meta = json.loads((folder / CKPT_JSON).read_text(encoding="utf-8"))
+    return folder if meta.get("fingerprint") == cfg.fingerprint() and meta.get("step") == cfg.steps else None
+
+
 def _resume(out: Path, model, opt, sched, cfg: SFTConfig) -> tuple[int, list[float]]:
     """Load the latest checkpoint in ``out`` if any; return (its step, its loss history)."""
     folder = latest_checkpoint(out)
