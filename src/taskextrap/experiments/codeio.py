@@ -38,6 +38,7 @@ import math
 import time
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -48,6 +49,9 @@ from taskextrap.experiments.shard import Shard, wait_for
 from taskextrap.experiments.units import UnitResult, fingerprint, run_seeds, unit_done
 from taskextrap.report.io import write_bytes_atomic
 from taskextrap.report.schema import bootstrap_ci95, make_row
+
+if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
+    from taskextrap.llm.pretrain import BaseModel
 
 TEST_SEED = 10_000
 SPLIT_SEED = 0
@@ -74,7 +78,7 @@ CODEIO_PROFILES = {
 # ------------------------------------------------------------------------------- models
 
 
-def fine_tune(model, sampler, profile: CodeIOProfile, seed: int, out_dir: Path | None,
+def fine_tune(model: BaseModel, sampler, profile: CodeIOProfile, seed: int, out_dir: Path | None,
               device: str = "cpu", progress: str | None = None):
     """One LoRA run (the paper's CodeIO settings) from a fresh copy of the base model (a
     :class:`~taskextrap.llm.pretrain.BaseModel`), returned with its adapters merged into the
@@ -291,7 +295,7 @@ def held_out_tasks(n_tasks: int | None) -> tuple[list, np.ndarray, dict]:
 # --------------------------------------------------------------------------------- unit
 
 
-def run_unit(model, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | None,
+def run_unit(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | None,
              device: str = "cpu", progress: bool = False, shard: Shard = Shard()) -> UnitResult:
     """The three LoRA runs of one seed (one after another, so only one fine-tuned model is held
     at a time), every method on ``tasks`` and the base-model row.
@@ -326,7 +330,7 @@ def run_unit(model, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | N
     return UnitResult({**acc, **found}, timing, extras)
 
 
-def run_worker(model, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | None, shard: Shard,
+def run_worker(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | None, shard: Shard,
                device: str = "cpu", progress: bool = False) -> None:
     """A non-lead process of a ``shard``: wait for the lead's extender (its final checkpoint),
     load it, score this process's chunks of the search and save them where the lead reads them."""
@@ -342,7 +346,7 @@ def run_worker(model, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path |
     candidate_scores(lm, tasks, C.candidates(), profile, Path(ckpt_dir) / "search", progress, shard)
 
 
-def base_model_row(model, profile: CodeIOProfile, device: str = "cpu") -> np.ndarray:
+def base_model_row(model: BaseModel, profile: CodeIOProfile, device: str = "cpu") -> np.ndarray:
     """Greedy exact match of the base model (never fine-tuned) on each single primitive, (31,)."""
     from taskextrap.llm import codeio as C
     from taskextrap.llm.pretrain import load_base

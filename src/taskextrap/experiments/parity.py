@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from taskextrap.experiments.profiles import LLMProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.experiments.units import UnitResult, run_seeds
 from taskextrap.report.schema import bootstrap_ci95, make_row
+
+if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
+    from taskextrap.llm.pretrain import BaseModel
 
 TEST_SEED = 10_000
 SPACES = ("frontier", "all")
@@ -43,7 +47,7 @@ PARITY_PROFILES = {
 }
 
 
-def fine_tune(model, sampler, profile: LLMProfile, seed: int, out_dir: Path | None, device: str = "cpu"):
+def fine_tune(model: BaseModel, sampler, profile: LLMProfile, seed: int, out_dir: Path | None, device: str = "cpu"):
     """One LoRA run (the paper's parity settings) from a fresh copy of the base model
     (a :class:`~taskextrap.llm.pretrain.BaseModel`)."""
     from taskextrap.llm.pretrain import load_base
@@ -102,7 +106,7 @@ def search_space(extender, tasks, space: str, batch_size: int) -> dict[str, np.n
     return out
 
 
-def run_unit(model, profile: LLMProfile, seed: int, ckpt_dir: Path | None, device: str = "cpu") -> UnitResult:
+def run_unit(model: BaseModel, profile: LLMProfile, seed: int, ckpt_dir: Path | None, device: str = "cpu") -> UnitResult:
     """Both LoRA runs of one seed, then every method on the test tasks."""
     from taskextrap.llm import parity as P
 

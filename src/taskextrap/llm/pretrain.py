@@ -84,7 +84,7 @@ SPECS = {
         check=f"{_PARITY}:pretraining_check"),
     # max_len: the longest sequence the codeio experiment builds is a reference prompt of
     # (fancy_brackets, fancy_brackets) on 14-character strings, 1,143 characters, plus up to 130
-    # generated tokens; the 192 test tasks' longest prompt is 962 characters. Stages 1 and 2
+    # generated tokens; the 192 test tasks' longest prompt is 962 characters. Stages 1-3
     # continue with warm restarts; each stage's own seed gives it fresh texts.
     "codeio": DefaultModelSpec(
         "codeio", "few-shot texts of one single string primitive on random strings (a-z, and a quarter on "
@@ -96,6 +96,9 @@ SPECS = {
                                         checkpoint_every=300)),
                 PretrainStage(f"{_CODEIO}:pretraining_texts",
                               SFTConfig(steps=1500, batch_size=32, lr=5e-4, warmup_steps=50, seed=2,
+                                        checkpoint_every=300)),
+                PretrainStage(f"{_CODEIO}:pretraining_texts",
+                              SFTConfig(steps=1500, batch_size=32, lr=3e-4, warmup_steps=50, seed=3,
                                         checkpoint_every=300))),
         check=f"{_CODEIO}:pretraining_check", d_model=128, n_layers=4, n_heads=4, max_len=1536),
 }
