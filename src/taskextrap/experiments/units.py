@@ -40,6 +40,7 @@ def fingerprint(**config) -> str:
 
 
 def _unit_path(cache_dir: Path | None, name: str, key: str) -> Path | None:
+    """Where unit ``name`` with fingerprint ``key`` is cached (None without a cache)."""
     return None if cache_dir is None else Path(cache_dir) / f"{name}-{key}.json"
 
 
