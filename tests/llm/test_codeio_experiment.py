@@ -264,3 +264,30 @@ def test_sharded_tiny_run_equals_the_unsharded_one(tmp_path, monkeypatch):
     assert lead["rows"] == alone["rows"]
     search = next((tmp_path / "shared" / "units").glob("codeio-seed0-*/search"))
     assert sorted(p.name for p in search.iterdir()) == ["scores-0000.npy", "scores-0001.npy"]
+
+
+def test_default_model_trains_every_parameter_a_user_model_gets_the_papers_lora():
+    from taskextrap.llm.sft import CODEIO_LORA
+
+    paper = E.CODEIO_PROFILES["paper"]
+    user = E.sft_config(paper, 0, pretrain.BaseModel("/some/7b"))
+    assert (user.lora, user.lr, user.warmup_steps) == (CODEIO_LORA, paper.sft_lr, paper.warmup)
+    default = E.sft_config(paper, 0, pretrain.BaseModel())
+    assert (default.lora, default.lr, default.warmup_steps) == (None, paper.full_lr, paper.full_warmup)
+    assert default.steps == user.steps and default.batch_size == user.batch_size
+    assert E.sft_config(E.CODEIO_PROFILES["tiny"], 0, pretrain.BaseModel()).lora == CODEIO_LORA  # no full_lr
+
+
+def test_full_fine_tuning_returns_a_plain_model_with_every_weight_trained(tmp_path, monkeypatch):
+    import torch
+
+    start = pretrain.load_base("codeio", pretrain.BaseModel(str(_tiny_model(tmp_path / "model"))))
+    before = {k: v.clone() for k, v in start.model.state_dict().items()}
+    monkeypatch.setattr(pretrain, "load_base", lambda name, model, device="cpu": start)
+    profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], full_lr=1e-2, full_warmup=0)
+    lm = E.fine_tune(pretrain.BaseModel(), E.samplers(C.split_pairs(0)[0])["extender"], profile, 0, tmp_path / "ft")
+    assert not hasattr(lm.model, "merge_and_unload")  # no peft wrapper
+    after = lm.model.state_dict()
+    assert set(after) == set(before)
+    assert all(not torch.equal(after[k], before[k]) for k in before if k.endswith("q_proj.weight"))
+    assert not torch.equal(after["model.embed_tokens.weight"], before["model.embed_tokens.weight"])

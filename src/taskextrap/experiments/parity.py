@@ -147,6 +147,7 @@ def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     if options.protocol != "paper":
         raise TaskextrapError("parity has one protocol (the paper's): drop --protocol")
     from taskextrap.llm.pretrain import BaseModel
+    from taskextrap.llm.search import DEFAULT_TIE_TOL
 
     model = BaseModel.from_extra(options.extra)
     profile = get_profile(PARITY_PROFILES, options.profile).with_seeds(options.seeds)
@@ -161,13 +162,7 @@ def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     for space in SPACES:
         rows += [_row(errors, f"{space}/{m}", GROUPS[space], m) for m in SEARCH_METHODS]
         rows.append(_row(errors, f"{space}/found", f"decomposition-found-{space}", "rte"))
-    config = {**base, "spaces": {s: GROUPS[s] for s in SPACES}, "tie_tol_nats": _tie_tol(),
+    config = {**base, "spaces": {s: GROUPS[s] for s in SPACES}, "tie_tol_nats": DEFAULT_TIE_TOL,
               "n_tasks_wide": profile.n_tasks_wide,
               "mean_tied_candidates": {s: float(np.mean(np.concatenate(errors[f"{s}/n_tied"]))) for s in SPACES}}
     return rows, config, list(profile.seeds), timing
-
-
-def _tie_tol() -> float:
-    from taskextrap.llm.search import DEFAULT_TIE_TOL
-
-    return DEFAULT_TIE_TOL

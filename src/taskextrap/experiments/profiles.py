@@ -108,6 +108,11 @@ class CodeIOProfile(LLMProfile):
     majority vote (the paper: N = 16); answer_tokens / cot_tokens: generation budgets (the
     longest output of any candidate is 126 characters); base_queries: few-shot prompts per
     primitive for the base-model row; max_tied: most tied candidates generated for the tie vote.
+
+    full_lr / full_warmup: with the shipped default model (no ``--model``) and ``full_lr`` set,
+    each of the three runs trains every parameter at this learning rate and warm-up instead of
+    the paper's LoRA (same steps and batch). The paper's LoRA recipe is tuned for a 7B model that
+    already composes; on the 1M-parameter default model it underfits (``codeio.fine_tune``).
     """
 
     cot_samples: int = 16
@@ -116,3 +121,5 @@ class CodeIOProfile(LLMProfile):
     cot_tokens: int = 180
     base_queries: int = 10
     max_tied: int = 16
+    full_lr: float | None = None
+    full_warmup: int = 50

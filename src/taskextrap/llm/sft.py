@@ -28,6 +28,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.llm import require
 from taskextrap.llm.model import LanguageModel
 from taskextrap.llm.scorer import _pad
+from taskextrap.report.io import atomic_path, write_text_atomic
 from taskextrap.seeding import derive_seed, rng
 
 IGNORE = -100  # label of positions without loss (prompt, padding), as in Hugging Face
@@ -263,13 +264,6 @@ def _trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
 
 
-def _atomic(path: Path, write: Callable[[str], None]) -> None:
-    """Run ``write(tmp)`` then rename over ``path``: a crash never leaves a half-written file."""
-    tmp = path.with_name(path.name + ".tmp")
-    write(str(tmp))
-    os.replace(tmp, path)
-
-
 def _save_checkpoint(out: Path, model, opt, sched, cfg: SFTConfig, step: int, history: list[float]) -> None:
     """Write ``out/ckpt-<step>/`` (weights, optimizer state, then the JSON that makes it valid).
 
@@ -280,11 +274,12 @@ def _save_checkpoint(out: Path, model, opt, sched, cfg: SFTConfig, step: int, hi
     folder = out / f"{CKPT_PREFIX}{step:08d}"
     folder.mkdir(parents=True, exist_ok=True)
     weights = {n: t.contiguous().cpu() for n, t in _trainable_state(model).items()}
-    _atomic(folder / CKPT_WEIGHTS, lambda f: save_file(weights, f))
-    state = {"optimizer": opt.state_dict(), "scheduler": sched.state_dict()}
-    _atomic(folder / CKPT_STATE, lambda f: torch.save(state, f))
+    with atomic_path(folder / CKPT_WEIGHTS) as tmp:  # a crash never leaves a half-written file
+        save_file(weights, tmp)
+    with atomic_path(folder / CKPT_STATE) as tmp:
+        torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict()}, tmp)
     meta = {"step": step, "fingerprint": cfg.fingerprint(), "loss": history, "config": dataclasses.asdict(cfg)}
-    _atomic(folder / CKPT_JSON, lambda f: Path(f).write_text(json.dumps(meta), encoding="utf-8"))
+    write_text_atomic(folder / CKPT_JSON, json.dumps(meta))
     for old in out.glob(f"{CKPT_PREFIX}*"):
         if old != folder and old.is_dir():
             shutil.rmtree(old, ignore_errors=True)

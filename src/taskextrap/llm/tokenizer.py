@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.report.io import write_text_atomic
 
 TOKENIZER_FILE = "char_tokenizer.json"
 TOKENIZER_TYPE = "taskextrap-char"
@@ -59,12 +60,9 @@ class CharTokenizer:
 
     def save(self, directory: str | os.PathLike) -> Path:
         """Write ``char_tokenizer.json`` into ``directory`` (created if needed); return its path."""
-        path = Path(directory) / TOKENIZER_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"type": TOKENIZER_TYPE, "alphabet": self.alphabet}), encoding="utf-8")
-        os.replace(tmp, path)  # atomic: a reader never sees half a file
-        return path
+        # atomic: a reader never sees half a file
+        return write_text_atomic(Path(directory) / TOKENIZER_FILE,
+                                 json.dumps({"type": TOKENIZER_TYPE, "alphabet": self.alphabet}))
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> "CharTokenizer":
