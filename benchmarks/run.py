@@ -107,9 +107,9 @@ def bench_codeio_scoring(n_plain: int = 128) -> dict:
     One held-out task, all 992 candidates (3 leave-one-out prompts each), with the candidate's
     reference prefix run once (``share_within_list``); and the first ``n_plain`` candidates
     with no sharing, for the before/after. The base model stands in for the extender: same
-    architecture, same cost.
+    architecture, same cost. The prompts are the ``paper`` profile's (anchored or not).
     """
-    from taskextrap.experiments.codeio import held_out_tasks
+    from taskextrap.experiments.codeio import CODEIO_PROFILES, held_out_tasks
     from taskextrap.llm import codeio as C
     from taskextrap.llm.pretrain import default_model
     from taskextrap.llm.search import total_nll
@@ -119,12 +119,12 @@ def bench_codeio_scoring(n_plain: int = 128) -> dict:
     cands = C.candidates()
     out = {}
     for label, share, n in (("shared-prefix", True, len(cands)), ("no-sharing", False, n_plain)):
-        lists = [C.loo_pairs(c, task.support) for c in cands[:n]]
+        lists = [C.loo_pairs(c, task.support, CODEIO_PROFILES["paper"].anchored) for c in cands[:n]]
         n_tokens = sum(len(lm.prompt_ids(p)) + len(lm.completion_ids(c)) for pairs in lists for p, c in pairs)
         t = time.perf_counter()
         total_nll(lm, lists, batch_size=64, share_within_list=share)
         wall = time.perf_counter() - t
-        out[label] = {"candidates_per_s": n / wall, "sequences_per_s": 3 * n / wall, "tokens_per_s": n_tokens / wall,
+        out[label] = {"anchored": CODEIO_PROFILES["paper"].anchored, "candidates_per_s": n / wall, "sequences_per_s": 3 * n / wall, "tokens_per_s": n_tokens / wall,
                       "wall_s": wall, "n_candidates": n}
         print(f"codeio scoring {label}: {n / wall:.1f} candidates/s ({wall:.1f} s for {n})")
     return out

@@ -23,7 +23,7 @@ from taskextrap.llm import search as S  # noqa: E402
 from taskextrap.report.schema import validate_results  # noqa: E402
 
 BLOCK = re.compile(r"--- Func_(\d\d) ---")
-LAST_INPUT = re.compile(r"In: (\S+) Out:$")
+LAST_INPUT = re.compile(r"In: (\S+) Out:(?: \S+ =>)?$")  # plain or anchored
 
 
 def _candidate_of(prompt):
@@ -124,12 +124,21 @@ def _perfect_answers(lm, prompts, max_new_tokens, batch_size):
     return [C.apply(_candidate_of(p), LAST_INPUT.search(p).group(1)) for p in prompts]
 
 
-def test_a_perfect_extender_makes_rte_the_consistency_search(monkeypatch):
-    monkeypatch.setattr(S, "total_nll", _consistency_scores)
-    monkeypatch.setattr(E, "answers", _perfect_answers)
+@pytest.mark.parametrize("anchored", [False, True])
+def test_a_perfect_extender_makes_rte_the_consistency_search(monkeypatch, anchored):
+    prompts = []
+
+    def spy(lm, pair_lists, *a, **kw):
+        prompts.extend(p for pairs in pair_lists for p, _ in pairs)
+        return _consistency_scores(lm, pair_lists)
+
+    monkeypatch.setattr(S, "total_nll", spy)
+    monkeypatch.setattr(E, "answers", lambda lm, ps, *a: prompts.extend(ps) or _perfect_answers(lm, ps, *a))
     tasks, _, _ = E.held_out_tasks(6)
-    profile = E.CODEIO_PROFILES["quick"]
+    profile = dataclasses.replace(E.CODEIO_PROFILES["quick"], anchored=anchored)
     res = E.search(None, tasks, profile)
+    # scoring and generation prompts of a pair are anchored exactly when the profile says so
+    assert all(p.endswith(" =>") == (anchored and not isinstance(_candidate_of(p), str)) for p in prompts)
     for i, t in enumerate(tasks):
         fits = [c for c in C.candidates() if all(C.apply(c, s) == y for s, y in t.support)]
         assert t.pair in fits and res["n_tied"][i] == len(fits)
@@ -291,3 +300,33 @@ def test_full_fine_tuning_returns_a_plain_model_with_every_weight_trained(tmp_pa
     assert set(after) == set(before)
     assert all(not torch.equal(after[k], before[k]) for k in before if k.endswith("q_proj.weight"))
     assert not torch.equal(after["model.embed_tokens.weight"], before["model.embed_tokens.weight"])
+
+
+def test_a_user_model_gets_the_papers_recipe():
+    paper = dataclasses.replace(E.CODEIO_PROFILES["paper"], score_shots=True, anchored=True)
+    assert E.for_model(paper, pretrain.BaseModel()) is paper
+    user = E.for_model(paper, pretrain.BaseModel("/some/7b"))
+    assert (user.full_lr, user.score_shots, user.anchored) == (None, False, False)
+    assert dataclasses.replace(user, full_lr=paper.full_lr, score_shots=True, anchored=True) == paper
+
+
+def test_oracle_prompts_follow_the_profile(monkeypatch):
+    seen = []
+    monkeypatch.setattr(E, "answers", lambda lm, ps, *a: seen.extend(ps) or [""] * len(ps))
+    tasks, _, _ = E.held_out_tasks(4)
+    for anchored in (False, True):
+        seen.clear()
+        E.predict("oracle", None, tasks, dataclasses.replace(E.CODEIO_PROFILES["tiny"], anchored=anchored), 0)
+        assert seen == [C.reference_prompt(t.pair, t.support, t.query[0], anchored=anchored) for t in tasks]
+
+
+def test_shot_answers_are_scored_for_the_default_model_only():
+    from taskextrap.llm.sft import ScoredText
+
+    profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], score_shots=True)
+    g = np.random.default_rng(0)
+    for corpus in ("few-shot", "cot", "extender"):
+        assert isinstance(E.corpora(profile, pretrain.BaseModel())[corpus](g, 1)[0], ScoredText)
+        assert isinstance(E.corpora(profile, pretrain.BaseModel("/some/7b"))[corpus](g, 1)[0], tuple)
+        plain = dataclasses.replace(profile, score_shots=False)
+        assert isinstance(E.corpora(plain, pretrain.BaseModel())[corpus](g, 1)[0], tuple)

@@ -151,6 +151,28 @@ def test_reference_prompt_alignment_and_no_chaining():
     assert list(_blocks(C.reference_prompt("sort", shots, "q"))) == ["Func_26"]
 
 
+def test_anchored_prompt_shows_the_anchor_output_never_the_answer():
+    pair = ("reverse", "upper_case")
+    shots = [(s, C.apply(pair, s)) for s in ["abc", "hello"]]
+    prompt = C.reference_prompt(pair, shots, "query", anchored=True)
+    plain = C.reference_prompt(pair, shots, "query")
+    assert _blocks(prompt) == _blocks(plain)  # the same blocks, not chained
+    assert prompt.endswith("In: abc Out: cba => CBA\nIn: hello Out: olleh => OLLEH\n### Query:\nIn: query Out: yreuq =>")
+    assert "YREUQ" not in prompt  # b(a(q)) never shown
+    # a single has no anchor: its prompt is the plain one
+    assert C.reference_prompt("sort", shots, "q", anchored=True) == C.reference_prompt("sort", shots, "q")
+    assert C.anchor_of(pair) == "reverse" and C.anchor_of("sort") is None
+
+
+def test_anchored_loo_pairs():
+    support = [("abc", "CBA"), ("de", "ED"), ("fgh", "HGF")]
+    pairs = C.loo_pairs(("reverse", "upper_case"), support, anchored=True)
+    prefix = C.reference_prefix(("reverse", "upper_case"), [s for s, _ in support])
+    for (prompt, completion), (s, t) in zip(pairs, support):
+        assert prompt.startswith(prefix) and prompt.endswith(f"In: {s} Out: {s[::-1]} =>")
+        assert completion == f" {t}" and f"=> {t}" not in prompt
+
+
 def test_loo_pairs_share_prefix_and_hold_out_once():
     task = C.make_test_tasks(C.split_pairs(0)[1], 0)[10]
     pairs = C.loo_pairs(task.pair, task.support)
@@ -229,6 +251,33 @@ def test_pretraining_texts_are_fewshot_texts_of_one_single(monkeypatch):
         C.pretraining_texts(rng(0, "x"), 1, min_shots=3, max_shots=2)
 
 
+@pytest.mark.parametrize("sampler, first, kw", [(C.fewshot_pairs, 1, {}), (C.cot_pairs, 1, {}),
+                                                (C.reference_pairs, 0, {}),
+                                                (C.reference_pairs, 0, {"anchored": True})])
+def test_score_shots_gives_the_same_text_and_scores_the_determined_answers(sampler, first, kw):
+    from taskextrap.llm.sft import ScoredText
+
+    train, _ = C.split_pairs(0)
+    plain = sampler(rng(2, "shots"), 30, train, **kw)
+    scored = sampler(rng(2, "shots"), 30, train, score_shots=True, **kw)
+    for (prompt, completion), text in zip(plain, scored):
+        assert isinstance(text, ScoredText)
+        assert "".join(t for t, _ in text.pieces) == prompt + completion  # same draw, same text
+        answers = re.findall(r"In: \S* Out:(?: \S* =>)?( \S*\n)", prompt.split("Target Task:")[-1])
+        assert len(answers) == 3
+        # the completion and every shot answer the prompt determines; nothing else
+        assert [t for t, on in text.pieces if on] == answers[first:] + [completion]
+
+
+def test_scored_text_tokens_equal_the_prompt_completion_pair(char_lm):
+    train, _ = C.split_pairs(0)
+    for (prompt, completion), text in zip(C.reference_pairs(rng(3, "t"), 5, train),
+                                          C.reference_pairs(rng(3, "t"), 5, train, score_shots=True)):
+        ids, labels = text.ids_and_labels(char_lm)
+        assert ids == char_lm.prompt_ids(prompt) + char_lm.completion_ids(completion)
+        assert labels[-len(char_lm.completion_ids(completion)):] == char_lm.completion_ids(completion)
+
+
 def test_wide_strings():
     out = C.wide_strings(rng(0, "wide"), 500)
     assert all(1 <= len(s) <= 20 and " " not in s for s in out)
@@ -284,3 +333,22 @@ def test_primitive_accuracy_and_pretraining_check(monkeypatch):
     assert list(acc) == list(C.NAMES)
     assert all(v == (1.0 if i % 2 == 0 else 0.0) for i, v in enumerate(acc.values()))
     assert C.pretraining_check(None) == {"primitive_exact_match": pytest.approx(16 / 31)}
+
+
+def test_anchored_reference_pairs_are_anchored_for_pairs_only():
+    train, _ = C.split_pairs(0)
+    items = C.reference_pairs(rng(4, "anch"), 200, train, anchored=True)
+    n_pairs = 0
+    for prompt, completion in items:
+        blocks = _blocks(prompt)  # a self-pair (a, a) shows one name twice
+        target = prompt.split(C.TARGET_HEADER)[1]
+        if prompt.count("--- Func_") == 2:
+            n_pairs += 1
+            first = dict(next(iter(blocks.values())))  # the anchor's outputs, from its block
+            rows = re.findall(r"In: (\S*) Out: (\S*) => (\S*)\n", target)
+            assert len(rows) == 3 and all(first[x] == mid for x, mid, _ in rows)
+            q = re.findall(r"In: (\S*) Out: (\S*) =>$", target)[0]
+            assert first[q[0]] == q[1]
+        else:
+            assert "=>" not in target
+    assert 100 < n_pairs < 200

@@ -113,6 +113,11 @@ class CodeIOProfile(LLMProfile):
     each of the three runs trains every parameter at this learning rate and warm-up instead of
     the paper's LoRA (same steps and batch). The paper's LoRA recipe is tuned for a 7B model that
     already composes; on the 1M-parameter default model it underfits (``codeio.fine_tune``).
+    score_shots: with the default model, each run's loss also covers the answers of the shots its
+    prompt determines (``llm.codeio.scored_text``), not only the query's completion.
+    anchored: with the default model, the extender's target section shows each input's anchor
+    output ("In: s Out: a(s) => t"; ``llm.codeio.reference_prompt``) in training, search and
+    prediction alike.
     """
 
     cot_samples: int = 16
@@ -123,3 +128,5 @@ class CodeIOProfile(LLMProfile):
     max_tied: int = 16
     full_lr: float | None = None
     full_warmup: int = 50
+    score_shots: bool = False
+    anchored: bool = False

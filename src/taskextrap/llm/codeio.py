@@ -13,7 +13,9 @@ Leaks avoided (reference 11.7): the search space is every single plus every pair
 primitives only.
 
 Prompts are compact plain text for a small character-level model; exact wording is in each
-docstring. Completions start with one space.
+docstring. Completions start with one space. An anchored reference prompt
+(``reference_prompt(..., anchored=True)``) writes the anchor's output a(x), copied from the
+first block, before " =>" on each line of the target section; the answer b(a(q)) is never in it.
 """
 
 from __future__ import annotations
@@ -242,21 +244,33 @@ def answer_completion(answer: str) -> str:
     return f" {answer}"
 
 
-def _shot_lines(shots) -> str:
-    return "".join(f"In: {s} Out: {t}\n" for s, t in shots)
+def anchor_of(candidate) -> str | None:
+    """The anchor of a candidate for an anchored target section: a of a pair (a, b); None for a
+    single (its block alone determines the answer)."""
+    fns = functions_of(candidate)
+    return fns[0] if len(fns) == 2 else None
 
 
-def _target_section(shots, query_in: str) -> str:
-    return f"{_shot_lines(shots)}{QUERY_HEADER}In: {query_in} Out:"
+def _out(x: str, anchor: str | None) -> str:
+    # what follows "Out:" before the answer: nothing, or the anchor's output on x and an arrow
+    return "" if anchor is None else f" {PRIMITIVES[anchor](x)} =>"
+
+
+def _shot_lines(shots, anchor: str | None = None) -> str:
+    return "".join(f"In: {s} Out:{_out(s, anchor)} {t}\n" for s, t in shots)
+
+
+def _target_section(shots, query_in: str, anchor: str | None = None) -> str:
+    return f"{_shot_lines(shots, anchor)}{QUERY_HEADER}In: {query_in} Out:{_out(query_in, anchor)}"
 
 
 def fewshot_prompt(shots, query_in: str) -> str:
-    """Plain prompt: FEWSHOT_HEADER, "In: s Out: t\\n" per shot, "### Query:\\nIn: q Out:"."""
+    """Plain prompt: FEWSHOT_HEADER, "In: s Out: t\n" per shot, "### Query:\nIn: q Out:"."""
     return FEWSHOT_HEADER + _target_section(shots, query_in)
 
 
 def reference_block(name: str, inputs) -> str:
-    """One block: "--- Func_NN ---\\n" then "In: x Out: f(x)\\n" for each raw input x."""
+    """One block: "--- Func_NN ---\n" then "In: x Out: f(x)\n" for each raw input x."""
     rows = "".join(f"In: {x} Out: {PRIMITIVES[name](x)}\n" for x in inputs)
     return f"--- {masked_name(name)} ---\n{rows}"
 
@@ -270,31 +284,40 @@ def reference_prefix(candidate, context_inputs) -> str:
     return REFERENCE_HEADER + blocks + TARGET_HEADER
 
 
-def reference_prompt(candidate, shots, query_in: str, context_inputs=None) -> str:
+def reference_prompt(candidate, shots, query_in: str, context_inputs=None, anchored: bool = False) -> str:
     """Relational prompt: reference_prefix then the shots and the query as in fewshot_prompt.
 
     context_inputs defaults to the shot inputs plus the query input (the paper's context
     alignment: each block shows its function on the task's own strings).
+
+    ``anchored`` (for a pair (a, b)): every line of the target section shows the anchor's
+    output a(x) before " =>", "In: s Out: a(s) => t" and "In: q Out: a(q) =>", so the model's
+    step is b applied to the string in front of it (the parity harness likewise hands the model
+    the anchor's output). a(x) is copied from the first block, which already shows it, and
+    b(a(x)) is never shown for the query: the blocks are not chained.
     """
     if context_inputs is None:
         context_inputs = [s for s, _ in shots] + [query_in]
-    return reference_prefix(candidate, context_inputs) + _target_section(shots, query_in)
+    anchor = anchor_of(candidate) if anchored else None
+    return reference_prefix(candidate, context_inputs) + _target_section(shots, query_in, anchor)
 
 
-def loo_pairs(candidate, support) -> list[tuple[str, str]]:
+def loo_pairs(candidate, support, anchored: bool = False) -> list[tuple[str, str]]:
     """Leave-one-out scoring pairs: support i is the query, the others are shots.
 
     The blocks show every support input, so all prompts of a candidate share the prefix up to
-    and including TARGET_HEADER; only the target section (last) varies.
+    and including TARGET_HEADER; only the target section (last) varies. ``anchored``: as in
+    :func:`reference_prompt`.
     """
     support = list(support)
     if not support:
         raise TaskextrapError("loo_pairs needs at least one support example")
     prefix = reference_prefix(candidate, [s for s, _ in support])
+    anchor = anchor_of(candidate) if anchored else None
     out = []
     for i, (s_i, t_i) in enumerate(support):
         shots = support[:i] + support[i + 1:]
-        out.append((prefix + _target_section(shots, s_i), answer_completion(t_i)))
+        out.append((prefix + _target_section(shots, s_i, anchor), answer_completion(t_i)))
     return out
 
 
@@ -365,8 +388,6 @@ def pretraining_texts(g: np.random.Generator, n: int, p_wide: float = 0.25, min_
     worth of signal per sequence. With probability ``p_wide`` a text's strings come from
     :func:`wide_strings`, otherwise from :func:`random_strings`. No pair of primitives appears.
     """
-    from taskextrap.llm.sft import ScoredText
-
     if not 0.0 <= p_wide <= 1.0:
         raise TaskextrapError(f"p_wide must lie in [0, 1], got {p_wide}")
     if not 1 <= min_shots <= max_shots:
@@ -376,43 +397,70 @@ def pretraining_texts(g: np.random.Generator, n: int, p_wide: float = 0.25, min_
         name = _pick(g, NAMES)
         k = int(g.integers(min_shots, max_shots + 1)) + 1
         draw = wide_strings if g.random() < p_wide else random_strings
-        rows = [(x, PRIMITIVES[name](x)) for x in draw(g, k)]
-        pieces = [(FEWSHOT_HEADER, False)]
-        for i, (x, y) in enumerate(rows[:-1]):
-            pieces += [(f"In: {x} Out:", False), (f" {y}\n", i > 0)]
-        q, t = rows[-1]
-        pieces += [(f"{QUERY_HEADER}In: {q} Out:", False), (answer_completion(t), True)]
-        out.append(ScoredText(tuple(pieces)))
+        *shots, (q, t) = [(x, PRIMITIVES[name](x)) for x in draw(g, k)]
+        out.append(scored_text(FEWSHOT_HEADER, shots, q, answer_completion(t), first_scored=1))
     return out
 
 
-def fewshot_pairs(g: np.random.Generator, n: int, train_pairs) -> list[tuple[str, str]]:
-    """Baseline training pairs: 3 shots + 1 query of a random training pair, plain prompt."""
+def scored_text(prefix: str, shots, query_in: str, completion: str, first_scored: int,
+                anchor: str | None = None):
+    """``prefix + _target_section(shots, query_in) + completion`` as a
+    :class:`~taskextrap.llm.sft.ScoredText` that scores the completion and the answer of every
+    shot from index ``first_scored`` on (" t\n"): several examples' worth of signal per sequence.
+
+    ``first_scored``: 1 for a plain few-shot text (the first answer cannot be known from the
+    prompt), 0 under reference blocks (they show both functions on every shot input).
+    ``anchor``: the anchored target section of :func:`reference_prompt`.
+    """
+    from taskextrap.llm.sft import ScoredText
+
+    pieces = [(prefix, False)]
+    for i, (x, y) in enumerate(shots):
+        pieces += [(f"In: {x} Out:{_out(x, anchor)}", False), (f" {y}\n", i >= first_scored)]
+    pieces += [(f"{QUERY_HEADER}In: {query_in} Out:{_out(query_in, anchor)}", False), (completion, True)]
+    return ScoredText(tuple(pieces))
+
+
+def fewshot_pairs(g: np.random.Generator, n: int, train_pairs, score_shots: bool = False) -> list:
+    """Baseline training items: 3 shots + 1 query of a random training pair, plain prompt.
+
+    ``(prompt, completion)`` pairs, or with ``score_shots`` :func:`scored_text` items that also
+    score the answers of shots 2 and 3.
+    """
     pairs = _train_list(train_pairs)
     out = []
     for _ in range(n):
         *shots, (q, t) = _examples(g, _pick(g, pairs), 4)
-        out.append((fewshot_prompt(shots, q), answer_completion(t)))
+        out.append(scored_text(FEWSHOT_HEADER, shots, q, answer_completion(t), 1) if score_shots
+                   else (fewshot_prompt(shots, q), answer_completion(t)))
     return out
 
 
-def cot_pairs(g: np.random.Generator, n: int, train_pairs) -> list[tuple[str, str]]:
-    """CoT training pairs: plain prompt, completion " a(q) => b(a(q))" of a training pair (a, b)."""
+def cot_pairs(g: np.random.Generator, n: int, train_pairs, score_shots: bool = False) -> list:
+    """CoT training items: plain prompt, completion " a(q) => b(a(q))" of a training pair (a, b).
+
+    With ``score_shots`` the answers of shots 2 and 3 are scored too (:func:`scored_text`): the
+    shots show no steps, so they are plain answers.
+    """
     pairs = _train_list(train_pairs)
     out = []
     for _ in range(n):
         pair = _pick(g, pairs)
         *shots, (q, t) = _examples(g, pair, 4)
-        out.append((cot_prompt(shots, q), cot_completion(apply(pair[0], q), t)))
+        completion = cot_completion(apply(pair[0], q), t)
+        out.append(scored_text(FEWSHOT_HEADER, shots, q, completion, 1) if score_shots
+                   else (cot_prompt(shots, q), completion))
     return out
 
 
-def reference_pairs(g: np.random.Generator, n: int, train_pairs,
-                    p_single: float = 0.2) -> list[tuple[str, str]]:
-    """Relational training pairs: the context-aligned reference prompt of the true candidate.
+def reference_pairs(g: np.random.Generator, n: int, train_pairs, p_single: float = 0.2,
+                    score_shots: bool = False, anchored: bool = False) -> list:
+    """Relational training items: the context-aligned reference prompt of the true candidate.
 
     With probability p_single the task is a random single primitive (one block), otherwise a
-    random training pair (two blocks); 3 shots + 1 query.
+    random training pair (two blocks); 3 shots + 1 query. With ``score_shots`` the answers of all
+    three shots are scored too (:func:`scored_text`; the blocks determine each of them).
+    ``anchored``: the anchored target section of :func:`reference_prompt`.
     """
     pairs = _train_list(train_pairs)
     if not 0.0 <= p_single <= 1.0:
@@ -421,7 +469,12 @@ def reference_pairs(g: np.random.Generator, n: int, train_pairs,
     for _ in range(n):
         cand = _pick(g, NAMES) if g.random() < p_single else _pick(g, pairs)
         *shots, (q, t) = _examples(g, cand, 4)
-        out.append((reference_prompt(cand, shots, q), answer_completion(t)))
+        if score_shots:
+            prefix = reference_prefix(cand, [s for s, _ in shots] + [q])
+            anchor = anchor_of(cand) if anchored else None
+            out.append(scored_text(prefix, shots, q, answer_completion(t), 0, anchor))
+        else:
+            out.append((reference_prompt(cand, shots, q, anchored=anchored), answer_completion(t)))
     return out
 
 
