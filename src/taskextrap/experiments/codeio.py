@@ -112,11 +112,13 @@ def fine_tune(model: BaseModel, sampler, profile: CodeIOProfile, seed: int, out_
 
 
 def sft_config(profile: CodeIOProfile, seed: int, model: BaseModel):
-    """The settings of each of a seed's three runs: the paper's CodeIO LoRA, or, for the shipped
-    default model under a profile with ``full_lr``, every parameter at ``full_lr`` (same steps)."""
+    """The settings of each of a seed's three runs: the paper's CodeIO LoRA, or, when
+    :func:`for_model` keeps ``full_lr`` (the shipped default model), every parameter at
+    ``full_lr`` (same steps)."""
     from taskextrap.llm.sft import CODEIO_LORA, SFTConfig
 
-    full = model.path is None and profile.full_lr is not None
+    profile = for_model(profile, model)
+    full = profile.full_lr is not None
     return SFTConfig(steps=profile.sft_steps, batch_size=profile.sft_batch,
                      lr=profile.full_lr if full else profile.sft_lr,
                      warmup_steps=profile.full_warmup if full else profile.warmup, seed=seed, checkpoint_every=100,
