@@ -210,3 +210,23 @@ def test_model_options_reach_the_run_options(monkeypatch, tmp_path, capsys):
     with pytest.raises(ZeroDivisionError):
         main(["reproduce", "codeio", "--quiet"])
     assert seen[-1] == {}  # nothing given, nothing recorded: fingerprints stay as they were
+
+
+def test_split_options_reach_run_options_and_run_dir(tmp_path):
+    from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions
+    from taskextrap.experiments.runner import run_dir_name
+
+    base = RunOptions(out=tmp_path)
+    assert base.seed_of_tests == FRESH_TEST_SEED
+    assert run_dir_name("parameter", base) == tmp_path / "parameter-paper-quick"
+    dev = RunOptions(out=tmp_path, split="dev", test_seed=10_000)
+    assert dev.seed_of_tests == 10_000
+    assert run_dir_name("parameter", dev) == tmp_path / "parameter-paper-quick-dev-test10000"
+
+
+def test_unknown_split_is_a_one_line_error():
+    from taskextrap.errors import TaskextrapError
+    from taskextrap.experiments.registry import RunOptions
+
+    with pytest.raises(TaskextrapError, match="unknown split"):
+        RunOptions(split="validation")

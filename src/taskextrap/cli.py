@@ -58,13 +58,21 @@ def list_cmd():
 @click.option("--shard", default=None, metavar="I/N",
               help="codeio: be process I of N sharing --out (one per GPU); process 0 writes the results "
                    "[default: RANK/WORLD_SIZE under torchrun, else 0/1].")
+@click.option("--split", type=click.Choice(["test", "dev"]), default="test", show_default=True,
+              help="test: the real held-out tasks; dev: a pseudo-extrapolation built from training tasks "
+                   "only, on which every design choice is made.")
+@click.option("--test-seed", type=int, default=None,
+              help="Seed of the test (or dev) draws [default: the fresh seed 31337; 10000 gives the draws of "
+                   "the runs before the integrity review].")
+@click.option("--split-seed", type=int, default=None,
+              help="codeio: seed of the split of the 961 pairs [default: 1; 0 gives the split of the earlier runs].")
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 def reproduce(experiment, profile, protocol, family, seeds, out, device, embedding, anchors, model, dtype,
-              load_in_4bit, shard, no_plots, quiet):
+              load_in_4bit, shard, split, test_seed, split_seed, no_plots, quiet):
     """Run EXPERIMENT (or 'all') and write results.json, results.md, config.yaml and plots."""
     from taskextrap.experiments.registry import RunOptions, all_experiments
-    from taskextrap.experiments.runner import run_experiment
+    from taskextrap.experiments.runner import run_dir_name, run_experiment
     from taskextrap.experiments.shard import Shard
     from taskextrap.report.tables import console_table
 
@@ -78,7 +86,8 @@ def reproduce(experiment, profile, protocol, family, seeds, out, device, embeddi
         raise TaskextrapError("--shard runs one experiment: name it instead of 'all'")
     options = RunOptions(profile=profile, protocol=protocol, family=family, seeds=seeds, out=out,
                          device=shard.device(device), embedding=embedding, anchors=anchors, plots=not no_plots,
-                         progress=not quiet, extra=_model_extra(model, dtype, load_in_4bit), shard=shard)
+                         progress=not quiet, extra=_model_extra(model, dtype, load_in_4bit), shard=shard,
+                         split=split, test_seed=test_seed, split_seed=split_seed)
     names = all_experiments(in_all_only=True) if experiment == "all" else [experiment]
     for name in names:
         results = run_experiment(name, options)
@@ -87,7 +96,7 @@ def reproduce(experiment, profile, protocol, family, seeds, out, device, embeddi
                        "process 0 writes the results")
             continue
         click.echo(console_table(results))
-        click.echo(f"written: {out / f'{name}-{protocol}-{profile}'}/results.json")
+        click.echo(f"written: {run_dir_name(name, options)}/results.json")
 
 
 def _model_extra(model, dtype, load_in_4bit) -> dict:

@@ -9,6 +9,11 @@ from typing import Callable
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.shard import Shard
 
+SPLITS = ("test", "dev")
+# The final tables are drawn from this seed, which no development run used. The tables before
+# the integrity review used 10_000 (``--test-seed 10000`` reproduces them).
+FRESH_TEST_SEED = 31_337
+
 
 @dataclass
 class RunOptions:
@@ -26,6 +31,19 @@ class RunOptions:
     progress: bool = True
     extra: dict = field(default_factory=dict)
     shard: Shard = field(default_factory=Shard)  # this process's part of a run split over several
+    split: str = "test"  # "test": the real held-out tasks; "dev": a pseudo-extrapolation inside training
+    test_seed: int | None = None  # None: FRESH_TEST_SEED; 10_000 is the seed of the runs before it
+    split_seed: int | None = None  # codeio: the seed of the pair split (None: the experiment's default)
+    run_dir: Path | None = None  # set by the runner: where results.json and run files (prompts.jsonl) go
+
+    def __post_init__(self):
+        if self.split not in SPLITS:
+            raise TaskextrapError(f"unknown split {self.split!r}; choose from {', '.join(SPLITS)}")
+
+    @property
+    def seed_of_tests(self) -> int:
+        """The seed of the test (or dev) draws: ``test_seed``, else :data:`FRESH_TEST_SEED`."""
+        return FRESH_TEST_SEED if self.test_seed is None else int(self.test_seed)
 
 
 @dataclass(frozen=True)
@@ -38,19 +56,21 @@ class Experiment:
     description: str
     in_all: bool = True
     shardable: bool = False
+    dev: bool = False  # has a dev split (--split dev)
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
-def register(name: str, description: str, in_all: bool = True, shardable: bool = False):
+def register(name: str, description: str, in_all: bool = True, shardable: bool = False, dev: bool = False):
     """Decorator that registers an experiment function under ``name``.
 
     ``in_all=False`` keeps it out of ``reproduce all`` (e.g. while its default model is not shipped);
-    ``shardable=True`` says it can split its work over processes (``experiments.shard``).
+    ``shardable=True`` says it can split its work over processes (``experiments.shard``);
+    ``dev=True`` says it honours ``RunOptions.split == "dev"``.
     """
     def deco(fn):
-        EXPERIMENTS[name] = Experiment(name, fn, description, in_all, shardable)
+        EXPERIMENTS[name] = Experiment(name, fn, description, in_all, shardable, dev)
         return fn
     return deco
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from taskextrap.report.tables import results_markdown
 
 
 def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) -> dict | None:
-    """Run experiment ``name``; results go to ``out_dir`` (default: options.out/name-protocol-profile).
+    """Run experiment ``name``; results go to ``out_dir`` (default: :func:`run_dir_name`).
 
     Under ``options.shard`` with several processes only the lead writes results; the others
     return None once their part is saved.
@@ -29,7 +30,11 @@ def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) 
     if options.shard.count > 1 and not experiment.shardable:
         raise TaskextrapError(f"{name} cannot be sharded; sharded runs: "
                               f"{', '.join(n for n, e in EXPERIMENTS.items() if e.shardable)}")
-    out_dir = Path(out_dir or Path(options.out) / f"{name}-{options.protocol}-{options.profile}")
+    if options.split == "dev" and not experiment.dev:
+        raise TaskextrapError(f"{name} has no dev split yet; dev splits: "
+                              f"{', '.join(n for n, e in EXPERIMENTS.items() if e.dev) or 'none'}")
+    out_dir = Path(out_dir or run_dir_name(name, options))
+    options = dataclasses.replace(options, run_dir=out_dir)
     cache_dir, plot_dir = Path(options.out) / "units", (out_dir / "plots" if options.plots else None)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     t = time.perf_counter()
@@ -40,13 +45,27 @@ def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) 
     results = {
         "experiment": name, "protocol": options.protocol, "profile": options.profile, "seeds": seeds,
         "rows": rows, "timing": {"wall_s": time.perf_counter() - t, **timing},
-        "environment": environment_info(options.device), "config": config,
+        "environment": environment_info(options.device),
+        "config": {**config, "split": options.split, "test_seed": config.get("test_seed", options.seed_of_tests)},
     }
     validate_results(results)
     write_json_atomic(out_dir / "results.json", results)
     write_text_atomic(out_dir / "results.md", results_markdown(results))
     write_text_atomic(out_dir / "config.yaml", yaml.safe_dump(_plain(config), sort_keys=False))
     return results
+
+
+def run_dir_name(name: str, options: RunOptions) -> Path:
+    """The run directory: ``out/name-protocol-profile``, with ``-dev`` for the dev split and
+    ``-testNNNN`` for a test seed other than the default, so no run overwrites another's results."""
+    parts = [name, options.protocol, options.profile]
+    if options.split != "test":
+        parts.append(options.split)
+    if options.test_seed is not None:
+        parts.append(f"test{options.test_seed}")
+    if options.split_seed is not None:
+        parts.append(f"split{options.split_seed}")
+    return Path(options.out) / "-".join(parts)
 
 
 def _plain(obj):
