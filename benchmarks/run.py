@@ -74,11 +74,20 @@ def bench_length_embeddings(seed: int = 0) -> dict:
     return out
 
 
+SPLIT = "test"  # set by --split
+
+
 def bench_experiment(name: str, profile: str, protocol: str) -> dict:
-    """Run one registered experiment; return its rows and per-phase timing."""
-    opts = RunOptions(profile=profile, protocol=protocol, out=OUT / "runs", progress=True)
+    """Run one registered experiment on ``SPLIT``; return its rows, seeds, per-phase timing and
+    config (which records the split and the test seed)."""
+    opts = RunOptions(profile=profile, protocol=protocol, out=OUT / "runs", progress=True, split=SPLIT)
     res = run_experiment(name, opts)
-    return {"rows": res["rows"], "timing": res["timing"]}
+    return {key: res[key] for key in ("rows", "seeds", "timing", "config")}
+
+
+def result_path(stem: str) -> Path:
+    """Where a benchmark result goes: ``results/<stem>.json``, ``<stem>-dev.json`` on the dev split."""
+    return OUT / (f"{stem}-dev.json" if SPLIT == "dev" else f"{stem}.json")
 
 
 def bench_scoring(n_tasks: int = 4) -> dict:
@@ -134,9 +143,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--profiles", nargs="+", default=["quick", "paper"])
     ap.add_argument("--protocols", nargs="+", default=["paper", "strict"])
+    ap.add_argument("--split", choices=["test", "dev"], default="test",
+                    help="dev: the pseudo-extrapolation inside training, on which choices are made")
     ap.add_argument("--only", choices=["embeddings", "length-embeddings", "parameter", "projectile", "length",
                                        "composition", "ablations", "parity", "codeio"], default=None)
     args = ap.parse_args()
+    global SPLIT
+    SPLIT = args.split
     torch.set_num_threads(2)
     env = environment_info()
     if args.only in (None, "embeddings"):
@@ -145,9 +158,8 @@ def main():
         write_json_atomic(OUT / "embeddings.json", {"environment": env, "wall_s": time.perf_counter() - t, **emb})
     if args.only in (None, "projectile"):
         for profile in args.profiles:
-            res = run_experiment("projectile", RunOptions(profile=profile, out=OUT / "runs"))
-            write_json_atomic(OUT / f"projectile-{profile}.json",
-                              {"environment": env, "rows": res["rows"], "timing": res["timing"]})
+            res = bench_experiment("projectile", profile, "paper")
+            write_json_atomic(result_path(f"projectile-{profile}"), {"environment": env, **res})
     if args.only in (None, "length-embeddings"):
         t = time.perf_counter()
         res = bench_length_embeddings()
@@ -159,22 +171,22 @@ def main():
             for profile in args.profiles:
                 for protocol in args.protocols:
                     res = bench_experiment(name, profile, protocol)
-                    write_json_atomic(OUT / f"{name}-{protocol}-{profile}.json", {"environment": env, **res})
+                    write_json_atomic(result_path(f"{name}-{protocol}-{profile}"), {"environment": env, **res})
     if args.only in (None, "parity"):
         write_json_atomic(OUT / "parity-scoring.json", {"environment": env, "scoring": bench_scoring()})
         for profile in args.profiles:
             res = bench_experiment("parity", profile, "paper")
-            write_json_atomic(OUT / f"parity-paper-{profile}.json", {"environment": env, **res})
+            write_json_atomic(result_path(f"parity-paper-{profile}"), {"environment": env, **res})
     if args.only in (None, "codeio"):
         write_json_atomic(OUT / "codeio-scoring.json", {"environment": env, "scoring": bench_codeio_scoring()})
         for profile in args.profiles:
             res = bench_experiment("codeio", profile, "paper")
-            write_json_atomic(OUT / f"codeio-paper-{profile}.json", {"environment": env, **res})
+            write_json_atomic(result_path(f"codeio-paper-{profile}"), {"environment": env, **res})
     if args.only in (None, "parameter"):
         for profile in args.profiles:
             for protocol in args.protocols:
                 res = bench_experiment("parameter", profile, protocol)
-                write_json_atomic(OUT / f"parameter-{protocol}-{profile}.json", {"environment": env, **res})
+                write_json_atomic(result_path(f"parameter-{protocol}-{profile}"), {"environment": env, **res})
 
 
 if __name__ == "__main__":

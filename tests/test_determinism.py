@@ -31,8 +31,8 @@ def test_targets_come_from_a_fixed_test_stream():
     fam = PARAMETER_FAMILIES["cubic"]
     for proto in ("paper", "strict"):
         p = get_protocol(proto)
-        t1, o1 = make_targets(fam, p, 4, 2)
-        t2, o2 = make_targets(fam, p, 4, 2)
+        t1, o1 = make_targets(fam, p, 4, 2, 1)
+        t2, o2 = make_targets(fam, p, 4, 2, 1)
         assert set(t1.region) == {"F2"} and set(fam.region_of(t1.params)) == {"F2"}
         np.testing.assert_array_equal(t1.params, t2.params)
         for f in ("ctx_x", "ctx_y", "qry_x", "qry_y"):

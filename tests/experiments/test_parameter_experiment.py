@@ -52,7 +52,7 @@ def test_unit_errors_and_checkpoint_resume(tmp_path):
     fam = PARAMETER_FAMILIES["sin_trend"]
     prof = PARAMETER_PROFILES["tiny"]
     proto = get_protocol("strict")
-    unit = run_unit_cached(tmp_path, fam, proto, prof, 0, "gradient", 2, None)
+    unit = run_unit_cached(tmp_path, fam, proto, prof, 0, "gradient", 2, None, 1)
     assert set(unit.errors) == set(METHODS) | {"far-anchors"}
     for m, e in unit.errors.items():
         assert e.shape == (prof.n_targets,) and np.all(np.isfinite(e)) and np.all(e >= 0), m
@@ -61,7 +61,7 @@ def test_unit_errors_and_checkpoint_resume(tmp_path):
     saved = json.loads(path.read_text())
     assert set(saved) >= {"fingerprint", "errors", "timing"}
     mtime = path.stat().st_mtime_ns
-    again = run_unit_cached(tmp_path, fam, proto, prof, 0, "gradient", 2, None)
+    again = run_unit_cached(tmp_path, fam, proto, prof, 0, "gradient", 2, None, 1)
     assert again.extras.get("resumed") is True
     assert path.stat().st_mtime_ns == mtime
     for m in METHODS:

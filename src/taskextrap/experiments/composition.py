@@ -18,12 +18,13 @@ from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_f
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.profiles import DiscreteProfile, get_profile
-from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import UnitResult, per_target, run_seeds
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
 from taskextrap.search.composition import CompositionRTE
 from taskextrap.seeding import rng
+from taskextrap.tasks.dev import dev_pair_split
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
 from taskextrap.tasks.primitives import PAPER_SPLIT, PRIMITIVE_FAMILIES, CompositionSet, PrimitiveSet
 
@@ -32,7 +33,7 @@ METHODS = ("rte", "sparse-inductive", "oracle", "verified-composition", "ctx-int
 ABLATION_METHODS = ("rte", "no-averaging", "no-refinement", "no-verification", "random-constituents",
                     "sparse-inductive", "oracle")
 ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
-LIBRARY_SEED, TEST_SEED = 20_000, 10_000
+LIBRARY_SEED = 20_000  # the library's fixed stream, independent of every training seed
 DEFAULT_EMBEDDING = "adapted"  # measured: see benchmarks/run.py
 GROUP = "unseen-pairs"
 
@@ -55,20 +56,22 @@ def make_library(n_per_family: int) -> PrimitiveSet:
     return PrimitiveSet.sample(PRIMITIVE_FAMILIES, n_per_family, rng(LIBRARY_SEED, "primitives", "library"))
 
 
-def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: int, split=PAPER_SPLIT
-                 ) -> tuple[CompositionSet, Observations]:
-    """Held-out-pair compositions of library primitives and their draws (the fixed test stream)."""
-    targets = CompositionSet.sample(primitives, split.test, n_targets, rng(TEST_SEED, "composition", "targets"),
+def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: int, split=PAPER_SPLIT,
+                 test_seed: int = FRESH_TEST_SEED) -> tuple[CompositionSet, Observations]:
+    """Held-out-pair compositions of library primitives and their draws, from the test stream
+    ``test_seed`` (keyed by the held-out pairs, so a dev split draws its own)."""
+    held = [f"{o}-{i}" for o, i in split.test]
+    targets = CompositionSet.sample(primitives, split.test, n_targets, rng(test_seed, "composition", *held, "targets"),
                                     train_pairs=split.train)
-    obs = protocol.draw(targets, n_draws, rng(TEST_SEED, "composition", protocol.name, "draws"),
+    obs = protocol.draw(targets, n_draws, rng(test_seed, "composition", *held, protocol.name, "draws"),
                         noise_scale(targets.family))
     return targets, obs
 
 
-def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str) -> CompositionRTE:
+def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str, split=PAPER_SPLIT) -> CompositionRTE:
     """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
-    return CompositionRTE(protocol=protocol, embedding=embedding, n_pairs=profile.n_pairs, train=profile.train,
-                          decomposer_train=profile.decomposer_train, seed=seed)
+    return CompositionRTE(protocol=protocol, split=split, embedding=embedding, n_pairs=profile.n_pairs,
+                          train=profile.train, decomposer_train=profile.decomposer_train, seed=seed)
 
 
 def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: PrimitiveSet,
@@ -101,23 +104,24 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
 
 
 def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str,
-             plot_dir: Path | None = None) -> UnitResult:
-    """Fit RTE and the baseline for one training seed; evaluate every method on the held-out pairs."""
+             plot_dir: Path | None = None, split=PAPER_SPLIT, test_seed: int = FRESH_TEST_SEED) -> UnitResult:
+    """Fit RTE and the baseline for one training seed on ``split.train``; evaluate every method
+    on targets of the held-out pairs ``split.test`` drawn from ``test_seed``."""
     t0 = time.perf_counter()
     primitives = make_library(profile.n_library)
-    rte = make_rte(protocol, profile, seed, embedding).fit(primitives)
+    rte = make_rte(protocol, profile, seed, embedding, split).fit(primitives)
     timing = dict(rte.timing_)
     t = time.perf_counter()
     inductive = DiscreteInductive(rte).fit()
     timing["baselines_fit_s"] = time.perf_counter() - t
-    targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws)
+    targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed)
     t = time.perf_counter()
     preds, retrieval = predict_all(rte, inductive, primitives, targets, obs, seed)
     timing["evaluation_s"] = time.perf_counter() - t
     errors = {m: per_target((preds[m] - obs.qry_y) ** 2, profile.n_targets) for m in ALL_METHODS}
     errors.update({k: per_target(v, profile.n_targets) for k, v in retrieval.items()})
     # Which held-out pair each target belongs to, for the per-pair breakdown of the table.
-    errors["pair_id"] = np.array([PAPER_SPLIT.test.index(tuple(p)) for p in targets.pair], dtype=float)
+    errors["pair_id"] = np.array([split.test.index(tuple(p)) for p in targets.pair], dtype=float)
     if plot_dir is not None:
         _plot(plot_dir, protocol, rte, primitives, targets, obs, preds)
     timing["total_s"] = time.perf_counter() - t0
@@ -150,36 +154,41 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_d
     embedding = options.embedding or DEFAULT_EMBEDDING
     profile = get_profile(COMPOSITION_PROFILES, options.profile).with_seeds(options.seeds)
     protocol = get_protocol(options.protocol, "composition")
-    base = dict(experiment="composition", split=PAPER_SPLIT, protocol=protocol, profile=profile.to_dict(),
-                embedding=embedding)
+    split = dev_pair_split(PAPER_SPLIT) if options.split == "dev" else PAPER_SPLIT
+    test_seed = options.seed_of_tests
+    base = dict(experiment="composition", split=split, protocol=protocol, profile=profile.to_dict(),
+                embedding=embedding, test_seed=test_seed)
+    tag = protocol.name + ("-dev" if options.split == "dev" else "")
     errors, timing = run_seeds(
         experiment, profile.seeds, cache_dir,
-        name=lambda s: f"composition-{protocol.name}-seed{s}",
-        config=lambda s: {**base, "seed": s, "estimator": repr(make_rte(protocol, profile, s, embedding))},
-        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots),
+        name=lambda s: f"composition-{tag}-seed{s}",
+        config=lambda s: {**base, "seed": s, "estimator": repr(make_rte(protocol, profile, s, embedding, split))},
+        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed),
         plot_dir=plot_dir, plot_file=f"composition-{protocol.name}-predictions.png", progress=options.progress)
     rows = [make_row(experiment, GROUP, m, "mse", np.stack(errors[m], axis=1)) for m in methods]
     if experiment == "composition":
         pair_id = errors["pair_id"][0]
-        for j, (o, i) in enumerate(PAPER_SPLIT.test):
+        for j, (o, i) in enumerate(split.test if len(split.test) > 1 else ()):
             for m in ("rte", "sparse-inductive", "verified-composition"):
                 rows.append(make_row(experiment, f"{o} o {i}", m, "mse", np.stack(errors[m], axis=1)[pair_id == j]))
     rows += [make_row(experiment, "pair-retrieved", m, "accuracy", np.stack(errors[k], axis=1))
              for m, k in (("rte", "pair_top1"), ("no-refinement", "pair_top1_unrefined"),
                           ("top-k-candidates", "pair_in_candidates"))]
-    config = {"split": {"train": PAPER_SPLIT.train, "test": PAPER_SPLIT.test}, "protocol": {**vars(protocol)},
+    config = {"pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
               "profile": profile.to_dict(), "embedding": embedding, "library_seed": LIBRARY_SEED,
-              "test_seed": TEST_SEED, "units": "shared with composition / composition-ablations under OUT/units"}
+              "test_seed": test_seed, "units": "shared with composition / composition-ablations under OUT/units"}
     return rows, config, list(profile.seeds), timing
 
 
-@register("composition", "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)")
+@register("composition", "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)",
+          dev=True)
 def run_composition(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition experiment: rte, sparse-inductive, oracle, verified-composition and sanity baselines."""
     return _run("composition", METHODS, options, cache_dir, plot_dir)
 
 
-@register("composition-ablations", "App. K.3: composition ablations (no verification, random constituents)")
+@register("composition-ablations", "App. K.3: composition ablations (no verification, random constituents)",
+          dev=True)
 def run_composition_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition ablations: the same fits as ``composition`` (shared unit cache), other rows."""
     return _run("composition-ablations", ABLATION_METHODS, options, cache_dir, None)

@@ -18,12 +18,13 @@ from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_f
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.profiles import DiscreteProfile, get_profile
-from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import UnitResult, per_target, run_seeds
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
 from taskextrap.search.length import LengthRTE
 from taskextrap.seeding import rng
+from taskextrap.tasks.dev import dev_ladder
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
 from taskextrap.tasks.registry import load_object
@@ -32,7 +33,7 @@ METHODS = ("rte", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "li
 ABLATION_METHODS = ("rte", "no-averaging", "rank3-anchor", "random-anchors", "zero-shift", "sparse-inductive",
                     "oracle")
 ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
-LIBRARY_SEED, TEST_SEED = 20_000, 10_000  # fixed streams, independent of every training seed
+LIBRARY_SEED = 20_000  # the library's fixed stream, independent of every training seed
 DEFAULT_EMBEDDING = "adapted"  # measured: see benchmarks/run.py
 GROUP = "degree9"
 
@@ -55,15 +56,18 @@ def make_library(ladder: Ladder, n_per_level: int) -> LadderSet:
     return LadderSet.sample_library(ladder, n_per_level, rng(LIBRARY_SEED, ladder.name, "library"))
 
 
-def make_targets(library: LadderSet, protocol, n_targets: int, n_draws: int) -> tuple[LadderSet, Observations]:
-    """Held-out-level targets: one extension step of library tasks at the top training level."""
+def make_targets(library: LadderSet, protocol, n_targets: int, n_draws: int,
+                 test_seed: int = FRESH_TEST_SEED) -> tuple[LadderSet, Observations]:
+    """Held-out-level targets: one extension step of library tasks at the top training level,
+    from the test stream ``test_seed`` (keyed by the held-out level, so a dev ladder draws its own)."""
     ladder = library.family
-    g = rng(TEST_SEED, ladder.name, "targets")
+    g = rng(test_seed, ladder.name, ladder.test_level, "targets")
     top = np.flatnonzero(library.level == ladder.test_level - 1)
     if len(top) == 0:
         raise TaskextrapError(f"ladder {ladder.name!r}: the library has no level-{ladder.test_level - 1} task")
     targets = LadderSet.extend(library, top[g.integers(len(top), size=n_targets)], g)
-    obs = protocol.draw(targets, n_draws, rng(TEST_SEED, ladder.name, protocol.name, "draws"), noise_scale(ladder))
+    obs = protocol.draw(targets, n_draws, rng(test_seed, ladder.name, ladder.test_level, protocol.name, "draws"),
+                        noise_scale(ladder))
     return targets, obs
 
 
@@ -100,8 +104,9 @@ def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet
 
 
 def run_unit(ladder: Ladder, protocol, profile: DiscreteProfile, seed: int, embedding: str,
-             plot_dir: Path | None = None) -> UnitResult:
-    """Fit RTE and the baseline for one training seed and evaluate every method on the targets."""
+             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED) -> UnitResult:
+    """Fit RTE and the baseline for one training seed and evaluate every method on the targets
+    of ``test_seed``."""
     t0 = time.perf_counter()
     library = make_library(ladder, profile.n_library)
     rte = make_rte(protocol, profile, seed, embedding).fit(library)
@@ -109,7 +114,7 @@ def run_unit(ladder: Ladder, protocol, profile: DiscreteProfile, seed: int, embe
     t = time.perf_counter()
     inductive = DiscreteInductive(rte).fit()
     timing["baselines_fit_s"] = time.perf_counter() - t
-    targets, obs = make_targets(library, protocol, profile.n_targets, profile.n_draws)
+    targets, obs = make_targets(library, protocol, profile.n_targets, profile.n_draws, test_seed)
     t = time.perf_counter()
     preds, retrieval = predict_all(rte, inductive, library, targets, obs, seed)
     timing["evaluation_s"] = time.perf_counter() - t
@@ -145,21 +150,27 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_d
     profile = get_profile(LENGTH_PROFILES, options.profile).with_seeds(options.seeds)
     protocol = get_protocol(options.protocol, "length")
     ladder = get_ladder(options.family)
+    if options.split == "dev":
+        ladder = dev_ladder(ladder)
+    test_seed = options.seed_of_tests
     base = dict(experiment="length", ladder=ladder.name, basis=getattr(ladder.basis, "__qualname__", ""),
                 domain=ladder.domain, coef_range=ladder.coef_range, levels=ladder.train_levels,
                 test_level=ladder.test_level, protocol=protocol, profile=profile.to_dict(),
-                embedding=embedding)
+                embedding=embedding, test_seed=test_seed)
+    tag = f"{ladder.name}-{protocol.name}" + ("-dev" if options.split == "dev" else "")
     errors, timing = run_seeds(
         experiment, profile.seeds, cache_dir,
-        name=lambda s: f"length-{ladder.name}-{protocol.name}-seed{s}",
+        name=lambda s: f"length-{tag}-seed{s}",
         config=lambda s: {**base, "seed": s, "estimator": repr(make_rte(protocol, profile, s, embedding))},
-        compute=lambda s, plots: run_unit(ladder, protocol, profile, s, embedding, plots),
+        compute=lambda s, plots: run_unit(ladder, protocol, profile, s, embedding, plots, test_seed),
         plot_dir=plot_dir, plot_file=f"{ladder.name}-{protocol.name}-predictions.png", progress=options.progress)
-    rows = [make_row(experiment, GROUP, m, "mse", np.stack(errors[m], axis=1)) for m in methods]
+    group = GROUP if ladder == POLYNOMIAL_LADDER else f"{ladder.name}-level{ladder.test_level}"
+    rows = [make_row(experiment, group, m, "mse", np.stack(errors[m], axis=1)) for m in methods]
     rows += [make_row(experiment, "predecessor-retrieved", m, "accuracy", np.stack(errors[k], axis=1))
              for m, k in (("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk"))]
     config = {"ladder": ladder.name, "protocol": {**vars(protocol)}, "profile": profile.to_dict(),
-              "embedding": embedding, "library_seed": LIBRARY_SEED, "test_seed": TEST_SEED,
+              "train_levels": list(ladder.train_levels), "test_level": ladder.test_level,
+              "embedding": embedding, "library_seed": LIBRARY_SEED, "test_seed": test_seed,
               "units": "shared with length / length-ablations under OUT/units"}
     return rows, config, list(profile.seeds), timing
 
@@ -176,13 +187,13 @@ def get_ladder(option: str | None) -> Ladder:
     raise TaskextrapError(f"unknown ladder {option!r}; use 'polynomial' or module:attr")
 
 
-@register("length", "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)")
+@register("length", "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)", dev=True)
 def run_length(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The length experiment: rte, sparse-inductive, oracle and the context-only baselines."""
     return _run("length", METHODS, options, cache_dir, plot_dir)
 
 
-@register("length-ablations", "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)")
+@register("length-ablations", "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)", dev=True)
 def run_length_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The length ablations: the same fits as ``length`` (shared unit cache), other rows."""
     return _run("length-ablations", ABLATION_METHODS, options, cache_dir, None)

@@ -17,12 +17,13 @@ from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_f
 from taskextrap.baselines.inductive import InductiveBaseline
 from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.experiments.profiles import PARAMETER_PROFILES, ParameterProfile, get_profile
-from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import UnitResult, cached_unit, per_target
 from taskextrap.report.schema import make_row
 from taskextrap.rte import RTE
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
+from taskextrap.tasks.dev import DEV_REGION, dev_family
 from taskextrap.tasks.family import ParametricFamily
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
 from taskextrap.tasks.registry import get_family
@@ -35,7 +36,7 @@ ORACLES = ("inductive-oracle", "transductive-oracle")
 ABLATION_FAMILY = "quadratic"
 ABLATION_METHODS = ("rte", "far-anchors", "random-anchors", "zero-shift", "sparse-inductive")
 ALL_METHODS = METHODS + ("far-anchors",)
-TEST_SEED = 10_000  # the test stream: independent of every training seed
+TARGET_REGION = "F2"  # the real held-out region; the dev split holds out DEV_REGION instead
 DEFAULT_EMBEDDING = "gradient"  # measured: see benchmarks/run.py
 
 
@@ -44,10 +45,19 @@ def make_library(family: ParametricFamily, n_per_region: int, seed: int) -> Task
     return TaskSet.sample(family, {r: n_per_region for r in family.train_regions}, rng(seed, family.name, "library"))
 
 
-def make_targets(family: ParametricFamily, protocol, n_targets: int, n_draws: int) -> tuple[TaskSet, Observations]:
-    """Held-out F2 targets and their context/query draws (the fixed test stream)."""
-    targets = TaskSet.sample(family, {"F2": n_targets}, rng(TEST_SEED, family.name, "targets"))
-    obs = protocol.draw(targets, n_draws, rng(TEST_SEED, family.name, protocol.name, "draws"), noise_scale(family))
+def target_region(family: ParametricFamily) -> str:
+    """The held-out region targets come from: ``dev`` for a dev family (``tasks.dev``), else F2."""
+    return DEV_REGION if DEV_REGION in family.regions else TARGET_REGION
+
+
+def make_targets(family: ParametricFamily, protocol, n_targets: int, n_draws: int,
+                 test_seed: int) -> tuple[TaskSet, Observations]:
+    """Held-out targets (region :func:`target_region`) and their context/query draws, from the
+    test stream ``test_seed``, which no training seed touches."""
+    region = target_region(family)
+    targets = TaskSet.sample(family, {region: n_targets}, rng(test_seed, family.name, region, "targets"))
+    obs = protocol.draw(targets, n_draws, rng(test_seed, family.name, region, protocol.name, "draws"),
+                        noise_scale(family))
     return targets, obs
 
 
@@ -115,11 +125,12 @@ def per_target_mse(pred: np.ndarray, obs: Observations, n_targets: int) -> np.nd
 
 
 def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
-             plot_dir: Path | None = None) -> UnitResult:
-    """Fit and evaluate every method for one family and one training seed."""
+             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED) -> UnitResult:
+    """Fit and evaluate every method for one family and one training seed on the targets of
+    ``test_seed`` (the held-out region of ``family``: F2, or ``dev`` for a dev family)."""
     t0 = time.perf_counter()
     library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors)
-    targets, obs = make_targets(family, protocol, profile.n_targets, profile.n_draws)
+    targets, obs = make_targets(family, protocol, profile.n_targets, profile.n_draws, test_seed)
     t = time.perf_counter()
     preds = predict_all(models, library, obs, seed)
     timing["evaluation_s"] = time.perf_counter() - t
@@ -150,30 +161,35 @@ def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):
                      sub.ctx_x, sub.ctx_y, titles=titles)
     z_targets = rte.embed(obs.ctx_x[:: n_draws], obs.ctx_y[:: n_draws])
     z = np.concatenate([rte.z_library_, z_targets])
-    labels = np.concatenate([library.region.astype(str), np.full(len(z_targets), "F2 (context only)")])
+    labels = np.concatenate([library.region.astype(str), np.full(len(z_targets), f"{target_region(family)} (context only)")])
     plot_embedding(plot_dir / f"{family.name}-{protocol.name}-embedding.png", z, labels,
                    f"{family.name}: proxy embedding ({rte.embedding}, {protocol.name} protocol)")
 
 
-def unit_config(family, protocol, profile, seed, embedding, anchors) -> dict:
+def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed) -> dict:
     """Everything that determines a unit's numbers (its cache fingerprint)."""
     return dict(experiment="parameter", family=family.name, fn=getattr(family.fn, "__qualname__", ""),
                 domain=family.domain, shift=family.shift, fixed=dict(family.fixed), regions=dict(family.regions),
                 train_regions=family.train_regions, protocol=protocol, profile=profile.to_dict(), seed=seed,
-                embedding=embedding, anchors=anchors)
+                embedding=embedding, anchors=anchors, test_seed=test_seed, target_region=target_region(family))
 
 
-def run_unit_cached(cache_dir: Path | None, family, protocol, profile, seed, embedding, anchors, plot_dir):
+def run_unit_cached(cache_dir: Path | None, family, protocol, profile, seed, embedding, anchors, plot_dir,
+                    test_seed: int):
     """``run_unit`` that resumes: a finished (family, seed) unit is read back from the unit cache."""
-    force = plot_dir is not None and not (plot_dir / f"{family.name}-{protocol.name}-predictions.png").exists()
-    return cached_unit(cache_dir, f"parameter-{family.name}-{protocol.name}-seed{seed}",
-                       unit_config(family, protocol, profile, seed, embedding, anchors),
-                       lambda: run_unit(family, protocol, profile, seed, embedding, anchors, plot_dir), force=force)
+    tag = f"{family.name}-{protocol.name}" + ("-dev" if target_region(family) == DEV_REGION else "")
+    force = plot_dir is not None and not (plot_dir / f"{tag}-predictions.png").exists()
+    return cached_unit(cache_dir, f"parameter-{tag}-seed{seed}",
+                       unit_config(family, protocol, profile, seed, embedding, anchors, test_seed),
+                       lambda: run_unit(family, protocol, profile, seed, embedding, anchors, plot_dir, test_seed),
+                       force=force)
 
 
-def families_for(option: str | None) -> list[ParametricFamily]:
-    """All five built-in families, or the one named (built-in name or module:attr)."""
-    return list(PARAMETER_FAMILIES.values()) if option is None else [get_family(option)]
+def families_for(option: str | None, split: str = "test") -> list[ParametricFamily]:
+    """All five built-in families, or the one named (built-in name or module:attr); under the
+    ``dev`` split each family's :func:`~taskextrap.tasks.dev.dev_family`."""
+    families = list(PARAMETER_FAMILIES.values()) if option is None else [get_family(option)]
+    return [dev_family(f) for f in families] if split == "dev" else families
 
 
 def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFamily], options: RunOptions,
@@ -190,7 +206,7 @@ def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFam
     for family, seed in bar:
         bar.set_postfix_str(f"{family.name} seed {seed}")
         unit = run_unit_cached(cache_dir, family, protocol, profile, seed, embedding, options.anchors,
-                               plot_dir if seed == profile.seeds[0] else None)
+                               plot_dir if seed == profile.seeds[0] else None, options.seed_of_tests)
         for m in methods:
             errors[family.name][m].append(unit.errors[m])
         for k, v in unit.timing.items():
@@ -198,18 +214,21 @@ def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFam
     rows = [make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1))
             for f in families for m in methods]
     config = {"families": [f.name for f in families], "protocol": {**vars(protocol)}, "profile": profile.to_dict(),
-              "embedding": embedding, "anchors": options.anchors, "test_seed": TEST_SEED}
+              "embedding": embedding, "anchors": options.anchors, "test_seed": options.seed_of_tests,
+              "regions": {f.name: dict(f.regions) for f in families},
+              "target_region": {f.name: target_region(f) for f in families}}
     return rows, config, list(profile.seeds), timing
 
 
-@register("parameter", "Table 1: parameter extrapolation on five families (F1 library -> F2 targets)")
+@register("parameter", "Table 1: parameter extrapolation on five families (F1 library -> F2 targets)", dev=True)
 def run_parameter(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """Run the parameter experiment; returns (rows, config, seeds, timing)."""
-    return _run("parameter", METHODS, families_for(options.family), options, cache_dir, plot_dir)
+    return _run("parameter", METHODS, families_for(options.family, options.split), options, cache_dir, plot_dir)
 
 
-@register("parameter-ablations", "App. K.1: parameter ablations on quadratic (far / random anchors, zero shift)")
+@register("parameter-ablations", "App. K.1: parameter ablations on quadratic (far / random anchors, zero shift)",
+          dev=True)
 def run_parameter_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The quadratic ablations: the same fits as ``parameter`` (shared unit cache), other rows."""
-    family = families_for(options.family or ABLATION_FAMILY)
+    family = families_for(options.family or ABLATION_FAMILY, options.split)
     return _run("parameter-ablations", ABLATION_METHODS, family, options, cache_dir, None)

@@ -7,6 +7,7 @@ anchors to the library trajectory nearest the target in (v, theta) and applies t
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,8 @@ from taskextrap.tasks.builtin import PROJECTILE
 from taskextrap.tasks.taskset import TaskSet
 
 TARGET = np.array([[65.0, 45.0]])
+# The dev split: train on v in [30, 55], extrapolate to v = 60 (inside the real training range).
+DEV_SPEEDS, DEV_TARGET = (30.0, 55.0), np.array([[60.0, 45.0]])
 STEPS = {"quick": 3000, "paper": 10000, "tiny": 50}
 SEEDS = {"quick": (0,), "paper": (0, 1, 2), "tiny": (0,)}
 X_SCALE, Y_SCALE = 450.0, 100.0
@@ -47,10 +50,13 @@ def _train(net, batch_fn, steps: int, seed: int):
     return net
 
 
-def run_seed(steps: int, seed: int):
-    """Train both models on one seed; return (x, truth, anchor curve, inductive, transductive, anchor)."""
-    library = TaskSet.sample(PROJECTILE, {"train": 200}, rng(seed, "projectile", "library"))
-    fam = PROJECTILE
+def run_seed(steps: int, seed: int, dev: bool = False):
+    """Train both models on one seed; return (x, truth, anchor curve, inductive, transductive, anchor).
+
+    ``dev``: the dev split (library speeds in ``DEV_SPEEDS``, target ``DEV_TARGET``)."""
+    fam = dataclasses.replace(PROJECTILE, regions={"train": DEV_SPEEDS}) if dev else PROJECTILE
+    target = DEV_TARGET if dev else TARGET
+    library = TaskSet.sample(fam, {"train": 200}, rng(seed, "projectile", "library"))
 
     def inductive_batch(g):
         i = g.integers(len(library), size=64)
@@ -76,41 +82,43 @@ def run_seed(steps: int, seed: int):
     _train(inductive, inductive_batch, steps, derive_seed(seed, "inductive"))
     _train(transductive, transductive_batch, steps, derive_seed(seed, "transductive"))
 
-    anchor = int(np.argmin(np.linalg.norm(_norm_theta(library.params) - _norm_theta(TARGET), axis=1)))
-    x = np.linspace(0.0, float(landing(TARGET)[0]), 200)[None]
-    truth = fam(TARGET, x)[0]
+    anchor = int(np.argmin(np.linalg.norm(_norm_theta(library.params) - _norm_theta(target), axis=1)))
+    x = np.linspace(0.0, float(landing(target)[0]), 200)[None]
+    truth = fam(target, x)[0]
     y_anchor = library.values(x, np.array([anchor]))[0]
     with torch.no_grad():
-        f_ind = np.concatenate([x.T / X_SCALE, np.broadcast_to(_norm_theta(TARGET), (200, 2))], axis=1)
-        dtheta = _norm_theta(TARGET) - _norm_theta(library.params[anchor : anchor + 1])
+        f_ind = np.concatenate([x.T / X_SCALE, np.broadcast_to(_norm_theta(target), (200, 2))], axis=1)
+        dtheta = _norm_theta(target) - _norm_theta(library.params[anchor : anchor + 1])
         f_tr = np.concatenate([x.T / X_SCALE, y_anchor[:, None] / Y_SCALE, np.broadcast_to(dtheta, (200, 2))], axis=1)
         ind = inductive(torch.from_numpy(f_ind.astype(np.float32)))[:, 0].numpy() * Y_SCALE
         tr = y_anchor + transductive(torch.from_numpy(f_tr.astype(np.float32)))[:, 0].numpy() * Y_SCALE
     return x[0], truth, y_anchor, ind, tr, library.params[anchor]
 
 
-@register("projectile", "Fig. 1: inductive vs transductive extrapolation of a cannon trajectory to v = 65")
+@register("projectile", "Fig. 1: inductive vs transductive extrapolation of a cannon trajectory to v = 65", dev=True)
 def run_projectile(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """Train both Fig. 1 models per seed; rows are the MSE on the target trajectory."""
     seeds = SEEDS[options.profile] if options.seeds is None else tuple(range(options.seeds))
     steps = STEPS[options.profile]
+    dev = options.split == "dev"
+    (v, theta), (v_lo, v_hi) = (DEV_TARGET if dev else TARGET)[0], (DEV_SPEEDS if dev else PROJECTILE.regions["train"])
     errs = {"inductive-oracle": [], "transductive-oracle": []}
     for i, seed in enumerate(seeds):
-        x, truth, y_anchor, ind, tr, anchor = run_seed(steps, seed)
+        x, truth, y_anchor, ind, tr, anchor = run_seed(steps, seed, dev)
         errs["inductive-oracle"].append(np.mean((ind - truth) ** 2))
         errs["transductive-oracle"].append(np.mean((tr - truth) ** 2))
         if plot_dir is not None and i == 0:
             from taskextrap.report.plots import plot_curves
 
             plot_curves(plot_dir / "projectile.png", x,
-                        {"target v=65 (truth)": truth, f"anchor v={anchor[0]:.1f}, theta={anchor[1]:.1f}": y_anchor,
+                        {f"target v={v:g} (truth)": truth, f"anchor v={anchor[0]:.1f}, theta={anchor[1]:.1f}": y_anchor,
                          "inductive (x, v, theta)": ind, "transductive (x, y_anchor, dv, dtheta)": tr},
-                        title="Fig. 1: extrapolating to v = 65, theta = 45 (trained on v in [30, 60])",
+                        title=f"Fig. 1: extrapolating to v = {v:g}, theta = {theta:g} (trained on v in [{v_lo:g}, {v_hi:g}])",
                         xlabel="distance x (m)", ylabel="height y (m)")
     notes = {"inductive-oracle": "Fig. 1 (A) inductive MLP on (x, v, theta)",
              "transductive-oracle": "Fig. 1 (B) transductive MLP on (x, y_anchor, dv, dtheta)"}
-    rows = [make_row("projectile", "v=65,theta=45", m, "mse", np.array(e)[None, :], note=notes[m])
+    rows = [make_row("projectile", f"v={v:g},theta={theta:g}", m, "mse", np.array(e)[None, :], note=notes[m])
             for m, e in errs.items()]
-    config = {"library": "200 tasks, v ~ U(30, 60), theta ~ U(40, 50)", "steps": steps, "batch": "64 x 16 points",
-              "lr": 5e-3, "target": TARGET.tolist()[0]}
+    config = {"library": f"200 tasks, v ~ U({v_lo:g}, {v_hi:g}), theta ~ U(40, 50)", "steps": steps,
+              "batch": "64 x 16 points", "lr": 5e-3, "target": [float(v), float(theta)]}
     return rows, config, list(seeds), {}

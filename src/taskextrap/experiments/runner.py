@@ -42,6 +42,8 @@ def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) 
     if ran is None:  # a non-lead process of a sharded run
         return None
     rows, config, seeds, timing = ran
+    if options.split == "dev":  # the paper's numbers belong to its own (test) tasks only
+        rows = [{**r, "paper_value": None, "paper_ci95": None} for r in rows]
     results = {
         "experiment": name, "protocol": options.protocol, "profile": options.profile, "seeds": seeds,
         "rows": rows, "timing": {"wall_s": time.perf_counter() - t, **timing},

@@ -1,0 +1,68 @@
+"""Dev splits: pseudo-extrapolations built from training tasks only (DESIGN.md, "Splits").
+
+Every design choice (a hyper-parameter, a recipe, a default) is made on a dev split, which has
+the shape of the real extrapolation but lies wholly inside the training task distribution, so
+the real held-out tasks are looked at only for final numbers:
+
+- parameter: the last training region becomes the held-out region ``dev`` (F1_1 -> F1_2 for the
+  built-in families); the remaining training region is cut in two halves, so the library keeps
+  two training regions as in the real split;
+- length: the top training level becomes the held-out level (levels <= 7 -> level 8);
+- composition: one cross-family training pair is held out; the other training pairs train.
+
+Nothing of the real held-out region, level or pair appears in a dev family, ladder or split.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.tasks.family import ParametricFamily
+from taskextrap.tasks.ladder import Ladder
+from taskextrap.tasks.primitives import PairSplit
+
+DEV_REGION = "dev"
+
+
+def dev_family(family: ParametricFamily) -> ParametricFamily:
+    """The family's dev split: its last training region is held out as region ``dev``.
+
+    The training regions that remain keep their ranges; if only one remains it is cut into two
+    halves (``<name>_a``, ``<name>_b``), and a family with a single training region is cut into
+    thirds (two train, the last is ``dev``). Held-out regions of the real split are dropped.
+    """
+    spans = sorted(((family.regions[r], r) for r in family.train_regions))
+    if any(lo == hi for (lo, hi), _ in spans):
+        raise TaskextrapError(f"family {family.name!r}: a dev split needs training regions of non-zero width")
+    if len(spans) == 1:
+        (lo, hi), name = spans[0]
+        w = (hi - lo) / 3
+        train = {f"{name}_a": (lo, lo + w), f"{name}_b": (lo + w, lo + 2 * w)}
+        held = (lo + 2 * w, hi)
+    else:
+        train = {name: span for span, name in spans[:-1]}
+        held = spans[-1][0]
+        if len(train) == 1:
+            (name, (lo, hi)), = train.items()
+            mid = (lo + hi) / 2
+            train = {f"{name}_a": (lo, mid), f"{name}_b": (mid, hi)}
+    return dataclasses.replace(family, regions={**train, DEV_REGION: held}, train_regions=tuple(train))
+
+
+def dev_ladder(ladder: Ladder) -> Ladder:
+    """The ladder's dev split: the top training level becomes the held-out level."""
+    levels = tuple(sorted(ladder.train_levels))
+    if len(levels) < 2:
+        raise TaskextrapError(f"ladder {ladder.name!r}: a dev split needs at least two training levels")
+    return dataclasses.replace(ladder, train_levels=levels[:-1], test_level=levels[-1])
+
+
+def dev_pair_split(split: PairSplit) -> PairSplit:
+    """The pair split's dev split: the first cross-family training pair (outer != inner) is held
+    out, the other training pairs train. The real held-out pairs are not part of it."""
+    cross = [p for p in split.train if p[0] != p[1]]
+    if not cross:
+        raise TaskextrapError("a dev pair split needs a training pair of two different families")
+    held = cross[0]
+    return PairSplit(train=tuple(p for p in split.train if p != held), test=(held,))
