@@ -1,0 +1,132 @@
+"""Choose the inference-time settings of the discrete regimes on the dev split, never on test tasks.
+
+    python scripts/dev_choices.py [--profile paper] [--protocols paper strict] [--targets 200]
+
+For length (levels <= 7 -> level 8) and composition (one training pair held out), per protocol
+and seed: fit the estimator once on the dev library, draw dev targets, then score every variant
+of one setting at a time (the others at their defaults) on the same targets and draws:
+
+- length: ``k`` (verified candidates), ``screen_fraction`` (library share screened),
+  ``temperature`` (posterior averaging; None = the paper's arg-min);
+- composition: ``k`` (candidates per slot), ``refine_rounds``, ``temperature``, ``n_average``.
+
+Writes ``benchmarks/results/dev-choices-<profile>.json`` with the mean dev MSE of every variant,
+its paired difference to the current default (``report.compare`` when present, else a t interval
+over targets) and which variant is best. A default is changed only where the dev numbers say so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from taskextrap.experiments import composition as C
+from taskextrap.experiments import length as L
+from taskextrap.experiments.profiles import get_profile
+from taskextrap.experiments.units import per_target
+from taskextrap.report.io import write_json_atomic
+from taskextrap.tasks.dev import dev_ladder, dev_pair_split
+from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
+from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.primitives import PAPER_SPLIT
+
+OUT = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+DEV_SEED = 777  # the dev targets' stream; the dev split holds no real held-out task anyway
+
+LENGTH_VARIANTS = {"k": (5, 10, 20), "screen_fraction": (0.05, 0.1, 0.2, 0.4), "temperature": (None, 0.5, 1.0, 2.0)}
+COMPOSITION_VARIANTS = {"k": (10, 25, 50), "refine_rounds": (0, 1, 2, 3), "temperature": (None, 0.5, 1.0, 2.0),
+                        "n_average": (1, 5, 10, 20)}
+
+
+def _paired(a: np.ndarray, b: np.ndarray) -> dict:
+    """Mean of b - a over targets with a 95% t half-width (per-target errors of one seed)."""
+    from scipy import stats
+
+    d = b - a
+    half = float(stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
+    return {"mean": float(d.mean()), "ci95": half, "b_better_share": float(np.mean(d < 0))}
+
+
+def _sweep(rte, variants: dict, score) -> dict:
+    """Score each variant (one attribute changed, the others at their defaults) with ``score(rte)``."""
+    default = {name: getattr(rte, name) for name in variants}
+    base = score(rte)
+    out = {"default": {k: v for k, v in default.items()}, "default_mse": float(base.mean()), "settings": {}}
+    for name, values in variants.items():
+        rows = []
+        for v in values:
+            setattr(rte, name, v)
+            e = base if v == default[name] else score(rte)
+            rows.append({"value": v, "mse": float(e.mean()), "vs_default": _paired(base, e)})
+            print(f"  {name}={v}: dev mse {e.mean():.4g}", flush=True)
+        setattr(rte, name, default[name])
+        out["settings"][name] = {"variants": rows, "best": min(rows, key=lambda r: r["mse"])["value"]}
+    return out
+
+
+def length_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws: int) -> dict:
+    """Fit LengthRTE on the dev ladder; sweep its inference settings on dev targets."""
+    protocol = get_protocol(protocol_name, "length")
+    ladder = dev_ladder(POLYNOMIAL_LADDER)
+    library = L.make_library(ladder, profile.n_library)
+    t = time.perf_counter()
+    rte = L.make_rte(protocol, profile, seed, L.DEFAULT_EMBEDDING).fit(library)
+    fit_s = time.perf_counter() - t
+    _, obs = L.make_targets(library, protocol, n_targets, n_draws, DEV_SEED)
+
+    def score(model):
+        pred = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+        return per_target((pred - obs.qry_y) ** 2, n_targets)
+
+    return {"fit_s": fit_s, **_sweep(rte, LENGTH_VARIANTS, score)}
+
+
+def composition_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws: int) -> dict:
+    """Fit CompositionRTE on the dev pair split; sweep its inference settings on dev targets."""
+    protocol = get_protocol(protocol_name, "composition")
+    split = dev_pair_split(PAPER_SPLIT)
+    prims = C.make_library(profile.n_library)
+    t = time.perf_counter()
+    rte = C.make_rte(protocol, profile, seed, C.DEFAULT_EMBEDDING, split).fit(prims)
+    fit_s = time.perf_counter() - t
+    _, obs = C.make_targets(prims, protocol, n_targets, n_draws, split, DEV_SEED)
+
+    def score(model):
+        pred = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+        return per_target((pred - obs.qry_y) ** 2, n_targets)
+
+    return {"fit_s": fit_s, "held_out_pair": list(split.test[0]), **_sweep(rte, COMPOSITION_VARIANTS, score)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", default="paper", choices=["quick", "paper", "tiny"])
+    ap.add_argument("--protocols", nargs="+", default=["paper", "strict"])
+    ap.add_argument("--regimes", nargs="+", default=["length", "composition"])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--targets", type=int, default=200, help="dev targets per unit")
+    ap.add_argument("--draws", type=int, default=4, help="context draws per dev target")
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    t0 = time.perf_counter()
+    out = {"profile": args.profile, "seed": args.seed, "dev_seed": DEV_SEED, "n_targets": args.targets,
+           "n_draws": args.draws, "units": {}}
+    units = {"length": (length_unit, L.LENGTH_PROFILES), "composition": (composition_unit, C.COMPOSITION_PROFILES)}
+    for regime in args.regimes:
+        fn, profiles = units[regime]
+        profile = dataclasses.replace(get_profile(profiles, args.profile), seeds=(args.seed,))
+        for protocol in args.protocols:
+            print(f"{regime} / {protocol} (dev split, profile {args.profile}, seed {args.seed})", flush=True)
+            out["units"][f"{regime}-{protocol}"] = fn(protocol, profile, args.seed, args.targets, args.draws)
+            out["wall_s"] = time.perf_counter() - t0
+            write_json_atomic(OUT / f"dev-choices-{args.profile}.json", out)
+    print(f"written {OUT / f'dev-choices-{args.profile}.json'} ({out['wall_s'] / 60:.1f} min)")
+
+
+if __name__ == "__main__":
+    main()
