@@ -78,11 +78,11 @@ SPLIT = "test"  # set by --split
 
 
 def bench_experiment(name: str, profile: str, protocol: str) -> dict:
-    """Run one registered experiment on ``SPLIT``; return its rows, seeds, per-phase timing and
-    config (which records the split and the test seed)."""
+    """Run one registered experiment on ``SPLIT``; return its rows, paired comparisons, seeds,
+    per-phase timing and config (which records the split and the test seed)."""
     opts = RunOptions(profile=profile, protocol=protocol, out=OUT / "runs", progress=True, split=SPLIT)
     res = run_experiment(name, opts)
-    return {key: res[key] for key in ("rows", "seeds", "timing", "config")}
+    return {key: res[key] for key in ("rows", "comparisons", "seeds", "timing", "config")}
 
 
 def result_path(stem: str) -> Path:

@@ -5,6 +5,9 @@
 
 Each name is a JSON file under benchmarks/results/ written by benchmarks/run.py; for each one the
 accuracy-style rows (retrieval shares) get a second table, and the wall time is printed below.
+Cells read ``value ± ci95 (sd S)``: the interval over targets of seed-averaged values, and the
+standard deviation across seeds of the per-seed means. Files with paired comparisons list the
+clear "A beats B" claims and count the others.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
+from taskextrap.report.compare import clear_claims
 from taskextrap.report.tables import wide_table
 
 RESULTS = Path(__file__).parent / "results"
@@ -25,6 +29,17 @@ def render(name: str) -> str:
     for metric in ("mse", "accuracy"):  # accuracy-only runs (parity, codeio) get no empty MSE table
         if any(r["metric"] == metric for r in data["rows"]):
             parts += ["", wide_table(data, metric)]
+    if data["rows"] and all("ci_method" in r for r in data["rows"]):
+        parts += ["", "_value ± ci95 over targets (seed-averaged); sd: across seeds of the per-seed means._"]
+    elif data["rows"]:  # written before the intervals were computed over targets
+        parts += ["", "_value ± ci95 by the earlier rule (1.96·sd/√n over all target × seed entries, so "
+                      "narrower than it should be); sd: across seeds of the per-seed means._"]
+    comparisons = data.get("comparisons") or []
+    if comparisons:
+        claims = clear_claims(comparisons)
+        unclear = len(comparisons) - len(claims)
+        parts += ["", f"_clear paired claims (interval excludes 0, every seed agrees): "
+                      f"{'; '.join(claims) if claims else 'none'}; {unclear} other comparison(s) not clear._"]
     wall = data.get("timing", {}).get("wall_s")
     if wall is not None and wall >= 5:
         parts += ["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"]

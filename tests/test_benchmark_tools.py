@@ -24,20 +24,40 @@ def test_paired_differences_over_seeds(tmp_path, paired_mod):
             json.dumps({"errors": {"rte": a, "random-anchors": b}}))
     (tmp_path / "parameter-exp-paper-seed0-abc123.json").write_text(json.dumps({"errors": {"rte": [9], "random-anchors": [0]}}))
     res = paired_mod.paired(tmp_path, "parameter", "strict", "rte", "random-anchors")
-    d = np.array([1.0, 0.5, 0.5, -0.5])
+    d = np.array([[1.0, 0.5], [0.5, -0.5]])  # (other - first) per (target, seed)
+    per_target = d.mean(axis=1)  # [0.75, 0.0]
     assert set(res) == {"exp"}
-    assert res["exp"]["n"] == 4 and res["exp"]["mean"] == pytest.approx(d.mean())
-    assert res["exp"]["ci95"] == pytest.approx(1.96 * d.std(ddof=1) / 2)
-    assert res["exp"]["first_better"] == pytest.approx(0.75)
+    r = res["exp"]
+    assert r["n"] == 2 and r["diff"] == pytest.approx(d.mean()) and r["seeds"] == [0, 1]
+    assert r["ci95"] == pytest.approx(12.706204736174707 * per_target.std(ddof=1) / np.sqrt(2))
+    assert r["seed_diffs"] == pytest.approx([0.75, 0.0])
+    assert r["clear"] is False  # the interval covers 0 (and seed 1 shows no difference)
+    assert r["first_better"] == pytest.approx(0.5)
 
 
-def test_paired_filters_by_saved_profile(tmp_path, paired_mod):
+def test_paired_filters_by_saved_profile_and_takes_the_newest_file(tmp_path, paired_mod, capsys):
+    import os
+
     for name, prof in (("quick", [1.0]), ("paper", [2.0, 4.0])):
         (tmp_path / f"length-poly-paper-seed0-{len(prof):x}ab.json").write_text(json.dumps(
             {"config": {"profile": {"name": name}}, "errors": {"rte": [0.0] * len(prof), "sparse-inductive": prof}}))
     res = paired_mod.paired(tmp_path, "length", "paper", "rte", "sparse-inductive", profile="paper")
-    assert res["poly"]["n"] == 2 and res["poly"]["mean"] == pytest.approx(3.0)
-    assert paired_mod.paired(tmp_path, "length", "paper", "rte", "sparse-inductive")["poly"]["n"] == 3
+    assert res["poly"]["n"] == 2 and res["poly"]["diff"] == pytest.approx(3.0)
+    os.utime(tmp_path / "length-poly-paper-seed0-1ab.json", (2e9, 2e9))  # the quick file is newest
+    res = paired_mod.paired(tmp_path, "length", "paper", "rte", "sparse-inductive")
+    assert res["poly"]["n"] == 1 and res["poly"]["diff"] == pytest.approx(1.0) and res["poly"]["lo"] is None
+    assert "2 unit files" in capsys.readouterr().err
+
+
+def test_paired_main_prints_the_fields(tmp_path, paired_mod, monkeypatch, capsys):
+    for seed in range(3):
+        (tmp_path / f"parameter-exp-paper-seed{seed}-abc.json").write_text(
+            json.dumps({"errors": {"rte": [1.0, 2.0, 3.0, 4.0], "ctx-polyfit": [3.0, 4.1, 5.0, 6.2]}}))
+    monkeypatch.setattr("sys.argv", ["paired.py", str(tmp_path), "parameter", "paper", "rte", "ctx-polyfit"])
+    paired_mod.main()
+    out = capsys.readouterr().out
+    assert "ctx-polyfit - rte: 2.075 [" in out and "(n=4 targets)" in out
+    assert "per seed seed 0: 2.075, seed 1: 2.075, seed 2: 2.075" in out and "clear: yes" in out
 
 
 def test_tables_render_mse_and_accuracy_rows_with_wall_time(tmp_path, monkeypatch):
@@ -51,3 +71,22 @@ def test_tables_render_mse_and_accuracy_rows_with_wall_time(tmp_path, monkeypatc
     text = mod.render("x")
     assert "| `rte` | 0.500 ± 0.100 (paper 0.700) |" in text
     assert "| `rte` | 0.250 |" in text and "_wall 1.5 min" in text
+
+
+def test_tables_print_seed_sd_and_clear_claims(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = [{"group": "g", "method": "rte", "metric": "mse", "value": 0.101, "ci95": 0.0125, "n": 30,
+             "seed_sd": 0.004, "ci_method": "t-targets", "paper_value": None}]
+    comps = [{"group": "g", "metric": "mse", "a": "rte", "b": "ctx-polyfit", "diff": -1.0, "lo": -1.2, "hi": -0.8,
+              "seed_diffs": [-1.0, -1.1], "n": 30, "clear": True, "winner": "rte"},
+             {"group": "g", "metric": "mse", "a": "rte", "b": "oracle", "diff": 0.1, "lo": -0.2, "hi": 0.4,
+              "seed_diffs": [0.1, 0.1], "n": 30, "clear": False, "winner": None}]
+    (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "comparisons": comps, "timing": {"wall_s": 1.0}}))
+    (tmp_path / "old.json").write_text(json.dumps({"rows": [{k: v for k, v in rows[0].items() if k != "ci_method"}]}))
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+    text = mod.render("x")
+    assert "| `rte` | 0.101 ± 0.0125 (sd 0.00400) |" in text
+    assert "g: rte beats ctx-polyfit (mse); 1 other comparison(s) not clear" in text
+    assert "earlier rule" in mod.render("old")

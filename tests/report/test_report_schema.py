@@ -1,6 +1,7 @@
 """results.json schema, row construction and paper values."""
 
 import copy
+import json
 import math
 
 import numpy as np
@@ -10,11 +11,19 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.report.paper_values import PAPER_VALUES, paper_source, paper_value
 from taskextrap.report.schema import (
     bootstrap_ci95,
+    bootstrap_interval,
     environment_info,
+    is_seed_independent,
     make_row,
     summarize_errors,
+    t_halfwidth,
     validate_results,
 )
+
+
+COMPARISON = {"group": "quadratic", "metric": "mse", "a": "rte", "b": "ctx-polyfit", "diff": -1.0, "lo": -1.5,
+              "hi": -0.5, "seed_diffs": [-1.1, -0.9], "n": 400, "ci_method": "t-targets", "clear": True,
+              "winner": "rte"}
 
 
 def valid_results():
@@ -33,6 +42,7 @@ def valid_results():
         "timing": {"wall_s": 41.2, "train_s": 30.0},
         "environment": {"taskextrap": "0.1.0", "torch": "2.13.0", "device": "cpu", "git": None},
         "config": {"anything": [1, 2]},
+        "comparisons": [dict(COMPARISON)],
     }
 
 
@@ -79,6 +89,11 @@ def mutate(fn):
         lambda o: o["timing"].pop("wall_s"),
         lambda o: o["timing"].update(note="slow"),           # timing fields are numbers
         lambda o: o["environment"].update(git=3),
+        lambda o: o["environment"].update(dirty="yes"),
+        lambda o: o["environment"].update(source_hash=1),
+        lambda o: o["rows"][0].update(ci_method="normal"),
+        lambda o: o.update(comparisons=[{"group": "g"}]),
+        lambda o: o.update(comparisons=[{**COMPARISON, "diff": float("inf")}]),
         lambda o: o["environment"].pop("torch"),
         lambda o: o.update(config=[]),
     ],
@@ -100,30 +115,74 @@ def test_accuracy_one_is_allowed_and_mse_above_one_too():
     validate_results(mutate(lambda o: o["rows"][0].update(value=1e6)))
 
 
+T975 = {1: 12.706204736174707, 2: 4.302652729749464}  # textbook t(0.975, df)
+
+
 def test_summarize_errors_matches_hand_computation():
-    # 3 tasks x 2 seeds
+    # 3 targets x 2 seeds: the interval runs over the 3 seed-averaged targets, not 6 entries
     e = np.array([[1.0, 2.0], [3.0, 5.0], [2.0, 5.0]])
     s = summarize_errors(e)
-    flat = [1, 2, 3, 5, 2, 5]
-    mean = sum(flat) / 6  # 3.0
-    sd = math.sqrt(sum((v - mean) ** 2 for v in flat) / 5)  # sqrt(14/5)
-    assert s["n"] == 6
+    per_target = [1.5, 4.0, 3.5]  # mean 3.0
+    sd = math.sqrt(sum((v - 3.0) ** 2 for v in per_target) / 2)  # sqrt(1.75)
+    assert s["n"] == 3
     assert s["value"] == pytest.approx(3.0)
-    assert s["ci95"] == pytest.approx(1.96 * sd / math.sqrt(6))
-    assert s["ci95"] == pytest.approx(1.96 * math.sqrt(14 / 5) / math.sqrt(6))
+    assert s["ci95"] == pytest.approx(T975[2] * sd / math.sqrt(3))
+    assert s["ci95"] == pytest.approx(4.3027 * math.sqrt(1.75) / math.sqrt(3), rel=1e-4)
     # per-seed means 2.0 and 4.0 -> sd (ddof=1) = sqrt(2)
     assert s["seed_sd"] == pytest.approx(math.sqrt(2.0))
+    assert s["ci_method"] == "t-targets" and s["seed_independent"] is False
     assert all(type(s[k]) in (int, float) for k in ("value", "ci95", "n", "seed_sd"))
+
+
+def test_seed_independent_method_is_counted_once():
+    # two seeds with identical columns: n is the number of targets and the seed sd is 0
+    col = np.array([1.0, 4.0, 2.0, 7.0])
+    s = summarize_errors(np.stack([col, col], axis=1))
+    assert s["n"] == 4 and s["seed_independent"] is True and s["seed_sd"] == 0.0
+    assert s == {**summarize_errors(col), "seed_sd": 0.0, "seed_independent": True}
+    # float noise across seeds (a sum in another order) still counts as one column
+    noisy = np.stack([col, col * (1 + 1e-15)], axis=1)
+    assert summarize_errors(noisy)["seed_independent"] is True
+    assert summarize_errors(np.stack([col, col + 1e-3], axis=1))["seed_independent"] is False
 
 
 def test_summarize_errors_single_seed_and_single_value():
     s = summarize_errors(np.array([[1.0], [3.0]]))
-    assert s["seed_sd"] is None and s["n"] == 2
-    assert s["ci95"] == pytest.approx(1.96 * math.sqrt(2.0) / math.sqrt(2))
+    assert s["seed_sd"] is None and s["n"] == 2 and s["seed_independent"] is False
+    assert s["ci95"] == pytest.approx(T975[1] * math.sqrt(2.0) / math.sqrt(2))
     one = summarize_errors(np.array([[4.0]]))
-    assert one == {"value": 4.0, "ci95": 0.0, "n": 1, "seed_sd": None}
+    assert one == {"value": 4.0, "ci95": None, "n": 1, "seed_sd": None, "ci_method": None,
+                   "seed_independent": False}
     # a 1-D array is one seed
     assert summarize_errors([1.0, 3.0]) == s
+
+
+def test_one_target_gets_the_t_interval_over_seeds():
+    # the projectile: one trajectory, three seeds; textbook t interval for 1, 2, 3:
+    # mean 2, sd 1, t(0.975, 2) = 4.303 -> half-width 4.303 / sqrt(3) = 2.484
+    s = summarize_errors(np.array([[1.0, 2.0, 3.0]]))
+    assert s["value"] == 2.0 and s["n"] == 3 and s["ci_method"] == "t-seeds"
+    assert s["ci95"] == pytest.approx(2.4841377, abs=1e-6)
+    assert s["seed_sd"] == pytest.approx(1.0)
+
+
+def test_accuracy_rows_bootstrap_over_seed_averaged_tasks():
+    acc = np.array([[0.0, 1.0], [1.0, 1.0], [0.5, 0.5], [1.0, 0.0], [0.0, 0.0]])
+    s = summarize_errors(acc, "accuracy")
+    assert s["n"] == 5 and s["ci_method"] == "bootstrap-targets"
+    assert s["ci95"] == pytest.approx(bootstrap_ci95(acc))
+    lo, hi = bootstrap_interval(acc.mean(axis=1))
+    assert s["ci95"] == pytest.approx((hi - lo) / 2) and lo <= s["value"] <= hi
+    row = make_row("parity", "size6", "rte", "accuracy", acc, ci95=bootstrap_ci95(acc))
+    assert row["ci_method"] == "bootstrap-targets"  # the same number as make_row's own
+    assert make_row("parity", "size6", "rte", "accuracy", acc, ci95=0.123)["ci_method"] == "given"
+
+
+def test_t_halfwidth_and_bootstrap_interval_edge_cases():
+    assert t_halfwidth([5.0]) is None and bootstrap_interval([5.0]) is None
+    assert t_halfwidth([2.0, 2.0, 2.0]) == 0.0
+    assert bootstrap_interval([1.0, 2.0, 3.0], seed=3) == bootstrap_interval([1.0, 2.0, 3.0], seed=3)
+    assert not is_seed_independent(np.ones((3, 1)))  # one seed: nothing to compare
 
 
 @pytest.mark.parametrize("bad", [np.zeros((0, 2)), np.array([[1.0, np.nan]]), np.zeros((2, 2, 2))])
@@ -134,7 +193,7 @@ def test_summarize_errors_rejects_bad_input(bad):
 
 def test_bootstrap_ci95_behaviour():
     assert bootstrap_ci95(np.ones((5, 2))) == 0.0
-    assert bootstrap_ci95(np.array([[0.3]])) == 0.0
+    assert bootstrap_ci95(np.array([[0.3]])) is None  # one task: no interval
     acc = np.array([[0.0], [1.0]] * 10)
     w = bootstrap_ci95(acc, seed=1)
     assert 0.1 < w < 0.35  # normal approx: 1.96*0.5/sqrt(20) = 0.22
@@ -145,7 +204,10 @@ def test_make_row_pulls_paper_value():
     row = make_row("parameter", "quadratic", "rte", "mse", np.ones((4, 2)))
     assert row["paper_value"] == pytest.approx(733.0)  # printed as 7.33 x 10^2
     assert row["paper_ci95"] == pytest.approx(11.9)
-    assert row["value"] == 1.0 and row["ci95"] == 0.0 and row["n"] == 8 and row["seed_sd"] == 0.0
+    assert row["value"] == 1.0 and row["ci95"] == 0.0 and row["n"] == 4 and row["seed_sd"] == 0.0
+    assert row["seed_independent"] is True
+    np.testing.assert_array_equal(row.errors, np.ones((4, 2)))  # kept for paired comparisons
+    assert "errors" not in row and json.loads(json.dumps(row)) == dict(row)  # never written
     unknown = make_row("parameter", "quadratic", "my-method", "mse", [1.0], note="x")
     assert unknown["paper_value"] is None and unknown["paper_ci95"] is None
     assert unknown["note"] == "x"
@@ -189,6 +251,8 @@ def test_environment_info_never_fails():
     assert env["device"] == "cuda"
     assert isinstance(env["taskextrap"], str) and isinstance(env["torch"], str)
     assert env["git"] is None or isinstance(env["git"], str)
+    assert env["dirty"] in (None, True, False)
+    assert isinstance(env["source_hash"], str) and len(env["source_hash"]) == 16
     obj = valid_results()
     obj["environment"] = env
     validate_results(obj)

@@ -85,7 +85,9 @@ def test_results_markdown_has_ours_and_paper():
     assert "733 ± 11.9" in md  # paper, Table 1 quadratic RTE
     assert "0.661" in md  # paper parity RTE 66.07%
     assert "## mse" in md and "## accuracy" in md
-    assert "1.96" in md  # ci footnote
+    assert "averaged over the training seeds" in md and "Student-t" in md  # ci footnote
+    assert "| 0 (seed-free) |" in md  # rte's seed columns are equal: counted once
+    assert "## paired comparisons" not in md  # none given
     assert "context-only baseline" in md
     # rows in the order given
     assert md.index("| quadratic | rte |") < md.index("| quadratic | ctx-polyfit |")
@@ -112,8 +114,9 @@ def test_comparison_table_and_render_report(tmp_path):
     assert out == comparison_table([read_json(a / "results.json"), read_json(b / "results.json")])
     lines = [l for l in out.splitlines() if l.startswith("| parameter")]
     assert len(lines) == 6
-    assert "| parameter | paper | quick | quadratic | rte | mse | 5.00 ± 0 | 733 ± 11.9 |" in out
-    assert "| parameter-ablations | paper | quick | quadratic | rte | mse | 7.00 ± 0 | 1097 ± 169 |" in out
+    assert "| parameter | paper | quick | quadratic | rte | mse | 5.00 ± 0 | 0 (seed-free) | 733 ± 11.9 |" in out
+    assert "| parameter-ablations | paper | quick | quadratic | rte | mse | 7.00 ± 0 | 0 (seed-free) | 1097 ± 169 |" in out
+    assert "| parameter | paper | quick | quadratic | ctx-polyfit | mse | 2.50 ± 12.7 | 0.707 | - |" in out
 
 
 def test_render_report_errors(tmp_path):
@@ -146,3 +149,39 @@ def test_wide_table_methods_by_groups():
     assert "`rte` | 1.00 ± 0.100 (paper 2.00) | 3.00 |" in text
     assert "`base` | 5.00 ± 0.500 | - |" in text
     assert "acc" not in text
+
+
+def test_wide_table_prints_seed_sd():
+    from taskextrap.report.tables import wide_table
+
+    res = {"rows": [
+        {"group": "a", "method": "rte", "metric": "mse", "value": 0.101, "ci95": 0.0125, "seed_sd": 0.004,
+         "paper_value": None},
+        {"group": "a", "method": "ctx-polyfit", "metric": "mse", "value": 2.0, "ci95": 0.5, "seed_sd": 0.0,
+         "seed_independent": True, "paper_value": 3.0},
+    ]}
+    text = wide_table(res)
+    assert "`rte` | 0.101 ± 0.0125 (sd 0.00400) |" in text
+    assert "`ctx-polyfit` | 2.00 ± 0.500 (sd 0, seed-free) (paper 3.00) |" in text
+
+
+def test_results_markdown_and_console_show_paired_comparisons():
+    from taskextrap.report.compare import compare_rows
+
+    res = run_results()
+    res["rows"][0] = make_row("parameter", "quadratic", "rte", "mse", np.array([[0.5, 1.0], [1.0, 2.0]]))
+    res["comparisons"] = compare_rows(res["rows"])
+    assert [(c["a"], c["b"]) for c in res["comparisons"]] == [("rte", "ctx-polyfit")]
+    md = results_markdown(res)
+    assert "## paired comparisons" in md and "| quadratic | mse | rte | ctx-polyfit |" in md
+    assert "every seed agrees in sign" in md
+    txt = console_table(res)
+    assert "[paired comparisons]" in txt and "|" not in txt
+
+
+def test_run_line_shows_provenance():
+    res = run_results()
+    res["environment"] = {"taskextrap": "0.1.0", "torch": "2", "device": "cpu", "git": "abc1234", "dirty": True,
+                          "source_hash": "0123456789abcdef"}
+    md = results_markdown(res)
+    assert "git abc1234 (dirty)" in md and "source 0123456789abcdef" in md

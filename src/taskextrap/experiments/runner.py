@@ -8,6 +8,7 @@ from pathlib import Path
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.registry import EXPERIMENTS, RunOptions, get_experiment
+from taskextrap.report.compare import compare_rows
 from taskextrap.report.io import write_json_atomic, write_text_atomic
 from taskextrap.report.schema import environment_info, validate_results
 from taskextrap.report.tables import results_markdown
@@ -22,6 +23,10 @@ def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) 
     Finished units (one family or ladder and one training seed) are cached under
     ``options.out/units`` and reused by a rerun with the same configuration, so an interrupted run
     resumes where it stopped and sibling experiments (``length`` and ``length-ablations``) share fits.
+
+    ``results["comparisons"]`` holds the paired comparisons of ``rte`` (else each group's first
+    method) with every other method of its group (:func:`taskextrap.report.compare.compare_rows`),
+    computed from the per-(target, seed) arrays that rows built by ``make_row`` keep.
     """
     import torch
     import yaml
@@ -46,7 +51,7 @@ def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) 
         rows = [{**r, "paper_value": None, "paper_ci95": None} for r in rows]
     results = {
         "experiment": name, "protocol": options.protocol, "profile": options.profile, "seeds": seeds,
-        "rows": rows, "timing": {"wall_s": time.perf_counter() - t, **timing},
+        "rows": rows, "comparisons": compare_rows(rows), "timing": {"wall_s": time.perf_counter() - t, **timing},
         "environment": environment_info(options.device),
         "config": {**config, "split": options.split, "test_seed": config.get("test_seed", options.seed_of_tests)},
     }

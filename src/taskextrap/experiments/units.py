@@ -1,8 +1,10 @@
 """Finished units of work (one family or ladder, one training seed) cached as JSON, so that an
 interrupted run resumes and sibling experiments (``length`` and ``length-ablations``) share fits.
 
-A unit file is named by a fingerprint of everything that determines its numbers; a file whose
-fingerprint does not match is ignored and recomputed.
+A unit file is named by a fingerprint of everything that determines its numbers, the package's
+source hash included (:func:`taskextrap.provenance.source_hash`), so a file whose fingerprint
+does not match (other settings, or any change to the code or shipped model files) is ignored
+and recomputed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from taskextrap.provenance import source_hash
 from taskextrap.report.io import read_json, write_json_atomic
 
 
@@ -35,8 +38,11 @@ def per_target(values: np.ndarray, n_targets: int) -> np.ndarray:
 
 
 def fingerprint(**config) -> str:
-    """A short stable hash of a JSON-able configuration."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    """A short stable hash of a JSON-able configuration and of the package's source
+    (:func:`taskextrap.provenance.source_hash`, computed once per process): the same settings
+    under changed code give another fingerprint, so no stale unit or checkpoint is reused."""
+    payload = {"config": config, "source_hash": source_hash()}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _unit_path(cache_dir: Path | None, name: str, key: str) -> Path | None:
@@ -72,8 +78,8 @@ def cached_unit(cache_dir: Path | None, name: str, config: dict, compute: Callab
     if path is not None:
         errors = {m: np.asarray(e).tolist() for m, e in unit.errors.items()}
         plain = json.loads(json.dumps(config, sort_keys=True, default=str))  # for readers such as benchmarks/paired.py
-        write_json_atomic(path, {"fingerprint": key, "config": plain, "errors": errors, "timing": unit.timing,
-                                 "extras": unit.extras})
+        write_json_atomic(path, {"fingerprint": key, "source_hash": source_hash(), "config": plain,
+                                 "errors": errors, "timing": unit.timing, "extras": unit.extras})
     return unit
 
 

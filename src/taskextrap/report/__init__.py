@@ -4,6 +4,7 @@
 matplotlib and jsonschema are imported lazily, inside the functions that need them.
 """
 
+from taskextrap.report.compare import clear_claims, compare_rows, paired_difference
 from taskextrap.report.io import read_json, write_json_atomic, write_text_atomic
 from taskextrap.report.paper_values import PAPER_VALUES, paper_source, paper_value
 from taskextrap.report.plots import plot_curves, plot_embedding, plot_predictions
@@ -28,12 +29,15 @@ __all__ = [
     "PAPER_VALUES",
     "RESULTS_SCHEMA",
     "bootstrap_ci95",
+    "clear_claims",
+    "compare_rows",
     "comparison_table",
     "console_table",
     "environment_info",
     "format_number",
     "load_results",
     "make_row",
+    "paired_difference",
     "paper_source",
     "paper_value",
     "plot_curves",

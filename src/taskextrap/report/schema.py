@@ -4,23 +4,44 @@ A run's ``results.json`` looks like (DESIGN.md, "results.json")::
 
     {"experiment": "parameter", "protocol": "paper", "profile": "quick", "seeds": [0, 1, 2],
      "rows": [{"group": "quadratic", "method": "rte", "metric": "mse", "value": 12.3,
-               "ci95": 1.1, "n": 1200, "paper_value": 733.0, "paper_ci95": 11.9,
-               "seed_sd": 0.4}],
+               "ci95": 1.1, "n": 400, "paper_value": 733.0, "paper_ci95": 11.9,
+               "seed_sd": 0.4, "ci_method": "t-targets", "seed_independent": false}],
+     "comparisons": [{"group": "quadratic", "metric": "mse", "a": "rte", "b": "ctx-polyfit",
+                      "diff": -3.1, "lo": -4.0, "hi": -2.2, "seed_diffs": [-3.0, -3.3, -2.9],
+                      "n": 400, "ci_method": "t-targets", "clear": true, "winner": "rte"}],
      "timing": {"wall_s": 41.2},
-     "environment": {"taskextrap": "0.1.0", "torch": "2.13.0", "device": "cpu", "git": "abc1234"},
+     "environment": {"taskextrap": "0.1.0", "torch": "2.13.0", "device": "cpu", "git": "abc1234",
+                     "dirty": false, "source_hash": "0123456789abcdef"},
      "config": {}}
 
-Confidence intervals (DESIGN.md, "Protocols"): ``ci95 = 1.96 * sd / sqrt(n)`` over the
-per-(test task, training seed) errors, plus ``seed_sd``, the standard deviation across seeds of
-the per-seed means. For accuracies over few tasks, :func:`bootstrap_ci95` resamples test tasks.
+Intervals (DESIGN.md, "Protocols: honest evaluation"). Every seed of a run scores the same test
+targets, and seed-independent methods (context-only fits, library curves) give the same number
+under every seed, so the (target, seed) entries are not independent draws. The rule, applied by
+:func:`summarize_errors` to errors of shape ``(n_targets, n_seeds)``:
+
+- the unit of the interval is the **target**: each target's error is first averaged over seeds,
+  and ``n`` is the number of targets (never targets x seeds);
+- ``mse`` rows: ``ci95 = t(0.975, n - 1) * sd / sqrt(n)`` over those seed-averaged errors
+  (``ci_method = "t-targets"``; Student's t, which is 1.96 to within 1% from n = 200);
+- ``accuracy`` rows: half the width of a 95% percentile bootstrap of their mean, resampling
+  targets (tasks) with replacement (``"bootstrap-targets"``; :func:`bootstrap_interval`), as the
+  language-model experiments have few tasks;
+- one target and several seeds (the projectile): the t interval over the seeds, ``n`` = seeds
+  (``"t-seeds"``); a single value has no interval (``ci95`` None, ``ci_method`` None);
+- ``seed_sd`` is the ``ddof=1`` standard deviation across seeds of the per-seed means (None for
+  one seed); a method whose seed columns are all equal (to 1e-9 relative) is
+  ``seed_independent``: it is counted once (its seed-averaged column is that one column) and its
+  ``seed_sd`` is 0.
+
+The interval therefore describes the spread over test targets for these training seeds; the
+training-seed spread is reported beside it as ``seed_sd`` rather than folded into it. Paired
+comparisons of two methods on the same targets (``comparisons``) follow the same rule on the
+per-target differences (:mod:`taskextrap.report.compare`).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,9 +53,17 @@ __all__ = [
     "RESULTS_SCHEMA",
     "ROW_SCHEMA",
     "METRICS",
+    "CI_METHODS",
+    "COMPARISON_SCHEMA",
     "validate_results",
     "summarize_errors",
+    "mean_interval",
+    "interval_units",
+    "is_seed_independent",
+    "t_halfwidth",
+    "bootstrap_interval",
     "bootstrap_ci95",
+    "ResultRow",
     "make_row",
     "environment_info",
 ]
@@ -67,6 +96,8 @@ ROW_SCHEMA: dict[str, Any] = {
         "paper_ci95": _NUM_OR_NULL,
         # optional, documented extras
         "seed_sd": {"type": ["number", "null"], "minimum": 0},
+        "ci_method": {"enum": [None, "t-targets", "bootstrap-targets", "t-seeds", "given"]},
+        "seed_independent": {"type": "boolean"},
         "note": {"type": "string"},
     },
     # rows may carry further keys (e.g. per-row notes or sub-metrics)
@@ -74,6 +105,25 @@ ROW_SCHEMA: dict[str, Any] = {
     # accuracies are fractions in [0, 1]
     "if": {"properties": {"metric": {"const": "accuracy"}}, "required": ["metric"]},
     "then": {"properties": {"value": {"minimum": 0, "maximum": 1}}},
+}
+
+COMPARISON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["group", "metric", "a", "b", "diff", "lo", "hi", "seed_diffs", "n", "clear", "winner"],
+    "properties": {
+        "group": {"type": "string", "minLength": 1},
+        "metric": {"enum": list(METRICS)},
+        "a": {"type": "string", "minLength": 1},
+        "b": {"type": "string", "minLength": 1},
+        "diff": _NUM,
+        "lo": _NUM_OR_NULL,
+        "hi": _NUM_OR_NULL,
+        "seed_diffs": {"type": "array", "items": _NUM, "minItems": 1},
+        "n": {"type": "integer", "minimum": 1},
+        "ci_method": {"enum": [None, "t-targets", "bootstrap-targets", "t-seeds"]},
+        "clear": {"type": "boolean"},
+        "winner": {"type": ["string", "null"]},
+    },
 }
 
 RESULTS_SCHEMA: dict[str, Any] = {
@@ -96,6 +146,8 @@ RESULTS_SCHEMA: dict[str, Any] = {
         "profile": {"type": "string", "minLength": 1},
         "seeds": {"type": "array", "items": {"type": "integer"}, "minItems": 1},
         "rows": {"type": "array", "items": ROW_SCHEMA},
+        # optional: paired "a beats b" comparisons (taskextrap.report.compare.compare_rows)
+        "comparisons": {"type": "array", "items": COMPARISON_SCHEMA},
         "timing": {
             "type": "object",
             "required": ["wall_s"],
@@ -110,6 +162,9 @@ RESULTS_SCHEMA: dict[str, Any] = {
                 "torch": {"type": "string"},
                 "device": {"type": "string"},
                 "git": {"type": ["string", "null"]},
+                # written by every run since provenance was added; optional for older files
+                "dirty": {"type": ["boolean", "null"]},
+                "source_hash": {"type": ["string", "null"]},
             },
         },
         "config": {"type": "object"},
@@ -131,7 +186,8 @@ def validate_results(obj: Any) -> None:
     """Check a results object against :data:`RESULTS_SCHEMA` and the value rules.
 
     Beyond the JSON schema, every row's ``value``, ``ci95``, ``seed_sd``, ``paper_value`` and
-    ``paper_ci95`` must be finite, and accuracies must lie in [0, 1].
+    ``paper_ci95`` and every comparison's numbers must be finite, and accuracies must lie in
+    [0, 1].
     Raises :class:`TaskextrapError` with a one-line message naming the first problem found.
     """
     from jsonschema import Draft202012Validator
@@ -148,9 +204,20 @@ def validate_results(obj: Any) -> None:
             v = row.get(key)
             if v is not None and not math.isfinite(v):
                 raise TaskextrapError(f"invalid results at rows/{i}/{key}: {v} is not finite")
+    for i, comp in enumerate(obj.get("comparisons", [])):
+        for key in ("diff", "lo", "hi"):
+            v = comp.get(key)
+            if v is not None and not math.isfinite(v):
+                raise TaskextrapError(f"invalid results at comparisons/{i}/{key}: {v} is not finite")
+        if not all(math.isfinite(v) for v in comp["seed_diffs"]):
+            raise TaskextrapError(f"invalid results at comparisons/{i}/seed_diffs: not finite")
     wall = obj["timing"]["wall_s"]
     if not math.isfinite(wall):
         raise TaskextrapError(f"invalid results at timing/wall_s: {wall} is not finite")
+
+
+CI_METHODS = ("t-targets", "bootstrap-targets", "t-seeds", "given")
+SEED_TOL = 1e-9  # relative tolerance under which all seed columns count as one (seed-independent)
 
 
 def _as_errors(errors: Any) -> np.ndarray:
@@ -169,40 +236,119 @@ def _as_errors(errors: Any) -> np.ndarray:
     return arr
 
 
-def summarize_errors(errors: Any) -> dict[str, Any]:
-    """Summarise per-(test task, seed) errors into the numbers of a result row.
+def is_seed_independent(errors: Any) -> bool:
+    """Whether every seed column of ``errors`` (shape ``(n_targets, n_seeds)``) equals the first
+    to a relative tolerance of :data:`SEED_TOL` (False for a single seed: nothing to compare)."""
+    arr = _as_errors(errors)
+    if arr.shape[1] < 2:
+        return False
+    scale = float(np.max(np.abs(arr)))
+    return bool(np.allclose(arr, arr[:, :1], rtol=SEED_TOL, atol=SEED_TOL * scale))
 
-    ``errors`` has shape ``(n_tasks, n_seeds)`` (a 1-D array is read as one seed). Returns a
-    dict with ``value`` (the mean over all entries), ``ci95`` (``1.96 * sd / sqrt(n)`` with the
-    ``ddof=1`` standard deviation over all ``n = n_tasks * n_seeds`` entries; 0.0 when
-    ``n == 1``), ``n``, and ``seed_sd`` (the ``ddof=1`` standard deviation across seeds of the
-    per-seed means; ``None`` for a single seed). All numbers are plain Python types.
+
+def t_halfwidth(values: Any) -> float | None:
+    """Half-width of the Student-t 95% interval for the mean of ``values`` (1-D):
+    ``t(0.975, n - 1) * sd / sqrt(n)`` with the ``ddof=1`` sd; None for fewer than two values."""
+    from scipy import stats
+
+    v = np.asarray(values, dtype=float).ravel()
+    if v.size < 2:
+        return None
+    return float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+
+
+def bootstrap_interval(values: Any, n_boot: int = 10000, seed: int = 0) -> tuple[float, float] | None:
+    """The 95% percentile-bootstrap interval ``(lo, hi)`` for the mean of ``values`` (1-D),
+    resampling them with replacement ``n_boot`` times with a generator seeded by ``seed``
+    (deterministic); None for fewer than two values."""
+    v = np.asarray(values, dtype=float).ravel()
+    if v.size < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    boot = np.empty(int(n_boot))
+    step = max(1, 2_000_000 // v.size)  # bounded memory for many values
+    for i in range(0, int(n_boot), step):
+        idx = rng.integers(0, v.size, size=(min(step, int(n_boot) - i), v.size))
+        boot[i : i + len(idx)] = v[idx].mean(axis=1)
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    return float(lo), float(hi)
+
+
+def interval_units(errors: Any) -> tuple[np.ndarray, str]:
+    """The values an interval is computed over, and their kind: the per-target errors averaged
+    over seeds (``"targets"``) when there are two or more targets, else the one target's
+    per-seed values (``"seeds"``)."""
+    arr = _as_errors(errors)
+    if arr.shape[0] >= 2:
+        return arr.mean(axis=1), "targets"
+    return arr[0], "seeds"
+
+
+def mean_interval(errors: Any, metric: str = "mse", n_boot: int = 10000,
+                  seed: int = 0) -> dict[str, Any]:
+    """The mean of ``errors`` (shape ``(n_targets, n_seeds)``) and its 95% interval under the
+    module's rule: ``{"mean", "lo", "hi", "n", "ci_method"}`` (``lo``/``hi``/``ci_method`` None
+    when only one value is available). ``accuracy`` over targets uses the percentile bootstrap,
+    everything else the Student-t interval."""
+    arr = _as_errors(errors)
+    units, kind = interval_units(arr)
+    mean = float(arr.mean())
+    out = {"mean": mean, "lo": None, "hi": None, "n": int(units.size), "ci_method": None}
+    if units.size < 2:
+        return out
+    if metric == "accuracy" and kind == "targets":
+        lo, hi = bootstrap_interval(units, n_boot=n_boot, seed=seed)
+        out.update(lo=lo, hi=hi, ci_method="bootstrap-targets")
+    else:
+        h = t_halfwidth(units)
+        out.update(lo=mean - h, hi=mean + h, ci_method=f"t-{kind}")
+    return out
+
+
+def summarize_errors(errors: Any, metric: str = "mse") -> dict[str, Any]:
+    """Summarise per-(test target, seed) errors into the numbers of a result row.
+
+    ``errors`` has shape ``(n_targets, n_seeds)`` (a 1-D array is read as one seed). Returns a
+    dict with ``value`` (the mean over all entries), ``ci95`` (half-width of the 95% interval of
+    the module docstring's rule: over targets of the seed-averaged errors, t for ``mse`` and a
+    bootstrap for ``accuracy``; over seeds with t when there is one target; None for one value),
+    ``n`` (the number of targets, or of seeds when there is one target), ``seed_sd`` (the
+    ``ddof=1`` standard deviation across seeds of the per-seed means; None for a single seed; 0
+    for a seed-independent method), ``ci_method`` and ``seed_independent``. Plain Python types.
     """
     arr = _as_errors(errors)
-    n = int(arr.size)
-    value = float(arr.mean())
-    ci95 = 0.0 if n == 1 else float(1.96 * arr.std(ddof=1) / math.sqrt(n))
-    seed_sd = None if arr.shape[1] == 1 else float(arr.mean(axis=0).std(ddof=1))
-    return {"value": value, "ci95": ci95, "n": n, "seed_sd": seed_sd}
+    iv = mean_interval(arr, metric)
+    independent = is_seed_independent(arr)
+    if arr.shape[1] == 1:
+        seed_sd = None
+    elif independent:
+        seed_sd = 0.0
+    else:
+        seed_sd = float(arr.mean(axis=0).std(ddof=1))
+    ci95 = None if iv["lo"] is None else float((iv["hi"] - iv["lo"]) / 2.0)
+    return {"value": iv["mean"], "ci95": ci95, "n": iv["n"], "seed_sd": seed_sd,
+            "ci_method": iv["ci_method"], "seed_independent": independent}
 
 
-def bootstrap_ci95(errors: Any, n_boot: int = 2000, seed: int = 0) -> float:
+def bootstrap_ci95(errors: Any, n_boot: int = 10000, seed: int = 0) -> float | None:
     """Half-width of a 95% percentile-bootstrap interval for the mean, resampling test tasks.
 
-    ``errors`` has shape ``(n_tasks, n_seeds)``; whole rows (test tasks, with all their seeds)
-    are resampled with replacement. Intended for accuracies over few tasks (DESIGN.md);
-    returns 0.0 for a single task. Pass the result as ``ci95=`` to :func:`make_row`.
+    ``errors`` has shape ``(n_tasks, n_seeds)``; each task's values are averaged over seeds and
+    the tasks are resampled with replacement (:func:`bootstrap_interval`). This is what
+    :func:`make_row` computes for ``accuracy`` rows anyway; None for a single task.
     """
     arr = _as_errors(errors)
-    n_tasks = arr.shape[0]
-    if n_tasks == 1:
-        return 0.0
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n_tasks, size=(int(n_boot), n_tasks))
-    task_means = arr.mean(axis=1)
-    boot = task_means[idx].mean(axis=1)
-    lo, hi = np.quantile(boot, [0.025, 0.975])
-    return float((hi - lo) / 2.0)
+    iv = bootstrap_interval(arr.mean(axis=1), n_boot=n_boot, seed=seed)
+    return None if iv is None else float((iv[1] - iv[0]) / 2.0)
+
+
+class ResultRow(dict):
+    """A results.json row (a plain ``dict`` to JSON and to ``==``) that also keeps, as the
+    attribute ``errors``, the per-(target, seed) array it was computed from, so that paired
+    comparisons (:func:`taskextrap.report.compare.compare_rows`) can be made where rows are
+    collected. The array is never written: JSON sees only the dict's keys."""
+
+    errors: np.ndarray | None = None
 
 
 _FIXED_ROW_KEYS = frozenset({"group", "method", "metric", "value", "n", "paper_value", "paper_ci95"})
@@ -210,81 +356,90 @@ _FIXED_ROW_KEYS = frozenset({"group", "method", "metric", "value", "n", "paper_v
 
 def make_row(
     experiment: str, group: str, method: str, metric: str, errors: Any, **extra: Any
-) -> dict[str, Any]:
-    """Build one results.json row from per-(test task, seed) errors.
+) -> ResultRow:
+    """Build one results.json row from per-(test target, seed) errors.
 
-    ``value``, ``ci95``, ``n`` and ``seed_sd`` come from :func:`summarize_errors`;
+    ``value``, ``ci95``, ``n``, ``seed_sd``, ``ci_method`` and ``seed_independent`` come from
+    :func:`summarize_errors` (see the module docstring for the interval rule);
     ``paper_value`` and ``paper_ci95`` from :func:`taskextrap.report.paper_values.paper_value`
     (``None`` where the paper prints no number). ``extra`` keys are added to the row (e.g.
-    ``note="..."``); they may override ``ci95`` or ``seed_sd`` (e.g. with
-    :func:`bootstrap_ci95`) but not the other computed fields.
+    ``note="..."``); they may override ``ci95`` or ``seed_sd`` but not the other computed
+    fields; an overriding ``ci95`` that differs from the computed one sets ``ci_method`` to
+    ``"given"`` unless ``ci_method`` is passed too. The returned :class:`ResultRow` keeps the
+    errors array as ``row.errors`` for paired comparisons.
     """
     if metric not in METRICS:
         raise TaskextrapError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
     clash = _FIXED_ROW_KEYS.intersection(extra)
     if clash:
         raise TaskextrapError(f"make_row: cannot override {', '.join(sorted(clash))}")
-    stats = summarize_errors(errors)
+    arr = _as_errors(errors)
+    stats = summarize_errors(arr, metric)
     if metric == "accuracy" and not 0.0 <= stats["value"] <= 1.0:
         raise TaskextrapError(
             f"accuracy for {group}/{method} is {stats['value']:.4g}; accuracies are fractions in [0, 1]"
         )
     pv, pci = paper_value(experiment, group, method)
-    row: dict[str, Any] = {
-        "group": group,
-        "method": method,
-        "metric": metric,
-        "value": stats["value"],
-        "ci95": stats["ci95"],
-        "n": stats["n"],
-        "paper_value": pv,
-        "paper_ci95": pci,
-        "seed_sd": stats["seed_sd"],
-    }
+    row = ResultRow(
+        group=group,
+        method=method,
+        metric=metric,
+        value=stats["value"],
+        ci95=stats["ci95"],
+        n=stats["n"],
+        paper_value=pv,
+        paper_ci95=pci,
+        seed_sd=stats["seed_sd"],
+        ci_method=stats["ci_method"],
+        seed_independent=stats["seed_independent"],
+    )
+    if "ci95" in extra and "ci_method" not in extra and not _same(extra["ci95"], stats["ci95"]):
+        row["ci_method"] = "given"
     row.update(extra)
+    row.errors = arr
     return row
 
 
-def _git_hash(directory: Path) -> str | None:
-    try:
-        proc = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
-        )
-    except Exception:
-        return None
-    out = proc.stdout.strip()
-    return out if proc.returncode == 0 and out else None
+def _same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-15)
 
 
 def environment_info(device: str = "cpu") -> dict[str, Any]:
-    """Describe the software environment for ``results.json``; never raises.
+    """Describe the software environment and the code's provenance for ``results.json``; never raises.
 
-    Returns ``{"taskextrap": version, "torch": version, "device": device, "git": short hash}``
-    where ``git`` is the short commit hash of the package source tree (``None`` when git or
-    the repository is unavailable) and ``torch`` is ``"unavailable"`` if torch cannot be
-    imported.
+    Returns ``{"taskextrap": version, "torch": version, "device": device, "git": short hash,
+    "dirty": bool, "source_hash": hex}``: ``git`` is the short commit hash of the repository
+    holding the package source and ``dirty`` whether its working tree had uncommitted changes
+    (both ``None`` when git or the repository is unavailable, e.g. an installed wheel);
+    ``source_hash`` is :func:`taskextrap.provenance.source_hash` (sha256 of the package's ``.py``
+    files and shipped model files; ``None`` if they cannot be read); ``torch`` is
+    ``"unavailable"`` if torch cannot be imported.
     """
+    from taskextrap import provenance
+
     try:
         import taskextrap
 
         version = str(taskextrap.__version__)
-        src_dir = Path(taskextrap.__file__).resolve().parent
     except Exception:
-        version, src_dir = "unknown", Path(__file__).resolve().parent
+        version = "unknown"
     try:
         import torch
 
         torch_version = str(torch.__version__)
     except Exception:
         torch_version = "unavailable"
+    try:
+        src_hash = provenance.source_hash()
+    except Exception:
+        src_hash = None
     return {
         "taskextrap": version,
         "torch": torch_version,
         "device": str(device),
-        "git": _git_hash(src_dir),
+        "git": provenance.git_commit(),
+        "dirty": provenance.git_dirty(),
+        "source_hash": src_hash,
     }

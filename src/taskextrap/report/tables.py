@@ -14,6 +14,8 @@ from taskextrap.report.schema import validate_results
 __all__ = [
     "format_number",
     "format_value_ci",
+    "format_seed_sd",
+    "comparisons_markdown",
     "results_markdown",
     "comparison_table",
     "render_report",
@@ -24,10 +26,18 @@ __all__ = [
 MISSING = "-"
 
 CI_FOOTNOTE = (
-    "ours: mean ± ci95, with ci95 = 1.96·sd/√n over the n per-(test task, training seed) "
-    "values (accuracy rows of the language-model experiments: half-width of a 95% bootstrap "
-    "interval, resampling test tasks); seed sd: standard deviation across seeds of the per-seed means (- for one seed); "
-    "paper: the number the paper prints, ± its printed interval (- where it prints none)."
+    "ours: mean ± ci95 over the n test targets, each target's value first averaged over the "
+    "training seeds (mse: Student-t interval; accuracy: 95% bootstrap resampling targets; "
+    "one target: t interval over the n seeds); seed sd: standard deviation across seeds of the "
+    "per-seed means (- for one seed; 'seed-free': the method gives the same numbers under every "
+    "seed and is counted once); paper: the number the paper prints, ± its printed interval "
+    "(- where it prints none)."
+)
+
+COMPARISON_FOOTNOTE = (
+    "a − b: mean paired difference on the same targets, with its 95% interval over targets of "
+    "the seed-averaged differences; per seed: each seed's mean difference; clear: the interval "
+    "excludes 0 and every seed agrees in sign (then 'winner' is the better method)."
 )
 
 
@@ -62,6 +72,14 @@ def format_value_ci(value: float | None, ci95: float | None) -> str:
     if ci95 is None:
         return format_number(value)
     return f"{format_number(value)} ± {format_number(ci95)}"
+
+
+def format_seed_sd(row: dict) -> str:
+    """The ``seed sd`` cell of a row: ``-`` without one (a single seed), ``0 (seed-free)`` for a
+    seed-independent method, otherwise :func:`format_number` of ``row["seed_sd"]``."""
+    if row.get("seed_independent"):
+        return "0 (seed-free)"
+    return format_number(row.get("seed_sd"))
 
 
 def _md_escape(text: Any) -> str:
@@ -110,7 +128,9 @@ def _run_line(results: dict) -> str | None:
     env = results.get("environment") or {}
     for key in ("taskextrap", "torch", "device", "git"):
         if env.get(key) is not None:
-            parts.append(f"{key} {env[key]}")
+            parts.append(f"{key} {env[key]}" + (" (dirty)" if key == "git" and env.get("dirty") else ""))
+    if env.get("source_hash") is not None:
+        parts.append(f"source {env['source_hash']}")
     return "; ".join(parts) if parts else None
 
 
@@ -130,10 +150,28 @@ def _result_cells(row: dict) -> list[str]:
         str(row["group"]),
         str(row["method"]),
         format_value_ci(row["value"], row.get("ci95")),
-        format_number(row.get("seed_sd")),
+        format_seed_sd(row),
         format_value_ci(row.get("paper_value"), row.get("paper_ci95")),
         str(row["n"]),
     ]
+
+
+_COMPARE_HEADERS = ["group", "metric", "a", "b", "a − b [95% interval]", "per seed", "n", "clear", "winner"]
+
+
+def _comparison_cells(c: dict) -> list[str]:
+    interval = "" if c.get("lo") is None else f" [{format_number(c['lo'])}, {format_number(c['hi'])}]"
+    return [str(c["group"]), str(c["metric"]), str(c["a"]), str(c["b"]), format_number(c["diff"]) + interval,
+            ", ".join(format_number(v) for v in c["seed_diffs"]), str(c["n"]), "yes" if c["clear"] else "no",
+            c.get("winner") or MISSING]
+
+
+def comparisons_markdown(comparisons: list[dict]) -> str:
+    """A markdown table of paired comparisons (``results["comparisons"]``): group, metric, a, b,
+    the mean difference a − b with its 95% interval, the per-seed mean differences, n, whether
+    the claim is clear and the winner; then a footnote."""
+    table = _md_table(_COMPARE_HEADERS, [_comparison_cells(c) for c in comparisons], right=(4, 5, 6))
+    return f"{table}\n\n_{COMPARISON_FOOTNOTE}_"
 
 
 def _notes(rows: list[dict]) -> list[str]:
@@ -145,7 +183,8 @@ def results_markdown(results: dict) -> str:
 
     A title line names experiment, protocol, profile and seeds; then one table per metric
     (``group | method | ours (value ± ci95) | seed sd | paper (value ± ci) | n``) with rows in
-    the order given, any row notes, and a footnote explaining the intervals.
+    the order given, any row notes, a footnote explaining the intervals, and the paired
+    comparisons (:func:`comparisons_markdown`) when the results have any.
     """
     rows = results.get("rows", [])
     out = [f"# {_title(results)}", ""]
@@ -162,14 +201,16 @@ def results_markdown(results: dict) -> str:
     if notes:
         out += ["Notes:", ""] + [f"- {_md_escape(n)}" for n in notes] + [""]
     out += [f"_{CI_FOOTNOTE}_", ""]
+    if results.get("comparisons"):
+        out += ["## paired comparisons", "", comparisons_markdown(results["comparisons"]), ""]
     return "\n".join(out)
 
 
 def console_table(results: dict) -> str:
     """Render one run's results as a plain-text aligned table for a terminal.
 
-    Same content as :func:`results_markdown` (title, one table per metric, notes, footnote)
-    without markdown syntax.
+    Same content as :func:`results_markdown` (title, one table per metric, notes, footnote,
+    paired comparisons) without markdown syntax.
     """
     rows = results.get("rows", [])
     out = [_title(results)]
@@ -187,16 +228,22 @@ def console_table(results: dict) -> str:
     if notes:
         out += ["notes:"] + [f"  {n}" for n in notes] + [""]
     out.append(CI_FOOTNOTE)
+    if results.get("comparisons"):
+        out += ["", "[paired comparisons]"]
+        out.append(_text_table(_COMPARE_HEADERS, [_comparison_cells(c) for c in results["comparisons"]],
+                               right=(4, 5, 6)))
+        out.append(COMPARISON_FOOTNOTE)
     return "\n".join(out)
 
 
-_COMPARISON_HEADERS = ["experiment", "protocol", "profile", "group", "method", "metric", "ours", "paper"]
+_COMPARISON_HEADERS = ["experiment", "protocol", "profile", "group", "method", "metric", "ours", "seed sd",
+                       "paper"]
 
 
 def comparison_table(results_list: list[dict]) -> str:
     """One markdown table comparing several runs with the paper.
 
-    Columns: experiment, protocol, profile, group, method, metric, ours (value ± ci95),
+    Columns: experiment, protocol, profile, group, method, metric, ours (value ± ci95), seed sd,
     paper (value ± ci); runs and rows in the order given, followed by the ci95 footnote.
     """
     cells = []
@@ -211,10 +258,11 @@ def comparison_table(results_list: list[dict]) -> str:
                     str(r["method"]),
                     str(r["metric"]),
                     format_value_ci(r["value"], r.get("ci95")),
+                    format_seed_sd(r),
                     format_value_ci(r.get("paper_value"), r.get("paper_ci95")),
                 ]
             )
-    table = _md_table(_COMPARISON_HEADERS, cells, right=(6, 7))
+    table = _md_table(_COMPARISON_HEADERS, cells, right=(6, 7, 8))
     return f"{table}\n\n_{CI_FOOTNOTE}_\n"
 
 
@@ -253,7 +301,9 @@ def render_report(dirs: list[str]) -> str:
 def wide_table(results: dict, metric: str = "mse", groups: list[str] | None = None) -> str:
     """A markdown table of one run with methods as rows and groups (families, pairs...) as columns.
 
-    Each cell is ``value ± ci95``, followed by ``(paper X)`` where the paper prints a number.
+    Each cell is ``value ± ci95``, then ``(sd S)`` with the seed sd (``(sd 0, seed-free)`` for a
+    seed-independent method; nothing for one seed), then ``(paper X)`` where the paper prints a
+    number.
     Only rows with ``metric`` are used; ``groups`` picks and orders the columns (default: all, in
     order of appearance).
     """
@@ -270,6 +320,10 @@ def wide_table(results: dict, metric: str = "mse", groups: list[str] | None = No
                 line.append(MISSING)
                 continue
             text = format_value_ci(r["value"], r.get("ci95"))
+            if r.get("seed_independent"):
+                text += " (sd 0, seed-free)"
+            elif r.get("seed_sd") is not None:
+                text += f" (sd {format_number(r['seed_sd'])})"
             if r.get("paper_value") is not None:
                 text += f" (paper {format_number(r['paper_value'])})"
             line.append(text)

@@ -1,0 +1,106 @@
+"""Paired comparisons: is method A clearly better than method B on the same test targets?
+
+Every method of a run is scored on the same targets under the same seeds, so the per-target
+difference of two methods removes the spread between targets that both share. DESIGN.md
+("Protocols: honest evaluation") allows the claim "A beats B" only when
+
+1. the 95% interval of the mean difference excludes zero: the difference is averaged over seeds
+   per target, and the interval runs over targets (Student's t for ``mse``, a percentile
+   bootstrap over targets for ``accuracy``; over seeds with t when there is one target), the
+   rule of :mod:`taskextrap.report.schema`; and
+2. every seed's mean difference has the sign of the overall difference.
+
+:func:`paired_difference` computes this for two ``(n_targets, n_seeds)`` arrays;
+:func:`compare_rows` applies it to the rows of a results table (rows built by
+:func:`taskextrap.report.schema.make_row` keep their arrays), giving the ``comparisons`` list of
+``results.json``; :func:`clear_claims` turns that list into sentences.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.report.schema import METRICS, _as_errors, mean_interval
+
+__all__ = ["paired_difference", "compare_rows", "clear_claims", "REFERENCE_METHOD"]
+
+REFERENCE_METHOD = "rte"
+
+
+def paired_difference(errors_a: Any, errors_b: Any, metric: str = "mse", n_boot: int = 10000,
+                      seed: int = 0) -> dict[str, Any]:
+    """The paired difference ``A - B`` of two methods' per-(target, seed) errors on the same targets.
+
+    ``errors_a`` and ``errors_b`` have the same shape ``(n_targets, n_seeds)`` (a 1-D array is one
+    seed), entry ``[i, s]`` being target ``i`` under training seed ``s`` for both. Returns
+    ``{"diff", "lo", "hi", "ci95", "n", "ci_method", "seed_diffs", "clear"}``: the mean
+    difference; its 95% interval ``[lo, hi]`` over targets of the seed-averaged differences
+    (None for a single value); ``ci95``, half the interval's width; ``n``, the number of targets
+    (of seeds when there is one target); the per-seed mean differences; and ``clear``, True only
+    when the interval excludes zero and every seed's mean difference is nonzero with the sign of
+    ``diff``. ``metric`` picks the interval (``accuracy``: bootstrap over targets).
+    """
+    if metric not in METRICS:
+        raise TaskextrapError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+    a, b = _as_errors(errors_a), _as_errors(errors_b)
+    if a.shape != b.shape:
+        raise TaskextrapError(
+            f"paired_difference needs errors of the same (n_targets, n_seeds) shape, got {a.shape} and {b.shape}"
+        )
+    d = a - b
+    iv = mean_interval(d, metric, n_boot=n_boot, seed=seed)
+    seed_diffs = [float(v) for v in d.mean(axis=0)]
+    diff = iv["mean"]
+    excludes_zero = iv["lo"] is not None and (iv["lo"] > 0 or iv["hi"] < 0)
+    same_sign = diff != 0 and all(np.sign(v) == np.sign(diff) for v in seed_diffs)
+    ci95 = None if iv["lo"] is None else float((iv["hi"] - iv["lo"]) / 2.0)
+    return {"diff": diff, "lo": iv["lo"], "hi": iv["hi"], "ci95": ci95, "n": iv["n"],
+            "ci_method": iv["ci_method"], "seed_diffs": seed_diffs, "clear": bool(excludes_zero and same_sign)}
+
+
+def _better(metric: str, diff: float, a: str, b: str) -> str:
+    """The better of ``a`` and ``b`` given ``diff = A - B`` (lower mse, higher accuracy)."""
+    a_better = diff < 0 if metric == "mse" else diff > 0
+    return a if a_better else b
+
+
+def compare_rows(rows: Iterable[dict], reference: str = REFERENCE_METHOD) -> list[dict[str, Any]]:
+    """Paired comparisons of a results table: in each (group, metric), ``reference`` (``rte``;
+    the group's first method where it has no ``rte`` row) against every other method.
+
+    Only rows that kept their per-(target, seed) arrays (``row.errors``, set by
+    :func:`~taskextrap.report.schema.make_row`) and whose arrays have the reference's shape are
+    compared. Each entry is ``{"group", "metric", "a", "b", "diff", "lo", "hi", "seed_diffs",
+    "n", "ci_method", "clear", "winner"}`` with ``diff = a - b`` from :func:`paired_difference`
+    and ``winner`` the better method when the comparison is ``clear`` (else None).
+    """
+    by_key: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        if getattr(r, "errors", None) is not None:
+            by_key.setdefault((r["group"], r["metric"]), []).append(r)
+    out = []
+    for (group, metric), sel in by_key.items():
+        ref = next((r for r in sel if r["method"] == reference), sel[0])
+        for other in sel:
+            if other is ref or other["method"] == ref["method"] or other.errors.shape != ref.errors.shape:
+                continue
+            p = paired_difference(ref.errors, other.errors, metric)
+            winner = _better(metric, p["diff"], ref["method"], other["method"]) if p["clear"] else None
+            out.append({"group": group, "metric": metric, "a": ref["method"], "b": other["method"],
+                        "diff": p["diff"], "lo": p["lo"], "hi": p["hi"], "seed_diffs": p["seed_diffs"],
+                        "n": p["n"], "ci_method": p["ci_method"], "clear": p["clear"], "winner": winner})
+    return out
+
+
+def clear_claims(comparisons: Iterable[dict]) -> list[str]:
+    """The clear claims of a ``comparisons`` list as sentences, e.g. ``"quadratic: rte beats
+    ctx-polyfit (mse)"``; comparisons that are not clear give none."""
+    out = []
+    for c in comparisons:
+        if c["clear"] and c.get("winner"):
+            loser = c["b"] if c["winner"] == c["a"] else c["a"]
+            out.append(f"{c['group']}: {c['winner']} beats {loser} ({c['metric']})")
+    return out

@@ -1,0 +1,98 @@
+"""Paired comparisons: the interval over targets, per-seed agreement, and the comparisons list."""
+
+import math
+
+import numpy as np
+import pytest
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.report.compare import clear_claims, compare_rows, paired_difference
+from taskextrap.report.schema import make_row, validate_results
+
+
+def test_paired_difference_known_case_is_clear():
+    # 4 targets x 2 seeds; b is worse than a by 1 +- a little on every target and seed
+    a = np.array([[1.0, 1.2], [2.0, 2.2], [3.0, 2.8], [0.5, 0.7]])
+    b = a + np.array([[1.0, 1.1], [0.9, 1.0], [1.2, 1.0], [1.0, 0.8]])
+    p = paired_difference(a, b)
+    d = (a - b).mean(axis=1)  # seed-averaged per-target differences
+    half = 3.182446305284263 * d.std(ddof=1) / 2.0  # t(0.975, 3) * sd / sqrt(4)
+    assert p["diff"] == pytest.approx(d.mean()) and p["n"] == 4
+    assert p["lo"] == pytest.approx(d.mean() - half) and p["hi"] == pytest.approx(d.mean() + half)
+    assert p["ci95"] == pytest.approx(half) and p["ci_method"] == "t-targets"
+    assert p["seed_diffs"] == pytest.approx(list((a - b).mean(axis=0)))
+    assert p["clear"] is True
+
+
+def test_one_disagreeing_seed_is_not_clear():
+    # the interval over targets excludes zero, but seed 2's mean difference has the other sign
+    rng = np.random.default_rng(0)
+    b = rng.uniform(1.0, 2.0, size=(50, 3))
+    shift = np.array([-1.0, -1.0, 0.2])  # a better under seeds 0 and 1, worse under seed 2
+    a = b + shift + rng.normal(0, 0.01, size=b.shape)
+    p = paired_difference(a, b)
+    assert p["hi"] < 0  # the interval alone would support "a beats b"
+    assert p["seed_diffs"][2] > 0
+    assert p["clear"] is False
+
+
+def test_interval_covering_zero_is_not_clear_and_identical_methods_are_not_either():
+    a = np.array([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]])
+    b = a + np.array([[0.5, 0.4], [-0.5, -0.6], [0.1, 0.2]])
+    assert paired_difference(a, b)["clear"] is False
+    same = paired_difference(a, a)
+    assert same["diff"] == 0.0 and same["clear"] is False
+
+
+def test_paired_difference_one_target_uses_seeds_and_single_value_has_no_interval():
+    p = paired_difference([[1.0, 2.0, 3.0]], [[0.0, 0.0, 0.0]])
+    assert p["n"] == 3 and p["ci_method"] == "t-seeds"
+    assert p["lo"] == pytest.approx(2.0 - 4.302652729749464 / math.sqrt(3))
+    one = paired_difference([[1.0]], [[0.0]])
+    assert one["lo"] is None and one["clear"] is False
+
+
+def test_paired_difference_accuracy_bootstrap_and_bad_input():
+    a = np.array([[1.0], [1.0], [1.0], [0.0], [1.0], [1.0]])
+    b = np.zeros((6, 1))
+    p = paired_difference(a, b, "accuracy")
+    assert p["ci_method"] == "bootstrap-targets" and p["lo"] > 0 and p["clear"] is True
+    with pytest.raises(TaskextrapError, match="shape"):
+        paired_difference(np.zeros((3, 2)), np.zeros((2, 2)))
+    with pytest.raises(TaskextrapError, match="metric"):
+        paired_difference(np.zeros((3, 2)), np.zeros((3, 2)), "rmse")
+
+
+def test_compare_rows_rte_against_each_method_and_claims():
+    base = np.linspace(1.0, 2.0, 20)[:, None] * np.ones((1, 2))
+    rows = [
+        make_row("parameter", "quadratic", "ctx-polyfit", "mse", base + 1.0),  # rte clearly better
+        make_row("parameter", "quadratic", "rte", "mse", base + np.array([0.0, 0.01])),
+        make_row("parameter", "quadratic", "oracle", "mse", base + np.array([-0.5, 0.5])),  # seeds disagree
+        make_row("parameter", "cubic", "rte", "mse", base[:5]),  # other shape, other group: no partner
+        {"group": "quadratic", "method": "hand-made", "metric": "mse", "value": 1.0},  # no array: skipped
+        make_row("projectile", "v=65", "inductive-oracle", "mse", [[3.0, 4.0, 5.0]]),
+        make_row("projectile", "v=65", "transductive-oracle", "mse", [[0.1, 0.2, 0.1]]),
+    ]
+    comps = compare_rows(rows)
+    pairs = [(c["group"], c["a"], c["b"]) for c in comps]
+    assert pairs == [("quadratic", "rte", "ctx-polyfit"), ("quadratic", "rte", "oracle"),
+                     ("v=65", "inductive-oracle", "transductive-oracle")]
+    by = {c["b"]: c for c in comps}
+    assert by["ctx-polyfit"]["clear"] and by["ctx-polyfit"]["winner"] == "rte"
+    assert by["ctx-polyfit"]["diff"] < 0 and by["ctx-polyfit"]["n"] == 20
+    assert not by["oracle"]["clear"] and by["oracle"]["winner"] is None
+    assert by["transductive-oracle"]["winner"] == "transductive-oracle"  # lower mse wins
+    assert clear_claims(comps) == ["quadratic: rte beats ctx-polyfit (mse)",
+                                   "v=65: transductive-oracle beats inductive-oracle (mse)"]
+    obj = {"experiment": "parameter", "protocol": "paper", "profile": "tiny", "seeds": [0, 1],
+           "rows": [r for r in rows if "paper_value" in r], "comparisons": comps, "timing": {"wall_s": 1.0},
+           "environment": {"taskextrap": "0", "torch": "0", "device": "cpu", "git": None}, "config": {}}
+    validate_results(obj)
+
+
+def test_compare_rows_accuracy_higher_wins():
+    rows = [make_row("codeio", "held-out-pairs", "rte", "accuracy", np.ones((8, 2))),
+            make_row("codeio", "held-out-pairs", "few-shot", "accuracy", np.zeros((8, 2)))]
+    (c,) = compare_rows(rows)
+    assert c["diff"] == 1.0 and c["winner"] == "rte" and c["ci_method"] == "bootstrap-targets"
