@@ -144,6 +144,9 @@ def test_seed_independent_method_is_counted_once():
     noisy = np.stack([col, col * (1 + 1e-15)], axis=1)
     assert summarize_errors(noisy)["seed_independent"] is True
     assert summarize_errors(np.stack([col, col + 1e-3], axis=1))["seed_independent"] is False
+    # one huge target error does not hide seed differences on the others
+    big = np.array([[1e12, 1e12], [0.5, 0.6], [0.2, 0.1]])
+    assert not is_seed_independent(big)
 
 
 def test_summarize_errors_single_seed_and_single_value():

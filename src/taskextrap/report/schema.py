@@ -237,13 +237,15 @@ def _as_errors(errors: Any) -> np.ndarray:
 
 
 def is_seed_independent(errors: Any) -> bool:
-    """Whether every seed column of ``errors`` (shape ``(n_targets, n_seeds)``) equals the first
-    to a relative tolerance of :data:`SEED_TOL` (False for a single seed: nothing to compare)."""
+    """Whether every seed column of ``errors`` (shape ``(n_targets, n_seeds)``) equals the first,
+    entry by entry, to a relative tolerance of :data:`SEED_TOL` (float noise from summing in
+    another order), with an absolute floor of ``1e-3 * SEED_TOL`` times the largest entry for
+    entries near zero. False for a single seed: nothing to compare."""
     arr = _as_errors(errors)
     if arr.shape[1] < 2:
         return False
     scale = float(np.max(np.abs(arr)))
-    return bool(np.allclose(arr, arr[:, :1], rtol=SEED_TOL, atol=SEED_TOL * scale))
+    return bool(np.allclose(arr, arr[:, :1], rtol=SEED_TOL, atol=1e-3 * SEED_TOL * scale))
 
 
 def t_halfwidth(values: Any) -> float | None:
