@@ -47,11 +47,12 @@ def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) 
     if ran is None:  # a non-lead process of a sharded run
         return None
     rows, config, seeds, timing = ran
+    comparisons = compare_rows(rows)  # before any copy of the rows drops their per-target arrays
     if options.split == "dev":  # the paper's numbers belong to its own (test) tasks only
         rows = [{**r, "paper_value": None, "paper_ci95": None} for r in rows]
     results = {
         "experiment": name, "protocol": options.protocol, "profile": options.profile, "seeds": seeds,
-        "rows": rows, "comparisons": compare_rows(rows), "timing": {"wall_s": time.perf_counter() - t, **timing},
+        "rows": rows, "comparisons": comparisons, "timing": {"wall_s": time.perf_counter() - t, **timing},
         "environment": environment_info(options.device),
         "config": {**config, "split": options.split, "test_seed": config.get("test_seed", options.seed_of_tests)},
     }
