@@ -1,7 +1,15 @@
-"""Markdown tables of benchmark results (the README's results section is pasted from this).
+"""Markdown tables of benchmark results; the README's and docs' tables are generated from here.
 
     python benchmarks/tables.py length-paper-paper composition-paper-paper
     python benchmarks/tables.py --all
+    python benchmarks/tables.py --sync README.md docs/results.md     # rewrite every table block
+    python benchmarks/tables.py --check README.md docs/results.md    # exit 1 if a block is stale
+
+A table block in a markdown file is the text between ``<!-- table: NAME [metric=M] [groups=A,B] -->``
+and ``<!-- /table -->``: the tables of ``benchmarks/results/NAME.json`` (``render``), or only its
+``metric`` rows and the given groups. ``--sync`` regenerates the blocks, ``--check`` (run by the
+test suite) fails when a block differs from what its committed results file renders, so no table
+in the docs can drift from the numbers a committed command wrote.
 
 Each name is a JSON file under benchmarks/results/ written by benchmarks/run.py; for each one the
 accuracy-style rows (retrieval shares) get a second table, and the wall time is printed below.
@@ -14,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 from taskextrap.report.compare import clear_claims
@@ -22,19 +31,25 @@ from taskextrap.report.tables import wide_table
 RESULTS = Path(__file__).parent / "results"
 
 
-def render(name: str) -> str:
-    """The tables of one results file, with its wall time."""
+def render(name: str, metrics=("mse", "accuracy"), groups: list[str] | None = None, heading: bool = True) -> str:
+    """The tables of one results file (``metrics``, and only ``groups`` when given), with its
+    footnotes: the interval rule, the clear paired claims, the split and seeds, the wall time."""
     data = json.loads((RESULTS / f"{name}.json").read_text())
-    parts = [f"#### {name}"]
-    for metric in ("mse", "accuracy"):  # accuracy-only runs (parity, codeio) get no empty MSE table
-        if any(r["metric"] == metric for r in data["rows"]):
-            parts += ["", wide_table(data, metric)]
+    parts = [f"#### {name}"] if heading else []
+    for metric in metrics:  # accuracy-only runs (parity, codeio) get no empty MSE table
+        rows = [r for r in data["rows"] if r["metric"] == metric and (groups is None or r["group"] in groups)]
+        if rows:
+            parts += ["", wide_table(data, metric, groups=list(dict.fromkeys(r["group"] for r in rows)))]
     if data["rows"] and all("ci_method" in r for r in data["rows"]):
         parts += ["", "_value ± ci95 over targets (seed-averaged); sd: across seeds of the per-seed means._"]
     elif data["rows"]:  # written before the intervals were computed over targets
         parts += ["", "_value ± ci95 by the earlier rule (1.96·sd/√n over all target × seed entries, so "
                       "narrower than it should be); sd: across seeds of the per-seed means._"]
-    comparisons = data.get("comparisons") or []
+    config = data.get("config") or {}
+    if "split" in config:
+        parts += ["", f"_split `{config['split']}`, test seed {config.get('test_seed')}, "
+                      f"training seeds {data.get('seeds')}._"]
+    comparisons = [c for c in data.get("comparisons") or [] if groups is None or c["group"] in groups]
     if comparisons:
         claims = clear_claims(comparisons)
         unclear = len(comparisons) - len(claims)
@@ -45,14 +60,55 @@ def render(name: str) -> str:
         parts += ["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"]
     elif wall is not None:  # every unit came from the cache (ablations reuse the main fits)
         parts += ["", "_scored from the main experiment's cached units._"]
-    return "\n".join(parts)
+    return "\n".join(parts).strip("\n")
+
+
+BLOCK = re.compile(r"(<!-- table: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(\n<!-- /table -->)", re.S)
+
+
+def render_spec(spec: str) -> str:
+    """The block body of a spec ``NAME [metric=M] [groups=A,B]`` (see the module docstring)."""
+    name, *opts = spec.split()
+    kw = dict(o.split("=", 1) for o in opts)
+    unknown = set(kw) - {"metric", "groups"}
+    if unknown:
+        raise SystemExit(f"table block {spec!r}: unknown option(s) {sorted(unknown)}")
+    metrics = (kw["metric"],) if "metric" in kw else ("mse", "accuracy")
+    groups = kw["groups"].split(",") if "groups" in kw else None
+    return render(name, metrics, groups, heading=False)
+
+
+def sync(path: Path, check: bool = False) -> list[str]:
+    """Regenerate the table blocks of ``path`` (or, with ``check``, only compare): the specs of
+    the stale blocks."""
+    text = path.read_text()
+    stale = []
+
+    def fill(m):
+        body = render_spec(m["spec"])
+        if body != m["body"]:
+            stale.append(m["spec"])
+        return m.group(1) + body + m.group(4)
+
+    new = BLOCK.sub(fill, text)
+    if not check and new != text:
+        path.write_text(new)
+    return stale
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="*", help="results files (without .json)")
     ap.add_argument("--all", action="store_true", help="every results file with rows")
+    ap.add_argument("--sync", nargs="+", type=Path, metavar="MD", help="rewrite the table blocks of these files")
+    ap.add_argument("--check", nargs="+", type=Path, metavar="MD", help="exit 1 if a table block is stale")
     args = ap.parse_args()
+    if args.sync or args.check:
+        stale = {str(p): sync(p, check=bool(args.check)) for p in (args.sync or args.check)}
+        for p, specs in stale.items():
+            for spec in specs:
+                print(f"{p}: {'stale' if args.check else 'rewrote'} table block {spec!r}")
+        raise SystemExit(1 if args.check and any(stale.values()) else 0)
     names = args.names
     if args.all:
         names = sorted(p.stem for p in RESULTS.glob("*.json") if "rows" in json.loads(p.read_text()))

@@ -90,3 +90,30 @@ def test_tables_print_seed_sd_and_clear_claims(tmp_path, monkeypatch):
     assert "| `rte` | 0.101 ± 0.0125 (sd 0.00400) |" in text
     assert "g: rte beats ctx-polyfit (mse); 1 other comparison(s) not clear" in text
     assert "earlier rule" in mod.render("old")
+
+
+def test_table_blocks_sync_and_check(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = [{"group": "g", "method": "rte", "metric": "mse", "value": 0.5, "ci95": 0.1, "n": 3},
+            {"group": "h", "method": "rte", "metric": "mse", "value": 0.9, "ci95": 0.1, "n": 3}]
+    (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 90.0}}))
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+    md = tmp_path / "doc.md"
+    md.write_text("intro\n<!-- table: x groups=g -->\nold numbers\n<!-- /table -->\nend\n")
+    assert mod.sync(md, check=True) == ["x groups=g"] and "old numbers" in md.read_text()
+    assert mod.sync(md) == ["x groups=g"]
+    text = md.read_text()
+    assert "0.500 ± 0.100" in text and "0.900" not in text and text.endswith("<!-- /table -->\nend\n")
+    assert mod.sync(md, check=True) == []
+
+
+def test_committed_docs_tables_match_their_results_files():
+    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    root = _PATH.parent.parent
+    docs = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    stale = {str(p.relative_to(root)): mod.sync(p, check=True) for p in docs if p.exists()}
+    assert not any(stale.values()), f"stale table blocks (run benchmarks/tables.py --sync): {stale}"
