@@ -82,7 +82,6 @@ class RTE:
         self.psi_ = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
                                        derive_seed(self.seed, "psi"), self.train)
         val = self._pair_arrays(np.flatnonzero(self.draws_.val), rng(self.seed, "psi-val"))
-        audit.record_fit("psi", self.draws_.obs.params[self.draws_.train | self.draws_.val])
         train_idx = np.flatnonzero(self.draws_.train)
         t = time.perf_counter()
         self.psi_.fit(lambda g: self._pair_arrays(train_idx, g), val, rng(self.seed, "psi-batches"), progress)
@@ -96,6 +95,7 @@ class RTE:
             raise TaskextrapError("the library contains held-out-region tasks; fit on training regions only")
         self.library_ = library
         self.noise_scale_ = noise_scale(library.family)
+        self.noise_sd_ = self.protocol.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
         self.scaler_ = FamilyScaler.fit(library)
         t = time.perf_counter()
         self.draws_ = self._draw_library(library)
@@ -117,15 +117,19 @@ class RTE:
     def _fit_descriptors(self, library: TaskSet, obs: Observations, first: np.ndarray) -> np.ndarray:
         """Fit Gamma (probe pretrained on the library's curves, PCA on library contexts); embed every draw."""
         self.embedding_ = fit_library_embedding(self.embedding, self.embed_dim, derive_seed(self.seed, "probe"),
-                                                self.scaler_, library, obs.subset(first))
+                                                self.scaler_, library, obs.subset(first), noise_sd=self.noise_sd_)
         return self.embed(obs.ctx_x, obs.ctx_y)
 
     def _descriptor(self, ctx_x: np.ndarray, ctx_y: np.ndarray, theta) -> np.ndarray:
         """A target's position in the space anchors are retrieved in: Gamma of its context."""
         return self.embed(ctx_x, ctx_y)
 
-    def _pair_arrays(self, draw_idx: np.ndarray, g: np.random.Generator):
-        """Arrays for Psi: each draw paired with an anchor (near in proxy space or uniform)."""
+    def _pair_arrays(self, draw_idx: np.ndarray, g: np.random.Generator) -> audit.Batch:
+        """Arrays for Psi: each draw paired with an anchor (near in proxy space or uniform).
+
+        A batch (ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y) naming the target draws and the
+        anchors it was made from, for the leak audit.
+        """
         d = self.draws_
         n = len(draw_idx)
         pool = self.train_tasks_
@@ -142,8 +146,11 @@ class RTE:
         ctx_x, ctx_y = sort_context(d.obs.ctx_x[draw_idx], d.obs.ctx_y[draw_idx])
         qry_x = d.obs.qry_x[draw_idx]
         lib = self.library_
-        return (ctx_x, ctx_y, lib.values(ctx_x, anchor), qry_x, lib.values(qry_x, anchor),
-                d.z[draw_idx] - self.z_library_[anchor], d.obs.qry_y[draw_idx])
+        arrays = (ctx_x, ctx_y, lib.values(ctx_x, anchor), qry_x, lib.values(qry_x, anchor),
+                  d.z[draw_idx] - self.z_library_[anchor], d.obs.qry_y[draw_idx])
+        return audit.Batch(arrays, [
+            audit.Source(lib.family, d.obs.params[draw_idx], ((0, 1, 8.0 * self.noise_sd_), (3, 6, 0.0))),
+            audit.Source(lib.family, lib.params[anchor], ((0, 2, 0.0), (3, 4, 0.0)))])
 
     # ----------------------------------------------------------------------------- phase 2
     def _check_fitted(self):

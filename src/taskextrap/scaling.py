@@ -22,7 +22,7 @@ class FamilyScaler:
     @classmethod
     def fit(cls, library: TaskSet, m: int = 64) -> "FamilyScaler":
         """Fit on the library's values over a grid of the domain (training tasks only)."""
-        audit.record_fit("scaler", library.params)
+        audit.record_tasks("scaler", library)  # the values below are computed from these tasks
         lo, hi = library.family.domain
         y = library.values(np.broadcast_to(library.family.grid(m), (len(library), m)))
         return cls((lo + hi) / 2, (hi - lo) / 2, float(y.mean()), float(y.std() + 1e-12))

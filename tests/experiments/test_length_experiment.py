@@ -20,7 +20,8 @@ def test_run_unit_scores_every_method_and_never_fits_on_level9():
     assert set(length.ALL_METHODS) <= set(unit.errors)
     for m in length.ALL_METHODS:
         assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
-    assert {"sparse-inductive", "psi", "decomposer"} <= {c for c, _ in seen}
+    audit.check(seen, POLYNOMIAL_LADDER.training_labels(),
+                required={"scaler", "probe", "pca", "sparse-inductive", "psi", "decomposer"})
     assert all(np.all(c[:, 9] == 0) for _, c in seen)
 
 

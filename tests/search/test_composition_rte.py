@@ -35,10 +35,10 @@ def targets(prims, fitted):
 
 def test_no_fit_sees_a_held_out_pair(fitted, prims):
     names = prims.family_names
-    components = {c for c, _ in fitted.seen_}
-    assert {"scaler", "psi", "decomposer"} <= components
+    audit.check(fitted.seen_, PAPER_SPLIT.training_labels(), required={"scaler", "pca", "psi", "decomposer"})
     for component, params in fitted.seen_:
-        if component == "embedding":  # primitives alone, no pair
+        if params.shape[1] == 1:  # the PCA: primitives alone, no pair
+            assert component == "pca"
             continue
         pairs = {(names[int(o)], names[int(i)]) for o, i in params}
         assert not pairs & set(PAPER_SPLIT.test), component

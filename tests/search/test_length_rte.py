@@ -84,8 +84,9 @@ def test_fit_refuses_held_out_levels_and_wrong_inputs(library):
 def test_no_fit_ever_sees_a_level9_task(library):
     with audit.spy() as seen:
         LengthRTE(**TINY).fit(library)
-    components = {c for c, _ in seen}
-    assert {"scaler", "embedding", "psi", "decomposer"} <= components
+    # adapted Gamma: no probe pretraining, the PCA is the embedding's only fit
+    audit.check(seen, POLYNOMIAL_LADDER.training_labels(), required={"scaler", "pca", "psi", "decomposer"})
+    assert {("psi", "val"), ("decomposer", "val")} <= {(r.component, r.stage) for r in seen}
     for component, coefs in seen:
         assert coefs.shape[1] == 10 and len(coefs) > 0
         assert np.all(coefs[:, 9] == 0), component  # no degree-9 term anywhere

@@ -19,13 +19,13 @@ class DiscreteInductive:
     def __init__(self, rte):
         self.rte = rte
         self.net = InductiveRegressor(rte.scaler_, rte.protocol.n_context, 0, derive_seed(rte.seed, "sparse-inductive"),
-                                      rte.train, rte.blocks)
+                                      rte.train, rte.blocks, component="sparse-inductive")
 
-    def _arrays(self, pool, n, g):
+    def _arrays(self, pool, n, g) -> audit.Batch:
         tasks, obs = self.rte.draw_training_tasks(pool, n, g)
-        audit.record_fit("sparse-inductive", tasks.params)
         cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
-        return cx, cy, obs.qry_x, obs.qry_y, np.zeros((n, 0))
+        source = audit.Source(tasks.family, obs.params, ((0, 1, 8.0 * self.rte.noise_sd_), (2, 3, 0.0)))
+        return audit.Batch((cx, cy, obs.qry_x, obs.qry_y, np.zeros((n, 0))), [source])
 
     def fit(self, progress=None) -> "DiscreteInductive":
         """Train on fresh training tasks from the RTE's training pool; select on its validation pool."""

@@ -35,7 +35,7 @@ class InductiveBaseline:
         d = rte.draws_
         dim = _extra(kind, rte, d.z[:1], d.obs.params[:1]).shape[1]
         self.net = InductiveRegressor(rte.scaler_, rte.protocol.n_context, dim,
-                                      derive_seed(rte.seed, kind), rte.train)
+                                      derive_seed(rte.seed, kind), rte.train, component=kind)
 
     def fit(self, progress=None) -> "InductiveBaseline":
         """Train on the RTE's training draws; select on its validation draws."""
@@ -44,11 +44,10 @@ class InductiveBaseline:
         def arrays(mask):
             o = d.obs.subset(mask)
             cx, cy = sort_context(o.ctx_x, o.ctx_y)
-            return cx, cy, o.qry_x, o.qry_y, _extra(self.kind, self.rte, d.z[mask], o.params)
+            source = audit.Source(self.rte.library_.family, o.params, ((0, 1, 8.0 * self.rte.noise_sd_), (2, 3, 0.0)))
+            return audit.Batch((cx, cy, o.qry_x, o.qry_y, _extra(self.kind, self.rte, d.z[mask], o.params)), [source])
 
-        audit.record_fit(self.kind, d.obs.params[d.train | d.val])
-        self.net.fit(*arrays(d.train), val=arrays(d.val), rng=rng(self.rte.seed, self.kind, "batches"),
-                     progress=progress)
+        self.net.fit(arrays(d.train), arrays(d.val), rng=rng(self.rte.seed, self.kind, "batches"), progress=progress)
         return self
 
     def predict(self, ctx_x, ctx_y, qry_x, theta=None) -> np.ndarray:

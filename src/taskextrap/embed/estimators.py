@@ -99,24 +99,48 @@ class ProxyEmbedding:
     def __post_init__(self):
         check_embedding(self.method)
 
-    def fit(self, ctx_x: np.ndarray, ctx_y: np.ndarray, params: np.ndarray,
+    def fit(self, ctx_x: np.ndarray, ctx_y: np.ndarray, params: np.ndarray | None = None,
             pretrain_x: np.ndarray | None = None, pretrain_y: np.ndarray | None = None) -> "ProxyEmbedding":
-        """Fit the probe (on ``pretrain_x/y``, library points) and the PCA (on library contexts).
+        """Fit the probe (on ``pretrain_x/y``, default the contexts) and the PCA (on the contexts),
+        from already normalised arrays.
 
-        ``params`` are the true parameters of the library draws, reported to the leak audit.
+        ``params`` (true parameters of the context rows, optional) are passed to the leak audit
+        as given, and separate ``pretrain_x/y`` as unlabelled: arrays without a family cannot be
+        verified. Library fits use :meth:`fit_observed`, which reports what it consumes from the
+        data itself.
         """
+        contexts = audit.Batch((ctx_x, ctx_y), [] if params is None else [audit.Source(None, np.asarray(params))])
+        pretrain = None if pretrain_x is None else audit.Batch((pretrain_x, pretrain_y))
+        return self._fit(contexts, pretrain, None)
+
+    def fit_observed(self, scaler, tasks, obs, m: int = 64, noise_sd: float = 0.0) -> "ProxyEmbedding":
+        """Fit on a library: the probe pretrained on the curves of ``tasks`` over an ``m``-point grid
+        of the domain, the PCA on the contexts of ``obs`` (draws of ``tasks``); ``scaler``
+        normalises both. Each reaches the leak audit as a batch whose arrays are verified against
+        the tasks it names (contexts within ``noise_sd`` times 8, the protocol's noise).
+        """
+        grid = np.broadcast_to(tasks.family.grid(m), (len(tasks), m))
+        curves = audit.Batch((grid, tasks.values(grid)), [audit.Source(tasks.family, tasks.params, ((0, 1, 0.0),))])
+        contexts = audit.Batch((obs.ctx_x, obs.ctx_y, obs.qry_x, obs.qry_y),
+                               [audit.Source(tasks.family, obs.params, ((0, 1, 8.0 * noise_sd), (2, 3, 0.0)))])
+        return self._fit(contexts, curves, scaler)
+
+    def _fit(self, contexts: tuple, pretrain: tuple | None, scaler) -> "ProxyEmbedding":
+        """The fit itself: each batch is reported to the leak audit where it is consumed;
+        ``scaler`` (None: arrays already normalised) maps x and y before fitting."""
         from sklearn.decomposition import PCA
 
-        audit.record_fit("embedding", params)
+        sx = (lambda a: a) if scaler is None else scaler.x
+        sy = (lambda a: a) if scaler is None else scaler.y
         if self.method == "adapted":
             self.probe_ = init_probe(self.width, torch_generator(self.seed, "probe"), xavier=True)
         else:
-            if pretrain_x is None:
-                pretrain_x, pretrain_y = ctx_x, ctx_y
-            self.probe_ = _pretrain(torch.as_tensor(pretrain_x, dtype=torch.float32).reshape(-1),
-                                    torch.as_tensor(pretrain_y, dtype=torch.float32).reshape(-1),
+            px, py = audit.consume("probe", contexts if pretrain is None else pretrain)[:2]
+            self.probe_ = _pretrain(torch.as_tensor(sx(px), dtype=torch.float32).reshape(-1),
+                                    torch.as_tensor(sy(py), dtype=torch.float32).reshape(-1),
                                     self.width, self.pretrain_steps, self.seed)
-        raw = self.raw(ctx_x, ctx_y)
+        cx, cy = audit.consume("pca", contexts)[:2]
+        raw = self.raw(sx(cx), sy(cy))
         self.pca_ = PCA(n_components=min(self.dim, *raw.shape), random_state=self.seed % 2**32).fit(raw)
         return self
 
@@ -163,13 +187,12 @@ def mean_per_task(z: np.ndarray, task: np.ndarray, n_tasks: int) -> np.ndarray:
     return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-8)
 
 
-def fit_library_embedding(method: str, dim: int, seed: int, scaler, library, obs, m: int = 64) -> ProxyEmbedding:
+def fit_library_embedding(method: str, dim: int, seed: int, scaler, library, obs, m: int = 64,
+                          noise_sd: float = 0.0) -> ProxyEmbedding:
     """Gamma for a library: the probe pretrained on the library's curves over an ``m``-point grid
-    of the domain, the PCA fitted on the library's observed contexts ``obs`` (scaled by ``scaler``).
+    of the domain, the PCA fitted on the library's observed contexts ``obs`` (scaled by ``scaler``;
+    ``noise_sd`` is the protocol's context noise, for the leak audit's verification).
 
     ``library`` is any task set with ``family.grid``, ``values`` and ``params`` (training tasks only).
     """
-    grid = np.broadcast_to(library.family.grid(m), (len(library), m))
-    emb = ProxyEmbedding(method, dim=dim, seed=seed)
-    return emb.fit(scaler.x(obs.ctx_x), scaler.y(obs.ctx_y), obs.params,
-                   pretrain_x=scaler.x(grid), pretrain_y=scaler.y(library.values(grid)))
+    return ProxyEmbedding(method, dim=dim, seed=seed).fit_observed(scaler, library, obs, m=m, noise_sd=noise_sd)

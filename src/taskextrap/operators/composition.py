@@ -48,7 +48,7 @@ class CompositionOperator(_PointwiseNet):
             return (self.features(qry_x, outer, inner, ctx_x, ctx_y),
                     self.scaler.y(qry_y).reshape(-1).astype(np.float32))
 
-        self._train(lambda r: to_rows(make_arrays(r)), to_rows(val_arrays), rng, progress)
+        self._train_batches(make_arrays, val_arrays, to_rows, rng, progress)
         return self
 
     def predict(self, qry_x, outer, inner, ctx_x, ctx_y) -> np.ndarray:

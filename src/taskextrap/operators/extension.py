@@ -57,7 +57,7 @@ class ExtensionOperator(_PointwiseNet):
             rows = self.features(qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi)
             return rows, self.scaler.dy(qry_y - pred_q).reshape(-1).astype(np.float32)
 
-        self._train(lambda r: to_rows(make_arrays(r)), to_rows(val_arrays), rng, progress)
+        self._train_batches(make_arrays, val_arrays, to_rows, rng, progress)
         return self
 
     def predict(self, qry_x, pred_q, ctx_x, ctx_y, pred_ctx, phi, mask=None) -> np.ndarray:

@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from taskextrap import audit
 from taskextrap.operators.mlp import PARAMETER_BLOCKS, block_mlp
 from taskextrap.operators.train import TrainConfig, train_regressor
 from taskextrap.scaling import FamilyScaler
@@ -39,10 +40,24 @@ def _rows(per_query: list[np.ndarray], per_task: list[np.ndarray]) -> np.ndarray
 class _PointwiseNet:
     """Shared fit/predict plumbing: a block MLP from feature rows to one output per row."""
 
+    component = "psi"  # the name this network reports to the leak audit
+
     def __init__(self, n_features: int, seed: int, cfg: TrainConfig, blocks=PARAMETER_BLOCKS):
         self.net = block_mlp(n_features, 1, seed, blocks)
         self.cfg = cfg
         self.history: list[float] = []
+
+    def _train_batches(self, make_batch: Callable[[np.random.Generator], tuple], val_batch: tuple | None,
+                       to_rows: Callable[[tuple], tuple[np.ndarray, np.ndarray]], rng: np.random.Generator,
+                       progress=None):
+        """Train on rows of batches from ``make_batch(rng)`` (a fresh one whenever a pass is used up),
+        selecting on ``val_batch``; every batch is reported to the leak audit (``audit.consume``)
+        as it is turned into the rows the optimiser or the model selection sees."""
+        def rows(batch, stage):
+            return to_rows(audit.consume(self.component, batch, stage))
+
+        self._train(lambda r: rows(make_batch(r), "train"), None if val_batch is None else rows(val_batch, "val"),
+                    rng, progress)
 
     def _train(self, make_rows: Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]],
                val_rows: tuple[np.ndarray, np.ndarray] | None, rng: np.random.Generator, progress=None):
@@ -90,7 +105,7 @@ class RelationalOperator(_PointwiseNet):
             rows = self.features(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift)
             return rows, self.scaler.dy(qry_y - anc_q).reshape(-1).astype(np.float32)
 
-        self._train(lambda r: to_rows(make_batch_arrays(r)), to_rows(val_arrays), rng, progress)
+        self._train_batches(make_batch_arrays, val_arrays, to_rows, rng, progress)
         return self
 
     def predict(self, ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift) -> np.ndarray:
@@ -103,29 +118,29 @@ class InductiveRegressor(_PointwiseNet):
     """y(x_q) from the context alone, optionally with a task descriptor (proxy embedding or true theta)."""
 
     def __init__(self, scaler: FamilyScaler, n_context: int, extra_dim: int, seed: int, cfg: TrainConfig,
-                 blocks=PARAMETER_BLOCKS):
+                 blocks=PARAMETER_BLOCKS, component: str = "inductive"):
         super().__init__(1 + 2 * n_context + extra_dim, seed, cfg, blocks)
-        self.scaler = scaler
+        self.scaler, self.component = scaler, component
 
     def features(self, ctx_x, ctx_y, qry_x, extra) -> np.ndarray:
         """Feature rows (n*q, d) for sorted context and per-task descriptors ``extra`` (n, e)."""
         s = self.scaler
         return _rows([s.x(qry_x)], [s.x(ctx_x), s.y(ctx_y), extra])
 
-    def fit(self, ctx_x, ctx_y, qry_x, qry_y, extra, val, rng, progress=None) -> "InductiveRegressor":
-        """Train on fixed draws; ``val`` = (ctx_x, ctx_y, qry_x, qry_y, extra) of held-out library tasks."""
-        rows = (self.features(ctx_x, ctx_y, qry_x, extra), self.scaler.y(qry_y).reshape(-1).astype(np.float32))
-        vrows = (self.features(*val[:3], val[4]), self.scaler.y(val[3]).reshape(-1).astype(np.float32))
-        self._train(lambda r: rows, vrows, rng, progress)
+    def _rows(self, batch: tuple) -> tuple[np.ndarray, np.ndarray]:
+        ctx_x, ctx_y, qry_x, qry_y, extra = batch
+        return self.features(ctx_x, ctx_y, qry_x, extra), self.scaler.y(qry_y).reshape(-1).astype(np.float32)
+
+    def fit(self, train: tuple, val: tuple, rng, progress=None) -> "InductiveRegressor":
+        """Train on fixed draws ``train`` = (ctx_x, ctx_y, qry_x, qry_y, extra); select on ``val``
+        (the same arrays of held-out library tasks). Both are reported to the leak audit once."""
+        rows = self._rows(audit.consume(self.component, train, "train"))
+        self._train(lambda r: rows, self._rows(audit.consume(self.component, val, "val")), rng, progress)
         return self
 
     def fit_stream(self, make_arrays, val, rng, progress=None) -> "InductiveRegressor":
         """Train on fresh arrays (ctx_x, ctx_y, qry_x, qry_y, extra) from ``make_arrays(rng)`` each pass."""
-        def to_rows(a):
-            ctx_x, ctx_y, qry_x, qry_y, extra = a
-            return self.features(ctx_x, ctx_y, qry_x, extra), self.scaler.y(qry_y).reshape(-1).astype(np.float32)
-
-        self._train(lambda r: to_rows(make_arrays(r)), to_rows(val), rng, progress)
+        self._train_batches(make_arrays, val, self._rows, rng, progress)
         return self
 
     def predict(self, ctx_x, ctx_y, qry_x, extra) -> np.ndarray:

@@ -109,6 +109,7 @@ class CompositionRTE:
         self.primitives_ = primitives
         self.composer_ = Composer(primitives, self.split.train)
         self.noise_scale_ = noise_scale(self.composer_)
+        self.noise_sd_ = self.protocol.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
         self.val_pool_, self.train_pool_ = self._split_pool(primitives)
         self.scaler_ = FamilyScaler.fit(self.draw_training_tasks(self.train_pool_, 512, rng(self.seed, "scaler"))[0])
         t = time.perf_counter()
@@ -136,10 +137,10 @@ class CompositionRTE:
 
     def _fit_embedding(self, primitives: PrimitiveSet):
         tasks = PrimitiveTasks.of(primitives)
-        obs = self.protocol.draw(tasks, self.library_draws, rng(self.seed, "library-draws"),
-                                 noise_scale(tasks.family))
+        scale = noise_scale(tasks.family)
+        obs = self.protocol.draw(tasks, self.library_draws, rng(self.seed, "library-draws"), scale)
         self.embedding_ = fit_library_embedding(self.embedding, self.embed_dim, derive_seed(self.seed, "probe"),
-                                                self.scaler_, tasks, obs)
+                                                self.scaler_, tasks, obs, noise_sd=self.protocol.noise * scale)
         z = self.embedding_.transform(self.scaler_.x(obs.ctx_x), self.scaler_.y(obs.ctx_y))
         self.z_library_ = mean_per_task(z, obs.task, len(primitives))
 
@@ -150,11 +151,12 @@ class CompositionRTE:
         obs = self.protocol.draw(tasks, 1, g, getattr(self, "noise_scale_", None))
         return tasks, obs
 
-    def _composer_arrays(self, pool, n, g):
+    def _composer_arrays(self, pool, n, g) -> audit.Batch:
+        """Psi_comp batch (qry_x, outer, inner, ctx_x, ctx_y, qry_y) naming its compositions."""
         tasks, obs = self.draw_training_tasks(pool, n, g)
-        audit.record_fit("psi", tasks.params)
         cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
-        return obs.qry_x, tasks.outer, tasks.inner, cx, cy, obs.qry_y
+        return audit.Batch((obs.qry_x, tasks.outer, tasks.inner, cx, cy, obs.qry_y), [
+            audit.Source(tasks.family, obs.params, ((0, 5, 0.0), (3, 4, 8.0 * self.noise_sd_)))])
 
     def _fit_composer(self, progress):
         self.psi_ = CompositionOperator(self.scaler_, self.primitives_, self.protocol.n_context,
@@ -163,10 +165,12 @@ class CompositionRTE:
         self.psi_.fit(lambda g: self._composer_arrays(self.train_pool_, self.n_pairs, g), val,
                       rng(self.seed, "psi-batches"), progress)
 
-    def _decomposer_arrays(self, pool, n, g):
+    def _decomposer_arrays(self, pool, n, g) -> audit.Batch:
+        """Decomposer batch (ctx_x, ctx_y, constituent embeddings) naming its compositions."""
         tasks, obs = self.draw_training_tasks(pool, n, g)
-        audit.record_fit("decomposer", tasks.params)
-        return obs.ctx_x, obs.ctx_y, np.concatenate([self.z_library_[tasks.outer], self.z_library_[tasks.inner]], 1)
+        parts = np.concatenate([self.z_library_[tasks.outer], self.z_library_[tasks.inner]], 1)
+        return audit.Batch((obs.ctx_x, obs.ctx_y, parts), [
+            audit.Source(tasks.family, obs.params, ((0, 1, 8.0 * self.noise_sd_),))])
 
     def _fit_decomposer(self, progress):
         cfg = self.decomposer_train

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from taskextrap import audit
 from taskextrap.operators.mlp import mlp
 from taskextrap.operators.param import sort_context
 from taskextrap.operators.train import TrainConfig, train_regressor
@@ -41,14 +42,18 @@ class Decomposer:
 
     def fit(self, make_arrays: Callable[[np.random.Generator], tuple], val_arrays: tuple, rng: np.random.Generator,
             progress=None) -> "Decomposer":
-        """Train on (ctx_x, ctx_y, parts (n, sum(part_dims))) from ``make_arrays(rng)``; one call per batch."""
-        def to_tensors(a):
-            ctx_x, ctx_y, parts = a
+        """Train on (ctx_x, ctx_y, parts (n, sum(part_dims))) from ``make_arrays(rng)``; one call per batch.
+
+        Every batch and ``val_arrays`` are reported to the leak audit (``audit.consume``) as they
+        become the tensors the optimiser and the model selection see.
+        """
+        def to_tensors(a, stage):
+            ctx_x, ctx_y, parts = audit.consume("decomposer", a, stage)
             return self.inputs(ctx_x, ctx_y), torch.from_numpy(np.asarray(parts, dtype=np.float32))
 
         self.net.train()
-        self.history = train_regressor(self.net, lambda _s: to_tensors(make_arrays(rng)), to_tensors(val_arrays),
-                                       self.cfg, progress)
+        self.history = train_regressor(self.net, lambda _s: to_tensors(make_arrays(rng), "train"),
+                                       to_tensors(val_arrays, "val"), self.cfg, progress)
         self.net.eval()
         return self
 

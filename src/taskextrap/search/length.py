@@ -98,6 +98,7 @@ class LengthRTE:
         ladder = self._check_library(library)
         self.library_, self.ladder_ = library, ladder
         self.noise_scale_ = noise_scale(ladder)
+        self.noise_sd_ = self.protocol.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
         self.scaler_ = FamilyScaler.fit(library)
         self.coef_half_ = (ladder.coef_range[1] - ladder.coef_range[0]) / 2
         t = time.perf_counter()
@@ -127,7 +128,7 @@ class LengthRTE:
         """Gamma fitted on library draws; each library task's embedding is the mean over its draws."""
         obs = self.protocol.draw(library, self.library_draws, rng(self.seed, "library-draws"), self.noise_scale_)
         self.embedding_ = fit_library_embedding(self.embedding, self.embed_dim, derive_seed(self.seed, "probe"),
-                                                self.scaler_, library, obs)
+                                                self.scaler_, library, obs, noise_sd=self.noise_sd_)
         z = self.embedding_.transform(self.scaler_.x(obs.ctx_x), self.scaler_.y(obs.ctx_y))
         self.z_library_ = mean_per_task(z, obs.task, len(library))
 
@@ -143,17 +144,23 @@ class LengthRTE:
         targets = LadderSet.extend(self.library_, pool[g.integers(len(pool), size=n)], g)
         return targets, self.protocol.draw(targets, 1, g, self.noise_scale_)
 
-    def _extension_arrays(self, pool: np.ndarray, n: int, g: np.random.Generator):
-        """Psi_ext arrays: query rows with the whole context, plus leave-one-out rows at the context points."""
+    def _extension_arrays(self, pool: np.ndarray, n: int, g: np.random.Generator) -> audit.Batch:
+        """Psi_ext arrays: query rows with the whole context, plus leave-one-out rows at the context points.
+
+        A batch (qx, pred_q, cx, cy, pred_ctx, mask, phi, qy) naming the targets and their
+        predecessors, for the leak audit.
+        """
         targets, obs = self.draw_training_tasks(pool, n, g)
-        audit.record_fit("psi", targets.params)
         cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
         k = cx.shape[1]
         lib, parents = self.library_, targets.parent
         qx = np.concatenate([obs.qry_x, cx], axis=1)
         mask = np.concatenate([np.ones((n, obs.qry_x.shape[1], k)), np.broadcast_to(loo_masks(k), (n, k, k))], axis=1)
         qy = np.concatenate([obs.qry_y, targets.values(cx)], axis=1)
-        return qx, lib.values(qx, parents), cx, cy, lib.values(cx, parents), mask, targets.new_coef(), qy
+        arrays = (qx, lib.values(qx, parents), cx, cy, lib.values(cx, parents), mask, targets.new_coef(), qy)
+        return audit.Batch(arrays, [
+            audit.Source(targets.family, obs.params, ((0, 7, 0.0), (2, 3, 8.0 * self.noise_sd_))),
+            audit.Source(lib.family, lib.params[parents], ((0, 1, 0.0), (2, 4, 0.0)))])
 
     def _fit_extension(self, progress):
         self.psi_ = ExtensionOperator(self.scaler_, self.protocol.n_context, self.coef_half_,
@@ -162,11 +169,13 @@ class LengthRTE:
         self.psi_.fit(lambda g: self._extension_arrays(self.train_pool_, self.n_pairs, g), val,
                       rng(self.seed, "psi-batches"), progress)
 
-    def _decomposer_arrays(self, pool: np.ndarray, n: int, g: np.random.Generator):
+    def _decomposer_arrays(self, pool: np.ndarray, n: int, g: np.random.Generator) -> audit.Batch:
+        """Decomposer batch (ctx_x, ctx_y, parts) naming the targets and their predecessors."""
         targets, obs = self.draw_training_tasks(pool, n, g)
-        audit.record_fit("decomposer", targets.params)
         parts = np.concatenate([self.z_library_[targets.parent], targets.new_coef()[:, None] / self.coef_half_], 1)
-        return obs.ctx_x, obs.ctx_y, parts
+        return audit.Batch((obs.ctx_x, obs.ctx_y, parts), [
+            audit.Source(targets.family, obs.params, ((0, 1, 8.0 * self.noise_sd_),)),
+            audit.Source(self.library_.family, self.library_.params[targets.parent])])
 
     def _fit_decomposer(self, progress):
         cfg = self.decomposer_train

@@ -74,6 +74,14 @@ class ParametricFamily:
             out[(s >= a) & (s <= b)] = name
         return out
 
+    def task_labels(self, params: np.ndarray) -> np.ndarray:
+        """The leak audit's name of each task: its region (``region_of``)."""
+        return self.region_of(params)
+
+    def training_labels(self) -> set[str]:
+        """The labels a fit may consume: the training regions."""
+        return set(self.train_regions)
+
     def sample_params(self, region: str, n: int, rng: np.random.Generator) -> np.ndarray:
         """Draw ``n`` parameter vectors (n, p): shift uniform in ``region``, the rest uniform."""
         if region not in self.regions:

@@ -68,6 +68,19 @@ class Ladder:
         c[:, : level + 1] = rng.uniform(*self.coef_range, size=(n, level + 1))
         return c
 
+    def level_of(self, coefs: np.ndarray) -> np.ndarray:
+        """Each task's level read from its coefficients (n, n_coefs): the highest non-zero one."""
+        nz = np.asarray(coefs, dtype=float) != 0
+        return np.where(nz.any(axis=1), nz.shape[1] - 1 - np.argmax(nz[:, ::-1], axis=1), 0)
+
+    def task_labels(self, coefs: np.ndarray) -> np.ndarray:
+        """The leak audit's name of each task: ``level-d`` from its coefficients."""
+        return np.array([f"level-{d}" for d in self.level_of(coefs)], dtype=object)
+
+    def training_labels(self) -> set[str]:
+        """The labels a fit may consume: the training levels."""
+        return {f"level-{d}" for d in self.train_levels}
+
     def basis_matrix(self, x: np.ndarray) -> np.ndarray:
         """Every basis term at ``x``: shape x.shape + (n_coefs,)."""
         x = np.asarray(x, dtype=float)

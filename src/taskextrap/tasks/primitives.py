@@ -61,6 +61,12 @@ class PairSplit:
         if not self.train or not self.test:
             raise TaskextrapError("pair split needs at least one training pair and one held-out pair")
 
+    def training_labels(self) -> set[str]:
+        """The labels a fit may consume: the training pairs ``"f o g"`` and single primitives of
+        every family named in the split (library primitives are never held out; pairs are)."""
+        families = {f for pair in self.train + self.test for f in pair}
+        return {f"{o} o {i}" for o, i in self.train} | {f"primitive:{f}" for f in families}
+
 
 # The paper's split (Appendix F): train on P o S, test on S o P, and so on.
 PAPER_SPLIT = PairSplit(train=(("poly", "poly"), ("sin", "sin"), ("tanh", "tanh"),
@@ -203,6 +209,12 @@ class Composer:
         inner = self.primitives.exact(x, pairs[:, 1])
         return self.primitives.exact(inner, pairs[:, 0])
 
+    def task_labels(self, pairs: np.ndarray) -> np.ndarray:
+        """The leak audit's name of each task: its family pair ``"f o g"``, from the indices."""
+        names = self.primitives.family_names
+        pairs = np.asarray(pairs).astype(int)
+        return np.array([f"{names[o]} o {names[i]}" for o, i in pairs], dtype=object)
+
     def output_range(self, rng: np.random.Generator, n: int = 512, m: int = 200) -> float:
         """Spread of the outputs of training-pair compositions over the domain (no held-out pair)."""
         pairs = CompositionSet.sample(self.primitives, self.train_pairs, n, rng).params
@@ -286,7 +298,13 @@ class _PrimitiveEval:
         return np.linspace(*self.domain, m)
 
     def __call__(self, index: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Values of primitives ``index`` (n, 1) at ``x`` (n, m)."""
         return self.primitives.exact(x, np.asarray(index)[:, 0].astype(int))
+
+    def task_labels(self, index: np.ndarray) -> np.ndarray:
+        """The leak audit's name of each primitive: ``primitive:<family>`` (no pair is involved)."""
+        names = self.primitives.family_names[np.asarray(index)[:, 0].astype(int)]
+        return np.array([f"primitive:{n}" for n in names], dtype=object)
 
     def output_range(self, rng: np.random.Generator, m: int = 200) -> float:
         """Spread of the library primitives' outputs over the domain (noise scale of their draws)."""
