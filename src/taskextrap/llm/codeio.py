@@ -10,7 +10,8 @@ picks the held-out pairs that are new functions.
 Leaks avoided (reference 11.7): the search space is every single plus every pair
 (``candidates``). It is never the held-out list. Training samplers draw only from the
 ``train_pairs`` they are given, and the pretraining corpus (``pretraining_texts``) shows single
-primitives only.
+primitives only. Every training item carries the candidate it was drawn from as ``.task``
+(``audit.Tagged`` pairs, ``ScoredText.task``); fine-tuning reports it to the leak audit.
 
 Prompts are compact plain text for a small character-level model; exact wording is in each
 docstring. Completions start with one space. An anchored reference prompt
@@ -27,6 +28,7 @@ from typing import Callable
 
 import numpy as np
 
+from taskextrap.audit import Tagged
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import rng
 
@@ -398,19 +400,20 @@ def pretraining_texts(g: np.random.Generator, n: int, p_wide: float = 0.25, min_
         k = int(g.integers(min_shots, max_shots + 1)) + 1
         draw = wide_strings if g.random() < p_wide else random_strings
         *shots, (q, t) = [(x, PRIMITIVES[name](x)) for x in draw(g, k)]
-        out.append(scored_text(FEWSHOT_HEADER, shots, q, answer_completion(t), first_scored=1))
+        out.append(scored_text(FEWSHOT_HEADER, shots, q, answer_completion(t), first_scored=1, task=name))
     return out
 
 
 def scored_text(prefix: str, shots, query_in: str, completion: str, first_scored: int,
-                anchor: str | None = None):
+                anchor: str | None = None, task=None):
     """``prefix + _target_section(shots, query_in) + completion`` as a
     :class:`~taskextrap.llm.sft.ScoredText` that scores the completion and the answer of every
     shot from index ``first_scored`` on (" t\n"): several examples' worth of signal per sequence.
 
     ``first_scored``: 1 for a plain few-shot text (the first answer cannot be known from the
     prompt), 0 under reference blocks (they show both functions on every shot input).
-    ``anchor``: the anchored target section of :func:`reference_prompt`.
+    ``anchor``: the anchored target section of :func:`reference_prompt`. ``task``: the candidate
+    the text was drawn from (a name or a pair), for the leak audit.
     """
     from taskextrap.llm.sft import ScoredText
 
@@ -418,7 +421,7 @@ def scored_text(prefix: str, shots, query_in: str, completion: str, first_scored
     for i, (x, y) in enumerate(shots):
         pieces += [(f"In: {x} Out:{_out(x, anchor)}", False), (f" {y}\n", i >= first_scored)]
     pieces += [(f"{QUERY_HEADER}In: {query_in} Out:{_out(query_in, anchor)}", False), (completion, True)]
-    return ScoredText(tuple(pieces))
+    return ScoredText(tuple(pieces), task=task)
 
 
 def fewshot_pairs(g: np.random.Generator, n: int, train_pairs, score_shots: bool = False) -> list:
@@ -430,9 +433,10 @@ def fewshot_pairs(g: np.random.Generator, n: int, train_pairs, score_shots: bool
     pairs = _train_list(train_pairs)
     out = []
     for _ in range(n):
-        *shots, (q, t) = _examples(g, _pick(g, pairs), 4)
-        out.append(scored_text(FEWSHOT_HEADER, shots, q, answer_completion(t), 1) if score_shots
-                   else (fewshot_prompt(shots, q), answer_completion(t)))
+        pair = _pick(g, pairs)
+        *shots, (q, t) = _examples(g, pair, 4)
+        out.append(scored_text(FEWSHOT_HEADER, shots, q, answer_completion(t), 1, task=pair) if score_shots
+                   else Tagged((fewshot_prompt(shots, q), answer_completion(t)), pair))
     return out
 
 
@@ -448,8 +452,8 @@ def cot_pairs(g: np.random.Generator, n: int, train_pairs, score_shots: bool = F
         pair = _pick(g, pairs)
         *shots, (q, t) = _examples(g, pair, 4)
         completion = cot_completion(apply(pair[0], q), t)
-        out.append(scored_text(FEWSHOT_HEADER, shots, q, completion, 1) if score_shots
-                   else (cot_prompt(shots, q), completion))
+        out.append(scored_text(FEWSHOT_HEADER, shots, q, completion, 1, task=pair) if score_shots
+                   else Tagged((cot_prompt(shots, q), completion), pair))
     return out
 
 
@@ -472,9 +476,9 @@ def reference_pairs(g: np.random.Generator, n: int, train_pairs, p_single: float
         if score_shots:
             prefix = reference_prefix(cand, [s for s, _ in shots] + [q])
             anchor = anchor_of(cand) if anchored else None
-            out.append(scored_text(prefix, shots, q, answer_completion(t), 0, anchor))
+            out.append(scored_text(prefix, shots, q, answer_completion(t), 0, anchor, task=cand))
         else:
-            out.append((reference_prompt(cand, shots, q, anchored=anchored), answer_completion(t)))
+            out.append(Tagged((reference_prompt(cand, shots, q, anchored=anchored), answer_completion(t)), cand))
     return out
 
 

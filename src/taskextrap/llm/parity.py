@@ -8,7 +8,8 @@ and the added bit ("Bit") exactly; the model's only job in the extender prompt i
 
 Pure Python / numpy: no language model here. ``exact_search`` is the LLM-free search (a candidate
 is kept when its implied parity fits every support label), the reference point that any
-language-model search must beat to show it adds something (reference 10.6).
+language-model search must beat to show it adds something (reference 10.6). Every training item
+carries its task's mask as ``.task`` (``audit.Tagged``); fine-tuning reports it to the leak audit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from taskextrap.audit import Tagged
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import rng
 
@@ -147,12 +149,15 @@ def _check_bit(bit: int) -> None:
 
 
 def baseline_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
-    """n (prompt, completion) pairs: a random training mask, 5 support + 1 query fresh vectors."""
+    """n (prompt, completion) pairs: a random training mask, 5 support + 1 query fresh vectors.
+
+    Every pair carries its mask as ``.task`` (:class:`taskextrap.audit.Tagged`) for the leak audit.
+    """
     out = []
     for _ in range(n):
         t = sample_training_task(g)
-        out.append((baseline_prompt(t.support_x, t.support_y, t.query_x[0]),
-                    label_completion(t.query_y[0])))
+        out.append(Tagged((baseline_prompt(t.support_x, t.support_y, t.query_x[0]),
+                           label_completion(t.query_y[0])), t.mask))
     return out
 
 
@@ -169,12 +174,13 @@ def _extender_draw(g: np.random.Generator, n_shots: int):
 
 
 def extender_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
-    """n extender (prompt, completion) pairs on random training tasks: 5 shots + 1 query."""
+    """n extender (prompt, completion) pairs on random training tasks: 5 shots + 1 query; each
+    carries its (target) mask as ``.task``."""
     out = []
     for _ in range(n):
         t, parent, bit = _extender_draw(g, 5)
-        out.append((extender_prompt(t.support_x, t.support_y, t.query_x[0], parent, bit),
-                    label_completion(t.query_y[0])))
+        out.append(Tagged((extender_prompt(t.support_x, t.support_y, t.query_x[0], parent, bit),
+                           label_completion(t.query_y[0])), t.mask))
     return out
 
 
@@ -184,8 +190,9 @@ def extender_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
 AUX_KEYS = ("CpA:", "CpB:")
 
 
-def _keyed_pair(g: np.random.Generator, n_shots: int, instruction: bool) -> tuple[str, int]:
-    """An extender prompt whose query key is "Out:", "CpA:" or "CpB:" (one third each), and its answer."""
+def _keyed_pair(g: np.random.Generator, n_shots: int, instruction: bool) -> tuple[str, int, Mask]:
+    """An extender prompt whose query key is "Out:", "CpA:" or "CpB:" (one third each), its answer
+    and the task's mask."""
     t, parent, bit = _extender_draw(g, n_shots)
     prompt = extender_prompt(t.support_x[:n_shots], t.support_y[:n_shots], t.query_x[0], parent, bit)
     anchor, value = int(parity(parent, t.query_x[0])[0]), int(t.query_x[0][bit])
@@ -193,7 +200,7 @@ def _keyed_pair(g: np.random.Generator, n_shots: int, instruction: bool) -> tupl
     answer = {"Out:": anchor ^ value, "CpA:": anchor, "CpB:": value}[key]
     if not instruction:
         prompt = prompt[len(INSTRUCTION):]
-    return prompt[: -len("Out:")] + key, answer
+    return prompt[: -len("Out:")] + key, answer, t.mask
 
 
 def row_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
@@ -208,8 +215,8 @@ def row_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
     """
     out = []
     for _ in range(n):
-        prompt, answer = _keyed_pair(g, 0, instruction=False)
-        out.append((prompt + " ", str(answer)))
+        prompt, answer, mask = _keyed_pair(g, 0, instruction=False)
+        out.append(Tagged((prompt + " ", str(answer)), mask))
     return out
 
 
@@ -224,8 +231,8 @@ def pretraining_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
         if g.random() < 0.5:
             out += baseline_pairs(g, 1)
         else:
-            prompt, answer = _keyed_pair(g, int(g.integers(0, 6)), instruction=True)
-            out.append((prompt, label_completion(answer)))
+            prompt, answer, mask = _keyed_pair(g, int(g.integers(0, 6)), instruction=True)
+            out.append(Tagged((prompt, label_completion(answer)), mask))
     return out
 
 

@@ -18,12 +18,13 @@ import shutil
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.llm import require
 from taskextrap.llm.model import LanguageModel
@@ -94,6 +95,7 @@ class ScoredText:
     """
 
     pieces: tuple[tuple[str, bool], ...]
+    task: object = field(default=None, compare=False)  # the task it was drawn from, for the leak audit
 
     def ids_and_labels(self, lm: LanguageModel) -> tuple[list[int], list[int]]:
         """Token ids of the sequence and its labels (the id where scored, else ``IGNORE``)."""
@@ -139,7 +141,8 @@ def train(lm: LanguageModel, sample_pairs: SamplePairs, cfg: SFTConfig, out_dir:
     the same starting model). ``lm.model`` is trained in place; with LoRA it is wrapped by peft
     and the wrapped model is returned. The log holds ``loss`` (each step's mean completion-token
     loss, resumed steps included), ``wall_time_s`` of this call and ``resumed_from``.
-    ``progress(step, loss)`` is called after each step.
+    ``progress(step, loss)`` is called after each step. Each step's items are reported to the
+    leak audit by the ``task`` they carry (:class:`taskextrap.audit.Tagged`, ``ScoredText.task``).
     """
     require("transformers")
     _check_config(cfg)
@@ -159,6 +162,7 @@ def train(lm: LanguageModel, sample_pairs: SamplePairs, cfg: SFTConfig, out_dir:
             for step in range(start, cfg.steps):
                 torch.manual_seed(derive_seed(cfg.seed, "sft-dropout", step))
                 pairs = sample_pairs(rng(cfg.seed, "sft-batch", step), cfg.batch_size * cfg.grad_accum)
+                audit.record_items("sft", pairs)  # the task of every item this step trains on
                 history.append(_step(lm, pairs, params, opt, sched, cfg))
                 if out_dir is not None and _checkpoint_due(step + 1, cfg):
                     _save_checkpoint(Path(out_dir), model, opt, sched, cfg, step + 1, history)
