@@ -1,6 +1,7 @@
 """The codeio experiment: search wiring, the vote rule, the base-model row and a tiny end-to-end run."""
 
 import dataclasses
+import importlib.util
 import json
 import re
 import threading
@@ -8,7 +9,8 @@ import threading
 import numpy as np
 import pytest
 
-pytest.importorskip("transformers")
+if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
+    pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
 from taskextrap.cli import main  # noqa: E402
 from taskextrap.errors import TaskextrapError  # noqa: E402

@@ -1,8 +1,11 @@
 """generate: batched greedy equals one-by-one, seeded sampling repeats, stop strings cut."""
 
+import importlib.util
+
 import pytest
 
-pytest.importorskip("transformers")
+if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
+    pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
 from taskextrap.errors import TaskextrapError  # noqa: E402
 from taskextrap.llm.generate import generate  # noqa: E402

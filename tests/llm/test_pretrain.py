@@ -1,10 +1,12 @@
 """llm.pretrain: a default model is built, trained on its corpus, saved and loaded back."""
 
+import importlib.util
 import json
 
 import pytest
 
-pytest.importorskip("transformers")
+if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
+    pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
 from taskextrap.errors import TaskextrapError  # noqa: E402
 from taskextrap.llm import pretrain  # noqa: E402

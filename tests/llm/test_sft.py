@@ -1,11 +1,14 @@
 """Relational fine-tuning: completion-only loss, learning, LoRA, exact resume from checkpoints."""
 
 import dataclasses
+import importlib.util
 
 import pytest
 
-pytest.importorskip("transformers")
-pytest.importorskip("peft")
+if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
+    pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
+if importlib.util.find_spec("peft") is None:  # skip only when it is absent, never on a broken import
+    pytest.skip("peft is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

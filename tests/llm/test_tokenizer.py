@@ -1,8 +1,11 @@
 """CharTokenizer and the HFTokenizer adapter."""
 
+import importlib.util
+
 import pytest
 
-pytest.importorskip("transformers")
+if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
+    pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
 from taskextrap.errors import TaskextrapError  # noqa: E402
 from taskextrap.llm.tokenizer import TOKENIZER_FILE, CharTokenizer, HFTokenizer  # noqa: E402
