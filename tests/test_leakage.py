@@ -82,6 +82,17 @@ def test_parameter_experiment_never_fits_on_f2(protocol):
         assert params[:, 0].max() < f2_lo, component
 
 
+def test_parameter_dev_split_never_fits_on_its_held_out_region():
+    """The dev split (DESIGN.md, "Splits") holds out F1_2 as ``dev``: no fit may see it, nor F2."""
+    from taskextrap.tasks.dev import dev_family
+
+    dev = dev_family(FAM)
+    with audit.spy() as seen:
+        run_unit(dev, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2)
+    audit.check(seen, dev.training_labels(), labels=dev.region_of, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE)
+    audit.check(seen, {"F1_1"}, labels=FAM.region_of)  # judged by the real split: F1_1 only, no F1_2, no F2
+
+
 def test_fit_refuses_a_library_with_held_out_tasks(make_rte):
     lib = TaskSet.sample(FAM, {"F1_1": 5, "F1_2": 5, "F2": 1}, np.random.default_rng(0))
     with audit.spy() as seen, pytest.raises(TaskextrapError, match="held-out") as e:

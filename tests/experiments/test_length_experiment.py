@@ -66,6 +66,9 @@ def test_user_ladder_from_module(tmp_path, monkeypatch):
     res = run_experiment("length", RunOptions(profile="tiny", out=tmp_path / "runs", family="myladder:CHEB",
                                               progress=False, plots=False))
     assert res["config"]["ladder"] == "chebyshev"
+    # the user's ladder has its own group, and the paper's Table 2 values never stand beside it
+    assert "chebyshev-level5" in {r["group"] for r in res["rows"]} and "degree9" not in {r["group"] for r in res["rows"]}
+    assert all(r["paper_value"] is None and r["paper_ci95"] is None for r in res["rows"])
     with pytest.raises(TaskextrapError, match="unknown ladder"):
         length.get_ladder("cubic")
     with pytest.raises(TaskextrapError, match="cannot load"):

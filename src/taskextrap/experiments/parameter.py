@@ -185,6 +185,15 @@ def run_unit_cached(cache_dir: Path | None, family, protocol, profile, seed, emb
                        force=force)
 
 
+def paper_checked(row: dict, family: ParametricFamily) -> dict:
+    """``row`` without the paper's value and interval unless ``family`` is the built-in family
+    object of that name: a user's family named "quadratic" (or a dev split of the built-in one)
+    is not the paper's quadratic, so the paper's numbers must not stand beside it."""
+    if PARAMETER_FAMILIES.get(family.name) is not family:
+        row.update(paper_value=None, paper_ci95=None)
+    return row
+
+
 def families_for(option: str | None, split: str = "test") -> list[ParametricFamily]:
     """All five built-in families, or the one named (built-in name or module:attr); under the
     ``dev`` split each family's :func:`~taskextrap.tasks.dev.dev_family`."""
@@ -211,7 +220,7 @@ def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFam
             errors[family.name][m].append(unit.errors[m])
         for k, v in unit.timing.items():
             timing[k] = timing.get(k, 0.0) + float(v)
-    rows = [make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1))
+    rows = [paper_checked(make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1)), f)
             for f in families for m in methods]
     config = {"families": [f.name for f in families], "protocol": {**vars(protocol)}, "profile": profile.to_dict(),
               "embedding": embedding, "anchors": options.anchors, "test_seed": options.seed_of_tests,
