@@ -97,16 +97,31 @@ def test_predict_averages_the_anchors_and_accepts_overrides(fitted_rte, quad_tar
     assert out.shape == (n, 8) and np.all(np.isfinite(out))
 
 
-def test_psi_predicts_the_target_minus_anchor_residual(fitted_rte, quad_targets):
-    """Psi outputs a residual added to the anchor: with the anchor's own values as 'target'
-    information the prediction stays anchored (finite and on the anchor's scale)."""
+def test_psi_predicts_the_target_minus_anchor_residual(fitted_rte, quad_targets, monkeypatch):
+    """Psi's output is the target's residual to the anchor, scaled: it is trained on
+    dy(target - anchor) and its prediction is anchor + dy_inv(network output)."""
+    import torch
+
+    from taskextrap.operators.param import RelationalOperator
+
     rte = fitted_rte
+    # training: the regression target of every row is the scaled target - anchor residual
+    batch = rte._pair_arrays(np.flatnonzero(rte.draws_.val), np.random.default_rng(0))
+    op = RelationalOperator(rte.scaler_, rte.protocol.n_context, rte.z_library_.shape[1], 0, rte.train)
+    seen = {}
+    monkeypatch.setattr(op, "_train", lambda make_rows, val_rows, rng, progress=None: seen.update(val=val_rows))
+    op.fit(lambda g: batch, batch, np.random.default_rng(0))
+    ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y = batch
+    np.testing.assert_allclose(seen["val"][1], rte.scaler_.dy(qry_y - anc_q).reshape(-1), rtol=1e-6, atol=1e-6)
+    assert not np.allclose(seen["val"][1], rte.scaler_.y(qry_y).reshape(-1))  # not the target itself
+    # prediction: a network that outputs c everywhere predicts the anchor shifted by c * y_std
     _, obs = quad_targets
     anchors, _, _ = rte.decompose(obs.ctx_x, obs.ctx_y)
-    pred = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, anchors=anchors[:, :1])
     anchor_vals = rte.library_.values(obs.qry_x, anchors[:, 0])
-    spread = np.abs(obs.qry_y - anchor_vals).max() + np.abs(anchor_vals).max()
-    assert np.all(np.abs(pred - anchor_vals) < 10 * spread)
+    for c in (0.0, 0.5):
+        monkeypatch.setattr(rte.psi_, "net", lambda rows, c=c: torch.full((len(rows), 1), c))
+        pred = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, anchors=anchors[:, :1])
+        np.testing.assert_allclose(pred, anchor_vals + c * rte.scaler_.y_std, rtol=1e-6, atol=1e-6)
 
 
 def test_unfitted_rte_raises():

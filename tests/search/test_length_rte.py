@@ -6,6 +6,8 @@ import pytest
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.train import TrainConfig
+from taskextrap.operators.param import sort_context
+from taskextrap.search.index import nearest
 from taskextrap.search.length import LengthRTE
 from taskextrap.seeding import rng
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
@@ -38,7 +40,18 @@ def test_decompose_ranks_verified_candidates(fitted, targets):
     assert d.anchors.shape == d.phi.shape == d.loss.shape == (6, 5)
     assert np.all(np.diff(d.loss, axis=1) >= 0)
     assert np.all(np.abs(d.phi) <= 2) and d.guess_phi.shape == (6,)
-    assert len(set(map(tuple, np.sort(d.anchors, 1)))) >= 1
+    # each target's k candidates are distinct library tasks from its screened retrieval (the
+    # screen() nearest to the decomposer's embedding), and each loss is Psi_ext's leave-one-out
+    # context loss at the reported coefficient
+    z, _ = fitted.guess(obs.ctx_x, obs.ctx_y)
+    screened, _ = nearest(z, fitted.z_library_, fitted.screen(5))
+    assert screened.shape[1] > 5
+    for row, pool in zip(d.anchors, screened):
+        assert len(set(row)) == 5 and set(row) <= set(pool)
+    cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
+    pred_ctx = fitted.library_.values_at(cx, d.anchors)                      # (6, 5, 8)
+    direct = fitted.psi_.loo_loss(np.repeat(cx, 5, 0), np.repeat(cy, 5, 0), pred_ctx.reshape(30, 8), d.phi.reshape(-1))
+    np.testing.assert_allclose(d.loss, direct.reshape(6, 5), rtol=1e-5, atol=1e-9)
     unverified = fitted.decompose(obs.ctx_x, obs.ctx_y, k=5, verify=False)
     np.testing.assert_allclose(unverified.phi, np.repeat(d.guess_phi[:, None], 5, 1))
 
