@@ -19,8 +19,43 @@ def _script():
 
 
 @pytest.mark.parametrize("corpus,full", [("extender", True), ("few-shot", False)])
-def test_check_trains_and_scores_train_and_held_out_tasks(corpus, full):
-    out = _script().check(corpus, steps=2, lr=1e-4, full=full, warmup=0, train_every=300, held_every=96)
+def test_check_trains_and_scores_train_and_held_out_tasks(corpus, full, monkeypatch):
+    import numpy as np
+    import torch
+
+    mod = _script()
+    seen = {"predict": []}
+    real_train, real_predict = mod.train, mod.E.predict
+
+    def spy_train(lm, sampler, cfg, *a, **kw):
+        seen["before"] = {k: v.detach().clone() for k, v in lm.model.state_dict().items()}
+        out_lm, log = real_train(lm, sampler, cfg, *a, **kw)
+        seen.update(cfg=cfg, log=log)
+        return out_lm, log
+
+    def spy_predict(method, lm, tasks, *a, **kw):
+        real_predict(method, lm, tasks, *a, **kw)  # the real scoring path runs
+        seen["predict"].append((method, lm, len(tasks)))
+        # controlled answers: the first task right, every other wrong, so the check must report 1/n
+        return [t.query[1] if i == 0 else t.query[1] + "#" for i, t in enumerate(tasks)]
+
+    monkeypatch.setattr(mod, "train", spy_train)
+    monkeypatch.setattr(mod.E, "predict", spy_predict)
+    out = mod.check(corpus, steps=2, lr=1e-4, full=full, warmup=0, train_every=300, held_every=96)
     assert set(out) == {"sft_s", "final_loss", "train", "held"}
-    assert out["final_loss"] > 0 and out["sft_s"] > 0
-    assert 0.0 <= out["train"] <= 1.0 and 0.0 <= out["held"] <= 1.0
+    # it trains what it was asked to: 2 steps at lr 1e-4, full fine-tuning or LoRA
+    cfg, log = seen["cfg"], seen["log"]
+    assert cfg.steps == 2 and cfg.lr == 1e-4 and cfg.warmup_steps == 0 and (cfg.lora is None) == full
+    assert len(log["loss"]) == 2 and all(np.isfinite(v) and v > 0 for v in log["loss"])
+    assert out["final_loss"] == pytest.approx(float(np.mean(log["loss"][-50:]))) and out["sft_s"] > 0
+    # the model it scores is the trained one (LoRA merged): its weights moved from the base model's
+    methods = {m for m, _, _ in seen["predict"]}
+    assert methods == {"oracle" if corpus == "extender" else "few-shot"}
+    for _, lm, _ in seen["predict"]:
+        after = lm.model.state_dict()
+        assert set(after) == set(seen["before"])
+        assert any(not torch.equal(after[k], seen["before"][k]) for k in after)
+    # it reports the exact match of what was predicted, set by set, in order
+    accs = [v for k, v in out.items() if k not in ("sft_s", "final_loss")]
+    assert [n for _, _, n in seen["predict"]] and all(n >= 2 for _, _, n in seen["predict"])
+    assert accs == pytest.approx([1.0 / n for _, _, n in seen["predict"]])
