@@ -89,7 +89,8 @@ def test_parameter_dev_split_never_fits_on_its_held_out_region():
     dev = dev_family(FAM)
     with audit.spy() as seen:
         run_unit(dev, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2)
-    audit.check(seen, dev.training_labels(), labels=dev.region_of, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE)
+    audit.check(seen, dev.training_labels(), labels=dev.region_of,
+                required={"scaler", "probe", "pca", "psi"} | INDUCTIVE)
     audit.check(seen, {"F1_1"}, labels=FAM.region_of)  # judged by the real split: F1_1 only, no F1_2, no F2
 
 
