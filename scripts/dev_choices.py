@@ -1,6 +1,7 @@
 """Choose the inference-time settings of the discrete regimes on the dev split, never on test tasks.
 
     python scripts/dev_choices.py [--profile paper] [--protocols paper strict] [--targets 200]
+    python scripts/dev_choices.py --regimes length --set k=20 --sweep screen_fraction=0.2,0.4,0.6,1.0 --tag joint
 
 For length (levels <= 7 -> level 8) and composition (one training pair held out), per protocol
 and seed: fit the estimator once on the dev library, draw dev targets, then score every variant
@@ -10,7 +11,8 @@ of one setting at a time (the others at their defaults) on the same targets and 
   ``temperature`` (posterior averaging; None = the paper's arg-min);
 - composition: ``k`` (candidates per slot), ``refine_rounds``, ``temperature``, ``n_average``.
 
-Writes ``benchmarks/results/dev-choices-<profile>.json`` with the mean dev MSE of every variant,
+``--set`` fixes settings before the sweep and ``--sweep`` replaces the variants (a follow-up
+around a first result). Writes ``benchmarks/results/dev-choices-<profile>[-<tag>].json`` with the mean dev MSE of every variant,
 its paired difference to the current default (``report.compare`` when present, else a t interval
 over targets) and which variant is best. A default is changed only where the dev numbers say so.
 """
@@ -69,7 +71,20 @@ def _sweep(rte, variants: dict, score) -> dict:
     return out
 
 
-def length_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws: int) -> dict:
+def _parse(items: list[str] | None, many: bool) -> dict:
+    """``name=value`` (or ``name=v1,v2``) strings as a dict of numbers (``none`` -> None)."""
+    def num(v):
+        return None if v.lower() == "none" else (int(v) if v.lstrip("-").isdigit() else float(v))
+    out = {}
+    for item in items or []:
+        name, _, values = item.partition("=")
+        vals = tuple(num(v) for v in values.split(","))
+        out[name] = vals if many else vals[0]
+    return out
+
+
+def length_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws: int, fixed: dict,
+                variants: dict) -> dict:
     """Fit LengthRTE on the dev ladder; sweep its inference settings on dev targets."""
     protocol = get_protocol(protocol_name, "length")
     ladder = dev_ladder(POLYNOMIAL_LADDER)
@@ -77,16 +92,19 @@ def length_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws:
     t = time.perf_counter()
     rte = L.make_rte(protocol, profile, seed, L.DEFAULT_EMBEDDING).fit(library)
     fit_s = time.perf_counter() - t
+    for name, value in fixed.items():
+        setattr(rte, name, value)
     _, obs = L.make_targets(library, protocol, n_targets, n_draws, DEV_SEED)
 
     def score(model):
         pred = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
         return per_target((pred - obs.qry_y) ** 2, n_targets)
 
-    return {"fit_s": fit_s, **_sweep(rte, LENGTH_VARIANTS, score)}
+    return {"fit_s": fit_s, "fixed": fixed, **_sweep(rte, variants or LENGTH_VARIANTS, score)}
 
 
-def composition_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws: int) -> dict:
+def composition_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws: int, fixed: dict,
+                     variants: dict) -> dict:
     """Fit CompositionRTE on the dev pair split; sweep its inference settings on dev targets."""
     protocol = get_protocol(protocol_name, "composition")
     split = dev_pair_split(PAPER_SPLIT)
@@ -94,13 +112,16 @@ def composition_unit(protocol_name: str, profile, seed: int, n_targets: int, n_d
     t = time.perf_counter()
     rte = C.make_rte(protocol, profile, seed, C.DEFAULT_EMBEDDING, split).fit(prims)
     fit_s = time.perf_counter() - t
+    for name, value in fixed.items():
+        setattr(rte, name, value)
     _, obs = C.make_targets(prims, protocol, n_targets, n_draws, split, DEV_SEED)
 
     def score(model):
         pred = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
         return per_target((pred - obs.qry_y) ** 2, n_targets)
 
-    return {"fit_s": fit_s, "held_out_pair": list(split.test[0]), **_sweep(rte, COMPOSITION_VARIANTS, score)}
+    return {"fit_s": fit_s, "fixed": fixed, "held_out_pair": list(split.test[0]),
+            **_sweep(rte, variants or COMPOSITION_VARIANTS, score)}
 
 
 def main():
@@ -111,10 +132,15 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--targets", type=int, default=200, help="dev targets per unit")
     ap.add_argument("--draws", type=int, default=4, help="context draws per dev target")
+    ap.add_argument("--set", nargs="*", metavar="NAME=VALUE", help="settings fixed before the sweep")
+    ap.add_argument("--sweep", nargs="*", metavar="NAME=V1,V2", help="variants to sweep (default: the built-in grid)")
+    ap.add_argument("--tag", default=None, help="suffix of the output file")
     args = ap.parse_args()
+    fixed, variants = _parse(args.set, many=False), _parse(args.sweep, many=True)
+    path = OUT / f"dev-choices-{args.profile}{'-' + args.tag if args.tag else ''}.json"
     torch.set_num_threads(2)
     t0 = time.perf_counter()
-    out = {"profile": args.profile, "seed": args.seed, "dev_seed": DEV_SEED, "n_targets": args.targets,
+    out = {"command": "python scripts/dev_choices.py " + " ".join(__import__("sys").argv[1:]), "profile": args.profile, "seed": args.seed, "dev_seed": DEV_SEED, "n_targets": args.targets,
            "n_draws": args.draws, "units": {}}
     units = {"length": (length_unit, L.LENGTH_PROFILES), "composition": (composition_unit, C.COMPOSITION_PROFILES)}
     for regime in args.regimes:
@@ -122,10 +148,11 @@ def main():
         profile = dataclasses.replace(get_profile(profiles, args.profile), seeds=(args.seed,))
         for protocol in args.protocols:
             print(f"{regime} / {protocol} (dev split, profile {args.profile}, seed {args.seed})", flush=True)
-            out["units"][f"{regime}-{protocol}"] = fn(protocol, profile, args.seed, args.targets, args.draws)
+            out["units"][f"{regime}-{protocol}"] = fn(protocol, profile, args.seed, args.targets, args.draws,
+                                                      fixed, variants)
             out["wall_s"] = time.perf_counter() - t0
-            write_json_atomic(OUT / f"dev-choices-{args.profile}.json", out)
-    print(f"written {OUT / f'dev-choices-{args.profile}.json'} ({out['wall_s'] / 60:.1f} min)")
+            write_json_atomic(path, out)
+    print(f"written {path} ({out['wall_s'] / 60:.1f} min)")
 
 
 if __name__ == "__main__":
