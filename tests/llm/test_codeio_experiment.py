@@ -378,3 +378,59 @@ def test_shot_answers_are_scored_for_the_default_model_only():
         assert isinstance(E.corpora(profile, pretrain.BaseModel("/some/7b"), train)[corpus](g, 1)[0], tuple)
         plain = dataclasses.replace(profile, score_shots=False)
         assert isinstance(E.corpora(plain, pretrain.BaseModel(), train)[corpus](g, 1)[0], tuple)
+
+
+def test_exact_search_is_the_consistency_search_with_no_model():
+    tasks, _, _ = E.held_out_tasks(12)
+    res = E.exact_search(tasks)
+    for i, t in enumerate(tasks):
+        fits = [c for c in C.candidates() if all(C.apply(c, s) == y for s, y in t.support)]
+        assert t.pair in fits  # the true pair always fits, so the fewest wrong is zero
+        outs = [C.apply(c, t.query[0]) for c in fits]
+        assert res["answers"]["exact-search"][i] == outs[0]
+        assert res["answers"]["exact-search-tie-vote"][i] == S.vote(outs)
+        assert res["exact-search"][i] == float(outs[0] == t.query[1])
+    # one wrong support example: the least-wrong candidate still wins, enumeration order breaking ties
+    t = tasks[0]
+    noisy = dataclasses.replace(t, support=(t.support[0][:1] + ("not-an-output",),) + t.support[1:])
+    wrong = [sum(C.apply(c, s) != y for s, y in noisy.support) for c in C.candidates()]
+    first = C.candidates()[int(np.argmin(wrong))]
+    assert E.exact_search([noisy])["answers"]["exact-search"] == [C.apply(first, t.query[0])]
+
+
+def test_split_options_choose_pairs_and_seeds():
+    assert E.Split.of(RunOptions()) == E.Split("test", 1, FRESH_TEST_SEED)  # fresh defaults
+    assert E.Split.of(RunOptions(split="dev", split_seed=0, test_seed=10_000)) == E.Split("dev", 0, 10_000)
+    assert E.Split("test", 0).pairs() == C.split_pairs(0) and E.Split("dev", 1).pairs() == C.dev_split(1)
+    tasks, novel, sizes = E.held_out_tasks(None, E.Split("dev"))
+    dev_train, dev = C.dev_split(1)
+    assert [t.pair for t in tasks] == dev and sizes == {"n_test_pairs": 153, "n_train_pairs": 616,
+                                                        "n_novel_pairs": int(novel.sum())}
+    assert [t.pair for t, n in zip(tasks, novel) if n] == C.novel_test_pairs(dev_train, dev)
+    assert not {t.pair for t in tasks} & set(C.split_pairs(1)[1])  # no test pair under dev
+
+
+def test_a_dev_run_trains_on_dev_training_pairs_and_scores_dev_tasks(tmp_path, monkeypatch):
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def spy(model, profile, tasks, seed, ckpt_dir, device="cpu", progress=False, shard=None, split=None):
+        seen.update(tasks=tasks, split=split, ckpt=ckpt_dir, corpora=E.corpora(profile, model, split.pairs()[0]))
+        raise Stop
+
+    monkeypatch.setattr(E, "run_unit", spy)
+    options = RunOptions(profile="tiny", out=tmp_path, progress=False, split="dev", extra={"model": "/some/7b"})
+    with pytest.raises(Stop):
+        run_experiment("codeio", options)
+    dev_train, dev = C.dev_split(1)
+    assert seen["split"] == E.Split("dev", 1, FRESH_TEST_SEED) and {t.pair for t in seen["tasks"]} <= set(dev)
+    assert seen["corpora"]["extender"].keywords["train_pairs"] == dev_train
+    test_ckpt = []
+    monkeypatch.setattr(E, "run_unit", lambda *a, **k: test_ckpt.append(a[4]) or (_ for _ in ()).throw(Stop))
+    with pytest.raises(Stop):
+        run_experiment("codeio", dataclasses.replace(options, split="test"))
+    with pytest.raises(Stop):
+        run_experiment("codeio", dataclasses.replace(options, split="test", split_seed=0))
+    assert len({seen["ckpt"], *test_ckpt}) == 3  # split and split seed are in the fingerprint
