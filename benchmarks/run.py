@@ -101,7 +101,7 @@ def bench_scoring(n_tasks: int = 4) -> dict:
     return out
 
 
-def bench_codeio_scoring(n_tasks: int = 1, n_plain: int = 128) -> dict:
+def bench_codeio_scoring(n_tasks: int = 1, n_plain: int = 128, split=None) -> dict:
     """Candidate-scoring throughput of the CodeIO likelihood search with the default codeio model.
 
     ``n_tasks`` held-out tasks, all 992 candidates (3 leave-one-out prompts each), scored as the
@@ -109,19 +109,21 @@ def bench_codeio_scoring(n_tasks: int = 1, n_plain: int = 128) -> dict:
     under the candidates with the same first function run the header and that block once); and
     the first ``n_plain`` candidates with no sharing, for the before/after. The base model
     stands in for the extender: same architecture, same cost. The prompts are the ``paper``
-    profile's (anchored or not).
+    profile's (anchored or not); the tasks are the first of ``split`` (default: the test split
+    of the default seeds; ``Split("test", 0, 10_000)`` gives the task of the earlier benchmark).
+    ``n_plain=0`` skips the no-sharing run.
     """
-    from taskextrap.experiments.codeio import CODEIO_PROFILES, held_out_tasks, loo_prefix_keys
+    from taskextrap.experiments.codeio import CODEIO_PROFILES, Split, held_out_tasks, loo_prefix_keys
     from taskextrap.llm import codeio as C
     from taskextrap.llm.pretrain import default_model
     from taskextrap.llm.search import total_nll
 
     lm = default_model("codeio")
-    tasks = held_out_tasks(n_tasks)[0]
+    tasks = held_out_tasks(n_tasks, split or Split())[0]
     anchored = CODEIO_PROFILES["paper"].anchored
     cands = C.candidates()
     out = {}
-    for label, share, n in (("shared-prefix", True, len(cands)), ("no-sharing", False, n_plain)):
+    for label, share, n in (("shared-prefix", True, len(cands)), ("no-sharing", False, n_plain))[: 1 + (n_plain > 0)]:
         lists = [C.loo_pairs(c, t.support, t.fillers, anchored) for t in tasks for c in cands[:n]]
         keys = loo_prefix_keys(len(tasks), cands[:n], len(tasks[0].support)) if share else None
         n_tokens = sum(len(lm.prompt_ids(p)) + len(lm.completion_ids(c)) for pairs in lists for p, c in pairs)

@@ -4,8 +4,8 @@ A task is an ordered pair (a, b) of the 31 string primitives, output b(a(s)). Th
 split once (``split_pairs(split_seed)``, default seed 1; 0 is the split of the earlier runs):
 769 training pairs, 192 held out. ``--split dev`` holds out a seeded fifth of the training
 pairs instead (``dev_split``: 616 dev-training pairs, 153 dev pairs) and never touches the test
-pairs. Per training seed, three
-fine-tuning runs start from the same base model (the paper's CodeIO LoRA for a ``--model``; the
+pairs. Per training seed, three fine-tuning runs start from the same base model (the paper's
+CodeIO LoRA for a ``--model``; the
 shipped default model trains every parameter, see ``sft_config``): the few-shot model learns
 plain prompts, the CoT model learns " a(q) => b(a(q))" completions, and the extender learns the
 reference prompts (Algorithm 2, Phase 1), all on training pairs only. Reference blocks show
@@ -14,8 +14,8 @@ each primitive on the shot inputs and random fillers, never on the query input
 default model the profile may also score every shot answer a prompt determines
 (``score_shots``) and anchor the extender's shot lines ("In: s Out: a(s) => t", ``anchored``;
 the model then writes " a(q) => b(a(q))" after the plain query line and the answer is read
-after the last "=>"); ``for_model`` switches both off for a ``--model``. Every test
-task (one held-out pair, 3 support examples and 1 query) is then answered by:
+after the last "=>"); ``for_model`` switches both off for a ``--model``. Every test task (one
+held-out pair, 3 support examples, 1 query and 4 filler strings) is then answered by:
 
 - ``few-shot``: the few-shot model, greedy;
 - ``cot-majority``: ``cot_samples`` (16) sampled chains of the CoT model, majority vote of the
@@ -41,11 +41,12 @@ primitive from 3 shots on fresh strings). Accuracy is exact match of the strippe
 interval is a bootstrap over the test tasks. The run directory keeps every final prompt with its
 task, answer and prediction (``prompts.jsonl``).
 
-Cost: the search scores 992 x 3 = 2,976 leave-one-out sequences per task (about 460 characters
+Cost: the search scores 992 x 3 = 2,976 leave-one-out sequences per task (about 730 characters
 each; the prompts of one held-out example under all candidates with the same first function
-share the header and that function's block, which run once), so the paper profile's
-192 tasks mean 571,392 sequences per seed, which is why that profile runs one seed. Everything resumes: finished units are cached, SFT runs restart
-from their checkpoints and the search from its last finished chunk of tasks. With several GPUs,
+share the header and that function's block, which run once: about 1,400 tokens run per
+candidate), so the paper profile's 192 tasks mean 571,392 sequences per seed, which is why that
+profile runs one seed. Everything resumes: finished units are cached, SFT runs restart from
+their checkpoints and the search from its last finished chunk of tasks. With several GPUs,
 ``--shard I/N`` splits the search's chunks over N processes (``experiments.shard``).
 """
 
@@ -326,7 +327,8 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
     Keys: ``rte``, ``rte-tie-vote`` (accuracies), ``found`` (the arg-min behaves like the true
     pair on PROBE), ``n_tied`` (candidates within the tie tolerance, before the cap), ``chosen``
     (the arg-min candidate of each task, "a+b" or "a"), ``voters`` (the candidates that voted,
-    best first), ``answers`` and ``completions`` ({"rte", "rte-tie-vote"}: per task).
+    best first), ``answers`` ({"rte", "rte-tie-vote"}: per task) and ``completions`` ({"rte"}: the
+    chosen candidate's raw greedy completion, " a(q) => b(a(q))" when anchored).
     """
     from taskextrap.llm import codeio as C
     from taskextrap.llm.search import tied, vote
@@ -488,7 +490,8 @@ def run_unit(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_di
     timing["base_model_s"] = time.perf_counter() - t
     extras = {"answers": {**said, **found.pop("answers"), **exact.pop("answers")},
               "completions": {"oracle": raw["oracle"], **found.pop("completions")},
-              "chosen": found.pop("chosen"), "voters": found.pop("voters"), "tasks": ["+".join(tk.pair) for tk in tasks]}
+              "chosen": found.pop("chosen"), "voters": found.pop("voters"),
+              "tasks": ["+".join(tk.pair) for tk in tasks]}
     return UnitResult({**acc, **found, **exact}, timing, extras)
 
 
