@@ -110,32 +110,39 @@ def bench_scoring(n_tasks: int = 4) -> dict:
     return out
 
 
-def bench_codeio_scoring(n_plain: int = 128) -> dict:
+def bench_codeio_scoring(n_tasks: int = 1, n_plain: int = 128, split=None) -> dict:
     """Candidate-scoring throughput of the CodeIO likelihood search with the default codeio model.
 
-    One held-out task, all 992 candidates (3 leave-one-out prompts each), with the candidate's
-    reference prefix run once (``share_within_list``); and the first ``n_plain`` candidates
-    with no sharing, for the before/after. The base model stands in for the extender: same
-    architecture, same cost. The prompts are the ``paper`` profile's (anchored or not).
+    ``n_tasks`` held-out tasks, all 992 candidates (3 leave-one-out prompts each), scored as the
+    search does (``experiments.codeio.loo_prefix_keys``: the prompts of one held-out example
+    under the candidates with the same first function run the header and that block once); and
+    the first ``n_plain`` candidates with no sharing, for the before/after. The base model
+    stands in for the extender: same architecture, same cost. The prompts are the ``paper``
+    profile's (anchored or not); the tasks are the first of ``split`` (default: the test split
+    of the default seeds; ``Split("test", 0, 10_000)`` gives the task of the earlier benchmark).
+    ``n_plain=0`` skips the no-sharing run.
     """
-    from taskextrap.experiments.codeio import CODEIO_PROFILES, held_out_tasks
+    from taskextrap.experiments.codeio import CODEIO_PROFILES, Split, held_out_tasks, loo_prefix_keys
     from taskextrap.llm import codeio as C
     from taskextrap.llm.pretrain import default_model
     from taskextrap.llm.search import total_nll
 
     lm = default_model("codeio")
-    task = held_out_tasks(1)[0][0]
+    tasks = held_out_tasks(n_tasks, split or Split())[0]
+    anchored = CODEIO_PROFILES["paper"].anchored
     cands = C.candidates()
     out = {}
-    for label, share, n in (("shared-prefix", True, len(cands)), ("no-sharing", False, n_plain)):
-        lists = [C.loo_pairs(c, task.support, CODEIO_PROFILES["paper"].anchored) for c in cands[:n]]
+    for label, share, n in (("shared-prefix", True, len(cands)), ("no-sharing", False, n_plain))[: 1 + (n_plain > 0)]:
+        lists = [C.loo_pairs(c, t.support, t.fillers, anchored) for t in tasks for c in cands[:n]]
+        keys = loo_prefix_keys(len(tasks), cands[:n], len(tasks[0].support)) if share else None
         n_tokens = sum(len(lm.prompt_ids(p)) + len(lm.completion_ids(c)) for pairs in lists for p, c in pairs)
         t = time.perf_counter()
-        total_nll(lm, lists, batch_size=64, share_within_list=share)
+        total_nll(lm, lists, batch_size=64, prefix_keys=keys)
         wall = time.perf_counter() - t
-        out[label] = {"anchored": CODEIO_PROFILES["paper"].anchored, "candidates_per_s": n / wall, "sequences_per_s": 3 * n / wall, "tokens_per_s": n_tokens / wall,
-                      "wall_s": wall, "n_candidates": n}
-        print(f"codeio scoring {label}: {n / wall:.1f} candidates/s ({wall:.1f} s for {n})")
+        m = n * len(tasks)
+        out[label] = {"anchored": anchored, "candidates_per_s": m / wall, "sequences_per_s": 3 * m / wall,
+                      "tokens_per_s": n_tokens / wall, "wall_s": wall, "n_candidates": m}
+        print(f"codeio scoring {label}: {m / wall:.1f} candidates/s ({wall:.1f} s for {m})")
     return out
 
 

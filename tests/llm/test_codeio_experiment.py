@@ -16,7 +16,7 @@ from taskextrap.cli import main  # noqa: E402
 from taskextrap.errors import TaskextrapError  # noqa: E402
 from taskextrap.experiments import codeio as E  # noqa: E402
 from taskextrap.experiments import shard as SH  # noqa: E402
-from taskextrap.experiments.registry import RunOptions  # noqa: E402
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions  # noqa: E402
 from taskextrap.experiments.runner import run_experiment  # noqa: E402
 from taskextrap.experiments.shard import Shard  # noqa: E402
 from taskextrap.llm import codeio as C  # noqa: E402
@@ -25,7 +25,7 @@ from taskextrap.llm import search as S  # noqa: E402
 from taskextrap.report.schema import validate_results  # noqa: E402
 
 BLOCK = re.compile(r"--- Func_(\d\d) ---")
-LAST_INPUT = re.compile(r"In: (\S+) Out:(?: \S+ =>)?$")  # plain or anchored
+LAST_INPUT = re.compile(r"In: (\S+) Out:$")  # the query line is plain in both formats
 
 
 def _candidate_of(prompt):
@@ -71,21 +71,47 @@ def test_tiny_run_writes_every_row(tiny_run):
     got = {(r["group"], r["method"]) for r in res["rows"]}
     want = {(g, m) for g in E.GROUPS for m in E.PAIR_METHODS}
     want |= {("decomposition-found", "rte"), ("decomposition-found-novel", "rte"), ("primitives", "base-model")}
+    want |= {("answer-in-prompt", m) for m in E.PROMPT_METHODS}
     assert got == want  # the one tiny task is novel, so both groups appear
+    assert {("held-out-pairs", "exact-search"), ("novel-pairs", "exact-search-tie-vote")} <= got
     assert all(0.0 <= r["value"] <= 1.0 and r["metric"] == "accuracy" for r in res["rows"])
     row = {(r["group"], r["method"]): r for r in res["rows"]}
     assert row[("held-out-pairs", "rte")]["paper_value"] == pytest.approx(0.453)
     assert row[("held-out-pairs", "rte")]["n"] == 1 and row[("primitives", "base-model")]["n"] == 31
+    assert all(r["value"] == 0.0 for r in res["rows"] if r["group"] == "answer-in-prompt")
     cfg = res["config"]
     assert cfg["n_candidates"] == 992 and cfg["n_test_pairs"] == 192 and cfg["novel"] == [True]
     assert len(cfg["tasks"]) == 1 and "novel" in cfg["subsample"]
+    assert (cfg["split"], cfg["split_seed"], cfg["test_seed"]) == ("test", 1, FRESH_TEST_SEED)
+    assert cfg["prompt_format"] == C.PROMPT_FORMAT and cfg["block_rows"] == 6
     assert {"sft_s", "search_s", "base_model_s", "cot-majority_eval_s", "oracle_eval_s"} <= set(res["timing"])
     on_disk = json.loads((options.out / "codeio-paper-tiny" / "results.json").read_text())
     assert on_disk["rows"] == res["rows"]
     (unit,) = (options.out / "units").glob("codeio-seed0-*.json")
-    extras = json.loads(unit.read_text())["extras"]
-    assert extras["tasks"] == cfg["tasks"] and len(extras["chosen"]) == 1
-    assert set(extras["answers"]) == {"few-shot", "cot-majority", "oracle"}
+    saved = json.loads(unit.read_text())
+    extras = saved["extras"]
+    assert extras["tasks"] == cfg["tasks"] and len(extras["chosen"]) == 1 and len(extras["voters"]) == 1
+    assert set(extras["answers"]) == set(E.PAIR_METHODS)
+    # the unit's fingerprint covers the prompt format, the split and both seeds
+    assert {"prompt_format", "split", "split_seed", "test_seed"} <= set(saved["config"])
+
+
+def test_tiny_run_keeps_every_final_prompt(tiny_run):
+    res, _, options, _ = tiny_run
+    lines = (options.out / "codeio-paper-tiny" / "prompts.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["method"] for r in records] == list(E.PROMPT_METHODS)  # one task, one seed
+    (task,) = E.held_out_tasks(1)[0]
+    profile = E.for_model(E.CODEIO_PROFILES["tiny"], pretrain.BaseModel("/a/model"))
+    for r in records:
+        assert {"task", "method", "seed", "prompt", "answer", "predicted", "answer_in_prompt"} <= set(r)
+        assert r["task"] == "+".join(task.pair) and r["seed"] == 0 and r["answer"] == task.query[1]
+        assert r["answer_in_prompt"] is False and r["prompt"].endswith(f"In: {task.query[0]} Out:")
+    by = {r["method"]: r for r in records}
+    assert by["oracle"]["prompt"] == E.query_prompt("oracle", task, profile)
+    assert by["rte"]["prompt"] == E.query_prompt("rte", task, profile, E.candidate_of(by["rte"]["candidate"]))
+    assert by["rte-tie-vote"]["prompts"][0] == by["rte"]["prompt"]
+    assert by["few-shot"]["prompt"] == C.fewshot_prompt(task.support, task.query[0])
 
 
 def test_search_scores_every_candidate_never_the_held_out_list(tiny_run):
@@ -108,8 +134,12 @@ def test_base_model_row_uses_the_base_model(tiny_run):
 
 def test_rerun_resumes_from_the_unit_cache(tiny_run, monkeypatch):
     res, _, options, _ = tiny_run
+    written = options.out / "codeio-paper-tiny" / "prompts.jsonl"
+    before = written.read_text()
+    written.unlink()
     monkeypatch.setattr(E, "run_unit", lambda *a, **k: pytest.fail("the finished unit was recomputed"))
     assert run_experiment("codeio", options)["rows"] == res["rows"]
+    assert written.read_text() == before  # a resumed run rebuilds prompts.jsonl from the unit's extras
 
 
 def _consistency_scores(lm, pair_lists, batch_size=32, progress=None, **kw):
@@ -117,13 +147,19 @@ def _consistency_scores(lm, pair_lists, batch_size=32, progress=None, **kw):
     out = []
     for pairs in pair_lists:
         cand = _candidate_of(pairs[0][0])
-        out.append(sum(5.0 * (C.apply(cand, LAST_INPUT.search(p).group(1)) != c.strip()) for p, c in pairs))
+        out.append(sum(5.0 * (C.apply(cand, LAST_INPUT.search(p).group(1)) != C.parse_cot(c)) for p, c in pairs))
     return np.array(out)
 
 
 def _perfect_answers(lm, prompts, max_new_tokens, batch_size):
-    """A perfect extender: the candidate of the prompt applied to its query input."""
-    return [C.apply(_candidate_of(p), LAST_INPUT.search(p).group(1)) for p in prompts]
+    """A perfect extender: the candidate of the prompt applied to its query input, written
+    " a(q) => b(a(q))" when the prompt's shot lines are anchored."""
+    out = []
+    for p in prompts:
+        cand, q = _candidate_of(p), LAST_INPUT.search(p).group(1)
+        anchored = "=>" in p.split(C.TARGET_HEADER)[1]
+        out.append(C.target_completion(cand, q, C.apply(cand, q), anchored).strip())
+    return out
 
 
 @pytest.mark.parametrize("anchored", [False, True])
@@ -139,8 +175,10 @@ def test_a_perfect_extender_makes_rte_the_consistency_search(monkeypatch, anchor
     tasks, _, _ = E.held_out_tasks(6)
     profile = dataclasses.replace(E.CODEIO_PROFILES["quick"], anchored=anchored)
     res = E.search(None, tasks, profile)
-    # scoring and generation prompts of a pair are anchored exactly when the profile says so
-    assert all(p.endswith(" =>") == (anchored and not isinstance(_candidate_of(p), str)) for p in prompts)
+    # scoring and generation prompts of a pair are anchored exactly when the profile says so;
+    # the query line is plain either way
+    assert all(("=>" in p.split(C.TARGET_HEADER)[1]) == (anchored and not isinstance(_candidate_of(p), str))
+               and p.endswith(" Out:") for p in prompts)
     for i, t in enumerate(tasks):
         fits = [c for c in C.candidates() if all(C.apply(c, s) == y for s, y in t.support)]
         assert t.pair in fits and res["n_tied"][i] == len(fits)
@@ -190,7 +228,7 @@ def test_cot_majority_samples_parses_and_votes(monkeypatch):
 def test_subsample_is_deterministic_and_holds_novel_pairs():
     train, test = C.split_pairs(E.SPLIT_SEED)
     novel = set(C.novel_test_pairs(train, test))
-    tasks = C.make_test_tasks(test, E.TEST_SEED)
+    tasks = C.make_test_tasks(test, FRESH_TEST_SEED)
     for n in (1, 3, 24):
         picked = E.subsample(tasks, novel, n)
         assert len(picked) == n and picked == E.subsample(tasks, novel, n)
@@ -218,9 +256,18 @@ def test_codeio_spec_and_budgets_cover_the_longest_sequences():
     longest_mid = max(len(C.apply(n, s)) for n in C.NAMES for s in inputs)
     assert longest_out + 2 <= profile.answer_tokens  # leading space and EOS
     assert len(C.cot_completion("x" * longest_mid, "y" * longest_out)) + 1 <= profile.cot_tokens
-    longest_prompt = max(len(C.reference_prompt(c, [(s, C.apply(c, s)) for s in inputs[:3]], inputs[3]))
-                         for c in C.candidates())
-    assert longest_prompt + 1 + profile.answer_tokens <= spec.max_len  # BOS + prompt + generated tokens
+    fillers = ["abcdefghijklmz", "bbbbbbbbbbbbbb", "abcabcabcabcaa", "zzzzzzzzzzzzzz"]
+    support = [(s, None) for s in inputs[:3]]
+    # the scorer refuses a sequence longer than the model: BOS + leave-one-out prompt + completion + EOS
+    longest_loo = max(2 + len(p) + len(c) for cand in C.candidates() for anchored in (False, True)
+                      for p, c in C.loo_pairs(cand, [(s, C.apply(cand, s)) for s, _ in support], fillers, anchored))
+    assert longest_loo <= spec.max_len
+    # generation: BOS + prompt + the completion it needs + EOS, on every real task and candidate
+    tasks = E.held_out_tasks(None)[0] + E.held_out_tasks(None, E.Split("test", 0, 10_000))[0]
+    longest_gen = max(2 + len(E.query_prompt("rte", t, profile, c))
+                      + len(C.target_completion(c, t.query[0], C.apply(c, t.query[0]), anchored=True))
+                      for t in tasks[::3] for c in C.candidates())
+    assert longest_gen <= spec.max_len
 
 
 def test_sharded_search_equals_the_unsharded_one(tmp_path, monkeypatch):
@@ -319,7 +366,7 @@ def test_oracle_prompts_follow_the_profile(monkeypatch):
     for anchored in (False, True):
         seen.clear()
         E.predict("oracle", None, tasks, dataclasses.replace(E.CODEIO_PROFILES["tiny"], anchored=anchored), 0)
-        assert seen == [C.reference_prompt(t.pair, t.support, t.query[0], anchored=anchored) for t in tasks]
+        assert seen == [C.reference_prompt(t.pair, t.support, t.query[0], t.fillers, anchored) for t in tasks]
 
 
 def test_shot_answers_are_scored_for_the_default_model_only():
@@ -327,8 +374,65 @@ def test_shot_answers_are_scored_for_the_default_model_only():
 
     profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], score_shots=True)
     g = np.random.default_rng(0)
+    train = C.split_pairs(0)[0]
     for corpus in ("few-shot", "cot", "extender"):
-        assert isinstance(E.corpora(profile, pretrain.BaseModel())[corpus](g, 1)[0], ScoredText)
-        assert isinstance(E.corpora(profile, pretrain.BaseModel("/some/7b"))[corpus](g, 1)[0], tuple)
+        assert isinstance(E.corpora(profile, pretrain.BaseModel(), train)[corpus](g, 1)[0], ScoredText)
+        assert isinstance(E.corpora(profile, pretrain.BaseModel("/some/7b"), train)[corpus](g, 1)[0], tuple)
         plain = dataclasses.replace(profile, score_shots=False)
-        assert isinstance(E.corpora(plain, pretrain.BaseModel())[corpus](g, 1)[0], tuple)
+        assert isinstance(E.corpora(plain, pretrain.BaseModel(), train)[corpus](g, 1)[0], tuple)
+
+
+def test_exact_search_is_the_consistency_search_with_no_model():
+    tasks, _, _ = E.held_out_tasks(12)
+    res = E.exact_search(tasks)
+    for i, t in enumerate(tasks):
+        fits = [c for c in C.candidates() if all(C.apply(c, s) == y for s, y in t.support)]
+        assert t.pair in fits  # the true pair always fits, so the fewest wrong is zero
+        outs = [C.apply(c, t.query[0]) for c in fits]
+        assert res["answers"]["exact-search"][i] == outs[0]
+        assert res["answers"]["exact-search-tie-vote"][i] == S.vote(outs)
+        assert res["exact-search"][i] == float(outs[0] == t.query[1])
+    # one wrong support example: the least-wrong candidate still wins, enumeration order breaking ties
+    t = tasks[0]
+    noisy = dataclasses.replace(t, support=(t.support[0][:1] + ("not-an-output",),) + t.support[1:])
+    wrong = [sum(C.apply(c, s) != y for s, y in noisy.support) for c in C.candidates()]
+    first = C.candidates()[int(np.argmin(wrong))]
+    assert E.exact_search([noisy])["answers"]["exact-search"] == [C.apply(first, t.query[0])]
+
+
+def test_split_options_choose_pairs_and_seeds():
+    assert E.Split.of(RunOptions()) == E.Split("test", 1, FRESH_TEST_SEED)  # fresh defaults
+    assert E.Split.of(RunOptions(split="dev", split_seed=0, test_seed=10_000)) == E.Split("dev", 0, 10_000)
+    assert E.Split("test", 0).pairs() == C.split_pairs(0) and E.Split("dev", 1).pairs() == C.dev_split(1)
+    tasks, novel, sizes = E.held_out_tasks(None, E.Split("dev"))
+    dev_train, dev = C.dev_split(1)
+    assert [t.pair for t in tasks] == dev and sizes == {"n_test_pairs": 153, "n_train_pairs": 616,
+                                                        "n_novel_pairs": int(novel.sum())}
+    assert [t.pair for t, n in zip(tasks, novel) if n] == C.novel_test_pairs(dev_train, dev)
+    assert not {t.pair for t in tasks} & set(C.split_pairs(1)[1])  # no test pair under dev
+
+
+def test_a_dev_run_trains_on_dev_training_pairs_and_scores_dev_tasks(tmp_path, monkeypatch):
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def spy(model, profile, tasks, seed, ckpt_dir, device="cpu", progress=False, shard=None, split=None):
+        seen.update(tasks=tasks, split=split, ckpt=ckpt_dir, corpora=E.corpora(profile, model, split.pairs()[0]))
+        raise Stop
+
+    monkeypatch.setattr(E, "run_unit", spy)
+    options = RunOptions(profile="tiny", out=tmp_path, progress=False, split="dev", extra={"model": "/some/7b"})
+    with pytest.raises(Stop):
+        run_experiment("codeio", options)
+    dev_train, dev = C.dev_split(1)
+    assert seen["split"] == E.Split("dev", 1, FRESH_TEST_SEED) and {t.pair for t in seen["tasks"]} <= set(dev)
+    assert seen["corpora"]["extender"].keywords["train_pairs"] == dev_train
+    test_ckpt = []
+    monkeypatch.setattr(E, "run_unit", lambda *a, **k: test_ckpt.append(a[4]) or (_ for _ in ()).throw(Stop))
+    with pytest.raises(Stop):
+        run_experiment("codeio", dataclasses.replace(options, split="test"))
+    with pytest.raises(Stop):
+        run_experiment("codeio", dataclasses.replace(options, split="test", split_seed=0))
+    assert len({seen["ckpt"], *test_ckpt}) == 3  # split and split seed are in the fingerprint

@@ -1,4 +1,4 @@
-"""scripts/codeio_sft_check.py: one short run of the default model and its two accuracies."""
+"""scripts/codeio_sft_check.py: one short run of the default model on the dev split and its two accuracies."""
 
 import importlib.util
 from pathlib import Path
@@ -19,7 +19,7 @@ def _script():
 
 
 @pytest.mark.parametrize("corpus,full", [("extender", True), ("few-shot", False)])
-def test_check_trains_and_scores_train_and_held_out_tasks(corpus, full, monkeypatch):
+def test_check_trains_what_it_is_asked_and_reports_what_was_predicted(corpus, full, monkeypatch):
     import numpy as np
     import torch
 
@@ -41,8 +41,8 @@ def test_check_trains_and_scores_train_and_held_out_tasks(corpus, full, monkeypa
 
     monkeypatch.setattr(mod, "train", spy_train)
     monkeypatch.setattr(mod.E, "predict", spy_predict)
-    out = mod.check(corpus, steps=2, lr=1e-4, full=full, warmup=0, train_every=300, held_every=96)
-    assert set(out) == {"sft_s", "final_loss", "train", "held"}
+    out = mod.check(corpus, steps=2, lr=1e-4, full=full, warmup=0, train_every=300, dev_every=96)
+    assert set(out) == {"sft_s", "final_loss", "train", "dev"}
     # it trains what it was asked to: 2 steps at lr 1e-4, full fine-tuning or LoRA
     cfg, log = seen["cfg"], seen["log"]
     assert cfg.steps == 2 and cfg.lr == 1e-4 and cfg.warmup_steps == 0 and (cfg.lora is None) == full
@@ -59,3 +59,21 @@ def test_check_trains_and_scores_train_and_held_out_tasks(corpus, full, monkeypa
     accs = [v for k, v in out.items() if k not in ("sft_s", "final_loss")]
     assert [n for _, _, n in seen["predict"]] and all(n >= 2 for _, _, n in seen["predict"])
     assert accs == pytest.approx([1.0 / n for _, _, n in seen["predict"]])
+
+
+@pytest.mark.parametrize("corpus,full", [("extender", True), ("few-shot", False)])
+def test_check_trains_on_dev_training_pairs_and_never_sees_a_test_pair(corpus, full, monkeypatch):
+    from taskextrap.llm import codeio as C
+
+    script, used = _script(), []
+    real_tasks, real_apply = C.make_test_tasks, C.apply
+    monkeypatch.setattr(C, "make_test_tasks", lambda pairs, *a, **k: used.extend(pairs) or real_tasks(pairs, *a, **k))
+    monkeypatch.setattr(C, "apply", lambda c, s: used.append(c) or real_apply(c, s))
+    out = script.check(corpus, steps=2, lr=1e-4, full=full, warmup=0, train_every=300, dev_every=96)
+    assert set(out) == {"sft_s", "final_loss", "train", "dev"}
+    assert out["final_loss"] > 0 and out["sft_s"] > 0
+    assert 0.0 <= out["train"] <= 1.0 and 0.0 <= out["dev"] <= 1.0
+    pairs = {tuple(c) for c in used if not isinstance(c, str)}
+    dev_train, dev = C.dev_split(1)
+    assert pairs and pairs <= set(dev_train) | set(dev)  # trained and evaluated inside the training pairs
+    assert not pairs & set(C.split_pairs(1)[1])

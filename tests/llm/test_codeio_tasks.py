@@ -136,58 +136,78 @@ def _blocks(prompt):
     return dict(zip(parts[::2], rows))
 
 
-def test_reference_prompt_alignment_and_no_chaining():
+FILLERS = ("fillone", "filltwo", "fillthree", "fillfour")
+
+
+def test_reference_prompt_blocks_on_shots_and_fillers_never_the_query():
     pair = ("reverse", "add_prefix_x")
     shots = [(s, C.apply(pair, s)) for s in ["abc", "hello"]]
-    prompt = C.reference_prompt(pair, shots, "query")
+    prompt = C.reference_prompt(pair, shots, "query", FILLERS)
     assert prompt.startswith(C.REFERENCE_HEADER + "--- Func_18 ---\n")
     assert prompt.index("Func_18") < prompt.index("Func_00")
     blocks = _blocks(prompt)
     assert list(blocks) == ["Func_18", "Func_00"]
     for name, rows in zip(pair, blocks.values()):
-        assert [x for x, _ in rows] == ["abc", "hello", "query"]  # the query input in every block
+        assert [x for x, _ in rows] == ["abc", "hello", *FILLERS]  # shots, then fillers: 6 rows
         assert all(out == C.PRIMITIVES[name](x) for x, out in rows)  # raw inputs, never chained
-    assert prompt.endswith("In: hello Out: x_olleh\n### Query:\nIn: query Out:")
-    assert list(_blocks(C.reference_prompt("sort", shots, "q"))) == ["Func_26"]
+    assert prompt.count("query") == 1 and prompt.endswith("In: hello Out: x_olleh\n### Query:\nIn: query Out:")
+    assert list(_blocks(C.reference_prompt("sort", shots, "q", FILLERS))) == ["Func_26"]
+    three = [(s, C.apply(pair, s)) for s in ["abc", "hello", "xyz"]]
+    assert len(_blocks(C.reference_prompt(pair, three, "q", FILLERS))["Func_18"]) == C.BLOCK_ROWS
+    with pytest.raises(TaskextrapError, match="filler"):
+        C.reference_prompt(pair, shots, "query", FILLERS[:3])
+    with pytest.raises(TaskextrapError, match="query input"):
+        C.reference_prompt(pair, shots, "fillone", FILLERS)  # a filler equal to the query is refused
 
 
-def test_anchored_prompt_shows_the_anchor_output_never_the_answer():
+def test_anchored_prompt_anchors_shot_lines_only():
     pair = ("reverse", "upper_case")
     shots = [(s, C.apply(pair, s)) for s in ["abc", "hello"]]
-    prompt = C.reference_prompt(pair, shots, "query", anchored=True)
-    plain = C.reference_prompt(pair, shots, "query")
+    prompt = C.reference_prompt(pair, shots, "query", FILLERS, anchored=True)
+    plain = C.reference_prompt(pair, shots, "query", FILLERS)
     assert _blocks(prompt) == _blocks(plain)  # the same blocks, not chained
-    assert prompt.endswith("In: abc Out: cba => CBA\nIn: hello Out: olleh => OLLEH\n### Query:\nIn: query Out: yreuq =>")
-    assert "YREUQ" not in prompt  # b(a(q)) never shown
-    # a single has no anchor: its prompt is the plain one
-    assert C.reference_prompt("sort", shots, "q", anchored=True) == C.reference_prompt("sort", shots, "q")
+    assert prompt.endswith("In: abc Out: cba => CBA\nIn: hello Out: olleh => OLLEH\n### Query:\nIn: query Out:")
+    assert "yreuq" not in prompt and "YREUQ" not in prompt  # neither a(q) nor b(a(q)) is shown
+    assert C.target_completion(pair, "query", "YREUQ", anchored=True) == " yreuq => YREUQ"
+    assert C.target_completion(pair, "query", "YREUQ") == " YREUQ"
+    assert C.parse_cot(C.target_completion(pair, "query", "YREUQ", anchored=True)) == "YREUQ"
+    # a single has no anchor: its prompt and completion are the plain ones
+    assert C.reference_prompt("sort", shots, "q", FILLERS, anchored=True) == C.reference_prompt("sort", shots, "q",
+                                                                                                FILLERS)
+    assert C.target_completion("sort", "q", "q", anchored=True) == " q"
     assert C.anchor_of(pair) == "reverse" and C.anchor_of("sort") is None
 
 
-def test_anchored_loo_pairs():
+def test_anchored_loo_pairs_score_the_whole_anchored_completion():
     support = [("abc", "CBA"), ("de", "ED"), ("fgh", "HGF")]
-    pairs = C.loo_pairs(("reverse", "upper_case"), support, anchored=True)
-    prefix = C.reference_prefix(("reverse", "upper_case"), [s for s, _ in support])
+    pairs = C.loo_pairs(("reverse", "upper_case"), support, FILLERS, anchored=True)
     for (prompt, completion), (s, t) in zip(pairs, support):
-        assert prompt.startswith(prefix) and prompt.endswith(f"In: {s} Out: {s[::-1]} =>")
-        assert completion == f" {t}" and f"=> {t}" not in prompt
+        assert prompt.endswith(f"### Query:\nIn: {s} Out:") and completion == f" {s[::-1]} => {t}"
+        assert s[::-1] not in prompt and t not in prompt  # the held-out line is a query exactly
 
 
-def test_loo_pairs_share_prefix_and_hold_out_once():
+def test_loo_pairs_treat_the_held_out_example_as_a_query():
     task = C.make_test_tasks(C.split_pairs(0)[1], 0)[10]
-    pairs = C.loo_pairs(task.pair, task.support)
+    pairs = C.loo_pairs(task.pair, task.support, task.fillers)
     inputs = [s for s, _ in task.support]
-    prefix = C.reference_prefix(task.pair, inputs)
     assert len(pairs) == 3
     for i, (prompt, completion) in enumerate(pairs):
-        assert prompt.startswith(prefix) and prompt[len(prefix):].count("--- Func_") == 0
-        target = re.findall(r"In: (\S*) Out:", prompt[len(prefix):])
-        assert target[-1] == inputs[i]
-        assert sorted(target[:-1]) == sorted(inputs[:i] + inputs[i + 1:])
+        others = inputs[:i] + inputs[i + 1:]
+        assert prompt == C.reference_prompt(task.pair, task.support[:i] + task.support[i + 1:], inputs[i],
+                                            task.fillers)
+        target = re.findall(r"In: (\S*) Out:", prompt.split(C.TARGET_HEADER)[1])
+        assert target == others + [inputs[i]]
         assert completion == " " + task.support[i][1]
-        assert all([x for x, _ in rows] == inputs for rows in _blocks(prompt).values())
+        # the blocks show the other support inputs, then fillers: never the held-out input
+        assert all([x for x, _ in rows] == others + list(task.fillers[:4]) for rows in _blocks(prompt).values())
+        assert prompt.count(inputs[i]) == 1
+    # the prompts of every candidate with the same first function share the header and its block
+    a, b = C.loo_pairs(("reverse", "sort"), task.support, task.fillers), C.loo_pairs("reverse", task.support,
+                                                                                     task.fillers)
+    head = C.REFERENCE_HEADER + C.reference_block("reverse", inputs[1:] + list(task.fillers[:4]))
+    assert a[0][0].startswith(head) and b[0][0].startswith(head)
     with pytest.raises(TaskextrapError):
-        C.loo_pairs("sort", [])
+        C.loo_pairs("sort", [], FILLERS)
 
 
 def test_parse_cot():
@@ -301,9 +321,27 @@ def test_make_test_tasks():
     tasks = C.make_test_tasks(test, 0)
     assert [t.pair for t in tasks] == test
     for t in tasks[:20]:
-        assert len(t.support) == 3
+        assert len(t.support) == 3 and len(t.fillers) == C.BLOCK_ROWS - 2  # enough for a leave-one-out prompt
         assert all(C.apply(t.pair, s) == o for s, o in t.support + (t.query,))
+        inputs = [s for s, _ in t.support] + [t.query[0]]
+        assert len(set(t.fillers)) == len(t.fillers) and not set(t.fillers) & set(inputs)
     assert tasks == C.make_test_tasks(test, 0) and tasks != C.make_test_tasks(test, 1)
+    dev = C.make_test_tasks(test[:5], 0, stream="dev")
+    assert [t.support for t in dev] != [t.support for t in tasks[:5]]
+
+
+def test_dev_split_holds_out_a_fifth_of_the_training_pairs():
+    for seed in (0, 1):
+        train, test = C.split_pairs(seed)
+        dev_train, dev = C.dev_split(seed)
+        assert len(dev) == 153 and len(dev_train) == 616
+        assert set(dev_train) | set(dev) == set(train)
+        assert not set(dev_train) & set(dev)  # disjoint from each other
+        assert not (set(dev_train) | set(dev)) & set(test)  # nothing of the test pairs is touched
+        assert (dev_train, dev) == C.dev_split(seed)
+    assert C.dev_split(0)[1] != C.dev_split(1)[1]
+    with pytest.raises(TaskextrapError):
+        C.dev_split(0, dev_fraction=0.0)
 
 
 def test_primitive_prompts_use_their_own_stream():
@@ -342,13 +380,17 @@ def test_anchored_reference_pairs_are_anchored_for_pairs_only():
     for prompt, completion in items:
         blocks = _blocks(prompt)  # a self-pair (a, a) shows one name twice
         target = prompt.split(C.TARGET_HEADER)[1]
+        q = re.findall(r"In: (\S*) Out:$", target)[0]
+        shots = re.findall(r"In: (\S*) Out:", target)[:-1]
+        assert all([x for x, _ in rows][:3] == shots and q not in [x for x, _ in rows] for rows in blocks.values())
         if prompt.count("--- Func_") == 2:
             n_pairs += 1
             first = dict(next(iter(blocks.values())))  # the anchor's outputs, from its block
             rows = re.findall(r"In: (\S*) Out: (\S*) => (\S*)\n", target)
             assert len(rows) == 3 and all(first[x] == mid for x, mid, _ in rows)
-            q = re.findall(r"In: (\S*) Out: (\S*) =>$", target)[0]
-            assert first[q[0]] == q[1]
+            mid, answer = completion[1:].split(" => ")  # the model writes a(q) itself
+            assert mid not in C.prompt_outputs(prompt) and answer == C.parse_cot(completion)
         else:
-            assert "=>" not in target
+            assert "=>" not in target and "=>" not in completion
+        assert not C.answer_in_prompt(prompt, C.parse_cot(completion), q)
     assert 100 < n_pairs < 200

@@ -34,6 +34,30 @@ def test_total_nll_groups_prefixes_by_first_list(monkeypatch):
     assert seen == {"p1": 0, "p2": 0, "p3": 1}  # a pair shared by two lists joins the first
 
 
+def test_total_nll_groups_prefixes_by_given_keys_across_lists(monkeypatch):
+    seen = {}
+
+    def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
+        seen.update(zip(prompts, prefix_groups))
+        return np.ones(len(prompts))
+
+    monkeypatch.setattr(search, "completion_nll", fake)
+    lists = [[("p1", "x"), ("p2", "y")], [("p2", "y"), ("p3", "z")]]
+    out = search.total_nll(None, lists, prefix_keys=[["a", "b"], ["c", "a"]])
+    assert seen == {"p1": "a", "p2": "b", "p3": "a"} and out.tolist() == [2.0, 2.0]  # p2 keeps its first key
+    with pytest.raises(TaskextrapError, match="one key per pair"):
+        search.total_nll(None, lists, prefix_keys=[["a"], ["c", "a"]])
+
+
+def test_prefix_keys_change_no_score(char_lm):
+    """Sharing a prefix across lists is exact: the same scores as no sharing."""
+    lists = [[("In: abc Out: cba\nIn: x", " y"), ("In: abc Out: cba\nIn: zz", " q")],
+             [("In: abc Out: cba\nIn: w", " v")], [("In: d Out: d\nIn: e", " e")]]
+    plain = search.total_nll(char_lm, lists)
+    shared = search.total_nll(char_lm, lists, prefix_keys=[["k", "k"], ["k"], ["other"]])
+    np.testing.assert_allclose(shared, plain, rtol=1e-5, atol=1e-5)
+
+
 def test_tied_and_vote():
     s = np.array([3.0, 0.2, 0.1, 0.55, 9.0])
     np.testing.assert_array_equal(search.tied(s, 0.5), [2, 1, 3])

@@ -1,37 +1,52 @@
 """CodeIO string compositions with a language model (paper §4.2, Table 5; Appendix I).
 
 A task is an ordered pair (a, b) of the 31 string primitives, output b(a(s)). The 961 pairs are
-split once (``split_pairs(0)``): 769 training pairs, 192 held out. Per training seed, three
-fine-tuning runs start from the same base model (the paper's CodeIO LoRA for a ``--model``; the
+split once (``split_pairs(split_seed)``, default seed 1; 0 is the split of the earlier runs):
+769 training pairs, 192 held out. ``--split dev`` holds out a seeded fifth of the training
+pairs instead (``dev_split``: 616 dev-training pairs, 153 dev pairs) and never touches the test
+pairs. Per training seed, three fine-tuning runs start from the same base model (the paper's
+CodeIO LoRA for a ``--model``; the
 shipped default model trains every parameter, see ``sft_config``): the few-shot model learns
 plain prompts, the CoT model learns " a(q) => b(a(q))" completions, and the extender learns the
-context-aligned reference prompts (Algorithm 2, Phase 1), all on training pairs only. For the
+reference prompts (Algorithm 2, Phase 1), all on training pairs only. Reference blocks show
+each primitive on the shot inputs and random fillers, never on the query input
+(``llm.codeio.reference_prompt``): no prompt shows a value computed from the query. For the
 default model the profile may also score every shot answer a prompt determines
-(``score_shots``) and anchor the extender's target section ("In: s Out: a(s) => t",
-``anchored``); ``for_model`` switches both off for a ``--model``. Every test
-task (one held-out pair, 3 support examples and 1 query) is then answered by:
+(``score_shots``) and anchor the extender's shot lines ("In: s Out: a(s) => t", ``anchored``;
+the model then writes " a(q) => b(a(q))" after the plain query line and the answer is read
+after the last "=>"); ``for_model`` switches both off for a ``--model``. Every test task (one
+held-out pair, 3 support examples, 1 query and 4 filler strings) is then answered by:
 
 - ``few-shot``: the few-shot model, greedy;
 - ``cot-majority``: ``cot_samples`` (16) sampled chains of the CoT model, majority vote of the
   answers after the last "=>";
 - ``rte``: likelihood search (Phase 2) over **every** single and every pair (992 candidates; the
-  search is never told which pairs are held out), leave-one-out prompts on the support, arg-min,
-  then the extender's greedy answer under the chosen candidate; ``rte-tie-vote``: a vote of the
-  answers of the candidates within ``DEFAULT_TIE_TOL`` nats of the best, at most ``max_tied``
-  of them (the best-scored first), which bounds the generation cost;
+  search is never told which pairs are held out), leave-one-out prompts on the support (each
+  held-out support example is treated exactly as a query: its input is in no block of its own
+  prompt), arg-min, then the extender's greedy answer under the chosen candidate;
+  ``rte-tie-vote``: a vote of the answers of the candidates within ``DEFAULT_TIE_TOL`` nats of
+  the best, at most ``max_tied`` of them (the best-scored first), which bounds the generation cost;
+- ``exact-search`` / ``exact-search-tie-vote``: the same 992 candidates executed in Python on the
+  support (no language model): fewest wrong support examples, ties in enumeration order (or a
+  majority vote of every tied candidate's query output), then the chosen candidate on the query;
 - ``oracle``: the extender with the true pair.
 
 Groups: ``held-out-pairs`` (every scored test task) and ``novel-pairs`` (the held-out pairs
 whose behaviour differs from every training pair and every single, ``novel_test_pairs``).
 Diagnostics: ``decomposition-found`` (the chosen candidate behaves like the true pair on
-``codeio.PROBE``) and ``primitives`` / ``base-model`` (the base model, before any fine-tuning,
-executing each single primitive from 3 shots on fresh strings). Accuracy is exact match of the
-stripped answer; its interval is a bootstrap over the test tasks.
+``codeio.PROBE``), ``answer-in-prompt`` (per method, the fraction of tasks whose final prompt
+shows the query's answer, ``llm.codeio.answer_in_prompt``: 0 by construction) and
+``primitives`` / ``base-model`` (the base model, before any fine-tuning, executing each single
+primitive from 3 shots on fresh strings). Accuracy is exact match of the stripped answer; its
+interval is a bootstrap over the test tasks. The run directory keeps every final prompt with its
+task, answer and prediction (``prompts.jsonl``).
 
-Cost: the search scores 992 x 3 = 2,976 leave-one-out sequences per task (about 460 characters
-each; a candidate's three share its reference prefix, which runs once), so the paper profile's
-192 tasks mean 571,392 sequences per seed, which is why that profile runs one seed. Everything resumes: finished units are cached, SFT runs restart
-from their checkpoints and the search from its last finished chunk of tasks. With several GPUs,
+Cost: the search scores 992 x 3 = 2,976 leave-one-out sequences per task (about 730 characters
+each; the prompts of one held-out example under all candidates with the same first function
+share the header and that function's block, which run once: about 1,400 tokens run per
+candidate), so the paper profile's 192 tasks mean 571,392 sequences per seed, which is why that
+profile runs one seed. Everything resumes: finished units are cached, SFT runs restart from
+their checkpoints and the search from its last finished chunk of tasks. With several GPUs,
 ``--shard I/N`` splits the search's chunks over N processes (``experiments.shard``).
 """
 
@@ -39,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import math
 import time
 from functools import partial
@@ -49,20 +65,20 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.profiles import CodeIOProfile, get_profile
-from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.shard import Shard, wait_for
 from taskextrap.experiments.units import UnitResult, fingerprint, run_seeds, unit_done
-from taskextrap.report.io import write_bytes_atomic
+from taskextrap.report.io import write_bytes_atomic, write_text_atomic
 from taskextrap.report.schema import bootstrap_ci95, make_row
 
 if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
     from taskextrap.llm.pretrain import BaseModel
 
-TEST_SEED = 10_000
-SPLIT_SEED = 0
+SPLIT_SEED = 1  # the default pair split (fresh); 0 is the split of the runs before the integrity review
 BASE_STREAM = "base-model-probe"  # strings of the base-model row: a stream no training sampler uses
 TASKS_PER_CHUNK = 4  # tasks scored per call: ~12k sequences, so the token lists stay small
-PAIR_METHODS = ("few-shot", "cot-majority", "rte", "rte-tie-vote", "oracle")
+PROMPT_METHODS = ("few-shot", "cot-majority", "rte", "rte-tie-vote", "oracle")  # methods that prompt a model
+PAIR_METHODS = ("few-shot", "cot-majority", "rte", "rte-tie-vote", "exact-search", "exact-search-tie-vote", "oracle")
 GROUPS = ("held-out-pairs", "novel-pairs")  # "held-out-pairs" is the paper's Table 5 group
 
 CODEIO_PROFILES = {
@@ -146,13 +162,11 @@ def for_model(profile: CodeIOProfile, model: BaseModel) -> CodeIOProfile:
     return dataclasses.replace(profile, full_lr=None, score_shots=False, anchored=False)
 
 
-def corpora(profile: CodeIOProfile, model: BaseModel) -> dict:
-    """:func:`samplers` of the training pairs under :func:`for_model` of ``profile`` (shot
-    answers are scored only for the default model: its items are character-exact ScoredText)."""
-    from taskextrap.llm import codeio as C
-
+def corpora(profile: CodeIOProfile, model: BaseModel, train_pairs) -> dict:
+    """:func:`samplers` of ``train_pairs`` under :func:`for_model` of ``profile`` (shot answers
+    are scored only for the default model: its items are character-exact ScoredText)."""
     p = for_model(profile, model)
-    return samplers(C.split_pairs(SPLIT_SEED)[0], p.score_shots, p.anchored)
+    return samplers(train_pairs, p.score_shots, p.anchored)
 
 
 # ----------------------------------------------------------------------------- decoding
@@ -163,6 +177,34 @@ def answers(lm, prompts: list[str], max_new_tokens: int, batch_size: int) -> lis
     from taskextrap.llm.generate import greedy_once
 
     return greedy_once(lm, prompts, max_new_tokens, batch_size)
+
+
+def extender_outputs(lm, prompts: list[str], profile: CodeIOProfile) -> tuple[list[str], list[str]]:
+    """(completions, answers) of the extender's greedy decoding of reference prompts. Anchored,
+    the model writes " a(q) => b(a(q))" (the CoT budget ``cot_tokens``) and the answer is read
+    after the last "=>" (``parse_cot``); plain, the completion is the answer."""
+    from taskextrap.llm import codeio as C
+
+    if not profile.anchored:
+        said = answers(lm, prompts, profile.answer_tokens, profile.score_batch)
+        return said, said
+    said = answers(lm, prompts, profile.cot_tokens, profile.score_batch)
+    return said, [C.parse_cot(s) for s in said]
+
+
+def query_prompt(method: str, task, profile: CodeIOProfile, candidate=None) -> str:
+    """The prompt a method answers ``task``'s query from: the plain few-shot / CoT prompt, or the
+    reference prompt of the true pair (``oracle``) or of ``candidate`` (``rte``, ``rte-tie-vote``)."""
+    from taskextrap.llm import codeio as C
+
+    q = task.query[0]
+    if method in ("few-shot", "cot-majority"):
+        return C.fewshot_prompt(task.support, q) if method == "few-shot" else C.cot_prompt(task.support, q)
+    if method == "oracle":
+        candidate = task.pair
+    elif method not in ("rte", "rte-tie-vote") or candidate is None:
+        raise TaskextrapError(f"no prompt for codeio method {method!r} (candidate {candidate!r})")
+    return C.reference_prompt(candidate, task.support, q, task.fillers, profile.anchored)
 
 
 def majority_answer(candidates: list[str]) -> str:
@@ -251,11 +293,23 @@ def _chunk_scores(extender, chunk, cands, batch_size: int, path: Path | None, ba
         bar.update(done - last[0])
         last[0] = done
 
-    lists = [C.loo_pairs(c, t.support, anchored) for t in chunk for c in cands]
-    scores = total_nll(extender, lists, batch_size, progress=tick, share_within_list=True).reshape(shape)
+    lists = [C.loo_pairs(c, t.support, t.fillers, anchored) for t in chunk for c in cands]
+    scores = total_nll(extender, lists, batch_size, progress=tick,
+                       prefix_keys=loo_prefix_keys(len(chunk), cands, len(chunk[0].support))).reshape(shape)
     if path is not None:
         _save_atomic(path, scores)
     return scores
+
+
+def loo_prefix_keys(n_tasks: int, cands, n_loo: int) -> list[list[tuple]]:
+    """The scorer's prefix group of each leave-one-out pair (task-major, then candidate, then
+    held-out example): (task, held-out example, first function). The prompts of a held-out
+    example under all 32 candidates with the same first function share the header and its
+    block; a candidate's own prompts no longer do (each omits another support input)."""
+    from taskextrap.llm import codeio as C
+
+    first = [C.functions_of(c)[0] for c in cands]
+    return [[(t, i, f) for i in range(n_loo)] for t in range(n_tasks) for f in first]
 
 
 def _save_atomic(path: Path, array: np.ndarray) -> None:
@@ -271,8 +325,10 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
     (for the lead of a ``shard``, which reads the other processes' scores).
 
     Keys: ``rte``, ``rte-tie-vote`` (accuracies), ``found`` (the arg-min behaves like the true
-    pair on PROBE), ``n_tied`` (candidates within the tie tolerance, before the cap) and
-    ``chosen`` (the arg-min candidate of each task, "a+b" or "a").
+    pair on PROBE), ``n_tied`` (candidates within the tie tolerance, before the cap), ``chosen``
+    (the arg-min candidate of each task, "a+b" or "a"), ``voters`` (the candidates that voted,
+    best first), ``answers`` ({"rte", "rte-tie-vote"}: per task) and ``completions`` ({"rte"}: the
+    chosen candidate's raw greedy completion, " a(q) => b(a(q))" when anchored).
     """
     from taskextrap.llm import codeio as C
     from taskextrap.llm.search import tied, vote
@@ -283,17 +339,54 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
     voters = [t[: profile.max_tied] for t in ties]
     # every (task, candidate) answer any rule needs, generated in one batched pass
     needed = sorted({(i, int(j)) for i, v in enumerate(voters) for j in v})
-    prompts = [C.reference_prompt(cands[j], tasks[i].support, tasks[i].query[0], anchored=profile.anchored)
-               for i, j in needed]
-    pred = dict(zip(needed, answers(extender, prompts, profile.answer_tokens, profile.score_batch)))
+    prompts = [query_prompt("rte", tasks[i], profile, cands[j]) for i, j in needed]
+    completions, said = extender_outputs(extender, prompts, profile)
+    pred, raw = dict(zip(needed, said)), dict(zip(needed, completions))
     best = [int(v[0]) for v in voters]
+    rte = [pred[(i, b)] for i, b in enumerate(best)]
+    voted = [vote([pred[(i, int(j))] for j in v]) for i, v in enumerate(voters)]
     return {
-        "rte": _hits([pred[(i, b)] for i, b in enumerate(best)], tasks),
-        "rte-tie-vote": _hits([vote([pred[(i, int(j))] for j in v]) for i, v in enumerate(voters)], tasks),
+        "rte": _hits(rte, tasks), "rte-tie-vote": _hits(voted, tasks),
         "found": np.array([float(C.behaviour(cands[b]) == C.behaviour(t.pair)) for b, t in zip(best, tasks)]),
         "n_tied": np.array([len(t) for t in ties], dtype=float),
-        "chosen": ["+".join(C.functions_of(cands[b])) for b in best],
+        "chosen": [candidate_name(cands[b]) for b in best],
+        "voters": [[candidate_name(cands[int(j)]) for j in v] for v in voters],
+        "answers": {"rte": rte, "rte-tie-vote": voted},
+        "completions": {"rte": [raw[(i, b)] for i, b in enumerate(best)]},
     }
+
+
+def candidate_name(candidate) -> str:
+    """A candidate as text: "a+b" for a pair, "a" for a single (:func:`candidate_of` reverses it)."""
+    from taskextrap.llm import codeio as C
+
+    return "+".join(C.functions_of(candidate))
+
+
+def candidate_of(name: str):
+    """The candidate named by :func:`candidate_name`."""
+    parts = tuple(name.split("+"))
+    return parts[0] if len(parts) == 1 else parts
+
+
+def exact_search(tasks) -> dict:
+    """The 992 candidates executed in Python on each task's support (no language model): per
+    task, ``exact-search`` (the first candidate, in enumeration order, with the fewest wrong
+    support examples, on the query) and ``exact-search-tie-vote`` (the majority of every such
+    candidate's query output, the first-enumerated among equally common ones) accuracies, and
+    ``answers`` of both."""
+    from taskextrap.llm import codeio as C
+    from taskextrap.llm.search import vote
+
+    cands = C.candidates()
+    best, voted = [], []
+    for t in tasks:
+        wrong = np.array([sum(C.apply(c, s) != y for s, y in t.support) for c in cands])
+        outs = [C.apply(cands[j], t.query[0]) for j in np.flatnonzero(wrong == wrong.min())]
+        best.append(outs[0])
+        voted.append(vote(outs))
+    return {"exact-search": _hits(best, tasks), "exact-search-tie-vote": _hits(voted, tasks),
+            "answers": {"exact-search": best, "exact-search-tie-vote": voted}}
 
 
 # -------------------------------------------------------------------------------- tasks
@@ -321,14 +414,42 @@ def _spread(items: list, k: int) -> list:
     return [items[int(i)] for i in np.unique(np.linspace(0, len(items) - 1, k).round())]
 
 
-def held_out_tasks(n_tasks: int | None) -> tuple[list, np.ndarray, dict]:
-    """(scored tasks, novel flag of each, sizes of the whole split: held-out and novel pairs)."""
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """Where the runs train and the tasks come from: ``name`` "test" (the 192 held-out pairs) or
+    "dev" (a seeded fifth of the training pairs, ``llm.codeio.dev_split``), the seed of the pair
+    split and the seed of the task draws."""
+
+    name: str = "test"
+    split_seed: int = SPLIT_SEED
+    test_seed: int = FRESH_TEST_SEED
+
+    @classmethod
+    def of(cls, options: RunOptions) -> Split:
+        """The split a run's options ask for (``--split``, ``--split-seed``, ``--test-seed``)."""
+        seed = SPLIT_SEED if options.split_seed is None else int(options.split_seed)
+        return cls(options.split, seed, options.seed_of_tests)
+
+    def pairs(self) -> tuple[list, list]:
+        """(pairs the three runs train on, pairs the tasks are drawn from)."""
+        from taskextrap.llm import codeio as C
+
+        if self.name not in ("test", "dev"):
+            raise TaskextrapError(f"unknown codeio split {self.name!r}; choose test or dev")
+        return C.split_pairs(self.split_seed) if self.name == "test" else C.dev_split(self.split_seed)
+
+
+def held_out_tasks(n_tasks: int | None, split: Split = Split()) -> tuple[list, np.ndarray, dict]:
+    """(scored tasks, novel flag of each, sizes of the whole split: evaluation and novel pairs).
+
+    Novel pairs behave unlike every pair the runs train on and every single. Dev tasks come
+    from a stream of their own ("dev"), test tasks from "test" (the earlier runs' draws)."""
     from taskextrap.llm import codeio as C
 
-    train, test = C.split_pairs(SPLIT_SEED)
-    novel = set(C.novel_test_pairs(train, test))
-    tasks = subsample(C.make_test_tasks(test, TEST_SEED), novel, n_tasks)
-    sizes = {"n_test_pairs": len(test), "n_novel_pairs": len(novel)}
+    train, held = split.pairs()
+    novel = set(C.novel_test_pairs(train, held))
+    tasks = subsample(C.make_test_tasks(held, split.test_seed, stream=split.name), novel, n_tasks)
+    sizes = {"n_test_pairs": len(held), "n_novel_pairs": len(novel), "n_train_pairs": len(train)}
     return tasks, np.array([t.pair in novel for t in tasks]), sizes
 
 
@@ -336,24 +457,26 @@ def held_out_tasks(n_tasks: int | None) -> tuple[list, np.ndarray, dict]:
 
 
 def run_unit(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | None,
-             device: str = "cpu", progress: bool = False, shard: Shard = Shard()) -> UnitResult:
-    """The three LoRA runs of one seed (one after another, so only one fine-tuned model is held
-    at a time), every method on ``tasks`` and the base-model row.
+             device: str = "cpu", progress: bool = False, shard: Shard = Shard(), split: Split = Split()) -> UnitResult:
+    """The three fine-tuning runs of one seed on ``split``'s training pairs (one after another,
+    so only one fine-tuned model is held at a time), every method on ``tasks`` and the
+    base-model row.
 
     The extender comes first: under a ``shard`` the other processes (:func:`run_worker`) start
     their part of the search as soon as its final checkpoint is saved. The unit's extras keep
-    every method's answers and the chosen candidates, for inspection.
+    every method's answers, the extender's completions, the chosen and voting candidates:
+    enough to rebuild every final prompt (:func:`prompt_records`) when the unit is resumed.
     """
-    corpus_of = corpora(profile, model)
+    corpus_of = corpora(profile, model, split.pairs()[0])
     sub = (lambda name: None) if ckpt_dir is None else (lambda name: Path(ckpt_dir) / name)
-    timing, acc, said = {"sft_s": 0.0}, {}, {}
+    timing, acc, said, raw = {"sft_s": 0.0}, {}, {}, {}
     found = None
     for corpus, method in (("extender", "oracle"), ("few-shot", "few-shot"), ("cot", "cot-majority")):
         t = time.perf_counter()
         lm = fine_tune(model, corpus_of[corpus], profile, seed, sub(corpus), device, corpus if progress else None)
         timing["sft_s"] += time.perf_counter() - t
         t = time.perf_counter()
-        said[method] = predict(method, lm, tasks, profile, seed)
+        raw[method], said[method] = predict_with_completions(method, lm, tasks, profile, seed)
         acc[method] = _hits(said[method], tasks)
         timing[f"{method}_eval_s"] = time.perf_counter() - t
         if found is None:  # the extender's likelihood search
@@ -361,15 +484,19 @@ def run_unit(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_di
             found = search(lm, tasks, profile, sub("search"), progress, shard)
             timing["search_s"] = time.perf_counter() - t
         del lm
+    exact = exact_search(tasks)
     t = time.perf_counter()
-    acc["base-model"] = base_model_row(model, profile, device)
+    acc["base-model"] = base_model_row(model, profile, device, split.test_seed)
     timing["base_model_s"] = time.perf_counter() - t
-    extras = {"answers": said, "chosen": found.pop("chosen"), "tasks": ["+".join(tk.pair) for tk in tasks]}
-    return UnitResult({**acc, **found}, timing, extras)
+    extras = {"answers": {**said, **found.pop("answers"), **exact.pop("answers")},
+              "completions": {"oracle": raw["oracle"], **found.pop("completions")},
+              "chosen": found.pop("chosen"), "voters": found.pop("voters"),
+              "tasks": ["+".join(tk.pair) for tk in tasks]}
+    return UnitResult({**acc, **found, **exact}, timing, extras)
 
 
 def run_worker(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | None, shard: Shard,
-               device: str = "cpu", progress: bool = False) -> None:
+               device: str = "cpu", progress: bool = False, split: Split = Split()) -> None:
     """A non-lead process of a ``shard``: wait for the lead's extender (its final checkpoint),
     load it, score this process's chunks of the search and save them where the lead reads them."""
     from taskextrap.llm import codeio as C
@@ -380,16 +507,18 @@ def run_worker(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_
     out = Path(ckpt_dir) / "extender"
     cfg = sft_config(profile, seed, model)
     wait_for(lambda: finished_checkpoint(out, cfg), f"the lead's extender in {out}")
-    lm = fine_tune(model, corpora(profile, model)["extender"], profile, seed, out, device)
+    lm = fine_tune(model, corpora(profile, model, split.pairs()[0])["extender"], profile, seed, out, device)
     candidate_scores(lm, tasks, C.candidates(), profile, Path(ckpt_dir) / "search", progress, shard)
 
 
-def base_model_row(model: BaseModel, profile: CodeIOProfile, device: str = "cpu") -> np.ndarray:
-    """Greedy exact match of the base model (never fine-tuned) on each single primitive, (31,)."""
+def base_model_row(model: BaseModel, profile: CodeIOProfile, device: str = "cpu",
+                   test_seed: int = FRESH_TEST_SEED) -> np.ndarray:
+    """Greedy exact match of the base model (never fine-tuned) on each single primitive, (31,),
+    on strings of the stream ``BASE_STREAM`` under ``test_seed``."""
     from taskextrap.llm import codeio as C
     from taskextrap.llm.pretrain import load_base
 
-    acc = C.primitive_accuracy(load_base("codeio", model, device), n_per=profile.base_queries, seed=TEST_SEED,
+    acc = C.primitive_accuracy(load_base("codeio", model, device), n_per=profile.base_queries, seed=test_seed,
                                stream=BASE_STREAM, batch_size=profile.score_batch,
                                max_new_tokens=profile.answer_tokens)
     return np.array([acc[name] for name in C.NAMES])
@@ -397,17 +526,66 @@ def base_model_row(model: BaseModel, profile: CodeIOProfile, device: str = "cpu"
 
 def predict(method: str, lm, tasks, profile: CodeIOProfile, seed: int) -> list[str]:
     """The answers of ``few-shot``, ``cot-majority`` or ``oracle`` to each task's query."""
+    return predict_with_completions(method, lm, tasks, profile, seed)[1]
+
+
+def predict_with_completions(method: str, lm, tasks, profile: CodeIOProfile, seed: int) -> tuple[list, list]:
+    """(completions, answers) of ``few-shot``, ``cot-majority`` or ``oracle`` (:func:`query_prompt`);
+    cot-majority's completions are its voted answers (its 16 chains are not kept)."""
+    if method not in ("few-shot", "cot-majority", "oracle"):
+        raise TaskextrapError(f"unknown codeio method {method!r}")
+    prompts = [query_prompt(method, t, profile) for t in tasks]
+    if method == "cot-majority":
+        voted = cot_majority(lm, prompts, profile, seed)
+        return voted, voted
+    if method == "oracle":
+        return extender_outputs(lm, prompts, profile)
+    said = answers(lm, prompts, profile.answer_tokens, profile.score_batch)
+    return said, said
+
+
+# ------------------------------------------------------------------------------ prompts
+
+
+def prompt_records(tasks, profile: CodeIOProfile, seed: int, extras: dict) -> list[dict]:
+    """Every final prompt of one seed, rebuilt from a unit's extras: one record per (task,
+    prompting method) with keys task ("a+b"), method, seed, prompt, answer, predicted and
+    answer_in_prompt (``llm.codeio.answer_in_prompt``). rte also gives its candidate and
+    completion; rte-tie-vote gives ``prompts`` and ``candidates``, one per voting candidate (its
+    ``prompt`` is the best-scored one's), and answer_in_prompt is true when any of them shows it."""
     from taskextrap.llm import codeio as C
 
-    if method == "cot-majority":
-        return cot_majority(lm, [C.cot_prompt(t.support, t.query[0]) for t in tasks], profile, seed)
-    if method == "few-shot":
-        prompts = [C.fewshot_prompt(t.support, t.query[0]) for t in tasks]
-    elif method == "oracle":
-        prompts = [C.reference_prompt(t.pair, t.support, t.query[0], anchored=profile.anchored) for t in tasks]
-    else:
-        raise TaskextrapError(f"unknown codeio method {method!r}")
-    return answers(lm, prompts, profile.answer_tokens, profile.score_batch)
+    out = []
+    for i, t in enumerate(tasks):
+        q, answer = t.query
+        for method in PROMPT_METHODS:
+            names = {"rte": [extras["chosen"][i]], "rte-tie-vote": extras["voters"][i]}.get(method, [None])
+            prompts = [query_prompt(method, t, profile, None if n is None else candidate_of(n)) for n in names]
+            rec = {"task": "+".join(t.pair), "method": method, "seed": seed, "prompt": prompts[0], "answer": answer,
+                   "predicted": extras["answers"][method][i],
+                   "answer_in_prompt": any(C.answer_in_prompt(p, answer, q) for p in prompts)}
+            if method in extras.get("completions", {}):
+                rec["completion"] = extras["completions"][method][i]
+            if method == "rte":
+                rec["candidate"] = names[0]
+            elif method == "rte-tie-vote":
+                rec.update(prompts=prompts, candidates=names)
+            out.append(rec)
+    return out
+
+
+def write_prompts(run_dir: Path | None, records: list[dict]) -> None:
+    """``run_dir/prompts.jsonl``, one JSON line per record, written atomically (none without a run dir)."""
+    if run_dir is not None:
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        write_text_atomic(Path(run_dir) / "prompts.jsonl", text)
+
+
+def answer_in_prompt_values(records: list[dict], seeds) -> dict[str, list[np.ndarray]]:
+    """Per prompting method, per seed, 1.0 for each task whose final prompt shows the answer."""
+    return {f"answer-in-prompt/{m}": [np.array([float(r["answer_in_prompt"]) for r in records
+                                                if r["method"] == m and r["seed"] == s]) for s in seeds]
+            for m in PROMPT_METHODS}
 
 
 # --------------------------------------------------------------------------- experiment
@@ -422,7 +600,8 @@ def _row(values, key: str, group: str, method: str, keep=None) -> dict:
 
 def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
     """Every row: each pair method on both groups (the novel group when any novel task was
-    scored), the decomposition-found diagnostics and the base model on single primitives."""
+    scored), the decomposition-found diagnostics, answer-in-prompt of every prompting method
+    (when ``values`` has them) and the base model on single primitives."""
     rows = []
     for group, keep in zip(GROUPS, (None, novel)):
         if keep is not None and not keep.any():
@@ -430,6 +609,8 @@ def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
         suffix = "" if keep is None else "-novel"
         rows += [_row(values, m, group, m, keep) for m in PAIR_METHODS]
         rows.append(_row(values, "found", f"decomposition-found{suffix}", "rte", keep))
+    rows += [_row(values, f"answer-in-prompt/{m}", "answer-in-prompt", m) for m in PROMPT_METHODS
+             if f"answer-in-prompt/{m}" in values]
     rows.append(_row(values, "base-model", "primitives", "base-model"))
     return rows
 
@@ -442,38 +623,47 @@ def _ckpt_root(cache_dir: Path | None, base: dict, seed: int) -> Path | None:
     return Path(cache_dir) / f"codeio-seed{seed}-{fingerprint(**base, seed=seed)}"
 
 
-@register("codeio", "Table 5: CodeIO string compositions with a language model (few-shot, cot-majority, rte, oracle)",
-          shardable=True)
+@register("codeio", "Table 5: CodeIO string compositions with a language model (few-shot, cot-majority, rte, "
+          "exact-search, oracle)", shardable=True, dev=True)
 def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
-    """The CodeIO experiment: every method on the held-out (and novel) pairs, bootstrap intervals.
+    """The CodeIO experiment: every method on the held-out (and novel) pairs of ``options.split``,
+    bootstrap intervals; every final prompt goes to ``options.run_dir/prompts.jsonl``.
 
     Under ``options.shard`` a process other than the lead scores its part of the search and
     returns None (the lead writes the results)."""
     if options.protocol != "paper":
         raise TaskextrapError("codeio has one protocol (the paper's): drop --protocol")
+    from taskextrap.llm import codeio as C
     from taskextrap.llm.pretrain import BaseModel
     from taskextrap.llm.search import DEFAULT_TIE_TOL
 
     model = BaseModel.from_extra(options.extra)
     profile = for_model(get_profile(CODEIO_PROFILES, options.profile).with_seeds(options.seeds), model)
-    tasks, novel, sizes = held_out_tasks(profile.n_tasks)
+    split = Split.of(options)
+    tasks, novel, sizes = held_out_tasks(profile.n_tasks, split)
     pairs = ["+".join(t.pair) for t in tasks]
+    # everything that changes the numbers: a unit or checkpoint of other settings is never reused
     base = {"experiment": "codeio", "profile": profile.to_dict(), "model": model.label("codeio"),
-            "test_seed": TEST_SEED, "split_seed": SPLIT_SEED, "tasks": pairs}
+            "split": split.name, "test_seed": split.test_seed, "split_seed": split.split_seed,
+            "prompt_format": C.PROMPT_FORMAT, "tasks": pairs}
     shard = options.shard
     if not shard.is_lead:
         for s in profile.seeds:
             if not unit_done(cache_dir, f"codeio-seed{s}", {**base, "seed": s}):
                 run_worker(model, profile, tasks, s, _ckpt_root(cache_dir, base, s), shard, options.device,
-                           options.progress)
+                           options.progress, split)
         return None
+    extras: dict = {}
     values, timing = run_seeds(
         "codeio", profile.seeds, cache_dir, name=lambda s: f"codeio-seed{s}", config=lambda s: {**base, "seed": s},
         compute=lambda s, _: run_unit(model, profile, tasks, s, _ckpt_root(cache_dir, base, s), options.device,
-                                      options.progress, shard),
-        plot_dir=None, plot_file="", progress=options.progress)
-    config = {**base, **sizes, "novel": novel.tolist(), "subsample": _subsample_note(len(tasks), sizes),
-              "n_candidates": _n_candidates(),
+                                      options.progress, shard, split),
+        plot_dir=None, plot_file="", progress=options.progress, extras=extras)
+    records = [r for s in profile.seeds for r in prompt_records(tasks, profile, s, extras[s])]
+    write_prompts(options.run_dir, records)
+    values.update(answer_in_prompt_values(records, profile.seeds))
+    config = {**base, **sizes, "novel": novel.tolist(), "subsample": _subsample_note(len(tasks), sizes, split),
+              "n_candidates": _n_candidates(), "block_rows": C.BLOCK_ROWS,
               "fine_tuning": "lora" if sft_config(profile, 0, model).lora else f"full (lr {profile.full_lr})",
               "loss": "shot answers and completion" if profile.score_shots else "completion",
               "tie_tol_nats": DEFAULT_TIE_TOL, "max_tied": profile.max_tied,
@@ -482,13 +672,13 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     return build_rows(values, novel), config, list(profile.seeds), timing
 
 
-def _subsample_note(n: int, sizes: dict) -> str:
+def _subsample_note(n: int, sizes: dict, split: Split = Split()) -> str:
     """How the scored tasks were chosen (recorded in the results' config)."""
-    total = sizes["n_test_pairs"]
+    total, what = sizes["n_test_pairs"], "held-out" if split.name == "test" else "dev"
     if n >= total:
-        return f"all {total} held-out pairs"
-    return (f"{n} of the {total} held-out pairs: ceil({n}/2) novel pairs and the rest from the other "
-            "held-out pairs, evenly spaced in split order (experiments.codeio.subsample)")
+        return f"all {total} {what} pairs"
+    return (f"{n} of the {total} {what} pairs: ceil({n}/2) novel pairs and the rest from the other "
+            f"{what} pairs, evenly spaced in split order (experiments.codeio.subsample)")
 
 
 def _n_candidates() -> int:

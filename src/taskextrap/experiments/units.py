@@ -85,11 +85,13 @@ def cached_unit(cache_dir: Path | None, name: str, config: dict, compute: Callab
 
 def run_seeds(experiment: str, seeds, cache_dir: Path | None, name: Callable[[int], str],
               config: Callable[[int], dict], compute: Callable[[int, Path | None], UnitResult],
-              plot_dir: Path | None, plot_file: str, progress: bool) -> tuple[dict[str, list], dict[str, float]]:
+              plot_dir: Path | None, plot_file: str, progress: bool,
+              extras: dict | None = None) -> tuple[dict[str, list], dict[str, float]]:
     """Run (or resume) one unit per training seed; collect per-target errors and summed timings.
 
     The first seed draws the plots into ``plot_dir``; when ``plot_dir/plot_file`` is missing its
-    unit is recomputed even if cached, so a rerun into a fresh directory gets its plots.
+    unit is recomputed even if cached, so a rerun into a fresh directory gets its plots. When
+    ``extras`` is a dict, each seed's unit extras (computed or cached) are stored in it by seed.
     """
     from tqdm import tqdm
 
@@ -99,6 +101,8 @@ def run_seeds(experiment: str, seeds, cache_dir: Path | None, name: Callable[[in
         plots = plot_dir if seed == seeds[0] else None
         force = plots is not None and not (plots / plot_file).exists()
         unit = cached_unit(cache_dir, name(seed), config(seed), lambda: compute(seed, plots), force=force)
+        if extras is not None:
+            extras[seed] = unit.extras
         for m, e in unit.errors.items():
             errors.setdefault(m, []).append(e)
         for k, v in unit.timing.items():

@@ -10,19 +10,26 @@ picks the held-out pairs that are new functions.
 Leaks avoided (reference 11.7): the search space is every single plus every pair
 (``candidates``). It is never the held-out list. Training samplers draw only from the
 ``train_pairs`` they are given, and the pretraining corpus (``pretraining_texts``) shows single
-primitives only. Every training item carries the candidate it was drawn from as ``.task``
+primitives only. No prompt shows a value computed from the query input: reference blocks
+demonstrate each primitive on the shot inputs and random filler strings (``block_inputs``,
+the paper's Appendix I), never on the query (the authors align them on the query too, which
+puts the answer in the prompt of many held-out tasks). Leave-one-out scoring treats the
+held-out support example exactly as a query. ``answer_in_prompt`` checks a prompt. Every training item carries the candidate it was drawn from as ``.task``
 (``audit.Tagged`` pairs, ``ScoredText.task``); fine-tuning reports it to the leak audit.
 
 Prompts are compact plain text for a small character-level model; exact wording is in each
 docstring. Completions start with one space. An anchored reference prompt
-(``reference_prompt(..., anchored=True)``) writes the anchor's output a(x), copied from the
-first block, before " =>" on each line of the target section; the answer b(a(q)) is never in it.
+(``reference_prompt(..., anchored=True)``) writes the anchor's output a(s), also shown in the
+first block, before " =>" on each shot line; the query line stays "In: q Out:" and the model
+writes " a(q) => b(a(q))" itself (``target_completion``, read with ``parse_cot``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import groupby
 from typing import Callable
 
@@ -212,6 +219,17 @@ def split_pairs(seed: int = 0, test_fraction: float = 0.2) -> tuple[list, list]:
     return train, test
 
 
+def dev_split(seed: int = 0, dev_fraction: float = 0.2) -> tuple[list, list]:
+    """(dev_train_pairs, dev_pairs): a seeded fifth of the training pairs of ``split_pairs(seed)``
+    held out as dev pairs. The test pairs are in neither list; both keep the all_pairs order."""
+    if not 0.0 < dev_fraction < 1.0:
+        raise TaskextrapError(f"dev_fraction must lie in (0, 1), got {dev_fraction}")
+    train, _ = split_pairs(seed)
+    order = rng(seed, "codeio", "dev-split").permutation(len(train))
+    held = set(order[: int(math.floor(dev_fraction * len(train)))].tolist())
+    return ([p for i, p in enumerate(train) if i not in held], [p for i, p in enumerate(train) if i in held])
+
+
 PROBE: tuple[str, ...] = tuple(random_strings(rng(0, "codeio", "probe"), 200))
 
 
@@ -239,6 +257,9 @@ FEWSHOT_HEADER = "Perform the string transformation pattern seen below:\n"
 REFERENCE_HEADER = "Reference Functions:\n"
 TARGET_HEADER = "Now, use the Reference Functions above to solve the Target Task:\n"
 QUERY_HEADER = "### Query:\n"
+BLOCK_ROWS = 6  # rows of a reference block: the shot inputs, then random fillers (the authors' six)
+# Recorded in the experiment's fingerprints: a change of the prompt format recomputes every unit.
+PROMPT_FORMAT = f"v2: blocks on the shot inputs then fillers ({BLOCK_ROWS} rows), never the query; query line plain"
 
 
 def answer_completion(answer: str) -> str:
@@ -253,8 +274,16 @@ def anchor_of(candidate) -> str | None:
     return fns[0] if len(fns) == 2 else None
 
 
+def target_completion(candidate, x: str, answer: str, anchored: bool = False) -> str:
+    """What the model writes after "In: x Out:" of a query line: " <answer>", or, ``anchored``
+    for a pair (a, b), " a(x) => <answer>" (it computes the intermediate itself, as a chain of
+    thought; :func:`parse_cot` reads the answer)."""
+    anchor = anchor_of(candidate) if anchored else None
+    return answer_completion(answer) if anchor is None else cot_completion(PRIMITIVES[anchor](x), answer)
+
+
 def _out(x: str, anchor: str | None) -> str:
-    # what follows "Out:" before the answer: nothing, or the anchor's output on x and an arrow
+    # what follows "Out:" on a shot line before its answer: nothing, or a(x) and an arrow
     return "" if anchor is None else f" {PRIMITIVES[anchor](x)} =>"
 
 
@@ -263,7 +292,8 @@ def _shot_lines(shots, anchor: str | None = None) -> str:
 
 
 def _target_section(shots, query_in: str, anchor: str | None = None) -> str:
-    return f"{_shot_lines(shots, anchor)}{QUERY_HEADER}In: {query_in} Out:{_out(query_in, anchor)}"
+    # the query line is always plain: no value computed from the query input is shown
+    return f"{_shot_lines(shots, anchor)}{QUERY_HEADER}In: {query_in} Out:"
 
 
 def fewshot_prompt(shots, query_in: str) -> str:
@@ -271,56 +301,86 @@ def fewshot_prompt(shots, query_in: str) -> str:
     return FEWSHOT_HEADER + _target_section(shots, query_in)
 
 
-def reference_block(name: str, inputs) -> str:
-    """One block: "--- Func_NN ---\n" then "In: x Out: f(x)\n" for each raw input x."""
+@lru_cache(maxsize=16384)
+def _block(name: str, inputs: tuple[str, ...]) -> str:
     rows = "".join(f"In: {x} Out: {PRIMITIVES[name](x)}\n" for x in inputs)
     return f"--- {masked_name(name)} ---\n{rows}"
 
 
-def reference_prefix(candidate, context_inputs) -> str:
-    """REFERENCE_HEADER, one block per function of the candidate (a then b), TARGET_HEADER.
+def reference_block(name: str, inputs) -> str:
+    """One block: "--- Func_NN ---\n" then "In: x Out: f(x)\n" for each raw input x (cached: a
+    search builds the same block for many candidates)."""
+    if name not in PRIMITIVES:
+        raise TaskextrapError(f"unknown primitive {name!r}")
+    return _block(name, tuple(inputs))
 
-    Every block applies its own primitive to the raw inputs; nothing is chained.
-    """
-    blocks = "".join(reference_block(f, context_inputs) for f in functions_of(candidate))
+
+def block_inputs(shot_inputs, fillers) -> list[str]:
+    """The inputs of every reference block: the shot inputs, then fillers up to BLOCK_ROWS rows
+    (the paper's Appendix I: blocks demonstrate on the target's support, never its query)."""
+    shot_inputs = list(shot_inputs)
+    need = max(0, BLOCK_ROWS - len(shot_inputs))
+    if len(fillers) < need:
+        raise TaskextrapError(f"{len(shot_inputs)} shots need {need} filler strings, got {len(fillers)}")
+    return shot_inputs + list(fillers[:need])
+
+
+def reference_prefix(candidate, inputs) -> str:
+    """REFERENCE_HEADER, one block per function of the candidate (a then b) on ``inputs``,
+    TARGET_HEADER. Every block applies its own primitive to the raw inputs; nothing is chained."""
+    blocks = "".join(reference_block(f, inputs) for f in functions_of(candidate))
     return REFERENCE_HEADER + blocks + TARGET_HEADER
 
 
-def reference_prompt(candidate, shots, query_in: str, context_inputs=None, anchored: bool = False) -> str:
-    """Relational prompt: reference_prefix then the shots and the query as in fewshot_prompt.
+def reference_prompt(candidate, shots, query_in: str, fillers, anchored: bool = False) -> str:
+    """Relational prompt: reference_prefix on :func:`block_inputs` (the shot inputs, then
+    ``fillers``), then the shots and the query as in fewshot_prompt.
 
-    context_inputs defaults to the shot inputs plus the query input (the paper's context
-    alignment: each block shows its function on the task's own strings).
-
-    ``anchored`` (for a pair (a, b)): every line of the target section shows the anchor's
-    output a(x) before " =>", "In: s Out: a(s) => t" and "In: q Out: a(q) =>", so the model's
-    step is b applied to the string in front of it (the parity harness likewise hands the model
-    the anchor's output). a(x) is copied from the first block, which already shows it, and
-    b(a(x)) is never shown for the query: the blocks are not chained.
+    No block shows the query input, so no line shows a value computed from it. ``anchored``
+    (for a pair (a, b)): each shot line shows the anchor's output, "In: s Out: a(s) => t"
+    (a(s) is also in the first block); the query line stays "In: q Out:" and the model writes
+    " a(q) => b(a(q))" itself (:func:`target_completion`).
     """
-    if context_inputs is None:
-        context_inputs = [s for s, _ in shots] + [query_in]
+    inputs = block_inputs([s for s, _ in shots], fillers)
+    if query_in in inputs:
+        raise TaskextrapError(f"the query input {query_in!r} is a shot or filler input: a block would show it")
     anchor = anchor_of(candidate) if anchored else None
-    return reference_prefix(candidate, context_inputs) + _target_section(shots, query_in, anchor)
+    return reference_prefix(candidate, inputs) + _target_section(shots, query_in, anchor)
 
 
-def loo_pairs(candidate, support, anchored: bool = False) -> list[tuple[str, str]]:
-    """Leave-one-out scoring pairs: support i is the query, the others are shots.
+def loo_pairs(candidate, support, fillers, anchored: bool = False) -> list[tuple[str, str]]:
+    """Leave-one-out scoring pairs: support i is a test query exactly, the others are shots.
 
-    The blocks show every support input, so all prompts of a candidate share the prefix up to
-    and including TARGET_HEADER; only the target section (last) varies. ``anchored``: as in
-    :func:`reference_prompt`.
+    Prompt i is :func:`reference_prompt` with the other support examples as shots, so its
+    blocks show the other support inputs and fillers, never the held-out one; the completion is
+    :func:`target_completion` (anchored: " a(s_i) => t_i", scored whole). The prompts of all
+    candidates with the same first function share the header and its block (the scorer's
+    prefix groups, ``experiments.codeio``).
     """
     support = list(support)
     if not support:
         raise TaskextrapError("loo_pairs needs at least one support example")
-    prefix = reference_prefix(candidate, [s for s, _ in support])
-    anchor = anchor_of(candidate) if anchored else None
-    out = []
-    for i, (s_i, t_i) in enumerate(support):
-        shots = support[:i] + support[i + 1:]
-        out.append((prefix + _target_section(shots, s_i, anchor), answer_completion(t_i)))
-    return out
+    return [(reference_prompt(candidate, support[:i] + support[i + 1:], s_i, fillers, anchored),
+             target_completion(candidate, s_i, t_i, anchored)) for i, (s_i, t_i) in enumerate(support)]
+
+
+def prompt_outputs(prompt: str) -> set[str]:
+    """Every output value a prompt shows: each value after "Out:" on a line, an anchor value
+    before "=>" and the answer after it counted separately (block rows and shot lines alike)."""
+    values = set()
+    for tail in _OUT_TAIL.findall(prompt):
+        values |= {v.strip() for v in tail.split("=>") if v.strip()}
+    return values
+
+
+_OUT_TAIL = re.compile(r"Out:([^\n]*)")
+
+
+def answer_in_prompt(prompt: str, answer: str, query_in: str) -> bool:
+    """True when ``answer`` is an output value the prompt shows (:func:`prompt_outputs`), unless
+    the answer is the query input itself (an identity-like task's answer is on its query line)."""
+    # the substring test first: it rules out almost every prompt at C speed
+    return answer != query_in and answer in prompt and answer in prompt_outputs(prompt)
 
 
 def cot_prompt(shots, query_in: str) -> str:
@@ -360,6 +420,18 @@ def _train_list(train_pairs) -> list[tuple[str, str]]:
 def _examples(g: np.random.Generator, candidate, k: int) -> list[tuple[str, str]]:
     # k fresh strings and the candidate's outputs; the last one serves as the query.
     return [(s, apply(candidate, s)) for s in random_strings(g, k)]
+
+
+def filler_strings(g: np.random.Generator, n: int, exclude=()) -> list[str]:
+    """n distinct random strings (:func:`random_strings`), none of them in ``exclude`` (the
+    task's own inputs): the filler rows of reference blocks."""
+    taken, out = set(exclude), []
+    while len(out) < n:
+        (s,) = random_strings(g, 1)
+        if s not in taken:
+            taken.add(s)
+            out.append(s)
+    return out
 
 
 # characters that primitive outputs contain: upper case, digits, "_", "-" and the fancy brackets
@@ -406,13 +478,14 @@ def pretraining_texts(g: np.random.Generator, n: int, p_wide: float = 0.25, min_
 
 def scored_text(prefix: str, shots, query_in: str, completion: str, first_scored: int,
                 anchor: str | None = None, task=None):
-    """``prefix + _target_section(shots, query_in) + completion`` as a
+    """``prefix + _target_section(shots, query_in, anchor) + completion`` as a
     :class:`~taskextrap.llm.sft.ScoredText` that scores the completion and the answer of every
     shot from index ``first_scored`` on (" t\n"): several examples' worth of signal per sequence.
 
     ``first_scored``: 1 for a plain few-shot text (the first answer cannot be known from the
     prompt), 0 under reference blocks (they show both functions on every shot input).
-    ``anchor``: the anchored target section of :func:`reference_prompt`. ``task``: the candidate
+    ``anchor``: the anchored shot lines of :func:`reference_prompt` (the query line is plain;
+    the completion then is :func:`target_completion`'s " a(q) => t"). ``task``: the candidate
     the text was drawn from (a name or a pair), for the leak audit.
     """
     from taskextrap.llm.sft import ScoredText
@@ -420,7 +493,7 @@ def scored_text(prefix: str, shots, query_in: str, completion: str, first_scored
     pieces = [(prefix, False)]
     for i, (x, y) in enumerate(shots):
         pieces += [(f"In: {x} Out:{_out(x, anchor)}", False), (f" {y}\n", i >= first_scored)]
-    pieces += [(f"{QUERY_HEADER}In: {query_in} Out:{_out(query_in, anchor)}", False), (completion, True)]
+    pieces += [(f"{QUERY_HEADER}In: {query_in} Out:", False), (completion, True)]
     return ScoredText(tuple(pieces), task=task)
 
 
@@ -459,12 +532,13 @@ def cot_pairs(g: np.random.Generator, n: int, train_pairs, score_shots: bool = F
 
 def reference_pairs(g: np.random.Generator, n: int, train_pairs, p_single: float = 0.2,
                     score_shots: bool = False, anchored: bool = False) -> list:
-    """Relational training items: the context-aligned reference prompt of the true candidate.
+    """Relational training items: the reference prompt of the true candidate, its blocks on the
+    shot inputs and fillers (never the query), and :func:`target_completion`.
 
     With probability p_single the task is a random single primitive (one block), otherwise a
-    random training pair (two blocks); 3 shots + 1 query. With ``score_shots`` the answers of all
-    three shots are scored too (:func:`scored_text`; the blocks determine each of them).
-    ``anchored``: the anchored target section of :func:`reference_prompt`.
+    random training pair (two blocks); 3 shots + 1 query + BLOCK_ROWS - 3 fillers. With
+    ``score_shots`` the answers of all three shots are scored too (:func:`scored_text`; the
+    blocks determine each of them). ``anchored``: as in :func:`reference_prompt`.
     """
     pairs = _train_list(train_pairs)
     if not 0.0 <= p_single <= 1.0:
@@ -473,12 +547,14 @@ def reference_pairs(g: np.random.Generator, n: int, train_pairs, p_single: float
     for _ in range(n):
         cand = _pick(g, NAMES) if g.random() < p_single else _pick(g, pairs)
         *shots, (q, t) = _examples(g, cand, 4)
+        fillers = filler_strings(g, BLOCK_ROWS - len(shots), [s for s, _ in shots] + [q])
+        completion = target_completion(cand, q, t, anchored)
         if score_shots:
-            prefix = reference_prefix(cand, [s for s, _ in shots] + [q])
+            prefix = reference_prefix(cand, block_inputs([s for s, _ in shots], fillers))
             anchor = anchor_of(cand) if anchored else None
-            out.append(scored_text(prefix, shots, q, answer_completion(t), 0, anchor, task=cand))
+            out.append(scored_text(prefix, shots, q, completion, 0, anchor, task=cand))
         else:
-            out.append(Tagged((reference_prompt(cand, shots, q, anchored=anchored), answer_completion(t)), cand))
+            out.append(Tagged((reference_prompt(cand, shots, q, fillers, anchored), completion), cand))
     return out
 
 
@@ -487,22 +563,30 @@ def reference_pairs(g: np.random.Generator, n: int, train_pairs, p_single: float
 
 @dataclass(frozen=True)
 class CodeIOTask:
-    """One test task: its pair, support examples (in, out) and one query (in, out)."""
+    """One test task: its pair, support examples (in, out), one query (in, out) and the filler
+    strings of its reference blocks (random strings, none of them a support or query input)."""
 
     pair: tuple[str, str]
     support: tuple[tuple[str, str], ...]
     query: tuple[str, str]
+    fillers: tuple[str, ...]
 
 
-def make_test_tasks(test_pairs, seed: int, n_support: int = 3) -> list[CodeIOTask]:
-    """One task per held-out pair; each pair's strings come from its own stream under seed."""
+def make_test_tasks(test_pairs, seed: int, n_support: int = 3, stream: str = "test") -> list[CodeIOTask]:
+    """One task per pair; each pair's strings come from its own stream ``(seed, stream, pair)``.
+
+    The support and query strings are drawn first (so they do not depend on the fillers), then
+    enough fillers for a leave-one-out prompt's blocks (BLOCK_ROWS - n_support + 1).
+    """
     if n_support < 1:
         raise TaskextrapError(f"n_support must be >= 1, got {n_support}")
     tasks = []
     for pair in test_pairs:
         pair = _as_candidate(pair)
-        *support, query = _examples(rng(seed, "codeio", "test", *pair), pair, n_support + 1)
-        tasks.append(CodeIOTask(pair, tuple(support), query))
+        g = rng(seed, "codeio", stream, *pair)
+        *support, query = _examples(g, pair, n_support + 1)
+        fillers = filler_strings(g, max(0, BLOCK_ROWS - n_support + 1), [s for s, _ in support] + [query[0]])
+        tasks.append(CodeIOTask(pair, tuple(support), query, tuple(fillers)))
     return tasks
 
 

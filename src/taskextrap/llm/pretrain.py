@@ -82,9 +82,11 @@ SPECS = {
                 PretrainStage(f"{_PARITY}:pretraining_pairs",
                               SFTConfig(steps=600, batch_size=32, lr=5e-4, warmup_steps=20, seed=0))),
         check=f"{_PARITY}:pretraining_check"),
-    # max_len: the longest sequence the codeio experiment builds is a reference prompt of
-    # (fancy_brackets, fancy_brackets) on 14-character strings, 1,143 characters, plus up to 130
-    # generated tokens; the 192 test tasks' longest prompt is 962 characters. Stages 1-3
+    # max_len: the longest sequence the codeio search scores is an anchored leave-one-out pair of
+    # (fancy_brackets, fancy_brackets) with every string 14 characters long, 1,525 tokens with
+    # BOS and EOS; the held-out tasks' longest prompt plus the completion it needs is 1,320
+    # tokens (1,437 on the earlier split; its theoretical worst case, 1,722, is past max_len,
+    # which RoPE positions allow without error). Stages 1-3
     # continue with warm restarts; each stage's own seed gives it fresh texts.
     "codeio": DefaultModelSpec(
         "codeio", "few-shot texts of one single string primitive on random strings (a-z, and a quarter on "

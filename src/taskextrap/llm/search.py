@@ -29,30 +29,37 @@ DEFAULT_TIE_TOL = 0.5  # nats, summed over the support: far below one wrong labe
 
 
 def total_nll(lm: LanguageModel, pair_lists: Sequence[Sequence[Pair]], batch_size: int = 32,
-              progress: Callable[[int, int], None] | None = None, share_within_list: bool = False) -> np.ndarray:
+              progress: Callable[[int, int], None] | None = None, share_within_list: bool = False,
+              prefix_keys: Sequence[Sequence[Hashable]] | None = None) -> np.ndarray:
     """Summed completion NLL of each list of (prompt, completion) pairs, shape ``(len(pair_lists),)``.
 
     Identical pairs, within a list or across lists, are scored once. With ``share_within_list``
     the prompts of one list run their common prefix once (``completion_nll``'s
-    ``prefix_groups``): the leave-one-out prompts of a candidate share its reference blocks.
+    ``prefix_groups``). ``prefix_keys`` (one key per pair, lists shaped as ``pair_lists``)
+    groups pairs across lists instead: pairs with an equal key run their common prefix once
+    (e.g. the prompts of every candidate whose first reference block is the same); a pair
+    scored in several places takes the key of its first place.
     """
+    if prefix_keys is not None and [len(k) for k in prefix_keys] != [len(p) for p in pair_lists]:
+        raise TaskextrapError("prefix_keys must hold one key per pair, shaped as pair_lists")
     index: dict[Pair, int] = {}
-    group: list[int] = []  # the first list holding each distinct pair
+    group: list[Hashable] = []  # the prefix group of each distinct pair
     owners = []
     for k, pairs in enumerate(pair_lists):
         ids = []
-        for p in pairs:
+        for j, p in enumerate(pairs):
             key = tuple(p)
             if key not in index:
                 index[key] = len(index)
-                group.append(k)
+                group.append(k if prefix_keys is None else prefix_keys[k][j])
             ids.append(index[key])
         owners.append(ids)
     if not index:
         return np.zeros(len(pair_lists))
     unique = list(index)
+    share = share_within_list or prefix_keys is not None
     nll = completion_nll(lm, [p for p, _ in unique], [c for _, c in unique], batch_size=batch_size,
-                         prefix_groups=group if share_within_list else None, progress=progress)
+                         prefix_groups=group if share else None, progress=progress)
     return np.array([nll[ids].sum() if ids else 0.0 for ids in owners])
 
 
