@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.llm import parity as P
 from taskextrap.seeding import rng
@@ -24,6 +25,68 @@ def test_counts_and_sizes():
     assert not set(P.TRAIN_MASKS) & set(P.TEST_MASKS)
     assert len(P.candidates("frontier")) == 168
     assert len(P.candidates("all")) == 1680
+    assert len(P.candidates("authors")) == 448 == 56 * 8
+
+
+def test_authors_space_is_every_size5_mask_times_every_bit():
+    cands = P.candidates("authors")
+    assert len(set(cands)) == 448
+    assert {m for m, _ in cands} == {m for m in P.TRAIN_MASKS if len(m) == 5}
+    assert all({b for m2, b in cands if m2 == m} == set(range(8)) for m, _ in cands)
+    implied = [P.implied_mask(m, b) for m, b in cands]
+    assert {len(m) for m in implied} == {4, 6}
+    assert sum(len(m) == 6 for m in implied) == 168 and sum(len(m) == 4 for m in implied) == 280
+    assert set(implied) >= set(P.TEST_MASKS)  # every test mask is reachable
+    assert set(P.candidates("frontier")) < set(cands)
+
+
+def test_dev_split_is_one_level_down():
+    dev = P.get_split("dev")
+    assert dev.train_sizes == (2, 3, 4) and dev.target_size == 5 and dev.frontier_size == 4
+    assert len(dev.train_masks) == 154 and len(dev.target_masks) == 56
+    assert not set(dev.train_masks) & set(dev.target_masks)
+    assert set(dev.train_masks) < set(P.TRAIN_MASKS) and set(dev.target_masks) <= set(P.TRAIN_MASKS)
+    assert [len(P.candidates(s, "dev")) for s in P.SPACES] == [560, 280, 1232]
+    implied = {s: [P.implied_mask(*c) for c in P.candidates(s, "dev")] for s in P.SPACES}
+    assert {len(m) for m in implied["authors"]} == {3, 5}
+    assert set(implied["frontier"]) == set(dev.target_masks)
+    assert max(len(m) for s in P.SPACES for m in implied[s]) == 5  # no candidate reaches size 6
+    tasks = P.make_test_tasks(0, split="dev")
+    assert [t.mask for t in tasks] == list(dev.target_masks)
+    assert all(np.array_equal(t.query_y, P.parity(t.mask, t.query_x)) for t in tasks)
+    with pytest.raises(TaskextrapError, match="split"):
+        P.get_split("val")
+    with pytest.raises(TaskextrapError, match="dev training mask"):
+        P.sample_training_task(rng(0, "t"), mask=(0, 1, 2, 3, 4), split="dev")
+
+
+@pytest.mark.parametrize("split", ["test", "dev"])
+def test_training_corpora_hold_only_the_splits_training_masks(split):
+    """Every item of every fine-tuning or pretraining sampler carries its mask; none is held out."""
+    sizes = P.get_split(split).train_sizes
+    items = [i for f in (P.baseline_pairs, P.extender_pairs, P.row_pairs, P.pretraining_pairs)
+             for i in f(rng(0, f.__name__), 200, split)]
+    assert all(isinstance(i, audit.Tagged) for i in items) and len(items) == 800
+    assert {len(i.task) for i in items} == set(sizes)
+
+
+def test_dev_pretraining_corpora_hold_no_mask_of_size_5_or_6():
+    from taskextrap.llm.pretrain import SPECS
+
+    spec = SPECS["parity-dev"]
+    assert [st.corpus.split(":")[1] for st in spec.stages] == ["dev_row_pairs", "dev_pretraining_pairs"]
+    assert spec.check.endswith(":dev_pretraining_check")
+    items = [i for k, stage in enumerate(spec.stages) for i in stage.sampler()(rng(0, "dev-corpus", k), 500)]
+    assert len(items) == 1000 and {len(i.task) for i in items} == {2, 3, 4}
+
+
+def test_test_split_streams_are_unchanged():
+    """--test-seed 10000 reproduces the tasks of the runs before the split option."""
+    tasks = P.make_test_tasks(10_000)
+    assert tasks[0].support_x[0].tolist() == [0, 1, 0, 1, 0, 1, 0, 1]
+    assert tasks[27].query_x[9].tolist() == [0, 0, 1, 1, 1, 1, 0, 0]
+    dev = P.make_test_tasks(10_000, split="dev")
+    assert not np.array_equal(dev[0].support_x, tasks[0].support_x)
 
 
 def test_frontier_implies_size6_and_covers_every_test_mask():
@@ -31,7 +94,7 @@ def test_frontier_implies_size6_and_covers_every_test_mask():
     assert all(len(m) == 6 for m in implied)
     assert set(implied) == set(P.TEST_MASKS)
     assert P.implied_mask((1, 2), 2) == (1,) and P.implied_mask((1, 2), 5) == (1, 2, 5)
-    with pytest.raises(TaskextrapError):
+    with pytest.raises(TaskextrapError, match="authors, frontier, all"):
         P.candidates("everything")
 
 
@@ -182,24 +245,25 @@ def test_oracle_parent():
     assert parent in P.TRAIN_MASKS and P.implied_mask(parent, bit) == m
 
 
-def _brute_consistent(task, space):
-    return [(m, b) for m, b in P.candidates(space)
+def _brute_consistent(task, space, split="test"):
+    return [(m, b) for m, b in P.candidates(space, split)
             if np.array_equal(P.parity(P.implied_mask(m, b), task.support_x), task.support_y)]
 
 
-@pytest.mark.parametrize("space", ["frontier", "all"])
-def test_exact_search_counts_and_contains_truth(space):
-    for task in P.make_test_tasks(0)[:10]:
-        cons = P.consistent_candidates(task, space)
-        assert cons == _brute_consistent(task, space)
+@pytest.mark.parametrize("split", ["test", "dev"])
+@pytest.mark.parametrize("space", ["authors", "frontier", "all"])
+def test_exact_search_counts_and_contains_truth(space, split):
+    for task in P.make_test_tasks(0, split=split)[:10]:
+        cons = P.consistent_candidates(task, space, split)
+        assert cons == _brute_consistent(task, space, split)
         assert P.oracle_parent(task.mask) in cons
-        preds, n = P.exact_search(task, space)
+        preds, n = P.exact_search(task, space, split=split)
         assert n == len(cons) and preds.shape == (10,)
         first = P.parity(P.implied_mask(*cons[0]), task.query_x)
         assert np.array_equal(preds, first)
 
 
-@pytest.mark.parametrize("space", ["frontier", "all"])
+@pytest.mark.parametrize("space", ["authors", "frontier", "all"])
 def test_exact_search_full_information_is_exact(space):
     mask = P.TEST_MASKS[7]
     y = P.parity(mask, ALL_X)
