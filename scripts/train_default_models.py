@@ -1,6 +1,7 @@
 """Train the shipped default language models from scratch on CPU (run once; see taskextrap.llm.pretrain).
 
     python scripts/train_default_models.py parity          # writes src/taskextrap/llm/models/parity/
+    python scripts/train_default_models.py parity-dev      # the --split dev base (sizes 2-4 only)
 
 Resumable: checkpoints go to runs/pretrain/<name>/ and an interrupted run continues from the latest.
 With --continue, the shipped model is the start and only the stages its log lacks are trained

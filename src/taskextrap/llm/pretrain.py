@@ -8,6 +8,9 @@ that holds no held-out task:
   mask is ever drawn. Stage 1: single extender rows whose answer is the Anchor, the Bit, or
   their XOR; stage 2: full few-shot and extender prompts (``llm.parity.row_pairs``,
   ``pretraining_pairs``). The check measures XOR accuracy on fresh 5-shot extender prompts.
+- ``parity-dev``: the same recipe on the 154 dev-training masks (sizes 2-4) only, the base
+  model of the parity experiment's ``--split dev`` (the ``parity`` model has seen its size-5
+  targets).
 - ``codeio``: few-shot texts of one single primitive on random strings (no pair at all), every
   answer after the first scored (``llm.codeio.pretraining_texts``); a quarter of the texts use a
   wider alphabet so that the model executes primitives on strings like a primitive's output.
@@ -73,15 +76,24 @@ class DefaultModelSpec:
 
 _PARITY = "taskextrap.llm.parity"
 _CODEIO = "taskextrap.llm.codeio"
-SPECS = {
-    "parity": DefaultModelSpec(
-        "parity", "extender rows (copy Anchor, copy Bit, XOR), then few-shot and extender prompts "
-                  "over the 210 training masks (sizes 2-5)",
-        stages=(PretrainStage(f"{_PARITY}:row_pairs",
+
+
+def _parity_spec(name: str, prefix: str, masks: str) -> DefaultModelSpec:
+    """The parity recipe on the corpora ``{prefix}row_pairs`` / ``{prefix}pretraining_pairs``."""
+    return DefaultModelSpec(
+        name, f"extender rows (copy Anchor, copy Bit, XOR), then few-shot and extender prompts over {masks}",
+        stages=(PretrainStage(f"{_PARITY}:{prefix}row_pairs",
                               SFTConfig(steps=3000, batch_size=32, lr=6e-4, warmup_steps=50, seed=0)),
-                PretrainStage(f"{_PARITY}:pretraining_pairs",
+                PretrainStage(f"{_PARITY}:{prefix}pretraining_pairs",
                               SFTConfig(steps=600, batch_size=32, lr=5e-4, warmup_steps=20, seed=0))),
-        check=f"{_PARITY}:pretraining_check"),
+        check=f"{_PARITY}:{prefix}pretraining_check")
+
+
+SPECS = {
+    "parity": _parity_spec("parity", "", "the 210 training masks (sizes 2-5)"),
+    # The base model of ``--split dev``: the same recipe on the 154 dev-training masks only, so
+    # no dev target (size 5) and no test target (size 6) is ever drawn.
+    "parity-dev": _parity_spec("parity-dev", "dev_", "the 154 dev-training masks (sizes 2-4)"),
     # max_len: the longest sequence the codeio search scores is an anchored leave-one-out pair of
     # (fancy_brackets, fancy_brackets) with every string 14 characters long, 1,525 tokens with
     # BOS and EOS; the held-out tasks' longest prompt plus the completion it needs is 1,320
