@@ -9,9 +9,11 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
+from taskextrap import audit  # noqa: E402
 from taskextrap.experiments import parity as E  # noqa: E402
-from taskextrap.experiments.registry import RunOptions  # noqa: E402
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, get_experiment  # noqa: E402
 from taskextrap.experiments.runner import run_experiment  # noqa: E402
+from taskextrap.errors import TaskextrapError  # noqa: E402
 from taskextrap.llm import parity as P  # noqa: E402
 from taskextrap.report.schema import validate_results  # noqa: E402
 
@@ -22,7 +24,8 @@ def _rows(prompt):
     return int(lines[-3].split()[-1]), int(lines[-2].split()[-1])
 
 
-def test_a_perfect_extender_makes_rte_the_exact_search(monkeypatch):
+@pytest.mark.parametrize("space,split", [("authors", "test"), ("frontier", "test"), ("authors", "dev")])
+def test_a_perfect_extender_makes_rte_the_exact_search(monkeypatch, space, split):
     """With a scorer that charges only inconsistent labels and an exact XOR, rte == exact-search."""
     def scores(lm, pair_lists, batch_size=32, progress=None):
         out = []
@@ -33,30 +36,80 @@ def test_a_perfect_extender_makes_rte_the_exact_search(monkeypatch):
     monkeypatch.setattr("taskextrap.llm.search.total_nll", scores)
     monkeypatch.setattr(E, "predict_labels",
                         lambda lm, prompts, bs: np.array([a ^ b for a, b in map(_rows, prompts)]))
-    tasks = P.make_test_tasks(E.TEST_SEED)[:6]
-    res = E.search_space(None, tasks, "frontier", 64)
+    tasks = P.make_test_tasks(FRESH_TEST_SEED, split=split)[:6]
+    res = E.search_space(None, tasks, space, 64, split)
     for m in ("rte", "rte-tie-vote"):
-        expect = [np.mean(P.exact_search(t, "frontier", tie_vote=m.endswith("vote"))[0] == t.query_y) for t in tasks]
-        np.testing.assert_allclose(res[f"frontier/{m}"], expect)
-    n_consistent = [len(P.consistent_candidates(t, "frontier")) for t in tasks]
-    np.testing.assert_array_equal(res["frontier/n_tied"], n_consistent)
-    first = [P.consistent_candidates(t, "frontier")[0] for t in tasks]
-    np.testing.assert_array_equal(res["frontier/found"], [P.implied_mask(*c) == t.mask for c, t in zip(first, tasks)])
+        expect = [np.mean(P.exact_search(t, space, tie_vote=m.endswith("vote"), split=split)[0] == t.query_y)
+                  for t in tasks]
+        np.testing.assert_allclose(res[f"{space}/{m}"], expect)
+    consistent = [P.consistent_candidates(t, space, split) for t in tasks]
+    np.testing.assert_array_equal(res[f"{space}/n_tied"], [len(c) for c in consistent])
+    np.testing.assert_array_equal(res[f"{space}/found"], [P.implied_mask(*c[0]) == t.mask
+                                                          for c, t in zip(consistent, tasks)])
+
+
+def test_spaces_groups_and_registration():
+    assert E.SPACES == P.SPACES and E.SPACES[0] == "authors"
+    assert [E.group_of(s) for s in E.SPACES] == ["size6-authors", "size6-frontier", "size6-all"]
+    assert E.group_of("all", "dev") == "size5-all"
+    assert E.base_model_name("dev") == "parity-dev" and E.base_model_name("test") == "parity"
+    assert get_experiment("parity").dev
+    with pytest.raises(TaskextrapError):
+        E.group_of("everything")
+
+
+def _tiny_base(monkeypatch):
+    """A tiny random model for every base-model load; returns the names asked for."""
+    from taskextrap.llm.model import build_char_model
+
+    asked = []
+
+    def load(name, model=None, device="cpu"):
+        asked.append(name)
+        return build_char_model(d_model=32, n_layers=2, n_heads=2, max_len=512, seed=0)
+
+    monkeypatch.setattr("taskextrap.llm.pretrain.load_base", load)
+    return asked
 
 
 def test_tiny_run_writes_every_method(tmp_path, monkeypatch):
-    from taskextrap.llm.model import build_char_model
-
-    monkeypatch.setattr("taskextrap.llm.pretrain.load_base",
-                        lambda name, model=None, device="cpu": build_char_model(d_model=32, n_layers=2, n_heads=2,
-                                                                                max_len=512, seed=0))
-    res = run_experiment("parity", RunOptions(profile="tiny", out=tmp_path, progress=False))
+    asked = _tiny_base(monkeypatch)
+    with audit.spy() as seen:
+        res = run_experiment("parity", RunOptions(profile="tiny", out=tmp_path, progress=False))
     validate_results(res)
-    got = {(r["group"], r["method"]) for r in res["rows"]}
-    assert {("size6", "few-shot"), ("size6", "oracle"), ("size6", "rte"), ("size6", "exact-search"),
-            ("size6-all-candidates", "rte-tie-vote"), ("decomposition-found-frontier", "rte")} <= got
+    assert set(asked) == {"parity"} and {int(v.sum()) for _, v in seen} <= {2, 3, 4, 5}
+    rows = [(r["group"], r["method"]) for r in res["rows"]]
+    assert rows[:6] == [("size6-authors", m) for m in ("few-shot", *E.SEARCH_METHODS, "oracle")]
+    for space in ("frontier", "all"):
+        assert [m for g, m in rows if g == f"size6-{space}"] == list(E.SEARCH_METHODS)
+    assert {(f"decomposition-found-{s}", "rte") for s in E.SPACES} <= set(rows)
     assert all(0.0 <= r["value"] <= 1.0 and r["metric"] == "accuracy" for r in res["rows"])
-    row = next(r for r in res["rows"] if (r["group"], r["method"]) == ("size6", "rte"))
-    assert row["paper_value"] == pytest.approx(0.6607) and row["n"] == 1
+    with_paper = {(r["group"], r["method"]): r["paper_value"] for r in res["rows"] if r["paper_value"] is not None}
+    assert with_paper == pytest.approx({("size6-authors", "few-shot"): 0.5286, ("size6-authors", "rte"): 0.6607,
+                                        ("size6-authors", "oracle"): 1.0})
+    cfg = res["config"]
+    assert cfg["split"] == "test" and cfg["test_seed"] == FRESH_TEST_SEED == 31_337
+    assert [cfg["spaces"][s]["n_candidates"] for s in E.SPACES] == [448, 168, 1680]
+    assert "authors' code" in cfg["spaces"]["authors"]["assumes"]
+    assert "frontier" in cfg["spaces"]["frontier"]["assumes"] and "paper" in cfg["spaces"]["all"]["assumes"]
     on_disk = json.loads((tmp_path / "parity-paper-tiny" / "results.json").read_text())
     assert on_disk["rows"] == res["rows"]
+    unit = json.loads(next((tmp_path / "units").glob("parity-seed0-*.json")).read_text())
+    assert unit["config"]["split"] == "test" and unit["config"]["test_seed"] == FRESH_TEST_SEED
+
+
+def test_tiny_dev_run_never_fits_a_size5_or_size6_mask(tmp_path, monkeypatch):
+    asked = _tiny_base(monkeypatch)
+    with audit.spy() as seen:
+        res = run_experiment("parity", RunOptions(profile="tiny", out=tmp_path, progress=False, split="dev",
+                                                  test_seed=7))
+    assert set(asked) == {"parity-dev"}
+    assert seen and {int(v.sum()) for c, v in seen if c == "parity-corpus"} == {2, 3, 4}
+    assert {r["group"] for r in res["rows"]} >= {"size5-authors", "size5-frontier", "size5-all"}
+    assert all(r["paper_value"] is None for r in res["rows"])
+    cfg = res["config"]
+    assert (cfg["split"], cfg["test_seed"], cfg["target_size"]) == ("dev", 7, 5)
+    assert [cfg["spaces"][s]["n_candidates"] for s in E.SPACES] == [560, 280, 1232]
+    assert (tmp_path / "parity-paper-tiny-dev-test7" / "results.json").exists()
+    unit = json.loads(next((tmp_path / "units").glob("parity-dev-seed0-*.json")).read_text())
+    assert unit["config"]["split"] == "dev" and unit["config"]["test_seed"] == 7

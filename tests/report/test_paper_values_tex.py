@@ -27,7 +27,7 @@ TABLES = [
      {"Naive Baseline": "sparse-inductive", "RTE": "rte", "Oracle": "oracle"}),
     ("tab:comp_aggregate", "composition", "unseen-pairs", "pm",
      {"Naive Baseline": "sparse-inductive", "RTE": "rte", "Composition Oracle": "oracle"}),
-    ("tab:parity_results", "parity", "size6", "pct",
+    ("tab:parity_results", "parity", "size6-authors", "pct",
      {"Baseline": "few-shot", "RTE": "rte", "Oracle (Known Parent)": "oracle"}),
     ("tab:codeio_results", "codeio", "held-out-pairs", "pct",
      {"Few-Shot Baseline": "few-shot", "CoT + Majority Vote (N=16)": "cot-majority", "RTE": "rte",

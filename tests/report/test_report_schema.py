@@ -226,7 +226,7 @@ def test_make_row_rejects_bad_metric_accuracy_and_overrides():
         make_row("parity", "size6", "rte", "accuracy", [1.5, 2.0])
     with pytest.raises(TaskextrapError, match="paper_value"):
         make_row("parameter", "quadratic", "rte", "mse", [1.0], paper_value=1.0)
-    row = make_row("parity", "size6", "rte", "accuracy", [0.0, 1.0], ci95=0.3)
+    row = make_row("parity", "size6-authors", "rte", "accuracy", [0.0, 1.0], ci95=0.3)
     assert row["ci95"] == 0.3 and row["paper_value"] == pytest.approx(0.6607)
 
 
@@ -242,6 +242,8 @@ def test_paper_values_table():
         assert math.isfinite(v) and (ci is None or ci >= 0) and src
     groups = {g for (e, g, _m) in PAPER_VALUES if e == "parameter"}
     assert groups == {"quadratic", "cubic", "exp", "sin_trend", "tri_trend"}
+    # parity: the authors' candidate space is the paper's; frontier / all rows get no paper value
+    assert {g for (e, g, _m) in PAPER_VALUES if e == "parity"} == {"size6-authors"}
     for (exp, group, method) in PAPER_VALUES:
         if exp in ("parity", "codeio"):
             assert 0.0 <= PAPER_VALUES[(exp, group, method)][0] <= 1.0

@@ -23,7 +23,7 @@ def run_results(experiment="parameter", value=12.5):
         make_row(experiment, "quadratic", "rte", "mse", np.full((3, 2), value)),
         make_row(experiment, "quadratic", "ctx-polyfit", "mse", np.array([[1.0, 2.0], [3.0, 4.0]]),
                  note="context-only baseline"),
-        make_row("parity", "size6", "rte", "accuracy", np.array([[0.5], [0.75]])),
+        make_row("parity", "size6-authors", "rte", "accuracy", np.array([[0.5], [0.75]])),
     ]
     return {
         "experiment": experiment, "protocol": "paper", "profile": "quick", "seeds": [0, 1],

@@ -1,9 +1,9 @@
 """Sparse parity with a language model (paper §4.1, Table 4; Appendix I).
 
 Per training seed, two LoRA runs start from the same base model: the few-shot model learns
-plain prompts of training masks (sizes 2-5) and the extender learns Anchor / Bit / Out prompts
-(Algorithm 2, Phase 1). Every test task (all 28 masks of size 6, 5 support examples and 10
-queries, from a fixed stream) is then answered by:
+plain prompts of training masks and the extender learns Anchor / Bit / Out prompts (Algorithm
+2, Phase 1). Every held-out task (5 support examples and 10 queries from the ``test_seed``
+stream) is then answered by:
 
 - ``few-shot``: the few-shot model on the plain prompt;
 - ``rte``: likelihood search (Phase 2) over a candidate space with leave-one-out prompts on the
@@ -12,13 +12,27 @@ queries, from a fixed stream) is then answered by:
 - ``exact-search`` / ``exact-search-tie-vote``: the same consistency search with no model;
 - ``oracle``: the extender with the true parent and bit.
 
-Candidate spaces: ``frontier`` (size-5 parents, a bit they lack: the training frontier, one step
-beyond) and ``all`` (every training mask x every bit, the paper's wording). Accuracy is a
-fraction; its interval is a bootstrap over the test tasks.
+Splits: ``test`` trains on mask sizes 2-5 and answers the 28 size-6 masks; ``dev`` trains on
+sizes 2-4 only and answers the 56 size-5 masks, from the ``parity-dev`` default model (the
+``parity`` one was pretrained on size 5).
+
+Candidate spaces, one row group each (``size6-<space>``; ``size5-<space>`` under dev), run in
+this order, each labelled with what it assumes (``llm.parity.SPACE_ASSUMPTIONS``):
+
+- ``authors``: every frontier-size mask x every bit 0-7 (448 under test), the authors' code's
+  space and so the one the paper's Table 4 numbers come from: its group leads the table, holds
+  the ``few-shot`` and ``oracle`` rows (they use no candidate space), and is the only group
+  with the paper's values;
+- ``frontier``: frontier-size parents x a bit they lack (168): assumes the target lies one step
+  beyond the training frontier (the length regime's assumption);
+- ``all``: every training mask x every bit (1680; the paper's wording), on ``n_tasks_wide`` tasks.
+
+Accuracy is a fraction; its interval is a bootstrap over the held-out tasks.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,17 +41,30 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.profiles import LLMProfile, get_profile
-from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import UnitResult, run_seeds
 from taskextrap.report.schema import bootstrap_ci95, make_row
 
 if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
     from taskextrap.llm.pretrain import BaseModel
 
-TEST_SEED = 10_000
-SPACES = ("frontier", "all")
-GROUPS = {"frontier": "size6", "all": "size6-all-candidates"}
+SPACES = ("authors", "frontier", "all")  # run and tabulated in this order (== llm.parity.SPACES)
+WIDE_SPACES = ("all",)  # scored on profile.n_tasks_wide tasks only
+TARGET_SIZE = {"test": 6, "dev": 5}
 SEARCH_METHODS = ("rte", "rte-tie-vote", "exact-search", "exact-search-tie-vote")
+
+
+def group_of(space: str, split: str = "test") -> str:
+    """The row group of candidate space ``space``: ``size6-<space>`` (``size5-<space>`` under dev)."""
+    if space not in SPACES or split not in TARGET_SIZE:
+        raise TaskextrapError(f"unknown parity space/split {space!r}/{split!r}")
+    return f"size{TARGET_SIZE[split]}-{space}"
+
+
+def base_model_name(split: str) -> str:
+    """The default model a split starts from: ``parity``, or ``parity-dev`` (pretrained on sizes 2-4)."""
+    return "parity-dev" if split == "dev" else "parity"
+
 
 PARITY_PROFILES = {
     "quick": LLMProfile("quick", (0,), sft_steps=150, sft_batch=16, sft_lr=2e-4, warmup=15, n_tasks_wide=8),
@@ -47,15 +74,16 @@ PARITY_PROFILES = {
 }
 
 
-def fine_tune(model: BaseModel, sampler, profile: LLMProfile, seed: int, out_dir: Path | None, device: str = "cpu"):
+def fine_tune(model: BaseModel, sampler, profile: LLMProfile, seed: int, out_dir: Path | None, device: str = "cpu",
+              split: str = "test"):
     """One LoRA run (the paper's parity settings) from a fresh copy of the base model
-    (a :class:`~taskextrap.llm.pretrain.BaseModel`)."""
+    (a :class:`~taskextrap.llm.pretrain.BaseModel`; the default one is that of ``split``)."""
     from taskextrap.llm.pretrain import load_base
     from taskextrap.llm.sft import PARITY_LORA, SFTConfig, train
 
     cfg = SFTConfig(steps=profile.sft_steps, batch_size=profile.sft_batch, lr=profile.sft_lr,
                     warmup_steps=profile.warmup, seed=seed, checkpoint_every=100, lora=PARITY_LORA)
-    lm, info = train(load_base("parity", model, device), sampler, cfg, out_dir=out_dir)
+    lm, info = train(load_base(base_model_name(split), model, device), sampler, cfg, out_dir=out_dir)
     return lm, info
 
 
@@ -74,12 +102,12 @@ def _query_prompts(task, parent, bit) -> list[str]:
     return [extender_prompt(task.support_x, task.support_y, q, parent, bit) for q in task.query_x]
 
 
-def search_space(extender, tasks, space: str, batch_size: int) -> dict[str, np.ndarray]:
+def search_space(extender, tasks, space: str, batch_size: int, split: str = "test") -> dict[str, np.ndarray]:
     """RTE's likelihood search and the exact search on one candidate space: per-task accuracies."""
     from taskextrap.llm import parity as P
     from taskextrap.llm.search import tied, total_nll, vote
 
-    cands = P.candidates(space)
+    cands = P.candidates(space, split)
     scores = total_nll(extender, [P.loo_pairs(t, *c) for t in tasks for c in cands], batch_size)
     scores = scores.reshape(len(tasks), len(cands))
     best = [tied(s, 0.0)[0] for s in scores]
@@ -97,7 +125,7 @@ def search_space(extender, tasks, space: str, batch_size: int) -> dict[str, np.n
         voted = np.array([vote([int(pred[(i, int(j))][q]) for j in ties[i]]) for q in range(nq)])
         acc["rte-tie-vote"].append(np.mean(voted == t.query_y))
         for m, tv in (("exact-search", False), ("exact-search-tie-vote", True)):
-            acc[m].append(np.mean(P.exact_search(t, space, tie_vote=tv)[0] == t.query_y))
+            acc[m].append(np.mean(P.exact_search(t, space, tie_vote=tv, split=split)[0] == t.query_y))
         found.append(float(P.implied_mask(*cands[best[i]]) == t.mask))
         n_tied.append(len(ties[i]))
     out = {f"{space}/{m}": np.array(v) for m, v in acc.items()}
@@ -106,15 +134,18 @@ def search_space(extender, tasks, space: str, batch_size: int) -> dict[str, np.n
     return out
 
 
-def run_unit(model: BaseModel, profile: LLMProfile, seed: int, ckpt_dir: Path | None, device: str = "cpu") -> UnitResult:
-    """Both LoRA runs of one seed, then every method on the test tasks."""
+def run_unit(model: BaseModel, profile: LLMProfile, seed: int, ckpt_dir: Path | None, device: str = "cpu",
+             split: str = "test", test_seed: int = FRESH_TEST_SEED) -> UnitResult:
+    """Both LoRA runs of one seed on ``split``'s training masks, then every method on its held-out
+    tasks (drawn from ``test_seed``)."""
     from taskextrap.llm import parity as P
 
     timing = {}
-    tasks = P.make_test_tasks(TEST_SEED)[: profile.n_tasks]
+    tasks = P.make_test_tasks(test_seed, split=split)[: profile.n_tasks]
     t = time.perf_counter()
-    fewshot, _ = fine_tune(model, P.baseline_pairs, profile, seed, ckpt_dir and ckpt_dir / "few-shot", device)
-    extender, _ = fine_tune(model, P.extender_pairs, profile, seed, ckpt_dir and ckpt_dir / "extender", device)
+    tune = functools.partial(fine_tune, model, profile=profile, seed=seed, device=device, split=split)
+    fewshot, _ = tune(functools.partial(P.baseline_pairs, split=split), out_dir=ckpt_dir and ckpt_dir / "few-shot")
+    extender, _ = tune(functools.partial(P.extender_pairs, split=split), out_dir=ckpt_dir and ckpt_dir / "extender")
     timing["sft_s"] = time.perf_counter() - t
     t = time.perf_counter()
     errors = {"few-shot": _accuracy(fewshot, tasks, lambda tk: [P.baseline_prompt(tk.support_x, tk.support_y, q)
@@ -124,8 +155,8 @@ def run_unit(model: BaseModel, profile: LLMProfile, seed: int, ckpt_dir: Path | 
     timing["baseline_eval_s"] = time.perf_counter() - t
     for space in SPACES:
         t = time.perf_counter()
-        subset = tasks if space == "frontier" else tasks[: profile.n_tasks_wide]
-        errors.update(search_space(extender, subset, space, profile.score_batch))
+        subset = tasks[: profile.n_tasks_wide] if space in WIDE_SPACES else tasks
+        errors.update(search_space(extender, subset, space, profile.score_batch, split))
         timing[f"search_{space}_s"] = time.perf_counter() - t
     return UnitResult(errors, timing)
 
@@ -141,28 +172,54 @@ def _row(errors, key, group, method):
     return make_row("parity", group, method, "accuracy", e, ci95=bootstrap_ci95(e))
 
 
-@register("parity", "Table 4: sparse parity |S| = 6 with a language model (few-shot, rte, exact-search, oracle)")
+def _rows(errors, split: str) -> list[dict]:
+    """The table: the authors group first (few-shot, its searches, oracle), then frontier, all,
+    and the decomposition-found diagnostics."""
+    rows = []
+    for space in SPACES:
+        group = group_of(space, split)
+        lead = space == SPACES[0]
+        rows += [_row(errors, "few-shot", group, "few-shot")] if lead else []
+        rows += [_row(errors, f"{space}/{m}", group, m) for m in SEARCH_METHODS]
+        rows += [_row(errors, "oracle", group, "oracle")] if lead else []
+    rows += [_row(errors, f"{s}/found", f"decomposition-found-{s}", "rte") for s in SPACES]
+    return rows
+
+
+def _spaces_config(split: str) -> dict:
+    """Per space: its row group, candidate count and what it assumes (for results.json)."""
+    from taskextrap.llm import parity as P
+
+    return {s: {"group": group_of(s, split), "n_candidates": len(P.candidates(s, split)),
+                "assumes": P.SPACE_ASSUMPTIONS[s]} for s in SPACES}
+
+
+@register("parity", "Table 4: sparse parity |S| = 6 with a language model (few-shot, rte, exact-search, oracle)",
+          dev=True)
 def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
-    """The parity experiment: both candidate spaces, bootstrap intervals over the 28 test tasks."""
+    """The parity experiment on ``options.split``: every candidate space, bootstrap intervals over
+    the held-out tasks (test: 28 of size 6; dev: 56 of size 5), drawn from ``options.seed_of_tests``."""
     if options.protocol != "paper":
         raise TaskextrapError("parity has one protocol (the paper's): drop --protocol")
+    from taskextrap.llm import parity as P
     from taskextrap.llm.pretrain import BaseModel
     from taskextrap.llm.search import DEFAULT_TIE_TOL
 
+    split, test_seed = options.split, options.seed_of_tests
+    sp = P.get_split(split)
     model = BaseModel.from_extra(options.extra)
     profile = get_profile(PARITY_PROFILES, options.profile).with_seeds(options.seeds)
-    base = {"experiment": "parity", "profile": profile.to_dict(), "model": model.label("parity"),
-            "test_seed": TEST_SEED}
+    base = {"experiment": "parity", "profile": profile.to_dict(), "model": model.label(base_model_name(split)),
+            "split": split, "test_seed": test_seed}
+    tag = "parity" if split == "test" else f"parity-{split}"
     errors, timing = run_seeds(
-        "parity", profile.seeds, cache_dir, name=lambda s: f"parity-seed{s}", config=lambda s: {**base, "seed": s},
-        compute=lambda s, _: run_unit(model, profile, s, cache_dir and cache_dir / f"parity-sft-seed{s}",
-                                      options.device),
+        "parity", profile.seeds, cache_dir, name=lambda s: f"{tag}-seed{s}", config=lambda s: {**base, "seed": s},
+        compute=lambda s, _: run_unit(model, profile, s, cache_dir and cache_dir / f"{tag}-sft-seed{s}",
+                                      options.device, split, test_seed),
         plot_dir=None, plot_file="", progress=options.progress)
-    rows = [_row(errors, m, "size6", m) for m in ("few-shot", "oracle")]
-    for space in SPACES:
-        rows += [_row(errors, f"{space}/{m}", GROUPS[space], m) for m in SEARCH_METHODS]
-        rows.append(_row(errors, f"{space}/found", f"decomposition-found-{space}", "rte"))
-    config = {**base, "spaces": {s: GROUPS[s] for s in SPACES}, "tie_tol_nats": DEFAULT_TIE_TOL,
-              "n_tasks_wide": profile.n_tasks_wide,
+    config = {**base, "train_sizes": list(sp.train_sizes), "target_size": sp.target_size,
+              "spaces": _spaces_config(split),
+              "few_shot_and_oracle": f"use no candidate space; tabulated once, in {group_of(SPACES[0], split)}",
+              "tie_tol_nats": DEFAULT_TIE_TOL, "n_tasks_wide": profile.n_tasks_wide,
               "mean_tied_candidates": {s: float(np.mean(np.concatenate(errors[f"{s}/n_tied"]))) for s in SPACES}}
-    return rows, config, list(profile.seeds), timing
+    return _rows(errors, split), config, list(profile.seeds), timing
