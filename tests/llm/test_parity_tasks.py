@@ -289,3 +289,18 @@ def test_exact_search_without_consistent_candidate():
     task = P.ParityTask((0, 1, 2, 3, 4, 5), x, np.array([0, 1]), x[:1], np.array([0]))
     preds, n = P.exact_search(task, "frontier")
     assert n == 0 and preds.shape == (1,)
+
+
+def test_shipped_dev_model_was_pretrained_on_dev_masks_only():
+    """The --split dev base model's log: the dev spec (corpora of sizes 2-4), and it executes the XOR."""
+    import dataclasses
+    import json
+
+    from taskextrap.llm.pretrain import MODELS_DIR, SPECS, TRAINING_LOG
+
+    log = json.loads((MODELS_DIR / "parity-dev" / TRAINING_LOG).read_text())
+    assert log["spec"] == json.loads(json.dumps(dataclasses.asdict(SPECS["parity-dev"])))
+    assert [st["corpus"] for st in log["stages"]] == [st.corpus for st in SPECS["parity-dev"].stages]
+    assert all(":dev_" in st["corpus"] for st in log["stages"])
+    assert log["check"]["extender_accuracy"] >= 0.99
+    assert (MODELS_DIR / "parity-dev" / "model.safetensors").exists()
