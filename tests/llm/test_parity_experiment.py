@@ -77,11 +77,17 @@ def test_tiny_run_writes_every_method(tmp_path, monkeypatch):
     with audit.spy() as seen:
         res = run_experiment("parity", RunOptions(profile="tiny", out=tmp_path, progress=False))
     validate_results(res)
-    assert set(asked) == {"parity"} and {int(v.sum()) for _, v in seen} <= {2, 3, 4, 5}
+    assert set(asked) == {"parity"}
+    audit.check(seen, lambda mask: len(mask) in (2, 3, 4, 5), required={"sft"})
     rows = [(r["group"], r["method"]) for r in res["rows"]]
-    assert rows[:6] == [("size6-authors", m) for m in ("few-shot", *E.SEARCH_METHODS, "oracle")]
+    methods = ["few-shot", *E.SEARCH_METHODS, "oracle"]
+    assert rows[:6] == [("size6-authors", m) for m in methods]
     for space in ("frontier", "all"):
-        assert [m for g, m in rows if g == f"size6-{space}"] == list(E.SEARCH_METHODS)
+        assert [m for g, m in rows if g == f"size6-{space}"] == methods
+    for m in ("few-shot", "oracle"):  # no candidate space: the same values in every group
+        assert len({r["value"] for r in res["rows"] if r["method"] == m}) == 1
+    compared = {(c["group"], c["a"], c["b"]) for c in res["comparisons"]}
+    assert {(f"size6-{s}", "rte", "few-shot") for s in E.SPACES} <= compared
     assert {(f"decomposition-found-{s}", "rte") for s in E.SPACES} <= set(rows)
     assert all(0.0 <= r["value"] <= 1.0 and r["metric"] == "accuracy" for r in res["rows"])
     with_paper = {(r["group"], r["method"]): r["paper_value"] for r in res["rows"] if r["paper_value"] is not None}
@@ -104,7 +110,10 @@ def test_tiny_dev_run_never_fits_a_size5_or_size6_mask(tmp_path, monkeypatch):
         res = run_experiment("parity", RunOptions(profile="tiny", out=tmp_path, progress=False, split="dev",
                                                   test_seed=7))
     assert set(asked) == {"parity-dev"}
-    assert seen and {int(v.sum()) for c, v in seen if c == "parity-corpus"} == {2, 3, 4}
+    audit.check(seen, lambda mask: len(mask) in (2, 3, 4), required={"sft"})
+    assert {len(m) for r in seen for m in r.labels} == {2, 3, 4}
+    with pytest.raises(audit.LeakError):  # the same records fail once size 4 counts as held out
+        audit.check(seen, lambda mask: len(mask) in (2, 3))
     assert {r["group"] for r in res["rows"]} >= {"size5-authors", "size5-frontier", "size5-all"}
     assert all(r["paper_value"] is None for r in res["rows"])
     cfg = res["config"]
