@@ -154,10 +154,11 @@ def main():
                     help="dev: the pseudo-extrapolation inside training, on which choices are made")
     ap.add_argument("--only", choices=["embeddings", "length-embeddings", "parameter", "projectile", "length",
                                        "composition", "ablations", "parity", "codeio"], default=None)
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when two runs share 2 cores)")
     args = ap.parse_args()
     global SPLIT
     SPLIT = args.split
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     env = environment_info()
     if args.only in (None, "embeddings"):
         t = time.perf_counter()

@@ -135,3 +135,20 @@ def test_overrides_need_both_constituents(fitted, targets):
         np.testing.assert_allclose(fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, decomposition=d), best_only)
     finally:
         fitted.temperature = 1.0
+
+
+def test_unset_k_and_refine_rounds_take_the_protocols_dev_chosen_settings():
+    from dataclasses import replace
+
+    from taskextrap.search.composition import DEV_SETTINGS, dev_settings
+    from taskextrap.tasks.observe import get_protocol
+
+    for name in ("paper", "strict"):
+        model = CompositionRTE(protocol=name)
+        assert (model.k, model.refine_rounds) == (DEV_SETTINGS[name]["k"], DEV_SETTINGS[name]["refine_rounds"])
+    assert DEV_SETTINGS["paper"] != DEV_SETTINGS["strict"]
+    # Explicit values win; a protocol of another name follows its noise.
+    assert (CompositionRTE(protocol="strict", k=7, refine_rounds=1).k, CompositionRTE(refine_rounds=1).refine_rounds) == (7, 1)
+    noisy = replace(get_protocol("paper", "composition"), name="mine", noise=0.05)
+    clean = replace(get_protocol("strict", "composition"), name="mine", noise=0.0)
+    assert dev_settings(noisy) == DEV_SETTINGS["strict"] and dev_settings(clean) == DEV_SETTINGS["paper"]

@@ -116,10 +116,10 @@ def test_overrides_need_both_parts_and_screen_size(fitted, targets):
     _, obs = targets
     with pytest.raises(TaskextrapError, match="both anchors and phi"):
         fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, anchors=np.zeros(6, dtype=int))
-    assert fitted.screen() == max(fitted.k, int(np.ceil(0.2 * len(fitted.z_library_))))
+    assert fitted.screen() == max(fitted.k, int(np.ceil(fitted.screen_fraction * len(fitted.z_library_))))
     assert fitted.screen(k=60) == 60
     q = fitted.retrieval_quality(n=32)
-    assert 0 <= q["recall_top10"] <= q["recall_screened"] <= 1 and q["library_size"] == 64
+    assert 0 <= q["recall_top_k"] <= q["recall_screened"] <= 1 and q["library_size"] == 64
 
 
 def test_posterior_average_equals_weighted_candidates(fitted, targets):
