@@ -117,3 +117,18 @@ def test_committed_docs_tables_match_their_results_files():
     docs = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
     stale = {str(p.relative_to(root)): mod.sync(p, check=True) for p in docs if p.exists()}
     assert not any(stale.values()), f"stale table blocks (run benchmarks/tables.py --sync): {stale}"
+
+
+def test_old_vs_new_matches_renamed_groups_and_marks_missing_rows():
+    spec = importlib.util.spec_from_file_location("bench_old_vs_new", _PATH.with_name("old_vs_new.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    row = lambda g, m, v, **kw: {"group": g, "method": m, "metric": "accuracy", "value": v, "ci95": 0.1, **kw}  # noqa: E731
+    old = {"rows": [row("size6", "rte", 0.5)], "environment": {"git": "aaa"}}
+    new = {"rows": [row("size6-frontier", "rte", 0.6, seed_sd=0.02, paper_value=0.66), row("size6-authors", "rte", 0.7)],
+           "config": {"test_seed": 31337}, "environment": {"git": "bbb"}}
+    text = mod.compare("parity-paper-paper", old, new)
+    lines = text.splitlines()
+    assert "test seed 10000, commit aaa" in lines[2] and "test seed 31337, commit bbb" in lines[2]
+    assert "| size6-frontier | `rte` | accuracy | 0.500 ± 0.100 | 0.600 ± 0.100 (sd 0.0200) | 0.660 |" in lines
+    assert "| size6-authors | `rte` | accuracy | — | 0.700 ± 0.100 |  |" in lines
