@@ -7,7 +7,8 @@
 
 A table block in a markdown file is the text between ``<!-- table: NAME [metric=M] [groups=A,B] -->``
 and ``<!-- /table -->``: the tables of ``benchmarks/results/NAME.json`` (``render``), or only its
-``metric`` rows and the given groups. ``--sync`` regenerates the blocks, ``--check`` (run by the
+``metric`` rows and the given groups; a ``scripts/dev_choices.py`` or ``scripts/codeio_sft_check.py``
+file renders as its table of variants. ``--sync`` regenerates the blocks, ``--check`` (run by the
 test suite) fails when a block differs from what its committed results file renders, so no table
 in the docs can drift from the numbers a committed command wrote.
 
@@ -66,9 +67,79 @@ def render(name: str, metrics=("mse", "accuracy"), groups: list[str] | None = No
 BLOCK = re.compile(r"(<!-- table: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(\n<!-- /table -->)", re.S)
 
 
+def render_dev_choices(name: str) -> str:
+    """The table of a ``scripts/dev_choices.py`` file: every variant's dev MSE and its paired
+    difference to the default of its day (mean ± 95% t half-width over dev targets)."""
+    from taskextrap.report.tables import format_number as fmt
+
+    data = json.loads((RESULTS / f"{name}.json").read_text())
+    lines = ["| unit | setting | value | dev MSE | paired diff. to the default | clear |", "| --- | --- | --- | ---: | ---: | :---: |"]
+    for unit, u in data["units"].items():
+        fixed = ", ".join(f"{k}={v}" for k, v in (u.get("fixed") or {}).items())
+        for setting, res in u["settings"].items():
+            for v in res["variants"]:
+                d = v["vs_default"]
+                is_default = v["value"] == u["default"][setting]
+                clear = "" if is_default else ("yes" if abs(d["mean"]) > d["ci95"] else "no")
+                diff = "(default)" if is_default else f"{fmt(d['mean'])} ± {fmt(d['ci95'])}"
+                lines.append(f"| {unit}{f' ({fixed})' if fixed else ''} | `{setting}` | {v['value']} | {fmt(v['mse'])} | {diff} | {clear} |")
+    lines += ["", f"_`{data.get('command') or 'python scripts/dev_choices.py --profile ' + data['profile']}`: seed "
+                  f"{data['seed']}, {data['n_targets']} dev targets × {data['n_draws']} draws; "
+                  f"wall {data['wall_s'] / 60:.0f} min on 2 CPU cores. The default is the one of the day "
+                  f"the sweep ran._"]
+    return "\n".join(lines)
+
+
+def render_recipes(name: str) -> str:
+    """The table of a ``scripts/codeio_sft_check.py`` file: each recipe's exact match on
+    training pairs with fresh strings and on the dev tasks, its final loss and training time."""
+    from taskextrap.report.tables import format_number as fmt
+
+    data = json.loads((RESULTS / f"{name}.json").read_text())
+    lines = ["| recipe | training pairs | dev tasks | final loss | fine-tuning |", "| --- | ---: | ---: | ---: | ---: |"]
+    for recipe, r in sorted(data["runs"].items()):
+        lines.append(f"| `{recipe}` | {fmt(r['train'])} | {fmt(r['dev'])} | {fmt(r['final_loss'])} | {r['sft_s'] / 60:.1f} min |")
+    lines += ["", "_exact match of `oracle` (extender runs) or `few-shot` (few-shot runs); seed 0; each row's "
+                  "command is in the results file._"]
+    return "\n".join(lines)
+
+
+def render_embeddings(name: str) -> str:
+    """``embeddings.json``: Spearman(proxy distance, true parameter distance) per family, or
+    ``length-embeddings.json``: predecessor retrieval per estimator; both on held-out training tasks."""
+    from taskextrap.report.tables import format_number as fmt
+
+    data = json.loads((RESULTS / f"{name}.json").read_text())
+    if "retrieval" in data:
+        lines = ["| protocol | estimator | median rank | in top k | in screened | library |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+        for key, r in data["retrieval"].items():
+            protocol, method = key.split("/")
+            top = r.get("recall_top_k", r.get("recall_top10"))
+            k = r.get("k", 10)
+            lines.append(f"| `{protocol}` | `{method}` | {r['median_rank']:.0f} | {fmt(top)} (k={k}) | "
+                         f"{fmt(r['recall_screened'])} ({r['screened']}) | {r['library_size']} |")
+    else:
+        keys = list(data["per_family"])
+        families = list(dict.fromkeys(k.split("/")[1] for k in keys))
+        lines = ["| protocol | estimator | " + " | ".join(families) + " | mean |", "| --- | --- |" + " ---: |" * (len(families) + 1)]
+        for pm, mean in data["mean_rho_theta"].items():
+            protocol, method = pm.split("/")
+            cells = [f"{data['per_family'][f'{protocol}/{f}/{method}']['rho_theta']:.2f}" for f in families]
+            lines.append(f"| `{protocol}` | `{method}` | " + " | ".join(cells) + f" | {mean:.2f} |")
+    lines += ["", f"_wall {data['wall_s'] / 60:.1f} min on 2 CPU cores; seed 0; commit {data['environment'].get('git') or '?'}._"]
+    return "\n".join(lines)
+
+
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
+    data = json.loads((RESULTS / f"{name}.json").read_text())
+    if "units" in data and not opts:
+        return render_dev_choices(name)
+    if "runs" in data and not opts:
+        return render_recipes(name)
+    if ("per_family" in data or "retrieval" in data) and not opts:
+        return render_embeddings(name)
     kw = dict(o.split("=", 1) for o in opts)
     unknown = set(kw) - {"metric", "groups"}
     if unknown:

@@ -132,3 +132,26 @@ def test_old_vs_new_matches_renamed_groups_and_marks_missing_rows():
     assert "test seed 10000, commit aaa" in lines[2] and "test seed 31337, commit bbb" in lines[2]
     assert "| size6-frontier | `rte` | accuracy | 0.500 ± 0.100 | 0.600 ± 0.100 (sd 0.0200) | 0.660 |" in lines
     assert "| size6-authors | `rte` | accuracy | — | 0.700 ± 0.100 |  |" in lines
+
+
+def test_tables_render_dev_choices_recipes_and_embeddings(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+    variants = [{"value": 10, "mse": 0.1, "vs_default": {"mean": 0.0, "ci95": 0.0}},
+                {"value": 20, "mse": 0.09, "vs_default": {"mean": -0.01, "ci95": 0.004}},
+                {"value": 5, "mse": 0.105, "vs_default": {"mean": 0.005, "ci95": 0.006}}]
+    (tmp_path / "dev.json").write_text(json.dumps({"profile": "paper", "seed": 0, "n_targets": 200, "n_draws": 4, "wall_s": 600,
+                                                   "units": {"length-paper": {"default": {"k": 10},
+                                                                              "settings": {"k": {"variants": variants}}}}}))
+    text = mod.render_spec("dev")
+    assert "| length-paper | `k` | 10 | 0.100 | (default) |  |" in text
+    assert "| length-paper | `k` | 20 | 0.0900 | -0.0100 ± 0.00400 | yes |" in text and "| 5 | 0.105 | 0.00500 ± 0.00600 | no |" in text
+    (tmp_path / "rec.json").write_text(json.dumps({"runs": {"extender full": {"train": 0.5, "dev": 0.25, "final_loss": 0.4,
+                                                                              "sft_s": 120.0}}}))
+    assert "| `extender full` | 0.500 | 0.250 | 0.400 | 2.0 min |" in mod.render_spec("rec")
+    emb = {"environment": {"git": "abc"}, "wall_s": 60.0, "mean_rho_theta": {"paper/gradient": 0.45},
+           "per_family": {"paper/quadratic/gradient": {"rho_theta": 0.4}, "paper/cubic/gradient": {"rho_theta": 0.5}}}
+    (tmp_path / "emb.json").write_text(json.dumps(emb))
+    assert "| `paper` | `gradient` | 0.40 | 0.50 | 0.45 |" in mod.render_spec("emb")
