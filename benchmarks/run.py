@@ -156,6 +156,8 @@ def main():
     ap.add_argument("--only", choices=["embeddings", "length-embeddings", "parameter", "projectile", "length",
                                        "composition", "ablations", "parity", "codeio"], default=None)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when two runs share 2 cores)")
+    ap.add_argument("--no-throughput", action="store_true",
+                    help="skip the scoring-throughput benchmarks of parity and codeio (they want idle cores)")
     args = ap.parse_args()
     global SPLIT
     SPLIT = args.split
@@ -182,12 +184,14 @@ def main():
                     res = bench_experiment(name, profile, protocol)
                     write_json_atomic(result_path(f"{name}-{protocol}-{profile}"), {"environment": env, **res})
     if args.only in (None, "parity"):
-        write_json_atomic(OUT / "parity-scoring.json", {"environment": env, "scoring": bench_scoring()})
+        if not args.no_throughput:
+            write_json_atomic(OUT / "parity-scoring.json", {"environment": env, "scoring": bench_scoring()})
         for profile in args.profiles:
             res = bench_experiment("parity", profile, "paper")
             write_json_atomic(result_path(f"parity-paper-{profile}"), {"environment": env, **res})
     if args.only in (None, "codeio"):
-        write_json_atomic(OUT / "codeio-scoring.json", {"environment": env, "scoring": bench_codeio_scoring()})
+        if not args.no_throughput:
+            write_json_atomic(OUT / "codeio-scoring.json", {"environment": env, "scoring": bench_codeio_scoring()})
         for profile in args.profiles:
             res = bench_experiment("codeio", profile, "paper")
             write_json_atomic(result_path(f"codeio-paper-{profile}"), {"environment": env, **res})
