@@ -26,7 +26,6 @@ import json
 import re
 from pathlib import Path
 
-from taskextrap.report.compare import clear_claims
 from taskextrap.report.tables import wide_table
 
 RESULTS = Path(__file__).parent / "results"
@@ -52,9 +51,9 @@ def render(name: str, metrics=("mse", "accuracy"), groups: list[str] | None = No
                       f"training seeds {data.get('seeds')}._"]
     comparisons = [c for c in data.get("comparisons") or [] if groups is None or c["group"] in groups]
     if comparisons:
-        claims = clear_claims(comparisons)
-        unclear = len(comparisons) - len(claims)
-        parts += ["", f"_clear paired claims (interval excludes 0, every seed agrees): "
+        claims = grouped_claims(comparisons)
+        unclear = sum(not c["clear"] for c in comparisons)
+        parts += ["", f"_clear paired claims (the paired interval excludes 0 and every seed agrees): "
                       f"{'; '.join(claims) if claims else 'none'}; {unclear} other comparison(s) not clear._"]
     wall = data.get("timing", {}).get("wall_s")
     if wall is not None and wall >= 5:
@@ -62,6 +61,17 @@ def render(name: str, metrics=("mse", "accuracy"), groups: list[str] | None = No
     elif wall is not None:  # every unit came from the cache (ablations reuse the main fits)
         parts += ["", "_scored from the main experiment's cached units._"]
     return "\n".join(parts).strip("\n")
+
+
+def grouped_claims(comparisons) -> list[str]:
+    """The clear claims of ``comparisons``, one sentence per (winner, loser) listing its groups:
+    ``"rte beats sparse-inductive (quadratic, cubic)"``; the metric is named when not MSE."""
+    by_pair: dict[tuple, list[str]] = {}
+    for c in comparisons:
+        if c["clear"]:
+            loser = c["b"] if c["winner"] == c["a"] else c["a"]
+            by_pair.setdefault((c["winner"], loser, c["metric"]), []).append(c["group"])
+    return [f"{w} beats {l}{'' if m == 'mse' else f' ({m})'} ({', '.join(g)})" for (w, l, m), g in by_pair.items()]
 
 
 BLOCK = re.compile(r"(<!-- table: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(\n<!-- /table -->)", re.S)

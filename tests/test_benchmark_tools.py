@@ -88,7 +88,7 @@ def test_tables_print_seed_sd_and_clear_claims(tmp_path, monkeypatch):
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
     text = mod.render("x")
     assert "| `rte` | 0.101 ± 0.0125 (sd 0.00400) |" in text
-    assert "g: rte beats ctx-polyfit (mse); 1 other comparison(s) not clear" in text
+    assert "rte beats ctx-polyfit (g); 1 other comparison(s) not clear" in text
     assert "earlier rule" in mod.render("old")
 
 
