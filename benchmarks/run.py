@@ -154,7 +154,8 @@ def main():
     ap.add_argument("--split", choices=["test", "dev"], default="test",
                     help="dev: the pseudo-extrapolation inside training, on which choices are made")
     ap.add_argument("--only", choices=["embeddings", "length-embeddings", "parameter", "projectile", "length",
-                                       "composition", "ablations", "parity", "codeio"], default=None)
+                                       "composition", "ablations", "parameter-ablations", "length-ablations",
+                                       "composition-ablations", "parity", "codeio"], default=None)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when two runs share 2 cores)")
     ap.add_argument("--no-throughput", action="store_true",
                     help="skip the scoring-throughput benchmarks of parity and codeio (they want idle cores)")
@@ -178,7 +179,7 @@ def main():
                                                           "retrieval": res})
     for name, group in (("length", "length"), ("composition", "composition"), ("parameter-ablations", "ablations"),
                         ("length-ablations", "ablations"), ("composition-ablations", "ablations")):
-        if args.only in (None, group):
+        if args.only in (None, group, name):
             for profile in args.profiles:
                 for protocol in args.protocols:
                     res = bench_experiment(name, profile, protocol)
