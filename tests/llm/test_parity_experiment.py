@@ -100,8 +100,12 @@ def test_tiny_run_writes_every_method(tmp_path, monkeypatch):
     assert "frontier" in cfg["spaces"]["frontier"]["assumes"] and "paper" in cfg["spaces"]["all"]["assumes"]
     on_disk = json.loads((tmp_path / "parity-paper-tiny" / "results.json").read_text())
     assert on_disk["rows"] == res["rows"]
-    unit = json.loads(next((tmp_path / "units").glob("parity-seed0-*.json")).read_text())
+    unit_file = next((tmp_path / "units").glob("parity-seed0-*.json"))
+    unit = json.loads(unit_file.read_text())
     assert unit["config"]["split"] == "test" and unit["config"]["test_seed"] == FRESH_TEST_SEED
+    # the fine-tuning checkpoints carry the unit's fingerprint: other settings or code never resume them
+    key = unit_file.stem.rsplit("-", 1)[1]
+    assert [p.name for p in (tmp_path / "units").glob("parity-sft-seed0-*")] == [f"parity-sft-seed0-{key}"]
 
 
 def test_tiny_dev_run_never_fits_a_size5_or_size6_mask(tmp_path, monkeypatch):

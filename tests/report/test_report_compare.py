@@ -70,11 +70,16 @@ def test_compare_rows_rte_against_each_method_and_claims():
         make_row("parameter", "quadratic", "rte", "mse", base + np.array([0.0, 0.01])),
         make_row("parameter", "quadratic", "oracle", "mse", base + np.array([-0.5, 0.5])),  # seeds disagree
         make_row("parameter", "cubic", "rte", "mse", base[:5]),  # other shape, other group: no partner
-        {"group": "quadratic", "method": "hand-made", "metric": "mse", "value": 1.0},  # no array: skipped
         make_row("projectile", "v=65", "inductive-oracle", "mse", [[3.0, 4.0, 5.0]]),
         make_row("projectile", "v=65", "transductive-oracle", "mse", [[0.1, 0.2, 0.1]]),
     ]
     comps = compare_rows(rows)
+    # a row without its array (hand-made, or a {**row} copy) is refused, never silently skipped
+    for lost in ({"group": "quadratic", "method": "hand-made", "metric": "mse", "value": 1.0}, {**rows[0]}):
+        with pytest.raises(TaskextrapError, match="no per-target errors"):
+            compare_rows([*rows, lost])
+    kept = rows[0].replace(paper_value=1.0)
+    assert kept.errors is rows[0].errors and kept["paper_value"] == 1.0 and rows[0]["paper_value"] is None
     pairs = [(c["group"], c["a"], c["b"]) for c in comps]
     assert pairs == [("quadratic", "rte", "ctx-polyfit"), ("quadratic", "rte", "oracle"),
                      ("v=65", "inductive-oracle", "transductive-oracle")]

@@ -44,7 +44,7 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.profiles import LLMProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
-from taskextrap.experiments.units import UnitResult, run_seeds
+from taskextrap.experiments.units import UnitResult, fingerprint, run_seeds
 from taskextrap.report.schema import bootstrap_ci95, make_row
 
 if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
@@ -216,7 +216,10 @@ def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     tag = "parity" if split == "test" else f"parity-{split}"
     errors, timing = run_seeds(
         "parity", profile.seeds, cache_dir, name=lambda s: f"{tag}-seed{s}", config=lambda s: {**base, "seed": s},
-        compute=lambda s, _: run_unit(model, profile, s, cache_dir and cache_dir / f"{tag}-sft-seed{s}",
+        # the checkpoints are named by the unit's fingerprint too: other settings or other code
+        # never resume from them
+        compute=lambda s, _: run_unit(model, profile, s,
+                                      cache_dir and cache_dir / f"{tag}-sft-seed{s}-{fingerprint(**base, seed=s)}",
                                       options.device, split, test_seed),
         plot_dir=None, plot_file="", progress=options.progress)
     config = {**base, "train_sizes": list(sp.train_sizes), "target_size": sp.target_size,

@@ -47,9 +47,9 @@ def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) 
     if ran is None:  # a non-lead process of a sharded run
         return None
     rows, config, seeds, timing = ran
-    comparisons = compare_rows(rows)  # before any copy of the rows drops their per-target arrays
+    comparisons = compare_rows(rows)
     if options.split == "dev":  # the paper's numbers belong to its own (test) tasks only
-        rows = [{**r, "paper_value": None, "paper_ci95": None} for r in rows]
+        rows = [r.replace(paper_value=None, paper_ci95=None) for r in rows]
     results = {
         "experiment": name, "protocol": options.protocol, "profile": options.profile, "seeds": seeds,
         "rows": rows, "comparisons": comparisons, "timing": {"wall_s": time.perf_counter() - t, **timing},

@@ -71,16 +71,19 @@ def compare_rows(rows: Iterable[dict], reference: str = REFERENCE_METHOD) -> lis
     """Paired comparisons of a results table: in each (group, metric), ``reference`` (``rte``;
     the group's first method where it has no ``rte`` row) against every other method.
 
-    Only rows that kept their per-(target, seed) arrays (``row.errors``, set by
-    :func:`~taskextrap.report.schema.make_row`) and whose arrays have the reference's shape are
-    compared. Each entry is ``{"group", "metric", "a", "b", "diff", "lo", "hi", "seed_diffs",
+    Every row must carry its per-(target, seed) array (``row.errors``, set by
+    :func:`~taskextrap.report.schema.make_row`; ``ResultRow.replace`` keeps it, a ``{**row}``
+    copy does not): a row without one raises, so no comparison is silently left out. Rows whose
+    arrays differ in shape from the reference's (other targets) are not compared. Each entry is ``{"group", "metric", "a", "b", "diff", "lo", "hi", "seed_diffs",
     "n", "ci_method", "clear", "winner"}`` with ``diff = a - b`` from :func:`paired_difference`
     and ``winner`` the better method when the comparison is ``clear`` (else None).
     """
     by_key: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
-        if getattr(r, "errors", None) is not None:
-            by_key.setdefault((r["group"], r["metric"]), []).append(r)
+        if getattr(r, "errors", None) is None:
+            raise TaskextrapError(f"row {r['group']}/{r['method']} has no per-target errors to compare "
+                                  "(build rows with make_row; copy them with ResultRow.replace)")
+        by_key.setdefault((r["group"], r["metric"]), []).append(r)
     out = []
     for (group, metric), sel in by_key.items():
         ref = next((r for r in sel if r["method"] == reference), sel[0])

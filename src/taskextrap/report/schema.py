@@ -352,6 +352,12 @@ class ResultRow(dict):
 
     errors: np.ndarray | None = None
 
+    def replace(self, **changes: Any) -> "ResultRow":
+        """A copy with ``changes`` applied that keeps ``errors`` (``{**row}`` would drop it)."""
+        out = ResultRow({**self, **changes})
+        out.errors = self.errors
+        return out
+
 
 _FIXED_ROW_KEYS = frozenset({"group", "method", "metric", "value", "n", "paper_value", "paper_ci95"})
 
