@@ -6,7 +6,7 @@
     python benchmarks/tables.py --check README.md docs/results.md    # exit 1 if a block is stale
 
 A table block in a markdown file is the text between ``<!-- table: NAME [metric=M] [groups=A,B] -->``
-and ``<!-- /table -->``: the tables of ``benchmarks/results/NAME.json`` (``render``), or only its
+and ``<!-- /table -->``, each on a line of its own (an empty block is filled by ``--sync``): the tables of ``benchmarks/results/NAME.json`` (``render``), or only its
 ``metric`` rows and the given groups; a ``scripts/dev_choices.py`` or ``scripts/codeio_sft_check.py``
 file renders as its table of variants. ``--sync`` regenerates the blocks, ``--check`` (run by the
 test suite) fails when a block differs from what its committed results file renders, so no table
@@ -74,7 +74,8 @@ def grouped_claims(comparisons) -> list[str]:
     return [f"{w} beats {l}{'' if m == 'mse' else f' ({m})'} ({', '.join(g)})" for (w, l, m), g in by_pair.items()]
 
 
-BLOCK = re.compile(r"(<!-- table: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(\n<!-- /table -->)", re.S)
+# The body may be empty; it never spans another block's markers (an unclosed block matches nothing).
+BLOCK = re.compile(r"(<!-- table: (?P<spec>[^>]*?) -->\n)(?P<body>(?:(?!<!-- /?table)[^\n]*\n)*?)(<!-- /table -->)")
 
 
 def render_dev_choices(name: str) -> str:
@@ -166,7 +167,7 @@ def sync(path: Path, check: bool = False) -> list[str]:
     stale = []
 
     def fill(m):
-        body = render_spec(m["spec"])
+        body = render_spec(m["spec"]) + "\n"
         if body != m["body"]:
             stale.append(m["spec"])
         return m.group(1) + body + m.group(4)

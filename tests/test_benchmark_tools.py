@@ -155,3 +155,18 @@ def test_tables_render_dev_choices_recipes_and_embeddings(tmp_path, monkeypatch)
            "per_family": {"paper/quadratic/gradient": {"rho_theta": 0.4}, "paper/cubic/gradient": {"rho_theta": 0.5}}}
     (tmp_path / "emb.json").write_text(json.dumps(emb))
     assert "| `paper` | `gradient` | 0.40 | 0.50 | 0.45 |" in mod.render_spec("emb")
+
+
+def test_an_empty_table_block_is_filled_and_never_swallows_the_text_after_it(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = [{"group": "g", "method": "rte", "metric": "mse", "value": 0.5, "ci95": 0.1, "n": 3}]
+    (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 1.0}}))
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+    md = tmp_path / "doc.md"
+    md.write_text("a\n<!-- table: x -->\n<!-- /table -->\nkeep me\n<!-- table: x -->\nold\n<!-- /table -->\nz\n")
+    assert mod.sync(md) == ["x", "x"]
+    text = md.read_text()
+    assert "keep me" in text and text.count("0.500 ± 0.100") == 2 and "old" not in text and text.endswith("-->\nz\n")
+    assert mod.sync(md, check=True) == []
