@@ -26,6 +26,7 @@ import json
 import re
 from pathlib import Path
 
+from taskextrap.report.tables import format_number as fmt
 from taskextrap.report.tables import wide_table
 
 RESULTS = Path(__file__).parent / "results"
@@ -78,12 +79,9 @@ def grouped_claims(comparisons) -> list[str]:
 BLOCK = re.compile(r"(<!-- table: (?P<spec>[^>]*?) -->\n)(?P<body>(?:(?!<!-- /?table)[^\n]*\n)*?)(<!-- /table -->)")
 
 
-def render_dev_choices(name: str) -> str:
+def render_dev_choices(data: dict) -> str:
     """The table of a ``scripts/dev_choices.py`` file: every variant's dev MSE and its paired
     difference to the default of its day (mean ± 95% t half-width over dev targets)."""
-    from taskextrap.report.tables import format_number as fmt
-
-    data = json.loads((RESULTS / f"{name}.json").read_text())
     lines = ["| unit | setting | value | dev MSE | paired diff. to the default | clear |", "| --- | --- | --- | ---: | ---: | :---: |"]
     for unit, u in data["units"].items():
         fixed = ", ".join(f"{k}={v}" for k, v in (u.get("fixed") or {}).items())
@@ -101,12 +99,9 @@ def render_dev_choices(name: str) -> str:
     return "\n".join(lines)
 
 
-def render_recipes(name: str) -> str:
+def render_recipes(data: dict) -> str:
     """The table of a ``scripts/codeio_sft_check.py`` file: each recipe's exact match on
     training pairs with fresh strings and on the dev tasks, its final loss and training time."""
-    from taskextrap.report.tables import format_number as fmt
-
-    data = json.loads((RESULTS / f"{name}.json").read_text())
     lines = ["| recipe | training pairs | dev tasks | final loss | fine-tuning |", "| --- | ---: | ---: | ---: | ---: |"]
     for recipe, r in sorted(data["runs"].items()):
         lines.append(f"| `{recipe}` | {fmt(r['train'])} | {fmt(r['dev'])} | {fmt(r['final_loss'])} | {r['sft_s'] / 60:.1f} min |")
@@ -115,12 +110,9 @@ def render_recipes(name: str) -> str:
     return "\n".join(lines)
 
 
-def render_embeddings(name: str) -> str:
+def render_embeddings(data: dict) -> str:
     """``embeddings.json``: Spearman(proxy distance, true parameter distance) per family, or
     ``length-embeddings.json``: predecessor retrieval per estimator; both on held-out training tasks."""
-    from taskextrap.report.tables import format_number as fmt
-
-    data = json.loads((RESULTS / f"{name}.json").read_text())
     if "retrieval" in data:
         lines = ["| protocol | estimator | median rank | in top k | in screened | library |", "| --- | --- | ---: | ---: | ---: | ---: |"]
         for key, r in data["retrieval"].items():
@@ -146,11 +138,11 @@ def render_spec(spec: str) -> str:
     name, *opts = spec.split()
     data = json.loads((RESULTS / f"{name}.json").read_text())
     if "units" in data and not opts:
-        return render_dev_choices(name)
+        return render_dev_choices(data)
     if "runs" in data and not opts:
-        return render_recipes(name)
+        return render_recipes(data)
     if ("per_family" in data or "retrieval" in data) and not opts:
-        return render_embeddings(name)
+        return render_embeddings(data)
     kw = dict(o.split("=", 1) for o in opts)
     unknown = set(kw) - {"metric", "groups"}
     if unknown:
