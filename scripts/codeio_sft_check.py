@@ -10,7 +10,13 @@ seeded fifth) and prints its completion loss and the exact match of its method (
 the extender, ``few-shot`` otherwise) on every 16th dev-training pair with fresh strings
 ("train") and on every dev task ("dev", the held-out fifth: 153 tasks at split seed 1). A recipe
 is chosen on these; no held-out test pair is trained on or evaluated. Each run is recorded under
-its recipe's name in ``benchmarks/results/codeio-recipe-dev.json`` (``--out``), with the command.
+its recipe's name in ``benchmarks/results/codeio-recipe-dev.json`` (``--out``), with the command
+and its per-task hits on the dev tasks (``dev_hits``), so two recipes can be compared task by task:
+
+    python scripts/codeio_sft_check.py --compare "extender full ... score-shots" "extender full ... anchored"
+
+prints the paired difference of their dev exact match (``report.compare.paired_difference``,
+bootstrap over the dev tasks) and records it under ``comparisons``.
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import codeio as E
 from taskextrap.llm import codeio as C
 from taskextrap.llm.pretrain import BaseModel, load_base
 from taskextrap.llm.sft import CODEIO_LORA, merge_lora, train
+from taskextrap.report.compare import paired_difference
 from taskextrap.report.io import read_json, write_json_atomic
 from taskextrap.report.schema import environment_info
 
@@ -39,7 +47,8 @@ def check(corpus: str, steps: int, lr: float, full: bool, warmup: int, train_eve
           dev_every: int = 1, seed: int = 0, score_shots: bool = False, anchored: bool = False,
           split_seed: int = E.SPLIT_SEED) -> dict:
     """Train one run on the dev-training pairs; return {"sft_s", "final_loss" (mean of the last
-    50 steps), "train", "dev"} (exact match on training-pair and dev tasks)."""
+    50 steps), "train", "dev", "dev_hits"}: exact match on training-pair and dev tasks, and the
+    dev tasks' hits (1/0, in task order) for paired comparisons."""
     profile = dataclasses.replace(E.CODEIO_PROFILES["paper"], anchored=anchored)
     cfg = dataclasses.replace(E.sft_config(profile, seed, BaseModel()), steps=steps, lr=lr, warmup_steps=warmup,
                               lora=None if full else CODEIO_LORA)
@@ -53,13 +62,31 @@ def check(corpus: str, steps: int, lr: float, full: bool, warmup: int, train_eve
     for name, tasks in (("train", C.make_test_tasks(dev_train[::train_every], TRAIN_STRINGS_SEED, stream="train")),
                         ("dev", E.held_out_tasks(None, split)[0][::dev_every])):
         said = E.predict(method, lm, tasks, profile, seed)
-        out[name] = float(np.mean([a == tk.query[1] for a, tk in zip(said, tasks)]))
+        out[name + "_hits"] = [int(a == tk.query[1]) for a, tk in zip(said, tasks)]
+        out[name] = float(np.mean(out[name + "_hits"]))
+    del out["train_hits"]  # only the dev tasks are compared
     return out
+
+
+def compare(results: dict, a: str, b: str) -> dict:
+    """The paired difference ``a - b`` of two recorded recipes' dev exact match, task by task
+    (``report.compare.paired_difference`` with the accuracy bootstrap); both must carry
+    ``dev_hits`` over the same dev tasks."""
+    runs = results.get("runs", {})
+    for name in (a, b):
+        if name not in runs:
+            raise TaskextrapError(f"no recorded recipe {name!r}; recorded: {', '.join(sorted(runs)) or 'none'}")
+        if "dev_hits" not in runs[name]:
+            raise TaskextrapError(f"recipe {name!r} has no per-task dev hits (recorded before they were kept); re-run it")
+    d = paired_difference(np.array(runs[a]["dev_hits"], float), np.array(runs[b]["dev_hits"], float), metric="accuracy")
+    return {"a": a, "b": b, "diff": d["diff"], "lo": d["lo"], "hi": d["hi"], "n": d["n"], "clear": d["clear"]}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("corpus", choices=["extender", "few-shot"])
+    ap.add_argument("corpus", nargs="?", choices=["extender", "few-shot"])
+    ap.add_argument("--compare", nargs=2, metavar=("RECIPE_A", "RECIPE_B"),
+                    help="compare two recorded recipes task by task instead of training one")
     ap.add_argument("--steps", type=int, default=1150)
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--warmup", type=int, default=50)
@@ -70,12 +97,25 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=OUT, help="results file the run is added to")
     args = ap.parse_args()
+    results = read_json(args.out) if args.out.exists() else {"runs": {}}
+    if args.compare:
+        try:
+            cmp = compare(results, *args.compare)
+        except TaskextrapError as e:
+            sys.exit(f"error: {e}")
+        print(f"{cmp['a']} - {cmp['b']}: {cmp['diff']:+.3f} [{cmp['lo']:+.3f}, {cmp['hi']:+.3f}] over {cmp['n']} dev "
+              f"tasks ({'clear' if cmp['clear'] else 'not clear'})")
+        results.setdefault("comparisons", {})[" vs ".join(args.compare)] = cmp
+        write_json_atomic(args.out, results)
+        return
+    if args.corpus is None:
+        ap.error("give a corpus (extender or few-shot) or --compare RECIPE_A RECIPE_B")
     torch.set_num_threads(args.threads)
     out = check(args.corpus, args.steps, args.lr, args.full, args.warmup, score_shots=args.score_shots,
                 anchored=args.anchored, split_seed=args.split_seed)
-    print(out)
+    print({k: v for k, v in out.items() if k != "dev_hits"})
     name = recipe_name(args)
-    results = read_json(args.out) if args.out.exists() else {"runs": {}}
+    results = read_json(args.out) if args.out.exists() else {"runs": {}}  # re-read: another run may have landed
     results["runs"][name] = {**out, "command": "python scripts/codeio_sft_check.py " + " ".join(sys.argv[1:]),
                              "seed": 0, "split_seed": args.split_seed, "environment": environment_info()}
     write_json_atomic(args.out, results)

@@ -42,7 +42,7 @@ def test_check_trains_what_it_is_asked_and_reports_what_was_predicted(corpus, fu
     monkeypatch.setattr(mod, "train", spy_train)
     monkeypatch.setattr(mod.E, "predict", spy_predict)
     out = mod.check(corpus, steps=2, lr=1e-4, full=full, warmup=0, train_every=300, dev_every=96)
-    assert set(out) == {"sft_s", "final_loss", "train", "dev"}
+    assert set(out) == {"sft_s", "final_loss", "train", "dev", "dev_hits"}
     # it trains what it was asked to: 2 steps at lr 1e-4, full fine-tuning or LoRA
     cfg, log = seen["cfg"], seen["log"]
     assert cfg.steps == 2 and cfg.lr == 1e-4 and cfg.warmup_steps == 0 and (cfg.lora is None) == full
@@ -56,7 +56,8 @@ def test_check_trains_what_it_is_asked_and_reports_what_was_predicted(corpus, fu
         assert set(after) == set(seen["before"])
         assert any(not torch.equal(after[k], seen["before"][k]) for k in after)
     # it reports the exact match of what was predicted, set by set, in order
-    accs = [v for k, v in out.items() if k not in ("sft_s", "final_loss")]
+    accs = [out["train"], out["dev"]]
+    assert out["dev_hits"] == [1] + [0] * (len(out["dev_hits"]) - 1)
     assert [n for _, _, n in seen["predict"]] and all(n >= 2 for _, _, n in seen["predict"])
     assert accs == pytest.approx([1.0 / n for _, _, n in seen["predict"]])
 
@@ -70,10 +71,28 @@ def test_check_trains_on_dev_training_pairs_and_never_sees_a_test_pair(corpus, f
     monkeypatch.setattr(C, "make_test_tasks", lambda pairs, *a, **k: used.extend(pairs) or real_tasks(pairs, *a, **k))
     monkeypatch.setattr(C, "apply", lambda c, s: used.append(c) or real_apply(c, s))
     out = script.check(corpus, steps=2, lr=1e-4, full=full, warmup=0, train_every=300, dev_every=96)
-    assert set(out) == {"sft_s", "final_loss", "train", "dev"}
+    assert set(out) == {"sft_s", "final_loss", "train", "dev", "dev_hits"}
     assert out["final_loss"] > 0 and out["sft_s"] > 0
     assert 0.0 <= out["train"] <= 1.0 and 0.0 <= out["dev"] <= 1.0
     pairs = {tuple(c) for c in used if not isinstance(c, str)}
     dev_train, dev = C.dev_split(1)
     assert pairs and pairs <= set(dev_train) | set(dev)  # trained and evaluated inside the training pairs
     assert not pairs & set(C.split_pairs(1)[1])
+
+
+def test_compare_is_paired_over_the_dev_tasks_and_refuses_runs_without_hits():
+    from taskextrap.errors import TaskextrapError
+
+    mod = _script()
+    # a is right on the same 10 tasks as b plus 30 more: a paired gain of 30/100, clear
+    runs = {"a": {"dev_hits": [1] * 40 + [0] * 60}, "b": {"dev_hits": [1] * 10 + [0] * 90},
+            "c": {"dev_hits": [0] * 10 + [1] * 30 + [0] * 60}, "old": {"dev": 0.3}}
+    cmp = mod.compare({"runs": runs}, "a", "b")
+    assert cmp["diff"] == pytest.approx(0.3) and cmp["n"] == 100 and cmp["clear"] and cmp["lo"] > 0
+    # same mean as b plus 20 points, but on other tasks: the pairing matters, the sign follows a - b
+    cmp = mod.compare({"runs": runs}, "b", "c")
+    assert cmp["diff"] == pytest.approx(-0.2) and cmp["hi"] < 0
+    with pytest.raises(TaskextrapError, match="no per-task dev hits"):
+        mod.compare({"runs": runs}, "a", "old")
+    with pytest.raises(TaskextrapError, match="no recorded recipe 'zzz'"):
+        mod.compare({"runs": runs}, "a", "zzz")
