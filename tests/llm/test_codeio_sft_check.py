@@ -96,3 +96,20 @@ def test_compare_is_paired_over_the_dev_tasks_and_refuses_runs_without_hits():
         mod.compare({"runs": runs}, "a", "old")
     with pytest.raises(TaskextrapError, match="no recorded recipe 'zzz'"):
         mod.compare({"runs": runs}, "a", "zzz")
+
+
+def test_recipe_name_spells_every_setting_that_changes_the_run():
+    import argparse
+
+    mod = _script()
+    base = dict(corpus="extender", full=True, lr=5e-4, warmup=50, steps=1150, score_shots=True, anchored=False,
+                split_seed=mod.E.SPLIT_SEED)
+    assert mod.recipe_name(argparse.Namespace(**base)) == "extender full lr0.0005 warmup50 steps1150 score-shots"
+    anchored = mod.recipe_name(argparse.Namespace(**{**base, "anchored": True, "full": False}))
+    assert anchored == "extender lora lr0.0005 warmup50 steps1150 score-shots anchored"
+    other_split = mod.recipe_name(argparse.Namespace(**{**base, "split_seed": mod.E.SPLIT_SEED + 1}))
+    assert other_split.endswith(f" split{mod.E.SPLIT_SEED + 1}")
+    # every setting gives a different key, so no run overwrites another's record
+    names = {mod.recipe_name(argparse.Namespace(**{**base, k: v})) for k, v in
+             [("lr", 2e-4), ("warmup", 5), ("steps", 10), ("score_shots", False), ("corpus", "few-shot")]}
+    assert len(names) == 5 and mod.recipe_name(argparse.Namespace(**base)) not in names

@@ -22,26 +22,26 @@ def test_total_nll_scores_each_distinct_pair_once(monkeypatch):
     np.testing.assert_allclose(out, [12 + 13, 12, 0, 24])
 
 
-def test_total_nll_groups_prefixes_by_first_list(monkeypatch):
+def _record_prefix_groups(monkeypatch, score: float) -> dict:
+    """Replace the scorer by one that records each prompt's prefix group and scores ``score``."""
     seen = {}
 
     def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
         seen.update(zip(prompts, prefix_groups))
-        return np.zeros(len(prompts))
+        return np.full(len(prompts), score)
 
     monkeypatch.setattr(search, "completion_nll", fake)
+    return seen
+
+
+def test_total_nll_groups_prefixes_by_first_list(monkeypatch):
+    seen = _record_prefix_groups(monkeypatch, 0.0)
     search.total_nll(None, [[("p1", "x"), ("p2", "y")], [("p2", "y"), ("p3", "z")]], share_within_list=True)
     assert seen == {"p1": 0, "p2": 0, "p3": 1}  # a pair shared by two lists joins the first
 
 
 def test_total_nll_groups_prefixes_by_given_keys_across_lists(monkeypatch):
-    seen = {}
-
-    def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
-        seen.update(zip(prompts, prefix_groups))
-        return np.ones(len(prompts))
-
-    monkeypatch.setattr(search, "completion_nll", fake)
+    seen = _record_prefix_groups(monkeypatch, 1.0)
     lists = [[("p1", "x"), ("p2", "y")], [("p2", "y"), ("p3", "z")]]
     out = search.total_nll(None, lists, prefix_keys=[["a", "b"], ["c", "a"]])
     assert seen == {"p1": "a", "p2": "b", "p3": "a"} and out.tolist() == [2.0, 2.0]  # p2 keeps its first key
