@@ -32,16 +32,20 @@ from taskextrap.report.tables import wide_table
 RESULTS = Path(__file__).parent / "results"
 
 
-def render(name: str, metrics=("mse", "accuracy"), groups: list[str] | None = None, heading: bool = True) -> str:
+def render(name: str, metrics=("mse", "accuracy"), groups: list[str] | None = None, heading: bool = True,
+           data: dict | None = None) -> str:
     """The tables of one results file (``metrics``, and only ``groups`` when given), with its
-    footnotes: the interval rule, the clear paired claims, the split and seeds, the wall time."""
-    data = json.loads((RESULTS / f"{name}.json").read_text())
+    footnotes: the interval rule, the clear paired claims, the split and seeds, the wall time.
+    ``data`` is the parsed file when the caller has read it already."""
+    data = data if data is not None else json.loads((RESULTS / f"{name}.json").read_text())
     parts = [f"#### {name}"] if heading else []
     for metric in metrics:  # accuracy-only runs (parity, codeio) get no empty MSE table
         rows = [r for r in data["rows"] if r["metric"] == metric and (groups is None or r["group"] in groups)]
         if rows:
             parts += ["", wide_table(data, metric, groups=list(dict.fromkeys(r["group"] for r in rows)))]
-    if data["rows"] and all("ci_method" in r for r in data["rows"]):
+    if data["rows"] and all(r.get("ci_method") == "t-seeds" for r in data["rows"]):  # one target (projectile)
+        parts += ["", "_value ± ci95 over seeds (t interval: one target); sd: across seeds._"]
+    elif data["rows"] and all("ci_method" in r for r in data["rows"]):
         parts += ["", "_value ± ci95 over targets (seed-averaged); sd: across seeds of the per-seed means._"]
     elif data["rows"]:  # written before the intervals were computed over targets
         parts += ["", "_value ± ci95 by the earlier rule (1.96·sd/√n over all target × seed entries, so "
@@ -149,7 +153,7 @@ def render_spec(spec: str) -> str:
         raise SystemExit(f"table block {spec!r}: unknown option(s) {sorted(unknown)}")
     metrics = (kw["metric"],) if "metric" in kw else ("mse", "accuracy")
     groups = kw["groups"].split(",") if "groups" in kw else None
-    return render(name, metrics, groups, heading=False)
+    return render(name, metrics, groups, heading=False, data=data)
 
 
 def sync(path: Path, check: bool = False) -> list[str]:

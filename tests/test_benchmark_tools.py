@@ -90,6 +90,10 @@ def test_tables_print_seed_sd_and_clear_claims(tmp_path, monkeypatch):
     assert "| `rte` | 0.101 ± 0.0125 (sd 0.00400) |" in text
     assert "rte beats ctx-polyfit (g); 1 other comparison(s) not clear" in text
     assert "earlier rule" in mod.render("old")
+    assert "over targets (seed-averaged)" in text
+    # one target (projectile): the interval runs over seeds, and the footnote says so
+    seeds_only = {"rows": [{**rows[0], "ci_method": "t-seeds", "n": 3}]}
+    assert "over seeds (t interval: one target)" in mod.render("y", data=seeds_only)
 
 
 def test_table_blocks_sync_and_check(tmp_path, monkeypatch):
