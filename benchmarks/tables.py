@@ -8,7 +8,9 @@
 A table block in a markdown file is the text between ``<!-- table: NAME [metric=M] [groups=A,B] -->``
 and ``<!-- /table -->``, each on a line of its own (an empty block is filled by ``--sync``): the tables of ``benchmarks/results/NAME.json`` (``render``), or only its
 ``metric`` rows and the given groups; a ``scripts/dev_choices.py`` or ``scripts/codeio_sft_check.py``
-file renders as its table of variants. ``--sync`` regenerates the blocks, ``--check`` (run by the
+file renders as its table of variants. ``<!-- table: headline FILE:GROUP+GROUP ... -->`` renders
+one summary row per (file, group): ``rte`` beside the paper's main baseline and the paper's RTE,
+and the methods that clearly beat ``rte`` (``render_headline``). ``--sync`` regenerates the blocks, ``--check`` (run by the
 test suite) fails when a block differs from what its committed results file renders, so no table
 in the docs can drift from the numbers a committed command wrote.
 
@@ -27,7 +29,7 @@ import re
 from pathlib import Path
 
 from taskextrap.report.tables import format_number as fmt
-from taskextrap.report.tables import wide_table
+from taskextrap.report.tables import format_value_ci, wide_table
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -137,9 +139,49 @@ def render_embeddings(data: dict) -> str:
     return "\n".join(lines)
 
 
+BASELINES = ("sparse-inductive", "few-shot")  # the paper's main baseline of each regime
+
+
+def _cell(row: dict | None) -> str:
+    """``value ± ci95 (sd S)`` of a row, ``-`` without one."""
+    if row is None:
+        return "-"
+    sd = row.get("seed_sd")
+    return format_value_ci(row["value"], row.get("ci95")) + ("" if sd is None else f" (sd {fmt(sd)})")
+
+
+def render_headline(entries: list[str]) -> str:
+    """The README's summary: one row per ``FILE:GROUP`` entry (``+`` joins groups of one file):
+    ``rte``, the paper's main baseline (``sparse-inductive`` or ``few-shot``) and the verdict of
+    their paired comparison, the paper's RTE, and every method given no ground truth (no
+    oracle) that clearly beats ``rte`` in that group (from the file's paired claims)."""
+    lines = ["| table | protocol | task | `rte` | baseline | `rte` vs baseline | paper's RTE | clearly better than `rte` (no oracle) |",
+             "| --- | --- | --- | ---: | ---: | --- | ---: | --- |"]
+    for entry in entries:
+        name, _, groups = entry.partition(":")
+        data = json.loads((RESULTS / f"{name}.json").read_text())
+        experiment, protocol, _profile = name.rsplit("-", 2)
+        for group in groups.split("+"):
+            rows = {r["method"]: r for r in data["rows"] if r["group"] == group}
+            if "rte" not in rows:
+                raise SystemExit(f"headline entry {entry!r}: no rte row in group {group!r} of {name}")
+            claims = [c for c in data.get("comparisons") or [] if c["group"] == group and "rte" in (c["a"], c["b"])]
+            base = next((m for m in BASELINES if m in rows), None)
+            verdict = next(("not clear" if not c["clear"] else "`rte` better" if c["winner"] == "rte" else "baseline better"
+                            for c in claims if base in (c["a"], c["b"])), "-")
+            better = sorted(c["winner"] for c in claims if c["clear"] and c["winner"] != "rte" and "oracle" not in c["winner"])
+            lines.append(f"| {experiment} | `{protocol}` | {group} | {_cell(rows['rte'])} | "
+                         + (f"`{base}` {_cell(rows[base])}" if base else "-")
+                         + f" | {verdict} | {fmt(rows['rte'].get('paper_value'))} | "
+                         + (", ".join(f"`{m}`" for m in better) or "none") + " |")
+    return "\n".join(lines)
+
+
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
+    if name == "headline":
+        return render_headline(opts)
     data = json.loads((RESULTS / f"{name}.json").read_text())
     if "units" in data and not opts:
         return render_dev_choices(data)

@@ -174,3 +174,24 @@ def test_an_empty_table_block_is_filled_and_never_swallows_the_text_after_it(tmp
     text = md.read_text()
     assert "keep me" in text and text.count("0.500 ± 0.100") == 2 and "old" not in text and text.endswith("-->\nz\n")
     assert mod.sync(md, check=True) == []
+
+
+def test_headline_rows_show_rte_its_baseline_verdict_and_every_non_oracle_winner(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    row = lambda g, m, v, **kw: {"group": g, "method": m, "metric": "mse", "value": v, "ci95": 0.1, "n": 9, **kw}  # noqa: E731
+    comp = lambda g, a, b, winner: {"group": g, "metric": "mse", "a": a, "b": b, "diff": 0, "lo": 0, "hi": 0,  # noqa: E731
+                                    "seed_diffs": [], "n": 9, "clear": winner is not None, "winner": winner}
+    rows = [row("g", "rte", 1.0, seed_sd=0.01, paper_value=2.0), row("g", "sparse-inductive", 3.0, seed_sd=0.02),
+            row("g", "oracle", 0.1), row("g", "ctx-interp", 0.5), row("h", "rte", 4.0), row("h", "sparse-inductive", 3.0)]
+    comps = [comp("g", "rte", "sparse-inductive", "rte"), comp("g", "rte", "oracle", "oracle"),
+             comp("g", "rte", "ctx-interp", "ctx-interp"), comp("h", "rte", "sparse-inductive", None)]
+    (tmp_path / "length-strict-paper.json").write_text(json.dumps({"rows": rows, "comparisons": comps}))
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+    out = mod.render_spec("headline length-strict-paper:g+h").splitlines()
+    assert out[2] == ("| length | `strict` | g | 1.00 ± 0.100 (sd 0.0100) | `sparse-inductive` 3.00 ± 0.100 (sd 0.0200) "
+                      "| `rte` better | 2.00 | `ctx-interp` |")  # the oracle's win is not listed
+    assert out[3] == "| length | `strict` | h | 4.00 ± 0.100 | `sparse-inductive` 3.00 ± 0.100 | not clear | - | none |"
+    with pytest.raises(SystemExit, match="no rte row in group 'zz'"):
+        mod.render_spec("headline length-strict-paper:zz")
