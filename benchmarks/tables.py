@@ -107,12 +107,16 @@ def render_dev_choices(data: dict) -> str:
 
 def render_recipes(data: dict) -> str:
     """The table of a ``scripts/codeio_sft_check.py`` file: each recipe's exact match on
-    training pairs with fresh strings and on the dev tasks, its final loss and training time."""
+    training pairs with fresh strings and on the dev tasks, its final loss and training time,
+    then each recorded paired comparison (``--compare``)."""
     lines = ["| recipe | training pairs | dev tasks | final loss | fine-tuning |", "| --- | ---: | ---: | ---: | ---: |"]
     for recipe, r in sorted(data["runs"].items()):
         lines.append(f"| `{recipe}` | {fmt(r['train'])} | {fmt(r['dev'])} | {fmt(r['final_loss'])} | {r['sft_s'] / 60:.1f} min |")
     lines += ["", "_exact match of `oracle` (extender runs) or `few-shot` (few-shot runs); seed 0; each row's "
                   "command is in the results file._"]
+    for c in (data.get("comparisons") or {}).values():
+        lines += ["", f"_paired on the {c['n']} dev tasks: `{c['a']}` minus `{c['b']}` = {c['diff']:+.3f} "
+                      f"[{c['lo']:+.3f}, {c['hi']:+.3f}] ({'clear' if c['clear'] else 'not clear'})._"]
     return "\n".join(lines)
 
 

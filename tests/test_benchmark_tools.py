@@ -195,3 +195,14 @@ def test_headline_rows_show_rte_its_baseline_verdict_and_every_non_oracle_winner
     assert out[3] == "| length | `strict` | h | 4.00 ± 0.100 | `sparse-inductive` 3.00 ± 0.100 | not clear | - | none |"
     with pytest.raises(SystemExit, match="no rte row in group 'zz'"):
         mod.render_spec("headline length-strict-paper:zz")
+
+
+def test_recipe_table_lists_paired_comparisons():
+    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    runs = {"a": {"train": 0.5, "dev": 0.4, "final_loss": 0.3, "sft_s": 120.0}}
+    cmp = {"a vs b": {"a": "a", "b": "b", "diff": 0.039, "lo": -0.026, "hi": 0.105, "n": 153, "clear": False}}
+    text = mod.render_recipes({"runs": runs, "comparisons": cmp})
+    assert "| `a` | 0.500 | 0.400 | 0.300 | 2.0 min |" in text
+    assert "paired on the 153 dev tasks: `a` minus `b` = +0.039 [-0.026, +0.105] (not clear)" in text
