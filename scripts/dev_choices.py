@@ -1,12 +1,14 @@
-"""Choose the inference-time settings of the discrete regimes on the dev split, never on test tasks.
+"""Choose inference-time settings on the dev split, never on test tasks.
 
     python scripts/dev_choices.py [--profile paper] [--protocols paper strict] [--targets 200]
     python scripts/dev_choices.py --regimes length --set k=20 --sweep screen_fraction=0.2,0.4,0.6,1.0 --tag joint
 
-For length (levels <= 7 -> level 8) and composition (one training pair held out), per protocol
-and seed: fit the estimator once on the dev library, draw dev targets, then score every variant
-of one setting at a time (the others at their defaults) on the same targets and draws:
+For length (levels <= 7 -> level 8), composition (one training pair held out) and, with
+``--regimes parameter``, each parameter family (F1_1 -> F1_2, ``tasks.dev.dev_family``), per
+protocol and seed: fit the estimator once on the dev library, draw dev targets, then score every
+variant of one setting at a time (the others at their defaults) on the same targets and draws:
 
+- parameter: ``anchors`` (nearest anchors averaged; training does not use it);
 - length: ``k`` (verified candidates), ``screen_fraction`` (library share screened),
   ``temperature`` (posterior averaging; None = the paper's arg-min);
 - composition: ``k`` (candidates per slot), ``refine_rounds``, ``temperature``, ``n_average``.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -29,10 +32,13 @@ import torch
 
 from taskextrap.experiments import composition as C
 from taskextrap.experiments import length as L
-from taskextrap.experiments.profiles import get_profile
+from taskextrap.experiments import parameter as P
+from taskextrap.experiments.profiles import PARAMETER_PROFILES, get_profile
+from taskextrap.rte import RTE
 from taskextrap.experiments.units import per_target
 from taskextrap.report.io import write_json_atomic
-from taskextrap.tasks.dev import dev_ladder, dev_pair_split
+from taskextrap.tasks import PARAMETER_FAMILIES
+from taskextrap.tasks.dev import dev_family, dev_ladder, dev_pair_split
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
 from taskextrap.tasks.observe import get_protocol
 from taskextrap.tasks.primitives import PAPER_SPLIT
@@ -41,6 +47,7 @@ OUT = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 DEV_SEED = 777  # the dev targets' stream; the dev split holds no real held-out task anyway
 
 LENGTH_VARIANTS = {"k": (5, 10, 20), "screen_fraction": (0.05, 0.1, 0.2, 0.4), "temperature": (None, 0.5, 1.0, 2.0)}
+PARAMETER_VARIANTS = {"anchors": (1, 2, 4, 8)}
 COMPOSITION_VARIANTS = {"k": (10, 25, 50), "refine_rounds": (0, 1, 2, 3), "temperature": (None, 0.5, 1.0, 2.0),
                         "n_average": (1, 5, 10, 20)}
 
@@ -124,6 +131,26 @@ def composition_unit(protocol_name: str, profile, seed: int, n_targets: int, n_d
             **_sweep(rte, variants or COMPOSITION_VARIANTS, score)}
 
 
+def parameter_unit(family_name: str, protocol_name: str, profile, seed: int, n_targets: int, n_draws: int,
+                   fixed: dict, variants: dict) -> dict:
+    """Fit RTE on one family's dev split (F1_1 halves -> F1_2); sweep its inference settings."""
+    family = dev_family(PARAMETER_FAMILIES[family_name])
+    protocol = get_protocol(protocol_name)
+    library = P.make_library(family, profile.n_library, seed)
+    t = time.perf_counter()
+    rte = RTE(protocol=protocol, embedding=P.DEFAULT_EMBEDDING, n_pairs=profile.n_pairs, train=profile.train,
+              seed=seed).fit(library)
+    fit_s = time.perf_counter() - t
+    for name, value in fixed.items():
+        setattr(rte, name, value)
+    _, obs = P.make_targets(family, protocol, n_targets, n_draws, DEV_SEED)
+
+    def score(model):
+        return P.per_target_mse(model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), obs, n_targets)
+
+    return {"fit_s": fit_s, "fixed": fixed, **_sweep(rte, variants or PARAMETER_VARIANTS, score)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="paper", choices=["quick", "paper", "tiny"])
@@ -135,15 +162,21 @@ def main():
     ap.add_argument("--set", nargs="*", metavar="NAME=VALUE", help="settings fixed before the sweep")
     ap.add_argument("--sweep", nargs="*", metavar="NAME=V1,V2", help="variants to sweep (default: the built-in grid)")
     ap.add_argument("--tag", default=None, help="suffix of the output file")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when another run shares 2 cores)")
     args = ap.parse_args()
     fixed, variants = _parse(args.set, many=False), _parse(args.sweep, many=True)
     path = OUT / f"dev-choices-{args.profile}{'-' + args.tag if args.tag else ''}.json"
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     out = {"command": "python scripts/dev_choices.py " + " ".join(__import__("sys").argv[1:]), "profile": args.profile, "seed": args.seed, "dev_seed": DEV_SEED, "n_targets": args.targets,
            "n_draws": args.draws, "units": {}}
     units = {"length": (length_unit, L.LENGTH_PROFILES), "composition": (composition_unit, C.COMPOSITION_PROFILES)}
-    for regime in args.regimes:
+    units |= {f"parameter-{name}": (partial(parameter_unit, name), PARAMETER_PROFILES) for name in PARAMETER_FAMILIES}
+    regimes = [r for regime in args.regimes
+               for r in ([f"parameter-{n}" for n in PARAMETER_FAMILIES] if regime == "parameter" else [regime])]
+    for regime in regimes:
+        if regime not in units:
+            raise SystemExit(f"error: unknown regime {regime!r}; use parameter, length or composition")
         fn, profiles = units[regime]
         profile = dataclasses.replace(get_profile(profiles, args.profile), seeds=(args.seed,))
         for protocol in args.protocols:

@@ -1,0 +1,36 @@
+"""scripts/dev_choices.py: settings are swept on dev targets only, each variant on the same draws."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "scripts" / "dev_choices.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("dev_choices", _PATH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_parameter_sweep_scores_anchors_on_the_dev_region_only(monkeypatch):
+    from taskextrap.experiments.profiles import PARAMETER_PROFILES
+
+    mod = _script()
+    seen = []
+    real_targets, real_library = mod.P.make_targets, mod.P.make_library
+    monkeypatch.setattr(mod.P, "make_targets", lambda fam, *a, **k: seen.append(("targets", fam)) or real_targets(fam, *a, **k))
+    monkeypatch.setattr(mod.P, "make_library", lambda fam, *a, **k: seen.append(("library", fam)) or real_library(fam, *a, **k))
+    out = mod.parameter_unit("quadratic", "paper", PARAMETER_PROFILES["tiny"], 0, 6, 2, {}, {"anchors": (1, 2, 4)})
+    assert out["default"] == {"anchors": 2}
+    rows = out["settings"]["anchors"]["variants"]
+    assert [r["value"] for r in rows] == [1, 2, 4]
+    assert rows[1]["mse"] == pytest.approx(out["default_mse"]) and rows[1]["vs_default"]["mean"] == 0
+    assert rows[0]["mse"] != rows[1]["mse"]  # the setting reaches the prediction
+    assert out["settings"]["anchors"]["best"] == min(rows, key=lambda r: r["mse"])["value"]
+    # fitted on the dev family's training regions, scored on its dev region; F2 never appears
+    for what, fam in seen:
+        assert "F2" not in fam.regions and "dev" in fam.regions and "dev" not in fam.train_regions, what
+    assert {w for w, _ in seen} == {"targets", "library"}
