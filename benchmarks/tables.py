@@ -47,6 +47,8 @@ def render(name: str, metrics=("mse", "accuracy"), groups: list[str] | None = No
             parts += ["", wide_table(data, metric, groups=list(dict.fromkeys(r["group"] for r in rows)))]
     if data["rows"] and all(r.get("ci_method") == "t-seeds" for r in data["rows"]):  # one target (projectile)
         parts += ["", "_value ± ci95 over seeds (t interval: one target); sd: across seeds._"]
+    elif data["rows"] and all("ci_method" in r for r in data["rows"]) and len(data.get("seeds") or []) == 1:
+        parts += ["", "_value ± ci95 over targets; one training seed, so no seed sd._"]
     elif data["rows"] and all("ci_method" in r for r in data["rows"]):
         parts += ["", "_value ± ci95 over targets (seed-averaged); sd: across seeds of the per-seed means._"]
     elif data["rows"]:  # written before the intervals were computed over targets
@@ -146,37 +148,41 @@ def render_embeddings(data: dict) -> str:
 BASELINES = ("sparse-inductive", "few-shot")  # the paper's main baseline of each regime
 
 
-def _cell(row: dict | None) -> str:
-    """``value ± ci95 (sd S)`` of a row, ``-`` without one."""
-    if row is None:
-        return "-"
+def _cell(row: dict) -> str:
+    """``value ± ci95 (sd S)`` of a row (no sd for one seed)."""
     sd = row.get("seed_sd")
     return format_value_ci(row["value"], row.get("ci95")) + ("" if sd is None else f" (sd {fmt(sd)})")
 
 
 def render_headline(entries: list[str]) -> str:
-    """The README's summary: one row per ``FILE:GROUP`` entry (``+`` joins groups of one file):
-    ``rte``, the paper's main baseline (``sparse-inductive`` or ``few-shot``) and the verdict of
-    their paired comparison, the paper's RTE, and every method given no ground truth (no
-    oracle) that clearly beats ``rte`` in that group (from the file's paired claims)."""
+    """The README's summary: one row per ``FILE:GROUP`` entry (``+`` joins groups of one file;
+    FILE is ``<experiment>-<protocol>-<profile>``): ``rte``, the paper's main baseline
+    (``sparse-inductive`` or ``few-shot``) and the verdict of their paired comparison, the
+    paper's RTE (printed under the paper's own protocol), and every method given no ground truth
+    (no oracle) that clearly beats ``rte`` in that group. Only the group's main metric counts
+    (``rte``'s metric there: MSE, or accuracy for the sequence-model tables)."""
     lines = ["| table | protocol | task | `rte` | baseline | `rte` vs baseline | paper's RTE | clearly better than `rte` (no oracle) |",
              "| --- | --- | --- | ---: | ---: | --- | ---: | --- |"]
     for entry in entries:
         name, _, groups = entry.partition(":")
+        if name.count("-") < 2 or not groups:
+            raise SystemExit(f"headline entry {entry!r}: use <experiment>-<protocol>-<profile>:GROUP[+GROUP]")
         data = json.loads((RESULTS / f"{name}.json").read_text())
         experiment, protocol, _profile = name.rsplit("-", 2)
         for group in groups.split("+"):
-            rows = {r["method"]: r for r in data["rows"] if r["group"] == group}
-            if "rte" not in rows:
+            rte = next((r for r in data["rows"] if r["group"] == group and r["method"] == "rte"), None)
+            if rte is None:
                 raise SystemExit(f"headline entry {entry!r}: no rte row in group {group!r} of {name}")
-            claims = [c for c in data.get("comparisons") or [] if c["group"] == group and "rte" in (c["a"], c["b"])]
+            rows = {r["method"]: r for r in data["rows"] if r["group"] == group and r["metric"] == rte["metric"]}
+            claims = [c for c in data.get("comparisons") or []
+                      if c["group"] == group and c["metric"] == rte["metric"] and "rte" in (c["a"], c["b"])]
             base = next((m for m in BASELINES if m in rows), None)
             verdict = next(("not clear" if not c["clear"] else "`rte` better" if c["winner"] == "rte" else "baseline better"
                             for c in claims if base in (c["a"], c["b"])), "-")
             better = sorted(c["winner"] for c in claims if c["clear"] and c["winner"] != "rte" and "oracle" not in c["winner"])
-            lines.append(f"| {experiment} | `{protocol}` | {group} | {_cell(rows['rte'])} | "
+            lines.append(f"| {experiment} | `{protocol}` | {group} | {_cell(rte)} | "
                          + (f"`{base}` {_cell(rows[base])}" if base else "-")
-                         + f" | {verdict} | {fmt(rows['rte'].get('paper_value'))} | "
+                         + f" | {verdict} | {fmt(rte.get('paper_value'))} | "
                          + (", ".join(f"`{m}`" for m in better) or "none") + " |")
     return "\n".join(lines)
 

@@ -78,6 +78,8 @@ def compare(results: dict, a: str, b: str) -> dict:
             raise TaskextrapError(f"no recorded recipe {name!r}; recorded: {', '.join(sorted(runs)) or 'none'}")
         if "dev_hits" not in runs[name]:
             raise TaskextrapError(f"recipe {name!r} has no per-task dev hits (recorded before they were kept); re-run it")
+    if runs[a].get("split_seed") != runs[b].get("split_seed") or len(runs[a]["dev_hits"]) != len(runs[b]["dev_hits"]):
+        raise TaskextrapError(f"recipes {a!r} and {b!r} were scored on different dev tasks (split seed or count differ)")
     d = paired_difference(np.array(runs[a]["dev_hits"], float), np.array(runs[b]["dev_hits"], float), metric="accuracy")
     return {"a": a, "b": b, "diff": d["diff"], "lo": d["lo"], "hi": d["hi"], "n": d["n"], "clear": d["clear"]}
 
@@ -116,13 +118,20 @@ def main():
     print({k: v for k, v in out.items() if k != "dev_hits"})
     name = recipe_name(args)
     results = read_json(args.out) if args.out.exists() else {"runs": {}}  # re-read: another run may have landed
-    results["runs"][name] = {**out, "command": "python scripts/codeio_sft_check.py " + " ".join(sys.argv[1:]),
-                             "seed": 0, "split_seed": args.split_seed, "environment": environment_info()}
-    write_json_atomic(args.out, results)
+    run = {**out, "command": "python scripts/codeio_sft_check.py " + " ".join(sys.argv[1:]),
+           "seed": 0, "split_seed": args.split_seed, "environment": environment_info()}
+    write_json_atomic(args.out, record(results, name, run))
+
+
+def record(results: dict, name: str, run: dict) -> dict:
+    """``results`` with ``run`` recorded under ``name``; the comparisons that name it are dropped
+    (they were computed on the run it replaces)."""
+    comparisons = {k: c for k, c in (results.get("comparisons") or {}).items() if name not in (c["a"], c["b"])}
+    return {**results, "runs": {**results.get("runs", {}), name: run}, "comparisons": comparisons}
 
 
 def recipe_name(args) -> str:
-    """A run's key in the results file, e.g. ``extender full lr5e-4 steps1150 score-shots anchored``."""
+    """A run's key in the results file, e.g. ``extender full lr0.0005 warmup50 steps1150 score-shots anchored``."""
     parts = [args.corpus, "full" if args.full else "lora", f"lr{args.lr:g}", f"warmup{args.warmup}", f"steps{args.steps}"]
     parts += [flag for flag, on in (("score-shots", args.score_shots), ("anchored", args.anchored)) if on]
     return " ".join(parts + ([f"split{args.split_seed}"] if args.split_seed != E.SPLIT_SEED else []))

@@ -37,6 +37,7 @@ from taskextrap.experiments.profiles import PARAMETER_PROFILES, get_profile
 from taskextrap.rte import RTE
 from taskextrap.experiments.units import per_target
 from taskextrap.report.io import write_json_atomic
+from taskextrap.report.schema import environment_info
 from taskextrap.tasks import PARAMETER_FAMILIES
 from taskextrap.tasks.dev import dev_family, dev_ladder, dev_pair_split
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
@@ -90,45 +91,44 @@ def _parse(items: list[str] | None, many: bool) -> dict:
     return out
 
 
-def length_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws: int, fixed: dict,
-                variants: dict) -> dict:
-    """Fit LengthRTE on the dev ladder; sweep its inference settings on dev targets."""
-    protocol = get_protocol(protocol_name, "length")
-    ladder = dev_ladder(POLYNOMIAL_LADDER)
-    library = L.make_library(ladder, profile.n_library)
+def _fit_and_sweep(rte, fit_library, obs, n_targets: int, fixed: dict, variants: dict) -> dict:
+    """Fit ``rte`` on ``fit_library``, fix ``fixed``, then sweep ``variants`` on the dev draws
+    ``obs`` (per-target MSE over queries and draws); every name must be a setting of ``rte``."""
+    for name in {**fixed, **variants}:
+        if not hasattr(rte, name):
+            raise SystemExit(f"error: {type(rte).__name__} has no setting {name!r}")
     t = time.perf_counter()
-    rte = L.make_rte(protocol, profile, seed, L.DEFAULT_EMBEDDING).fit(library)
+    rte.fit(fit_library)
     fit_s = time.perf_counter() - t
     for name, value in fixed.items():
         setattr(rte, name, value)
-    _, obs = L.make_targets(library, protocol, n_targets, n_draws, DEV_SEED)
 
     def score(model):
-        pred = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
-        return per_target((pred - obs.qry_y) ** 2, n_targets)
+        return per_target((model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x) - obs.qry_y) ** 2, n_targets)
 
-    return {"fit_s": fit_s, "fixed": fixed, **_sweep(rte, variants or LENGTH_VARIANTS, score)}
+    return {"fit_s": fit_s, "fixed": fixed, **_sweep(rte, variants, score)}
+
+
+def length_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws: int, fixed: dict,
+                variants: dict) -> dict:
+    """Fit LengthRTE on the dev ladder (levels <= 7); sweep its inference settings on level-8 targets."""
+    protocol = get_protocol(protocol_name, "length")
+    library = L.make_library(dev_ladder(POLYNOMIAL_LADDER), profile.n_library)
+    _, obs = L.make_targets(library, protocol, n_targets, n_draws, DEV_SEED)
+    rte = L.make_rte(protocol, profile, seed, L.DEFAULT_EMBEDDING)
+    return _fit_and_sweep(rte, library, obs, n_targets, fixed, variants or LENGTH_VARIANTS)
 
 
 def composition_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws: int, fixed: dict,
                      variants: dict) -> dict:
-    """Fit CompositionRTE on the dev pair split; sweep its inference settings on dev targets."""
+    """Fit CompositionRTE on the dev pair split; sweep its inference settings on the held-out training pair."""
     protocol = get_protocol(protocol_name, "composition")
     split = dev_pair_split(PAPER_SPLIT)
     prims = C.make_library(profile.n_library)
-    t = time.perf_counter()
-    rte = C.make_rte(protocol, profile, seed, C.DEFAULT_EMBEDDING, split).fit(prims)
-    fit_s = time.perf_counter() - t
-    for name, value in fixed.items():
-        setattr(rte, name, value)
     _, obs = C.make_targets(prims, protocol, n_targets, n_draws, split, DEV_SEED)
-
-    def score(model):
-        pred = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
-        return per_target((pred - obs.qry_y) ** 2, n_targets)
-
-    return {"fit_s": fit_s, "fixed": fixed, "held_out_pair": list(split.test[0]),
-            **_sweep(rte, variants or COMPOSITION_VARIANTS, score)}
+    rte = C.make_rte(protocol, profile, seed, C.DEFAULT_EMBEDDING, split)
+    return {"held_out_pair": list(split.test[0]),
+            **_fit_and_sweep(rte, prims, obs, n_targets, fixed, variants or COMPOSITION_VARIANTS)}
 
 
 def parameter_unit(family_name: str, protocol_name: str, profile, seed: int, n_targets: int, n_draws: int,
@@ -137,18 +137,24 @@ def parameter_unit(family_name: str, protocol_name: str, profile, seed: int, n_t
     family = dev_family(PARAMETER_FAMILIES[family_name])
     protocol = get_protocol(protocol_name)
     library = P.make_library(family, profile.n_library, seed)
-    t = time.perf_counter()
-    rte = RTE(protocol=protocol, embedding=P.DEFAULT_EMBEDDING, n_pairs=profile.n_pairs, train=profile.train,
-              seed=seed).fit(library)
-    fit_s = time.perf_counter() - t
-    for name, value in fixed.items():
-        setattr(rte, name, value)
     _, obs = P.make_targets(family, protocol, n_targets, n_draws, DEV_SEED)
+    # the same construction as experiments.parameter.fit_models, at the default anchors
+    rte = RTE(protocol=protocol, embedding=P.DEFAULT_EMBEDDING, n_pairs=profile.n_pairs, train=profile.train,
+              seed=seed)
+    return _fit_and_sweep(rte, library, obs, n_targets, fixed, variants or PARAMETER_VARIANTS)
 
-    def score(model):
-        return P.per_target_mse(model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), obs, n_targets)
 
-    return {"fit_s": fit_s, "fixed": fixed, **_sweep(rte, variants or PARAMETER_VARIANTS, score)}
+def expand_regimes(names: list[str], units: dict) -> list[str]:
+    """The units to run for ``--regimes`` (``parameter`` is one unit per built-in family),
+    checked before anything runs: an unknown name is a one-line error."""
+    out = []
+    for name in names:
+        expanded = [u for u in units if u.startswith("parameter-")] if name == "parameter" else [name]
+        for unit in expanded:
+            if unit not in units:
+                raise SystemExit(f"error: unknown regime {name!r}; use parameter, length or composition")
+        out += expanded
+    return out
 
 
 def main():
@@ -169,14 +175,11 @@ def main():
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     out = {"command": "python scripts/dev_choices.py " + " ".join(__import__("sys").argv[1:]), "profile": args.profile, "seed": args.seed, "dev_seed": DEV_SEED, "n_targets": args.targets,
-           "n_draws": args.draws, "units": {}}
+           "n_draws": args.draws, "environment": environment_info(), "units": {}}
     units = {"length": (length_unit, L.LENGTH_PROFILES), "composition": (composition_unit, C.COMPOSITION_PROFILES)}
     units |= {f"parameter-{name}": (partial(parameter_unit, name), PARAMETER_PROFILES) for name in PARAMETER_FAMILIES}
-    regimes = [r for regime in args.regimes
-               for r in ([f"parameter-{n}" for n in PARAMETER_FAMILIES] if regime == "parameter" else [regime])]
+    regimes = expand_regimes(args.regimes, units)
     for regime in regimes:
-        if regime not in units:
-            raise SystemExit(f"error: unknown regime {regime!r}; use parameter, length or composition")
         fn, profiles = units[regime]
         profile = dataclasses.replace(get_profile(profiles, args.profile), seeds=(args.seed,))
         for protocol in args.protocols:

@@ -195,6 +195,13 @@ def test_headline_rows_show_rte_its_baseline_verdict_and_every_non_oracle_winner
     assert out[3] == "| length | `strict` | h | 4.00 ± 0.100 | `sparse-inductive` 3.00 ± 0.100 | not clear | - | none |"
     with pytest.raises(SystemExit, match="no rte row in group 'zz'"):
         mod.render_spec("headline length-strict-paper:zz")
+    with pytest.raises(SystemExit, match="use <experiment>-<protocol>-<profile>:GROUP"):
+        mod.render_spec("headline parity:g")
+    # another metric in the same group (a retrieval share) neither fills a cell nor a verdict
+    acc = {**comp("g", "rte", "ctx-interp", "ctx-interp"), "metric": "accuracy"}
+    rows_acc = [row("g", "rte", 0.3, metric="accuracy"), row("g", "ctx-interp", 0.9, metric="accuracy")]
+    (tmp_path / "length-paper-paper.json").write_text(json.dumps({"rows": rows[:2] + rows_acc, "comparisons": [acc]}))
+    assert mod.render_spec("headline length-paper-paper:g").splitlines()[2].endswith("| - | 2.00 | none |")
 
 
 def test_recipe_table_lists_paired_comparisons():

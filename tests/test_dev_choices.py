@@ -34,3 +34,16 @@ def test_parameter_sweep_scores_anchors_on_the_dev_region_only(monkeypatch):
     for what, fam in seen:
         assert "F2" not in fam.regions and "dev" in fam.regions and "dev" not in fam.train_regions, what
     assert {w for w, _ in seen} == {"targets", "library"}
+
+
+def test_regimes_and_settings_are_checked_before_any_fit():
+    mod = _script()
+    units = {"length": None, "composition": None, "parameter-quadratic": None, "parameter-exp": None}
+    assert mod.expand_regimes(["parameter", "length"], units) == ["parameter-quadratic", "parameter-exp", "length"]
+    with pytest.raises(SystemExit, match="unknown regime 'lenght'"):
+        mod.expand_regimes(["length", "lenght"], units)
+    fitted = []
+    rte = type("Stub", (), {"anchors": 2, "fit": lambda self, lib: fitted.append(lib)})()
+    with pytest.raises(SystemExit, match="has no setting 'k'"):
+        mod._fit_and_sweep(rte, "library", None, 3, {}, {"k": (1, 2)})
+    assert fitted == []  # refused before the (long) fit

@@ -80,22 +80,57 @@ def test_check_trains_on_dev_training_pairs_and_never_sees_a_test_pair(corpus, f
     assert not pairs & set(C.split_pairs(1)[1])
 
 
-def test_compare_is_paired_over_the_dev_tasks_and_refuses_runs_without_hits():
+def test_compare_is_paired_over_the_dev_tasks_and_refuses_runs_it_cannot_pair():
     from taskextrap.errors import TaskextrapError
 
     mod = _script()
-    # a is right on the same 10 tasks as b plus 30 more: a paired gain of 30/100, clear
-    runs = {"a": {"dev_hits": [1] * 40 + [0] * 60}, "b": {"dev_hits": [1] * 10 + [0] * 90},
-            "c": {"dev_hits": [0] * 10 + [1] * 30 + [0] * 60}, "old": {"dev": 0.3}}
+    # a is right on b's 45 tasks and 5 more: 0.50 against 0.45. Unpaired, that difference is
+    # far inside the noise (two proportions over 100 tasks); paired, only 5 tasks differ and all
+    # favour a, so the interval excludes 0.
+    runs = {"a": {"dev_hits": [1] * 50 + [0] * 50, "split_seed": 1}, "b": {"dev_hits": [1] * 45 + [0] * 55, "split_seed": 1},
+            "c": {"dev_hits": [0] * 45 + [1] * 45 + [0] * 10, "split_seed": 1}, "old": {"dev": 0.3, "split_seed": 1},
+            "other-split": {"dev_hits": [0] * 100, "split_seed": 2}, "short": {"dev_hits": [0] * 99, "split_seed": 1}}
     cmp = mod.compare({"runs": runs}, "a", "b")
-    assert cmp["diff"] == pytest.approx(0.3) and cmp["n"] == 100 and cmp["clear"] and cmp["lo"] > 0
-    # same mean as b plus 20 points, but on other tasks: the pairing matters, the sign follows a - b
+    assert cmp["diff"] == pytest.approx(0.05) and cmp["n"] == 100 and cmp["clear"] and cmp["lo"] > 0
+    # the same means on other tasks: b and c disagree on 90 tasks, nothing is clear
     cmp = mod.compare({"runs": runs}, "b", "c")
-    assert cmp["diff"] == pytest.approx(-0.2) and cmp["hi"] < 0
+    assert cmp["diff"] == pytest.approx(0.0) and not cmp["clear"] and cmp["lo"] < 0 < cmp["hi"]
     with pytest.raises(TaskextrapError, match="no per-task dev hits"):
         mod.compare({"runs": runs}, "a", "old")
     with pytest.raises(TaskextrapError, match="no recorded recipe 'zzz'"):
         mod.compare({"runs": runs}, "a", "zzz")
+    for other in ("other-split", "short"):
+        with pytest.raises(TaskextrapError, match="different dev tasks"):
+            mod.compare({"runs": runs}, "a", other)
+
+
+def test_compare_cli_records_the_comparison_and_errors_in_one_line(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "recipes.json"
+    out.write_text(json.dumps({"runs": {"a": {"dev_hits": [1, 1, 0], "split_seed": 1},
+                                        "b": {"dev_hits": [0, 1, 0], "split_seed": 1}}}))
+    run = lambda *args: subprocess.run([sys.executable, str(_PATH), *args, "--out", str(out)],  # noqa: E731
+                                       capture_output=True, text=True)
+    done = run("--compare", "a", "b")
+    assert done.returncode == 0 and "over 3 dev tasks" in done.stdout
+    assert json.loads(out.read_text())["comparisons"]["a vs b"]["diff"] == pytest.approx(1 / 3)
+    bad = run("--compare", "a", "zzz")
+    assert bad.returncode != 0 and bad.stderr.strip().startswith("error: no recorded recipe 'zzz'")
+    assert len(bad.stderr.strip().splitlines()) == 1
+    assert run().returncode == 2  # neither a corpus nor --compare
+
+
+def test_recording_a_run_again_drops_the_comparisons_that_name_it():
+    mod = _script()
+    results = {"runs": {"a": {"dev": 0.1}, "b": {"dev": 0.2}, "c": {"dev": 0.3}},
+               "comparisons": {"a vs b": {"a": "a", "b": "b"}, "b vs c": {"a": "b", "b": "c"}}}
+    new = mod.record(results, "a", {"dev": 0.5})
+    assert new["runs"]["a"] == {"dev": 0.5} and new["runs"]["c"] == {"dev": 0.3}
+    assert list(new["comparisons"]) == ["b vs c"]
+    assert list(results["comparisons"]) == ["a vs b", "b vs c"]  # the input is not changed
 
 
 def test_recipe_name_spells_every_setting_that_changes_the_run():
