@@ -45,6 +45,7 @@ def audit(records: list[dict]) -> dict:
 
 
 def main():
+    """Command line: audit RUN_DIR/prompts.jsonl and write the audit file."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--out", type=Path, default=None, help="results file (default: results/<run>-prompt-audit.json)")

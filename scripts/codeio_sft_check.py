@@ -85,6 +85,7 @@ def compare(results: dict, a: str, b: str) -> dict:
 
 
 def main():
+    """Command line: train and check one recipe, or compare two recorded ones (``--compare``)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus", nargs="?", choices=["extender", "few-shot"])
     ap.add_argument("--compare", nargs=2, metavar=("RECIPE_A", "RECIPE_B"),

@@ -62,6 +62,7 @@ def _results_files(path: Path) -> dict[str, Path]:
 
 
 def main():
+    """Command line: compare OLD and NEW; exit 1 when any number differs."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("old", type=Path)
     ap.add_argument("new", type=Path)

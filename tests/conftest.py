@@ -70,3 +70,21 @@ def make_rte():
 def make_library():
     """Factory fixture: ``make_library(seed)`` gives a tiny quadratic F1 library."""
     return make_quadratic_library
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """Import a repository script (``scripts/x.py``, ``benchmarks/x.py``) as a module, by its
+    path relative to the repository root; the scripts are not a package."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+
+    def load(relative: str):
+        spec = importlib.util.spec_from_file_location(Path(relative).stem, root / relative)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    return load

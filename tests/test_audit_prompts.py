@@ -1,6 +1,5 @@
 """scripts/audit_prompts.py: counts answers in final prompts independently of the run's own flag."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,19 +10,13 @@ import pytest
 _PATH = Path(__file__).resolve().parents[1] / "scripts" / "audit_prompts.py"
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("audit_prompts", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def _rec(method, prompt, answer, flagged=False):
     return {"task": "a+b", "method": method, "seed": 0, "prompt": prompt, "answer": answer, "answer_in_prompt": flagged}
 
 
-def test_audit_counts_substrings_the_run_did_not_flag_and_excuses_the_query_input():
-    mod = _script()
+def test_audit_counts_substrings_the_run_did_not_flag_and_excuses_the_query_input(load_script):
+    mod = load_script("scripts/audit_prompts.py")
     clean = _rec("rte", "In: ab Out: ba\n### Query:\nIn: cd Out:", "dcX")
     leaky = _rec("rte", "In: ab Out: dcX\n### Query:\nIn: cd Out:", "dcX")  # unflagged, still counted
     identity = _rec("few-shot", "In: ab Out: ab\n### Query:\nIn: cd Out:", "cd")  # answer = query input

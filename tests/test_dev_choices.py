@@ -1,24 +1,13 @@
 """scripts/dev_choices.py: settings are swept on dev targets only, each variant on the same draws."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "scripts" / "dev_choices.py"
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("dev_choices", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_parameter_sweep_scores_anchors_on_the_dev_region_only(monkeypatch):
+def test_parameter_sweep_scores_anchors_on_the_dev_region_only(monkeypatch, load_script):
     from taskextrap.experiments.profiles import PARAMETER_PROFILES
 
-    mod = _script()
+    mod = load_script("scripts/dev_choices.py")
     seen = []
     real_targets, real_library = mod.P.make_targets, mod.P.make_library
     monkeypatch.setattr(mod.P, "make_targets", lambda fam, *a, **k: seen.append(("targets", fam)) or real_targets(fam, *a, **k))
@@ -36,8 +25,8 @@ def test_parameter_sweep_scores_anchors_on_the_dev_region_only(monkeypatch):
     assert {w for w, _ in seen} == {"targets", "library"}
 
 
-def test_regimes_and_settings_are_checked_before_any_fit():
-    mod = _script()
+def test_regimes_and_settings_are_checked_before_any_fit(load_script):
+    mod = load_script("scripts/dev_choices.py")
     units = {"length": None, "composition": None, "parameter-quadratic": None, "parameter-exp": None}
     assert mod.expand_regimes(["parameter", "length"], units) == ["parameter-quadratic", "parameter-exp", "length"]
     with pytest.raises(SystemExit, match="unknown regime 'lenght'"):

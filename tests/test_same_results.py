@@ -1,6 +1,5 @@
 """scripts/same_results.py: two runs have the same numbers, or every difference is named."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -9,12 +8,6 @@ from pathlib import Path
 _PATH = Path(__file__).resolve().parents[1] / "scripts" / "same_results.py"
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("same_results", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 ROW = {"group": "g", "method": "rte", "metric": "mse", "value": 0.5, "ci95": 0.1, "n": 3, "seed_sd": None,
        "paper_value": 0.7, "errors": [[0.4], [0.5], [float("nan")]]}
@@ -22,8 +15,8 @@ COMP = {"group": "g", "metric": "mse", "a": "rte", "b": "x", "diff": -0.1, "lo":
         "clear": False, "winner": None}
 
 
-def test_only_numbers_count_and_every_difference_is_named():
-    mod = _script()
+def test_only_numbers_count_and_every_difference_is_named(load_script):
+    mod = load_script("scripts/same_results.py")
     old = {"rows": [ROW], "comparisons": [COMP], "environment": {"git": "a"}, "timing": {"wall_s": 1}}
     same = {**old, "environment": {"git": "b"}, "timing": {"wall_s": 9}}  # provenance and time may differ
     assert mod.differences(old, json.loads(json.dumps(same))) == []  # NaN survives JSON and equals itself

@@ -11,19 +11,13 @@ if importlib.util.find_spec("transformers") is None:  # skip only when it is abs
 _PATH = Path(__file__).resolve().parents[2] / "scripts" / "codeio_sft_check.py"
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("codeio_sft_check", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 @pytest.mark.parametrize("corpus,full", [("extender", True), ("few-shot", False)])
-def test_check_trains_what_it_is_asked_and_reports_what_was_predicted(corpus, full, monkeypatch):
+def test_check_trains_what_it_is_asked_and_reports_what_was_predicted(corpus, full, monkeypatch, load_script):
     import numpy as np
     import torch
 
-    mod = _script()
+    mod = load_script("scripts/codeio_sft_check.py")
     seen = {"predict": []}
     real_train, real_predict = mod.train, mod.E.predict
 
@@ -63,10 +57,10 @@ def test_check_trains_what_it_is_asked_and_reports_what_was_predicted(corpus, fu
 
 
 @pytest.mark.parametrize("corpus,full", [("extender", True), ("few-shot", False)])
-def test_check_trains_on_dev_training_pairs_and_never_sees_a_test_pair(corpus, full, monkeypatch):
+def test_check_trains_on_dev_training_pairs_and_never_sees_a_test_pair(corpus, full, monkeypatch, load_script):
     from taskextrap.llm import codeio as C
 
-    script, used = _script(), []
+    script, used = load_script("scripts/codeio_sft_check.py"), []
     real_tasks, real_apply = C.make_test_tasks, C.apply
     monkeypatch.setattr(C, "make_test_tasks", lambda pairs, *a, **k: used.extend(pairs) or real_tasks(pairs, *a, **k))
     monkeypatch.setattr(C, "apply", lambda c, s: used.append(c) or real_apply(c, s))
@@ -80,10 +74,10 @@ def test_check_trains_on_dev_training_pairs_and_never_sees_a_test_pair(corpus, f
     assert not pairs & set(C.split_pairs(1)[1])
 
 
-def test_compare_is_paired_over_the_dev_tasks_and_refuses_runs_it_cannot_pair():
+def test_compare_is_paired_over_the_dev_tasks_and_refuses_runs_it_cannot_pair(load_script):
     from taskextrap.errors import TaskextrapError
 
-    mod = _script()
+    mod = load_script("scripts/codeio_sft_check.py")
     # a is right on b's 45 tasks and 5 more: 0.50 against 0.45. Unpaired, that difference is
     # far inside the noise (two proportions over 100 tasks); paired, only 5 tasks differ and all
     # favour a, so the interval excludes 0.
@@ -123,8 +117,8 @@ def test_compare_cli_records_the_comparison_and_errors_in_one_line(tmp_path):
     assert run().returncode == 2  # neither a corpus nor --compare
 
 
-def test_recording_a_run_again_drops_the_comparisons_that_name_it():
-    mod = _script()
+def test_recording_a_run_again_drops_the_comparisons_that_name_it(load_script):
+    mod = load_script("scripts/codeio_sft_check.py")
     results = {"runs": {"a": {"dev": 0.1}, "b": {"dev": 0.2}, "c": {"dev": 0.3}},
                "comparisons": {"a vs b": {"a": "a", "b": "b"}, "b vs c": {"a": "b", "b": "c"}}}
     new = mod.record(results, "a", {"dev": 0.5})
@@ -133,10 +127,10 @@ def test_recording_a_run_again_drops_the_comparisons_that_name_it():
     assert list(results["comparisons"]) == ["a vs b", "b vs c"]  # the input is not changed
 
 
-def test_recipe_name_spells_every_setting_that_changes_the_run():
+def test_recipe_name_spells_every_setting_that_changes_the_run(load_script):
     import argparse
 
-    mod = _script()
+    mod = load_script("scripts/codeio_sft_check.py")
     base = dict(corpus="extender", full=True, lr=5e-4, warmup=50, steps=1150, score_shots=True, anchored=False,
                 split_seed=mod.E.SPLIT_SEED)
     assert mod.recipe_name(argparse.Namespace(**base)) == "extender full lr0.0005 warmup50 steps1150 score-shots"
