@@ -34,7 +34,6 @@ from taskextrap.experiments import composition as C
 from taskextrap.experiments import length as L
 from taskextrap.experiments import parameter as P
 from taskextrap.experiments.profiles import PARAMETER_PROFILES, get_profile
-from taskextrap.rte import RTE
 from taskextrap.experiments.units import per_target
 from taskextrap.report.io import write_json_atomic
 from taskextrap.report.schema import environment_info
@@ -138,9 +137,7 @@ def parameter_unit(family_name: str, protocol_name: str, profile, seed: int, n_t
     protocol = get_protocol(protocol_name)
     library = P.make_library(family, profile.n_library, seed)
     _, obs = P.make_targets(family, protocol, n_targets, n_draws, DEV_SEED)
-    # the same construction as experiments.parameter.fit_models, at the default anchors
-    rte = RTE(protocol=protocol, embedding=P.DEFAULT_EMBEDDING, n_pairs=profile.n_pairs, train=profile.train,
-              seed=seed)
+    rte = P.make_rte(protocol, profile, seed)  # the test runs' construction, at the default anchors
     return _fit_and_sweep(rte, library, obs, n_targets, fixed, variants or PARAMETER_VARIANTS)
 
 

@@ -61,13 +61,24 @@ def make_targets(family: ParametricFamily, protocol, n_targets: int, n_draws: in
     return targets, obs
 
 
+def _common(protocol, profile: ParameterProfile, seed: int, anchors: int) -> dict:
+    """The settings RTE and the transductive oracle share."""
+    return dict(protocol=protocol, n_pairs=profile.n_pairs, train=profile.train, seed=seed, anchors=anchors)
+
+
+def make_rte(protocol, profile: ParameterProfile, seed: int, embedding: str = DEFAULT_EMBEDDING,
+             anchors: int = RTE.anchors) -> RTE:
+    """The unfitted RTE of a unit (the same for test runs and the dev-choice sweeps)."""
+    return RTE(embedding=embedding, **_common(protocol, profile, seed, anchors))
+
+
 def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int):
     """Fit RTE, the transductive oracle and the inductive baselines on one library."""
     library = make_library(family, profile.n_library, seed)
-    common = dict(protocol=protocol, n_pairs=profile.n_pairs, train=profile.train, seed=seed, anchors=anchors)
+    common = _common(protocol, profile, seed, anchors)
     timing = {}
     t = time.perf_counter()
-    rte = RTE(embedding=embedding, **common).fit(library)
+    rte = make_rte(protocol, profile, seed, embedding, anchors).fit(library)
     timing["rte_fit_s"] = time.perf_counter() - t
     timing["embedding_s"] = rte.timing_["embedding_s"]
     t = time.perf_counter()
