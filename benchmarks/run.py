@@ -21,13 +21,14 @@ from pathlib import Path
 import torch
 
 from taskextrap.embed import EMBEDDINGS
-from taskextrap.embed.quality import ranking_quality
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.io import write_json_atomic
 from taskextrap.report.schema import environment_info
 from taskextrap.tasks import PARAMETER_FAMILIES
+
+from quality import ranking_quality  # benchmarks/quality.py (the script's folder is on sys.path)
 
 OUT = Path(__file__).parent / "results"
 
@@ -55,7 +56,7 @@ def bench_embeddings(seed: int = 0) -> dict:
 def bench_length_embeddings(seed: int = 0) -> dict:
     """Predecessor retrieval by each Gamma estimator on held-out training-level steps (quick sizes)."""
     from taskextrap.experiments.length import LENGTH_PROFILES, make_library
-    from taskextrap.search.length import LengthRTE
+    from taskextrap.estimators.length import LengthRTE
     from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
 
     prof = LENGTH_PROFILES["quick"]

@@ -23,7 +23,7 @@ N_PER_REGION = 10
 
 def tiny_rte(**kwargs):
     """An unfitted RTE with tiny sizes; keyword arguments override the defaults."""
-    from taskextrap.rte import RTE
+    from taskextrap.estimators.parameter import RTE
 
     opts = dict(n_pairs=300, train=TINY_TRAIN, seed=0)
     opts.update(kwargs)

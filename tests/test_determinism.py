@@ -57,7 +57,7 @@ def test_rte_same_seed_same_predictions_different_seed_different(fitted_rte, mak
     np.testing.assert_array_equal(again.z_library_, fitted_rte.z_library_)
     np.testing.assert_array_equal(again.psi_.history, fitted_rte.psi_.history)
     np.testing.assert_array_equal(again.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), p0)
-    np.testing.assert_array_equal(again.decompose(obs.ctx_x, obs.ctx_y)[0],
-                                  fitted_rte.decompose(obs.ctx_x, obs.ctx_y)[0])
+    np.testing.assert_array_equal(again.decompose(obs.ctx_x, obs.ctx_y).anchors,
+                                  fitted_rte.decompose(obs.ctx_x, obs.ctx_y).anchors)
     p1 = other.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
     assert not np.allclose(p1, p0)

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from taskextrap import audit
-from taskextrap import rte as rte_module
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.parameter import METHODS, run_unit
 from taskextrap.experiments.profiles import PARAMETER_PROFILES
 from taskextrap.operators.param import sort_context
 from taskextrap.operators.train import TrainConfig
-from taskextrap.rte import RTE
+from taskextrap.estimators import parameter as rte_module
+from taskextrap.estimators.parameter import RTE
 from taskextrap.seeding import rng
 from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
 
@@ -199,7 +199,7 @@ def ladder_library():
 def test_length_audit_detects_a_degree9_task_in_the_decomposer(ladder_library, monkeypatch, inject):
     """Mutation (c): the decomposer's training steps may start from level-8 library tasks, so
     some of its targets are degree-9 polynomials. The honest fit passes the same check."""
-    from taskextrap.search.length import LengthRTE
+    from taskextrap.estimators.length import LengthRTE
 
     ladder = ladder_library.family
     if inject:
@@ -216,12 +216,12 @@ def test_length_audit_detects_a_degree9_task_in_the_decomposer(ladder_library, m
 @pytest.mark.parametrize("inject", [False, True])
 def test_composition_audit_detects_a_held_out_pair_in_psi_comp(monkeypatch, inject):
     """Mutation (d): Psi_comp's training compositions include the held-out pairs."""
-    from taskextrap.search.composition import CompositionRTE
+    from taskextrap.estimators.composition import CompositionRTE
     from taskextrap.tasks.primitives import PAPER_SPLIT, PairSplit, PrimitiveSet
 
     prims = PrimitiveSet.sample(n_per_family=8, rng=rng(0, "test-prims"))
     if inject:
-        honest = CompositionRTE._composer_arrays
+        honest = CompositionRTE._operator_arrays
 
         def leaky(self, pool, n, g):
             split = self.split
@@ -231,7 +231,7 @@ def test_composition_audit_detects_a_held_out_pair_in_psi_comp(monkeypatch, inje
             finally:
                 self.split = split
 
-        monkeypatch.setattr(CompositionRTE, "_composer_arrays", leaky)
+        monkeypatch.setattr(CompositionRTE, "_operator_arrays", leaky)
     with audit.spy() as seen:
         CompositionRTE(k=3, embedding="gradient", **TINY_DISCRETE).fit(prims)
     error = _check_discrete_fit(seen, PAPER_SPLIT.training_labels(), inject,

@@ -6,9 +6,10 @@ Heavy modules (torch, sklearn) are imported lazily so that ``taskextrap --help``
 __version__ = "0.1.0"
 
 _LAZY = {
-    "RTE": "taskextrap.rte",                              # parameter regime, Strategy A
-    "LengthRTE": "taskextrap.search.length",              # length regime, Strategy B
-    "CompositionRTE": "taskextrap.search.composition",    # compositional regime, Strategy B
+    "RTE": "taskextrap.estimators.parameter",            # parameter regime, Strategy A
+    "LengthRTE": "taskextrap.estimators.length",          # length regime, Strategy B
+    "CompositionRTE": "taskextrap.estimators.composition",# compositional regime, Strategy B
+    "Decomposition": "taskextrap.estimators.base",
     "ParametricFamily": "taskextrap.tasks.family",
     "Ladder": "taskextrap.tasks.ladder",
     "LadderSet": "taskextrap.tasks.ladder",

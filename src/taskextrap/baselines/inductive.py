@@ -9,10 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from taskextrap import audit
-from taskextrap.baselines.oracles import scaled_theta
 from taskextrap.operators.param import InductiveRegressor, sort_context
 from taskextrap.errors import TaskextrapError
-from taskextrap.rte import RTE
+from taskextrap.estimators.parameter import RTE
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.validation import check_context, check_query
 
@@ -24,7 +23,7 @@ def _extra(kind: str, rte: RTE, z: np.ndarray, params: np.ndarray) -> np.ndarray
         return np.zeros((len(z), 0))
     if kind == "t2v-inductive":
         return z
-    return scaled_theta(rte.library_.family, params)
+    return rte.library_.family.scaled_params(params)
 
 
 class InductiveBaseline:

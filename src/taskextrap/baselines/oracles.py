@@ -1,30 +1,37 @@
-"""Oracles of the parameter regime: methods handed the ground truth the paper says they receive."""
+"""Oracles of the parameter regime: methods handed the ground truth the paper says they receive.
+
+The ground truth lives here only: the estimators never take a target's true parameters.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.rte import RTE
+from taskextrap.estimators.base import Decomposition
+from taskextrap.estimators.parameter import RTE
 from taskextrap.tasks.observe import Observations
 from taskextrap.tasks.taskset import TaskSet
 
 
-def scaled_theta(family, params: np.ndarray) -> np.ndarray:
-    """True parameters mapped so each training range is [0, 1] (a shift of one region ~ 0.5)."""
-    lo, scale = family.param_scale()
-    return (np.asarray(params, dtype=float) - lo) / scale
-
-
 class TransductiveOracle(RTE):
     """RTE with a perfect proxy: the anchor is the library task nearest by true theta and the
-    shift is the full true delta-theta. It trains its own Psi on library pairs with true shifts."""
+    shift is the full true delta-theta. It trains its own Psi on library pairs with true shifts.
+
+    ``decompose_truth(ctx_x, ctx_y, theta)`` gives the decomposition to pass to ``predict``.
+    """
 
     def _fit_descriptors(self, library: TaskSet, obs: Observations, first: np.ndarray) -> np.ndarray:
-        return scaled_theta(library.family, obs.params)
+        return library.family.scaled_params(obs.params)
 
-    def _descriptor(self, ctx_x, ctx_y, theta) -> np.ndarray:
-        if theta is None:
-            raise TaskextrapError("the transductive oracle needs the targets' true parameters (theta=...)")
+    def decompose(self, ctx_x, ctx_y, k: int | None = None) -> Decomposition:
+        """Not available from a context: the oracle decomposes from the truth (:meth:`decompose_truth`)."""
+        raise TaskextrapError("the transductive oracle needs the targets' true parameters: "
+                              "use decompose_truth(ctx_x, ctx_y, theta)")
+
+    def decompose_truth(self, ctx_x, ctx_y, theta, k: int | None = None) -> Decomposition:
+        """The ``k`` library tasks nearest each target by true (scaled) parameters ``theta`` (n, p),
+        with the true shifts."""
+        self.check_is_fitted()
         theta = np.asarray(theta, dtype=float).reshape(len(ctx_x), -1)
-        return scaled_theta(self.library_.family, theta)
+        return self._nearest(self.library_.family.scaled_params(theta), k)

@@ -17,12 +17,12 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.experiments.profiles import DiscreteProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import UnitResult, per_target, run_seeds
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
-from taskextrap.search.composition import CompositionRTE
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_pair_split
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
@@ -80,24 +80,26 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     plain = rte.decompose(cx, cy, refine=0)  # the paper's Strategy B: k*k verification only
     d = rte.refined(cx, cy, plain)
-    outer_c, inner_c = d.outer_candidates, d.inner_candidates
+    outer_c, inner_c = d.extras["outer_candidates"], d.extras["inner_candidates"]
     true_o, true_i = targets.outer[obs.task], targets.inner[obs.task]
     rand = rng(seed, "random-constituents").integers(len(primitives), size=(2, len(cx)))
+    given = lambda outer, inner: rte.decomposition_for(cx, cy, np.stack([outer, inner], axis=1))  # noqa: E731
+    best, best_plain = d.anchors[:, 0], plain.anchors[:, 0]
     preds = {
-        "rte": rte.predict(cx, cy, qx, decomposition=d),
-        "no-averaging": rte.predict(cx, cy, qx, outer=d.outer[:, 0], inner=d.inner[:, 0]),
-        "no-refinement": rte.predict(cx, cy, qx, decomposition=plain),
-        "verified-composition": rte.compose(qx, d.outer[:, 0], d.inner[:, 0]),
-        "no-verification": rte.predict(cx, cy, qx, outer=outer_c[:, 0], inner=inner_c[:, 0]),
-        "random-constituents": rte.predict(cx, cy, qx, outer=rand[0], inner=rand[1]),
-        "oracle": rte.predict(cx, cy, qx, outer=true_o, inner=true_i),
+        "rte": rte.predict(cx, cy, qx, d),
+        "no-averaging": rte.predict(cx, cy, qx, d.columns(0)),
+        "no-refinement": rte.predict(cx, cy, qx, plain),
+        "verified-composition": rte.compose(qx, best[:, 0], best[:, 1]),
+        "no-verification": rte.predict(cx, cy, qx, given(outer_c[:, 0], inner_c[:, 0])),
+        "random-constituents": rte.predict(cx, cy, qx, given(rand[0], rand[1])),
+        "oracle": rte.predict(cx, cy, qx, given(true_o, true_i)),
         "sparse-inductive": inductive.predict(cx, cy, qx),
         "ctx-interp": ctx_interp(cx, cy, qx),
         "ctx-polyfit": ctx_polyfit(cx, cy, qx),
         "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: primitives.exact(x, i), len(primitives))[0],
     }
-    retrieval = {"pair_top1": ((d.outer[:, 0] == true_o) & (d.inner[:, 0] == true_i)).astype(float),
-                 "pair_top1_unrefined": ((plain.outer[:, 0] == true_o) & (plain.inner[:, 0] == true_i)).astype(float),
+    retrieval = {"pair_top1": ((best[:, 0] == true_o) & (best[:, 1] == true_i)).astype(float),
+                 "pair_top1_unrefined": ((best_plain[:, 0] == true_o) & (best_plain[:, 1] == true_i)).astype(float),
                  "pair_in_candidates": ((outer_c == true_o[:, None]).any(1) & (inner_c == true_i[:, None]).any(1)
                                         ).astype(float)}
     return preds, retrieval
@@ -138,7 +140,7 @@ def _plot(plot_dir, protocol, rte, primitives, targets, obs, preds):
     truth = targets.subset(np.arange(len(idx))).values(grid)
     d = rte.decompose(sub.ctx_x, sub.ctx_y)
     curves = {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, decomposition=d),
-              "verified composition": rte.compose(grid, d.outer[:, 0], d.inner[:, 0]),
+              "verified composition": rte.compose(grid, d.anchors[:, 0, 0], d.anchors[:, 0, 1]),
               "ctx-interp": ctx_interp(sub.ctx_x, sub.ctx_y, grid)}
     titles = [f"{o} o {i}" for o, i in targets.pair[: len(idx)]]
     plot_predictions(plot_dir / f"composition-{protocol.name}-predictions.png", grid[0], truth, curves,

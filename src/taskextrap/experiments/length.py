@@ -17,12 +17,12 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.length import LengthRTE
 from taskextrap.experiments.profiles import DiscreteProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import UnitResult, per_target, run_seeds
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
-from taskextrap.search.length import LengthRTE
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_ladder
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
@@ -87,11 +87,11 @@ def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet
     rank3 = min(2, d.anchors.shape[1] - 1)
     preds = {
         "rte": rte.predict(cx, cy, qx, decomposition=d),
-        "no-averaging": rte.predict(cx, cy, qx, anchors=d.anchors[:, 0], phi=d.phi[:, 0]),
-        "rank3-anchor": rte.predict(cx, cy, qx, anchors=d.anchors[:, rank3], phi=d.phi[:, rank3]),
-        "random-anchors": rte.predict(cx, cy, qx, anchors=random_anchor, phi=d.guess_phi),
-        "zero-shift": rte.predict(cx, cy, qx, anchors=d.anchors[:, 0], phi=np.zeros(len(cx))),
-        "oracle": rte.predict(cx, cy, qx, anchors=parent, phi=targets.new_coef()[obs.task]),
+        "no-averaging": rte.predict(cx, cy, qx, d.columns(0)),
+        "rank3-anchor": rte.predict(cx, cy, qx, d.columns(rank3)),
+        "random-anchors": rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, random_anchor, d.extras["guess_phi"])),
+        "zero-shift": rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, d.anchors[:, 0], np.zeros(len(cx)))),
+        "oracle": rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, parent, targets.new_coef()[obs.task])),
         "sparse-inductive": inductive.predict(cx, cy, qx),
         "ctx-interp": ctx_interp(cx, cy, qx),
         "ctx-polyfit": ctx_polyfit(cx, cy, qx),

@@ -16,11 +16,12 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.inductive import InductiveBaseline
 from taskextrap.baselines.oracles import TransductiveOracle
+from taskextrap.estimators.base import Decomposition
+from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.profiles import PARAMETER_PROFILES, ParameterProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import UnitResult, cached_unit, per_target
 from taskextrap.report.schema import make_row
-from taskextrap.rte import RTE
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
 from taskextrap.tasks.dev import DEV_REGION, dev_family
@@ -90,22 +91,28 @@ def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding
 
 
 def predict_method(method: str, models: dict, library: TaskSet, ctx_x, ctx_y, qry_x, theta, seed: int,
-                   anchors: np.ndarray | None = None) -> np.ndarray:
-    """Predictions (n, q) of one method; ``anchors`` (RTE's retrieved anchors) may be passed to reuse them."""
+                   decomposition: Decomposition | None = None) -> np.ndarray:
+    """Predictions (n, q) of one method; ``decomposition`` (RTE's) may be passed to reuse it."""
     rte: RTE = models["rte"]
-    if method in ("random-anchors", "zero-shift") and anchors is None:
-        anchors = rte.decompose(ctx_x, ctx_y)[0]
+    if method in ("rte", "random-anchors", "zero-shift") and decomposition is None:
+        decomposition = rte.decompose(ctx_x, ctx_y)
+    anchors = None if decomposition is None else decomposition.anchors
     if method == "rte":
-        return rte.predict(ctx_x, ctx_y, qry_x, anchors=anchors)
-    if method in ("sparse-inductive", "t2v-inductive", "inductive-oracle", "transductive-oracle"):
+        return rte.predict(ctx_x, ctx_y, qry_x, decomposition)
+    if method == "transductive-oracle":
+        oracle = models[method]
+        return oracle.predict(ctx_x, ctx_y, qry_x, oracle.decompose_truth(ctx_x, ctx_y, theta))
+    if method in ("sparse-inductive", "t2v-inductive", "inductive-oracle"):
         return models[method].predict(ctx_x, ctx_y, qry_x, theta=theta)
     if method == "random-anchors":
         random_anchors = rng(seed, "random-anchors").integers(len(library), size=anchors.shape)
-        return rte.predict(ctx_x, ctx_y, qry_x, anchors=random_anchors)
+        return rte.predict(ctx_x, ctx_y, qry_x, rte.decomposition_for(ctx_x, ctx_y, random_anchors))
     if method == "far-anchors":
-        return rte.predict(ctx_x, ctx_y, qry_x, anchors=far_anchors(rte, library, ctx_x, ctx_y))
+        far = far_anchors(rte, library, ctx_x, ctx_y)
+        return rte.predict(ctx_x, ctx_y, qry_x, rte.decomposition_for(ctx_x, ctx_y, far))
     if method == "zero-shift":
-        return rte.predict(ctx_x, ctx_y, qry_x, anchors=anchors, phi=np.zeros(anchors.shape + (rte.embed_dim,)))
+        zero = np.zeros(anchors.shape + (rte.embed_dim,))
+        return rte.predict(ctx_x, ctx_y, qry_x, rte.decomposition_for(ctx_x, ctx_y, anchors, zero))
     if method == "ctx-interp":
         return ctx_interp(ctx_x, ctx_y, qry_x)
     if method == "ctx-polyfit":
@@ -125,8 +132,8 @@ def far_anchors(rte: RTE, library: TaskSet, ctx_x, ctx_y) -> np.ndarray:
 
 def predict_all(models: dict, library: TaskSet, obs: Observations, seed: int) -> dict[str, np.ndarray]:
     """Predictions (n_draws_total, q) of every method at the query points."""
-    anchors = models["rte"].decompose(obs.ctx_x, obs.ctx_y)[0]
-    return {m: predict_method(m, models, library, obs.ctx_x, obs.ctx_y, obs.qry_x, obs.params, seed, anchors)
+    d = models["rte"].decompose(obs.ctx_x, obs.ctx_y)
+    return {m: predict_method(m, models, library, obs.ctx_x, obs.ctx_y, obs.qry_x, obs.params, seed, d)
             for m in ALL_METHODS}
 
 

@@ -1,1 +1,1 @@
-"""Strategy B of Algorithm 1: retrieval index, decomposer and batched verification."""
+"""Search building blocks the estimators use: the retrieval index, the decomposer, the posterior average."""

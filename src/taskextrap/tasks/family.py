@@ -98,6 +98,12 @@ class ParametricFamily:
         highs = np.array([hi_s, *(b for _, b in self.fixed.values())], dtype=float)
         return lows, np.maximum(highs - lows, 1e-12)
 
+    def scaled_params(self, params: np.ndarray) -> np.ndarray:
+        """True parameters mapped so each training range is [0, 1] (a shift of one region ~ 0.5):
+        the ground truth the oracles are handed."""
+        lo, scale = self.param_scale()
+        return (np.asarray(params, dtype=float) - lo) / scale
+
     def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Evaluate the tasks ``params`` (n, p) at inputs ``x`` (n, m) -> (n, m)."""
         params = np.asarray(params, dtype=float)

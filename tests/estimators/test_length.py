@@ -8,7 +8,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.operators.train import TrainConfig
 from taskextrap.operators.param import sort_context
 from taskextrap.search.index import nearest
-from taskextrap.search.length import LengthRTE
+from taskextrap.estimators.length import LengthRTE
 from taskextrap.seeding import rng
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
 
@@ -37,9 +37,9 @@ def targets(library):
 def test_decompose_ranks_verified_candidates(fitted, targets):
     _, obs = targets
     d = fitted.decompose(obs.ctx_x, obs.ctx_y, k=5)
-    assert d.anchors.shape == d.phi.shape == d.loss.shape == (6, 5)
-    assert np.all(np.diff(d.loss, axis=1) >= 0)
-    assert np.all(np.abs(d.phi) <= 2) and d.guess_phi.shape == (6,)
+    assert d.anchors.shape == d.phi.shape == d.score.shape == (6, 5)
+    assert np.all(np.diff(d.score, axis=1) >= 0)
+    assert np.all(np.abs(d.phi) <= 2) and d.extras["guess_phi"].shape == (6,)
     # each target's k candidates are distinct library tasks from its screened retrieval (the
     # screen() nearest to the decomposer's embedding), and each loss is Psi_ext's leave-one-out
     # context loss at the reported coefficient
@@ -51,9 +51,9 @@ def test_decompose_ranks_verified_candidates(fitted, targets):
     cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
     pred_ctx = fitted.library_.values_at(cx, d.anchors)                      # (6, 5, 8)
     direct = fitted.psi_.loo_loss(np.repeat(cx, 5, 0), np.repeat(cy, 5, 0), pred_ctx.reshape(30, 8), d.phi.reshape(-1))
-    np.testing.assert_allclose(d.loss, direct.reshape(6, 5), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(d.score, direct.reshape(6, 5), rtol=1e-5, atol=1e-9)
     unverified = fitted.decompose(obs.ctx_x, obs.ctx_y, k=5, verify=False)
-    np.testing.assert_allclose(unverified.phi, np.repeat(d.guess_phi[:, None], 5, 1))
+    np.testing.assert_allclose(unverified.phi, np.repeat(d.extras["guess_phi"][:, None], 5, 1))
 
 
 def test_coefficient_search_finds_the_minimum_of_the_context_loss(fitted, targets, monkeypatch):
@@ -69,15 +69,18 @@ def test_coefficient_search_finds_the_minimum_of_the_context_loss(fitted, target
     assert np.all(np.abs(d.phi - best) <= step / 6 + 1e-9)
 
 
-def test_predict_with_and_without_overrides(fitted, targets, library):
+def test_predict_with_and_without_a_given_decomposition(fitted, targets, library):
     tg, obs = targets
     pred = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
     assert pred.shape == obs.qry_x.shape and np.all(np.isfinite(pred))
     parent = tg.parent[obs.task]
-    oracle = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, anchors=parent, phi=tg.new_coef()[obs.task])
+    truth = fitted.decomposition_for(obs.ctx_x, obs.ctx_y, parent, tg.new_coef()[obs.task])
+    assert truth.k == 1 and np.isnan(truth.score).all()
+    oracle = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, truth)
     assert oracle.shape == pred.shape
+    bad = fitted.decomposition_for(obs.ctx_x, obs.ctx_y, np.full(6, len(library)), np.zeros(6))
     with pytest.raises(TaskextrapError, match="library indices"):
-        fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, anchors=np.full(6, len(library)), phi=np.zeros(6))
+        fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, bad)
     with pytest.raises(TaskextrapError, match="8 points"):
         fitted.predict(obs.ctx_x[:, :5], obs.ctx_y[:, :5], obs.qry_x)
 
@@ -112,10 +115,10 @@ def test_same_seed_same_numbers(library, targets):
     np.testing.assert_array_equal(a, b)
 
 
-def test_overrides_need_both_parts_and_screen_size(fitted, targets):
+def test_given_anchors_default_to_the_decomposers_coefficient_and_screen_size(fitted, targets):
     _, obs = targets
-    with pytest.raises(TaskextrapError, match="both anchors and phi"):
-        fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, anchors=np.zeros(6, dtype=int))
+    given = fitted.decomposition_for(obs.ctx_x, obs.ctx_y, np.zeros((6, 2), dtype=int))
+    np.testing.assert_array_equal(given.phi, np.repeat(fitted.guess(obs.ctx_x, obs.ctx_y)[1][:, None], 2, 1))
     assert fitted.screen() == max(fitted.k, int(np.ceil(fitted.screen_fraction * len(fitted.z_library_))))
     assert fitted.screen(k=60) == 60
     q = fitted.retrieval_quality(n=32)
@@ -127,7 +130,6 @@ def test_posterior_average_equals_weighted_candidates(fitted, targets):
 
     _, obs = targets
     d = fitted.decompose(obs.ctx_x, obs.ctx_y)
-    w = posterior_weights(d.loss, fitted.temperature)
-    manual = sum(w[:, j:j + 1] * fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, anchors=d.anchors[:, j],
-                                                phi=d.phi[:, j]) for j in range(d.anchors.shape[1]))
+    w = posterior_weights(d.score, fitted.temperature)
+    manual = sum(w[:, j:j + 1] * fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(j)) for j in range(d.k))
     np.testing.assert_allclose(fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, decomposition=d), manual, rtol=1e-9)

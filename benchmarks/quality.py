@@ -1,4 +1,4 @@
-"""How well a proxy embedding ranks true parameter distances (used to choose the default Gamma).
+"""Benchmark helper: how well a proxy embedding ranks true parameter distances (used to choose the default Gamma).
 
 Measured on training-region *validation* tasks only: fresh F1 tasks, embedded from one context
 draw each, are compared with the library; for each one the Spearman correlation between proxy
@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from taskextrap.baselines.oracles import scaled_theta
-from taskextrap.rte import RTE
+from taskextrap.estimators.parameter import RTE
 from taskextrap.seeding import rng
 from taskextrap.tasks.observe import get_protocol
 from taskextrap.tasks.taskset import TaskSet
@@ -41,7 +40,7 @@ def ranking_quality(family, protocol="paper", method="gradient", seed=0, n_libra
     obs = protocol.draw(val, 1, rng(seed, family.name, "validation-draws"), rte.noise_scale_)
     z = rte.embed(obs.ctx_x, obs.ctx_y)
     d_proxy = np.linalg.norm(z[:, None] - rte.z_library_[None], axis=2)
-    t_val, t_lib = scaled_theta(family, val.params), scaled_theta(family, library.params)
+    t_val, t_lib = family.scaled_params(val.params), family.scaled_params(library.params)
     d_theta = np.linalg.norm(t_val[:, None] - t_lib[None], axis=2)
     d_shift = np.abs(t_val[:, None, 0] - t_lib[None, :, 0])
     top5 = np.argsort(d_theta, axis=1)[:, :5]

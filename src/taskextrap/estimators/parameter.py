@@ -17,6 +17,7 @@ import numpy as np
 from taskextrap import audit
 from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import Decomposition, Estimator, check_is_fitted
 from taskextrap.operators.param import RelationalOperator, sort_context
 from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
@@ -37,7 +38,7 @@ class Draws:
 
 
 @dataclass
-class RTE:
+class RTE(Estimator):
     """Relational Task Extrapolator, scikit-learn style: ``RTE(...).fit(library).predict(...)``.
 
     Args:
@@ -120,10 +121,6 @@ class RTE:
                                                 self.scaler_, library, obs.subset(first), noise_sd=self.noise_sd_)
         return self.embed(obs.ctx_x, obs.ctx_y)
 
-    def _descriptor(self, ctx_x: np.ndarray, ctx_y: np.ndarray, theta) -> np.ndarray:
-        """A target's position in the space anchors are retrieved in: Gamma of its context."""
-        return self.embed(ctx_x, ctx_y)
-
     def _pair_arrays(self, draw_idx: np.ndarray, g: np.random.Generator) -> audit.Batch:
         """Arrays for Psi: each draw paired with an anchor (near in proxy space or uniform).
 
@@ -153,54 +150,49 @@ class RTE:
             audit.Source(lib.family, lib.params[anchor], ((0, 2, 0.0), (3, 4, 0.0)))])
 
     # ----------------------------------------------------------------------------- phase 2
-    def _check_fitted(self):
-        if not hasattr(self, "psi_"):
-            raise TaskextrapError("RTE is not fitted: call fit(library) first")
-
     def embed(self, ctx_x, ctx_y) -> np.ndarray:
         """Gamma of each context (n, dim): computed from the context points only."""
-        if not hasattr(self, "embedding_"):
-            raise TaskextrapError("RTE is not fitted: call fit(library) first")
+        check_is_fitted(self, "embedding_")
         ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
         return self.embedding_.transform(self.scaler_.x(ctx_x), self.scaler_.y(ctx_y))
 
-    def decompose(self, ctx_x, ctx_y, k: int | None = None, theta=None):
-        """Strategy A: the ``k`` nearest library anchors, the shifts phi and the proxy distances.
+    def decompose(self, ctx_x, ctx_y, k: int | None = None) -> Decomposition:
+        """Strategy A: the ``k`` (default ``anchors``) library tasks nearest each target in proxy
+        space, the shifts phi (n, k, dim) from them to the target, scored by proxy distance."""
+        self.check_is_fitted()
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        return self._nearest(self.embed(ctx_x, ctx_y), k)
 
-        Returns (anchor indices (n, k), phi (n, k, dim), distances (n, k)), nearest first.
-        ``theta`` (true parameters) is read by the transductive oracle only.
-        """
-        self._check_fitted()
-        z = self._descriptor(*check_context(ctx_x, ctx_y, self.protocol.n_context), theta)
+    def _nearest(self, z: np.ndarray, k: int | None) -> Decomposition:
+        """The ``k`` library tasks nearest positions ``z`` (n, dim), nearest first, with shifts."""
         k = self.anchors if k is None else k
         if not 1 <= k <= len(self.z_library_):
             raise TaskextrapError(f"k must be between 1 and the library size {len(self.z_library_)}")
         dist = np.linalg.norm(z[:, None] - self.z_library_[None], axis=2)
         anchor = np.argsort(dist, axis=1)[:, :k]
-        return anchor, z[:, None] - self.z_library_[anchor], np.take_along_axis(dist, anchor, 1)
+        return Decomposition(anchor, z[:, None] - self.z_library_[anchor], np.take_along_axis(dist, anchor, 1))
 
-    def predict(self, ctx_x, ctx_y, x_query, anchors: np.ndarray | None = None,
-                phi: np.ndarray | None = None, theta=None) -> np.ndarray:
-        """Predict each target at ``x_query`` (n, q) from its context (n, k).
+    def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:
+        """The decomposition with the given ``anchors`` (n, a) (the ablations: random or far
+        anchors); ``phi`` (n, a, dim) defaults to the proxy-space shift from each anchor."""
+        self.check_is_fitted()
+        anchors = np.asarray(anchors).reshape(len(ctx_x), -1)
+        if anchors.size == 0 or anchors.min() < 0 or anchors.max() >= len(self.library_):
+            raise TaskextrapError(f"anchors must be library indices in [0, {len(self.library_)})")
+        auto = self.embed(ctx_x, ctx_y)[:, None] - self.z_library_[anchors]
+        return Decomposition.given(anchors, auto if phi is None else np.asarray(phi, dtype=float).reshape(auto.shape))
 
-        ``anchors`` (n, a) and ``phi`` (n, a, dim) override the retrieved decomposition (used by
-        the ablations: random anchors, zero shift).
-        """
-        self._check_fitted()
+    def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None) -> np.ndarray:
+        """Predict each target at ``x_query`` (n, q) from its context (n, k): Psi from each
+        anchor of ``decomposition`` (default: :meth:`decompose`), averaged over the anchors."""
+        self.check_is_fitted()
         ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
         qry_x = check_query(x_query, len(ctx_x))
-        if anchors is None:
-            anchors, auto_phi, _ = self.decompose(ctx_x, ctx_y, theta=theta)
-        else:
-            anchors = np.asarray(anchors).reshape(len(ctx_x), -1)
-            if anchors.size == 0 or anchors.min() < 0 or anchors.max() >= len(self.library_):
-                raise TaskextrapError(f"anchors must be library indices in [0, {len(self.library_)})")
-            auto_phi = self._descriptor(ctx_x, ctx_y, theta)[:, None] - self.z_library_[anchors]
-        phi = auto_phi if phi is None else np.asarray(phi, dtype=float).reshape(auto_phi.shape)
+        d = self.decompose(ctx_x, ctx_y) if decomposition is None else decomposition
         sx, sy = sort_context(ctx_x, ctx_y)
         preds = []
-        for j in range(anchors.shape[1]):
-            a = anchors[:, j]
+        for j in range(d.k):
+            a = d.anchors[:, j]
             preds.append(self.psi_.predict(sx, sy, self.library_.values(sx, a), qry_x,
-                                           self.library_.values(qry_x, a), phi[:, j]))
+                                           self.library_.values(qry_x, a), d.phi[:, j]))
         return np.mean(preds, axis=0)

@@ -16,24 +16,20 @@ the other. Psi_comp predicts the queries from the best pairs' curves and the con
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from taskextrap import audit
-from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import Decomposition
+from taskextrap.estimators.decomposing import DecomposingRTE
 from taskextrap.operators.composition import CompositionOperator
-from taskextrap.operators.mlp import POINTWISE_BLOCKS
 from taskextrap.operators.param import sort_context
-from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
-from taskextrap.search.decomposer import Decomposer
 from taskextrap.search.index import nearest
-from taskextrap.search.posterior import posterior_weights
 from taskextrap.seeding import derive_seed, rng
-from taskextrap.tasks.observe import get_protocol, noise_scale
+from taskextrap.tasks.observe import noise_scale
 from taskextrap.tasks.primitives import PAPER_SPLIT, Composer, CompositionSet, PairSplit, PrimitiveSet, PrimitiveTasks
 from taskextrap.validation import check_context, check_query
 
@@ -59,21 +55,14 @@ def dev_settings(protocol) -> dict:
     return DEV_SETTINGS["strict" if protocol.noise > 0 else "paper"]
 
 
-@dataclass(frozen=True)
-class CompositionDecomposition:
-    """Candidate pairs of each target, best first: outer and inner library indices, context MSE (n, k*k),
-    and the per-slot candidates they were formed from."""
-
-    outer: np.ndarray
-    inner: np.ndarray
-    loss: np.ndarray
-    outer_candidates: np.ndarray  # the retrieved candidates of each slot, nearest first (n, k)
-    inner_candidates: np.ndarray
-
-
 @dataclass
-class CompositionRTE:
+class CompositionRTE(DecomposingRTE):
     """RTE for compositions: ``CompositionRTE(...).fit(primitives).predict(ctx_x, ctx_y, x_query)``.
+
+    ``decompose`` gives each target's candidate pairs, best first: anchors (n, k*k, 2) the outer
+    and inner library primitive, phi (n, k*k, 0) (a composition has no continuous part), score
+    (n, k*k) context MSE, and ``extras`` the retrieved candidates of each slot
+    (``outer_candidates``, ``inner_candidates``, (n, k) nearest first).
 
     Args:
         protocol: observation protocol (name from the composition table, or an object).
@@ -97,25 +86,16 @@ class CompositionRTE:
         seed: seeds every stream.
     """
 
-    protocol: object = "paper"
-    embedding: str = "adapted"
     k: int | None = None
-    temperature: float | None = 1.0
-    n_average: int = 20
+    n_average: int | None = 20
     refine_rounds: int | None = None
     split: PairSplit = PAPER_SPLIT
-    n_pairs: int = 20000
-    library_draws: int = 4
-    val_fraction: float = 0.1
-    embed_dim: int = 16
-    train: TrainConfig = field(default_factory=TrainConfig)
-    decomposer_train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=2000, batch=512))
-    blocks: tuple = POINTWISE_BLOCKS
-    seed: int = 0
+
+    regime = "composition"
+    library_kind = "primitives"
 
     def __post_init__(self):
-        self.protocol = get_protocol(self.protocol, "composition")
-        check_embedding(self.embedding)
+        super().__post_init__()
         chosen = dev_settings(self.protocol)
         self.k = chosen["k"] if self.k is None else self.k
         self.refine_rounds = chosen["refine_rounds"] if self.refine_rounds is None else self.refine_rounds
@@ -125,8 +105,9 @@ class CompositionRTE:
             raise TaskextrapError("refine_rounds must be >= 0")
 
     # ----------------------------------------------------------------------------- phase 1
-    def fit(self, primitives: PrimitiveSet, progress=None) -> "CompositionRTE":
-        """Fit Gamma on the primitives, then Psi_comp and the decomposer on training-pair compositions."""
+    def _prepare(self, primitives: PrimitiveSet):
+        """Training pairs only: the composer, validation / training primitives, the scaler; Gamma
+        is fitted on the primitives themselves."""
         if not isinstance(primitives, PrimitiveSet):
             raise TaskextrapError("CompositionRTE.fit needs a PrimitiveSet library (see taskextrap.tasks.primitives)")
         self.primitives_ = primitives
@@ -135,16 +116,8 @@ class CompositionRTE:
         self.noise_sd_ = self.protocol.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
         self.val_pool_, self.train_pool_ = self._split_pool(primitives)
         self.scaler_ = FamilyScaler.fit(self.draw_training_tasks(self.train_pool_, 512, rng(self.seed, "scaler"))[0])
-        t = time.perf_counter()
-        self._fit_embedding(primitives)
-        self.timing_ = {"embedding_s": time.perf_counter() - t}
-        t = time.perf_counter()
-        self._fit_composer(progress)
-        self.timing_["psi_training_s"] = time.perf_counter() - t
-        t = time.perf_counter()
-        self._fit_decomposer(progress)
-        self.timing_["decomposer_training_s"] = time.perf_counter() - t
-        return self
+        tasks = PrimitiveTasks.of(primitives)
+        return tasks, noise_scale(tasks.family)
 
     def _split_pool(self, primitives: PrimitiveSet) -> tuple[np.ndarray, np.ndarray]:
         """Validation primitives: ``val_fraction`` of every family (at least one each), the rest train."""
@@ -158,15 +131,6 @@ class CompositionRTE:
         val = np.sort(np.concatenate(val))
         return val, np.setdiff1d(np.arange(len(primitives)), val)
 
-    def _fit_embedding(self, primitives: PrimitiveSet):
-        tasks = PrimitiveTasks.of(primitives)
-        scale = noise_scale(tasks.family)
-        obs = self.protocol.draw(tasks, self.library_draws, rng(self.seed, "library-draws"), scale)
-        self.embedding_ = fit_library_embedding(self.embedding, self.embed_dim, derive_seed(self.seed, "probe"),
-                                                self.scaler_, tasks, obs, noise_sd=self.protocol.noise * scale)
-        z = self.embedding_.transform(self.scaler_.x(obs.ctx_x), self.scaler_.y(obs.ctx_y))
-        self.z_library_ = mean_per_task(z, obs.task, len(primitives))
-
     def draw_training_tasks(self, pool, n, g):
         """``n`` fresh training-pair compositions of primitives from ``pool`` and one observation of each."""
         tasks = CompositionSet.sample(self.primitives_, self.split.train, n, g, pool=pool,
@@ -174,19 +138,16 @@ class CompositionRTE:
         obs = self.protocol.draw(tasks, 1, g, getattr(self, "noise_scale_", None))
         return tasks, obs
 
-    def _composer_arrays(self, pool, n, g) -> audit.Batch:
+    def _operator_arrays(self, pool, n, g) -> audit.Batch:
         """Psi_comp batch (qry_x, outer, inner, ctx_x, ctx_y, qry_y) naming its compositions."""
         tasks, obs = self.draw_training_tasks(pool, n, g)
         cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
         return audit.Batch((obs.qry_x, tasks.outer, tasks.inner, cx, cy, obs.qry_y), [
             audit.Source(tasks.family, obs.params, ((0, 5, 0.0), (3, 4, 8.0 * self.noise_sd_)))])
 
-    def _fit_composer(self, progress):
-        self.psi_ = CompositionOperator(self.scaler_, self.primitives_, self.protocol.n_context,
-                                        derive_seed(self.seed, "psi"), self.train, blocks=self.blocks)
-        val = self._composer_arrays(self.val_pool_, max(256, self.n_pairs // 10), rng(self.seed, "psi-val"))
-        self.psi_.fit(lambda g: self._composer_arrays(self.train_pool_, self.n_pairs, g), val,
-                      rng(self.seed, "psi-batches"), progress)
+    def _make_operator(self) -> CompositionOperator:
+        return CompositionOperator(self.scaler_, self.primitives_, self.protocol.n_context,
+                                   derive_seed(self.seed, "psi"), self.train, blocks=self.blocks)
 
     def _decomposer_arrays(self, pool, n, g) -> audit.Batch:
         """Decomposer batch (ctx_x, ctx_y, constituent embeddings) naming its compositions."""
@@ -195,30 +156,21 @@ class CompositionRTE:
         return audit.Batch((obs.ctx_x, obs.ctx_y, parts), [
             audit.Source(tasks.family, obs.params, ((0, 1, 8.0 * self.noise_sd_),))])
 
-    def _fit_decomposer(self, progress):
-        cfg = self.decomposer_train
-        dim = self.z_library_.shape[1]
-        self.decomposer_ = Decomposer(self.scaler_, self.protocol.n_context, (dim, dim),
-                                      derive_seed(self.seed, "decomposer"), cfg)
-        val = self._decomposer_arrays(self.val_pool_, max(256, cfg.batch), rng(self.seed, "decomposer-val"))
-        self.decomposer_.fit(lambda g: self._decomposer_arrays(self.train_pool_, cfg.batch, g), val,
-                             rng(self.seed, "decomposer-batches"), progress)
+    def _part_dims(self) -> tuple[int, int]:
+        """The decomposer's heads: the outer and the inner constituent's embedding."""
+        return self.z_library_.shape[1], self.z_library_.shape[1]
 
     # ----------------------------------------------------------------------------- phase 2
-    def _check_fitted(self):
-        if not hasattr(self, "decomposer_"):
-            raise TaskextrapError("CompositionRTE is not fitted: call fit(primitives) first")
-
     def candidates(self, ctx_x, ctx_y, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` library primitives for the outer and for the inner slot, nearest first: (n, k) each."""
-        self._check_fitted()
+        self.check_is_fitted()
         ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
         z_outer, z_inner = self.decomposer_.predict(ctx_x, ctx_y)
         k = min(self.k if k is None else k, len(self.z_library_))
         return nearest(z_outer, self.z_library_, k)[0], nearest(z_inner, self.z_library_, k)[0]
 
     def decompose(self, ctx_x, ctx_y, k: int | None = None, verify: bool = True,
-                  refine: int | None = None) -> CompositionDecomposition:
+                  refine: int | None = None) -> Decomposition:
         """Strategy B: all k*k candidate pairs ranked by their composed curves' context MSE, then
         ``refine`` rounds (default ``refine_rounds``) of coordinate refinement over the library.
 
@@ -233,21 +185,20 @@ class CompositionRTE:
                                for s in (slice(i, i + VERIFY_CHUNK) for i in range(0, n, VERIFY_CHUNK))])
         order = np.argsort(loss, axis=1, kind="stable") if verify else np.tile(np.arange(kk * kk), (n, 1))
         take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
-        d = CompositionDecomposition(take(outer), take(inner), take(loss), outer_c, inner_c)
+        d = _pairs(take(outer), take(inner), take(loss), {"outer_candidates": outer_c, "inner_candidates": inner_c})
         return self.refined(ctx_x, ctx_y, d, refine) if verify else d
 
-    def refined(self, ctx_x, ctx_y, d: CompositionDecomposition, rounds: int | None = None
-                ) -> CompositionDecomposition:
+    def refined(self, ctx_x, ctx_y, d: Decomposition, rounds: int | None = None) -> Decomposition:
         """``d`` (a verified decomposition) after ``rounds`` (default ``refine_rounds``) of coordinate
         refinement over the library; lets a caller keep both without verifying twice."""
         rounds = self.refine_rounds if rounds is None else rounds
         if rounds <= 0:
             return d
         ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
-        parts = [self._refine(ctx_x[s], ctx_y[s], d.outer[s], d.inner[s], d.loss[s], rounds)
+        parts = [self._refine(ctx_x[s], ctx_y[s], d.anchors[s, :, 0], d.anchors[s, :, 1], d.score[s], rounds)
                  for s in (slice(i, i + REFINE_CHUNK) for i in range(0, len(ctx_x), REFINE_CHUNK))]
         outer, inner, loss = (np.concatenate(a) for a in zip(*parts))
-        return CompositionDecomposition(outer, inner, loss, d.outer_candidates, d.inner_candidates)
+        return _pairs(outer, inner, loss, d.extras)
 
     def _refine(self, ctx_x, ctx_y, outer, inner, loss, rounds):
         """Coordinate refinement of the best verified pair over the whole library, then re-ranking.
@@ -311,32 +262,27 @@ class CompositionRTE:
         qry_x = check_query(x_query, len(outer))
         return self.primitives_.compose_interp(outer, inner, qry_x)
 
-    def predict(self, ctx_x, ctx_y, x_query, outer=None, inner=None,
-                decomposition: CompositionDecomposition | None = None) -> np.ndarray:
-        """Predict each target at ``x_query`` (n, q) with Psi_comp.
+    def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:
+        """The decomposition naming constituent pairs ``anchors`` (n, 2) or (n, a, 2), outer
+        first (the oracle, the ablations)."""
+        if phi is not None:
+            raise TaskextrapError("a composition has no continuous part: pass anchors only")
+        anchors = np.asarray(anchors, dtype=int)
+        if anchors.shape[-1] != 2:
+            raise TaskextrapError(f"anchors must be (outer, inner) pairs, shape (n, 2) or (n, a, 2); got {anchors.shape}")
+        anchors = anchors.reshape(len(ctx_x), -1, 2)
+        return Decomposition.given(anchors, np.zeros(anchors.shape[:2] + (0,)))
 
-        By default the best verified pairs' predictions are averaged (see ``temperature``).
-        ``outer``/``inner`` (n,), passed together, override the search (oracle, ablations);
-        ``decomposition`` reuses an earlier ``decompose`` result.
-        """
-        self._check_fitted()
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
-        qry_x = check_query(x_query, len(ctx_x))
-        if outer is None and inner is None:
-            d = decomposition if decomposition is not None else self.decompose(ctx_x, ctx_y)
-            top = min(self.n_average, d.loss.shape[1])
-            w = posterior_weights(d.loss[:, :top], self.temperature)
-            cols = [j for j in range(top) if w[:, j].any()]
-            return sum(w[:, j:j + 1] * self._compose_psi(ctx_x, ctx_y, qry_x, d.outer[:, j], d.inner[:, j])
-                       for j in cols)
-        if outer is None or inner is None:
-            raise TaskextrapError("pass both outer and inner, or neither")
-        return self._compose_psi(ctx_x, ctx_y, qry_x, outer, inner)
-
-    def _compose_psi(self, ctx_x, ctx_y, qry_x, outer, inner) -> np.ndarray:
-        """Psi_comp with the given constituents (n,) each."""
-        outer, inner = (np.asarray(a, dtype=int).reshape(len(ctx_x)) for a in (outer, inner))
+    def _predict_one(self, ctx_x, ctx_y, qry_x, anchors, phi) -> np.ndarray:
+        """Psi_comp with the given constituent pairs (n, 2), outer first."""
+        outer, inner = (np.asarray(a, dtype=int).reshape(len(ctx_x)) for a in (anchors[:, 0], anchors[:, 1]))
         if min(outer.min(), inner.min()) < 0 or max(outer.max(), inner.max()) >= len(self.primitives_):
             raise TaskextrapError(f"constituents must be library indices in [0, {len(self.primitives_)})")
         cx, cy = sort_context(ctx_x, ctx_y)
         return self.psi_.predict(qry_x, outer, inner, cx, cy)
+
+
+def _pairs(outer: np.ndarray, inner: np.ndarray, loss: np.ndarray, extras: dict) -> Decomposition:
+    """A composition's decomposition: pairs (outer, inner) (n, c) each, their context MSE (n, c)."""
+    anchors = np.stack([outer, inner], axis=2)
+    return Decomposition(anchors, np.zeros(anchors.shape[:2] + (0,)), loss, extras)

@@ -6,7 +6,7 @@ import pytest
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.train import TrainConfig
-from taskextrap.search.composition import CompositionRTE
+from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.seeding import rng
 from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionSet, PrimitiveSet
 
@@ -47,30 +47,30 @@ def test_no_fit_sees_a_held_out_pair(fitted, prims):
 def test_verification_ranks_all_pairs_by_context_error(fitted, targets):
     _, obs = targets
     d = fitted.decompose(obs.ctx_x, obs.ctx_y, refine=0)
-    assert d.outer.shape == d.inner.shape == d.loss.shape == (5, 16)
-    assert np.all(np.diff(d.loss, axis=1) >= 0)
-    direct = fitted.context_loss(obs.ctx_x, obs.ctx_y, d.outer, d.inner)
-    np.testing.assert_allclose(direct, d.loss)
+    assert d.anchors[..., 0].shape == d.anchors[..., 1].shape == d.score.shape == (5, 16)
+    assert np.all(np.diff(d.score, axis=1) >= 0)
+    direct = fitted.context_loss(obs.ctx_x, obs.ctx_y, d.anchors[..., 0], d.anchors[..., 1])
+    np.testing.assert_allclose(direct, d.score)
     outer_c, inner_c = fitted.candidates(obs.ctx_x, obs.ctx_y)
-    np.testing.assert_array_equal(d.outer_candidates, outer_c)
-    np.testing.assert_array_equal(d.inner_candidates, inner_c)
-    assert {(o, i) for o, i in zip(d.outer[0], d.inner[0])} == {(o, i) for o in outer_c[0] for i in inner_c[0]}
+    np.testing.assert_array_equal(d.extras["outer_candidates"], outer_c)
+    np.testing.assert_array_equal(d.extras["inner_candidates"], inner_c)
+    assert {(o, i) for o, i in zip(d.anchors[..., 0][0], d.anchors[..., 1][0])} == {(o, i) for o in outer_c[0] for i in inner_c[0]}
     plain = fitted.decompose(obs.ctx_x, obs.ctx_y, verify=False)
-    np.testing.assert_array_equal(plain.outer[:, 0], outer_c[:, 0])
-    np.testing.assert_array_equal(plain.inner[:, 0], inner_c[:, 0])
+    np.testing.assert_array_equal(plain.anchors[..., 0][:, 0], outer_c[:, 0])
+    np.testing.assert_array_equal(plain.anchors[..., 1][:, 0], inner_c[:, 0])
 
 
 def test_refinement_keeps_distinct_pairs_ranked_and_never_fits_worse(fitted, targets):
     _, obs = targets
     plain = fitted.decompose(obs.ctx_x, obs.ctx_y, refine=0)
     d = fitted.decompose(obs.ctx_x, obs.ctx_y)
-    np.testing.assert_array_equal(fitted.refined(obs.ctx_x, obs.ctx_y, plain).loss, d.loss)
+    np.testing.assert_array_equal(fitted.refined(obs.ctx_x, obs.ctx_y, plain).score, d.score)
     assert fitted.refined(obs.ctx_x, obs.ctx_y, plain, rounds=0) is plain
-    assert fitted.refine_rounds > 0 and d.loss.shape == plain.loss.shape
-    assert np.all(d.loss[:, 0] <= plain.loss[:, 0] + 1e-12)
-    assert np.all(np.diff(d.loss, axis=1) >= 0)
-    np.testing.assert_allclose(fitted.context_loss(obs.ctx_x, obs.ctx_y, d.outer, d.inner), d.loss)
-    for o, i in zip(d.outer, d.inner):
+    assert fitted.refine_rounds > 0 and d.score.shape == plain.score.shape
+    assert np.all(d.score[:, 0] <= plain.score[:, 0] + 1e-12)
+    assert np.all(np.diff(d.score, axis=1) >= 0)
+    np.testing.assert_allclose(fitted.context_loss(obs.ctx_x, obs.ctx_y, d.anchors[..., 0], d.anchors[..., 1]), d.score)
+    for o, i in zip(d.anchors[..., 0], d.anchors[..., 1]):
         assert len(set(zip(o, i))) == len(o)
 
 
@@ -103,19 +103,22 @@ def test_verification_recovers_the_true_pair_when_it_is_a_candidate(fitted, targ
 
     monkeypatch.setattr(fitted, "candidates", with_truth)
     d = fitted.decompose(obs.ctx_x, obs.ctx_y)
-    np.testing.assert_array_equal(d.outer[:, 0], tg.outer)
-    np.testing.assert_array_equal(d.inner[:, 0], tg.inner)
-    np.testing.assert_allclose(fitted.compose(obs.qry_x, d.outer[:, 0], d.inner[:, 0]), obs.qry_y, atol=2e-2)
+    np.testing.assert_array_equal(d.anchors[..., 0][:, 0], tg.outer)
+    np.testing.assert_array_equal(d.anchors[..., 1][:, 0], tg.inner)
+    np.testing.assert_allclose(fitted.compose(obs.qry_x, d.anchors[..., 0][:, 0], d.anchors[..., 1][:, 0]), obs.qry_y, atol=2e-2)
 
 
 def test_predict_shapes_overrides_and_errors(fitted, targets, prims):
     tg, obs = targets
     p = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
     assert p.shape == obs.qry_x.shape and np.all(np.isfinite(p))
-    o = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, outer=tg.outer, inner=tg.inner)
+    truth = fitted.decomposition_for(obs.ctx_x, obs.ctx_y, np.stack([tg.outer, tg.inner], 1))
+    assert truth.anchors.shape == (5, 1, 2) and truth.phi.shape == (5, 1, 0)
+    o = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, truth)
     assert o.shape == p.shape
+    bad = fitted.decomposition_for(obs.ctx_x, obs.ctx_y, np.stack([np.full(5, len(prims)), tg.inner], 1))
     with pytest.raises(TaskextrapError, match="library indices"):
-        fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, outer=np.full(5, len(prims)), inner=tg.inner)
+        fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, bad)
     with pytest.raises(TaskextrapError, match="25 points"):
         fitted.predict(obs.ctx_x[:, :3], obs.ctx_y[:, :3], obs.qry_x)
     with pytest.raises(TaskextrapError, match="PrimitiveSet"):
@@ -124,12 +127,14 @@ def test_predict_shapes_overrides_and_errors(fitted, targets, prims):
         CompositionRTE(**TINY).predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
 
 
-def test_overrides_need_both_constituents(fitted, targets):
+def test_given_pairs_are_checked_and_the_arg_min_is_the_best_column(fitted, targets):
     tg, obs = targets
-    with pytest.raises(TaskextrapError, match="both outer and inner"):
-        fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, outer=tg.outer)
+    with pytest.raises(TaskextrapError, match="pairs"):
+        fitted.decomposition_for(obs.ctx_x, obs.ctx_y, tg.outer)
+    with pytest.raises(TaskextrapError, match="no continuous part"):
+        fitted.decomposition_for(obs.ctx_x, obs.ctx_y, np.stack([tg.outer, tg.inner], 1), np.zeros(5))
     d = fitted.decompose(obs.ctx_x, obs.ctx_y)
-    best_only = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, outer=d.outer[:, 0], inner=d.inner[:, 0])
+    best_only = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(0))
     fitted.temperature = None
     try:
         np.testing.assert_allclose(fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, decomposition=d), best_only)
@@ -140,7 +145,7 @@ def test_overrides_need_both_constituents(fitted, targets):
 def test_unset_k_and_refine_rounds_take_the_protocols_dev_chosen_settings():
     from dataclasses import replace
 
-    from taskextrap.search.composition import DEV_SETTINGS, dev_settings
+    from taskextrap.estimators.composition import DEV_SETTINGS, dev_settings
     from taskextrap.tasks.observe import get_protocol
 
     for name in ("paper", "strict"):

@@ -5,8 +5,13 @@ import pytest
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.train import TrainConfig
-from taskextrap.rte import RTE
+from taskextrap.estimators.parameter import RTE
 from taskextrap.tasks import get_protocol
+
+
+def _parts(d):
+    """(anchors, phi, score) of a decomposition."""
+    return d.anchors, d.phi, d.score
 
 
 def _one_line(exc_info):
@@ -35,7 +40,7 @@ def test_fit_sets_state(fitted_rte, quad_library):
 def test_decompose_returns_nearest_anchors_sorted_with_phi(fitted_rte, quad_targets):
     rte = fitted_rte
     _, obs = quad_targets
-    anchors, phi, dist = rte.decompose(obs.ctx_x, obs.ctx_y)
+    anchors, phi, dist = _parts(rte.decompose(obs.ctx_x, obs.ctx_y))
     n = len(obs)
     assert anchors.shape == (n, rte.anchors) == (n, 2)
     assert phi.shape == (n, 2, 16) and dist.shape == (n, 2)
@@ -49,7 +54,7 @@ def test_decompose_returns_nearest_anchors_sorted_with_phi(fitted_rte, quad_targ
     np.testing.assert_allclose(dist[:, 0], all_dist.min(axis=1), atol=1e-12)
     np.testing.assert_allclose(dist, np.sort(all_dist, axis=1)[:, :2], atol=1e-12)
     # k overrides the number of anchors
-    a5, phi5, d5 = rte.decompose(obs.ctx_x, obs.ctx_y, k=5)
+    a5, phi5, d5 = _parts(rte.decompose(obs.ctx_x, obs.ctx_y, k=5))
     assert a5.shape == (n, 5) and phi5.shape == (n, 5, 16)
     np.testing.assert_array_equal(a5[:, :2], anchors)
     assert np.all(np.diff(d5, axis=1) >= 0)
@@ -77,23 +82,23 @@ def test_predict_shapes_and_shared_query_row(fitted_rte, quad_targets):
     np.testing.assert_allclose(single[0], pred[0], rtol=1e-5, atol=1e-6)
 
 
-def test_predict_averages_the_anchors_and_accepts_overrides(fitted_rte, quad_targets):
+def test_predict_averages_the_anchors_and_takes_a_given_decomposition(fitted_rte, quad_targets):
     rte = fitted_rte
     _, obs = quad_targets
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     n = len(obs)
-    anchors, _, _ = rte.decompose(cx, cy)
+    anchors, _, _ = _parts(rte.decompose(cx, cy))
     default = rte.predict(cx, cy, qx)
-    np.testing.assert_allclose(rte.predict(cx, cy, qx, anchors=anchors), default, rtol=1e-6)
-    each = [rte.predict(cx, cy, qx, anchors=anchors[:, j:j + 1]) for j in range(2)]
+    np.testing.assert_allclose(rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, anchors)), default, rtol=1e-6)
+    each = [rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, anchors[:, j:j + 1])) for j in range(2)]
     np.testing.assert_allclose(np.mean(each, axis=0), default, rtol=1e-5, atol=1e-6)
     # zero shift (the ablation): runs, and differs from the retrieved shift
-    zero = rte.predict(cx, cy, qx, anchors=anchors, phi=np.zeros((n, 2, 16)))
+    zero = rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, anchors, np.zeros((n, 2, 16))))
     assert zero.shape == (n, 8) and np.all(np.isfinite(zero))
     assert not np.allclose(zero, default)
     # random anchors (the ablation)
     rand = np.random.default_rng(0).integers(len(rte.library_), size=(n, 3))
-    out = rte.predict(cx, cy, qx, anchors=rand)
+    out = rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, rand))
     assert out.shape == (n, 8) and np.all(np.isfinite(out))
 
 
@@ -116,11 +121,11 @@ def test_psi_predicts_the_target_minus_anchor_residual(fitted_rte, quad_targets,
     assert not np.allclose(seen["val"][1], rte.scaler_.y(qry_y).reshape(-1))  # not the target itself
     # prediction: a network that outputs c everywhere predicts the anchor shifted by c * y_std
     _, obs = quad_targets
-    anchors, _, _ = rte.decompose(obs.ctx_x, obs.ctx_y)
+    anchors, _, _ = _parts(rte.decompose(obs.ctx_x, obs.ctx_y))
     anchor_vals = rte.library_.values(obs.qry_x, anchors[:, 0])
     for c in (0.0, 0.5):
         monkeypatch.setattr(rte.psi_, "net", lambda rows, c=c: torch.full((len(rows), 1), c))
-        pred = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, anchors=anchors[:, :1])
+        pred = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, rte.decomposition_for(obs.ctx_x, obs.ctx_y, anchors[:, :1]))
         np.testing.assert_allclose(pred, anchor_vals + c * rte.scaler_.y_std, rtol=1e-6, atol=1e-6)
 
 
@@ -209,7 +214,7 @@ def test_target_embedding_depends_on_its_context_only(fitted_rte, quad_targets):
     targets, obs = quad_targets
     z_lib = rte.z_library_.copy()
     z = rte.embed(obs.ctx_x, obs.ctx_y)
-    anchors, _, _ = rte.decompose(obs.ctx_x, obs.ctx_y)
+    anchors, _, _ = _parts(rte.decompose(obs.ctx_x, obs.ctx_y))
     pred = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
 
     # Other draws: new query points and values for every target, and new contexts for the others.
@@ -219,7 +224,7 @@ def test_target_embedding_depends_on_its_context_only(fitted_rte, quad_targets):
     cx[0], cy[0] = obs.ctx_x[0], obs.ctx_y[0]     # target 0 keeps its own context
     z2 = rte.embed(cx, cy)
     np.testing.assert_allclose(z2[0], z[0], atol=1e-6)
-    a2, _, _ = rte.decompose(cx, cy)
+    a2, _, _ = _parts(rte.decompose(cx, cy))
     np.testing.assert_array_equal(a2[0], anchors[0])
     # target 0's predictions at its own queries do not depend on other tasks or on its query values
     qx = other.qry_x.copy()

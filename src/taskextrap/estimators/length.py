@@ -15,43 +15,33 @@ best pair is extended by Psi_ext to the queries. No closed-form fit of the new t
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from taskextrap import audit
-from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import Decomposition
+from taskextrap.estimators.decomposing import DecomposingRTE
 from taskextrap.operators.extension import ExtensionOperator, loo_masks
-from taskextrap.operators.mlp import POINTWISE_BLOCKS
 from taskextrap.operators.param import sort_context
-from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
-from taskextrap.search.decomposer import Decomposer
 from taskextrap.search.index import nearest
-from taskextrap.search.posterior import posterior_weights
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.ladder import LadderSet
-from taskextrap.tasks.observe import get_protocol, noise_scale
-from taskextrap.validation import check_context, check_query
+from taskextrap.tasks.observe import noise_scale
+from taskextrap.validation import check_context
 
 VERIFY_CHUNK = 256  # targets per batched verification pass: bounds memory
 
 
-@dataclass(frozen=True)
-class LengthDecomposition:
-    """Verified candidates of each target, best first: library indices, coefficients, context losses (n, k)."""
-
-    anchors: np.ndarray
-    phi: np.ndarray
-    loss: np.ndarray
-    guess_phi: np.ndarray  # the decomposer's coefficient (n,)
-
-
 @dataclass
-class LengthRTE:
+class LengthRTE(DecomposingRTE):
     """RTE for ladders: ``LengthRTE(...).fit(library).predict(ctx_x, ctx_y, x_query)``.
+
+    ``decompose`` gives each target's verified candidates, best first: anchors (n, k) library
+    predecessors, phi (n, k) their new coefficients, score (n, k) leave-one-out context losses,
+    and ``extras["guess_phi"]`` the decomposer's coefficient (n,).
 
     Args:
         protocol: observation protocol (name from the length table, or an object).
@@ -64,8 +54,9 @@ class LengthRTE:
             ``scripts/dev_choices.py``): k 10 -> 20 lowers the strict dev MSE by 6% (a tie under
             paper), screening 0.2 -> 0.4 with k=20 lowers the paper dev MSE by 10% (a tie under strict).
         c_grid: coarse coefficient grid size of the verification search (a finer pass follows).
-        temperature: the prediction averages Psi_ext over the ``k`` verified candidates, weighted by
-            their context losses (``search.posterior``); None keeps only the best (the paper's arg-min).
+        temperature: the prediction averages Psi_ext over the verified candidates (all ``k``, or
+            the best ``n_average``), weighted by their context losses (``search.posterior``); None
+            keeps only the best (the paper's arg-min).
         n_pairs: extension steps drawn per pass to train Psi_ext (fresh steps every pass).
         library_draws: context draws averaged into a library task's embedding.
         val_fraction: share of library predecessors held out (training levels) for model selection.
@@ -74,49 +65,20 @@ class LengthRTE:
         seed: seeds every stream.
     """
 
-    protocol: object = "paper"
-    embedding: str = "adapted"
     k: int = 20
     screen_fraction: float = 0.4
     c_grid: int = 17
-    temperature: float | None = 1.0
-    n_pairs: int = 20000
-    library_draws: int = 4
-    val_fraction: float = 0.1
-    embed_dim: int = 16
-    train: TrainConfig = field(default_factory=TrainConfig)
-    decomposer_train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=2000, batch=512))
-    blocks: tuple = POINTWISE_BLOCKS
-    seed: int = 0
+
+    regime = "length"
 
     def __post_init__(self):
-        self.protocol = get_protocol(self.protocol, "length")
-        check_embedding(self.embedding)
+        super().__post_init__()
         if self.k < 1 or self.c_grid < 2 or not 0.0 <= self.screen_fraction <= 1.0:
             raise TaskextrapError("need k >= 1, c_grid >= 2 and screen_fraction in [0, 1]")
 
     # ----------------------------------------------------------------------------- phase 1
-    def fit(self, library: LadderSet, progress=None) -> "LengthRTE":
-        """Fit Gamma, Psi_ext and the decomposer on a library of training-level tasks."""
-        ladder = self._check_library(library)
-        self.library_, self.ladder_ = library, ladder
-        self.noise_scale_ = noise_scale(ladder)
-        self.noise_sd_ = self.protocol.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
-        self.scaler_ = FamilyScaler.fit(library)
-        self.coef_half_ = (ladder.coef_range[1] - ladder.coef_range[0]) / 2
-        t = time.perf_counter()
-        self._fit_embedding(library)
-        self.timing_ = {"embedding_s": time.perf_counter() - t}
-        self._split_predecessors(library)
-        t = time.perf_counter()
-        self._fit_extension(progress)
-        self.timing_["psi_training_s"] = time.perf_counter() - t
-        t = time.perf_counter()
-        self._fit_decomposer(progress)
-        self.timing_["decomposer_training_s"] = time.perf_counter() - t
-        return self
-
-    def _check_library(self, library) -> object:
+    def _prepare(self, library: LadderSet):
+        """Training levels only; predecessors whose extension stays inside them, split train / validation."""
         if not isinstance(library, LadderSet):
             raise TaskextrapError("LengthRTE.fit needs a LadderSet library (see taskextrap.tasks.ladder)")
         ladder = library.family
@@ -125,29 +87,23 @@ class LengthRTE:
                                   "fit on training levels only")
         if not ladder.train_steps:
             raise TaskextrapError(f"ladder {ladder.name!r} has no extension step inside its training levels")
-        return ladder
-
-    def _fit_embedding(self, library: LadderSet):
-        """Gamma fitted on library draws; each library task's embedding is the mean over its draws."""
-        obs = self.protocol.draw(library, self.library_draws, rng(self.seed, "library-draws"), self.noise_scale_)
-        self.embedding_ = fit_library_embedding(self.embedding, self.embed_dim, derive_seed(self.seed, "probe"),
-                                                self.scaler_, library, obs, noise_sd=self.noise_sd_)
-        z = self.embedding_.transform(self.scaler_.x(obs.ctx_x), self.scaler_.y(obs.ctx_y))
-        self.z_library_ = mean_per_task(z, obs.task, len(library))
-
-    def _split_predecessors(self, library: LadderSet):
-        """Predecessors whose extension stays inside the training levels, split train / validation."""
-        pred = np.flatnonzero(np.isin(library.level + 1, self.ladder_.train_steps))
+        self.library_, self.ladder_ = library, ladder
+        self.noise_scale_ = noise_scale(ladder)
+        self.noise_sd_ = self.protocol.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
+        self.scaler_ = FamilyScaler.fit(library)
+        self.coef_half_ = (ladder.coef_range[1] - ladder.coef_range[0]) / 2
+        pred = np.flatnonzero(np.isin(library.level + 1, ladder.train_steps))
         perm = rng(self.seed, "val-split").permutation(pred)
         n_val = max(1, int(round(self.val_fraction * len(pred))))
         self.val_pool_, self.train_pool_ = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+        return library, self.noise_scale_
 
     def draw_training_tasks(self, pool: np.ndarray, n: int, g: np.random.Generator):
         """``n`` fresh extension steps of predecessors from ``pool`` and one observation of each."""
         targets = LadderSet.extend(self.library_, pool[g.integers(len(pool), size=n)], g)
         return targets, self.protocol.draw(targets, 1, g, self.noise_scale_)
 
-    def _extension_arrays(self, pool: np.ndarray, n: int, g: np.random.Generator) -> audit.Batch:
+    def _operator_arrays(self, pool: np.ndarray, n: int, g: np.random.Generator) -> audit.Batch:
         """Psi_ext arrays: query rows with the whole context, plus leave-one-out rows at the context points.
 
         A batch (qx, pred_q, cx, cy, pred_ctx, mask, phi, qy) naming the targets and their
@@ -165,12 +121,9 @@ class LengthRTE:
             audit.Source(targets.family, obs.params, ((0, 7, 0.0), (2, 3, 8.0 * self.noise_sd_))),
             audit.Source(lib.family, lib.params[parents], ((0, 1, 0.0), (2, 4, 0.0)))])
 
-    def _fit_extension(self, progress):
-        self.psi_ = ExtensionOperator(self.scaler_, self.protocol.n_context, self.coef_half_,
-                                      derive_seed(self.seed, "psi"), self.train, self.blocks)
-        val = self._extension_arrays(self.val_pool_, max(256, self.n_pairs // 10), rng(self.seed, "psi-val"))
-        self.psi_.fit(lambda g: self._extension_arrays(self.train_pool_, self.n_pairs, g), val,
-                      rng(self.seed, "psi-batches"), progress)
+    def _make_operator(self) -> ExtensionOperator:
+        return ExtensionOperator(self.scaler_, self.protocol.n_context, self.coef_half_,
+                                 derive_seed(self.seed, "psi"), self.train, self.blocks)
 
     def _decomposer_arrays(self, pool: np.ndarray, n: int, g: np.random.Generator) -> audit.Batch:
         """Decomposer batch (ctx_x, ctx_y, parts) naming the targets and their predecessors."""
@@ -180,28 +133,20 @@ class LengthRTE:
             audit.Source(targets.family, obs.params, ((0, 1, 8.0 * self.noise_sd_),)),
             audit.Source(self.library_.family, self.library_.params[targets.parent])])
 
-    def _fit_decomposer(self, progress):
-        cfg = self.decomposer_train
-        self.decomposer_ = Decomposer(self.scaler_, self.protocol.n_context, (self.z_library_.shape[1], 1),
-                                      derive_seed(self.seed, "decomposer"), cfg)
-        val = self._decomposer_arrays(self.val_pool_, max(256, cfg.batch), rng(self.seed, "decomposer-val"))
-        self.decomposer_.fit(lambda g: self._decomposer_arrays(self.train_pool_, cfg.batch, g), val,
-                             rng(self.seed, "decomposer-batches"), progress)
+    def _part_dims(self) -> tuple[int, int]:
+        """The decomposer's heads: the predecessor's embedding and the new coefficient."""
+        return self.z_library_.shape[1], 1
 
     # ----------------------------------------------------------------------------- phase 2
-    def _check_fitted(self):
-        if not hasattr(self, "decomposer_"):
-            raise TaskextrapError("LengthRTE is not fitted: call fit(library) first")
-
     def guess(self, ctx_x, ctx_y) -> tuple[np.ndarray, np.ndarray]:
         """The decomposer's proposal: predecessor embedding (n, dim) and coefficient (n,)."""
-        self._check_fitted()
+        self.check_is_fitted()
         ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
         z, c = self.decomposer_.predict(ctx_x, ctx_y)
         lo, hi = self.ladder_.coef_range
         return z, np.clip(c[:, 0] * self.coef_half_, lo, hi)
 
-    def decompose(self, ctx_x, ctx_y, k: int | None = None, verify: bool = True) -> LengthDecomposition:
+    def decompose(self, ctx_x, ctx_y, k: int | None = None, verify: bool = True) -> Decomposition:
         """Strategy B: candidates retrieved by the decomposer, verified on the context, best first.
 
         The ``screen`` nearest library tasks are scored at the decomposer's coefficient; the best
@@ -218,7 +163,7 @@ class LengthRTE:
         cand, phi, loss = (np.concatenate(p) for p in zip(*parts))
         order = np.argsort(loss, axis=1, kind="stable") if verify else np.tile(np.arange(cand.shape[1]), (len(cand), 1))
         take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
-        return LengthDecomposition(take(cand), take(phi), take(loss), c_hat)
+        return Decomposition(take(cand), take(phi), take(loss), {"guess_phi": c_hat})
 
     def screen(self, k: int | None = None) -> int:
         """Candidates retrieved and screened per target: ``screen_fraction`` of the library, at least ``k``."""
@@ -272,7 +217,7 @@ class LengthRTE:
         among all library tasks by distance to the predicted embedding, and its recall in the top
         ``k`` (``recall_top_k``, with ``k``) and top ``screen`` (``recall_screened``). Used to choose the Gamma estimator without touching held-out levels.
         """
-        self._check_fitted()
+        self.check_is_fitted()
         targets, obs = self.draw_training_tasks(self.val_pool_, n, rng(seed, "retrieval-quality"))
         z, _ = self.guess(obs.ctx_x, obs.ctx_y)
         d = np.linalg.norm(z[:, None] - self.z_library_[None], axis=2)
@@ -281,28 +226,17 @@ class LengthRTE:
                 "recall_screened": float(np.mean(rank < self.screen())), "screened": self.screen(),
                 "library_size": len(self.z_library_)}
 
-    def predict(self, ctx_x, ctx_y, x_query, anchors=None, phi=None,
-                decomposition: LengthDecomposition | None = None) -> np.ndarray:
-        """Predict each target at ``x_query`` (n, q) from its context.
+    def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:
+        """The decomposition naming predecessors ``anchors`` (n,) or (n, a) with coefficients
+        ``phi`` of the same shape (the oracle, the ablations); ``phi`` defaults to the
+        decomposer's coefficient."""
+        n = len(ctx_x)
+        anchors = np.asarray(anchors, dtype=int).reshape(n, -1)
+        if phi is None:
+            phi = np.repeat(self.guess(ctx_x, ctx_y)[1][:, None], anchors.shape[1], 1)
+        return Decomposition.given(anchors, np.asarray(phi, dtype=float).reshape(anchors.shape))
 
-        By default the search runs and the verified candidates' predictions are averaged with
-        weights from their context losses (see ``temperature``). ``anchors`` (n,) library indices
-        and ``phi`` (n,) coefficients, passed together, override the search (the oracle and the
-        ablations); ``decomposition`` reuses an earlier ``decompose`` result.
-        """
-        self._check_fitted()
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
-        qry_x = check_query(x_query, len(ctx_x))
-        if anchors is None and phi is None:
-            d = decomposition if decomposition is not None else self.decompose(ctx_x, ctx_y)
-            w = posterior_weights(d.loss, self.temperature)
-            cols = [j for j in range(w.shape[1]) if w[:, j].any()]
-            return sum(w[:, j:j + 1] * self._extend(ctx_x, ctx_y, qry_x, d.anchors[:, j], d.phi[:, j]) for j in cols)
-        if anchors is None or phi is None:
-            raise TaskextrapError("pass both anchors and phi, or neither")
-        return self._extend(ctx_x, ctx_y, qry_x, anchors, phi)
-
-    def _extend(self, ctx_x, ctx_y, qry_x, anchors, phi) -> np.ndarray:
+    def _predict_one(self, ctx_x, ctx_y, qry_x, anchors, phi) -> np.ndarray:
         """Psi_ext with the given predecessors (n,) and coefficients (n,)."""
         anchors = np.asarray(anchors, dtype=int).reshape(len(ctx_x))
         if anchors.min() < 0 or anchors.max() >= len(self.library_):

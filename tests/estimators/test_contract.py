@@ -1,0 +1,128 @@
+"""The estimator contract, checked the same way for every regime (as scikit-learn's
+``check_estimator`` does): fit(library) -> self, fitted attributes ending in ``_``, one
+``check_is_fitted``, ``decompose -> Decomposition`` and ``predict`` that takes a decomposition."""
+
+import numpy as np
+import pytest
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import Decomposition, fitted_attributes
+from taskextrap.estimators.composition import CompositionRTE
+from taskextrap.estimators.length import LengthRTE
+from taskextrap.estimators.parameter import RTE
+from taskextrap.operators.train import TrainConfig
+from taskextrap.seeding import rng
+from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
+from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
+from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionSet, PrimitiveSet
+
+TRAIN = TrainConfig(steps=8, batch=256, eval_every=4)
+DECOMPOSER = TrainConfig(steps=8, batch=64, eval_every=4)
+
+
+def _parameter():
+    fam = PARAMETER_FAMILIES["quadratic"]
+    library = TaskSet.sample(fam, {"F1_1": 8, "F1_2": 8}, rng(0, "contract-library"))
+    obs = get_protocol("paper").draw(TaskSet.sample(fam, {"F2": 4}, rng(0, "contract-targets")), 1, rng(1))
+    return RTE(n_pairs=200, train=TRAIN, seed=0), library, obs
+
+
+def _length():
+    library = LadderSet.sample_library(POLYNOMIAL_LADDER, 6, rng(0, "contract-ladder"))
+    g = np.random.default_rng(5)
+    targets = LadderSet.extend(library, np.flatnonzero(library.level == 8)[:3], g)
+    model = LengthRTE(n_pairs=200, k=4, train=TRAIN, decomposer_train=DECOMPOSER, seed=0)
+    return model, library, model.protocol.draw(targets, 2, g)
+
+
+def _composition():
+    prims = PrimitiveSet.sample(n_per_family=8, rng=rng(0, "contract-prims"))
+    targets = CompositionSet.sample(prims, PAPER_SPLIT.test, 4, np.random.default_rng(3))
+    model = CompositionRTE(n_pairs=150, k=3, train=TRAIN, decomposer_train=DECOMPOSER, seed=0)
+    return model, prims, model.protocol.draw(targets, 1, np.random.default_rng(4))
+
+
+CASES = {"parameter": _parameter, "length": _length, "composition": _composition}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def case(request):
+    """(unfitted estimator, fitted estimator, library, target observations) of one regime."""
+    unfitted, library, obs = CASES[request.param]()
+    fitted, library, obs = CASES[request.param]()
+    result = fitted.fit(library)
+    assert result is fitted, "fit must return self"
+    return unfitted, fitted, library, obs
+
+
+def _one_line(excinfo):
+    assert "\n" not in str(excinfo.value)
+
+
+def test_unfitted_estimator_has_no_fitted_attributes_and_says_so(case):
+    unfitted, _, _, obs = case
+    assert fitted_attributes(unfitted) == []
+    for call in (unfitted.check_is_fitted, lambda: unfitted.decompose(obs.ctx_x, obs.ctx_y),
+                 lambda: unfitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)):
+        with pytest.raises(TaskextrapError, match="not fitted: call fit") as e:
+            call()
+        _one_line(e)
+
+
+def test_fit_sets_attributes_ending_in_underscore(case):
+    _, fitted, _, _ = case
+    fitted.check_is_fitted()
+    names = fitted_attributes(fitted)
+    assert {"psi_", "z_library_", "scaler_", "timing_"} <= set(names)
+    assert fitted.fitted_attribute in names
+
+
+def test_decompose_gives_ranked_candidates_from_the_library(case):
+    _, fitted, library, obs = case
+    d = fitted.decompose(obs.ctx_x, obs.ctx_y)
+    assert isinstance(d, Decomposition)
+    n = len(obs)
+    assert d.score.shape == (n, d.k) and d.anchors.shape[:2] == d.phi.shape[:2] == (n, d.k)
+    assert np.issubdtype(d.anchors.dtype, np.integer)
+    assert d.anchors.min() >= 0 and d.anchors.max() < len(library)
+    assert np.all(np.isfinite(d.score)) and np.all(np.diff(d.score, axis=1) >= 0), "best first"
+
+
+def test_predict_uses_the_decomposition_it_is_given(case):
+    _, fitted, _, obs = case
+    cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
+    d = fitted.decompose(cx, cy)
+    pred = fitted.predict(cx, cy, qx)
+    assert pred.shape == qx.shape and np.all(np.isfinite(pred))
+    np.testing.assert_array_equal(fitted.predict(cx, cy, qx, d), pred)
+    best = fitted.predict(cx, cy, qx, d.columns(0))
+    given = fitted.decomposition_for(cx, cy, d.anchors[:, :1], d.phi[:, :1] if d.phi.size else None)
+    assert given.k == 1 and np.all(np.isnan(given.score))
+    np.testing.assert_allclose(fitted.predict(cx, cy, qx, given), best, rtol=1e-6, atol=1e-9)
+
+
+def test_targets_are_predicted_independently_of_each_other(case):
+    _, fitted, _, obs = case
+    full = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+    np.testing.assert_allclose(fitted.predict(obs.ctx_x[1:2], obs.ctx_y[1:2], obs.qry_x[1:2]), full[1:2],
+                               rtol=1e-5, atol=1e-7)
+
+
+def test_bad_context_is_a_one_line_error(case):
+    _, fitted, _, obs = case
+    bad_y = obs.ctx_y.copy()
+    bad_y[0, 0] = np.nan
+    for call in (lambda: fitted.decompose(obs.ctx_x, bad_y), lambda: fitted.predict(obs.ctx_x, bad_y, obs.qry_x),
+                 lambda: fitted.decompose(obs.ctx_x[:, :2], obs.ctx_y[:, :2])):
+        with pytest.raises(TaskextrapError) as e:
+            call()
+        _one_line(e)
+
+
+def test_decomposition_columns_and_shape_checks():
+    d = Decomposition(np.arange(6).reshape(2, 3), np.zeros((2, 3, 4)), np.ones((2, 3)), {"note": 1})
+    one = d.columns(0)
+    assert one.k == 1 and one.anchors.tolist() == [[0], [3]] and one.phi.shape == (2, 1, 4)
+    assert one.extras == {"note": 1} and d.columns(slice(1, 3)).anchors.tolist() == [[1, 2], [4, 5]]
+    with pytest.raises(TaskextrapError, match="agree"):
+        Decomposition(np.zeros((2, 3), int), np.zeros((2, 2)), np.zeros((2, 3)))
