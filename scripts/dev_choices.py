@@ -33,7 +33,8 @@ import torch
 from taskextrap.experiments import composition as C
 from taskextrap.experiments import length as L
 from taskextrap.experiments import parameter as P
-from taskextrap.experiments.profiles import PARAMETER_PROFILES, get_profile
+from taskextrap.experiments.parameter import PARAMETER_PROFILES
+from taskextrap.experiments.profiles import get_profile
 from taskextrap.experiments.units import per_target
 from taskextrap.report.io import write_json_atomic
 from taskextrap.report.schema import environment_info

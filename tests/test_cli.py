@@ -114,6 +114,9 @@ def test_list_prints_experiments():
     for name in ("parameter", "parameter-ablations", "projectile", "length", "length-ablations", "composition",
                  "composition-ablations"):
         assert name in res.stdout.split(), name
+    # the choices come from the registries: profiles per experiment, protocols, embeddings
+    assert "profiles: quick, paper, tiny; takes: --embedding --family --protocol --test-seed" in res.stdout
+    assert "embeddings: adapted, gradient, fisher" in res.stdout
 
 
 def test_reproduce_all_runs_every_experiment(tmp_path):
@@ -140,6 +143,15 @@ def _run_main(argv, capsys):
     (["reproduce", "parameter", "--profile", "tiny", "--bogus"], "--bogus"),
     (["reproduce", "parameter", "--profile", "tiny", "--family", "nosuchmodule:x"], "nosuchmodule"),
     (["reproduce", "parameter", "--profile", "enormous"], "enormous"),
+    # options an experiment does not take are refused, never silently ignored
+    (["reproduce", "projectile", "--profile", "tiny", "--protocol", "strict"], "projectile does not take --protocol"),
+    (["reproduce", "composition", "--profile", "tiny", "--family", "x"], "composition does not take --family"),
+    (["reproduce", "length", "--profile", "tiny", "--anchors", "3"], "length does not take --anchors"),
+    (["reproduce", "parity", "--profile", "tiny", "--embedding", "adapted"], "parity does not take --embedding"),
+    (["reproduce", "parity", "--profile", "tiny", "--split-seed", "2"], "parity does not take --split-seed"),
+    (["reproduce", "all", "--profile", "tiny", "--embedding", "adapted"], "does not take --embedding"),
+    (["reproduce", "length", "--profile", "tiny", "--embedding", "gradiant"], "unknown embedding"),
+    (["reproduce", "length", "--profile", "tiny", "--protocol", "lax"], "unknown protocol"),
     (["report", "/nonexistent/taskextrap-dir"], "not a directory"),
     (["frobnicate"], "frobnicate"),
 ])

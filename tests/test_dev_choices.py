@@ -5,7 +5,7 @@ import pytest
 
 
 def test_parameter_sweep_scores_anchors_on_the_dev_region_only(monkeypatch, load_script):
-    from taskextrap.experiments.profiles import PARAMETER_PROFILES
+    from taskextrap.experiments.parameter import PARAMETER_PROFILES
 
     mod = load_script("scripts/dev_choices.py")
     seen = []

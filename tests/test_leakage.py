@@ -11,7 +11,7 @@ import pytest
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.parameter import METHODS, run_unit
-from taskextrap.experiments.profiles import PARAMETER_PROFILES
+from taskextrap.experiments.parameter import PARAMETER_PROFILES
 from taskextrap.operators.param import sort_context
 from taskextrap.operators.train import TrainConfig
 from taskextrap.estimators import parameter as rte_module

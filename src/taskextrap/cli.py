@@ -23,19 +23,27 @@ def cli():
 
 @cli.command("list")
 def list_cmd():
-    """List the registered experiments."""
-    from taskextrap.experiments.registry import EXPERIMENTS, all_experiments
+    """List the registered experiments, their profiles and the options each takes."""
+    from taskextrap.embed import EMBEDDINGS
+    from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS, all_experiments
+    from taskextrap.tasks.observe import REGIME_PROTOCOLS
 
     for name in all_experiments():
-        click.echo(f"{name:24s} {EXPERIMENTS[name].description}")
+        e = EXPERIMENTS[name]
+        takes = " ".join(OPTION_FLAGS[o] for o in sorted(e.options)) or "-"
+        click.echo(f"{name:22s} {e.description}\n{'':22s} profiles: {', '.join(e.profiles)}; takes: {takes}")
+    protocols = sorted({p for table in REGIME_PROTOCOLS.values() for p in table})
+    click.echo(f"\nprotocols: {', '.join(protocols)}; embeddings: {', '.join(EMBEDDINGS)}")
 
 
 @cli.command()
 @click.argument("experiment")
-@click.option("--profile", type=click.Choice(["quick", "paper", "tiny"]), default="quick", show_default=True,
-              help="quick: 1 seed, minutes; paper: 3 seeds, the paper's sizes; tiny: seconds (tests).")
-@click.option("--protocol", type=click.Choice(["paper", "strict"]), default="paper", show_default=True,
-              help="paper: the authors' interleaved points; strict: sparse noisy context, queries elsewhere.")
+@click.option("--profile", default="quick", show_default=True,
+              help="quick: 1 seed, minutes; paper: the paper's sizes and seeds; tiny: seconds (tests). "
+                   "`taskextrap list` shows each experiment's profiles.")
+@click.option("--protocol", default="paper", show_default=True,
+              help="paper: the authors' interleaved points; strict: sparse noisy context, queries elsewhere "
+                   "(the experiments with a protocol table; `taskextrap list`).")
 @click.option("--family", default=None,
               help="parameter: a built-in family name or module:attr of a ParametricFamily; "
                    "length: module:attr of a Ladder.")
@@ -43,8 +51,8 @@ def list_cmd():
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
               help="Parent directory of the run directories.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--embedding", type=click.Choice(["gradient", "adapted", "fisher"]), default=None,
-              help="Proxy embedding estimator Gamma [default: each regime's measured best: gradient for "
+@click.option("--embedding", default=None,
+              help="Proxy embedding estimator Gamma, one of the registered ones (`taskextrap list`) [default: each regime's measured best: gradient for "
                    "parameter, adapted for length and composition].")
 @click.option("--anchors", type=click.IntRange(1, 16), default=2, show_default=True,
               help="Nearest anchors whose predictions are averaged.")
@@ -71,7 +79,7 @@ def list_cmd():
 def reproduce(experiment, profile, protocol, family, seeds, out, device, embedding, anchors, model, dtype,
               load_in_4bit, shard, split, test_seed, split_seed, no_plots, quiet):
     """Run EXPERIMENT (or 'all') and write results.json, results.md, config.yaml and plots."""
-    from taskextrap.experiments.registry import RunOptions, all_experiments
+    from taskextrap.experiments.registry import RunOptions, all_experiments, get_experiment
     from taskextrap.experiments.runner import run_dir_name, run_experiment
     from taskextrap.experiments.shard import Shard
     from taskextrap.report.tables import console_table
@@ -89,6 +97,8 @@ def reproduce(experiment, profile, protocol, family, seeds, out, device, embeddi
                          progress=not quiet, extra=_model_extra(model, dtype, load_in_4bit), shard=shard,
                          split=split, test_seed=test_seed, split_seed=split_seed)
     names = all_experiments(in_all_only=True) if experiment == "all" else [experiment]
+    for name in names:  # every option checked against every experiment before anything runs
+        get_experiment(name).check(options)
     for name in names:
         results = run_experiment(name, options)
         if results is None:

@@ -7,7 +7,8 @@ import pytest
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.parameter import METHODS, families_for, run_unit_cached
-from taskextrap.experiments.profiles import PARAMETER_PROFILES, get_profile
+from taskextrap.experiments.parameter import PARAMETER_PROFILES
+from taskextrap.experiments.profiles import get_profile
 from taskextrap.experiments.registry import RunOptions, all_experiments, get_experiment
 from taskextrap.experiments.runner import run_experiment
 from taskextrap.report.schema import validate_results
@@ -25,7 +26,7 @@ def test_reproduce_all_skips_experiments_registered_out_of_it(monkeypatch):
     from taskextrap.experiments import registry
 
     monkeypatch.setattr(registry, "EXPERIMENTS", dict(registry.EXPERIMENTS))  # the test's own copy
-    registry.register("held-back", "an experiment kept out of 'all'", in_all=False)(lambda *a: None)
+    registry.register("held-back", "an experiment kept out of 'all'", {"quick": None}, in_all=False)(lambda *a: None)
     assert "held-back" in all_experiments() and "held-back" not in all_experiments(in_all_only=True)
     assert {"parity", "codeio"} <= set(all_experiments(in_all_only=True))  # both default models ship
 
@@ -104,3 +105,22 @@ def test_far_anchors_come_from_the_far_region(fitted_rte, quad_library, quad_tar
     a = far_anchors(fitted_rte, quad_library, obs.ctx_x, obs.ctx_y)
     assert a.shape == (len(obs), fitted_rte.anchors)
     assert set(quad_library.region[a.ravel()]) == {"F1_1"}
+
+
+def test_every_experiment_registers_its_profiles_and_options():
+    from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS, RunOptions, all_experiments
+
+    for name in all_experiments():
+        e = EXPERIMENTS[name]
+        assert {"quick", "paper", "tiny"} <= set(e.profiles), name
+        assert e.options <= set(OPTION_FLAGS), name
+        e.check(RunOptions(profile="tiny"))  # the defaults are taken by every experiment
+    assert RunOptions().given() == set()
+    assert RunOptions(anchors=3, device="cuda:0", extra={"model": "m"}).given() == {"anchors", "device", "extra"}
+
+
+def test_an_unknown_option_name_cannot_be_registered():
+    from taskextrap.experiments import registry
+
+    with pytest.raises(ValueError, match="colour"):
+        registry.register("x", "x", {"quick": None}, options=("colour",))

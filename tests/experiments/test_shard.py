@@ -46,7 +46,7 @@ def test_wait_for_gives_up_with_one_line(monkeypatch):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["reproduce", "parameter", "--shard", "0/2"], "parameter cannot be sharded"),
+    (["reproduce", "parameter", "--shard", "0/2"], "parameter does not take --shard"),
     (["reproduce", "all", "--shard", "1/2"], "name it instead of 'all'"),
     (["reproduce", "codeio", "--shard", "2/2"], "0 <= I < N"),
 ])

@@ -624,15 +624,14 @@ def _ckpt_root(cache_dir: Path | None, base: dict, seed: int) -> Path | None:
 
 
 @register("codeio", "Table 5: CodeIO string compositions with a language model (few-shot, cot-majority, rte, "
-          "exact-search, oracle)", shardable=True, dev=True)
+          "exact-search, oracle)", CODEIO_PROFILES, options=("device", "extra", "shard", "test_seed", "split_seed"),
+          dev=True)
 def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The CodeIO experiment: every method on the held-out (and novel) pairs of ``options.split``,
     bootstrap intervals; every final prompt goes to ``options.run_dir/prompts.jsonl``.
 
     Under ``options.shard`` a process other than the lead scores its part of the search and
     returns None (the lead writes the results)."""
-    if options.protocol != "paper":
-        raise TaskextrapError("codeio has one protocol (the paper's): drop --protocol")
     from taskextrap.llm import codeio as C
     from taskextrap.llm.pretrain import BaseModel
     from taskextrap.llm.search import DEFAULT_TIE_TOL

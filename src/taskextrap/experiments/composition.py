@@ -16,7 +16,6 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.discrete import DiscreteInductive
-from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.experiments.profiles import DiscreteProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
@@ -151,8 +150,6 @@ def _plot(plot_dir, protocol, rte, primitives, targets, obs, preds):
 
 def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_dir: Path | None,
          plot_dir: Path | None):
-    if options.family is not None:
-        raise TaskextrapError("--family does not apply to composition; pass a PrimitiveSet from Python")
     embedding = options.embedding or DEFAULT_EMBEDDING
     profile = get_profile(COMPOSITION_PROFILES, options.profile).with_seeds(options.seeds)
     protocol = get_protocol(options.protocol, "composition")
@@ -183,14 +180,14 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_d
 
 
 @register("composition", "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)",
-          dev=True)
+          COMPOSITION_PROFILES, options=("protocol", "embedding", "test_seed"), regime="composition", dev=True)
 def run_composition(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition experiment: rte, sparse-inductive, oracle, verified-composition and sanity baselines."""
     return _run("composition", METHODS, options, cache_dir, plot_dir)
 
 
 @register("composition-ablations", "App. K.3: composition ablations (no verification, random constituents)",
-          dev=True)
+          COMPOSITION_PROFILES, options=("protocol", "embedding", "test_seed"), regime="composition", dev=True)
 def run_composition_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition ablations: the same fits as ``composition`` (shared unit cache), other rows."""
     return _run("composition-ablations", ABLATION_METHODS, options, cache_dir, None)

@@ -193,13 +193,17 @@ def get_ladder(option: str | None) -> Ladder:
     raise TaskextrapError(f"unknown ladder {option!r}; use 'polynomial' or module:attr")
 
 
-@register("length", "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)", dev=True)
+LENGTH_OPTIONS = ("protocol", "family", "embedding", "test_seed")
+
+
+@register("length", "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)", LENGTH_PROFILES, options=LENGTH_OPTIONS, regime="length", dev=True)
 def run_length(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The length experiment: rte, sparse-inductive, oracle and the context-only baselines."""
     return _run("length", METHODS, options, cache_dir, plot_dir)
 
 
-@register("length-ablations", "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)", dev=True)
+@register("length-ablations", "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)",
+          LENGTH_PROFILES, options=LENGTH_OPTIONS, regime="length", dev=True)
 def run_length_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The length ablations: the same fits as ``length`` (shared unit cache), other rows."""
     return _run("length-ablations", ABLATION_METHODS, options, cache_dir, None)

@@ -18,9 +18,10 @@ from taskextrap.baselines.inductive import InductiveBaseline
 from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.parameter import RTE
-from taskextrap.experiments.profiles import PARAMETER_PROFILES, ParameterProfile, get_profile
+from taskextrap.experiments.profiles import ParameterProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import UnitResult, cached_unit, per_target
+from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
@@ -39,6 +40,16 @@ ABLATION_METHODS = ("rte", "far-anchors", "random-anchors", "zero-shift", "spars
 ALL_METHODS = METHODS + ("far-anchors",)
 TARGET_REGION = "F2"  # the real held-out region; the dev split holds out DEV_REGION instead
 DEFAULT_EMBEDDING = "gradient"  # measured: see benchmarks/run.py
+
+PARAMETER_PROFILES = {
+    "quick": ParameterProfile("quick", (0,), n_library=50, n_pairs=6000, n_targets=100, n_draws=8,
+                              train=TrainConfig(steps=500, batch=2048, eval_every=50)),
+    "paper": ParameterProfile("paper", (0, 1, 2), n_library=100, n_pairs=20000, n_targets=400, n_draws=32,
+                              train=TrainConfig(steps=1000, batch=4096, eval_every=100)),
+    # For tests only: seconds, not minutes.
+    "tiny": ParameterProfile("tiny", (0,), n_library=12, n_pairs=400, n_targets=6, n_draws=2,
+                             train=TrainConfig(steps=20, batch=256, eval_every=10)),
+}
 
 
 def make_library(family: ParametricFamily, n_per_region: int, seed: int) -> TaskSet:
@@ -247,14 +258,18 @@ def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFam
     return rows, config, list(profile.seeds), timing
 
 
-@register("parameter", "Table 1: parameter extrapolation on five families (F1 library -> F2 targets)", dev=True)
+PARAMETER_OPTIONS = ("protocol", "family", "embedding", "anchors", "test_seed")
+
+
+@register("parameter", "Table 1: parameter extrapolation on five families (F1 library -> F2 targets)",
+          PARAMETER_PROFILES, options=PARAMETER_OPTIONS, regime="parameter", dev=True)
 def run_parameter(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """Run the parameter experiment; returns (rows, config, seeds, timing)."""
     return _run("parameter", METHODS, families_for(options.family, options.split), options, cache_dir, plot_dir)
 
 
 @register("parameter-ablations", "App. K.1: parameter ablations on quadratic (far / random anchors, zero shift)",
-          dev=True)
+          PARAMETER_PROFILES, options=PARAMETER_OPTIONS, regime="parameter", dev=True)
 def run_parameter_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The quadratic ablations: the same fits as ``parameter`` (shared unit cache), other rows."""
     family = families_for(options.family or ABLATION_FAMILY, options.split)

@@ -197,12 +197,10 @@ def _spaces_config(split: str) -> dict:
 
 
 @register("parity", "Table 4: sparse parity |S| = 6 with a language model (few-shot, rte, exact-search, oracle)",
-          dev=True)
+          PARITY_PROFILES, options=("device", "extra", "test_seed"), dev=True)
 def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The parity experiment on ``options.split``: every candidate space, bootstrap intervals over
     the held-out tasks (test: 28 of size 6; dev: 56 of size 5), drawn from ``options.seed_of_tests``."""
-    if options.protocol != "paper":
-        raise TaskextrapError("parity has one protocol (the paper's): drop --protocol")
     from taskextrap.llm import parity as P
     from taskextrap.llm.pretrain import BaseModel
     from taskextrap.llm.search import DEFAULT_TIE_TOL

@@ -1,5 +1,6 @@
-"""Run profiles: ``quick`` (1 seed, reduced sizes, minutes on a laptop) and ``paper`` (3 seeds,
-the paper's library sizes)."""
+"""The kinds of run profile: ``quick`` (1 seed, reduced sizes, minutes on a laptop), ``paper``
+(the paper's sizes and seeds) and ``tiny`` (seconds, for the tests). Each experiment owns its
+table of profiles (``PARAMETER_PROFILES`` in ``experiments.parameter``, ...) and registers it."""
 
 from __future__ import annotations
 
@@ -60,22 +61,20 @@ class DiscreteProfile(SeededProfile):
     decomposer_train: TrainConfig
 
 
-PARAMETER_PROFILES = {
-    "quick": ParameterProfile("quick", (0,), n_library=50, n_pairs=6000, n_targets=100, n_draws=8,
-                              train=TrainConfig(steps=500, batch=2048, eval_every=50)),
-    "paper": ParameterProfile("paper", (0, 1, 2), n_library=100, n_pairs=20000, n_targets=400, n_draws=32,
-                              train=TrainConfig(steps=1000, batch=4096, eval_every=100)),
-    # For tests only: seconds, not minutes.
-    "tiny": ParameterProfile("tiny", (0,), n_library=12, n_pairs=400, n_targets=6, n_draws=2,
-                             train=TrainConfig(steps=20, batch=256, eval_every=10)),
-}
-
-
 def get_profile(table: dict, name: str):
     """The profile ``name`` of an experiment's ``table``, with a one-line error otherwise."""
     if name not in table:
         raise TaskextrapError(f"unknown profile {name!r}; choose from {sorted(table)}")
     return table[name]
+
+
+@dataclass(frozen=True)
+class ProjectileProfile(SeededProfile):
+    """Sizes of the Fig. 1 experiment: optimiser steps of each of its two networks."""
+
+    name: str
+    seeds: tuple[int, ...]
+    steps: int
 
 
 @dataclass(frozen=True)

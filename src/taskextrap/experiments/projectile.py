@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from taskextrap.experiments.profiles import ProjectileProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.operators.mlp import mlp
 from taskextrap.report.schema import make_row
@@ -23,8 +24,11 @@ from taskextrap.tasks.taskset import TaskSet
 TARGET = np.array([[65.0, 45.0]])
 # The dev split: train on v in [30, 55], extrapolate to v = 60 (inside the real training range).
 DEV_SPEEDS, DEV_TARGET = (30.0, 55.0), np.array([[60.0, 45.0]])
-STEPS = {"quick": 3000, "paper": 10000, "tiny": 50}
-SEEDS = {"quick": (0,), "paper": (0, 1, 2), "tiny": (0,)}
+PROJECTILE_PROFILES = {
+    "quick": ProjectileProfile("quick", (0,), steps=3000),
+    "paper": ProjectileProfile("paper", (0, 1, 2), steps=10000),
+    "tiny": ProjectileProfile("tiny", (0,), steps=50),
+}
 X_SCALE, Y_SCALE = 450.0, 100.0
 
 
@@ -95,11 +99,12 @@ def run_seed(steps: int, seed: int, dev: bool = False):
     return x[0], truth, y_anchor, ind, tr, library.params[anchor]
 
 
-@register("projectile", "Fig. 1: inductive vs transductive extrapolation of a cannon trajectory to v = 65", dev=True)
+@register("projectile", "Fig. 1: inductive vs transductive extrapolation of a cannon trajectory to v = 65",
+          PROJECTILE_PROFILES, dev=True)
 def run_projectile(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """Train both Fig. 1 models per seed; rows are the MSE on the target trajectory."""
-    seeds = SEEDS[options.profile] if options.seeds is None else tuple(range(options.seeds))
-    steps = STEPS[options.profile]
+    profile = get_profile(PROJECTILE_PROFILES, options.profile).with_seeds(options.seeds)
+    seeds, steps = profile.seeds, profile.steps
     dev = options.split == "dev"
     (v, theta), (v_lo, v_hi) = (DEV_TARGET if dev else TARGET)[0], (DEV_SPEEDS if dev else PROJECTILE.regions["train"])
     errs = {"inductive-oracle": [], "transductive-oracle": []}

@@ -15,6 +15,15 @@ SPLITS = ("test", "dev")
 FRESH_TEST_SEED = 31_337
 
 
+# The options only some experiments take, with the command-line flags that set them. Every
+# experiment takes the others (profile, seeds, out, split, plots, progress).
+OPTION_FLAGS = {
+    "protocol": "--protocol", "family": "--family", "embedding": "--embedding", "anchors": "--anchors",
+    "device": "--device", "extra": "--model/--dtype/--load-in-4bit", "shard": "--shard",
+    "test_seed": "--test-seed", "split_seed": "--split-seed",
+}
+
+
 @dataclass
 class RunOptions:
     """Everything a run needs; the CLI and the Python API both build one."""
@@ -40,6 +49,12 @@ class RunOptions:
         if self.split not in SPLITS:
             raise TaskextrapError(f"unknown split {self.split!r}; choose from {', '.join(SPLITS)}")
 
+    def given(self) -> set[str]:
+        """The experiment-specific options set to something other than their defaults (see
+        :data:`OPTION_FLAGS`): what an experiment that does not take them must refuse."""
+        defaults = RunOptions()
+        return {name for name in OPTION_FLAGS if getattr(self, name) != getattr(defaults, name)}
+
     @property
     def seed_of_tests(self) -> int:
         """The seed of the test (or dev) draws: ``test_seed``, else :data:`FRESH_TEST_SEED`."""
@@ -49,28 +64,63 @@ class RunOptions:
 @dataclass(frozen=True)
 class Experiment:
     """A registered experiment: ``run(options, cache_dir, plot_dir) -> (rows, config, seeds, timing)``;
-    a ``shardable`` one returns None in a non-lead process of ``options.shard``."""
+    one that takes ``shard`` returns None in a non-lead process of ``options.shard``.
+
+    ``profiles`` is its profile table (name -> profile); ``options`` the names of the
+    :data:`OPTION_FLAGS` it takes (any other one set is refused before anything runs);
+    ``regime`` the protocol table its ``--protocol`` is looked up in.
+    """
 
     name: str
     run: Callable
     description: str
+    profiles: dict
+    options: frozenset = frozenset()
+    regime: str | None = None
     in_all: bool = True
-    shardable: bool = False
     dev: bool = False  # has a dev split (--split dev)
+
+    def check(self, options: "RunOptions") -> None:
+        """A one-line error for an option this experiment does not take, an unknown profile or
+        protocol, or a dev split it does not have; nothing is computed before this passes."""
+        refused = sorted(options.given() - self.options)
+        if refused:
+            takes = ", ".join(OPTION_FLAGS[o] for o in sorted(self.options)) or "none of them"
+            raise TaskextrapError(f"{self.name} does not take {', '.join(OPTION_FLAGS[o] for o in refused)} "
+                                  f"(of the experiment-specific options it takes: {takes})")
+        if options.profile not in self.profiles:
+            raise TaskextrapError(f"unknown profile {options.profile!r} for {self.name}; choose from "
+                                  f"{', '.join(sorted(self.profiles))}")
+        if self.regime is not None:
+            from taskextrap.tasks.observe import get_protocol
+
+            get_protocol(options.protocol, self.regime)
+        if options.embedding is not None:
+            from taskextrap.embed import check_embedding
+
+            check_embedding(options.embedding)
+        if options.split == "dev" and not self.dev:
+            raise TaskextrapError(f"{self.name} has no dev split yet; dev splits: "
+                                  f"{', '.join(n for n, e in EXPERIMENTS.items() if e.dev) or 'none'}")
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
-def register(name: str, description: str, in_all: bool = True, shardable: bool = False, dev: bool = False):
-    """Decorator that registers an experiment function under ``name``.
+def register(name: str, description: str, profiles: dict, options=(), regime: str | None = None,
+             in_all: bool = True, dev: bool = False):
+    """Decorator that registers an experiment function under ``name`` (see :class:`Experiment`).
 
     ``in_all=False`` keeps it out of ``reproduce all`` (e.g. while its default model is not shipped);
-    ``shardable=True`` says it can split its work over processes (``experiments.shard``);
+    ``options`` with ``"shard"`` says it can split its work over processes (``experiments.shard``);
     ``dev=True`` says it honours ``RunOptions.split == "dev"``.
     """
+    unknown = set(options) - set(OPTION_FLAGS)
+    if unknown:
+        raise ValueError(f"unknown experiment options {sorted(unknown)}")
+
     def deco(fn):
-        EXPERIMENTS[name] = Experiment(name, fn, description, in_all, shardable, dev)
+        EXPERIMENTS[name] = Experiment(name, fn, description, profiles, frozenset(options), regime, in_all, dev)
         return fn
     return deco
 

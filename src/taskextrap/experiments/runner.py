@@ -6,8 +6,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.registry import EXPERIMENTS, RunOptions, get_experiment
+from taskextrap.experiments.registry import RunOptions, get_experiment
 from taskextrap.report.compare import compare_rows
 from taskextrap.report.io import write_json_atomic, write_text_atomic
 from taskextrap.report.schema import environment_info, validate_results
@@ -32,12 +31,7 @@ def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) 
     import yaml
 
     experiment = get_experiment(name)
-    if options.shard.count > 1 and not experiment.shardable:
-        raise TaskextrapError(f"{name} cannot be sharded; sharded runs: "
-                              f"{', '.join(n for n, e in EXPERIMENTS.items() if e.shardable)}")
-    if options.split == "dev" and not experiment.dev:
-        raise TaskextrapError(f"{name} has no dev split yet; dev splits: "
-                              f"{', '.join(n for n, e in EXPERIMENTS.items() if e.dev) or 'none'}")
+    experiment.check(options)
     out_dir = Path(out_dir or run_dir_name(name, options))
     options = dataclasses.replace(options, run_dir=out_dir)
     cache_dir, plot_dir = Path(options.out) / "units", (out_dir / "plots" if options.plots else None)
