@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.parameter import METHODS, families_for, run_unit_cached
+from taskextrap.experiments.parameter import METHODS, families_for, run_family
 from taskextrap.experiments.parameter import PARAMETER_PROFILES
 from taskextrap.experiments.profiles import get_profile
 from taskextrap.experiments.registry import RunOptions, all_experiments, get_experiment
@@ -53,20 +53,21 @@ def test_unit_errors_and_checkpoint_resume(tmp_path):
     fam = PARAMETER_FAMILIES["sin_trend"]
     prof = PARAMETER_PROFILES["tiny"]
     proto = get_protocol("strict")
-    unit = run_unit_cached(tmp_path, fam, proto, prof, 0, "gradient", 2, None, 1)
-    assert set(unit.errors) == set(METHODS) | {"far-anchors"}
-    for m, e in unit.errors.items():
-        assert e.shape == (prof.n_targets,) and np.all(np.isfinite(e)) and np.all(e >= 0), m
-    assert "resumed" not in unit.extras
+    seen = {}
+    errors, _ = run_family("parameter", fam, proto, prof, "gradient", 2, tmp_path, None, 1, extras=seen)
+    assert set(errors) == set(METHODS) | {"far-anchors"}
+    for m, e in errors.items():
+        assert len(e) == 1 and e[0].shape == (prof.n_targets,) and np.all(np.isfinite(e[0])) and np.all(e[0] >= 0), m
+    assert "resumed" not in seen[0]
     (path,) = tmp_path.glob("parameter-sin_trend-strict-seed0-*.json")
     saved = json.loads(path.read_text())
     assert set(saved) >= {"fingerprint", "errors", "timing"}
     mtime = path.stat().st_mtime_ns
-    again = run_unit_cached(tmp_path, fam, proto, prof, 0, "gradient", 2, None, 1)
-    assert again.extras.get("resumed") is True
+    again, _ = run_family("parameter", fam, proto, prof, "gradient", 2, tmp_path, None, 1, extras=seen)
+    assert seen[0].get("resumed") is True
     assert path.stat().st_mtime_ns == mtime
     for m in METHODS:
-        np.testing.assert_allclose(again.errors[m], unit.errors[m])
+        np.testing.assert_allclose(again[m][0], errors[m][0])
 
 
 def test_projectile_tiny_writes_two_rows(tmp_path):

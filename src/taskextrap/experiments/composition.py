@@ -9,18 +9,17 @@ targets and draws.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
-from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.estimators.composition import CompositionRTE
+from taskextrap.experiments.discrete import (DEFAULT_EMBEDDING, LIBRARY_SEED, discrete_profiles, fit_and_score,
+                                             plot_examples)
 from taskextrap.experiments.profiles import DiscreteProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
-from taskextrap.experiments.units import UnitResult, per_target, run_seeds
-from taskextrap.operators.train import TrainConfig
+from taskextrap.experiments.units import UnitResult, run_seeds
 from taskextrap.report.schema import make_row
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_pair_split
@@ -32,22 +31,14 @@ METHODS = ("rte", "sparse-inductive", "oracle", "verified-composition", "ctx-int
 ABLATION_METHODS = ("rte", "no-averaging", "no-refinement", "no-verification", "random-constituents",
                     "sparse-inductive", "oracle")
 ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
-LIBRARY_SEED = 20_000  # the library's fixed stream, independent of every training seed
-DEFAULT_EMBEDDING = "adapted"  # measured: see benchmarks/run.py
 GROUP = "unseen-pairs"
 
 
-COMPOSITION_PROFILES = {
-    "quick": DiscreteProfile("quick", (0,), n_library=500, n_pairs=4000, n_targets=200, n_draws=2,
-                                train=TrainConfig(steps=800, batch=4096, eval_every=100),
-                                decomposer_train=TrainConfig(steps=1500, batch=512, eval_every=100)),
-    "paper": DiscreteProfile("paper", (0, 1, 2), n_library=3000, n_pairs=10000, n_targets=500, n_draws=4,
-                                train=TrainConfig(steps=2000, batch=4096, eval_every=100),
-                                decomposer_train=TrainConfig(steps=3000, batch=512, eval_every=100)),
-    "tiny": DiscreteProfile("tiny", (0,), n_library=10, n_pairs=200, n_targets=6, n_draws=2,
-                               train=TrainConfig(steps=15, batch=512, eval_every=5),
-                               decomposer_train=TrainConfig(steps=15, batch=64, eval_every=5)),
-}
+COMPOSITION_PROFILES = discrete_profiles({  # (seeds, primitives per family, Psi pairs per pass, targets, draws)
+    "quick": ((0,), 500, 4000, 200, 2),
+    "paper": ((0, 1, 2), 3000, 10000, 500, 4),
+    "tiny": ((0,), 10, 200, 6, 2),  # for tests only: seconds
+})
 
 
 def make_library(n_per_family: int) -> PrimitiveSet:
@@ -108,44 +99,26 @@ def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str,
              plot_dir: Path | None = None, split=PAPER_SPLIT, test_seed: int = FRESH_TEST_SEED) -> UnitResult:
     """Fit RTE and the baseline for one training seed on ``split.train``; evaluate every method
     on targets of the held-out pairs ``split.test`` drawn from ``test_seed``."""
-    t0 = time.perf_counter()
     primitives = make_library(profile.n_library)
-    rte = make_rte(protocol, profile, seed, embedding, split).fit(primitives)
-    timing = dict(rte.timing_)
-    t = time.perf_counter()
-    inductive = DiscreteInductive(rte).fit()
-    timing["baselines_fit_s"] = time.perf_counter() - t
     targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed)
-    t = time.perf_counter()
-    preds, retrieval = predict_all(rte, inductive, primitives, targets, obs, seed)
-    timing["evaluation_s"] = time.perf_counter() - t
-    errors = {m: per_target((preds[m] - obs.qry_y) ** 2, profile.n_targets) for m in ALL_METHODS}
-    errors.update({k: per_target(v, profile.n_targets) for k, v in retrieval.items()})
+    plot = None if plot_dir is None else lambda rte, preds: _plot(plot_dir, protocol, rte, primitives, targets, obs)
+    unit = fit_and_score(primitives, make_rte(protocol, profile, seed, embedding, split), targets, obs, predict_all,
+                         ALL_METHODS, seed, plot)
     # Which held-out pair each target belongs to, for the per-pair breakdown of the table.
-    errors["pair_id"] = np.array([split.test.index(tuple(p)) for p in targets.pair], dtype=float)
-    if plot_dir is not None:
-        _plot(plot_dir, protocol, rte, primitives, targets, obs, preds)
-    timing["total_s"] = time.perf_counter() - t0
-    return UnitResult(errors, timing)
+    unit.errors["pair_id"] = np.array([split.test.index(tuple(p)) for p in targets.pair], dtype=float)
+    return unit
 
 
-def _plot(plot_dir, protocol, rte, primitives, targets, obs, preds):
-    from taskextrap.report.plots import plot_embedding, plot_predictions
+def _plot(plot_dir, protocol, rte, primitives, targets, obs):
+    def curves(sub, grid):
+        d = rte.decompose(sub.ctx_x, sub.ctx_y)
+        return {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
+                "verified composition": rte.compose(grid, d.anchors[:, 0, 0], d.anchors[:, 0, 1]),
+                "ctx-interp": ctx_interp(sub.ctx_x, sub.ctx_y, grid)}
 
-    n_draws = len(obs) // len(targets)
-    idx = np.arange(min(4, len(targets))) * n_draws
-    sub = obs.subset(idx)
-    grid = np.broadcast_to(np.linspace(*primitives.domain, 200), (len(idx), 200))
-    truth = targets.subset(np.arange(len(idx))).values(grid)
-    d = rte.decompose(sub.ctx_x, sub.ctx_y)
-    curves = {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, decomposition=d),
-              "verified composition": rte.compose(grid, d.anchors[:, 0, 0], d.anchors[:, 0, 1]),
-              "ctx-interp": ctx_interp(sub.ctx_x, sub.ctx_y, grid)}
-    titles = [f"{o} o {i}" for o, i in targets.pair[: len(idx)]]
-    plot_predictions(plot_dir / f"composition-{protocol.name}-predictions.png", grid[0], truth, curves,
-                     sub.ctx_x, sub.ctx_y, titles=titles)
-    plot_embedding(plot_dir / f"composition-{protocol.name}-embedding.png", rte.z_library_,
-                   primitives.family_names.astype(str), "primitives: proxy embedding by family", target_labels=[])
+    plot_examples(plot_dir, f"composition-{protocol.name}", np.linspace(*primitives.domain, 200), targets, obs,
+                  curves, [f"{o} o {i}" for o, i in targets.pair[:4]], rte.z_library_,
+                  primitives.family_names.astype(str), "primitives: proxy embedding by family", target_labels=[])
 
 
 def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_dir: Path | None,

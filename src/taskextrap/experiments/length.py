@@ -9,19 +9,18 @@ same targets and draws; a training seed changes the library's observations and e
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
-from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.length import LengthRTE
+from taskextrap.experiments.discrete import (DEFAULT_EMBEDDING, LIBRARY_SEED, discrete_profiles, fit_and_score,
+                                             plot_examples)
 from taskextrap.experiments.profiles import DiscreteProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
-from taskextrap.experiments.units import UnitResult, per_target, run_seeds
-from taskextrap.operators.train import TrainConfig
+from taskextrap.experiments.units import UnitResult, run_seeds
 from taskextrap.report.schema import make_row
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_ladder
@@ -33,22 +32,14 @@ METHODS = ("rte", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "li
 ABLATION_METHODS = ("rte", "no-averaging", "rank3-anchor", "random-anchors", "zero-shift", "sparse-inductive",
                     "oracle")
 ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
-LIBRARY_SEED = 20_000  # the library's fixed stream, independent of every training seed
-DEFAULT_EMBEDDING = "adapted"  # measured: see benchmarks/run.py
 GROUP = "degree9"
 
 
-LENGTH_PROFILES = {
-    "quick": DiscreteProfile("quick", (0,), n_library=250, n_pairs=6000, n_targets=100, n_draws=8,
-                           train=TrainConfig(steps=800, batch=4096, eval_every=100),
-                           decomposer_train=TrainConfig(steps=1500, batch=512, eval_every=100)),
-    "paper": DiscreteProfile("paper", (0, 1, 2), n_library=1000, n_pairs=20000, n_targets=200, n_draws=16,
-                           train=TrainConfig(steps=2000, batch=4096, eval_every=100),
-                           decomposer_train=TrainConfig(steps=3000, batch=512, eval_every=100)),
-    "tiny": DiscreteProfile("tiny", (0,), n_library=12, n_pairs=300, n_targets=6, n_draws=2,
-                          train=TrainConfig(steps=15, batch=512, eval_every=5),
-                          decomposer_train=TrainConfig(steps=15, batch=64, eval_every=5)),
-}
+LENGTH_PROFILES = discrete_profiles({  # (seeds, tasks per level, Psi pairs per pass, targets, draws)
+    "quick": ((0,), 250, 6000, 100, 8),
+    "paper": ((0, 1, 2), 1000, 20000, 200, 16),
+    "tiny": ((0,), 12, 300, 6, 2),  # for tests only: seconds
+})
 
 
 def make_library(ladder: Ladder, n_per_level: int) -> LadderSet:
@@ -107,41 +98,23 @@ def run_unit(ladder: Ladder, protocol, profile: DiscreteProfile, seed: int, embe
              plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED) -> UnitResult:
     """Fit RTE and the baseline for one training seed and evaluate every method on the targets
     of ``test_seed``."""
-    t0 = time.perf_counter()
     library = make_library(ladder, profile.n_library)
-    rte = make_rte(protocol, profile, seed, embedding).fit(library)
-    timing = dict(rte.timing_)
-    t = time.perf_counter()
-    inductive = DiscreteInductive(rte).fit()
-    timing["baselines_fit_s"] = time.perf_counter() - t
     targets, obs = make_targets(library, protocol, profile.n_targets, profile.n_draws, test_seed)
-    t = time.perf_counter()
-    preds, retrieval = predict_all(rte, inductive, library, targets, obs, seed)
-    timing["evaluation_s"] = time.perf_counter() - t
-    errors = {m: per_target((preds[m] - obs.qry_y) ** 2, profile.n_targets) for m in ALL_METHODS}
-    errors.update({k: per_target(v, profile.n_targets) for k, v in retrieval.items()})
-    if plot_dir is not None:
-        _plot(plot_dir, ladder, protocol, rte, library, targets, obs, preds)
-    timing["total_s"] = time.perf_counter() - t0
-    return UnitResult(errors, timing)
+    plot = None if plot_dir is None else lambda rte, preds: _plot(plot_dir, ladder, protocol, rte, library, targets, obs)
+    return fit_and_score(library, make_rte(protocol, profile, seed, embedding), targets, obs, predict_all,
+                         ALL_METHODS, seed, plot)
 
 
-def _plot(plot_dir, ladder, protocol, rte, library, targets, obs, preds):
-    from taskextrap.report.plots import plot_embedding, plot_predictions
+def _plot(plot_dir, ladder, protocol, rte, library, targets, obs):
+    def curves(sub, grid):
+        d = rte.decompose(sub.ctx_x, sub.ctx_y)
+        return {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
+                "retrieved predecessor": library.values(grid, d.anchors[:, 0]),
+                "ctx-polyfit": ctx_polyfit(sub.ctx_x, sub.ctx_y, grid)}
 
-    n_draws = len(obs) // len(targets)
-    idx = np.arange(min(4, len(targets))) * n_draws
-    sub = obs.subset(idx)
-    grid = np.broadcast_to(ladder.grid(200), (len(idx), 200))
-    truth = targets.subset(np.arange(len(idx))).values(grid)
-    d = rte.decompose(sub.ctx_x, sub.ctx_y)
-    curves = {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, decomposition=d),
-              "retrieved predecessor": library.values(grid, d.anchors[:, 0]),
-              "ctx-polyfit": ctx_polyfit(sub.ctx_x, sub.ctx_y, grid)}
-    plot_predictions(plot_dir / f"{ladder.name}-{protocol.name}-predictions.png", ladder.grid(200), truth, curves,
-                     sub.ctx_x, sub.ctx_y, titles=[f"level {ladder.test_level} target {i}" for i in range(len(idx))])
-    plot_embedding(plot_dir / f"{ladder.name}-{protocol.name}-embedding.png", rte.z_library_,
-                   library.region.astype(str), f"{ladder.name}: proxy embedding of the library by level")
+    plot_examples(plot_dir, f"{ladder.name}-{protocol.name}", ladder.grid(200), targets, obs, curves,
+                  [f"level {ladder.test_level} target {i}" for i in range(4)], rte.z_library_,
+                  library.region.astype(str), f"{ladder.name}: proxy embedding of the library by level")
 
 
 def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_dir: Path | None,

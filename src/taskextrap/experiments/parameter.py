@@ -20,7 +20,7 @@ from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.profiles import ParameterProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
-from taskextrap.experiments.units import UnitResult, cached_unit, per_target
+from taskextrap.experiments.units import UnitResult, per_target, run_seeds
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
 from taskextrap.seeding import rng
@@ -203,15 +203,17 @@ def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed) 
                 embedding=embedding, anchors=anchors, test_seed=test_seed, target_region=target_region(family))
 
 
-def run_unit_cached(cache_dir: Path | None, family, protocol, profile, seed, embedding, anchors, plot_dir,
-                    test_seed: int):
-    """``run_unit`` that resumes: a finished (family, seed) unit is read back from the unit cache."""
+def run_family(experiment: str, family, protocol, profile, embedding: str, anchors: int, cache_dir: Path | None,
+               plot_dir: Path | None, test_seed: int, progress: bool = False, extras: dict | None = None):
+    """Every training seed of ``family`` through the shared unit loop (:func:`run_seeds`: a
+    finished unit is read back from the unit cache); returns (errors per method and seed, timing)."""
     tag = f"{family.name}-{protocol.name}" + ("-dev" if target_region(family) == DEV_REGION else "")
-    force = plot_dir is not None and not (plot_dir / f"{tag}-predictions.png").exists()
-    return cached_unit(cache_dir, f"parameter-{tag}-seed{seed}",
-                       unit_config(family, protocol, profile, seed, embedding, anchors, test_seed),
-                       lambda: run_unit(family, protocol, profile, seed, embedding, anchors, plot_dir, test_seed),
-                       force=force)
+    return run_seeds(
+        f"{experiment} {family.name}", profile.seeds, cache_dir, name=lambda s: f"parameter-{tag}-seed{s}",
+        config=lambda s: unit_config(family, protocol, profile, s, embedding, anchors, test_seed),
+        compute=lambda s, plots: run_unit(family, protocol, profile, s, embedding, anchors, plots, test_seed),
+        plot_dir=plot_dir, plot_file=f"{family.name}-{protocol.name}-predictions.png", progress=progress,
+        extras=extras)
 
 
 def paper_checked(row: dict, family: ParametricFamily) -> dict:
@@ -232,23 +234,16 @@ def families_for(option: str | None, split: str = "test") -> list[ParametricFami
 
 def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFamily], options: RunOptions,
          cache_dir: Path | None, plot_dir: Path | None):
-    from tqdm import tqdm
-
     embedding = options.embedding or DEFAULT_EMBEDDING
     profile = get_profile(PARAMETER_PROFILES, options.profile).with_seeds(options.seeds)
     protocol = get_protocol(options.protocol)
-    units = [(f, s) for f in families for s in profile.seeds]
-    errors = {f.name: {m: [] for m in methods} for f in families}
-    timing = {}
-    bar = tqdm(units, desc=experiment, disable=not options.progress, unit="fit")
-    for family, seed in bar:
-        bar.set_postfix_str(f"{family.name} seed {seed}")
-        unit = run_unit_cached(cache_dir, family, protocol, profile, seed, embedding, options.anchors,
-                               plot_dir if seed == profile.seeds[0] else None, options.seed_of_tests)
-        for m in methods:
-            errors[family.name][m].append(unit.errors[m])
-        for k, v in unit.timing.items():
-            timing[k] = timing.get(k, 0.0) + float(v)
+    errors, timing = {}, {}
+    for family in families:
+        errors[family.name], family_timing = run_family(experiment, family, protocol, profile, embedding,
+                                                        options.anchors, cache_dir, plot_dir, options.seed_of_tests,
+                                                        options.progress)
+        for k, v in family_timing.items():
+            timing[k] = timing.get(k, 0.0) + v
     rows = [paper_checked(make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1)), f)
             for f in families for m in methods]
     config = {"families": [f.name for f in families], "protocol": {**vars(protocol)}, "profile": profile.to_dict(),

@@ -44,20 +44,10 @@ class ParameterProfile(SeededProfile):
 
 
 @dataclass(frozen=True)
-class DiscreteProfile(SeededProfile):
-    """Sizes of the length and composition experiments.
+class DiscreteProfile(ParameterProfile):
+    """Sizes of the length and composition experiments: a :class:`ParameterProfile` (n_library
+    counts tasks per level, or primitives per family) plus the decomposer's optimiser settings."""
 
-    n_library: library tasks per level (length) or per primitive family (composition); n_pairs:
-    training tasks per pass of Psi; n_targets x n_draws: held-out targets and context draws of each.
-    """
-
-    name: str
-    seeds: tuple[int, ...]
-    n_library: int
-    n_pairs: int
-    n_targets: int
-    n_draws: int
-    train: TrainConfig
     decomposer_train: TrainConfig
 
 

@@ -1,0 +1,82 @@
+"""What the discrete-regime experiments (length, composition) share: their profile sizes, the
+unit that fits a Strategy B estimator and its inductive baseline and scores every method, and
+the example plots.
+
+An experiment module supplies its library, targets, estimator and ``predict_all`` (the rows it
+reports); everything else about a unit is the same for both regimes.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from taskextrap.baselines.discrete import DiscreteInductive
+from taskextrap.experiments.profiles import DiscreteProfile
+from taskextrap.experiments.units import UnitResult, per_target
+from taskextrap.operators.train import TrainConfig
+
+LIBRARY_SEED = 20_000  # the library's fixed stream, independent of every training seed
+DEFAULT_EMBEDDING = "adapted"  # measured: see benchmarks/run.py (length-embeddings) and docs/results.md
+
+# Optimiser settings per profile (the same in both regimes): Psi's and the decomposer's.
+_TRAIN = {
+    "quick": (TrainConfig(steps=800, batch=4096, eval_every=100), TrainConfig(steps=1500, batch=512, eval_every=100)),
+    "paper": (TrainConfig(steps=2000, batch=4096, eval_every=100), TrainConfig(steps=3000, batch=512, eval_every=100)),
+    "tiny": (TrainConfig(steps=15, batch=512, eval_every=5), TrainConfig(steps=15, batch=64, eval_every=5)),
+}
+
+
+def discrete_profiles(sizes: dict[str, tuple]) -> dict[str, DiscreteProfile]:
+    """A regime's profile table from ``{name: (seeds, n_library, n_pairs, n_targets, n_draws)}``
+    and the shared optimiser settings of each profile."""
+    return {name: DiscreteProfile(name, seeds, n_library=n_library, n_pairs=n_pairs, n_targets=n_targets,
+                                  n_draws=n_draws, train=_TRAIN[name][0], decomposer_train=_TRAIN[name][1])
+            for name, (seeds, n_library, n_pairs, n_targets, n_draws) in sizes.items()}
+
+
+def fit_and_score(library, estimator, targets, obs, predict_all: Callable, methods, seed: int,
+                  plot: Callable | None = None) -> UnitResult:
+    """Fit ``estimator`` on ``library`` and the inductive baseline beside it, then score every
+    method of ``methods`` on the targets' query points.
+
+    ``predict_all(rte, inductive, library, targets, obs, seed)`` returns (predictions per method,
+    per-draw retrieval diagnostics); errors and diagnostics are averaged per target.
+    ``plot(rte, preds)`` draws the unit's figures.
+    """
+    t0 = time.perf_counter()
+    rte = estimator.fit(library)
+    timing = dict(rte.timing_)
+    t = time.perf_counter()
+    inductive = DiscreteInductive(rte).fit()
+    timing["baselines_fit_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    preds, retrieval = predict_all(rte, inductive, library, targets, obs, seed)
+    timing["evaluation_s"] = time.perf_counter() - t
+    n = len(targets)
+    errors = {m: per_target((preds[m] - obs.qry_y) ** 2, n) for m in methods}
+    errors.update({k: per_target(v, n) for k, v in retrieval.items()})
+    if plot is not None:
+        plot(rte, preds)
+    timing["total_s"] = time.perf_counter() - t0
+    return UnitResult(errors, timing)
+
+
+def plot_examples(plot_dir: Path, stem: str, x: np.ndarray, targets, obs, curves: Callable, titles: list[str],
+                  z: np.ndarray, labels: np.ndarray, embedding_title: str, **embedding_kw) -> None:
+    """The first draw of the first (up to) four targets with ``curves(sub_obs, grid)`` (name ->
+    (n, m) predictions on the grid ``x``), and the library's proxy embedding ``z`` by ``labels``;
+    written to ``plot_dir/stem-predictions.png`` and ``stem-embedding.png``."""
+    from taskextrap.report.plots import plot_embedding, plot_predictions
+
+    n_draws = len(obs) // len(targets)
+    idx = np.arange(min(4, len(targets))) * n_draws
+    sub = obs.subset(idx)
+    grid = np.broadcast_to(x, (len(idx), len(x)))
+    truth = targets.subset(np.arange(len(idx))).values(grid)
+    plot_predictions(plot_dir / f"{stem}-predictions.png", x, truth, curves(sub, grid), sub.ctx_x, sub.ctx_y,
+                     titles=titles[: len(idx)])
+    plot_embedding(plot_dir / f"{stem}-embedding.png", z, labels, embedding_title, **embedding_kw)
