@@ -17,7 +17,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from taskextrap.report.io import write_text_atomic
+from taskextrap.files import write_text_atomic
 from taskextrap.report.tables import format_number as fmt
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,7 +24,7 @@ from taskextrap.embed import EMBEDDINGS
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
 from taskextrap.operators.train import TrainConfig
-from taskextrap.report.io import write_json_atomic
+from taskextrap.files import write_json_atomic
 from taskextrap.report.schema import environment_info
 from taskextrap.tasks import PARAMETER_FAMILIES
 

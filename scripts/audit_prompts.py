@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from taskextrap.report.io import write_json_atomic
+from taskextrap.files import write_json_atomic
 
 OUT = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 

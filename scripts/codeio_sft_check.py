@@ -36,7 +36,7 @@ from taskextrap.llm import codeio as C
 from taskextrap.llm.pretrain import BaseModel, load_base
 from taskextrap.llm.sft import CODEIO_LORA, merge_lora, train
 from taskextrap.report.compare import paired_difference
-from taskextrap.report.io import read_json, write_json_atomic
+from taskextrap.files import read_json, write_json_atomic
 from taskextrap.report.schema import environment_info
 
 OUT = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "codeio-recipe-dev.json"

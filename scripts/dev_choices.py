@@ -36,7 +36,7 @@ from taskextrap.experiments import parameter as P
 from taskextrap.experiments.parameter import PARAMETER_PROFILES
 from taskextrap.experiments.profiles import get_profile
 from taskextrap.experiments.units import per_target
-from taskextrap.report.io import write_json_atomic
+from taskextrap.files import write_json_atomic
 from taskextrap.report.schema import environment_info
 from taskextrap.tasks import PARAMETER_FAMILIES
 from taskextrap.tasks.dev import dev_family, dev_ladder, dev_pair_split

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.report.io import read_json, write_json_atomic, write_text_atomic
+from taskextrap.files import read_json, write_json_atomic, write_text_atomic
 from taskextrap.report.schema import environment_info, make_row
 from taskextrap.report.tables import (
     comparison_table,

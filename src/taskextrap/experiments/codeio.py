@@ -68,7 +68,7 @@ from taskextrap.experiments.profiles import CodeIOProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.shard import Shard, wait_for
 from taskextrap.experiments.units import UnitResult, fingerprint, run_seeds, unit_done
-from taskextrap.report.io import write_bytes_atomic, write_text_atomic
+from taskextrap.files import write_bytes_atomic, write_text_atomic
 from taskextrap.report.schema import bootstrap_ci95, make_row
 
 if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
@@ -313,7 +313,7 @@ def loo_prefix_keys(n_tasks: int, cands, n_loo: int) -> list[list[tuple]]:
 
 
 def _save_atomic(path: Path, array: np.ndarray) -> None:
-    """np.save written atomically (``report.io.write_bytes_atomic``): a crash never leaves half a file."""
+    """np.save written atomically (``files.write_bytes_atomic``): a crash never leaves half a file."""
     buf = io.BytesIO()
     np.save(buf, array, allow_pickle=False)
     write_bytes_atomic(path, buf.getvalue())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from taskextrap.experiments.registry import RunOptions, get_experiment
 from taskextrap.report.compare import compare_rows
-from taskextrap.report.io import write_json_atomic, write_text_atomic
+from taskextrap.files import write_json_atomic, write_text_atomic
 from taskextrap.report.schema import environment_info, validate_results
 from taskextrap.report.tables import results_markdown
 

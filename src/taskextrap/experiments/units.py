@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from taskextrap.provenance import source_hash
-from taskextrap.report.io import read_json, write_json_atomic
+from taskextrap.files import read_json, write_json_atomic
 
 
 @dataclass

@@ -29,7 +29,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.llm import require
 from taskextrap.llm.model import LanguageModel
 from taskextrap.llm.scorer import _pad
-from taskextrap.report.io import atomic_path, write_text_atomic
+from taskextrap.files import atomic_path, write_text_atomic
 from taskextrap.seeding import derive_seed, rng
 
 IGNORE = -100  # label of positions without loss (prompt, padding), as in Hugging Face

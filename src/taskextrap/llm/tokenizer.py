@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.report.io import write_text_atomic
+from taskextrap.files import write_text_atomic
 
 TOKENIZER_FILE = "char_tokenizer.json"
 TOKENIZER_TYPE = "taskextrap-char"

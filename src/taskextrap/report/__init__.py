@@ -5,7 +5,6 @@ matplotlib and jsonschema are imported lazily, inside the functions that need th
 """
 
 from taskextrap.report.compare import clear_claims, compare_rows, paired_difference
-from taskextrap.report.io import read_json, write_json_atomic, write_text_atomic
 from taskextrap.report.paper_values import PAPER_VALUES, paper_source, paper_value
 from taskextrap.report.plots import plot_curves, plot_embedding, plot_predictions
 from taskextrap.report.schema import (
@@ -43,11 +42,8 @@ __all__ = [
     "plot_curves",
     "plot_embedding",
     "plot_predictions",
-    "read_json",
     "render_report",
     "results_markdown",
     "summarize_errors",
     "validate_results",
-    "write_json_atomic",
-    "write_text_atomic",
 ]

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.report.io import atomic_path
+from taskextrap.files import atomic_path
 
 __all__ = ["plot_predictions", "plot_embedding", "plot_curves", "pca_2d"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.report.io import read_json
+from taskextrap.files import read_json
 from taskextrap.report.schema import validate_results
 
 __all__ = [
