@@ -95,12 +95,13 @@ def bench_scoring(n_tasks: int = 4) -> dict:
     """Candidate-scoring throughput of the likelihood search with the default parity model, on
     the authors' candidate space (the headline one) and dev tasks (timing needs no test task)."""
     from taskextrap.llm import parity as P
+    from taskextrap.tasks import parity as T
     from taskextrap.llm.pretrain import default_model
     from taskextrap.llm.scorer import completion_nll
 
     lm = default_model("parity")
-    tasks = P.make_test_tasks(0, split="dev")[:n_tasks]
-    cands = P.candidates("authors", split="dev")
+    tasks = T.make_test_tasks(0, split="dev")[:n_tasks]
+    cands = T.candidates("authors", split="dev")
     pairs = [p for t in tasks for c in cands for p in P.loo_pairs(t, *c)]
     out = {}
     for batch in (16, 64):

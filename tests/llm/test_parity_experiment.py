@@ -14,7 +14,7 @@ from taskextrap.experiments import parity as E  # noqa: E402
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, get_experiment  # noqa: E402
 from taskextrap.experiments.runner import run_experiment  # noqa: E402
 from taskextrap.errors import TaskextrapError  # noqa: E402
-from taskextrap.llm import parity as P  # noqa: E402
+from taskextrap.tasks import parity as T  # noqa: E402
 from taskextrap.report.schema import validate_results  # noqa: E402
 
 
@@ -36,20 +36,20 @@ def test_a_perfect_extender_makes_rte_the_exact_search(monkeypatch, space, split
     monkeypatch.setattr("taskextrap.llm.search.total_nll", scores)
     monkeypatch.setattr(E, "predict_labels",
                         lambda lm, prompts, bs: np.array([a ^ b for a, b in map(_rows, prompts)]))
-    tasks = P.make_test_tasks(FRESH_TEST_SEED, split=split)[:6]
+    tasks = T.make_test_tasks(FRESH_TEST_SEED, split=split)[:6]
     res = E.search_space(None, tasks, space, 64, split)
     for m in ("rte", "rte-tie-vote"):
-        expect = [np.mean(P.exact_search(t, space, tie_vote=m.endswith("vote"), split=split)[0] == t.query_y)
+        expect = [np.mean(T.exact_search(t, space, tie_vote=m.endswith("vote"), split=split)[0] == t.query_y)
                   for t in tasks]
         np.testing.assert_allclose(res[f"{space}/{m}"], expect)
-    consistent = [P.consistent_candidates(t, space, split) for t in tasks]
+    consistent = [T.consistent_candidates(t, space, split) for t in tasks]
     np.testing.assert_array_equal(res[f"{space}/n_tied"], [len(c) for c in consistent])
-    np.testing.assert_array_equal(res[f"{space}/found"], [P.implied_mask(*c[0]) == t.mask
+    np.testing.assert_array_equal(res[f"{space}/found"], [T.implied_mask(*c[0]) == t.mask
                                                           for c, t in zip(consistent, tasks)])
 
 
 def test_spaces_groups_and_registration():
-    assert E.SPACES == P.SPACES and E.SPACES[0] == "authors"
+    assert E.SPACES == T.SPACES and E.SPACES[0] == "authors"
     assert [E.group_of(s) for s in E.SPACES] == ["size6-authors", "size6-frontier", "size6-all"]
     assert E.group_of("all", "dev") == "size5-all"
     assert E.base_model_name("dev") == "parity-dev" and E.base_model_name("test") == "parity"

@@ -10,60 +10,61 @@ import pytest
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.llm import parity as P
+from taskextrap.tasks import parity as T
 from taskextrap.seeding import rng
 
 ALL_X = np.array(list(itertools.product([0, 1], repeat=8)))
 
 
 def test_counts_and_sizes():
-    assert len(P.TRAIN_MASKS) == 210 and len(set(P.TRAIN_MASKS)) == 210
-    sizes = [len(m) for m in P.TRAIN_MASKS]
+    assert len(T.TRAIN_MASKS) == 210 and len(set(T.TRAIN_MASKS)) == 210
+    sizes = [len(m) for m in T.TRAIN_MASKS]
     assert sizes == sorted(sizes)  # enumeration order: by size, then lexicographic
-    assert {len(m) for m in P.TRAIN_MASKS} == {2, 3, 4, 5}
-    assert len(P.TEST_MASKS) == 28 and all(len(m) == 6 for m in P.TEST_MASKS)
-    assert list(P.TEST_MASKS) == sorted(P.TEST_MASKS)
-    assert not set(P.TRAIN_MASKS) & set(P.TEST_MASKS)
-    assert len(P.candidates("frontier")) == 168
-    assert len(P.candidates("all")) == 1680
-    assert len(P.candidates("authors")) == 448 == 56 * 8
+    assert {len(m) for m in T.TRAIN_MASKS} == {2, 3, 4, 5}
+    assert len(T.TEST_MASKS) == 28 and all(len(m) == 6 for m in T.TEST_MASKS)
+    assert list(T.TEST_MASKS) == sorted(T.TEST_MASKS)
+    assert not set(T.TRAIN_MASKS) & set(T.TEST_MASKS)
+    assert len(T.candidates("frontier")) == 168
+    assert len(T.candidates("all")) == 1680
+    assert len(T.candidates("authors")) == 448 == 56 * 8
 
 
 def test_authors_space_is_every_size5_mask_times_every_bit():
-    cands = P.candidates("authors")
+    cands = T.candidates("authors")
     assert len(set(cands)) == 448
-    assert {m for m, _ in cands} == {m for m in P.TRAIN_MASKS if len(m) == 5}
+    assert {m for m, _ in cands} == {m for m in T.TRAIN_MASKS if len(m) == 5}
     assert all({b for m2, b in cands if m2 == m} == set(range(8)) for m, _ in cands)
-    implied = [P.implied_mask(m, b) for m, b in cands]
+    implied = [T.implied_mask(m, b) for m, b in cands]
     assert {len(m) for m in implied} == {4, 6}
     assert sum(len(m) == 6 for m in implied) == 168 and sum(len(m) == 4 for m in implied) == 280
-    assert set(implied) >= set(P.TEST_MASKS)  # every test mask is reachable
-    assert set(P.candidates("frontier")) < set(cands)
+    assert set(implied) >= set(T.TEST_MASKS)  # every test mask is reachable
+    assert set(T.candidates("frontier")) < set(cands)
 
 
 def test_dev_split_is_one_level_down():
-    dev = P.get_split("dev")
+    dev = T.get_split("dev")
     assert dev.train_sizes == (2, 3, 4) and dev.target_size == 5 and dev.frontier_size == 4
     assert len(dev.train_masks) == 154 and len(dev.target_masks) == 56
     assert not set(dev.train_masks) & set(dev.target_masks)
-    assert set(dev.train_masks) < set(P.TRAIN_MASKS) and set(dev.target_masks) <= set(P.TRAIN_MASKS)
-    assert [len(P.candidates(s, "dev")) for s in P.SPACES] == [560, 280, 1232]
-    implied = {s: [P.implied_mask(*c) for c in P.candidates(s, "dev")] for s in P.SPACES}
+    assert set(dev.train_masks) < set(T.TRAIN_MASKS) and set(dev.target_masks) <= set(T.TRAIN_MASKS)
+    assert [len(T.candidates(s, "dev")) for s in T.SPACES] == [560, 280, 1232]
+    implied = {s: [T.implied_mask(*c) for c in T.candidates(s, "dev")] for s in T.SPACES}
     assert {len(m) for m in implied["authors"]} == {3, 5}
     assert set(implied["frontier"]) == set(dev.target_masks)
-    assert max(len(m) for s in P.SPACES for m in implied[s]) == 5  # no candidate reaches size 6
-    tasks = P.make_test_tasks(0, split="dev")
+    assert max(len(m) for s in T.SPACES for m in implied[s]) == 5  # no candidate reaches size 6
+    tasks = T.make_test_tasks(0, split="dev")
     assert [t.mask for t in tasks] == list(dev.target_masks)
-    assert all(np.array_equal(t.query_y, P.parity(t.mask, t.query_x)) for t in tasks)
+    assert all(np.array_equal(t.query_y, T.parity(t.mask, t.query_x)) for t in tasks)
     with pytest.raises(TaskextrapError, match="split"):
-        P.get_split("val")
+        T.get_split("val")
     with pytest.raises(TaskextrapError, match="dev training mask"):
-        P.sample_training_task(rng(0, "t"), mask=(0, 1, 2, 3, 4), split="dev")
+        T.sample_training_task(rng(0, "t"), mask=(0, 1, 2, 3, 4), split="dev")
 
 
 @pytest.mark.parametrize("split", ["test", "dev"])
 def test_training_corpora_hold_only_the_splits_training_masks(split):
     """Every item of every fine-tuning or pretraining sampler carries its mask; none is held out."""
-    sizes = P.get_split(split).train_sizes
+    sizes = T.get_split(split).train_sizes
     items = [i for f in (P.baseline_pairs, P.extender_pairs, P.row_pairs, P.pretraining_pairs)
              for i in f(rng(0, f.__name__), 200, split)]
     assert all(isinstance(i, audit.Tagged) for i in items) and len(items) == 800
@@ -82,46 +83,46 @@ def test_dev_pretraining_corpora_hold_no_mask_of_size_5_or_6():
 
 def test_test_split_streams_are_unchanged():
     """--test-seed 10000 reproduces the tasks of the runs before the split option."""
-    tasks = P.make_test_tasks(10_000)
+    tasks = T.make_test_tasks(10_000)
     assert tasks[0].support_x[0].tolist() == [0, 1, 0, 1, 0, 1, 0, 1]
     assert tasks[27].query_x[9].tolist() == [0, 0, 1, 1, 1, 1, 0, 0]
-    dev = P.make_test_tasks(10_000, split="dev")
+    dev = T.make_test_tasks(10_000, split="dev")
     assert not np.array_equal(dev[0].support_x, tasks[0].support_x)
 
 
 def test_frontier_implies_size6_and_covers_every_test_mask():
-    implied = [P.implied_mask(m, b) for m, b in P.candidates("frontier")]
+    implied = [T.implied_mask(m, b) for m, b in T.candidates("frontier")]
     assert all(len(m) == 6 for m in implied)
-    assert set(implied) == set(P.TEST_MASKS)
-    assert P.implied_mask((1, 2), 2) == (1,) and P.implied_mask((1, 2), 5) == (1, 2, 5)
+    assert set(implied) == set(T.TEST_MASKS)
+    assert T.implied_mask((1, 2), 2) == (1,) and T.implied_mask((1, 2), 5) == (1, 2, 5)
     with pytest.raises(TaskextrapError, match="authors, frontier, all"):
-        P.candidates("everything")
+        T.candidates("everything")
 
 
 def test_parity_bit_order():
     x = np.array([[1, 0, 0, 0, 0, 0, 0, 0], [0, 1, 1, 0, 0, 0, 0, 1]])
-    assert P.parity((0,), x).tolist() == [1, 0]
-    assert P.parity((1, 2), x).tolist() == [0, 0]
-    assert P.parity((0, 7), x).tolist() == [1, 1]
+    assert T.parity((0,), x).tolist() == [1, 0]
+    assert T.parity((1, 2), x).tolist() == [0, 0]
+    assert T.parity((0, 7), x).tolist() == [1, 1]
 
 
 def test_test_tasks_deterministic_and_correct():
-    tasks = P.make_test_tasks(0)
-    assert [t.mask for t in tasks] == list(P.TEST_MASKS)
+    tasks = T.make_test_tasks(0)
+    assert [t.mask for t in tasks] == list(T.TEST_MASKS)
     t = tasks[3]
     assert t.support_x.shape == (5, 8) and t.query_x.shape == (10, 8)
-    assert np.array_equal(t.support_y, P.parity(t.mask, t.support_x))
-    assert np.array_equal(t.query_y, P.parity(t.mask, t.query_x))
-    again = P.make_test_tasks(0)
+    assert np.array_equal(t.support_y, T.parity(t.mask, t.support_x))
+    assert np.array_equal(t.query_y, T.parity(t.mask, t.query_x))
+    again = T.make_test_tasks(0)
     assert all(np.array_equal(a.query_x, b.query_x) for a, b in zip(tasks, again))
-    other = P.make_test_tasks(1)
+    other = T.make_test_tasks(1)
     assert not all(np.array_equal(a.query_x, b.query_x) for a, b in zip(tasks, other))
 
 
 def test_training_task_rejects_test_masks():
     with pytest.raises(TaskextrapError):
-        P.sample_training_task(rng(0, "t"), mask=P.TEST_MASKS[0])
-    t = P.sample_training_task(rng(0, "t"), mask=(3, 1))
+        T.sample_training_task(rng(0, "t"), mask=T.TEST_MASKS[0])
+    t = T.sample_training_task(rng(0, "t"), mask=(3, 1))
     assert t.mask == (1, 3) and t.support_x.shape == (5, 8) and t.query_x.shape == (1, 8)
 
 
@@ -151,7 +152,7 @@ def _rows(prompt):
 
 def test_samplers_use_training_masks_only(monkeypatch):
     seen, ext = [], []
-    real_task, real_ext = P.sample_training_task, P.extender_prompt
+    real_task, real_ext = T.sample_training_task, P.extender_prompt
 
     def spy_task(g, mask=None, **kw):
         t = real_task(g, mask, **kw)
@@ -167,13 +168,13 @@ def test_samplers_use_training_masks_only(monkeypatch):
     base = P.baseline_pairs(rng(0, "b"), 300)
     exts = P.extender_pairs(rng(0, "e"), 300)
     corpus = P.pretraining_pairs(rng(0, "c"), 200)
-    assert len(seen) == 800 and set(seen) <= set(P.TRAIN_MASKS)
+    assert len(seen) == 800 and set(seen) <= set(T.TRAIN_MASKS)
     n_ext = sum("Anchor:" in p for p, _ in corpus)
     assert 60 < n_ext < 140 and len(corpus) == 200  # a mix of both formats
     assert len(set(seen)) > 150  # the whole library is visited, not one mask
     for mask, parent, bit in ext:
         assert 1 <= len(parent) <= 4 and bit not in parent
-        assert P.implied_mask(parent, bit) == mask
+        assert T.implied_mask(parent, bit) == mask
     for prompt, completion in base + exts:
         assert completion in (" 0", " 1") and prompt.endswith("Out:")
         assert prompt.count("In: ") == 6
@@ -225,8 +226,8 @@ def test_label_accuracy_reads_the_lower_nll_label(noisy_lm):
 
 
 def test_loo_pairs_hold_out_each_support_once():
-    task = P.make_test_tasks(0)[5]
-    parent, bit = P.oracle_parent(task.mask)
+    task = T.make_test_tasks(0)[5]
+    parent, bit = T.oracle_parent(task.mask)
     pairs = P.loo_pairs(task, parent, bit)
     assert len(pairs) == 5
     rows = [P.format_bits(x) for x in task.support_x]
@@ -239,55 +240,55 @@ def test_loo_pairs_hold_out_each_support_once():
 
 
 def test_oracle_parent():
-    assert P.oracle_parent((4, 1, 2)) == ((2, 4), 1)
-    m = P.TEST_MASKS[0]
-    parent, bit = P.oracle_parent(m)
-    assert parent in P.TRAIN_MASKS and P.implied_mask(parent, bit) == m
+    assert T.oracle_parent((4, 1, 2)) == ((2, 4), 1)
+    m = T.TEST_MASKS[0]
+    parent, bit = T.oracle_parent(m)
+    assert parent in T.TRAIN_MASKS and T.implied_mask(parent, bit) == m
 
 
 def _brute_consistent(task, space, split="test"):
-    return [(m, b) for m, b in P.candidates(space, split)
-            if np.array_equal(P.parity(P.implied_mask(m, b), task.support_x), task.support_y)]
+    return [(m, b) for m, b in T.candidates(space, split)
+            if np.array_equal(T.parity(T.implied_mask(m, b), task.support_x), task.support_y)]
 
 
 @pytest.mark.parametrize("split", ["test", "dev"])
 @pytest.mark.parametrize("space", ["authors", "frontier", "all"])
 def test_exact_search_counts_and_contains_truth(space, split):
-    for task in P.make_test_tasks(0, split=split)[:10]:
-        cons = P.consistent_candidates(task, space, split)
+    for task in T.make_test_tasks(0, split=split)[:10]:
+        cons = T.consistent_candidates(task, space, split)
         assert cons == _brute_consistent(task, space, split)
-        assert P.oracle_parent(task.mask) in cons
-        preds, n = P.exact_search(task, space, split=split)
+        assert T.oracle_parent(task.mask) in cons
+        preds, n = T.exact_search(task, space, split=split)
         assert n == len(cons) and preds.shape == (10,)
-        first = P.parity(P.implied_mask(*cons[0]), task.query_x)
+        first = T.parity(T.implied_mask(*cons[0]), task.query_x)
         assert np.array_equal(preds, first)
 
 
 @pytest.mark.parametrize("space", ["authors", "frontier", "all"])
 def test_exact_search_full_information_is_exact(space):
-    mask = P.TEST_MASKS[7]
-    y = P.parity(mask, ALL_X)
-    task = P.ParityTask(mask, ALL_X, y, ALL_X[:10], y[:10])
-    preds, n = P.exact_search(task, space, tie_vote=True)
+    mask = T.TEST_MASKS[7]
+    y = T.parity(mask, ALL_X)
+    task = T.ParityTask(mask, ALL_X, y, ALL_X[:10], y[:10])
+    preds, n = T.exact_search(task, space, tie_vote=True)
     assert n == 6  # the six (size-5 parent, missing bit) decompositions of the mask
-    assert all(P.implied_mask(*c) == mask for c in P.consistent_candidates(task, space))
+    assert all(T.implied_mask(*c) == mask for c in T.consistent_candidates(task, space))
     assert np.array_equal(preds, y[:10])
 
 
 def test_tie_vote_rule():
-    for task in P.make_test_tasks(3)[:8]:
-        cons = P.consistent_candidates(task, "all")
-        votes = np.stack([P.parity(P.implied_mask(*c), task.query_x) for c in cons])
+    for task in T.make_test_tasks(3)[:8]:
+        cons = T.consistent_candidates(task, "all")
+        votes = np.stack([T.parity(T.implied_mask(*c), task.query_x) for c in cons])
         ones, first = votes.sum(0), votes[0]
         expected = np.where(2 * ones == len(cons), first, (2 * ones > len(cons)).astype(int))
-        preds, n = P.exact_search(task, "all", tie_vote=True)
+        preds, n = T.exact_search(task, "all", tie_vote=True)
         assert n == len(cons) and np.array_equal(preds, expected)
 
 
 def test_exact_search_without_consistent_candidate():
     x = np.zeros((2, 8), dtype=int)
-    task = P.ParityTask((0, 1, 2, 3, 4, 5), x, np.array([0, 1]), x[:1], np.array([0]))
-    preds, n = P.exact_search(task, "frontier")
+    task = T.ParityTask((0, 1, 2, 3, 4, 5), x, np.array([0, 1]), x[:1], np.array([0]))
+    preds, n = T.exact_search(task, "frontier")
     assert n == 0 and preds.shape == (1,)
 
 

@@ -12,6 +12,7 @@ import pytest
 from taskextrap import audit
 from taskextrap.llm import codeio as C
 from taskextrap.llm import parity as P
+from taskextrap.tasks import parity as T
 from taskextrap.seeding import rng
 
 TRAIN_PAIRS, TEST_PAIRS = C.split_pairs(0)
@@ -19,14 +20,14 @@ CODEIO_ALLOWED = set(TRAIN_PAIRS) | set(C.NAMES)
 
 
 def _parity_ok(mask) -> bool:
-    return len(mask) in P.TRAIN_SIZES
+    return len(mask) in T.TRAIN_SIZES
 
 
 @pytest.mark.parametrize("sampler", [P.baseline_pairs, P.extender_pairs, P.row_pairs, P.pretraining_pairs])
 def test_parity_items_carry_their_training_mask(sampler):
     items = sampler(rng(0, "audit"), 40)
     assert all(isinstance(i, audit.Tagged) and len(i) == 2 for i in items)
-    assert {len(i.task) for i in items} <= set(P.TRAIN_SIZES) and len({i.task for i in items}) > 5
+    assert {len(i.task) for i in items} <= set(T.TRAIN_SIZES) and len({i.task for i in items}) > 5
     prompt, completion = items[0]  # still a (prompt, completion) pair
     assert isinstance(prompt, str) and completion in (" 0", " 1", "0", "1")
 
@@ -73,12 +74,12 @@ def test_sft_reports_every_item_and_passes_on_training_masks():
 def test_sft_audit_detects_a_size6_mask_in_the_corpus():
     def leaky(g, n):
         items = P.baseline_pairs(g, n - 1)
-        t = P._draw_task(g, P.TEST_MASKS[3], 5, 1)  # a held-out (size-6) task, tagged honestly
+        t = T._draw_task(g, T.TEST_MASKS[3], 5, 1)  # a held-out (size-6) task, tagged honestly
         return items + [audit.Tagged((P.baseline_prompt(t.support_x, t.support_y, t.query_x[0]),
                                       P.label_completion(t.query_y[0])), t.mask)]
 
     seen = _train_one_step(leaky)
-    with pytest.raises(audit.LeakError, match=r"sft \(train\): \(" + ", ".join(map(str, P.TEST_MASKS[3]))):
+    with pytest.raises(audit.LeakError, match=r"sft \(train\): \(" + ", ".join(map(str, T.TEST_MASKS[3]))):
         audit.check(seen, _parity_ok)
 
 

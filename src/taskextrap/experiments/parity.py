@@ -107,9 +107,10 @@ def _query_prompts(task, parent, bit) -> list[str]:
 def search_space(extender, tasks, space: str, batch_size: int, split: str = "test") -> dict[str, np.ndarray]:
     """RTE's likelihood search and the exact search on one candidate space: per-task accuracies."""
     from taskextrap.llm import parity as P
+    from taskextrap.tasks import parity as T
     from taskextrap.llm.search import tied, total_nll, vote
 
-    cands = P.candidates(space, split)
+    cands = T.candidates(space, split)
     scores = total_nll(extender, [P.loo_pairs(t, *c) for t in tasks for c in cands], batch_size)
     scores = scores.reshape(len(tasks), len(cands))
     best = [tied(s, 0.0)[0] for s in scores]
@@ -127,8 +128,8 @@ def search_space(extender, tasks, space: str, batch_size: int, split: str = "tes
         voted = np.array([vote([int(pred[(i, int(j))][q]) for j in ties[i]]) for q in range(nq)])
         acc["rte-tie-vote"].append(np.mean(voted == t.query_y))
         for m, tv in (("exact-search", False), ("exact-search-tie-vote", True)):
-            acc[m].append(np.mean(P.exact_search(t, space, tie_vote=tv, split=split)[0] == t.query_y))
-        found.append(float(P.implied_mask(*cands[best[i]]) == t.mask))
+            acc[m].append(np.mean(T.exact_search(t, space, tie_vote=tv, split=split)[0] == t.query_y))
+        found.append(float(T.implied_mask(*cands[best[i]]) == t.mask))
         n_tied.append(len(ties[i]))
     out = {f"{space}/{m}": np.array(v) for m, v in acc.items()}
     out[f"{space}/found"] = np.array(found)
@@ -141,9 +142,10 @@ def run_unit(model: BaseModel, profile: LLMProfile, seed: int, ckpt_dir: Path | 
     """Both LoRA runs of one seed on ``split``'s training masks, then every method on its held-out
     tasks (drawn from ``test_seed``)."""
     from taskextrap.llm import parity as P
+    from taskextrap.tasks import parity as T
 
     timing = {}
-    tasks = P.make_test_tasks(test_seed, split=split)[: profile.n_tasks]
+    tasks = T.make_test_tasks(test_seed, split=split)[: profile.n_tasks]
     t = time.perf_counter()
     tune = functools.partial(fine_tune, model, profile=profile, seed=seed, device=device, split=split)
     fewshot, _ = tune(functools.partial(P.baseline_pairs, split=split), out_dir=ckpt_dir and ckpt_dir / "few-shot")
@@ -152,7 +154,7 @@ def run_unit(model: BaseModel, profile: LLMProfile, seed: int, ckpt_dir: Path | 
     t = time.perf_counter()
     errors = {"few-shot": _accuracy(fewshot, tasks, lambda tk: [P.baseline_prompt(tk.support_x, tk.support_y, q)
                                                                  for q in tk.query_x], profile),
-              "oracle": _accuracy(extender, tasks, lambda tk: _query_prompts(tk, *P.oracle_parent(tk.mask)),
+              "oracle": _accuracy(extender, tasks, lambda tk: _query_prompts(tk, *T.oracle_parent(tk.mask)),
                                   profile)}
     timing["baseline_eval_s"] = time.perf_counter() - t
     for space in SPACES:
@@ -191,9 +193,10 @@ def _rows(errors, split: str) -> list[dict]:
 def _spaces_config(split: str) -> dict:
     """Per space: its row group, candidate count and what it assumes (for results.json)."""
     from taskextrap.llm import parity as P
+    from taskextrap.tasks import parity as T
 
-    return {s: {"group": group_of(s, split), "n_candidates": len(P.candidates(s, split)),
-                "assumes": P.SPACE_ASSUMPTIONS[s]} for s in SPACES}
+    return {s: {"group": group_of(s, split), "n_candidates": len(T.candidates(s, split)),
+                "assumes": T.SPACE_ASSUMPTIONS[s]} for s in SPACES}
 
 
 @register("parity", "Table 4: sparse parity |S| = 6 with a language model (few-shot, rte, exact-search, oracle)",
@@ -202,11 +205,12 @@ def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     """The parity experiment on ``options.split``: every candidate space, bootstrap intervals over
     the held-out tasks (test: 28 of size 6; dev: 56 of size 5), drawn from ``options.seed_of_tests``."""
     from taskextrap.llm import parity as P
+    from taskextrap.tasks import parity as T
     from taskextrap.llm.pretrain import BaseModel
     from taskextrap.llm.search import DEFAULT_TIE_TOL
 
     split, test_seed = options.split, options.seed_of_tests
-    sp = P.get_split(split)
+    sp = T.get_split(split)
     model = BaseModel.from_extra(options.extra)
     profile = get_profile(PARITY_PROFILES, options.profile).with_seeds(options.seeds)
     base = {"experiment": "parity", "profile": profile.to_dict(), "model": model.label(base_model_name(split)),
