@@ -127,13 +127,14 @@ def bench_codeio_scoring(n_tasks: int = 1, n_plain: int = 128, split=None) -> di
     """
     from taskextrap.experiments.codeio import CODEIO_PROFILES, Split, held_out_tasks, loo_prefix_keys
     from taskextrap.llm import codeio as C
+    from taskextrap.tasks import strings as S
     from taskextrap.llm.pretrain import default_model
     from taskextrap.llm.search import total_nll
 
     lm = default_model("codeio")
     tasks = held_out_tasks(n_tasks, split or Split())[0]
     anchored = CODEIO_PROFILES["paper"].anchored
-    cands = C.candidates()
+    cands = S.candidates()
     out = {}
     for label, share, n in (("shared-prefix", True, len(cands)), ("no-sharing", False, n_plain))[: 1 + (n_plain > 0)]:
         lists = [C.loo_pairs(c, t.support, t.fillers, anchored) for t in tasks for c in cands[:n]]

@@ -32,7 +32,7 @@ import torch
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import codeio as E
-from taskextrap.llm import codeio as C
+from taskextrap.tasks import strings as S
 from taskextrap.llm.pretrain import BaseModel, load_base
 from taskextrap.llm.sft import CODEIO_LORA, merge_lora, train
 from taskextrap.report.compare import paired_difference
@@ -59,7 +59,7 @@ def check(corpus: str, steps: int, lr: float, full: bool, warmup: int, train_eve
     out = {"sft_s": time.perf_counter() - t, "final_loss": float(np.mean(log["loss"][-50:]))}
     lm = lm if full else merge_lora(lm)
     method = "oracle" if corpus == "extender" else "few-shot"
-    for name, tasks in (("train", C.make_test_tasks(dev_train[::train_every], TRAIN_STRINGS_SEED, stream="train")),
+    for name, tasks in (("train", S.make_test_tasks(dev_train[::train_every], TRAIN_STRINGS_SEED, stream="train")),
                         ("dev", E.held_out_tasks(None, split)[0][::dev_every])):
         said = E.predict(method, lm, tasks, profile, seed)
         out[name + "_hits"] = [int(a == tk.query[1]) for a, tk in zip(said, tasks)]

@@ -20,8 +20,9 @@ from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions  # noqa:
 from taskextrap.experiments.runner import run_experiment  # noqa: E402
 from taskextrap.experiments.shard import Shard  # noqa: E402
 from taskextrap.llm import codeio as C  # noqa: E402
+from taskextrap.tasks import strings as S  # noqa: E402
 from taskextrap.llm import pretrain  # noqa: E402
-from taskextrap.llm import search as S  # noqa: E402
+from taskextrap.llm import search as LS  # noqa: E402
 from taskextrap.report.schema import validate_results  # noqa: E402
 
 BLOCK = re.compile(r"--- Func_(\d\d) ---")
@@ -30,7 +31,7 @@ LAST_INPUT = re.compile(r"In: (\S+) Out:$")  # the query line is plain in both f
 
 def _candidate_of(prompt):
     """The candidate whose reference blocks a prompt shows (masked names back to primitives)."""
-    names = tuple(C.NAMES[int(k)] for k in BLOCK.findall(prompt.split(C.TARGET_HEADER)[0]))
+    names = tuple(S.NAMES[int(k)] for k in BLOCK.findall(prompt.split(C.TARGET_HEADER)[0]))
     return names[0] if len(names) == 1 else names
 
 
@@ -47,7 +48,7 @@ def tiny_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("codeio")
     model_dir = _tiny_model(root / "model")
     seen = {"scored": [], "base_lm": []}
-    real_nll, real_acc = S.total_nll, C.primitive_accuracy
+    real_nll, real_acc = LS.total_nll, C.primitive_accuracy
 
     def spy_nll(lm, pair_lists, batch_size=32, progress=None, **kw):
         seen["scored"] += [_candidate_of(pairs[0][0]) for pairs in pair_lists]
@@ -59,7 +60,7 @@ def tiny_run(tmp_path_factory):
 
     options = RunOptions(profile="tiny", out=root / "runs", progress=False, extra={"model": str(model_dir)})
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(S, "total_nll", spy_nll)
+        mp.setattr(LS, "total_nll", spy_nll)
         mp.setattr(C, "primitive_accuracy", spy_acc)
         res = run_experiment("codeio", options)
     return res, seen, options, model_dir
@@ -117,8 +118,8 @@ def test_tiny_run_keeps_every_final_prompt(tiny_run):
 def test_search_scores_every_candidate_never_the_held_out_list(tiny_run):
     _, seen, _, _ = tiny_run
     scored = seen["scored"]
-    assert len(scored) == 992 and set(scored) == set(C.candidates())
-    train, test = C.split_pairs(E.SPLIT_SEED)
+    assert len(scored) == 992 and set(scored) == set(S.candidates())
+    train, test = S.split_pairs(E.SPLIT_SEED)
     assert set(train) <= set(scored) and set(test) <= set(scored)
 
 
@@ -147,7 +148,7 @@ def _consistency_scores(lm, pair_lists, batch_size=32, progress=None, **kw):
     out = []
     for pairs in pair_lists:
         cand = _candidate_of(pairs[0][0])
-        out.append(sum(5.0 * (C.apply(cand, LAST_INPUT.search(p).group(1)) != C.parse_cot(c)) for p, c in pairs))
+        out.append(sum(5.0 * (S.apply(cand, LAST_INPUT.search(p).group(1)) != C.parse_cot(c)) for p, c in pairs))
     return np.array(out)
 
 
@@ -158,7 +159,7 @@ def _perfect_answers(lm, prompts, max_new_tokens, batch_size):
     for p in prompts:
         cand, q = _candidate_of(p), LAST_INPUT.search(p).group(1)
         anchored = "=>" in p.split(C.TARGET_HEADER)[1]
-        out.append(C.target_completion(cand, q, C.apply(cand, q), anchored).strip())
+        out.append(C.target_completion(cand, q, S.apply(cand, q), anchored).strip())
     return out
 
 
@@ -170,7 +171,7 @@ def test_a_perfect_extender_makes_rte_the_consistency_search(monkeypatch, anchor
         prompts.extend(p for pairs in pair_lists for p, _ in pairs)
         return _consistency_scores(lm, pair_lists)
 
-    monkeypatch.setattr(S, "total_nll", spy)
+    monkeypatch.setattr(LS, "total_nll", spy)
     monkeypatch.setattr(E, "answers", lambda lm, ps, *a: prompts.extend(ps) or _perfect_answers(lm, ps, *a))
     tasks, _, _ = E.held_out_tasks(6)
     profile = dataclasses.replace(E.CODEIO_PROFILES["quick"], anchored=anchored)
@@ -180,12 +181,12 @@ def test_a_perfect_extender_makes_rte_the_consistency_search(monkeypatch, anchor
     assert all(("=>" in p.split(C.TARGET_HEADER)[1]) == (anchored and not isinstance(_candidate_of(p), str))
                and p.endswith(" Out:") for p in prompts)
     for i, t in enumerate(tasks):
-        fits = [c for c in C.candidates() if all(C.apply(c, s) == y for s, y in t.support)]
+        fits = [c for c in S.candidates() if all(S.apply(c, s) == y for s, y in t.support)]
         assert t.pair in fits and res["n_tied"][i] == len(fits)
         q, truth = t.query
-        assert res["rte"][i] == float(C.apply(fits[0], q) == truth)
-        assert res["found"][i] == float(C.behaviour(fits[0]) == C.behaviour(t.pair))
-        voted = S.vote([C.apply(c, q) for c in fits[: profile.max_tied]])
+        assert res["rte"][i] == float(S.apply(fits[0], q) == truth)
+        assert res["found"][i] == float(S.behaviour(fits[0]) == S.behaviour(t.pair))
+        voted = LS.vote([S.apply(c, q) for c in fits[: profile.max_tied]])
         assert res["rte-tie-vote"][i] == float(voted == truth)
 
 
@@ -196,9 +197,9 @@ def test_search_scores_resume_from_finished_chunks(tmp_path, monkeypatch):
         calls.append(len(pair_lists))
         return np.arange(len(pair_lists), dtype=float)
 
-    monkeypatch.setattr(S, "total_nll", scores)
+    monkeypatch.setattr(LS, "total_nll", scores)
     tasks, _, _ = E.held_out_tasks(E.TASKS_PER_CHUNK + 1)
-    cands = C.candidates()[:7]
+    cands = S.candidates()[:7]
     first = E.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path)
     assert first.shape == (len(tasks), 7) and calls == [E.TASKS_PER_CHUNK * 7, 7]
     again = E.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path)
@@ -226,9 +227,9 @@ def test_cot_majority_samples_parses_and_votes(monkeypatch):
 
 
 def test_subsample_is_deterministic_and_holds_novel_pairs():
-    train, test = C.split_pairs(E.SPLIT_SEED)
-    novel = set(C.novel_test_pairs(train, test))
-    tasks = C.make_test_tasks(test, FRESH_TEST_SEED)
+    train, test = S.split_pairs(E.SPLIT_SEED)
+    novel = set(S.novel_test_pairs(train, test))
+    tasks = S.make_test_tasks(test, FRESH_TEST_SEED)
     for n in (1, 3, 24):
         picked = E.subsample(tasks, novel, n)
         assert len(picked) == n and picked == E.subsample(tasks, novel, n)
@@ -252,21 +253,21 @@ def test_codeio_spec_and_budgets_cover_the_longest_sequences():
     assert spec.check_fn() is C.pretraining_check and (spec.d_model, spec.n_layers, spec.n_heads) == (128, 4, 4)
     profile = E.CODEIO_PROFILES["paper"]
     inputs = ["abcdefghijklmn", "aaaaaaaaaaaaaa", "zyxwvutsrqponm", "abcabcabcabcab"]  # the longest inputs
-    longest_out = max(len(C.apply(c, s)) for c in C.candidates() for s in inputs)
-    longest_mid = max(len(C.apply(n, s)) for n in C.NAMES for s in inputs)
+    longest_out = max(len(S.apply(c, s)) for c in S.candidates() for s in inputs)
+    longest_mid = max(len(S.apply(n, s)) for n in S.NAMES for s in inputs)
     assert longest_out + 2 <= profile.answer_tokens  # leading space and EOS
     assert len(C.cot_completion("x" * longest_mid, "y" * longest_out)) + 1 <= profile.cot_tokens
     fillers = ["abcdefghijklmz", "bbbbbbbbbbbbbb", "abcabcabcabcaa", "zzzzzzzzzzzzzz"]
     support = [(s, None) for s in inputs[:3]]
     # the scorer refuses a sequence longer than the model: BOS + leave-one-out prompt + completion + EOS
-    longest_loo = max(2 + len(p) + len(c) for cand in C.candidates() for anchored in (False, True)
-                      for p, c in C.loo_pairs(cand, [(s, C.apply(cand, s)) for s, _ in support], fillers, anchored))
+    longest_loo = max(2 + len(p) + len(c) for cand in S.candidates() for anchored in (False, True)
+                      for p, c in C.loo_pairs(cand, [(s, S.apply(cand, s)) for s, _ in support], fillers, anchored))
     assert longest_loo <= spec.max_len
     # generation: BOS + prompt + the completion it needs + EOS, on every real task and candidate
     tasks = E.held_out_tasks(None)[0] + E.held_out_tasks(None, E.Split("test", 0, 10_000))[0]
     longest_gen = max(2 + len(E.query_prompt("rte", t, profile, c))
-                      + len(C.target_completion(c, t.query[0], C.apply(c, t.query[0]), anchored=True))
-                      for t in tasks[::3] for c in C.candidates())
+                      + len(C.target_completion(c, t.query[0], S.apply(c, t.query[0]), anchored=True))
+                      for t in tasks[::3] for c in S.candidates())
     assert longest_gen <= spec.max_len
 
 
@@ -274,9 +275,9 @@ def test_sharded_search_equals_the_unsharded_one(tmp_path, monkeypatch):
     def scores(lm, pair_lists, batch_size=32, progress=None, **kw):
         return np.array([float(len(p[0][0]) + len(p[0][1])) for p in pair_lists])  # any deterministic score
 
-    monkeypatch.setattr(S, "total_nll", scores)
+    monkeypatch.setattr(LS, "total_nll", scores)
     tasks, _, _ = E.held_out_tasks(2 * E.TASKS_PER_CHUNK + 1)  # three chunks
-    cands, profile = C.candidates()[:5], E.CODEIO_PROFILES["tiny"]
+    cands, profile = S.candidates()[:5], E.CODEIO_PROFILES["tiny"]
     whole = E.candidate_scores(None, tasks, cands, profile, tmp_path / "one")
     worker = E.candidate_scores(None, tasks, cands, profile, tmp_path / "two", shard=Shard(1, 2))
     assert worker is None and sorted(p.name for p in (tmp_path / "two").iterdir()) == ["scores-0004.npy"]
@@ -287,12 +288,12 @@ def test_sharded_search_equals_the_unsharded_one(tmp_path, monkeypatch):
 
 
 def test_lead_gives_up_on_a_missing_shard(tmp_path, monkeypatch):
-    monkeypatch.setattr(S, "total_nll", lambda lm, lists, *a, **k: np.zeros(len(lists)))
+    monkeypatch.setattr(LS, "total_nll", lambda lm, lists, *a, **k: np.zeros(len(lists)))
     monkeypatch.setattr(SH, "WAIT_LIMIT_S", 0.05)
     monkeypatch.setattr(SH, "POLL_S", 0.01)
     tasks, _, _ = E.held_out_tasks(E.TASKS_PER_CHUNK + 1)
     with pytest.raises(TaskextrapError, match=r"scores-0004.npy \(shard 1/2\)"):
-        E.candidate_scores(None, tasks, C.candidates()[:3], E.CODEIO_PROFILES["tiny"], tmp_path, shard=Shard(0, 2))
+        E.candidate_scores(None, tasks, S.candidates()[:3], E.CODEIO_PROFILES["tiny"], tmp_path, shard=Shard(0, 2))
 
 
 def test_sharded_tiny_run_equals_the_unsharded_one(tmp_path, monkeypatch):
@@ -343,7 +344,7 @@ def test_full_fine_tuning_returns_a_plain_model_with_every_weight_trained(tmp_pa
     before = {k: v.clone() for k, v in start.model.state_dict().items()}
     monkeypatch.setattr(pretrain, "load_base", lambda name, model, device="cpu": start)
     profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], full_lr=1e-2, full_warmup=0)
-    lm = E.fine_tune(pretrain.BaseModel(), E.samplers(C.split_pairs(0)[0])["extender"], profile, 0, tmp_path / "ft")
+    lm = E.fine_tune(pretrain.BaseModel(), E.samplers(S.split_pairs(0)[0])["extender"], profile, 0, tmp_path / "ft")
     assert not hasattr(lm.model, "merge_and_unload")  # no peft wrapper
     after = lm.model.state_dict()
     assert set(after) == set(before)
@@ -374,7 +375,7 @@ def test_shot_answers_are_scored_for_the_default_model_only():
 
     profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], score_shots=True)
     g = np.random.default_rng(0)
-    train = C.split_pairs(0)[0]
+    train = S.split_pairs(0)[0]
     for corpus in ("few-shot", "cot", "extender"):
         assert isinstance(E.corpora(profile, pretrain.BaseModel(), train)[corpus](g, 1)[0], ScoredText)
         assert isinstance(E.corpora(profile, pretrain.BaseModel("/some/7b"), train)[corpus](g, 1)[0], tuple)
@@ -386,30 +387,30 @@ def test_exact_search_is_the_consistency_search_with_no_model():
     tasks, _, _ = E.held_out_tasks(12)
     res = E.exact_search(tasks)
     for i, t in enumerate(tasks):
-        fits = [c for c in C.candidates() if all(C.apply(c, s) == y for s, y in t.support)]
+        fits = [c for c in S.candidates() if all(S.apply(c, s) == y for s, y in t.support)]
         assert t.pair in fits  # the true pair always fits, so the fewest wrong is zero
-        outs = [C.apply(c, t.query[0]) for c in fits]
+        outs = [S.apply(c, t.query[0]) for c in fits]
         assert res["answers"]["exact-search"][i] == outs[0]
-        assert res["answers"]["exact-search-tie-vote"][i] == S.vote(outs)
+        assert res["answers"]["exact-search-tie-vote"][i] == LS.vote(outs)
         assert res["exact-search"][i] == float(outs[0] == t.query[1])
     # one wrong support example: the least-wrong candidate still wins, enumeration order breaking ties
     t = tasks[0]
     noisy = dataclasses.replace(t, support=(t.support[0][:1] + ("not-an-output",),) + t.support[1:])
-    wrong = [sum(C.apply(c, s) != y for s, y in noisy.support) for c in C.candidates()]
-    first = C.candidates()[int(np.argmin(wrong))]
-    assert E.exact_search([noisy])["answers"]["exact-search"] == [C.apply(first, t.query[0])]
+    wrong = [sum(S.apply(c, s) != y for s, y in noisy.support) for c in S.candidates()]
+    first = S.candidates()[int(np.argmin(wrong))]
+    assert E.exact_search([noisy])["answers"]["exact-search"] == [S.apply(first, t.query[0])]
 
 
 def test_split_options_choose_pairs_and_seeds():
     assert E.Split.of(RunOptions()) == E.Split("test", 1, FRESH_TEST_SEED)  # fresh defaults
     assert E.Split.of(RunOptions(split="dev", split_seed=0, test_seed=10_000)) == E.Split("dev", 0, 10_000)
-    assert E.Split("test", 0).pairs() == C.split_pairs(0) and E.Split("dev", 1).pairs() == C.dev_split(1)
+    assert E.Split("test", 0).pairs() == S.split_pairs(0) and E.Split("dev", 1).pairs() == S.dev_split(1)
     tasks, novel, sizes = E.held_out_tasks(None, E.Split("dev"))
-    dev_train, dev = C.dev_split(1)
+    dev_train, dev = S.dev_split(1)
     assert [t.pair for t in tasks] == dev and sizes == {"n_test_pairs": 153, "n_train_pairs": 616,
                                                         "n_novel_pairs": int(novel.sum())}
-    assert [t.pair for t, n in zip(tasks, novel) if n] == C.novel_test_pairs(dev_train, dev)
-    assert not {t.pair for t in tasks} & set(C.split_pairs(1)[1])  # no test pair under dev
+    assert [t.pair for t, n in zip(tasks, novel) if n] == S.novel_test_pairs(dev_train, dev)
+    assert not {t.pair for t in tasks} & set(S.split_pairs(1)[1])  # no test pair under dev
 
 
 def test_a_dev_run_trains_on_dev_training_pairs_and_scores_dev_tasks(tmp_path, monkeypatch):
@@ -426,7 +427,7 @@ def test_a_dev_run_trains_on_dev_training_pairs_and_scores_dev_tasks(tmp_path, m
     options = RunOptions(profile="tiny", out=tmp_path, progress=False, split="dev", extra={"model": "/some/7b"})
     with pytest.raises(Stop):
         run_experiment("codeio", options)
-    dev_train, dev = C.dev_split(1)
+    dev_train, dev = S.dev_split(1)
     assert seen["split"] == E.Split("dev", 1, FRESH_TEST_SEED) and {t.pair for t in seen["tasks"]} <= set(dev)
     assert seen["corpora"]["extender"].keywords["train_pairs"] == dev_train
     test_ckpt = []

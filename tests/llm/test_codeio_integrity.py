@@ -8,6 +8,7 @@ import pytest
 
 from taskextrap.experiments import codeio as E
 from taskextrap.llm import codeio as C
+from taskextrap.tasks import strings as S
 
 
 def _old_prompt(candidate, shots, query_in, anchored):
@@ -15,7 +16,7 @@ def _old_prompt(candidate, shots, query_in, anchored):
     query input, and (anchored) a(q) printed on the query line."""
     inputs = [s for s, _ in shots] + [query_in]
     anchor = C.anchor_of(candidate) if anchored else None
-    out = (lambda x: "") if anchor is None else (lambda x: f" {C.PRIMITIVES[anchor](x)} =>")
+    out = (lambda x: "") if anchor is None else (lambda x: f" {S.PRIMITIVES[anchor](x)} =>")
     lines = "".join(f"In: {s} Out:{out(s)} {t}\n" for s, t in shots)
     return C.reference_prefix(candidate, inputs) + lines + f"{C.QUERY_HEADER}In: {query_in} Out:{out(query_in)}"
 
@@ -54,7 +55,7 @@ def test_the_checker_flags_the_old_query_aligned_format():
                               pair.query[0])  # block a shows a(q), the answer
     # the anchored query line alone gives it away: blocks on the shots only, "Out: a(q) =>"
     t = pair
-    mixed = C.reference_prompt(t.pair, t.support, t.query[0], t.fillers) + f" {C.apply(t.pair[0], t.query[0])} =>"
+    mixed = C.reference_prompt(t.pair, t.support, t.query[0], t.fillers) + f" {S.apply(t.pair[0], t.query[0])} =>"
     assert C.answer_in_prompt(mixed, t.query[1], t.query[0])
     # and the new format never shows it, on the same tasks
     assert not any(C.answer_in_prompt(E.query_prompt(m, t, _profile(True), t.pair), t.query[1], t.query[0])
@@ -65,7 +66,7 @@ def test_the_checker_flags_the_old_query_aligned_format():
 def test_no_prompt_of_any_method_shows_the_answer(paper_tasks, anchored):
     """few-shot, cot, oracle and rte's final prompt under every one of the 992 candidates, for all
     192 held-out tasks; and every leave-one-out prompt against its held-out example's answer."""
-    profile, cands = _profile(anchored), C.candidates()
+    profile, cands = _profile(anchored), S.candidates()
     shown, n = [], 0
     for t in paper_tasks:
         q, answer = t.query
@@ -83,8 +84,8 @@ def test_no_prompt_of_any_method_shows_the_answer(paper_tasks, anchored):
 def test_no_block_and_no_line_shows_a_value_computed_from_the_query(paper_tasks):
     for t in paper_tasks[::16]:
         q = t.query[0]
-        from_q = {C.apply(c, q) for c in C.candidates()} - {q}
-        for c in C.candidates()[::7]:
+        from_q = {S.apply(c, q) for c in S.candidates()} - {q}
+        for c in S.candidates()[::7]:
             prompt = E.query_prompt("rte", t, _profile(True), c)
             assert prompt.count(q) == 1 and prompt.endswith(f"In: {q} Out:")  # only on its own line
             assert not C.prompt_outputs(prompt) & from_q

@@ -59,19 +59,21 @@ def test_check_trains_what_it_is_asked_and_reports_what_was_predicted(corpus, fu
 @pytest.mark.parametrize("corpus,full", [("extender", True), ("few-shot", False)])
 def test_check_trains_on_dev_training_pairs_and_never_sees_a_test_pair(corpus, full, monkeypatch, load_script):
     from taskextrap.llm import codeio as C
+    from taskextrap.tasks import strings as S
 
     script, used = load_script("scripts/codeio_sft_check.py"), []
-    real_tasks, real_apply = C.make_test_tasks, C.apply
-    monkeypatch.setattr(C, "make_test_tasks", lambda pairs, *a, **k: used.extend(pairs) or real_tasks(pairs, *a, **k))
-    monkeypatch.setattr(C, "apply", lambda c, s: used.append(c) or real_apply(c, s))
+    real_tasks, real_apply = S.make_test_tasks, S.apply
+    monkeypatch.setattr(S, "make_test_tasks", lambda pairs, *a, **k: used.extend(pairs) or real_tasks(pairs, *a, **k))
+    for module in (C, S):  # prompts apply primitives in llm.codeio, examples are drawn in tasks.strings
+        monkeypatch.setattr(module, "apply", lambda c, s: used.append(c) or real_apply(c, s))
     out = script.check(corpus, steps=2, lr=1e-4, full=full, warmup=0, train_every=300, dev_every=96)
     assert set(out) == {"sft_s", "final_loss", "train", "dev", "dev_hits"}
     assert out["final_loss"] > 0 and out["sft_s"] > 0
     assert 0.0 <= out["train"] <= 1.0 and 0.0 <= out["dev"] <= 1.0
     pairs = {tuple(c) for c in used if not isinstance(c, str)}
-    dev_train, dev = C.dev_split(1)
+    dev_train, dev = S.dev_split(1)
     assert pairs and pairs <= set(dev_train) | set(dev)  # trained and evaluated inside the training pairs
-    assert not pairs & set(C.split_pairs(1)[1])
+    assert not pairs & set(S.split_pairs(1)[1])
 
 
 def test_compare_is_paired_over_the_dev_tasks_and_refuses_runs_it_cannot_pair(load_script):

@@ -7,6 +7,7 @@ import pytest
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.llm import codeio as C
+from taskextrap.tasks import strings as S
 from taskextrap.seeding import rng
 
 TABLE = [  # (primitive, input, output) from reference section 11.1
@@ -36,31 +37,31 @@ KNOWN_CLASSES = [{"identity", "lower_case", "filter_alpha", "reverse_words"},
 def _classes(items, probe):
     groups = defaultdict(list)
     for c in items:
-        groups[C.behaviour(c, probe)].append(c)
+        groups[S.behaviour(c, probe)].append(c)
     return list(groups.values())
 
 
 def test_primitive_set_and_masking():
-    assert len(C.PRIMITIVES) == 31 and list(C.NAMES) == sorted(C.PRIMITIVES)
-    assert C.masked_name("add_prefix_x") == "Func_00" and C.masked_name("identity") == "Func_10"
-    assert C.masked_name("reverse") == "Func_18" and C.masked_name("while_rotate_1") == "Func_30"
+    assert len(S.PRIMITIVES) == 31 and list(S.NAMES) == sorted(S.PRIMITIVES)
+    assert S.masked_name("add_prefix_x") == "Func_00" and S.masked_name("identity") == "Func_10"
+    assert S.masked_name("reverse") == "Func_18" and S.masked_name("while_rotate_1") == "Func_30"
     with pytest.raises(TaskextrapError):
-        C.masked_name("nope")
+        S.masked_name("nope")
 
 
 @pytest.mark.parametrize("name,s,out", TABLE)
 def test_primitive_table(name, s, out):
-    assert C.PRIMITIVES[name](s) == out
+    assert S.PRIMITIVES[name](s) == out
 
 
 def test_long_inputs_do_not_recurse_deeply():
     s = "ab" * 5000
-    assert C.PRIMITIVES["reverse"](s) == s[::-1]
-    assert C.PRIMITIVES["recursive_interlace_rev"](s) == C.PRIMITIVES["interlace_self_rev"](s)
+    assert S.PRIMITIVES["reverse"](s) == s[::-1]
+    assert S.PRIMITIVES["recursive_interlace_rev"](s) == S.PRIMITIVES["interlace_self_rev"](s)
 
 
 def test_23_distinct_singles_with_known_classes():
-    classes = _classes(C.NAMES, C.PROBE)
+    classes = _classes(S.NAMES, S.PROBE)
     assert len(classes) == 23
     merged = sorted(map(sorted, (c for c in classes if len(c) > 1)))
     assert merged == sorted(map(sorted, KNOWN_CLASSES))
@@ -71,53 +72,53 @@ def test_381_distinct_composites():
     # differs from (remove_vowels, mirror) only when the vowel-free string is a palindrome (~0.15%
     # of inputs), so 300 strings give 380 or 381 and PROBE (200) merges the two. A sample holding a
     # raw palindrome (~1e-5 per string) splits mirror from force_palindrome and gives 406.
-    probe = C.random_strings(rng(1, "test-probe"), 400)
+    probe = S.random_strings(rng(1, "test-probe"), 400)
     assert not any(s == s[::-1] for s in probe)
-    assert len(_classes(C.all_pairs(), probe)) == 381
-    on_probe = _classes(C.all_pairs(), C.PROBE)
+    assert len(_classes(S.all_pairs(), probe)) == 381
+    on_probe = _classes(S.all_pairs(), S.PROBE)
     merged = [c for c in on_probe if ("remove_vowels", "mirror") in c][0]
     assert ("remove_vowels", "force_palindrome") in merged and len(on_probe) == 380
-    assert len(_classes(C.NAMES, C.PROBE + ("abccba",))) == 24  # one palindrome splits a class
+    assert len(_classes(S.NAMES, S.PROBE + ("abccba",))) == 24  # one palindrome splits a class
 
 
 def test_apply_order_and_validation():
-    assert C.apply(("reverse", "add_prefix_x"), "abc") == "x_cba"
-    assert C.apply("sort", "cab") == "abc"
+    assert S.apply(("reverse", "add_prefix_x"), "abc") == "x_cba"
+    assert S.apply("sort", "cab") == "abc"
     for bad in ["nope", ("reverse",), ("reverse", "nope"), 3]:
         with pytest.raises(TaskextrapError):
-            C.apply(bad, "abc")
+            S.apply(bad, "abc")
 
 
 def test_random_strings():
-    xs = C.random_strings(rng(0, "s"), 500)
+    xs = S.random_strings(rng(0, "s"), 500)
     assert all(6 <= len(s) <= 14 and s.isalpha() and s.islower() for s in xs)
-    assert xs == C.random_strings(rng(0, "s"), 500)
+    assert xs == S.random_strings(rng(0, "s"), 500)
     assert {len(s) for s in xs} == set(range(6, 15))
 
 
 def test_split_deterministic_and_disjoint():
-    train, test = C.split_pairs(0)
-    assert len(C.all_pairs()) == 961 and len(test) == 192 and len(train) == 769
-    assert not set(train) & set(test) and set(train) | set(test) == set(C.all_pairs())
-    assert (train, test) == C.split_pairs(0)
-    assert C.split_pairs(1)[1] != test
+    train, test = S.split_pairs(0)
+    assert len(S.all_pairs()) == 961 and len(test) == 192 and len(train) == 769
+    assert not set(train) & set(test) and set(train) | set(test) == set(S.all_pairs())
+    assert (train, test) == S.split_pairs(0)
+    assert S.split_pairs(1)[1] != test
     with pytest.raises(TaskextrapError):
-        C.split_pairs(0, test_fraction=1.5)
+        S.split_pairs(0, test_fraction=1.5)
 
 
 def test_novel_test_pairs():
-    train, test = C.split_pairs(0)
-    novel = C.novel_test_pairs(train, test)
-    seen = {C.behaviour(c) for c in train + list(C.NAMES)}
+    train, test = S.split_pairs(0)
+    novel = S.novel_test_pairs(train, test)
+    seen = {S.behaviour(c) for c in train + list(S.NAMES)}
     assert 0 < len(novel) < len(test) and set(novel) <= set(test)
-    assert all(C.behaviour(p) not in seen for p in novel)
-    assert all(C.behaviour(p) in seen for p in set(test) - set(novel))
+    assert all(S.behaviour(p) not in seen for p in novel)
+    assert all(S.behaviour(p) in seen for p in set(test) - set(novel))
 
 
 def test_candidates_are_not_told_the_split():
-    cands = C.candidates()
-    assert len(cands) == 31 + 961 and cands[:31] == list(C.NAMES)
-    assert set(C.split_pairs(0)[1]) <= set(cands)
+    cands = S.candidates()
+    assert len(cands) == 31 + 961 and cands[:31] == list(S.NAMES)
+    assert set(S.split_pairs(0)[1]) <= set(cands)
 
 
 def test_fewshot_prompt_format():
@@ -141,7 +142,7 @@ FILLERS = ("fillone", "filltwo", "fillthree", "fillfour")
 
 def test_reference_prompt_blocks_on_shots_and_fillers_never_the_query():
     pair = ("reverse", "add_prefix_x")
-    shots = [(s, C.apply(pair, s)) for s in ["abc", "hello"]]
+    shots = [(s, S.apply(pair, s)) for s in ["abc", "hello"]]
     prompt = C.reference_prompt(pair, shots, "query", FILLERS)
     assert prompt.startswith(C.REFERENCE_HEADER + "--- Func_18 ---\n")
     assert prompt.index("Func_18") < prompt.index("Func_00")
@@ -149,11 +150,11 @@ def test_reference_prompt_blocks_on_shots_and_fillers_never_the_query():
     assert list(blocks) == ["Func_18", "Func_00"]
     for name, rows in zip(pair, blocks.values()):
         assert [x for x, _ in rows] == ["abc", "hello", *FILLERS]  # shots, then fillers: 6 rows
-        assert all(out == C.PRIMITIVES[name](x) for x, out in rows)  # raw inputs, never chained
+        assert all(out == S.PRIMITIVES[name](x) for x, out in rows)  # raw inputs, never chained
     assert prompt.count("query") == 1 and prompt.endswith("In: hello Out: x_olleh\n### Query:\nIn: query Out:")
     assert list(_blocks(C.reference_prompt("sort", shots, "q", FILLERS))) == ["Func_26"]
-    three = [(s, C.apply(pair, s)) for s in ["abc", "hello", "xyz"]]
-    assert len(_blocks(C.reference_prompt(pair, three, "q", FILLERS))["Func_18"]) == C.BLOCK_ROWS
+    three = [(s, S.apply(pair, s)) for s in ["abc", "hello", "xyz"]]
+    assert len(_blocks(C.reference_prompt(pair, three, "q", FILLERS))["Func_18"]) == S.BLOCK_ROWS
     with pytest.raises(TaskextrapError, match="filler"):
         C.reference_prompt(pair, shots, "query", FILLERS[:3])
     with pytest.raises(TaskextrapError, match="query input"):
@@ -162,7 +163,7 @@ def test_reference_prompt_blocks_on_shots_and_fillers_never_the_query():
 
 def test_anchored_prompt_anchors_shot_lines_only():
     pair = ("reverse", "upper_case")
-    shots = [(s, C.apply(pair, s)) for s in ["abc", "hello"]]
+    shots = [(s, S.apply(pair, s)) for s in ["abc", "hello"]]
     prompt = C.reference_prompt(pair, shots, "query", FILLERS, anchored=True)
     plain = C.reference_prompt(pair, shots, "query", FILLERS)
     assert _blocks(prompt) == _blocks(plain)  # the same blocks, not chained
@@ -187,7 +188,7 @@ def test_anchored_loo_pairs_score_the_whole_anchored_completion():
 
 
 def test_loo_pairs_treat_the_held_out_example_as_a_query():
-    task = C.make_test_tasks(C.split_pairs(0)[1], 0)[10]
+    task = S.make_test_tasks(S.split_pairs(0)[1], 0)[10]
     pairs = C.loo_pairs(task.pair, task.support, task.fillers)
     inputs = [s for s, _ in task.support]
     assert len(pairs) == 3
@@ -218,25 +219,26 @@ def test_parse_cot():
 
 
 def _spy_apply(monkeypatch):
-    seen, real = [], C.apply
+    seen, real = [], S.apply
 
     def spy(candidate, s):
         seen.append(candidate)
         return real(candidate, s)
 
     monkeypatch.setattr(C, "apply", spy)
+    monkeypatch.setattr(S, "apply", spy)  # the examples the samplers draw are made in tasks.strings
     return seen
 
 
 def test_samplers_never_use_held_out_pairs(monkeypatch):
-    train, test = C.split_pairs(0)
+    train, test = S.split_pairs(0)
     seen = _spy_apply(monkeypatch)
     g = rng(0, "samplers")
     out = C.fewshot_pairs(g, 200, train) + C.cot_pairs(g, 200, train)
     refs = C.reference_pairs(g, 300, train)
     pairs_used = {tuple(c) for c in seen if not isinstance(c, str)}
     assert len(pairs_used) > 300 and pairs_used <= set(train)
-    allowed = {tuple(map(C.masked_name, p)) for p in train} | {(C.masked_name(n),) for n in C.NAMES}
+    allowed = {tuple(map(S.masked_name, p)) for p in train} | {(S.masked_name(n),) for n in S.NAMES}
     n_blocks = [len(_blocks(p)) for p, _ in refs]
     assert {1, 2} <= set(n_blocks)  # singles and pairs both occur
     assert all(tuple(_blocks(p)) in allowed for p, _ in refs)
@@ -255,7 +257,7 @@ def test_pretraining_texts_are_fewshot_texts_of_one_single(monkeypatch):
         assert full.startswith(C.FEWSHOT_HEADER) and 3 <= len(rows) <= 7
         *shots, (q, t) = rows
         assert full == C.fewshot_prompt(shots, q) + C.answer_completion(t)  # the evaluation format
-        fits = [n for n in C.NAMES if all(C.PRIMITIVES[n](x) == y for x, y in rows)]
+        fits = [n for n in S.NAMES if all(S.PRIMITIVES[n](x) == y for x, y in rows)]
         assert fits  # one single primitive explains every row: no pair is ever shown
         names.add(fits[0])
         wide += any(not c.islower() for x, _ in rows for c in x)
@@ -277,7 +279,7 @@ def test_pretraining_texts_are_fewshot_texts_of_one_single(monkeypatch):
 def test_score_shots_gives_the_same_text_and_scores_the_determined_answers(sampler, first, kw):
     from taskextrap.llm.sft import ScoredText
 
-    train, _ = C.split_pairs(0)
+    train, _ = S.split_pairs(0)
     plain = sampler(rng(2, "shots"), 30, train, **kw)
     scored = sampler(rng(2, "shots"), 30, train, score_shots=True, **kw)
     for (prompt, completion), text in zip(plain, scored):
@@ -290,7 +292,7 @@ def test_score_shots_gives_the_same_text_and_scores_the_determined_answers(sampl
 
 
 def test_scored_text_tokens_equal_the_prompt_completion_pair(char_lm):
-    train, _ = C.split_pairs(0)
+    train, _ = S.split_pairs(0)
     for (prompt, completion), text in zip(C.reference_pairs(rng(3, "t"), 5, train),
                                           C.reference_pairs(rng(3, "t"), 5, train, score_shots=True)):
         ids, labels = text.ids_and_labels(char_lm)
@@ -308,40 +310,40 @@ def test_wide_strings():
 
 
 def test_cot_pairs_intermediate_and_answer():
-    train, _ = C.split_pairs(0)
+    train, _ = S.split_pairs(0)
     for prompt, completion in C.cot_pairs(rng(1, "cot"), 50, train):
         q = re.findall(r"In: (\S*) Out:$", prompt)[0]
         mid, answer = completion[1:].split(" => ")
-        assert any(C.apply(p[0], q) == mid and C.apply(p, q) == answer for p in train)
+        assert any(S.apply(p[0], q) == mid and S.apply(p, q) == answer for p in train)
         assert C.parse_cot(completion) == answer
 
 
 def test_make_test_tasks():
-    _, test = C.split_pairs(0)
-    tasks = C.make_test_tasks(test, 0)
+    _, test = S.split_pairs(0)
+    tasks = S.make_test_tasks(test, 0)
     assert [t.pair for t in tasks] == test
     for t in tasks[:20]:
-        assert len(t.support) == 3 and len(t.fillers) == C.BLOCK_ROWS - 2  # enough for a leave-one-out prompt
-        assert all(C.apply(t.pair, s) == o for s, o in t.support + (t.query,))
+        assert len(t.support) == 3 and len(t.fillers) == S.BLOCK_ROWS - 2  # enough for a leave-one-out prompt
+        assert all(S.apply(t.pair, s) == o for s, o in t.support + (t.query,))
         inputs = [s for s, _ in t.support] + [t.query[0]]
         assert len(set(t.fillers)) == len(t.fillers) and not set(t.fillers) & set(inputs)
-    assert tasks == C.make_test_tasks(test, 0) and tasks != C.make_test_tasks(test, 1)
-    dev = C.make_test_tasks(test[:5], 0, stream="dev")
+    assert tasks == S.make_test_tasks(test, 0) and tasks != S.make_test_tasks(test, 1)
+    dev = S.make_test_tasks(test[:5], 0, stream="dev")
     assert [t.support for t in dev] != [t.support for t in tasks[:5]]
 
 
 def test_dev_split_holds_out_a_fifth_of_the_training_pairs():
     for seed in (0, 1):
-        train, test = C.split_pairs(seed)
-        dev_train, dev = C.dev_split(seed)
+        train, test = S.split_pairs(seed)
+        dev_train, dev = S.dev_split(seed)
         assert len(dev) == 153 and len(dev_train) == 616
         assert set(dev_train) | set(dev) == set(train)
         assert not set(dev_train) & set(dev)  # disjoint from each other
         assert not (set(dev_train) | set(dev)) & set(test)  # nothing of the test pairs is touched
-        assert (dev_train, dev) == C.dev_split(seed)
-    assert C.dev_split(0)[1] != C.dev_split(1)[1]
+        assert (dev_train, dev) == S.dev_split(seed)
+    assert S.dev_split(0)[1] != S.dev_split(1)[1]
     with pytest.raises(TaskextrapError):
-        C.dev_split(0, dev_fraction=0.0)
+        S.dev_split(0, dev_fraction=0.0)
 
 
 def test_primitive_prompts_use_their_own_stream():
@@ -361,20 +363,20 @@ def test_primitive_prompts_use_their_own_stream():
 def test_primitive_accuracy_and_pretraining_check(monkeypatch):
     # A fake decoder that answers every even-indexed primitive right and the others wrong.
     truth = {p: (i % 2 == 0, t) for stream in ("primitive-probe", "pretraining-check")
-             for i, name in enumerate(C.NAMES) for p, t in C.primitive_prompts(name, 10, 0, stream)}
+             for i, name in enumerate(S.NAMES) for p, t in C.primitive_prompts(name, 10, 0, stream)}
 
     def fake_generate(lm, prompts, **kw):
         return [[truth[p][1] if truth[p][0] else "wrong"] for p in prompts]
 
     monkeypatch.setattr("taskextrap.llm.generate.generate", fake_generate)
     acc = C.primitive_accuracy(None, n_per=3)
-    assert list(acc) == list(C.NAMES)
+    assert list(acc) == list(S.NAMES)
     assert all(v == (1.0 if i % 2 == 0 else 0.0) for i, v in enumerate(acc.values()))
     assert C.pretraining_check(None) == {"primitive_exact_match": pytest.approx(16 / 31)}
 
 
 def test_anchored_reference_pairs_are_anchored_for_pairs_only():
-    train, _ = C.split_pairs(0)
+    train, _ = S.split_pairs(0)
     items = C.reference_pairs(rng(4, "anch"), 200, train, anchored=True)
     n_pairs = 0
     for prompt, completion in items:

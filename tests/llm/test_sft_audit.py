@@ -11,12 +11,13 @@ import pytest
 
 from taskextrap import audit
 from taskextrap.llm import codeio as C
+from taskextrap.tasks import strings as S
 from taskextrap.llm import parity as P
 from taskextrap.tasks import parity as T
 from taskextrap.seeding import rng
 
-TRAIN_PAIRS, TEST_PAIRS = C.split_pairs(0)
-CODEIO_ALLOWED = set(TRAIN_PAIRS) | set(C.NAMES)
+TRAIN_PAIRS, TEST_PAIRS = S.split_pairs(0)
+CODEIO_ALLOWED = set(TRAIN_PAIRS) | set(S.NAMES)
 
 
 def _parity_ok(mask) -> bool:
@@ -41,12 +42,12 @@ def test_codeio_items_carry_their_training_candidate(score_shots):
     for items in (fewshot, cot):
         assert {i.task for i in items} <= set(TRAIN_PAIRS)
     assert {i.task for i in ref} <= CODEIO_ALLOWED and any(isinstance(i.task, str) for i in ref)
-    assert {i.task for i in C.pretraining_texts(g, 20)} <= set(C.NAMES)
+    assert {i.task for i in C.pretraining_texts(g, 20)} <= set(S.NAMES)
     # the tag is the true function of the item: its answer is the candidate applied to the query
     item = fewshot[0]
     text = "".join(t for t, _ in item.pieces) if score_shots else item[0] + item[1]
     query = text.rsplit("In: ", 1)[1].split(" Out:")[0]
-    assert text.rstrip().endswith(C.apply(item.task, query))
+    assert text.rstrip().endswith(S.apply(item.task, query))
 
 
 needs_llm = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,

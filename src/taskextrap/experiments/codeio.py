@@ -306,9 +306,9 @@ def loo_prefix_keys(n_tasks: int, cands, n_loo: int) -> list[list[tuple]]:
     held-out example): (task, held-out example, first function). The prompts of a held-out
     example under all 32 candidates with the same first function share the header and its
     block; a candidate's own prompts no longer do (each omits another support input)."""
-    from taskextrap.llm import codeio as C
+    from taskextrap.tasks import strings as S
 
-    first = [C.functions_of(c)[0] for c in cands]
+    first = [S.functions_of(c)[0] for c in cands]
     return [[(t, i, f) for i in range(n_loo)] for t in range(n_tasks) for f in first]
 
 
@@ -330,10 +330,10 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
     best first), ``answers`` ({"rte", "rte-tie-vote"}: per task) and ``completions`` ({"rte"}: the
     chosen candidate's raw greedy completion, " a(q) => b(a(q))" when anchored).
     """
-    from taskextrap.llm import codeio as C
+    from taskextrap.tasks import strings as S
     from taskextrap.llm.search import tied, vote
 
-    cands = C.candidates()
+    cands = S.candidates()
     scores = candidate_scores(extender, tasks, cands, profile, cache_dir, progress, shard)
     ties = [tied(s) for s in scores]  # best first; exact ties in enumeration order
     voters = [t[: profile.max_tied] for t in ties]
@@ -347,7 +347,7 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
     voted = [vote([pred[(i, int(j))] for j in v]) for i, v in enumerate(voters)]
     return {
         "rte": _hits(rte, tasks), "rte-tie-vote": _hits(voted, tasks),
-        "found": np.array([float(C.behaviour(cands[b]) == C.behaviour(t.pair)) for b, t in zip(best, tasks)]),
+        "found": np.array([float(S.behaviour(cands[b]) == S.behaviour(t.pair)) for b, t in zip(best, tasks)]),
         "n_tied": np.array([len(t) for t in ties], dtype=float),
         "chosen": [candidate_name(cands[b]) for b in best],
         "voters": [[candidate_name(cands[int(j)]) for j in v] for v in voters],
@@ -358,9 +358,9 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
 
 def candidate_name(candidate) -> str:
     """A candidate as text: "a+b" for a pair, "a" for a single (:func:`candidate_of` reverses it)."""
-    from taskextrap.llm import codeio as C
+    from taskextrap.tasks import strings as S
 
-    return "+".join(C.functions_of(candidate))
+    return "+".join(S.functions_of(candidate))
 
 
 def candidate_of(name: str):
@@ -375,14 +375,14 @@ def exact_search(tasks) -> dict:
     support examples, on the query) and ``exact-search-tie-vote`` (the majority of every such
     candidate's query output, the first-enumerated among equally common ones) accuracies, and
     ``answers`` of both."""
-    from taskextrap.llm import codeio as C
+    from taskextrap.tasks import strings as S
     from taskextrap.llm.search import vote
 
-    cands = C.candidates()
+    cands = S.candidates()
     best, voted = [], []
     for t in tasks:
-        wrong = np.array([sum(C.apply(c, s) != y for s, y in t.support) for c in cands])
-        outs = [C.apply(cands[j], t.query[0]) for j in np.flatnonzero(wrong == wrong.min())]
+        wrong = np.array([sum(S.apply(c, s) != y for s, y in t.support) for c in cands])
+        outs = [S.apply(cands[j], t.query[0]) for j in np.flatnonzero(wrong == wrong.min())]
         best.append(outs[0])
         voted.append(vote(outs))
     return {"exact-search": _hits(best, tasks), "exact-search-tie-vote": _hits(voted, tasks),
@@ -432,11 +432,11 @@ class Split:
 
     def pairs(self) -> tuple[list, list]:
         """(pairs the three runs train on, pairs the tasks are drawn from)."""
-        from taskextrap.llm import codeio as C
+        from taskextrap.tasks import strings as S
 
         if self.name not in ("test", "dev"):
             raise TaskextrapError(f"unknown codeio split {self.name!r}; choose test or dev")
-        return C.split_pairs(self.split_seed) if self.name == "test" else C.dev_split(self.split_seed)
+        return S.split_pairs(self.split_seed) if self.name == "test" else S.dev_split(self.split_seed)
 
 
 def held_out_tasks(n_tasks: int | None, split: Split = Split()) -> tuple[list, np.ndarray, dict]:
@@ -444,11 +444,11 @@ def held_out_tasks(n_tasks: int | None, split: Split = Split()) -> tuple[list, n
 
     Novel pairs behave unlike every pair the runs train on and every single. Dev tasks come
     from a stream of their own ("dev"), test tasks from "test" (the earlier runs' draws)."""
-    from taskextrap.llm import codeio as C
+    from taskextrap.tasks import strings as S
 
     train, held = split.pairs()
-    novel = set(C.novel_test_pairs(train, held))
-    tasks = subsample(C.make_test_tasks(held, split.test_seed, stream=split.name), novel, n_tasks)
+    novel = set(S.novel_test_pairs(train, held))
+    tasks = subsample(S.make_test_tasks(held, split.test_seed, stream=split.name), novel, n_tasks)
     sizes = {"n_test_pairs": len(held), "n_novel_pairs": len(novel), "n_train_pairs": len(train)}
     return tasks, np.array([t.pair in novel for t in tasks]), sizes
 
@@ -499,7 +499,7 @@ def run_worker(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_
                device: str = "cpu", progress: bool = False, split: Split = Split()) -> None:
     """A non-lead process of a ``shard``: wait for the lead's extender (its final checkpoint),
     load it, score this process's chunks of the search and save them where the lead reads them."""
-    from taskextrap.llm import codeio as C
+    from taskextrap.tasks import strings as S
     from taskextrap.llm.sft import finished_checkpoint
 
     if ckpt_dir is None:
@@ -508,7 +508,7 @@ def run_worker(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_
     cfg = sft_config(profile, seed, model)
     wait_for(lambda: finished_checkpoint(out, cfg), f"the lead's extender in {out}")
     lm = fine_tune(model, corpora(profile, model, split.pairs()[0])["extender"], profile, seed, out, device)
-    candidate_scores(lm, tasks, C.candidates(), profile, Path(ckpt_dir) / "search", progress, shard)
+    candidate_scores(lm, tasks, S.candidates(), profile, Path(ckpt_dir) / "search", progress, shard)
 
 
 def base_model_row(model: BaseModel, profile: CodeIOProfile, device: str = "cpu",
@@ -516,12 +516,13 @@ def base_model_row(model: BaseModel, profile: CodeIOProfile, device: str = "cpu"
     """Greedy exact match of the base model (never fine-tuned) on each single primitive, (31,),
     on strings of the stream ``BASE_STREAM`` under ``test_seed``."""
     from taskextrap.llm import codeio as C
+    from taskextrap.tasks import strings as S
     from taskextrap.llm.pretrain import load_base
 
     acc = C.primitive_accuracy(load_base("codeio", model, device), n_per=profile.base_queries, seed=test_seed,
                                stream=BASE_STREAM, batch_size=profile.score_batch,
                                max_new_tokens=profile.answer_tokens)
-    return np.array([acc[name] for name in C.NAMES])
+    return np.array([acc[name] for name in S.NAMES])
 
 
 def predict(method: str, lm, tasks, profile: CodeIOProfile, seed: int) -> list[str]:
@@ -633,6 +634,7 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     Under ``options.shard`` a process other than the lead scores its part of the search and
     returns None (the lead writes the results)."""
     from taskextrap.llm import codeio as C
+    from taskextrap.tasks import strings as S
     from taskextrap.llm.pretrain import BaseModel
     from taskextrap.llm.search import DEFAULT_TIE_TOL
 
@@ -662,7 +664,7 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     write_prompts(options.run_dir, records)
     values.update(answer_in_prompt_values(records, profile.seeds))
     config = {**base, **sizes, "novel": novel.tolist(), "subsample": _subsample_note(len(tasks), sizes, split),
-              "n_candidates": _n_candidates(), "block_rows": C.BLOCK_ROWS,
+              "n_candidates": _n_candidates(), "block_rows": S.BLOCK_ROWS,
               "fine_tuning": "lora" if sft_config(profile, 0, model).lora else f"full (lr {profile.full_lr})",
               "loss": "shot answers and completion" if profile.score_shots else "completion",
               "tie_tol_nats": DEFAULT_TIE_TOL, "max_tied": profile.max_tied,
@@ -681,6 +683,6 @@ def _subsample_note(n: int, sizes: dict, split: Split = Split()) -> str:
 
 
 def _n_candidates() -> int:
-    from taskextrap.llm import codeio as C
+    from taskextrap.tasks import strings as S
 
-    return len(C.candidates())
+    return len(S.candidates())

@@ -1,4 +1,5 @@
-"""CodeIO string compositions for the language-model experiment (paper Section 4.2; reference 11).
+"""Prompts and training corpora of the CodeIO language-model experiment (paper Section 4.2;
+reference 11), on the string tasks of :mod:`taskextrap.tasks.strings`.
 
 A task is an ordered pair (a, b) of string primitives with output b(a(s)). The primitives are
 the authors' code's **31** functions (reference 11.1). The paper says 33 and lists 30 names; we
@@ -26,230 +27,16 @@ writes " a(q) => b(a(q))" itself (``target_completion``, read with ``parse_cot``
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass
 from functools import lru_cache
-from itertools import groupby
-from typing import Callable
 
 import numpy as np
 
 from taskextrap.audit import Tagged
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import rng
-
-VOWELS = set("aeiouAEIOU")
-_VOWEL_DIGIT = {v: str(i + 1) for i, v in enumerate("aeiou")}
-
-
-# ------------------------------------------------------------------------------ primitives
-
-
-def _shift(s: str, k: int) -> str:
-    # Caesar shift on ASCII letters only, case preserved; everything else passes through.
-    out = []
-    for c in s:
-        if "a" <= c <= "z":
-            c = chr((ord(c) - 97 + k) % 26 + 97)
-        elif "A" <= c <= "Z":
-            c = chr((ord(c) - 65 + k) % 26 + 65)
-        out.append(c)
-    return "".join(out)
-
-
-def _reverse(s: str) -> str:
-    # Recursive, as in the authors' code; halving keeps the depth logarithmic for long inputs.
-    if len(s) <= 1:
-        return s
-    h = len(s) // 2
-    return _reverse(s[h:]) + _reverse(s[:h])
-
-
-def _interlace(a: str, b: str) -> str:
-    return "".join(x + y for x, y in zip(a, b))
-
-
-def _recursive_interlace(a: str, b: str) -> str:
-    # Same function as _interlace, computed recursively (the authors' separate primitive).
-    if len(a) <= 1:
-        return _interlace(a, b)
-    h = len(a) // 2
-    return _recursive_interlace(a[:h], b[:h]) + _recursive_interlace(a[h:], b[h:])
-
-
-def _rotate(s: str, k: int) -> str:
-    k = k % len(s) if s else 0
-    return s[k:] + s[:k]
-
-
-def _while_rotate_1(s: str) -> str:
-    # Loop-based rotation by one: move the first character to the end once.
-    out, steps = s, 0
-    while steps < 1 and out:
-        out, steps = out[1:] + out[0], steps + 1
-    return out
-
-
-def _loop_concat_2(s: str) -> str:
-    out = ""
-    for _ in range(2):
-        out += s
-    return out
-
-
-def _shuffle(s: str) -> str:
-    # Deterministic stride permutation: the smallest odd m >= 3 coprime with len(s).
-    n = len(s)
-    if n <= 1:
-        return s  # gcd(m, 0) = m would never reach 1
-    m = 3
-    while math.gcd(m, n) != 1:
-        m += 2
-    return "".join(s[(i * m) % n] for i in range(n))
-
-
-def _force_digit(s: str) -> str:
-    # The authors' depth-3 back-chaining search stops at its first rule, "append 1".
-    return s if any(c.isdigit() for c in s) else s + "1"
-
-
-PRIMITIVES: dict[str, Callable[[str], str]] = {
-    "add_prefix_x": lambda s: "x_" + s,
-    "add_suffix_y": lambda s: s + "_y",
-    "alternate_case": lambda s: "".join(c.upper() if i % 2 else c.lower() for i, c in enumerate(s)),
-    "compress": lambda s: "".join(k for k, _ in groupby(s)),
-    "concat_self": lambda s: s + s,
-    "duplicate_chars": lambda s: "".join(c + c for c in s),
-    "fancy_brackets": lambda s: "".join(f"«{c}»" for c in s),
-    "filter_alpha": lambda s: "".join(c for c in s if c.isalpha()),
-    "force_digit": _force_digit,
-    "force_palindrome": lambda s: s if s == s[::-1] else s + s[::-1],
-    "identity": lambda s: s,
-    "interlace_self_rev": lambda s: _interlace(s, s[::-1]),
-    "loop_concat_2": _loop_concat_2,
-    "lower_case": lambda s: s.lower(),
-    "mirror": lambda s: s + s[::-1],
-    "recursive_interlace_rev": lambda s: _recursive_interlace(s, _reverse(s)),
-    "remove_vowels": lambda s: "".join(c for c in s if c not in VOWELS),
-    "repeat_2": lambda s: s * 2,
-    "reverse": _reverse,
-    "reverse_words": lambda s: " ".join(reversed(s.split(" "))),
-    "rotate_1": lambda s: _rotate(s, 1),
-    "rotate_3": lambda s: _rotate(s, 3),
-    "sep_dash": lambda s: "-".join(s),
-    "shift_1": lambda s: _shift(s, 1),
-    "shift_13": lambda s: _shift(s, 13),
-    "shuffle": _shuffle,
-    "sort": lambda s: "".join(sorted(s)),
-    "upper_case": lambda s: s.upper(),
-    "verify_even": lambda s: s[:-1] if len(s) % 2 else s,
-    "vowel_to_num": lambda s: "".join(_VOWEL_DIGIT.get(c.lower(), c) for c in s),
-    "while_rotate_1": _while_rotate_1,
-}
-NAMES: tuple[str, ...] = tuple(sorted(PRIMITIVES))
-_INDEX = {name: i for i, name in enumerate(NAMES)}
-
-Candidate = str | tuple[str, str]
-
-
-def masked_name(name: str) -> str:
-    """The anonymised name shown to the model: Func_NN by alphabetical index (reverse: Func_18)."""
-    if name not in _INDEX:
-        raise TaskextrapError(f"unknown primitive {name!r}")
-    return f"Func_{_INDEX[name]:02d}"
-
-
-def _as_candidate(candidate) -> Candidate:
-    # Normalise a single name or an (a, b) pair; anything else is a one-line user error.
-    if isinstance(candidate, str):
-        if candidate not in PRIMITIVES:
-            raise TaskextrapError(f"unknown primitive {candidate!r}")
-        return candidate
-    parts = tuple(candidate) if isinstance(candidate, (tuple, list)) else ()
-    if len(parts) != 2 or not all(isinstance(p, str) and p in PRIMITIVES for p in parts):
-        raise TaskextrapError(f"a candidate is a primitive name or a pair of names: {candidate!r}")
-    return parts
-
-
-def functions_of(candidate) -> tuple[str, ...]:
-    """The primitive names of a candidate in application order (a then b; one for a single)."""
-    c = _as_candidate(candidate)
-    return (c,) if isinstance(c, str) else c
-
-
-def apply(candidate, s: str) -> str:
-    """Output of a candidate on s: f(s) for a single name f, b(a(s)) for a pair (a, b)."""
-    for name in functions_of(candidate):
-        s = PRIMITIVES[name](s)
-    return s
-
-
-# ------------------------------------------------------------------- strings, pairs, split
-
-_ALPHABET = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-
-
-def random_strings(g: np.random.Generator, n: int, min_len: int = 6,
-                   max_len: int = 14) -> list[str]:
-    """n random lowercase a-z strings, length uniform in [min_len, max_len]."""
-    if not 1 <= min_len <= max_len:
-        raise TaskextrapError(f"need 1 <= min_len <= max_len, got {min_len}, {max_len}")
-    lengths = g.integers(min_len, max_len + 1, size=n)
-    return ["".join(_ALPHABET[g.integers(0, 26, size=int(k))]) for k in lengths]
-
-
-def all_pairs() -> list[tuple[str, str]]:
-    """All 961 ordered pairs (a, b) (output b(a(s))), self- and identity pairs included."""
-    return [(a, b) for a in NAMES for b in NAMES]
-
-
-def split_pairs(seed: int = 0, test_fraction: float = 0.2) -> tuple[list, list]:
-    """(train_pairs, test_pairs): a seeded shuffle holds out floor(fraction * 961) pairs (192).
-
-    Both lists keep the all_pairs order, so the split depends on the seed only.
-    """
-    if not 0.0 < test_fraction < 1.0:
-        raise TaskextrapError(f"test_fraction must lie in (0, 1), got {test_fraction}")
-    pairs = all_pairs()
-    order = rng(seed, "codeio", "split").permutation(len(pairs))
-    held = set(order[: int(math.floor(test_fraction * len(pairs)))].tolist())
-    train = [p for i, p in enumerate(pairs) if i not in held]
-    test = [p for i, p in enumerate(pairs) if i in held]
-    return train, test
-
-
-def dev_split(seed: int = 0, dev_fraction: float = 0.2) -> tuple[list, list]:
-    """(dev_train_pairs, dev_pairs): a seeded fifth of the training pairs of ``split_pairs(seed)``
-    held out as dev pairs. The test pairs are in neither list; both keep the all_pairs order."""
-    if not 0.0 < dev_fraction < 1.0:
-        raise TaskextrapError(f"dev_fraction must lie in (0, 1), got {dev_fraction}")
-    train, _ = split_pairs(seed)
-    order = rng(seed, "codeio", "dev-split").permutation(len(train))
-    held = set(order[: int(math.floor(dev_fraction * len(train)))].tolist())
-    return ([p for i, p in enumerate(train) if i not in held], [p for i, p in enumerate(train) if i in held])
-
-
-PROBE: tuple[str, ...] = tuple(random_strings(rng(0, "codeio", "probe"), 200))
-
-
-def behaviour(fn_or_pair, probe=None) -> tuple[str, ...]:
-    """A candidate's (name, pair or callable) outputs on the probe strings (default PROBE).
-
-    Typical random inputs, so two functions that differ only on rare inputs (e.g. palindromes)
-    count as one behaviour.
-    """
-    probe = PROBE if probe is None else probe
-    if callable(fn_or_pair):
-        return tuple(fn_or_pair(s) for s in probe)
-    return tuple(apply(fn_or_pair, s) for s in probe)
-
-
-def novel_test_pairs(train, test, probe=None) -> list[tuple[str, str]]:
-    """Held-out pairs whose behaviour differs from every training pair and every single."""
-    seen = {behaviour(c, probe) for c in list(train) + list(NAMES)}
-    return [tuple(p) for p in test if behaviour(p, probe) not in seen]
-
+from taskextrap.tasks.strings import (BLOCK_ROWS, NAMES, PRIMITIVES, apply, as_candidate, examples,
+                                      filler_strings, functions_of, masked_name, random_strings)
 
 # --------------------------------------------------------------------------------- prompts
 
@@ -257,7 +44,6 @@ FEWSHOT_HEADER = "Perform the string transformation pattern seen below:\n"
 REFERENCE_HEADER = "Reference Functions:\n"
 TARGET_HEADER = "Now, use the Reference Functions above to solve the Target Task:\n"
 QUERY_HEADER = "### Query:\n"
-BLOCK_ROWS = 6  # rows of a reference block: the shot inputs, then random fillers (the authors' six)
 # Recorded in the experiment's fingerprints: a change of the prompt format recomputes every unit.
 PROMPT_FORMAT = f"v2: blocks on the shot inputs then fillers ({BLOCK_ROWS} rows), never the query; query line plain"
 
@@ -411,27 +197,10 @@ def _pick(g: np.random.Generator, items):
 
 
 def _train_list(train_pairs) -> list[tuple[str, str]]:
-    pairs = [_as_candidate(p) for p in train_pairs]
+    pairs = [as_candidate(p) for p in train_pairs]
     if not pairs or any(isinstance(p, str) for p in pairs):
         raise TaskextrapError("train_pairs must be a non-empty list of (a, b) pairs")
     return pairs
-
-
-def _examples(g: np.random.Generator, candidate, k: int) -> list[tuple[str, str]]:
-    # k fresh strings and the candidate's outputs; the last one serves as the query.
-    return [(s, apply(candidate, s)) for s in random_strings(g, k)]
-
-
-def filler_strings(g: np.random.Generator, n: int, exclude=()) -> list[str]:
-    """n distinct random strings (:func:`random_strings`), none of them in ``exclude`` (the
-    task's own inputs): the filler rows of reference blocks."""
-    taken, out = set(exclude), []
-    while len(out) < n:
-        (s,) = random_strings(g, 1)
-        if s not in taken:
-            taken.add(s)
-            out.append(s)
-    return out
 
 
 # characters that primitive outputs contain: upper case, digits, "_", "-" and the fancy brackets
@@ -507,7 +276,7 @@ def fewshot_pairs(g: np.random.Generator, n: int, train_pairs, score_shots: bool
     out = []
     for _ in range(n):
         pair = _pick(g, pairs)
-        *shots, (q, t) = _examples(g, pair, 4)
+        *shots, (q, t) = examples(g, pair, 4)
         out.append(scored_text(FEWSHOT_HEADER, shots, q, answer_completion(t), 1, task=pair) if score_shots
                    else Tagged((fewshot_prompt(shots, q), answer_completion(t)), pair))
     return out
@@ -523,7 +292,7 @@ def cot_pairs(g: np.random.Generator, n: int, train_pairs, score_shots: bool = F
     out = []
     for _ in range(n):
         pair = _pick(g, pairs)
-        *shots, (q, t) = _examples(g, pair, 4)
+        *shots, (q, t) = examples(g, pair, 4)
         completion = cot_completion(apply(pair[0], q), t)
         out.append(scored_text(FEWSHOT_HEADER, shots, q, completion, 1, task=pair) if score_shots
                    else Tagged((cot_prompt(shots, q), completion), pair))
@@ -546,7 +315,7 @@ def reference_pairs(g: np.random.Generator, n: int, train_pairs, p_single: float
     out = []
     for _ in range(n):
         cand = _pick(g, NAMES) if g.random() < p_single else _pick(g, pairs)
-        *shots, (q, t) = _examples(g, cand, 4)
+        *shots, (q, t) = examples(g, cand, 4)
         fillers = filler_strings(g, BLOCK_ROWS - len(shots), [s for s, _ in shots] + [q])
         completion = target_completion(cand, q, t, anchored)
         if score_shots:
@@ -556,43 +325,6 @@ def reference_pairs(g: np.random.Generator, n: int, train_pairs, p_single: float
         else:
             out.append(Tagged((reference_prompt(cand, shots, q, fillers, anchored), completion), cand))
     return out
-
-
-# ---------------------------------------------------------------------------- test tasks
-
-
-@dataclass(frozen=True)
-class CodeIOTask:
-    """One test task: its pair, support examples (in, out), one query (in, out) and the filler
-    strings of its reference blocks (random strings, none of them a support or query input)."""
-
-    pair: tuple[str, str]
-    support: tuple[tuple[str, str], ...]
-    query: tuple[str, str]
-    fillers: tuple[str, ...]
-
-
-def make_test_tasks(test_pairs, seed: int, n_support: int = 3, stream: str = "test") -> list[CodeIOTask]:
-    """One task per pair; each pair's strings come from its own stream ``(seed, stream, pair)``.
-
-    The support and query strings are drawn first (so they do not depend on the fillers), then
-    enough fillers for a leave-one-out prompt's blocks (BLOCK_ROWS - n_support + 1).
-    """
-    if n_support < 1:
-        raise TaskextrapError(f"n_support must be >= 1, got {n_support}")
-    tasks = []
-    for pair in test_pairs:
-        pair = _as_candidate(pair)
-        g = rng(seed, "codeio", stream, *pair)
-        *support, query = _examples(g, pair, n_support + 1)
-        fillers = filler_strings(g, max(0, BLOCK_ROWS - n_support + 1), [s for s, _ in support] + [query[0]])
-        tasks.append(CodeIOTask(pair, tuple(support), query, tuple(fillers)))
-    return tasks
-
-
-def candidates() -> list[Candidate]:
-    """The search space: all 31 singles, then all 961 pairs (never told which are held out)."""
-    return list(NAMES) + all_pairs()
 
 
 # ------------------------------------------------------------------- executing primitives
@@ -610,7 +342,7 @@ def primitive_prompts(name: str, n: int, seed: int, stream: str = "primitive-pro
     g = rng(seed, "codeio", stream, name)
     out = []
     for _ in range(n):
-        *shots, (q, t) = _examples(g, name, n_shots + 1)
+        *shots, (q, t) = examples(g, name, n_shots + 1)
         out.append((fewshot_prompt(shots, q), t))
     return out
 
