@@ -1,22 +1,17 @@
 """Prompts and training corpora of the CodeIO language-model experiment (paper Section 4.2;
 reference 11), on the string tasks of :mod:`taskextrap.tasks.strings`.
 
-A task is an ordered pair (a, b) of string primitives with output b(a(s)). The primitives are
-the authors' code's **31** functions (reference 11.1). The paper says 33 and lists 30 names; we
-follow the code. Masked names Func_00..Func_30 follow the alphabetical order of the code names.
-On lowercase a-z inputs several primitives coincide (23 distinct singles), so many held-out
-pairs are functionally equal to a training pair or a single primitive. ``novel_test_pairs``
-picks the held-out pairs that are new functions.
+Models see the primitives under masked names (Func_00..Func_30, ``tasks.strings.masked_name``).
 
-Leaks avoided (reference 11.7): the search space is every single plus every pair
-(``candidates``). It is never the held-out list. Training samplers draw only from the
-``train_pairs`` they are given, and the pretraining corpus (``pretraining_texts``) shows single
-primitives only. No prompt shows a value computed from the query input: reference blocks
-demonstrate each primitive on the shot inputs and random filler strings (``block_inputs``,
-the paper's Appendix I), never on the query (the authors align them on the query too, which
-puts the answer in the prompt of many held-out tasks). Leave-one-out scoring treats the
-held-out support example exactly as a query. ``answer_in_prompt`` checks a prompt. Every training item carries the candidate it was drawn from as ``.task``
-(``audit.Tagged`` pairs, ``ScoredText.task``); fine-tuning reports it to the leak audit.
+Leaks avoided (reference 11.7): training samplers draw only from the ``train_pairs`` they are
+given, and the pretraining corpus (``pretraining_texts``) shows single primitives only. No
+prompt shows a value computed from the query input: reference blocks demonstrate each primitive
+on the shot inputs and random filler strings (``block_inputs``, the paper's Appendix I), never
+on the query (the authors align them on the query too, which puts the answer in the prompt of
+many held-out tasks). Leave-one-out scoring treats the held-out support example exactly as a
+query. ``answer_in_prompt`` checks a prompt. Every training item carries the candidate it was
+drawn from as ``.task`` (``audit.Tagged`` pairs, ``ScoredText.task``); fine-tuning reports it to
+the leak audit.
 
 Prompts are compact plain text for a small character-level model; exact wording is in each
 docstring. Completions start with one space. An anchored reference prompt
