@@ -117,7 +117,7 @@ def bench_codeio_scoring(n_tasks: int = 1, n_plain: int = 128, split=None) -> di
     """Candidate-scoring throughput of the CodeIO likelihood search with the default codeio model.
 
     ``n_tasks`` held-out tasks, all 992 candidates (3 leave-one-out prompts each), scored as the
-    search does (``experiments.codeio.loo_prefix_keys``: the prompts of one held-out example
+    search does (``search.likelihood.prefix_keys`` by first function: the prompts of one held-out example
     under the candidates with the same first function run the header and that block once); and
     the first ``n_plain`` candidates with no sharing, for the before/after. The base model
     stands in for the extender: same architecture, same cost. The prompts are the ``paper``
@@ -125,11 +125,11 @@ def bench_codeio_scoring(n_tasks: int = 1, n_plain: int = 128, split=None) -> di
     of the default seeds; ``Split("test", 0, 10_000)`` gives the task of the earlier benchmark).
     ``n_plain=0`` skips the no-sharing run.
     """
-    from taskextrap.experiments.codeio import CODEIO_PROFILES, Split, held_out_tasks, loo_prefix_keys
+    from taskextrap.experiments.codeio import CODEIO_PROFILES, Split, held_out_tasks
     from taskextrap.llm import codeio as C
     from taskextrap.tasks import strings as S
     from taskextrap.llm.pretrain import default_model
-    from taskextrap.llm.search import total_nll
+    from taskextrap.search.likelihood import prefix_keys, total_nll
 
     lm = default_model("codeio")
     tasks = held_out_tasks(n_tasks, split or Split())[0]
@@ -138,7 +138,8 @@ def bench_codeio_scoring(n_tasks: int = 1, n_plain: int = 128, split=None) -> di
     out = {}
     for label, share, n in (("shared-prefix", True, len(cands)), ("no-sharing", False, n_plain))[: 1 + (n_plain > 0)]:
         lists = [C.loo_pairs(c, t.support, t.fillers, anchored) for t in tasks for c in cands[:n]]
-        keys = loo_prefix_keys(len(tasks), cands[:n], len(tasks[0].support)) if share else None
+        first = lambda c: S.functions_of(c)[0]  # noqa: E731
+        keys = prefix_keys(len(tasks), cands[:n], len(tasks[0].support), first) if share else None
         n_tokens = sum(len(lm.prompt_ids(p)) + len(lm.completion_ids(c)) for pairs in lists for p, c in pairs)
         t = time.perf_counter()
         total_nll(lm, lists, batch_size=64, prefix_keys=keys)

@@ -1,5 +1,5 @@
 """No import points upward: the package's parts form layers in the order data flows
-(family -> library -> Gamma -> Psi -> search -> estimator -> baselines -> language models ->
+(family -> library -> Gamma -> Psi and language models -> search -> estimator -> baselines ->
 results -> experiments -> command line), and a module imports only from its own layer or below.
 Imports inside functions count too."""
 
@@ -12,15 +12,15 @@ ROOT = Path(taskextrap.__file__).parent
 
 # Lowest first. A name is a subpackage (a folder) or a top-level module.
 LAYERS = [
-    {"errors", "seeding", "validation", "provenance", "files", "audit"},  # foundations
+    {"errors", "seeding", "validation", "provenance", "files", "audit", "sharding"},  # foundations
     {"tasks"},                                                            # families, libraries, protocols
     {"scaling"},                                                          # scalers fitted on a library
     {"embed"},                                                            # Gamma
     {"operators"},                                                        # Psi networks
-    {"search"},                                                           # index, decomposer, posterior
+    {"llm"},                                                              # language models, prompts, SFT
+    {"search"},                                                           # index, decomposer, likelihood search
     {"estimators"},                                                       # the estimator contract
     {"baselines"},                                                        # inductive, oracles, context-only
-    {"llm"},                                                              # language models
     {"report"},                                                           # results schema, tables, plots
     {"experiments"},                                                      # registered experiments
     {"cli"},                                                              # the command line

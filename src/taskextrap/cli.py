@@ -81,7 +81,7 @@ def reproduce(experiment, profile, protocol, family, seeds, out, device, embeddi
     """Run EXPERIMENT (or 'all') and write results.json, results.md, config.yaml and plots."""
     from taskextrap.experiments.registry import RunOptions, all_experiments, get_experiment
     from taskextrap.experiments.runner import run_dir_name, run_experiment
-    from taskextrap.experiments.shard import Shard
+    from taskextrap.sharding import Shard
     from taskextrap.report.tables import console_table
 
     if device == "cuda":

@@ -15,14 +15,14 @@ if importlib.util.find_spec("transformers") is None:  # skip only when it is abs
 from taskextrap.cli import main  # noqa: E402
 from taskextrap.errors import TaskextrapError  # noqa: E402
 from taskextrap.experiments import codeio as E  # noqa: E402
-from taskextrap.experiments import shard as SH  # noqa: E402
+from taskextrap import sharding as SH  # noqa: E402
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions  # noqa: E402
 from taskextrap.experiments.runner import run_experiment  # noqa: E402
-from taskextrap.experiments.shard import Shard  # noqa: E402
+from taskextrap.sharding import Shard  # noqa: E402
 from taskextrap.llm import codeio as C  # noqa: E402
 from taskextrap.tasks import strings as S  # noqa: E402
 from taskextrap.llm import pretrain  # noqa: E402
-from taskextrap.llm import search as LS  # noqa: E402
+from taskextrap.search import likelihood as LS  # noqa: E402
 from taskextrap.report.schema import validate_results  # noqa: E402
 
 BLOCK = re.compile(r"--- Func_(\d\d) ---")

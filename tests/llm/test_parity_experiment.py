@@ -27,13 +27,13 @@ def _rows(prompt):
 @pytest.mark.parametrize("space,split", [("authors", "test"), ("frontier", "test"), ("authors", "dev")])
 def test_a_perfect_extender_makes_rte_the_exact_search(monkeypatch, space, split):
     """With a scorer that charges only inconsistent labels and an exact XOR, rte == exact-search."""
-    def scores(lm, pair_lists, batch_size=32, progress=None):
+    def scores(lm, pair_lists, batch_size=32, progress=None, prefix_keys=None):
         out = []
         for pairs in pair_lists:
             out.append(sum(5.0 * (a ^ b != int(c)) for p, c in pairs for a, b in [_rows(p)]))
         return np.array(out)
 
-    monkeypatch.setattr("taskextrap.llm.search.total_nll", scores)
+    monkeypatch.setattr("taskextrap.search.likelihood.total_nll", scores)
     monkeypatch.setattr(E, "predict_labels",
                         lambda lm, prompts, bs: np.array([a ^ b for a, b in map(_rows, prompts)]))
     tasks = T.make_test_tasks(FRESH_TEST_SEED, split=split)[:6]

@@ -34,7 +34,7 @@ held-out pair, 3 support examples, 1 query and 4 filler strings) is then answere
 Groups: ``held-out-pairs`` (every scored test task) and ``novel-pairs`` (the held-out pairs
 whose behaviour differs from every training pair and every single, ``novel_test_pairs``).
 Diagnostics: ``decomposition-found`` (the chosen candidate behaves like the true pair on
-``codeio.PROBE``), ``answer-in-prompt`` (per method, the fraction of tasks whose final prompt
+``tasks.strings.PROBE``), ``answer-in-prompt`` (per method, the fraction of tasks whose final prompt
 shows the query's answer, ``llm.codeio.answer_in_prompt``: 0 by construction) and
 ``primitives`` / ``base-model`` (the base model, before any fine-tuning, executing each single
 primitive from 3 shots on fresh strings). Accuracy is exact match of the stripped answer; its
@@ -47,13 +47,12 @@ share the header and that function's block, which run once: about 1,400 tokens r
 candidate), so the paper profile's 192 tasks mean 571,392 sequences per seed, which is why that
 profile runs one seed. Everything resumes: finished units are cached, SFT runs restart from
 their checkpoints and the search from its last finished chunk of tasks. With several GPUs,
-``--shard I/N`` splits the search's chunks over N processes (``experiments.shard``).
+``--shard I/N`` splits the search's chunks over N processes (``taskextrap.sharding``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import math
 import time
@@ -66,9 +65,9 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.profiles import CodeIOProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
-from taskextrap.experiments.shard import Shard, wait_for
+from taskextrap.sharding import Shard, wait_for
 from taskextrap.experiments.units import UnitResult, fingerprint, run_seeds, unit_done
-from taskextrap.files import write_bytes_atomic, write_text_atomic
+from taskextrap.files import write_text_atomic
 from taskextrap.report.schema import bootstrap_ci95, make_row
 
 if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
@@ -210,7 +209,7 @@ def query_prompt(method: str, task, profile: CodeIOProfile, candidate=None) -> s
 def majority_answer(candidates: list[str]) -> str:
     """Self-consistency vote: the most common non-empty answer; among equally common ones, the
     first sampled. Empty answers (no parseable chain) do not vote; "" when every one is empty."""
-    from taskextrap.llm.search import vote
+    from taskextrap.search.likelihood import vote
 
     kept = [a for a in candidates if a]
     return vote(kept) if kept else ""
@@ -236,87 +235,17 @@ def _hits(predicted: list[str], tasks) -> np.ndarray:
 
 def candidate_scores(extender, tasks, cands, profile: CodeIOProfile, cache_dir: Path | None = None,
                      progress: bool = False, shard: Shard = Shard()) -> np.ndarray | None:
-    """Summed leave-one-out NLL of every (task, candidate), shape ``(len(tasks), len(cands))``.
-
-    Tasks are scored a few at a time (all their candidates in one batched call); each chunk's
-    scores are saved under ``cache_dir`` so an interrupted search resumes where it stopped.
-    Under a ``shard`` of several processes this one scores only its own chunks; the lead then
-    waits for the others' files and returns every score, any other process returns None.
-    """
-    from tqdm import tqdm
-
-    if shard.count > 1 and cache_dir is None:
-        raise TaskextrapError("a sharded search needs a cache directory that every process shares")
-    starts = range(0, len(tasks), TASKS_PER_CHUNK)
-    n_loo = len(tasks[0].support) if tasks else 0
-    mine = [k for i, k in enumerate(starts) if shard.owns(i)]
-    n_mine = sum(len(tasks[k:k + TASKS_PER_CHUNK]) for k in mine)
-    bar = tqdm(total=n_mine * len(cands) * n_loo, desc="codeio search", unit="seq", disable=not progress)
-    rows = {k: _chunk_scores(extender, tasks[k:k + TASKS_PER_CHUNK], cands, profile.score_batch,
-                             _chunk_path(cache_dir, k), bar, profile.anchored) for k in mine}
-    bar.close()
-    if not shard.is_lead:
-        return None
-    for i, k in enumerate(starts):
-        if k not in rows:
-            shape, path = (len(tasks[k:k + TASKS_PER_CHUNK]), len(cands)), _chunk_path(cache_dir, k)
-            rows[k] = wait_for(lambda: _saved_scores(path, shape), f"{path} (shard {i % shard.count}/{shard.count})")
-    return np.concatenate([rows[k] for k in starts]) if rows else np.zeros((0, len(cands)))
-
-
-def _chunk_path(cache_dir: Path | None, start: int) -> Path | None:
-    """Where the scores of the chunk of tasks that begins at task ``start`` are saved."""
-    return None if cache_dir is None else Path(cache_dir) / f"scores-{start:04d}.npy"
-
-
-def _saved_scores(path: Path | None, shape: tuple[int, int]) -> np.ndarray | None:
-    """The finished scores saved at ``path`` (None when absent or of another shape)."""
-    if path is None or not path.exists():
-        return None
-    saved = np.load(path, allow_pickle=False)
-    return saved if saved.shape == shape else None
-
-
-def _chunk_scores(extender, chunk, cands, batch_size: int, path: Path | None, bar, anchored: bool) -> np.ndarray:
-    """Scores of one chunk of tasks, read from ``path`` when a finished chunk is there."""
+    """Summed leave-one-out NLL of every (task, candidate), shape ``(len(tasks), len(cands))``
+    (:func:`taskextrap.search.likelihood.candidate_scores`, ``TASKS_PER_CHUNK`` tasks per saved
+    chunk). The prompts of one held-out example under the candidates with the same first
+    function share the header and its block, so they run that prefix once."""
     from taskextrap.llm import codeio as C
-    from taskextrap.llm.search import total_nll
-
-    shape = (len(chunk), len(cands))
-    saved = _saved_scores(path, shape)
-    if saved is not None:
-        bar.update(shape[0] * shape[1] * len(chunk[0].support))
-        return saved
-    last = [0]
-
-    def tick(done: int, _n: int) -> None:
-        bar.update(done - last[0])
-        last[0] = done
-
-    lists = [C.loo_pairs(c, t.support, t.fillers, anchored) for t in chunk for c in cands]
-    scores = total_nll(extender, lists, batch_size, progress=tick,
-                       prefix_keys=loo_prefix_keys(len(chunk), cands, len(chunk[0].support))).reshape(shape)
-    if path is not None:
-        _save_atomic(path, scores)
-    return scores
-
-
-def loo_prefix_keys(n_tasks: int, cands, n_loo: int) -> list[list[tuple]]:
-    """The scorer's prefix group of each leave-one-out pair (task-major, then candidate, then
-    held-out example): (task, held-out example, first function). The prompts of a held-out
-    example under all 32 candidates with the same first function share the header and its
-    block; a candidate's own prompts no longer do (each omits another support input)."""
+    from taskextrap.search.likelihood import candidate_scores as scores
     from taskextrap.tasks import strings as S
 
-    first = [S.functions_of(c)[0] for c in cands]
-    return [[(t, i, f) for i in range(n_loo)] for t in range(n_tasks) for f in first]
-
-
-def _save_atomic(path: Path, array: np.ndarray) -> None:
-    """np.save written atomically (``files.write_bytes_atomic``): a crash never leaves half a file."""
-    buf = io.BytesIO()
-    np.save(buf, array, allow_pickle=False)
-    write_bytes_atomic(path, buf.getvalue())
+    return scores(extender, tasks, cands, lambda t, c: C.loo_pairs(c, t.support, t.fillers, profile.anchored),
+                  profile.score_batch, cache_dir, TASKS_PER_CHUNK, lambda c: S.functions_of(c)[0], shard,
+                  "codeio search" if progress else None)
 
 
 def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = None,
@@ -331,7 +260,7 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
     chosen candidate's raw greedy completion, " a(q) => b(a(q))" when anchored).
     """
     from taskextrap.tasks import strings as S
-    from taskextrap.llm.search import tied, vote
+    from taskextrap.search.likelihood import tied, vote
 
     cands = S.candidates()
     scores = candidate_scores(extender, tasks, cands, profile, cache_dir, progress, shard)
@@ -376,7 +305,7 @@ def exact_search(tasks) -> dict:
     candidate's query output, the first-enumerated among equally common ones) accuracies, and
     ``answers`` of both."""
     from taskextrap.tasks import strings as S
-    from taskextrap.llm.search import vote
+    from taskextrap.search.likelihood import vote
 
     cands = S.candidates()
     best, voted = [], []
@@ -417,7 +346,7 @@ def _spread(items: list, k: int) -> list:
 @dataclasses.dataclass(frozen=True)
 class Split:
     """Where the runs train and the tasks come from: ``name`` "test" (the 192 held-out pairs) or
-    "dev" (a seeded fifth of the training pairs, ``llm.codeio.dev_split``), the seed of the pair
+    "dev" (a seeded fifth of the training pairs, ``tasks.strings.dev_split``), the seed of the pair
     split and the seed of the task draws."""
 
     name: str = "test"
@@ -636,7 +565,7 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     from taskextrap.llm import codeio as C
     from taskextrap.tasks import strings as S
     from taskextrap.llm.pretrain import BaseModel
-    from taskextrap.llm.search import DEFAULT_TIE_TOL
+    from taskextrap.search.likelihood import DEFAULT_TIE_TOL
 
     model = BaseModel.from_extra(options.extra)
     profile = for_model(get_profile(CODEIO_PROFILES, options.profile).with_seeds(options.seeds), model)

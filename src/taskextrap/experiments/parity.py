@@ -108,11 +108,10 @@ def search_space(extender, tasks, space: str, batch_size: int, split: str = "tes
     """RTE's likelihood search and the exact search on one candidate space: per-task accuracies."""
     from taskextrap.llm import parity as P
     from taskextrap.tasks import parity as T
-    from taskextrap.llm.search import tied, total_nll, vote
+    from taskextrap.search.likelihood import candidate_scores, tied, vote
 
     cands = T.candidates(space, split)
-    scores = total_nll(extender, [P.loo_pairs(t, *c) for t in tasks for c in cands], batch_size)
-    scores = scores.reshape(len(tasks), len(cands))
+    scores = candidate_scores(extender, tasks, cands, lambda t, c: P.loo_pairs(t, *c), batch_size)
     best = [tied(s, 0.0)[0] for s in scores]
     ties = [tied(s) for s in scores]
     # Every query of every (task, candidate) that any rule needs, generated in one batched pass.
@@ -207,7 +206,7 @@ def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     from taskextrap.llm import parity as P
     from taskextrap.tasks import parity as T
     from taskextrap.llm.pretrain import BaseModel
-    from taskextrap.llm.search import DEFAULT_TIE_TOL
+    from taskextrap.search.likelihood import DEFAULT_TIE_TOL
 
     split, test_seed = options.split, options.seed_of_tests
     sp = T.get_split(split)

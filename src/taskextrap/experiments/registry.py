@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.shard import Shard
+from taskextrap.sharding import Shard
 
 SPLITS = ("test", "dev")
 # The final tables are drawn from this seed, which no development run used. The tables before
@@ -112,7 +112,7 @@ def register(name: str, description: str, profiles: dict, options=(), regime: st
     """Decorator that registers an experiment function under ``name`` (see :class:`Experiment`).
 
     ``in_all=False`` keeps it out of ``reproduce all`` (e.g. while its default model is not shipped);
-    ``options`` with ``"shard"`` says it can split its work over processes (``experiments.shard``);
+    ``options`` with ``"shard"`` says it can split its work over processes (``taskextrap.sharding``);
     ``dev=True`` says it honours ``RunOptions.split == "dev"``.
     """
     unknown = set(options) - set(OPTION_FLAGS)

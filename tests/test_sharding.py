@@ -4,8 +4,8 @@ import pytest
 
 from taskextrap.cli import main
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments import shard as SH
-from taskextrap.experiments.shard import Shard, wait_for
+from taskextrap import sharding as SH
+from taskextrap.sharding import Shard, wait_for
 
 
 def test_parse_and_ownership():

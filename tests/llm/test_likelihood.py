@@ -1,10 +1,10 @@
-"""llm.search: distinct pairs scored once, ties within a tolerance, the vote rule."""
+"""search.likelihood: distinct pairs scored once, ties within a tolerance, the vote rule."""
 
 import numpy as np
 import pytest
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.llm import search
+from taskextrap.search import likelihood as search
 
 
 def test_total_nll_scores_each_distinct_pair_once(monkeypatch):
@@ -70,3 +70,20 @@ def test_tied_and_vote():
         search.tied(s, -1.0)
     with pytest.raises(TaskextrapError):
         search.vote([])
+
+
+def test_candidate_scores_resume_from_saved_chunks_and_equal_one_call(char_lm, tmp_path):
+    """Chunked, saved and resumed scores equal one unchunked call; a rerun reads every chunk."""
+    tasks = [("ab", "ba"), ("abc", "cba"), ("xy", "yx")]
+    cands = ["reverse", "identity"]
+
+    def loo(task, cand):
+        x, y = task
+        return [(f"{cand}: {x} ->", f" {y}"), (f"{cand}: {y} ->", f" {x}")]
+
+    whole = search.candidate_scores(char_lm, tasks, cands, loo, batch_size=4)
+    chunked = search.candidate_scores(char_lm, tasks, cands, loo, batch_size=4, cache_dir=tmp_path, tasks_per_chunk=2)
+    np.testing.assert_allclose(chunked, whole, rtol=1e-5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scores-0000.npy", "scores-0002.npy"]
+    again = search.candidate_scores(None, tasks, cands, loo, batch_size=4, cache_dir=tmp_path, tasks_per_chunk=2)
+    np.testing.assert_array_equal(again, chunked)  # no model needed: every chunk is read back

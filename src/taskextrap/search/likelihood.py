@@ -1,0 +1,185 @@
+"""Likelihood search over candidate decompositions (Algorithm 2, Phase 2; paper §2.5).
+
+Each candidate (an anchor and a transformation: a parity parent and an added bit, or a pair of
+string primitives) turns the target's support examples into leave-one-out (prompt, completion)
+pairs; its score is the summed completion negative log-likelihood under the relationally
+fine-tuned model. The arg-min wins. With a tie vote, every candidate within ``tie_tol`` nats of
+the best one predicts and the predictions are put to a vote: a posterior average over
+decompositions that explain the context equally well.
+
+:func:`candidate_scores` scores every (task, candidate) a chunk of tasks at a time: each
+chunk's scores are saved as they finish, so an interrupted search resumes, and the chunks can
+be split over several processes (:class:`~taskextrap.sharding.Shard`).
+
+Different candidates often produce identical prompts (two parity parents with the same parity
+on the five support rows, say); every distinct (prompt, completion) pair is scored once, and
+all tasks go through the scorer together so batches stay full.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.files import write_bytes_atomic
+from taskextrap.llm.model import LanguageModel
+from taskextrap.llm.scorer import completion_nll
+from taskextrap.sharding import Shard, wait_for
+
+Pair = tuple[str, str]
+
+DEFAULT_TIE_TOL = 0.5  # nats, summed over the support: far below one wrong label's cost (~ln 2 and up)
+
+
+def total_nll(lm: LanguageModel, pair_lists: Sequence[Sequence[Pair]], batch_size: int = 32,
+              progress: Callable[[int, int], None] | None = None, share_within_list: bool = False,
+              prefix_keys: Sequence[Sequence[Hashable]] | None = None) -> np.ndarray:
+    """Summed completion NLL of each list of (prompt, completion) pairs, shape ``(len(pair_lists),)``.
+
+    Identical pairs, within a list or across lists, are scored once. With ``share_within_list``
+    the prompts of one list run their common prefix once (``completion_nll``'s
+    ``prefix_groups``). ``prefix_keys`` (one key per pair, lists shaped as ``pair_lists``)
+    groups pairs across lists instead: pairs with an equal key run their common prefix once
+    (e.g. the prompts of every candidate whose first reference block is the same); a pair
+    scored in several places takes the key of its first place.
+    """
+    if prefix_keys is not None and [len(k) for k in prefix_keys] != [len(p) for p in pair_lists]:
+        raise TaskextrapError("prefix_keys must hold one key per pair, shaped as pair_lists")
+    index: dict[Pair, int] = {}
+    group: list[Hashable] = []  # the prefix group of each distinct pair
+    owners = []
+    for k, pairs in enumerate(pair_lists):
+        ids = []
+        for j, p in enumerate(pairs):
+            key = tuple(p)
+            if key not in index:
+                index[key] = len(index)
+                group.append(k if prefix_keys is None else prefix_keys[k][j])
+            ids.append(index[key])
+        owners.append(ids)
+    if not index:
+        return np.zeros(len(pair_lists))
+    unique = list(index)
+    share = share_within_list or prefix_keys is not None
+    nll = completion_nll(lm, [p for p, _ in unique], [c for _, c in unique], batch_size=batch_size,
+                         prefix_groups=group if share else None, progress=progress)
+    return np.array([nll[ids].sum() if ids else 0.0 for ids in owners])
+
+
+def tied(scores: np.ndarray, tol: float = DEFAULT_TIE_TOL) -> np.ndarray:
+    """Indices of the candidates within ``tol`` of the best score, best first (ties: enumeration order)."""
+    scores = np.asarray(scores, dtype=float)
+    if scores.ndim != 1 or len(scores) == 0:
+        raise TaskextrapError("scores must be a non-empty 1-D array")
+    if tol < 0:
+        raise TaskextrapError(f"tie_tol must be >= 0, got {tol}")
+    keep = np.flatnonzero(scores <= scores.min() + tol)
+    return keep[np.argsort(scores[keep], kind="stable")]
+
+
+def vote(predictions: Sequence[Hashable]) -> Hashable:
+    """The most common prediction; among equally common ones, the first seen (the best-scored)."""
+    if not predictions:
+        raise TaskextrapError("vote needs at least one prediction")
+    counts = Counter(predictions)
+    top = max(counts.values())
+    return next(p for p in predictions if counts[p] == top)
+
+
+def candidate_scores(lm: LanguageModel, tasks: Sequence, candidates: Sequence,
+                     loo_pairs: Callable[[object, object], list[Pair]], batch_size: int,
+                     cache_dir: Path | None = None, tasks_per_chunk: int | None = None,
+                     prefix_of: Callable[[object], Hashable] | None = None, shard: Shard = Shard(),
+                     progress: str | None = None) -> np.ndarray | None:
+    """Summed leave-one-out NLL of every (task, candidate): shape ``(len(tasks), len(candidates))``.
+
+    ``loo_pairs(task, candidate)`` gives a candidate's (prompt, completion) pairs on a task's
+    support. Tasks are scored ``tasks_per_chunk`` at a time (default: all at once), all their
+    candidates in one :func:`total_nll` call; with ``cache_dir`` each chunk's scores are saved
+    (``scores-<first task>.npy``) and read back on a rerun. ``prefix_of(candidate)`` groups the
+    prompts of one held-out example under candidates with an equal key, which run their common
+    prefix once. Under a ``shard`` of several processes this one scores only its own chunks;
+    the lead waits for the others' files and returns every score, any other process returns
+    None. ``progress``: the label of a progress bar over the sequences (None: no bar).
+    """
+    from tqdm import tqdm
+
+    if shard.count > 1 and cache_dir is None:
+        raise TaskextrapError("a sharded search needs a cache directory that every process shares")
+    size = tasks_per_chunk or max(1, len(tasks))
+    starts = range(0, len(tasks), size)
+    n_loo = len(loo_pairs(tasks[0], candidates[0])) if len(tasks) and len(candidates) else 0
+    mine = [k for i, k in enumerate(starts) if shard.owns(i)]
+    n_mine = sum(len(tasks[k:k + size]) for k in mine)
+    bar = tqdm(total=n_mine * len(candidates) * n_loo, desc=progress, unit="seq", disable=progress is None)
+    score = _ChunkScorer(lm, candidates, loo_pairs, batch_size, prefix_of, n_loo, bar)
+    rows = {k: score(tasks[k:k + size], _chunk_path(cache_dir, k)) for k in mine}
+    bar.close()
+    if not shard.is_lead:
+        return None
+    for i, k in enumerate(starts):
+        if k not in rows:
+            shape, path = (len(tasks[k:k + size]), len(candidates)), _chunk_path(cache_dir, k)
+            rows[k] = wait_for(lambda: _saved_scores(path, shape), f"{path} (shard {i % shard.count}/{shard.count})")
+    return np.concatenate([rows[k] for k in starts]) if rows else np.zeros((0, len(candidates)))
+
+
+class _ChunkScorer:
+    """Scores one chunk of tasks (or reads its saved scores) and advances the progress bar."""
+
+    def __init__(self, lm, candidates, loo_pairs, batch_size, prefix_of, n_loo, bar):
+        self.lm, self.candidates, self.loo_pairs, self.batch_size = lm, candidates, loo_pairs, batch_size
+        self.prefix_of, self.n_loo, self.bar = prefix_of, n_loo, bar
+
+    def __call__(self, chunk, path: Path | None) -> np.ndarray:
+        shape = (len(chunk), len(self.candidates))
+        saved = _saved_scores(path, shape)
+        if saved is not None:
+            self.bar.update(shape[0] * shape[1] * self.n_loo)
+            return saved
+        last = [0]
+
+        def tick(done: int, _n: int) -> None:
+            self.bar.update(done - last[0])
+            last[0] = done
+
+        lists = [self.loo_pairs(t, c) for t in chunk for c in self.candidates]
+        keys = None if self.prefix_of is None else prefix_keys(len(chunk), self.candidates, self.n_loo, self.prefix_of)
+        scores = total_nll(self.lm, lists, self.batch_size, progress=tick, prefix_keys=keys).reshape(shape)
+        if path is not None:
+            _save_atomic(path, scores)
+        return scores
+
+
+def prefix_keys(n_tasks: int, candidates, n_loo: int, prefix_of: Callable[[object], Hashable]) -> list[list[tuple]]:
+    """The scorer's prefix group of each leave-one-out pair (task-major, then candidate, then
+    held-out example): (task, held-out example, ``prefix_of(candidate)``). The prompts of one
+    held-out example under candidates with an equal key share their beginning; a candidate's
+    own prompts do not (each omits another support example)."""
+    first = [prefix_of(c) for c in candidates]
+    return [[(t, i, f) for i in range(n_loo)] for t in range(n_tasks) for f in first]
+
+
+def _chunk_path(cache_dir: Path | None, start: int) -> Path | None:
+    """Where the scores of the chunk of tasks that begins at task ``start`` are saved."""
+    return None if cache_dir is None else Path(cache_dir) / f"scores-{start:04d}.npy"
+
+
+def _saved_scores(path: Path | None, shape: tuple[int, int]) -> np.ndarray | None:
+    """The finished scores saved at ``path`` (None when absent or of another shape)."""
+    if path is None or not path.exists():
+        return None
+    saved = np.load(path, allow_pickle=False)
+    return saved if saved.shape == shape else None
+
+
+def _save_atomic(path: Path, array: np.ndarray) -> None:
+    """np.save written atomically (``files.write_bytes_atomic``): a crash never leaves half a file."""
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    write_bytes_atomic(path, buf.getvalue())
