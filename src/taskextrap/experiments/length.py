@@ -26,7 +26,7 @@ from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_ladder
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
-from taskextrap.tasks.registry import load_object
+from taskextrap.tasks.registry import resolve
 
 METHODS = ("rte", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
 ABLATION_METHODS = ("rte", "no-averaging", "rank3-anchor", "random-anchors", "zero-shift", "sparse-inductive",
@@ -155,15 +155,9 @@ def group_name(ladder: Ladder) -> str:
 
 
 def get_ladder(option: str | None) -> Ladder:
-    """The built-in polynomial ladder, or a user's Ladder given as ``module:attr``."""
-    if option is None or option == POLYNOMIAL_LADDER.name:
-        return POLYNOMIAL_LADDER
-    if ":" in option:
-        obj = load_object(option, "ladder")
-        if isinstance(obj, Ladder):
-            return obj
-        raise TaskextrapError(f"{option!r} is not a taskextrap.tasks.ladder.Ladder")
-    raise TaskextrapError(f"unknown ladder {option!r}; use 'polynomial' or module:attr")
+    """The built-in polynomial ladder (also for None), or a user's Ladder given as ``module:attr``
+    (:func:`taskextrap.tasks.registry.resolve`)."""
+    return resolve(option or POLYNOMIAL_LADDER.name, Ladder, {POLYNOMIAL_LADDER.name: POLYNOMIAL_LADDER}, "ladder")
 
 
 LENGTH_OPTIONS = ("protocol", "family", "embedding", "test_seed")
