@@ -15,6 +15,7 @@ methods target by target from those files.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import time
 from pathlib import Path
 
@@ -28,13 +29,21 @@ from taskextrap.files import write_json_atomic
 from taskextrap.report.schema import environment_info
 from taskextrap.tasks import PARAMETER_FAMILIES
 
-from quality import ranking_quality  # benchmarks/quality.py (the script's folder is on sys.path)
 
 OUT = Path(__file__).parent / "results"
 
 
+def _sibling(name: str):
+    """The module benchmarks/NAME.py, however this script was started (path, -m or a loader)."""
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", Path(__file__).parent / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def bench_embeddings(seed: int = 0) -> dict:
     """Spearman(proxy distance, true parameter distance) on validation F1 tasks, per estimator."""
+    ranking_quality = _sibling("quality").ranking_quality
     out = {}
     for protocol in ("paper", "strict"):
         for fam in PARAMETER_FAMILIES.values():

@@ -5,7 +5,7 @@
     python scripts/codeio_sft_check.py extender --full --score-shots   # loss on the shot answers too
 
 Trains one run (``extender`` or ``few-shot``) of the ``paper`` profile with the given settings on
-the dev-training pairs (``llm.codeio.dev_split``: the training pairs of the pair split less a
+the dev-training pairs (``tasks.strings.dev_split``: the training pairs of the pair split less a
 seeded fifth) and prints its completion loss and the exact match of its method (``oracle`` for
 the extender, ``few-shot`` otherwise) on every 16th dev-training pair with fresh strings
 ("train") and on every dev task ("dev", the held-out fifth: 153 tasks at split seed 1). A recipe

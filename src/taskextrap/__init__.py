@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "RTE": "taskextrap.estimators.parameter",            # parameter regime, Strategy A
     "LengthRTE": "taskextrap.estimators.length",          # length regime, Strategy B
-    "CompositionRTE": "taskextrap.estimators.composition",# compositional regime, Strategy B
+    "CompositionRTE": "taskextrap.estimators.composition",  # compositional regime, Strategy B
     "Decomposition": "taskextrap.estimators.base",
     "ParametricFamily": "taskextrap.tasks.family",
     "Ladder": "taskextrap.tasks.ladder",

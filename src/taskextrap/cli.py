@@ -46,13 +46,14 @@ def list_cmd():
                    "(the experiments with a protocol table; `taskextrap list`).")
 @click.option("--family", default=None,
               help="parameter: a built-in family name or module:attr of a ParametricFamily; "
-                   "length: module:attr of a Ladder.")
+                   "length: 'polynomial' or module:attr of a Ladder.")
 @click.option("--seeds", type=int, default=None, help="Number of training seeds (overrides the profile).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
               help="Parent directory of the run directories.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--embedding", default=None,
-              help="Proxy embedding estimator Gamma, one of the registered ones (`taskextrap list`) [default: each regime's measured best: gradient for "
+              help="Proxy embedding estimator Gamma, one of the registered ones (`taskextrap list`) "
+                   "[default: each regime's measured best: gradient for "
                    "parameter, adapted for length and composition].")
 @click.option("--anchors", type=click.IntRange(1, 16), default=2, show_default=True,
               help="Nearest anchors whose predictions are averaged.")

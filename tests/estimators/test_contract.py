@@ -126,3 +126,15 @@ def test_decomposition_columns_and_shape_checks():
     assert one.extras == {"note": 1} and d.columns(slice(1, 3)).anchors.tolist() == [[1, 2], [4, 5]]
     with pytest.raises(TaskextrapError, match="agree"):
         Decomposition(np.zeros((2, 3), int), np.zeros((2, 2)), np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("regime", ["length", "composition"])
+def test_a_chosen_decomposition_of_several_candidates_is_averaged_equally(case, regime):
+    _, fitted, _, obs = case
+    if not isinstance(fitted, {"length": LengthRTE, "composition": CompositionRTE}[regime]):
+        pytest.skip("another regime")
+    cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
+    d = fitted.decompose(cx, cy)
+    two = fitted.decomposition_for(cx, cy, d.anchors[:, :2], d.phi[:, :2] if d.phi.size else None)
+    each = [fitted.predict(cx, cy, qx, two.columns(j)) for j in range(2)]
+    np.testing.assert_allclose(fitted.predict(cx, cy, qx, two), (each[0] + each[1]) / 2, rtol=1e-6, atol=1e-9)

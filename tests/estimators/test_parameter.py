@@ -261,3 +261,22 @@ def test_psi_training_loss_falls(make_rte, quad_library):
     h = np.asarray(rte.psi_.history)
     assert len(h) == 200 and np.all(np.isfinite(h))
     assert h[-20:].mean() < 0.5 * h[:20].mean()
+
+
+def test_transductive_oracle_decomposes_from_the_truth_only(quad_library, quad_targets):
+    from taskextrap.baselines.oracles import TransductiveOracle
+    from taskextrap.operators.train import TrainConfig
+
+    targets, obs = quad_targets
+    oracle = TransductiveOracle(n_pairs=200, train=TrainConfig(steps=5, batch=256, eval_every=5)).fit(quad_library)
+    d = oracle.decompose_truth(obs.ctx_x, obs.ctx_y, targets.params[obs.task])
+    theta = quad_library.family.scaled_params(targets.params[obs.task])
+    nearest = np.argmin(np.linalg.norm(theta[:, None] - oracle.z_library_[None], axis=2), axis=1)
+    np.testing.assert_array_equal(d.anchors[:, 0], nearest)  # the library task nearest by true theta
+    np.testing.assert_allclose(d.phi, theta[:, None] - oracle.z_library_[d.anchors])  # the true shift
+    assert oracle.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d).shape == obs.qry_x.shape
+    for call in (lambda: oracle.decompose(obs.ctx_x, obs.ctx_y),
+                 lambda: oracle.decomposition_for(obs.ctx_x, obs.ctx_y, d.anchors)):
+        with pytest.raises(TaskextrapError, match="decompose_truth") as e:
+            call()
+        _one_line(e)

@@ -29,6 +29,11 @@ class TransductiveOracle(RTE):
         raise TaskextrapError("the transductive oracle needs the targets' true parameters: "
                               "use decompose_truth(ctx_x, ctx_y, theta)")
 
+    def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:
+        """Not available: the oracle's shifts come from the truth (:meth:`decompose_truth`)."""
+        raise TaskextrapError("the transductive oracle decomposes from the true parameters: "
+                              "use decompose_truth(ctx_x, ctx_y, theta)")
+
     def decompose_truth(self, ctx_x, ctx_y, theta, k: int | None = None) -> Decomposition:
         """The ``k`` library tasks nearest each target by true (scaled) parameters ``theta`` (n, p),
         with the true shifts."""

@@ -81,9 +81,15 @@ class Estimator:
         """Each target's candidates, best first, from its context only."""
         raise NotImplementedError
 
-    def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None) -> np.ndarray:
+    def predict(self, ctx_x, ctx_y, x_query,
+                decomposition: Decomposition | None = None) -> np.ndarray:  # pragma: no cover - abstract
         """Each target at ``x_query`` (n, q); ``decomposition`` reuses (or imposes) one."""
-        raise NotImplementedError  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:  # pragma: no cover - abstract
+        """The decomposition an oracle or an ablation chooses: the given ``anchors`` (and ``phi``,
+        where the regime has a continuous part), scores NaN."""
+        raise NotImplementedError
 
     def check_is_fitted(self) -> None:
         """A one-line error unless ``fit`` has finished."""

@@ -269,7 +269,8 @@ class CompositionRTE(DecomposingRTE):
             raise TaskextrapError("a composition has no continuous part: pass anchors only")
         anchors = np.asarray(anchors, dtype=int)
         if anchors.shape[-1] != 2:
-            raise TaskextrapError(f"anchors must be (outer, inner) pairs, shape (n, 2) or (n, a, 2); got {anchors.shape}")
+            raise TaskextrapError("anchors must be (outer, inner) pairs, shape (n, 2) or (n, a, 2); "
+                                  f"got {anchors.shape}")
         anchors = anchors.reshape(len(ctx_x), -1, 2)
         return Decomposition.given(anchors, np.zeros(anchors.shape[:2] + (0,)))
 

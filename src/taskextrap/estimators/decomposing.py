@@ -107,7 +107,7 @@ class DecomposingRTE(Estimator):
         Psi from each of the ``n_average`` best candidates of ``decomposition`` (default:
         :meth:`decompose`), averaged with weights from their context losses (``temperature``;
         ``search.posterior``). A decomposition of one candidate per target (an oracle's, an
-        ablation's) is used as it is.
+        ablation's) is used as it is; a chosen one of several (scores NaN) is averaged equally.
         """
         self.check_is_fitted()
         ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
@@ -116,7 +116,9 @@ class DecomposingRTE(Estimator):
         if d.k == 1:
             return self._predict_one(ctx_x, ctx_y, qry_x, d.anchors[:, 0], d.phi[:, 0])
         top = d.k if self.n_average is None else min(self.n_average, d.k)
-        w = posterior_weights(d.score[:, :top], self.temperature)
+        score = d.score[:, :top]
+        # A chosen (not searched) decomposition has no scores: its candidates count equally.
+        w = np.full(score.shape, 1.0 / top) if np.isnan(score).any() else posterior_weights(score, self.temperature)
         cols = [j for j in range(top) if w[:, j].any()]
         return sum(w[:, j:j + 1] * self._predict_one(ctx_x, ctx_y, qry_x, d.anchors[:, j], d.phi[:, j])
                    for j in cols)

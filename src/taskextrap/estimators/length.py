@@ -215,7 +215,8 @@ class LengthRTE(DecomposingRTE):
         Steps d -> d+1 from the validation predecessors (never fitted on, all inside the training
         levels) are observed through the protocol; returns the median rank of the true predecessor
         among all library tasks by distance to the predicted embedding, and its recall in the top
-        ``k`` (``recall_top_k``, with ``k``) and top ``screen`` (``recall_screened``). Used to choose the Gamma estimator without touching held-out levels.
+        ``k`` (``recall_top_k``, with ``k``) and top ``screen`` (``recall_screened``). Used to
+        choose the Gamma estimator without touching held-out levels.
         """
         self.check_is_fitted()
         targets, obs = self.draw_training_tasks(self.val_pool_, n, rng(seed, "retrieval-quality"))

@@ -80,12 +80,13 @@ class RTE(Estimator):
     def fit(self, library: TaskSet, progress=None) -> "RTE":
         """Fit Gamma and Psi on ``library`` (training-region tasks only)."""
         self.fit_embedding(library)
-        self.psi_ = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
-                                       derive_seed(self.seed, "psi"), self.train)
+        psi = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
+                                 derive_seed(self.seed, "psi"), self.train)
         val = self._pair_arrays(np.flatnonzero(self.draws_.val), rng(self.seed, "psi-val"))
         train_idx = np.flatnonzero(self.draws_.train)
         t = time.perf_counter()
-        self.psi_.fit(lambda g: self._pair_arrays(train_idx, g), val, rng(self.seed, "psi-batches"), progress)
+        psi.fit(lambda g: self._pair_arrays(train_idx, g), val, rng(self.seed, "psi-batches"), progress)
+        self.psi_ = psi  # set last: an estimator is fitted once this exists
         self.timing_["psi_training_s"] = time.perf_counter() - t
         return self
 

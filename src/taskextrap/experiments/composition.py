@@ -101,7 +101,7 @@ def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str,
     on targets of the held-out pairs ``split.test`` drawn from ``test_seed``."""
     primitives = make_library(profile.n_library)
     targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed)
-    plot = None if plot_dir is None else lambda rte, preds: _plot(plot_dir, protocol, rte, primitives, targets, obs)
+    plot = None if plot_dir is None else lambda rte: _plot(plot_dir, protocol, rte, primitives, targets, obs)
     unit = fit_and_score(primitives, make_rte(protocol, profile, seed, embedding, split), targets, obs, predict_all,
                          ALL_METHODS, seed, plot)
     # Which held-out pair each target belongs to, for the per-pair breakdown of the table.

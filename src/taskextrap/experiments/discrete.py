@@ -45,7 +45,7 @@ def fit_and_score(library, estimator, targets, obs, predict_all: Callable, metho
 
     ``predict_all(rte, inductive, library, targets, obs, seed)`` returns (predictions per method,
     per-draw retrieval diagnostics); errors and diagnostics are averaged per target.
-    ``plot(rte, preds)`` draws the unit's figures.
+    ``plot(rte)`` draws the unit's figures.
     """
     t0 = time.perf_counter()
     rte = estimator.fit(library)
@@ -60,7 +60,7 @@ def fit_and_score(library, estimator, targets, obs, predict_all: Callable, metho
     errors = {m: per_target((preds[m] - obs.qry_y) ** 2, n) for m in methods}
     errors.update({k: per_target(v, n) for k, v in retrieval.items()})
     if plot is not None:
-        plot(rte, preds)
+        plot(rte)
     timing["total_s"] = time.perf_counter() - t0
     return UnitResult(errors, timing)
 

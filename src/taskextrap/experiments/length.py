@@ -100,7 +100,7 @@ def run_unit(ladder: Ladder, protocol, profile: DiscreteProfile, seed: int, embe
     of ``test_seed``."""
     library = make_library(ladder, profile.n_library)
     targets, obs = make_targets(library, protocol, profile.n_targets, profile.n_draws, test_seed)
-    plot = None if plot_dir is None else lambda rte, preds: _plot(plot_dir, ladder, protocol, rte, library, targets, obs)
+    plot = None if plot_dir is None else lambda rte: _plot(plot_dir, ladder, protocol, rte, library, targets, obs)
     return fit_and_score(library, make_rte(protocol, profile, seed, embedding), targets, obs, predict_all,
                          ALL_METHODS, seed, plot)
 
@@ -163,7 +163,8 @@ def get_ladder(option: str | None) -> Ladder:
 LENGTH_OPTIONS = ("protocol", "family", "embedding", "test_seed")
 
 
-@register("length", "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)", LENGTH_PROFILES, options=LENGTH_OPTIONS, regime="length", dev=True)
+@register("length", "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)",
+          LENGTH_PROFILES, options=LENGTH_OPTIONS, regime="length", dev=True)
 def run_length(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The length experiment: rte, sparse-inductive, oracle and the context-only baselines."""
     return _run("length", METHODS, options, cache_dir, plot_dir)

@@ -17,7 +17,7 @@ sizes 2-4 only and answers the 56 size-5 masks, from the ``parity-dev`` default 
 ``parity`` one was pretrained on size 5).
 
 Candidate spaces, one row group each (``size6-<space>``; ``size5-<space>`` under dev), run in
-this order, each labelled with what it assumes (``llm.parity.SPACE_ASSUMPTIONS``):
+this order, each labelled with what it assumes (``tasks.parity.SPACE_ASSUMPTIONS``):
 
 - ``authors``: every frontier-size mask x every bit 0-7 (448 under test), the authors' code's
   space and so the one the paper's Table 4 numbers come from: its group leads the table and is
@@ -50,7 +50,7 @@ from taskextrap.report.schema import bootstrap_ci95, make_row
 if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
     from taskextrap.llm.pretrain import BaseModel
 
-SPACES = ("authors", "frontier", "all")  # run and tabulated in this order (== llm.parity.SPACES)
+SPACES = ("authors", "frontier", "all")  # run and tabulated in this order (== tasks.parity.SPACES)
 WIDE_SPACES = ("all",)  # scored on profile.n_tasks_wide tasks only
 TARGET_SIZE = {"test": 6, "dev": 5}
 SEARCH_METHODS = ("rte", "rte-tie-vote", "exact-search", "exact-search-tie-vote")

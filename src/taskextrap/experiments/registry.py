@@ -85,9 +85,10 @@ class Experiment:
         protocol, or a dev split it does not have; nothing is computed before this passes."""
         refused = sorted(options.given() - self.options)
         if refused:
-            takes = ", ".join(OPTION_FLAGS[o] for o in sorted(self.options)) or "none of them"
-            raise TaskextrapError(f"{self.name} does not take {', '.join(OPTION_FLAGS[o] for o in refused)} "
-                                  f"(of the experiment-specific options it takes: {takes})")
+            takes = ", ".join(OPTION_FLAGS[o] for o in sorted(self.options))
+            raise TaskextrapError(f"{self.name} does not take {', '.join(OPTION_FLAGS[o] for o in refused)}; "
+                                  + (f"of the experiment-specific options it takes {takes}" if takes
+                                     else "it takes no experiment-specific option"))
         if options.profile not in self.profiles:
             raise TaskextrapError(f"unknown profile {options.profile!r} for {self.name}; choose from "
                                   f"{', '.join(sorted(self.profiles))}")

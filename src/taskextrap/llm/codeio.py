@@ -136,7 +136,7 @@ def loo_pairs(candidate, support, fillers, anchored: bool = False) -> list[tuple
     blocks show the other support inputs and fillers, never the held-out one; the completion is
     :func:`target_completion` (anchored: " a(s_i) => t_i", scored whole). The prompts of all
     candidates with the same first function share the header and its block (the scorer's
-    prefix groups, ``experiments.codeio``).
+    prefix groups: ``search.likelihood.prefix_keys`` by first function).
     """
     support = list(support)
     if not support:

@@ -46,7 +46,7 @@ def get_family(spec: "str | ParametricFamily") -> ParametricFamily:
     """Return the family named ``spec``: a built-in name, ``module:attr``, or a family itself
     (:func:`resolve`); a user's family must have the parameter experiment's regions."""
     family = resolve(spec, ParametricFamily, PARAMETER_FAMILIES, "family")
-    if family is not spec and isinstance(spec, str) and ":" in spec and (
+    if isinstance(spec, str) and ":" in spec and (
             "F2" not in family.regions or set(family.train_regions) != {"F1_1", "F1_2"}):
         raise TaskextrapError(f"{spec!r}: the parameter experiment needs regions F1_1, F1_2 (train) and F2")
     return family
