@@ -18,6 +18,7 @@ embedded from observations drawn the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -132,7 +133,7 @@ class ProxyEmbedding:
 
         sx = (lambda a: a) if scaler is None else scaler.x
         sy = (lambda a: a) if scaler is None else scaler.y
-        if self.method == "adapted":
+        if not GAMMAS[self.method].pretrained:
             self.probe_ = init_probe(self.width, torch_generator(self.seed, "probe"), xavier=True)
         else:
             px, py = audit.consume("probe", contexts if pretrain is None else pretrain)[:2]
@@ -153,12 +154,7 @@ class ProxyEmbedding:
             for i in range(0, len(ctx_x), CHUNK):
                 x = torch.as_tensor(ctx_x[i:i + CHUNK], dtype=torch.float32)
                 y = torch.as_tensor(ctx_y[i:i + CHUNK], dtype=torch.float32)
-                if self.method == "gradient":
-                    out.append(_per_task_gradient(self.probe_, x, y))
-                elif self.method == "fisher":
-                    out.append(_per_task_fisher(self.probe_, x, y))
-                else:
-                    out.append(_per_task_adapted(self.probe_, x, y, self.adapt_steps, self.adapt_lr))
+                out.append(GAMMAS[self.method].per_task(self, x, y))
         return torch.cat(out).double().numpy()
 
     def transform(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> np.ndarray:
@@ -169,7 +165,25 @@ class ProxyEmbedding:
         return z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-8)
 
 
-EMBEDDINGS = ("adapted", "gradient", "fisher")
+@dataclass(frozen=True)
+class Gamma:
+    """One registered Gamma estimator: ``per_task(embedding, x, y)`` maps a chunk of normalised
+    contexts (n, k) to per-task vectors (n, n_params) at ``embedding.probe_``; ``pretrained``
+    says whether that probe is first pretrained on the library's curves (else a shared Xavier
+    init)."""
+
+    per_task: Callable
+    pretrained: bool
+
+
+# The registry of Gamma estimators: adding one is one entry here (the CLI, ``taskextrap list``
+# and every regime read their names from it).
+GAMMAS: dict[str, Gamma] = {
+    "adapted": Gamma(lambda e, x, y: _per_task_adapted(e.probe_, x, y, e.adapt_steps, e.adapt_lr), pretrained=False),
+    "gradient": Gamma(lambda e, x, y: _per_task_gradient(e.probe_, x, y), pretrained=True),
+    "fisher": Gamma(lambda e, x, y: _per_task_fisher(e.probe_, x, y), pretrained=True),
+}
+EMBEDDINGS = tuple(GAMMAS)
 
 
 def check_embedding(name: str) -> str:
