@@ -65,10 +65,10 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.profiles import CodeIOProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
-from taskextrap.sharding import Shard, wait_for
 from taskextrap.experiments.units import UnitResult, fingerprint, run_seeds, unit_done
 from taskextrap.files import write_text_atomic
 from taskextrap.report.schema import bootstrap_ci95, make_row
+from taskextrap.sharding import Shard, wait_for
 
 if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
     from taskextrap.llm.pretrain import BaseModel
@@ -248,10 +248,53 @@ def candidate_scores(extender, tasks, cands, profile: CodeIOProfile, cache_dir: 
                   "codeio search" if progress else None)
 
 
+@dataclasses.dataclass(frozen=True)
+class CodeIOAdapter:
+    """CodeIO for :class:`~taskextrap.estimators.sequence.SequenceRTE`: the 992 candidates, the
+    reference prompts of ``profile`` (anchored or not) and their answers (the text after the last
+    "=>" when anchored, the whole completion otherwise)."""
+
+    profile: CodeIOProfile
+
+    @property
+    def max_new_tokens(self) -> int:
+        """The answer budget: the CoT budget when the extender writes " a(q) => b(a(q))"."""
+        return self.profile.cot_tokens if self.profile.anchored else self.profile.answer_tokens
+
+    def candidates(self) -> list:
+        """Every single primitive, then every pair (``tasks.strings.candidates``)."""
+        from taskextrap.tasks import strings as S
+
+        return S.candidates()
+
+    def prefix_of(self, candidate):
+        """The prompts of candidates with the same first function share the header and its block."""
+        from taskextrap.tasks import strings as S
+
+        return S.functions_of(candidate)[0]
+
+    def loo_pairs(self, task, candidate) -> list[tuple[str, str]]:
+        """Leave-one-out scoring pairs of ``candidate`` on ``task``'s support."""
+        from taskextrap.llm import codeio as C
+
+        return C.loo_pairs(candidate, task.support, task.fillers, self.profile.anchored)
+
+    def query_prompts(self, task, candidate) -> list[str]:
+        """The reference prompt of ``task``'s query under ``candidate``."""
+        return [query_prompt("rte", task, self.profile, candidate)]
+
+    def parse(self, completion: str) -> str:
+        """The answer of a completion."""
+        from taskextrap.llm import codeio as C
+
+        return C.parse_cot(completion) if self.profile.anchored else completion
+
+
 def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = None,
            progress: bool = False, shard: Shard = Shard()) -> dict[str, np.ndarray]:
-    """RTE's likelihood search over all 992 candidates, then generation: per-task results
-    (for the lead of a ``shard``, which reads the other processes' scores).
+    """RTE's likelihood search over all 992 candidates, then generation
+    (:class:`~taskextrap.estimators.sequence.SequenceRTE`): per-task results (for the lead of a
+    ``shard``, which reads the other processes' scores).
 
     Keys: ``rte``, ``rte-tie-vote`` (accuracies), ``found`` (the arg-min behaves like the true
     pair on PROBE), ``n_tied`` (candidates within the tie tolerance, before the cap), ``chosen``
@@ -259,29 +302,25 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
     best first), ``answers`` ({"rte", "rte-tie-vote"}: per task) and ``completions`` ({"rte"}: the
     chosen candidate's raw greedy completion, " a(q) => b(a(q))" when anchored).
     """
+    from taskextrap.estimators.sequence import SequenceRTE
+    from taskextrap.search.likelihood import tied
     from taskextrap.tasks import strings as S
-    from taskextrap.search.likelihood import tied, vote
 
-    cands = S.candidates()
-    scores = candidate_scores(extender, tasks, cands, profile, cache_dir, progress, shard)
-    ties = [tied(s) for s in scores]  # best first; exact ties in enumeration order
-    voters = [t[: profile.max_tied] for t in ties]
-    # every (task, candidate) answer any rule needs, generated in one batched pass
-    needed = sorted({(i, int(j)) for i, v in enumerate(voters) for j in v})
-    prompts = [query_prompt("rte", tasks[i], profile, cands[j]) for i, j in needed]
-    completions, said = extender_outputs(extender, prompts, profile)
-    pred, raw = dict(zip(needed, said)), dict(zip(needed, completions))
-    best = [int(v[0]) for v in voters]
-    rte = [pred[(i, b)] for i, b in enumerate(best)]
-    voted = [vote([pred[(i, int(j))] for j in v]) for i, v in enumerate(voters)]
+    rte = SequenceRTE.from_extender(CodeIOAdapter(profile), extender, batch_size=profile.score_batch,
+                                    max_tied=profile.max_tied, tasks_per_chunk=TASKS_PER_CHUNK)
+    d = rte.decompose(tasks, cache_dir, shard, "codeio search" if progress else None)
+    answers = rte.answer(tasks, d)
+    cands = rte.adapter.candidates()
+    best = [v[0] for v in answers.voters]
+    rte_said, voted = [a[0] for a in answers.best], [a[0] for a in answers.voted]
     return {
-        "rte": _hits(rte, tasks), "rte-tie-vote": _hits(voted, tasks),
+        "rte": _hits(rte_said, tasks), "rte-tie-vote": _hits(voted, tasks),
         "found": np.array([float(S.behaviour(cands[b]) == S.behaviour(t.pair)) for b, t in zip(best, tasks)]),
-        "n_tied": np.array([len(t) for t in ties], dtype=float),
+        "n_tied": np.array([len(tied(s)) for s in d.extras["scores"]], dtype=float),
         "chosen": [candidate_name(cands[b]) for b in best],
-        "voters": [[candidate_name(cands[int(j)]) for j in v] for v in voters],
-        "answers": {"rte": rte, "rte-tie-vote": voted},
-        "completions": {"rte": [raw[(i, b)] for i, b in enumerate(best)]},
+        "voters": [[candidate_name(cands[j]) for j in v] for v in answers.voters],
+        "answers": {"rte": rte_said, "rte-tie-vote": voted},
+        "completions": {"rte": [c[0] for c in answers.completions]},
     }
 
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -104,32 +105,59 @@ def _query_prompts(task, parent, bit) -> list[str]:
     return [extender_prompt(task.support_x, task.support_y, q, parent, bit) for q in task.query_x]
 
 
-def search_space(extender, tasks, space: str, batch_size: int, split: str = "test") -> dict[str, np.ndarray]:
-    """RTE's likelihood search and the exact search on one candidate space: per-task accuracies."""
-    from taskextrap.llm import parity as P
-    from taskextrap.tasks import parity as T
-    from taskextrap.search.likelihood import candidate_scores, tied, vote
+@dataclass(frozen=True)
+class ParityAdapter:
+    """Sparse parity for :class:`~taskextrap.estimators.sequence.SequenceRTE`: candidates
+    (parent mask, bit) of one candidate space, the extender's Anchor / Bit / Out prompts, a label
+    per query (-1 when the output holds neither 0 nor 1)."""
 
+    space: str
+    split: str = "test"
+    max_new_tokens: int = 3
+    prefix_of = None
+
+    def candidates(self) -> list:
+        """The candidates of the space, in its fixed enumeration order."""
+        from taskextrap.tasks import parity as T
+
+        return T.candidates(self.space, self.split)
+
+    def loo_pairs(self, task, candidate) -> list[tuple[str, str]]:
+        """Leave-one-out scoring pairs of ``candidate`` on ``task``'s support."""
+        from taskextrap.llm import parity as P
+
+        return P.loo_pairs(task, *candidate)
+
+    def query_prompts(self, task, candidate) -> list[str]:
+        """The extender's prompt for each query of ``task`` under ``candidate``."""
+        return _query_prompts(task, *candidate)
+
+    def parse(self, completion: str) -> int:
+        """The label a completion gives: its first 0/1 character, -1 when there is none."""
+        from taskextrap.llm.parity import parse_label
+
+        label = parse_label(completion)
+        return -1 if label is None else label
+
+
+def search_space(extender, tasks, space: str, batch_size: int, split: str = "test") -> dict[str, np.ndarray]:
+    """RTE's likelihood search (:class:`SequenceRTE`) and the exact search on one candidate space:
+    per-task accuracies, whether the best candidate implies the true mask, and the tie count."""
+    from taskextrap.estimators.sequence import SequenceRTE
+    from taskextrap.tasks import parity as T
+
+    rte = SequenceRTE.from_extender(ParityAdapter(space, split), extender, batch_size=batch_size)
+    answers = rte.answer(tasks, rte.decompose(tasks))
     cands = T.candidates(space, split)
-    scores = candidate_scores(extender, tasks, cands, lambda t, c: P.loo_pairs(t, *c), batch_size)
-    best = [tied(s, 0.0)[0] for s in scores]
-    ties = [tied(s) for s in scores]
-    # Every query of every (task, candidate) that any rule needs, generated in one batched pass.
-    needed = sorted({(i, int(j)) for i in range(len(tasks)) for j in (best[i], *ties[i])})
-    prompts = {key: _query_prompts(tasks[key[0]], *cands[key[1]]) for key in needed}
-    flat = predict_labels(extender, [p for key in needed for p in prompts[key]], batch_size)
-    nq = len(tasks[0].query_y)
-    pred = {key: flat[k * nq:(k + 1) * nq] for k, key in enumerate(needed)}
     acc = {m: [] for m in SEARCH_METHODS}
     found, n_tied = [], []
     for i, t in enumerate(tasks):
-        acc["rte"].append(np.mean(pred[(i, int(best[i]))] == t.query_y))
-        voted = np.array([vote([int(pred[(i, int(j))][q]) for j in ties[i]]) for q in range(nq)])
-        acc["rte-tie-vote"].append(np.mean(voted == t.query_y))
+        acc["rte"].append(np.mean(np.array(answers.best[i]) == t.query_y))
+        acc["rte-tie-vote"].append(np.mean(np.array(answers.voted[i]) == t.query_y))
         for m, tv in (("exact-search", False), ("exact-search-tie-vote", True)):
             acc[m].append(np.mean(T.exact_search(t, space, tie_vote=tv, split=split)[0] == t.query_y))
-        found.append(float(T.implied_mask(*cands[best[i]]) == t.mask))
-        n_tied.append(len(ties[i]))
+        found.append(float(T.implied_mask(*cands[answers.voters[i][0]]) == t.mask))
+        n_tied.append(len(answers.voters[i]))
     out = {f"{space}/{m}": np.array(v) for m, v in acc.items()}
     out[f"{space}/found"] = np.array(found)
     out[f"{space}/n_tied"] = np.array(n_tied, dtype=float)

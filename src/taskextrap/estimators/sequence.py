@@ -1,0 +1,152 @@
+"""The Relational Task Extrapolator with a language model (Algorithm 2; paper Section 4).
+
+Phase 1 fine-tunes an extender on relational prompts of training tasks (a task shown with its
+anchor and transformation). Phase 2 scores every candidate decomposition of a target by the
+extender's leave-one-out likelihood of the target's support examples
+(:func:`taskextrap.search.likelihood.candidate_scores`), keeps the best (and every candidate
+within a tie tolerance of it), and answers the target's queries from the prompts of those
+candidates: the best one's answer (``rte``) and the per-query vote of the tied ones
+(``rte-tie-vote``).
+
+What is specific to a task (its candidates, prompts and answer format) comes from a
+:class:`TaskAdapter`; the parity and CodeIO adapters live beside their experiments. A target is
+a task object (its support examples and queries, as the adapter reads them), not arrays: the
+contexts of these regimes are strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from taskextrap.estimators.base import Decomposition, Estimator
+from taskextrap.sharding import Shard
+
+
+class TaskAdapter(Protocol):
+    """What a language-model task supplies to :class:`SequenceRTE`.
+
+    ``candidates()``: the search space (decompositions: an anchor and a transformation), in a
+    fixed order; ``loo_pairs(task, candidate)``: the (prompt, completion) pairs that hold out each
+    support example in turn; ``query_prompts(task, candidate)``: one prompt per query of the
+    task; ``parse(completion)``: the answer a completion gives; ``max_new_tokens``: the
+    generation budget of an answer; ``prefix_of(candidate)`` (or None): candidates with an equal
+    key share their prompts' beginning, which the scorer then runs once.
+    """
+
+    max_new_tokens: int
+    prefix_of: Callable[[object], Hashable] | None
+
+    def candidates(self) -> Sequence: ...
+
+    def loo_pairs(self, task, candidate) -> list[tuple[str, str]]: ...
+
+    def query_prompts(self, task, candidate) -> list[str]: ...
+
+    def parse(self, completion: str): ...
+
+
+@dataclass
+class Answers:
+    """What :meth:`SequenceRTE.answer` gives per task: the best candidate's answers (one per
+    query) and raw completions, the voted answers, and the candidates that voted (best first)."""
+
+    best: list[list]
+    voted: list[list]
+    completions: list[list[str]]
+    voters: list[list[int]]
+
+
+@dataclass
+class SequenceRTE(Estimator):
+    """RTE for language models: ``SequenceRTE(adapter, tune).fit(corpus)``, then
+    ``decompose(tasks)`` and ``predict(tasks)``.
+
+    Args:
+        adapter: the task's candidates, prompts and answer format (:class:`TaskAdapter`).
+        tune: ``tune(corpus) -> language model``: Phase 1's relational fine-tuning on a training
+            corpus (a sampler of training-task prompts); None for :meth:`from_extender`.
+        batch_size: sequences per scoring and generation pass.
+        tie_tol: candidates within this many nats of the best vote (``search.likelihood``).
+        max_tied: at most this many of them (best first); None: all.
+        tasks_per_chunk: targets scored per saved chunk of the search (None: all at once).
+    """
+
+    adapter: TaskAdapter
+    tune: Callable | None = None
+    batch_size: int = 64
+    tie_tol: float | None = None
+    max_tied: int | None = None
+    tasks_per_chunk: int | None = None
+
+    fitted_attribute = "extender_"  # the fine-tuned model, set by fit (or from_extender)
+    library_kind = "corpus"
+
+    @classmethod
+    def from_extender(cls, adapter: TaskAdapter, extender, **kwargs) -> "SequenceRTE":
+        """An estimator whose Phase 1 is done: ``extender`` is the fine-tuned model."""
+        rte = cls(adapter, **kwargs)
+        rte.extender_ = extender
+        return rte
+
+    def fit(self, library, progress=None) -> "SequenceRTE":
+        """Phase 1: the extender fine-tuned on ``library`` (a training corpus) by ``tune``."""
+        self.extender_ = self.tune(library)
+        return self
+
+    def decompose(self, tasks, cache_dir: Path | None = None, shard: Shard = Shard(),
+                  progress: str | None = None) -> Decomposition | None:
+        """Phase 2's likelihood search: every candidate of each task ranked by its summed
+        leave-one-out NLL (anchors (n, C) candidate indices, best first; score (n, C); phi (n,
+        C, 0)). ``cache_dir``, ``shard`` and ``progress`` are the search's (resumable chunks, a
+        share of the work; None from a non-lead process of a shard)."""
+        from taskextrap.search.likelihood import candidate_scores
+
+        self.check_is_fitted()
+        cands = self.adapter.candidates()
+        scores = candidate_scores(self.extender_, tasks, cands, self.adapter.loo_pairs, self.batch_size, cache_dir,
+                                  self.tasks_per_chunk, self.adapter.prefix_of, shard, progress)
+        if scores is None:
+            return None
+        order = np.argsort(scores, axis=1, kind="stable")  # best first; exact ties in enumeration order
+        return Decomposition(order, np.zeros(order.shape + (0,)), np.take_along_axis(scores, order, 1),
+                             {"scores": scores})
+
+    def voters(self, decomposition: Decomposition) -> list[np.ndarray]:
+        """The candidates of each task within ``tie_tol`` of its best (at most ``max_tied``), best first."""
+        from taskextrap.search.likelihood import DEFAULT_TIE_TOL, tied
+
+        tol = DEFAULT_TIE_TOL if self.tie_tol is None else self.tie_tol
+        return [tied(s, tol)[: self.max_tied] for s in decomposition.extras["scores"]]
+
+    def answer(self, tasks, decomposition: Decomposition | None = None) -> Answers:
+        """Answers of each task's queries from its best candidate and the vote of its tied
+        candidates, every needed prompt generated in one batched greedy pass."""
+        from taskextrap.llm.generate import greedy_once
+        from taskextrap.search.likelihood import vote
+
+        self.check_is_fitted()
+        d = self.decompose(tasks) if decomposition is None else decomposition
+        cands = self.adapter.candidates()
+        voters = self.voters(d)
+        needed = sorted({(i, int(j)) for i, v in enumerate(voters) for j in v})
+        prompts = [self.adapter.query_prompts(tasks[i], cands[j]) for i, j in needed]
+        flat = greedy_once(self.extender_, [p for ps in prompts for p in ps], self.adapter.max_new_tokens,
+                           self.batch_size)
+        raw, at = {}, 0
+        for key, ps in zip(needed, prompts):
+            raw[key], at = flat[at:at + len(ps)], at + len(ps)
+        said = {key: [self.adapter.parse(c) for c in outs] for key, outs in raw.items()}
+        best = [int(v[0]) for v in voters]
+        voted = [[vote([said[(i, int(j))][q] for j in v]) for q in range(len(said[(i, best[i])]))]
+                 for i, v in enumerate(voters)]
+        return Answers([said[(i, b)] for i, b in enumerate(best)], voted,
+                       [raw[(i, b)] for i, b in enumerate(best)], [[int(j) for j in v] for v in voters])
+
+    def predict(self, tasks, decomposition: Decomposition | None = None) -> list[list]:
+        """The best candidate's answer to each query of each task."""
+        return self.answer(tasks, decomposition).best
