@@ -172,7 +172,8 @@ def test_a_perfect_extender_makes_rte_the_consistency_search(monkeypatch, anchor
         return _consistency_scores(lm, pair_lists)
 
     monkeypatch.setattr(LS, "total_nll", spy)
-    monkeypatch.setattr(E, "answers", lambda lm, ps, *a: prompts.extend(ps) or _perfect_answers(lm, ps, *a))
+    monkeypatch.setattr("taskextrap.llm.generate.greedy_once",
+                        lambda lm, ps, *a: prompts.extend(ps) or _perfect_answers(lm, ps, *a))
     tasks, _, _ = E.held_out_tasks(6)
     profile = dataclasses.replace(E.CODEIO_PROFILES["quick"], anchored=anchored)
     res = E.search(None, tasks, profile)

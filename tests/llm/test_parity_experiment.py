@@ -34,8 +34,8 @@ def test_a_perfect_extender_makes_rte_the_exact_search(monkeypatch, space, split
         return np.array(out)
 
     monkeypatch.setattr("taskextrap.search.likelihood.total_nll", scores)
-    monkeypatch.setattr(E, "predict_labels",
-                        lambda lm, prompts, bs: np.array([a ^ b for a, b in map(_rows, prompts)]))
+    monkeypatch.setattr("taskextrap.llm.generate.greedy_once",  # an extender that XORs exactly
+                        lambda lm, prompts, *args: [f" {x ^ y}" for x, y in map(_rows, prompts)])
     tasks = T.make_test_tasks(FRESH_TEST_SEED, split=split)[:6]
     res = E.search_space(None, tasks, space, 64, split)
     for m in ("rte", "rte-tie-vote"):
