@@ -39,6 +39,8 @@ def test_composition_and_ablations_share_units(tmp_path, monkeypatch):
     opts = RunOptions(profile="tiny", out=tmp_path, progress=False)
     res = run_experiment("composition", opts)
     validate_results(res)
+    for kind in ("predictions", "embedding"):  # experiments.discrete.plot_examples
+        assert (tmp_path / "composition-paper-tiny" / "plots" / f"composition-paper-{kind}.png").exists()
     main = [r["method"] for r in res["rows"] if r["group"] == "unseen-pairs"]
     assert main == list(composition.METHODS)
     assert {r["group"] for r in res["rows"]} >= {"sin o poly", "tanh o sin", "poly o tanh", "pair-retrieved"}

@@ -126,3 +126,8 @@ def test_tiny_dev_run_never_fits_a_size5_or_size6_mask(tmp_path, monkeypatch):
     assert (tmp_path / "parity-paper-tiny-dev-test7" / "results.json").exists()
     unit = json.loads(next((tmp_path / "units").glob("parity-dev-seed0-*.json")).read_text())
     assert unit["config"]["split"] == "dev" and unit["config"]["test_seed"] == 7
+
+
+def test_label_of_reads_the_first_bit_or_says_missing():
+    assert [E.label_of(t) for t in (" 1", " 0\n1", "x1", "", "none")] == [1, 0, 1, -1, -1]
+    assert E.ParityAdapter("authors").parse(" 1") == 1

@@ -181,14 +181,10 @@ def answers(lm, prompts: list[str], max_new_tokens: int, batch_size: int) -> lis
 def extender_outputs(lm, prompts: list[str], profile: CodeIOProfile) -> tuple[list[str], list[str]]:
     """(completions, answers) of the extender's greedy decoding of reference prompts. Anchored,
     the model writes " a(q) => b(a(q))" (the CoT budget ``cot_tokens``) and the answer is read
-    after the last "=>" (``parse_cot``); plain, the completion is the answer."""
-    from taskextrap.llm import codeio as C
-
-    if not profile.anchored:
-        said = answers(lm, prompts, profile.answer_tokens, profile.score_batch)
-        return said, said
-    said = answers(lm, prompts, profile.cot_tokens, profile.score_batch)
-    return said, [C.parse_cot(s) for s in said]
+    after the last "=>" (``parse_cot``); plain, the completion is the answer (:class:`CodeIOAdapter`)."""
+    adapter = CodeIOAdapter(profile)
+    said = answers(lm, prompts, adapter.max_new_tokens, profile.score_batch)
+    return said, [adapter.parse(s) for s in said]
 
 
 def query_prompt(method: str, task, profile: CodeIOProfile, candidate=None) -> str:
@@ -238,14 +234,12 @@ def candidate_scores(extender, tasks, cands, profile: CodeIOProfile, cache_dir: 
     """Summed leave-one-out NLL of every (task, candidate), shape ``(len(tasks), len(cands))``
     (:func:`taskextrap.search.likelihood.candidate_scores`, ``TASKS_PER_CHUNK`` tasks per saved
     chunk). The prompts of one held-out example under the candidates with the same first
-    function share the header and its block, so they run that prefix once."""
-    from taskextrap.llm import codeio as C
+    function share the header and its block, so they run that prefix once (:class:`CodeIOAdapter`)."""
     from taskextrap.search.likelihood import candidate_scores as scores
-    from taskextrap.tasks import strings as S
 
-    return scores(extender, tasks, cands, lambda t, c: C.loo_pairs(c, t.support, t.fillers, profile.anchored),
-                  profile.score_batch, cache_dir, TASKS_PER_CHUNK, lambda c: S.functions_of(c)[0], shard,
-                  "codeio search" if progress else None)
+    adapter = CodeIOAdapter(profile)
+    return scores(extender, tasks, cands, adapter.loo_pairs, profile.score_batch, cache_dir, TASKS_PER_CHUNK,
+                  adapter.prefix_of, shard, "codeio search" if progress else None)
 
 
 @dataclasses.dataclass(frozen=True)

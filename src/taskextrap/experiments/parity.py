@@ -93,10 +93,16 @@ def fine_tune(model: BaseModel, sampler, profile: LLMProfile, seed: int, out_dir
 def predict_labels(lm, prompts: list[str], batch_size: int) -> np.ndarray:
     """Greedy labels (0/1; -1 when the output holds neither) of each prompt; each distinct prompt runs once."""
     from taskextrap.llm.generate import greedy_once
+
+    return np.array([label_of(o) for o in greedy_once(lm, prompts, max_new_tokens=3, batch_size=batch_size)])
+
+
+def label_of(completion: str) -> int:
+    """The label a completion gives: its first 0/1 character, -1 when there is none."""
     from taskextrap.llm.parity import parse_label
 
-    labels = [parse_label(o) for o in greedy_once(lm, prompts, max_new_tokens=3, batch_size=batch_size)]
-    return np.array([-1 if y is None else y for y in labels])
+    label = parse_label(completion)
+    return -1 if label is None else label
 
 
 def _query_prompts(task, parent, bit) -> list[str]:
@@ -133,11 +139,8 @@ class ParityAdapter:
         return _query_prompts(task, *candidate)
 
     def parse(self, completion: str) -> int:
-        """The label a completion gives: its first 0/1 character, -1 when there is none."""
-        from taskextrap.llm.parity import parse_label
-
-        label = parse_label(completion)
-        return -1 if label is None else label
+        """The label a completion gives (:func:`label_of`)."""
+        return label_of(completion)
 
 
 def search_space(extender, tasks, space: str, batch_size: int, split: str = "test") -> dict[str, np.ndarray]:
