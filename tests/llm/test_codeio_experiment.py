@@ -207,14 +207,7 @@ def test_search_scores_resume_from_finished_chunks(tmp_path, monkeypatch):
     assert len(calls) == 2 and np.array_equal(first, again)
 
 
-def test_majority_vote_tie_rule():
-    assert E.majority_answer(["b", "a", "a", "b"]) == "b"  # a tie: the first sampled wins
-    assert E.majority_answer(["a", "b", "b"]) == "b"
-    assert E.majority_answer(["", "", "x"]) == "x"  # unparseable chains do not vote
-    assert E.majority_answer(["", ""]) == ""
-
-
-def test_cot_majority_samples_parses_and_votes(monkeypatch):
+def test_cot_majority_samples_the_profiles_chains_and_votes(monkeypatch):
     calls = []
 
     def fake_generate(lm, prompts, **kw):
@@ -222,9 +215,10 @@ def test_cot_majority_samples_parses_and_votes(monkeypatch):
         return [["ab => x", "ba => y", "cd => y", "junk"] for _ in prompts]
 
     monkeypatch.setattr("taskextrap.llm.generate.generate", fake_generate)
-    profile = E.CODEIO_PROFILES["quick"]
-    assert E.cot_majority(None, ["p1", "p2"], profile, seed=3) == ["y", "y"]
+    tasks, _, _ = E.held_out_tasks(2)
+    assert E.predict("cot-majority", None, tasks, E.CODEIO_PROFILES["quick"], seed=3) == ["y", "y"]
     assert calls[0]["n_samples"] == 16 and calls[0]["temperature"] == 0.7 and calls[0]["seed"] == 3
+    assert calls[0]["max_new_tokens"] == E.CODEIO_PROFILES["quick"].cot_tokens
 
 
 def test_subsample_is_deterministic_and_holds_novel_pairs():
@@ -363,7 +357,7 @@ def test_a_user_model_gets_the_papers_recipe():
 
 def test_oracle_prompts_follow_the_profile(monkeypatch):
     seen = []
-    monkeypatch.setattr(E, "answers", lambda lm, ps, *a: seen.extend(ps) or [""] * len(ps))
+    monkeypatch.setattr("taskextrap.llm.generate.greedy_once", lambda lm, ps, *a: seen.extend(ps) or [""] * len(ps))
     tasks, _, _ = E.held_out_tasks(4)
     for anchored in (False, True):
         seen.clear()

@@ -129,5 +129,7 @@ def test_tiny_dev_run_never_fits_a_size5_or_size6_mask(tmp_path, monkeypatch):
 
 
 def test_label_of_reads_the_first_bit_or_says_missing():
-    assert [E.label_of(t) for t in (" 1", " 0\n1", "x1", "", "none")] == [1, 0, 1, -1, -1]
-    assert E.ParityAdapter("authors").parse(" 1") == 1
+    from taskextrap.llm.parity import ParityAdapter, label_of
+
+    assert [label_of(t) for t in (" 1", " 0\n1", "x1", "", "none")] == [1, 0, 1, -1, -1]
+    assert ParityAdapter("authors").parse(" 1") == 1

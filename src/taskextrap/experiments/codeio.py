@@ -107,37 +107,28 @@ CODEIO_PROFILES = {
 
 def fine_tune(model: BaseModel, sampler, profile: CodeIOProfile, seed: int, out_dir: Path | None,
               device: str = "cpu", progress: str | None = None):
-    """One fine-tuning run (:func:`sft_config`) from a fresh copy of the base model (a
-    :class:`~taskextrap.llm.pretrain.BaseModel`). A LoRA run is returned with its adapters merged
-    into the weights: scoring and generation then skip the adapters' extra products (1.8x faster
-    search with the default model). A 4-bit base keeps its adapters (merging would re-quantise).
+    """One run of :func:`sft_config` (``llm.finetune.fine_tune``) from a fresh copy of the base
+    model (a :class:`~taskextrap.llm.pretrain.BaseModel`), a LoRA run with its adapters merged
+    (1.8x faster search) unless the base is 4-bit (merging would re-quantise it).
 
     ``progress``: the label of a progress bar over the steps (None: no bar).
     """
-    from tqdm import tqdm
-
+    from taskextrap.llm.finetune import fine_tune as run
     from taskextrap.llm.pretrain import load_base
-    from taskextrap.llm.sft import merge_lora, train
 
-    cfg = sft_config(profile, seed, model)
-    with tqdm(total=cfg.steps, desc=f"sft {progress}", unit="step", disable=progress is None) as bar:
-        lm, _ = train(load_base("codeio", model, device), sampler, cfg, out_dir=out_dir,
-                      progress=lambda step, loss: bar.update(step + 1 - bar.n))
-    return lm if cfg.lora is None or model.load_in_4bit else merge_lora(lm)
+    return run(load_base("codeio", model, device), sampler, sft_config(profile, seed, model), out_dir, progress,
+               merge=not model.load_in_4bit)[0]
 
 
 def sft_config(profile: CodeIOProfile, seed: int, model: BaseModel):
-    """The settings of each of a seed's three runs: the paper's CodeIO LoRA, or, when
-    :func:`for_model` keeps ``full_lr`` (the shipped default model), every parameter at
-    ``full_lr`` (same steps)."""
-    from taskextrap.llm.sft import CODEIO_LORA, SFTConfig
+    """The settings of each of a seed's three runs (``llm.finetune.recipe``): the paper's CodeIO
+    LoRA, or, when :func:`for_model` keeps ``full_lr`` (the shipped default model), every
+    parameter at ``full_lr`` (same steps)."""
+    from taskextrap.llm.finetune import recipe
+    from taskextrap.llm.sft import CODEIO_LORA
 
-    profile = for_model(profile, model)
-    full = profile.full_lr is not None
-    return SFTConfig(steps=profile.sft_steps, batch_size=profile.sft_batch,
-                     lr=profile.full_lr if full else profile.sft_lr,
-                     warmup_steps=profile.full_warmup if full else profile.warmup, seed=seed, checkpoint_every=100,
-                     lora=None if full else CODEIO_LORA)
+    p = for_model(profile, model)
+    return recipe(p, seed, CODEIO_LORA, p.full_lr, p.full_warmup)
 
 
 def samplers(train_pairs, score_shots: bool = False, anchored: bool = False) -> dict:
@@ -171,19 +162,15 @@ def corpora(profile: CodeIOProfile, model: BaseModel, train_pairs) -> dict:
 # ----------------------------------------------------------------------------- decoding
 
 
-def answers(lm, prompts: list[str], max_new_tokens: int, batch_size: int) -> list[str]:
-    """Greedy answer of each prompt (first line, stripped); each distinct prompt runs once."""
-    from taskextrap.llm.generate import greedy_once
-
-    return greedy_once(lm, prompts, max_new_tokens, batch_size)
-
-
 def extender_outputs(lm, prompts: list[str], profile: CodeIOProfile) -> tuple[list[str], list[str]]:
     """(completions, answers) of the extender's greedy decoding of reference prompts. Anchored,
     the model writes " a(q) => b(a(q))" (the CoT budget ``cot_tokens``) and the answer is read
-    after the last "=>" (``parse_cot``); plain, the completion is the answer (:class:`CodeIOAdapter`)."""
-    adapter = CodeIOAdapter(profile)
-    said = answers(lm, prompts, adapter.max_new_tokens, profile.score_batch)
+    after the last "=>" (``parse_cot``); plain, the completion is the answer (``CodeIOAdapter``)."""
+    from taskextrap.llm.codeio import CodeIOAdapter
+    from taskextrap.llm.generate import greedy_once
+
+    adapter = CodeIOAdapter.of(profile)
+    said = greedy_once(lm, prompts, adapter.max_new_tokens, profile.score_batch)
     return said, [adapter.parse(s) for s in said]
 
 
@@ -202,25 +189,6 @@ def query_prompt(method: str, task, profile: CodeIOProfile, candidate=None) -> s
     return C.reference_prompt(candidate, task.support, q, task.fillers, profile.anchored)
 
 
-def majority_answer(candidates: list[str]) -> str:
-    """Self-consistency vote: the most common non-empty answer; among equally common ones, the
-    first sampled. Empty answers (no parseable chain) do not vote; "" when every one is empty."""
-    from taskextrap.search.likelihood import vote
-
-    kept = [a for a in candidates if a]
-    return vote(kept) if kept else ""
-
-
-def cot_majority(lm, prompts: list[str], profile: CodeIOProfile, seed: int) -> list[str]:
-    """The voted answer of ``cot_samples`` chains sampled at ``temperature`` for each prompt."""
-    from taskextrap.llm import codeio as C
-    from taskextrap.llm.generate import generate
-
-    chains = generate(lm, prompts, max_new_tokens=profile.cot_tokens, batch_size=profile.score_batch,
-                      temperature=profile.temperature, n_samples=profile.cot_samples, seed=seed)
-    return [majority_answer([C.parse_cot(c) for c in samples]) for samples in chains]
-
-
 def _hits(predicted: list[str], tasks) -> np.ndarray:
     """1.0 where a prediction equals its task's query output exactly, else 0.0."""
     return np.array([float(p == t.query[1]) for p, t in zip(predicted, tasks)])
@@ -235,53 +203,12 @@ def candidate_scores(extender, tasks, cands, profile: CodeIOProfile, cache_dir: 
     (:func:`taskextrap.search.likelihood.candidate_scores`, ``TASKS_PER_CHUNK`` tasks per saved
     chunk). The prompts of one held-out example under the candidates with the same first
     function share the header and its block, so they run that prefix once (:class:`CodeIOAdapter`)."""
+    from taskextrap.llm.codeio import CodeIOAdapter
     from taskextrap.search.likelihood import candidate_scores as scores
 
-    adapter = CodeIOAdapter(profile)
+    adapter = CodeIOAdapter.of(profile)
     return scores(extender, tasks, cands, adapter.loo_pairs, profile.score_batch, cache_dir, TASKS_PER_CHUNK,
                   adapter.prefix_of, shard, "codeio search" if progress else None)
-
-
-@dataclasses.dataclass(frozen=True)
-class CodeIOAdapter:
-    """CodeIO for :class:`~taskextrap.estimators.sequence.SequenceRTE`: the 992 candidates, the
-    reference prompts of ``profile`` (anchored or not) and their answers (the text after the last
-    "=>" when anchored, the whole completion otherwise)."""
-
-    profile: CodeIOProfile
-
-    @property
-    def max_new_tokens(self) -> int:
-        """The answer budget: the CoT budget when the extender writes " a(q) => b(a(q))"."""
-        return self.profile.cot_tokens if self.profile.anchored else self.profile.answer_tokens
-
-    def candidates(self) -> list:
-        """Every single primitive, then every pair (``tasks.strings.candidates``)."""
-        from taskextrap.tasks import strings as S
-
-        return S.candidates()
-
-    def prefix_of(self, candidate):
-        """The prompts of candidates with the same first function share the header and its block."""
-        from taskextrap.tasks import strings as S
-
-        return S.functions_of(candidate)[0]
-
-    def loo_pairs(self, task, candidate) -> list[tuple[str, str]]:
-        """Leave-one-out scoring pairs of ``candidate`` on ``task``'s support."""
-        from taskextrap.llm import codeio as C
-
-        return C.loo_pairs(candidate, task.support, task.fillers, self.profile.anchored)
-
-    def query_prompts(self, task, candidate) -> list[str]:
-        """The reference prompt of ``task``'s query under ``candidate``."""
-        return [query_prompt("rte", task, self.profile, candidate)]
-
-    def parse(self, completion: str) -> str:
-        """The answer of a completion."""
-        from taskextrap.llm import codeio as C
-
-        return C.parse_cot(completion) if self.profile.anchored else completion
 
 
 def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = None,
@@ -297,10 +224,11 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
     chosen candidate's raw greedy completion, " a(q) => b(a(q))" when anchored).
     """
     from taskextrap.estimators.sequence import SequenceRTE
+    from taskextrap.llm.codeio import CodeIOAdapter
     from taskextrap.search.likelihood import tied
     from taskextrap.tasks import strings as S
 
-    rte = SequenceRTE.from_extender(CodeIOAdapter(profile), extender, batch_size=profile.score_batch,
+    rte = SequenceRTE.from_extender(CodeIOAdapter.of(profile), extender, batch_size=profile.score_batch,
                                     max_tied=profile.max_tied, tasks_per_chunk=TASKS_PER_CHUNK)
     d = rte.decompose(tasks, cache_dir, shard, "codeio search" if progress else None)
     answers = rte.answer(tasks, d)
@@ -493,17 +421,22 @@ def predict(method: str, lm, tasks, profile: CodeIOProfile, seed: int) -> list[s
 
 
 def predict_with_completions(method: str, lm, tasks, profile: CodeIOProfile, seed: int) -> tuple[list, list]:
-    """(completions, answers) of ``few-shot``, ``cot-majority`` or ``oracle`` (:func:`query_prompt`);
-    cot-majority's completions are its voted answers (its 16 chains are not kept)."""
+    """(completions, answers) of ``few-shot``, ``cot-majority`` (``baselines.prompting``) or
+    ``oracle`` (:func:`query_prompt`); cot-majority's completions are its voted answers (its 16
+    chains are not kept)."""
+    from taskextrap.baselines import prompting
+    from taskextrap.llm.codeio import parse_cot
+
     if method not in ("few-shot", "cot-majority", "oracle"):
         raise TaskextrapError(f"unknown codeio method {method!r}")
     prompts = [query_prompt(method, t, profile) for t in tasks]
     if method == "cot-majority":
-        voted = cot_majority(lm, prompts, profile, seed)
+        voted = prompting.cot_majority(lm, prompts, parse_cot, profile.cot_samples, profile.temperature,
+                                       profile.cot_tokens, profile.score_batch, seed)
         return voted, voted
     if method == "oracle":
         return extender_outputs(lm, prompts, profile)
-    said = answers(lm, prompts, profile.answer_tokens, profile.score_batch)
+    said = prompting.few_shot(lm, prompts, profile.answer_tokens, profile.score_batch)
     return said, said
 
 

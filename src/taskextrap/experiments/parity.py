@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,74 +78,21 @@ PARITY_PROFILES = {
 
 def fine_tune(model: BaseModel, sampler, profile: LLMProfile, seed: int, out_dir: Path | None, device: str = "cpu",
               split: str = "test"):
-    """One LoRA run (the paper's parity settings) from a fresh copy of the base model
-    (a :class:`~taskextrap.llm.pretrain.BaseModel`; the default one is that of ``split``)."""
+    """(model, log) of one LoRA run (the paper's parity settings, ``llm.finetune``) from a fresh
+    copy of the base model (a :class:`~taskextrap.llm.pretrain.BaseModel`; the default one is
+    that of ``split``)."""
+    from taskextrap.llm.finetune import fine_tune as run, recipe
     from taskextrap.llm.pretrain import load_base
-    from taskextrap.llm.sft import PARITY_LORA, SFTConfig, train
+    from taskextrap.llm.sft import PARITY_LORA
 
-    cfg = SFTConfig(steps=profile.sft_steps, batch_size=profile.sft_batch, lr=profile.sft_lr,
-                    warmup_steps=profile.warmup, seed=seed, checkpoint_every=100, lora=PARITY_LORA)
-    lm, info = train(load_base(base_model_name(split), model, device), sampler, cfg, out_dir=out_dir)
-    return lm, info
-
-
-def predict_labels(lm, prompts: list[str], batch_size: int) -> np.ndarray:
-    """Greedy labels (0/1; -1 when the output holds neither) of each prompt; each distinct prompt runs once."""
-    from taskextrap.llm.generate import greedy_once
-
-    return np.array([label_of(o) for o in greedy_once(lm, prompts, max_new_tokens=3, batch_size=batch_size)])
-
-
-def label_of(completion: str) -> int:
-    """The label a completion gives: its first 0/1 character, -1 when there is none."""
-    from taskextrap.llm.parity import parse_label
-
-    label = parse_label(completion)
-    return -1 if label is None else label
-
-
-def _query_prompts(task, parent, bit) -> list[str]:
-    from taskextrap.llm.parity import extender_prompt
-
-    return [extender_prompt(task.support_x, task.support_y, q, parent, bit) for q in task.query_x]
-
-
-@dataclass(frozen=True)
-class ParityAdapter:
-    """Sparse parity for :class:`~taskextrap.estimators.sequence.SequenceRTE`: candidates
-    (parent mask, bit) of one candidate space, the extender's Anchor / Bit / Out prompts, a label
-    per query (-1 when the output holds neither 0 nor 1)."""
-
-    space: str
-    split: str = "test"
-    max_new_tokens: int = 3
-    prefix_of = None
-
-    def candidates(self) -> list:
-        """The candidates of the space, in its fixed enumeration order."""
-        from taskextrap.tasks import parity as T
-
-        return T.candidates(self.space, self.split)
-
-    def loo_pairs(self, task, candidate) -> list[tuple[str, str]]:
-        """Leave-one-out scoring pairs of ``candidate`` on ``task``'s support."""
-        from taskextrap.llm import parity as P
-
-        return P.loo_pairs(task, *candidate)
-
-    def query_prompts(self, task, candidate) -> list[str]:
-        """The extender's prompt for each query of ``task`` under ``candidate``."""
-        return _query_prompts(task, *candidate)
-
-    def parse(self, completion: str) -> int:
-        """The label a completion gives (:func:`label_of`)."""
-        return label_of(completion)
+    return run(load_base(base_model_name(split), model, device), sampler, recipe(profile, seed, PARITY_LORA), out_dir)
 
 
 def search_space(extender, tasks, space: str, batch_size: int, split: str = "test") -> dict[str, np.ndarray]:
     """RTE's likelihood search (:class:`SequenceRTE`) and the exact search on one candidate space:
     per-task accuracies, whether the best candidate implies the true mask, and the tie count."""
     from taskextrap.estimators.sequence import SequenceRTE
+    from taskextrap.llm.parity import ParityAdapter
     from taskextrap.tasks import parity as T
 
     rte = SequenceRTE.from_extender(ParityAdapter(space, split), extender, batch_size=batch_size)
@@ -184,7 +130,7 @@ def run_unit(model: BaseModel, profile: LLMProfile, seed: int, ckpt_dir: Path | 
     t = time.perf_counter()
     errors = {"few-shot": _accuracy(fewshot, tasks, lambda tk: [P.baseline_prompt(tk.support_x, tk.support_y, q)
                                                                  for q in tk.query_x], profile),
-              "oracle": _accuracy(extender, tasks, lambda tk: _query_prompts(tk, *T.oracle_parent(tk.mask)),
+              "oracle": _accuracy(extender, tasks, lambda tk: P.query_prompts(tk, *T.oracle_parent(tk.mask)),
                                   profile)}
     timing["baseline_eval_s"] = time.perf_counter() - t
     for space in SPACES:
@@ -196,8 +142,13 @@ def run_unit(model: BaseModel, profile: LLMProfile, seed: int, ckpt_dir: Path | 
 
 
 def _accuracy(lm, tasks, prompts_of, profile: LLMProfile) -> np.ndarray:
+    """Per task, the fraction of its queries whose greedy label (``baselines.prompting.few_shot``,
+    3 new tokens, ``llm.parity.label_of``) is right; ``prompts_of(task)``: one prompt per query."""
+    from taskextrap.baselines.prompting import few_shot
+    from taskextrap.llm.parity import label_of
+
     prompts = [p for t in tasks for p in prompts_of(t)]
-    pred = predict_labels(lm, prompts, profile.score_batch).reshape(len(tasks), -1)
+    pred = np.array(few_shot(lm, prompts, 3, profile.score_batch, label_of)).reshape(len(tasks), -1)
     return (pred == np.stack([t.query_y for t in tasks])).mean(axis=1)
 
 

@@ -23,6 +23,7 @@ writes " a(q) => b(a(q))" itself (``target_completion``, read with ``parse_cot``
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -363,3 +364,52 @@ def pretraining_check(lm) -> dict[str, float]:
     (10 fresh few-shot prompts each, from a stream no training or test code uses)."""
     acc = primitive_accuracy(lm, n_per=10, seed=0, stream="pretraining-check")
     return {"primitive_exact_match": float(np.mean(list(acc.values())))}
+
+
+# ------------------------------------------------------------------------------ adapter
+
+
+@dataclass(frozen=True)
+class CodeIOAdapter:
+    """CodeIO for :class:`~taskextrap.estimators.sequence.SequenceRTE`: the 992 candidates
+    (``tasks.strings.candidates``), the reference prompts (anchored or not) and their answers
+    (the text after the last "=>" when anchored, the whole completion otherwise).
+
+    ``answer_tokens`` / ``cot_tokens``: generation budgets of a plain answer and of an anchored
+    " a(q) => b(a(q))" completion."""
+
+    anchored: bool = False
+    answer_tokens: int = 130
+    cot_tokens: int = 180
+
+    @classmethod
+    def of(cls, profile) -> "CodeIOAdapter":
+        """The adapter of a ``CodeIOProfile`` (its ``anchored`` and generation budgets)."""
+        return cls(profile.anchored, profile.answer_tokens, profile.cot_tokens)
+
+    @property
+    def max_new_tokens(self) -> int:
+        """The answer budget: the CoT budget when the extender writes " a(q) => b(a(q))"."""
+        return self.cot_tokens if self.anchored else self.answer_tokens
+
+    def candidates(self) -> list:
+        """Every single primitive, then every pair (``tasks.strings.candidates``)."""
+        from taskextrap.tasks.strings import candidates
+
+        return candidates()
+
+    def prefix_of(self, candidate):
+        """The prompts of candidates with the same first function share the header and its block."""
+        return functions_of(candidate)[0]
+
+    def loo_pairs(self, task, candidate) -> list[tuple[str, str]]:
+        """Leave-one-out scoring pairs of ``candidate`` on ``task``'s support."""
+        return loo_pairs(candidate, task.support, task.fillers, self.anchored)
+
+    def query_prompts(self, task, candidate) -> list[str]:
+        """The reference prompt of ``task``'s query under ``candidate``."""
+        return [reference_prompt(candidate, task.support, task.query[0], task.fillers, self.anchored)]
+
+    def parse(self, completion: str) -> str:
+        """The answer of a completion."""
+        return parse_cot(completion) if self.anchored else completion

@@ -10,6 +10,8 @@ size reaches a fit. The pretraining corpora are named by the shipped models' pre
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from taskextrap.audit import Tagged
@@ -199,3 +201,47 @@ def loo_pairs(task: ParityTask, parent, bit: int) -> list[tuple[str, str]]:
                                  parent, bit)
         out.append((prompt, label_completion(task.support_y[i])))
     return out
+
+
+# ------------------------------------------------------------------------------ adapter
+
+
+def label_of(completion: str) -> int:
+    """The label a completion gives: its first 0/1 character, -1 when there is none."""
+    label = parse_label(completion)
+    return -1 if label is None else label
+
+
+def query_prompts(task: ParityTask, parent, bit: int) -> list[str]:
+    """The extender's prompt for each query of ``task`` under the candidate (parent, bit)."""
+    return [extender_prompt(task.support_x, task.support_y, q, parent, bit) for q in task.query_x]
+
+
+@dataclass(frozen=True)
+class ParityAdapter:
+    """Sparse parity for :class:`~taskextrap.estimators.sequence.SequenceRTE`: candidates
+    (parent mask, bit) of one candidate space (``tasks.parity.candidates``), the extender's
+    Anchor / Bit / Out prompts, a label per query (-1 when the output holds neither 0 nor 1)."""
+
+    space: str
+    split: str = "test"
+    max_new_tokens: int = 3
+    prefix_of = None  # the prompts share no prefix worth running once
+
+    def candidates(self) -> list:
+        """The candidates of the space, in its fixed enumeration order."""
+        from taskextrap.tasks.parity import candidates
+
+        return candidates(self.space, self.split)
+
+    def loo_pairs(self, task: ParityTask, candidate) -> list[tuple[str, str]]:
+        """Leave-one-out scoring pairs of ``candidate`` on ``task``'s support."""
+        return loo_pairs(task, *candidate)
+
+    def query_prompts(self, task: ParityTask, candidate) -> list[str]:
+        """The extender's prompt for each query of ``task`` under ``candidate``."""
+        return query_prompts(task, *candidate)
+
+    def parse(self, completion: str) -> int:
+        """The label a completion gives (:func:`label_of`)."""
+        return label_of(completion)
