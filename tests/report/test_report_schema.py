@@ -266,3 +266,13 @@ def test_validate_does_not_mutate():
     before = copy.deepcopy(obj)
     validate_results(obj)
     assert obj == before
+
+
+def test_accuracy_row_stacks_seeds_and_keeps_the_masked_tasks():
+    from taskextrap.report.schema import accuracy_row
+
+    per_seed = [np.array([1.0, 0.0, 1.0, 1.0]), np.array([1.0, 1.0, 0.0, 1.0])]
+    row = accuracy_row("parity", per_seed, "g", "rte")
+    assert row["n"] == 4 and row["value"] == pytest.approx(0.75) and row.errors.shape == (4, 2)
+    kept = accuracy_row("parity", per_seed, "g", "rte", keep=np.array([True, False, False, True]))
+    assert kept["n"] == 2 and kept["value"] == 1.0 and kept.errors.shape == (2, 2)

@@ -67,7 +67,7 @@ from taskextrap.experiments.profiles import CodeIOProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import UnitResult, fingerprint, run_seeds, unit_done
 from taskextrap.files import write_text_atomic
-from taskextrap.report.schema import bootstrap_ci95, make_row
+from taskextrap.report.schema import accuracy_row
 from taskextrap.sharding import Shard, wait_for
 
 if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
@@ -487,13 +487,6 @@ def answer_in_prompt_values(records: list[dict], seeds) -> dict[str, list[np.nda
 # --------------------------------------------------------------------------- experiment
 
 
-def _row(values, key: str, group: str, method: str, keep=None) -> dict:
-    """One accuracy row from per-seed arrays, restricted to the tasks ``keep`` (a mask)."""
-    e = np.stack(values[key], axis=1)
-    e = e if keep is None else e[keep]
-    return make_row("codeio", group, method, "accuracy", e, ci95=bootstrap_ci95(e))
-
-
 def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
     """Every row: each pair method on both groups (the novel group when any novel task was
     scored), the decomposition-found diagnostics, answer-in-prompt of every prompting method
@@ -503,11 +496,11 @@ def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
         if keep is not None and not keep.any():
             continue
         suffix = "" if keep is None else "-novel"
-        rows += [_row(values, m, group, m, keep) for m in PAIR_METHODS]
-        rows.append(_row(values, "found", f"decomposition-found{suffix}", "rte", keep))
-    rows += [_row(values, f"answer-in-prompt/{m}", "answer-in-prompt", m) for m in PROMPT_METHODS
+        rows += [accuracy_row("codeio", values[m], group, m, keep) for m in PAIR_METHODS]
+        rows.append(accuracy_row("codeio", values["found"], f"decomposition-found{suffix}", "rte", keep))
+    rows += [accuracy_row("codeio", values[f"answer-in-prompt/{m}"], "answer-in-prompt", m) for m in PROMPT_METHODS
              if f"answer-in-prompt/{m}" in values]
-    rows.append(_row(values, "base-model", "primitives", "base-model"))
+    rows.append(accuracy_row("codeio", values["base-model"], "primitives", "base-model"))
     return rows
 
 

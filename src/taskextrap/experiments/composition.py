@@ -15,15 +15,15 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.estimators.composition import CompositionRTE
-from taskextrap.experiments.discrete import (DEFAULT_EMBEDDING, LIBRARY_SEED, discrete_profiles, fit_and_score,
-                                             plot_examples)
-from taskextrap.experiments.profiles import DiscreteProfile, get_profile
+from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_profiles, fit_and_score,
+                                             plot_examples, rows)
+from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
-from taskextrap.experiments.units import UnitResult, run_seeds
+from taskextrap.experiments.units import UnitResult
 from taskextrap.report.schema import make_row
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_pair_split
-from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
+from taskextrap.tasks.observe import Observations, noise_scale
 from taskextrap.tasks.primitives import PAPER_SPLIT, PRIMITIVE_FAMILIES, CompositionSet, PrimitiveSet
 
 METHODS = ("rte", "sparse-inductive", "oracle", "verified-composition", "ctx-interp", "ctx-polyfit",
@@ -123,33 +123,29 @@ def _plot(plot_dir, protocol, rte, primitives, targets, obs):
 
 def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_dir: Path | None,
          plot_dir: Path | None):
-    embedding = options.embedding or DEFAULT_EMBEDDING
-    profile = get_profile(COMPOSITION_PROFILES, options.profile).with_seeds(options.seeds)
-    protocol = get_protocol(options.protocol, "composition")
-    split = dev_pair_split(PAPER_SPLIT) if options.split == "dev" else PAPER_SPLIT
-    test_seed = options.seed_of_tests
+    run = Settings.of(options, COMPOSITION_PROFILES, "composition")
+    profile, protocol, embedding, test_seed = run.profile, run.protocol, run.embedding, run.test_seed
+    split = dev_pair_split(PAPER_SPLIT) if run.dev else PAPER_SPLIT
     base = dict(experiment="composition", split=split, protocol=protocol, profile=profile.to_dict(),
                 embedding=embedding, test_seed=test_seed)
-    tag = protocol.name + ("-dev" if options.split == "dev" else "")
-    errors, timing = run_seeds(
-        experiment, profile.seeds, cache_dir,
-        name=lambda s: f"composition-{tag}-seed{s}",
-        config=lambda s: {**base, "seed": s, "estimator": repr(make_rte(protocol, profile, s, embedding, split))},
+    errors, timing = run.run(
+        experiment, f"composition-{protocol.name}", base,
+        estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split),
         compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed),
-        plot_dir=plot_dir, plot_file=f"composition-{protocol.name}-predictions.png", progress=options.progress)
-    rows = [make_row(experiment, GROUP, m, "mse", np.stack(errors[m], axis=1)) for m in methods]
-    if experiment == "composition":
+        cache_dir=cache_dir, plot_dir=plot_dir, plot_file=f"composition-{protocol.name}-predictions.png",
+        progress=options.progress)
+    out = rows(experiment, errors, GROUP, methods, {})
+    if experiment == "composition":  # one group per held-out pair
         pair_id = errors["pair_id"][0]
         for j, (o, i) in enumerate(split.test if len(split.test) > 1 else ()):
             for m in ("rte", "sparse-inductive", "verified-composition"):
-                rows.append(make_row(experiment, f"{o} o {i}", m, "mse", np.stack(errors[m], axis=1)[pair_id == j]))
-    rows += [make_row(experiment, "pair-retrieved", m, "accuracy", np.stack(errors[k], axis=1))
-             for m, k in (("rte", "pair_top1"), ("no-refinement", "pair_top1_unrefined"),
-                          ("top-k-candidates", "pair_in_candidates"))]
+                out.append(make_row(experiment, f"{o} o {i}", m, "mse", np.stack(errors[m], axis=1)[pair_id == j]))
+    out += rows(experiment, errors, GROUP, (), {"pair-retrieved": [
+        ("rte", "pair_top1"), ("no-refinement", "pair_top1_unrefined"), ("top-k-candidates", "pair_in_candidates")]})
     config = {"pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
               "profile": profile.to_dict(), "embedding": embedding, "library_seed": LIBRARY_SEED,
               "test_seed": test_seed, "units": "shared with composition / composition-ablations under OUT/units"}
-    return rows, config, list(profile.seeds), timing
+    return out, config, list(profile.seeds), timing
 
 
 @register("composition", "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)",

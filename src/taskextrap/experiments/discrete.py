@@ -1,23 +1,27 @@
 """What the discrete-regime experiments (length, composition) share: their profile sizes, the
-unit that fits a Strategy B estimator and its inductive baseline and scores every method, and
-the example plots.
+settings a run reads from its options, the loop over seeds, the unit that fits a Strategy B
+estimator and its inductive baseline and scores every method, the rows and the example plots.
 
-An experiment module supplies its library, targets, estimator and ``predict_all`` (the rows it
-reports); everything else about a unit is the same for both regimes.
+An experiment module supplies its library, targets, estimator, ``predict_all`` (the rows it
+reports) and what keys its units; everything else about a run is the same for both regimes.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from taskextrap.baselines.discrete import DiscreteInductive
-from taskextrap.experiments.profiles import DiscreteProfile
-from taskextrap.experiments.units import UnitResult, per_target
+from taskextrap.experiments.profiles import DiscreteProfile, get_profile
+from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.units import UnitResult, per_target, run_seeds
 from taskextrap.operators.train import TrainConfig
+from taskextrap.report.schema import make_row
+from taskextrap.tasks.observe import get_protocol
 
 LIBRARY_SEED = 20_000  # the library's fixed stream, independent of every training seed
 DEFAULT_EMBEDDING = "adapted"  # measured: see benchmarks/run.py (length-embeddings) and docs/results.md
@@ -36,6 +40,43 @@ def discrete_profiles(sizes: dict[str, tuple]) -> dict[str, DiscreteProfile]:
     return {name: DiscreteProfile(name, seeds, n_library=n_library, n_pairs=n_pairs, n_targets=n_targets,
                                   n_draws=n_draws, train=_TRAIN[name][0], decomposer_train=_TRAIN[name][1])
             for name, (seeds, n_library, n_pairs, n_targets, n_draws) in sizes.items()}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a discrete-regime run reads from its options: the profile (with ``--seeds``), the
+    observation protocol, the Γ estimator, the test stream and whether it is a dev run."""
+
+    profile: DiscreteProfile
+    protocol: object
+    embedding: str
+    test_seed: int
+    dev: bool
+
+    @classmethod
+    def of(cls, options: RunOptions, profiles: dict[str, DiscreteProfile], regime: str) -> Settings:
+        """The settings of ``options`` for ``regime`` ("length" or "composition")."""
+        return cls(get_profile(profiles, options.profile).with_seeds(options.seeds),
+                   get_protocol(options.protocol, regime), options.embedding or DEFAULT_EMBEDDING,
+                   options.seed_of_tests, options.split == "dev")
+
+    def run(self, experiment: str, stem: str, base: dict, estimator_of: Callable, compute: Callable,
+            cache_dir: Path | None, plot_dir: Path | None, plot_file: str, progress: bool):
+        """(per-seed errors, timing) of every seed's unit (``units.run_seeds``): unit
+        ``<stem>[-dev]-seed<s>``, keyed by ``base``, the seed and the estimator's repr
+        (``estimator_of(seed)``); ``compute(seed, plots)`` runs one unit."""
+        name = stem + ("-dev" if self.dev else "")
+        return run_seeds(experiment, self.profile.seeds, cache_dir, name=lambda s: f"{name}-seed{s}",
+                         config=lambda s: {**base, "seed": s, "estimator": repr(estimator_of(s))},
+                         compute=compute, plot_dir=plot_dir, plot_file=plot_file, progress=progress)
+
+
+def rows(experiment: str, errors: dict, group: str, methods, retrieval: dict) -> list:
+    """The mse row of each method on ``group``, then an accuracy row per ``retrieval`` entry
+    (``{group: [(method, errors key), ...]}``: which decompositions the search retrieved)."""
+    out = [make_row(experiment, group, m, "mse", np.stack(errors[m], axis=1)) for m in methods]
+    return out + [make_row(experiment, g, m, "accuracy", np.stack(errors[k], axis=1))
+                  for g, pairs in retrieval.items() for m, k in pairs]
 
 
 def fit_and_score(library, estimator, targets, obs, predict_all: Callable, methods, seed: int,

@@ -16,16 +16,15 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.length import LengthRTE
-from taskextrap.experiments.discrete import (DEFAULT_EMBEDDING, LIBRARY_SEED, discrete_profiles, fit_and_score,
-                                             plot_examples)
-from taskextrap.experiments.profiles import DiscreteProfile, get_profile
+from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_profiles, fit_and_score,
+                                             plot_examples, rows)
+from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
-from taskextrap.experiments.units import UnitResult, run_seeds
-from taskextrap.report.schema import make_row
+from taskextrap.experiments.units import UnitResult
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_ladder
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
-from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
+from taskextrap.tasks.observe import Observations, noise_scale
 from taskextrap.tasks.registry import resolve
 
 METHODS = ("rte", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
@@ -119,32 +118,28 @@ def _plot(plot_dir, ladder, protocol, rte, library, targets, obs):
 
 def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_dir: Path | None,
          plot_dir: Path | None):
-    embedding = options.embedding or DEFAULT_EMBEDDING
-    profile = get_profile(LENGTH_PROFILES, options.profile).with_seeds(options.seeds)
-    protocol = get_protocol(options.protocol, "length")
+    run = Settings.of(options, LENGTH_PROFILES, "length")
+    profile, protocol, embedding, test_seed = run.profile, run.protocol, run.embedding, run.test_seed
     ladder = get_ladder(options.family)
-    if options.split == "dev":
+    if run.dev:
         ladder = dev_ladder(ladder)
-    test_seed = options.seed_of_tests
     base = dict(experiment="length", ladder=ladder.name, basis=getattr(ladder.basis, "__qualname__", ""),
                 domain=ladder.domain, coef_range=ladder.coef_range, levels=ladder.train_levels,
                 test_level=ladder.test_level, protocol=protocol, profile=profile.to_dict(),
                 embedding=embedding, test_seed=test_seed)
-    tag = f"{ladder.name}-{protocol.name}" + ("-dev" if options.split == "dev" else "")
-    errors, timing = run_seeds(
-        experiment, profile.seeds, cache_dir,
-        name=lambda s: f"length-{tag}-seed{s}",
-        config=lambda s: {**base, "seed": s, "estimator": repr(make_rte(protocol, profile, s, embedding))},
+    errors, timing = run.run(
+        experiment, f"length-{ladder.name}-{protocol.name}", base,
+        estimator_of=lambda s: make_rte(protocol, profile, s, embedding),
         compute=lambda s, plots: run_unit(ladder, protocol, profile, s, embedding, plots, test_seed),
-        plot_dir=plot_dir, plot_file=f"{ladder.name}-{protocol.name}-predictions.png", progress=options.progress)
-    rows = [make_row(experiment, group_name(ladder), m, "mse", np.stack(errors[m], axis=1)) for m in methods]
-    rows += [make_row(experiment, "predecessor-retrieved", m, "accuracy", np.stack(errors[k], axis=1))
-             for m, k in (("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk"))]
+        cache_dir=cache_dir, plot_dir=plot_dir, plot_file=f"{ladder.name}-{protocol.name}-predictions.png",
+        progress=options.progress)
     config = {"ladder": ladder.name, "protocol": {**vars(protocol)}, "profile": profile.to_dict(),
               "train_levels": list(ladder.train_levels), "test_level": ladder.test_level,
               "embedding": embedding, "library_seed": LIBRARY_SEED, "test_seed": test_seed,
               "units": "shared with length / length-ablations under OUT/units"}
-    return rows, config, list(profile.seeds), timing
+    return (rows(experiment, errors, group_name(ladder), methods,
+                 {"predecessor-retrieved": [("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk")]}),
+            config, list(profile.seeds), timing)
 
 
 def group_name(ladder: Ladder) -> str:

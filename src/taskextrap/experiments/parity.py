@@ -45,7 +45,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.profiles import LLMProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import UnitResult, fingerprint, run_seeds
-from taskextrap.report.schema import bootstrap_ci95, make_row
+from taskextrap.report.schema import accuracy_row
 
 if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
     from taskextrap.llm.pretrain import BaseModel
@@ -152,11 +152,6 @@ def _accuracy(lm, tasks, prompts_of, profile: LLMProfile) -> np.ndarray:
     return (pred == np.stack([t.query_y for t in tasks])).mean(axis=1)
 
 
-def _row(errors, key, group, method):
-    e = np.stack(errors[key], axis=1)
-    return make_row("parity", group, method, "accuracy", e, ci95=bootstrap_ci95(e))
-
-
 def _rows(errors, split: str) -> list[dict]:
     """The table, one group per space (authors first): few-shot, the searches, oracle; then the
     decomposition-found diagnostics. few-shot and oracle use no candidate space: the same values
@@ -164,10 +159,10 @@ def _rows(errors, split: str) -> list[dict]:
     rows = []
     for space in SPACES:
         group = group_of(space, split)
-        rows.append(_row(errors, "few-shot", group, "few-shot"))
-        rows += [_row(errors, f"{space}/{m}", group, m) for m in SEARCH_METHODS]
-        rows.append(_row(errors, "oracle", group, "oracle"))
-    rows += [_row(errors, f"{s}/found", f"decomposition-found-{s}", "rte") for s in SPACES]
+        rows.append(accuracy_row("parity", errors["few-shot"], group, "few-shot"))
+        rows += [accuracy_row("parity", errors[f"{space}/{m}"], group, m) for m in SEARCH_METHODS]
+        rows.append(accuracy_row("parity", errors["oracle"], group, "oracle"))
+    rows += [accuracy_row("parity", errors[f"{s}/found"], f"decomposition-found-{s}", "rte") for s in SPACES]
     return rows
 
 

@@ -408,6 +408,15 @@ def make_row(
     return row
 
 
+def accuracy_row(experiment: str, per_seed: Any, group: str, method: str, keep: Any = None) -> ResultRow:
+    """An ``accuracy`` row of the language-model experiments from one array of per-task values
+    per seed (stacked to (tasks, seeds)), restricted to the tasks ``keep`` (a mask; None: all);
+    its interval is a bootstrap over the tasks (:func:`bootstrap_ci95`)."""
+    e = np.stack(per_seed, axis=1)
+    e = e if keep is None else e[keep]
+    return make_row(experiment, group, method, "accuracy", e, ci95=bootstrap_ci95(e))
+
+
 def _same(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
