@@ -260,21 +260,12 @@ def candidate_of(name: str):
 
 
 def exact_search(tasks) -> dict:
-    """The 992 candidates executed in Python on each task's support (no language model): per
-    task, ``exact-search`` (the first candidate, in enumeration order, with the fewest wrong
-    support examples, on the query) and ``exact-search-tie-vote`` (the majority of every such
-    candidate's query output, the first-enumerated among equally common ones) accuracies, and
-    ``answers`` of both."""
+    """The 992 candidates executed in Python on each task's support (``baselines.exact``): per
+    task, ``exact-search`` and ``exact-search-tie-vote`` accuracies, and ``answers`` of both."""
+    from taskextrap.baselines.exact import exact_search as search_exactly
     from taskextrap.tasks import strings as S
-    from taskextrap.search.likelihood import vote
 
-    cands = S.candidates()
-    best, voted = [], []
-    for t in tasks:
-        wrong = np.array([sum(S.apply(c, s) != y for s, y in t.support) for c in cands])
-        outs = [S.apply(cands[j], t.query[0]) for j in np.flatnonzero(wrong == wrong.min())]
-        best.append(outs[0])
-        voted.append(vote(outs))
+    best, voted = search_exactly(tasks, S.candidates(), S.apply)
     return {"exact-search": _hits(best, tasks), "exact-search-tie-vote": _hits(voted, tasks),
             "answers": {"exact-search": best, "exact-search-tie-vote": voted}}
 
