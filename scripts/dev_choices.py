@@ -33,6 +33,7 @@ import torch
 from taskextrap.experiments import composition as C
 from taskextrap.experiments import length as L
 from taskextrap.experiments import parameter as P
+from taskextrap.experiments.discrete import DEFAULT_EMBEDDING
 from taskextrap.experiments.parameter import PARAMETER_PROFILES
 from taskextrap.experiments.profiles import get_profile
 from taskextrap.experiments.units import per_target
@@ -115,7 +116,7 @@ def length_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws:
     protocol = get_protocol(protocol_name, "length")
     library = L.make_library(dev_ladder(POLYNOMIAL_LADDER), profile.n_library)
     _, obs = L.make_targets(library, protocol, n_targets, n_draws, DEV_SEED)
-    rte = L.make_rte(protocol, profile, seed, L.DEFAULT_EMBEDDING)
+    rte = L.make_rte(protocol, profile, seed, DEFAULT_EMBEDDING)
     return _fit_and_sweep(rte, library, obs, n_targets, fixed, variants or LENGTH_VARIANTS)
 
 
@@ -126,7 +127,7 @@ def composition_unit(protocol_name: str, profile, seed: int, n_targets: int, n_d
     split = dev_pair_split(PAPER_SPLIT)
     prims = C.make_library(profile.n_library)
     _, obs = C.make_targets(prims, protocol, n_targets, n_draws, split, DEV_SEED)
-    rte = C.make_rte(protocol, profile, seed, C.DEFAULT_EMBEDDING, split)
+    rte = C.make_rte(protocol, profile, seed, DEFAULT_EMBEDDING, split)
     return {"held_out_pair": list(split.test[0]),
             **_fit_and_sweep(rte, prims, obs, n_targets, fixed, variants or COMPOSITION_VARIANTS)}
 

@@ -36,3 +36,15 @@ def test_regimes_and_settings_are_checked_before_any_fit(load_script):
     with pytest.raises(SystemExit, match="has no setting 'k'"):
         mod._fit_and_sweep(rte, "library", None, 3, {}, {"k": (1, 2)})
     assert fitted == []  # refused before the (long) fit
+
+
+@pytest.mark.parametrize("regime", ["length", "composition"])
+def test_discrete_units_build_their_estimator_with_the_default_embedding(monkeypatch, load_script, regime):
+    from taskextrap.experiments.discrete import DEFAULT_EMBEDDING
+
+    mod = load_script("scripts/dev_choices.py")
+    seen = []
+    monkeypatch.setattr(mod, "_fit_and_sweep", lambda rte, *a: seen.append(rte) or {})
+    profiles = (mod.L.LENGTH_PROFILES if regime == "length" else mod.C.COMPOSITION_PROFILES)
+    getattr(mod, f"{regime}_unit")("paper", profiles["tiny"], 0, 2, 1, {}, {})
+    assert seen and seen[0].embedding == DEFAULT_EMBEDDING

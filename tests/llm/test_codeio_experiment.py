@@ -355,14 +355,36 @@ def test_a_user_model_gets_the_papers_recipe():
     assert dataclasses.replace(user, full_lr=paper.full_lr, score_shots=True, anchored=True) == paper
 
 
-def test_oracle_prompts_follow_the_profile(monkeypatch):
-    seen = []
-    monkeypatch.setattr("taskextrap.llm.generate.greedy_once", lambda lm, ps, *a: seen.extend(ps) or [""] * len(ps))
+def test_oracle_prompts_and_budgets_follow_the_profile(monkeypatch):
+    seen, budgets = [], []
+
+    def fake_greedy(lm, ps, max_new_tokens, batch_size):
+        budgets.append(max_new_tokens)
+        return seen.extend(ps) or [""] * len(ps)
+
+    monkeypatch.setattr("taskextrap.llm.generate.greedy_once", fake_greedy)
     tasks, _, _ = E.held_out_tasks(4)
-    for anchored in (False, True):
+    profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], answer_tokens=11, cot_tokens=22)
+    for anchored, budget in ((False, 11), (True, 22)):
         seen.clear()
-        E.predict("oracle", None, tasks, dataclasses.replace(E.CODEIO_PROFILES["tiny"], anchored=anchored), 0)
+        E.predict("oracle", None, tasks, dataclasses.replace(profile, anchored=anchored), 0)
         assert seen == [C.reference_prompt(t.pair, t.support, t.query[0], t.fillers, anchored) for t in tasks]
+        assert budgets[-1] == budget  # anchored, the extender writes " a(q) => b(a(q))"
+    budgets.clear()
+    E.predict("few-shot", None, tasks, profile, 0)
+    assert budgets == [11]
+
+
+def test_saved_prompts_are_the_prompts_the_search_answers_from():
+    tasks, _, _ = E.held_out_tasks(3)
+    for anchored in (False, True):
+        profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], anchored=anchored)
+        adapter = C.CodeIOAdapter.of(profile)
+        assert (adapter.anchored, adapter.answer_tokens, adapter.cot_tokens) == (anchored, profile.answer_tokens,
+                                                                                profile.cot_tokens)
+        for t in tasks:
+            for cand in (t.pair, S.candidates()[5]):
+                assert E.query_prompt("rte", t, profile, cand) == adapter.query_prompts(t, cand)[0]
 
 
 def test_shot_answers_are_scored_for_the_default_model_only():

@@ -27,6 +27,7 @@ def test_recipe_is_lora_at_the_profiles_rate_or_full_at_full_lr():
     assert lora.checkpoint_every == finetune.CHECKPOINT_EVERY
     full = finetune.recipe(Profile(), 7, CODEIO_LORA, full_lr=5e-4, full_warmup=11)
     assert (full.lr, full.warmup_steps, full.lora, full.steps) == (5e-4, 11, None, 40)
+    assert finetune.recipe(Profile(), 7, CODEIO_LORA, full_lr=5e-4).warmup_steps == 5  # the profile's warm-up
 
 
 def test_fine_tune_merges_lora_only_when_asked(monkeypatch):

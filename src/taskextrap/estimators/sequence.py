@@ -9,7 +9,8 @@ candidates: the best one's answer (``rte``) and the per-query vote of the tied o
 (``rte-tie-vote``).
 
 What is specific to a task (its candidates, prompts and answer format) comes from a
-:class:`TaskAdapter`; the parity and CodeIO adapters live beside their experiments. A target is
+:class:`TaskAdapter`; the parity and CodeIO adapters live beside their prompts
+(``llm.parity.ParityAdapter``, ``llm.codeio.CodeIOAdapter``). A target is
 a task object (its support examples and queries, as the adapter reads them), not arrays: the
 contexts of these regimes are strings.
 """

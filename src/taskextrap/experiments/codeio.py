@@ -186,7 +186,7 @@ def query_prompt(method: str, task, profile: CodeIOProfile, candidate=None) -> s
         candidate = task.pair
     elif method not in ("rte", "rte-tie-vote") or candidate is None:
         raise TaskextrapError(f"no prompt for codeio method {method!r} (candidate {candidate!r})")
-    return C.reference_prompt(candidate, task.support, q, task.fillers, profile.anchored)
+    return C.CodeIOAdapter.of(profile).query_prompts(task, candidate)[0]  # the prompt the search answers from
 
 
 def _hits(predicted: list[str], tasks) -> np.ndarray:
@@ -202,7 +202,8 @@ def candidate_scores(extender, tasks, cands, profile: CodeIOProfile, cache_dir: 
     """Summed leave-one-out NLL of every (task, candidate), shape ``(len(tasks), len(cands))``
     (:func:`taskextrap.search.likelihood.candidate_scores`, ``TASKS_PER_CHUNK`` tasks per saved
     chunk). The prompts of one held-out example under the candidates with the same first
-    function share the header and its block, so they run that prefix once (:class:`CodeIOAdapter`)."""
+    function share the header and its block, so they run that prefix once
+    (:class:`~taskextrap.llm.codeio.CodeIOAdapter`)."""
     from taskextrap.llm.codeio import CodeIOAdapter
     from taskextrap.search.likelihood import candidate_scores as scores
 

@@ -16,7 +16,7 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_profiles, fit_and_score,
-                                             plot_examples, rows)
+                                             mse_rows, plot_examples, retrieval_rows)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import UnitResult
@@ -123,25 +123,26 @@ def _plot(plot_dir, protocol, rte, primitives, targets, obs):
 
 def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_dir: Path | None,
          plot_dir: Path | None):
-    run = Settings.of(options, COMPOSITION_PROFILES, "composition")
-    profile, protocol, embedding, test_seed = run.profile, run.protocol, run.embedding, run.test_seed
-    split = dev_pair_split(PAPER_SPLIT) if run.dev else PAPER_SPLIT
+    settings = Settings.of(options, COMPOSITION_PROFILES, "composition")
+    profile, protocol, embedding, test_seed = (settings.profile, settings.protocol, settings.embedding,
+                                               settings.test_seed)
+    split = dev_pair_split(PAPER_SPLIT) if settings.dev else PAPER_SPLIT
     base = dict(experiment="composition", split=split, protocol=protocol, profile=profile.to_dict(),
                 embedding=embedding, test_seed=test_seed)
-    errors, timing = run.run(
+    errors, timing = settings.run(
         experiment, f"composition-{protocol.name}", base,
         estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split),
         compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed),
         cache_dir=cache_dir, plot_dir=plot_dir, plot_file=f"composition-{protocol.name}-predictions.png",
         progress=options.progress)
-    out = rows(experiment, errors, GROUP, methods, {})
+    out = mse_rows(experiment, errors, GROUP, methods)
     if experiment == "composition":  # one group per held-out pair
         pair_id = errors["pair_id"][0]
         for j, (o, i) in enumerate(split.test if len(split.test) > 1 else ()):
             for m in ("rte", "sparse-inductive", "verified-composition"):
                 out.append(make_row(experiment, f"{o} o {i}", m, "mse", np.stack(errors[m], axis=1)[pair_id == j]))
-    out += rows(experiment, errors, GROUP, (), {"pair-retrieved": [
-        ("rte", "pair_top1"), ("no-refinement", "pair_top1_unrefined"), ("top-k-candidates", "pair_in_candidates")]})
+    out += retrieval_rows(experiment, errors, "pair-retrieved", (
+        ("rte", "pair_top1"), ("no-refinement", "pair_top1_unrefined"), ("top-k-candidates", "pair_in_candidates")))
     config = {"pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
               "profile": profile.to_dict(), "embedding": embedding, "library_seed": LIBRARY_SEED,
               "test_seed": test_seed, "units": "shared with composition / composition-ablations under OUT/units"}

@@ -71,12 +71,15 @@ class Settings:
                          compute=compute, plot_dir=plot_dir, plot_file=plot_file, progress=progress)
 
 
-def rows(experiment: str, errors: dict, group: str, methods, retrieval: dict) -> list:
-    """The mse row of each method on ``group``, then an accuracy row per ``retrieval`` entry
-    (``{group: [(method, errors key), ...]}``: which decompositions the search retrieved)."""
-    out = [make_row(experiment, group, m, "mse", np.stack(errors[m], axis=1)) for m in methods]
-    return out + [make_row(experiment, g, m, "accuracy", np.stack(errors[k], axis=1))
-                  for g, pairs in retrieval.items() for m, k in pairs]
+def mse_rows(experiment: str, errors: dict, group: str, methods) -> list:
+    """The mse row of each method on ``group`` (per-seed per-target errors stacked over seeds)."""
+    return [make_row(experiment, group, m, "mse", np.stack(errors[m], axis=1)) for m in methods]
+
+
+def retrieval_rows(experiment: str, errors: dict, group: str, pairs) -> list:
+    """An accuracy row on ``group`` per (method, errors key) of ``pairs``: how often the search
+    retrieved the true decomposition."""
+    return [make_row(experiment, group, m, "accuracy", np.stack(errors[k], axis=1)) for m, k in pairs]
 
 
 def fit_and_score(library, estimator, targets, obs, predict_all: Callable, methods, seed: int,

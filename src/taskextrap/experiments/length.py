@@ -17,7 +17,7 @@ from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_f
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.length import LengthRTE
 from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_profiles, fit_and_score,
-                                             plot_examples, rows)
+                                             mse_rows, plot_examples, retrieval_rows)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import UnitResult
@@ -118,16 +118,17 @@ def _plot(plot_dir, ladder, protocol, rte, library, targets, obs):
 
 def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_dir: Path | None,
          plot_dir: Path | None):
-    run = Settings.of(options, LENGTH_PROFILES, "length")
-    profile, protocol, embedding, test_seed = run.profile, run.protocol, run.embedding, run.test_seed
+    settings = Settings.of(options, LENGTH_PROFILES, "length")
+    profile, protocol, embedding, test_seed = (settings.profile, settings.protocol, settings.embedding,
+                                               settings.test_seed)
     ladder = get_ladder(options.family)
-    if run.dev:
+    if settings.dev:
         ladder = dev_ladder(ladder)
     base = dict(experiment="length", ladder=ladder.name, basis=getattr(ladder.basis, "__qualname__", ""),
                 domain=ladder.domain, coef_range=ladder.coef_range, levels=ladder.train_levels,
                 test_level=ladder.test_level, protocol=protocol, profile=profile.to_dict(),
                 embedding=embedding, test_seed=test_seed)
-    errors, timing = run.run(
+    errors, timing = settings.run(
         experiment, f"length-{ladder.name}-{protocol.name}", base,
         estimator_of=lambda s: make_rte(protocol, profile, s, embedding),
         compute=lambda s, plots: run_unit(ladder, protocol, profile, s, embedding, plots, test_seed),
@@ -137,9 +138,9 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_d
               "train_levels": list(ladder.train_levels), "test_level": ladder.test_level,
               "embedding": embedding, "library_seed": LIBRARY_SEED, "test_seed": test_seed,
               "units": "shared with length / length-ablations under OUT/units"}
-    return (rows(experiment, errors, group_name(ladder), methods,
-                 {"predecessor-retrieved": [("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk")]}),
-            config, list(profile.seeds), timing)
+    rows = mse_rows(experiment, errors, group_name(ladder), methods) + retrieval_rows(
+        experiment, errors, "predecessor-retrieved", (("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk")))
+    return rows, config, list(profile.seeds), timing
 
 
 def group_name(ladder: Ladder) -> str:

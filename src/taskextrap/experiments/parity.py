@@ -143,12 +143,12 @@ def run_unit(model: BaseModel, profile: LLMProfile, seed: int, ckpt_dir: Path | 
 
 def _accuracy(lm, tasks, prompts_of, profile: LLMProfile) -> np.ndarray:
     """Per task, the fraction of its queries whose greedy label (``baselines.prompting.few_shot``,
-    3 new tokens, ``llm.parity.label_of``) is right; ``prompts_of(task)``: one prompt per query."""
+    ``llm.parity.label_of``) is right; ``prompts_of(task)``: one prompt per query."""
     from taskextrap.baselines.prompting import few_shot
-    from taskextrap.llm.parity import label_of
+    from taskextrap.llm.parity import LABEL_TOKENS, label_of
 
     prompts = [p for t in tasks for p in prompts_of(t)]
-    pred = np.array(few_shot(lm, prompts, 3, profile.score_batch, label_of)).reshape(len(tasks), -1)
+    pred = np.array(few_shot(lm, prompts, LABEL_TOKENS, profile.score_batch, label_of)).reshape(len(tasks), -1)
     return (pred == np.stack([t.query_y for t in tasks])).mean(axis=1)
 
 

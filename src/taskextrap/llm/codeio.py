@@ -385,7 +385,7 @@ class CodeIOAdapter:
     @classmethod
     def of(cls, profile) -> "CodeIOAdapter":
         """The adapter of a ``CodeIOProfile`` (its ``anchored`` and generation budgets)."""
-        return cls(profile.anchored, profile.answer_tokens, profile.cot_tokens)
+        return cls(anchored=profile.anchored, answer_tokens=profile.answer_tokens, cot_tokens=profile.cot_tokens)
 
     @property
     def max_new_tokens(self) -> int:

@@ -23,12 +23,14 @@ def recipe(profile, seed: int, lora: LoraSettings, full_lr: float | None = None,
            full_warmup: int | None = None) -> SFTConfig:
     """The settings of one run of ``profile`` (an ``LLMProfile``: ``sft_steps``, ``sft_batch``,
     ``sft_lr``, ``warmup``) under ``seed``: LoRA ``lora`` at ``sft_lr``, or with ``full_lr``
-    every parameter at that rate with ``full_warmup`` warm-up steps (same steps and batch)."""
+    every parameter at that rate with ``full_warmup`` warm-up steps (default: the profile's
+    ``warmup``; same steps and batch)."""
     from taskextrap.llm.sft import SFTConfig
 
     full = full_lr is not None
+    warmup = full_warmup if full and full_warmup is not None else profile.warmup
     return SFTConfig(steps=profile.sft_steps, batch_size=profile.sft_batch, lr=full_lr if full else profile.sft_lr,
-                     warmup_steps=full_warmup if full else profile.warmup, seed=seed,
+                     warmup_steps=warmup, seed=seed,
                      checkpoint_every=CHECKPOINT_EVERY, lora=None if full else lora)
 
 

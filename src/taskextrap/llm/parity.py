@@ -19,6 +19,7 @@ from taskextrap.seeding import rng
 from taskextrap.tasks.parity import Mask, ParityTask, check_bit, parity, sample_training_task
 
 INSTRUCTION = "Instruction: Compute the Output.\n###\n"
+LABEL_TOKENS = 3  # new tokens a label is read from (" 0" / " 1" and a newline)
 
 # ---------------------------------------------------------------------------------- prompts
 
@@ -225,7 +226,7 @@ class ParityAdapter:
 
     space: str
     split: str = "test"
-    max_new_tokens: int = 3
+    max_new_tokens: int = LABEL_TOKENS
     prefix_of = None  # the prompts share no prefix worth running once
 
     def candidates(self) -> list:

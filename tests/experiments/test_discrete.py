@@ -1,0 +1,41 @@
+"""experiments.discrete: the set-up length and composition share keeps their unit names and keys."""
+
+import pytest
+
+from taskextrap.experiments import composition, discrete, length
+from taskextrap.experiments.registry import RunOptions
+
+
+class Captured(Exception):
+    pass
+
+
+def _unit_of(monkeypatch, module, **options):
+    """(name, config) of seed 0's unit as ``module._run`` hands them to ``run_seeds``."""
+    def fake(experiment, seeds, cache_dir, name, config, **kw):
+        raise Captured(name(0), config(0), kw["plot_file"])
+
+    monkeypatch.setattr(discrete, "run_seeds", fake)
+    with pytest.raises(Captured) as got:
+        module._run(module.__name__.rsplit(".", 1)[1], module.METHODS, RunOptions(profile="tiny", **options), None,
+                    None)
+    return got.value.args
+
+
+@pytest.mark.parametrize("split, suffix", [("test", ""), ("dev", "-dev")])
+def test_length_units_keep_their_names_and_keys(monkeypatch, split, suffix):
+    name, config, plot_file = _unit_of(monkeypatch, length, protocol="strict", split=split)
+    assert name == f"length-polynomial-strict{suffix}-seed0" and plot_file == "polynomial-strict-predictions.png"
+    assert list(config) == ["experiment", "ladder", "basis", "domain", "coef_range", "levels", "test_level",
+                            "protocol", "profile", "embedding", "test_seed", "seed", "estimator"]
+    assert config["embedding"] == discrete.DEFAULT_EMBEDDING and config["seed"] == 0
+    assert config["test_level"] == (8 if split == "dev" else 9)
+
+
+@pytest.mark.parametrize("split, suffix", [("test", ""), ("dev", "-dev")])
+def test_composition_units_keep_their_names_and_keys(monkeypatch, split, suffix):
+    name, config, _ = _unit_of(monkeypatch, composition, protocol="paper", split=split, embedding="gradient")
+    assert name == f"composition-paper{suffix}-seed0"
+    assert list(config) == ["experiment", "split", "protocol", "profile", "embedding", "test_seed", "seed",
+                            "estimator"]
+    assert config["embedding"] == "gradient" and "CompositionRTE" in config["estimator"]
