@@ -67,8 +67,10 @@ def render(name: str, metrics=("mse", "accuracy"), groups: list[str] | None = No
     wall = data.get("timing", {}).get("wall_s")
     if wall is not None and wall >= 5:
         parts += ["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"]
-    elif wall is not None:  # every unit came from the cache (ablations reuse the main fits)
+    elif wall is not None and "-ablations" in name:  # ablations reuse the main experiment's fits
         parts += ["", "_scored from the main experiment's cached units._"]
+    elif wall is not None:  # a run finished over several resumptions: its last call read the cached unit
+        parts += ["", "_read from the unit cache; the text says how long computing it took._"]
     return "\n".join(parts).strip("\n")
 
 

@@ -38,3 +38,15 @@ def test_cli_writes_the_audit_and_refuses_a_directory_without_prompts(tmp_path):
     assert data["records"] == 1 and data["tasks"] == 1 and data["per_method"]["oracle"]["substring"] == 0
     bad = subprocess.run([sys.executable, str(_PATH), str(tmp_path)], capture_output=True, text=True)
     assert bad.returncode != 0 and bad.stderr.strip().startswith("error:") and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_cli_reads_a_committed_gzipped_copy_and_names_the_run_after_it(tmp_path):
+    import gzip
+
+    line = json.dumps(_rec("rte", "In: ab Out: ba\nIn: cd Out:", "dc")) + "\n"
+    copy = tmp_path / "codeio-y-prompts.jsonl.gz"
+    copy.write_bytes(gzip.compress(line.encode()))
+    out = tmp_path / "audit.json"
+    subprocess.run([sys.executable, str(_PATH), str(copy), "--out", str(out)], check=True, capture_output=True)
+    data = json.loads(out.read_text())
+    assert data["run"] == "codeio-y" and data["records"] == 1 and data["per_method"]["rte"]["prompts"] == 1

@@ -71,6 +71,9 @@ def test_tables_render_mse_and_accuracy_rows_with_wall_time(tmp_path, monkeypatc
     text = mod.render("x")
     assert "| `rte` | 0.500 ± 0.100 (paper 0.700) |" in text
     assert "| `rte` | 0.250 |" in text and "_wall 1.5 min" in text
+    for name, says in (("x-ablations", "main experiment's cached units"), ("y", "read from the unit cache")):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 1.0}}))
+        assert says in mod.render(name) and "_wall" not in mod.render(name)
 
 
 def test_tables_print_seed_sd_and_clear_claims(tmp_path, monkeypatch):
