@@ -152,6 +152,8 @@ def _run_main(argv, capsys):
     (["reproduce", "all", "--profile", "tiny", "--embedding", "adapted"], "does not take --embedding"),
     (["reproduce", "length", "--profile", "tiny", "--embedding", "gradiant"], "unknown embedding"),
     (["reproduce", "length", "--profile", "tiny", "--protocol", "lax"], "unknown protocol"),
+    (["reproduce", "length", "--profile", "tiny", "--seeds", "10000000000000000000"], "--seeds must be"),
+    (["reproduce", "length", "--profile", "tiny", "--seeds", "0"], "--seeds must be"),
     (["report", "/nonexistent/taskextrap-dir"], "not a directory"),
     (["frobnicate"], "frobnicate"),
 ])

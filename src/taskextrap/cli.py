@@ -7,12 +7,13 @@ the process with a one-line message and a non-zero exit status.
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import click
 
 from taskextrap import __version__
-from taskextrap.errors import TaskextrapError
+from taskextrap.errors import TaskextrapError, TaskextrapWarning
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -130,8 +131,24 @@ def report(dirs):
     click.echo(render_report([str(d) for d in dirs]))
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warning: <message>`` on one line of stderr for the package's warnings, written past any
+    progress bar (``tqdm.write``); Python's usual display for others."""
+    if issubclass(category, TaskextrapWarning):
+        from tqdm import tqdm
+
+        tqdm.write(f"warning: {message}", file=sys.stderr)
+    else:
+        _python_show(message, category, filename, lineno, file, line)
+
+
+_python_show = warnings.showwarning
+
+
 def main(argv=None):
-    """Entry point: runs the CLI and turns user errors into one line on stderr and exit status 2."""
+    """Entry point: runs the CLI and turns user errors into one line on stderr and exit status 2;
+    the package's warnings (a damaged cache file recomputed) are one line on stderr too."""
+    warnings.showwarning = _show_warning
     try:
         cli.main(args=argv, standalone_mode=False)
     except TaskextrapError as exc:

@@ -10,7 +10,17 @@ from typing import Any
 
 from taskextrap.errors import TaskextrapError
 
-__all__ = ["write_json_atomic", "write_text_atomic", "write_bytes_atomic", "read_json", "atomic_path"]
+__all__ = ["write_json_atomic", "write_text_atomic", "write_bytes_atomic", "read_json", "atomic_path", "json_default"]
+
+
+_FILE_MODE = 0o666  # what open() would give a new file, before the umask
+
+
+def _umask() -> int:
+    """The process's umask (read by setting and restoring it: there is no getter)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 class atomic_path:
@@ -40,6 +50,7 @@ class atomic_path:
     def __exit__(self, exc_type, exc, tb) -> bool:
         assert self.tmp is not None
         if exc_type is None:
+            os.chmod(self.tmp, _FILE_MODE & ~_umask())  # mkstemp makes 0600: a shared --out needs 0644
             os.replace(self.tmp, self.path)
         else:
             try:
@@ -69,7 +80,7 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     return write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def _json_default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
     """Convert numpy scalars/arrays and paths so that ``json.dumps`` accepts them."""
     try:
         import numpy as np
@@ -93,7 +104,7 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     Returns the path.
     """
     try:
-        text = json.dumps(obj, indent=2, default=_json_default, allow_nan=False)
+        text = json.dumps(obj, indent=2, default=json_default, allow_nan=False)
     except ValueError as exc:
         raise TaskextrapError(f"cannot write {path}: {exc} (NaN/inf is not valid JSON)") from None
     except TypeError as exc:

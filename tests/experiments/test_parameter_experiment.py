@@ -36,8 +36,9 @@ def test_profiles():
     assert tiny.seeds == (0,)
     assert tiny.with_seeds(3).seeds == (0, 1, 2)
     assert tiny.with_seeds(None) is tiny
-    with pytest.raises(TaskextrapError):
-        tiny.with_seeds(0)
+    for bad in (0, -1, 1001, 2.0, True, 10**19):
+        with pytest.raises(TaskextrapError, match="--seeds must be"):
+            tiny.with_seeds(bad)
     with pytest.raises(TaskextrapError, match="unknown profile"):
         get_profile(PARAMETER_PROFILES, "huge")
     assert {"quick", "paper", "tiny"} <= set(PARAMETER_PROFILES)

@@ -38,3 +38,110 @@ def test_codeio_checkpoint_folder_follows_the_source_hash(tmp_path, monkeypatch)
     assert before == codeio._ckpt_root(tmp_path, {"model": "m"}, 0)
     monkeypatch.setattr(units, "source_hash", lambda: "f" * 16)
     assert codeio._ckpt_root(tmp_path, {"model": "m"}, 0) != before
+
+
+def _unit_file(tmp_path):
+    (path,) = tmp_path.glob("x-seed0-*.json")
+    return path
+
+
+def _damages():
+    """Ways a unit file gets damaged: each must be a miss, never used."""
+    import json
+
+    def edit(f):
+        def apply(path):
+            data = json.loads(path.read_text())
+            f(data)
+            path.write_text(json.dumps(data))
+        return apply
+
+    return {
+        "truncated": lambda p: p.write_text(p.read_text()[: len(p.read_text()) // 2]),
+        "empty": lambda p: p.write_text(""),
+        "garbled": lambda p: p.write_bytes(b"\xff\xfe not json"),
+        "errors-not-a-dict": edit(lambda d: d.update(errors=[1, 2])),
+        "errors-of-strings": edit(lambda d: d["errors"].update(m=["a", "b"])),
+        "timing-missing": edit(lambda d: d.pop("timing")),
+        "number-edited": edit(lambda d: d["errors"]["m"].__setitem__(0, 1189.0)),
+        "list-cut-short": edit(lambda d: d["errors"].update(m=d["errors"]["m"][:1])),
+        "checksum-missing": edit(lambda d: d.pop("checksum")),
+    }
+
+
+def test_a_damaged_unit_is_recomputed_with_one_warning_never_used(tmp_path):
+    import pytest
+
+    from taskextrap.errors import TaskextrapWarning
+
+    config = {"experiment": "x", "seed": 0}
+    first = cached_unit(tmp_path, "x-seed0", config, lambda: UnitResult({"m": np.array([0.5, 2.0])}, {"t": 1.0}))
+    original = _unit_file(tmp_path).read_bytes()
+    for how, damage in _damages().items():
+        _unit_file(tmp_path).write_bytes(original)
+        damage(_unit_file(tmp_path))
+        calls = []
+        with pytest.warns(TaskextrapWarning, match="x-seed0.*recomputing") as caught:
+            again = cached_unit(tmp_path, "x-seed0", config,
+                                lambda: calls.append(1) or UnitResult({"m": np.array([0.5, 2.0])}, {"t": 1.0}))
+        assert calls == [1], how
+        assert len(caught) == 1 and "\n" not in str(caught[0].message), how
+        assert np.array_equal(again.errors["m"], first.errors["m"]), how
+        assert _unit_file(tmp_path).read_bytes() == original, how  # replaced by an intact unit
+
+
+def test_an_intact_unit_is_read_back_without_a_warning(tmp_path, recwarn):
+    config = {"experiment": "x", "seed": 0}
+    cached_unit(tmp_path, "x-seed0", config, lambda: UnitResult({"m": np.float32([0.1, 0.2])}, {"t": 1.0},
+                                                               {"note": np.int64(3)}))
+    again = cached_unit(tmp_path, "x-seed0", config, lambda: (_ for _ in ()).throw(AssertionError("recomputed")))
+    assert again.extras["note"] == 3 and again.extras["resumed"] and not recwarn.list
+
+
+def test_the_list_of_seeds_is_not_in_a_units_key():
+    from taskextrap.experiments import units
+
+    one = units.fingerprint(experiment="x", profile={"name": "tiny", "seeds": [0]}, seed=0)
+    two = units.fingerprint(experiment="x", profile={"name": "tiny", "seeds": [0, 1]}, seed=0)
+    assert one == two
+    assert one != units.fingerprint(experiment="x", profile={"name": "tiny", "seeds": [0]}, seed=1)
+    assert one != units.fingerprint(experiment="x", profile={"name": "quick", "seeds": [0]}, seed=0)
+
+
+def test_unit_files_are_readable_by_others(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        cached_unit(tmp_path, "x-seed0", {"experiment": "x", "seed": 0}, lambda: UnitResult({"m": np.zeros(2)}, {}))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(_unit_file(tmp_path).stat().st_mode) == 0o644
+
+
+def test_a_run_reuses_seed_zero_for_more_seeds_and_repairs_damaged_units(tmp_path):
+    """End to end: ``--seeds 2`` after ``--seeds 1`` computes seed 1 only; every unit damaged
+    afterwards is recomputed with a one-line warning and gives the same numbers."""
+    import json
+    import subprocess
+    import sys
+
+    def run(seeds):
+        cmd = [sys.executable, "-m", "taskextrap.cli", "reproduce", "length", "--profile", "tiny", "--seeds",
+               str(seeds), "--out", str(tmp_path), "--no-plots"]
+        return subprocess.run(cmd, capture_output=True, text=True, check=True)
+
+    run(1)
+    (seed0,) = (tmp_path / "units").glob("*.json")
+    stamp = seed0.stat().st_mtime_ns
+    run(2)
+    units = sorted((tmp_path / "units").glob("*.json"))
+    assert len(units) == 2 and seed0.stat().st_mtime_ns == stamp  # seed 0 read back, not recomputed
+    before = json.loads((tmp_path / "length-paper-tiny" / "results.json").read_text())["rows"]
+    for u in units:
+        u.write_text(u.read_text()[:100])  # truncated
+    out = run(2)
+    warned = [line for line in out.stderr.splitlines() if line.startswith("warning: unit")]
+    assert len(warned) == 2 and all("recomputing" in w for w in warned)
+    assert json.loads((tmp_path / "length-paper-tiny" / "results.json").read_text())["rows"] == before

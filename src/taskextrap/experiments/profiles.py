@@ -10,6 +10,9 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.operators.train import TrainConfig
 
 
+MAX_SEEDS = 1000  # far beyond any run (the paper uses 3): a typo is refused, not run for ever
+
+
 class SeededProfile:
     """Shared behaviour of every experiment's profile dataclass (fields ``name`` and ``seeds``)."""
 
@@ -21,8 +24,8 @@ class SeededProfile:
         """The profile with seeds 0..n-1 (unchanged when ``n`` is None)."""
         if n is None:
             return self
-        if n < 1:
-            raise TaskextrapError("--seeds must be >= 1")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SEEDS:
+            raise TaskextrapError(f"--seeds must be a whole number from 1 to {MAX_SEEDS}, got {n!r}")
         return replace(self, seeds=tuple(range(n)))
 
 

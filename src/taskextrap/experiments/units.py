@@ -4,21 +4,29 @@ interrupted run resumes and sibling experiments (``length`` and ``length-ablatio
 A unit file is named by a fingerprint of everything that determines its numbers, the package's
 source hash included (:func:`taskextrap.provenance.source_hash`), so a file whose fingerprint
 does not match (other settings, or any change to the code or shipped model files) is ignored
-and recomputed.
+and recomputed. A unit is one seed: the list of seeds a run asks for is not in its key, so
+``--seeds 0 1`` after ``--seeds 0`` reuses seed 0.
+
+A unit file also carries a checksum of its numbers. One that cannot be read, has the wrong
+structure or a checksum that does not match is a miss: a one-line warning, then it is
+recomputed and replaced, never used.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from taskextrap.errors import TaskextrapError, TaskextrapWarning
 from taskextrap.provenance import source_hash
-from taskextrap.files import read_json, write_json_atomic
+from taskextrap.files import json_default, read_json, write_json_atomic
 
 
 @dataclass
@@ -40,7 +48,11 @@ def per_target(values: np.ndarray, n_targets: int) -> np.ndarray:
 def fingerprint(**config) -> str:
     """A short stable hash of a JSON-able configuration and of the package's source
     (:func:`taskextrap.provenance.source_hash`, computed once per process): the same settings
-    under changed code give another fingerprint, so no stale unit or checkpoint is reused."""
+    under changed code give another fingerprint, so no stale unit or checkpoint is reused. A
+    ``profile``'s list of ``seeds`` is left out: a unit or checkpoint is one seed's."""
+    profile = config.get("profile")
+    if isinstance(profile, dict) and "seeds" in profile:
+        config = {**config, "profile": {k: v for k, v in profile.items() if k != "seeds"}}
     payload = {"config": config, "source_hash": source_hash()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -50,12 +62,47 @@ def _unit_path(cache_dir: Path | None, name: str, key: str) -> Path | None:
     return None if cache_dir is None else Path(cache_dir) / f"{name}-{key}.json"
 
 
+def checksum(errors: dict, timing: dict, extras: dict) -> str:
+    """The sha256 of a unit's contents (errors, timing, extras) in canonical JSON."""
+    body = json.dumps({"errors": errors, "timing": timing, "extras": extras}, sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _damage(saved, key: str) -> str | None:
+    """Why a parsed unit file cannot be used (None when it can)."""
+    if not isinstance(saved, dict) or saved.get("fingerprint") != key:
+        return "not a unit of these settings"
+    errors, timing, extras = saved.get("errors"), saved.get("timing"), saved.get("extras", {})
+    if not isinstance(errors, dict) or not errors or not isinstance(timing, dict) or not isinstance(extras, dict):
+        return "missing or malformed errors/timing/extras"
+    for m, e in errors.items():
+        if not isinstance(e, list) or not e or not all(_is_number(v) for v in e):
+            return f"errors of {m!r} are not a non-empty list of finite numbers"
+    if saved.get("checksum") != checksum(errors, timing, extras):
+        return "checksum mismatch (edited or damaged)"
+    return None
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _saved_unit(path: Path | None, key: str) -> dict | None:
-    """The saved unit at ``path`` when it exists and its fingerprint is ``key``."""
+    """The saved unit at ``path`` when it exists, is intact and its fingerprint is ``key``; a
+    damaged one is reported in one warning and treated as missing (it is then recomputed)."""
     if path is None or not path.exists():
         return None
-    saved = read_json(path)
-    return saved if saved.get("fingerprint") == key else None
+    try:
+        saved = read_json(path)
+    except TaskextrapError as exc:
+        warnings.warn(f"unit {path.name} is unreadable ({exc}); recomputing it", TaskextrapWarning,
+                      stacklevel=3)
+        return None
+    why = _damage(saved, key)
+    if why is not None:
+        warnings.warn(f"unit {path.name} is damaged ({why}); recomputing it", TaskextrapWarning, stacklevel=3)
+        return None
+    return saved
 
 
 def unit_done(cache_dir: Path | None, name: str, config: dict) -> bool:
@@ -78,8 +125,10 @@ def cached_unit(cache_dir: Path | None, name: str, config: dict, compute: Callab
     if path is not None:
         errors = {m: np.asarray(e).tolist() for m, e in unit.errors.items()}
         plain = json.loads(json.dumps(config, sort_keys=True, default=str))  # for readers such as benchmarks/paired.py
-        write_json_atomic(path, {"fingerprint": key, "source_hash": source_hash(), "config": plain,
-                                 "errors": errors, "timing": unit.timing, "extras": unit.extras})
+        saved = json.loads(json.dumps({"errors": errors, "timing": unit.timing, "extras": unit.extras},
+                                      default=json_default))  # the checksum is of what a reader parses back
+        write_json_atomic(path, {"fingerprint": key, "source_hash": source_hash(), "config": plain, **saved,
+                                 "checksum": checksum(saved["errors"], saved["timing"], saved["extras"])})
     return unit
 
 
