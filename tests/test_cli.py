@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from taskextrap.cli import main
+from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.parameter import METHODS
 from taskextrap.report.schema import validate_results
 
@@ -244,3 +245,29 @@ def test_unknown_split_is_a_one_line_error():
 
     with pytest.raises(TaskextrapError, match="unknown split"):
         RunOptions(split="validation")
+
+
+def test_an_out_that_cannot_be_written_fails_before_any_work(tmp_path, capsys, monkeypatch):
+    from taskextrap.experiments import length
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setattr(length, "run_unit", lambda *a, **k: pytest.fail("ran before checking --out"))
+    code, err = _run_main(["reproduce", "length", "--profile", "tiny", "--out", str(blocker), "--quiet"], capsys)
+    assert code == 2 and err.strip().startswith("error: cannot write to") and len(err.strip().splitlines()) == 1
+
+
+def test_check_writable_names_the_folder_and_the_reason(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from taskextrap.experiments.runner import check_writable
+
+    check_writable(tmp_path / "new" / "deep")
+    assert (tmp_path / "new" / "deep").is_dir() and not list((tmp_path / "new" / "deep").iterdir())
+
+    def refuse(self, data):
+        raise PermissionError(13, "Read-only file system")
+
+    monkeypatch.setattr(Path, "write_bytes", refuse)
+    with pytest.raises(TaskextrapError, match="cannot write to .*ro: Read-only file system"):
+        check_writable(tmp_path / "ro")

@@ -125,7 +125,7 @@ def _model_extra(model, dtype, load_in_4bit) -> dict:
 @cli.command()
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 def report(dirs):
-    """Render one table from the results.json of several run directories."""
+    """Render one table from the results.json of several run directories (or of results files)."""
     from taskextrap.report.tables import render_report
 
     click.echo(render_report([str(d) for d in dirs]))

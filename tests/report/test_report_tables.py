@@ -185,3 +185,19 @@ def test_run_line_shows_provenance():
                           "source_hash": "0123456789abcdef"}
     md = results_markdown(res)
     assert "git abc1234 (dirty)" in md and "source 0123456789abcdef" in md
+
+
+def test_render_report_takes_a_results_file_names_run_dirs_and_refuses_no_rows(tmp_path):
+    run = tmp_path / "out" / "parameter-paper-quick"
+    write_json_atomic(run / "results.json", run_results("parameter", 5.0))
+    assert render_report([str(run / "results.json")]) == render_report([str(run)])
+    # the --out folder itself: the hint names its run directories
+    with pytest.raises(TaskextrapError, match="its run directories: parameter-paper-quick"):
+        render_report([str(tmp_path / "out")])
+    with pytest.raises(TaskextrapError, match="OUT/<experiment>-<protocol>-<profile>"):
+        render_report([str(tmp_path)])
+    empty = run_results("parameter", 5.0)
+    empty["rows"], empty["comparisons"] = [], []
+    write_json_atomic(tmp_path / "empty" / "results.json", empty)
+    with pytest.raises(TaskextrapError, match="has no rows"):
+        render_report([str(tmp_path / "empty")])

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from pathlib import Path
 
+from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.registry import RunOptions, get_experiment
 from taskextrap.report.compare import compare_rows
 from taskextrap.files import write_json_atomic, write_text_atomic
@@ -35,6 +37,8 @@ def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) 
     out_dir = Path(out_dir or run_dir_name(name, options))
     options = dataclasses.replace(options, run_dir=out_dir)
     cache_dir, plot_dir = Path(options.out) / "units", (out_dir / "plots" if options.plots else None)
+    for folder in (out_dir, cache_dir):  # before any work: a bad --out fails now, not after the run
+        check_writable(folder)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     t = time.perf_counter()
     ran = experiment.run(options, cache_dir, plot_dir)
@@ -55,6 +59,20 @@ def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) 
     write_text_atomic(out_dir / "results.md", results_markdown(results))
     write_text_atomic(out_dir / "config.yaml", yaml.safe_dump(_plain(config), sort_keys=False))
     return results
+
+
+def check_writable(folder: Path) -> None:
+    """Create ``folder`` and write and delete a probe file in it; a one-line
+    :class:`TaskextrapError` when that fails (a file in the way, no permission, read-only disk)."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise TaskextrapError(f"cannot write to {folder}: {reason} (choose another --out)") from None
 
 
 def run_dir_name(name: str, options: RunOptions) -> Path:

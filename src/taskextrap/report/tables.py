@@ -267,27 +267,36 @@ def comparison_table(results_list: list[dict]) -> str:
 
 
 def load_results(directory: str | os.PathLike) -> dict:
-    """Load and validate ``DIRECTORY/results.json``.
+    """Load and validate a run's results: ``DIRECTORY/results.json``, or a results file given
+    directly.
 
-    Raises :class:`TaskextrapError` with a one-line message if the directory or file is
-    missing, the JSON is invalid, or the contents do not match the results schema.
+    Raises :class:`TaskextrapError` with a one-line message if the path or file is missing, the
+    JSON is invalid, the contents do not match the results schema or hold no rows.
     """
     d = Path(directory)
-    if not d.is_dir():
-        raise TaskextrapError(f"not a directory: {d}")
-    path = d / "results.json"
+    if d.is_file():
+        path = d
+    elif not d.is_dir():
+        raise TaskextrapError(f"not a directory or results file: {d}")
+    else:
+        path = d / "results.json"
     if not path.is_file():
-        raise TaskextrapError(f"no results.json in {d} (run `taskextrap reproduce ... --out {d}` first)")
+        runs = sorted(p.parent.name for p in d.glob("*/results.json"))
+        hint = (f"its run directories: {', '.join(runs[:5])}" if runs else
+                "a run directory is OUT/<experiment>-<protocol>-<profile> of `taskextrap reproduce ... --out OUT`")
+        raise TaskextrapError(f"no results.json in {d} ({hint})")
     obj = read_json(path)
     try:
         validate_results(obj)
     except TaskextrapError as exc:
         raise TaskextrapError(f"{path}: {exc}") from None
+    if not obj["rows"]:
+        raise TaskextrapError(f"{path} has no rows: nothing to report")
     return obj
 
 
 def render_report(dirs: list[str]) -> str:
-    """Load ``DIR/results.json`` from each directory, validate it, and return a markdown
+    """Load ``DIR/results.json`` from each directory (or each results file), validate it, and return a markdown
     :func:`comparison_table` of all runs.
 
     Raises :class:`TaskextrapError` (one line) if no directory is given or any results file is
