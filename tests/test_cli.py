@@ -258,16 +258,14 @@ def test_an_out_that_cannot_be_written_fails_before_any_work(tmp_path, capsys, m
 
 
 def test_check_writable_names_the_folder_and_the_reason(tmp_path, monkeypatch):
-    from pathlib import Path
-
     from taskextrap.experiments.runner import check_writable
 
     check_writable(tmp_path / "new" / "deep")
     assert (tmp_path / "new" / "deep").is_dir() and not list((tmp_path / "new" / "deep").iterdir())
 
-    def refuse(self, data):
+    def refuse(*a, **k):
         raise PermissionError(13, "Read-only file system")
 
-    monkeypatch.setattr(Path, "write_bytes", refuse)
+    monkeypatch.setattr("tempfile.mkstemp", refuse)
     with pytest.raises(TaskextrapError, match="cannot write to .*ro: Read-only file system"):
         check_writable(tmp_path / "ro")

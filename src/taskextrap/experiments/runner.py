@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -67,9 +68,9 @@ def check_writable(folder: Path) -> None:
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-")  # unique: shards share folders
+        os.close(fd)
+        os.unlink(probe)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise TaskextrapError(f"cannot write to {folder}: {reason} (choose another --out)") from None
