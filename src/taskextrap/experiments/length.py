@@ -21,11 +21,12 @@ from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_pr
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import UnitResult
+from taskextrap.provenance import callable_hash
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_ladder
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
 from taskextrap.tasks.observe import Observations, noise_scale
-from taskextrap.tasks.registry import resolve
+from taskextrap.tasks.registry import check_ladder, resolve
 
 METHODS = ("rte", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
 ABLATION_METHODS = ("rte", "no-averaging", "rank3-anchor", "random-anchors", "zero-shift", "sparse-inductive",
@@ -125,7 +126,7 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_d
     if settings.dev:
         ladder = dev_ladder(ladder)
     base = dict(experiment="length", ladder=ladder.name, basis=getattr(ladder.basis, "__qualname__", ""),
-                domain=ladder.domain, coef_range=ladder.coef_range, levels=ladder.train_levels,
+                basis_code=callable_hash(ladder.basis), domain=ladder.domain, coef_range=ladder.coef_range, levels=ladder.train_levels,
                 test_level=ladder.test_level, protocol=protocol, profile=profile.to_dict(),
                 embedding=embedding, test_seed=test_seed)
     errors, timing = settings.run(
@@ -152,22 +153,26 @@ def group_name(ladder: Ladder) -> str:
 
 def get_ladder(option: str | None) -> Ladder:
     """The built-in polynomial ladder (also for None), or a user's Ladder given as ``module:attr``
-    (:func:`taskextrap.tasks.registry.resolve`)."""
-    return resolve(option or POLYNOMIAL_LADDER.name, Ladder, {POLYNOMIAL_LADDER.name: POLYNOMIAL_LADDER}, "ladder")
+    (:func:`taskextrap.tasks.registry.resolve`), whose basis is checked once on a small sample
+    (:func:`taskextrap.tasks.registry.check_ladder`)."""
+    ladder = resolve(option or POLYNOMIAL_LADDER.name, Ladder, {POLYNOMIAL_LADDER.name: POLYNOMIAL_LADDER}, "ladder")
+    if ladder is not POLYNOMIAL_LADDER:
+        check_ladder(ladder, f"ladder {option!r}")
+    return ladder
 
 
 LENGTH_OPTIONS = ("protocol", "family", "embedding", "test_seed")
 
 
 @register("length", "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)",
-          LENGTH_PROFILES, options=LENGTH_OPTIONS, regime="length", dev=True)
+          LENGTH_PROFILES, options=LENGTH_OPTIONS, regime="length", dev=True, family=get_ladder)
 def run_length(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The length experiment: rte, sparse-inductive, oracle and the context-only baselines."""
     return _run("length", METHODS, options, cache_dir, plot_dir)
 
 
 @register("length-ablations", "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)",
-          LENGTH_PROFILES, options=LENGTH_OPTIONS, regime="length", dev=True)
+          LENGTH_PROFILES, options=LENGTH_OPTIONS, regime="length", dev=True, family=get_ladder)
 def run_length_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The length ablations: the same fits as ``length`` (shared unit cache), other rows."""
     return _run("length-ablations", ABLATION_METHODS, options, cache_dir, None)

@@ -28,6 +28,7 @@ from taskextrap.tasks.builtin import PARAMETER_FAMILIES
 from taskextrap.tasks.dev import DEV_REGION, dev_family
 from taskextrap.tasks.family import ParametricFamily
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
+from taskextrap.provenance import callable_hash
 from taskextrap.tasks.registry import get_family
 from taskextrap.tasks.taskset import TaskSet
 
@@ -198,7 +199,7 @@ def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):
 def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed) -> dict:
     """Everything that determines a unit's numbers (its cache fingerprint)."""
     return dict(experiment="parameter", family=family.name, fn=getattr(family.fn, "__qualname__", ""),
-                domain=family.domain, shift=family.shift, fixed=dict(family.fixed), regions=dict(family.regions),
+                fn_code=callable_hash(family.fn), domain=family.domain, shift=family.shift, fixed=dict(family.fixed), regions=dict(family.regions),
                 train_regions=family.train_regions, protocol=protocol, profile=profile.to_dict(), seed=seed,
                 embedding=embedding, anchors=anchors, test_seed=test_seed, target_region=target_region(family))
 
@@ -257,14 +258,14 @@ PARAMETER_OPTIONS = ("protocol", "family", "embedding", "anchors", "test_seed")
 
 
 @register("parameter", "Table 1: parameter extrapolation on five families (F1 library -> F2 targets)",
-          PARAMETER_PROFILES, options=PARAMETER_OPTIONS, regime="parameter", dev=True)
+          PARAMETER_PROFILES, options=PARAMETER_OPTIONS, regime="parameter", dev=True, family=get_family)
 def run_parameter(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """Run the parameter experiment; returns (rows, config, seeds, timing)."""
     return _run("parameter", METHODS, families_for(options.family, options.split), options, cache_dir, plot_dir)
 
 
 @register("parameter-ablations", "App. K.1: parameter ablations on quadratic (far / random anchors, zero shift)",
-          PARAMETER_PROFILES, options=PARAMETER_OPTIONS, regime="parameter", dev=True)
+          PARAMETER_PROFILES, options=PARAMETER_OPTIONS, regime="parameter", dev=True, family=get_family)
 def run_parameter_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The quadratic ablations: the same fits as ``parameter`` (shared unit cache), other rows."""
     family = families_for(options.family or ABLATION_FAMILY, options.split)

@@ -79,10 +79,12 @@ class Experiment:
     regime: str | None = None
     in_all: bool = True
     dev: bool = False  # has a dev split (--split dev)
+    family: Callable | None = None  # resolves and checks a --family spec (raises TaskextrapError)
 
     def check(self, options: "RunOptions") -> None:
         """A one-line error for an option this experiment does not take, an unknown profile or
-        protocol, or a dev split it does not have; nothing is computed before this passes."""
+        protocol, a dev split it does not have, or a ``--family`` that cannot be loaded or fails its
+        check on a small sample; nothing is computed before this passes."""
         refused = sorted(options.given() - self.options)
         if refused:
             takes = ", ".join(OPTION_FLAGS[o] for o in sorted(self.options))
@@ -100,6 +102,8 @@ class Experiment:
             from taskextrap.embed import check_embedding
 
             check_embedding(options.embedding)
+        if options.family is not None and self.family is not None:
+            self.family(options.family)  # imported and evaluated on a small sample, before any work
         if options.split == "dev" and not self.dev:
             raise TaskextrapError(f"{self.name} has no dev split yet; dev splits: "
                                   f"{', '.join(n for n, e in EXPERIMENTS.items() if e.dev) or 'none'}")
@@ -109,19 +113,21 @@ EXPERIMENTS: dict[str, Experiment] = {}
 
 
 def register(name: str, description: str, profiles: dict, options=(), regime: str | None = None,
-             in_all: bool = True, dev: bool = False):
+             in_all: bool = True, dev: bool = False, family: Callable | None = None):
     """Decorator that registers an experiment function under ``name`` (see :class:`Experiment`).
 
     ``in_all=False`` keeps it out of ``reproduce all`` (e.g. while its default model is not shipped);
     ``options`` with ``"shard"`` says it can split its work over processes (``taskextrap.sharding``);
-    ``dev=True`` says it honours ``RunOptions.split == "dev"``.
+    ``dev=True`` says it honours ``RunOptions.split == "dev"``; ``family`` resolves and checks its
+    ``--family`` option before the run starts.
     """
     unknown = set(options) - set(OPTION_FLAGS)
     if unknown:
         raise ValueError(f"unknown experiment options {sorted(unknown)}")
 
     def deco(fn):
-        EXPERIMENTS[name] = Experiment(name, fn, description, profiles, frozenset(options), regime, in_all, dev)
+        EXPERIMENTS[name] = Experiment(name, fn, description, profiles, frozenset(options), regime, in_all, dev,
+                                       family)
         return fn
     return deco
 

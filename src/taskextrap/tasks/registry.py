@@ -1,41 +1,76 @@
-"""Look up a family by built-in name or by ``module:attr`` (a user's own ParametricFamily)."""
+"""Look up a family by built-in name or by ``module:attr`` (a user's own ParametricFamily or Ladder),
+and check a user's family before anything is fitted.
+
+A ``module:attr`` spec is imported with every exception caught (a module that fails to import
+is one line, not a traceback), must name an object of the type the experiment takes (a callable
+found there is never called: ``builtins:input`` would wait on standard input), and the family is
+evaluated once on a small sample of every region (its output must have the input's shape and be
+finite), so a broken formula is reported in one line naming the family and the region instead of
+failing deep in a fit minutes later.
+"""
 
 from __future__ import annotations
 
 import importlib
 
+import numpy as np
+
 from taskextrap.errors import TaskextrapError
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
 from taskextrap.tasks.family import ParametricFamily
 
+# The sample a user's family is checked on: a few tasks of every region at a few inputs.
+CHECK_TASKS, CHECK_POINTS = 8, 16
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` of an exception raised by a user's code."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
 
 def load_object(spec: str, what: str):
-    """The object ``attr`` of a user's ``module:attr`` spec; a one-line TaskextrapError if it cannot be loaded."""
+    """The object ``attr`` of a user's ``module:attr`` spec (``attr`` may be dotted); a one-line
+    TaskextrapError if it cannot be loaded, whatever the module raises while it is imported."""
     module_name, _, attr = spec.partition(":")
+    module_name, attr = module_name.strip(), attr.strip()
+    if not module_name or not attr:
+        raise TaskextrapError(f"cannot load {what} {spec!r}: give it as module:attr, both parts non-empty")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise TaskextrapError(f"cannot load {what} {spec!r}: cannot import module {module_name!r}: {exc}") from None
-    obj = getattr(module, attr, None)
-    if obj is None:
-        raise TaskextrapError(f"cannot load {what} {spec!r}: module {module_name!r} has no attribute {attr!r}")
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name or module_name.startswith(f"{exc.name}."):
+            raise TaskextrapError(f"cannot load {what} {spec!r}: cannot import module {module_name!r} "
+                                  "(is its folder on PYTHONPATH?)") from None
+        raise TaskextrapError(f"cannot load {what} {spec!r}: importing {module_name!r} failed: "
+                              f"{_one_line(exc)}") from None
+    except (Exception, SystemExit) as exc:  # the user's module raised while it was imported
+        raise TaskextrapError(f"cannot load {what} {spec!r}: importing {module_name!r} failed: "
+                              f"{_one_line(exc)}") from None
+    obj = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except Exception:  # AttributeError, or a module __getattr__ that raises
+            raise TaskextrapError(f"cannot load {what} {spec!r}: module {module_name!r} has no attribute "
+                                  f"{attr!r}") from None
     return obj
 
 
 def resolve(spec, kind: type, builtins: dict, what: str):
     """The ``kind`` object ``spec`` names: an instance of ``kind`` as it is, a built-in name (a key
-    of ``builtins``), or a user's ``module:attr`` (an instance, or a callable that returns one).
-    Anything else is a one-line TaskextrapError that says what was expected."""
+    of ``builtins``), or a user's ``module:attr`` naming an instance of ``kind`` (never called,
+    even when it is callable). Anything else is a one-line TaskextrapError that says what was
+    expected."""
     if isinstance(spec, kind):
         return spec
     if not isinstance(spec, str):
         raise TaskextrapError(f"a {what} is a name or module:attr, got {type(spec).__name__}")
     if ":" in spec:
         obj = load_object(spec, what)
-        if callable(obj) and not isinstance(obj, kind):
-            obj = obj()
         if not isinstance(obj, kind):
-            raise TaskextrapError(f"{spec!r} is not a {kind.__module__}.{kind.__name__}")
+            raise TaskextrapError(f"{spec!r} is a {type(obj).__name__}, not a {kind.__module__}.{kind.__name__}: "
+                                  f"point module:attr at a {kind.__name__} object")
         return obj
     if spec not in builtins:
         raise TaskextrapError(f"unknown {what} {spec!r}; choose from {sorted(builtins)} or module:attr")
@@ -44,9 +79,62 @@ def resolve(spec, kind: type, builtins: dict, what: str):
 
 def get_family(spec: "str | ParametricFamily") -> ParametricFamily:
     """Return the family named ``spec``: a built-in name, ``module:attr``, or a family itself
-    (:func:`resolve`); a user's family must have the parameter experiment's regions."""
+    (:func:`resolve`); a user's family must have the parameter experiment's regions and pass
+    :func:`check_family`."""
     family = resolve(spec, ParametricFamily, PARAMETER_FAMILIES, "family")
-    if isinstance(spec, str) and ":" in spec and (
-            "F2" not in family.regions or set(family.train_regions) != {"F1_1", "F1_2"}):
-        raise TaskextrapError(f"{spec!r}: the parameter experiment needs regions F1_1, F1_2 (train) and F2")
+    if PARAMETER_FAMILIES.get(family.name) is family:
+        return family
+    if "F2" not in family.regions or set(family.train_regions) != {"F1_1", "F1_2"}:
+        raise TaskextrapError(f"{_label(spec, family.name)}: the parameter experiment needs regions "
+                              "F1_1, F1_2 (train) and F2")
+    check_family(family, _label(spec, family.name))
     return family
+
+
+def _label(spec, name: str) -> str:
+    return f"family {spec!r}" if isinstance(spec, str) else f"family {name!r}"
+
+
+def check_family(family: ParametricFamily, label: str | None = None) -> None:
+    """Evaluate ``family``'s formula once on :data:`CHECK_TASKS` tasks of every region at
+    :data:`CHECK_POINTS` inputs spread over its domain; a one-line TaskextrapError naming the
+    family and the region if the formula raises, returns something of another shape than its
+    input ``x`` (n, m), a non-real value, or NaN/inf."""
+    label = label or f"family {family.name!r}"
+    rng = np.random.default_rng(0)
+    for region in family.regions:
+        params = family.sample_params(region, CHECK_TASKS, rng)
+        x = np.sort(rng.uniform(*family.domain, size=(CHECK_TASKS, CHECK_POINTS)), axis=1)
+        kwargs = {name: params[:, i : i + 1] for i, name in enumerate(family.param_names)}
+        _check_values(lambda: family.fn(x, **kwargs), x.shape, f"{label}, region {region!r}: its formula")
+
+
+def check_ladder(ladder, label: str | None = None) -> None:
+    """Evaluate ``ladder``'s basis once for every term 0..test_level at :data:`CHECK_POINTS`
+    inputs over its domain; a one-line TaskextrapError naming the ladder and the term (the
+    level it first appears in) for an exception, a wrong shape, a non-real value or NaN/inf."""
+    label = label or f"ladder {ladder.name!r}"
+    x = np.sort(np.random.default_rng(0).uniform(*ladder.domain, size=(CHECK_TASKS, CHECK_POINTS)), axis=1)
+    for p in range(ladder.n_coefs):
+        _check_values(lambda: ladder.basis(x, p), x.shape, f"{label}: basis term {p} (level {p})")
+
+
+def _check_values(evaluate, shape: tuple, what: str) -> None:
+    """Run ``evaluate()`` (a user's formula) and check its output against input shape ``shape``."""
+    try:
+        with np.errstate(all="ignore"):  # a NaN or inf is reported below, once, by name
+            raw = evaluate()
+    except Exception as exc:
+        raise TaskextrapError(f"{what} raised {_one_line(exc)}") from None
+    out = np.asarray(raw)
+    if out.dtype.kind not in "biuf":
+        raise TaskextrapError(f"{what} returned {out.dtype} values; it must return real numbers")
+    try:
+        ok = np.broadcast_shapes(out.shape, shape) == tuple(shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise TaskextrapError(f"{what} returned shape {out.shape} for inputs x of shape {tuple(shape)}; "
+                              "it must return x's shape (numpy-vectorised over x)")
+    if not np.all(np.isfinite(out)):
+        raise TaskextrapError(f"{what} returned NaN or inf on its own domain")
