@@ -120,6 +120,24 @@ def test_list_prints_experiments():
     assert "embeddings: adapted, gradient, fisher" in res.stdout
 
 
+def test_help_lists_every_experiment_and_cuts_nothing_off(capsys):
+    from taskextrap.experiments.registry import EXPERIMENTS, all_experiments
+
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # undo the wrapping
+    for name in all_experiments():
+        assert f"{name} {EXPERIMENTS[name].description}" in text, name
+    flat = text.replace("- ", "-")  # a flag may be wrapped at its hyphen
+    assert "Takes: --anchors, --embedding, --family, --protocol, --test-seed; --split dev." in flat
+    assert "tiny: seconds (tests)" in text  # the tests' profile is documented, not hidden
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = capsys.readouterr().out
+    commands = top.split("Commands:")[1]
+    assert "..." not in commands and all(c in commands for c in ("list", "report", "reproduce"))
+
+
 def test_reproduce_all_runs_every_experiment(tmp_path):
     res = taskextrap("reproduce", "all", "--profile", "tiny", "--out", tmp_path, "--quiet", "--no-plots", timeout=600)
     assert res.returncode == 0, res.stderr

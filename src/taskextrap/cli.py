@@ -22,7 +22,7 @@ def cli():
     """Relational Task Extrapolator (RTE): reproduce the paper and apply RTE to your own tasks."""
 
 
-@cli.command("list")
+@cli.command("list", short_help="List the experiments, profiles and options.")
 def list_cmd():
     """List the registered experiments, their profiles and the options each takes."""
     from taskextrap.embed import EMBEDDINGS
@@ -37,7 +37,24 @@ def list_cmd():
     click.echo(f"\nprotocols: {', '.join(protocols)}; embeddings: {', '.join(EMBEDDINGS)}")
 
 
-@cli.command()
+class _ReproduceCommand(click.Command):
+    """``reproduce``, whose help ends with every experiment, its profiles and the options it takes."""
+
+    def format_epilog(self, ctx, formatter):
+        from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS, all_experiments
+
+        rows = []
+        for name in all_experiments():
+            e = EXPERIMENTS[name]
+            takes = ", ".join(OPTION_FLAGS[o] for o in sorted(e.options)) or "none"
+            rows.append((name, f"{e.description}. Profiles: {', '.join(e.profiles)}. Takes: {takes}"
+                               + ("; --split dev." if e.dev else ".")))
+        with formatter.section("Experiments (EXPERIMENT, or 'all'; the options above not named here are "
+                               "common to all)"):
+            formatter.write_dl(rows)
+
+
+@cli.command(cls=_ReproduceCommand, short_help="Run an experiment and write its results.")
 @click.argument("experiment")
 @click.option("--profile", default="quick", show_default=True,
               help="quick: 1 seed, minutes; paper: the paper's sizes and seeds; tiny: seconds (tests). "
@@ -122,7 +139,7 @@ def _model_extra(model, dtype, load_in_4bit) -> dict:
     return extra
 
 
-@cli.command()
+@cli.command(short_help="Render one table from several runs' results.")
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 def report(dirs):
     """Render one table from the results.json of several run directories (or of results files)."""
