@@ -162,6 +162,12 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 _python_show = warnings.showwarning
 
 
+def _one_line(message: str) -> str:
+    """``message`` on one printable line: a line break or control character that came from the
+    user's input (a path, an option value) is shown escaped, as Python would write it."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message.strip())
+
+
 def main(argv=None):
     """Entry point: runs the CLI and turns user errors into one line on stderr and exit status 2;
     the package's warnings (a damaged cache file recomputed) are one line on stderr too."""
@@ -169,13 +175,16 @@ def main(argv=None):
     try:
         cli.main(args=argv, standalone_mode=False)
     except TaskextrapError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {_one_line(str(exc))}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:  # a bare ``taskextrap``: the help, as for --help
+        click.echo(exc.ctx.get_help())
+        sys.exit(0)
     except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
+        click.echo(f"error: {_one_line(exc.format_message())}", err=True)
         sys.exit(exc.exit_code or 2)
     sys.exit(0)
 

@@ -94,6 +94,8 @@ class Experiment:
         if options.profile not in self.profiles:
             raise TaskextrapError(f"unknown profile {options.profile!r} for {self.name}; choose from "
                                   f"{', '.join(sorted(self.profiles))}")
+        if options.seeds is not None:
+            self.profiles[options.profile].with_seeds(options.seeds)  # bounded: a typo is refused here
         if self.regime is not None:
             from taskextrap.tasks.observe import get_protocol
 
