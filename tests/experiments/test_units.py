@@ -56,15 +56,19 @@ def _damages():
             path.write_text(json.dumps(data))
         return apply
 
+    def first(d):
+        return next(iter(d["errors"]))  # the first method's errors ("rte" in a real unit)
+
     return {
         "truncated": lambda p: p.write_text(p.read_text()[: len(p.read_text()) // 2]),
         "empty": lambda p: p.write_text(""),
         "garbled": lambda p: p.write_bytes(b"\xff\xfe not json"),
         "errors-not-a-dict": edit(lambda d: d.update(errors=[1, 2])),
-        "errors-of-strings": edit(lambda d: d["errors"].update(m=["a", "b"])),
+        "errors-of-strings": edit(lambda d: d["errors"].update({first(d): ["a", "b"]})),
         "timing-missing": edit(lambda d: d.pop("timing")),
-        "number-edited": edit(lambda d: d["errors"]["m"].__setitem__(0, 1189.0)),
-        "list-cut-short": edit(lambda d: d["errors"].update(m=d["errors"]["m"][:1])),
+        "number-edited": edit(lambda d: d["errors"][first(d)].__setitem__(0, 1189.0)),
+        "errors-zeroed": edit(lambda d: d["errors"].update({first(d): [0.0] * len(d["errors"][first(d)])})),
+        "list-cut-short": edit(lambda d: d["errors"].update({first(d): d["errors"][first(d)][:1]})),
         "checksum-missing": edit(lambda d: d.pop("checksum")),
     }
 
@@ -145,3 +149,33 @@ def test_a_run_reuses_seed_zero_for_more_seeds_and_repairs_damaged_units(tmp_pat
     warned = [line for line in out.stderr.splitlines() if line.startswith("warning: unit")]
     assert len(warned) == 2 and all("recomputing" in w for w in warned)
     assert json.loads((tmp_path / "length-paper-tiny" / "results.json").read_text())["rows"] == before
+
+
+def test_every_unit_of_a_run_damaged_every_way_is_recomputed_to_the_same_numbers(tmp_path):
+    """End to end, in one process: each kind of damage applied to every unit of a tiny parameter
+    run; the rerun warns once per unit, recomputes, and its rows equal the original run's."""
+    import json
+    import warnings
+
+    from taskextrap.errors import TaskextrapWarning
+    from taskextrap.experiments import units as units_mod
+    from taskextrap.experiments.registry import RunOptions
+    from taskextrap.experiments.runner import run_experiment
+
+    opts = RunOptions(profile="tiny", family="quadratic", seeds=2, out=tmp_path, plots=False, progress=False)
+    before = run_experiment("parameter", opts)["rows"]
+    units = sorted((tmp_path / "units").glob("parameter-*.json"))
+    originals = {u: u.read_bytes() for u in units}
+    assert len(units) == 2
+    for how, damage in _damages().items():
+        for u in units:
+            damage(u)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rows = run_experiment("parameter", opts)["rows"]
+        warned = [str(w.message) for w in caught if issubclass(w.category, TaskextrapWarning)]
+        assert len(warned) == len(units) and all("recomputing" in w for w in warned), (how, warned)
+        assert [r["value"] for r in rows] == [r["value"] for r in before], how
+        for u in units:  # replaced by an intact unit with the same numbers (its timings are new)
+            saved, original = json.loads(u.read_text()), json.loads(originals[u])
+            assert saved["errors"] == original["errors"] and units_mod._damage(saved, saved["fingerprint"]) is None, how
