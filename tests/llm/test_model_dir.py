@@ -1,5 +1,5 @@
 """A damaged ``--model`` directory gives one line, "cannot load model at DIR: <reason>", never a
-traceback."""
+traceback; and a model's files, not only its path, key the units and checkpoints of a run."""
 
 import importlib.util
 import json
@@ -14,7 +14,7 @@ if importlib.util.find_spec("transformers") is None:  # skip only when it is abs
 
 from taskextrap.errors import TaskextrapError, TaskextrapWarning  # noqa: E402
 from taskextrap.llm.model import LanguageModel, load_model, save_model  # noqa: E402
-from taskextrap.llm.modeldir import check_model_dir  # noqa: E402
+from taskextrap.llm.modeldir import check_model_dir, model_fingerprint  # noqa: E402
 from taskextrap.llm.tokenizer import HFTokenizer  # noqa: E402
 
 
@@ -126,3 +126,60 @@ def test_a_bad_model_fails_the_cli_before_any_work(noisy_lm, tmp_path, capsys):
     assert exit_.value.code == 2 and len(err.splitlines()) == 1
     assert err.startswith(f"error: cannot load model at {d}: model.safetensors is truncated")
     assert not (tmp_path / "runs").exists()  # refused in the check step, before the run made anything
+
+
+def test_the_fingerprint_follows_the_files(noisy_lm, tmp_path):
+    d = _saved(noisy_lm, tmp_path / "m")
+    before = model_fingerprint(d)
+    assert model_fingerprint(d) == before and len(before) == 64
+    (d / "README.md").write_text("notes")  # documentation is not a model file
+    assert model_fingerprint(d) == before
+    copy = _saved(noisy_lm, tmp_path / "copy")
+    assert model_fingerprint(copy) == before  # same files elsewhere: same hash
+    weights = bytearray((d / "model.safetensors").read_bytes())
+    weights[-1] ^= 1  # one byte of one weight
+    (d / "model.safetensors").write_bytes(bytes(weights))
+    assert model_fingerprint(d) != before
+    tok = json.loads((copy / "char_tokenizer.json").read_text())
+    (copy / "char_tokenizer.json").write_text(json.dumps({**tok, "alphabet": tok["alphabet"][::-1]}))
+    assert model_fingerprint(copy) != before
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_a_changed_byte_of_a_user_model_changes_its_units_and_checkpoints(noisy_lm, tmp_path, monkeypatch):
+    from taskextrap.experiments import codeio, parity
+    from taskextrap.experiments.registry import RunOptions
+    from taskextrap.experiments.units import fingerprint
+
+    d = _saved(noisy_lm, tmp_path / "m")
+    keys = []
+
+    def spy_parity(experiment, seeds, cache_dir, name, config, compute, **kw):
+        keys.append(("parity unit", fingerprint(**config(0))))  # parity's checkpoints are named by it too
+        raise _Stop
+
+    def spy_codeio(model, profile, tasks, seed, ckpt_dir, *a, **kw):
+        keys.append(("codeio checkpoints", ckpt_dir.name))  # codeio's unit key has the same base
+        raise _Stop
+
+    monkeypatch.setattr(parity, "run_seeds", spy_parity)
+    monkeypatch.setattr(codeio, "run_unit", spy_codeio)
+
+    def run_both():
+        options = RunOptions(profile="tiny", out=tmp_path, progress=False, extra={"model": str(d)})
+        for run in (parity.run_parity, codeio.run_codeio):
+            with pytest.raises(_Stop):
+                run(options, tmp_path / "units", None)
+
+    run_both()
+    run_both()
+    assert keys[:2] == keys[2:]  # same files, same keys
+    weights = bytearray((d / "model.safetensors").read_bytes())
+    weights[-1] ^= 1
+    (d / "model.safetensors").write_bytes(bytes(weights))
+    run_both()
+    assert [k for k, _ in keys[4:]] == ["parity unit", "codeio checkpoints"]
+    assert all(new != old for (_, new), (_, old) in zip(keys[4:], keys[:2]))

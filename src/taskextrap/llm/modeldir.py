@@ -1,14 +1,18 @@
-"""A model directory (``--model DIR``) checked before use.
+"""A model directory (``--model DIR``) checked before use, and its identity for cache keys.
 
 Nothing here imports torch, so an experiment's ``check`` step can refuse a bad directory in a
 moment, before any work. :func:`check_model_dir` reads only small files and the weights'
 headers: a damaged directory fails with one line ("cannot load model at DIR: <reason>"), and
 what only a full load can tell (shapes against the config) is checked by
 :func:`taskextrap.llm.model.load_model` with the same message.
+
+:func:`model_fingerprint` hashes the files a load reads, so a run's units and fine-tuning
+checkpoints are keyed by the model's contents, not only by its path.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -153,3 +157,50 @@ def _char_tokenizer_problem(data: dict) -> str | None:
     if not alphabet or len(set(alphabet)) != len(alphabet):
         return f"{CHAR_TOKENIZER_FILE}'s alphabet is empty or repeats a character"
     return None
+
+
+# ---------------------------------------------------------------------------- identity
+
+_FINGERPRINTS: dict[tuple, str] = {}  # (resolved dir, each file's name, size, mtime) -> hash
+
+
+def fingerprinted_files(path: str | os.PathLike) -> list[Path]:
+    """The files of model directory ``path`` that :func:`model_fingerprint` hashes, sorted by
+    name: every regular file at its top level, except hidden ones, documentation (README,
+    LICENSE, NOTICE, ``*.md``) and, when there are safetensors weights, weights in other formats
+    (a load reads only the safetensors ones then)."""
+    root = Path(path)
+    files = [p for p in root.iterdir() if p.is_file() and not p.name.startswith(".")]
+    has_safetensors = any(p.suffix == ".safetensors" for p in files)
+
+    def kept(p: Path) -> bool:
+        if p.suffix.lower() == ".md" or p.name.upper().startswith(("README", "LICENSE", "NOTICE")):
+            return False
+        return not (has_safetensors and p.suffix in WEIGHT_SUFFIXES and p.suffix != ".safetensors")
+
+    return sorted((p for p in files if kept(p)), key=lambda p: p.name)
+
+
+def model_fingerprint(path: str | os.PathLike) -> str:
+    """The sha256 (hex) of model directory ``path``'s contents: each of
+    :func:`fingerprinted_files` contributes its name, its length and its bytes.
+
+    One changed byte of the weights, config or tokenizer gives another hash; the directory's own
+    path is not in it (same files elsewhere, same hash). Computed once per process for a given
+    state of the files (their names, sizes and modification times), so large weights are read
+    once. A directory that fails :func:`check_model_dir` raises its one-line error.
+    """
+    root = check_model_dir(path)
+    files = fingerprinted_files(root)
+    state = tuple((p.name, st.st_size, st.st_mtime_ns) for p in files for st in [p.stat()])
+    key = (str(root.resolve()), state)
+    if key not in _FINGERPRINTS:
+        digest = hashlib.sha256()
+        for p in files:
+            digest.update(p.name.encode() + b"\0")
+            digest.update(p.stat().st_size.to_bytes(8, "little"))
+            with open(p, "rb") as fh:
+                while chunk := fh.read(_HASH_CHUNK):
+                    digest.update(chunk)
+        _FINGERPRINTS[key] = digest.hexdigest()
+    return _FINGERPRINTS[key]
