@@ -234,12 +234,15 @@ def test_user_defined_family_from_the_command_line(tmp_path):
 
 def test_model_options_reach_the_run_options(monkeypatch, tmp_path, capsys):
     from taskextrap.experiments import runner
+    from taskextrap.llm import modeldir
 
-    seen = []
+    seen, checked = [], []
     monkeypatch.setattr(runner, "run_experiment", lambda name, options: seen.append(options.extra) or 1 / 0)
+    monkeypatch.setattr(modeldir, "check_model_dir", checked.append)  # the model folder is checked before the run
     with pytest.raises(ZeroDivisionError):
         main(["reproduce", "codeio", "--model", str(tmp_path), "--dtype", "bfloat16", "--load-in-4bit", "--quiet"])
     assert seen == [{"model": str(tmp_path), "dtype": "bfloat16", "load_in_4bit": True}]
+    assert checked == [str(tmp_path)]
     with pytest.raises(ZeroDivisionError):
         main(["reproduce", "codeio", "--quiet"])
     assert seen[-1] == {}  # nothing given, nothing recorded: fingerprints stay as they were

@@ -441,7 +441,8 @@ def test_a_dev_run_trains_on_dev_training_pairs_and_scores_dev_tasks(tmp_path, m
         raise Stop
 
     monkeypatch.setattr(E, "run_unit", spy)
-    options = RunOptions(profile="tiny", out=tmp_path, progress=False, split="dev", extra={"model": "/some/7b"})
+    options = RunOptions(profile="tiny", out=tmp_path, progress=False, split="dev",
+                         extra={"model": str(_tiny_model(tmp_path / "model"))})
     with pytest.raises(Stop):
         run_experiment("codeio", options)
     dev_train, dev = S.dev_split(1)

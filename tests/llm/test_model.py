@@ -42,7 +42,7 @@ def test_load_with_hf_tokenizer(noisy_lm, make_hf_tokenizer, tmp_path):
 
 
 def test_load_errors(tmp_path):
-    with pytest.raises(TaskextrapError, match="not found"):
+    with pytest.raises(TaskextrapError, match="no such directory"):
         load_model(tmp_path / "missing")
     with pytest.raises(TaskextrapError, match="config.json"):
         load_model(tmp_path)

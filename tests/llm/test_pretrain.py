@@ -50,6 +50,7 @@ def test_missing_default_model_and_unknown_names_are_clear_errors(tmp_path, monk
 
 def test_base_model_choice_labels_and_loads(noisy_lm, tmp_path, monkeypatch):
     from taskextrap.llm.model import save_model
+    from taskextrap.llm.modeldir import model_fingerprint
 
     save_model(noisy_lm, tmp_path / "mine")
     assert pretrain.BaseModel.from_extra({}) == pretrain.BaseModel()
@@ -62,7 +63,8 @@ def test_base_model_choice_labels_and_loads(noisy_lm, tmp_path, monkeypatch):
     weights.write_bytes(weights.read_bytes() + b" ")
     assert pretrain.BaseModel().label("codeio") != tag  # other weights, another label
     choice = pretrain.BaseModel.from_extra({"model": str(tmp_path / "mine"), "dtype": "bfloat16"})
-    assert choice.label("codeio") == f"{tmp_path / 'mine'} dtype=bfloat16"
+    mine = f"{tmp_path / 'mine'}@{model_fingerprint(tmp_path / 'mine')[:16]}"  # a --model: its path and files
+    assert choice.label("codeio") == f"{mine} dtype=bfloat16"
     assert pretrain.BaseModel(load_in_4bit=True).label("parity") == "default:parity 4bit"
     lm = pretrain.load_base("codeio", choice)
     assert next(lm.model.parameters()).dtype.is_floating_point and str(next(lm.model.parameters()).dtype) == "torch.bfloat16"

@@ -2,6 +2,10 @@
 
 import dataclasses
 import importlib.util
+import json
+import os
+import shutil
+import warnings
 
 import pytest
 
@@ -13,7 +17,7 @@ if importlib.util.find_spec("peft") is None:  # skip only when it is absent, nev
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from taskextrap.errors import TaskextrapError  # noqa: E402
+from taskextrap.errors import TaskextrapError, TaskextrapWarning  # noqa: E402
 from taskextrap.llm.model import save_model  # noqa: E402
 from taskextrap.llm.scorer import completion_nll  # noqa: E402
 from taskextrap.llm.sft import (  # noqa: E402
@@ -134,3 +138,131 @@ def test_checkpoint_of_another_config_raises(make_char_model, tmp_path):
     assert log["resumed_from"] == 2
     with pytest.raises(TaskextrapError, match="different training config"):
         train(make_char_model(), last_char_pairs, SFTConfig(steps=2, batch_size=4, lr=2e-3), out_dir=tmp_path)
+
+
+def _cut(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _flip_last_byte(path):
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+
+
+def _edit_json(folder, **changes):
+    meta = json.loads((folder / "checkpoint.json").read_text())
+    (folder / "checkpoint.json").write_text(json.dumps({**meta, **changes}))
+
+
+def _old_format(folder):
+    """As written before checkpoints carried checksums."""
+    meta = json.loads((folder / "checkpoint.json").read_text())
+    (folder / "checkpoint.json").write_text(json.dumps({k: v for k, v in meta.items() if k not in ("files", "checksum")}))
+
+
+# damage -> (what it does to a checkpoint folder, the reason the warning gives)
+DAMAGE = {
+    "truncated weights": (lambda f: _cut(f / "trainable.safetensors"), "trainable.safetensors does not match its checksum"),
+    "weights with one byte changed": (lambda f: _flip_last_byte(f / "trainable.safetensors"),
+                                      "trainable.safetensors does not match its checksum"),
+    "empty json": (lambda f: (f / "checkpoint.json").write_text(""), "checkpoint.json is empty or not JSON"),
+    "garbled json": (lambda f: (f / "checkpoint.json").write_text('{"step": 5, "lo'), "checkpoint.json is empty or not JSON"),
+    "json a list": (lambda f: (f / "checkpoint.json").write_text("[5]"), "checkpoint.json is not a JSON object"),
+    "json edited": (lambda f: _edit_json(f, loss=[0.0] * 5), "checkpoint.json does not match its checksum"),
+    "garbage optimizer state": (lambda f: (f / "optimizer.pt").write_bytes(os.urandom(300)),
+                                "optimizer.pt does not match its checksum"),
+    "weights missing": (lambda f: (f / "trainable.safetensors").unlink(), "trainable.safetensors is missing"),
+    "optimizer state missing": (lambda f: (f / "optimizer.pt").unlink(), "optimizer.pt is missing"),
+    # checkpoints from before the checksums: the files themselves are parsed and checked
+    "old format, truncated weights": (lambda f: [_old_format(f), _cut(f / "trainable.safetensors")],
+                                      "trainable.safetensors is unreadable"),
+    "old format, garbage optimizer state": (lambda f: [_old_format(f), (f / "optimizer.pt").write_bytes(os.urandom(300))],
+                                            "optimizer.pt is unreadable"),
+    "old format, optimizer state of another shape": (
+        lambda f: [_old_format(f), torch.save({"optimizer": {"state": {}, "param_groups": []}, "scheduler": {}},
+                                              f / "optimizer.pt")], "optimizer.pt does not fit this run's optimizer"),
+    "old format, no loss history": (lambda f: [_old_format(f), _edit_json(f, loss=None)],
+                                    "checkpoint.json has no loss history of 5 steps"),
+}
+DAMAGE_CFG = SFTConfig(steps=10, batch_size=8, lr=3e-3, warmup_steps=2, checkpoint_every=5)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(make_char_model):
+    lm, log = train(make_char_model(), last_char_pairs, DAMAGE_CFG)
+    return state(lm.model), log["loss"]
+
+
+def _assert_identical(lm, log, reference):
+    weights, losses = reference
+    assert log["loss"] == losses  # bit for bit, not within a tolerance
+    for name, p in lm.model.named_parameters():
+        assert torch.equal(p, weights[name]), name
+
+
+def _resume_with_warnings(make_char_model, out):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        lm, log = train(make_char_model(), last_char_pairs, DAMAGE_CFG, out_dir=out)
+    return lm, log, [str(w.message) for w in seen if issubclass(w.category, TaskextrapWarning)]
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_only_checkpoint_restarts_the_run(damage, make_char_model, uninterrupted, tmp_path):
+    with pytest.raises(Interrupt):  # killed during step 7: ckpt-5 is the only checkpoint
+        train(make_char_model(), last_char_pairs, DAMAGE_CFG, out_dir=tmp_path, progress=stop_after(6))
+    folder = latest_checkpoint(tmp_path)
+    hurt, reason = DAMAGE[damage]
+    hurt(folder)
+    lm, log, said = _resume_with_warnings(make_char_model, tmp_path)
+    assert len(said) == 1 and said[0].startswith(f"fine-tuning checkpoint {folder} is damaged ({reason}")
+    assert said[0].endswith("): deleted it, restarting this run from step 0") and "\n" not in said[0]
+    assert log["resumed_from"] == 0
+    _assert_identical(lm, log, uninterrupted)
+    assert latest_checkpoint(tmp_path).name.endswith("00000010") and not folder.exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated weights", "garbled json", "garbage optimizer state"])
+def test_a_damaged_checkpoint_falls_back_to_the_one_before(damage, make_char_model, uninterrupted, tmp_path):
+    with pytest.raises(Interrupt):
+        train(make_char_model(), last_char_pairs, DAMAGE_CFG, out_dir=tmp_path, progress=stop_after(6))
+    first = latest_checkpoint(tmp_path)
+    shutil.copytree(first, tmp_path / "keep")
+    train(make_char_model(), last_char_pairs, DAMAGE_CFG, out_dir=tmp_path)  # finishes; deletes ckpt-5
+    (tmp_path / "keep").rename(first)  # both ckpt-5 and the final ckpt-10 complete
+    final = latest_checkpoint(tmp_path)
+    DAMAGE[damage][0](final)
+    assert finished_checkpoint(tmp_path, DAMAGE_CFG) in (None, final)  # a damaged JSON is not finished
+    lm, log, said = _resume_with_warnings(make_char_model, tmp_path)
+    assert len(said) == 1 and said[0].startswith(f"fine-tuning checkpoint {final} is damaged (")
+    assert said[0].endswith(f"): deleted it, resuming from {first.name}")
+    assert log["resumed_from"] == 5
+    _assert_identical(lm, log, uninterrupted)
+    assert finished_checkpoint(tmp_path, DAMAGE_CFG) == final  # saved again, whole
+
+
+def test_an_interrupted_save_and_an_old_checkpoint_resume_silently(make_char_model, uninterrupted, tmp_path):
+    with pytest.raises(Interrupt):
+        train(make_char_model(), last_char_pairs, DAMAGE_CFG, out_dir=tmp_path, progress=stop_after(6))
+    folder = latest_checkpoint(tmp_path)
+    _old_format(folder)  # no checksums: read on its structure
+    lm, log, said = _resume_with_warnings(make_char_model, tmp_path)
+    assert said == [] and log["resumed_from"] == 5
+    _assert_identical(lm, log, uninterrupted)
+    (latest_checkpoint(tmp_path) / "checkpoint.json").unlink()  # killed before the JSON: not a checkpoint
+    lm, log, said = _resume_with_warnings(make_char_model, tmp_path)
+    assert said == [] and log["resumed_from"] == 0
+    _assert_identical(lm, log, uninterrupted)
+
+
+def test_lora_restarts_from_a_damaged_checkpoint_identically(make_char_model, tmp_path):
+    cfg = dataclasses.replace(DAMAGE_CFG, lora=LoraSettings(r=4, alpha=8, dropout=0.1))
+    ref, ref_log = train(make_char_model(), last_char_pairs, cfg)
+    with pytest.raises(Interrupt):
+        train(make_char_model(), last_char_pairs, cfg, out_dir=tmp_path, progress=stop_after(6))
+    (latest_checkpoint(tmp_path) / "optimizer.pt").write_bytes(b"")
+    with pytest.warns(TaskextrapWarning, match="optimizer.pt does not match its checksum"):
+        lm, log = train(make_char_model(), last_char_pairs, cfg, out_dir=tmp_path)
+    _assert_identical(lm, log, (state(ref.model), ref_log["loss"]))

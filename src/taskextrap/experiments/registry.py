@@ -82,15 +82,20 @@ class Experiment:
     family: Callable | None = None  # resolves and checks a --family spec (raises TaskextrapError)
 
     def check(self, options: "RunOptions") -> None:
-        """A one-line error for an option this experiment does not take, an unknown profile or
-        protocol, a dev split it does not have, or a ``--family`` that cannot be loaded or fails its
-        check on a small sample; nothing is computed before this passes."""
+        """A one-line error for an option this experiment does not take, a ``--model`` directory
+        that fails the cheap checks (``llm.modeldir.check_model_dir``), an unknown profile or
+        protocol, a dev split it does not have, or a ``--family`` that cannot be loaded or fails
+        its check on a small sample; nothing is computed before this passes."""
         refused = sorted(options.given() - self.options)
         if refused:
             takes = ", ".join(OPTION_FLAGS[o] for o in sorted(self.options))
             raise TaskextrapError(f"{self.name} does not take {', '.join(OPTION_FLAGS[o] for o in refused)}; "
                                   + (f"of the experiment-specific options it takes {takes}" if takes
                                      else "it takes no experiment-specific option"))
+        if options.extra.get("model") is not None:  # a bad --model fails now, not after minutes of work
+            from taskextrap.llm.modeldir import check_model_dir
+
+            check_model_dir(options.extra["model"])
         if options.profile not in self.profiles:
             raise TaskextrapError(f"unknown profile {options.profile!r} for {self.name}; choose from "
                                   f"{', '.join(sorted(self.profiles))}")

@@ -8,13 +8,15 @@ placed here and nowhere else.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from taskextrap.errors import TaskextrapError
+from taskextrap.errors import TaskextrapError, TaskextrapWarning
 from taskextrap.llm import require
+from taskextrap.llm.modeldir import check_model_dir, model_error
 from taskextrap.llm.tokenizer import TOKENIZER_FILE, CharTokenizer, HFTokenizer
 
 
@@ -110,34 +112,91 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", dtyp
     directory's own tokenizer through :class:`HFTokenizer` (``chat`` selects its chat template).
     ``dtype`` is a torch dtype or its name (``"bfloat16"``, ``"auto"``); ``load_in_4bit`` needs
     bitsandbytes and CUDA.
+
+    A directory that cannot be loaded gives one line, "cannot load model at PATH: <reason>"
+    (:func:`taskextrap.llm.modeldir.check_model_dir` first, then whatever the load itself
+    finds): weights whose tensors are missing from, or shaped otherwise than, what ``config.json``
+    describes are refused rather than silently re-initialised. Weights the config does not use
+    are dropped with a one-line :class:`TaskextrapWarning`.
     """
     require("transformers")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    root = Path(path)
-    if not root.is_dir():
-        raise TaskextrapError(f"model directory not found: {path} (only local directories are loaded)")
-    if not (root / "config.json").is_file():
-        raise TaskextrapError(f"{path} has no config.json: not a saved model directory")
+    root = check_model_dir(path)
     device = torch.device(device)
-    kwargs = {"local_files_only": True}
+    kwargs = {"local_files_only": True, "output_loading_info": True,
+              "ignore_mismatched_sizes": True}  # mismatches come back in the loading info: refused below
     if any(root.glob("*.safetensors")):
         kwargs["use_safetensors"] = True  # never unpickle weights when safetensors are there
     if dtype is not None:
         kwargs["dtype"] = _torch_dtype(dtype)
     if load_in_4bit:
         kwargs.update(_four_bit_kwargs(device, kwargs.get("dtype")))
+    try:
+        model = _from_pretrained(root, kwargs)
+        if not load_in_4bit:
+            model = model.to(device)  # a 4-bit model is placed by its device_map and cannot be moved
+    except Exception as exc:  # noqa: BLE001 - whatever transformers or safetensors raise, one line
+        raise model_error(path, _one_line(exc)) from None
+    try:
+        tok = _load_tokenizer(root, chat)
+    except Exception as exc:  # noqa: BLE001 - as above
+        raise model_error(path, f"its tokenizer cannot be loaded ({_one_line(exc)})") from None
+    n_embed = model.get_input_embeddings().num_embeddings
+    if tok.vocab_size > n_embed:
+        raise model_error(path, f"the tokenizer has {tok.vocab_size} ids but the model's embedding only {n_embed} "
+                                "(tokenizer and weights of different models?)")
+    return LanguageModel(model.eval(), tok, device)
+
+
+def _from_pretrained(root: Path, kwargs: dict) -> torch.nn.Module:
+    """``AutoModelForCausalLM.from_pretrained`` with its multi-line load report silenced; weights
+    missing from the files or shaped otherwise than the config says raise a one-line error."""
+    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # one bar per load would flood the experiment's own progress
-    model = AutoModelForCausalLM.from_pretrained(root, **kwargs)
-    if not load_in_4bit:
-        model = model.to(device)  # a 4-bit model is placed by its device_map and cannot be moved
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its report is a table; what matters in it is raised below
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(root, **kwargs)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    mismatched = sorted(info.get("mismatched_keys") or [], key=str)
+    if mismatched:
+        first = mismatched[0]  # (name, shape in the weights, shape the config gives)
+        example = (f"{first[0]}: {list(first[1])} in the weights, {list(first[2])} in the config"
+                   if isinstance(first, (tuple, list)) and len(first) == 3 else str(first))
+        raise TaskextrapError(f"the weights do not fit config.json: {len(mismatched)} tensors have other shapes "
+                              f"(e.g. {example})")
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:
+        raise TaskextrapError(f"the weights lack {len(missing)} tensors the config's architecture needs "
+                              f"(e.g. {missing[0]}): weights and config.json of different models?")
+    unexpected = sorted(info.get("unexpected_keys") or [])
+    if unexpected:
+        warnings.warn(f"model at {root}: {len(unexpected)} tensors of the weights are not used by config.json's "
+                      f"architecture and were dropped (e.g. {unexpected[0]})", TaskextrapWarning, stacklevel=4)
+    return model
+
+
+def _load_tokenizer(root: Path, chat: bool) -> CharTokenizer | HFTokenizer:
+    """The directory's tokenizer: ``char_tokenizer.json`` when present, else transformers' own."""
     if (root / TOKENIZER_FILE).is_file():
-        tok = CharTokenizer.load(root)
-    else:
-        tok = HFTokenizer(AutoTokenizer.from_pretrained(root, local_files_only=True), chat=chat)
-    return LanguageModel(model.eval(), tok, device)
+        return CharTokenizer.load(root)
+    from transformers import AutoTokenizer
+
+    return HFTokenizer(AutoTokenizer.from_pretrained(root, local_files_only=True), chat=chat)
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message, at most 300 characters (library
+    errors can run over many lines); our own errors as they are, a lookup or type error (whose
+    message alone, e.g. ``'added_tokens'``, says little) after its type name."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if not text or (not isinstance(exc, TaskextrapError)
+                    and isinstance(exc, (LookupError, TypeError, AttributeError, ValueError)) and len(text) < 40):
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _torch_dtype(dtype):

@@ -218,10 +218,23 @@ class BaseModel:
         return cls(extra.get("model"), extra.get("dtype"), bool(extra.get("load_in_4bit", False)))
 
     def label(self, name: str) -> str:
-        """The name recorded in results and fingerprints: the path, or ``default:<name>@<hash of
-        its weights>`` (a retrained default model never reuses the old one's cache), plus the
-        loading options when set (so runs with other settings never share a cache)."""
-        out = self.path or f"default:{name}{_weights_tag(name)}"
+        """The name recorded in results and fingerprints: ``<path>@<hash of its files>``, or
+        ``default:<name>@<hash of its weights>``, plus the loading options when set (so runs with
+        other settings never share a cache).
+
+        The hash (16 hex digits of :func:`taskextrap.llm.modeldir.model_fingerprint`: weights,
+        config and tokenizer files) makes a ``--model`` whose files changed, like a retrained
+        default model, never reuse the old one's units or checkpoints. The path stays in the
+        label too, as results record where the model came from: a copy of the same files at
+        another path is computed afresh, never reused. A default model's label is as it always
+        was (its files are also in the package's source hash), so existing units stay valid.
+        """
+        if self.path is not None:
+            from taskextrap.llm.modeldir import model_fingerprint
+
+            out = f"{self.path}@{model_fingerprint(self.path)[:16]}"
+        else:
+            out = f"default:{name}{_weights_tag(name)}"
         if self.dtype is not None:
             out += f" dtype={self.dtype}"
         return out + (" 4bit" if self.load_in_4bit else "")

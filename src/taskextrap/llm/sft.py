@@ -3,17 +3,23 @@
 Full-parameter or LoRA (peft). Every step draws fresh pairs from its own seeded generator and
 reseeds dropout, so a run resumed from a checkpoint continues exactly like an uninterrupted one.
 A checkpoint is a folder ``ckpt-<step>/`` with the trainable weights (safetensors), the optimizer
-and scheduler state and a small JSON (step, loss history, config fingerprint); each file is
-written atomically and the JSON last, so a checkpoint is either complete or ignored.
+and scheduler state (``torch.save``, read back with ``weights_only=True``) and a small JSON
+(step, loss history, config fingerprint, each file's sha256 and its own checksum); each file is
+written atomically and the JSON last, so a folder without the JSON is an interrupted save and
+is ignored. A complete checkpoint that is damaged afterwards is deleted with a one-line warning
+and the run resumes from the one before it, or restarts (see :func:`_resume`).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
+import io
 import json
 import math
 import os
+import pickle  # only for its error type: nothing is unpickled here
 import shutil
 import time
 import warnings
@@ -25,11 +31,11 @@ import numpy as np
 import torch
 
 from taskextrap import audit
-from taskextrap.errors import TaskextrapError
+from taskextrap.errors import TaskextrapError, TaskextrapWarning
 from taskextrap.llm import require
 from taskextrap.llm.model import LanguageModel
 from taskextrap.llm.scorer import _pad
-from taskextrap.files import atomic_path, write_text_atomic
+from taskextrap.files import read_json, write_bytes_atomic, write_text_atomic
 from taskextrap.seeding import derive_seed, rng
 
 IGNORE = -100  # label of positions without loss (prompt, padding), as in Hugging Face
@@ -137,8 +143,9 @@ def train(lm: LanguageModel, sample_pairs: SamplePairs, cfg: SFTConfig, out_dir:
 
     Step ``s`` draws its pairs with ``taskextrap.seeding.rng(cfg.seed, "sft-batch", s)``. With
     ``out_dir``, checkpoints are written every ``cfg.checkpoint_every`` steps and at the end, and
-    a later call with the same config resumes from the latest one (the model passed in must be
-    the same starting model). ``lm.model`` is trained in place; with LoRA it is wrapped by peft
+    a later call with the same config resumes from the latest usable one (the model passed in
+    must be the same starting model; a damaged checkpoint is deleted with a one-line warning and
+    the one before it, or a fresh start, is used, with the same result). ``lm.model`` is trained in place; with LoRA it is wrapped by peft
     and the wrapped model is returned. The log holds ``loss`` (each step's mean completion-token
     loss, resumed steps included), ``wall_time_s`` of this call and ``resumed_from``.
     ``progress(step, loss)`` is called after each step. Each step's items are reported to the
@@ -271,58 +278,169 @@ def _trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 def _save_checkpoint(out: Path, model, opt, sched, cfg: SFTConfig, step: int, history: list[float]) -> None:
     """Write ``out/ckpt-<step>/`` (weights, optimizer state, then the JSON that makes it valid).
 
-    Older checkpoints are deleted only once the new one is complete, so there is always one.
+    The JSON holds each file's sha256 and a checksum of its own contents, so a file damaged or
+    edited afterwards is found on resume (:func:`_resume`). Older checkpoints are deleted only
+    once the new one is complete, so there is always one.
     """
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     folder = out / f"{CKPT_PREFIX}{step:08d}"
     folder.mkdir(parents=True, exist_ok=True)
-    weights = {n: t.contiguous().cpu() for n, t in _trainable_state(model).items()}
-    with atomic_path(folder / CKPT_WEIGHTS) as tmp:  # a crash never leaves a half-written file
-        save_file(weights, tmp)
-    with atomic_path(folder / CKPT_STATE) as tmp:
-        torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict()}, tmp)
-    meta = {"step": step, "fingerprint": cfg.fingerprint(), "loss": history, "config": dataclasses.asdict(cfg)}
-    write_text_atomic(folder / CKPT_JSON, json.dumps(meta))
+    weights = save({n: t.contiguous().cpu() for n, t in _trainable_state(model).items()})
+    buffer = io.BytesIO()
+    torch.save({"optimizer": opt.state_dict(), "scheduler": sched.state_dict()}, buffer)
+    files = {CKPT_WEIGHTS: weights, CKPT_STATE: buffer.getvalue()}
+    for name, data in files.items():
+        write_bytes_atomic(folder / name, data)  # a crash never leaves a half-written file
+    meta = {"step": step, "fingerprint": cfg.fingerprint(), "loss": history, "config": dataclasses.asdict(cfg),
+            "files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}}
+    write_text_atomic(folder / CKPT_JSON, json.dumps({**meta, "checksum": _meta_checksum(meta)}))
     for old in out.glob(f"{CKPT_PREFIX}*"):
         if old != folder and old.is_dir():
             shutil.rmtree(old, ignore_errors=True)
 
 
+def _meta_checksum(meta: dict) -> str:
+    """The sha256 of a checkpoint's JSON contents (all but the checksum) in canonical form."""
+    body = {k: v for k, v in meta.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _complete_checkpoints(out_dir: str | os.PathLike) -> list[Path]:
+    """The checkpoint folders of ``out_dir`` whose JSON was written (the last step of a save),
+    highest step first; a folder without it is an interrupted save and is ignored."""
+    folders = [f for f in Path(out_dir).glob(f"{CKPT_PREFIX}*") if (f / CKPT_JSON).is_file()]
+    return sorted(folders, key=lambda f: f.name, reverse=True)
+
+
 def latest_checkpoint(out_dir: str | os.PathLike) -> Path | None:
     """The complete checkpoint folder with the highest step in ``out_dir``, or None."""
-    folders = [f for f in Path(out_dir).glob(f"{CKPT_PREFIX}*") if (f / CKPT_JSON).is_file()]
-    return max(folders, key=lambda f: f.name, default=None)
+    folders = _complete_checkpoints(out_dir)
+    return folders[0] if folders else None
 
 
 def finished_checkpoint(out_dir: str | os.PathLike, cfg: SFTConfig) -> Path | None:
     """The final checkpoint of a finished run of ``cfg`` in ``out_dir`` (None while it is
-    missing: not started, still training, or another config's)."""
+    missing: not started, still training, another config's, or with a damaged JSON, which the
+    run's resume then replaces)."""
     folder = latest_checkpoint(out_dir) if Path(out_dir).is_dir() else None
     if folder is None:
         return None
-    meta = json.loads((folder / CKPT_JSON).read_text(encoding="utf-8"))
-    return folder if meta.get("fingerprint") == cfg.fingerprint() and meta.get("step") == cfg.steps else None
+    meta, why = _read_meta(folder)
+    return folder if why is None and meta.get("fingerprint") == cfg.fingerprint() and meta["step"] == cfg.steps else None
+
+
+class _Damaged(Exception):
+    """A checkpoint that cannot be used; the message says why (one line)."""
+
+
+def _read_meta(folder: Path) -> tuple[dict | None, str | None]:
+    """(the checkpoint JSON of ``folder``, None), or (None, why it cannot be used). Its
+    fingerprint is not compared here: an intact checkpoint of another config is no damage.
+
+    A JSON without a checksum (written before checkpoints had one) is accepted on its structure,
+    and its files without theirs.
+    """
+    try:
+        meta = read_json(folder / CKPT_JSON)
+    except TaskextrapError:
+        return None, f"{CKPT_JSON} is empty or not JSON"
+    if not isinstance(meta, dict):
+        return None, f"{CKPT_JSON} is not a JSON object"
+    if "checksum" in meta and meta["checksum"] != _meta_checksum(meta):
+        return None, f"{CKPT_JSON} does not match its checksum (edited or damaged)"
+    step, loss = meta.get("step"), meta.get("loss")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 1:
+        return None, f"{CKPT_JSON} has no valid step"
+    if not isinstance(loss, list) or len(loss) != step or not all(isinstance(v, (int, float)) for v in loss):
+        return None, f"{CKPT_JSON} has no loss history of {step} steps"
+    if not isinstance(meta.get("fingerprint"), str):
+        return None, f"{CKPT_JSON} has no config fingerprint"
+    return meta, None
+
+
+def _load_checkpoint(folder: Path, model, opt, sched, cfg: SFTConfig) -> tuple[int, list[float]]:
+    """Restore ``folder`` into the model, optimizer and scheduler; return (its step, its loss
+    history). Raises :class:`_Damaged` when it cannot be used, having changed nothing; a
+    checkpoint of another config or model (intact, so no damage) is a one-line TaskextrapError."""
+    meta, why = _read_meta(folder)
+    if why is not None:
+        raise _Damaged(why)
+    if meta["fingerprint"] != cfg.fingerprint():
+        raise TaskextrapError(f"{folder.parent} holds a checkpoint of a different training config: use another out_dir")
+    if meta["step"] > cfg.steps:  # the fingerprint holds the steps: only a damaged JSON goes past them
+        raise _Damaged(f"{CKPT_JSON} has step {meta['step']}, past the run's {cfg.steps}")
+    data = {}
+    for name in (CKPT_WEIGHTS, CKPT_STATE):
+        try:
+            data[name] = (folder / name).read_bytes()
+        except OSError as exc:
+            raise _Damaged(f"{name} is missing" if isinstance(exc, FileNotFoundError)
+                           else f"cannot read {name} ({exc.strerror or type(exc).__name__})") from None
+        expected = meta.get("files", {}).get(name) if isinstance(meta.get("files"), dict) else None
+        if expected is not None and hashlib.sha256(data[name]).hexdigest() != expected:
+            raise _Damaged(f"{name} does not match its checksum (truncated, edited or damaged)")
+    from safetensors.torch import load
+
+    params = dict(model.named_parameters())
+    trainable = _trainable_state(model)
+    try:
+        weights = load(data[CKPT_WEIGHTS])
+    except Exception as exc:  # noqa: BLE001 - safetensors' errors on bad bytes vary
+        raise _Damaged(f"{CKPT_WEIGHTS} is unreadable ({_first_line(exc)})") from None
+    if set(weights) != set(trainable):
+        raise TaskextrapError(f"the checkpoint in {folder} does not match this model's trainable parameters")
+    for name, t in weights.items():
+        if t.shape != trainable[name].shape or t.dtype != trainable[name].dtype:
+            raise _Damaged(f"{CKPT_WEIGHTS} holds {name} as {t.dtype} {list(t.shape)}, the model has "
+                           f"{trainable[name].dtype} {list(trainable[name].shape)}")
+    device = next(model.parameters()).device
+    try:  # weights_only: the file is never unpickled as arbitrary objects
+        state = torch.load(io.BytesIO(data[CKPT_STATE]), map_location=device, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch's errors on bad bytes vary
+        # an UnpicklingError's message is a long essay on weights_only: say what it means here
+        why = "not a torch.save file of plain tensors" if isinstance(exc, pickle.UnpicklingError) else _first_line(exc)
+        raise _Damaged(f"{CKPT_STATE} is unreadable ({why})") from None
+    if not (isinstance(state, dict) and isinstance(state.get("optimizer"), dict)
+            and isinstance(state.get("scheduler"), dict)):
+        raise _Damaged(f"{CKPT_STATE} holds no optimizer and scheduler state")
+    fresh = copy.deepcopy((opt.state_dict(), sched.state_dict()))
+    try:
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+    except Exception as exc:  # noqa: BLE001 - a state of another shape; put the fresh one back
+        opt.load_state_dict(fresh[0])
+        sched.load_state_dict(fresh[1])
+        raise _Damaged(f"{CKPT_STATE} does not fit this run's optimizer ({_first_line(exc)})") from None
+    with torch.no_grad():  # last: every check passed, so the model is changed only by a good checkpoint
+        for name, t in weights.items():
+            params[name].copy_(t)
+    return meta["step"], [float(v) for v in meta["loss"]]
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception's type and the first line of its message, at most 160 characters."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def _resume(out: Path, model, opt, sched, cfg: SFTConfig) -> tuple[int, list[float]]:
-    """Load the latest checkpoint in ``out`` if any; return (its step, its loss history)."""
-    folder = latest_checkpoint(out)
-    if folder is None:
-        return 0, []
-    meta = json.loads((folder / CKPT_JSON).read_text(encoding="utf-8"))
-    if meta.get("fingerprint") != cfg.fingerprint():
-        raise TaskextrapError(f"{out} holds a checkpoint of a different training config: use another out_dir")
-    from safetensors.torch import load_file
+    """Load the latest usable checkpoint in ``out``; return (its step, its loss history), or
+    (0, []) when there is none.
 
-    weights = load_file(str(folder / CKPT_WEIGHTS))
-    params = dict(model.named_parameters())
-    if set(weights) != set(_trainable_state(model)):
-        raise TaskextrapError(f"the checkpoint in {folder} does not match this model's trainable parameters")
-    with torch.no_grad():
-        for name, t in weights.items():
-            params[name].copy_(t)
-    state = torch.load(folder / CKPT_STATE, map_location=params[next(iter(weights))].device, weights_only=True)
-    opt.load_state_dict(state["optimizer"])
-    sched.load_state_dict(state["scheduler"])
-    return int(meta["step"]), list(meta["loss"])
+    A damaged checkpoint (unreadable, malformed, truncated, a file missing or not matching its
+    checksum) is deleted, so it is never tried again, with a one-line warning; the run then
+    resumes from the one before it, else restarts from step 0. Either way it ends exactly like
+    an uninterrupted run, as each step's draws and dropout depend on the step alone.
+    """
+    folders = _complete_checkpoints(out)
+    for k, folder in enumerate(folders):
+        try:
+            return _load_checkpoint(folder, model, opt, sched, cfg)
+        except _Damaged as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            then = f"resuming from {folders[k + 1].name}" if k + 1 < len(folders) else "restarting this run from step 0"
+            warnings.warn(f"fine-tuning checkpoint {folder} is damaged ({exc}): deleted it, {then}",
+                          TaskextrapWarning, stacklevel=3)
+    return 0, []

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.files import write_text_atomic
+from taskextrap.files import read_json, write_text_atomic
 
 TOKENIZER_FILE = "char_tokenizer.json"
 TOKENIZER_TYPE = "taskextrap-char"
@@ -70,9 +70,11 @@ class CharTokenizer:
         path = Path(directory) / TOKENIZER_FILE
         if not path.is_file():
             raise TaskextrapError(f"no {TOKENIZER_FILE} in {directory}")
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("type") != TOKENIZER_TYPE:
+        data = read_json(path)  # a one-line error for a missing, unreadable or non-JSON file
+        if not isinstance(data, dict) or data.get("type") != TOKENIZER_TYPE:
             raise TaskextrapError(f"{path} is not a {TOKENIZER_TYPE} tokenizer file")
+        if not isinstance(data.get("alphabet"), str):
+            raise TaskextrapError(f"{path} has no alphabet string: not a {TOKENIZER_TYPE} tokenizer file")
         return cls(data["alphabet"])
 
     def __repr__(self) -> str:
