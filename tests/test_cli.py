@@ -260,6 +260,19 @@ def test_split_options_reach_run_options_and_run_dir(tmp_path):
     assert run_dir_name("parameter", dev) == tmp_path / "parameter-paper-quick-dev-test10000"
 
 
+def test_runs_of_two_models_into_one_out_get_their_own_directories(tmp_path, monkeypatch):
+    from taskextrap.experiments.registry import RunOptions
+    from taskextrap.experiments.runner import run_dir_name
+    from taskextrap.llm import modeldir
+
+    monkeypatch.setattr(modeldir, "model_fingerprint", lambda path: "ab" * 32 if "one" in str(path) else "cd" * 32)
+    one = run_dir_name("parity", RunOptions(out=tmp_path, extra={"model": str(tmp_path / "one")}))
+    two = run_dir_name("parity", RunOptions(out=tmp_path, extra={"model": str(tmp_path / "two"), "dtype": "bfloat16"}))
+    assert one.name == "parity-paper-quick-modelone.abababab"
+    assert two.name == "parity-paper-quick-modeltwo.cdcdcdcd-bfloat16"
+    assert run_dir_name("parity", RunOptions(out=tmp_path)).name == "parity-paper-quick"  # default model: as before
+
+
 def test_unknown_split_is_a_one_line_error():
     from taskextrap.errors import TaskextrapError
     from taskextrap.experiments.registry import RunOptions

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -77,8 +78,10 @@ def check_writable(folder: Path) -> None:
 
 
 def run_dir_name(name: str, options: RunOptions) -> Path:
-    """The run directory: ``out/name-protocol-profile``, with ``-dev`` for the dev split and
-    ``-testNNNN`` for a test seed other than the default, so no run overwrites another's results."""
+    """The run directory: ``out/name-protocol-profile``, with ``-dev`` for the dev split,
+    ``-testNNNN`` for a test seed other than the default, ``-splitN`` for a split seed and the
+    base-model tags of a ``--model``/``--dtype``/``--load-in-4bit`` (:func:`_model_parts`), so no
+    run overwrites another's results."""
     parts = [name, options.protocol, options.profile]
     if options.split != "test":
         parts.append(options.split)
@@ -86,7 +89,25 @@ def run_dir_name(name: str, options: RunOptions) -> Path:
         parts.append(f"test{options.test_seed}")
     if options.split_seed is not None:
         parts.append(f"split{options.split_seed}")
+    parts += _model_parts(options.extra)
     return Path(options.out) / "-".join(parts)
+
+
+def _model_parts(extra: dict) -> list[str]:
+    """The run-directory tags of a base-model choice: ``model<name>.<8 hex of its files' hash>``
+    for a ``--model``, then the ``--dtype`` and ``4bit``; none for the default model, so the
+    directories of those runs keep their names."""
+    parts = []
+    if extra.get("model") is not None:
+        from taskextrap.llm.modeldir import model_fingerprint
+
+        name = re.sub(r"[^A-Za-z0-9_.]+", "_", Path(str(extra["model"])).resolve().name) or "model"
+        parts.append(f"model{name}.{model_fingerprint(extra['model'])[:8]}")
+    if extra.get("dtype") is not None:
+        parts.append(str(extra["dtype"]))
+    if extra.get("load_in_4bit"):
+        parts.append("4bit")
+    return parts
 
 
 def _plain(obj):
