@@ -84,6 +84,24 @@ def test_candidate_scores_resume_from_saved_chunks_and_equal_one_call(char_lm, t
     whole = search.candidate_scores(char_lm, tasks, cands, loo, batch_size=4)
     chunked = search.candidate_scores(char_lm, tasks, cands, loo, batch_size=4, cache_dir=tmp_path, tasks_per_chunk=2)
     np.testing.assert_allclose(chunked, whole, rtol=1e-5)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["scores-0000.npy", "scores-0002.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scores-0000.npy", "scores-0000.sha256",
+                                                           "scores-0002.npy", "scores-0002.sha256"]
     again = search.candidate_scores(None, tasks, cands, loo, batch_size=4, cache_dir=tmp_path, tasks_per_chunk=2)
     np.testing.assert_array_equal(again, chunked)  # no model needed: every chunk is read back
+
+    # a damaged chunk is scored again (one warning) and replaced; an intact one is still read back
+    from taskextrap.errors import TaskextrapWarning
+
+    chunk = tmp_path / "scores-0000.npy"
+    original = chunk.read_bytes()
+    damages = {"truncated": original[: len(original) // 2], "empty": b"", "garbage": b"\x93NUMPY garbage",
+               "edited": original[:-8] + np.float64(7.0).tobytes()}
+    for how, data in damages.items():
+        chunk.write_bytes(data)
+        with pytest.warns(TaskextrapWarning, match="scores-0000.npy are damaged") as caught:
+            redone = search.candidate_scores(char_lm, tasks, cands, loo, batch_size=4, cache_dir=tmp_path,
+                                             tasks_per_chunk=2)
+        assert len(caught) == 1, how
+        np.testing.assert_allclose(redone, chunked, rtol=1e-5, err_msg=how)
+        again = search.candidate_scores(None, tasks, cands, loo, batch_size=4, cache_dir=tmp_path, tasks_per_chunk=2)
+        np.testing.assert_array_equal(again, redone)  # the replaced file is intact

@@ -18,14 +18,16 @@ all tasks go through the scorer together so batches stay full.
 
 from __future__ import annotations
 
+import hashlib
 import io
+import warnings
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from taskextrap.errors import TaskextrapError
+from taskextrap.errors import TaskextrapError, TaskextrapWarning
 from taskextrap.files import write_bytes_atomic
 from taskextrap.llm.model import LanguageModel
 from taskextrap.llm.scorer import completion_nll
@@ -171,10 +173,27 @@ def _chunk_path(cache_dir: Path | None, start: int) -> Path | None:
 
 
 def _saved_scores(path: Path | None, shape: tuple[int, int]) -> np.ndarray | None:
-    """The finished scores saved at ``path`` (None when absent or of another shape)."""
+    """The finished scores saved at ``path`` (None when absent or of another shape). A file that
+    cannot be read, does not match the checksum saved beside it or holds a NaN is damaged: a
+    one-line warning, and None, so the chunk is scored again and the file replaced."""
     if path is None or not path.exists():
         return None
-    saved = np.load(path, allow_pickle=False)
+    why = None
+    try:
+        data = path.read_bytes()
+        digest = path.with_suffix(".sha256")
+        if digest.exists() and digest.read_text().strip() != hashlib.sha256(data).hexdigest():
+            why = "checksum mismatch (edited or damaged)"
+        else:  # a file saved before the checksums existed is still read (np.save wrote it atomically)
+            saved = np.load(io.BytesIO(data), allow_pickle=False)
+            if saved.dtype.kind != "f" or saved.ndim != 2 or np.isnan(saved).any():
+                why = "not a table of scores"
+    except (OSError, ValueError, EOFError) as exc:
+        why = f"unreadable: {type(exc).__name__}"
+    if why is not None:
+        warnings.warn(f"search scores {path} are damaged ({why}); scoring that chunk again", TaskextrapWarning,
+                      stacklevel=2)
+        return None
     return saved if saved.shape == shape else None
 
 
@@ -182,4 +201,8 @@ def _save_atomic(path: Path, array: np.ndarray) -> None:
     """np.save written atomically (``files.write_bytes_atomic``): a crash never leaves half a file."""
     buf = io.BytesIO()
     np.save(buf, array, allow_pickle=False)
-    write_bytes_atomic(path, buf.getvalue())
+    data = buf.getvalue()
+    write_bytes_atomic(path, data)
+    # The checksum goes beside the scores, written second: a crash between the two writes leaves an
+    # intact file without a checksum, which is read like the files saved before checksums existed.
+    write_bytes_atomic(path.with_suffix(".sha256"), hashlib.sha256(data).hexdigest().encode())
