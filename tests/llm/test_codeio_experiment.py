@@ -17,7 +17,7 @@ from taskextrap.errors import TaskextrapError  # noqa: E402
 from taskextrap.experiments import codeio as E  # noqa: E402
 from taskextrap import sharding as SH  # noqa: E402
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions  # noqa: E402
-from taskextrap.experiments.runner import run_experiment  # noqa: E402
+from taskextrap.experiments.runner import run_dir_name, run_experiment  # noqa: E402
 from taskextrap.sharding import Shard  # noqa: E402
 from taskextrap.llm import codeio as C  # noqa: E402
 from taskextrap.tasks import strings as S  # noqa: E402
@@ -86,7 +86,7 @@ def test_tiny_run_writes_every_row(tiny_run):
     assert (cfg["split"], cfg["split_seed"], cfg["test_seed"]) == ("test", 1, FRESH_TEST_SEED)
     assert cfg["prompt_format"] == C.PROMPT_FORMAT and cfg["block_rows"] == 6
     assert {"sft_s", "search_s", "base_model_s", "cot-majority_eval_s", "oracle_eval_s"} <= set(res["timing"])
-    on_disk = json.loads((options.out / "codeio-paper-tiny" / "results.json").read_text())
+    on_disk = json.loads((run_dir_name("codeio", options) / "results.json").read_text())
     assert on_disk["rows"] == res["rows"]
     (unit,) = (options.out / "units").glob("codeio-seed0-*.json")
     saved = json.loads(unit.read_text())
@@ -99,7 +99,7 @@ def test_tiny_run_writes_every_row(tiny_run):
 
 def test_tiny_run_keeps_every_final_prompt(tiny_run):
     res, _, options, _ = tiny_run
-    lines = (options.out / "codeio-paper-tiny" / "prompts.jsonl").read_text().splitlines()
+    lines = (run_dir_name("codeio", options) / "prompts.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
     assert [r["method"] for r in records] == list(E.PROMPT_METHODS)  # one task, one seed
     (task,) = E.held_out_tasks(1)[0]
@@ -135,7 +135,7 @@ def test_base_model_row_uses_the_base_model(tiny_run):
 
 def test_rerun_resumes_from_the_unit_cache(tiny_run, monkeypatch):
     res, _, options, _ = tiny_run
-    written = options.out / "codeio-paper-tiny" / "prompts.jsonl"
+    written = run_dir_name("codeio", options) / "prompts.jsonl"
     before = written.read_text()
     written.unlink()
     monkeypatch.setattr(E, "run_unit", lambda *a, **k: pytest.fail("the finished unit was recomputed"))
