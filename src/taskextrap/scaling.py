@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from taskextrap import audit
+from taskextrap.errors import TaskextrapError
 from taskextrap.tasks.taskset import TaskSet
 
 
@@ -25,6 +26,10 @@ class FamilyScaler:
         audit.record_tasks("scaler", library)  # the values below are computed from these tasks
         lo, hi = library.family.domain
         y = library.values(np.broadcast_to(library.family.grid(m), (len(library), m)))
+        if len(library) == 0:
+            raise TaskextrapError("the library is empty: at least one task is needed to fit a scaler")
+        if not np.all(np.isfinite(y)):
+            raise TaskextrapError("the library's values over its domain contain NaN or inf: check the family's formula")
         return cls((lo + hi) / 2, (hi - lo) / 2, float(y.mean()), float(y.std() + 1e-12))
 
     def x(self, x: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.polynomial import legendre
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.validation import check_context, check_query
+from taskextrap.validation import check_context, check_finite_result, check_query, describe
 
 __all__ = ["ctx_interp", "ctx_polyfit", "library_best_fit"]
 
@@ -26,7 +26,7 @@ def _inputs(ctx_x, ctx_y, qry_x, min_points: int = 1) -> tuple[np.ndarray, np.nd
     x, y = check_context(ctx_x, ctx_y)
     if x.shape[1] < min_points:
         raise TaskextrapError(f"context has {x.shape[1]} point(s) per task; this baseline needs at least {min_points}")
-    q = check_query(qry_x, x.shape[0])
+    q = check_query(qry_x, x.shape[0], "qry_x")
     return x, y, q
 
 
@@ -133,20 +133,23 @@ def ctx_polyfit(ctx_x, ctx_y, qry_x, max_degree: int = 5, return_degree: bool = 
     ``return_degree=True`` also the chosen degree per task, shape (n,), as a tuple.
     """
     if isinstance(max_degree, bool) or not isinstance(max_degree, (int, np.integer)) or max_degree < 0:
-        raise TaskextrapError(f"max_degree must be a non-negative integer, got {max_degree!r}")
+        raise TaskextrapError(f"max_degree must be a non-negative integer, got {describe(max_degree)}")
     x, y, q = _inputs(ctx_x, ctx_y, qry_x, min_points=2)
     n, k = x.shape
     top = min(int(max_degree), k - 2)
     u, uq = _rescale(x, q)
     cvs = np.empty((top + 1, n))
     preds = np.empty((top + 1, n, q.shape[1]))
-    for d in range(top + 1):
-        cvs[d], preds[d] = _fit_degree(u, y, uq, d)
+    # Queries far outside the context's x-range can overflow a polynomial: the result is checked below.
+    with np.errstate(over="ignore", invalid="ignore"):
+        for d in range(top + 1):
+            cvs[d], preds[d] = _fit_degree(u, y, uq, d)
     best = np.min(cvs, axis=0)
     scale = np.mean((y - y.mean(axis=1, keepdims=True)) ** 2, axis=1)
     ok = cvs <= best * (1.0 + 1e-8) + 1e-20 * (1.0 + scale)
     degree = np.argmax(ok, axis=0)  # lowest degree within round-off of the best
     pred = np.take_along_axis(preds, degree[None, :, None], axis=0)[0]
+    check_finite_result("ctx_polyfit's prediction", pred, "qry_x", "is too far outside the context's x-range")
     if return_degree:
         return pred, degree
     return pred
@@ -179,9 +182,9 @@ def library_best_fit(
     Returns (predictions (n, q), chosen library index (n,)).
     """
     if isinstance(n_library, bool) or not isinstance(n_library, (int, np.integer)) or n_library < 1:
-        raise TaskextrapError(f"n_library must be a positive integer, got {n_library!r}")
+        raise TaskextrapError(f"n_library must be a positive integer, got {describe(n_library)}")
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
-        raise TaskextrapError(f"chunk must be a positive integer, got {chunk!r}")
+        raise TaskextrapError(f"chunk must be a positive integer, got {describe(chunk)}")
     if not callable(library_fn):
         raise TaskextrapError("library_fn must be callable as library_fn(index, x)")
     x, y, q = _inputs(ctx_x, ctx_y, qry_x, min_points=1)
@@ -204,7 +207,7 @@ def library_best_fit(
         index[start : start + c] = best
         fq = _call_library(library_fn, best, q[start : start + c])
         pred[start : start + c] = fq + off[np.arange(c), best][:, None]
-    return pred, index
+    return check_finite_result("library_best_fit's prediction", pred, "library_fn", "overflows at qry_x"), index
 
 
 def _library_values(library_fn, library_grid, lib: np.ndarray, xc: np.ndarray) -> np.ndarray:

@@ -8,15 +8,20 @@ from __future__ import annotations
 import numpy as np
 
 from taskextrap import audit
+from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.decomposing import DecomposingRTE
 from taskextrap.operators.param import InductiveRegressor, sort_context
 from taskextrap.seeding import derive_seed, rng
-from taskextrap.validation import check_context, check_query
+from taskextrap.validation import check_finite_result
 
 
 class DiscreteInductive:
     """``sparse-inductive`` for ladders and compositions, fitted beside a fitted LengthRTE or CompositionRTE."""
 
     def __init__(self, rte):
+        if not isinstance(rte, DecomposingRTE):
+            raise TaskextrapError(f"rte must be a LengthRTE or CompositionRTE, got {type(rte).__name__}")
+        rte.check_is_fitted()
         self.rte = rte
         self.net = InductiveRegressor(rte.scaler_, rte.protocol.n_context, 0, derive_seed(rte.seed, "sparse-inductive"),
                                       rte.train, rte.blocks, component="sparse-inductive")
@@ -37,7 +42,8 @@ class DiscreteInductive:
 
     def predict(self, ctx_x, ctx_y, qry_x) -> np.ndarray:
         """Predictions (n, q) from the context alone."""
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.rte.protocol.n_context)
-        qry_x = check_query(qry_x, len(ctx_x))
+        ctx_x, ctx_y = self.rte._checked_context(ctx_x, ctx_y)
+        qry_x = self.rte._checked_query(qry_x, len(ctx_x))
         cx, cy = sort_context(ctx_x, ctx_y)
-        return self.net.predict(cx, cy, qry_x, np.zeros((len(cx), 0)))
+        pred = self.net.predict(cx, cy, qry_x, np.zeros((len(cx), 0)))
+        return check_finite_result("the prediction", pred, "ctx_x, ctx_y or qry_x")

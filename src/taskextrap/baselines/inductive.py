@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from taskextrap import audit
-from taskextrap.operators.param import InductiveRegressor, sort_context
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.parameter import RTE
+from taskextrap.operators.param import InductiveRegressor, sort_context
 from taskextrap.seeding import derive_seed, rng
-from taskextrap.validation import check_context, check_query
+from taskextrap.validation import as_rows, check_finite_result, check_instance, describe
 
 INDUCTIVE_KINDS = ("sparse-inductive", "t2v-inductive", "inductive-oracle")
 
@@ -30,6 +30,10 @@ class InductiveBaseline:
     """One inductive regressor of ``kind``, fitted on a fitted RTE's library draws."""
 
     def __init__(self, kind: str, rte: RTE):
+        if kind not in INDUCTIVE_KINDS:
+            raise TaskextrapError(f"unknown inductive kind {describe(kind)}; choose from {list(INDUCTIVE_KINDS)}")
+        check_instance("rte", rte, RTE, "an RTE fitted on the library")
+        rte.check_is_fitted()
         self.kind, self.rte = kind, rte
         d = rte.draws_
         dim = _extra(kind, rte, d.z[:1], d.obs.params[:1]).shape[1]
@@ -51,12 +55,15 @@ class InductiveBaseline:
 
     def predict(self, ctx_x, ctx_y, qry_x, theta=None) -> np.ndarray:
         """Predictions (n, q); ``theta`` is read by the inductive oracle only."""
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.rte.protocol.n_context)
-        qry_x = check_query(qry_x, len(ctx_x))
+        ctx_x, ctx_y = self.rte._checked_context(ctx_x, ctx_y)
+        qry_x = self.rte._checked_query(qry_x, len(ctx_x))
         if self.kind == "inductive-oracle":
             if theta is None:
                 raise TaskextrapError("the inductive oracle needs the targets' true parameters (theta=...)")
-            theta = np.asarray(theta, dtype=float).reshape(len(ctx_x), -1)
+            fam = self.rte.library_.family
+            theta = as_rows("theta", theta, len(ctx_x), len(fam.param_names),
+                            f"the true {fam.param_names} of each target")
         z = self.rte.embed(ctx_x, ctx_y) if self.kind == "t2v-inductive" else np.zeros((len(ctx_x), 0))
         cx, cy = sort_context(ctx_x, ctx_y)
-        return self.net.predict(cx, cy, qry_x, _extra(self.kind, self.rte, z, theta))
+        pred = self.net.predict(cx, cy, qry_x, _extra(self.kind, self.rte, z, theta))
+        return check_finite_result("the prediction", pred, "ctx_x, ctx_y or qry_x")

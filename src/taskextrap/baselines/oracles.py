@@ -12,6 +12,7 @@ from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.parameter import RTE
 from taskextrap.tasks.observe import Observations
 from taskextrap.tasks.taskset import TaskSet
+from taskextrap.validation import as_rows
 
 
 class TransductiveOracle(RTE):
@@ -38,5 +39,7 @@ class TransductiveOracle(RTE):
         """The ``k`` library tasks nearest each target by true (scaled) parameters ``theta`` (n, p),
         with the true shifts."""
         self.check_is_fitted()
-        theta = np.asarray(theta, dtype=float).reshape(len(ctx_x), -1)
-        return self._nearest(self.library_.family.scaled_params(theta), k)
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
+        fam = self.library_.family
+        theta = as_rows("theta", theta, len(ctx_x), len(fam.param_names), f"the true {fam.param_names} of each target")
+        return self._nearest(fam.scaled_params(theta), k)

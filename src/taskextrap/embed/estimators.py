@@ -28,6 +28,7 @@ from taskextrap import audit
 from taskextrap.embed.probe import Params, flatten, init_probe, probe_loss
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import torch_generator
+from taskextrap.validation import as_float_array, check_context, check_finite_result, check_int, check_real, describe
 
 CHUNK = 2048  # tasks per vectorised batch: bounds memory at about CHUNK * n_params * 16 bytes
 
@@ -99,6 +100,12 @@ class ProxyEmbedding:
 
     def __post_init__(self):
         check_embedding(self.method)
+        check_int("dim", self.dim, 1)
+        check_int("width", self.width, 1)
+        check_int("pretrain_steps", self.pretrain_steps, 0)
+        check_int("adapt_steps", self.adapt_steps, 0)
+        check_real("adapt_lr", self.adapt_lr, 0.0, min_open=True)
+        check_int("seed", self.seed, 0)
 
     def fit(self, ctx_x: np.ndarray, ctx_y: np.ndarray, params: np.ndarray | None = None,
             pretrain_x: np.ndarray | None = None, pretrain_y: np.ndarray | None = None) -> "ProxyEmbedding":
@@ -110,6 +117,19 @@ class ProxyEmbedding:
         verified. Library fits use :meth:`fit_observed`, which reports what it consumes from the
         data itself.
         """
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y)
+        if params is not None:
+            params = as_float_array("params", params)
+            if params.ndim != 2 or len(params) != len(ctx_x):
+                raise TaskextrapError(f"params must have one row per context ({len(ctx_x)}), got shape {params.shape}")
+        if (pretrain_x is None) != (pretrain_y is None):
+            raise TaskextrapError("pretrain_x and pretrain_y go together: pass both or neither")
+        if pretrain_x is not None:
+            pretrain_x = as_float_array("pretrain_x", pretrain_x)
+            pretrain_y = as_float_array("pretrain_y", pretrain_y)
+            if pretrain_x.shape != pretrain_y.shape or pretrain_x.size == 0:
+                raise TaskextrapError(f"pretrain_x and pretrain_y must have one equal, non-empty shape, "
+                                      f"got {pretrain_x.shape} and {pretrain_y.shape}")
         contexts = audit.Batch((ctx_x, ctx_y), [] if params is None else [audit.Source(None, np.asarray(params))])
         pretrain = None if pretrain_x is None else audit.Batch((pretrain_x, pretrain_y))
         return self._fit(contexts, pretrain, None)
@@ -141,7 +161,8 @@ class ProxyEmbedding:
                                     torch.as_tensor(sy(py), dtype=torch.float32).reshape(-1),
                                     self.width, self.pretrain_steps, self.seed)
         cx, cy = audit.consume("pca", contexts)[:2]
-        raw = self.raw(sx(cx), sy(cy))
+        raw = check_finite_result("the probe's output", self.raw(sx(cx), sy(cy)), "the library contexts",
+                                  "are too large for the float32 probe")
         self.pca_ = PCA(n_components=min(self.dim, *raw.shape), random_state=self.seed % 2**32).fit(raw)
         return self
 
@@ -149,6 +170,7 @@ class ProxyEmbedding:
         """High-dimensional estimator output (n, n_params) before PCA."""
         if self.probe_ is None:
             raise TaskextrapError("ProxyEmbedding is not fitted")
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y)
         out = []
         with torch.no_grad():
             for i in range(0, len(ctx_x), CHUNK):
@@ -161,7 +183,9 @@ class ProxyEmbedding:
         """Gamma(context): PCA projection normalised to unit length, shape (n, dim)."""
         if self.pca_ is None:
             raise TaskextrapError("ProxyEmbedding is not fitted")
-        z = self.pca_.transform(self.raw(ctx_x, ctx_y))
+        raw = check_finite_result("the probe's output", self.raw(ctx_x, ctx_y), "ctx_x or ctx_y",
+                                  "are too large for the float32 probe (it expects normalised values)")
+        z = self.pca_.transform(raw)
         return z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-8)
 
 
@@ -189,7 +213,7 @@ EMBEDDINGS = tuple(GAMMAS)
 def check_embedding(name: str) -> str:
     """``name`` if it is a known Gamma estimator; a one-line TaskextrapError otherwise."""
     if name not in EMBEDDINGS:
-        raise TaskextrapError(f"unknown embedding {name!r}; choose from {sorted(EMBEDDINGS)}")
+        raise TaskextrapError(f"unknown embedding {describe(name)}; choose from {sorted(EMBEDDINGS)}")
     return name
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.validation import as_index_array, check_context, check_instance, check_query, check_scaled
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,22 @@ class Decomposition:
     extras: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        n, k = self.score.shape
-        if self.anchors.shape[:2] != (n, k) or self.phi.shape[:2] != (n, k):
-            raise TaskextrapError(f"a decomposition's anchors {self.anchors.shape}, phi {self.phi.shape} and "
-                                  f"score {self.score.shape} must agree on (targets, candidates)")
+        anchors, phi, score = (_numeric(name, getattr(self, name)) for name in ("anchors", "phi", "score"))
+        if score.ndim != 2:
+            raise TaskextrapError(f"a decomposition's score must have shape (targets, candidates), got {score.shape}")
+        n, k = score.shape
+        if anchors.shape[:2] != (n, k) or phi.shape[:2] != (n, k):
+            raise TaskextrapError(f"a decomposition's anchors {anchors.shape}, phi {phi.shape} and "
+                                  f"score {score.shape} must agree on (targets, candidates)")
+        if anchors.dtype.kind not in "iu":
+            raise TaskextrapError(f"a decomposition's anchors must be integer library indices, "
+                                  f"got dtype {anchors.dtype}")
+        if not np.all(np.isfinite(phi)):
+            raise TaskextrapError("a decomposition's phi contains NaN or inf")
+        if not isinstance(self.extras, dict):
+            raise TaskextrapError(f"a decomposition's extras must be a dict, got {type(self.extras).__name__}")
+        for name, value in (("anchors", anchors), ("phi", phi), ("score", score)):
+            object.__setattr__(self, name, value)  # frozen: arrays instead of whatever sequence was given
 
     @property
     def k(self) -> int:
@@ -52,15 +65,56 @@ class Decomposition:
     def columns(self, cols) -> "Decomposition":
         """The same targets with only the candidates ``cols`` (an index or a slice), e.g. the best
         one (``columns(0)``) for an estimator that should not average. Extras are kept."""
+        indexable = (int, np.integer, slice, list, tuple, np.ndarray)
+        if isinstance(cols, (bool, np.bool_)) or not isinstance(cols, indexable):
+            raise TaskextrapError(f"cols must be a candidate index, a slice or a list of indices, "
+                                  f"got {type(cols).__name__}")
         cols = [cols] if isinstance(cols, (int, np.integer)) else cols
+        if not isinstance(cols, slice):
+            cols = as_index_array("cols", cols, self.k, "candidate indices")
         return replace(self, anchors=self.anchors[:, cols], phi=self.phi[:, cols], score=self.score[:, cols])
 
     @classmethod
     def given(cls, anchors: np.ndarray, phi: np.ndarray, extras: dict | None = None) -> "Decomposition":
         """A decomposition that was chosen, not searched (an oracle's, an ablation's): ``anchors``
         (n, k[, parts]) and ``phi`` (n, k, ...), scores NaN."""
-        anchors, phi = np.asarray(anchors, dtype=int), np.asarray(phi, dtype=float)
-        return cls(anchors, phi, np.full(anchors.shape[:2], np.nan), extras or {})
+        anchors, phi = _numeric("anchors", anchors), _numeric("phi", phi)
+        if anchors.dtype.kind == "f":  # integral floats are indices written as floats; 2.5 is not an index
+            if not np.all(anchors == np.round(anchors)):
+                raise TaskextrapError("anchors must hold integer library indices, got non-integer values")
+            anchors = anchors.astype(int)
+        if anchors.ndim < 2:
+            raise TaskextrapError(f"anchors must have shape (targets, candidates[, parts]), got {anchors.shape}")
+        return cls(anchors, np.asarray(phi, dtype=float), np.full(anchors.shape[:2], np.nan), extras or {})
+
+
+def _numeric(name: str, a) -> np.ndarray:
+    """``a`` as an array of real numbers (integer or float dtype; NaN allowed, no bool, complex or object)."""
+    try:
+        arr = np.asarray(a)
+    except (TypeError, ValueError):
+        raise TaskextrapError(f"a decomposition's {name} must be a numeric array") from None
+    if arr.dtype.kind not in "iuf":
+        raise TaskextrapError(f"a decomposition's {name} must be a numeric array, got dtype {arr.dtype}")
+    return arr
+
+
+def check_decomposition(d, n: int, library_size: int, anchor_parts: tuple = (), phi_shape: tuple | None = None) -> None:
+    """A one-line error unless ``d`` is a Decomposition of ``n`` targets whose anchors (n, k,
+    *anchor_parts) are indices into a library of ``library_size`` and whose phi is (n, k, *phi_shape)."""
+    check_instance("decomposition", d, Decomposition, "a Decomposition (from decompose or decomposition_for)")
+    if d.anchors.shape[0] != n:
+        raise TaskextrapError(f"decomposition is for {d.anchors.shape[0]} targets, but the context has {n}")
+    if d.k == 0:
+        raise TaskextrapError("decomposition has no candidates: at least one per target is needed")
+    if d.anchors.shape[2:] != tuple(anchor_parts):
+        raise TaskextrapError(f"decomposition anchors must have shape (n, k{''.join(f', {p}' for p in anchor_parts)}), "
+                              f"got {d.anchors.shape}")
+    if phi_shape is not None and d.phi.shape[2:] != tuple(phi_shape):
+        raise TaskextrapError(f"decomposition phi must have shape (n, k{''.join(f', {p}' for p in phi_shape)}), "
+                              f"got {d.phi.shape}")
+    if d.anchors.min() < 0 or d.anchors.max() >= library_size:
+        raise TaskextrapError(f"decomposition anchors must be library indices in [0, {library_size})")
 
 
 class Estimator:
@@ -94,6 +148,27 @@ class Estimator:
     def check_is_fitted(self) -> None:
         """A one-line error unless ``fit`` has finished."""
         check_is_fitted(self, self.fitted_attribute, self.library_kind)
+
+    def _checked_context(self, ctx_x, ctx_y) -> tuple[np.ndarray, np.ndarray]:
+        """The context as validated float arrays (n, n_context), within the float32 networks'
+        range once scaled (``validation.MAX_SCALED``). Needs the fitted scaler."""
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        check_scaled("ctx_x", self.scaler_.x(ctx_x))
+        check_scaled("ctx_y", self.scaler_.y(ctx_y))
+        return ctx_x, ctx_y
+
+    def _checked_query(self, x_query, n: int) -> np.ndarray:
+        """Query inputs as a validated float array (n, q), within range once scaled."""
+        qry_x = check_query(x_query, n)
+        check_scaled("x_query", self.scaler_.x(qry_x))
+        return qry_x
+
+
+def check_progress(progress) -> None:
+    """``progress`` of ``fit`` is None or a callable ``progress(step, loss)`` (called every training step)."""
+    if progress is not None and not callable(progress):
+        raise TaskextrapError(f"progress must be None or callable as progress(step, loss), "
+                              f"got {type(progress).__name__}")
 
 
 def check_is_fitted(estimator, attribute: str, library_kind: str = "library") -> None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
-from taskextrap.estimators.base import Decomposition
+from taskextrap.estimators.base import Decomposition, check_decomposition
 from taskextrap.estimators.decomposing import DecomposingRTE
 from taskextrap.operators.composition import CompositionOperator
 from taskextrap.operators.param import sort_context
@@ -31,7 +31,7 @@ from taskextrap.search.index import nearest
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import noise_scale
 from taskextrap.tasks.primitives import PAPER_SPLIT, Composer, CompositionSet, PairSplit, PrimitiveSet, PrimitiveTasks
-from taskextrap.validation import check_context, check_query
+from taskextrap.validation import as_index_array, check_instance, check_int, check_optional_int, check_query
 
 VERIFY_CHUNK = 512  # targets per batched verification pass
 REFINE_CHUNK = 32  # targets per refinement pass: a sweep holds (library, chunk, context) values
@@ -99,17 +99,16 @@ class CompositionRTE(DecomposingRTE):
         chosen = dev_settings(self.protocol)
         self.k = chosen["k"] if self.k is None else self.k
         self.refine_rounds = chosen["refine_rounds"] if self.refine_rounds is None else self.refine_rounds
-        if self.k < 1:
-            raise TaskextrapError("k must be >= 1")
-        if self.refine_rounds < 0:
-            raise TaskextrapError("refine_rounds must be >= 0")
+        check_int("k", self.k, 1)
+        check_int("refine_rounds", self.refine_rounds, 0)
+        check_instance("split", self.split, PairSplit, "a PairSplit (see taskextrap.tasks.primitives)")
 
     # ----------------------------------------------------------------------------- phase 1
     def _prepare(self, primitives: PrimitiveSet):
         """Training pairs only: the composer, validation / training primitives, the scaler; Gamma
         is fitted on the primitives themselves."""
-        if not isinstance(primitives, PrimitiveSet):
-            raise TaskextrapError("CompositionRTE.fit needs a PrimitiveSet library (see taskextrap.tasks.primitives)")
+        check_instance("library", primitives, PrimitiveSet,
+                       "a PrimitiveSet for CompositionRTE.fit (see taskextrap.tasks.primitives)")
         self.primitives_ = primitives
         self.composer_ = Composer(primitives, self.split.train)
         self.noise_scale_ = noise_scale(self.composer_)
@@ -164,7 +163,8 @@ class CompositionRTE(DecomposingRTE):
     def candidates(self, ctx_x, ctx_y, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` library primitives for the outer and for the inner slot, nearest first: (n, k) each."""
         self.check_is_fitted()
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        check_optional_int("k", k, 1)
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         z_outer, z_inner = self.decomposer_.predict(ctx_x, ctx_y)
         k = min(self.k if k is None else k, len(self.z_library_))
         return nearest(z_outer, self.z_library_, k)[0], nearest(z_inner, self.z_library_, k)[0]
@@ -176,7 +176,9 @@ class CompositionRTE(DecomposingRTE):
 
         With ``verify=False`` the pairs keep retrieval order (rank-1 outer with rank-1 inner first).
         """
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        self.check_is_fitted()
+        check_optional_int("refine", refine, 0)
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         outer_c, inner_c = self.candidates(ctx_x, ctx_y, k)
         n, kk = outer_c.shape
         outer = np.repeat(outer_c, kk, axis=1)   # pair (i, j) at column i*k + j
@@ -191,10 +193,12 @@ class CompositionRTE(DecomposingRTE):
     def refined(self, ctx_x, ctx_y, d: Decomposition, rounds: int | None = None) -> Decomposition:
         """``d`` (a verified decomposition) after ``rounds`` (default ``refine_rounds``) of coordinate
         refinement over the library; lets a caller keep both without verifying twice."""
-        rounds = self.refine_rounds if rounds is None else rounds
+        self.check_is_fitted()
+        rounds = self.refine_rounds if rounds is None else check_int("rounds", rounds, 0)
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
+        check_decomposition(d, len(ctx_x), len(self.primitives_), *self._decomposition_shape())
         if rounds <= 0:
             return d
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
         parts = [self._refine(ctx_x[s], ctx_y[s], d.anchors[s, :, 0], d.anchors[s, :, 1], d.score[s], rounds)
                  for s in (slice(i, i + REFINE_CHUNK) for i in range(0, len(ctx_x), REFINE_CHUNK))]
         outer, inner, loss = (np.concatenate(a) for a in zip(*parts))
@@ -251,34 +255,53 @@ class CompositionRTE(DecomposingRTE):
 
     def context_loss(self, ctx_x, ctx_y, outer, inner) -> np.ndarray:
         """MSE on the context (n, c) of composed library curves for candidate pairs (n, c), batched."""
+        self.check_is_fitted()
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
+        outer, inner = self._pairs_of(outer, inner, len(ctx_x), 2)
         c = outer.shape[1]
         x = np.broadcast_to(ctx_x[:, None, :], (len(ctx_x), c, ctx_x.shape[1]))
         composed = self.primitives_.compose_interp(outer, inner, x)
         return ((composed - ctx_y[:, None, :]) ** 2).mean(axis=2)
 
     def compose(self, x_query, outer, inner) -> np.ndarray:
-        """f(g(x)) of library pairs from stored curves, without Psi (the ``verified-composition`` method)."""
-        outer, inner = np.asarray(outer, dtype=int), np.asarray(inner, dtype=int)
+        """f(g(x)) of library pairs from stored curves, without Psi (the ``verified-composition`` method):
+        ``outer`` and ``inner`` (n,) library indices, ``x_query`` (n, q) or one shared row."""
+        self.check_is_fitted()
+        outer, inner = self._pairs_of(outer, inner, None, 1)
         qry_x = check_query(x_query, len(outer))
         return self.primitives_.compose_interp(outer, inner, qry_x)
+
+    def _pairs_of(self, outer, inner, n: int | None, ndim: int) -> tuple[np.ndarray, np.ndarray]:
+        """``outer`` and ``inner`` as library index arrays of one shape, ``ndim``-D, ``n`` rows if given."""
+        size = len(self.primitives_)
+        outer, inner = as_index_array("outer", outer, size), as_index_array("inner", inner, size)
+        if outer.shape != inner.shape or outer.ndim != ndim or (n is not None and len(outer) != n):
+            want = "(n,)" if ndim == 1 else f"({'n' if n is None else n}, c)"
+            raise TaskextrapError(f"outer and inner must both have shape {want}, got {outer.shape} and {inner.shape}")
+        return outer, inner
 
     def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:
         """The decomposition naming constituent pairs ``anchors`` (n, 2) or (n, a, 2), outer
         first (the oracle, the ablations)."""
         if phi is not None:
             raise TaskextrapError("a composition has no continuous part: pass anchors only")
-        anchors = np.asarray(anchors, dtype=int)
-        if anchors.shape[-1] != 2:
-            raise TaskextrapError("anchors must be (outer, inner) pairs, shape (n, 2) or (n, a, 2); "
+        self.check_is_fitted()
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
+        anchors = as_index_array("anchors", anchors, None)  # range checked by predict, which uses them
+        n = len(ctx_x)
+        if anchors.shape[-1] != 2 or anchors.size % (2 * n):
+            raise TaskextrapError(f"anchors must be (outer, inner) pairs, shape ({n}, 2) or ({n}, a, 2); "
                                   f"got {anchors.shape}")
-        anchors = anchors.reshape(len(ctx_x), -1, 2)
+        anchors = anchors.reshape(n, -1, 2)
         return Decomposition.given(anchors, np.zeros(anchors.shape[:2] + (0,)))
+
+    def _decomposition_shape(self) -> tuple[tuple, tuple]:
+        """A candidate is an (outer, inner) pair with no continuous part: anchors (n, k, 2), phi (n, k, 0)."""
+        return (2,), (0,)
 
     def _predict_one(self, ctx_x, ctx_y, qry_x, anchors, phi) -> np.ndarray:
         """Psi_comp with the given constituent pairs (n, 2), outer first."""
         outer, inner = (np.asarray(a, dtype=int).reshape(len(ctx_x)) for a in (anchors[:, 0], anchors[:, 1]))
-        if min(outer.min(), inner.min()) < 0 or max(outer.max(), inner.max()) >= len(self.primitives_):
-            raise TaskextrapError(f"constituents must be library indices in [0, {len(self.primitives_)})")
         cx, cy = sort_context(ctx_x, ctx_y)
         return self.psi_.predict(qry_x, outer, inner, cx, cy)
 

@@ -21,14 +21,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
-from taskextrap.estimators.base import Decomposition, Estimator
+from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import Decomposition, Estimator, check_decomposition, check_progress
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
 from taskextrap.operators.train import TrainConfig
 from taskextrap.search.decomposer import Decomposer
 from taskextrap.search.posterior import posterior_weights
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import get_protocol
-from taskextrap.validation import check_context, check_query
+from taskextrap.validation import (check_finite_result, check_instance, check_int, check_optional_int, check_real,
+                                   describe)
 
 
 @dataclass
@@ -55,10 +57,22 @@ class DecomposingRTE(Estimator):
     def __post_init__(self):
         self.protocol = get_protocol(self.protocol, self.regime)
         check_embedding(self.embedding)
+        if self.temperature is not None:
+            check_real("temperature", self.temperature, 0.0, min_open=True)
+        check_optional_int("n_average", self.n_average, 1)
+        check_int("n_pairs", self.n_pairs, 1)
+        check_int("library_draws", self.library_draws, 1)
+        check_real("val_fraction", self.val_fraction, 0.0, 1.0, max_open=True)
+        check_int("embed_dim", self.embed_dim, 1)
+        for name in ("train", "decomposer_train"):
+            check_instance(name, getattr(self, name), TrainConfig, "a TrainConfig (see taskextrap.operators.train)")
+        _check_blocks(self.blocks)
+        check_int("seed", self.seed, 0)
 
     # ----------------------------------------------------------------------------- phase 1
     def fit(self, library, progress=None):
         """Fit Gamma on ``library``, then Psi and the decomposer on training-relation tasks."""
+        check_progress(progress)
         tasks, scale = self._prepare(library)
         t = time.perf_counter()
         self._fit_embedding(tasks, scale)
@@ -110,19 +124,37 @@ class DecomposingRTE(Estimator):
         ablation's) is used as it is; a chosen one of several (scores NaN) is averaged equally.
         """
         self.check_is_fitted()
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
-        qry_x = check_query(x_query, len(ctx_x))
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
+        qry_x = self._checked_query(x_query, len(ctx_x))
+        if decomposition is not None:
+            check_decomposition(decomposition, len(ctx_x), len(self.z_library_), *self._decomposition_shape())
         d = self.decompose(ctx_x, ctx_y) if decomposition is None else decomposition
         if d.k == 1:
-            return self._predict_one(ctx_x, ctx_y, qry_x, d.anchors[:, 0], d.phi[:, 0])
-        top = d.k if self.n_average is None else min(self.n_average, d.k)
-        score = d.score[:, :top]
-        # A chosen (not searched) decomposition has no scores: its candidates count equally.
-        w = np.full(score.shape, 1.0 / top) if np.isnan(score).any() else posterior_weights(score, self.temperature)
-        cols = [j for j in range(top) if w[:, j].any()]
-        return sum(w[:, j:j + 1] * self._predict_one(ctx_x, ctx_y, qry_x, d.anchors[:, j], d.phi[:, j])
-                   for j in cols)
+            pred = self._predict_one(ctx_x, ctx_y, qry_x, d.anchors[:, 0], d.phi[:, 0])
+        else:
+            top = d.k if self.n_average is None else min(self.n_average, d.k)
+            score = d.score[:, :top]
+            # A chosen (not searched) decomposition has no scores: its candidates count equally.
+            w = np.full(score.shape, 1.0 / top) if np.isnan(score).any() else posterior_weights(score, self.temperature)
+            cols = [j for j in range(top) if w[:, j].any()]
+            pred = sum(w[:, j:j + 1] * self._predict_one(ctx_x, ctx_y, qry_x, d.anchors[:, j], d.phi[:, j])
+                       for j in cols)
+        return check_finite_result("the prediction", pred, "ctx_x, ctx_y or x_query")
+
+    def _decomposition_shape(self) -> tuple[tuple, tuple]:  # pragma: no cover - abstract
+        """(the trailing shape of a candidate's anchors, of its phi): what ``predict`` accepts."""
+        raise NotImplementedError
 
     def _predict_one(self, ctx_x, ctx_y, qry_x, anchors, phi) -> np.ndarray:  # pragma: no cover - abstract
         """Psi's prediction from one candidate per target: ``anchors`` (n[, parts]), ``phi`` (n, ...)."""
         raise NotImplementedError
+
+
+def _check_blocks(blocks) -> None:
+    """``blocks`` as the MLP takes them: a non-empty tuple of non-empty tuples of layer widths >= 1."""
+    ok = isinstance(blocks, (tuple, list)) and len(blocks) > 0 and all(
+        isinstance(b, (tuple, list)) and len(b) > 0 and all(
+            isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in b) for b in blocks)
+    if not ok:
+        raise TaskextrapError(f"blocks must be a non-empty tuple of non-empty tuples of layer widths >= 1, "
+                              f"got {describe(blocks)}")

@@ -30,7 +30,7 @@ from taskextrap.search.index import nearest
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.ladder import LadderSet
 from taskextrap.tasks.observe import noise_scale
-from taskextrap.validation import check_context
+from taskextrap.validation import as_index_array, as_rows, check_finite_result, check_instance, check_int, check_real
 
 VERIFY_CHUNK = 256  # targets per batched verification pass: bounds memory
 
@@ -73,14 +73,14 @@ class LengthRTE(DecomposingRTE):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.k < 1 or self.c_grid < 2 or not 0.0 <= self.screen_fraction <= 1.0:
-            raise TaskextrapError("need k >= 1, c_grid >= 2 and screen_fraction in [0, 1]")
+        check_int("k", self.k, 1)
+        check_int("c_grid", self.c_grid, 2)
+        check_real("screen_fraction", self.screen_fraction, 0.0, 1.0)
 
     # ----------------------------------------------------------------------------- phase 1
     def _prepare(self, library: LadderSet):
         """Training levels only; predecessors whose extension stays inside them, split train / validation."""
-        if not isinstance(library, LadderSet):
-            raise TaskextrapError("LengthRTE.fit needs a LadderSet library (see taskextrap.tasks.ladder)")
+        check_instance("library", library, LadderSet, "a LadderSet for LengthRTE.fit (see taskextrap.tasks.ladder)")
         ladder = library.family
         if np.any(library.level >= ladder.test_level):
             raise TaskextrapError(f"the library contains held-out level-{ladder.test_level} tasks; "
@@ -93,6 +93,10 @@ class LengthRTE(DecomposingRTE):
         self.scaler_ = FamilyScaler.fit(library)
         self.coef_half_ = (ladder.coef_range[1] - ladder.coef_range[0]) / 2
         pred = np.flatnonzero(np.isin(library.level + 1, ladder.train_steps))
+        if len(pred) < 2:
+            # Psi_ext and g are trained on one pool of predecessors and selected on another.
+            raise TaskextrapError(f"library has {len(pred)} task(s) whose next level is a training level; "
+                                  "LengthRTE.fit needs at least 2 (one to train on, one to validate on)")
         perm = rng(self.seed, "val-split").permutation(pred)
         n_val = max(1, int(round(self.val_fraction * len(pred))))
         self.val_pool_, self.train_pool_ = np.sort(perm[:n_val]), np.sort(perm[n_val:])
@@ -141,8 +145,9 @@ class LengthRTE(DecomposingRTE):
     def guess(self, ctx_x, ctx_y) -> tuple[np.ndarray, np.ndarray]:
         """The decomposer's proposal: predecessor embedding (n, dim) and coefficient (n,)."""
         self.check_is_fitted()
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         z, c = self.decomposer_.predict(ctx_x, ctx_y)
+        check_finite_result("the decomposer's guess", z, "ctx_x or ctx_y")
         lo, hi = self.ladder_.coef_range
         return z, np.clip(c[:, 0] * self.coef_half_, lo, hi)
 
@@ -153,8 +158,9 @@ class LengthRTE(DecomposingRTE):
         ``k`` get the full coefficient search. With ``verify=False`` the ``k`` nearest keep their
         retrieval order and the decomposer's coefficient (losses still computed, for inspection).
         """
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
-        k = self.k if k is None else k
+        self.check_is_fitted()
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
+        k = self.k if k is None else check_int("k", k, 1)
         z, c_hat = self.guess(ctx_x, ctx_y)
         cand, _ = nearest(z, self.z_library_, self.screen(k) if verify else k)
         cx, cy = sort_context(ctx_x, ctx_y)
@@ -163,11 +169,13 @@ class LengthRTE(DecomposingRTE):
         cand, phi, loss = (np.concatenate(p) for p in zip(*parts))
         order = np.argsort(loss, axis=1, kind="stable") if verify else np.tile(np.arange(cand.shape[1]), (len(cand), 1))
         take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
+        check_finite_result("the context loss", loss, "ctx_x or ctx_y")
         return Decomposition(take(cand), take(phi), take(loss), {"guess_phi": c_hat})
 
     def screen(self, k: int | None = None) -> int:
         """Candidates retrieved and screened per target: ``screen_fraction`` of the library, at least ``k``."""
-        k = self.k if k is None else k
+        self.check_is_fitted()
+        k = self.k if k is None else check_int("k", k, 1)
         return int(min(len(self.z_library_), max(k, np.ceil(self.screen_fraction * len(self.z_library_)))))
 
     def _verify(self, cx, cy, cand, c_hat, k: int, search: bool):
@@ -219,6 +227,8 @@ class LengthRTE(DecomposingRTE):
         choose the Gamma estimator without touching held-out levels.
         """
         self.check_is_fitted()
+        check_int("n", n, 1)
+        check_int("seed", seed, 0)
         targets, obs = self.draw_training_tasks(self.val_pool_, n, rng(seed, "retrieval-quality"))
         z, _ = self.guess(obs.ctx_x, obs.ctx_y)
         d = np.linalg.norm(z[:, None] - self.z_library_[None], axis=2)
@@ -231,17 +241,25 @@ class LengthRTE(DecomposingRTE):
         """The decomposition naming predecessors ``anchors`` (n,) or (n, a) with coefficients
         ``phi`` of the same shape (the oracle, the ablations); ``phi`` defaults to the
         decomposer's coefficient."""
+        self.check_is_fitted()
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         n = len(ctx_x)
-        anchors = np.asarray(anchors, dtype=int).reshape(n, -1)
+        anchors = as_index_array("anchors", anchors, None)  # range checked by predict, which uses them
+        if anchors.size % n:
+            raise TaskextrapError(f"anchors must have one row per target ({n} rows), got shape {anchors.shape}")
+        anchors = anchors.reshape(n, -1)
         if phi is None:
             phi = np.repeat(self.guess(ctx_x, ctx_y)[1][:, None], anchors.shape[1], 1)
-        return Decomposition.given(anchors, np.asarray(phi, dtype=float).reshape(anchors.shape))
+        phi = as_rows("phi", phi, n, anchors.shape[1], "one new coefficient per anchor")
+        return Decomposition.given(anchors, phi)
+
+    def _decomposition_shape(self) -> tuple[tuple, tuple]:
+        """A candidate is one predecessor with one new coefficient: anchors (n, k), phi (n, k)."""
+        return (), ()
 
     def _predict_one(self, ctx_x, ctx_y, qry_x, anchors, phi) -> np.ndarray:
         """Psi_ext with the given predecessors (n,) and coefficients (n,)."""
         anchors = np.asarray(anchors, dtype=int).reshape(len(ctx_x))
-        if anchors.min() < 0 or anchors.max() >= len(self.library_):
-            raise TaskextrapError(f"anchors must be library indices in [0, {len(self.library_)})")
         phi = np.asarray(phi, dtype=float).reshape(len(ctx_x))
         cx, cy = sort_context(ctx_x, ctx_y)
         lib = self.library_

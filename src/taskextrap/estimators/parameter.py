@@ -17,14 +17,16 @@ import numpy as np
 from taskextrap import audit
 from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
-from taskextrap.estimators.base import Decomposition, Estimator, check_is_fitted
+from taskextrap.estimators.base import (Decomposition, Estimator, check_decomposition, check_is_fitted,
+                                         check_progress)
 from taskextrap.operators.param import RelationalOperator, sort_context
 from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
 from taskextrap.tasks.taskset import TaskSet
-from taskextrap.validation import check_context, check_query
+from taskextrap.validation import (as_float_array, as_index_array, check_finite_result, check_instance, check_int,
+                                   check_optional_int, check_real)
 
 
 @dataclass(frozen=True)
@@ -71,14 +73,20 @@ class RTE(Estimator):
     def __post_init__(self):
         self.protocol = get_protocol(self.protocol)
         check_embedding(self.embedding)
-        if self.anchors < 1:
-            raise TaskextrapError("anchors must be >= 1")
-        if not 0.0 <= self.near_fraction <= 1.0:
-            raise TaskextrapError("near_fraction must be in [0, 1]")
+        check_int("anchors", self.anchors, 1)
+        check_int("n_pairs", self.n_pairs, 1)
+        check_int("library_draws", self.library_draws, 1)
+        check_real("near_fraction", self.near_fraction, 0.0, 1.0)
+        check_int("n_near", self.n_near, 1)
+        check_real("val_fraction", self.val_fraction, 0.0, 1.0, max_open=True)
+        check_int("embed_dim", self.embed_dim, 1)
+        check_instance("train", self.train, TrainConfig, "a TrainConfig (see taskextrap.operators.train)")
+        check_int("seed", self.seed, 0)
 
     # ----------------------------------------------------------------------------- phase 1
     def fit(self, library: TaskSet, progress=None) -> "RTE":
         """Fit Gamma and Psi on ``library`` (training-region tasks only)."""
+        check_progress(progress)
         self.fit_embedding(library)
         psi = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
                                  derive_seed(self.seed, "psi"), self.train)
@@ -92,6 +100,7 @@ class RTE(Estimator):
 
     def fit_embedding(self, library: TaskSet) -> "RTE":
         """Phase 1a: scalers, the library's observed draws, Gamma and the library embeddings."""
+        self._check_library(library)
         held = set(library.family.held_out_regions)
         if any(r in held for r in library.region):
             raise TaskextrapError("the library contains held-out-region tasks; fit on training regions only")
@@ -103,6 +112,19 @@ class RTE(Estimator):
         self.draws_ = self._draw_library(library)
         self.timing_ = {"embedding_s": time.perf_counter() - t}
         return self
+
+    def _check_library(self, library) -> None:
+        """``library`` must be a TaskSet with at least two training tasks once ``val_fraction`` is
+        held out (Psi learns from pairs of distinct library tasks) and at least ``anchors`` tasks."""
+        cls = type(self).__name__
+        check_instance("library", library, TaskSet, f"a TaskSet for {cls}.fit (see taskextrap.tasks.TaskSet)")
+        n = len(library)
+        n_train = n - int(round(self.val_fraction * n))
+        if n_train < 2:
+            raise TaskextrapError(f"library has {n} task(s): {cls}.fit needs at least 2 training tasks once "
+                                  f"val_fraction={self.val_fraction} of them are held out")
+        if self.anchors > n:
+            raise TaskextrapError(f"anchors={self.anchors} is more than the library's {n} tasks")
 
     def _draw_library(self, library: TaskSet) -> Draws:
         n = len(library)
@@ -154,19 +176,21 @@ class RTE(Estimator):
     def embed(self, ctx_x, ctx_y) -> np.ndarray:
         """Gamma of each context (n, dim): computed from the context points only."""
         check_is_fitted(self, "embedding_")
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
-        return self.embedding_.transform(self.scaler_.x(ctx_x), self.scaler_.y(ctx_y))
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
+        z = self.embedding_.transform(self.scaler_.x(ctx_x), self.scaler_.y(ctx_y))
+        return check_finite_result("the embedding", z, "ctx_x or ctx_y")
 
     def decompose(self, ctx_x, ctx_y, k: int | None = None) -> Decomposition:
         """Strategy A: the ``k`` (default ``anchors``) library tasks nearest each target in proxy
         space, the shifts phi (n, k, dim) from them to the target, scored by proxy distance."""
         self.check_is_fitted()
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        check_optional_int("k", k, 1)
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         return self._nearest(self.embed(ctx_x, ctx_y), k)
 
     def _nearest(self, z: np.ndarray, k: int | None) -> Decomposition:
         """The ``k`` library tasks nearest positions ``z`` (n, dim), nearest first, with shifts."""
-        k = self.anchors if k is None else k
+        k = self.anchors if k is None else check_int("k", k, 1)
         if not 1 <= k <= len(self.z_library_):
             raise TaskextrapError(f"k must be between 1 and the library size {len(self.z_library_)}")
         dist = np.linalg.norm(z[:, None] - self.z_library_[None], axis=2)
@@ -177,18 +201,25 @@ class RTE(Estimator):
         """The decomposition with the given ``anchors`` (n, a) (the ablations: random or far
         anchors); ``phi`` (n, a, dim) defaults to the proxy-space shift from each anchor."""
         self.check_is_fitted()
-        anchors = np.asarray(anchors).reshape(len(ctx_x), -1)
-        if anchors.size == 0 or anchors.min() < 0 or anchors.max() >= len(self.library_):
-            raise TaskextrapError(f"anchors must be library indices in [0, {len(self.library_)})")
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
+        anchors = _per_target("anchors", as_index_array("anchors", anchors, len(self.library_)), len(ctx_x))
         auto = self.embed(ctx_x, ctx_y)[:, None] - self.z_library_[anchors]
-        return Decomposition.given(anchors, auto if phi is None else np.asarray(phi, dtype=float).reshape(auto.shape))
+        if phi is None:
+            return Decomposition.given(anchors, auto)
+        phi = as_float_array("phi", phi)
+        if phi.size != auto.size:
+            raise TaskextrapError(f"phi must have shape (n, a, dim) = {auto.shape} (one proxy shift per anchor), "
+                                  f"got {phi.shape}")
+        return Decomposition.given(anchors, phi.reshape(auto.shape))
 
     def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None) -> np.ndarray:
         """Predict each target at ``x_query`` (n, q) from its context (n, k): Psi from each
         anchor of ``decomposition`` (default: :meth:`decompose`), averaged over the anchors."""
         self.check_is_fitted()
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
-        qry_x = check_query(x_query, len(ctx_x))
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
+        qry_x = self._checked_query(x_query, len(ctx_x))
+        if decomposition is not None:
+            check_decomposition(decomposition, len(ctx_x), len(self.library_), (), self.z_library_.shape[1:])
         d = self.decompose(ctx_x, ctx_y) if decomposition is None else decomposition
         sx, sy = sort_context(ctx_x, ctx_y)
         preds = []
@@ -196,4 +227,11 @@ class RTE(Estimator):
             a = d.anchors[:, j]
             preds.append(self.psi_.predict(sx, sy, self.library_.values(sx, a), qry_x,
                                            self.library_.values(qry_x, a), d.phi[:, j]))
-        return np.mean(preds, axis=0)
+        return check_finite_result("the prediction", np.mean(preds, axis=0), "ctx_x, ctx_y or x_query")
+
+
+def _per_target(name: str, a: np.ndarray, n: int) -> np.ndarray:
+    """``a`` reshaped to one row per target (n, -1): its size must be a multiple of ``n``."""
+    if a.size % n:
+        raise TaskextrapError(f"{name} must have one row per target ({n} rows), got shape {a.shape}")
+    return a.reshape(n, -1)

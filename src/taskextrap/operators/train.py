@@ -9,17 +9,30 @@ import numpy as np
 import torch
 from torch import nn
 
+from taskextrap.validation import check_int, check_real
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Adam with weight decay, fixed number of steps, cosine decay, best-validation weights kept."""
+    """Adam with weight decay, fixed number of steps, cosine decay, best-validation weights kept.
+
+    ``steps``, ``batch`` and ``eval_every`` are integers >= 1, ``lr`` a finite number > 0 and
+    ``weight_decay`` a finite number >= 0: anything else is a one-line error when the config is
+    made, not a NaN loss or a crash in the middle of training.
+    """
 
     steps: int = 2000
     batch: int = 4096
     lr: float = 1e-3
     weight_decay: float = 1e-4
     eval_every: int = 100
+
+    def __post_init__(self):
+        check_int("TrainConfig.steps", self.steps, 1)
+        check_int("TrainConfig.batch", self.batch, 1)
+        check_real("TrainConfig.lr", self.lr, 0.0, min_open=True)
+        check_real("TrainConfig.weight_decay", self.weight_decay, 0.0)
+        check_int("TrainConfig.eval_every", self.eval_every, 1)
 
 
 def train_regressor(model: nn.Module, make_batch: Callable[[int], tuple[torch.Tensor, torch.Tensor]],

@@ -5,12 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
-
+from taskextrap.validation import as_2d_float, check_int
 
 def nearest(z: np.ndarray, library_z: np.ndarray, k: int, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` library rows nearest each row of ``z``: (indices (n, k), distances (n, k)), nearest first."""
-    if not 1 <= k <= len(library_z):
-        raise TaskextrapError(f"k must be between 1 and the library size {len(library_z)}, got {k}")
+    z, library_z = as_2d_float("z", z), as_2d_float("library_z", library_z)
+    if z.shape[1] != library_z.shape[1]:
+        raise TaskextrapError(f"z and library_z must have the same width, got {z.shape[1]} and {library_z.shape[1]}")
+    check_int("k", k, 1, len(library_z))  # at most the library size
+    check_int("chunk", chunk, 1)
     idx, dist = [], []
     sq_lib = (library_z**2).sum(1)
     for i in range(0, len(z), chunk):

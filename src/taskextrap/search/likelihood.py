@@ -32,6 +32,7 @@ from taskextrap.files import write_bytes_atomic
 from taskextrap.llm.model import LanguageModel
 from taskextrap.llm.scorer import completion_nll
 from taskextrap.sharding import Shard, wait_for
+from taskextrap.validation import check_real
 
 Pair = tuple[str, str]
 
@@ -78,8 +79,7 @@ def tied(scores: np.ndarray, tol: float = DEFAULT_TIE_TOL) -> np.ndarray:
     scores = np.asarray(scores, dtype=float)
     if scores.ndim != 1 or len(scores) == 0:
         raise TaskextrapError("scores must be a non-empty 1-D array")
-    if tol < 0:
-        raise TaskextrapError(f"tie_tol must be >= 0, got {tol}")
+    check_real("tie_tol", tol, 0.0)
     keep = np.flatnonzero(scores <= scores.min() + tol)
     return keep[np.argsort(scores[keep], kind="stable")]
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from taskextrap.validation import check_real
+
 
 def posterior_weights(loss: np.ndarray, temperature: float | None) -> np.ndarray:
     """Weights (n, k) over candidates ranked best first, from their context losses (n, k).
@@ -14,7 +16,9 @@ def posterior_weights(loss: np.ndarray, temperature: float | None) -> np.ndarray
     factor (1 + temperature) of the best keep a large share. ``temperature=None`` puts all weight
     on the best candidate (the paper's arg-min).
     """
-    loss = np.asarray(loss, dtype=float)
+    loss = np.asarray(loss, dtype=float)  # inf is a legitimate loss (a pair refinement discarded): weight 0
+    if temperature is not None:
+        check_real("temperature", temperature, 0.0, min_open=True)
     if temperature is None:
         w = np.zeros_like(loss)
         w[:, 0] = 1.0

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+import inspect
+from collections.abc import Mapping
+from typing import Callable
 
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.validation import (as_float_array, check_callable, check_int, check_range, check_rng, check_str,
+                                   check_instance, describe)
 
 TRAIN_REGIONS = ("F1_1", "F1_2")
 TEST_REGION = "F2"
@@ -39,14 +43,26 @@ class ParametricFamily:
     description: str = field(default="", compare=False)
 
     def __post_init__(self):
-        lo, hi = self.domain
-        if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-            raise TaskextrapError(f"family {self.name!r}: domain must be (low, high) with low < high")
+        check_str("ParametricFamily name", self.name)
+        where = f"family {self.name!r}"
+        check_callable(f"{where}: fn", self.fn, "fn(x, **params)")
+        check_range(f"{where}: domain", self.domain)
+        check_str(f"{where}: shift", self.shift)
+        check_instance(f"{where}: fixed", self.fixed, Mapping, "a dict {name: (low, high)}")
+        check_instance(f"{where}: regions", self.regions, Mapping, "a dict {region: (low, high)}")
+        if not self.regions:
+            raise TaskextrapError(f"{where}: regions is empty; name at least the training regions")
+        if isinstance(self.train_regions, str) or not isinstance(self.train_regions, (tuple, list)) \
+                or not self.train_regions or not all(isinstance(r, str) for r in self.train_regions):
+            raise TaskextrapError(f"{where}: train_regions must be a non-empty tuple of region names")
+        check_str(f"{where}: description", self.description, allow_empty=True)
         if self.shift in self.fixed:
             raise TaskextrapError(f"family {self.name!r}: shift parameter {self.shift!r} is also in fixed")
-        for name, (a, b) in {**self.fixed, **self.regions}.items():
-            if not (np.isfinite(a) and np.isfinite(b) and a <= b):
-                raise TaskextrapError(f"family {self.name!r}: range of {name!r} must satisfy low <= high")
+        for kind, ranges in (("fixed", self.fixed), ("regions", self.regions)):
+            for name, span in ranges.items():
+                check_str(f"{where}: a key of {kind}", name)
+                check_range(f"{where}: {kind}[{name!r}]", span, strict=False)
+        self._check_signature()
         missing = [r for r in self.train_regions if r not in self.regions]
         if missing:
             raise TaskextrapError(f"family {self.name!r}: training regions {missing} are not in regions")
@@ -54,6 +70,18 @@ class ParametricFamily:
         for (n1, (a1, b1)), (n2, (a2, b2)) in zip(spans, spans[1:]):
             if a2 < b1:
                 raise TaskextrapError(f"family {self.name!r}: regions {n1!r} and {n2!r} overlap")
+
+    def _check_signature(self):
+        """fn must take x and every parameter by name, or the first evaluation would be a TypeError."""
+        try:
+            sig = inspect.signature(self.fn)
+        except (TypeError, ValueError):  # a builtin or C function without a signature: trust it
+            return
+        try:
+            sig.bind(None, **{name: None for name in self.param_names})
+        except TypeError:
+            raise TaskextrapError(f"family {self.name!r}: fn must accept fn(x, {', '.join(self.param_names)}), "
+                                  f"its signature is {sig}") from None
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -67,7 +95,7 @@ class ParametricFamily:
 
     def region_of(self, params: np.ndarray) -> np.ndarray:
         """Name of the region each row of ``params`` falls in ('' if none)."""
-        s = np.asarray(params, dtype=float)[:, 0]
+        s = self._params(params)[:, 0]
         out = np.full(s.shape, "", dtype=object)
         # Later regions win on shared boundaries, so a task at the F1_2/F2 edge counts as F2.
         for name, (a, b) in sorted(self.regions.items(), key=lambda kv: kv[1]):
@@ -84,8 +112,10 @@ class ParametricFamily:
 
     def sample_params(self, region: str, n: int, rng: np.random.Generator) -> np.ndarray:
         """Draw ``n`` parameter vectors (n, p): shift uniform in ``region``, the rest uniform."""
-        if region not in self.regions:
-            raise TaskextrapError(f"family {self.name!r} has no region {region!r}; has {sorted(self.regions)}")
+        if not isinstance(region, str) or region not in self.regions:
+            raise TaskextrapError(f"family {self.name!r} has no region {describe(region)}; has {sorted(self.regions)}")
+        check_int("n", n, 1)
+        check_rng("rng", rng)
         cols = [rng.uniform(*self.regions[region], size=n)]
         cols += [rng.uniform(*rng_range, size=n) for rng_range in self.fixed.values()]
         return np.stack(cols, axis=1)
@@ -102,27 +132,40 @@ class ParametricFamily:
         """True parameters mapped so each training range is [0, 1] (a shift of one region ~ 0.5):
         the ground truth the oracles are handed."""
         lo, scale = self.param_scale()
-        return (np.asarray(params, dtype=float) - lo) / scale
+        return (self._params(params) - lo) / scale
 
-    def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """Evaluate the tasks ``params`` (n, p) at inputs ``x`` (n, m) -> (n, m)."""
-        params = np.asarray(params, dtype=float)
-        x = np.asarray(x, dtype=float)
+    def _params(self, params) -> np.ndarray:
+        """``params`` as a finite float array (n, p) in ``param_names`` order."""
+        params = as_float_array("params", params)
         if params.ndim != 2 or params.shape[1] != len(self.param_names):
             raise TaskextrapError(
                 f"family {self.name!r}: params must have shape (n, {len(self.param_names)}), got {params.shape}")
+        return params
+
+    def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Evaluate the tasks ``params`` (n, p) at inputs ``x`` (n, m) -> (n, m)."""
+        params = self._params(params)
+        x = as_float_array("x", x)
         if x.ndim != 2 or x.shape[0] != params.shape[0]:
             raise TaskextrapError(f"family {self.name!r}: x must have shape ({params.shape[0]}, m), got {x.shape}")
         kwargs = {name: params[:, i : i + 1] for i, name in enumerate(self.param_names)}
-        y = np.broadcast_to(np.asarray(self.fn(x, **kwargs), dtype=float), x.shape)
+        y = np.asarray(self.fn(x, **kwargs))
+        if y.dtype.kind not in "biuf":
+            raise TaskextrapError(f"family {self.name!r}: fn returned dtype {y.dtype}, not real numbers")
+        try:
+            y = np.broadcast_to(np.asarray(y, dtype=float), x.shape)
+        except ValueError:
+            raise TaskextrapError(f"family {self.name!r}: fn returned shape {y.shape} "
+                                  f"for x of shape {x.shape}") from None
         return np.array(y)
 
     def grid(self, m: int) -> np.ndarray:
         """``m`` evenly spaced inputs over the domain."""
-        return np.linspace(*self.domain, m)
+        return np.linspace(*self.domain, check_int("m", m, 1))
 
     def output_range(self, rng: np.random.Generator, n: int = 256, m: int = 200) -> float:
         """Spread (max - min) of task outputs over the domain, measured on training-region tasks only."""
+        check_rng("rng", rng)
         params = np.concatenate([self.sample_params(r, n, rng) for r in self.train_regions])
         y = self(params, np.broadcast_to(self.grid(m), (len(params), m)))
         return float(y.max() - y.min())

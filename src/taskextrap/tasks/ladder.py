@@ -17,6 +17,8 @@ from typing import Callable
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.validation import (as_float_array, as_index_array, check_callable, check_instance, check_int,
+                                   check_range, check_rng, check_str, describe)
 
 
 @dataclass(frozen=True)
@@ -41,11 +43,17 @@ class Ladder:
     test_level: int = 9
 
     def __post_init__(self):
-        lo, hi = self.domain
-        if not lo < hi:
-            raise TaskextrapError(f"ladder {self.name!r}: domain must be (lo, hi) with lo < hi")
-        if not self.train_levels or min(self.train_levels) < 1:
-            raise TaskextrapError(f"ladder {self.name!r}: train_levels must be levels >= 1")
+        check_str("Ladder name", self.name)
+        check_callable(f"ladder {self.name!r}: basis", self.basis, "basis(x, p)")
+        check_range(f"ladder {self.name!r}: domain", self.domain)
+        check_range(f"ladder {self.name!r}: coef_range", self.coef_range)
+        levels = self.train_levels
+        if isinstance(levels, (str, bytes)) or not hasattr(levels, "__iter__") or not levels \
+                or not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in levels) \
+                or min(levels) < 1:
+            raise TaskextrapError(f"ladder {self.name!r}: train_levels must be levels >= 1 (a non-empty tuple of "
+                                  f"integers), got {describe(levels)}")
+        check_int(f"ladder {self.name!r}: test_level", self.test_level, 1)
         if self.test_level <= max(self.train_levels):
             raise TaskextrapError(f"ladder {self.name!r}: test_level must be above every training level")
 
@@ -62,8 +70,9 @@ class Ladder:
 
     def sample_coefs(self, level: int, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` tasks of exactly ``level``: coefficients (n, n_coefs), zero above ``level``."""
-        if not 0 <= level <= self.test_level:
-            raise TaskextrapError(f"ladder {self.name!r}: level must be in [0, {self.test_level}], got {level}")
+        check_int(f"ladder {self.name!r}: level", level, 0, self.test_level)
+        check_int("n", n, 1)
+        check_rng("rng", rng)
         c = np.zeros((n, self.n_coefs))
         c[:, : level + 1] = rng.uniform(*self.coef_range, size=(n, level + 1))
         return c
@@ -88,8 +97,8 @@ class Ladder:
 
     def __call__(self, coefs: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Values of tasks ``coefs`` (n, n_coefs) at ``x`` (n, m) -> (n, m)."""
-        coefs = np.asarray(coefs, dtype=float)
-        x = np.asarray(x, dtype=float)
+        coefs = as_float_array("coefficients", coefs)
+        x = as_float_array("x", x)
         if coefs.ndim != 2 or coefs.shape[1] != self.n_coefs:
             raise TaskextrapError(f"ladder {self.name!r}: coefficients must have shape (n, {self.n_coefs})")
         if x.ndim != 2 or x.shape[0] != coefs.shape[0]:
@@ -98,7 +107,7 @@ class Ladder:
 
     def grid(self, m: int) -> np.ndarray:
         """``m`` evenly spaced inputs over the domain."""
-        return np.linspace(*self.domain, m)
+        return np.linspace(*self.domain, check_int("m", m, 1))
 
     def output_range(self, rng: np.random.Generator, n: int = 256, m: int = 200) -> float:
         """Spread (max - min) of outputs of training-level tasks over the domain."""
@@ -121,6 +130,15 @@ class LadderSet:
     level: np.ndarray
     parent: np.ndarray
 
+    def __post_init__(self):
+        check_instance("family", self.family, Ladder, "a Ladder (see taskextrap.tasks.ladder)")
+        n = len(self.params) if hasattr(self.params, "__len__") else -1
+        if np.ndim(self.params) != 2 or np.shape(self.params)[1] != self.family.n_coefs:
+            raise TaskextrapError(f"params must have shape (n_tasks, {self.family.n_coefs}), "
+                                  f"got {np.shape(self.params)}")
+        if np.shape(self.level) != (n,) or np.shape(self.parent) != (n,):
+            raise TaskextrapError(f"level and parent must hold one value per task ({n})")
+
     def __len__(self) -> int:
         return len(self.params)
 
@@ -132,6 +150,9 @@ class LadderSet:
     @classmethod
     def sample_library(cls, ladder: Ladder, n_per_level: int, rng: np.random.Generator) -> "LadderSet":
         """``n_per_level`` independent tasks of every training level."""
+        check_instance("ladder", ladder, Ladder, "a Ladder (see taskextrap.tasks.ladder)")
+        check_int("n_per_level", n_per_level, 1)
+        check_rng("rng", rng)
         coefs = np.concatenate([ladder.sample_coefs(d, n_per_level, rng) for d in ladder.train_levels])
         level = np.repeat(np.asarray(ladder.train_levels), n_per_level)
         return cls(ladder, coefs, level, np.full(len(coefs), -1))
@@ -139,7 +160,11 @@ class LadderSet:
     @classmethod
     def extend(cls, library: "LadderSet", parents: np.ndarray, rng: np.random.Generator) -> "LadderSet":
         """One extension step of each library task ``parents``: a fresh coefficient at level + 1."""
-        parents = np.asarray(parents, dtype=int)
+        check_instance("library", library, LadderSet, "a LadderSet (see taskextrap.tasks.ladder)")
+        parents = as_index_array("parents", parents, len(library))
+        if parents.ndim != 1:
+            raise TaskextrapError(f"parents must be a 1-D array of library indices, got shape {parents.shape}")
+        check_rng("rng", rng)
         ladder = library.family
         level = library.level[parents] + 1
         if level.max(initial=0) > ladder.test_level:
@@ -154,6 +179,8 @@ class LadderSet:
 
     def values(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
         """Values of tasks ``index`` (all by default) at inputs ``x`` of shape (len(index), m)."""
+        if index is not None:
+            index = as_index_array("index", index, len(self), "task indices")
         coefs = self.params if index is None else self.params[index]
         return self.family(coefs, x)
 
@@ -164,14 +191,15 @@ class LadderSet:
         per row). The basis is evaluated once per row and shared by its c tasks, which makes
         this a matrix product instead of c separate polynomial evaluations.
         """
-        x = np.asarray(x, dtype=float)
+        x = as_float_array("x", x)
         if x.ndim != 2:
             raise TaskextrapError(f"x must have shape (n, m), got {x.shape}")
+        if index is not None:
+            index = as_index_array("index", index, len(self), "task indices")
         basis = self.family.basis_matrix(x)  # (n, m, p)
         if index is None or np.ndim(index) == 1:
-            coefs = self.params if index is None else self.params[np.asarray(index, dtype=int)]
+            coefs = self.params if index is None else self.params[index]
             return np.einsum("nmp,cp->ncm", basis, coefs)
-        index = np.asarray(index, dtype=int)
         if index.shape[0] != len(x):
             raise TaskextrapError(f"index has {index.shape[0]} rows but x has {len(x)}")
         return np.einsum("nmp,ncp->ncm", basis, self.params[index])

@@ -14,6 +14,7 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.tasks.taskset import TaskSet
+from taskextrap.validation import check_int, check_range, check_real, check_rng, check_str
 
 
 @dataclass(frozen=True)
@@ -60,13 +61,14 @@ class ObservationProtocol:
     noise: float = 0.0
 
     def __post_init__(self):
-        if self.n_context < 2 or self.n_query < 1:
-            raise TaskextrapError("a protocol needs at least 2 context points and 1 query point")
-        for lo, hi in (self.context_span, self.query_span):
+        check_str("protocol name", self.name)
+        check_int("n_context", self.n_context, 2)
+        check_int("n_query", self.n_query, 1)
+        for name, span in (("context_span", self.context_span), ("query_span", self.query_span)):
+            lo, hi = check_range(name, span)
             if not 0.0 <= lo < hi <= 1.0:
-                raise TaskextrapError("protocol spans must be fractions 0 <= lo < hi <= 1 of the domain")
-        if self.noise < 0:
-            raise TaskextrapError("protocol noise must be >= 0")
+                raise TaskextrapError(f"{name} must be fractions 0 <= lo < hi <= 1 of the domain, got {span}")
+        check_real("protocol noise", self.noise, 0.0)
 
     def _uniform(self, family, span, shape, rng):
         lo, hi = family.domain
@@ -79,6 +81,13 @@ class ObservationProtocol:
 
         ``noise_scale`` is the family's output range; it is required when ``noise > 0``.
         """
+        if not all(hasattr(tasks, a) for a in ("family", "params", "__len__")):
+            raise TaskextrapError(f"tasks must be a task set (TaskSet, LadderSet, CompositionSet), "
+                                  f"got {type(tasks).__name__}")
+        check_int("n_draws", n_draws, 1)
+        check_rng("rng", rng)
+        if noise_scale is not None:
+            check_real("noise_scale", noise_scale, 0.0)
         n = len(tasks) * n_draws
         task = np.repeat(np.arange(len(tasks)), n_draws)
         params = tasks.params[task]
@@ -126,7 +135,9 @@ def get_protocol(spec: "str | ObservationProtocol", regime: str = "parameter") -
     """A protocol by name (from ``regime``'s table), or the protocol itself."""
     if isinstance(spec, ObservationProtocol):
         return spec
-    table = REGIME_PROTOCOLS.get(regime)
+    if not isinstance(spec, str):
+        raise TaskextrapError(f"protocol must be a protocol name or an ObservationProtocol, got {type(spec).__name__}")
+    table = REGIME_PROTOCOLS.get(regime) if isinstance(regime, str) else None
     if table is None:
         raise TaskextrapError(f"unknown regime {regime!r}; choose from {sorted(REGIME_PROTOCOLS)}")
     if spec not in table:

@@ -18,6 +18,27 @@ import functools
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.validation import (as_float_array, as_index_array, check_callable, check_instance, check_int,
+                                   check_range, check_rng, check_str, describe)
+
+
+def _check_pairs(name: str, pairs, allow_empty: bool = False) -> None:
+    """``pairs`` must be a tuple (or list) of (outer family, inner family) name pairs."""
+    ok = not isinstance(pairs, (str, bytes)) and isinstance(pairs, (tuple, list)) and (allow_empty or len(pairs) > 0)
+    if not ok or not all(isinstance(p, (tuple, list)) and len(p) == 2 and all(isinstance(f, str) for f in p)
+                         for p in pairs):
+        raise TaskextrapError(f"{name} must be a non-empty tuple of (outer family, inner family) name pairs, "
+                              f"got {describe(pairs)}")
+
+
+def _check_grid(grid) -> np.ndarray:
+    """The curve grid as a float array: 1-D, at least 2 points, increasing."""
+    grid = as_float_array("grid", grid)
+    if grid.ndim != 1 or len(grid) < 2:
+        raise TaskextrapError(f"grid must be a 1-D array of at least 2 points, got shape {grid.shape}")
+    if np.any(np.diff(grid) <= 0):
+        raise TaskextrapError("the curve grid must be increasing")
+    return grid
 
 
 @dataclass(frozen=True)
@@ -28,8 +49,20 @@ class PrimitiveFamily:
     fn: Callable[..., np.ndarray]
     params: dict[str, tuple[float, float]]
 
+    def __post_init__(self):
+        check_str("PrimitiveFamily name", self.name)
+        check_callable(f"primitive family {self.name!r}: fn", self.fn, "fn(x, **params)")
+        check_instance(f"primitive family {self.name!r}: params", self.params, dict, "a dict {name: (low, high)}")
+        for k, span in self.params.items():
+            check_str(f"primitive family {self.name!r}: a parameter name", k)
+            check_range(f"primitive family {self.name!r}: params[{k!r}]", span, strict=False)
+
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` parameter vectors (n, len(params))."""
+        check_int("n", n, 1)
+        check_rng("rng", rng)
+        if not self.params:
+            raise TaskextrapError(f"primitive family {self.name!r} has no parameters to sample")
         return np.stack([rng.uniform(lo, hi, size=n) for lo, hi in self.params.values()], axis=1)
 
     def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -56,8 +89,11 @@ class PairSplit:
     test: tuple[tuple[str, str], ...]
 
     def __post_init__(self):
-        if set(self.train) & set(self.test):
-            raise TaskextrapError(f"pair split: {sorted(set(self.train) & set(self.test))} both trained and held out")
+        _check_pairs("pair split train", self.train, allow_empty=True)  # emptiness has its own message below
+        _check_pairs("pair split test", self.test, allow_empty=True)
+        if set(map(tuple, self.train)) & set(map(tuple, self.test)):
+            both = sorted(set(map(tuple, self.train)) & set(map(tuple, self.test)))
+            raise TaskextrapError(f"pair split: {both} both trained and held out")
         if not self.train or not self.test:
             raise TaskextrapError("pair split needs at least one training pair and one held-out pair")
 
@@ -91,6 +127,24 @@ class PrimitiveSet:
     domain: tuple[float, float] = (-5.0, 5.0)
     name: str = "primitives"
 
+    def __post_init__(self):
+        if isinstance(self.families, (str, bytes)) or not isinstance(self.families, (tuple, list)) or not all(
+                isinstance(f, PrimitiveFamily) for f in self.families):
+            raise TaskextrapError("families must be a tuple of PrimitiveFamily objects")
+        if np.ndim(self.family) != 1:
+            raise TaskextrapError(f"family must be a 1-D array of indices into families, "
+                                  f"got shape {np.shape(self.family)}")
+        if len(self.family):
+            as_index_array("family", self.family, len(self.families), "indices into families")
+        grid = _check_grid(self.grid)
+        curves = as_float_array("curves", self.curves)
+        if curves.shape != (len(self.family), len(grid)):
+            raise TaskextrapError(f"curves must have shape (len(family), len(grid)), got {curves.shape}")
+        check_range("domain", self.domain)
+        check_str("name", self.name)
+        object.__setattr__(self, "grid", grid)  # frozen: the validated float arrays replace the inputs
+        object.__setattr__(self, "curves", curves)
+
     def __len__(self) -> int:
         return len(self.family)
 
@@ -98,8 +152,13 @@ class PrimitiveSet:
     def sample(cls, families=PRIMITIVE_FAMILIES, n_per_family: int = 100, rng: np.random.Generator | None = None,
                domain=(-5.0, 5.0), grid=None) -> "PrimitiveSet":
         """``n_per_family`` primitives of each family, curves stored on ``grid`` (default [-10, 10], 401 points)."""
-        rng = rng if rng is not None else np.random.default_rng(0)
-        grid = np.linspace(-10.0, 10.0, 401) if grid is None else np.asarray(grid, dtype=float)
+        if isinstance(families, (str, bytes)) or not isinstance(families, (tuple, list)) or not families or not all(
+                isinstance(f, PrimitiveFamily) for f in families):
+            raise TaskextrapError("families must be a non-empty tuple of PrimitiveFamily objects")
+        check_int("n_per_family", n_per_family, 1)
+        rng = check_rng("rng", rng) if rng is not None else np.random.default_rng(0)
+        check_range("domain", domain)
+        grid = np.linspace(-10.0, 10.0, 401) if grid is None else _check_grid(grid)
         width = max(len(f.params) for f in families)
         params = np.zeros((n_per_family * len(families), width))
         for i, fam in enumerate(families):
@@ -113,11 +172,14 @@ class PrimitiveSet:
     def from_curves(cls, names: list[str], family: np.ndarray, grid: np.ndarray, curves: np.ndarray,
                     domain=(-5.0, 5.0)) -> "PrimitiveSet":
         """A library known only by sampled curves (n, G) on ``grid``; ``family`` indexes ``names``."""
-        grid, curves = np.asarray(grid, dtype=float), np.asarray(curves, dtype=float)
+        if isinstance(names, (str, bytes)) or not isinstance(names, (tuple, list)) or not names:
+            raise TaskextrapError(f"names must be a non-empty list of family names, got {describe(names)}")
+        grid, curves = _check_grid(grid), as_float_array("curves", curves)
+        family = as_index_array("family", family, len(names), "indices into names")
+        if family.ndim != 1:
+            raise TaskextrapError(f"family must be a 1-D array of indices into names, got shape {family.shape}")
         if curves.ndim != 2 or curves.shape[1] != len(grid) or len(curves) != len(family):
             raise TaskextrapError("curves must have shape (len(family), len(grid))")
-        if np.any(np.diff(grid) <= 0):
-            raise TaskextrapError("the curve grid must be increasing")
         fams = tuple(PrimitiveFamily(n, lambda x: x, {}) for n in names)
         return cls(fams, np.asarray(family, dtype=int), None, grid, curves, tuple(domain))
 
@@ -256,7 +318,13 @@ class CompositionSet:
 
         ``train_pairs`` (default ``pairs``) are the pairs the noise scale is measured on.
         """
-        pool = np.arange(len(primitives)) if pool is None else np.asarray(pool)
+        check_instance("primitives", primitives, PrimitiveSet, "a PrimitiveSet (see taskextrap.tasks.primitives)")
+        _check_pairs("pairs", pairs)
+        if train_pairs is not None:
+            _check_pairs("train_pairs", train_pairs)
+        check_int("n", n, 1)
+        check_rng("rng", rng)
+        pool = np.arange(len(primitives)) if pool is None else as_index_array("pool", pool, len(primitives))
         names = primitives.family_names[pool]
         by_family = {name: pool[names == name] for name in set(names)}
         missing = {f for p in pairs for f in p} - set(by_family)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from taskextrap.errors import TaskextrapError
 from taskextrap.tasks.family import ParametricFamily
+from taskextrap.validation import as_float_array, as_index_array, check_instance, check_int, check_rng, describe
 
 
 @dataclass(frozen=True)
@@ -17,12 +20,31 @@ class TaskSet:
     params: np.ndarray
     region: np.ndarray
 
+    def __post_init__(self):
+        check_instance("family", self.family, ParametricFamily, "a ParametricFamily (see taskextrap.tasks)")
+        params = as_float_array("params", self.params)
+        p = len(self.family.param_names)
+        if params.ndim != 2 or params.shape[1] != p:
+            raise TaskextrapError(f"params must have shape (n_tasks, {p}) for family {self.family.name!r}, "
+                                  f"got {params.shape}")
+        if np.shape(self.region) != (len(params),):
+            raise TaskextrapError(f"region must hold one region name per task ({len(params)}), "
+                                  f"got shape {np.shape(self.region)}")
+        object.__setattr__(self, "params", params)  # frozen: the validated float array replaces the input
+
     def __len__(self) -> int:
         return len(self.params)
 
     @classmethod
     def sample(cls, family: ParametricFamily, counts: dict[str, int], rng: np.random.Generator) -> "TaskSet":
         """Draw ``counts[region]`` tasks from each region, region by region in the given order."""
+        check_instance("family", family, ParametricFamily, "a ParametricFamily (see taskextrap.tasks)")
+        if not isinstance(counts, Mapping) or not counts:
+            raise TaskextrapError(f"counts must be a non-empty dict {{region: number of tasks}}, "
+                                  f"got {describe(counts)}")
+        for name, n in counts.items():
+            check_int(f"counts[{name!r}]", n, 1)
+        check_rng("rng", rng)
         params, region = [], []
         for name, n in counts.items():
             params.append(family.sample_params(name, n, rng))
@@ -35,5 +57,7 @@ class TaskSet:
 
     def values(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
         """Values of tasks ``index`` (all tasks by default) at inputs ``x`` of shape (len(index), m)."""
+        if index is not None:
+            index = as_index_array("index", index, len(self), "task indices")
         params = self.params if index is None else self.params[index]
         return self.family(params, x)
