@@ -26,8 +26,8 @@ def _unit_of(monkeypatch, module, **options):
 def test_length_units_keep_their_names_and_keys(monkeypatch, split, suffix):
     name, config, plot_file = _unit_of(monkeypatch, length, protocol="strict", split=split)
     assert name == f"length-polynomial-strict{suffix}-seed0" and plot_file == "polynomial-strict-predictions.png"
-    assert list(config) == ["experiment", "ladder", "basis", "domain", "coef_range", "levels", "test_level",
-                            "protocol", "profile", "embedding", "test_seed", "seed", "estimator"]
+    assert list(config) == ["experiment", "ladder", "basis", "basis_code", "domain", "coef_range", "levels",
+                            "test_level", "protocol", "profile", "embedding", "test_seed", "seed", "estimator"]
     assert config["embedding"] == discrete.DEFAULT_EMBEDDING and config["seed"] == 0
     assert config["test_level"] == (8 if split == "dev" else 9)
 
