@@ -175,16 +175,27 @@ def _run_main(argv, capsys):
     (["reproduce", "length", "--profile", "tiny", "--seeds", "0"], "--seeds must be"),
     (["report", "/nonexistent/taskextrap-dir"], "not a directory"),
     (["frobnicate"], "frobnicate"),
+    (["reproduce", "parity", "--profile", "tiny", "--dtype", "float16"], "--dtype float16 needs --device cuda"),
+    (["report", "--", "{deep}"], "nested too deeply"),
 ])
 def test_bad_input_exits_nonzero_with_one_line(argv, needle, capsys, tmp_path):
     if argv[0] == "reproduce":
         argv = [*argv, "--out", str(tmp_path), "--quiet", "--no-plots"]
+    if "{deep}" in argv:  # a results file nested deeper than the JSON reader recurses
+        deep = tmp_path / "deep.json"
+        deep.write_text("[" * 100_000 + "]" * 100_000)
+        argv = [str(deep) if a == "{deep}" else a for a in argv]
     code, err = _run_main(argv, capsys)
     assert code not in (0, None)
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("error:") and needle in lines[0]
     assert not list(tmp_path.rglob("results.json"))
+
+
+def test_an_empty_out_is_refused(capsys):
+    code, err = _run_main(["reproduce", "projectile", "--profile", "tiny", "--out", ""], capsys)
+    assert code == 2 and err.strip() == "error: --out is empty: name the folder the run directories go in (e.g. --out runs)"
 
 
 def test_bad_input_in_a_real_process(tmp_path):

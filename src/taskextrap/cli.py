@@ -66,7 +66,7 @@ class _ReproduceCommand(click.Command):
               help="parameter: a built-in family name or module:attr of a ParametricFamily; "
                    "length: 'polynomial' or module:attr of a Ladder.")
 @click.option("--seeds", type=int, default=None, help="Number of training seeds (overrides the profile).")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
+@click.option("--out", type=click.Path(), default="runs", show_default=True,
               help="Parent directory of the run directories.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--embedding", default=None,
@@ -103,6 +103,12 @@ def reproduce(experiment, profile, protocol, family, seeds, out, device, embeddi
     from taskextrap.sharding import Shard
     from taskextrap.report.tables import console_table
 
+    if not out.strip():
+        raise TaskextrapError("--out is empty: name the folder the run directories go in (e.g. --out runs)")
+    out = Path(out)
+    if dtype == "float16" and device != "cuda":
+        raise TaskextrapError("--dtype float16 needs --device cuda (half precision on a CPU is slow and inexact; "
+                              "use bfloat16 or float32)")
     if device == "cuda":
         import torch
 

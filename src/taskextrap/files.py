@@ -133,3 +133,5 @@ def read_json(path: str | os.PathLike) -> Any:
         raise TaskextrapError(
             f"invalid JSON in {p}: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except RecursionError:  # nested thousands deep: no file this package writes
+        raise TaskextrapError(f"invalid JSON in {p}: nested too deeply to be read") from None

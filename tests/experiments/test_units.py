@@ -179,3 +179,15 @@ def test_every_unit_of_a_run_damaged_every_way_is_recomputed_to_the_same_numbers
         for u in units:  # replaced by an intact unit with the same numbers (its timings are new)
             saved, original = json.loads(u.read_text()), json.loads(originals[u])
             assert saved["errors"] == original["errors"] and units_mod._damage(saved, saved["fingerprint"]) is None, how
+
+
+def test_a_directory_in_a_units_place_is_one_line_before_any_work(tmp_path):
+    import pytest
+
+    from taskextrap.errors import TaskextrapError
+    from taskextrap.experiments import units
+
+    config = {"experiment": "x", "seed": 0}
+    (tmp_path / f"x-seed0-{units.fingerprint(**config)}.json").mkdir()
+    with pytest.warns(Warning), pytest.raises(TaskextrapError, match="a directory of that name is in the way"):
+        cached_unit(tmp_path, "x-seed0", config, lambda: (_ for _ in ()).throw(AssertionError("computed")))

@@ -143,3 +143,9 @@ def test_a_changed_user_formula_changes_the_unit_key_and_the_numbers(user_module
     assert values[0]["rte"] != values[1]["rte"]  # the second run did not reuse the first one's units
     units = list((tmp_path / "runs" / "units").glob("parameter-*.json"))
     assert len(units) == 2 * len(PARAMETER_PROFILES["tiny"].seeds)
+
+
+def test_a_constant_family_is_refused(user_module):
+    user_module("constfam", family_module("0.0 * x"))
+    with pytest.raises(TaskextrapError, match="do not vary over the training regions"):
+        get_family("constfam:FAM")

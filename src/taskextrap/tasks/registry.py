@@ -99,14 +99,21 @@ def check_family(family: ParametricFamily, label: str | None = None) -> None:
     """Evaluate ``family``'s formula once on :data:`CHECK_TASKS` tasks of every region at
     :data:`CHECK_POINTS` inputs spread over its domain; a one-line TaskextrapError naming the
     family and the region if the formula raises, returns something of another shape than its
-    input ``x`` (n, m), a non-real value, or NaN/inf."""
+    input ``x`` (n, m), a non-real value, or NaN/inf, or whose outputs do not vary at all over
+    the training regions (a constant: every scale is relative to that spread)."""
     label = label or f"family {family.name!r}"
     rng = np.random.default_rng(0)
+    training = []
     for region in family.regions:
         params = family.sample_params(region, CHECK_TASKS, rng)
         x = np.sort(rng.uniform(*family.domain, size=(CHECK_TASKS, CHECK_POINTS)), axis=1)
         kwargs = {name: params[:, i : i + 1] for i, name in enumerate(family.param_names)}
-        _check_values(lambda: family.fn(x, **kwargs), x.shape, f"{label}, region {region!r}: its formula")
+        y = _check_values(lambda: family.fn(x, **kwargs), x.shape, f"{label}, region {region!r}: its formula")
+        if region in family.train_regions:
+            training.append(np.broadcast_to(y, x.shape))
+    if np.ptp(np.concatenate(training)) == 0:  # every scale and noise level is relative to this spread
+        raise TaskextrapError(f"{label}: its outputs do not vary over the training regions "
+                              f"({', '.join(family.train_regions)}): there is nothing to learn")
 
 
 def check_ladder(ladder, label: str | None = None) -> None:
@@ -119,8 +126,9 @@ def check_ladder(ladder, label: str | None = None) -> None:
         _check_values(lambda: ladder.basis(x, p), x.shape, f"{label}: basis term {p} (level {p})")
 
 
-def _check_values(evaluate, shape: tuple, what: str) -> None:
-    """Run ``evaluate()`` (a user's formula) and check its output against input shape ``shape``."""
+def _check_values(evaluate, shape: tuple, what: str) -> np.ndarray:
+    """Run ``evaluate()`` (a user's formula), check its output against input shape ``shape`` and
+    return it."""
     try:
         with np.errstate(all="ignore"):  # a NaN or inf is reported below, once, by name
             raw = evaluate()
@@ -138,3 +146,4 @@ def _check_values(evaluate, shape: tuple, what: str) -> None:
                               "it must return x's shape (numpy-vectorised over x)")
     if not np.all(np.isfinite(out)):
         raise TaskextrapError(f"{what} returned NaN or inf on its own domain")
+    return out
