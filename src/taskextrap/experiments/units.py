@@ -116,13 +116,13 @@ def cached_unit(cache_dir: Path | None, name: str, config: dict, compute: Callab
     """``compute()`` unless ``cache_dir/name-<fingerprint>.json`` holds its result; then save it."""
     key = fingerprint(**config)
     path = _unit_path(cache_dir, name, key)
+    if path is not None and path.is_dir():  # not ours to delete; checked before the work, not after it
+        raise TaskextrapError(f"cannot write unit {path}: a directory of that name is in the way; remove it")
     if not force:
         saved = _saved_unit(path, key)
         if saved is not None:
             return UnitResult({m: np.asarray(v) for m, v in saved["errors"].items()}, saved["timing"],
                               {**saved.get("extras", {}), "resumed": True})
-    if path is not None and path.is_dir():  # checked before the work, not after it
-        raise TaskextrapError(f"cannot write unit {path}: a directory of that name is in the way; remove it")
     unit = compute()
     if path is not None:
         errors = {m: np.asarray(e).tolist() for m, e in unit.errors.items()}
