@@ -154,29 +154,33 @@ ANY = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), NUMBERS,
                 st.lists(st.integers(-3, 3), max_size=3), st.complex_numbers(max_magnitude=10))
 
 
+def settings_of(names):
+    """Up to three of ``names`` set to hostile values."""
+    return st.dictionaries(st.sampled_from(names), ANY, max_size=3)
+
+
+def check_constructor(make, kwargs) -> None:
+    """``make(**kwargs)`` builds, or refuses in one line that names one of the settings given."""
+    try:
+        make(**kwargs)
+    except TaskextrapError as exc:
+        assert "\n" not in str(exc) and any(k in str(exc) for k in kwargs), (kwargs, str(exc))
+        _event("refused")
+
+
 @FUZZ
-@given(kwargs=st.dictionaries(st.sampled_from(["anchors", "n_pairs", "library_draws", "near_fraction", "n_near",
-                                               "val_fraction", "embed_dim", "seed", "embedding", "protocol"]),
-                              ANY, max_size=3))
+@given(kwargs=settings_of(["anchors", "n_pairs", "library_draws", "near_fraction", "n_near", "val_fraction",
+                           "embed_dim", "seed", "embedding", "protocol"]))
 def test_rte_constructor(kwargs):
     from taskextrap.estimators.parameter import RTE
 
-    try:
-        RTE(**kwargs)
-    except TaskextrapError as exc:
-        assert "\n" not in str(exc) and any(k in str(exc) for k in kwargs), (kwargs, str(exc))
-        hypothesis.event("refused")
+    check_constructor(RTE, kwargs)
 
 
 @FUZZ
-@given(kwargs=st.dictionaries(st.sampled_from(["steps", "batch", "lr", "weight_decay", "eval_every"]), ANY,
-                              max_size=3))
+@given(kwargs=settings_of(["steps", "batch", "lr", "weight_decay", "eval_every"]))
 def test_train_config(kwargs):
-    try:
-        TrainConfig(**kwargs)
-    except TaskextrapError as exc:
-        assert "\n" not in str(exc) and any(k in str(exc) for k in kwargs), (kwargs, str(exc))
-        hypothesis.event("refused")
+    check_constructor(TrainConfig, kwargs)
 
 
 @FUZZ
@@ -195,10 +199,10 @@ def test_family_and_sampling(fn, name, domain, regions, counts):
         tasks = TaskSet.sample(family, counts, np.random.default_rng(0))
         values = tasks.values(np.broadcast_to(family.grid(5), (len(tasks), 5)))
         assert values.shape == (len(tasks), 5)
-        hypothesis.event("accepted")
+        _event("accepted")
     except TaskextrapError as exc:
         assert "\n" not in str(exc)
-        hypothesis.event("refused")
+        _event("refused")
 
 
 def test_the_oracle_of_the_fuzz_suite_can_fail():
