@@ -54,21 +54,43 @@ class _ReproduceCommand(click.Command):
             formatter.write_dl(rows)
 
 
+def _run_options(f):
+    """The options ``reproduce`` and ``sweep`` share (applied bottom-up, so listed in reverse)."""
+    for option in reversed([
+        click.option("--profile", default="quick", show_default=True,
+                     help="quick: 1 seed, minutes; paper: the paper's sizes and seeds; tiny: seconds (tests). "
+                          "`taskextrap list` shows each experiment's profiles."),
+        click.option("--seeds", type=int, default=None, help="Number of training seeds, 0..N-1 (overrides the profile)."),
+        click.option("--seed", type=int, default=None,
+                     help="One training seed (e.g. $SLURM_ARRAY_TASK_ID): compute its units into --out; a later "
+                          "run with --seeds assembles every seed from the cache."),
+        click.option("--out", type=click.Path(), default="runs", show_default=True,
+                     help="Parent directory of the run directories."),
+        click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True),
+        click.option("--executor", type=click.Choice(["serial", "ray"]), default="serial", show_default=True,
+                     help="serial: the units run one after another in this process; ray: each unit is a Ray task "
+                          "(on the cluster at RAY_ADDRESS, else a Ray instance started on this machine for the "
+                          "run; needs taskextrap[ray])."),
+        click.option("--unit-cpus", type=click.IntRange(1, 1024), default=1, show_default=True,
+                     help="--executor ray: CPUs (and torch threads) each unit declares."),
+        click.option("--test-seed", type=int, default=None,
+                     help="Seed of the test (or dev) draws [default: the fresh seed 31337; 10000 gives the draws "
+                          "of the runs before the integrity review]."),
+        click.option("--no-plots", is_flag=True, help="Skip the plots."),
+        click.option("--quiet", is_flag=True, help="No progress bars."),
+    ]):
+        f = option(f)
+    return f
+
+
 @cli.command(cls=_ReproduceCommand, short_help="Run an experiment and write its results.")
 @click.argument("experiment")
-@click.option("--profile", default="quick", show_default=True,
-              help="quick: 1 seed, minutes; paper: the paper's sizes and seeds; tiny: seconds (tests). "
-                   "`taskextrap list` shows each experiment's profiles.")
 @click.option("--protocol", default="paper", show_default=True,
               help="paper: the authors' interleaved points; strict: sparse noisy context, queries elsewhere "
                    "(the experiments with a protocol table; `taskextrap list`).")
 @click.option("--family", default=None,
               help="parameter: a built-in family name or module:attr of a ParametricFamily; "
                    "length: 'polynomial' or module:attr of a Ladder.")
-@click.option("--seeds", type=int, default=None, help="Number of training seeds (overrides the profile).")
-@click.option("--out", type=click.Path(), default="runs", show_default=True,
-              help="Parent directory of the run directories.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--embedding", default=None,
               help="Proxy embedding estimator Gamma, one of the registered ones (`taskextrap list`) "
                    "[default: each regime's measured best: gradient for "
@@ -84,59 +106,130 @@ class _ReproduceCommand(click.Command):
               help="Language-model experiments: load the base model in 4-bit NF4 (needs CUDA and bitsandbytes).")
 @click.option("--shard", default=None, metavar="I/N",
               help="codeio: be process I of N sharing --out (one per GPU); process 0 writes the results "
-                   "[default: RANK/WORLD_SIZE under torchrun, else 0/1].")
+                   "[default: RANK/WORLD_SIZE under torchrun, SLURM_PROCID/SLURM_NTASKS under srun, else 0/1].")
 @click.option("--split", type=click.Choice(["test", "dev"]), default="test", show_default=True,
               help="test: the real held-out tasks; dev: a pseudo-extrapolation built from training tasks "
                    "only, on which every design choice is made.")
-@click.option("--test-seed", type=int, default=None,
-              help="Seed of the test (or dev) draws [default: the fresh seed 31337; 10000 gives the draws of "
-                   "the runs before the integrity review].")
 @click.option("--split-seed", type=int, default=None,
               help="codeio: seed of the split of the 961 pairs [default: 1; 0 gives the split of the earlier runs].")
-@click.option("--no-plots", is_flag=True, help="Skip the plots.")
-@click.option("--quiet", is_flag=True, help="No progress bars.")
-def reproduce(experiment, profile, protocol, family, seeds, out, device, embedding, anchors, model, dtype,
-              load_in_4bit, shard, split, test_seed, split_seed, no_plots, quiet):
+@_run_options
+def reproduce(experiment, protocol, family, embedding, anchors, model, dtype, load_in_4bit, shard, split,
+              split_seed, **common):
     """Run EXPERIMENT (or 'all') and write results.json, results.md, config.yaml and plots."""
-    from taskextrap.experiments.registry import RunOptions, all_experiments, get_experiment
+    from taskextrap.experiments.registry import all_experiments
     from taskextrap.experiments.runner import run_dir_name, run_experiment
-    from taskextrap.sharding import Shard
     from taskextrap.report.tables import console_table
 
-    if not out.strip():
-        raise TaskextrapError("--out is empty: name the folder the run directories go in (e.g. --out runs)")
-    out = Path(out)
-    if dtype == "float16" and device != "cuda":
-        raise TaskextrapError("--dtype float16 needs --device cuda (half precision on a CPU is slow and inexact; "
-                              "use bfloat16 or float32)")
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise TaskextrapError("--device cuda was asked for but no CUDA device is available")
-    shard = Shard.parse(shard) if shard is not None else Shard.from_env()
-    if shard.count > 1 and experiment == "all":
-        raise TaskextrapError("--shard runs one experiment: name it instead of 'all'")
-    options = RunOptions(profile=profile, protocol=protocol, family=family, seeds=seeds, out=out,
-                         device=shard.device(device), embedding=embedding, anchors=anchors, plots=not no_plots,
-                         progress=not quiet, extra=_model_extra(model, dtype, load_in_4bit), shard=shard,
-                         split=split, test_seed=test_seed, split_seed=split_seed)
     names = all_experiments(in_all_only=True) if experiment == "all" else [experiment]
+    shard = _shard(shard, names)
+    options = _options(common, protocol=protocol, family=family, embedding=embedding, anchors=anchors,
+                       extra=_model_extra(model, dtype, load_in_4bit, common["device"]), shard=shard, split=split,
+                       split_seed=split_seed)
     for name in names:  # every option checked against every experiment before anything runs
-        get_experiment(name).check(options)
+        _check(name, options)
     for name in names:
         results = run_experiment(name, options)
         if results is None:
-            click.echo(f"shard {shard.index}/{shard.count} of {name}: its search scores are saved under {out}; "
-                       "process 0 writes the results")
+            click.echo(f"shard {shard.index}/{shard.count} of {name}: its search scores are saved under "
+                       f"{options.out}; process 0 writes the results")
             continue
         click.echo(console_table(results))
         click.echo(f"written: {run_dir_name(name, options)}/results.json")
 
 
-def _model_extra(model, dtype, load_in_4bit) -> dict:
+@cli.command(short_help="Run several experiments' units together (Ray or serial).")
+@click.argument("experiments", nargs=-1, required=True)
+@click.option("--protocols", "protocols", multiple=True, metavar="P[,P...]",
+              help="Observation protocols for the experiments that take one (comma-separated or repeated) "
+                   "[default: paper].")
+@click.option("--splits", "splits", multiple=True, metavar="S[,S...]",
+              help="test and/or dev; an experiment without a dev split runs test only [default: test].")
+@click.option("--list", "list_only", is_flag=True, help="List every unit and whether it is cached; run nothing.")
+@_run_options
+def sweep(experiments, protocols, splits, list_only, **common):
+    """List every unit of work of EXPERIMENTS (or 'all') x protocols x splits x seeds up front,
+    run them through one executor, then write each run's results.json from the units."""
+    from taskextrap.experiments.runner import plan_run, run_experiments
+    from taskextrap.experiments.sweep import sweep_runs
+
+    options = _options(common)
+    runs = sweep_runs(list(experiments), _comma_list(protocols) or ["paper"], _comma_list(splits) or ["test"],
+                      options)
+    for name, opts, _ in runs:
+        _check(name, opts)
+    if list_only:
+        from taskextrap.experiments.sweep import unit_listing
+
+        click.echo(unit_listing([plan_run(name, opts, make_dirs=False) for name, opts, _ in runs]))
+        return
+    results = run_experiments(runs, options.executor, options.unit_cpus, options.device, options.progress)
+    from taskextrap.experiments.runner import run_dir_name
+
+    for (name, opts, _), res in zip(runs, results):
+        click.echo(f"written: {run_dir_name(name, opts)}/results.json ({len(res['rows'])} rows)")
+    click.echo(f"{len(runs)} runs; one table: taskextrap report {options.out}/<run>/results.json ...")
+
+
+def _comma_list(values) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+def _options(common: dict, **specific):
+    """``RunOptions`` from the shared options (``_run_options``) and an experiment's own."""
+    from taskextrap.experiments.registry import RunOptions
+
+    out = common["out"]
+    if not out.strip():
+        raise TaskextrapError("--out is empty: name the folder the run directories go in (e.g. --out runs)")
+    device = common["device"]
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise TaskextrapError("--device cuda was asked for but no CUDA device is available")
+    shard = specific.get("shard")
+    if shard is not None:
+        device = shard.device(device)
+    return RunOptions(profile=common["profile"], seeds=common["seeds"], seed=common["seed"], out=Path(out),
+                      device=device, plots=not common["no_plots"], progress=not common["quiet"],
+                      test_seed=common["test_seed"], executor=common["executor"], unit_cpus=common["unit_cpus"],
+                      **specific)
+
+
+def _shard(text: str | None, names: list[str]):
+    """This process's shard: ``--shard I/N``, else the launcher's (torchrun, srun). A launcher's
+    several processes on an experiment that runs in one get a one-line error, not N copies."""
+    import os
+
+    from taskextrap.experiments.registry import get_experiment
+    from taskextrap.sharding import Shard
+
+    if text is not None:
+        shard = Shard.parse(text)
+    else:
+        shard = Shard.from_env()
+        if shard.count > 1 and any("shard" not in get_experiment(n).options for n in names):
+            world = "WORLD_SIZE" if "WORLD_SIZE" in os.environ else "SLURM_NTASKS"
+            raise TaskextrapError(f"{world}={shard.count} makes this process {shard.index} of {shard.count}, but "
+                                  f"{', '.join(names)} runs in one process; run one task per job step (a Slurm "
+                                  "array with --seed S) or use --executor ray")
+    if shard.count > 1 and len(names) > 1:
+        raise TaskextrapError("--shard runs one experiment: name it instead of 'all'")
+    return shard
+
+
+def _check(name: str, options) -> None:
+    from taskextrap.experiments.registry import get_experiment
+
+    get_experiment(name).check(options)
+
+
+def _model_extra(model, dtype, load_in_4bit, device: str = "cpu") -> dict:
     """The base-model choice for ``RunOptions.extra``: only what was given, so fingerprints of runs
     without these options stay as they were."""
+    if dtype == "float16" and device != "cuda":
+        raise TaskextrapError("--dtype float16 needs --device cuda (half precision on a CPU is slow and inexact; "
+                              "use bfloat16 or float32)")
     extra = {} if model is None else {"model": str(model)}
     if dtype is not None:
         extra["dtype"] = dtype

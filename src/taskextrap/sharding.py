@@ -1,7 +1,7 @@
 """One experiment's work split over several processes (one per GPU) through shared files.
 
 A run with ``--shard I/N`` (or under ``torchrun --nproc_per_node N``, which sets ``RANK`` and
-``WORLD_SIZE``) is process I of N. All N share ``--out``: process 0, the lead, does everything
+``WORLD_SIZE``, or ``srun -n N``, which sets ``SLURM_PROCID`` and ``SLURM_NTASKS``) is process I of N. All N share ``--out``: process 0, the lead, does everything
 that is cheap or sequential (fine-tuning, baselines, the final answers) and writes the results;
 each process scores its own chunks of the likelihood search (chunk k belongs to process k mod N)
 and saves them beside the lead's. The lead then reads every chunk. Nothing needs a network
@@ -56,19 +56,30 @@ class Shard:
 
     @classmethod
     def from_env(cls, environ=os.environ) -> "Shard":
-        """The shard torchrun assigns (``RANK`` of ``WORLD_SIZE``); unsharded without them."""
-        if "WORLD_SIZE" not in environ:
-            return cls()
-        try:
-            return cls(int(environ.get("RANK", "0")), int(environ["WORLD_SIZE"]))
-        except ValueError:
-            raise TaskextrapError("RANK and WORLD_SIZE must be integers") from None
+        """The shard the launcher assigns: torchrun's ``RANK`` of ``WORLD_SIZE``, else Slurm's
+        ``SLURM_PROCID`` of ``SLURM_NTASKS`` (``srun -n N``); unsharded without them. A Slurm
+        array job's tasks are one task each (``SLURM_NTASKS=1``): unsharded, each given its own
+        ``--seed``."""
+        for rank, world in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
+            if world in environ:
+                try:
+                    return cls(int(environ.get(rank, "0")), int(environ[world]))
+                except ValueError:
+                    raise TaskextrapError(f"{rank} and {world} must be integers, got "
+                                          f"{environ.get(rank)!r} and {environ[world]!r}") from None
+        return cls()
 
     def device(self, device: str, environ=os.environ) -> str:
-        """The device of this process: ``cuda:LOCAL_RANK`` for ``cuda`` under torchrun with
-        several processes (each on its own GPU), otherwise ``device`` as given."""
-        if device == "cuda" and self.count > 1 and "LOCAL_RANK" in environ:
-            return f"cuda:{int(environ['LOCAL_RANK'])}"
+        """The device of this process: ``cuda:<local rank>`` for ``cuda`` with several processes
+        (each on its own GPU; torchrun's ``LOCAL_RANK``, else Slurm's ``SLURM_LOCALID``),
+        otherwise ``device`` as given."""
+        if device == "cuda" and self.count > 1:
+            for local in ("LOCAL_RANK", "SLURM_LOCALID"):
+                if local in environ:
+                    try:
+                        return f"cuda:{int(environ[local])}"
+                    except ValueError:
+                        raise TaskextrapError(f"{local} must be an integer, got {environ[local]!r}") from None
         return device
 
 

@@ -1,25 +1,19 @@
 """experiments.discrete: the set-up length and composition share keeps their unit names and keys."""
 
+from pathlib import Path
+
 import pytest
 
 from taskextrap.experiments import composition, discrete, length
 from taskextrap.experiments.registry import RunOptions
 
 
-class Captured(Exception):
-    pass
-
-
 def _unit_of(monkeypatch, module, **options):
-    """(name, config) of seed 0's unit as ``module._run`` hands them to ``run_seeds``."""
-    def fake(experiment, seeds, cache_dir, name, config, **kw):
-        raise Captured(name(0), config(0), kw["plot_file"])
-
-    monkeypatch.setattr(discrete, "run_seeds", fake)
-    with pytest.raises(Captured) as got:
-        module._run(module.__name__.rsplit(".", 1)[1], module.METHODS, RunOptions(profile="tiny", **options), None,
-                    None)
-    return got.value.args
+    """(name, config, plot file) of seed 0's unit in ``module._run``'s plan."""
+    plan = module._run(module.__name__.rsplit(".", 1)[1], module.METHODS, RunOptions(profile="tiny", **options),
+                       Path("plots"))
+    unit = plan.units[0]
+    return unit.name, unit.config, unit.plot_file
 
 
 @pytest.mark.parametrize("split, suffix", [("test", ""), ("dev", "-dev")])

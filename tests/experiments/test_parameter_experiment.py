@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.parameter import METHODS, families_for, run_family
+from taskextrap.experiments.executors import run_units
+from taskextrap.experiments.parameter import METHODS, families_for, family_units
 from taskextrap.experiments.parameter import PARAMETER_PROFILES
 from taskextrap.experiments.profiles import get_profile
 from taskextrap.experiments.registry import RunOptions, all_experiments, get_experiment
@@ -54,21 +55,22 @@ def test_unit_errors_and_checkpoint_resume(tmp_path):
     fam = PARAMETER_FAMILIES["sin_trend"]
     prof = PARAMETER_PROFILES["tiny"]
     proto = get_protocol("strict")
-    seen = {}
-    errors, _ = run_family("parameter", fam, proto, prof, "gradient", 2, tmp_path, None, 1, extras=seen)
+    (unit,) = family_units(fam, proto, prof, "gradient", 2, None, 1)
+    first = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)]
+    errors = first.errors
     assert set(errors) == set(METHODS) | {"far-anchors"}
     for m, e in errors.items():
-        assert len(e) == 1 and e[0].shape == (prof.n_targets,) and np.all(np.isfinite(e[0])) and np.all(e[0] >= 0), m
-    assert "resumed" not in seen[0]
+        assert e.shape == (prof.n_targets,) and np.all(np.isfinite(e)) and np.all(e >= 0), m
+    assert "resumed" not in first.extras
     (path,) = tmp_path.glob("parameter-sin_trend-strict-seed0-*.json")
     saved = json.loads(path.read_text())
     assert set(saved) >= {"fingerprint", "errors", "timing"}
     mtime = path.stat().st_mtime_ns
-    again, _ = run_family("parameter", fam, proto, prof, "gradient", 2, tmp_path, None, 1, extras=seen)
-    assert seen[0].get("resumed") is True
+    again = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)]
+    assert again.extras.get("resumed") is True
     assert path.stat().st_mtime_ns == mtime
     for m in METHODS:
-        np.testing.assert_allclose(again[m][0], errors[m][0])
+        np.testing.assert_array_equal(again.errors[m], errors[m])
 
 
 def test_projectile_tiny_writes_two_rows(tmp_path):

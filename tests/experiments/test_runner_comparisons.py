@@ -8,14 +8,18 @@ import pytest
 from taskextrap.experiments import registry
 from taskextrap.experiments.registry import Experiment, RunOptions
 from taskextrap.experiments.runner import run_experiment
+from taskextrap.experiments.units import Plan
 from taskextrap.report.schema import make_row
 
 
 def _fake(options, cache_dir, plot_dir):
-    base = np.linspace(1.0, 2.0, 12)[:, None] * np.ones((1, 2))
-    rows = [make_row("fake", "g", "rte", "mse", base),
-            make_row("fake", "g", "ctx-polyfit", "mse", base + 1.0)]
-    return rows, {}, [0, 1], {}
+    def assemble(results):
+        base = np.linspace(1.0, 2.0, 12)[:, None] * np.ones((1, 2))
+        rows = [make_row("fake", "g", "rte", "mse", base),
+                make_row("fake", "g", "ctx-polyfit", "mse", base + 1.0)]
+        return rows, {}, [0, 1], {}
+
+    return Plan([], assemble)
 
 
 @pytest.mark.parametrize("split", ["test", "dev"])

@@ -157,22 +157,18 @@ def test_a_changed_byte_of_a_user_model_changes_its_units_and_checkpoints(noisy_
     d = _saved(noisy_lm, tmp_path / "m")
     keys = []
 
-    def spy_parity(experiment, seeds, cache_dir, name, config, compute, **kw):
-        keys.append(("parity unit", fingerprint(**config(0))))  # parity's checkpoints are named by it too
-        raise _Stop
-
     def spy_codeio(model, profile, tasks, seed, ckpt_dir, *a, **kw):
         keys.append(("codeio checkpoints", ckpt_dir.name))  # codeio's unit key has the same base
         raise _Stop
 
-    monkeypatch.setattr(parity, "run_seeds", spy_parity)
     monkeypatch.setattr(codeio, "run_unit", spy_codeio)
 
     def run_both():
         options = RunOptions(profile="tiny", out=tmp_path, progress=False, extra={"model": str(d)})
-        for run in (parity.run_parity, codeio.run_codeio):
-            with pytest.raises(_Stop):
-                run(options, tmp_path / "units", None)
+        unit = parity.run_parity(options, tmp_path / "units", None).units[0]
+        keys.append(("parity unit", fingerprint(**unit.config)))  # parity's checkpoints are named by it too
+        with pytest.raises(_Stop):
+            codeio.run_codeio(options, tmp_path / "units", None).units[0].compute(None)
 
     run_both()
     run_both()

@@ -65,7 +65,7 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.profiles import CodeIOProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
-from taskextrap.experiments.units import UnitResult, fingerprint, run_seeds, unit_done
+from taskextrap.experiments.units import Plan, UnitResult, fingerprint, gather, seed_units, unit_done
 from taskextrap.files import write_text_atomic
 from taskextrap.report.schema import accuracy_row
 from taskextrap.sharding import Shard, wait_for
@@ -519,7 +519,7 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     from taskextrap.search.likelihood import DEFAULT_TIE_TOL
 
     model = BaseModel.from_extra(options.extra)
-    profile = for_model(get_profile(CODEIO_PROFILES, options.profile).with_seeds(options.seeds), model)
+    profile = for_model(get_profile(CODEIO_PROFILES, options.profile).with_seeds(options.seeds, options.seed), model)
     split = Split.of(options)
     tasks, novel, sizes = held_out_tasks(profile.n_tasks, split)
     pairs = ["+".join(t.pair) for t in tasks]
@@ -534,23 +534,27 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
                 run_worker(model, profile, tasks, s, _ckpt_root(cache_dir, base, s), shard, options.device,
                            options.progress, split)
         return None
-    extras: dict = {}
-    values, timing = run_seeds(
-        "codeio", profile.seeds, cache_dir, name=lambda s: f"codeio-seed{s}", config=lambda s: {**base, "seed": s},
+    units = seed_units(
+        profile.seeds, name=lambda s: f"codeio-seed{s}", config=lambda s: {**base, "seed": s},
         compute=lambda s, _: run_unit(model, profile, tasks, s, _ckpt_root(cache_dir, base, s), options.device,
-                                      options.progress, shard, split),
-        plot_dir=None, plot_file="", progress=options.progress, extras=extras)
-    records = [r for s in profile.seeds for r in prompt_records(tasks, profile, s, extras[s])]
-    write_prompts(options.run_dir, records)
-    values.update(answer_in_prompt_values(records, profile.seeds))
-    config = {**base, **sizes, "novel": novel.tolist(), "subsample": _subsample_note(len(tasks), sizes, split),
-              "n_candidates": _n_candidates(), "block_rows": S.BLOCK_ROWS,
-              "fine_tuning": "lora" if sft_config(profile, 0, model).lora else f"full (lr {profile.full_lr})",
-              "loss": "shot answers and completion" if profile.score_shots else "completion",
-              "tie_tol_nats": DEFAULT_TIE_TOL, "max_tied": profile.max_tied,
-              "mean_tied_candidates": float(np.mean(np.concatenate(values["n_tied"]))),
-              "base_model_queries_per_primitive": profile.base_queries}
-    return build_rows(values, novel), config, list(profile.seeds), timing
+                                      options.progress, shard, split))
+
+    def assemble(results):
+        values, timing = gather(results, units)
+        extras = {s: results[u.name].extras for s, u in zip(profile.seeds, units)}
+        records = [r for s in profile.seeds for r in prompt_records(tasks, profile, s, extras[s])]
+        write_prompts(options.run_dir, records)
+        values.update(answer_in_prompt_values(records, profile.seeds))
+        config = {**base, **sizes, "novel": novel.tolist(), "subsample": _subsample_note(len(tasks), sizes, split),
+                  "n_candidates": _n_candidates(), "block_rows": S.BLOCK_ROWS,
+                  "fine_tuning": "lora" if sft_config(profile, 0, model).lora else f"full (lr {profile.full_lr})",
+                  "loss": "shot answers and completion" if profile.score_shots else "completion",
+                  "tie_tol_nats": DEFAULT_TIE_TOL, "max_tied": profile.max_tied,
+                  "mean_tied_candidates": float(np.mean(np.concatenate(values["n_tied"]))),
+                  "base_model_queries_per_primitive": profile.base_queries}
+        return build_rows(values, novel), config, list(profile.seeds), timing
+
+    return Plan(units, assemble)
 
 
 def _subsample_note(n: int, sizes: dict, split: Split = Split()) -> str:

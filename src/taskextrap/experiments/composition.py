@@ -19,7 +19,7 @@ from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_pr
                                              mse_rows, plot_examples, retrieval_rows)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
-from taskextrap.experiments.units import UnitResult
+from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.report.schema import make_row
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_pair_split
@@ -121,43 +121,48 @@ def _plot(plot_dir, protocol, rte, primitives, targets, obs):
                   primitives.family_names.astype(str), "primitives: proxy embedding by family", target_labels=[])
 
 
-def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_dir: Path | None,
-         plot_dir: Path | None):
+def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_dir: Path | None) -> Plan:
     settings = Settings.of(options, COMPOSITION_PROFILES, "composition")
     profile, protocol, embedding, test_seed = (settings.profile, settings.protocol, settings.embedding,
                                                settings.test_seed)
     split = dev_pair_split(PAPER_SPLIT) if settings.dev else PAPER_SPLIT
     base = dict(experiment="composition", split=split, protocol=protocol, profile=profile.to_dict(),
                 embedding=embedding, test_seed=test_seed)
-    errors, timing = settings.run(
-        experiment, f"composition-{protocol.name}", base,
+    units = settings.units(
+        f"composition-{protocol.name}", base,
         estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split),
         compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed),
-        cache_dir=cache_dir, plot_dir=plot_dir, plot_file=f"composition-{protocol.name}-predictions.png",
-        progress=options.progress)
-    out = mse_rows(experiment, errors, GROUP, methods)
-    if experiment == "composition":  # one group per held-out pair
-        pair_id = errors["pair_id"][0]
-        for j, (o, i) in enumerate(split.test if len(split.test) > 1 else ()):
-            for m in ("rte", "sparse-inductive", "verified-composition"):
-                out.append(make_row(experiment, f"{o} o {i}", m, "mse", np.stack(errors[m], axis=1)[pair_id == j]))
-    out += retrieval_rows(experiment, errors, "pair-retrieved", (
-        ("rte", "pair_top1"), ("no-refinement", "pair_top1_unrefined"), ("top-k-candidates", "pair_in_candidates")))
-    config = {"pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
-              "profile": profile.to_dict(), "embedding": embedding, "library_seed": LIBRARY_SEED,
-              "test_seed": test_seed, "units": "shared with composition / composition-ablations under OUT/units"}
-    return out, config, list(profile.seeds), timing
+        plot_dir=plot_dir, plot_file=f"composition-{protocol.name}-predictions.png")
+
+    def assemble(results):
+        errors, timing = gather(results, units)
+        out = mse_rows(experiment, errors, GROUP, methods)
+        if experiment == "composition":  # one group per held-out pair
+            pair_id = errors["pair_id"][0]
+            for j, (o, i) in enumerate(split.test if len(split.test) > 1 else ()):
+                for m in ("rte", "sparse-inductive", "verified-composition"):
+                    out.append(make_row(experiment, f"{o} o {i}", m, "mse",
+                                        np.stack(errors[m], axis=1)[pair_id == j]))
+        out += retrieval_rows(experiment, errors, "pair-retrieved", (
+            ("rte", "pair_top1"), ("no-refinement", "pair_top1_unrefined"),
+            ("top-k-candidates", "pair_in_candidates")))
+        config = {"pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
+                  "profile": profile.to_dict(), "embedding": embedding, "library_seed": LIBRARY_SEED,
+                  "test_seed": test_seed, "units": "shared with composition / composition-ablations under OUT/units"}
+        return out, config, list(profile.seeds), timing
+
+    return Plan(units, assemble)
 
 
 @register("composition", "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)",
           COMPOSITION_PROFILES, options=("protocol", "embedding", "test_seed"), regime="composition", dev=True)
 def run_composition(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition experiment: rte, sparse-inductive, oracle, verified-composition and sanity baselines."""
-    return _run("composition", METHODS, options, cache_dir, plot_dir)
+    return _run("composition", METHODS, options, plot_dir)
 
 
 @register("composition-ablations", "App. K.3: composition ablations (no verification, random constituents)",
           COMPOSITION_PROFILES, options=("protocol", "embedding", "test_seed"), regime="composition", dev=True)
 def run_composition_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition ablations: the same fits as ``composition`` (shared unit cache), other rows."""
-    return _run("composition-ablations", ABLATION_METHODS, options, cache_dir, None)
+    return _run("composition-ablations", ABLATION_METHODS, options, None)

@@ -18,7 +18,7 @@ import numpy as np
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.experiments.profiles import DiscreteProfile, get_profile
 from taskextrap.experiments.registry import RunOptions
-from taskextrap.experiments.units import UnitResult, per_target, run_seeds
+from taskextrap.experiments.units import Unit, UnitResult, per_target, seed_units
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
 from taskextrap.tasks.observe import get_protocol
@@ -56,19 +56,19 @@ class Settings:
     @classmethod
     def of(cls, options: RunOptions, profiles: dict[str, DiscreteProfile], regime: str) -> Settings:
         """The settings of ``options`` for ``regime`` ("length" or "composition")."""
-        return cls(get_profile(profiles, options.profile).with_seeds(options.seeds),
+        return cls(get_profile(profiles, options.profile).with_seeds(options.seeds, options.seed),
                    get_protocol(options.protocol, regime), options.embedding or DEFAULT_EMBEDDING,
                    options.seed_of_tests, options.split == "dev")
 
-    def run(self, experiment: str, stem: str, base: dict, estimator_of: Callable, compute: Callable,
-            cache_dir: Path | None, plot_dir: Path | None, plot_file: str, progress: bool):
-        """(per-seed errors, timing) of every seed's unit (``units.run_seeds``): unit
-        ``<stem>[-dev]-seed<s>``, keyed by ``base``, the seed and the estimator's repr
-        (``estimator_of(seed)``); ``compute(seed, plots)`` runs one unit."""
+    def units(self, stem: str, base: dict, estimator_of: Callable, compute: Callable,
+              plot_dir: Path | None, plot_file: str) -> list[Unit]:
+        """One unit per seed (``units.seed_units``): unit ``<stem>[-dev]-seed<s>``, keyed by
+        ``base``, the seed and the estimator's repr (``estimator_of(seed)``); ``compute(seed,
+        plots)`` runs one unit."""
         name = stem + ("-dev" if self.dev else "")
-        return run_seeds(experiment, self.profile.seeds, cache_dir, name=lambda s: f"{name}-seed{s}",
-                         config=lambda s: {**base, "seed": s, "estimator": repr(estimator_of(s))},
-                         compute=compute, plot_dir=plot_dir, plot_file=plot_file, progress=progress)
+        return seed_units(self.profile.seeds, name=lambda s: f"{name}-seed{s}",
+                          config=lambda s: {**base, "seed": s, "estimator": repr(estimator_of(s))},
+                          compute=compute, plot_dir=plot_dir, plot_file=plot_file)
 
 
 def mse_rows(experiment: str, errors: dict, group: str, methods) -> list:

@@ -20,7 +20,7 @@ from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_pr
                                              mse_rows, plot_examples, retrieval_rows)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
-from taskextrap.experiments.units import UnitResult
+from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.provenance import callable_hash
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_ladder
@@ -117,8 +117,7 @@ def _plot(plot_dir, ladder, protocol, rte, library, targets, obs):
                   library.region.astype(str), f"{ladder.name}: proxy embedding of the library by level")
 
 
-def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_dir: Path | None,
-         plot_dir: Path | None):
+def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_dir: Path | None) -> Plan:
     settings = Settings.of(options, LENGTH_PROFILES, "length")
     profile, protocol, embedding, test_seed = (settings.profile, settings.protocol, settings.embedding,
                                                settings.test_seed)
@@ -129,19 +128,24 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, cache_d
                 basis_code=callable_hash(ladder.basis), domain=ladder.domain, coef_range=ladder.coef_range, levels=ladder.train_levels,
                 test_level=ladder.test_level, protocol=protocol, profile=profile.to_dict(),
                 embedding=embedding, test_seed=test_seed)
-    errors, timing = settings.run(
-        experiment, f"length-{ladder.name}-{protocol.name}", base,
+    units = settings.units(
+        f"length-{ladder.name}-{protocol.name}", base,
         estimator_of=lambda s: make_rte(protocol, profile, s, embedding),
         compute=lambda s, plots: run_unit(ladder, protocol, profile, s, embedding, plots, test_seed),
-        cache_dir=cache_dir, plot_dir=plot_dir, plot_file=f"{ladder.name}-{protocol.name}-predictions.png",
-        progress=options.progress)
-    config = {"ladder": ladder.name, "protocol": {**vars(protocol)}, "profile": profile.to_dict(),
-              "train_levels": list(ladder.train_levels), "test_level": ladder.test_level,
-              "embedding": embedding, "library_seed": LIBRARY_SEED, "test_seed": test_seed,
-              "units": "shared with length / length-ablations under OUT/units"}
-    rows = mse_rows(experiment, errors, group_name(ladder), methods) + retrieval_rows(
-        experiment, errors, "predecessor-retrieved", (("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk")))
-    return rows, config, list(profile.seeds), timing
+        plot_dir=plot_dir, plot_file=f"{ladder.name}-{protocol.name}-predictions.png")
+
+    def assemble(results):
+        errors, timing = gather(results, units)
+        config = {"ladder": ladder.name, "protocol": {**vars(protocol)}, "profile": profile.to_dict(),
+                  "train_levels": list(ladder.train_levels), "test_level": ladder.test_level,
+                  "embedding": embedding, "library_seed": LIBRARY_SEED, "test_seed": test_seed,
+                  "units": "shared with length / length-ablations under OUT/units"}
+        rows = mse_rows(experiment, errors, group_name(ladder), methods) + retrieval_rows(
+            experiment, errors, "predecessor-retrieved",
+            (("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk")))
+        return rows, config, list(profile.seeds), timing
+
+    return Plan(units, assemble)
 
 
 def group_name(ladder: Ladder) -> str:
@@ -168,11 +172,11 @@ LENGTH_OPTIONS = ("protocol", "family", "embedding", "test_seed")
           LENGTH_PROFILES, options=LENGTH_OPTIONS, regime="length", dev=True, family=get_ladder)
 def run_length(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The length experiment: rte, sparse-inductive, oracle and the context-only baselines."""
-    return _run("length", METHODS, options, cache_dir, plot_dir)
+    return _run("length", METHODS, options, plot_dir)
 
 
 @register("length-ablations", "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)",
           LENGTH_PROFILES, options=LENGTH_OPTIONS, regime="length", dev=True, family=get_ladder)
 def run_length_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The length ablations: the same fits as ``length`` (shared unit cache), other rows."""
-    return _run("length-ablations", ABLATION_METHODS, options, cache_dir, None)
+    return _run("length-ablations", ABLATION_METHODS, options, None)

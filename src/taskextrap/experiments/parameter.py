@@ -20,7 +20,7 @@ from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.profiles import ParameterProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
-from taskextrap.experiments.units import UnitResult, per_target, run_seeds
+from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_target, seed_units
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
 from taskextrap.seeding import rng
@@ -204,17 +204,15 @@ def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed) 
                 embedding=embedding, anchors=anchors, test_seed=test_seed, target_region=target_region(family))
 
 
-def run_family(experiment: str, family, protocol, profile, embedding: str, anchors: int, cache_dir: Path | None,
-               plot_dir: Path | None, test_seed: int, progress: bool = False, extras: dict | None = None):
-    """Every training seed of ``family`` through the shared unit loop (:func:`run_seeds`: a
-    finished unit is read back from the unit cache); returns (errors per method and seed, timing)."""
+def family_units(family, protocol, profile, embedding: str, anchors: int, plot_dir: Path | None,
+                 test_seed: int) -> list[Unit]:
+    """One unit per training seed of ``family`` (the first seed draws the plots)."""
     tag = f"{family.name}-{protocol.name}" + ("-dev" if target_region(family) == DEV_REGION else "")
-    return run_seeds(
-        f"{experiment} {family.name}", profile.seeds, cache_dir, name=lambda s: f"parameter-{tag}-seed{s}",
+    return seed_units(
+        profile.seeds, name=lambda s: f"parameter-{tag}-seed{s}",
         config=lambda s: unit_config(family, protocol, profile, s, embedding, anchors, test_seed),
         compute=lambda s, plots: run_unit(family, protocol, profile, s, embedding, anchors, plots, test_seed),
-        plot_dir=plot_dir, plot_file=f"{family.name}-{protocol.name}-predictions.png", progress=progress,
-        extras=extras)
+        plot_dir=plot_dir, plot_file=f"{family.name}-{protocol.name}-predictions.png")
 
 
 def paper_checked(row: dict, family: ParametricFamily) -> dict:
@@ -234,24 +232,28 @@ def families_for(option: str | None, split: str = "test") -> list[ParametricFami
 
 
 def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFamily], options: RunOptions,
-         cache_dir: Path | None, plot_dir: Path | None):
+         plot_dir: Path | None) -> Plan:
     embedding = options.embedding or DEFAULT_EMBEDDING
-    profile = get_profile(PARAMETER_PROFILES, options.profile).with_seeds(options.seeds)
+    profile = get_profile(PARAMETER_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
     protocol = get_protocol(options.protocol)
-    errors, timing = {}, {}
-    for family in families:
-        errors[family.name], family_timing = run_family(experiment, family, protocol, profile, embedding,
-                                                        options.anchors, cache_dir, plot_dir, options.seed_of_tests,
-                                                        options.progress)
-        for k, v in family_timing.items():
-            timing[k] = timing.get(k, 0.0) + v
-    rows = [paper_checked(make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1)), f)
-            for f in families for m in methods]
-    config = {"families": [f.name for f in families], "protocol": {**vars(protocol)}, "profile": profile.to_dict(),
-              "embedding": embedding, "anchors": options.anchors, "test_seed": options.seed_of_tests,
-              "regions": {f.name: dict(f.regions) for f in families},
-              "target_region": {f.name: target_region(f) for f in families}}
-    return rows, config, list(profile.seeds), timing
+    units = {f.name: family_units(f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests)
+             for f in families}
+
+    def assemble(results):
+        errors, timing = {}, {}
+        for family in families:
+            errors[family.name], family_timing = gather(results, units[family.name])
+            for k, v in family_timing.items():
+                timing[k] = timing.get(k, 0.0) + v
+        rows = [paper_checked(make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1)), f)
+                for f in families for m in methods]
+        config = {"families": [f.name for f in families], "protocol": {**vars(protocol)},
+                  "profile": profile.to_dict(), "embedding": embedding, "anchors": options.anchors,
+                  "test_seed": options.seed_of_tests, "regions": {f.name: dict(f.regions) for f in families},
+                  "target_region": {f.name: target_region(f) for f in families}}
+        return rows, config, list(profile.seeds), timing
+
+    return Plan([u for f in families for u in units[f.name]], assemble)
 
 
 PARAMETER_OPTIONS = ("protocol", "family", "embedding", "anchors", "test_seed")
@@ -260,8 +262,8 @@ PARAMETER_OPTIONS = ("protocol", "family", "embedding", "anchors", "test_seed")
 @register("parameter", "Table 1: parameter extrapolation on five families (F1 library -> F2 targets)",
           PARAMETER_PROFILES, options=PARAMETER_OPTIONS, regime="parameter", dev=True, family=get_family)
 def run_parameter(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
-    """Run the parameter experiment; returns (rows, config, seeds, timing)."""
-    return _run("parameter", METHODS, families_for(options.family, options.split), options, cache_dir, plot_dir)
+    """The parameter experiment's plan: every family's units and the rows built from them."""
+    return _run("parameter", METHODS, families_for(options.family, options.split), options, plot_dir)
 
 
 @register("parameter-ablations", "App. K.1: parameter ablations on quadratic (far / random anchors, zero shift)",
@@ -269,4 +271,4 @@ def run_parameter(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
 def run_parameter_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The quadratic ablations: the same fits as ``parameter`` (shared unit cache), other rows."""
     family = families_for(options.family or ABLATION_FAMILY, options.split)
-    return _run("parameter-ablations", ABLATION_METHODS, family, options, cache_dir, None)
+    return _run("parameter-ablations", ABLATION_METHODS, family, options, None)

@@ -44,7 +44,7 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.profiles import LLMProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
-from taskextrap.experiments.units import UnitResult, fingerprint, run_seeds
+from taskextrap.experiments.units import Plan, UnitResult, fingerprint, gather, seed_units
 from taskextrap.report.schema import accuracy_row
 
 if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
@@ -188,21 +188,25 @@ def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     split, test_seed = options.split, options.seed_of_tests
     sp = T.get_split(split)
     model = BaseModel.from_extra(options.extra)
-    profile = get_profile(PARITY_PROFILES, options.profile).with_seeds(options.seeds)
+    profile = get_profile(PARITY_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
     base = {"experiment": "parity", "profile": profile.to_dict(), "model": model.label(base_model_name(split)),
             "split": split, "test_seed": test_seed}
     tag = "parity" if split == "test" else f"parity-{split}"
-    errors, timing = run_seeds(
-        "parity", profile.seeds, cache_dir, name=lambda s: f"{tag}-seed{s}", config=lambda s: {**base, "seed": s},
+    units = seed_units(
+        profile.seeds, name=lambda s: f"{tag}-seed{s}", config=lambda s: {**base, "seed": s},
         # the checkpoints are named by the unit's fingerprint too: other settings or other code
         # never resume from them
         compute=lambda s, _: run_unit(model, profile, s,
                                       cache_dir and cache_dir / f"{tag}-sft-seed{s}-{fingerprint(**base, seed=s)}",
-                                      options.device, split, test_seed),
-        plot_dir=None, plot_file="", progress=options.progress)
-    config = {**base, "train_sizes": list(sp.train_sizes), "target_size": sp.target_size,
-              "spaces": _spaces_config(split),
-              "few_shot_and_oracle": "use no candidate space: the same values in every space's group",
-              "tie_tol_nats": DEFAULT_TIE_TOL, "n_tasks_wide": profile.n_tasks_wide,
-              "mean_tied_candidates": {s: float(np.mean(np.concatenate(errors[f"{s}/n_tied"]))) for s in SPACES}}
-    return _rows(errors, split), config, list(profile.seeds), timing
+                                      options.device, split, test_seed))
+
+    def assemble(results):
+        errors, timing = gather(results, units)
+        config = {**base, "train_sizes": list(sp.train_sizes), "target_size": sp.target_size,
+                  "spaces": _spaces_config(split),
+                  "few_shot_and_oracle": "use no candidate space: the same values in every space's group",
+                  "tie_tol_nats": DEFAULT_TIE_TOL, "n_tasks_wide": profile.n_tasks_wide,
+                  "mean_tied_candidates": {s: float(np.mean(np.concatenate(errors[f"{s}/n_tied"]))) for s in SPACES}}
+        return _rows(errors, split), config, list(profile.seeds), timing
+
+    return Plan(units, assemble)

@@ -20,8 +20,15 @@ class SeededProfile:
         """The profile as plain data (recorded in results and in unit fingerprints)."""
         return asdict(self)
 
-    def with_seeds(self, n: int | None):
-        """The profile with seeds 0..n-1 (unchanged when ``n`` is None)."""
+    def with_seeds(self, n: int | None, seed: int | None = None):
+        """The profile with seeds 0..n-1, or with the one seed ``seed`` (unchanged when both are
+        None): ``--seeds N`` and ``--seed S``, for a Slurm array task computing one seed."""
+        if seed is not None:
+            if n is not None:
+                raise TaskextrapError("give --seeds N (seeds 0..N-1) or --seed S (that one seed), not both")
+            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < MAX_SEEDS:
+                raise TaskextrapError(f"--seed must be a whole number from 0 to {MAX_SEEDS - 1}, got {seed!r}")
+            return replace(self, seeds=(seed,))
         if n is None:
             return self
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SEEDS:

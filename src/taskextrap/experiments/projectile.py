@@ -8,6 +8,7 @@ anchors to the library trajectory nearest the target in (v, theta) and applies t
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import torch
 
 from taskextrap.experiments.profiles import ProjectileProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units
 from taskextrap.operators.mlp import mlp
 from taskextrap.report.schema import make_row
 from taskextrap.seeding import derive_seed, rng
@@ -102,28 +104,39 @@ def run_seed(steps: int, seed: int, dev: bool = False):
 @register("projectile", "Fig. 1: inductive vs transductive extrapolation of a cannon trajectory to v = 65",
           PROJECTILE_PROFILES, dev=True)
 def run_projectile(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
-    """Train both Fig. 1 models per seed; rows are the MSE on the target trajectory."""
-    profile = get_profile(PROJECTILE_PROFILES, options.profile).with_seeds(options.seeds)
+    """Train both Fig. 1 models per seed (one unit each); rows are the MSE on the target trajectory."""
+    profile = get_profile(PROJECTILE_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
     seeds, steps = profile.seeds, profile.steps
     dev = options.split == "dev"
     (v, theta), (v_lo, v_hi) = (DEV_TARGET if dev else TARGET)[0], (DEV_SPEEDS if dev else PROJECTILE.regions["train"])
-    errs = {"inductive-oracle": [], "transductive-oracle": []}
-    for i, seed in enumerate(seeds):
+
+    def compute(seed: int, plots: Path | None) -> UnitResult:
+        t = time.perf_counter()
         x, truth, y_anchor, ind, tr, anchor = run_seed(steps, seed, dev)
-        errs["inductive-oracle"].append(np.mean((ind - truth) ** 2))
-        errs["transductive-oracle"].append(np.mean((tr - truth) ** 2))
-        if plot_dir is not None and i == 0:
+        errors = {"inductive-oracle": np.array([np.mean((ind - truth) ** 2)]),
+                  "transductive-oracle": np.array([np.mean((tr - truth) ** 2)])}
+        if plots is not None:
             from taskextrap.report.plots import plot_curves
 
-            plot_curves(plot_dir / "projectile.png", x,
+            plot_curves(plots / "projectile.png", x,
                         {f"target v={v:g} (truth)": truth, f"anchor v={anchor[0]:.1f}, theta={anchor[1]:.1f}": y_anchor,
                          "inductive (x, v, theta)": ind, "transductive (x, y_anchor, dv, dtheta)": tr},
                         title=f"Fig. 1: extrapolating to v = {v:g}, theta = {theta:g} (trained on v in [{v_lo:g}, {v_hi:g}])",
                         xlabel="distance x (m)", ylabel="height y (m)")
-    notes = {"inductive-oracle": "Fig. 1 (A) inductive MLP on (x, v, theta)",
-             "transductive-oracle": "Fig. 1 (B) transductive MLP on (x, y_anchor, dv, dtheta)"}
-    rows = [make_row("projectile", f"v={v:g},theta={theta:g}", m, "mse", np.array(e)[None, :], note=notes[m])
-            for m, e in errs.items()]
-    config = {"library": f"200 tasks, v ~ U({v_lo:g}, {v_hi:g}), theta ~ U(40, 50)", "steps": steps,
-              "batch": "64 x 16 points", "lr": 5e-3, "target": [float(v), float(theta)]}
-    return rows, config, list(seeds), {}
+        return UnitResult(errors, {"total_s": time.perf_counter() - t})
+
+    units = seed_units(seeds, name=lambda s: "projectile" + ("-dev" if dev else "") + f"-seed{s}",
+                       config=lambda s: {"experiment": "projectile", "steps": steps, "seed": s, "dev": dev},
+                       compute=compute, plot_dir=plot_dir, plot_file="projectile.png")
+
+    def assemble(results):
+        errs, timing = gather(results, units)
+        notes = {"inductive-oracle": "Fig. 1 (A) inductive MLP on (x, v, theta)",
+                 "transductive-oracle": "Fig. 1 (B) transductive MLP on (x, y_anchor, dv, dtheta)"}
+        rows = [make_row("projectile", f"v={v:g},theta={theta:g}", m, "mse", np.stack(e, axis=1), note=notes[m])
+                for m, e in errs.items()]
+        config = {"library": f"200 tasks, v ~ U({v_lo:g}, {v_hi:g}), theta ~ U(40, 50)", "steps": steps,
+                  "batch": "64 x 16 points", "lr": 5e-3, "target": [float(v), float(theta)]}
+        return rows, config, list(seeds), timing
+
+    return Plan(units, assemble)

@@ -44,10 +44,24 @@ class RunOptions:
     test_seed: int | None = None  # None: FRESH_TEST_SEED; 10_000 is the seed of the runs before it
     split_seed: int | None = None  # codeio: the seed of the pair split (None: the experiment's default)
     run_dir: Path | None = None  # set by the runner: where results.json and run files (prompts.jsonl) go
+    seed: int | None = None  # one training seed (a Slurm array task's), instead of the first ``seeds``
+    executor: str = "serial"  # where the units run: "serial" (this process) or "ray" (experiments.executors)
+    unit_cpus: int = 1  # under Ray: the CPUs (and torch threads) each unit declares
 
     def __post_init__(self):
         if self.split not in SPLITS:
             raise TaskextrapError(f"unknown split {self.split!r}; choose from {', '.join(SPLITS)}")
+        from taskextrap.experiments.executors import EXECUTORS
+
+        if self.executor not in EXECUTORS:
+            raise TaskextrapError(f"unknown executor {self.executor!r}; choose from {', '.join(EXECUTORS)}")
+        if isinstance(self.unit_cpus, bool) or not isinstance(self.unit_cpus, int) or self.unit_cpus < 1:
+            raise TaskextrapError(f"unit_cpus must be a whole number >= 1, got {self.unit_cpus!r}")
+        if self.seed is not None and self.seeds is not None:
+            raise TaskextrapError("give --seeds N (seeds 0..N-1) or --seed S (that one seed), not both")
+        if self.executor == "ray" and self.shard.count > 1:
+            raise TaskextrapError("--executor ray does not combine with --shard (or torchrun/Slurm ranks): "
+                                  "Ray spreads the units itself")
 
     def given(self) -> set[str]:
         """The experiment-specific options set to something other than their defaults (see
@@ -99,8 +113,8 @@ class Experiment:
         if options.profile not in self.profiles:
             raise TaskextrapError(f"unknown profile {options.profile!r} for {self.name}; choose from "
                                   f"{', '.join(sorted(self.profiles))}")
-        if options.seeds is not None:
-            self.profiles[options.profile].with_seeds(options.seeds)  # bounded: a typo is refused here
+        if options.seeds is not None or options.seed is not None:  # bounded: a typo is refused here
+            self.profiles[options.profile].with_seeds(options.seeds, options.seed)
         if self.regime is not None:
             from taskextrap.tasks.observe import get_protocol
 

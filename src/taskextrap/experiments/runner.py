@@ -10,7 +10,9 @@ import time
 from pathlib import Path
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.experiments.executors import run_units
 from taskextrap.experiments.registry import RunOptions, get_experiment
+from taskextrap.experiments.units import Plan
 from taskextrap.report.compare import compare_rows
 from taskextrap.files import write_json_atomic, write_text_atomic
 from taskextrap.report.schema import environment_info, validate_results
@@ -20,46 +22,97 @@ from taskextrap.report.tables import results_markdown
 def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) -> dict | None:
     """Run experiment ``name``; results go to ``out_dir`` (default: :func:`run_dir_name`).
 
+    The experiment lists its units of work (one family or ladder and one training seed) up front;
+    ``options.executor`` runs them (``serial`` here, or ``ray``: :mod:`.executors`). Finished
+    units are cached under ``options.out/units`` and reused by a rerun with the same
+    configuration, so an interrupted run resumes where it stopped and sibling experiments
+    (``length`` and ``length-ablations``) share fits.
+
     Under ``options.shard`` with several processes only the lead writes results; the others
     return None once their part is saved.
-
-    Finished units (one family or ladder and one training seed) are cached under
-    ``options.out/units`` and reused by a rerun with the same configuration, so an interrupted run
-    resumes where it stopped and sibling experiments (``length`` and ``length-ablations``) share fits.
 
     ``results["comparisons"]`` holds the paired comparisons of ``rte`` (else each group's first
     method) with every other method of its group (:func:`taskextrap.report.compare.compare_rows`),
     computed from the per-(target, seed) arrays that rows built by ``make_row`` keep.
     """
-    import torch
-    import yaml
+    return run_experiments([(name, options, out_dir)], options.executor, options.unit_cpus, options.device,
+                           options.progress)[0]
 
+
+def run_experiments(runs: list[tuple], executor: str = "serial", unit_cpus: int = 1, device: str = "cpu",
+                    progress: bool = True) -> list[dict | None]:
+    """Run several experiments as one pool of units: ``runs`` is a list of ``(name, options,
+    out_dir or None)``; every run is checked and planned before any unit runs, then all their
+    units go through one ``executor`` together and each run's results are written. Returns each
+    run's results (None for a non-lead shard)."""
+    import torch
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    t = time.perf_counter()
+    planned = [plan_run(name, options, out_dir) for name, options, out_dir in runs]
+    units = [u for p in planned if p is not None for u in p.plan.units]
+    cache_dirs = {p.cache_dir for p in planned if p is not None}
+    if len(cache_dirs) > 1:
+        raise TaskextrapError("runs executed together must share one --out")
+    results = run_units(units, next(iter(cache_dirs), None), executor, progress, unit_cpus, device)
+    wall = time.perf_counter() - t
+    shared = {"runs_sharing_wall": float(len(runs))} if len(runs) > 1 else {}
+    return [None if p is None else write_run(p, results, wall, shared) for p in planned]
+
+
+@dataclasses.dataclass
+class PlannedRun:
+    """A checked run whose units are listed: where it writes, and its :class:`Plan`."""
+
+    name: str
+    options: RunOptions
+    out_dir: Path
+    cache_dir: Path
+    plan: Plan
+
+
+def plan_run(name: str, options: RunOptions, out_dir: Path | None = None, make_dirs: bool = True) -> PlannedRun | None:
+    """Check experiment ``name`` under ``options``, make its folders (unless ``make_dirs`` is
+    False: only to list the units) and list its units (None for a non-lead shard, whose part is
+    done inside the experiment)."""
     experiment = get_experiment(name)
     experiment.check(options)
     out_dir = Path(out_dir or run_dir_name(name, options))
     options = dataclasses.replace(options, run_dir=out_dir)
     cache_dir, plot_dir = Path(options.out) / "units", (out_dir / "plots" if options.plots else None)
-    for folder in (out_dir, cache_dir):  # before any work: a bad --out fails now, not after the run
+    for folder in (out_dir, cache_dir) if make_dirs else ():  # before any work: a bad --out fails now
         check_writable(folder)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
-    t = time.perf_counter()
-    ran = experiment.run(options, cache_dir, plot_dir)
-    if ran is None:  # a non-lead process of a sharded run
+    plan = experiment.run(options, cache_dir, plot_dir)
+    if plan is None:  # a non-lead process of a sharded run
         return None
-    rows, config, seeds, timing = ran
+    for unit in plan.units:
+        unit.origin = (name, options)
+    return PlannedRun(name, options, out_dir, cache_dir, plan)
+
+
+def write_run(run: PlannedRun, results: dict, wall_s: float, timing_extra: dict | None = None) -> dict:
+    """Assemble ``run``'s rows from the units' ``results`` (by (name, fingerprint)) and write
+    results.json, results.md and config.yaml into its folder; returns the results. ``wall_s`` is
+    the time its units took (of all runs executed together, which ``timing_extra`` then says)."""
+    import yaml
+
+    t = time.perf_counter()
+    rows, config, seeds, timing = run.plan.assemble({u.name: results[(u.name, u.key)] for u in run.plan.units})
+    options = run.options
     comparisons = compare_rows(rows)
     if options.split == "dev":  # the paper's numbers belong to its own (test) tasks only
         rows = [r.replace(paper_value=None, paper_ci95=None) for r in rows]
     results = {
-        "experiment": name, "protocol": options.protocol, "profile": options.profile, "seeds": seeds,
-        "rows": rows, "comparisons": comparisons, "timing": {"wall_s": time.perf_counter() - t, **timing},
+        "experiment": run.name, "protocol": options.protocol, "profile": options.profile, "seeds": seeds,
+        "rows": rows, "comparisons": comparisons,
+        "timing": {"wall_s": wall_s + time.perf_counter() - t, **timing, **(timing_extra or {})},
         "environment": environment_info(options.device),
         "config": {**config, "split": options.split, "test_seed": config.get("test_seed", options.seed_of_tests)},
     }
     validate_results(results)
-    write_json_atomic(out_dir / "results.json", results)
-    write_text_atomic(out_dir / "results.md", results_markdown(results))
-    write_text_atomic(out_dir / "config.yaml", yaml.safe_dump(_plain(config), sort_keys=False))
+    write_json_atomic(run.out_dir / "results.json", results)
+    write_text_atomic(run.out_dir / "results.md", results_markdown(results))
+    write_text_atomic(run.out_dir / "config.yaml", yaml.safe_dump(_plain(config), sort_keys=False))
     return results
 
 
@@ -79,7 +132,8 @@ def check_writable(folder: Path) -> None:
 
 def run_dir_name(name: str, options: RunOptions) -> Path:
     """The run directory: ``out/name-protocol-profile``, with ``-dev`` for the dev split,
-    ``-testNNNN`` for a test seed other than the default, ``-splitN`` for a split seed and the
+    ``-testNNNN`` for a test seed other than the default, ``-splitN`` for a split seed, ``-seedS``
+    for a one-seed run (``--seed S``) and the
     base-model tags of a ``--model``/``--dtype``/``--load-in-4bit`` (:func:`_model_parts`), so no
     run overwrites another's results."""
     parts = [name, options.protocol, options.profile]
@@ -89,6 +143,8 @@ def run_dir_name(name: str, options: RunOptions) -> Path:
         parts.append(f"test{options.test_seed}")
     if options.split_seed is not None:
         parts.append(f"split{options.split_seed}")
+    if options.seed is not None:  # one seed of an array job: its results.json stands beside the others'
+        parts.append(f"seed{options.seed}")
     parts += _model_parts(options.extra)
     return Path(options.out) / "-".join(parts)
 

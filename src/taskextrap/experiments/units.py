@@ -111,51 +111,118 @@ def unit_done(cache_dir: Path | None, name: str, config: dict) -> bool:
     return _saved_unit(_unit_path(cache_dir, name, key), key) is not None
 
 
+def check_unit_path(cache_dir: Path | None, name: str, key: str) -> None:
+    """A one-line error when a folder sits where unit ``name`` goes: not ours to delete, and
+    refused before the work, not after it."""
+    path = _unit_path(cache_dir, name, key)
+    if path is not None and path.is_dir():
+        raise TaskextrapError(f"cannot write unit {path}: a directory of that name is in the way; remove it")
+
+
+def load_unit(cache_dir: Path | None, name: str, key: str) -> UnitResult | None:
+    """The cached result of unit ``name`` with fingerprint ``key``, or None (no cache, not
+    computed yet, or damaged: then a one-line warning)."""
+    saved = _saved_unit(_unit_path(cache_dir, name, key), key)
+    if saved is None:
+        return None
+    return UnitResult({m: np.asarray(v) for m, v in saved["errors"].items()}, saved["timing"],
+                      {**saved.get("extras", {}), "resumed": True})
+
+
+def unit_record(config: dict, unit: UnitResult) -> dict:
+    """What a unit file holds: the result as plain JSON data (errors as lists), its
+    configuration, fingerprint, the package's source hash and a checksum of the numbers."""
+    errors = {m: np.asarray(e).tolist() for m, e in unit.errors.items()}
+    plain = json.loads(json.dumps(config, sort_keys=True, default=str))  # for readers such as benchmarks/paired.py
+    saved = json.loads(json.dumps({"errors": errors, "timing": unit.timing, "extras": unit.extras},
+                                  default=json_default))  # the checksum is of what a reader parses back
+    return {"fingerprint": fingerprint(**config), "source_hash": source_hash(), "config": plain, **saved,
+            "checksum": checksum(saved["errors"], saved["timing"], saved["extras"])}
+
+
+def save_unit(cache_dir: Path | None, name: str, record: dict) -> None:
+    """Write a :func:`unit_record` as unit ``name`` (atomically; nothing without a cache)."""
+    path = _unit_path(cache_dir, name, record["fingerprint"])
+    if path is not None:
+        write_json_atomic(path, record)
+
+
 def cached_unit(cache_dir: Path | None, name: str, config: dict, compute: Callable[[], UnitResult],
                 force: bool = False) -> UnitResult:
     """``compute()`` unless ``cache_dir/name-<fingerprint>.json`` holds its result; then save it."""
     key = fingerprint(**config)
-    path = _unit_path(cache_dir, name, key)
-    if path is not None and path.is_dir():  # not ours to delete; checked before the work, not after it
-        raise TaskextrapError(f"cannot write unit {path}: a directory of that name is in the way; remove it")
+    check_unit_path(cache_dir, name, key)
     if not force:
-        saved = _saved_unit(path, key)
+        saved = load_unit(cache_dir, name, key)
         if saved is not None:
-            return UnitResult({m: np.asarray(v) for m, v in saved["errors"].items()}, saved["timing"],
-                              {**saved.get("extras", {}), "resumed": True})
+            return saved
     unit = compute()
-    if path is not None:
-        errors = {m: np.asarray(e).tolist() for m, e in unit.errors.items()}
-        plain = json.loads(json.dumps(config, sort_keys=True, default=str))  # for readers such as benchmarks/paired.py
-        saved = json.loads(json.dumps({"errors": errors, "timing": unit.timing, "extras": unit.extras},
-                                      default=json_default))  # the checksum is of what a reader parses back
-        write_json_atomic(path, {"fingerprint": key, "source_hash": source_hash(), "config": plain, **saved,
-                                 "checksum": checksum(saved["errors"], saved["timing"], saved["extras"])})
+    if cache_dir is not None:
+        save_unit(cache_dir, name, unit_record(config, unit))
     return unit
 
 
-def run_seeds(experiment: str, seeds, cache_dir: Path | None, name: Callable[[int], str],
-              config: Callable[[int], dict], compute: Callable[[int, Path | None], UnitResult],
-              plot_dir: Path | None, plot_file: str, progress: bool,
-              extras: dict | None = None) -> tuple[dict[str, list], dict[str, float]]:
-    """Run (or resume) one unit per training seed; collect per-target errors and summed timings.
+@dataclass
+class Unit:
+    """One unit of work: one family or ladder (or the experiment's one task set) and one training
+    seed, under one protocol and split. Units are listed up front by an experiment's plan and run
+    by an executor (:mod:`taskextrap.experiments.executors`), serially or on a Ray cluster.
 
-    The first seed draws the plots into ``plot_dir``; when ``plot_dir/plot_file`` is missing its
-    unit is recomputed even if cached, so a rerun into a fresh directory gets its plots. When
-    ``extras`` is a dict, each seed's unit extras (computed or cached) are stored in it by seed.
+    ``name`` and ``config`` key its cache file (:func:`cached_unit`); ``compute(plots)`` runs it,
+    drawing its figures into the folder ``plots`` when that is not None. A unit that draws (the
+    first seed of a run with plots) has the run's ``plot_dir`` and the ``plot_file`` it writes
+    there: when that file is missing the unit is recomputed even if cached, so a rerun into a
+    fresh directory gets its plots. ``origin`` (the experiment and options that planned it) lets another
+    process rebuild the unit from plain data instead of receiving its code.
     """
-    from tqdm import tqdm
 
+    name: str
+    config: dict
+    compute: Callable[[Path | None], UnitResult]
+    plot_dir: Path | None = None
+    plot_file: str | None = None
+    origin: tuple | None = None
+
+    @property
+    def needs_plots(self) -> bool:
+        """Whether its figure is missing from the run's plot folder (then it is recomputed)."""
+        return self.plot_dir is not None and not (Path(self.plot_dir) / self.plot_file).exists()
+
+    @property
+    def key(self) -> str:
+        """The fingerprint of its configuration (:func:`fingerprint`)."""
+        return fingerprint(**self.config)
+
+
+@dataclass
+class Plan:
+    """An experiment run as data: every unit it needs, and ``assemble(results)`` that turns their
+    results (unit name -> :class:`UnitResult`) into ``(rows, config, seeds, timing)``."""
+
+    units: list[Unit]
+    assemble: Callable[[dict[str, UnitResult]], tuple]
+
+
+def seed_units(seeds, name: Callable[[int], str], config: Callable[[int], dict],
+               compute: Callable[[int, Path | None], UnitResult], plot_dir: Path | None = None,
+               plot_file: str | None = None) -> list[Unit]:
+    """One :class:`Unit` per training seed; the first seed draws ``plot_file`` into ``plot_dir``
+    when the run makes plots (``plot_dir`` not None)."""
+    seeds = list(seeds)
+    draws = plot_dir is not None and plot_file is not None
+    return [Unit(name(s), config(s), (lambda plots, s=s: compute(s, plots)),
+                 *((plot_dir, plot_file) if draws and s == seeds[0] else (None, None))) for s in seeds]
+
+
+def gather(results: dict[str, UnitResult], units: list[Unit]) -> tuple[dict[str, list], dict[str, float]]:
+    """The per-target errors of ``units`` by method, in the units' order (one array per seed),
+    and their timings summed."""
     errors: dict[str, list] = {}
     timing: dict[str, float] = {}
-    for seed in tqdm(seeds, desc=experiment, disable=not progress, unit="seed"):
-        plots = plot_dir if seed == seeds[0] else None
-        force = plots is not None and not (plots / plot_file).exists()
-        unit = cached_unit(cache_dir, name(seed), config(seed), lambda: compute(seed, plots), force=force)
-        if extras is not None:
-            extras[seed] = unit.extras
-        for m, e in unit.errors.items():
+    for unit in units:
+        result = results[unit.name]
+        for m, e in result.errors.items():
             errors.setdefault(m, []).append(e)
-        for k, v in unit.timing.items():
+        for k, v in result.timing.items():
             timing[k] = timing.get(k, 0.0) + float(v)
     return errors, timing

@@ -1,0 +1,204 @@
+"""Where units of work run: ``serial`` (one after another in this process, the default) or
+``ray`` (each unit a task on a Ray cluster, as many at once as it has CPUs or GPUs for).
+
+Either way the driver, this process, owns the unit cache: it reads the finished units, hands
+out the missing ones, writes each result as it arrives and returns them by unit, so the rows an
+experiment assembles from them come out in the plan's order and results.json is the same as a
+serial run's. A Ray task gets plain data only (the experiment's name, its options and the unit's
+name) and rebuilds the unit from the experiment's plan, so no user code or closure is shipped;
+it returns the unit's record (plain JSON data) and its figures as bytes, so the workers need no
+disk shared with the driver, except for the language-model experiments' fine-tuning
+checkpoints, which go under ``--out`` like a serial run's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments.units import (Unit, UnitResult, cached_unit, check_unit_path, load_unit, save_unit)
+
+EXECUTORS = ("serial", "ray")
+
+
+def run_units(units: list[Unit], cache_dir: Path | None, executor: str = "serial", progress: bool = True,
+              unit_cpus: int = 1, device: str = "cpu") -> dict[tuple[str, str], UnitResult]:
+    """Run (or read back from ``cache_dir``) every unit of ``units``; returns the results by
+    ``(unit name, fingerprint)``. A unit listed twice (``parameter`` and ``parameter-ablations``
+    share their fits) runs once.
+
+    ``executor`` is ``serial`` or ``ray``; under Ray each unit is a task declaring ``unit_cpus``
+    CPUs (its torch threads are set to that) and one GPU when ``device`` is a CUDA device.
+    """
+    if executor not in EXECUTORS:
+        raise TaskextrapError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
+    distinct: dict[tuple[str, str], Unit] = {}
+    for unit in units:
+        distinct.setdefault((unit.name, unit.key), unit)
+    for name, key in distinct:  # a folder in a unit's place fails now, before any work
+        check_unit_path(cache_dir, name, key)
+    if executor == "ray":
+        return _run_ray(distinct, cache_dir, progress, unit_cpus, device)
+    return _run_serial(distinct, cache_dir, progress)
+
+
+def _progress(total: int, progress: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="units", disable=not progress, unit="unit")
+
+
+def _run_serial(units: dict, cache_dir: Path | None, progress: bool) -> dict:
+    results = {}
+    with _progress(len(units), progress) as bar:
+        for k, unit in units.items():
+            bar.set_postfix_str(unit.name, refresh=False)
+            results[k] = cached_unit(cache_dir, unit.name, unit.config, lambda: unit.compute(unit.plot_dir),
+                                     force=unit.needs_plots)
+            bar.update()
+    return results
+
+
+# --- Ray ----------------------------------------------------------------------------------------
+
+def _run_ray(units: dict, cache_dir: Path | None, progress: bool, unit_cpus: int, device: str) -> dict:
+    results, todo = {}, []
+    for k, unit in units.items():
+        saved = None if unit.needs_plots else load_unit(cache_dir, unit.name, k[1])
+        if saved is not None:
+            results[k] = saved
+        else:
+            todo.append(k)
+    if not todo:
+        return results
+    ray, started = _connect()
+    try:
+        remote = ray.remote(compute_unit).options(num_cpus=unit_cpus, num_gpus=1 if device.startswith("cuda") else 0,
+                                                  max_retries=0)
+        pending = {remote.remote(_spec(units[k], unit_cpus)): k for k in todo}
+        with _progress(len(units), progress) as bar:
+            bar.update(len(results))
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                k = pending.pop(done[0])
+                results[k] = _receive(ray, done[0], units[k], k[1], cache_dir)
+                bar.set_postfix_str(units[k].name, refresh=False)
+                bar.update()
+    finally:
+        if started:
+            ray.shutdown()
+    return results
+
+
+def _connect():
+    """The ``ray`` module, connected to the cluster at ``RAY_ADDRESS`` when that is set, else to
+    a Ray instance started on this machine for this run; and whether this call started it."""
+    try:
+        import ray
+    except ImportError:
+        raise TaskextrapError("--executor ray needs Ray: pip install 'taskextrap[ray]'") from None
+    if ray.is_initialized():
+        return ray, False
+    address = os.environ.get("RAY_ADDRESS") or None
+    where = f"the Ray cluster at {address}" if address else "a local Ray instance (set RAY_ADDRESS for a cluster)"
+    print(f"executor: {where}", file=sys.stderr, flush=True)
+    try:
+        ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
+                 configure_logging=True)
+    except Exception as exc:  # ConnectionError, a bad address, a cluster that is down
+        raise TaskextrapError(f"cannot start or reach {where}: {_last_line(exc)}") from None
+    return ray, True
+
+
+def _spec(unit: Unit, unit_cpus: int) -> dict:
+    """The plain data a Ray task rebuilds ``unit`` from."""
+    name, options = unit.origin
+    return {"experiment": name, "options": options_to_dict(options), "unit": unit.name, "key": unit.key,
+            "plots": unit.plot_dir is not None, "threads": unit_cpus, "sys_path": list(sys.path)}
+
+
+def _receive(ray, ref, unit: Unit, key: str, cache_dir: Path | None) -> UnitResult:
+    """A finished task's result: its figures written, its record checked and saved as the unit
+    file (the driver is the only writer of the unit cache)."""
+    try:
+        record = ray.get(ref)
+    except Exception as exc:  # ray.exceptions.RayTaskError and friends: one line, the units done are kept
+        raise TaskextrapError(f"unit {unit.name} failed on Ray: {_last_line(exc)} (the finished units are "
+                              "saved; rerun to resume)") from None
+    if record["fingerprint"] != key:
+        raise TaskextrapError(f"unit {unit.name} came back with another fingerprint: the Ray workers run other "
+                              "taskextrap code or settings than this process; install the same version on them")
+    from taskextrap.files import write_bytes_atomic
+
+    for file, data in record.pop("plots").items():
+        write_bytes_atomic(Path(unit.plot_dir) / file, data)
+    save_unit(cache_dir, unit.name, record)
+    return UnitResult({m: np.asarray(v) for m, v in record["errors"].items()}, record["timing"], record["extras"])
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def compute_unit(spec: dict) -> dict:
+    """Run one unit in this process from plain data (:func:`_spec`): rebuild the experiment's
+    plan from its options, compute the unit named ``spec["unit"]`` with ``spec["threads"]``
+    torch threads, and return its unit record (:func:`~taskextrap.experiments.units.unit_record`)
+    with the figures it drew as ``{"plots": {file name: bytes}}``. What a Ray task runs."""
+    import torch
+
+    from taskextrap.experiments.units import unit_record
+
+    for p in reversed(spec["sys_path"]):  # the driver's import path: a user's --family module imports here too
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    torch.set_num_threads(int(spec["threads"]))
+    options = options_from_dict(spec["options"])
+    with tempfile.TemporaryDirectory(prefix="taskextrap-plots-") as tmp:
+        plots = Path(tmp) if spec["plots"] else None
+        unit = find_unit(spec["experiment"], options, spec["unit"], plots)
+        record = unit_record(unit.config, unit.compute(plots))
+        record["plots"] = {} if plots is None else {f.name: f.read_bytes() for f in sorted(plots.iterdir())}
+    if record["fingerprint"] != spec["key"]:
+        record["plots"] = {}
+    return record
+
+
+def find_unit(experiment: str, options, name: str, plot_dir: Path | None) -> Unit:
+    """Unit ``name`` of ``experiment``'s plan under ``options`` (plots, when it draws any, into
+    ``plot_dir``)."""
+    from taskextrap.experiments.registry import get_experiment
+
+    cache_dir = Path(options.out) / "units"
+    plan = get_experiment(experiment).run(options, cache_dir, plot_dir)
+    for unit in plan.units:
+        if unit.name == name:
+            return unit
+    raise TaskextrapError(f"{experiment} has no unit {name!r} under these options")
+
+
+def options_to_dict(options) -> dict:
+    """``RunOptions`` as plain data (paths as strings)."""
+    d = dataclasses.asdict(options)
+    d["out"] = str(options.out)
+    d["run_dir"] = None if options.run_dir is None else str(options.run_dir)
+    return d
+
+
+def options_from_dict(d: dict):
+    """The ``RunOptions`` of :func:`options_to_dict`."""
+    from taskextrap.experiments.registry import RunOptions
+    from taskextrap.sharding import Shard
+
+    d = dict(d)
+    d["out"] = Path(d["out"])
+    d["run_dir"] = None if d["run_dir"] is None else Path(d["run_dir"])
+    d["shard"] = Shard(**d["shard"])
+    return RunOptions(**d)
