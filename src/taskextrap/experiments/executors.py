@@ -82,17 +82,23 @@ def _run_ray(units: dict, cache_dir: Path | None, progress: bool, unit_cpus: int
         remote = ray.remote(compute_unit).options(num_cpus=unit_cpus, num_gpus=1 if device.startswith("cuda") else 0,
                                                   max_retries=0)
         pending = {remote.remote(_spec(units[k], unit_cpus)): k for k in todo}
+        failed = []
         with _progress(len(units), progress) as bar:
             bar.update(len(results))
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 k = pending.pop(done[0])
-                results[k] = _receive(ray, done[0], units[k], k[1], cache_dir)
+                try:
+                    results[k] = _receive(ray, done[0], units[k], k[1], cache_dir)
+                except TaskextrapError as exc:  # the other units still finish and are saved
+                    failed.append(exc)
                 bar.set_postfix_str(units[k].name, refresh=False)
                 bar.update()
     finally:
         if started:
             ray.shutdown()
+    if failed:
+        raise failed[0]
     return results
 
 
@@ -129,7 +135,7 @@ def _receive(ray, ref, unit: Unit, key: str, cache_dir: Path | None) -> UnitResu
     try:
         record = ray.get(ref)
     except Exception as exc:  # ray.exceptions.RayTaskError and friends: one line, the units done are kept
-        raise TaskextrapError(f"unit {unit.name} failed on Ray: {_last_line(exc)} (the finished units are "
+        raise TaskextrapError(f"unit {unit.name} failed on Ray: {_last_line(exc)} (the other units are "
                               "saved; rerun to resume)") from None
     if record["fingerprint"] != key:
         raise TaskextrapError(f"unit {unit.name} came back with another fingerprint: the Ray workers run other "

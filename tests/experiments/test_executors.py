@@ -1,0 +1,225 @@
+"""Executors: units listed up front run serially or as Ray tasks with the same results; sweeps,
+one-seed runs (Slurm arrays) and the launchers' ranks."""
+
+import json
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from taskextrap.cli import main
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments import executors
+from taskextrap.experiments.executors import compute_unit, options_from_dict, options_to_dict, run_units
+from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.runner import plan_run, run_experiments
+from taskextrap.experiments.sweep import sweep_runs
+from taskextrap.sharding import Shard
+
+
+def _cli(*args) -> int:
+    with pytest.raises(SystemExit) as e:
+        main(list(args))
+    return e.value.code
+
+
+def _rows(path):
+    return json.loads(path.read_text())["rows"]
+
+
+# --- options and plans ---------------------------------------------------------------------------
+
+def test_options_round_trip_as_plain_data(tmp_path):
+    o = RunOptions(profile="tiny", out=tmp_path, family="quadratic", seed=3, extra={"model": "m"},
+                   shard=Shard(1, 2), run_dir=tmp_path / "r", unit_cpus=2)
+    d = options_to_dict(o)
+    assert json.loads(json.dumps(d)) == d  # plain JSON data: nothing pickled crosses to a worker
+    assert options_from_dict(d) == o
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(executor="dask"), "unknown executor 'dask'"),
+    (dict(unit_cpus=0), "unit_cpus must be a whole number >= 1"),
+    (dict(seeds=2, seed=1), "--seeds N (seeds 0..N-1) or --seed S"),
+    (dict(executor="ray", shard=Shard(0, 2)), "--executor ray does not combine with --shard"),
+])
+def test_bad_run_options_are_one_line_errors(kw, message):
+    with pytest.raises(TaskextrapError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        RunOptions(**kw)
+
+
+def test_a_seed_is_one_seed_and_bounded():
+    from taskextrap.experiments.parameter import PARAMETER_PROFILES
+
+    assert PARAMETER_PROFILES["paper"].with_seeds(None, 2).seeds == (2,)
+    for bad in (-1, 1000, True, 1.5):
+        with pytest.raises(TaskextrapError, match="--seed must be a whole number"):
+            PARAMETER_PROFILES["paper"].with_seeds(None, bad)
+
+
+def test_sweep_runs_cover_protocols_and_splits_an_experiment_has():
+    runs = sweep_runs(["parameter", "projectile", "parity"], ["paper", "strict"], ["test", "dev"],
+                      RunOptions(profile="tiny"))
+    got = [(n, o.protocol, o.split) for n, o, _ in runs]
+    assert got == [("parameter", "paper", "test"), ("parameter", "paper", "dev"), ("parameter", "strict", "test"),
+                   ("parameter", "strict", "dev"), ("projectile", "paper", "test"), ("projectile", "paper", "dev"),
+                   ("parity", "paper", "test"), ("parity", "paper", "dev")]
+    with pytest.raises(TaskextrapError, match="unknown split 'train'"):
+        sweep_runs(["parameter"], ["paper"], ["train"], RunOptions())
+
+
+def test_sweep_list_names_every_unit_and_creates_nothing(tmp_path, capsys):
+    out = tmp_path / "runs"
+    assert _cli("sweep", "parameter", "parameter-ablations", "length", "--protocols", "paper,strict",
+                "--profile", "tiny", "--seeds", "2", "--out", str(out), "--list") == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    # 5 families x 2 protocols x 2 seeds + length 2 protocols x 2 seeds; the ablations share parameter's units
+    assert lines[-1] == "24 units, 24 to run" and len(lines) == 25
+    assert "parameter-quadratic-strict-seed1" in "\n".join(lines)
+    assert not out.exists()
+
+
+# --- serial --------------------------------------------------------------------------------------
+
+def test_a_unit_shared_by_two_runs_runs_once(tmp_path):
+    runs = [(n, RunOptions(profile="tiny", out=tmp_path, family="quadratic", plots=False, progress=False), None)
+            for n in ("parameter", "parameter-ablations")]
+    planned = [plan_run(n, o) for n, o, _ in runs]
+    assert planned[0].plan.units[0].key == planned[1].plan.units[0].key
+    calls = []
+    original = planned[0].plan.units[0].compute
+    unit = planned[0].plan.units[0]
+    unit.compute = lambda plots: calls.append(1) or original(plots)
+    results = run_units(planned[0].plan.units + planned[1].plan.units, tmp_path / "units", progress=False)
+    assert len(results) == 1 and calls == [1]
+
+
+def test_one_seed_runs_assemble_into_a_full_run(tmp_path):
+    """A Slurm array's tasks (--seed S each) fill the unit cache; --seeds N then computes nothing."""
+    common = ("--profile", "tiny", "--family", "quadratic", "--out", str(tmp_path), "--quiet", "--no-plots")
+    for s in ("1", "0"):
+        assert _cli("reproduce", "parameter", "--seed", s, *common) == 0
+    assert (tmp_path / "parameter-paper-tiny-seed1" / "results.json").exists()
+    units = sorted((tmp_path / "units").glob("*.json"))
+    stamps = [u.stat().st_mtime_ns for u in units]
+    assert _cli("reproduce", "parameter", "--seeds", "2", *common) == 0
+    assert [u.stat().st_mtime_ns for u in sorted((tmp_path / "units").glob("*.json"))] == stamps
+    full = json.loads((tmp_path / "parameter-paper-tiny" / "results.json").read_text())
+    assert full["seeds"] == [0, 1]
+    per_seed = [next(r["value"] for r in _rows(tmp_path / f"parameter-paper-tiny-seed{s}" / "results.json")
+                     if r["method"] == "rte") for s in (0, 1)]
+    rte = next(r for r in full["rows"] if r["method"] == "rte")
+    assert rte["value"] == pytest.approx(np.mean(per_seed), rel=1e-12) and rte["seed_sd"] > 0
+
+
+def test_the_worker_function_gives_the_serial_record_and_plots(tmp_path):
+    """compute_unit (what a Ray task runs) rebuilds the unit from plain data: same numbers and
+    the figure as bytes."""
+    from taskextrap.experiments.units import unit_record
+
+    options = RunOptions(profile="tiny", out=tmp_path, family="quadratic", progress=False)
+    run = plan_run("parameter", options)
+    unit = run.plan.units[0]
+    spec = executors._spec(unit, 1)
+    record = compute_unit(json.loads(json.dumps(spec)))
+    assert sorted(record["plots"]) == ["quadratic-paper-embedding.png", "quadratic-paper-predictions.png"]
+    assert record["plots"]["quadratic-paper-predictions.png"][:4] == b"\x89PNG"
+    serial = unit_record(unit.config, unit.compute(None))
+    assert record["errors"] == serial["errors"] and record["fingerprint"] == serial["fingerprint"] == unit.key
+
+
+# --- launchers -----------------------------------------------------------------------------------
+
+def test_slurm_ranks_and_local_ids():
+    env = {"SLURM_PROCID": "2", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1"}
+    s = Shard.from_env(env)
+    assert s == Shard(2, 4) and s.device("cuda", env) == "cuda:1" and s.device("cpu", env) == "cpu"
+    assert Shard.from_env({"SLURM_NTASKS": "1", "SLURM_PROCID": "0"}) == Shard()  # an array task: one task
+    assert Shard.from_env({"RANK": "1", "WORLD_SIZE": "2", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}) == Shard(1, 2)
+    with pytest.raises(TaskextrapError, match="SLURM_PROCID and SLURM_NTASKS must be integers"):
+        Shard.from_env({"SLURM_PROCID": "x", "SLURM_NTASKS": "2"})
+
+
+def test_srun_ranks_on_a_one_process_experiment_are_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    assert _cli("reproduce", "parameter", "--profile", "tiny", "--out", str(tmp_path)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: SLURM_NTASKS=2 makes this process 0 of 2") and "\n" not in err
+    assert not any(tmp_path.iterdir())
+
+
+# --- Ray -----------------------------------------------------------------------------------------
+
+def test_ray_missing_is_a_one_line_error(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    run = plan_run("parameter", RunOptions(profile="tiny", out=tmp_path, family="quadratic", plots=False))
+    with pytest.raises(TaskextrapError, match=r"--executor ray needs Ray: pip install 'taskextrap\[ray\]'"):
+        run_units(run.plan.units, run.cache_dir, "ray", progress=False)
+
+
+def test_ray_is_not_started_when_every_unit_is_cached(monkeypatch, tmp_path):
+    run = plan_run("parameter", RunOptions(profile="tiny", out=tmp_path, family="quadratic", plots=False))
+    first = run_units(run.plan.units, run.cache_dir, progress=False)
+    monkeypatch.setattr(executors, "_connect", lambda: pytest.fail("Ray started with nothing to run"))
+    again = run_units(run.plan.units, run.cache_dir, "ray", progress=False)
+    for k in first:
+        for m in first[k].errors:
+            np.testing.assert_array_equal(again[k].errors[m], first[k].errors[m])
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_a_sweep_under_ray_matches_serial(local_ray, tmp_path, capsys):
+    """Five families, the ablations sharing parameter's units, and projectile: the same rows,
+    comparisons and config, and the plots the workers drew land in the run folders."""
+    args = ("sweep", "parameter", "parameter-ablations", "projectile", "--profile", "tiny", "--quiet")
+    for executor in ("serial", "ray"):
+        assert _cli(*args, "--executor", executor, "--out", str(tmp_path / executor)) == 0
+    capsys.readouterr()
+    folders = sorted(p.name for p in (tmp_path / "serial").iterdir() if p.name != "units")
+    assert folders == ["parameter-ablations-paper-tiny", "parameter-paper-tiny", "projectile-paper-tiny"]
+    for name in folders:
+        a = json.loads((tmp_path / "serial" / name / "results.json").read_text())
+        b = json.loads((tmp_path / "ray" / name / "results.json").read_text())
+        assert a["rows"] == b["rows"] and a["comparisons"] == b["comparisons"] and a["config"] == b["config"]
+        assert sorted(p.name for p in (tmp_path / "serial" / name / "plots").glob("*")) == \
+            sorted(p.name for p in (tmp_path / "ray" / name / "plots").glob("*"))
+    assert len(list((tmp_path / "ray" / "units").glob("*.json"))) == len(list((tmp_path / "serial" / "units").glob("*.json")))
+
+
+def test_a_unit_failing_on_ray_is_one_line_and_the_others_are_saved(local_ray, tmp_path, monkeypatch):
+    """A user's family (imported in the workers through the driver's sys.path) whose formula
+    raises once the run has started."""
+    (tmp_path / "fails_later.py").write_text(textwrap.dedent(f"""
+        import os
+        import numpy as np
+        from taskextrap.tasks import ParametricFamily
+
+        def fn(x, a):
+            if os.path.exists({str(tmp_path / "FAIL")!r}):
+                raise RuntimeError("boom in the formula")
+            return np.sin(x) * a
+
+        FAM = ParametricFamily("fails_later", fn, (-3.0, 3.0), {{}}, "a",
+                               {{"F1_1": (0.5, 1.0), "F1_2": (1.0, 1.5), "F2": (2.0, 2.5)}})
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    options = RunOptions(profile="tiny", out=tmp_path / "runs", family="fails_later:FAM", plots=False,
+                         progress=False, seeds=1)
+    failing = plan_run("parameter", options)
+    fine = plan_run("parameter", RunOptions(profile="tiny", out=tmp_path / "runs", family="quadratic", plots=False))
+    (tmp_path / "FAIL").write_text("")
+    with pytest.raises(TaskextrapError) as e:
+        run_units(failing.plan.units + fine.plan.units, failing.cache_dir, "ray", progress=False)
+    msg = str(e.value)
+    assert msg.startswith("unit parameter-fails_later-paper-seed0 failed on Ray:") and "boom" in msg
+    assert "\n" not in msg
+    assert [p.name.split("-")[1] for p in (tmp_path / "runs" / "units").glob("*.json")] == ["quadratic"]
