@@ -6,6 +6,7 @@ benchmarks/results/. Not part of the test suite.
     python benchmarks/run.py --profiles quick      # the quick profile only
     python benchmarks/run.py --only embeddings     # just the Gamma comparison
     python benchmarks/run.py --only length --profiles quick --protocols paper
+    python benchmarks/run.py --only executors      # serial against Ray on the quick parameter sweep
 
 Finished units are cached under benchmarks/results/runs/units, so an interrupted run resumes and
 the ablation experiments reuse the main experiments' fits; benchmarks/paired.py compares two
@@ -168,7 +169,7 @@ def main():
                     help="dev: the pseudo-extrapolation inside training, on which choices are made")
     ap.add_argument("--only", choices=["embeddings", "length-embeddings", "parameter", "projectile", "length",
                                        "composition", "ablations", "parameter-ablations", "length-ablations",
-                                       "composition-ablations", "parity", "codeio"], default=None)
+                                       "composition-ablations", "parity", "codeio", "executors"], default=None)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when two runs share 2 cores)")
     ap.add_argument("--no-throughput", action="store_true",
                     help="skip the scoring-throughput benchmarks of parity and codeio (they want idle cores)")
@@ -209,6 +210,8 @@ def main():
         for profile in args.profiles:
             res = bench_experiment("codeio", profile, "paper")
             write_json_atomic(result_path(f"codeio-paper-{profile}"), {"environment": env, **res})
+    if args.only in (None, "executors"):  # serial against Ray on the quick parameter sweep (30 units)
+        _sibling("executors").bench()
     if args.only in (None, "parameter"):
         for profile in args.profiles:
             for protocol in args.protocols:
