@@ -10,18 +10,21 @@ from __future__ import annotations
 import numpy as np
 
 from taskextrap.estimators.parameter import RTE
+from taskextrap.search.index import nearest
 from taskextrap.seeding import rng
 from taskextrap.tasks.observe import get_protocol
 from taskextrap.tasks.taskset import TaskSet
 
 
-def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise Spearman correlation of two (n, m) arrays (ties broken by order)."""
-    ra = np.argsort(np.argsort(a, axis=1), axis=1).astype(float)
-    rb = np.argsort(np.argsort(b, axis=1), axis=1).astype(float)
-    ra -= ra.mean(1, keepdims=True)
-    rb -= rb.mean(1, keepdims=True)
-    return (ra * rb).sum(1) / np.sqrt((ra**2).sum(1) * (rb**2).sum(1))
+def spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise Spearman correlation of two (n, m) arrays, ties given their average rank: the
+    Pearson correlation of ``scipy.stats.rankdata(method="average")`` ranks, row by row
+    (``scipy.stats.spearmanr`` of each pair of rows, vectorised over the rows)."""
+    from scipy import stats
+
+    ra = stats.rankdata(a, method="average", axis=1)
+    rb = stats.rankdata(b, method="average", axis=1)
+    return stats.pearsonr(ra, rb, axis=1).statistic
 
 
 def ranking_quality(family, protocol="paper", method="gradient", seed=0, n_library=100, n_val=200) -> dict:
@@ -43,8 +46,8 @@ def ranking_quality(family, protocol="paper", method="gradient", seed=0, n_libra
     t_val, t_lib = family.scaled_params(val.params), family.scaled_params(library.params)
     d_theta = np.linalg.norm(t_val[:, None] - t_lib[None], axis=2)
     d_shift = np.abs(t_val[:, None, 0] - t_lib[None, :, 0])
-    top5 = np.argsort(d_theta, axis=1)[:, :5]
-    nn = np.argmin(d_proxy, axis=1)
-    return {"rho_theta": float(_spearman_rows(d_proxy, d_theta).mean()),
-            "rho_shift": float(_spearman_rows(d_proxy, d_shift).mean()),
+    top5 = nearest(t_val, t_lib, 5)[0]
+    nn = nearest(z, rte.z_library_, 1)[0][:, 0]
+    return {"rho_theta": float(spearman_rows(d_proxy, d_theta).mean()),
+            "rho_shift": float(spearman_rows(d_proxy, d_shift).mean()),
             "nn_top5": float((top5 == nn[:, None]).any(1).mean())}

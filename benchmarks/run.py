@@ -5,6 +5,7 @@ benchmarks/results/. Not part of the test suite.
     python benchmarks/run.py                       # everything: hours on 2 cores (paper profiles)
     python benchmarks/run.py --profiles quick      # the quick profile only
     python benchmarks/run.py --only embeddings     # just the Gamma comparison
+    python benchmarks/run.py --only nn-index       # nearest-neighbour backends (a minute or so)
     python benchmarks/run.py --only length --profiles quick --protocols paper
     python benchmarks/run.py --only executors      # serial against Ray on the quick parameter sweep
 
@@ -167,7 +168,7 @@ def main():
     ap.add_argument("--protocols", nargs="+", default=["paper", "strict"])
     ap.add_argument("--split", choices=["test", "dev"], default="test",
                     help="dev: the pseudo-extrapolation inside training, on which choices are made")
-    ap.add_argument("--only", choices=["embeddings", "length-embeddings", "parameter", "projectile", "length",
+    ap.add_argument("--only", choices=["nn-index", "embeddings", "length-embeddings", "parameter", "projectile", "length",
                                        "composition", "ablations", "parameter-ablations", "length-ablations",
                                        "composition-ablations", "parity", "codeio", "executors"], default=None)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when two runs share 2 cores)")
@@ -178,6 +179,9 @@ def main():
     SPLIT = args.split
     torch.set_num_threads(args.threads)
     env = environment_info()
+    if args.only in (None, "nn-index"):  # nearest-neighbour backends: a minute or so
+        nn_index = _sibling("nn_index")
+        write_json_atomic(nn_index.OUT, nn_index.document("python benchmarks/run.py --only nn-index"))
     if args.only in (None, "embeddings"):
         t = time.perf_counter()
         emb = bench_embeddings()

@@ -216,3 +216,19 @@ def test_recipe_table_lists_paired_comparisons():
     text = mod.render_recipes({"runs": runs, "comparisons": cmp})
     assert "| `a` | 0.500 | 0.400 | 0.300 | 2.0 min |" in text
     assert "paired on the 153 dev tasks: `a` minus `b` = +0.039 [-0.026, +0.105] (not clear)" in text
+
+
+def test_spearman_rows_is_scipy_spearman_with_averaged_ties():
+    from scipy import stats
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_quality", Path(__file__).resolve().parents[1] / "benchmarks" / "quality.py")
+    quality = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quality)
+    g = np.random.default_rng(0)
+    a = g.integers(0, 4, size=(20, 15)).astype(float)  # many ties in both
+    b = g.integers(0, 3, size=(20, 15)).astype(float) + 0.1 * a
+    rho = quality.spearman_rows(a, b)
+    np.testing.assert_allclose(rho, [stats.spearmanr(x, y).statistic for x, y in zip(a, b)], rtol=1e-12)
+    ordinal = np.array([np.corrcoef(np.argsort(np.argsort(x)), np.argsort(np.argsort(y)))[0, 1] for x, y in zip(a, b)])
+    assert not np.allclose(rho, ordinal)  # ties averaged, not broken by position

@@ -56,7 +56,7 @@ def test_paired_difference_accuracy_bootstrap_and_bad_input():
     a = np.array([[1.0], [1.0], [1.0], [0.0], [1.0], [1.0]])
     b = np.zeros((6, 1))
     p = paired_difference(a, b, "accuracy")
-    assert p["ci_method"] == "bootstrap-targets" and p["lo"] > 0 and p["clear"] is True
+    assert p["ci_method"] == "bootstrap-bca-targets" and p["lo"] > 0 and p["clear"] is True
     with pytest.raises(TaskextrapError, match="shape"):
         paired_difference(np.zeros((3, 2)), np.zeros((2, 2)))
     with pytest.raises(TaskextrapError, match="metric"):
@@ -100,4 +100,6 @@ def test_compare_rows_accuracy_higher_wins():
     rows = [make_row("codeio", "held-out-pairs", "rte", "accuracy", np.ones((8, 2))),
             make_row("codeio", "held-out-pairs", "few-shot", "accuracy", np.zeros((8, 2)))]
     (c,) = compare_rows(rows)
-    assert c["diff"] == 1.0 and c["winner"] == "rte" and c["ci_method"] == "bootstrap-targets"
+    # every difference is 1: BCa is undefined, the percentile interval is the point [1, 1]
+    assert c["diff"] == 1.0 and c["winner"] == "rte" and c["ci_method"] == "bootstrap-percentile-targets"
+    assert c["lo"] == c["hi"] == 1.0

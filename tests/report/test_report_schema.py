@@ -12,6 +12,7 @@ from taskextrap.report.paper_values import PAPER_VALUES, paper_source, paper_val
 from taskextrap.report.schema import (
     bootstrap_ci95,
     bootstrap_interval,
+    bootstrap_mean,
     environment_info,
     is_seed_independent,
     make_row,
@@ -172,12 +173,12 @@ def test_one_target_gets_the_t_interval_over_seeds():
 def test_accuracy_rows_bootstrap_over_seed_averaged_tasks():
     acc = np.array([[0.0, 1.0], [1.0, 1.0], [0.5, 0.5], [1.0, 0.0], [0.0, 0.0]])
     s = summarize_errors(acc, "accuracy")
-    assert s["n"] == 5 and s["ci_method"] == "bootstrap-targets"
+    assert s["n"] == 5 and s["ci_method"] == "bootstrap-bca-targets"
     assert s["ci95"] == pytest.approx(bootstrap_ci95(acc))
     lo, hi = bootstrap_interval(acc.mean(axis=1))
     assert s["ci95"] == pytest.approx((hi - lo) / 2) and lo <= s["value"] <= hi
     row = make_row("parity", "size6", "rte", "accuracy", acc, ci95=bootstrap_ci95(acc))
-    assert row["ci_method"] == "bootstrap-targets"  # the same number as make_row's own
+    assert row["ci_method"] == "bootstrap-bca-targets"  # the same number as make_row's own
     assert make_row("parity", "size6", "rte", "accuracy", acc, ci95=0.123)["ci_method"] == "given"
 
 
@@ -201,6 +202,61 @@ def test_bootstrap_ci95_behaviour():
     w = bootstrap_ci95(acc, seed=1)
     assert 0.1 < w < 0.35  # normal approx: 1.96*0.5/sqrt(20) = 0.22
     assert bootstrap_ci95(acc, seed=1) == w  # deterministic
+
+
+def test_bootstrap_mean_is_scipy_bca_with_the_seeded_generator():
+    from scipy import stats
+
+    x = np.random.default_rng(5).exponential(size=30)  # skewed: BCa and percentile differ
+    iv = bootstrap_mean(x, n_boot=2000, seed=3)
+    ref = stats.bootstrap((x,), np.mean, n_resamples=2000, method="BCa", rng=np.random.default_rng(3))
+    assert iv["method"] == "bca"
+    assert (iv["lo"], iv["hi"]) == (ref.confidence_interval.low, ref.confidence_interval.high)
+    pct = stats.bootstrap((x,), np.mean, n_resamples=2000, method="percentile", rng=np.random.default_rng(3))
+    assert iv["lo"] != pct.confidence_interval.low  # really BCa, not the percentile interval
+    assert bootstrap_mean(x, n_boot=2000, seed=3) == iv  # deterministic for a seed
+    assert bootstrap_mean(x, n_boot=2000, seed=4) != iv
+    assert bootstrap_interval(x, n_boot=2000, seed=3) == (iv["lo"], iv["hi"])
+
+
+def test_bootstrap_bca_matches_the_t_interval_on_normal_data():
+    # a known case: for the mean of many normal values the BCa interval is the t interval
+    x = np.random.default_rng(0).normal(size=400)
+    iv = bootstrap_mean(x, seed=0)
+    assert (iv["hi"] - iv["lo"]) / 2 == pytest.approx(t_halfwidth(x), rel=0.05)
+    assert iv["lo"] < x.mean() < iv["hi"]
+
+
+@pytest.mark.parametrize("value", [1.0, 0.0, 0.1])
+def test_bootstrap_falls_back_to_percentile_on_equal_values(value):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scipy's DegenerateDataWarning stays inside
+        iv = bootstrap_mean([value] * 7)
+        s = summarize_errors(np.full((7, 2), value), "accuracy")
+    assert iv == {"lo": value, "hi": value, "method": "percentile"}  # zero width, not NaN
+    assert s["ci95"] == 0.0 and s["ci_method"] == "bootstrap-percentile-targets"
+
+
+def test_bootstrap_mean_bad_input_one_line():
+    assert bootstrap_mean([3.0]) is None
+    with pytest.raises(TaskextrapError, match="NaN/inf") as e:
+        bootstrap_mean([1.0, np.nan])
+    assert "\n" not in str(e.value)
+    with pytest.raises(TaskextrapError, match="n_boot"):
+        bootstrap_mean([1.0, 2.0], n_boot=0)
+
+
+@pytest.mark.parametrize("method", ["bootstrap-bca-targets", "bootstrap-percentile-targets", "bootstrap-targets"])
+def test_schema_accepts_old_and_new_bootstrap_methods(method):
+    obj = valid_results()
+    obj["rows"][0]["ci_method"] = method
+    obj.setdefault("comparisons", [dict(COMPARISON)])[0]["ci_method"] = method
+    validate_results(obj)
+    obj["rows"][0]["ci_method"] = "bootstrap-normal-targets"
+    with pytest.raises(TaskextrapError, match="ci_method"):
+        validate_results(obj)
 
 
 def test_make_row_pulls_paper_value():

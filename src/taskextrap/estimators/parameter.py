@@ -22,6 +22,7 @@ from taskextrap.estimators.base import (Decomposition, Estimator, check_decompos
 from taskextrap.operators.param import RelationalOperator, sort_context
 from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
+from taskextrap.search.index import nearest
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
 from taskextrap.tasks.taskset import TaskSet
@@ -159,8 +160,11 @@ class RTE(Estimator):
             dist = np.linalg.norm(d.z[draw_idx[near], None] - self.z_library_[None, pool], axis=2)
             dist[d.obs.task[draw_idx[near], None] == pool[None]] = np.inf  # never itself
             k = min(self.n_near, len(pool) - 1)
-            nearest = np.argpartition(dist, k - 1, axis=1)[:, :k]
-            anchor[near] = pool[nearest[np.arange(len(nearest)), g.integers(k, size=len(nearest))]]
+            # a random one of the k nearest, not nearest first: this stays a partial sort, as the
+            # random draw indexes argpartition's order and search.index.nearest's order would
+            # pick other anchors (other training pairs, other numbers than the committed runs)
+            near_k = np.argpartition(dist, k - 1, axis=1)[:, :k]
+            anchor[near] = pool[near_k[np.arange(len(near_k)), g.integers(k, size=len(near_k))]]
         same = anchor == d.obs.task[draw_idx]
         anchor[same] = pool[(np.searchsorted(pool, anchor[same]) + 1) % len(pool)]
         ctx_x, ctx_y = sort_context(d.obs.ctx_x[draw_idx], d.obs.ctx_y[draw_idx])
@@ -193,9 +197,8 @@ class RTE(Estimator):
         k = self.anchors if k is None else check_int("k", k, 1)
         if not 1 <= k <= len(self.z_library_):
             raise TaskextrapError(f"k must be between 1 and the library size {len(self.z_library_)}")
-        dist = np.linalg.norm(z[:, None] - self.z_library_[None], axis=2)
-        anchor = np.argsort(dist, axis=1)[:, :k]
-        return Decomposition(anchor, z[:, None] - self.z_library_[anchor], np.take_along_axis(dist, anchor, 1))
+        anchor, dist = nearest(z, self.z_library_, k)
+        return Decomposition(anchor, z[:, None] - self.z_library_[anchor], dist)
 
     def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:
         """The decomposition with the given ``anchors`` (n, a) (the ablations: random or far

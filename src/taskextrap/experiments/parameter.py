@@ -23,6 +23,7 @@ from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, registe
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_target, seed_units
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
+from taskextrap.search.index import nearest
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
 from taskextrap.tasks.dev import DEV_REGION, dev_family
@@ -138,8 +139,7 @@ def far_anchors(rte: RTE, library: TaskSet, ctx_x, ctx_y) -> np.ndarray:
     """The nearest anchors in proxy space among the far training region only (the first one, F1_1)."""
     far = np.flatnonzero(library.region == library.family.train_regions[0])
     z = rte.embed(ctx_x, ctx_y)
-    dist = np.linalg.norm(z[:, None] - rte.z_library_[None, far], axis=2)
-    return far[np.argsort(dist, axis=1)[:, : rte.anchors]]
+    return far[nearest(z, rte.z_library_[far], rte.anchors)[0]]
 
 
 def predict_all(models: dict, library: TaskSet, obs: Observations, seed: int) -> dict[str, np.ndarray]:

@@ -5,9 +5,9 @@ difference of two methods removes the spread between targets that both share. DE
 ("Protocols: honest evaluation") allows the claim "A beats B" only when
 
 1. the 95% interval of the mean difference excludes zero: the difference is averaged over seeds
-   per target, and the interval runs over targets (Student's t for ``mse``, a percentile
-   bootstrap over targets for ``accuracy``; over seeds with t when there is one target), the
-   rule of :mod:`taskextrap.report.schema`; and
+   per target, and the interval runs over targets (Student's t for ``mse``, a BCa bootstrap over
+   targets from ``scipy.stats.bootstrap`` for ``accuracy``, percentile where BCa is undefined;
+   over seeds with t when there is one target), the rule of :mod:`taskextrap.report.schema`; and
 2. every seed's mean difference has the sign of the overall difference.
 
 :func:`paired_difference` computes this for two ``(n_targets, n_seeds)`` arrays;
@@ -41,7 +41,8 @@ def paired_difference(errors_a: Any, errors_b: Any, metric: str = "mse", n_boot:
     (None for a single value); ``ci95``, half the interval's width; ``n``, the number of targets
     (of seeds when there is one target); the per-seed mean differences; and ``clear``, True only
     when the interval excludes zero and every seed's mean difference is nonzero with the sign of
-    ``diff``. ``metric`` picks the interval (``accuracy``: bootstrap over targets).
+    ``diff``. ``metric`` picks the interval (``accuracy``: bootstrap over targets, ``n_boot``
+    resamples seeded by ``seed``; ``ci_method`` says BCa or percentile).
     """
     if metric not in METRICS:
         raise TaskextrapError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")

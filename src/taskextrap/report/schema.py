@@ -23,9 +23,11 @@ under every seed, so the (target, seed) entries are not independent draws. The r
   and ``n`` is the number of targets (never targets x seeds);
 - ``mse`` rows: ``ci95 = t(0.975, n - 1) * sd / sqrt(n)`` over those seed-averaged errors
   (``ci_method = "t-targets"``; Student's t, which is 1.96 to within 1% from n = 200);
-- ``accuracy`` rows: half the width of a 95% percentile bootstrap of their mean, resampling
-  targets (tasks) with replacement (``"bootstrap-targets"``; :func:`bootstrap_interval`), as the
-  language-model experiments have few tasks;
+- ``accuracy`` rows: half the width of a 95% bootstrap interval of their mean, resampling targets
+  (tasks) with replacement, as the language-model experiments have few tasks: BCa from
+  ``scipy.stats.bootstrap`` (``"bootstrap-bca-targets"``), or the percentile interval where BCa is
+  undefined, e.g. every task correct (``"bootstrap-percentile-targets"``; :func:`bootstrap_mean`).
+  Files written before this rule say ``"bootstrap-targets"``: a percentile bootstrap by hand;
 - one target and several seeds (the projectile): the t interval over the seeds, ``n`` = seeds
   (``"t-seeds"``); a single value has no interval (``ci95`` None, ``ci_method`` None);
 - ``seed_sd`` is the ``ddof=1`` standard deviation across seeds of the per-seed means (None for
@@ -48,6 +50,7 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.report.paper_values import paper_value
+from taskextrap.validation import check_int
 
 __all__ = [
     "RESULTS_SCHEMA",
@@ -61,6 +64,7 @@ __all__ = [
     "interval_units",
     "is_seed_independent",
     "t_halfwidth",
+    "bootstrap_mean",
     "bootstrap_interval",
     "bootstrap_ci95",
     "ResultRow",
@@ -69,6 +73,10 @@ __all__ = [
 ]
 
 METRICS = ("mse", "accuracy")
+# How a row's interval was computed (the module docstring); "bootstrap-targets" is the hand-written
+# percentile bootstrap of files written before scipy.stats.bootstrap, still accepted when read.
+CI_METHODS = ("t-targets", "bootstrap-bca-targets", "bootstrap-percentile-targets", "bootstrap-targets",
+              "t-seeds", "given")
 
 _NUM = {"type": "number"}
 _NUM_OR_NULL = {"type": ["number", "null"]}
@@ -96,7 +104,7 @@ ROW_SCHEMA: dict[str, Any] = {
         "paper_ci95": _NUM_OR_NULL,
         # optional, documented extras
         "seed_sd": {"type": ["number", "null"], "minimum": 0},
-        "ci_method": {"enum": [None, "t-targets", "bootstrap-targets", "t-seeds", "given"]},
+        "ci_method": {"enum": [None, *CI_METHODS]},
         "seed_independent": {"type": "boolean"},
         "note": {"type": "string"},
     },
@@ -120,7 +128,7 @@ COMPARISON_SCHEMA: dict[str, Any] = {
         "hi": _NUM_OR_NULL,
         "seed_diffs": {"type": "array", "items": _NUM, "minItems": 1},
         "n": {"type": "integer", "minimum": 1},
-        "ci_method": {"enum": [None, "t-targets", "bootstrap-targets", "t-seeds"]},
+        "ci_method": {"enum": [None, *(m for m in CI_METHODS if m != "given")]},
         "clear": {"type": "boolean"},
         "winner": {"type": ["string", "null"]},
     },
@@ -216,7 +224,6 @@ def validate_results(obj: Any) -> None:
         raise TaskextrapError(f"invalid results at timing/wall_s: {wall} is not finite")
 
 
-CI_METHODS = ("t-targets", "bootstrap-targets", "t-seeds", "given")
 SEED_TOL = 1e-9  # relative tolerance under which all seed columns count as one (seed-independent)
 
 
@@ -259,21 +266,52 @@ def t_halfwidth(values: Any) -> float | None:
     return float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
 
 
-def bootstrap_interval(values: Any, n_boot: int = 10000, seed: int = 0) -> tuple[float, float] | None:
-    """The 95% percentile-bootstrap interval ``(lo, hi)`` for the mean of ``values`` (1-D),
-    resampling them with replacement ``n_boot`` times with a generator seeded by ``seed``
-    (deterministic); None for fewer than two values."""
+BOOTSTRAP_BATCH = 1 << 21  # values resampled at a time by scipy.stats.bootstrap: bounded memory
+
+
+def bootstrap_mean(values: Any, n_boot: int = 10000, seed: int = 0) -> dict[str, Any] | None:
+    """The 95% bootstrap interval for the mean of ``values`` (1-D), from ``scipy.stats.bootstrap``:
+    ``{"lo", "hi", "method"}``, or None for fewer than two values.
+
+    ``n_boot`` resamples drawn by ``np.random.default_rng(seed)`` (deterministic), vectorised in
+    batches of bounded memory. ``method`` is ``"bca"`` (bias-corrected and accelerated) when scipy
+    computes it without a warning and with finite ends; where BCa is undefined (all values equal,
+    as an all-correct task set; scipy's ``DegenerateDataWarning`` or a NaN end) it is the
+    ``"percentile"`` interval from the same seed, clipped to the values' range (so all-equal
+    values give the zero-width interval at their value, not NaN). Raises
+    :class:`TaskextrapError` for NaN/inf values or ``n_boot`` < 1.
+    """
+    import warnings
+
+    from scipy import stats
+
     v = np.asarray(values, dtype=float).ravel()
     if v.size < 2:
         return None
-    rng = np.random.default_rng(seed)
-    boot = np.empty(int(n_boot))
-    step = max(1, 2_000_000 // v.size)  # bounded memory for many values
-    for i in range(0, int(n_boot), step):
-        idx = rng.integers(0, v.size, size=(min(step, int(n_boot) - i), v.size))
-        boot[i : i + len(idx)] = v[idx].mean(axis=1)
-    lo, hi = np.quantile(boot, [0.025, 0.975])
-    return float(lo), float(hi)
+    if not np.all(np.isfinite(v)):
+        raise TaskextrapError(f"bootstrap: values contain {int(np.sum(~np.isfinite(v)))} NaN/inf value(s)")
+    n_boot = check_int("n_boot", n_boot, 1)
+    batch = max(1, BOOTSTRAP_BATCH // v.size)
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = stats.bootstrap((v,), np.mean, n_resamples=n_boot, batch=batch, vectorized=True,
+                                  confidence_level=0.95, method=method, rng=np.random.default_rng(seed))
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        degenerate = any(issubclass(w.category, (stats.DegenerateDataWarning, RuntimeWarning)) for w in caught)
+        if method == "percentile" or (math.isfinite(lo) and math.isfinite(hi) and not degenerate):
+            break
+    # the mean of a resample lies in [min, max]; clipping removes float noise (all-equal values)
+    lo, hi = float(np.clip(lo, v.min(), v.max())), float(np.clip(hi, v.min(), v.max()))
+    return {"lo": lo, "hi": hi, "method": method.lower()}
+
+
+def bootstrap_interval(values: Any, n_boot: int = 10000, seed: int = 0) -> tuple[float, float] | None:
+    """The 95% bootstrap interval ``(lo, hi)`` for the mean of ``values`` (1-D) of
+    :func:`bootstrap_mean` (BCa from ``scipy.stats.bootstrap``, percentile where BCa is undefined),
+    with ``n_boot`` resamples seeded by ``seed`` (deterministic); None for fewer than two values."""
+    iv = bootstrap_mean(values, n_boot=n_boot, seed=seed)
+    return None if iv is None else (iv["lo"], iv["hi"])
 
 
 def interval_units(errors: Any) -> tuple[np.ndarray, str]:
@@ -290,8 +328,10 @@ def mean_interval(errors: Any, metric: str = "mse", n_boot: int = 10000,
                   seed: int = 0) -> dict[str, Any]:
     """The mean of ``errors`` (shape ``(n_targets, n_seeds)``) and its 95% interval under the
     module's rule: ``{"mean", "lo", "hi", "n", "ci_method"}`` (``lo``/``hi``/``ci_method`` None
-    when only one value is available). ``accuracy`` over targets uses the percentile bootstrap,
-    everything else the Student-t interval."""
+    when only one value is available). ``accuracy`` over targets uses the bootstrap of
+    :func:`bootstrap_mean` (``ci_method`` ``"bootstrap-bca-targets"`` or
+    ``"bootstrap-percentile-targets"``, ``n_boot`` resamples seeded by ``seed``), everything else
+    the Student-t interval."""
     arr = _as_errors(errors)
     units, kind = interval_units(arr)
     mean = float(arr.mean())
@@ -299,8 +339,8 @@ def mean_interval(errors: Any, metric: str = "mse", n_boot: int = 10000,
     if units.size < 2:
         return out
     if metric == "accuracy" and kind == "targets":
-        lo, hi = bootstrap_interval(units, n_boot=n_boot, seed=seed)
-        out.update(lo=lo, hi=hi, ci_method="bootstrap-targets")
+        iv = bootstrap_mean(units, n_boot=n_boot, seed=seed)
+        out.update(lo=iv["lo"], hi=iv["hi"], ci_method=f"bootstrap-{iv['method']}-targets")
     else:
         h = t_halfwidth(units)
         out.update(lo=mean - h, hi=mean + h, ci_method=f"t-{kind}")
@@ -333,10 +373,11 @@ def summarize_errors(errors: Any, metric: str = "mse") -> dict[str, Any]:
 
 
 def bootstrap_ci95(errors: Any, n_boot: int = 10000, seed: int = 0) -> float | None:
-    """Half-width of a 95% percentile-bootstrap interval for the mean, resampling test tasks.
+    """Half-width of a 95% bootstrap interval for the mean, resampling test tasks.
 
     ``errors`` has shape ``(n_tasks, n_seeds)``; each task's values are averaged over seeds and
-    the tasks are resampled with replacement (:func:`bootstrap_interval`). This is what
+    the tasks are resampled with replacement (:func:`bootstrap_mean`: BCa, percentile where BCa
+    is undefined). This is what
     :func:`make_row` computes for ``accuracy`` rows anyway; None for a single task.
     """
     arr = _as_errors(errors)
