@@ -147,6 +147,38 @@ def render_embeddings(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_executors(data: dict) -> str:
+    """``executors.json``: the wall time of one sweep under each executor, and their ratio."""
+    w, u = data["wall_s"], data["unit_total_s"]
+    lines = ["| executor | wall | units' own compute (sum) | per unit |", "| --- | ---: | ---: | ---: |",
+             f"| `serial` ({data['serial_torch_threads']} torch threads) | {w['serial']:.0f} s | "
+             f"{u['serial']['sum']:.0f} s | {u['serial']['mean']:.1f} s |",
+             f"| `ray` ({data['cores']} tasks at once, {data['ray_unit_cpus']} thread each; Ray {data['ray_version']}) | "
+             f"{w['ray']:.0f} s | {u['ray']['sum']:.0f} s | {u['ray']['mean']:.1f} s |",
+             "", f"_{data['what']}: {data['n_units']} units on {data['cores']} CPU cores; serial / ray = "
+                 f"{data['serial_over_ray']:.2f}; identical rows: {'yes' if data['identical_rows'] else 'NO'}; "
+                 f"commit {data['environment'].get('git') or '?'}; `{data['command']}`._"]
+    return "\n".join(lines)
+
+
+def render_nn_index(data: dict) -> str:
+    """``nn-index.json``: microseconds per query of ``search.index.nearest`` per backend and
+    library size (``-`` where a backend was not timed at that size)."""
+    backends = ["numpy", "brute", "kd_tree", "ball_tree", "faiss"]
+    lines = ["| workload | library | k | " + " | ".join(f"`{b}`" for b in backends) + " |",
+             "| --- | ---: | ---: |" + " ---: |" * len(backends)]
+    for workload, sizes in data["results"].items():
+        for n, r in sizes.items():
+            cells = [f"{r['backends'][b]['nearest_us']:.0f}" if 'nearest_us' in r['backends'].get(b, {}) else "-"
+                     for b in backends]
+            lines.append(f"| {workload} | {int(n):,} | {r['k']} | " + " | ".join(cells) + " |")
+    lines += ["", f"_µs per query, end to end (the index's candidates re-ranked exactly); width {data['width']}, seed "
+                  f"{data['seed']}, {data['machine']['cpus']} CPU cores; `auto` takes numpy up to "
+                  f"{data['auto_numpy_max']:,} rows; commit {data['environment'].get('git') or '?'}; "
+                  f"`{data['command']}`._"]
+    return "\n".join(lines)
+
+
 BASELINES = ("sparse-inductive", "few-shot")  # the paper's main baseline of each regime
 
 
@@ -201,6 +233,10 @@ def render_spec(spec: str) -> str:
         return render_recipes(data)
     if ("per_family" in data or "retrieval" in data) and not opts:
         return render_embeddings(data)
+    if "serial_over_ray" in data and not opts:
+        return render_executors(data)
+    if "auto_numpy_max" in data and not opts:
+        return render_nn_index(data)
     kw = dict(o.split("=", 1) for o in opts)
     unknown = set(kw) - {"metric", "groups"}
     if unknown:

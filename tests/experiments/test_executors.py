@@ -223,3 +223,20 @@ def test_a_unit_failing_on_ray_is_one_line_and_the_others_are_saved(local_ray, t
     assert msg.startswith("unit parameter-fails_later-paper-seed0 failed on Ray:") and "boom" in msg
     assert "\n" not in msg
     assert [p.name.split("-")[1] for p in (tmp_path / "runs" / "units").glob("*.json")] == ["quadratic"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("sweep", "nope"), "error: unknown experiment 'nope'"),
+    (("sweep", "parameter", "--splits", "train"), "error: unknown split 'train'"),
+    (("sweep", "parameter", "--protocols", "paper,bogus"), "error: unknown protocol 'bogus'"),
+    (("sweep", "parameter", "--seed", "1", "--seeds", "2"), "error: give --seeds N (seeds 0..N-1) or --seed S"),
+    (("sweep", "parameter", "--unit-cpus", "0"), "error: Invalid value for '--unit-cpus'"),
+    (("sweep", "parameter", "--executor", "dask"), "error: Invalid value for '--executor'"),
+    (("reproduce", "parameter", "--seed", "-1"), "error: --seed must be a whole number from 0 to 999"),
+    (("sweep", "projectile", "--splits", "dev", "--profile", "tiny", "--seeds", "0"), "error: --seeds must be"),
+])
+def test_bad_sweep_input_is_one_line(tmp_path, capsys, args, message):
+    assert _cli(*args, "--out", str(tmp_path / "o")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(message) and "\n" not in err
+    assert not (tmp_path / "o").exists()
