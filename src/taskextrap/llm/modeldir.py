@@ -61,7 +61,7 @@ def check_model_dir(path: str | os.PathLike) -> Path:
 def _problem(root: Path) -> str | None:
     """Why ``root`` is not a loadable model directory (None when the cheap checks pass)."""
     if not root.exists():
-        return "no such directory (give a local Hugging Face model directory)"
+        return "no such directory (give a local Hugging Face model directory, or a hub id owner/name)"
     if not root.is_dir():
         return "not a directory (give the folder that holds config.json and the weights)"
     if not (root / CONFIG_FILE).is_file():
