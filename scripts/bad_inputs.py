@@ -326,16 +326,24 @@ def _setup_model_missing_tensors(tmp):
     save_file({keep: tensors[keep]}, str(m / "model.safetensors"), metadata={"format": "pt"})
 
 
+HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # what the shipped models hold
+
+
 def _setup_model_garbage_tokenizer(tmp):
-    (_model_copy(tmp) / "char_tokenizer.json").write_text("garbage, not a tokenizer")
+    (_model_copy(tmp) / "tokenizer.json").write_text("garbage, not a tokenizer")
 
 
 def _setup_model_tokenizer_wrong_alphabet(tmp):
-    (_model_copy(tmp) / "char_tokenizer.json").write_text(json.dumps({"type": "taskextrap-char", "alphabet": 7}))
+    m = _model_copy(tmp)
+    for name in HF_TOKENIZER_FILES:  # the layout of earlier versions: char_tokenizer.json only
+        (m / name).unlink()
+    (m / "char_tokenizer.json").write_text(json.dumps({"type": "taskextrap-char", "alphabet": 7}))
 
 
 def _setup_model_no_tokenizer(tmp):
-    (_model_copy(tmp) / "char_tokenizer.json").unlink()
+    m = _model_copy(tmp)
+    for name in HF_TOKENIZER_FILES:
+        (m / name).unlink()
 
 
 def _setup_model_empty_dir(tmp):
@@ -374,11 +382,12 @@ SETUPS = {
                             _setup_model_other_weights),
     "model_missing_tensors": ("{tmp}/model: the shipped model whose model.safetensors holds one tensor",
                               _setup_model_missing_tensors),
-    "model_garbage_tokenizer": ("{tmp}/model: the shipped model with a garbage char_tokenizer.json",
+    "model_garbage_tokenizer": ("{tmp}/model: the shipped model with a garbage tokenizer.json",
                                 _setup_model_garbage_tokenizer),
-    "model_tokenizer_wrong_alphabet": ("{tmp}/model: char_tokenizer.json whose alphabet is the number 7",
+    "model_tokenizer_wrong_alphabet": ("{tmp}/model: an earlier version's layout, char_tokenizer.json only, "
+                                       "whose alphabet is the number 7",
                                        _setup_model_tokenizer_wrong_alphabet),
-    "model_no_tokenizer": ("{tmp}/model: the shipped model without char_tokenizer.json (and no other tokenizer)",
+    "model_no_tokenizer": ("{tmp}/model: the shipped model without its tokenizer files (and no other tokenizer)",
                            _setup_model_no_tokenizer),
     "model_empty_dir": ("{tmp}/model: an empty folder", _setup_model_empty_dir),
     "model": ("{tmp}/model: a copy of the shipped parity model (valid)", _model_copy),

@@ -97,9 +97,10 @@ def _run_options(f):
                    "parameter, adapted for length and composition].")
 @click.option("--anchors", type=click.IntRange(1, 16), default=2, show_default=True,
               help="Nearest anchors whose predictions are averaged.")
-@click.option("--model", type=click.Path(path_type=Path), default=None,
-              help="Language-model experiments: a local Hugging Face causal-LM directory (default: the shipped "
-                   "character-level model).")
+@click.option("--model", default=None, metavar="DIR|OWNER/NAME",
+              help="Language-model experiments: a local Hugging Face causal-LM directory, or a hub id "
+                   "owner/name[@revision] (fetched once into the Hugging Face cache; safetensors only) "
+                   "[default: the shipped character-level model].")
 @click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]), default=None,
               help="Language-model experiments: the dtype the base model is loaded in [default: float32].")
 @click.option("--load-in-4bit", is_flag=True,

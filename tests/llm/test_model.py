@@ -32,6 +32,19 @@ def test_save_load_round_trip(noisy_lm, tmp_path):
     np.testing.assert_array_equal(completion_nll(back, PROMPTS, COMPS), completion_nll(noisy_lm, PROMPTS, COMPS))
 
 
+def test_a_directory_of_an_earlier_version_still_loads(noisy_lm, tmp_path):
+    import json
+
+    save_model(noisy_lm, tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json"):  # as saved before: char_tokenizer.json only
+        (tmp_path / name).unlink()
+    (tmp_path / "char_tokenizer.json").write_text(json.dumps({"type": "taskextrap-char",
+                                                              "alphabet": noisy_lm.tokenizer.alphabet}))
+    back = load_model(tmp_path)
+    assert isinstance(back.tokenizer, CharTokenizer) and back.prompt_ids("ab") == noisy_lm.prompt_ids("ab")
+    np.testing.assert_array_equal(completion_nll(back, PROMPTS, COMPS), completion_nll(noisy_lm, PROMPTS, COMPS))
+
+
 def test_load_with_hf_tokenizer(noisy_lm, make_hf_tokenizer, tmp_path):
     lm = LanguageModel(noisy_lm.model, HFTokenizer(make_hf_tokenizer()), noisy_lm.device)
     save_model(lm, tmp_path)

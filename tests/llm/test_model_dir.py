@@ -15,7 +15,7 @@ if importlib.util.find_spec("transformers") is None:  # skip only when it is abs
 from taskextrap.errors import TaskextrapError, TaskextrapWarning  # noqa: E402
 from taskextrap.llm.model import LanguageModel, load_model, save_model  # noqa: E402
 from taskextrap.llm.modeldir import check_model_dir, model_fingerprint  # noqa: E402
-from taskextrap.llm.tokenizer import HFTokenizer  # noqa: E402
+from taskextrap.llm.tokenizer import CharTokenizer, HFTokenizer  # noqa: E402
 
 
 def _saved(lm, root):
@@ -34,6 +34,18 @@ def _edit_config(d, **changes):
 def _cut_weights(d):
     data = (d / "model.safetensors").read_bytes()
     (d / "model.safetensors").write_bytes(data[: len(data) // 2])
+
+
+HF_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def _legacy(d):
+    """``d`` as an earlier version saved it: the character tokenizer in char_tokenizer.json."""
+    alphabet = CharTokenizer.load(d).alphabet
+    for name in HF_FILES:
+        (d / name).unlink()
+    (d / "char_tokenizer.json").write_text(json.dumps({"type": "taskextrap-char", "alphabet": alphabet}))
+    return d
 
 
 def _only_config(d):
@@ -55,20 +67,27 @@ CASES = {
     "config a list": (lambda d: (d / "config.json").write_text("[1, 2]"), "config.json is a JSON list", True),
     "config without model_type": (lambda d: _edit_config(d, model_type=None), "config.json has no model_type", True),
     "unknown model_type": (lambda d: _edit_config(d, model_type="no-such-arch"), "config.json has model_type", True),
-    "tokenizer random bytes": (lambda d: (d / "char_tokenizer.json").write_bytes(b"\xff\x00garbage"),
-                               "char_tokenizer.json is not UTF-8", True),
-    "tokenizer not JSON": (lambda d: (d / "char_tokenizer.json").write_text('{"alphabet": "ab'),
-                           "char_tokenizer.json is not valid JSON", True),
-    "tokenizer of another kind": (lambda d: (d / "char_tokenizer.json").write_text('{"type": "bpe"}'),
-                                  "char_tokenizer.json is not a taskextrap-char tokenizer", True),
-    "no tokenizer": (lambda d: (d / "char_tokenizer.json").unlink(), "no tokenizer", True),
+    "tokenizer random bytes": (lambda d: (d / "tokenizer.json").write_bytes(b"\xff\x00garbage"),
+                               "tokenizer.json is not UTF-8", True),
+    "tokenizer not JSON": (lambda d: (d / "tokenizer.json").write_text('{"model": "ab'),
+                           "tokenizer.json is not valid JSON", True),
+    "no tokenizer": (lambda d: [(d / n).unlink() for n in HF_FILES], "no tokenizer", True),
+    "old tokenizer random bytes": (lambda d: (_legacy(d) / "char_tokenizer.json").write_bytes(b"\xff\x00garbage"),
+                                   "char_tokenizer.json is not UTF-8", True),
+    "old tokenizer not JSON": (lambda d: (_legacy(d) / "char_tokenizer.json").write_text('{"alphabet": "ab'),
+                               "char_tokenizer.json is not valid JSON", True),
+    "old tokenizer of another kind": (lambda d: (_legacy(d) / "char_tokenizer.json").write_text('{"type": "bpe"}'),
+                                      "char_tokenizer.json is not a taskextrap-char tokenizer", True),
     "generation config garbage": (lambda d: (d / "generation_config.json").write_text("]"),
                                   "generation_config.json is not valid JSON", True),
     "weights of other shapes": (lambda d: _edit_config(d, hidden_size=64, intermediate_size=256),
                                 "the weights do not fit config.json", False),
     "weights lacking tensors": (lambda d: _edit_config(d, num_hidden_layers=3), "the weights lack 9 tensors", False),
     "tokenizer bigger than the embedding": (
-        lambda d: (d / "char_tokenizer.json").write_text(json.dumps(
+        lambda d: CharTokenizer("".join(chr(c) for c in range(200, 400))).save(d),
+        "the tokenizer has 204 ids but the model's embedding only 102", False),
+    "old tokenizer bigger than the embedding": (
+        lambda d: (_legacy(d) / "char_tokenizer.json").write_text(json.dumps(
             {"type": "taskextrap-char", "alphabet": "".join(chr(c) for c in range(200, 400))})),
         "the tokenizer has 204 ids but the model's embedding only 102", False),
 }
@@ -140,8 +159,7 @@ def test_the_fingerprint_follows_the_files(noisy_lm, tmp_path):
     weights[-1] ^= 1  # one byte of one weight
     (d / "model.safetensors").write_bytes(bytes(weights))
     assert model_fingerprint(d) != before
-    tok = json.loads((copy / "char_tokenizer.json").read_text())
-    (copy / "char_tokenizer.json").write_text(json.dumps({**tok, "alphabet": tok["alphabet"][::-1]}))
+    CharTokenizer(CharTokenizer.load(copy).alphabet[::-1]).save(copy)  # same size, other ids
     assert model_fingerprint(copy) != before
 
 

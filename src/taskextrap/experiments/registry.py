@@ -97,7 +97,8 @@ class Experiment:
 
     def check(self, options: "RunOptions") -> None:
         """A one-line error for an option this experiment does not take, a ``--model`` directory
-        that fails the cheap checks (``llm.modeldir.check_model_dir``), an unknown profile or
+        (or hub model, ``llm.hub.resolve_model``) that fails the cheap checks
+        (``llm.modeldir.check_model_dir``), an unknown profile or
         protocol, a dev split it does not have, or a ``--family`` that cannot be loaded or fails
         its check on a small sample; nothing is computed before this passes."""
         refused = sorted(options.given() - self.options)
@@ -107,9 +108,10 @@ class Experiment:
                                   + (f"of the experiment-specific options it takes {takes}" if takes
                                      else "it takes no experiment-specific option"))
         if options.extra.get("model") is not None:  # a bad --model fails now, not after minutes of work
+            from taskextrap.llm.hub import resolve_model
             from taskextrap.llm.modeldir import check_model_dir
 
-            check_model_dir(options.extra["model"])
+            check_model_dir(resolve_model(options.extra["model"]))  # a hub id is fetched (or found cached) here
         if options.profile not in self.profiles:
             raise TaskextrapError(f"unknown profile {options.profile!r} for {self.name}; choose from "
                                   f"{', '.join(sorted(self.profiles))}")

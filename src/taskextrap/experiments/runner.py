@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -151,14 +150,16 @@ def run_dir_name(name: str, options: RunOptions) -> Path:
 
 def _model_parts(extra: dict) -> list[str]:
     """The run-directory tags of a base-model choice: ``model<name>.<8 hex of its files' hash>``
-    for a ``--model``, then the ``--dtype`` and ``4bit``; none for the default model, so the
-    directories of those runs keep their names."""
+    for a ``--model`` (its folder's name, or the hub id made file-name safe:
+    ``llm.hub.model_tag``), then the ``--dtype`` and ``4bit``; none for the default model, so
+    the directories of those runs keep their names."""
     parts = []
     if extra.get("model") is not None:
+        from taskextrap.llm.hub import model_tag, resolve_model
         from taskextrap.llm.modeldir import model_fingerprint
 
-        name = re.sub(r"[^A-Za-z0-9_.]+", "_", Path(str(extra["model"])).resolve().name) or "model"
-        parts.append(f"model{name}.{model_fingerprint(extra['model'])[:8]}")
+        spec = str(extra["model"])
+        parts.append(f"model{model_tag(spec)}.{model_fingerprint(resolve_model(spec))[:8]}")
     if extra.get("dtype") is not None:
         parts.append(str(extra["dtype"]))
     if extra.get("load_in_4bit"):

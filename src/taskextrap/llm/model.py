@@ -16,8 +16,8 @@ import torch
 
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
 from taskextrap.llm import require
-from taskextrap.llm.modeldir import check_model_dir, model_error
-from taskextrap.llm.tokenizer import TOKENIZER_FILE, CharTokenizer, HFTokenizer
+from taskextrap.llm.modeldir import HF_TOKENIZER_FILES, check_model_dir, model_error
+from taskextrap.llm.tokenizer import LEGACY_TOKENIZER_FILE, CharTokenizer, HFTokenizer
 
 
 @dataclass
@@ -86,6 +86,9 @@ def build_char_model(tokenizer: CharTokenizer | None = None, d_model: int = 128,
 def save_model(lm: LanguageModel, directory: str | os.PathLike) -> Path:
     """Save weights (safetensors), config and tokenizer into ``directory``; return it.
 
+    Everything is in Hugging Face's formats: ``AutoModelForCausalLM.from_pretrained`` and
+    ``AutoTokenizer.from_pretrained`` load the directory without taskextrap.
+
     A LoRA-wrapped model must be merged first (:func:`taskextrap.llm.sft.merge_lora`), so the
     directory always holds a complete model that :func:`load_model` can read.
     """
@@ -97,10 +100,7 @@ def save_model(lm: LanguageModel, directory: str | os.PathLike) -> Path:
 
     hf_logging.disable_progress_bar()
     lm.model.save_pretrained(out, safe_serialization=True)
-    if isinstance(lm.tokenizer, CharTokenizer):
-        lm.tokenizer.save(out)
-    else:
-        lm.tokenizer.tokenizer.save_pretrained(out)
+    lm.tokenizer.save(out)  # transformers' tokenizer files (a character tokenizer's too)
     return out
 
 
@@ -108,8 +108,10 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", dtyp
                load_in_4bit: bool = False, chat: bool = False) -> LanguageModel:
     """Load a causal LM from a local directory, in eval mode.
 
-    The tokenizer is a :class:`CharTokenizer` when ``char_tokenizer.json`` is present, else the
-    directory's own tokenizer through :class:`HFTokenizer` (``chat`` selects its chat template).
+    The tokenizer is the directory's own (``AutoTokenizer``): a :class:`CharTokenizer` when it is
+    the character tokenizer, else through :class:`HFTokenizer` (``chat`` selects its chat
+    template); a directory saved by earlier versions with only ``char_tokenizer.json`` gives a
+    :class:`CharTokenizer` too.
     ``dtype`` is a torch dtype or its name (``"bfloat16"``, ``"auto"``); ``load_in_4bit`` needs
     bitsandbytes and CUDA.
 
@@ -179,12 +181,15 @@ def _from_pretrained(root: Path, kwargs: dict) -> torch.nn.Module:
 
 
 def _load_tokenizer(root: Path, chat: bool) -> CharTokenizer | HFTokenizer:
-    """The directory's tokenizer: ``char_tokenizer.json`` when present, else transformers' own."""
-    if (root / TOKENIZER_FILE).is_file():
-        return CharTokenizer.load(root)
+    """The directory's tokenizer: transformers' own when its files are there (a
+    :class:`CharTokenizer` when it is the character tokenizer), else the ``char_tokenizer.json``
+    of a directory saved by earlier versions."""
+    if not any((root / name).is_file() for name in HF_TOKENIZER_FILES) and (root / LEGACY_TOKENIZER_FILE).is_file():
+        return CharTokenizer.load_legacy(root)
     from transformers import AutoTokenizer
 
-    return HFTokenizer(AutoTokenizer.from_pretrained(root, local_files_only=True), chat=chat)
+    tok = AutoTokenizer.from_pretrained(root, local_files_only=True)
+    return CharTokenizer.from_hf(tok) or HFTokenizer(tok, chat=chat)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -21,7 +21,9 @@ from pathlib import Path
 from taskextrap.errors import TaskextrapError
 
 CONFIG_FILE = "config.json"
-CHAR_TOKENIZER_FILE = "char_tokenizer.json"  # taskextrap.llm.tokenizer.TOKENIZER_FILE (no import: keep this light)
+# the character tokenizer of directories saved by earlier versions (now saved as tokenizer.json);
+# taskextrap.llm.tokenizer.LEGACY_TOKENIZER_FILE (no import: keep this light)
+CHAR_TOKENIZER_FILE = "char_tokenizer.json"
 CHAR_TOKENIZER_TYPE = "taskextrap-char"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt", ".gguf", ".onnx")
 # files a load reads that must be JSON objects when present
@@ -46,7 +48,8 @@ def check_model_dir(path: str | os.PathLike) -> Path:
     transformers knows, when it is installed); the other JSON files a load reads parse as
     objects; there are weights, and every ``*.safetensors`` file's header is readable and
     accounts for the file's size exactly (random bytes and truncation fail here); there is a
-    tokenizer, and a ``char_tokenizer.json`` is one.
+    tokenizer: transformers' files, or else (a directory saved by earlier versions) a
+    ``char_tokenizer.json`` that is one.
     """
     root = Path(path)
     reason = _problem(root)
@@ -58,7 +61,7 @@ def check_model_dir(path: str | os.PathLike) -> Path:
 def _problem(root: Path) -> str | None:
     """Why ``root`` is not a loadable model directory (None when the cheap checks pass)."""
     if not root.exists():
-        return "no such directory (give a local Hugging Face model directory)"
+        return "no such directory (give a local Hugging Face model directory, or a hub id owner/name)"
     if not root.is_dir():
         return "not a directory (give the folder that holds config.json and the weights)"
     if not (root / CONFIG_FILE).is_file():
@@ -83,11 +86,11 @@ def _problem(root: Path) -> str | None:
             why = f"cannot read {f.name} ({exc.strerror or type(exc).__name__})"
         if why is not None:
             return why
+    if any((root / n).is_file() for n in HF_TOKENIZER_FILES):
+        return None  # transformers' tokenizer, which a load prefers
     if CHAR_TOKENIZER_FILE in parsed:
         return _char_tokenizer_problem(parsed[CHAR_TOKENIZER_FILE])
-    if not any((root / n).is_file() for n in HF_TOKENIZER_FILES):
-        return f"no tokenizer ({CHAR_TOKENIZER_FILE}, or one of {', '.join(HF_TOKENIZER_FILES)})"
-    return None
+    return f"no tokenizer (one of {', '.join(HF_TOKENIZER_FILES)}, or an earlier version's {CHAR_TOKENIZER_FILE})"
 
 
 def _json_object(path: Path) -> tuple[dict | None, str | None]:

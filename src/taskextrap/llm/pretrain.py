@@ -204,8 +204,9 @@ def _default_dir(name: str) -> Path:
 
 @dataclass(frozen=True)
 class BaseModel:
-    """The base model a language-model experiment starts from: a local Hugging Face directory
-    (``--model``) or, when ``path`` is None, the experiment's shipped default; with an optional
+    """The base model a language-model experiment starts from: a local Hugging Face directory or
+    a hub id ``owner/name[@revision]`` (``--model``; :func:`taskextrap.llm.hub.resolve_model`)
+    or, when ``path`` is None, the experiment's shipped default; with an optional
     ``dtype`` name (``--dtype``) and 4-bit NF4 loading (``--load-in-4bit``, CUDA + bitsandbytes)."""
 
     path: str | None = None
@@ -217,8 +218,17 @@ class BaseModel:
         """The choice recorded in ``RunOptions.extra`` by the CLI."""
         return cls(extra.get("model"), extra.get("dtype"), bool(extra.get("load_in_4bit", False)))
 
+    def directory(self) -> Path | None:
+        """The local folder of ``path`` (a hub model's snapshot in the Hugging Face cache), or
+        None for the shipped default."""
+        if self.path is None:
+            return None
+        from taskextrap.llm.hub import resolve_model
+
+        return resolve_model(self.path)
+
     def label(self, name: str) -> str:
-        """The name recorded in results and fingerprints: ``<path>@<hash of its files>``, or
+        """The name recorded in results and fingerprints: ``<path or hub id>@<hash of its files>``, or
         ``default:<name>@<hash of its weights>``, plus the loading options when set (so runs with
         other settings never share a cache).
 
@@ -232,7 +242,7 @@ class BaseModel:
         if self.path is not None:
             from taskextrap.llm.modeldir import model_fingerprint
 
-            out = f"{self.path}@{model_fingerprint(self.path)[:16]}"
+            out = f"{self.path}@{model_fingerprint(self.directory())[:16]}"
         else:
             out = f"default:{name}{_weights_tag(name)}"
         if self.dtype is not None:
@@ -258,5 +268,5 @@ def load_base(name: str, model: BaseModel | None = None, device: str = "cpu"):
     from taskextrap.llm.model import load_model
 
     model = model or BaseModel()
-    path = model.path if model.path is not None else _default_dir(name)
+    path = model.directory() if model.path is not None else _default_dir(name)
     return load_model(path, device=device, dtype=model.dtype, load_in_4bit=model.load_in_4bit)

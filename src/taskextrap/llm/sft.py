@@ -124,17 +124,24 @@ def training_batch(lm: LanguageModel, pairs: list) -> tuple[torch.Tensor, torch.
     """
     seqs, labels = [], []
     for item in pairs:
-        if isinstance(item, ScoredText):
-            ids, lab = item.ids_and_labels(lm)
-        else:
-            prompt, completion = item
-            p, c = lm.prompt_ids(prompt), lm.completion_ids(completion)
-            ids, lab = p + c, [IGNORE] * len(p) + c
+        ids, lab = ids_and_labels(lm, item)
         seqs.append(ids)
         labels.append(lab)
     ids, mask = _pad(seqs, lm.tokenizer.pad_token_id, "right", lm.device)
     lab, _ = _pad(labels, IGNORE, "right", lm.device)
     return ids, mask, lab
+
+
+def ids_and_labels(lm: LanguageModel, item) -> tuple[list[int], list[int]]:
+    """Token ids of one training item and its labels (the id where it carries loss, else
+    ``IGNORE``): for a ``(prompt, completion)`` pair ``prompt_ids + completion_ids`` with the
+    completion and its EOS labelled, for a :class:`ScoredText` its own
+    (:meth:`ScoredText.ids_and_labels`)."""
+    if isinstance(item, ScoredText):
+        return item.ids_and_labels(lm)
+    prompt, completion = item
+    p, c = lm.prompt_ids(prompt), lm.completion_ids(completion)
+    return p + c, [IGNORE] * len(p) + c
 
 
 def train(lm: LanguageModel, sample_pairs: SamplePairs, cfg: SFTConfig, out_dir: str | os.PathLike | None = None,
