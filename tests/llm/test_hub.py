@@ -134,19 +134,8 @@ def test_a_cached_hub_model_is_used_offline(noisy_lm, offline_cache, tmp_path, m
     options = RunOptions(profile="tiny", out=tmp_path / "runs", progress=False, extra={"model": "owner/name"})
     get_experiment("parity").check(options)
     assert run_dir_name("parity", options).name == f"parity-paper-tiny-modelowner_name.{digest[:8]}"
-    seen = []
-
-    class Stop(Exception):
-        pass
-
-    def stop(experiment, seeds, cache_dir, name, config, compute, **kw):
-        seen.append(config(0))
-        raise Stop
-
-    monkeypatch.setattr(parity, "run_seeds", stop)
-    with pytest.raises(Stop):
-        parity.run_parity(options, tmp_path / "units", None)
-    assert json.dumps(seen[0], default=str).count(f"owner/name@{digest[:16]}") >= 1
+    unit = parity.run_parity(options, tmp_path / "units", None).units[0]
+    assert json.dumps(unit.config, default=str).count(f"owner/name@{digest[:16]}") >= 1
 
 
 def test_a_repository_without_safetensors_is_refused(offline_cache, noisy_lm, tmp_path):
