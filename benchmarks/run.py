@@ -87,12 +87,14 @@ def bench_length_embeddings(seed: int = 0) -> dict:
 
 
 SPLIT = "test"  # set by --split
+THREADS = 2  # set by --threads: the torch threads of every unit
 
 
 def bench_experiment(name: str, profile: str, protocol: str) -> dict:
     """Run one registered experiment on ``SPLIT``; return its rows, paired comparisons, seeds,
     per-phase timing and config (which records the split and the test seed)."""
-    opts = RunOptions(profile=profile, protocol=protocol, out=OUT / "runs", progress=True, split=SPLIT)
+    opts = RunOptions(profile=profile, protocol=protocol, out=OUT / "runs", progress=True, split=SPLIT,
+                      unit_cpus=THREADS)
     res = run_experiment(name, opts)
     return {key: res[key] for key in ("rows", "comparisons", "seeds", "timing", "config")}
 
@@ -175,8 +177,8 @@ def main():
     ap.add_argument("--no-throughput", action="store_true",
                     help="skip the scoring-throughput benchmarks of parity and codeio (they want idle cores)")
     args = ap.parse_args()
-    global SPLIT
-    SPLIT = args.split
+    global SPLIT, THREADS
+    SPLIT, THREADS = args.split, args.threads
     torch.set_num_threads(args.threads)
     env = environment_info()
     if args.only in (None, "nn-index"):  # nearest-neighbour backends: a minute or so

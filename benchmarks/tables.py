@@ -148,16 +148,19 @@ def render_embeddings(data: dict) -> str:
 
 
 def render_executors(data: dict) -> str:
-    """``executors.json``: the wall time of one sweep under each executor, and their ratio."""
-    w, u = data["wall_s"], data["unit_total_s"]
-    lines = ["| executor | wall | units' own compute (sum) | per unit |", "| --- | ---: | ---: | ---: |",
-             f"| `serial` ({data['serial_torch_threads']} torch threads) | {w['serial']:.0f} s | "
-             f"{u['serial']['sum']:.0f} s | {u['serial']['mean']:.1f} s |",
-             f"| `ray` ({data['cores']} tasks at once, {data['ray_unit_cpus']} thread each; Ray {data['ray_version']}) | "
-             f"{w['ray']:.0f} s | {u['ray']['sum']:.0f} s | {u['ray']['mean']:.1f} s |",
-             "", f"_{data['what']}: {data['n_units']} units on {data['cores']} CPU cores; serial / ray = "
-                 f"{data['serial_over_ray']:.2f}; identical rows: {'yes' if data['identical_rows'] else 'NO'}; "
-                 f"commit {data['environment'].get('git') or '?'}; `{data['command']}`._"]
+    """``executors.json``: the wall time of one sweep under each executor, and their ratios."""
+    w, u, n = data["wall_s"], data["unit_total_s"], data["threads"]
+    what = {"serial": "`serial`, one unit at a time", "serial-all-cores": "`serial`, one unit at a time",
+            "ray": f"`ray`, {data['cores']} units at a time (Ray {data['ray_version']})"}
+    lines = ["| executor | torch threads per unit | wall | units' own time (sum) | per unit |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for k in ("serial", "serial-all-cores", "ray"):
+        lines.append(f"| {what[k]} | {n[k]} | {w[k]:.0f} s | {u[k]['sum']:.0f} s | {u[k]['mean']:.1f} s |")
+    lines += ["", f"_{data['what']}: {data['n_units']} units on {data['cores']} CPU cores; serial / ray = "
+                  f"{data['serial_over_ray']:.2f}, serial on all cores / ray = {data['serial_all_cores_over_ray']:.2f}; "
+                  f"same rows serially and under Ray (one thread per unit): "
+                  f"{'yes' if data['identical_rows'] else 'NO'}; commit {data['environment'].get('git') or '?'}; "
+                  f"`{data['command']}`._"]
     return "\n".join(lines)
 
 

@@ -464,6 +464,28 @@ CLI_CASES = [
     _cli("cli-env-world-size-text", "WORLD_SIZE=abc in the environment", R("codeio"), env={"WORLD_SIZE": "abc"}),
     _cli("cli-env-rank-too-big", "RANK=5 WORLD_SIZE=2 in the environment", R("codeio"),
          env={"RANK": "5", "WORLD_SIZE": "2"}),
+    _cli("cli-env-slurm-ntasks-text", "SLURM_NTASKS=x in the environment", R("codeio"),
+         env={"SLURM_PROCID": "0", "SLURM_NTASKS": "x"}),
+    _cli("cli-env-slurm-tasks-on-parameter", "srun -n 2 (SLURM_PROCID=1 SLURM_NTASKS=2) on parameter, which runs "
+         "in one process", R("parameter", *PQ), env={"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}),
+    # -- executors, one seed, sweeps
+    _cli("cli-seed-negative", "--seed -1", R("parameter", *PQ, "--seed", "-1")),
+    _cli("cli-seed-huge", "--seed 1000", R("parameter", *PQ, "--seed", "1000")),
+    _cli("cli-seed-and-seeds", "--seed 1 with --seeds 2", R("parameter", *PQ, "--seed", "1", "--seeds", "2")),
+    _cli("cli-executor-unknown", "--executor dask", R("parameter", *PQ, "--executor", "dask")),
+    _cli("cli-executor-ray-with-shard", "--executor ray with --shard 0/2", R("codeio", "--executor", "ray",
+                                                                             "--shard", "0/2")),
+    _cli("cli-unit-cpus-zero", "--unit-cpus 0", R("parameter", *PQ, "--unit-cpus", "0")),
+    _cli("cli-sweep-unknown-experiment", "sweep of an unknown experiment",
+         ["sweep", "nosuch", "--profile", "tiny", "--out", "{tmp}/out"]),
+    _cli("cli-sweep-unknown-split", "sweep --splits train",
+         ["sweep", "parameter", "--splits", "test,train", "--profile", "tiny", "--out", "{tmp}/out"]),
+    _cli("cli-sweep-unknown-protocol", "sweep --protocols paper,bogus",
+         ["sweep", "parameter", "--protocols", "paper,bogus", "--profile", "tiny", "--out", "{tmp}/out"]),
+    _cli("cli-sweep-no-experiment", "sweep with no experiment", ["sweep", "--profile", "tiny", "--out", "{tmp}/out"]),
+    _cli("cli-model-hub-offline", "--model owner/name (a hub id) not in the cache, HF_HUB_OFFLINE=1",
+         R("parity", "--model", "nosuch-owner/nosuch-model"), env={"HF_HUB_CACHE": "/nonexistent/hf-cache"}),
+    _cli("cli-model-hub-bad-id", "--model a/b/c/d", R("parity", "--model", "a/b/c/d")),
     _cli("cli-test-seed-text", "--test-seed abc", R("length", "--test-seed", "abc")),
     _cli("cli-test-seed-float", "--test-seed 1.5", R("length", "--test-seed", "1.5")),
     _cli("cli-test-seed-not-taken", "--test-seed for projectile (not taken)", R("projectile", "--test-seed", "5")),
@@ -1043,7 +1065,8 @@ CASES = CLI_CASES + API_CASES + _damaged_cases()
 # ----------------------------------------------------------------------------- running
 
 def _env(tmp: Path | None = None, extra: dict | None = None) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "PYTHONPATH")}
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "PYTHONPATH")
+           and not k.startswith("SLURM_") and k != "RAY_ADDRESS"}
     paths = ([str(tmp / "mods")] if tmp is not None else []) + [str(SRC)]
     env.update(PYTHONPATH=os.pathsep.join(paths), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
                PYTHONDONTWRITEBYTECODE="1")

@@ -72,7 +72,9 @@ def _run_options(f):
                           "(on the cluster at RAY_ADDRESS, else a Ray instance started on this machine for the "
                           "run; needs taskextrap[ray])."),
         click.option("--unit-cpus", type=click.IntRange(1, 1024), default=1, show_default=True,
-                     help="--executor ray: CPUs (and torch threads) each unit declares."),
+                     help="Torch threads of each unit under either executor (under Ray also the CPUs its task "
+                          "declares). The thread count moves a float's last digits, so it is part of a unit's "
+                          "key: the same N gives the same numbers serially, under Ray and on any machine."),
         click.option("--test-seed", type=int, default=None,
                      help="Seed of the test (or dev) draws [default: the fresh seed 31337; 10000 gives the draws "
                           "of the runs before the integrity review]."),

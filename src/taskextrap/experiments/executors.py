@@ -33,8 +33,10 @@ def run_units(units: list[Unit], cache_dir: Path | None, executor: str = "serial
     ``(unit name, fingerprint)``. A unit listed twice (``parameter`` and ``parameter-ablations``
     share their fits) runs once.
 
-    ``executor`` is ``serial`` or ``ray``; under Ray each unit is a task declaring ``unit_cpus``
-    CPUs (its torch threads are set to that) and one GPU when ``device`` is a CUDA device.
+    ``executor`` is ``serial`` or ``ray``. Every unit runs with ``unit_cpus`` torch threads (the
+    thread count moves a float's last digits, so the numbers are the same under either executor
+    and on any machine); under Ray each unit is a task declaring ``unit_cpus`` CPUs and one GPU
+    when ``device`` is a CUDA device.
     """
     if executor not in EXECUTORS:
         raise TaskextrapError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
@@ -45,7 +47,7 @@ def run_units(units: list[Unit], cache_dir: Path | None, executor: str = "serial
         check_unit_path(cache_dir, name, key)
     if executor == "ray":
         return _run_ray(distinct, cache_dir, progress, unit_cpus, device)
-    return _run_serial(distinct, cache_dir, progress)
+    return _run_serial(distinct, cache_dir, progress, unit_cpus)
 
 
 def _progress(total: int, progress: bool):
@@ -54,14 +56,20 @@ def _progress(total: int, progress: bool):
     return tqdm(total=total, desc="units", disable=not progress, unit="unit")
 
 
-def _run_serial(units: dict, cache_dir: Path | None, progress: bool) -> dict:
-    results = {}
-    with _progress(len(units), progress) as bar:
-        for k, unit in units.items():
-            bar.set_postfix_str(unit.name, refresh=False)
-            results[k] = cached_unit(cache_dir, unit.name, unit.config, lambda: unit.compute(unit.plot_dir),
-                                     force=unit.needs_plots)
-            bar.update()
+def _run_serial(units: dict, cache_dir: Path | None, progress: bool, threads: int) -> dict:
+    import torch
+
+    results, before = {}, torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with _progress(len(units), progress) as bar:
+            for k, unit in units.items():
+                bar.set_postfix_str(unit.name, refresh=False)
+                results[k] = cached_unit(cache_dir, unit.name, unit.config, lambda: unit.compute(unit.plot_dir),
+                                         force=unit.needs_plots)
+                bar.update()
+    finally:
+        torch.set_num_threads(before)
     return results
 
 
@@ -182,9 +190,11 @@ def find_unit(experiment: str, options, name: str, plot_dir: Path | None) -> Uni
     ``plot_dir``)."""
     from taskextrap.experiments.registry import get_experiment
 
+    from taskextrap.experiments.units import bind
+
     cache_dir = Path(options.out) / "units"
     plan = get_experiment(experiment).run(options, cache_dir, plot_dir)
-    for unit in plan.units:
+    for unit in bind(plan.units, experiment, options):
         if unit.name == name:
             return unit
     raise TaskextrapError(f"{experiment} has no unit {name!r} under these options")

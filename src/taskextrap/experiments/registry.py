@@ -46,7 +46,7 @@ class RunOptions:
     run_dir: Path | None = None  # set by the runner: where results.json and run files (prompts.jsonl) go
     seed: int | None = None  # one training seed (a Slurm array task's), instead of the first ``seeds``
     executor: str = "serial"  # where the units run: "serial" (this process) or "ray" (experiments.executors)
-    unit_cpus: int = 1  # under Ray: the CPUs (and torch threads) each unit declares
+    unit_cpus: int = 1  # torch threads of each unit (under Ray also the CPUs its task declares); in its key
 
     def __post_init__(self):
         if self.split not in SPLITS:

@@ -11,7 +11,7 @@ from pathlib import Path
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.executors import run_units
 from taskextrap.experiments.registry import RunOptions, get_experiment
-from taskextrap.experiments.units import Plan
+from taskextrap.experiments.units import Plan, bind
 from taskextrap.report.compare import compare_rows
 from taskextrap.files import write_json_atomic, write_text_atomic
 from taskextrap.report.schema import environment_info, validate_results
@@ -43,10 +43,8 @@ def run_experiments(runs: list[tuple], executor: str = "serial", unit_cpus: int 
     """Run several experiments as one pool of units: ``runs`` is a list of ``(name, options,
     out_dir or None)``; every run is checked and planned before any unit runs, then all their
     units go through one ``executor`` together and each run's results are written. Returns each
-    run's results (None for a non-lead shard)."""
-    import torch
-
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    run's results (None for a non-lead shard). Every unit runs with ``unit_cpus`` torch threads,
+    whatever the executor."""
     t = time.perf_counter()
     planned = [plan_run(name, options, out_dir) for name, options, out_dir in runs]
     units = [u for p in planned if p is not None for u in p.plan.units]
@@ -84,8 +82,7 @@ def plan_run(name: str, options: RunOptions, out_dir: Path | None = None, make_d
     plan = experiment.run(options, cache_dir, plot_dir)
     if plan is None:  # a non-lead process of a sharded run
         return None
-    for unit in plan.units:
-        unit.origin = (name, options)
+    bind(plan.units, name, options)
     return PlannedRun(name, options, out_dir, cache_dir, plan)
 
 

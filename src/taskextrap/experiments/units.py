@@ -203,6 +203,18 @@ class Plan:
     assemble: Callable[[dict[str, UnitResult]], tuple]
 
 
+def bind(units: list[Unit], experiment: str, options) -> list[Unit]:
+    """``units`` as run under ``options``: each knows the experiment and options that planned it
+    (``origin``, so another process can rebuild it) and its key holds the torch threads it runs
+    with (``options.unit_cpus``): the thread count moves the last digits of a float, so a unit
+    computed with other threads is never mixed in, and a unit's numbers do not depend on the
+    executor or on how many cores the machine has."""
+    for unit in units:
+        unit.origin = (experiment, options)
+        unit.config = {**unit.config, "threads": options.unit_cpus}
+    return units
+
+
 def seed_units(seeds, name: Callable[[int], str], config: Callable[[int], dict],
                compute: Callable[[int, Path | None], UnitResult], plot_dir: Path | None = None,
                plot_file: str | None = None) -> list[Unit]:
