@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from contextlib import contextmanager
 import sys
 import tempfile
 from pathlib import Path
@@ -57,20 +58,33 @@ def _progress(total: int, progress: bool):
 
 
 def _run_serial(units: dict, cache_dir: Path | None, progress: bool, threads: int) -> dict:
-    import torch
+    results = {}
+    with threads_limited(threads), _progress(len(units), progress) as bar:
+        for k, unit in units.items():
+            bar.set_postfix_str(unit.name, refresh=False)
+            results[k] = cached_unit(cache_dir, unit.name, unit.config, lambda: unit.compute(unit.plot_dir),
+                                     force=unit.needs_plots)
+            bar.update()
+    return results
 
-    results, before = {}, torch.get_num_threads()
-    torch.set_num_threads(threads)
+
+@contextmanager
+def threads_limited(n: int):
+    """Run the block with ``n`` threads in torch and in every native thread pool loaded (NumPy's
+    and SciPy's BLAS, OpenMP): a sum split over other threads rounds differently, so a unit's
+    numbers depend on its thread count and on nothing else about the machine."""
+    import scipy.linalg  # noqa: F401  (loads SciPy's own BLAS now: threadpool_limits only
+    import sklearn.neighbors  # noqa: F401  reaches the pools already loaded, and these two are
+    import torch  # otherwise loaded midway through a unit, at the machine's thread count)
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
     try:
-        with _progress(len(units), progress) as bar:
-            for k, unit in units.items():
-                bar.set_postfix_str(unit.name, refresh=False)
-                results[k] = cached_unit(cache_dir, unit.name, unit.config, lambda: unit.compute(unit.plot_dir),
-                                         force=unit.needs_plots)
-                bar.update()
+        with threadpool_limits(limits=n):
+            yield
     finally:
         torch.set_num_threads(before)
-    return results
 
 
 # --- Ray ----------------------------------------------------------------------------------------
@@ -166,16 +180,13 @@ def compute_unit(spec: dict) -> dict:
     plan from its options, compute the unit named ``spec["unit"]`` with ``spec["threads"]``
     torch threads, and return its unit record (:func:`~taskextrap.experiments.units.unit_record`)
     with the figures it drew as ``{"plots": {file name: bytes}}``. What a Ray task runs."""
-    import torch
-
     from taskextrap.experiments.units import unit_record
 
     for p in reversed(spec["sys_path"]):  # the driver's import path: a user's --family module imports here too
         if p not in sys.path:
             sys.path.insert(0, p)
-    torch.set_num_threads(int(spec["threads"]))
     options = options_from_dict(spec["options"])
-    with tempfile.TemporaryDirectory(prefix="taskextrap-plots-") as tmp:
+    with threads_limited(int(spec["threads"])), tempfile.TemporaryDirectory(prefix="taskextrap-plots-") as tmp:
         plots = Path(tmp) if spec["plots"] else None
         unit = find_unit(spec["experiment"], options, spec["unit"], plots)
         record = unit_record(unit.config, unit.compute(plots))
