@@ -147,7 +147,7 @@ def document(command: str, seed: int = 0, full: bool = False) -> dict:
     t = time.perf_counter()
     res = run(seed, full)
     return {"command": command, "seed": seed, "width": WIDTH, "machine": machine(), "environment": environment_info(),
-            "auto_numpy_max": nn.AUTO_NUMPY_MAX, "wall_s": time.perf_counter() - t, **res}
+            "auto_rule": nn.AUTO_RULE, "wall_s": time.perf_counter() - t, **res}
 
 
 if __name__ == "__main__":

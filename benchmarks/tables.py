@@ -176,8 +176,7 @@ def render_nn_index(data: dict) -> str:
                      for b in backends]
             lines.append(f"| {workload} | {int(n):,} | {r['k']} | " + " | ".join(cells) + " |")
     lines += ["", f"_µs per query, end to end (the index's candidates re-ranked exactly); width {data['width']}, seed "
-                  f"{data['seed']}, {data['machine']['cpus']} CPU cores; `auto` takes numpy up to "
-                  f"{data['auto_numpy_max']:,} rows; commit {data['environment'].get('git') or '?'}; "
+                  f"{data['seed']}, {data['machine']['cpus']} CPU cores; `auto`: {data['auto_rule']}; commit {data['environment'].get('git') or '?'}; "
                   f"`{data['command']}`._"]
     return "\n".join(lines)
 
@@ -238,7 +237,7 @@ def render_spec(spec: str) -> str:
         return render_embeddings(data)
     if "serial_over_ray" in data and not opts:
         return render_executors(data)
-    if "auto_numpy_max" in data and not opts:
+    if "auto_rule" in data and not opts:
         return render_nn_index(data)
     kw = dict(o.split("=", 1) for o in opts)
     unknown = set(kw) - {"metric", "groups"}

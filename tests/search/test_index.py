@@ -107,9 +107,10 @@ def test_posterior_weights():
 
 
 def test_auto_backend_follows_the_benchmark():
-    from taskextrap.search.index import AUTO_NUMPY_MAX, auto_backend
+    from taskextrap.search.index import auto_backend
 
-    assert auto_backend(200, 2) == "numpy"  # the paper's parameter library
-    assert auto_backend(AUTO_NUMPY_MAX, 10) == "numpy"
+    assert auto_backend(200, 2) == "brute"  # the paper's parameter library: small k
+    assert auto_backend(9_000, 10) == "brute"  # the paper's composition primitives
+    assert auto_backend(8_000, 3_200) == "numpy"  # the length screening: 40% of the library
     assert auto_backend(90_000, 10) == "brute"  # a large library, small k: scikit-learn
     assert auto_backend(80_000, 32_000) == "numpy"  # k a large share of the library (length screening)

@@ -10,17 +10,16 @@ the ``k``-th; any other row (exact ties at the boundary, a float32 index too coa
 near-equal distances) is recomputed against the whole library. So every backend returns the same
 indices and distances, bit for bit, as the exact brute-force rule; only the time differs.
 
-``backend="auto"`` follows ``benchmarks/nn_index.py`` (``benchmarks/results/nn-index.json``):
-when ``k`` is a large share of the library (the length RTE screens 40% of it) the plain numpy
-search (one matrix product and a partial sort) was the fastest or level at every size; at the
-paper's other library sizes (200 and 9,000 rows of width 16, small ``k``) the backends were
-within a few tenths of a millisecond per query and their order changed from run to run on the
-shared cores, so ``auto`` keeps numpy up to 10,000 rows; above that, with a small ``k``,
-``auto`` uses scikit-learn's brute-force ``NearestNeighbors`` (a chunked, multi-threaded
-k-smallest reduction): 2 to 5 times faster than numpy for the composition workload at 90,000
-and 900,000 rows in each of four runs, though erratic with few queries per call on loaded cores
-(the parameter workload at 20,000 rows and 16 queries: faster in two runs, 8 times slower in
-one). faiss (float32) was as fast or faster there but stays an optional extra.
+``backend="auto"`` follows ``benchmarks/nn_index.py`` (``benchmarks/results/nn-index.json``,
+run on 2 idle cores): with a small ``k`` (parameter anchors, composition candidates) at the
+paper's library sizes and at 10x and 100x them, scikit-learn's brute-force ``NearestNeighbors``
+(a chunked k-smallest reduction) was as fast as numpy at 200 rows and 2 to 8 times faster from
+2,000 rows on (composition at 9,000 rows: 19 against 148 microseconds per query); when ``k`` is a
+large share of the library (the length RTE screens 40% of it) the plain numpy search (one matrix
+product and a partial sort) was the fastest at every size. So ``auto`` takes scikit-learn unless
+``k`` is more than an eighth of the library. The k-d and ball trees were slower than both; faiss
+(float32) was about as fast as scikit-learn but stays an optional extra. (Runs on cores shared
+with other work were erratic for scikit-learn with few queries per call.)
 """
 
 from __future__ import annotations
@@ -30,20 +29,20 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.validation import as_2d_float, check_int
 
-__all__ = ["nearest", "nearest_exact", "auto_backend", "BACKENDS", "AUTO_NUMPY_MAX"]
+__all__ = ["nearest", "nearest_exact", "auto_backend", "BACKENDS", "AUTO_RULE"]
 
 BACKENDS = ("auto", "numpy", "brute", "kd_tree", "ball_tree", "faiss")
 # Relative bound on a backend's squared-distance rounding error, times (|z| + max |library_z|)^2:
 # float64 indices are far inside 1e-10 (a few machine epsilons per coordinate), faiss works in float32.
 _TOL = {"numpy": 1e-10, "brute": 1e-10, "kd_tree": 1e-10, "ball_tree": 1e-10, "faiss": 1e-5}
-AUTO_NUMPY_MAX = 10_000  # library rows up to which "auto" keeps the numpy search (the paper's sizes)
+AUTO_RULE = "numpy when k > library rows / 8, else scikit-learn brute force"  # recorded by the benchmark
 
 
 def auto_backend(n_library: int, k: int) -> str:
     """The backend ``"auto"`` uses for ``k`` neighbours in a library of ``n_library`` rows: numpy
-    up to :data:`AUTO_NUMPY_MAX` rows or when ``k`` is more than an eighth of the library,
-    scikit-learn's brute force otherwise (the benchmark in the module docstring)."""
-    return "numpy" if n_library <= AUTO_NUMPY_MAX or 8 * k > n_library else "brute"
+    when ``k`` is more than an eighth of the library, scikit-learn's brute force otherwise (the
+    benchmark in the module docstring)."""
+    return "numpy" if 8 * k > n_library else "brute"
 
 
 def _extra(k: int) -> int:
