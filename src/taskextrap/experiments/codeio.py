@@ -526,7 +526,8 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     # everything that changes the numbers: a unit or checkpoint of other settings is never reused
     base = {"experiment": "codeio", "profile": profile.to_dict(), "model": model.label("codeio"),
             "split": split.name, "test_seed": split.test_seed, "split_seed": split.split_seed,
-            "prompt_format": C.PROMPT_FORMAT, "tasks": pairs}
+            "prompt_format": C.PROMPT_FORMAT, "tasks": pairs,
+            "threads": options.unit_cpus}  # as units.bind adds it: shards and checkpoints find the unit's key
     shard = options.shard
     if not shard.is_lead:
         for s in profile.seeds:

@@ -189,8 +189,9 @@ def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     sp = T.get_split(split)
     model = BaseModel.from_extra(options.extra)
     profile = get_profile(PARITY_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
+    # "threads" as units.bind adds it: the checkpoints are named by the unit's own key
     base = {"experiment": "parity", "profile": profile.to_dict(), "model": model.label(base_model_name(split)),
-            "split": split, "test_seed": test_seed}
+            "split": split, "test_seed": test_seed, "threads": options.unit_cpus}
     tag = "parity" if split == "test" else f"parity-{split}"
     units = seed_units(
         profile.seeds, name=lambda s: f"{tag}-seed{s}", config=lambda s: {**base, "seed": s},
