@@ -152,8 +152,8 @@ def reproduce(experiment, protocol, family, embedding, anchors, model, dtype, lo
 def sweep(experiments, protocols, splits, list_only, **common):
     """List every unit of work of EXPERIMENTS (or 'all') x protocols x splits x seeds up front,
     run them through one executor, then write each run's results.json from the units."""
-    from taskextrap.experiments.runner import plan_run, run_experiments
-    from taskextrap.experiments.sweep import sweep_runs
+    from taskextrap.experiments.runner import plan_run, run_dir_name, run_experiments
+    from taskextrap.experiments.sweep import sweep_runs, unit_listing
 
     options = _options(common)
     runs = sweep_runs(list(experiments), _comma_list(protocols) or ["paper"], _comma_list(splits) or ["test"],
@@ -161,13 +161,9 @@ def sweep(experiments, protocols, splits, list_only, **common):
     for name, opts, _ in runs:
         _check(name, opts)
     if list_only:
-        from taskextrap.experiments.sweep import unit_listing
-
         click.echo(unit_listing([plan_run(name, opts, make_dirs=False) for name, opts, _ in runs]))
         return
-    results = run_experiments(runs, options.executor, options.unit_cpus, options.device, options.progress)
-    from taskextrap.experiments.runner import run_dir_name
-
+    results = run_experiments(runs)
     for (name, opts, _), res in zip(runs, results):
         click.echo(f"written: {run_dir_name(name, opts)}/results.json ({len(res['rows'])} rows)")
     click.echo(f"{len(runs)} runs; one table: taskextrap report {options.out}/<run>/results.json ...")

@@ -13,7 +13,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import executors
 from taskextrap.experiments.executors import compute_unit, options_from_dict, options_to_dict, run_units
 from taskextrap.experiments.registry import RunOptions
-from taskextrap.experiments.runner import plan_run, run_experiments
+from taskextrap.experiments.runner import plan_run
 from taskextrap.experiments.sweep import sweep_runs
 from taskextrap.sharding import Shard
 
@@ -240,3 +240,18 @@ def test_bad_sweep_input_is_one_line(tmp_path, capsys, args, message):
     err = capsys.readouterr().err.strip()
     assert err.startswith(message) and "\n" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_threads_limited_sets_every_pool_and_restores_torch():
+    import torch
+    from threadpoolctl import threadpool_info
+
+    from taskextrap.experiments.executors import threads_limited
+
+    before = torch.get_num_threads()
+    with threads_limited(1):
+        assert torch.get_num_threads() == 1
+        pools = threadpool_info()
+        assert any(p["internal_api"] == "openblas" for p in pools)  # SciPy's BLAS is loaded and limited too
+        assert all(p["num_threads"] == 1 for p in pools)
+    assert torch.get_num_threads() == before

@@ -34,24 +34,24 @@ def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) 
     method) with every other method of its group (:func:`taskextrap.report.compare.compare_rows`),
     computed from the per-(target, seed) arrays that rows built by ``make_row`` keep.
     """
-    return run_experiments([(name, options, out_dir)], options.executor, options.unit_cpus, options.device,
-                           options.progress)[0]
+    return run_experiments([(name, options, out_dir)])[0]
 
 
-def run_experiments(runs: list[tuple], executor: str = "serial", unit_cpus: int = 1, device: str = "cpu",
-                    progress: bool = True) -> list[dict | None]:
+def run_experiments(runs: list[tuple]) -> list[dict | None]:
     """Run several experiments as one pool of units: ``runs`` is a list of ``(name, options,
-    out_dir or None)``; every run is checked and planned before any unit runs, then all their
-    units go through one ``executor`` together and each run's results are written. Returns each
-    run's results (None for a non-lead shard). Every unit runs with ``unit_cpus`` torch threads,
-    whatever the executor."""
+    out_dir or None)`` whose options share one executor, thread count, device and ``--out``;
+    every run is checked and planned before any unit runs, then all their units go through the
+    first run's ``options.executor`` together, each with ``options.unit_cpus`` torch threads, and
+    each run's results are written. Returns each run's results (None for a non-lead shard)."""
+    first = runs[0][1]
     t = time.perf_counter()
     planned = [plan_run(name, options, out_dir) for name, options, out_dir in runs]
     units = [u for p in planned if p is not None for u in p.plan.units]
     cache_dirs = {p.cache_dir for p in planned if p is not None}
     if len(cache_dirs) > 1:
         raise TaskextrapError("runs executed together must share one --out")
-    results = run_units(units, next(iter(cache_dirs), None), executor, progress, unit_cpus, device)
+    results = run_units(units, next(iter(cache_dirs), None), first.executor, first.progress, first.unit_cpus,
+                        first.device)
     wall = time.perf_counter() - t
     shared = {"runs_sharing_wall": float(len(runs))} if len(runs) > 1 else {}
     return [None if p is None else write_run(p, results, wall, shared) for p in planned]
