@@ -88,13 +88,14 @@ def bench_length_embeddings(seed: int = 0) -> dict:
 
 SPLIT = "test"  # set by --split
 THREADS = 2  # set by --threads: the torch threads of every unit
+SEEDS = None  # set by --seeds: the first N training seeds (None: the profile's)
 
 
 def bench_experiment(name: str, profile: str, protocol: str) -> dict:
     """Run one registered experiment on ``SPLIT``; return its rows, paired comparisons, seeds,
     per-phase timing and config (which records the split and the test seed)."""
     opts = RunOptions(profile=profile, protocol=protocol, out=OUT / "runs", progress=True, split=SPLIT,
-                      unit_cpus=THREADS)
+                      unit_cpus=THREADS, seeds=SEEDS)
     res = run_experiment(name, opts)
     return {key: res[key] for key in ("rows", "comparisons", "seeds", "timing", "config")}
 
@@ -171,14 +172,16 @@ def main():
     ap.add_argument("--split", choices=["test", "dev"], default="test",
                     help="dev: the pseudo-extrapolation inside training, on which choices are made")
     ap.add_argument("--only", choices=["nn-index", "embeddings", "length-embeddings", "parameter", "projectile", "length",
-                                       "composition", "ablations", "parameter-ablations", "length-ablations",
-                                       "composition-ablations", "parity", "codeio", "executors"], default=None)
+                                       "composition", "ablations", "multistep", "parameter-ablations", "length-ablations",
+                                       "composition-ablations", "parameter-multistep", "parity", "codeio", "executors"],
+                    default=None)
+    ap.add_argument("--seeds", type=int, default=None, help="the first N training seeds of each profile (default: all)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when two runs share 2 cores)")
     ap.add_argument("--no-throughput", action="store_true",
                     help="skip the scoring-throughput benchmarks of parity and codeio (they want idle cores)")
     args = ap.parse_args()
-    global SPLIT, THREADS
-    SPLIT, THREADS = args.split, args.threads
+    global SPLIT, THREADS, SEEDS
+    SPLIT, THREADS, SEEDS = args.split, args.threads, args.seeds
     torch.set_num_threads(args.threads)
     env = environment_info()
     if args.only in (None, "nn-index"):  # nearest-neighbour backends: a minute or so
@@ -198,7 +201,8 @@ def main():
         write_json_atomic(OUT / "length-embeddings.json", {"environment": env, "wall_s": time.perf_counter() - t,
                                                           "retrieval": res})
     for name, group in (("length", "length"), ("composition", "composition"), ("parameter-ablations", "ablations"),
-                        ("length-ablations", "ablations"), ("composition-ablations", "ablations")):
+                        ("length-ablations", "ablations"), ("composition-ablations", "ablations"),
+                        ("parameter-multistep", "multistep")):
         if args.only in (None, group, name):
             for profile in args.profiles:
                 for protocol in args.protocols:

@@ -9,10 +9,12 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import Decomposition, fitted_attributes
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.estimators.length import LengthRTE
+from taskextrap.estimators.multistep import ChainedRTE
 from taskextrap.estimators.parameter import RTE
 from taskextrap.operators.train import TrainConfig
 from taskextrap.seeding import rng
 from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
+from taskextrap.tasks.builtin import MULTISTEP_FAMILIES
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
 from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionSet, PrimitiveSet
 
@@ -25,6 +27,13 @@ def _parameter():
     library = TaskSet.sample(fam, {"F1_1": 8, "F1_2": 8}, rng(0, "contract-library"))
     obs = get_protocol("paper").draw(TaskSet.sample(fam, {"F2": 4}, rng(0, "contract-targets")), 1, rng(1))
     return RTE(n_pairs=200, train=TRAIN, seed=0), library, obs
+
+
+def _multistep():
+    fam = MULTISTEP_FAMILIES["quadratic"]
+    library = TaskSet.sample(fam, {"F1_1": 8, "F1_2": 8}, rng(0, "contract-library"))
+    obs = get_protocol("paper").draw(TaskSet.sample(fam, {"F4": 4}, rng(0, "contract-targets")), 1, rng(1))
+    return ChainedRTE(n_pairs=200, train=TRAIN, seed=0, steps=3), library, obs
 
 
 def _length():
@@ -42,7 +51,7 @@ def _composition():
     return model, prims, model.protocol.draw(targets, 1, np.random.default_rng(4))
 
 
-CASES = {"parameter": _parameter, "length": _length, "composition": _composition}
+CASES = {"parameter": _parameter, "parameter-multistep": _multistep, "length": _length, "composition": _composition}
 
 
 @pytest.fixture(scope="module", params=list(CASES))

@@ -22,6 +22,10 @@ TEX = Path(__file__).resolve().parents[2].parent / "shared" / "paper" / "rte-pap
 FAMILIES = {"Quadratic": "quadratic", "Cubic": "cubic", "Sin Trend": "sin_trend", "Tri Trend": "tri_trend",
             "Exp": "exp"}
 PARAM_COLUMNS = ("t2v-inductive", "inductive-oracle", "rte", "transductive-oracle")
+# App. B.1.1's table: family rows of two methods, columns F4 (3-step) and F5 (4-step), no interval.
+MULTISTEP_FAMILIES = {"Quadratic": "quadratic", "Cubic": "cubic", "Exp": "exp", "Tri-Trend": "tri_trend",
+                      "Sin-Trend": "sin_trend"}
+MULTISTEP_METHODS = {"Inductive Baseline": "sparse-inductive", "RTE": "rte-ghost"}
 TABLES = [
     ("tab:length_results", "length", "degree9", "pm",
      {"Naive Baseline": "sparse-inductive", "RTE": "rte", "Oracle": "oracle"}),
@@ -67,6 +71,7 @@ def _rows(tex: str, label: str) -> dict[str, list[str]]:
 
 def _plain(cell: str) -> str:
     """A row name without LaTeX markup: ``\\textbf{RTE}`` -> ``RTE``, ``$F1_1$`` -> ``F1_1``."""
+    cell = re.sub(r"\\multirow\{[^{}]*\}\{[^{}]*\}\{([^{}]*)\}", r"\1", cell)
     s = re.sub(r"\\(textbf|textit|mathbf|text)\{([^{}]*)\}", r"\2", cell)
     return " ".join(s.replace("$", "").replace("~", " ").split())
 
@@ -97,11 +102,30 @@ def _printed(tex: str) -> dict[tuple[str, str, str], tuple[float, float | None]]
     for name, family in FAMILIES.items():
         for method, cell in zip(PARAM_COLUMNS, rows[name], strict=True):
             out[("parameter", family, method)] = _value_ci([cell], "pm")
+    out.update(_multistep(tex))
     for label, experiment, group, layout, methods in TABLES:
         rows = _rows(tex, label)
         assert set(rows) == set(methods), (label, sorted(rows))  # no row of the table is left unmapped
         for name, method in methods.items():
             out[(experiment, group, method)] = _value_ci(rows[name], layout)
+    return out
+
+
+def _multistep(tex: str) -> dict:
+    """tab:multi_step_results: a family cell (\\multirow) heads two method rows of F4, F5 values."""
+    start = tex.index("\\label{tab:multi_step_results}")
+    body = tex[tex.index("\\midrule", start):tex.index("\\end{tabular}", start)]
+    out, family, seen = {}, None, set()
+    for line in re.split(r"\\\\", body):
+        cells = [c.strip() for c in line.replace("\\midrule", "").replace("\\bottomrule", "").split("&")]
+        if len(cells) != 4:
+            continue
+        family = MULTISTEP_FAMILIES[_plain(cells[0])] if _plain(cells[0]) else family
+        method = MULTISTEP_METHODS[_plain(cells[1])]
+        seen.add((family, method))
+        for region, cell in zip(("F4", "F5"), cells[2:]):
+            out[("parameter-multistep", f"{family}/{region}", method)] = (_number(cell), None)
+    assert len(seen) == len(MULTISTEP_FAMILIES) * len(MULTISTEP_METHODS), sorted(seen)
     return out
 
 
@@ -129,5 +153,7 @@ def test_every_paper_value_is_the_number_the_paper_prints(tex):
 def test_every_source_names_the_table_it_was_read_from(tex):
     labels = {(e, g): label for label, e, g, _, _ in TABLES} | {("parameter", g): "tab:param_results"
                                                               for g in FAMILIES.values()}
+    labels |= {("parameter-multistep", f"{g}/{r}"): "tab:multi_step_results"
+               for g in MULTISTEP_FAMILIES.values() for r in ("F4", "F5")}
     for (experiment, group, method), (_v, _ci, source) in PAPER_VALUES.items():
         assert labels[(experiment, group)] in source, (experiment, group, method, source)

@@ -95,7 +95,7 @@ def write_run(run: PlannedRun, results: dict, wall_s: float, timing_extra: dict 
     t = time.perf_counter()
     rows, config, seeds, timing = run.plan.assemble({u.name: results[(u.name, u.key)] for u in run.plan.units})
     options = run.options
-    comparisons = compare_rows(rows)
+    comparisons = compare_rows(rows, run.plan.reference)
     if options.split == "dev":  # the paper's numbers belong to its own (test) tasks only
         rows = [r.replace(paper_value=None, paper_ci95=None) for r in rows]
     results = {

@@ -197,10 +197,12 @@ class Unit:
 @dataclass
 class Plan:
     """An experiment run as data: every unit it needs, and ``assemble(results)`` that turns their
-    results (unit name -> :class:`UnitResult`) into ``(rows, config, seeds, timing)``."""
+    results (unit name -> :class:`UnitResult`) into ``(rows, config, seeds, timing)``. The run's
+    paired comparisons set ``reference`` (a method name) against every other method of a group."""
 
     units: list[Unit]
     assemble: Callable[[dict[str, UnitResult]], tuple]
+    reference: str = "rte"
 
 
 def bind(units: list[Unit], experiment: str, options) -> list[Unit]:

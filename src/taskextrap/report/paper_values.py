@@ -25,6 +25,7 @@ _T5 = "Table 5 (tab:codeio_results), §4.2"
 _K1 = "App. K.1, table tab:param_ablation"
 _K2 = "App. K.2, table tab:length_ablations"
 _K3 = "App. K.3, table tab:comp_ablation"
+_B1 = "App. B.1.1, table tab:multi_step_results"
 
 PAPER_VALUES: dict[tuple[str, str, str], tuple[float, float | None, str]] = {
     # ---- Table 1: parameter extrapolation, MSE on F2 (+- 95% CI) -------------------------
@@ -86,6 +87,30 @@ PAPER_VALUES: dict[tuple[str, str, str], tuple[float, float | None, str]] = {
     ("composition-ablations", "unseen-pairs", "no-verification"): (0.6773, 0.0990, _K3),
     ("composition-ablations", "unseen-pairs", "random-constituents"): (1.1109, 0.1122, _K3),
     ("composition-ablations", "unseen-pairs", "oracle"): (0.4968, 0.0690, _K3),
+    # ---- App. B.1.1: multi-step parameter extrapolation, MSE on F4 (3 steps) and F5 (4 steps)
+    # "Inductive Baseline" -> sparse-inductive (the authors' "Sparse Baseline", reference §3);
+    # "RTE" -> rte-ghost (ghost context, the paper's fixed schedule). Single draws: one target
+    # and one set of 16 points per cell, no interval. The paper has no F3 column.
+    ("parameter-multistep", "quadratic/F4", "sparse-inductive"): (4.52e5, None, _B1),
+    ("parameter-multistep", "quadratic/F4", "rte-ghost"): (1.63e5, None, _B1),
+    ("parameter-multistep", "quadratic/F5", "sparse-inductive"): (1.09e6, None, _B1),
+    ("parameter-multistep", "quadratic/F5", "rte-ghost"): (4.94e5, None, _B1),
+    ("parameter-multistep", "cubic/F4", "sparse-inductive"): (25.72, None, _B1),
+    ("parameter-multistep", "cubic/F4", "rte-ghost"): (4.83, None, _B1),
+    ("parameter-multistep", "cubic/F5", "sparse-inductive"): (108.63, None, _B1),
+    ("parameter-multistep", "cubic/F5", "rte-ghost"): (32.26, None, _B1),
+    ("parameter-multistep", "exp/F4", "sparse-inductive"): (85.48, None, _B1),
+    ("parameter-multistep", "exp/F4", "rte-ghost"): (35.45, None, _B1),
+    ("parameter-multistep", "exp/F5", "sparse-inductive"): (463.8, None, _B1),
+    ("parameter-multistep", "exp/F5", "rte-ghost"): (391.17, None, _B1),
+    ("parameter-multistep", "tri_trend/F4", "sparse-inductive"): (9.69, None, _B1),
+    ("parameter-multistep", "tri_trend/F4", "rte-ghost"): (2.05, None, _B1),
+    ("parameter-multistep", "tri_trend/F5", "sparse-inductive"): (29.22, None, _B1),
+    ("parameter-multistep", "tri_trend/F5", "rte-ghost"): (7.33, None, _B1),
+    ("parameter-multistep", "sin_trend/F4", "sparse-inductive"): (10.28, None, _B1),
+    ("parameter-multistep", "sin_trend/F4", "rte-ghost"): (5.75, None, _B1),
+    ("parameter-multistep", "sin_trend/F5", "sparse-inductive"): (21.35, None, _B1),
+    ("parameter-multistep", "sin_trend/F5", "rte-ghost"): (14.91, None, _B1),
     # ---- Table 4 / §4.1: sparse parity |S| = 6, accuracy (printed as %, stored as fraction)
     # "Baseline" (standard fine-tuning on examples) -> few-shot; "Oracle (Known Parent)" ->
     # oracle. The paper prints no confidence intervals. The authors' code searched every size-5

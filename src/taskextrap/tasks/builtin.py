@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from taskextrap.tasks.family import ParametricFamily
@@ -71,3 +73,20 @@ PROJECTILE = ParametricFamily(
     description="x tan(theta) - g x^2 / (2 v^2 cos^2 theta), g = 9.81 (theta in degrees)")
 
 PARAMETER_FAMILIES = {f.name: f for f in (QUADRATIC, CUBIC, EXP, SIN_TREND, TRI_TREND)}
+
+# App. B.1.1: regions beyond F2, each one F2-width further out (quadratic a: F3 = [3.5, 4.5],
+# F4 = [4.5, 5.5], F5 = [5.5, 6.5]); they exist only in the multi-step families below, so the
+# Table-1 families (and the cache keys of their runs) are unchanged.
+FAR_REGIONS = ("F3", "F4", "F5")
+
+
+def with_far_regions(family: ParametricFamily, names: tuple[str, ...] = FAR_REGIONS) -> ParametricFamily:
+    """``family`` with regions ``names`` appended beyond F2, each as wide as F2 (held out: no
+    fit ever sees them)."""
+    lo, hi = family.regions["F2"]
+    width = hi - lo
+    far = {name: (round(hi + i * width, 12), round(hi + (i + 1) * width, 12)) for i, name in enumerate(names)}
+    return dataclasses.replace(family, regions={**family.regions, **far})
+
+
+MULTISTEP_FAMILIES = {name: with_far_regions(f) for name, f in PARAMETER_FAMILIES.items()}

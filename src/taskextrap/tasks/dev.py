@@ -9,6 +9,9 @@ the real held-out tasks are looked at only for final numbers:
   two training regions as in the real split;
 - length: the top training level becomes the held-out level (levels <= 7 -> level 8);
 - composition: one cross-family training pair is held out; the other training pairs train.
+- parameter-multistep: the training span is cut into equal slices, the training regions' count
+  for the library and one each for ``dev-F2`` .. ``dev-F5`` (the same geometry as F1 -> F2 ..
+  F5, at a third of the width for the built-in families).
 
 Nothing of the real held-out region, level or pair appears in a dev family, ladder or split.
 """
@@ -48,6 +51,24 @@ def dev_family(family: ParametricFamily) -> ParametricFamily:
             mid = (lo + hi) / 2
             train = {f"{name}_a": (lo, mid), f"{name}_b": (mid, hi)}
     return dataclasses.replace(family, regions={**train, DEV_REGION: held}, train_regions=tuple(train))
+
+
+def dev_multistep_family(family: ParametricFamily, far: tuple[str, ...] = ("F2", "F3", "F4", "F5")) -> ParametricFamily:
+    """The multi-step dev split: the family's training span cut into ``m + len(far)`` equal
+    slices (``m`` training regions). The first ``m`` slices are the dev library's training
+    regions (``dev-F1_1``, ...), the others are held out as ``dev-F2``, ``dev-F3``, ... in order,
+    so each dev target region lies as many slice-widths beyond the dev library as the real one
+    lies region-widths beyond F1. Every dev task is a training-span task; no real held-out
+    region appears."""
+    lo = min(family.regions[r][0] for r in family.train_regions)
+    hi = max(family.regions[r][1] for r in family.train_regions)
+    if not hi > lo:
+        raise TaskextrapError(f"family {family.name!r}: a dev split needs training regions of non-zero width")
+    names = [f"dev-{r}" for r in sorted(family.train_regions, key=lambda r: family.regions[r])]
+    names += [f"dev-{r}" for r in far]
+    width = (hi - lo) / len(names)
+    regions = {name: (lo + i * width, lo + (i + 1) * width) for i, name in enumerate(names)}
+    return dataclasses.replace(family, regions=regions, train_regions=tuple(names[: len(family.train_regions)]))
 
 
 def dev_ladder(ladder: Ladder) -> Ladder:

@@ -1,0 +1,286 @@
+"""Multi-step parameter extrapolation (paper App. B.1.1, table tab:multi_step_results).
+
+The library, Gamma and Psi are those of ``parameter`` (F1 tasks only, the same profile sizes and
+seeds); the targets lie further out, in F3, F4 and F5 (one, two and three region-widths beyond
+F2). RTE reaches them by chaining its one-step operator (:mod:`taskextrap.estimators.multistep`):
+
+- ``rte-ghost``: the paper's method, ghost context and the paper's fixed schedule (2 steps to
+  F3, 3 to F4, 4 to F5), the shift split linearly;
+- ``rte-chained``: the chain settings chosen on the dev split (:data:`CHAINED`);
+- ``rte``: the plain one-step estimator of Table 1 applied directly;
+
+beside the transductive oracle chained with the true shift (the paper's schedule), the
+inductive baselines, and the context-only sanity baselines. Under ``--split dev`` the library is
+the dev family's (:func:`taskextrap.tasks.dev.dev_multistep_family`) and every candidate chain
+variant (:data:`DEV_VARIANTS`) is scored too; test runs score only the methods above.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+
+import numpy as np
+
+from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
+from taskextrap.baselines.inductive import INDUCTIVE_KINDS, InductiveBaseline
+from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.multistep import ChainedRTE, ChainedTransductiveOracle, with_steps
+from taskextrap.experiments.parameter import DEFAULT_EMBEDDING, PARAMETER_PROFILES, make_library, per_target_mse
+from taskextrap.experiments.profiles import ParameterProfile, get_profile
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
+from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, seed_units
+from taskextrap.provenance import callable_hash
+from taskextrap.report.schema import make_row
+from taskextrap.seeding import rng
+from taskextrap.tasks.builtin import FAR_REGIONS, MULTISTEP_FAMILIES
+from taskextrap.tasks.dev import dev_multistep_family
+from taskextrap.tasks.family import ParametricFamily
+from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
+from taskextrap.tasks.registry import check_family, resolve
+from taskextrap.tasks.taskset import TaskSet
+
+EXPERIMENT = "parameter-multistep"
+PAPER_STEPS = {"F3": 2, "F4": 3, "F5": 4}  # the paper's schedule: F4 in 3 steps, F5 in 4 (F3: its code's 2)
+
+# Candidate chain settings scored on the dev split: (steps, "auto" quantile, "auto" measure,
+# shift split), see estimators.multistep. "paper" is the paper's schedule by region.
+DEV_VARIANTS = {
+    "chain-paper-linear": ("paper", None, None, "linear"),  # = rte-ghost
+    "chain-paper-reembed": ("paper", None, None, "re-embed"),
+    "chain-fixed1-linear": (1, None, None, "linear"),  # = rte, the one-step estimator
+    "chain-fixed2-linear": (2, None, None, "linear"),
+    "chain-fixed3-linear": (3, None, None, "linear"),
+    "chain-shift05-linear": ("auto", 0.05, "shift", "linear"),
+    "chain-shift25-linear": ("auto", 0.25, "shift", "linear"),
+    "chain-context50-linear": ("auto", 0.5, "context", "linear"),
+    "chain-context90-linear": ("auto", 0.9, "context", "linear"),
+    "chain-context99-linear": ("auto", 0.99, "context", "linear"),
+}
+# rte-chained: the variant chosen on the dev split for each protocol (docs/results.md, "Multi-step
+# parameter extrapolation: the dev choice"; benchmarks/results/parameter-multistep-*-dev.json); a
+# protocol of the user's takes the paper protocol's.
+CHAINED = {"paper": "chain-context90-linear", "strict": "chain-context90-linear"}
+
+
+def chained_variant(protocol) -> str:
+    """The dev-chosen variant behind ``rte-chained`` under ``protocol``."""
+    return CHAINED.get(protocol.name, CHAINED["paper"])
+
+METHODS = ("rte-chained", "rte-ghost", "rte", "transductive-oracle", "sparse-inductive", "t2v-inductive",
+           "inductive-oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
+REFERENCE = "rte-chained"  # the paired comparisons of a run are against it
+
+
+def get_multistep_family(spec: "str | ParametricFamily") -> ParametricFamily:
+    """A built-in family with F3-F5 (``tasks.builtin.MULTISTEP_FAMILIES``) by name, or a user's
+    family (``module:attr`` or the object) that defines training regions F1_1, F1_2 and the
+    held-out regions F2, F3, F4, F5."""
+    family = resolve(spec, ParametricFamily, MULTISTEP_FAMILIES, "family")
+    if MULTISTEP_FAMILIES.get(family.name) is family:
+        return family
+    need = ("F2",) + FAR_REGIONS
+    if set(family.train_regions) != {"F1_1", "F1_2"} or any(r not in family.regions for r in need):
+        label = f"family {spec!r}" if isinstance(spec, str) else f"family {family.name!r}"
+        raise TaskextrapError(f"{label}: parameter-multistep needs regions F1_1, F1_2 (train) and F2, F3, F4, F5 "
+                              "(see taskextrap.tasks.builtin.with_far_regions)")
+    check_family(family)
+    return family
+
+
+def families_for(option: str | None, split: str = "test") -> list[ParametricFamily]:
+    """The five built-in families (or the one named), dev-split under ``split="dev"``."""
+    families = list(MULTISTEP_FAMILIES.values()) if option is None else [get_multistep_family(option)]
+    return [dev_multistep_family(f) for f in families] if split == "dev" else families
+
+
+def is_dev(family: ParametricFamily) -> bool:
+    return "dev-F3" in family.regions
+
+
+def target_regions(family: ParametricFamily) -> tuple[str, ...]:
+    """The regions scored: F3, F4, F5 (dev-F3 .. dev-F5 for a dev family)."""
+    return tuple(f"dev-{r}" for r in FAR_REGIONS) if is_dev(family) else FAR_REGIONS
+
+
+def paper_steps(region: str) -> int:
+    """The paper's step count for ``region`` (a dev region takes its real counterpart's)."""
+    return PAPER_STEPS[region.removeprefix("dev-")]
+
+
+def make_targets(family: ParametricFamily, region: str, protocol, n_targets: int, n_draws: int,
+                 test_seed: int) -> tuple[TaskSet, Observations]:
+    """Targets of ``region`` and their draws from the test stream (no training seed touches it)."""
+    targets = TaskSet.sample(family, {region: n_targets}, rng(test_seed, family.name, region, "targets"))
+    obs = protocol.draw(targets, n_draws, rng(test_seed, family.name, region, protocol.name, "draws"),
+                        noise_scale(family))
+    return targets, obs
+
+
+def variant(model: ChainedRTE, steps, quantile: float | None, measure: str | None, split: str) -> ChainedRTE:
+    """A copy of the fitted ``model`` with other chain settings (the fit is shared); ``steps``
+    "paper" leaves the count to the decomposition (:func:`with_steps`)."""
+    out = copy.copy(model)
+    out.steps = 1 if steps == "paper" else steps
+    out.step_quantile = model.step_quantile if quantile is None else quantile
+    out.step_measure = model.step_measure if measure is None else measure
+    out.shift_split = split
+    return out
+
+
+def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int):
+    """Fit the chained RTE, the chained transductive oracle and the inductive baselines."""
+    library = make_library(family, profile.n_library, seed)
+    common = dict(protocol=protocol, n_pairs=profile.n_pairs, train=profile.train, seed=seed, anchors=anchors)
+    t = time.perf_counter()
+    rte = ChainedRTE(embedding=embedding, **common).fit(library)
+    timing = {"rte_fit_s": time.perf_counter() - t, "embedding_s": rte.timing_["embedding_s"]}
+    t = time.perf_counter()
+    models = {"rte": rte, "transductive-oracle": ChainedTransductiveOracle(**common).fit(library)}
+    for kind in INDUCTIVE_KINDS:
+        models[kind] = InductiveBaseline(kind, rte).fit()
+    timing["baselines_fit_s"] = time.perf_counter() - t
+    return library, models, timing
+
+
+def predict_region(models: dict, library: TaskSet, obs: Observations, region: str,
+                   methods: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Predictions (n_draws_total, q) of ``methods`` on draws ``obs`` of targets in ``region``."""
+    rte: ChainedRTE = models["rte"]
+    cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
+    d = rte.decompose(cx, cy)
+    paper = with_steps(d, paper_steps(region))
+    settings = {**DEV_VARIANTS, "rte-chained": DEV_VARIANTS[chained_variant(rte.protocol)],
+                "rte-ghost": DEV_VARIANTS["chain-paper-linear"]}
+    out = {}
+    for m in methods:
+        if m == "rte":
+            out[m] = rte.predict(cx, cy, qx, with_steps(d, 1))
+        elif m in settings:
+            steps = settings[m][0]
+            out[m] = variant(rte, *settings[m]).predict(cx, cy, qx, paper if steps == "paper" else d)
+        elif m == "transductive-oracle":
+            oracle = models[m]
+            out[m] = oracle.predict(cx, cy, qx, with_steps(oracle.decompose_truth(cx, cy, obs.params), paper_steps(region)))
+        elif m in INDUCTIVE_KINDS:
+            out[m] = models[m].predict(cx, cy, qx, theta=obs.params)
+        elif m == "ctx-interp":
+            out[m] = ctx_interp(cx, cy, qx)
+        elif m == "ctx-polyfit":
+            out[m] = ctx_polyfit(cx, cy, qx)
+        elif m == "library-best-fit":
+            out[m] = library_best_fit(cx, cy, qx, lambda i, x: library.values(x, i), len(library))[0]
+        else:
+            raise TaskextrapError(f"unknown method {m!r}")
+    return out
+
+
+def methods_for(family: ParametricFamily) -> tuple[str, ...]:
+    """What a unit scores: :data:`METHODS`, plus every dev variant on a dev family."""
+    return METHODS + tuple(DEV_VARIANTS) if is_dev(family) else METHODS
+
+
+def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
+             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED) -> UnitResult:
+    """Fit once on ``family``'s library with training seed ``seed``; score every method on the
+    targets of each far region. Errors are keyed ``"<region>|<method>"``."""
+    t0 = time.perf_counter()
+    library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors)
+    methods = methods_for(family)
+    errors, examples = {}, []
+    t = time.perf_counter()
+    for region in target_regions(family):
+        targets, obs = make_targets(family, region, protocol, profile.n_targets, profile.n_draws, test_seed)
+        preds = predict_region(models, library, obs, region, methods)
+        errors.update({f"{region}|{m}": per_target_mse(preds[m], obs, profile.n_targets) for m in methods})
+        examples.append((region, obs.subset([0])))
+    timing["evaluation_s"] = time.perf_counter() - t
+    steps = {m: variant(models["rte"], *DEV_VARIANTS[m]).step_size()
+             for m in DEV_VARIANTS if DEV_VARIANTS[m][0] == "auto"}
+    if plot_dir is not None:
+        t = time.perf_counter()
+        _plot(plot_dir, family, protocol, models, library, examples)
+        timing["plots_s"] = time.perf_counter() - t
+    timing["total_s"] = time.perf_counter() - t0
+    return UnitResult(errors, timing, {"auto_step_size": steps})
+
+
+def _plot(plot_dir, family, protocol, models, library, examples):
+    from taskextrap.report.plots import plot_predictions
+
+    grid = family.grid(200)
+    truth, preds, cx, cy, titles = [], {}, [], [], []
+    for region, ex in examples:
+        g = grid[None]
+        truth.append(family(ex.params, g)[0])
+        for m, p in predict_region(models, library, Observations(ex.task, ex.params, ex.ctx_x, ex.ctx_y, g,
+                                                                  family(ex.params, g)),
+                                   region, ("rte-chained", "rte-ghost", "rte", "sparse-inductive")).items():
+            preds.setdefault(m, []).append(p[0])
+        cx.append(ex.ctx_x[0])
+        cy.append(ex.ctx_y[0])
+        titles.append(f"{region}: {family.shift}={ex.params[0, 0]:.3g}")
+    plot_predictions(plot_dir / f"{family.name}-{protocol.name}-multistep.png", grid, np.array(truth),
+                     {m: np.array(v) for m, v in preds.items()}, cx, cy, titles=titles)
+
+
+def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed) -> dict:
+    """Everything that determines a unit's numbers (its cache fingerprint)."""
+    return dict(experiment=EXPERIMENT, family=family.name, fn=getattr(family.fn, "__qualname__", ""),
+                fn_code=callable_hash(family.fn), domain=family.domain, shift=family.shift, fixed=dict(family.fixed),
+                regions=dict(family.regions), train_regions=family.train_regions, protocol=protocol,
+                profile=profile.to_dict(), seed=seed, embedding=embedding, anchors=anchors, test_seed=test_seed,
+                methods=methods_for(family), chained=DEV_VARIANTS[chained_variant(protocol)], paper_steps=PAPER_STEPS)
+
+
+def family_units(family, protocol, profile, embedding: str, anchors: int, plot_dir: Path | None,
+                 test_seed: int) -> list[Unit]:
+    """One unit per training seed of ``family`` (the first seed draws the plot)."""
+    tag = f"{family.name}-{protocol.name}" + ("-dev" if is_dev(family) else "")
+    return seed_units(
+        profile.seeds, name=lambda s: f"{EXPERIMENT}-{tag}-seed{s}",
+        config=lambda s: unit_config(family, protocol, profile, s, embedding, anchors, test_seed),
+        compute=lambda s, plots: run_unit(family, protocol, profile, s, embedding, anchors, plots, test_seed),
+        plot_dir=plot_dir, plot_file=f"{family.name}-{protocol.name}-multistep.png")
+
+
+def _paper_checked(row, family: ParametricFamily):
+    """No paper value beside a family that is not the built-in one of that name."""
+    if MULTISTEP_FAMILIES.get(family.name) is not family:
+        row.update(paper_value=None, paper_ci95=None)
+    return row
+
+
+@register(EXPERIMENT, "App. B.1.1: multi-step parameter extrapolation to F3, F4, F5 (chained RTE, ghost context)",
+          PARAMETER_PROFILES, options=("protocol", "family", "embedding", "anchors", "test_seed"),
+          regime="parameter", dev=True, family=get_multistep_family)
+def run_multistep(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None) -> Plan:
+    """Every family's units, and the rows "<family>/<region>" x method built from them."""
+    families = families_for(options.family, options.split)
+    embedding = options.embedding or DEFAULT_EMBEDDING
+    profile = get_profile(PARAMETER_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
+    protocol = get_protocol(options.protocol)
+    units = {f.name: family_units(f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests)
+             for f in families}
+
+    def assemble(results):
+        rows, timing, step_sizes = [], {}, {}
+        for f in families:
+            errors, t = gather(results, units[f.name])
+            for k, v in t.items():
+                timing[k] = timing.get(k, 0.0) + v
+            step_sizes[f.name] = [results[u.name].extras.get("auto_step_size") for u in units[f.name]]
+            for region in target_regions(f):
+                rows += [_paper_checked(make_row(EXPERIMENT, f"{f.name}/{region}", m, "mse",
+                                                 np.stack(errors[f"{region}|{m}"], axis=1)), f)
+                         for m in methods_for(f)]
+        config = {"families": [f.name for f in families], "protocol": {**vars(protocol)},
+                  "profile": profile.to_dict(), "embedding": embedding, "anchors": options.anchors,
+                  "test_seed": options.seed_of_tests, "regions": {f.name: dict(f.regions) for f in families},
+                  "paper_steps": PAPER_STEPS,
+                  "chained": {"variant": chained_variant(protocol), "settings": DEV_VARIANTS[chained_variant(protocol)]},
+                  "dev_variants": DEV_VARIANTS, "auto_step_size": step_sizes}
+        return rows, config, list(profile.seeds), timing
+
+    return Plan([u for f in families for u in units[f.name]], assemble, reference=REFERENCE)

@@ -1,0 +1,96 @@
+"""The parameter-multistep experiment (App. B.1.1) at the 'tiny' profile."""
+
+import json
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments import multistep as M
+from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.runner import run_experiment
+from taskextrap.report.schema import validate_results
+from taskextrap.tasks.builtin import MULTISTEP_FAMILIES, PARAMETER_FAMILIES, with_far_regions
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("multistep")
+    opts = RunOptions(profile="tiny", family="cubic", out=out, plots=True, progress=False)
+    return out, run_experiment(M.EXPERIMENT, opts)
+
+
+def _rows(results):
+    return {(r["group"], r["method"]): r for r in results["rows"]}
+
+
+def test_every_method_is_scored_on_f3_f4_f5_with_the_papers_values_beside(tiny_run):
+    out, results = tiny_run
+    validate_results(json.loads((out / "parameter-multistep-paper-tiny" / "results.json").read_text()))
+    rows = _rows(results)
+    assert set(rows) == {(f"cubic/{r}", m) for r in ("F3", "F4", "F5") for m in M.METHODS}
+    assert rows[("cubic/F4", "rte-ghost")]["paper_value"] == pytest.approx(4.83)
+    assert rows[("cubic/F5", "sparse-inductive")]["paper_value"] == pytest.approx(108.63)
+    assert rows[("cubic/F3", "rte-ghost")]["paper_value"] is None  # the paper has no F3 column
+    assert rows[("cubic/F4", "rte")]["paper_value"] is None
+    assert all(r["n"] == 6 and r["value"] >= 0 for r in results["rows"])
+    assert {c["a"] for c in results["comparisons"]} == {"rte-chained"}
+    assert (out / "parameter-multistep-paper-tiny" / "plots" / "cubic-paper-multistep.png").exists()
+    assert results["config"]["paper_steps"] == {"F3": 2, "F4": 3, "F5": 4}
+
+
+def test_methods_differ_where_they_should(tiny_run):
+    rows = _rows(tiny_run[1])
+    for region in ("F4", "F5"):  # more than one step: the chain is not the one-step estimator
+        assert rows[(f"cubic/{region}", "rte-ghost")]["value"] != rows[(f"cubic/{region}", "rte")]["value"]
+    assert rows[("cubic/F5", "sparse-inductive")]["value"] != rows[("cubic/F5", "inductive-oracle")]["value"]
+
+
+def test_dev_split_scores_every_variant_inside_the_training_span(tmp_path, monkeypatch):
+    seen = []
+    real = M.make_targets
+    monkeypatch.setattr(M, "make_targets", lambda fam, region, *a: seen.append((fam, region)) or real(fam, region, *a))
+    opts = RunOptions(profile="tiny", family="quadratic", split="dev", out=tmp_path, plots=False, progress=False)
+    results = run_experiment(M.EXPERIMENT, opts)
+    rows = _rows(results)
+    assert {g for g, _ in rows} == {"quadratic/dev-F3", "quadratic/dev-F4", "quadratic/dev-F5"}
+    assert set(M.DEV_VARIANTS) <= {m for _, m in rows}
+    assert all(r["paper_value"] is None for r in results["rows"])
+    # the variant the paper's schedule names is rte-ghost itself
+    for g in ("quadratic/dev-F4", "quadratic/dev-F5"):
+        assert rows[(g, "chain-paper-linear")]["value"] == rows[(g, "rte-ghost")]["value"]
+        assert rows[(g, "rte-chained")]["value"] == rows[(g, M.CHAINED["paper"])]["value"]
+        assert rows[(g, "chain-fixed1-linear")]["value"] == rows[(g, "rte")]["value"]
+    lo, hi = PARAMETER_FAMILIES["quadratic"].regions["F1_1"][0], PARAMETER_FAMILIES["quadratic"].regions["F1_2"][1]
+    for fam, region in seen:
+        assert all(lo <= a and b <= hi for a, b in fam.regions.values())  # dev tasks are training-span tasks
+        assert region.startswith("dev-F")
+
+
+def test_a_users_family_needs_the_far_regions(monkeypatch):
+    mod = types.ModuleType("ms_user_families")
+    mod.ok = with_far_regions(PARAMETER_FAMILIES["sin_trend"].__class__(
+        name="mytrend", fn=PARAMETER_FAMILIES["sin_trend"].fn, domain=(0.0, 20.0), shift="s",
+        fixed={"A": (0.5, 1.0)}, regions={"F1_1": (0.1, 0.2), "F1_2": (0.2, 0.3), "F2": (0.3, 0.4)}))
+    mod.short = PARAMETER_FAMILIES["sin_trend"]
+    monkeypatch.setitem(sys.modules, "ms_user_families", mod)
+    fam = M.get_multistep_family("ms_user_families:ok")
+    assert fam.regions["F5"] == pytest.approx((0.6, 0.7))
+    with pytest.raises(TaskextrapError, match="needs regions F1_1, F1_2 \\(train\\) and F2, F3, F4, F5") as e:
+        M.get_multistep_family("ms_user_families:short")
+    assert "\n" not in str(e.value)
+    assert M.get_multistep_family("exp") is MULTISTEP_FAMILIES["exp"]
+
+
+def test_targets_do_not_depend_on_the_training_seed():
+    fam = MULTISTEP_FAMILIES["exp"]
+    from taskextrap.tasks.observe import get_protocol
+
+    a = M.make_targets(fam, "F4", get_protocol("paper"), 5, 2, 123)
+    b = M.make_targets(fam, "F4", get_protocol("paper"), 5, 2, 123)
+    np.testing.assert_array_equal(a[1].ctx_y, b[1].ctx_y)
+    assert np.all((a[0].params[:, 0] >= 0.25) & (a[0].params[:, 0] <= 0.3))
+    c = M.make_targets(fam, "F5", get_protocol("paper"), 5, 2, 123)
+    assert not np.allclose(a[1].ctx_x, c[1].ctx_x)
