@@ -28,6 +28,8 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
+
 from taskextrap.report.tables import format_number as fmt
 from taskextrap.report.tables import format_value_ci, wide_table
 
@@ -223,6 +225,68 @@ def render_headline(entries: list[str]) -> str:
     return "\n".join(lines)
 
 
+CONTEXT_ONLY = ("ctx-interp", "ctx-polyfit", "library-best-fit")
+
+
+def render_multistep(data: dict) -> str:
+    """A ``parameter-multistep`` file. Test split: per family and region, the chained RTEs, the
+    one-step RTE, the oracle, ``sparse-inductive`` and the best context-only baseline, then
+    RTE's error relative to ``sparse-inductive`` beside the paper's ratio (single draws) and the
+    verdict of the paired comparison. Dev split: every candidate's score (``choose_variant``)."""
+    from taskextrap.experiments.multistep import DEV_VARIANTS, variant_scores
+
+    rows = {(r["group"], r["method"]): r for r in data["rows"]}
+    groups = list(dict.fromkeys(r["group"] for r in data["rows"]))
+    config = data.get("config") or {}
+    if config.get("split") == "dev":
+        scores = variant_scores(data["rows"])
+        best = min(scores, key=lambda v: (scores[v], list(DEV_VARIANTS).index(v)))
+        regions = list(dict.fromkeys(g.split("/")[1] for g in groups))
+        lines = ["| variant | steps | quantile | measure | shift split | " + " | ".join(regions)
+                 + " | all (score) |", "| --- | --- | ---: | --- | --- | " + " | ".join("---:" for _ in regions) + " | ---: |"]
+        for v, (steps, q, measure, split) in DEV_VARIANTS.items():
+            per = [np.exp(np.mean([np.log(rows[(g, v)]["value"] / rows[(g, "rte")]["value"])
+                                   for g in groups if g.endswith("/" + reg)])) for reg in regions]
+            name = f"**`{v}`** (chosen)" if v == best else f"`{v}`"
+            lines.append(f"| {name} | {steps} | {'' if q is None else q} | {measure or ''} | {split} | "
+                         + " | ".join(f"{x:.3f}" for x in per) + f" | {np.exp(scores[v]):.3f} ({scores[v]:+.3f}) |")
+        lines += ["", "_geometric mean over families of MSE(variant) / MSE(one-step `rte`) per dev region, and over "
+                      "every family and region (its log is the score; lower is better). "
+                      f"Training seeds {data.get('seeds')}, test seed {config.get('test_seed')}._"]
+        wall = data.get("timing", {}).get("wall_s")
+        return "\n".join(lines + ([f"", f"_wall {wall / 60:.1f} min on 2 CPU cores._"] if wall else []))
+    verdicts = {(c["group"], c["a"], c["b"]): c for c in data.get("comparisons") or []}
+    head = ["family / region", "`rte-chained`", "`rte-ghost` (paper's RTE)", "`rte` (one step)", "`transductive-oracle`",
+            "`sparse-inductive` (paper's)", "best context-only", "rte-chained / sparse", "rte-ghost / sparse (paper)",
+            "rte-chained vs sparse"]
+    lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * 8 + " --- |"]
+
+    def cell(g, m):
+        r = rows[(g, m)]
+        paper = r.get("paper_value")
+        return _cell(r) + (f" (paper {fmt(paper)})" if paper is not None else "")
+
+    for g in groups:
+        sparse = rows[(g, "sparse-inductive")]
+        ctx = min(CONTEXT_ONLY, key=lambda m: rows[(g, m)]["value"])
+        ghost_paper, sparse_paper = rows[(g, "rte-ghost")].get("paper_value"), sparse.get("paper_value")
+        paper_ratio = f" ({ghost_paper / sparse_paper:.2f})" if ghost_paper and sparse_paper else ""
+        c = verdicts.get((g, "rte-chained", "sparse-inductive"))
+        verdict = "-" if c is None else ("not clear" if not c["clear"] else f"`{c['winner']}` better")
+        lines.append(f"| {g} | {cell(g, 'rte-chained')} | {cell(g, 'rte-ghost')} | {_cell(rows[(g, 'rte')])} | "
+                     f"{_cell(rows[(g, 'transductive-oracle')])} | {cell(g, 'sparse-inductive')} | "
+                     f"`{ctx}` {_cell(rows[(g, ctx)])} | {rows[(g, 'rte-chained')]['value'] / sparse['value']:.2f} | "
+                     f"{rows[(g, 'rte-ghost')]['value'] / sparse['value']:.2f}{paper_ratio} | {verdict} |")
+    chained = (config.get("chained") or {}).get("variant")
+    lines += ["", f"_value ± ci95 over targets (seed-averaged); sd: across seeds. `rte-chained` is `{chained}` "
+                  f"(chosen on the dev split). The paper's values are single draws (one target, one set of points) "
+                  f"without interval. Training seeds {data.get('seeds')}, test seed {config.get('test_seed')}._"]
+    wall = data.get("timing", {}).get("wall_s")
+    if wall:
+        lines += ["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"]
+    return "\n".join(lines)
+
+
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
@@ -239,6 +303,8 @@ def render_spec(spec: str) -> str:
         return render_executors(data)
     if "auto_rule" in data and not opts:
         return render_nn_index(data)
+    if "paper_steps" in (data.get("config") or {}) and not opts:
+        return render_multistep(data)
     kw = dict(o.split("=", 1) for o in opts)
     unknown = set(kw) - {"metric", "groups"}
     if unknown:

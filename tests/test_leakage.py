@@ -94,6 +94,22 @@ def test_parameter_dev_split_never_fits_on_its_held_out_region():
     audit.check(seen, {"F1_1"}, labels=FAM.region_of)  # judged by the real split: F1_1 only, no F1_2, no F2
 
 
+@pytest.mark.parametrize("split", ["test", "dev"])
+def test_multistep_experiment_fits_on_its_library_regions_only(split):
+    """parameter-multistep fits RTE, the chained oracle and the inductive baselines on F1 only
+    (on the dev split: on the two dev library slices, so F1_2's upper part, F2 and beyond never)."""
+    from taskextrap.experiments import multistep as M
+    from taskextrap.tasks.builtin import MULTISTEP_FAMILIES
+
+    real = MULTISTEP_FAMILIES["cubic"]
+    fam = M.families_for("cubic", split)[0]
+    with audit.spy() as seen:
+        M.run_unit(fam, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2)
+    audit.check(seen, fam.training_labels(), labels=fam.region_of, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE)
+    if split == "dev":  # judged by the real split too: every fitted task is an F1 task
+        audit.check(seen, {"F1_1"}, labels=real.region_of)
+
+
 def test_fit_refuses_a_library_with_held_out_tasks(make_rte):
     lib = TaskSet.sample(FAM, {"F1_1": 5, "F1_2": 5, "F2": 1}, np.random.default_rng(0))
     with audit.spy() as seen, pytest.raises(TaskextrapError, match="held-out") as e:

@@ -73,6 +73,22 @@ METHODS = ("rte-chained", "rte-ghost", "rte", "transductive-oracle", "sparse-ind
 REFERENCE = "rte-chained"  # the paired comparisons of a run are against it
 
 
+def variant_scores(rows) -> dict[str, float]:
+    """The dev choice's score of every candidate in :data:`DEV_VARIANTS` from a dev run's rows:
+    the mean over (family, region) groups of log(MSE of the variant / MSE of the one-step
+    ``rte``), i.e. the log of the geometric-mean ratio to one step (scale-free, so a quadratic's
+    1e3 and a trend's 1e-2 count alike). Lower is better; 0 is one step's score."""
+    by = {(r["group"], r["method"]): r["value"] for r in rows}
+    groups = sorted({g for g, _ in by})
+    return {v: float(np.mean([np.log(by[(g, v)] / by[(g, "rte")]) for g in groups])) for v in DEV_VARIANTS}
+
+
+def choose_variant(rows) -> str:
+    """The candidate with the lowest :func:`variant_scores` (the first listed on a tie)."""
+    scores = variant_scores(rows)
+    return min(scores, key=lambda v: (scores[v], list(DEV_VARIANTS).index(v)))
+
+
 def get_multistep_family(spec: "str | ParametricFamily") -> ParametricFamily:
     """A built-in family with F3-F5 (``tasks.builtin.MULTISTEP_FAMILIES``) by name, or a user's
     family (``module:attr`` or the object) that defines training regions F1_1, F1_2 and the
