@@ -94,3 +94,25 @@ def test_targets_do_not_depend_on_the_training_seed():
     assert np.all((a[0].params[:, 0] >= 0.25) & (a[0].params[:, 0] <= 0.3))
     c = M.make_targets(fam, "F5", get_protocol("paper"), 5, 2, 123)
     assert not np.allclose(a[1].ctx_x, c[1].ctx_x)
+
+
+@pytest.mark.parametrize("protocol", ["paper", "strict"])
+def test_rte_chained_is_the_variant_the_committed_dev_run_chose(protocol):
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / f"parameter-multistep-{protocol}-paper-dev.json"
+    dev = json.loads(path.read_text())
+    assert dev["config"]["split"] == "dev" and set(dev["config"]["dev_variants"]) == set(M.DEV_VARIANTS)
+    assert M.CHAINED[protocol] == M.choose_variant(dev["rows"])
+
+
+def test_the_choice_is_the_lowest_geometric_mean_ratio_to_one_step():
+    rows = [{"group": g, "method": m, "value": v} for g, vals in
+            {"a/dev-F3": {"rte": 1.0, **{v: 1.0 for v in M.DEV_VARIANTS}},
+             "b/dev-F3": {"rte": 100.0, **{v: 100.0 for v in M.DEV_VARIANTS}}}.items() for m, v in vals.items()]
+    assert M.choose_variant(rows) == next(iter(M.DEV_VARIANTS))  # all tied: the first listed
+    for r in rows:
+        if r["method"] == "chain-fixed3-linear":
+            r["value"] *= 0.5 if r["group"] == "a/dev-F3" else 1.5  # halves a small error, +50% on a large one
+    assert M.variant_scores(rows)["chain-fixed3-linear"] == pytest.approx(np.log(0.75) / 2)
+    assert M.choose_variant(rows) == "chain-fixed3-linear"  # scale-free: the ratios count, not the raw MSE
