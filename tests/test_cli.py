@@ -142,7 +142,7 @@ def test_reproduce_all_runs_every_experiment(tmp_path):
     res = taskextrap("reproduce", "all", "--profile", "tiny", "--out", tmp_path, "--quiet", "--no-plots", timeout=600)
     assert res.returncode == 0, res.stderr
     runs = sorted(p.parent.name for p in tmp_path.glob("*/results.json"))
-    assert runs == sorted(f"{n}-paper-tiny" for n in ("parameter", "parameter-ablations", "projectile", "length",
+    assert runs == sorted(f"{n}-paper-tiny" for n in ("parameter", "parameter-ablations", "parameter-multistep", "projectile", "length",
                                                         "length-ablations", "composition", "composition-ablations",
                                                         "parity", "codeio"))
     for run in runs:

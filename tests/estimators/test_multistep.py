@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.estimators.multistep import MAX_STEPS, ChainedRTE, ChainedTransductiveOracle, with_steps
+from taskextrap.baselines.oracles import ChainedTransductiveOracle
+from taskextrap.estimators.multistep import MAX_STEPS, ChainedRTE, with_steps
 from taskextrap.seeding import rng
 from taskextrap.tasks import TaskSet, get_protocol
 from taskextrap.tasks.builtin import MULTISTEP_FAMILIES, PARAMETER_FAMILIES, with_far_regions

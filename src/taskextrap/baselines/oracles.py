@@ -9,6 +9,7 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import Decomposition
+from taskextrap.estimators.multistep import ChainedRTE
 from taskextrap.estimators.parameter import RTE
 from taskextrap.tasks.observe import Observations
 from taskextrap.tasks.taskset import TaskSet
@@ -43,3 +44,15 @@ class TransductiveOracle(RTE):
         fam = self.library_.family
         theta = as_rows("theta", theta, len(ctx_x), len(fam.param_names), f"the true {fam.param_names} of each target")
         return self._nearest(fam.scaled_params(theta), k)
+
+
+class ChainedTransductiveOracle(TransductiveOracle, ChainedRTE):
+    """The transductive oracle chained like :class:`ChainedRTE`: anchors by true theta, the
+    true shift split linearly over the steps (its proxy is theta itself, so ``re-embed`` has no
+    meaning here)."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.shift_split != "linear":
+            raise TaskextrapError("the chained transductive oracle splits the true shift linearly: "
+                                  "use shift_split='linear'")

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import Decomposition, check_decomposition
 from taskextrap.estimators.parameter import RTE
@@ -181,15 +180,3 @@ def _set(a: np.ndarray, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
     out = a.copy()
     out[rows] = values
     return out
-
-
-class ChainedTransductiveOracle(TransductiveOracle, ChainedRTE):
-    """The transductive oracle chained like :class:`ChainedRTE`: anchors by true theta, the
-    true shift split linearly over the steps (its proxy is theta itself, so ``re-embed`` has no
-    meaning here)."""
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.shift_split != "linear":
-            raise TaskextrapError("the chained transductive oracle splits the true shift linearly: "
-                                  "use shift_split='linear'")

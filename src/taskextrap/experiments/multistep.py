@@ -26,7 +26,8 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.inductive import INDUCTIVE_KINDS, InductiveBaseline
 from taskextrap.errors import TaskextrapError
-from taskextrap.estimators.multistep import ChainedRTE, ChainedTransductiveOracle, with_steps
+from taskextrap.baselines.oracles import ChainedTransductiveOracle
+from taskextrap.estimators.multistep import ChainedRTE, with_steps
 from taskextrap.experiments.parameter import DEFAULT_EMBEDDING, PARAMETER_PROFILES, make_library, per_target_mse
 from taskextrap.experiments.profiles import ParameterProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
