@@ -17,8 +17,8 @@ variant of one setting at a time (the others at their defaults) on the same targ
   the default search on the same draws: ``identity`` (the identity primitive and padded shallower
   compositions) and ``psi_context`` (Psi_chain's steps also read the context).
 
-``--set`` fixes settings before the sweep and ``--sweep`` replaces the variants (a follow-up
-around a first result). Writes ``benchmarks/results/dev-choices-<profile>[-<tag>].json`` with the mean dev MSE of every variant,
+``--set`` fixes settings before the sweep (the depth-3 fit-time ones before the fit; ``true`` and
+``false`` are booleans) and ``--sweep`` replaces the variants (a follow-up around a first result). Writes ``benchmarks/results/dev-choices-<profile>[-<tag>].json`` with the mean dev MSE of every variant,
 its paired difference to the current default (``report.compare`` when present, else a t interval
 over targets) and which variant is best. A default is changed only where the dev numbers say so.
 """
@@ -92,6 +92,8 @@ def _sweep(rte, variants: dict, score) -> dict:
 def _parse(items: list[str] | None, many: bool) -> dict:
     """``name=value`` (or ``name=v1,v2``) strings as a dict of numbers (``none`` -> None)."""
     def num(v):
+        if v.lower() in ("true", "false"):
+            return v.lower() == "true"
         return None if v.lower() == "none" else (int(v) if v.lstrip("-").isdigit() else float(v))
     out = {}
     for item in items or []:
@@ -154,9 +156,10 @@ def depth3_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws:
     search = {k: v for k, v in variants.items() if k not in DEPTH3_FIT_VARIANTS}
     refits = {k: v for k, v in variants.items() if k in DEPTH3_FIT_VARIANTS}
     rte = D3.make_rte(protocol, profile, seed, DEFAULT_EMBEDDING, split)
-    for name in refits:
+    for name in set(refits) | (set(fixed) & set(DEPTH3_FIT_VARIANTS)):
         if not hasattr(rte, name):
             raise SystemExit(f"error: {type(rte).__name__} has no setting {name!r}")
+    rte = dataclasses.replace(rte, **{k: v for k, v in fixed.items() if k in DEPTH3_FIT_VARIANTS})  # before the fit
     out = {"held_out_recipes": [recipe_name(r) for r in split.test],
            **_fit_and_sweep(rte, prims, obs, n_targets, fixed, search)}
 
