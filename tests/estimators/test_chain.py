@@ -100,5 +100,6 @@ def test_oracle_and_bad_inputs(fitted, targets, prims):
         with pytest.raises(TaskextrapError, match=match) as e:
             call()
         assert "\n" not in str(e.value)
+    assert (Composition3RTE().psi_context, Composition3RTE(protocol="strict").psi_context) == (False, True)  # dev
     with pytest.raises(TaskextrapError, match="not fitted"):
         Composition3RTE().decompose(obs.ctx_x, obs.ctx_y)

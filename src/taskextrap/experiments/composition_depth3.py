@@ -167,7 +167,8 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
                   "protocol": {**vars(protocol)}, "profile": profile.to_dict(), "embedding": embedding,
                   "library_seed": LIBRARY_SEED, "test_seed": test_seed,
                   "search": {k: getattr(make_rte(protocol, profile, 0, embedding, split), k)
-                             for k in ("k", "keep", "refine_rounds", "n_average", "temperature", "identity", "pad_share")},
+                             for k in ("k", "keep", "refine_rounds", "n_average", "temperature", "identity", "pad_share",
+                                       "psi_context")},
                   "rte_over_sparse_inductive": {"per_seed": per_seed, "mean": float(np.mean(per_seed))}}
         return out, config, list(profile.seeds), timing
 
