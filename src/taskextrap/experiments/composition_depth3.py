@@ -34,6 +34,7 @@ METHODS = ("rte", "sparse-inductive", "oracle", "verified-composition", "no-veri
            "ctx-interp", "ctx-polyfit", "library-best-fit")
 GROUP = "unseen-recipes"
 BREAKDOWN = ("rte", "sparse-inductive", "verified-composition")  # per held-out recipe
+SLOTS = ("outer", "middle", "inner")  # r_3, r_2, r_1 of h = r_3 o r_2 o r_1
 # The default test stream of this experiment. A smoke run during development (quick profile,
 # before any choice was made on the dev split) showed the draws of FRESH_TEST_SEED, so the final
 # tables take fresh ones (DESIGN.md, "Splits": looked-at test draws move to fresh seeds).
@@ -107,6 +108,8 @@ def predict_all(rte: Composition3RTE, inductive, primitives: PrimitiveSet, targe
     retrieval = {"chain_top1": (d.anchors[:, 0] == truth).all(axis=1).astype(float),
                  "chain_top1_unrefined": (plain.anchors[:, 0] == truth).all(axis=1).astype(float),
                  "chain_in_candidates": (cands == truth[:, :, None]).any(axis=2).all(axis=1).astype(float)}
+    for j, slot in enumerate(SLOTS):  # where retrieval loses the chain: each slot's recall
+        retrieval[f"{slot}_in_candidates"] = (cands[:, j] == truth[:, j:j + 1]).any(axis=1).astype(float)
     return preds, retrieval
 
 
@@ -160,7 +163,8 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
             for m in BREAKDOWN if (recipe_id == j).any() else ():  # (a tiny run may miss a recipe)
                 out.append(make_row(EXPERIMENT, recipe_name(recipe), m, "mse", np.stack(errors[m], axis=1)[recipe_id == j]))
         out += retrieval_rows(EXPERIMENT, errors, "chain-retrieved", (
-            ("rte", "chain_top1"), ("no-refinement", "chain_top1_unrefined"), ("top-k-candidates", "chain_in_candidates")))
+            ("rte", "chain_top1"), ("no-refinement", "chain_top1_unrefined"), ("top-k-candidates", "chain_in_candidates"),
+            *((f"top-k-{slot}", f"{slot}_in_candidates") for slot in SLOTS)))
         per_seed = [float(np.mean(a) / np.mean(b)) for a, b in zip(errors["rte"], errors["sparse-inductive"])]
         config = {"recipes": {"train": [recipe_name(r) for r in split.train], "test": [recipe_name(r) for r in split.test],
                               "held_out_relations": [f"{f} o {g}" for f, g in split.held_out]},
