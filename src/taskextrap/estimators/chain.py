@@ -18,7 +18,6 @@ and the context, averaged over the chains that explain the context about equally
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -298,11 +297,6 @@ class Composition3RTE(DecomposingRTE):
         chains = np.asarray(anchors, dtype=int).reshape(len(ctx_x), self.depth)
         cx, cy = sort_context(ctx_x, ctx_y)
         return self.psi_.predict(qry_x, chains, cx, cy)
-
-    @property
-    def n_chains(self) -> int:
-        """Chains verified per target: k^depth."""
-        return int(math.prod([self.k] * self.depth))
 
 
 def _chains(chains: np.ndarray, loss: np.ndarray, extras: dict) -> Decomposition:
