@@ -41,7 +41,8 @@ def test_dev_unit_fits_on_dev_training_recipes_only_and_scores_the_dev_recipes()
                            embedding="gradient", split=dev, test_seed=5)
     for m in D3.METHODS:
         assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
-    audit.check(seen, dev.training_labels(), required={"scaler", "probe", "pca", "sparse-inductive", "psi", "decomposer"})
+    audit.check(seen, dev.training_labels(),
+                required={"scaler", "probe", "pca", "sparse-inductive", "psi", "decomposer"})
     labels = {str(lab) for rec in seen for lab in rec.labels}
     real_test = {recipe_name(r) for r in PAPER_RECIPE_SPLIT.test}
     assert not labels & (real_test | dev.test_labels())

@@ -16,7 +16,8 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.estimators.chain import Composition3RTE
-from taskextrap.experiments.discrete import LIBRARY_SEED, Settings, fit_and_score, mse_rows, plot_examples, retrieval_rows
+from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, fit_and_score, mse_rows, plot_examples,
+                                             retrieval_rows)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
@@ -34,6 +35,7 @@ METHODS = ("rte", "sparse-inductive", "oracle", "verified-composition", "no-veri
            "ctx-interp", "ctx-polyfit", "library-best-fit")
 GROUP = "unseen-recipes"
 BREAKDOWN = ("rte", "sparse-inductive", "verified-composition")  # per held-out recipe
+SEARCH_SETTINGS = ("k", "keep", "refine_rounds", "n_average", "temperature", "identity", "pad_share", "psi_context")
 SLOTS = ("outer", "middle", "inner")  # r_3, r_2, r_1 of h = r_3 o r_2 o r_1
 # The default test stream of this experiment. A smoke run during development (quick profile,
 # before any choice was made on the dev split) showed the draws of FRESH_TEST_SEED, so the final
@@ -66,7 +68,8 @@ def make_library(n_per_family: int) -> PrimitiveSet:
                                grid=DEPTH3_GRID)
 
 
-def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: int, split: RecipeSplit = PAPER_RECIPE_SPLIT,
+def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: int,
+                 split: RecipeSplit = PAPER_RECIPE_SPLIT,
                  test_seed: int = FRESH_TEST_SEED) -> tuple[ChainSet, Observations]:
     """Held-out-recipe chains of library primitives and their draws, from the test stream
     ``test_seed`` (keyed by the held-out recipes, so a dev split draws its own)."""
@@ -130,7 +133,8 @@ def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str, plot
 def _plot(plot_dir, protocol, rte, primitives, targets, obs):
     def curves(sub, grid):
         d = rte.decompose(sub.ctx_x, sub.ctx_y)
-        return {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d), "verified composition": rte.compose(grid, d.anchors[:, 0]),
+        return {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
+                "verified composition": rte.compose(grid, d.anchors[:, 0]),
                 "ctx-interp": ctx_interp(sub.ctx_x, sub.ctx_y, grid)}
 
     plot_examples(plot_dir, f"{EXPERIMENT}-{protocol.name}", np.linspace(*primitives.domain, 200), targets, obs,
@@ -155,24 +159,27 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
         compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed),
         plot_dir=plot_dir, plot_file=f"{EXPERIMENT}-{protocol.name}-predictions.png")
 
+    chosen = make_rte(protocol, profile, 0, embedding, split)  # the settings every unit's estimator has
+
     def assemble(results):
         errors, timing = gather(results, units)
         out = mse_rows(EXPERIMENT, errors, GROUP, METHODS)
         recipe_id = errors["recipe_id"][0]
         for j, recipe in enumerate(split.test):
             for m in BREAKDOWN if (recipe_id == j).any() else ():  # (a tiny run may miss a recipe)
-                out.append(make_row(EXPERIMENT, recipe_name(recipe), m, "mse", np.stack(errors[m], axis=1)[recipe_id == j]))
+                out.append(make_row(EXPERIMENT, recipe_name(recipe), m, "mse",
+                                    np.stack(errors[m], axis=1)[recipe_id == j]))
         out += retrieval_rows(EXPERIMENT, errors, "chain-retrieved", (
-            ("rte", "chain_top1"), ("no-refinement", "chain_top1_unrefined"), ("top-k-candidates", "chain_in_candidates"),
+            ("rte", "chain_top1"), ("no-refinement", "chain_top1_unrefined"),
+            ("top-k-candidates", "chain_in_candidates"),
             *((f"top-k-{slot}", f"{slot}_in_candidates") for slot in SLOTS)))
         per_seed = [float(np.mean(a) / np.mean(b)) for a, b in zip(errors["rte"], errors["sparse-inductive"])]
-        config = {"recipes": {"train": [recipe_name(r) for r in split.train], "test": [recipe_name(r) for r in split.test],
+        config = {"recipes": {"train": [recipe_name(r) for r in split.train],
+                              "test": [recipe_name(r) for r in split.test],
                               "held_out_relations": [f"{f} o {g}" for f, g in split.held_out]},
                   "protocol": {**vars(protocol)}, "profile": profile.to_dict(), "embedding": embedding,
                   "library_seed": LIBRARY_SEED, "test_seed": test_seed,
-                  "search": {k: getattr(make_rte(protocol, profile, 0, embedding, split), k)
-                             for k in ("k", "keep", "refine_rounds", "n_average", "temperature", "identity", "pad_share",
-                                       "psi_context")},
+                  "search": {k: getattr(chosen, k) for k in SEARCH_SETTINGS},
                   "rte_over_sparse_inductive": {"per_seed": per_seed, "mean": float(np.mean(per_seed))}}
         return out, config, list(profile.seeds), timing
 

@@ -6,8 +6,9 @@ fixed grid of values to the next state. It is applied from the innermost primiti
 starting from the query input itself, so a depth-d chain is d applications of the same network,
 which never knows which slot it is filling. Like Psi_comp, it is never handed the composed
 values: it reads each primitive only through its curve on the value grid and has to learn to
-apply it. With ``context=True`` every step also reads the sorted context (the depth-2 Psi_comp
-does); the default, without, was chosen on the dev split (docs/design.md). Training unrolls the d steps and scores every intermediate state against the
+apply it. With ``context=True`` every step also reads the sorted context, as the depth-2
+Psi_comp does (the estimator's dev-chosen default: only under the noisy ``strict`` protocol;
+docs/design.md). Training unrolls the d steps and scores every intermediate state against the
 true one, so the network is trained on its own states, not teacher-forced (the authors' code
 teacher-forces its composer and then never uses it, to avoid exactly that covariate shift).
 """

@@ -136,7 +136,8 @@ class RecipeSplit:
         test = tuple(r for r in recipes if any(holds(r, rel) for rel in held))
         train = tuple(r for r in recipes if r not in test)
         if not train or not test:
-            raise TaskextrapError(f"held-out relations {held} leave no {'training' if not train else 'held-out'} recipe")
+            which = "training" if not train else "held-out"
+            raise TaskextrapError(f"held-out relations {held} leave no {which} recipe")
         for name, value in (("families", families), ("held_out", held), ("train", train), ("test", test)):
             object.__setattr__(self, name, value)
 
