@@ -6,6 +6,7 @@ benchmarks/results/. Not part of the test suite.
     python benchmarks/run.py --profiles quick      # the quick profile only
     python benchmarks/run.py --only embeddings     # just the Gamma comparison
     python benchmarks/run.py --only nn-index       # nearest-neighbour backends (a minute or so)
+    python benchmarks/run.py --only depth3-search  # the depth-3 k^3 search against its Python loop
     python benchmarks/run.py --only length --profiles quick --protocols paper
     python benchmarks/run.py --only executors      # serial against Ray on the quick parameter sweep
 
@@ -171,10 +172,10 @@ def main():
     ap.add_argument("--protocols", nargs="+", default=["paper", "strict"])
     ap.add_argument("--split", choices=["test", "dev"], default="test",
                     help="dev: the pseudo-extrapolation inside training, on which choices are made")
-    ap.add_argument("--only", choices=["nn-index", "embeddings", "length-embeddings", "parameter", "projectile", "length",
+    ap.add_argument("--only", choices=["nn-index", "depth3-search", "embeddings", "length-embeddings", "parameter", "projectile", "length",
                                        "composition", "ablations", "multistep", "parameter-ablations", "length-ablations",
-                                       "composition-ablations", "parameter-multistep", "parity", "codeio", "executors"],
-                    default=None)
+                                       "composition-ablations", "parameter-multistep", "composition-depth3", "parity", "codeio",
+                                       "executors"], default=None)
     ap.add_argument("--seeds", type=int, default=None, help="the first N training seeds of each profile (default: all)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when two runs share 2 cores)")
     ap.add_argument("--no-throughput", action="store_true",
@@ -187,6 +188,9 @@ def main():
     if args.only in (None, "nn-index"):  # nearest-neighbour backends: a minute or so
         nn_index = _sibling("nn_index")
         write_json_atomic(nn_index.OUT, nn_index.document("python benchmarks/run.py --only nn-index"))
+    if args.only in (None, "depth3-search"):  # the depth-3 search against its Python loop: a minute or so
+        depth3 = _sibling("depth3_search")
+        write_json_atomic(depth3.OUT, depth3.document("python benchmarks/run.py --only depth3-search"))
     if args.only in (None, "embeddings"):
         t = time.perf_counter()
         emb = bench_embeddings()
@@ -202,7 +206,7 @@ def main():
                                                           "retrieval": res})
     for name, group in (("length", "length"), ("composition", "composition"), ("parameter-ablations", "ablations"),
                         ("length-ablations", "ablations"), ("composition-ablations", "ablations"),
-                        ("parameter-multistep", "multistep")):
+                        ("parameter-multistep", "multistep"), ("composition-depth3", "composition-depth3")):
         if args.only in (None, group, name):
             for profile in args.profiles:
                 for protocol in args.protocols:

@@ -183,6 +183,28 @@ def render_nn_index(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_depth3_search(data: dict) -> str:
+    """``depth3-search.json``: milliseconds per target of the batched k^3 verification (1 and 2
+    torch threads) and of the Python-loop reference, and their ratio."""
+    b, loop = data["batched"], data["loop"]
+    lines = ["| search | torch threads | targets | ms per target | true chain found |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for threads, r in b.items():
+        lines.append(f"| batched (`search.chains.verify_chains`) | {threads} | {r['n_targets']} | "
+                     f"{r['ms_per_target']:.1f} | {fmt(r['found_true_chain'])} |")
+    lines.append(f"| Python loop (`chain_losses_loop`, `np.interp` per chain) | - | {loop['n_targets']} | "
+                 f"{loop['ms_per_target']:.0f} | {fmt(loop['found_true_chain'])} |")
+    load = ", ".join(f"{v:.1f}" for v in data["machine"]["loadavg_before"])
+    lines += ["", f"_k = {data['k']} candidates per slot: {data['chains_per_target']:,} chains per target, library "
+                  f"{data['library_size']:,} stored curves, {data['n_context']} context points; loop / batched "
+                  f"(1 thread) = {data['ratio']:.0f}x; the batched losses match the loop's to "
+                  f"{data['max_abs_diff']:.1e} (float32 outer slot; losses up to {data['max_loss']:.0f}); budget "
+                  f"{data['target_ms']:.0f} ms per target: {'met' if data['meets_target'] else 'NOT met'}; "
+                  f"{data['machine']['cpus']} CPU cores, load average {load} at the start; commit "
+                  f"{data['environment'].get('git') or '?'}; `{data['command']}`._"]
+    return "\n".join(lines)
+
+
 BASELINES = ("sparse-inductive", "few-shot")  # the paper's main baseline of each regime
 
 
@@ -305,6 +327,8 @@ def render_spec(spec: str) -> str:
         return render_nn_index(data)
     if "paper_steps" in (data.get("config") or {}) and not opts:
         return render_multistep(data)
+    if "chains_per_target" in data and not opts:
+        return render_depth3_search(data)
     kw = dict(o.split("=", 1) for o in opts)
     unknown = set(kw) - {"metric", "groups"}
     if unknown:

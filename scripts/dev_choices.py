@@ -3,18 +3,22 @@
     python scripts/dev_choices.py [--profile paper] [--protocols paper strict] [--targets 200]
     python scripts/dev_choices.py --regimes length --set k=20 --sweep screen_fraction=0.2,0.4,0.6,1.0 --tag joint
 
-For length (levels <= 7 -> level 8), composition (one training pair held out) and, with
-``--regimes parameter``, each parameter family (F1_1 -> F1_2, ``tasks.dev.dev_family``), per
+For length (levels <= 7 -> level 8), composition (one training pair held out), with ``--regimes
+composition-depth3`` the depth-3 compositions (poly applied to a sin output held out as well:
+``tasks.chains.dev_recipe_split``) and, with ``--regimes parameter``, each parameter family (F1_1 -> F1_2, ``tasks.dev.dev_family``), per
 protocol and seed: fit the estimator once on the dev library, draw dev targets, then score every
 variant of one setting at a time (the others at their defaults) on the same targets and draws:
 
 - parameter: ``anchors`` (nearest anchors averaged; training does not use it);
 - length: ``k`` (verified candidates), ``screen_fraction`` (library share screened),
   ``temperature`` (posterior averaging; None = the paper's arg-min);
-- composition: ``k`` (candidates per slot), ``refine_rounds``, ``temperature``, ``n_average``.
+- composition: ``k`` (candidates per slot), ``refine_rounds``, ``temperature``, ``n_average``;
+- composition-depth3: the same four, and two fit-time settings, each variant a refit scored with
+  the default search on the same draws: ``identity`` (the identity primitive and padded shallower
+  compositions) and ``psi_context`` (Psi_chain's steps also read the context).
 
-``--set`` fixes settings before the sweep and ``--sweep`` replaces the variants (a follow-up
-around a first result). Writes ``benchmarks/results/dev-choices-<profile>[-<tag>].json`` with the mean dev MSE of every variant,
+``--set`` fixes settings before the sweep (the depth-3 fit-time ones before the fit; ``true`` and
+``false`` are booleans) and ``--sweep`` replaces the variants (a follow-up around a first result). Writes ``benchmarks/results/dev-choices-<profile>[-<tag>].json`` with the mean dev MSE of every variant,
 its paired difference to the current default (``report.compare`` when present, else a t interval
 over targets) and which variant is best. A default is changed only where the dev numbers say so.
 """
@@ -31,6 +35,7 @@ import numpy as np
 import torch
 
 from taskextrap.experiments import composition as C
+from taskextrap.experiments import composition_depth3 as D3
 from taskextrap.experiments import length as L
 from taskextrap.experiments import parameter as P
 from taskextrap.experiments.discrete import DEFAULT_EMBEDDING
@@ -40,6 +45,7 @@ from taskextrap.experiments.units import per_target
 from taskextrap.files import write_json_atomic
 from taskextrap.report.schema import environment_info
 from taskextrap.tasks import PARAMETER_FAMILIES
+from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, dev_recipe_split, recipe_name
 from taskextrap.tasks.dev import dev_family, dev_ladder, dev_pair_split
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
 from taskextrap.tasks.observe import get_protocol
@@ -52,6 +58,9 @@ LENGTH_VARIANTS = {"k": (5, 10, 20), "screen_fraction": (0.05, 0.1, 0.2, 0.4), "
 PARAMETER_VARIANTS = {"anchors": (1, 2, 4, 8)}
 COMPOSITION_VARIANTS = {"k": (10, 25, 50), "refine_rounds": (0, 1, 2, 3), "temperature": (None, 0.5, 1.0, 2.0),
                         "n_average": (1, 5, 10, 20)}
+DEPTH3_VARIANTS = {"k": (10, 20, 40, 60), "refine_rounds": (0, 1, 2), "temperature": (None, 0.5, 1.0, 2.0),
+                   "n_average": (1, 5, 20, 64)}
+DEPTH3_FIT_VARIANTS = {"identity": (True, False), "psi_context": (False, True)}  # each variant is a refit
 
 
 def _paired(a: np.ndarray, b: np.ndarray) -> dict:
@@ -83,6 +92,8 @@ def _sweep(rte, variants: dict, score) -> dict:
 def _parse(items: list[str] | None, many: bool) -> dict:
     """``name=value`` (or ``name=v1,v2``) strings as a dict of numbers (``none`` -> None)."""
     def num(v):
+        if v.lower() in ("true", "false"):
+            return v.lower() == "true"
         return None if v.lower() == "none" else (int(v) if v.lstrip("-").isdigit() else float(v))
     out = {}
     for item in items or []:
@@ -132,6 +143,53 @@ def composition_unit(protocol_name: str, profile, seed: int, n_targets: int, n_d
             **_fit_and_sweep(rte, prims, obs, n_targets, fixed, variants or COMPOSITION_VARIANTS)}
 
 
+def depth3_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws: int, fixed: dict,
+                variants: dict) -> dict:
+    """Fit Composition3RTE on the depth-3 dev split (recipes holding poly applied to a sin output
+    held out); sweep its search settings, then refit once per fit-time variant (``identity``,
+    ``psi_context``) and score it with the default search, all on the same dev draws."""
+    protocol = get_protocol(protocol_name, "composition-depth3")
+    split = dev_recipe_split(PAPER_RECIPE_SPLIT)
+    prims = D3.make_library(profile.n_library)
+    targets, obs = D3.make_targets(prims, protocol, n_targets, n_draws, split, DEV_SEED)
+    variants = variants or {**DEPTH3_VARIANTS, **DEPTH3_FIT_VARIANTS}
+    search = {k: v for k, v in variants.items() if k not in DEPTH3_FIT_VARIANTS}
+    refits = {k: v for k, v in variants.items() if k in DEPTH3_FIT_VARIANTS}
+    rte = D3.make_rte(protocol, profile, seed, DEFAULT_EMBEDDING, split)
+    for name in set(refits) | (set(fixed) & set(DEPTH3_FIT_VARIANTS)):
+        if not hasattr(rte, name):
+            raise SystemExit(f"error: {type(rte).__name__} has no setting {name!r}")
+    rte = dataclasses.replace(rte, **{k: v for k, v in fixed.items() if k in DEPTH3_FIT_VARIANTS})  # before the fit
+    out = {"held_out_recipes": [recipe_name(r) for r in split.test],
+           **_fit_and_sweep(rte, prims, obs, n_targets, fixed, search)}
+
+    def errors(model, chains=None):
+        d = None if chains is None else model.decomposition_for(obs.ctx_x, obs.ctx_y, chains)
+        return per_target((model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d) - obs.qry_y) ** 2, n_targets)
+
+    truth = targets.chains[obs.task]
+    base = errors(rte)
+    for name, values in refits.items():
+        default = getattr(rte, name)
+        out["default"][name] = default
+        rows = []
+        for v in values:
+            model = rte if v == default else dataclasses.replace(rte, **{name: v})
+            if model is not rte:
+                t = time.perf_counter()
+                model.fit(prims)
+                for k, value in fixed.items():
+                    setattr(model, k, value)
+                print(f"  refit {name}={v}: {time.perf_counter() - t:.0f} s", flush=True)
+            e = base if model is rte else errors(model)
+            oracle = errors(model, truth)
+            rows.append({"value": v, "mse": float(e.mean()), "oracle_mse": float(oracle.mean()),
+                         "vs_default": _paired(base, e)})
+            print(f"  {name}={v}: dev mse {e.mean():.4g} (oracle {oracle.mean():.4g})", flush=True)
+        out["settings"][name] = {"variants": rows, "best": min(rows, key=lambda r: r["mse"])["value"]}
+    return out
+
+
 def parameter_unit(family_name: str, protocol_name: str, profile, seed: int, n_targets: int, n_draws: int,
                    fixed: dict, variants: dict) -> dict:
     """Fit RTE on one family's dev split (F1_1 halves -> F1_2); sweep its inference settings."""
@@ -151,7 +209,8 @@ def expand_regimes(names: list[str], units: dict) -> list[str]:
         expanded = [u for u in units if u.startswith("parameter-")] if name == "parameter" else [name]
         for unit in expanded:
             if unit not in units:
-                raise SystemExit(f"error: unknown regime {name!r}; use parameter, length or composition")
+                raise SystemExit(f"error: unknown regime {name!r}; use parameter, length, composition or "
+                                 f"composition-depth3")
         out += expanded
     return out
 
@@ -175,7 +234,8 @@ def main():
     t0 = time.perf_counter()
     out = {"command": "python scripts/dev_choices.py " + " ".join(__import__("sys").argv[1:]), "profile": args.profile, "seed": args.seed, "dev_seed": DEV_SEED, "n_targets": args.targets,
            "n_draws": args.draws, "environment": environment_info(), "units": {}}
-    units = {"length": (length_unit, L.LENGTH_PROFILES), "composition": (composition_unit, C.COMPOSITION_PROFILES)}
+    units = {"length": (length_unit, L.LENGTH_PROFILES), "composition": (composition_unit, C.COMPOSITION_PROFILES),
+             "composition-depth3": (depth3_unit, D3.DEPTH3_PROFILES)}
     units |= {f"parameter-{name}": (partial(parameter_unit, name), PARAMETER_PROFILES) for name in PARAMETER_FAMILIES}
     regimes = expand_regimes(args.regimes, units)
     for regime in regimes:

@@ -48,3 +48,21 @@ def test_discrete_units_build_their_estimator_with_the_default_embedding(monkeyp
     profiles = (mod.L.LENGTH_PROFILES if regime == "length" else mod.C.COMPOSITION_PROFILES)
     getattr(mod, f"{regime}_unit")("paper", profiles["tiny"], 0, 2, 1, {}, {})
     assert seen and seen[0].embedding == DEFAULT_EMBEDDING
+
+
+def test_depth3_unit_sweeps_search_settings_and_refits_for_fit_time_ones(monkeypatch, load_script):
+    from taskextrap.experiments.composition_depth3 import DEPTH3_PROFILES
+    from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, dev_recipe_split, recipe_name
+
+    mod = load_script("scripts/dev_choices.py")
+    monkeypatch.setattr(mod, "DEFAULT_EMBEDDING", "gradient")  # the cheap Gamma: this checks the plumbing
+    fitted = []
+    real_fit = mod.D3.Composition3RTE.fit
+    monkeypatch.setattr(mod.D3.Composition3RTE, "fit", lambda self, lib: fitted.append(self.identity) or real_fit(self, lib))
+    out = mod.depth3_unit("paper", DEPTH3_PROFILES["tiny"], 0, 4, 1, {}, {"k": (2, 3), "identity": (True, False)})
+    assert fitted == [True, False]  # one refit, for the fit-time variant only
+    assert out["held_out_recipes"] == [recipe_name(r) for r in dev_recipe_split(PAPER_RECIPE_SPLIT).test]
+    assert set(out["settings"]) == {"k", "identity"} and out["default"]["identity"] is True
+    rows = out["settings"]["identity"]["variants"]
+    assert rows[0]["mse"] == pytest.approx(out["default_mse"]) and rows[0]["vs_default"]["mean"] == 0
+    assert rows[1]["mse"] != rows[0]["mse"] and all("oracle_mse" in r for r in rows)

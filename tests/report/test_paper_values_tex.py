@@ -17,8 +17,8 @@ from taskextrap.report.paper_values import PAPER_VALUES
 TEX = Path(__file__).resolve().parents[2].parent / "shared" / "paper" / "rte-paper.tex"
 
 # (table label, experiment, group): the printed row name -> method, and how cells are laid out:
-# "pm" = one "value \pm ci" cell per method column; "cols" = value and CI in two columns;
-# "pct" = a percentage without interval.
+# "pm" = one "value \pm ci" cell per method column; "cols" = value and CI in two columns ("$\pm$ ci"
+# allowed in the CI column); "pct" = a percentage without interval.
 FAMILIES = {"Quadratic": "quadratic", "Cubic": "cubic", "Sin Trend": "sin_trend", "Tri Trend": "tri_trend",
             "Exp": "exp"}
 PARAM_COLUMNS = ("t2v-inductive", "inductive-oracle", "rte", "transductive-oracle")
@@ -46,6 +46,8 @@ TABLES = [
      {"Inductive Baseline": "sparse-inductive", "Standard Transductive": "rte",
       "No Verification (Top-1)": "no-verification", "Random Constituents": "random-constituents",
       "Oracle (Ground Truth)": "oracle"}),
+    ("tab:comp_extrap_multistep", "composition-depth3", "unseen-recipes", "cols",
+     {"Inductive (Base)": "sparse-inductive", "RTE (Recursive)": "rte"}),
 ]
 
 
@@ -57,9 +59,11 @@ def tex() -> str:
 
 
 def _rows(tex: str, label: str) -> dict[str, list[str]]:
-    """The table with ``\\label{label}``: printed row name -> its other cells (LaTeX)."""
-    start = tex.index(f"\\label{{{label}}}")
-    body = tex[tex.index("\\midrule", start):tex.index("\\end{tabular}", start)]
+    """The table with ``\\label{label}`` (before or after its tabular, inside the table
+    environment): printed row name -> its other cells (LaTeX)."""
+    at = tex.index(f"\\label{{{label}}}")
+    start, end = tex.rindex("\\begin{table", 0, at), tex.index("\\end{table", at)
+    body = tex[tex.index("\\midrule", start, end):tex.index("\\end{tabular}", start, end)]
     rows = {}
     for line in re.split(r"\\\\", body):
         cells = [c.strip() for c in line.replace("\\midrule", "").replace("\\bottomrule", "").split("&")]
@@ -89,7 +93,7 @@ def _value_ci(cells: list[str], layout: str) -> tuple[float, float | None]:
     if layout == "pct":
         return _number(cells[0]), None
     if layout == "cols":
-        return _number(cells[0]), _number(cells[1])
+        return _number(cells[0]), _number(cells[1].replace("$\\pm$", ""))
     value, ci = _plain(cells[0]).split("\\pm")
     return _number(value), _number(ci)
 

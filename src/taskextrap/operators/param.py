@@ -37,6 +37,11 @@ def _rows(per_query: list[np.ndarray], per_task: list[np.ndarray]) -> np.ndarray
     return np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
 
 
+def _column(y: np.ndarray) -> np.ndarray:
+    """Targets as (rows, outputs): one output per row (rows,) becomes a column."""
+    return y[:, None] if y.ndim == 1 else y
+
+
 class _PointwiseNet:
     """Shared fit/predict plumbing: a block MLP from feature rows to one output per row."""
 
@@ -61,21 +66,22 @@ class _PointwiseNet:
 
     def _train(self, make_rows: Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]],
                val_rows: tuple[np.ndarray, np.ndarray] | None, rng: np.random.Generator, progress=None):
-        """Train on rows from ``make_rows`` (called again for a fresh pass when one is used up)."""
+        """Train on rows from ``make_rows`` (called again for a fresh pass when one is used up);
+        targets are (rows,) or (rows, outputs)."""
         state = {"x": None, "y": None, "pos": 0}
 
         def make_batch(_step):
             if state["x"] is None or state["pos"] + self.cfg.batch > len(state["x"]):
                 x, y = make_rows(rng)
                 perm = rng.permutation(len(x))
-                state.update(x=torch.from_numpy(x[perm]), y=torch.from_numpy(y[perm, None]), pos=0)
+                state.update(x=torch.from_numpy(x[perm]), y=torch.from_numpy(_column(y)[perm]), pos=0)
             sl = slice(state["pos"], state["pos"] + self.cfg.batch)
             state["pos"] += self.cfg.batch
             return state["x"][sl], state["y"][sl]
 
         val = None
         if val_rows is not None:
-            val = (torch.from_numpy(val_rows[0]), torch.from_numpy(val_rows[1][:, None]))
+            val = (torch.from_numpy(val_rows[0]), torch.from_numpy(_column(val_rows[1])))
         self.net.train()
         self.history = train_regressor(self.net, make_batch, val, self.cfg, progress)
         self.net.eval()

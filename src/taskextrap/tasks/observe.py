@@ -128,6 +128,13 @@ REGIME_PROTOCOLS = {
         "strict": ObservationProtocol("strict", n_context=12, n_query=25, context_span=(0.0, 0.5),
                                       query_span=(0.5, 1.0), noise=0.02),
     },
+    "composition-depth3": {
+        # 100 uniform points: 50 context + 50 queries (reference §8.1).
+        "paper": ObservationProtocol("paper", n_context=50, n_query=50),
+        # 25 noisy context points in the first half; 50 queries in the second half.
+        "strict": ObservationProtocol("strict", n_context=25, n_query=50, context_span=(0.0, 0.5),
+                                      query_span=(0.5, 1.0), noise=0.02),
+    },
 }
 
 

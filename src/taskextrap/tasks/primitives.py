@@ -213,6 +213,11 @@ class PrimitiveSet:
         pos = np.clip(np.searchsorted(g, x, side="right") - 1, 0, len(g) - 2)
         return pos, np.clip((x - g[pos]) / (g[pos + 1] - g[pos]), 0.0, 1.0)
 
+    def locate(self, x) -> tuple[np.ndarray, np.ndarray]:
+        """The grid cell (int64) of each ``x`` and the position (0..1) inside it, as :meth:`interp`
+        uses them (outside the grid the end cell, clipped)."""
+        return self._locate(x)
+
     def interp(self, x: np.ndarray, index: np.ndarray) -> np.ndarray:
         """Stored curves of primitives ``index`` (any shape s) linearly interpolated at ``x`` (shape s + (m,)).
 

@@ -1,0 +1,58 @@
+"""composition-depth3: schema-valid rows for every method, resume from cache, dev split, no leak."""
+
+import numpy as np
+import pytest
+
+from taskextrap import audit
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments import composition_depth3 as D3
+from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.runner import run_experiment
+from taskextrap.report.schema import validate_results
+from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, dev_recipe_split, recipe_name
+from taskextrap.tasks.observe import get_protocol
+
+
+def test_run_writes_every_method_and_resumes_from_its_cache(tmp_path, monkeypatch):
+    opts = RunOptions(profile="tiny", out=tmp_path, progress=False, embedding="gradient")
+    res = run_experiment("composition-depth3", opts)
+    validate_results(res)
+    main = {r["method"]: r for r in res["rows"] if r["group"] == D3.GROUP}
+    assert list(main) == list(D3.METHODS)
+    assert main["rte"]["paper_value"] == pytest.approx(12.5424) and main["sparse-inductive"]["paper_value"] == 16.0375
+    assert main["oracle"]["paper_value"] is None
+    assert sum(r["n"] for r in res["rows"] if r["method"] == "rte" and " o " in r["group"]) == main["rte"]["n"] == 6
+    assert [r["method"] for r in res["rows"] if r["group"] == "chain-retrieved"] == [
+        "rte", "no-refinement", "top-k-candidates", "top-k-outer", "top-k-middle", "top-k-inner"]
+    assert res["config"]["test_seed"] == D3.DEPTH3_TEST_SEED and len(res["config"]["recipes"]["test"]) == 6
+    ratio = res["config"]["rte_over_sparse_inductive"]
+    assert ratio["mean"] == pytest.approx(main["rte"]["value"] / main["sparse-inductive"]["value"])
+    assert (tmp_path / "composition-depth3-paper-tiny" / "plots" / "composition-depth3-paper-predictions.png").exists()
+    monkeypatch.setattr(D3, "run_unit", lambda *a, **k: (_ for _ in ()).throw(AssertionError("refit")))
+    again = run_experiment("composition-depth3", opts)
+    assert [(r["group"], r["method"], r["value"]) for r in again["rows"]] == \
+           [(r["group"], r["method"], r["value"]) for r in res["rows"]]
+
+
+def test_dev_unit_fits_on_dev_training_recipes_only_and_scores_the_dev_recipes():
+    dev = dev_recipe_split(PAPER_RECIPE_SPLIT)
+    with audit.spy() as seen:
+        unit = D3.run_unit(get_protocol("strict", "composition-depth3"), D3.DEPTH3_PROFILES["tiny"], seed=0,
+                           embedding="gradient", split=dev, test_seed=5)
+    for m in D3.METHODS:
+        assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
+    audit.check(seen, dev.training_labels(),
+                required={"scaler", "probe", "pca", "sparse-inductive", "psi", "decomposer"})
+    labels = {str(lab) for rec in seen for lab in rec.labels}
+    real_test = {recipe_name(r) for r in PAPER_RECIPE_SPLIT.test}
+    assert not labels & (real_test | dev.test_labels())
+    targets, _ = D3.make_targets(D3.make_library(4), get_protocol("strict", "composition-depth3"), 30, 1, dev, 5)
+    assert set(targets.region) <= dev.test_labels()
+
+
+def test_bad_options_are_one_line_errors(tmp_path):
+    for opts, match in ((dict(family="quadratic"), "--family"), (dict(protocol="lenient"), "unknown protocol"),
+                        (dict(profile="huge"), "unknown profile")):
+        with pytest.raises(TaskextrapError, match=match) as e:
+            run_experiment("composition-depth3", RunOptions(out=tmp_path, progress=False, **opts))
+        assert "\n" not in str(e.value)
