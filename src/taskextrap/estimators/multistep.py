@@ -38,9 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.estimators.base import Decomposition, check_decomposition
+from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.parameter import RTE
-from taskextrap.operators.param import sort_context
 from taskextrap.seeding import rng
 from taskextrap.validation import check_finite_result, check_real, describe
 
@@ -124,7 +123,7 @@ class ChainedRTE(RTE):
 
     def step_counts(self, decomposition: Decomposition, ctx_x, ctx_y) -> np.ndarray:
         """Steps (n, k) for each target and anchor: ``extras["steps"]`` when the decomposition
-        carries them, else the estimator's ``steps`` rule."""
+        carries them, else the estimator's ``steps`` rule on the context ``ctx_x``, ``ctx_y``."""
         if "steps" in decomposition.extras:
             return with_steps(decomposition, decomposition.extras["steps"]).extras["steps"]
         n, k = decomposition.score.shape
@@ -132,24 +131,17 @@ class ChainedRTE(RTE):
             return np.full((n, k), int(self.steps))
         if self.step_measure == "shift":
             measure = np.linalg.norm(decomposition.phi.reshape(n, k, -1), axis=2)
-        else:
-            sx, sy = sort_context(ctx_x, ctx_y)
-            measure = np.stack([self._gap(sy, self.library_.values(sx, decomposition.anchors[:, j]))
-                                for j in range(k)], axis=1)
+        else:  # the gap's mean over context points needs no particular order of them
+            anchors = self.library_.values(np.repeat(ctx_x, k, axis=0), decomposition.anchors.reshape(-1))
+            measure = self._gap(np.repeat(ctx_y, k, axis=0), anchors).reshape(n, k)
         return np.clip(np.ceil(measure / self.step_size()), 1, MAX_STEPS).astype(np.int64)
 
     def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None) -> np.ndarray:
         """Predict each target at ``x_query`` (n, q) by chaining Psi from each anchor of
         ``decomposition`` (default :meth:`decompose`) with ghost contexts; averaged over anchors."""
-        self.check_is_fitted()
-        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
-        qry_x = self._checked_query(x_query, len(ctx_x))
-        if decomposition is not None:
-            check_decomposition(decomposition, len(ctx_x), len(self.library_), (), self.z_library_.shape[1:])
-        d = self.decompose(ctx_x, ctx_y) if decomposition is None else decomposition
-        steps = self.step_counts(d, ctx_x, ctx_y)
+        d, sx, sy, qry_x = self._predict_inputs(ctx_x, ctx_y, x_query, decomposition)
+        steps = self.step_counts(d, sx, sy)
         n, k = steps.shape
-        sx, sy = sort_context(ctx_x, ctx_y)
         rows = np.repeat(np.arange(n), k)  # one chain per (target, anchor), target-major
         pred = self._chain(sx[rows], sy[rows], qry_x[rows], d.anchors.reshape(-1), d.phi.reshape(n * k, -1),
                            steps.reshape(-1))

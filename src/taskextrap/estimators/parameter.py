@@ -215,16 +215,21 @@ class RTE(Estimator):
                                   f"got {phi.shape}")
         return Decomposition.given(anchors, phi.reshape(auto.shape))
 
-    def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None) -> np.ndarray:
-        """Predict each target at ``x_query`` (n, q) from its context (n, k): Psi from each
-        anchor of ``decomposition`` (default: :meth:`decompose`), averaged over the anchors."""
+    def _predict_inputs(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None):
+        """What ``predict`` works from, validated: the decomposition (given, else
+        :meth:`decompose`), the context sorted by x and the query inputs."""
         self.check_is_fitted()
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         qry_x = self._checked_query(x_query, len(ctx_x))
         if decomposition is not None:
             check_decomposition(decomposition, len(ctx_x), len(self.library_), (), self.z_library_.shape[1:])
         d = self.decompose(ctx_x, ctx_y) if decomposition is None else decomposition
-        sx, sy = sort_context(ctx_x, ctx_y)
+        return (d, *sort_context(ctx_x, ctx_y), qry_x)
+
+    def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None) -> np.ndarray:
+        """Predict each target at ``x_query`` (n, q) from its context (n, k): Psi from each
+        anchor of ``decomposition`` (default: :meth:`decompose`), averaged over the anchors."""
+        d, sx, sy, qry_x = self._predict_inputs(ctx_x, ctx_y, x_query, decomposition)
         preds = []
         for j in range(d.k):
             a = d.anchors[:, j]

@@ -25,21 +25,21 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.inductive import INDUCTIVE_KINDS, InductiveBaseline
-from taskextrap.errors import TaskextrapError
 from taskextrap.baselines.oracles import ChainedTransductiveOracle
+from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.multistep import ChainedRTE, with_steps
-from taskextrap.experiments.parameter import DEFAULT_EMBEDDING, PARAMETER_PROFILES, make_library, per_target_mse
-from taskextrap.experiments.profiles import ParameterProfile, get_profile
+from taskextrap.experiments import parameter as P
+from taskextrap.experiments.parameter import PARAMETER_PROFILES, make_library, per_target_mse
+from taskextrap.experiments.profiles import ParameterProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, seed_units
-from taskextrap.provenance import callable_hash
 from taskextrap.report.schema import make_row
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import FAR_REGIONS, MULTISTEP_FAMILIES
 from taskextrap.tasks.dev import dev_multistep_family
 from taskextrap.tasks.family import ParametricFamily
-from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
-from taskextrap.tasks.registry import check_family, resolve
+from taskextrap.tasks.observe import Observations, noise_scale
+from taskextrap.tasks.registry import get_family
 from taskextrap.tasks.taskset import TaskSet
 
 EXPERIMENT = "parameter-multistep"
@@ -96,17 +96,8 @@ def choose_variant(rows) -> str:
 def get_multistep_family(spec: "str | ParametricFamily") -> ParametricFamily:
     """A built-in family with F3-F5 (``tasks.builtin.MULTISTEP_FAMILIES``) by name, or a user's
     family (``module:attr`` or the object) that defines training regions F1_1, F1_2 and the
-    held-out regions F2, F3, F4, F5."""
-    family = resolve(spec, ParametricFamily, MULTISTEP_FAMILIES, "family")
-    if MULTISTEP_FAMILIES.get(family.name) is family:
-        return family
-    need = ("F2",) + FAR_REGIONS
-    if set(family.train_regions) != {"F1_1", "F1_2"} or any(r not in family.regions for r in need):
-        label = f"family {spec!r}" if isinstance(spec, str) else f"family {family.name!r}"
-        raise TaskextrapError(f"{label}: parameter-multistep needs regions F1_1, F1_2 (train) and F2, F3, F4, F5 "
-                              "(see taskextrap.tasks.builtin.with_far_regions)")
-    check_family(family)
-    return family
+    held-out regions F2, F3, F4, F5 (see ``tasks.builtin.with_far_regions``)."""
+    return get_family(spec, MULTISTEP_FAMILIES, ("F2",) + FAR_REGIONS, EXPERIMENT)
 
 
 def families_for(option: str | None, split: str = "test") -> list[ParametricFamily]:
@@ -246,12 +237,11 @@ def _plot(plot_dir, family, protocol, models, library, examples):
 
 
 def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed) -> dict:
-    """Everything that determines a unit's numbers (its cache fingerprint)."""
-    return dict(experiment=EXPERIMENT, family=family.name, fn=getattr(family.fn, "__qualname__", ""),
-                fn_code=callable_hash(family.fn), domain=family.domain, shift=family.shift, fixed=dict(family.fixed),
-                regions=dict(family.regions), train_regions=family.train_regions, protocol=protocol,
-                profile=profile.to_dict(), seed=seed, embedding=embedding, anchors=anchors, test_seed=test_seed,
-                methods=methods_for(family), chained=DEV_VARIANTS[chained_variant(protocol)], paper_steps=PAPER_STEPS)
+    """Everything that determines a unit's numbers (its cache fingerprint): the parameter unit's
+    settings, with this experiment's regions, methods and chain settings."""
+    return {**P.unit_config(family, protocol, profile, seed, embedding, anchors, test_seed),
+            "experiment": EXPERIMENT, "target_region": target_regions(family), "methods": methods_for(family),
+            "chained": DEV_VARIANTS[chained_variant(protocol)], "paper_steps": PAPER_STEPS}
 
 
 def family_units(family, protocol, profile, embedding: str, anchors: int, plot_dir: Path | None,
@@ -265,22 +255,13 @@ def family_units(family, protocol, profile, embedding: str, anchors: int, plot_d
         plot_dir=plot_dir, plot_file=f"{family.name}-{protocol.name}-multistep.png")
 
 
-def _paper_checked(row, family: ParametricFamily):
-    """No paper value beside a family that is not the built-in one of that name."""
-    if MULTISTEP_FAMILIES.get(family.name) is not family:
-        row.update(paper_value=None, paper_ci95=None)
-    return row
-
-
 @register(EXPERIMENT, "App. B.1.1: multi-step parameter extrapolation to F3, F4, F5 (chained RTE, ghost context)",
           PARAMETER_PROFILES, options=("protocol", "family", "embedding", "anchors", "test_seed"),
           regime="parameter", dev=True, family=get_multistep_family)
 def run_multistep(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None) -> Plan:
     """Every family's units, and the rows "<family>/<region>" x method built from them."""
     families = families_for(options.family, options.split)
-    embedding = options.embedding or DEFAULT_EMBEDDING
-    profile = get_profile(PARAMETER_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
-    protocol = get_protocol(options.protocol)
+    embedding, profile, protocol = P.run_settings(options)
     units = {f.name: family_units(f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests)
              for f in families}
 
@@ -292,8 +273,8 @@ def run_multistep(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
                 timing[k] = timing.get(k, 0.0) + v
             step_sizes[f.name] = [results[u.name].extras.get("auto_step_size") for u in units[f.name]]
             for region in target_regions(f):
-                rows += [_paper_checked(make_row(EXPERIMENT, f"{f.name}/{region}", m, "mse",
-                                                 np.stack(errors[f"{region}|{m}"], axis=1)), f)
+                rows += [P.paper_checked(make_row(EXPERIMENT, f"{f.name}/{region}", m, "mse",
+                                                 np.stack(errors[f"{region}|{m}"], axis=1)), f, MULTISTEP_FAMILIES)
                          for m in methods_for(f)]
         config = {"families": [f.name for f in families], "protocol": {**vars(protocol)},
                   "profile": profile.to_dict(), "embedding": embedding, "anchors": options.anchors,

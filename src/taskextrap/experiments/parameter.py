@@ -215,11 +215,11 @@ def family_units(family, protocol, profile, embedding: str, anchors: int, plot_d
         plot_dir=plot_dir, plot_file=f"{family.name}-{protocol.name}-predictions.png")
 
 
-def paper_checked(row: dict, family: ParametricFamily) -> dict:
+def paper_checked(row: dict, family: ParametricFamily, builtins: dict = PARAMETER_FAMILIES) -> dict:
     """``row`` without the paper's value and interval unless ``family`` is the built-in family
     object of that name: a user's family named "quadratic" (or a dev split of the built-in one)
     is not the paper's quadratic, so the paper's numbers must not stand beside it."""
-    if PARAMETER_FAMILIES.get(family.name) is not family:
+    if builtins.get(family.name) is not family:
         row.update(paper_value=None, paper_ci95=None)
     return row
 
@@ -231,11 +231,16 @@ def families_for(option: str | None, split: str = "test") -> list[ParametricFami
     return [dev_family(f) for f in families] if split == "dev" else families
 
 
-def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFamily], options: RunOptions,
-         plot_dir: Path | None) -> Plan:
+def run_settings(options: RunOptions) -> tuple[str, ParameterProfile, object]:
+    """The embedding, profile (with the run's seeds) and protocol of a parameter-regime run."""
     embedding = options.embedding or DEFAULT_EMBEDDING
     profile = get_profile(PARAMETER_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
-    protocol = get_protocol(options.protocol)
+    return embedding, profile, get_protocol(options.protocol)
+
+
+def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFamily], options: RunOptions,
+         plot_dir: Path | None) -> Plan:
+    embedding, profile, protocol = run_settings(options)
     units = {f.name: family_units(f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests)
              for f in families}
 

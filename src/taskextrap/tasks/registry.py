@@ -77,16 +77,19 @@ def resolve(spec, kind: type, builtins: dict, what: str):
     return builtins[spec]
 
 
-def get_family(spec: "str | ParametricFamily") -> ParametricFamily:
-    """Return the family named ``spec``: a built-in name, ``module:attr``, or a family itself
-    (:func:`resolve`); a user's family must have the parameter experiment's regions and pass
+def get_family(spec: "str | ParametricFamily", builtins: dict | None = None,
+               held_out: tuple[str, ...] = ("F2",), experiment: str = "parameter") -> ParametricFamily:
+    """Return the family named ``spec``: a name among ``builtins`` (default: the Table-1 families),
+    ``module:attr``, or a family itself (:func:`resolve`); a user's family must have the training
+    regions F1_1, F1_2 and the ``held_out`` regions ``experiment`` scores, and pass
     :func:`check_family`."""
-    family = resolve(spec, ParametricFamily, PARAMETER_FAMILIES, "family")
-    if PARAMETER_FAMILIES.get(family.name) is family:
+    builtins = PARAMETER_FAMILIES if builtins is None else builtins
+    family = resolve(spec, ParametricFamily, builtins, "family")
+    if builtins.get(family.name) is family:
         return family
-    if "F2" not in family.regions or set(family.train_regions) != {"F1_1", "F1_2"}:
-        raise TaskextrapError(f"{_label(spec, family.name)}: the parameter experiment needs regions "
-                              "F1_1, F1_2 (train) and F2")
+    if set(family.train_regions) != {"F1_1", "F1_2"} or any(r not in family.regions for r in held_out):
+        raise TaskextrapError(f"{_label(spec, family.name)}: the {experiment} experiment needs regions "
+                              f"F1_1, F1_2 (train) and {', '.join(held_out)}")
     check_family(family, _label(spec, family.name))
     return family
 
