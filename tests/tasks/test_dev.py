@@ -81,3 +81,18 @@ def test_projectile_dev_split_extrapolates_to_v60(tmp_path):
     res = run_experiment("projectile", RunOptions(profile="tiny", out=tmp_path, split="dev", plots=False,
                                                   progress=False))
     assert {r["group"] for r in res["rows"]} == {"v=60,theta=45"}
+
+
+def test_multistep_dev_family_cuts_the_training_span_into_equal_slices():
+    from taskextrap.tasks.builtin import MULTISTEP_FAMILIES
+    from taskextrap.tasks.dev import dev_multistep_family
+
+    real = MULTISTEP_FAMILIES["exp"]
+    dev = dev_multistep_family(real)
+    names = ["dev-F1_1", "dev-F1_2", "dev-F2", "dev-F3", "dev-F4", "dev-F5"]
+    assert list(dev.regions) == names and dev.train_regions == ("dev-F1_1", "dev-F1_2")
+    spans = [dev.regions[n] for n in names]
+    widths = [b - a for a, b in spans]
+    assert np.allclose(widths, widths[0]) and all(spans[i][1] == spans[i + 1][0] for i in range(5))
+    assert spans[0][0] == real.regions["F1_1"][0] and np.isclose(spans[-1][1], real.regions["F1_2"][1])
+    assert not any(r in dev.regions for r in ("F2", "F3", "F4", "F5"))

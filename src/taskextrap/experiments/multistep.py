@@ -107,6 +107,7 @@ def families_for(option: str | None, split: str = "test") -> list[ParametricFami
 
 
 def is_dev(family: ParametricFamily) -> bool:
+    """Whether ``family`` is a multi-step dev split (:func:`dev_multistep_family`)."""
     return "dev-F3" in family.regions
 
 
