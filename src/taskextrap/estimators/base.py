@@ -32,12 +32,16 @@ class Decomposition:
         score: how well each candidate explains the context, (n, k); lower is better (a proxy
             distance or a context loss). NaN for a candidate that was given, not searched.
         extras: regime diagnostics (the decomposer's guess, the retrieved candidates, ...).
+        weights: the posterior over the candidates, (n, k), rows summing to 1: how much of the
+            prediction each candidate gets (``search.posterior``). None: ``predict`` decides
+            (the regime's default: an equal mean, or weights from the scores).
     """
 
     anchors: np.ndarray
     phi: np.ndarray
     score: np.ndarray
     extras: dict = field(default_factory=dict)
+    weights: np.ndarray | None = None
 
     def __post_init__(self):
         anchors, phi, score = (_numeric(name, getattr(self, name)) for name in ("anchors", "phi", "score"))
@@ -56,6 +60,14 @@ class Decomposition:
             raise TaskextrapError(f"a decomposition's extras must be a dict, got {type(self.extras).__name__}")
         for name, value in (("anchors", anchors), ("phi", phi), ("score", score)):
             object.__setattr__(self, name, value)  # frozen: arrays instead of whatever sequence was given
+        if self.weights is not None:
+            w = _numeric("weights", self.weights).astype(float)
+            if w.shape != (n, k):
+                raise TaskextrapError(f"a decomposition's weights must have shape (targets, candidates) = {(n, k)}, "
+                                      f"got {w.shape}")
+            if not np.all(np.isfinite(w)) or w.min() < 0 or not np.allclose(w.sum(axis=1), 1.0, atol=1e-6):
+                raise TaskextrapError("a decomposition's weights must be finite, non-negative and sum to 1 per target")
+            object.__setattr__(self, "weights", w)
 
     @property
     def k(self) -> int:
@@ -72,7 +84,13 @@ class Decomposition:
         cols = [cols] if isinstance(cols, (int, np.integer)) else cols
         if not isinstance(cols, slice):
             cols = as_index_array("cols", cols, self.k, "candidate indices")
-        return replace(self, anchors=self.anchors[:, cols], phi=self.phi[:, cols], score=self.score[:, cols])
+        weights = None
+        if self.weights is not None:  # the posterior restricted to the kept candidates
+            weights = self.weights[:, cols]
+            total = weights.sum(axis=1, keepdims=True)
+            weights = np.where(total > 0, weights / np.where(total > 0, total, 1.0), 1.0 / max(weights.shape[1], 1))
+        return replace(self, anchors=self.anchors[:, cols], phi=self.phi[:, cols], score=self.score[:, cols],
+                       weights=weights)
 
     @classmethod
     def given(cls, anchors: np.ndarray, phi: np.ndarray, extras: dict | None = None) -> "Decomposition":
@@ -135,9 +153,11 @@ class Estimator:
         """Each target's candidates, best first, from its context only."""
         raise NotImplementedError
 
-    def predict(self, ctx_x, ctx_y, x_query,
-                decomposition: Decomposition | None = None) -> np.ndarray:  # pragma: no cover - abstract
-        """Each target at ``x_query`` (n, q); ``decomposition`` reuses (or imposes) one."""
+    def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None,
+                return_std: bool = False):  # pragma: no cover - abstract
+        """Each target at ``x_query`` (n, q); ``decomposition`` reuses (or imposes) one. With
+        ``return_std`` also the predictive standard deviation (n, q) of the posterior over
+        decompositions (``search.posterior.mixture``): (mean, std)."""
         raise NotImplementedError
 
     def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:  # pragma: no cover - abstract

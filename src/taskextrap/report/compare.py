@@ -69,7 +69,7 @@ def _better(metric: str, diff: float, a: str, b: str) -> str:
 
 
 def compare_rows(rows: Iterable[dict], reference: str = REFERENCE_METHOD) -> list[dict[str, Any]]:
-    """Paired comparisons of a results table: in each (group, metric), ``reference`` (``rte``;
+    """Paired comparisons of a results table: in each (group, metric) but ``coverage``, ``reference`` (``rte``;
     the group's first method where it has no ``rte`` row) against every other method.
 
     Every row must carry its per-(target, seed) array (``row.errors``, set by
@@ -87,6 +87,8 @@ def compare_rows(rows: Iterable[dict], reference: str = REFERENCE_METHOD) -> lis
         by_key.setdefault((r["group"], r["metric"]), []).append(r)
     out = []
     for (group, metric), sel in by_key.items():
+        if metric == "coverage":  # calibration, not a score where higher or lower is better
+            continue
         ref = next((r for r in sel if r["method"] == reference), sel[0])
         for other in sel:
             if other is ref or other["method"] == ref["method"] or other.errors.shape != ref.errors.shape:

@@ -72,7 +72,9 @@ __all__ = [
     "environment_info",
 ]
 
-METRICS = ("mse", "accuracy")
+# ``coverage``: the share of query points inside a method's 90% predictive interval
+# (``search.posterior.covered``), per target; a calibration check, never a paired comparison.
+METRICS = ("mse", "accuracy", "coverage")
 # How a row's interval was computed (the module docstring); "bootstrap-targets" is the hand-written
 # percentile bootstrap of files written before scipy.stats.bootstrap, still accepted when read.
 CI_METHODS = ("t-targets", "bootstrap-bca-targets", "bootstrap-percentile-targets", "bootstrap-targets",
@@ -110,8 +112,8 @@ ROW_SCHEMA: dict[str, Any] = {
     },
     # rows may carry further keys (e.g. per-row notes or sub-metrics)
     "additionalProperties": True,
-    # accuracies are fractions in [0, 1]
-    "if": {"properties": {"metric": {"const": "accuracy"}}, "required": ["metric"]},
+    # accuracies and coverages are fractions in [0, 1]
+    "if": {"properties": {"metric": {"enum": ["accuracy", "coverage"]}}, "required": ["metric"]},
     "then": {"properties": {"value": {"minimum": 0, "maximum": 1}}},
 }
 
@@ -424,9 +426,9 @@ def make_row(
         raise TaskextrapError(f"make_row: cannot override {', '.join(sorted(clash))}")
     arr = _as_errors(errors)
     stats = summarize_errors(arr, metric)
-    if metric == "accuracy" and not 0.0 <= stats["value"] <= 1.0:
+    if metric in ("accuracy", "coverage") and not 0.0 <= stats["value"] <= 1.0:
         raise TaskextrapError(
-            f"accuracy for {group}/{method} is {stats['value']:.4g}; accuracies are fractions in [0, 1]"
+            f"{metric} for {group}/{method} is {stats['value']:.4g}; it must be a fraction in [0, 1]"
         )
     pv, pci = paper_value(experiment, group, method)
     row = ResultRow(
