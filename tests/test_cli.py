@@ -38,11 +38,15 @@ def _load(run_dir):
 def _check_parameter_results(results, group):
     assert results["experiment"] == "parameter" and results["profile"] == "tiny"
     assert results["protocol"] == "paper"
-    rows = [r for r in results["rows"] if r["group"] == group]
+    rows = [r for r in results["rows"] if r["group"] == group and r["metric"] == "mse"]
     assert {r["method"] for r in rows} == set(METHODS)
-    assert len(rows) == len(METHODS) == len(results["rows"])
+    assert len(rows) == len(METHODS)
     for r in rows:
-        assert r["metric"] == "mse" and r["value"] >= 0
+        assert r["value"] >= 0
+    coverage = [r for r in results["rows"] if r["metric"] == "coverage"]
+    assert {r["method"] for r in coverage} == {"rte", "strategy-a"}
+    assert all(0.0 <= r["value"] <= 1.0 for r in coverage)
+    assert len(rows) + len(coverage) == len(results["rows"])
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.parameter import METHODS, run_unit
+from taskextrap.experiments.parameter import INTERVAL_METHODS, METHODS, run_unit
 from taskextrap.experiments.parameter import PARAMETER_PROFILES
 from taskextrap.operators.param import sort_context
 from taskextrap.operators.train import TrainConfig
@@ -72,7 +72,7 @@ def test_parameter_experiment_never_fits_on_f2(protocol):
     with audit.spy() as seen:
         unit = run_unit(FAM, get_protocol(protocol), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient",
                         anchors=2)
-    assert set(unit.errors) == set(METHODS) | {"far-anchors"}
+    assert set(unit.errors) == set(METHODS) | {"far-anchors"} | {f"coverage:{m}" for m in INTERVAL_METHODS}
     _check_param(seen, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE)
     assert {(r.component, r.stage) for r in seen} >= {("psi", "val"), ("psi", "train")} | {
         (k, "val") for k in INDUCTIVE}

@@ -27,7 +27,7 @@ def test_length_group_is_degree9_for_the_built_in_ladder_only():
 
 def test_paper_checked_keeps_the_paper_values_of_built_in_families_only():
     builtin = PARAMETER_FAMILIES["quadratic"]
-    row = parameter.paper_checked(make_row("parameter", "quadratic", "rte", "mse", [1.0]), builtin)
+    row = parameter.paper_checked(make_row("parameter", "quadratic", "strategy-a", "mse", [1.0]), builtin)
     assert row["paper_value"] == pytest.approx(733.0) and row["paper_ci95"] == pytest.approx(11.9)
     lookalike = dataclasses.replace(builtin)  # equal fields, another object: not the paper's family
     row = parameter.paper_checked(make_row("parameter", "quadratic", "rte", "mse", [1.0]), lookalike)

@@ -7,7 +7,7 @@ import pytest
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.executors import run_units
-from taskextrap.experiments.parameter import METHODS, families_for, family_units
+from taskextrap.experiments.parameter import INTERVAL_METHODS, METHODS, families_for, family_units
 from taskextrap.experiments.parameter import PARAMETER_PROFILES
 from taskextrap.experiments.profiles import get_profile
 from taskextrap.experiments.registry import RunOptions, all_experiments, get_experiment
@@ -58,9 +58,12 @@ def test_unit_errors_and_checkpoint_resume(tmp_path):
     (unit,) = family_units(fam, proto, prof, "gradient", 2, None, 1)
     first = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)]
     errors = first.errors
-    assert set(errors) == set(METHODS) | {"far-anchors"}
+    coverage = {f"coverage:{m}" for m in INTERVAL_METHODS}
+    assert set(errors) == set(METHODS) | {"far-anchors"} | coverage
     for m, e in errors.items():
         assert e.shape == (prof.n_targets,) and np.all(np.isfinite(e)) and np.all(e >= 0), m
+    for m in coverage:
+        assert np.all(errors[m] <= 1.0), m
     assert "resumed" not in first.extras
     (path,) = tmp_path.glob("parameter-sin_trend-strict-seed0-*.json")
     saved = json.loads(path.read_text())
@@ -96,9 +99,10 @@ def test_parameter_ablations_reuse_the_quadratic_units(tmp_path, monkeypatch):
     monkeypatch.setattr(parameter, "run_unit", lambda *a, **k: (_ for _ in ()).throw(AssertionError("refit")))
     abl = run_experiment("parameter-ablations", RunOptions(profile="tiny", out=tmp_path, plots=False, progress=False))
     validate_results(abl)
-    assert [r["method"] for r in abl["rows"]] == list(parameter.ABLATION_METHODS)
-    by = {r["method"]: r for r in abl["rows"]}
-    assert by["rte"]["value"] == next(r["value"] for r in main["rows"] if r["method"] == "rte")
+    assert [r["method"] for r in abl["rows"] if r["metric"] == "mse"] == list(parameter.ABLATION_METHODS)
+    by = {r["method"]: r for r in abl["rows"] if r["metric"] == "mse"}
+    assert by["rte"]["value"] == next(r["value"] for r in main["rows"] if r["method"] == "rte" and r["metric"] == "mse")
+    assert by["strategy-a"]["paper_value"] == 1096.9
     assert by["far-anchors"]["paper_value"] == 2325.5
 
 

@@ -260,7 +260,7 @@ def test_schema_accepts_old_and_new_bootstrap_methods(method):
 
 
 def test_make_row_pulls_paper_value():
-    row = make_row("parameter", "quadratic", "rte", "mse", np.ones((4, 2)))
+    row = make_row("parameter", "quadratic", "strategy-a", "mse", np.ones((4, 2)))
     assert row["paper_value"] == pytest.approx(733.0)  # printed as 7.33 x 10^2
     assert row["paper_ci95"] == pytest.approx(11.9)
     assert row["value"] == 1.0 and row["ci95"] == 0.0 and row["n"] == 4 and row["seed_sd"] == 0.0
@@ -293,7 +293,7 @@ def test_paper_values_table():
         assert paper_value(*key) == (v, ci) and paper_source(*key) == src
     assert paper_value("nope", "x", "y") == (None, None) and paper_source("nope", "x", "y") is None
     assert paper_value("length", "chebyshev-level5", "rte") == (None, None)
-    assert "tab:param_results" in paper_source("parameter", "exp", "rte")
+    assert "tab:param_results" in paper_source("parameter", "exp", "strategy-a")
     for (exp, group, method), (v, ci, src) in PAPER_VALUES.items():
         assert math.isfinite(v) and (ci is None or ci >= 0) and src
     groups = {g for (e, g, _m) in PAPER_VALUES if e == "parameter"}

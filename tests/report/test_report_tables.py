@@ -20,7 +20,7 @@ from taskextrap.report.tables import (
 
 def run_results(experiment="parameter", value=12.5):
     rows = [
-        make_row(experiment, "quadratic", "rte", "mse", np.full((3, 2), value)),
+        make_row(experiment, "quadratic", "strategy-a", "mse", np.full((3, 2), value)),
         make_row(experiment, "quadratic", "ctx-polyfit", "mse", np.array([[1.0, 2.0], [3.0, 4.0]]),
                  note="context-only baseline"),
         make_row("parity", "size6-authors", "rte", "accuracy", np.array([[0.5], [0.75]])),
@@ -90,7 +90,7 @@ def test_results_markdown_has_ours_and_paper():
     assert "## paired comparisons" not in md  # none given
     assert "context-only baseline" in md
     # rows in the order given
-    assert md.index("| quadratic | rte |") < md.index("| quadratic | ctx-polyfit |")
+    assert md.index("| quadratic | strategy-a |") < md.index("| quadratic | ctx-polyfit |")
 
 
 def test_console_table_same_content_no_pipes():
@@ -114,8 +114,8 @@ def test_comparison_table_and_render_report(tmp_path):
     assert out == comparison_table([read_json(a / "results.json"), read_json(b / "results.json")])
     lines = [l for l in out.splitlines() if l.startswith("| parameter")]
     assert len(lines) == 6
-    assert "| parameter | paper | quick | quadratic | rte | mse | 5.00 ± 0 | 0 (seed-free) | 733 ± 11.9 |" in out
-    assert "| parameter-ablations | paper | quick | quadratic | rte | mse | 7.00 ± 0 | 0 (seed-free) | 1097 ± 169 |" in out
+    assert "| parameter | paper | quick | quadratic | strategy-a | mse | 5.00 ± 0 | 0 (seed-free) | 733 ± 11.9 |" in out
+    assert "| parameter-ablations | paper | quick | quadratic | strategy-a | mse | 7.00 ± 0 | 0 (seed-free) | 1097 ± 169 |" in out
     assert "| parameter | paper | quick | quadratic | ctx-polyfit | mse | 2.50 ± 12.7 | 0.707 | - |" in out
 
 

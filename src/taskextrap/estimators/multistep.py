@@ -40,6 +40,7 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.parameter import RTE
+from taskextrap.search.posterior import mixture
 from taskextrap.seeding import rng
 from taskextrap.validation import check_finite_result, check_real, describe
 
@@ -107,7 +108,7 @@ class ChainedRTE(RTE):
         super().fit(library, progress)
         # one pass of training pairs from a stream of its own, so the fit itself is RTE's exactly
         ctx_x, ctx_y, anc_ctx, _, _, shift, _ = self._pair_arrays(np.flatnonzero(self.draws_.train),
-                                                                  rng(self.seed, "step-measures"))
+                                                                  rng(self.seed, "step-measures"))[:7]
         self.step_measures_ = {"shift": np.sort(np.linalg.norm(shift, axis=1)),
                                "context": np.sort(self._gap(ctx_y, anc_ctx))}
         return self
@@ -136,16 +137,21 @@ class ChainedRTE(RTE):
             measure = self._gap(np.repeat(ctx_y, k, axis=0), anchors).reshape(n, k)
         return np.clip(np.ceil(measure / self.step_size()), 1, MAX_STEPS).astype(np.int64)
 
-    def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None) -> np.ndarray:
+    def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None, return_std: bool = False):
         """Predict each target at ``x_query`` (n, q) by chaining Psi from each anchor of
-        ``decomposition`` (default :meth:`decompose`) with ghost contexts; averaged over anchors."""
+        ``decomposition`` (default :meth:`decompose`) with ghost contexts; mixed by its
+        ``weights`` or averaged equally over anchors. ``return_std``: as :meth:`RTE.predict`
+        (Psi's one-step validation error: a chain's own error is larger, so this is a lower bound)."""
         d, sx, sy, qry_x = self._predict_inputs(ctx_x, ctx_y, x_query, decomposition)
         steps = self.step_counts(d, sx, sy)
         n, k = steps.shape
         rows = np.repeat(np.arange(n), k)  # one chain per (target, anchor), target-major
         pred = self._chain(sx[rows], sy[rows], qry_x[rows], d.anchors.reshape(-1), d.phi.reshape(n * k, -1),
                            steps.reshape(-1))
-        return check_finite_result("the prediction", pred.reshape(n, k, -1).mean(axis=1), "ctx_x, ctx_y or x_query")
+        w = np.full((n, k), 1.0 / k) if d.weights is None else d.weights
+        mean, std = mixture(pred.reshape(n, k, -1).transpose(1, 0, 2), w, self.query_var_)
+        check_finite_result("the prediction", mean, "ctx_x, ctx_y or x_query")
+        return (mean, std) if return_std else mean
 
     def _chain(self, sx, sy, qry_x, anchors, phi, steps) -> np.ndarray:
         """Psi applied ``steps`` times per row from library task ``anchors``; the final queries."""

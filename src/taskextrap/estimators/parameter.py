@@ -3,8 +3,13 @@
 Phase 1: every library task is observed through the protocol; Gamma (proxy embedding) is fitted
 on library observations only; Psi is trained on pairs (anchor, target) of library tasks with the
 signed proxy shift phi = Gamma(target context) - Gamma(anchor).
-Phase 2: a target is embedded from its context only; its anchors are its nearest library tasks
-in proxy space, phi is the difference, and Psi predicts the queries (averaged over anchors).
+Phase 2: a target is embedded from its context only. Strategy A (``search="proxy"``, the
+paper's shortcut): its anchors are its nearest library tasks in proxy space, phi is the
+difference, and Psi predicts the queries (averaged over anchors). The decomposition objective
+(``search="objective"``, the paper's Eq. 3): the ``retrieve`` nearest anchors, each with shifts
+on a grid of scales of its proxy difference, are scored by Psi's leave-one-out loss on the
+context; the posterior over these candidates (``search.posterior``) weights Psi's predictions,
+and its spread gives a predictive interval (``predict(..., return_std=True)``).
 """
 
 from __future__ import annotations
@@ -23,11 +28,16 @@ from taskextrap.operators.param import RelationalOperator, sort_context
 from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.search.index import nearest
+from taskextrap.search.posterior import WEIGHTINGS, candidate_weights, mixture
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
 from taskextrap.tasks.taskset import TaskSet
 from taskextrap.validation import (as_float_array, as_index_array, check_finite_result, check_instance, check_int,
                                    check_optional_int, check_real)
+
+
+SEARCHES = ("proxy", "objective")
+OBJECTIVE_CHUNK = 512  # targets per batched objective pass: (targets x candidates x context) Psi rows
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,17 @@ class RTE(Estimator):
             both retrieval-like small shifts and region-sized shifts are in distribution.
         val_fraction: share of library tasks held out (still training region) for model selection.
         train: optimiser settings of Psi.
+        search: "proxy" (Strategy A: nearest anchors, proxy difference, equal average) or
+            "objective" (Eq. 3: candidates scored by Psi's leave-one-out context loss, weighted by
+            their posterior).
+        loo: train Psi on leave-one-out context rows as well (needed by ``search="objective"``;
+            None: exactly when the search is the objective).
+        retrieve: anchors retrieved by proxy distance and scored by the objective.
+        screen: further anchors scored by the objective, the library tasks whose own curves fit
+            the context best among the rest (a cheap screen of the whole library; 0: none).
+        phi_scales: the shifts tried for each retrieved anchor, as multiples of its proxy difference.
+        weighting, temperature: the objective's posterior (``search.posterior.candidate_weights``).
+        n_average: candidates the objective's prediction mixes (the posterior's best).
         seed: seeds every stream (draws, probe, network, batches).
     """
 
@@ -69,10 +90,19 @@ class RTE(Estimator):
     val_fraction: float = 0.1
     embed_dim: int = 16
     train: TrainConfig = field(default_factory=TrainConfig)
+    search: str = "proxy"
+    loo: bool | None = None
+    retrieve: int = 8
+    screen: int = 0
+    phi_scales: tuple = (0.5, 1.0, 1.5, 2.0)
+    weighting: str = "likelihood"
+    temperature: float | None = 1.0
+    n_average: int = 4
     seed: int = 0
 
     def __post_init__(self):
         self.protocol = get_protocol(self.protocol)
+        self._check_search()
         check_embedding(self.embedding)
         check_int("anchors", self.anchors, 1)
         check_int("n_pairs", self.n_pairs, 1)
@@ -84,20 +114,55 @@ class RTE(Estimator):
         check_instance("train", self.train, TrainConfig, "a TrainConfig (see taskextrap.operators.train)")
         check_int("seed", self.seed, 0)
 
+    def _check_search(self) -> None:
+        """The search settings: one-line errors for bad ones; ``loo`` resolved from ``search``."""
+        if self.search not in SEARCHES:
+            raise TaskextrapError(f"search must be one of {list(SEARCHES)}, got {self.search!r}")
+        if self.loo is None:
+            self.loo = self.search == "objective"
+        if not isinstance(self.loo, (bool, np.bool_)):
+            raise TaskextrapError(f"loo must be True, False or None, got {type(self.loo).__name__}")
+        if self.search == "objective" and not self.loo:
+            raise TaskextrapError("search='objective' scores Psi's leave-one-out context loss: it needs loo=True")
+        check_int("retrieve", self.retrieve, 1)
+        check_int("screen", self.screen, 0)
+        scales = self.phi_scales
+        if not isinstance(scales, (tuple, list)) or not scales or not all(
+                isinstance(a, (int, float, np.integer, np.floating)) and not isinstance(a, bool) and np.isfinite(a)
+                for a in scales):
+            raise TaskextrapError(f"phi_scales must be a non-empty tuple of finite numbers, got {scales!r}")
+        self.phi_scales = tuple(float(a) for a in scales)
+        if self.weighting not in WEIGHTINGS:
+            raise TaskextrapError(f"weighting must be one of {list(WEIGHTINGS)}, got {self.weighting!r}")
+        if self.temperature is not None:
+            check_real("temperature", self.temperature, 0.0, min_open=True)
+        check_int("n_average", self.n_average, 1)
+
     # ----------------------------------------------------------------------------- phase 1
     def fit(self, library: TaskSet, progress=None) -> "RTE":
         """Fit Gamma and Psi on ``library`` (training-region tasks only)."""
         check_progress(progress)
         self.fit_embedding(library)
         psi = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
-                                 derive_seed(self.seed, "psi"), self.train)
+                                 derive_seed(self.seed, "psi"), self.train, loo=self.loo)
         val = self._pair_arrays(np.flatnonzero(self.draws_.val), rng(self.seed, "psi-val"))
         train_idx = np.flatnonzero(self.draws_.train)
         t = time.perf_counter()
         psi.fit(lambda g: self._pair_arrays(train_idx, g), val, rng(self.seed, "psi-batches"), progress)
-        self.psi_ = psi  # set last: an estimator is fitted once this exists
         self.timing_["psi_training_s"] = time.perf_counter() - t
+        self._calibrate(psi, val)
+        self.psi_ = psi  # set last: an estimator is fitted once this exists
         return self
+
+    def _calibrate(self, psi: RelationalOperator, val: tuple) -> None:
+        """Psi's own error on the validation pairs (held-out *library* tasks, never targets):
+        ``query_var_``, its mean squared error at the queries (the predictive spread of a correct
+        decomposition), and ``loss_scale_``, its mean leave-one-out loss on the context (the
+        residual variance the objective's likelihood expects of a correct decomposition)."""
+        ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y = val[:7]
+        pred = psi.predict(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift)
+        self.query_var_ = float(np.mean((pred - qry_y) ** 2))
+        self.loss_scale_ = float(np.mean(psi.loo_loss(ctx_x, ctx_y, anc_ctx, shift))) if psi.loo else None
 
     def fit_embedding(self, library: TaskSet) -> "RTE":
         """Phase 1a: scalers, the library's observed draws, Gamma and the library embeddings."""
@@ -172,8 +237,12 @@ class RTE(Estimator):
         lib = self.library_
         arrays = (ctx_x, ctx_y, lib.values(ctx_x, anchor), qry_x, lib.values(qry_x, anchor),
                   d.z[draw_idx] - self.z_library_[anchor], d.obs.qry_y[draw_idx])
+        target_checks = ((0, 1, 8.0 * self.noise_sd_), (3, 6, 0.0))
+        if self.loo:  # the leave-one-out rows' targets: the noiseless values at the context
+            arrays += (lib.values(ctx_x, d.obs.task[draw_idx]),)
+            target_checks += ((0, 7, 0.0),)
         return audit.Batch(arrays, [
-            audit.Source(lib.family, d.obs.params[draw_idx], ((0, 1, 8.0 * self.noise_sd_), (3, 6, 0.0))),
+            audit.Source(lib.family, d.obs.params[draw_idx], target_checks),
             audit.Source(lib.family, lib.params[anchor], ((0, 2, 0.0), (3, 4, 0.0)))])
 
     # ----------------------------------------------------------------------------- phase 2
@@ -184,13 +253,72 @@ class RTE(Estimator):
         z = self.embedding_.transform(self.scaler_.x(ctx_x), self.scaler_.y(ctx_y))
         return check_finite_result("the embedding", z, "ctx_x or ctx_y")
 
-    def decompose(self, ctx_x, ctx_y, k: int | None = None) -> Decomposition:
-        """Strategy A: the ``k`` (default ``anchors``) library tasks nearest each target in proxy
-        space, the shifts phi (n, k, dim) from them to the target, scored by proxy distance."""
+    def decompose(self, ctx_x, ctx_y, k: int | None = None, search: str | None = None) -> Decomposition:
+        """Each target's candidates, best first, by ``search`` (default: the estimator's).
+
+        "proxy" (Strategy A): the ``k`` (default ``anchors``) library tasks nearest each target in
+        proxy space, the shifts phi (n, k, dim) from them to the target, scored by proxy distance.
+        "objective" (Eq. 3): the ``retrieve`` nearest anchors with shifts ``phi_scales`` times
+        their proxy difference, scored by Psi's leave-one-out context loss, with the posterior
+        over them in ``weights`` (its best ``n_average`` only; ``k`` is not used).
+        """
         self.check_is_fitted()
         check_optional_int("k", k, 1)
+        search = self.search if search is None else search
+        if search not in SEARCHES:
+            raise TaskextrapError(f"search must be one of {list(SEARCHES)}, got {search!r}")
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
-        return self._nearest(self.embed(ctx_x, ctx_y), k)
+        z = self.embed(ctx_x, ctx_y)
+        if search == "proxy":
+            return self._nearest(z, k)
+        if not self.psi_.loo:
+            raise TaskextrapError("search='objective' needs a Psi trained with loo=True")
+        return self._objective(z, *sort_context(ctx_x, ctx_y))
+
+    def _retrieved(self, z: np.ndarray, sx: np.ndarray, sy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The objective's anchors (n, r) and their proxy distances: the ``retrieve`` nearest in
+        proxy space, then the ``screen`` library tasks whose curves fit the context best among the rest."""
+        size = len(self.z_library_)
+        anchors, dist = nearest(z, self.z_library_, min(self.retrieve, size))
+        extra = min(self.screen, size - anchors.shape[1])
+        if extra > 0:
+            fit = np.stack([np.mean((self.library_.values(sx, np.full(len(sx), a)) - sy) ** 2, axis=1)
+                            for a in range(size)], axis=1)                               # (n, library)
+            np.put_along_axis(fit, anchors, np.inf, axis=1)                              # already retrieved
+            best = np.argpartition(fit, extra - 1, axis=1)[:, :extra]
+            anchors = np.concatenate([anchors, best], axis=1)
+            dist = np.linalg.norm(z[:, None] - self.z_library_[anchors], axis=2)
+        return anchors, dist
+
+    def _objective(self, z: np.ndarray, sx: np.ndarray, sy: np.ndarray) -> Decomposition:
+        """Eq. 3 over the retrieved anchors and scaled shifts: candidates sorted by leave-one-out
+        context loss, the posterior over the best ``n_average`` in ``weights``."""
+        retrieved, dist = self._retrieved(z, sx, sy)
+        n, r = retrieved.shape
+        scales = np.asarray(self.phi_scales)
+        anchors = np.repeat(retrieved, len(scales), axis=1)                            # (n, r*S), anchor-major
+        phi0 = z[:, None] - self.z_library_[retrieved]
+        phi = (phi0[:, :, None, :] * scales[None, None, :, None]).reshape(n, r * len(scales), -1)
+        loss = np.concatenate([self._loo_losses(sx[i:i + OBJECTIVE_CHUNK], sy[i:i + OBJECTIVE_CHUNK],
+                                                anchors[i:i + OBJECTIVE_CHUNK], phi[i:i + OBJECTIVE_CHUNK])
+                               for i in range(0, n, OBJECTIVE_CHUNK)])
+        check_finite_result("the context loss", loss, "ctx_x or ctx_y")
+        order = np.argsort(loss, axis=1, kind="stable")
+        loss = np.take_along_axis(loss, order, 1)
+        w = candidate_weights(loss[:, : self.n_average], self.weighting, self.temperature, sx.shape[1],
+                              self.loss_scale_)
+        weights = np.concatenate([w, np.zeros((n, loss.shape[1] - w.shape[1]))], axis=1)
+        take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
+        extras = {"phi_scale": take(np.broadcast_to(np.tile(scales, r), (n, r * len(scales)))),
+                  "proxy_distance": take(np.repeat(dist, len(scales), axis=1))}
+        return Decomposition(take(anchors), np.take_along_axis(phi, order[..., None], 1), loss, extras, weights)
+
+    def _loo_losses(self, sx, sy, anchors, phi) -> np.ndarray:
+        """Psi's leave-one-out context loss (n, c) of candidates ``anchors`` (n, c) with shifts ``phi`` (n, c, dim)."""
+        n, c = anchors.shape
+        rx, ry = np.repeat(sx, c, axis=0), np.repeat(sy, c, axis=0)
+        anc_ctx = self.library_.values(rx, anchors.reshape(-1))
+        return self.psi_.loo_loss(rx, ry, anc_ctx, phi.reshape(n * c, -1)).reshape(n, c)
 
     def _nearest(self, z: np.ndarray, k: int | None) -> Decomposition:
         """The ``k`` library tasks nearest positions ``z`` (n, dim), nearest first, with shifts."""
@@ -226,16 +354,24 @@ class RTE(Estimator):
         d = self.decompose(ctx_x, ctx_y) if decomposition is None else decomposition
         return (d, *sort_context(ctx_x, ctx_y), qry_x)
 
-    def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None) -> np.ndarray:
+    def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None, return_std: bool = False):
         """Predict each target at ``x_query`` (n, q) from its context (n, k): Psi from each
-        anchor of ``decomposition`` (default: :meth:`decompose`), averaged over the anchors."""
+        candidate of ``decomposition`` (default: :meth:`decompose`), mixed by its ``weights``
+        (the objective's posterior) or averaged equally (Strategy A, a given decomposition).
+        With ``return_std`` also the predictive sd (n, q): the candidates' spread plus Psi's
+        validation error (``query_var_``)."""
         d, sx, sy, qry_x = self._predict_inputs(ctx_x, ctx_y, x_query, decomposition)
-        preds = []
-        for j in range(d.k):
-            a = d.anchors[:, j]
-            preds.append(self.psi_.predict(sx, sy, self.library_.values(sx, a), qry_x,
-                                           self.library_.values(qry_x, a), d.phi[:, j]))
-        return check_finite_result("the prediction", np.mean(preds, axis=0), "ctx_x, ctx_y or x_query")
+        w = np.full(d.score.shape, 1.0 / d.k) if d.weights is None else d.weights
+        cols = [j for j in range(d.k) if w[:, j].any()]  # a candidate no target weights is never run
+        preds = np.stack([self._predict_one(sx, sy, qry_x, d.anchors[:, j], d.phi[:, j]) for j in cols])
+        mean, std = mixture(preds, w[:, cols], self.query_var_)
+        check_finite_result("the prediction", mean, "ctx_x, ctx_y or x_query")
+        return (mean, std) if return_std else mean
+
+    def _predict_one(self, sx, sy, qry_x, anchors, phi) -> np.ndarray:
+        """Psi from one anchor (n,) with shift phi (n, dim) per target."""
+        lib = self.library_
+        return self.psi_.predict(sx, sy, lib.values(sx, anchors), qry_x, lib.values(qry_x, anchors), phi)
 
 
 def _per_target(name: str, a: np.ndarray, n: int) -> np.ndarray:

@@ -24,6 +24,7 @@ from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_tar
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
 from taskextrap.search.index import nearest
+from taskextrap.search.posterior import covered
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
 from taskextrap.tasks.dev import DEV_REGION, dev_family
@@ -33,12 +34,27 @@ from taskextrap.provenance import callable_hash
 from taskextrap.tasks.registry import get_family
 from taskextrap.tasks.taskset import TaskSet
 
-METHODS = ("rte", "sparse-inductive", "t2v-inductive", "inductive-oracle", "transductive-oracle",
+METHODS = ("rte", "strategy-a", "sparse-inductive", "t2v-inductive", "inductive-oracle", "transductive-oracle",
            "random-anchors", "zero-shift", "ctx-interp", "ctx-polyfit", "library-best-fit")
+# The decomposition objective (paper Eq. 3; ``RTE(search="objective")``) in the variants scored on
+# the dev split (F1_1 -> F1_2): anchors retrieved by proxy distance (``retrieve``), more screened
+# by their own context fit over the whole library (``screen``), shifts at multiples of the proxy
+# difference (``phi_scales``). The test runs' ``rte`` row is the variant dev chose per protocol
+# (:data:`CHOSEN`); ``strategy-a`` is the paper's shortcut, with the paper's Psi (no
+# leave-one-out rows).
+OBJECTIVE_VARIANTS = {
+    "objective-r8": {"retrieve": 8, "screen": 0, "phi_scales": (0.5, 1.0, 1.5, 2.0)},
+    "objective-r32": {"retrieve": 32, "screen": 0, "phi_scales": (0.5, 1.0, 2.0, 3.0)},
+    "objective-r16-s16": {"retrieve": 16, "screen": 16, "phi_scales": (0.5, 1.0, 2.0, 3.0)},
+}
+CHOSEN = {"paper": "objective-r32", "strict": "objective-r32"}
+# Dev rows: every variant, and Strategy A with the objective's Psi (trained with leave-one-out rows).
+DEV_METHODS = tuple(f"rte-{v}" for v in OBJECTIVE_VARIANTS) + ("strategy-a-loo",)
+INTERVAL_METHODS = ("rte", "strategy-a")  # methods with a predictive interval: a coverage row each
 ORACLES = ("inductive-oracle", "transductive-oracle")
 # Appendix K.1 (quadratic): every row on the same targets and draws as the main table's.
 ABLATION_FAMILY = "quadratic"
-ABLATION_METHODS = ("rte", "far-anchors", "random-anchors", "zero-shift", "sparse-inductive")
+ABLATION_METHODS = ("rte", "strategy-a", "far-anchors", "random-anchors", "zero-shift", "sparse-inductive")
 ALL_METHODS = METHODS + ("far-anchors",)
 TARGET_REGION = "F2"  # the real held-out region; the dev split holds out DEV_REGION instead
 DEFAULT_EMBEDDING = "gradient"  # measured: see benchmarks/run.py
@@ -80,38 +96,60 @@ def _common(protocol, profile: ParameterProfile, seed: int, anchors: int) -> dic
     return dict(protocol=protocol, n_pairs=profile.n_pairs, train=profile.train, seed=seed, anchors=anchors)
 
 
+def chosen_variant(protocol) -> str:
+    """The dev-chosen objective variant of ``protocol``: its entry of :data:`CHOSEN` by name; a
+    protocol of another name gets strict's when its context is noisy, else paper's."""
+    return CHOSEN.get(protocol.name, CHOSEN["strict" if protocol.noise > 0 else "paper"])
+
+
 def make_rte(protocol, profile: ParameterProfile, seed: int, embedding: str = DEFAULT_EMBEDDING,
-             anchors: int = RTE.anchors) -> RTE:
-    """The unfitted RTE of a unit (the same for test runs and the dev-choice sweeps)."""
-    return RTE(embedding=embedding, **_common(protocol, profile, seed, anchors))
+             anchors: int = RTE.anchors, search: str = "proxy") -> RTE:
+    """The unfitted RTE of a unit (the same for test runs and the dev-choice sweeps): Strategy A
+    (``search="proxy"``, the paper's Psi) or the objective in the protocol's chosen variant."""
+    settings = {} if search == "proxy" else {"search": search, **OBJECTIVE_VARIANTS[chosen_variant(protocol)]}
+    return RTE(embedding=embedding, **_common(protocol, profile, seed, anchors), **settings)
 
 
 def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int):
-    """Fit RTE, the transductive oracle and the inductive baselines on one library."""
+    """Fit RTE (the objective, and Strategy A with the paper's Psi), the transductive oracle and
+    the inductive baselines on one library."""
     library = make_library(family, profile.n_library, seed)
     common = _common(protocol, profile, seed, anchors)
     timing = {}
     t = time.perf_counter()
-    rte = make_rte(protocol, profile, seed, embedding, anchors).fit(library)
+    rte = make_rte(protocol, profile, seed, embedding, anchors, search="objective").fit(library)
     timing["rte_fit_s"] = time.perf_counter() - t
     timing["embedding_s"] = rte.timing_["embedding_s"]
     t = time.perf_counter()
-    models = {"rte": rte, "transductive-oracle": TransductiveOracle(**common).fit(library)}
+    strategy_a = make_rte(protocol, profile, seed, embedding, anchors).fit(library)
+    timing["strategy_a_fit_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    models = {"rte": rte, "strategy-a": strategy_a, "transductive-oracle": TransductiveOracle(**common).fit(library)}
     for kind in ("sparse-inductive", "t2v-inductive", "inductive-oracle"):
-        models[kind] = InductiveBaseline(kind, rte).fit()
+        models[kind] = InductiveBaseline(kind, strategy_a).fit()
     timing["baselines_fit_s"] = time.perf_counter() - t
     return library, models, timing
 
 
 def predict_method(method: str, models: dict, library: TaskSet, ctx_x, ctx_y, qry_x, theta, seed: int,
-                   decomposition: Decomposition | None = None) -> np.ndarray:
-    """Predictions (n, q) of one method; ``decomposition`` (RTE's) may be passed to reuse it."""
-    rte: RTE = models["rte"]
-    if method in ("rte", "random-anchors", "zero-shift") and decomposition is None:
+                   decomposition: Decomposition | None = None, return_std: bool = False):
+    """Predictions (n, q) of one method; ``decomposition`` (Strategy A's) may be passed to reuse
+    it. ``return_std`` (the methods of :data:`INTERVAL_METHODS`): (mean, std)."""
+    rte: RTE = models["strategy-a"]  # the ablations are the paper's ablations of Strategy A
+    if method in ("strategy-a", "random-anchors", "zero-shift") and decomposition is None:
         decomposition = rte.decompose(ctx_x, ctx_y)
     anchors = None if decomposition is None else decomposition.anchors
     if method == "rte":
-        return rte.predict(ctx_x, ctx_y, qry_x, decomposition)
+        return models["rte"].predict(ctx_x, ctx_y, qry_x, return_std=return_std)
+    if method == "strategy-a":
+        return rte.predict(ctx_x, ctx_y, qry_x, decomposition, return_std=return_std)
+    if method.startswith("rte-objective-"):
+        settings = OBJECTIVE_VARIANTS[method.removeprefix("rte-")]
+        return _with_settings(models["rte"], settings, lambda m: m.predict(ctx_x, ctx_y, qry_x, return_std=return_std))
+    if method == "strategy-a-loo":
+        objective = models["rte"]
+        return objective.predict(ctx_x, ctx_y, qry_x, objective.decompose(ctx_x, ctx_y, search="proxy"),
+                                 return_std=return_std)
     if method == "transductive-oracle":
         oracle = models[method]
         return oracle.predict(ctx_x, ctx_y, qry_x, oracle.decompose_truth(ctx_x, ctx_y, theta))
@@ -135,6 +173,18 @@ def predict_method(method: str, models: dict, library: TaskSet, ctx_x, ctx_y, qr
     raise ValueError(f"unknown method {method!r}")
 
 
+def _with_settings(rte: RTE, settings: dict, call):
+    """``call(rte)`` with the inference ``settings`` set on the fitted ``rte``, then restored."""
+    saved = {k: getattr(rte, k) for k in settings}
+    try:
+        for k, v in settings.items():
+            setattr(rte, k, v)
+        return call(rte)
+    finally:
+        for k, v in saved.items():
+            setattr(rte, k, v)
+
+
 def far_anchors(rte: RTE, library: TaskSet, ctx_x, ctx_y) -> np.ndarray:
     """The nearest anchors in proxy space among the far training region only (the first one, F1_1)."""
     far = np.flatnonzero(library.region == library.family.train_regions[0])
@@ -142,11 +192,27 @@ def far_anchors(rte: RTE, library: TaskSet, ctx_x, ctx_y) -> np.ndarray:
     return far[nearest(z, rte.z_library_[far], rte.anchors)[0]]
 
 
-def predict_all(models: dict, library: TaskSet, obs: Observations, seed: int) -> dict[str, np.ndarray]:
-    """Predictions (n_draws_total, q) of every method at the query points."""
-    d = models["rte"].decompose(obs.ctx_x, obs.ctx_y)
-    return {m: predict_method(m, models, library, obs.ctx_x, obs.ctx_y, obs.qry_x, obs.params, seed, d)
-            for m in ALL_METHODS}
+def methods_of(family: ParametricFamily) -> tuple[str, ...]:
+    """The methods scored on ``family``'s targets: every variant besides on the dev split."""
+    return ALL_METHODS + (DEV_METHODS if target_region(family) == DEV_REGION else ())
+
+
+def predict_all(models: dict, library: TaskSet, obs: Observations, seed: int,
+                methods: tuple[str, ...] = ALL_METHODS) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Predictions (n_draws_total, q) of every method at the query points, and the predictive
+    sd of those with an interval (:data:`INTERVAL_METHODS` and the dev variants)."""
+    d = models["strategy-a"].decompose(obs.ctx_x, obs.ctx_y)
+    preds, stds = {}, {}
+    for m in methods:
+        out = predict_method(m, models, library, obs.ctx_x, obs.ctx_y, obs.qry_x, obs.params, seed, d,
+                             return_std=has_interval(m))
+        preds[m], stds[m] = out if has_interval(m) else (out, None)
+    return preds, {m: s for m, s in stds.items() if s is not None}
+
+
+def has_interval(method: str) -> bool:
+    """Whether ``method`` gives a predictive interval (a coverage row)."""
+    return method in INTERVAL_METHODS or method in DEV_METHODS
 
 
 def per_target_mse(pred: np.ndarray, obs: Observations, n_targets: int) -> np.ndarray:
@@ -162,9 +228,11 @@ def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: 
     library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors)
     targets, obs = make_targets(family, protocol, profile.n_targets, profile.n_draws, test_seed)
     t = time.perf_counter()
-    preds = predict_all(models, library, obs, seed)
+    preds, stds = predict_all(models, library, obs, seed, methods_of(family))
     timing["evaluation_s"] = time.perf_counter() - t
-    errors = {m: per_target_mse(preds[m], obs, profile.n_targets) for m in ALL_METHODS}
+    errors = {m: per_target_mse(p, obs, profile.n_targets) for m, p in preds.items()}
+    errors |= {coverage_key(m): per_target(covered(preds[m], s, obs.qry_y), profile.n_targets)
+               for m, s in stds.items()}
     if plot_dir is not None:
         t = time.perf_counter()
         _plots(plot_dir, family, protocol, models, library, targets, obs, errors)
@@ -173,10 +241,16 @@ def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: 
     return UnitResult(errors, timing)
 
 
+def coverage_key(method: str) -> str:
+    """The key of ``method``'s per-target interval coverage among a unit's errors."""
+    return f"coverage:{method}"
+
+
 def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):
     from taskextrap.report.plots import plot_embedding, plot_predictions
 
-    baselines = [m for m in METHODS if m not in ORACLES and m not in ("rte", "random-anchors", "zero-shift")]
+    baselines = [m for m in METHODS if m not in ORACLES and m not in ("rte", "strategy-a", "random-anchors",
+                                                                       "zero-shift")]
     best = min(baselines, key=lambda m: float(errors[m].mean()))
     n_draws = len(obs) // len(targets)
     idx = np.arange(min(4, len(targets))) * n_draws  # the first draw of the first targets
@@ -201,7 +275,8 @@ def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed) 
     return dict(experiment="parameter", family=family.name, fn=getattr(family.fn, "__qualname__", ""),
                 fn_code=callable_hash(family.fn), domain=family.domain, shift=family.shift, fixed=dict(family.fixed), regions=dict(family.regions),
                 train_regions=family.train_regions, protocol=protocol, profile=profile.to_dict(), seed=seed,
-                embedding=embedding, anchors=anchors, test_seed=test_seed, target_region=target_region(family))
+                embedding=embedding, anchors=anchors, test_seed=test_seed, target_region=target_region(family),
+                objective=OBJECTIVE_VARIANTS[chosen_variant(protocol)], methods=methods_of(family))
 
 
 def family_units(family, protocol, profile, embedding: str, anchors: int, plot_dir: Path | None,
@@ -251,14 +326,23 @@ def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFam
             for k, v in family_timing.items():
                 timing[k] = timing.get(k, 0.0) + v
         rows = [paper_checked(make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1)), f)
-                for f in families for m in methods]
+                for f in families for m in methods + _dev_rows(f, methods)]
+        rows += [paper_checked(make_row(experiment, f.name, m, "coverage",
+                                        np.stack(errors[f.name][coverage_key(m)], axis=1)), f)
+                 for f in families for m in methods + _dev_rows(f, methods) if has_interval(m)]
         config = {"families": [f.name for f in families], "protocol": {**vars(protocol)},
+                  "objective": {"variant": chosen_variant(protocol), **OBJECTIVE_VARIANTS[chosen_variant(protocol)]},
                   "profile": profile.to_dict(), "embedding": embedding, "anchors": options.anchors,
                   "test_seed": options.seed_of_tests, "regions": {f.name: dict(f.regions) for f in families},
                   "target_region": {f.name: target_region(f) for f in families}}
         return rows, config, list(profile.seeds), timing
 
     return Plan([u for f in families for u in units[f.name]], assemble)
+
+
+def _dev_rows(family: ParametricFamily, methods: tuple[str, ...]) -> tuple[str, ...]:
+    """The dev variants' rows where ``family`` is a dev split and the experiment shows ``rte``."""
+    return DEV_METHODS if "rte" in methods and target_region(family) == DEV_REGION else ()
 
 
 PARAMETER_OPTIONS = ("protocol", "family", "embedding", "anchors", "test_seed")

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from taskextrap import audit
+from taskextrap.errors import TaskextrapError
 from taskextrap.operators.mlp import PARAMETER_BLOCKS, block_mlp
 from taskextrap.operators.train import TrainConfig, train_regressor
 from taskextrap.scaling import FamilyScaler
@@ -93,31 +94,68 @@ class _PointwiseNet:
 
 
 class RelationalOperator(_PointwiseNet):
-    """Psi(x_q, anchor(x_q), context x, anchor(context x), context y - anchor, shift) -> target - anchor."""
+    """Psi(x_q, anchor(x_q), context x, anchor(context x), context y - anchor, shift) -> target - anchor.
 
-    def __init__(self, scaler: FamilyScaler, n_context: int, shift_dim: int, seed: int, cfg: TrainConfig):
-        super().__init__(2 + 3 * n_context + shift_dim, seed, cfg)
-        self.scaler = scaler
+    With ``loo`` Psi also reads a mask over the context (the residual of a hidden point is zeroed
+    and its mask entry is 0) and is trained on leave-one-out rows besides the query rows: each
+    context point predicted with itself hidden. That gives the decomposition objective (paper
+    Eq. 3) a loss on the context that Psi cannot meet by copying the point it is asked about
+    (:meth:`loo_loss`).
+    """
 
-    def features(self, ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift) -> np.ndarray:
-        """Feature rows (n*q, d); ``ctx_x``/``ctx_y``/``anc_ctx`` must share one sorted order."""
+    def __init__(self, scaler: FamilyScaler, n_context: int, shift_dim: int, seed: int, cfg: TrainConfig,
+                 loo: bool = False):
+        super().__init__(2 + (4 if loo else 3) * n_context + shift_dim, seed, cfg)
+        self.scaler, self.loo = scaler, loo
+
+    def features(self, ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, mask=None) -> np.ndarray:
+        """Feature rows (n*q, d); ``ctx_x``/``ctx_y``/``anc_ctx`` must share one sorted order.
+        A ``loo`` operator also takes ``mask`` (n, k), or (n, q, k) for one mask per query
+        (default: the whole context)."""
         s = self.scaler
-        return _rows([s.x(qry_x), s.y(anc_q)], [s.x(ctx_x), s.y(anc_ctx), s.dy(ctx_y - anc_ctx), shift])
+        if not self.loo:
+            return _rows([s.x(qry_x), s.y(anc_q)], [s.x(ctx_x), s.y(anc_ctx), s.dy(ctx_y - anc_ctx), shift])
+        n, q = qry_x.shape
+        k = ctx_x.shape[1]
+        mask = np.ones((n, 1, k)) if mask is None else (mask if mask.ndim == 3 else mask[:, None, :])
+        mask = np.broadcast_to(mask, (n, q, k))
+        resid = s.dy(ctx_y - anc_ctx)[:, None, :] * mask
+        per_task = np.concatenate([s.x(ctx_x), s.y(anc_ctx)], axis=1)
+        cols = [s.x(qry_x)[..., None], s.y(anc_q)[..., None], np.broadcast_to(per_task[:, None], (n, q, 2 * k)),
+                resid, mask, np.broadcast_to(np.asarray(shift)[:, None], (n, q, shift.shape[1]))]
+        return np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
 
     def fit(self, make_batch_arrays, val_arrays, rng, progress=None) -> "RelationalOperator":
-        """Train on arrays (ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y) from the callables."""
+        """Train on arrays (ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y) from the callables;
+        a ``loo`` operator's arrays end with the target's noiseless values at the context, ctx_true."""
         def to_rows(a):
-            ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y = a
+            ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y = a[:7]
             rows = self.features(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift)
-            return rows, self.scaler.dy(qry_y - anc_q).reshape(-1).astype(np.float32)
+            target = self.scaler.dy(qry_y - anc_q).reshape(-1)
+            if self.loo:  # each context point predicted with itself hidden
+                k = ctx_x.shape[1]
+                masks = np.broadcast_to(1.0 - np.eye(k), (len(ctx_x), k, k))
+                rows = np.concatenate([rows, self.features(ctx_x, ctx_y, anc_ctx, ctx_x, anc_ctx, shift, masks)])
+                target = np.concatenate([target, self.scaler.dy(a[7] - anc_ctx).reshape(-1)])
+            return rows, target.astype(np.float32)
 
         self._train_batches(make_batch_arrays, val_arrays, to_rows, rng, progress)
         return self
 
-    def predict(self, ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift) -> np.ndarray:
-        """Predicted target values (n, q) at ``qry_x``."""
-        rows = self.features(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift)
+    def predict(self, ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, mask=None) -> np.ndarray:
+        """Predicted target values (n, q) at ``qry_x`` (``mask``: see :meth:`features`)."""
+        rows = self.features(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, mask)
         return anc_q + self.scaler.dy_inv(self._predict_rows(rows, len(qry_x)))
+
+    def loo_loss(self, ctx_x, ctx_y, anc_ctx, shift) -> np.ndarray:
+        """Leave-one-out context loss (n,) of a ``loo`` operator: each context point predicted
+        with itself hidden, mean squared error to ``ctx_y``."""
+        if not self.loo:
+            raise TaskextrapError("this Psi was trained without leave-one-out rows: fit RTE with loo=True")
+        n, k = ctx_x.shape
+        masks = np.broadcast_to(1.0 - np.eye(k), (n, k, k))
+        pred = self.predict(ctx_x, ctx_y, anc_ctx, ctx_x, anc_ctx, shift, masks)
+        return ((pred - ctx_y) ** 2).mean(axis=1)
 
 
 class InductiveRegressor(_PointwiseNet):
