@@ -1,0 +1,182 @@
+"""The parameter regime's decomposition objective (paper Eq. 3; ``RTE(search="objective")``),
+the posterior it returns and the predictive spread."""
+
+import copy
+
+import numpy as np
+import pytest
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import Decomposition
+from taskextrap.search.posterior import covered, likelihood_weights, mixture
+from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
+from taskextrap.seeding import rng
+
+
+@pytest.fixture(scope="module")
+def objective_rte(quad_library, make_rte):
+    """A tiny RTE fitted with leave-one-out rows, searching the objective."""
+    return make_rte(search="objective", retrieve=4, n_average=3).fit(quad_library)
+
+
+class AnchorPsi:
+    """A stand-in Psi that predicts the anchor itself (no transformation): its leave-one-out
+    context loss is the anchor curve's own context MSE, so the objective must pick the library
+    task whose curve is the target's."""
+
+    loo = True
+
+    def predict(self, ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, mask=None):
+        return np.asarray(anc_q, dtype=float)
+
+    def loo_loss(self, ctx_x, ctx_y, anc_ctx, shift):
+        return np.mean((anc_ctx - ctx_y) ** 2, axis=1)
+
+
+def test_objective_finds_the_anchor_strategy_a_misses(objective_rte, quad_library):
+    """A target whose proxy neighbour is wrong: Strategy A takes the wrong anchor, the objective
+    (with the whole library screened by context fit) takes the right one."""
+    rte = copy.deepcopy(objective_rte)
+    rte.psi_ = AnchorPsi()
+    true, decoy = 3, 15
+    obs = get_protocol("paper").draw(quad_library.subset([true]), 1, rng(5, "objective-target"))
+    z = rte.embed(obs.ctx_x, obs.ctx_y)
+    # the decoy sits exactly on the target in proxy space, the true task far away
+    rte.z_library_ = rte.z_library_.copy()
+    rte.z_library_[decoy] = z[0]
+    rte.z_library_[true] = z[0] + 100.0
+    assert rte.decompose(obs.ctx_x, obs.ctx_y, search="proxy").anchors[0, 0] == decoy
+    rte.retrieve, rte.screen = 2, 3
+    d = rte.decompose(obs.ctx_x, obs.ctx_y)
+    assert d.anchors[0, 0] == true and d.score[0, 0] == pytest.approx(0.0, abs=1e-9)
+    # the posterior is sure (this Psi ignores phi: the true anchor's every shift fits equally)
+    assert d.weights[0, d.anchors[0] == true].sum() > 0.99
+    rte.screen = 0  # without the screen the true task is not among the candidates
+    assert true not in rte.decompose(obs.ctx_x, obs.ctx_y).anchors[0]
+
+
+def test_objective_decomposition_shapes_order_and_posterior(objective_rte, quad_targets):
+    _, obs = quad_targets
+    rte = objective_rte
+    d = rte.decompose(obs.ctx_x, obs.ctx_y)
+    n, k = len(obs), rte.retrieve * len(rte.phi_scales)
+    assert d.anchors.shape == (n, k) and d.phi.shape == (n, k, rte.embed_dim) and d.score.shape == (n, k)
+    assert np.all(np.diff(d.score, axis=1) >= 0)  # best first
+    assert np.allclose(d.weights.sum(axis=1), 1.0) and np.all(d.weights[:, rte.n_average:] == 0)
+    expected = likelihood_weights(d.score[:, : rte.n_average], obs.ctx_x.shape[1], rte.loss_scale_)
+    np.testing.assert_allclose(d.weights[:, : rte.n_average], expected)
+    # phi is a scale of the proxy difference from the candidate's anchor
+    proxy = rte.embed(obs.ctx_x, obs.ctx_y)[:, None] - rte.z_library_[d.anchors]
+    np.testing.assert_allclose(d.phi, proxy * d.extras["phi_scale"][..., None], rtol=1e-6, atol=1e-9)
+    assert set(np.unique(d.extras["phi_scale"])) <= set(rte.phi_scales)
+
+
+def test_objective_prediction_is_the_posterior_mixture(objective_rte, quad_targets):
+    _, obs = quad_targets
+    rte = objective_rte
+    d = rte.decompose(obs.ctx_x, obs.ctx_y)
+    mean, std = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+    np.testing.assert_allclose(mean, rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d))
+    singles = np.stack([rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(j)) for j in range(rte.n_average)])
+    want_mean, want_std = mixture(singles, d.weights[:, : rte.n_average], rte.query_var_)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-6)
+    np.testing.assert_allclose(std, want_std, rtol=1e-6)
+    assert np.all(std >= np.sqrt(rte.query_var_) - 1e-12)
+    assert covered(mean, std, obs.qry_y).shape == obs.qry_y.shape
+
+
+def test_strategy_a_std_is_the_anchors_spread_plus_psi_error(fitted_rte, quad_targets):
+    _, obs = quad_targets
+    d = fitted_rte.decompose(obs.ctx_x, obs.ctx_y)
+    assert d.weights is None  # Strategy A averages equally
+    mean, std = fitted_rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d, return_std=True)
+    singles = np.stack([fitted_rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(j)) for j in range(d.k)])
+    np.testing.assert_allclose(mean, singles.mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(std, np.sqrt(singles.var(axis=0) + fitted_rte.query_var_), rtol=1e-6)
+
+
+def test_calibration_comes_from_validation_pairs(objective_rte, fitted_rte):
+    assert objective_rte.query_var_ > 0 and objective_rte.loss_scale_ > 0
+    assert fitted_rte.loss_scale_ is None  # no leave-one-out rows, no context loss
+    assert not fitted_rte.psi_.loo and objective_rte.psi_.loo
+
+
+def test_loo_psi_leaves_the_point_out(objective_rte, quad_targets):
+    """A leave-one-out prediction at a context point does not change with that point's value."""
+    _, obs = quad_targets
+    rte = objective_rte
+    d = rte.decompose(obs.ctx_x, obs.ctx_y, search="proxy")
+    order = np.argsort(obs.ctx_x, axis=1)
+    sx, sy = np.take_along_axis(obs.ctx_x, order, 1), np.take_along_axis(obs.ctx_y, order, 1)
+    anc = quad_library_values(rte, sx, d.anchors[:, 0])
+    k = sx.shape[1]
+    masks = np.broadcast_to(1.0 - np.eye(k), (len(sx), k, k))
+    base = rte.psi_.predict(sx, sy, anc, sx, anc, d.phi[:, 0], masks)
+    moved = sy.copy()
+    moved[:, 2] += 50.0
+    again = rte.psi_.predict(sx, moved, anc, sx, anc, d.phi[:, 0], masks)
+    np.testing.assert_allclose(again[:, 2], base[:, 2], rtol=1e-5)
+    assert not np.allclose(again[:, 3], base[:, 3])
+
+
+def quad_library_values(rte, x, anchors):
+    return rte.library_.values(x, anchors)
+
+
+def test_objective_needs_a_loo_psi(fitted_rte, quad_targets):
+    _, obs = quad_targets
+    with pytest.raises(TaskextrapError, match="loo=True"):
+        fitted_rte.decompose(obs.ctx_x, obs.ctx_y, search="objective")
+    with pytest.raises(TaskextrapError, match="leave-one-out"):
+        fitted_rte.psi_.loo_loss(obs.ctx_x, obs.ctx_y, obs.ctx_y, np.zeros((len(obs), 16)))
+    with pytest.raises(TaskextrapError, match="search must be one of"):
+        fitted_rte.decompose(obs.ctx_x, obs.ctx_y, search="bayes")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"search": "grid"}, "search must be one of"),
+    ({"search": "objective", "loo": False}, "needs loo=True"),
+    ({"loo": "yes"}, "loo must be"),
+    ({"retrieve": 0}, "retrieve"),
+    ({"screen": -1}, "screen"),
+    ({"phi_scales": ()}, "phi_scales"),
+    ({"phi_scales": (1.0, float("nan"))}, "phi_scales"),
+    ({"weighting": "softmax"}, "weighting must be one of"),
+    ({"temperature": 0.0}, "temperature"),
+    ({"n_average": 0}, "n_average"),
+])
+def test_bad_objective_settings(make_rte, kwargs, match):
+    with pytest.raises(TaskextrapError, match=match):
+        make_rte(**kwargs)
+
+
+def test_decomposition_weights_are_checked_and_sliced():
+    anchors, phi, score = np.zeros((2, 3), int), np.zeros((2, 3, 1)), np.zeros((2, 3))
+    w = np.array([[0.5, 0.25, 0.25], [0.0, 0.0, 1.0]])
+    d = Decomposition(anchors, phi, score, weights=w)
+    np.testing.assert_allclose(d.columns([0, 1]).weights, [[2 / 3, 1 / 3], [0.5, 0.5]])  # renormalised
+    np.testing.assert_allclose(d.columns(2).weights, [[1.0], [1.0]])
+    for bad in (np.ones((2, 2)) / 2, -w, w * 2, np.full((2, 3), np.nan)):
+        with pytest.raises(TaskextrapError, match="weights"):
+            Decomposition(anchors, phi, score, weights=bad)
+
+
+def test_likelihood_weights_sharpen_with_less_noise():
+    loss = np.array([[1.0, 1.1, 2.0]])
+    wide, sharp = likelihood_weights(loss, 8, 1.0), likelihood_weights(loss, 8, 0.1)
+    assert sharp[0, 0] > wide[0, 0] and np.allclose(wide.sum(), 1.0)
+    np.testing.assert_allclose(likelihood_weights(loss, 8, 1.0, None), [[1.0, 0.0, 0.0]])
+    np.testing.assert_allclose(likelihood_weights(np.array([[0.5, np.inf]]), 8, 1.0), [[1.0, 0.0]])
+    with pytest.raises(TaskextrapError, match="scale"):
+        likelihood_weights(loss, 8, 0.0)
+
+
+def test_mixture_and_coverage_formulas():
+    preds = np.array([[[0.0, 2.0]], [[2.0, 2.0]]])          # two candidates, one target, two queries
+    mean, std = mixture(preds, np.array([[0.5, 0.5]]), 1.0)
+    np.testing.assert_allclose(mean, [[1.0, 2.0]])
+    np.testing.assert_allclose(std, [[np.sqrt(2.0), 1.0]])
+    inside = covered(mean, std, np.array([[1.0 + 1.6 * np.sqrt(2.0), 2.0 + 1.7]]))
+    assert inside.tolist() == [[True, False]]  # z(0.95) = 1.645
+    with pytest.raises(TaskextrapError, match="level"):
+        covered(mean, std, mean, level=1.0)
