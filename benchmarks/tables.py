@@ -15,7 +15,8 @@ test suite) fails when a block differs from what its committed results file rend
 in the docs can drift from the numbers a committed command wrote.
 
 Each name is a JSON file under benchmarks/results/ written by benchmarks/run.py; for each one the
-accuracy-style rows (retrieval shares) get a second table, and the wall time is printed below.
+coverage rows (the share of query points inside a 90% predictive interval) and the accuracy-style
+rows (retrieval shares) get tables of their own, and the wall time is printed below.
 Cells read ``value ± ci95 (sd S)``: the interval over targets of seed-averaged values, and the
 standard deviation across seeds of the per-seed means. Files with paired comparisons list the
 clear "A beats B" claims and count the others.
@@ -36,7 +37,7 @@ from taskextrap.report.tables import format_value_ci, wide_table
 RESULTS = Path(__file__).parent / "results"
 
 
-def render(name: str, metrics=("mse", "accuracy"), groups: list[str] | None = None, heading: bool = True,
+def render(name: str, metrics=("mse", "coverage", "accuracy"), groups: list[str] | None = None, heading: bool = True,
            data: dict | None = None) -> str:
     """The tables of one results file (``metrics``, and only ``groups`` when given), with its
     footnotes: the interval rule, the clear paired claims, the split and seeds, the wall time.
@@ -230,7 +231,8 @@ def render_headline(entries: list[str]) -> str:
         data = json.loads((RESULTS / f"{name}.json").read_text())
         experiment, protocol, _profile = name.rsplit("-", 2)
         for group in groups.split("+"):
-            rte = next((r for r in data["rows"] if r["group"] == group and r["method"] == "rte"), None)
+            rte = next((r for r in data["rows"] if r["group"] == group and r["method"] == "rte"
+                        and r["metric"] != "coverage"), None)
             if rte is None:
                 raise SystemExit(f"headline entry {entry!r}: no rte row in group {group!r} of {name}")
             rows = {r["method"]: r for r in data["rows"] if r["group"] == group and r["metric"] == rte["metric"]}
@@ -333,7 +335,7 @@ def render_spec(spec: str) -> str:
     unknown = set(kw) - {"metric", "groups"}
     if unknown:
         raise SystemExit(f"table block {spec!r}: unknown option(s) {sorted(unknown)}")
-    metrics = (kw["metric"],) if "metric" in kw else ("mse", "accuracy")
+    metrics = (kw["metric"],) if "metric" in kw else ("mse", "coverage", "accuracy")
     groups = kw["groups"].split(",") if "groups" in kw else None
     return render(name, metrics, groups, heading=False, data=data)
 
