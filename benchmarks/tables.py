@@ -94,8 +94,12 @@ BLOCK = re.compile(r"(<!-- table: (?P<spec>[^>]*?) -->\n)(?P<body>(?:(?!<!-- /?t
 
 def render_dev_choices(data: dict) -> str:
     """The table of a ``scripts/dev_choices.py`` file: every variant's dev MSE and its paired
-    difference to the default of its day (mean ± 95% t half-width over dev targets)."""
-    lines = ["| unit | setting | value | dev MSE | paired diff. to the default | clear |", "| --- | --- | --- | ---: | ---: | :---: |"]
+    difference to the default of its day (mean ± 95% t half-width over dev targets), and the
+    coverage of its 90% predictive interval where the file has it."""
+    spread = any("coverage" in v for u in data["units"].values() for r in u["settings"].values() for v in r["variants"])
+    head = "| unit | setting | value | dev MSE | paired diff. to the default | clear |"
+    rule = "| --- | --- | --- | ---: | ---: | :---: |"
+    lines = [head + (" 90% coverage |" if spread else ""), rule + (" ---: |" if spread else "")]
     for unit, u in data["units"].items():
         fixed = ", ".join(f"{k}={v}" for k, v in (u.get("fixed") or {}).items())
         for setting, res in u["settings"].items():
@@ -104,7 +108,9 @@ def render_dev_choices(data: dict) -> str:
                 is_default = v["value"] == u["default"][setting]
                 clear = "" if is_default else ("yes" if abs(d["mean"]) > d["ci95"] else "no")
                 diff = "(default)" if is_default else f"{fmt(d['mean'])} ± {fmt(d['ci95'])}"
-                lines.append(f"| {unit}{f' ({fixed})' if fixed else ''} | `{setting}` | {v['value']} | {fmt(v['mse'])} | {diff} | {clear} |")
+                cover = f" {fmt(v['coverage'])} |" if "coverage" in v else (" |" if spread else "")
+                name = f"{unit}{f' ({fixed})' if fixed else ''}"
+                lines.append(f"| {name} | `{setting}` | {v['value']} | {fmt(v['mse'])} | {diff} | {clear} |{cover}")
     lines += ["", f"_`{data.get('command') or 'python scripts/dev_choices.py --profile ' + data['profile']}`: seed "
                   f"{data['seed']}, {data['n_targets']} dev targets × {data['n_draws']} draws; "
                   f"wall {data['wall_s'] / 60:.0f} min on 2 CPU cores. The default is the one of the day "
