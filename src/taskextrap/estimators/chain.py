@@ -87,7 +87,8 @@ class Composition3RTE(DecomposingRTE):
         weighting: how candidates' context losses become posterior weights (``search.posterior``):
             "relative" (within a factor 1 + ``temperature`` of the best) or "likelihood" (the
             Gaussian likelihood under ``loss_scale_``, the context loss of a true decomposition
-            measured at fit time on validation-pool tasks; ``temperature`` flattens it).
+            measured at fit time on validation-pool tasks; ``temperature`` flattens it). Not swept
+            at depth 3: "relative", as length and composition kept on their dev splits.
         value_points: size of the value grid on which Psi_chain reads each primitive's curve.
         psi_context: whether every step of Psi_chain also reads the sorted context. None: the
             protocol's dev-chosen value (:data:`DEV_SETTINGS`).

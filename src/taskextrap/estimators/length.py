@@ -53,6 +53,8 @@ class LengthRTE(DecomposingRTE):
             ``k=20`` and ``screen_fraction=0.4`` were chosen on the dev split (levels <= 7 -> 8,
             ``scripts/dev_choices.py``): k 10 -> 20 lowers the strict dev MSE by 6% (a tie under
             paper), screening 0.2 -> 0.4 with k=20 lowers the paper dev MSE by 10% (a tie under strict).
+            Screening the whole library (1.0) is -9.8% under paper but not clear (± 14%), a tie under
+            strict (quick profile, ``benchmarks/results/dev-choices-quick-posterior-length.json``): 0.4 stays.
         c_grid: coarse coefficient grid size of the verification search (a finer pass follows).
         temperature: the prediction averages Psi_ext over the verified candidates (all ``k``, or
             the best ``n_average``), weighted by their context losses (``search.posterior``); None
@@ -60,7 +62,10 @@ class LengthRTE(DecomposingRTE):
         weighting: how candidates' context losses become posterior weights (``search.posterior``):
             "relative" (within a factor 1 + ``temperature`` of the best) or "likelihood" (the
             Gaussian likelihood under ``loss_scale_``, the context loss of a true decomposition
-            measured at fit time on validation-pool tasks; ``temperature`` flattens it).
+            measured at fit time on validation-pool tasks; ``temperature`` flattens it). "relative"
+            stays the default: on the dev split the likelihood is 9.6% worse under paper at
+            temperature 1 (worse still at 2 and 4) and a tie under strict
+            (``benchmarks/results/dev-choices-quick-posterior-length.json``).
         n_pairs: extension steps drawn per pass to train Psi_ext (fresh steps every pass).
         library_draws: context draws averaged into a library task's embedding.
         val_fraction: share of library predecessors held out (training levels) for model selection.
