@@ -54,7 +54,9 @@ class LengthRTE(DecomposingRTE):
             ``scripts/dev_choices.py``): k 10 -> 20 lowers the strict dev MSE by 6% (a tie under
             paper), screening 0.2 -> 0.4 with k=20 lowers the paper dev MSE by 10% (a tie under strict).
             Screening the whole library (1.0) is -9.8% under paper but not clear (± 14%), a tie under
-            strict (quick profile, ``benchmarks/results/dev-choices-quick-posterior-length.json``): 0.4 stays.
+            strict (quick profile, ``benchmarks/results/dev-choices-quick-posterior-length.json``);
+            paper profile, paper protocol: -4.4% ± 15% (``dev-choices-paper-posterior-length-paper.json``):
+            0.4 stays.
         c_grid: coarse coefficient grid size of the verification search (a finer pass follows).
         temperature: the prediction averages Psi_ext over the verified candidates (all ``k``, or
             the best ``n_average``), weighted by their context losses (``search.posterior``); None
@@ -64,8 +66,8 @@ class LengthRTE(DecomposingRTE):
             Gaussian likelihood under ``loss_scale_``, the context loss of a true decomposition
             measured at fit time on validation-pool tasks; ``temperature`` flattens it). "relative"
             stays the default: on the dev split the likelihood is 9.6% worse under paper at
-            temperature 1 (worse still at 2 and 4) and a tie under strict
-            (``benchmarks/results/dev-choices-quick-posterior-length.json``).
+            temperature 1 (worse still at 2 and 4; 21.7% at the paper profile) and a tie under
+            strict (``benchmarks/results/dev-choices-{quick,paper}-posterior-length*.json``).
         n_pairs: extension steps drawn per pass to train Psi_ext (fresh steps every pass).
         library_draws: context draws averaged into a library task's embedding.
         val_fraction: share of library predecessors held out (training levels) for model selection.
