@@ -15,7 +15,8 @@ test suite) fails when a block differs from what its committed results file rend
 in the docs can drift from the numbers a committed command wrote.
 
 Each name is a JSON file under benchmarks/results/ written by benchmarks/run.py; for each one the
-accuracy-style rows (retrieval shares) get a second table, and the wall time is printed below.
+coverage rows (the share of query points inside a 90% predictive interval) and the accuracy-style
+rows (retrieval shares) get tables of their own, and the wall time is printed below.
 Cells read ``value ± ci95 (sd S)``: the interval over targets of seed-averaged values, and the
 standard deviation across seeds of the per-seed means. Files with paired comparisons list the
 clear "A beats B" claims and count the others.
@@ -36,7 +37,7 @@ from taskextrap.report.tables import format_value_ci, wide_table
 RESULTS = Path(__file__).parent / "results"
 
 
-def render(name: str, metrics=("mse", "accuracy", "coverage"), groups: list[str] | None = None, heading: bool = True,
+def render(name: str, metrics=("mse", "coverage", "accuracy"), groups: list[str] | None = None, heading: bool = True,
            data: dict | None = None) -> str:
     """The tables of one results file (``metrics``, and only ``groups`` when given), with its
     footnotes: the interval rule, the clear paired claims, the split and seeds, the wall time.
@@ -93,8 +94,12 @@ BLOCK = re.compile(r"(<!-- table: (?P<spec>[^>]*?) -->\n)(?P<body>(?:(?!<!-- /?t
 
 def render_dev_choices(data: dict) -> str:
     """The table of a ``scripts/dev_choices.py`` file: every variant's dev MSE and its paired
-    difference to the default of its day (mean ± 95% t half-width over dev targets)."""
-    lines = ["| unit | setting | value | dev MSE | paired diff. to the default | clear |", "| --- | --- | --- | ---: | ---: | :---: |"]
+    difference to the default of its day (mean ± 95% t half-width over dev targets), and the
+    coverage of its 90% predictive interval where the file has it."""
+    spread = any("coverage" in v for u in data["units"].values() for r in u["settings"].values() for v in r["variants"])
+    head = "| unit | setting | value | dev MSE | paired diff. to the default | clear |"
+    rule = "| --- | --- | --- | ---: | ---: | :---: |"
+    lines = [head + (" 90% coverage |" if spread else ""), rule + (" ---: |" if spread else "")]
     for unit, u in data["units"].items():
         fixed = ", ".join(f"{k}={v}" for k, v in (u.get("fixed") or {}).items())
         for setting, res in u["settings"].items():
@@ -103,7 +108,9 @@ def render_dev_choices(data: dict) -> str:
                 is_default = v["value"] == u["default"][setting]
                 clear = "" if is_default else ("yes" if abs(d["mean"]) > d["ci95"] else "no")
                 diff = "(default)" if is_default else f"{fmt(d['mean'])} ± {fmt(d['ci95'])}"
-                lines.append(f"| {unit}{f' ({fixed})' if fixed else ''} | `{setting}` | {v['value']} | {fmt(v['mse'])} | {diff} | {clear} |")
+                cover = f" {fmt(v['coverage'])} |" if "coverage" in v else (" |" if spread else "")
+                name = f"{unit}{f' ({fixed})' if fixed else ''}"
+                lines.append(f"| {name} | `{setting}` | {v['value']} | {fmt(v['mse'])} | {diff} | {clear} |{cover}")
     lines += ["", f"_`{data.get('command') or 'python scripts/dev_choices.py --profile ' + data['profile']}`: seed "
                   f"{data['seed']}, {data['n_targets']} dev targets × {data['n_draws']} draws; "
                   f"wall {data['wall_s'] / 60:.0f} min on 2 CPU cores. The default is the one of the day "
@@ -233,7 +240,8 @@ def render_headline(entries: list[str]) -> str:
         data = json.loads((RESULTS / f"{name}.json").read_text())
         experiment, protocol, _profile = name.rsplit("-", 2)
         for group in groups.split("+"):
-            rte = next((r for r in data["rows"] if r["group"] == group and r["method"] == "rte"), None)
+            rte = next((r for r in data["rows"] if r["group"] == group and r["method"] == "rte"
+                        and r["metric"] != "coverage"), None)
             if rte is None:
                 raise SystemExit(f"headline entry {entry!r}: no rte row in group {group!r} of {name}")
             rows = {r["method"]: r for r in data["rows"] if r["group"] == group and r["metric"] == rte["metric"]}
@@ -244,7 +252,7 @@ def render_headline(entries: list[str]) -> str:
                             for c in claims if base in (c["a"], c["b"])), "-")
             better = sorted(c["winner"] for c in claims if c["clear"] and c["winner"] != "rte" and "oracle" not in c["winner"])
             strategy = next((m for m in PAPER_STRATEGIES if m in rows), None)
-            paper = (rows[strategy] if strategy else rte).get("paper_value")
+            paper = (rows[strategy].get("paper_value") if strategy else None) or rte.get("paper_value")
             lines.append(f"| {experiment} | `{protocol}` | {group} | {_cell(rte)} | "
                          + (f"`{base}` {_cell(rows[base])}" if base else "-")
                          + f" | {verdict} | " + (f"`{strategy}` {_cell(rows[strategy])}" if strategy else "-")
@@ -262,7 +270,7 @@ def render_multistep(data: dict) -> str:
     verdict of the paired comparison. Dev split: every candidate's score (``choose_variant``)."""
     from taskextrap.experiments.multistep import DEV_VARIANTS, variant_scores
 
-    rows = {(r["group"], r["method"]): r for r in data["rows"]}
+    rows = {(r["group"], r["method"]): r for r in data["rows"] if r["metric"] == "mse"}
     groups = list(dict.fromkeys(r["group"] for r in data["rows"]))
     config = data.get("config") or {}
     if config.get("split") == "dev":
@@ -338,7 +346,7 @@ def render_spec(spec: str) -> str:
     unknown = set(kw) - {"metric", "groups"}
     if unknown:
         raise SystemExit(f"table block {spec!r}: unknown option(s) {sorted(unknown)}")
-    metrics = (kw["metric"],) if "metric" in kw else ("mse", "accuracy", "coverage")
+    metrics = (kw["metric"],) if "metric" in kw else ("mse", "coverage", "accuracy")
     groups = kw["groups"].split(",") if "groups" in kw else None
     return render(name, metrics, groups, heading=False, data=data)
 

@@ -10,17 +10,24 @@ protocol and seed: fit the estimator once on the dev library, draw dev targets, 
 variant of one setting at a time (the others at their defaults) on the same targets and draws:
 
 - parameter: ``anchors`` (nearest anchors averaged; training does not use it);
-- length: ``k`` (verified candidates), ``screen_fraction`` (library share screened),
-  ``temperature`` (posterior averaging; None = the paper's arg-min);
-- composition: ``k`` (candidates per slot), ``refine_rounds``, ``temperature``, ``n_average``;
+- length: ``k`` (verified candidates), ``screen_fraction`` (library share screened; 1.0 screens
+  the whole library at the decomposer's coefficient), ``temperature`` (posterior averaging; None =
+  the paper's arg-min), ``weighting+temperature`` (the posterior: relative, or the likelihood
+  under the calibrated residual variance at temperature 1, 2, 4);
+- composition: ``k`` (candidates per slot), ``refine_rounds``, ``temperature``, ``n_average``,
+  ``weighting+temperature``;
 - composition-depth3: the same four, and two fit-time settings, each variant a refit scored with
   the default search on the same draws: ``identity`` (the identity primitive and padded shallower
   compositions) and ``psi_context`` (Psi_chain's steps also read the context).
 
 ``--set`` fixes settings before the sweep (the depth-3 fit-time ones before the fit; ``true`` and
-``false`` are booleans) and ``--sweep`` replaces the variants (a follow-up around a first result). Writes ``benchmarks/results/dev-choices-<profile>[-<tag>].json`` with the mean dev MSE of every variant,
-its paired difference to the current default (``report.compare`` when present, else a t interval
-over targets) and which variant is best. A default is changed only where the dev numbers say so.
+``false`` are booleans) and ``--sweep`` replaces the variants (a follow-up around a first result);
+a setting ``a+b`` changes several at once, its values ``va:vb`` (``--sweep
+weighting+temperature=relative:1,likelihood:2``). Writes
+``benchmarks/results/dev-choices-<profile>[-<tag>].json`` with the mean dev MSE of every variant,
+its paired difference to the current default (a t interval over targets), the coverage of its
+90% predictive interval at the dev queries (``predict(..., return_std=True)``; not for the
+parameter regime) and which variant is best. A default is changed only where the dev numbers say so.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from taskextrap.experiments.profiles import get_profile
 from taskextrap.experiments.units import per_target
 from taskextrap.files import write_json_atomic
 from taskextrap.report.schema import environment_info
+from taskextrap.search.posterior import covered
 from taskextrap.tasks import PARAMETER_FAMILIES
 from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, dev_recipe_split, recipe_name
 from taskextrap.tasks.dev import dev_family, dev_ladder, dev_pair_split
@@ -54,10 +62,14 @@ from taskextrap.tasks.primitives import PAPER_SPLIT
 OUT = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 DEV_SEED = 777  # the dev targets' stream; the dev split holds no real held-out task anyway
 
-LENGTH_VARIANTS = {"k": (5, 10, 20), "screen_fraction": (0.05, 0.1, 0.2, 0.4), "temperature": (None, 0.5, 1.0, 2.0)}
+# The posterior's weighting: the relative rule at its temperature, the calibrated likelihood at 1, 2, 4.
+WEIGHTING_VARIANTS = {"weighting+temperature": (("relative", 1.0), ("likelihood", 1.0), ("likelihood", 2.0),
+                                                ("likelihood", 4.0))}
+LENGTH_VARIANTS = {"k": (5, 10, 20), "screen_fraction": (0.05, 0.1, 0.2, 0.4, 1.0),
+                   "temperature": (None, 0.5, 1.0, 2.0), **WEIGHTING_VARIANTS}
 PARAMETER_VARIANTS = {"anchors": (1, 2, 4, 8)}
 COMPOSITION_VARIANTS = {"k": (10, 25, 50), "refine_rounds": (0, 1, 2, 3), "temperature": (None, 0.5, 1.0, 2.0),
-                        "n_average": (1, 5, 10, 20)}
+                        "n_average": (1, 5, 10, 20), **WEIGHTING_VARIANTS}
 DEPTH3_VARIANTS = {"k": (10, 20, 40, 60), "refine_rounds": (0, 1, 2), "temperature": (None, 0.5, 1.0, 2.0),
                    "n_average": (1, 5, 20, 64)}
 DEPTH3_FIT_VARIANTS = {"identity": (True, False), "psi_context": (False, True)}  # each variant is a refit
@@ -72,29 +84,54 @@ def _paired(a: np.ndarray, b: np.ndarray) -> dict:
     return {"mean": float(d.mean()), "ci95": half, "b_better_share": float(np.mean(d < 0))}
 
 
+def _get(model, name: str):
+    """Setting ``name`` of ``model``; ``a+b`` is the tuple of ``a`` and ``b``."""
+    return tuple(getattr(model, n) for n in name.split("+")) if "+" in name else getattr(model, name)
+
+
+def _set(model, name: str, value) -> None:
+    """Set ``name`` (``a+b``: each part from the tuple ``value``) on ``model``."""
+    for n, v in zip(name.split("+"), value) if "+" in name else ((name, value),):
+        setattr(model, n, v)
+
+
 def _sweep(rte, variants: dict, score) -> dict:
-    """Score each variant (one attribute changed, the others at their defaults) with ``score(rte)``."""
-    default = {name: getattr(rte, name) for name in variants}
-    base = score(rte)
-    out = {"default": {k: v for k, v in default.items()}, "default_mse": float(base.mean()), "settings": {}}
+    """Score each variant (one setting changed, the others at their defaults) with ``score(rte)``:
+    (per-target MSE, per-target coverage of the 90% interval or None)."""
+    default = {name: _get(rte, name) for name in variants}
+    base, base_cov = score(rte)
+    out = {"default": dict(default), "default_mse": float(base.mean()), "settings": {}}
+    if base_cov is not None:
+        out["default_coverage"] = float(base_cov.mean())
     for name, values in variants.items():
         rows = []
         for v in values:
-            setattr(rte, name, v)
-            e = base if v == default[name] else score(rte)
+            _set(rte, name, v)
+            e, cov = (base, base_cov) if v == default[name] else score(rte)
             rows.append({"value": v, "mse": float(e.mean()), "vs_default": _paired(base, e)})
-            print(f"  {name}={v}: dev mse {e.mean():.4g}", flush=True)
-        setattr(rte, name, default[name])
+            if cov is not None:
+                rows[-1]["coverage"] = float(cov.mean())
+            print(f"  {name}={v}: dev mse {e.mean():.4g}"
+                  + ("" if cov is None else f", coverage {cov.mean():.3f}"), flush=True)
+        _set(rte, name, default[name])
         out["settings"][name] = {"variants": rows, "best": min(rows, key=lambda r: r["mse"])["value"]}
     return out
 
 
 def _parse(items: list[str] | None, many: bool) -> dict:
-    """``name=value`` (or ``name=v1,v2``) strings as a dict of numbers (``none`` -> None)."""
+    """``name=value`` (or ``name=v1,v2``) strings as a dict of numbers (``none`` -> None, ``true``
+    and ``false`` booleans, other words strings; ``a:b`` a tuple, for a setting ``x+y``)."""
     def num(v):
+        if ":" in v:
+            return tuple(num(part) for part in v.split(":"))
         if v.lower() in ("true", "false"):
             return v.lower() == "true"
-        return None if v.lower() == "none" else (int(v) if v.lstrip("-").isdigit() else float(v))
+        if v.lower() == "none":
+            return None
+        try:
+            return int(v) if v.lstrip("-").isdigit() else float(v)
+        except ValueError:
+            return v
     out = {}
     for item in items or []:
         name, _, values = item.partition("=")
@@ -103,12 +140,14 @@ def _parse(items: list[str] | None, many: bool) -> dict:
     return out
 
 
-def _fit_and_sweep(rte, fit_library, obs, n_targets: int, fixed: dict, variants: dict) -> dict:
+def _fit_and_sweep(rte, fit_library, obs, n_targets: int, fixed: dict, variants: dict, spread: bool = True) -> dict:
     """Fit ``rte`` on ``fit_library``, fix ``fixed``, then sweep ``variants`` on the dev draws
-    ``obs`` (per-target MSE over queries and draws); every name must be a setting of ``rte``."""
+    ``obs`` (per-target MSE over queries and draws, and with ``spread`` the coverage of the 90%
+    predictive interval); every name (``a+b``: each part) must be a setting of ``rte``."""
     for name in {**fixed, **variants}:
-        if not hasattr(rte, name):
-            raise SystemExit(f"error: {type(rte).__name__} has no setting {name!r}")
+        for part in name.split("+"):
+            if not hasattr(rte, part):
+                raise SystemExit(f"error: {type(rte).__name__} has no setting {part!r}")
     t = time.perf_counter()
     rte.fit(fit_library)
     fit_s = time.perf_counter() - t
@@ -116,7 +155,11 @@ def _fit_and_sweep(rte, fit_library, obs, n_targets: int, fixed: dict, variants:
         setattr(rte, name, value)
 
     def score(model):
-        return per_target((model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x) - obs.qry_y) ** 2, n_targets)
+        if not spread:
+            return per_target((model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x) - obs.qry_y) ** 2, n_targets), None
+        mean, std = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+        return (per_target((mean - obs.qry_y) ** 2, n_targets),
+                per_target(covered(mean, std, obs.qry_y).astype(float), n_targets))
 
     return {"fit_s": fit_s, "fixed": fixed, **_sweep(rte, variants, score)}
 
@@ -198,7 +241,7 @@ def parameter_unit(family_name: str, protocol_name: str, profile, seed: int, n_t
     library = P.make_library(family, profile.n_library, seed)
     _, obs = P.make_targets(family, protocol, n_targets, n_draws, DEV_SEED)
     rte = P.make_rte(protocol, profile, seed)  # the test runs' construction, at the default anchors
-    return _fit_and_sweep(rte, library, obs, n_targets, fixed, variants or PARAMETER_VARIANTS)
+    return _fit_and_sweep(rte, library, obs, n_targets, fixed, variants or PARAMETER_VARIANTS, spread=False)
 
 
 def expand_regimes(names: list[str], units: dict) -> list[str]:

@@ -232,3 +232,20 @@ def test_spearman_rows_is_scipy_spearman_with_averaged_ties():
     np.testing.assert_allclose(rho, [stats.spearmanr(x, y).statistic for x, y in zip(a, b)], rtol=1e-12)
     ordinal = np.array([np.corrcoef(np.argsort(np.argsort(x)), np.argsort(np.argsort(y)))[0, 1] for x, y in zip(a, b)])
     assert not np.allclose(rho, ordinal)  # ties averaged, not broken by position
+
+
+def test_dev_choices_table_gets_a_coverage_column_only_when_the_file_has_one(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+    variants = [{"value": ["relative", 1.0], "mse": 0.1, "coverage": 0.8, "vs_default": {"mean": 0.0, "ci95": 0.0}},
+                {"value": ["likelihood", 2.0], "mse": 0.09, "coverage": 0.9,
+                 "vs_default": {"mean": -0.01, "ci95": 0.004}}]
+    unit = {"default": {"weighting+temperature": ["relative", 1.0]},
+            "settings": {"weighting+temperature": {"variants": variants}}}
+    (tmp_path / "dev.json").write_text(json.dumps({"profile": "quick", "seed": 0, "n_targets": 200, "n_draws": 4,
+                                                   "wall_s": 600, "units": {"length-paper": unit}}))
+    text = mod.render_spec("dev")
+    assert "| clear | 90% coverage |" in text
+    assert "| ['likelihood', 2.0] | 0.0900 | -0.0100 ± 0.00400 | yes | 0.900 |" in text

@@ -66,3 +66,19 @@ def test_depth3_unit_sweeps_search_settings_and_refits_for_fit_time_ones(monkeyp
     rows = out["settings"]["identity"]["variants"]
     assert rows[0]["mse"] == pytest.approx(out["default_mse"]) and rows[0]["vs_default"]["mean"] == 0
     assert rows[1]["mse"] != rows[0]["mse"] and all("oracle_mse" in r for r in rows)
+
+
+def test_joint_settings_parse_and_sweep_with_coverage(load_script):
+    from taskextrap.experiments.length import LENGTH_PROFILES
+
+    mod = load_script("scripts/dev_choices.py")
+    assert mod._parse(["weighting+temperature=relative:1,likelihood:2.5"], many=True) == {
+        "weighting+temperature": (("relative", 1), ("likelihood", 2.5))}
+    assert mod._parse(["temperature=none", "weighting=likelihood"], many=False) == {
+        "temperature": None, "weighting": "likelihood"}
+    out = mod.length_unit("paper", LENGTH_PROFILES["tiny"], 0, 4, 1, {},
+                          {"weighting+temperature": (("relative", 1.0), ("likelihood", 2.0))})
+    assert out["default"] == {"weighting+temperature": ("relative", 1.0)}
+    rows = out["settings"]["weighting+temperature"]["variants"]
+    assert rows[0]["mse"] == pytest.approx(out["default_mse"]) and rows[1]["mse"] != rows[0]["mse"]
+    assert all(0 <= r["coverage"] <= 1 for r in rows) and rows[0]["coverage"] == out["default_coverage"]

@@ -103,3 +103,19 @@ def test_oracle_and_bad_inputs(fitted, targets, prims):
     assert (Composition3RTE().psi_context, Composition3RTE(protocol="strict").psi_context) == (False, True)  # dev
     with pytest.raises(TaskextrapError, match="not fitted"):
         Composition3RTE().decompose(obs.ctx_x, obs.ctx_y)
+
+
+def test_chains_carry_their_posterior_and_a_predictive_sd(fitted, targets):
+    from taskextrap.search.posterior import posterior_weights
+
+    _, obs = targets
+    d = fitted.decompose(obs.ctx_x, obs.ctx_y)
+    top = min(fitted.n_average, d.k)
+    np.testing.assert_allclose(d.weights.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(d.weights[:, :top], posterior_weights(d.score[:, :top], fitted.temperature))
+    mean, std = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d, return_std=True)
+    np.testing.assert_array_equal(mean, fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d))
+    assert std.shape == mean.shape and np.all(std >= np.sqrt(fitted.query_var_) * (1 - 1e-9))
+    assert fitted.loss_scale_ > 0 and {r.stage for r in fitted.seen_ if r.component == "calibration"} == {"val"}
+    with pytest.raises(TaskextrapError, match="unknown weighting"):
+        Composition3RTE(**{**TINY, "weighting": "flat"})

@@ -136,8 +136,9 @@ def test_given_pairs_are_checked_and_the_arg_min_is_the_best_column(fitted, targ
     d = fitted.decompose(obs.ctx_x, obs.ctx_y)
     best_only = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(0))
     fitted.temperature = None
-    try:
-        np.testing.assert_allclose(fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, decomposition=d), best_only)
+    try:  # a decomposition carries its posterior: re-weigh it under the arg-min
+        np.testing.assert_allclose(fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, decomposition=fitted.weighted(d)),
+                                   best_only)
     finally:
         fitted.temperature = 1.0
 
@@ -157,3 +158,44 @@ def test_unset_k_and_refine_rounds_take_the_protocols_dev_chosen_settings():
     noisy = replace(get_protocol("paper", "composition"), name="mine", noise=0.05)
     clean = replace(get_protocol("strict", "composition"), name="mine", noise=0.0)
     assert dev_settings(noisy) == DEV_SETTINGS["strict"] and dev_settings(clean) == DEV_SETTINGS["paper"]
+
+
+def test_weights_are_the_old_relative_rule_over_the_best_n_average_and_zero_beyond(fitted, targets):
+    import copy
+
+    from taskextrap.search.posterior import posterior_weights
+
+    _, obs = targets
+    model = copy.copy(fitted)
+    model.n_average = 5
+    d = model.decompose(obs.ctx_x, obs.ctx_y)
+    np.testing.assert_allclose(d.weights.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(d.weights[:, :5], posterior_weights(d.score[:, :5], model.temperature))
+    assert np.all(d.weights[:, 5:] == 0)
+    plain = model.decompose(obs.ctx_x, obs.ctx_y, refine=0)
+    assert model.refined(obs.ctx_x, obs.ctx_y, plain, rounds=0) is plain  # already weighted: itself
+    model.weighting = "likelihood"
+    w = model.decompose(obs.ctx_x, obs.ctx_y).weights
+    np.testing.assert_allclose(w.sum(axis=1), 1.0)
+    assert np.all(w[:, 5:] == 0)
+
+
+def test_predictive_sd_and_calibration_on_validation_primitives(fitted, targets):
+    from taskextrap.search.posterior import mixture
+
+    _, obs = targets
+    d = fitted.decompose(obs.ctx_x, obs.ctx_y)
+    mean, std = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d, return_std=True)
+    cols = [j for j in range(d.k) if d.weights[:, j].any()]
+    preds = np.stack([fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(j)) for j in cols])
+    m2, s2 = mixture(preds, d.weights[:, cols], fitted.query_var_)
+    np.testing.assert_allclose(mean, m2, rtol=1e-9)
+    np.testing.assert_allclose(std, s2, rtol=1e-9)
+    assert np.all(std >= np.sqrt(fitted.query_var_) * (1 - 1e-9))
+    calib = [r for r in fitted.seen_ if r.component == "calibration"]
+    assert calib and all(r.stage == "val" for r in calib)
+    tasks, obs_c = fitted.draw_training_tasks(fitted.val_pool_, 512, rng(fitted.seed, "calibration"))
+    assert set(tasks.outer) | set(tasks.inner) <= set(fitted.val_pool_)
+    np.testing.assert_array_equal(calib[0].params, tasks.params)  # the calibration drew exactly these
+    loss = fitted.context_loss(obs_c.ctx_x, obs_c.ctx_y, tasks.outer[:, None], tasks.inner[:, None])
+    assert fitted.loss_scale_ == pytest.approx(loss.mean())

@@ -133,3 +133,72 @@ def test_posterior_average_equals_weighted_candidates(fitted, targets):
     w = posterior_weights(d.score, fitted.temperature)
     manual = sum(w[:, j:j + 1] * fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(j)) for j in range(d.k))
     np.testing.assert_allclose(fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, decomposition=d), manual, rtol=1e-9)
+
+
+def test_relative_weights_are_the_old_rule_and_likelihood_sharpens_as_the_scale_shrinks(fitted, targets):
+    import copy
+
+    from taskextrap.search.posterior import posterior_weights
+
+    _, obs = targets
+    d = fitted.decompose(obs.ctx_x, obs.ctx_y)
+    np.testing.assert_allclose(d.weights.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(d.weights, posterior_weights(d.score, fitted.temperature))  # n_average None: all k
+    model = copy.copy(fitted)
+    model.weighting = "likelihood"
+    peak = []
+    for scale in (fitted.loss_scale_ * 10, fitted.loss_scale_, fitted.loss_scale_ / 10):
+        model.loss_scale_ = scale
+        w = model.decompose(obs.ctx_x, obs.ctx_y).weights
+        np.testing.assert_allclose(w.sum(axis=1), 1.0)
+        peak.append(w.max(axis=1))
+    assert np.all(peak[0] <= peak[1] + 1e-12) and np.all(peak[1] <= peak[2] + 1e-12) and np.any(peak[2] > peak[0])
+    assert fitted.weighting == "relative"  # the fixture is untouched
+
+
+def test_predictive_sd_is_the_mixture_of_the_weighted_candidates(fitted, targets):
+    from taskextrap.search.posterior import mixture
+
+    _, obs = targets
+    d = fitted.decompose(obs.ctx_x, obs.ctx_y)
+    mean, std = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d, return_std=True)
+    np.testing.assert_array_equal(mean, fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d))
+    preds = np.stack([fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(j)) for j in range(d.k)])
+    m2, s2 = mixture(preds, d.weights, fitted.query_var_)
+    np.testing.assert_allclose(mean, m2, rtol=1e-9)
+    np.testing.assert_allclose(std, s2, rtol=1e-9)
+    assert np.all(std >= np.sqrt(fitted.query_var_) * (1 - 1e-9))
+    one_mean, one_std = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(0), return_std=True)
+    np.testing.assert_allclose(one_std, np.sqrt(fitted.query_var_))  # one candidate: Psi's own error only
+
+
+def test_bad_weighting_is_a_one_line_error():
+    with pytest.raises(TaskextrapError, match="unknown weighting 'bayes'") as e:
+        LengthRTE(weighting="bayes")
+    assert "\n" not in str(e.value)
+
+
+def test_calibration_uses_validation_pool_tasks_only(library):
+    rte = LengthRTE(**TINY)
+    with audit.spy() as seen:
+        rte.fit(library)
+    calib = [r for r in seen if r.component == "calibration"]
+    assert calib and all(r.stage == "val" for r in calib)
+    audit.check(calib, POLYNOMIAL_LADDER.training_labels())
+    drawn = []
+    real = rte.draw_training_tasks
+
+    def spy(pool, n, g):
+        out = real(pool, n, g)
+        drawn.append((pool, out[0]))
+        return out
+
+    rte.draw_training_tasks = spy
+    try:
+        scale, var = rte._calibrate()
+    finally:
+        del rte.draw_training_tasks
+    assert (scale, var) == (rte.loss_scale_, rte.query_var_) and scale > 0 and var > 0
+    (pool, tasks), = drawn
+    assert pool is rte.val_pool_ and set(tasks.parent) <= set(rte.val_pool_)
+    assert not set(tasks.parent) & set(rte.train_pool_)

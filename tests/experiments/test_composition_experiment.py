@@ -41,8 +41,10 @@ def test_composition_and_ablations_share_units(tmp_path, monkeypatch):
     validate_results(res)
     for kind in ("predictions", "embedding"):  # experiments.discrete.plot_examples
         assert (tmp_path / "composition-paper-tiny" / "plots" / f"composition-paper-{kind}.png").exists()
-    main = [r["method"] for r in res["rows"] if r["group"] == "unseen-pairs"]
-    assert main == list(composition.METHODS)
+    main = [r["method"] for r in res["rows"] if r["group"] == "unseen-pairs" and r["metric"] == "mse"]
+    assert main == list(composition.METHODS) and "strategy-b" in main  # the paper's plain Strategy B, named
+    cover = [r for r in res["rows"] if r["metric"] == "coverage"]
+    assert [(r["group"], r["method"]) for r in cover] == [("unseen-pairs", "rte")] and 0 <= cover[0]["value"] <= 1
     assert {r["group"] for r in res["rows"]} >= {"sin o poly", "tanh o sin", "poly o tanh", "pair-retrieved"}
     per_pair_n = sum(r["n"] for r in res["rows"] if r["method"] == "rte" and " o " in r["group"])
     assert per_pair_n == 6

@@ -37,8 +37,11 @@ def test_length_and_ablations_share_units(tmp_path, monkeypatch):
     opts = RunOptions(profile="tiny", out=tmp_path, progress=False)
     res = run_experiment("length", opts)
     validate_results(res)
-    methods = [r["method"] for r in res["rows"] if r["group"] == "degree9"]
-    assert methods == list(length.METHODS)
+    methods = [r["method"] for r in res["rows"] if r["group"] == "degree9" and r["metric"] == "mse"]
+    assert methods == list(length.METHODS) and "strategy-b" in methods  # the paper's plain Strategy B, named
+    cover = [r for r in res["rows"] if r["metric"] == "coverage"]
+    assert [(r["group"], r["method"]) for r in cover] == [("degree9", "rte")] and 0 <= cover[0]["value"] <= 1
+    assert not any(c["metric"] == "coverage" for c in res["comparisons"])
     rte = next(r for r in res["rows"] if r["group"] == "degree9" and r["method"] == "rte")
     assert rte["paper_value"] == 0.3712 and rte["n"] == 6
     assert (tmp_path / "length-paper-tiny" / "plots" / "polynomial-paper-predictions.png").exists()

@@ -65,7 +65,8 @@ class Decomposition:
             if w.shape != (n, k):
                 raise TaskextrapError(f"a decomposition's weights must have shape (targets, candidates) = {(n, k)}, "
                                       f"got {w.shape}")
-            if not np.all(np.isfinite(w)) or w.min() < 0 or not np.allclose(w.sum(axis=1), 1.0, atol=1e-6):
+            bad = k > 0 and (w.min() < 0 or not np.allclose(w.sum(axis=1), 1.0, atol=1e-6))  # k = 0: none to weigh
+            if not np.all(np.isfinite(w)) or bad:
                 raise TaskextrapError("a decomposition's weights must be finite, non-negative and sum to 1 per target")
             object.__setattr__(self, "weights", w)
 

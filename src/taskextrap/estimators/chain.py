@@ -84,6 +84,11 @@ class Composition3RTE(DecomposingRTE):
         split: which recipes train (the held-out recipes never do).
         temperature, n_average: posterior averaging of Psi over the best verified chains
             (``search.posterior``); ``temperature=None`` keeps only the best (the arg-min).
+        weighting: how candidates' context losses become posterior weights (``search.posterior``):
+            "relative" (within a factor 1 + ``temperature`` of the best) or "likelihood" (the
+            Gaussian likelihood under ``loss_scale_``, the context loss of a true decomposition
+            measured at fit time on validation-pool tasks; ``temperature`` flattens it). Not swept
+            at depth 3: "relative", as length and composition kept on their dev splits.
         value_points: size of the value grid on which Psi_chain reads each primitive's curve.
         psi_context: whether every step of Psi_chain also reads the sorted context. None: the
             protocol's dev-chosen value (:data:`DEV_SETTINGS`).
@@ -219,7 +224,8 @@ class Composition3RTE(DecomposingRTE):
         refinement over the library.
 
         With ``verify=False`` the first ``keep`` chains in retrieval order (rank-1 in every slot
-        first, the innermost slot varying fastest), scored but not re-ranked or refined.
+        first, the innermost slot varying fastest), scored but not re-ranked or refined. Either way
+        with their posterior ``weights`` (:meth:`weighted`).
         """
         self.check_is_fitted()
         check_optional_int("refine", refine, 0)
@@ -231,24 +237,33 @@ class Composition3RTE(DecomposingRTE):
             kk = cands.shape[2]
             ranks = np.array(np.unravel_index(np.arange(min(self.keep, kk ** self.depth)), (kk,) * self.depth)).T
             chains = np.stack([cands[:, j, ranks[:, j]] for j in range(self.depth)], axis=2)
-            return _chains(chains, search.context_losses(self.primitives_, ctx_x, ctx_y, chains), extras)
+            return self.weighted(_chains(chains, search.context_losses(self.primitives_, ctx_x, ctx_y, chains),
+                                         extras))
         chains, loss = search.verify_chains(self.primitives_, ctx_x, ctx_y, slots, self.keep)
         return self.refined(ctx_x, ctx_y, _chains(chains, loss, extras), refine)
 
     def refined(self, ctx_x, ctx_y, d: Decomposition, rounds: int | None = None) -> Decomposition:
         """``d`` (a verified decomposition) after ``rounds`` (default ``refine_rounds``) of
-        coordinate refinement over the library; lets a caller keep both without verifying twice."""
+        coordinate refinement over the library, with its posterior ``weights`` (:meth:`weighted`);
+        lets a caller keep both without verifying twice."""
         self.check_is_fitted()
         rounds = self.refine_rounds if rounds is None else check_int("rounds", rounds, 0)
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         self._check(d, len(ctx_x))
         if rounds <= 0:
-            return d
+            return self.weighted(d)
         chains, loss = search.refine_chains(self.primitives_, ctx_x, ctx_y, d.anchors, d.score, rounds)
-        return _chains(chains, loss, d.extras)
+        return self.weighted(_chains(chains, loss, d.extras))
 
     def _check(self, d, n):
         check_decomposition(d, n, len(self.primitives_), *self._decomposition_shape())
+
+    def _true_candidates(self, targets: ChainSet, obs):
+        """The true chains (n, depth) of training compositions ``targets`` (padded ones with the
+        identity), no continuous part, and their composed curves' context MSE (n,), as verified."""
+        chains = targets.chains[obs.task]
+        loss = search.context_losses(self.primitives_, obs.ctx_x, obs.ctx_y, chains[:, None])[:, 0]
+        return chains, np.zeros((len(chains), 0)), loss
 
     def context_loss(self, ctx_x, ctx_y, chains) -> np.ndarray:
         """MSE on the context (n, c) of chains (n, c, depth) composed from stored curves."""

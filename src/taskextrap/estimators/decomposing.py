@@ -7,30 +7,40 @@ operator Psi and the decomposer g, each selected on tasks drawn from a held-out 
 of the same library. Phase 2: g proposes, verification ranks candidates on the context, and the
 prediction averages Psi over the best candidates weighted by their context losses.
 
+Calibration (end of phase 1): on fresh training-relation tasks of the *validation* pool, whose
+decomposition is known, the context loss of the true decomposition (``loss_scale_``: the
+residual variance a correct candidate leaves, the scale of the ``likelihood`` weighting) and
+Psi's squared error at the queries with it (``query_var_``: each candidate's own predictive
+variance in ``predict(..., return_std=True)``).
+
 A subclass says how to prepare a library (``_prepare``), draws its training tasks
 (``draw_training_tasks``), builds Psi's and g's batches (``_operator_arrays``,
-``_decomposer_arrays``), decomposes, and predicts from one candidate per target
-(``_predict_one``).
+``_decomposer_arrays``), decomposes (filling the posterior with :meth:`DecomposingRTE.weighted`),
+predicts from one candidate per target (``_predict_one``) and names the true decomposition of its
+training tasks (``_true_candidates``).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from taskextrap import audit
 from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import Decomposition, Estimator, check_decomposition, check_progress
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
 from taskextrap.operators.train import TrainConfig
 from taskextrap.search.decomposer import Decomposer
-from taskextrap.search.posterior import posterior_weights
+from taskextrap.search.posterior import WEIGHTINGS, candidate_weights, mixture
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import get_protocol
 from taskextrap.validation import (check_finite_result, check_instance, check_int, check_optional_int, check_real,
                                    describe)
+
+CALIBRATION_TASKS = 512  # validation-pool tasks on which loss_scale_ and query_var_ are measured
 
 
 @dataclass
@@ -42,6 +52,7 @@ class DecomposingRTE(Estimator):
     embedding: str = "adapted"
     temperature: float | None = 1.0
     n_average: int | None = None
+    weighting: str = "relative"
     n_pairs: int = 20000
     library_draws: int = 4
     val_fraction: float = 0.1
@@ -60,6 +71,8 @@ class DecomposingRTE(Estimator):
         if self.temperature is not None:
             check_real("temperature", self.temperature, 0.0, min_open=True)
         check_optional_int("n_average", self.n_average, 1)
+        if self.weighting not in WEIGHTINGS:
+            raise TaskextrapError(f"unknown weighting {self.weighting!r}; use one of {', '.join(WEIGHTINGS)}")
         check_int("n_pairs", self.n_pairs, 1)
         check_int("library_draws", self.library_draws, 1)
         check_real("val_fraction", self.val_fraction, 0.0, 1.0, max_open=True)
@@ -86,8 +99,11 @@ class DecomposingRTE(Estimator):
         decomposer = Decomposer(self.scaler_, self.protocol.n_context, self._part_dims(),
                                 derive_seed(self.seed, "decomposer"), cfg)
         self._fit_stream(decomposer, self._decomposer_arrays, "decomposer", cfg.batch, max(256, cfg.batch), progress)
-        self.decomposer_ = decomposer  # set last: an estimator is fitted once this exists
         self.timing_["decomposer_training_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        self.loss_scale_, self.query_var_ = self._calibrate()
+        self.timing_["calibration_s"] = time.perf_counter() - t
+        self.decomposer_ = decomposer  # set last: an estimator is fitted once this exists
         return self
 
     def _prepare(self, library):  # pragma: no cover - abstract
@@ -109,19 +125,38 @@ class DecomposingRTE(Estimator):
         val = arrays(self.val_pool_, n_val, rng(self.seed, f"{name}-val"))
         model.fit(lambda g: arrays(self.train_pool_, n_train, g), val, rng(self.seed, f"{name}-batches"), progress)
 
+    def _calibrate(self, n: int = CALIBRATION_TASKS) -> tuple[float, float]:
+        """(mean context loss, mean squared query error of Psi) of the true decomposition, on
+        ``n`` fresh training-relation tasks of the validation pool (never a held-out relation)."""
+        targets, obs = self.draw_training_tasks(self.val_pool_, n, rng(self.seed, "calibration"))
+        audit.record_tasks("calibration", targets, stage="val")
+        anchors, phi, loss = self._true_candidates(targets, obs)
+        pred = self._predict_one(obs.ctx_x, obs.ctx_y, obs.qry_x, anchors, phi)
+        tiny = np.finfo(float).tiny  # a positive scale even for a perfect fit
+        return max(float(np.mean(loss)), tiny), max(float(np.mean((pred - obs.qry_y) ** 2)), tiny)
+
+    def _true_candidates(self, targets, obs):  # pragma: no cover - abstract
+        """The true decomposition of training tasks ``targets`` drawn by ``draw_training_tasks``:
+        (anchors, phi) as ``_predict_one`` takes them, and its context loss (n,) as the
+        verification scores it."""
+        raise NotImplementedError
+
     def draw_training_tasks(self, pool: np.ndarray, n: int, g: np.random.Generator):  # pragma: no cover
         """``n`` fresh training-relation tasks built on library tasks of ``pool``, and one
         observation of each (also what the inductive baseline trains on)."""
         raise NotImplementedError
 
     # ----------------------------------------------------------------------------- phase 2
-    def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None) -> np.ndarray:
+    def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None, return_std: bool = False):
         """Predict each target at ``x_query`` (n, q) from its context.
 
-        Psi from each of the ``n_average`` best candidates of ``decomposition`` (default:
-        :meth:`decompose`), averaged with weights from their context losses (``temperature``;
-        ``search.posterior``). A decomposition of one candidate per target (an oracle's, an
-        ablation's) is used as it is; a chosen one of several (scores NaN) is averaged equally.
+        Psi from each candidate of ``decomposition`` (default: :meth:`decompose`), mixed with its
+        posterior ``weights`` (:meth:`weighted`: the ``n_average`` best, weighted by their context
+        losses under ``weighting`` and ``temperature``). A decomposition without weights of one
+        candidate per target (an oracle's, an ablation's) is used as it is; a chosen one of
+        several (scores NaN) is averaged equally. With ``return_std`` also the predictive
+        standard deviation (n, q): the candidates' spread plus Psi's own error ``query_var_``
+        (``search.posterior.mixture``): (mean, std).
         """
         self.check_is_fitted()
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
@@ -129,17 +164,35 @@ class DecomposingRTE(Estimator):
         if decomposition is not None:
             check_decomposition(decomposition, len(ctx_x), len(self.z_library_), *self._decomposition_shape())
         d = self.decompose(ctx_x, ctx_y) if decomposition is None else decomposition
-        if d.k == 1:
-            pred = self._predict_one(ctx_x, ctx_y, qry_x, d.anchors[:, 0], d.phi[:, 0])
-        else:
-            top = d.k if self.n_average is None else min(self.n_average, d.k)
-            score = d.score[:, :top]
-            # A chosen (not searched) decomposition has no scores: its candidates count equally.
-            w = np.full(score.shape, 1.0 / top) if np.isnan(score).any() else posterior_weights(score, self.temperature)
-            cols = [j for j in range(top) if w[:, j].any()]
-            pred = sum(w[:, j:j + 1] * self._predict_one(ctx_x, ctx_y, qry_x, d.anchors[:, j], d.phi[:, j])
-                       for j in cols)
-        return check_finite_result("the prediction", pred, "ctx_x, ctx_y or x_query")
+        w = d.weights if d.weights is not None else self._weights(d, ctx_x.shape[1])
+        cols = [j for j in range(d.k) if w[:, j].any()]  # a candidate nobody weighs is never run
+        preds = [self._predict_one(ctx_x, ctx_y, qry_x, d.anchors[:, j], d.phi[:, j]) for j in cols]
+        pred = preds[0] if d.k == 1 else sum(w[:, j:j + 1] * p for j, p in zip(cols, preds))
+        pred = check_finite_result("the prediction", pred, "ctx_x, ctx_y or x_query")
+        if not return_std:
+            return pred
+        return pred, mixture(np.stack(preds), w[:, cols], self.query_var_)[1]
+
+    def weighted(self, d: Decomposition) -> Decomposition:
+        """``d`` with its posterior ``weights`` filled from its scores (:meth:`_weights`); ``d``
+        itself when it carries these already."""
+        w = self._weights(d, self.protocol.n_context)
+        return d if d.weights is not None and np.array_equal(d.weights, w) else replace(d, weights=w)
+
+    def _weights(self, d: Decomposition, n_points: int) -> np.ndarray:
+        """The posterior (n, k) over ``d``'s candidates: one candidate gets everything; the best
+        ``n_average`` get ``candidate_weights`` of their scores (equal weights when the scores are
+        NaN: a chosen, not searched, decomposition), the rest 0."""
+        n, k = d.score.shape
+        top = k if self.n_average is None else min(self.n_average, k)
+        w = np.zeros((n, k))
+        if k == 1:
+            w[:, 0] = 1.0
+            return w
+        score = d.score[:, :top]
+        w[:, :top] = (np.full(score.shape, 1.0 / top) if np.isnan(score).any() else
+                      candidate_weights(score, self.weighting, self.temperature, n_points, self.loss_scale_))
+        return w
 
     def _decomposition_shape(self) -> tuple[tuple, tuple]:  # pragma: no cover - abstract
         """(the trailing shape of a candidate's anchors, of its phi): what ``predict`` accepts."""

@@ -53,10 +53,21 @@ class LengthRTE(DecomposingRTE):
             ``k=20`` and ``screen_fraction=0.4`` were chosen on the dev split (levels <= 7 -> 8,
             ``scripts/dev_choices.py``): k 10 -> 20 lowers the strict dev MSE by 6% (a tie under
             paper), screening 0.2 -> 0.4 with k=20 lowers the paper dev MSE by 10% (a tie under strict).
+            Screening the whole library (1.0) is -9.8% under paper but not clear (± 14%), a tie under
+            strict (quick profile, ``benchmarks/results/dev-choices-quick-posterior-length.json``);
+            paper profile, paper protocol: -4.4% ± 15% (``dev-choices-paper-posterior-length-paper.json``):
+            0.4 stays.
         c_grid: coarse coefficient grid size of the verification search (a finer pass follows).
         temperature: the prediction averages Psi_ext over the verified candidates (all ``k``, or
             the best ``n_average``), weighted by their context losses (``search.posterior``); None
             keeps only the best (the paper's arg-min).
+        weighting: how candidates' context losses become posterior weights (``search.posterior``):
+            "relative" (within a factor 1 + ``temperature`` of the best) or "likelihood" (the
+            Gaussian likelihood under ``loss_scale_``, the context loss of a true decomposition
+            measured at fit time on validation-pool tasks; ``temperature`` flattens it). "relative"
+            stays the default: on the dev split the likelihood is 9.6% worse under paper at
+            temperature 1 (worse still at 2 and 4; 21.7% at the paper profile) and a tie under
+            strict (``benchmarks/results/dev-choices-{quick,paper}-posterior-length*.json``).
         n_pairs: extension steps drawn per pass to train Psi_ext (fresh steps every pass).
         library_draws: context draws averaged into a library task's embedding.
         val_fraction: share of library predecessors held out (training levels) for model selection.
@@ -151,18 +162,22 @@ class LengthRTE(DecomposingRTE):
         lo, hi = self.ladder_.coef_range
         return z, np.clip(c[:, 0] * self.coef_half_, lo, hi)
 
-    def decompose(self, ctx_x, ctx_y, k: int | None = None, verify: bool = True) -> Decomposition:
-        """Strategy B: candidates retrieved by the decomposer, verified on the context, best first.
+    def decompose(self, ctx_x, ctx_y, k: int | None = None, verify: bool = True,
+                  screen_fraction: float | None = None) -> Decomposition:
+        """Strategy B: candidates retrieved by the decomposer, verified on the context, best first,
+        with their posterior ``weights`` (:meth:`weighted`).
 
-        The ``screen`` nearest library tasks are scored at the decomposer's coefficient; the best
-        ``k`` get the full coefficient search. With ``verify=False`` the ``k`` nearest keep their
-        retrieval order and the decomposer's coefficient (losses still computed, for inspection).
+        The ``screen`` nearest library tasks (``screen_fraction`` of the library, default the
+        estimator's; 0: the paper's plain top-``k``) are scored at the decomposer's coefficient;
+        the best ``k`` get the full coefficient search. With ``verify=False`` the ``k`` nearest
+        keep their retrieval order and the decomposer's coefficient (losses still computed, for
+        inspection).
         """
         self.check_is_fitted()
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         k = self.k if k is None else check_int("k", k, 1)
         z, c_hat = self.guess(ctx_x, ctx_y)
-        cand, _ = nearest(z, self.z_library_, self.screen(k) if verify else k)
+        cand, _ = nearest(z, self.z_library_, self.screen(k, screen_fraction) if verify else k)
         cx, cy = sort_context(ctx_x, ctx_y)
         parts = [self._verify(cx[i:i + VERIFY_CHUNK], cy[i:i + VERIFY_CHUNK], cand[i:i + VERIFY_CHUNK],
                               c_hat[i:i + VERIFY_CHUNK], k, verify) for i in range(0, len(cx), VERIFY_CHUNK)]
@@ -170,13 +185,16 @@ class LengthRTE(DecomposingRTE):
         order = np.argsort(loss, axis=1, kind="stable") if verify else np.tile(np.arange(cand.shape[1]), (len(cand), 1))
         take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
         check_finite_result("the context loss", loss, "ctx_x or ctx_y")
-        return Decomposition(take(cand), take(phi), take(loss), {"guess_phi": c_hat})
+        return self.weighted(Decomposition(take(cand), take(phi), take(loss), {"guess_phi": c_hat}))
 
-    def screen(self, k: int | None = None) -> int:
-        """Candidates retrieved and screened per target: ``screen_fraction`` of the library, at least ``k``."""
+    def screen(self, k: int | None = None, screen_fraction: float | None = None) -> int:
+        """Candidates retrieved and screened per target: ``screen_fraction`` (default the
+        estimator's) of the library, at least ``k``."""
         self.check_is_fitted()
         k = self.k if k is None else check_int("k", k, 1)
-        return int(min(len(self.z_library_), max(k, np.ceil(self.screen_fraction * len(self.z_library_)))))
+        share = self.screen_fraction if screen_fraction is None else check_real("screen_fraction", screen_fraction,
+                                                                                0.0, 1.0)
+        return int(min(len(self.z_library_), max(k, np.ceil(share * len(self.z_library_)))))
 
     def _verify(self, cx, cy, cand, c_hat, k: int, search: bool):
         """(candidates, coefficients, leave-one-out context losses), each (n, k), for one chunk of targets."""
@@ -207,6 +225,14 @@ class LengthRTE(DecomposingRTE):
     def _best(grid, loss):
         j = np.argmin(loss, axis=2)[..., None]
         return np.take_along_axis(grid, j, 2)[..., 0], np.take_along_axis(loss, j, 2)[..., 0]
+
+    def _true_candidates(self, targets: LadderSet, obs):
+        """The true predecessors (n,) and new coefficients (n,) of extension steps ``targets``,
+        and their leave-one-out context loss (n,), as the verification computes it."""
+        cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
+        anchors, phi = targets.parent[obs.task], targets.new_coef()[obs.task]
+        loss = self._loss(cx, cy, self._values(cx, anchors[:, None]), phi[:, None, None])
+        return anchors, phi, loss[:, 0, 0]
 
     def _loss(self, cx, cy, pred_ctx, phis) -> np.ndarray:
         """Leave-one-out context loss (n, k, g) of candidates ``pred_ctx`` (n, k, m) with coefficients ``phis``."""

@@ -15,18 +15,19 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.estimators.composition import CompositionRTE
-from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_profiles, fit_and_score,
-                                             mse_rows, plot_examples, retrieval_rows)
+from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, coverage_rows, discrete_profiles,
+                                             fit_and_score, mse_rows, plot_examples, retrieval_rows)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.report.schema import make_row
+from taskextrap.search.posterior import covered
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_pair_split
 from taskextrap.tasks.observe import Observations, noise_scale
 from taskextrap.tasks.primitives import PAPER_SPLIT, PRIMITIVE_FAMILIES, CompositionSet, PrimitiveSet
 
-METHODS = ("rte", "sparse-inductive", "oracle", "verified-composition", "ctx-interp", "ctx-polyfit",
+METHODS = ("rte", "strategy-b", "sparse-inductive", "oracle", "verified-composition", "ctx-interp", "ctx-polyfit",
            "library-best-fit")
 ABLATION_METHODS = ("rte", "no-averaging", "no-refinement", "no-verification", "random-constituents",
                     "sparse-inductive", "oracle")
@@ -66,17 +67,24 @@ def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str, spli
 
 def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: PrimitiveSet,
                 targets: CompositionSet, obs: Observations, seed: int) -> tuple[dict, dict]:
-    """Predictions of every method at the query points, and retrieval diagnostics."""
+    """Predictions of every method at the query points, and per-draw diagnostics: retrieval and
+    the coverage of rte's 90% predictive interval.
+
+    ``strategy-b`` is the paper's plain Strategy B from the same fit: the k*k verified pairs'
+    arg-min (no refinement, no averaging).
+    """
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     plain = rte.decompose(cx, cy, refine=0)  # the paper's Strategy B: k*k verification only
     d = rte.refined(cx, cy, plain)
+    mean, std = rte.predict(cx, cy, qx, d, return_std=True)
     outer_c, inner_c = d.extras["outer_candidates"], d.extras["inner_candidates"]
     true_o, true_i = targets.outer[obs.task], targets.inner[obs.task]
     rand = rng(seed, "random-constituents").integers(len(primitives), size=(2, len(cx)))
     given = lambda outer, inner: rte.decomposition_for(cx, cy, np.stack([outer, inner], axis=1))  # noqa: E731
     best, best_plain = d.anchors[:, 0], plain.anchors[:, 0]
     preds = {
-        "rte": rte.predict(cx, cy, qx, d),
+        "rte": mean,
+        "strategy-b": rte.predict(cx, cy, qx, plain.columns(0)),
         "no-averaging": rte.predict(cx, cy, qx, d.columns(0)),
         "no-refinement": rte.predict(cx, cy, qx, plain),
         "verified-composition": rte.compose(qx, best[:, 0], best[:, 1]),
@@ -91,7 +99,8 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
     retrieval = {"pair_top1": ((best[:, 0] == true_o) & (best[:, 1] == true_i)).astype(float),
                  "pair_top1_unrefined": ((best_plain[:, 0] == true_o) & (best_plain[:, 1] == true_i)).astype(float),
                  "pair_in_candidates": ((outer_c == true_o[:, None]).any(1) & (inner_c == true_i[:, None]).any(1)
-                                        ).astype(float)}
+                                        ).astype(float),
+                 "rte_coverage": covered(mean, std, obs.qry_y).mean(axis=1)}
     return preds, retrieval
 
 
@@ -137,7 +146,8 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
     def assemble(results):
         errors, timing = gather(results, units)
         out = mse_rows(experiment, errors, GROUP, methods)
-        if experiment == "composition":  # one group per held-out pair
+        if experiment == "composition":  # rte's calibration beside its MSE; one group per held-out pair
+            out += coverage_rows(experiment, errors, GROUP, (("rte", "rte_coverage"),))
             pair_id = errors["pair_id"][0]
             for j, (o, i) in enumerate(split.test if len(split.test) > 1 else ()):
                 for m in ("rte", "sparse-inductive", "verified-composition"):

@@ -16,13 +16,14 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.estimators.chain import Composition3RTE
-from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, fit_and_score, mse_rows, plot_examples,
-                                             retrieval_rows)
+from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, coverage_rows, fit_and_score, mse_rows,
+                                             plot_examples, retrieval_rows)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
+from taskextrap.search.posterior import covered
 from taskextrap.seeding import rng
 from taskextrap.tasks.chains import (DEPTH3_FAMILIES, DEPTH3_GRID, PAPER_RECIPE_SPLIT, ChainSet, RecipeSplit,
                                      dev_recipe_split, recipe_name)
@@ -90,15 +91,17 @@ def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str,
 
 def predict_all(rte: Composition3RTE, inductive, primitives: PrimitiveSet, targets: ChainSet, obs: Observations,
                 seed: int) -> tuple[dict, dict]:
-    """Predictions of every method at the query points, and retrieval diagnostics."""
+    """Predictions of every method at the query points, and per-draw diagnostics: retrieval and
+    the coverage of rte's 90% predictive interval."""
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     plain = rte.decompose(cx, cy, refine=0)  # the paper's search: k^3 verification only
     d = rte.refined(cx, cy, plain)
+    mean, std = rte.predict(cx, cy, qx, d, return_std=True)
     cands = d.extras["candidates"]                                   # (n, depth, k)
     truth = targets.chains[obs.task]                                 # (n, depth)
     given = lambda chains: rte.decomposition_for(cx, cy, chains)     # noqa: E731
     preds = {
-        "rte": rte.predict(cx, cy, qx, d),
+        "rte": mean,
         "no-refinement": rte.predict(cx, cy, qx, plain),
         "verified-composition": rte.compose(qx, d.anchors[:, 0]),
         "no-verification": rte.predict(cx, cy, qx, given(cands[:, :, 0])),
@@ -110,7 +113,8 @@ def predict_all(rte: Composition3RTE, inductive, primitives: PrimitiveSet, targe
     }
     retrieval = {"chain_top1": (d.anchors[:, 0] == truth).all(axis=1).astype(float),
                  "chain_top1_unrefined": (plain.anchors[:, 0] == truth).all(axis=1).astype(float),
-                 "chain_in_candidates": (cands == truth[:, :, None]).any(axis=2).all(axis=1).astype(float)}
+                 "chain_in_candidates": (cands == truth[:, :, None]).any(axis=2).all(axis=1).astype(float),
+                 "rte_coverage": covered(mean, std, obs.qry_y).mean(axis=1)}
     for j, slot in enumerate(SLOTS):  # where retrieval loses the chain: each slot's recall
         retrieval[f"{slot}_in_candidates"] = (cands[:, j] == truth[:, j:j + 1]).any(axis=1).astype(float)
     return preds, retrieval
@@ -164,6 +168,7 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
     def assemble(results):
         errors, timing = gather(results, units)
         out = mse_rows(EXPERIMENT, errors, GROUP, METHODS)
+        out += coverage_rows(EXPERIMENT, errors, GROUP, (("rte", "rte_coverage"),))
         recipe_id = errors["recipe_id"][0]
         for j, recipe in enumerate(split.test):
             for m in BREAKDOWN if (recipe_id == j).any() else ():  # (a tiny run may miss a recipe)

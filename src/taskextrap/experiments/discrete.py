@@ -82,6 +82,12 @@ def retrieval_rows(experiment: str, errors: dict, group: str, pairs) -> list:
     return [make_row(experiment, group, m, "accuracy", np.stack(errors[k], axis=1)) for m, k in pairs]
 
 
+def coverage_rows(experiment: str, errors: dict, group: str, pairs) -> list:
+    """A coverage row on ``group`` per (method, errors key) of ``pairs``: the share of each
+    target's (draw, query) points inside the method's 90% predictive interval."""
+    return [make_row(experiment, group, m, "coverage", np.stack(errors[k], axis=1)) for m, k in pairs]
+
+
 def fit_and_score(library, estimator, targets, obs, predict_all: Callable, methods, seed: int,
                   plot: Callable | None = None) -> UnitResult:
     """Fit ``estimator`` on ``library`` and the inductive baseline beside it, then score every

@@ -16,19 +16,20 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.length import LengthRTE
-from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_profiles, fit_and_score,
-                                             mse_rows, plot_examples, retrieval_rows)
+from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, coverage_rows, discrete_profiles,
+                                             fit_and_score, mse_rows, plot_examples, retrieval_rows)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.provenance import callable_hash
+from taskextrap.search.posterior import covered
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_ladder
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
 from taskextrap.tasks.observe import Observations, noise_scale
 from taskextrap.tasks.registry import check_ladder, resolve
 
-METHODS = ("rte", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
+METHODS = ("rte", "strategy-b", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
 ABLATION_METHODS = ("rte", "no-averaging", "rank3-anchor", "random-anchors", "zero-shift", "sparse-inductive",
                     "oracle")
 ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
@@ -70,14 +71,21 @@ def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str) -> L
 
 def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet, targets: LadderSet,
                 obs: Observations, seed: int) -> tuple[dict[str, np.ndarray], dict]:
-    """Predictions of every method at the query points, and retrieval diagnostics."""
+    """Predictions of every method at the query points, and per-draw diagnostics: retrieval and
+    the coverage of rte's 90% predictive interval.
+
+    ``strategy-b`` is the paper's plain Strategy B from the same fit: the decomposer's top-``k``
+    (no wider screening), the coefficient search, the arg-min (no averaging).
+    """
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     d = rte.decompose(cx, cy)
+    mean, std = rte.predict(cx, cy, qx, decomposition=d, return_std=True)
     parent = targets.parent[obs.task]
     random_anchor = rng(seed, "random-anchors").integers(len(library), size=len(cx))
     rank3 = min(2, d.anchors.shape[1] - 1)
     preds = {
-        "rte": rte.predict(cx, cy, qx, decomposition=d),
+        "rte": mean,
+        "strategy-b": rte.predict(cx, cy, qx, rte.decompose(cx, cy, screen_fraction=0.0).columns(0)),
         "no-averaging": rte.predict(cx, cy, qx, d.columns(0)),
         "rank3-anchor": rte.predict(cx, cy, qx, d.columns(rank3)),
         "random-anchors": rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, random_anchor, d.extras["guess_phi"])),
@@ -90,7 +98,8 @@ def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet
                                              library_grid=library.values_at)[0],
     }
     retrieval = {"parent_top1": (d.anchors[:, 0] == parent).astype(float),
-                 "parent_in_topk": (d.anchors == parent[:, None]).any(1).astype(float)}
+                 "parent_in_topk": (d.anchors == parent[:, None]).any(1).astype(float),
+                 "rte_coverage": covered(mean, std, obs.qry_y).mean(axis=1)}
     return preds, retrieval
 
 
@@ -140,7 +149,10 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
                   "train_levels": list(ladder.train_levels), "test_level": ladder.test_level,
                   "embedding": embedding, "library_seed": LIBRARY_SEED, "test_seed": test_seed,
                   "units": "shared with length / length-ablations under OUT/units"}
-        rows = mse_rows(experiment, errors, group_name(ladder), methods) + retrieval_rows(
+        rows = mse_rows(experiment, errors, group_name(ladder), methods)
+        if experiment == "length":  # rte's calibration beside its MSE
+            rows += coverage_rows(experiment, errors, group_name(ladder), (("rte", "rte_coverage"),))
+        rows += retrieval_rows(
             experiment, errors, "predecessor-retrieved",
             (("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk")))
         return rows, config, list(profile.seeds), timing

@@ -430,7 +430,8 @@ def make_row(
         raise TaskextrapError(
             f"{metric} for {group}/{method} is {stats['value']:.4g}; it must be a fraction in [0, 1]"
         )
-    pv, pci = paper_value(experiment, group, method)
+    # the paper prints errors and accuracies, never a coverage: its value is not this row's
+    pv, pci = (None, None) if metric == "coverage" else paper_value(experiment, group, method)
     row = ResultRow(
         group=group,
         method=method,
