@@ -132,3 +132,32 @@ def test_an_unknown_option_name_cannot_be_registered():
 
     with pytest.raises(ValueError, match="colour"):
         registry.register("x", "x", {"quick": None}, options=("colour",))
+
+
+@pytest.mark.parametrize("protocol", ["paper", "strict"])
+def test_the_chosen_objective_variant_is_the_dev_files_choice(protocol):
+    """CHOSEN is what the committed dev run says (benchmarks/results/parameter-<protocol>-paper-dev.json)."""
+    from pathlib import Path
+
+    from taskextrap.experiments import parameter as P
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / f"parameter-{protocol}-paper-dev.json"
+    if not path.exists():
+        pytest.skip(f"no committed dev run {path.name}")
+    assert P.CHOSEN[protocol] == P.choose_variant(json.loads(path.read_text())["rows"])
+
+
+def test_the_choice_is_the_lowest_geometric_mean_ratio_to_strategy_a():
+    from taskextrap.experiments import parameter as P
+
+    variants = [f"rte-{v}" for v in P.OBJECTIVE_VARIANTS]
+    rows = [{"group": g, "method": m, "metric": "mse", "value": base} for g, base in (("a", 1.0), ("b", 100.0))
+            for m in ["strategy-a", *variants]]
+    assert P.choose_variant(rows) == "strategy-a"  # all tied: Strategy A stays
+    for r in rows:
+        if r["method"] == variants[1]:
+            r["value"] *= 0.5 if r["group"] == "a" else 1.5  # halves a small error, +50% on a large one
+    assert P.variant_scores(rows)[variants[1][4:]] == pytest.approx(np.log(0.75) / 2)
+    assert P.choose_variant(rows) == variants[1][4:]
+    rows.append({"group": "a", "method": "rte", "metric": "coverage", "value": 0.5})  # other metrics do not count
+    assert P.choose_variant(rows) == variants[1][4:]

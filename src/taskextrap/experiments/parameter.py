@@ -96,6 +96,25 @@ def _common(protocol, profile: ParameterProfile, seed: int, anchors: int) -> dic
     return dict(protocol=protocol, n_pairs=profile.n_pairs, train=profile.train, seed=seed, anchors=anchors)
 
 
+def variant_scores(rows) -> dict[str, float]:
+    """The dev choice's score of ``strategy-a`` and of every objective variant from a dev run's
+    rows: the mean over families of log(MSE of the candidate / MSE of ``strategy-a``), the log of
+    the geometric-mean ratio (scale-free: a quadratic's 1e2 and a trend's 1e-2 count alike).
+    Lower is better; Strategy A scores 0."""
+    by = {(r["group"], r["method"]): r["value"] for r in rows if r["metric"] == "mse"}
+    groups = sorted({g for g, m in by if m == "strategy-a"})
+    scores = {"strategy-a": 0.0}
+    scores |= {v: float(np.mean([np.log(by[(g, f"rte-{v}")] / by[(g, "strategy-a")]) for g in groups]))
+               for v in OBJECTIVE_VARIANTS}
+    return scores
+
+
+def choose_variant(rows) -> str:
+    """The candidate with the lowest :func:`variant_scores` (Strategy A first on a tie)."""
+    scores = variant_scores(rows)
+    return min(scores, key=lambda v: (scores[v], list(scores).index(v)))
+
+
 def chosen_variant(protocol) -> str:
     """The dev-chosen objective variant of ``protocol``: its entry of :data:`CHOSEN` by name; a
     protocol of another name gets strict's when its context is noisy, else paper's."""
@@ -106,7 +125,9 @@ def make_rte(protocol, profile: ParameterProfile, seed: int, embedding: str = DE
              anchors: int = RTE.anchors, search: str = "proxy") -> RTE:
     """The unfitted RTE of a unit (the same for test runs and the dev-choice sweeps): Strategy A
     (``search="proxy"``, the paper's Psi) or the objective in the protocol's chosen variant."""
-    settings = {} if search == "proxy" else {"search": search, **OBJECTIVE_VARIANTS[chosen_variant(protocol)]}
+    variant = chosen_variant(protocol)
+    settings = {} if search == "proxy" or variant == "strategy-a" else {"search": search,
+                                                                           **OBJECTIVE_VARIANTS[variant]}
     return RTE(embedding=embedding, **_common(protocol, profile, seed, anchors), **settings)
 
 
@@ -117,14 +138,17 @@ def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding
     common = _common(protocol, profile, seed, anchors)
     timing = {}
     t = time.perf_counter()
-    rte = make_rte(protocol, profile, seed, embedding, anchors, search="objective").fit(library)
-    timing["rte_fit_s"] = time.perf_counter() - t
-    timing["embedding_s"] = rte.timing_["embedding_s"]
-    t = time.perf_counter()
     strategy_a = make_rte(protocol, profile, seed, embedding, anchors).fit(library)
     timing["strategy_a_fit_s"] = time.perf_counter() - t
+    timing["embedding_s"] = strategy_a.timing_["embedding_s"]
     t = time.perf_counter()
-    models = {"rte": rte, "strategy-a": strategy_a, "transductive-oracle": TransductiveOracle(**common).fit(library)}
+    # the objective's fit (its Psi has leave-one-out rows); the dev rows need it whatever dev chose
+    objective = RTE(embedding=embedding, **_common(protocol, profile, seed, anchors), search="objective",
+                    **OBJECTIVE_VARIANTS[next(iter(OBJECTIVE_VARIANTS))]).fit(library)
+    timing["rte_fit_s"] = time.perf_counter() - t
+    rte = strategy_a if chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
+    t = time.perf_counter()
+    models = {"rte": rte, "strategy-a": strategy_a, "objective": objective, "transductive-oracle": TransductiveOracle(**common).fit(library)}
     for kind in ("sparse-inductive", "t2v-inductive", "inductive-oracle"):
         models[kind] = InductiveBaseline(kind, strategy_a).fit()
     timing["baselines_fit_s"] = time.perf_counter() - t
@@ -145,9 +169,10 @@ def predict_method(method: str, models: dict, library: TaskSet, ctx_x, ctx_y, qr
         return rte.predict(ctx_x, ctx_y, qry_x, decomposition, return_std=return_std)
     if method.startswith("rte-objective-"):
         settings = OBJECTIVE_VARIANTS[method.removeprefix("rte-")]
-        return _with_settings(models["rte"], settings, lambda m: m.predict(ctx_x, ctx_y, qry_x, return_std=return_std))
+        return _with_settings(models["objective"], settings,
+                              lambda m: m.predict(ctx_x, ctx_y, qry_x, return_std=return_std))
     if method == "strategy-a-loo":
-        objective = models["rte"]
+        objective = models["objective"]
         return objective.predict(ctx_x, ctx_y, qry_x, objective.decompose(ctx_x, ctx_y, search="proxy"),
                                  return_std=return_std)
     if method == "transductive-oracle":
@@ -171,6 +196,13 @@ def predict_method(method: str, models: dict, library: TaskSet, ctx_x, ctx_y, qr
     if method == "library-best-fit":
         return library_best_fit(ctx_x, ctx_y, qry_x, lambda i, x: library.values(x, i), len(library))[0]
     raise ValueError(f"unknown method {method!r}")
+
+
+def _chosen(objective: RTE, protocol) -> RTE:
+    """The fitted objective RTE set to ``protocol``'s chosen variant (inference settings only)."""
+    for k, v in OBJECTIVE_VARIANTS[chosen_variant(protocol)].items():
+        setattr(objective, k, v)
+    return objective
 
 
 def _with_settings(rte: RTE, settings: dict, call):
@@ -276,7 +308,7 @@ def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed) 
                 fn_code=callable_hash(family.fn), domain=family.domain, shift=family.shift, fixed=dict(family.fixed), regions=dict(family.regions),
                 train_regions=family.train_regions, protocol=protocol, profile=profile.to_dict(), seed=seed,
                 embedding=embedding, anchors=anchors, test_seed=test_seed, target_region=target_region(family),
-                objective=OBJECTIVE_VARIANTS[chosen_variant(protocol)], methods=methods_of(family))
+                objective=OBJECTIVE_VARIANTS.get(chosen_variant(protocol), "strategy-a"), methods=methods_of(family))
 
 
 def family_units(family, protocol, profile, embedding: str, anchors: int, plot_dir: Path | None,
@@ -331,7 +363,8 @@ def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFam
                                         np.stack(errors[f.name][coverage_key(m)], axis=1)), f)
                  for f in families for m in methods + _dev_rows(f, methods) if has_interval(m)]
         config = {"families": [f.name for f in families], "protocol": {**vars(protocol)},
-                  "objective": {"variant": chosen_variant(protocol), **OBJECTIVE_VARIANTS[chosen_variant(protocol)]},
+                  "objective": {"variant": chosen_variant(protocol),
+                                **OBJECTIVE_VARIANTS.get(chosen_variant(protocol), {"search": "proxy"})},
                   "profile": profile.to_dict(), "embedding": embedding, "anchors": options.anchors,
                   "test_seed": options.seed_of_tests, "regions": {f.name: dict(f.regions) for f in families},
                   "target_region": {f.name: target_region(f) for f in families}}
