@@ -194,8 +194,13 @@ def test_headline_rows_show_rte_its_baseline_verdict_and_every_non_oracle_winner
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
     out = mod.render_spec("headline length-strict-paper:g+h").splitlines()
     assert out[2] == ("| length | `strict` | g | 1.00 ± 0.100 (sd 0.0100) | `sparse-inductive` 3.00 ± 0.100 (sd 0.0200) "
-                      "| `rte` better | 2.00 | `ctx-interp` |")  # the oracle's win is not listed
-    assert out[3] == "| length | `strict` | h | 4.00 ± 0.100 | `sparse-inductive` 3.00 ± 0.100 | not clear | - | none |"
+                      "| `rte` better | - | 2.00 | `ctx-interp` |")  # the oracle's win is not listed
+    assert out[3] == "| length | `strict` | h | 4.00 ± 0.100 | `sparse-inductive` 3.00 ± 0.100 | not clear | - | - | none |"
+    rows.append(row("h", "strategy-b", 5.0, paper_value=6.0))  # our run of the paper's own strategy, its value
+    (tmp_path / "length-strict-paper.json").write_text(json.dumps({"rows": rows, "comparisons": comps}))
+    assert mod.render_spec("headline length-strict-paper:h").splitlines()[2] == (
+        "| length | `strict` | h | 4.00 ± 0.100 | `sparse-inductive` 3.00 ± 0.100 | not clear | `strategy-b` 5.00 ± 0.100 "
+        "| 6.00 | none |")
     with pytest.raises(SystemExit, match="no rte row in group 'zz'"):
         mod.render_spec("headline length-strict-paper:zz")
     with pytest.raises(SystemExit, match="use <experiment>-<protocol>-<profile>:GROUP"):
