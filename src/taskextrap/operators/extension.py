@@ -16,14 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
-from taskextrap.operators.param import _PointwiseNet
+from taskextrap.operators.param import _PointwiseNet, loo_masks  # noqa: F401 (loo_masks: re-exported)
 from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
-
-
-def loo_masks(n_context: int) -> np.ndarray:
-    """(n_context, n_context) masks: row i hides context point i."""
-    return 1.0 - np.eye(n_context)
 
 
 class ExtensionOperator(_PointwiseNet):

@@ -30,6 +30,11 @@ def sort_context(ctx_x: np.ndarray, ctx_y: np.ndarray) -> tuple[np.ndarray, np.n
     return np.take_along_axis(ctx_x, order, 1), np.take_along_axis(ctx_y, order, 1)
 
 
+def loo_masks(n_context: int) -> np.ndarray:
+    """(n_context, n_context) masks: row i hides context point i."""
+    return 1.0 - np.eye(n_context)
+
+
 def _rows(per_query: list[np.ndarray], per_task: list[np.ndarray]) -> np.ndarray:
     """Stack (n, q) per-query columns and (n, d) per-task blocks into (n*q, features) rows."""
     n, q = per_query[0].shape
@@ -134,7 +139,7 @@ class RelationalOperator(_PointwiseNet):
             target = self.scaler.dy(qry_y - anc_q).reshape(-1)
             if self.loo:  # each context point predicted with itself hidden
                 k = ctx_x.shape[1]
-                masks = np.broadcast_to(1.0 - np.eye(k), (len(ctx_x), k, k))
+                masks = np.broadcast_to(loo_masks(k), (len(ctx_x), k, k))
                 rows = np.concatenate([rows, self.features(ctx_x, ctx_y, anc_ctx, ctx_x, anc_ctx, shift, masks)])
                 target = np.concatenate([target, self.scaler.dy(a[7] - anc_ctx).reshape(-1)])
             return rows, target.astype(np.float32)
@@ -153,7 +158,7 @@ class RelationalOperator(_PointwiseNet):
         if not self.loo:
             raise TaskextrapError("this Psi was trained without leave-one-out rows: fit RTE with loo=True")
         n, k = ctx_x.shape
-        masks = np.broadcast_to(1.0 - np.eye(k), (n, k, k))
+        masks = np.broadcast_to(loo_masks(k), (n, k, k))
         pred = self.predict(ctx_x, ctx_y, anc_ctx, ctx_x, anc_ctx, shift, masks)
         return ((pred - ctx_y) ** 2).mean(axis=1)
 
