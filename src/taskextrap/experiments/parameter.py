@@ -311,8 +311,13 @@ def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed) 
     return dict(experiment="parameter", family=family.name, fn=getattr(family.fn, "__qualname__", ""),
                 fn_code=callable_hash(family.fn), domain=family.domain, shift=family.shift, fixed=dict(family.fixed), regions=dict(family.regions),
                 train_regions=family.train_regions, protocol=protocol, profile=profile.to_dict(), seed=seed,
-                embedding=embedding, anchors=anchors, test_seed=test_seed, target_region=target_region(family),
-                objective=OBJECTIVE_VARIANTS.get(chosen_variant(protocol), "strategy-a"), methods=methods_of(family))
+                embedding=embedding, anchors=anchors, test_seed=test_seed, target_region=target_region(family))
+
+
+def search_config(family, protocol) -> dict:
+    """What a parameter unit's rows add to :func:`unit_config`: the headline's objective variant
+    (or Strategy A) and the methods scored (the dev split's variants)."""
+    return dict(objective=OBJECTIVE_VARIANTS.get(chosen_variant(protocol), "strategy-a"), methods=methods_of(family))
 
 
 def family_units(family, protocol, profile, embedding: str, anchors: int, plot_dir: Path | None,
@@ -321,7 +326,8 @@ def family_units(family, protocol, profile, embedding: str, anchors: int, plot_d
     tag = f"{family.name}-{protocol.name}" + ("-dev" if target_region(family) == DEV_REGION else "")
     return seed_units(
         profile.seeds, name=lambda s: f"parameter-{tag}-seed{s}",
-        config=lambda s: unit_config(family, protocol, profile, s, embedding, anchors, test_seed),
+        config=lambda s: {**unit_config(family, protocol, profile, s, embedding, anchors, test_seed),
+                          **search_config(family, protocol)},
         compute=lambda s, plots: run_unit(family, protocol, profile, s, embedding, anchors, plots, test_seed),
         plot_dir=plot_dir, plot_file=f"{family.name}-{protocol.name}-predictions.png")
 
