@@ -196,7 +196,7 @@ def library_best_fit(
     for start in range(0, n, int(chunk)):
         xc, yc = x[start : start + chunk], y[start : start + chunk]
         c = xc.shape[0]
-        f = library_curves(library_fn, library_grid, lib, xc)
+        f = _library_values(library_fn, library_grid, lib, xc)
         r = yc[:, None, :] - f
         off = r.mean(axis=2)
         sse = np.sum((r - off[..., None]) ** 2, axis=2)
@@ -210,9 +210,8 @@ def library_best_fit(
     return check_finite_result("library_best_fit's prediction", pred, "library_fn", "overflows at qry_x"), index
 
 
-def library_curves(library_fn, library_grid, lib: np.ndarray, xc: np.ndarray) -> np.ndarray:
-    """Every library function ``lib`` at every row of ``xc`` (c, k) -> (c, L, k), in one call of
-    ``library_grid`` (when given) or of ``library_fn`` (see :func:`library_best_fit`)."""
+def _library_values(library_fn, library_grid, lib: np.ndarray, xc: np.ndarray) -> np.ndarray:
+    """Every library function at every row of ``xc`` (c, k) -> (c, L, k)."""
     c, k = xc.shape
     if library_grid is not None:
         out = np.asarray(library_grid(xc), dtype=float)

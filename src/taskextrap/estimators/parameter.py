@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from taskextrap import audit
-from taskextrap.baselines.context import library_curves
 from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import (Decomposition, Estimator, check_decomposition, check_is_fitted,
@@ -283,10 +282,9 @@ class RTE(Estimator):
         anchors, dist = nearest(z, self.z_library_, min(self.retrieve, size))
         extra = min(self.screen, size - anchors.shape[1])
         if extra > 0:
-            curves = lambda x: library_curves(lambda i, xr: self.library_.values(xr, i), None,  # noqa: E731
-                                              np.arange(size), x)                      # (chunk, library, m)
-            fit = np.concatenate([np.mean((curves(sx[i:i + OBJECTIVE_CHUNK]) - sy[i:i + OBJECTIVE_CHUNK, None]) ** 2,
-                                          axis=2) for i in range(0, len(sx), OBJECTIVE_CHUNK)])  # (n, library)
+            fit = np.concatenate([np.mean((self.library_.curves(sx[i:i + OBJECTIVE_CHUNK])
+                                           - sy[i:i + OBJECTIVE_CHUNK, None]) ** 2, axis=2)
+                                  for i in range(0, len(sx), OBJECTIVE_CHUNK)])                # (n, library)
             np.put_along_axis(fit, anchors, np.inf, axis=1)                              # already retrieved
             best = np.argpartition(fit, extra - 1, axis=1)[:, :extra]
             anchors = np.concatenate([anchors, best], axis=1)

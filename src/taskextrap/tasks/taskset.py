@@ -61,3 +61,9 @@ class TaskSet:
             index = as_index_array("index", index, len(self), "task indices")
         params = self.params if index is None else self.params[index]
         return self.family(params, x)
+
+    def curves(self, x: np.ndarray) -> np.ndarray:
+        """Every task at every row of ``x`` (c, m) -> (c, tasks, m), in one call of the family."""
+        c, m = x.shape
+        params = np.tile(self.params, (c, 1))
+        return self.family(params, np.repeat(x, len(self), axis=0)).reshape(c, len(self), m)
