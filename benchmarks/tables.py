@@ -37,7 +37,13 @@ from taskextrap.report.tables import format_value_ci, wide_table
 RESULTS = Path(__file__).parent / "results"
 
 
-def render(name: str, metrics=("mse", "coverage", "accuracy"), groups: list[str] | None = None, heading: bool = True,
+# what a diagnostic table shows (an mse or accuracy table's groups say it themselves)
+CAPTIONS = {"coverage": "coverage: the share of query points inside the 90% predictive interval (0.9 when calibrated)",
+            "entropy": "entropy (nats) of the posterior over candidate decompositions: 0 when one candidate "
+                       "holds all the weight, log k when k share it"}
+
+
+def render(name: str, metrics=("mse", "coverage", "entropy", "accuracy"), groups: list[str] | None = None, heading: bool = True,
            data: dict | None = None) -> str:
     """The tables of one results file (``metrics``, and only ``groups`` when given), with its
     footnotes: the interval rule, the clear paired claims, the split and seeds, the wall time.
@@ -47,7 +53,8 @@ def render(name: str, metrics=("mse", "coverage", "accuracy"), groups: list[str]
     for metric in metrics:  # accuracy-only runs (parity, codeio) get no empty MSE table
         rows = [r for r in data["rows"] if r["metric"] == metric and (groups is None or r["group"] in groups)]
         if rows:
-            parts += ["", wide_table(data, metric, groups=list(dict.fromkeys(r["group"] for r in rows)))]
+            caption = [f"_{CAPTIONS[metric]}_", ""] if metric in CAPTIONS else []
+            parts += ["", *caption, wide_table(data, metric, groups=list(dict.fromkeys(r["group"] for r in rows)))]
     if data["rows"] and all(r.get("ci_method") == "t-seeds" for r in data["rows"]):  # one target (projectile)
         parts += ["", "_value ± ci95 over seeds (t interval: one target); sd: across seeds._"]
     elif data["rows"] and all("ci_method" in r for r in data["rows"]) and len(data.get("seeds") or []) == 1:
@@ -346,7 +353,7 @@ def render_spec(spec: str) -> str:
     unknown = set(kw) - {"metric", "groups"}
     if unknown:
         raise SystemExit(f"table block {spec!r}: unknown option(s) {sorted(unknown)}")
-    metrics = (kw["metric"],) if "metric" in kw else ("mse", "coverage", "accuracy")
+    metrics = (kw["metric"],) if "metric" in kw else ("mse", "coverage", "entropy", "accuracy")
     groups = kw["groups"].split(",") if "groups" in kw else None
     return render(name, metrics, groups, heading=False, data=data)
 

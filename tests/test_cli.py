@@ -46,7 +46,12 @@ def _check_parameter_results(results, group):
     coverage = [r for r in results["rows"] if r["metric"] == "coverage"]
     assert {r["method"] for r in coverage} == {"rte", "strategy-a"}
     assert all(0.0 <= r["value"] <= 1.0 for r in coverage)
-    assert len(rows) + len(coverage) == len(results["rows"])
+    entropy = [r for r in results["rows"] if r["metric"] == "entropy"]  # rte's posterior over decompositions
+    assert [(r["group"], r["method"]) for r in entropy] == [(group, "rte")] and entropy[0]["value"] >= 0
+    retrieved = [r for r in results["rows"] if r["group"] == f"{group}:anchor-retrieved"]
+    assert {r["method"] for r in retrieved} == {"rte", "strategy-a"} and all(r["metric"] == "accuracy" for r in retrieved)
+    assert len(rows) + len(coverage) + len(entropy) + len(retrieved) == len(results["rows"])
+    assert not any(c["metric"] in ("coverage", "entropy") for c in results["comparisons"])
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,8 @@ def test_parameter_experiment_never_fits_on_f2(protocol):
     with audit.spy() as seen:
         unit = run_unit(FAM, get_protocol(protocol), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient",
                         anchors=2)
-    assert set(unit.errors) == set(METHODS) | {"far-anchors"} | {f"coverage:{m}" for m in INTERVAL_METHODS}
+    diagnostics = {"entropy:rte", "entropy:strategy-a", "anchor-retrieved:rte", "anchor-retrieved:strategy-a"}
+    assert set(unit.errors) == set(METHODS) | {"far-anchors"} | {f"coverage:{m}" for m in INTERVAL_METHODS} | diagnostics
     _check_param(seen, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE)
     assert {(r.component, r.stage) for r in seen} >= {("psi", "val"), ("psi", "train")} | {
         (k, "val") for k in INDUCTIVE}

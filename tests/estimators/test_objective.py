@@ -8,7 +8,7 @@ import pytest
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import Decomposition
-from taskextrap.search.posterior import covered, likelihood_weights, mixture
+from taskextrap.search.posterior import covered, entropy, likelihood_weights, mixture
 from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
 from taskextrap.seeding import rng
 
@@ -169,6 +169,13 @@ def test_likelihood_weights_sharpen_with_less_noise():
     np.testing.assert_allclose(likelihood_weights(np.array([[0.5, np.inf]]), 8, 1.0), [[1.0, 0.0]])
     with pytest.raises(TaskextrapError, match="scale"):
         likelihood_weights(loss, 8, 0.0)
+
+
+def test_entropy_of_the_posterior():
+    w = np.array([[1.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], [0.5, 0.5, 0.0, 0.0]])
+    np.testing.assert_allclose(entropy(w), [0.0, np.log(4), np.log(2)])
+    with pytest.raises(TaskextrapError, match="shape"):
+        entropy(np.ones(3))
 
 
 def test_mixture_and_coverage_formulas():

@@ -45,6 +45,8 @@ def test_composition_and_ablations_share_units(tmp_path, monkeypatch):
     assert main == list(composition.METHODS) and "strategy-b" in main  # the paper's plain Strategy B, named
     cover = [r for r in res["rows"] if r["metric"] == "coverage"]
     assert [(r["group"], r["method"]) for r in cover] == [("unseen-pairs", "rte")] and 0 <= cover[0]["value"] <= 1
+    (ent,) = [r for r in res["rows"] if r["metric"] == "entropy"]  # rte's posterior over decompositions
+    assert (ent["group"], ent["method"]) == ("unseen-pairs", "rte") and ent["value"] >= 0
     assert {r["group"] for r in res["rows"]} >= {"sin o poly", "tanh o sin", "poly o tanh", "pair-retrieved"}
     per_pair_n = sum(r["n"] for r in res["rows"] if r["method"] == "rte" and " o " in r["group"])
     assert per_pair_n == 6

@@ -41,7 +41,9 @@ def test_length_and_ablations_share_units(tmp_path, monkeypatch):
     assert methods == list(length.METHODS) and "strategy-b" in methods  # the paper's plain Strategy B, named
     cover = [r for r in res["rows"] if r["metric"] == "coverage"]
     assert [(r["group"], r["method"]) for r in cover] == [("degree9", "rte")] and 0 <= cover[0]["value"] <= 1
-    assert not any(c["metric"] == "coverage" for c in res["comparisons"])
+    assert not any(c["metric"] in ("coverage", "entropy") for c in res["comparisons"])
+    (ent,) = [r for r in res["rows"] if r["metric"] == "entropy"]  # rte's posterior over decompositions
+    assert (ent["group"], ent["method"], ent["paper_value"]) == ("degree9", "rte", None) and ent["value"] >= 0
     rte = next(r for r in res["rows"] if r["group"] == "degree9" and r["method"] == "rte")
     assert rte["paper_value"] == 0.3712 and rte["n"] == 6
     assert (tmp_path / "length-paper-tiny" / "plots" / "polynomial-paper-predictions.png").exists()

@@ -59,11 +59,14 @@ def test_unit_errors_and_checkpoint_resume(tmp_path):
     first = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)]
     errors = first.errors
     coverage = {f"coverage:{m}" for m in INTERVAL_METHODS}
-    assert set(errors) == set(METHODS) | {"far-anchors"} | coverage
+    fractions = coverage | {f"anchor-retrieved:{m}" for m in ("rte", "strategy-a")}
+    assert set(errors) == set(METHODS) | {"far-anchors"} | fractions | {"entropy:rte", "entropy:strategy-a"}
     for m, e in errors.items():
         assert e.shape == (prof.n_targets,) and np.all(np.isfinite(e)) and np.all(e >= 0), m
-    for m in coverage:
+    for m in fractions:
         assert np.all(errors[m] <= 1.0), m
+    # Strategy A averages its anchors equally: the entropy of its posterior is log(anchors)
+    np.testing.assert_allclose(errors["entropy:strategy-a"], np.log(2))
     assert "resumed" not in first.extras
     (path,) = tmp_path.glob("parameter-sin_trend-strict-seed0-*.json")
     saved = json.loads(path.read_text())

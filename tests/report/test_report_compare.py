@@ -103,3 +103,14 @@ def test_compare_rows_accuracy_higher_wins():
     # every difference is 1: BCa is undefined, the percentile interval is the point [1, 1]
     assert c["diff"] == 1.0 and c["winner"] == "rte" and c["ci_method"] == "bootstrap-percentile-targets"
     assert c["lo"] == c["hi"] == 1.0
+
+
+def test_diagnostic_metrics_are_never_compared_and_carry_no_paper_value():
+    e = np.random.default_rng(1).uniform(0.1, 1.0, size=(10, 2))
+    rows = [make_row("parameter", "quadratic", m, metric, e + i)
+            for i, m in enumerate(("rte", "strategy-a")) for metric in ("entropy", "coverage")
+            if not (metric == "coverage" and i)]
+    assert compare_rows(rows) == []
+    assert all(r["paper_value"] is None for r in rows)  # strategy-a has a paper mse, not an entropy
+    with pytest.raises(TaskextrapError, match="entropy"):
+        make_row("parameter", "quadratic", "rte", "entropy", -e)

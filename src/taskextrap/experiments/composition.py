@@ -15,13 +15,13 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.estimators.composition import CompositionRTE
-from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, coverage_rows, discrete_profiles,
+from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, coverage_rows, discrete_profiles, entropy_rows,
                                              fit_and_score, mse_rows, plot_examples, retrieval_rows)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.report.schema import make_row
-from taskextrap.search.posterior import covered
+from taskextrap.search.posterior import covered, entropy
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_pair_split
 from taskextrap.tasks.observe import Observations, noise_scale
@@ -100,7 +100,8 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
                  "pair_top1_unrefined": ((best_plain[:, 0] == true_o) & (best_plain[:, 1] == true_i)).astype(float),
                  "pair_in_candidates": ((outer_c == true_o[:, None]).any(1) & (inner_c == true_i[:, None]).any(1)
                                         ).astype(float),
-                 "rte_coverage": covered(mean, std, obs.qry_y).mean(axis=1)}
+                 "rte_coverage": covered(mean, std, obs.qry_y).mean(axis=1),
+                 "rte_entropy": entropy(rte.weighted(d).weights)}
     return preds, retrieval
 
 
@@ -148,6 +149,7 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
         out = mse_rows(experiment, errors, GROUP, methods)
         if experiment == "composition":  # rte's calibration beside its MSE; one group per held-out pair
             out += coverage_rows(experiment, errors, GROUP, (("rte", "rte_coverage"),))
+            out += entropy_rows(experiment, errors, GROUP, (("rte", "rte_entropy"),))
             pair_id = errors["pair_id"][0]
             for j, (o, i) in enumerate(split.test if len(split.test) > 1 else ()):
                 for m in ("rte", "sparse-inductive", "verified-composition"):

@@ -88,6 +88,12 @@ def coverage_rows(experiment: str, errors: dict, group: str, pairs) -> list:
     return [make_row(experiment, group, m, "coverage", np.stack(errors[k], axis=1)) for m, k in pairs]
 
 
+def entropy_rows(experiment: str, errors: dict, group: str, pairs) -> list:
+    """An entropy row on ``group`` per (method, errors key) of ``pairs``: each target's mean
+    entropy (nats) of the method's posterior over candidate decompositions."""
+    return [make_row(experiment, group, m, "entropy", np.stack(errors[k], axis=1)) for m, k in pairs]
+
+
 def fit_and_score(library, estimator, targets, obs, predict_all: Callable, methods, seed: int,
                   plot: Callable | None = None) -> UnitResult:
     """Fit ``estimator`` on ``library`` and the inductive baseline beside it, then score every

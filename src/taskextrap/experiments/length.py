@@ -16,13 +16,13 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.length import LengthRTE
-from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, coverage_rows, discrete_profiles,
+from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, coverage_rows, discrete_profiles, entropy_rows,
                                              fit_and_score, mse_rows, plot_examples, retrieval_rows)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.provenance import callable_hash
-from taskextrap.search.posterior import covered
+from taskextrap.search.posterior import covered, entropy
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_ladder
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
@@ -99,7 +99,8 @@ def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet
     }
     retrieval = {"parent_top1": (d.anchors[:, 0] == parent).astype(float),
                  "parent_in_topk": (d.anchors == parent[:, None]).any(1).astype(float),
-                 "rte_coverage": covered(mean, std, obs.qry_y).mean(axis=1)}
+                 "rte_coverage": covered(mean, std, obs.qry_y).mean(axis=1),
+                 "rte_entropy": entropy(rte.weighted(d).weights)}
     return preds, retrieval
 
 
@@ -152,6 +153,7 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
         rows = mse_rows(experiment, errors, group_name(ladder), methods)
         if experiment == "length":  # rte's calibration beside its MSE
             rows += coverage_rows(experiment, errors, group_name(ladder), (("rte", "rte_coverage"),))
+            rows += entropy_rows(experiment, errors, group_name(ladder), (("rte", "rte_entropy"),))
         rows += retrieval_rows(
             experiment, errors, "predecessor-retrieved",
             (("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk")))

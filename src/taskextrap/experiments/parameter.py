@@ -24,7 +24,7 @@ from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_tar
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
 from taskextrap.search.index import nearest
-from taskextrap.search.posterior import covered
+from taskextrap.search.posterior import covered, entropy
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
 from taskextrap.tasks.dev import DEV_REGION, dev_family
@@ -234,16 +234,41 @@ def methods_of(family: ParametricFamily) -> tuple[str, ...]:
 
 
 def predict_all(models: dict, library: TaskSet, obs: Observations, seed: int,
-                methods: tuple[str, ...] = ALL_METHODS) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Predictions (n_draws_total, q) of every method at the query points, and the predictive
-    sd of those with an interval (:data:`INTERVAL_METHODS` and the dev variants)."""
-    d = models["strategy-a"].decompose(obs.ctx_x, obs.ctx_y)
+                methods: tuple[str, ...] = ALL_METHODS) -> tuple[dict, dict, dict]:
+    """Predictions (n_draws_total, q) of every method at the query points, the predictive sd of
+    those with an interval (:data:`INTERVAL_METHODS` and the dev variants), and per-draw
+    diagnostics (:func:`diagnostics`) of ``rte`` and ``strategy-a``."""
+    cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
+    d = models["strategy-a"].decompose(cx, cy)
+    d_rte = d if models["rte"] is models["strategy-a"] else models["rte"].decompose(cx, cy)
     preds, stds = {}, {}
     for m in methods:
-        out = predict_method(m, models, library, obs.ctx_x, obs.ctx_y, obs.qry_x, obs.params, seed, d,
-                             return_std=has_interval(m))
+        out = (models["rte"].predict(cx, cy, qx, d_rte, return_std=True) if m == "rte" else
+               predict_method(m, models, library, cx, cy, qx, obs.params, seed, d, return_std=has_interval(m)))
         preds[m], stds[m] = out if has_interval(m) else (out, None)
-    return preds, {m: s for m, s in stds.items() if s is not None}
+    truth = models["transductive-oracle"].decompose_truth(cx, cy, obs.params).anchors
+    diag = {**diagnostics("rte", d_rte, truth), **diagnostics("strategy-a", d, truth)}
+    return preds, {m: s for m, s in stds.items() if s is not None}, diag
+
+
+def diagnostics(method: str, d: Decomposition, truth_anchors: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-draw diagnostics of ``method``'s decomposition ``d``: the entropy (nats) of its
+    posterior over candidates (equal weights when it has none) and whether its heaviest anchor
+    is one of the transductive oracle's ``truth_anchors`` (n, anchors), the library tasks
+    nearest the target in true parameters: how often the search found a right anchor."""
+    w = np.full(d.score.shape, 1.0 / d.k) if d.weights is None else d.weights
+    top = d.anchors[np.arange(len(w)), np.argmax(w, axis=1)]
+    return {entropy_key(method): entropy(w), anchor_key(method): (truth_anchors == top[:, None]).any(axis=1).astype(float)}
+
+
+def entropy_key(method: str) -> str:
+    """The key of ``method``'s per-target posterior entropy among a unit's errors."""
+    return f"entropy:{method}"
+
+
+def anchor_key(method: str) -> str:
+    """The key of ``method``'s per-target anchor-retrieval rate among a unit's errors."""
+    return f"anchor-retrieved:{method}"
 
 
 def has_interval(method: str) -> bool:
@@ -264,9 +289,10 @@ def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: 
     library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors)
     targets, obs = make_targets(family, protocol, profile.n_targets, profile.n_draws, test_seed)
     t = time.perf_counter()
-    preds, stds = predict_all(models, library, obs, seed, methods_of(family))
+    preds, stds, diag = predict_all(models, library, obs, seed, methods_of(family))
     timing["evaluation_s"] = time.perf_counter() - t
     errors = {m: per_target_mse(p, obs, profile.n_targets) for m, p in preds.items()}
+    errors |= {k: per_target(v, profile.n_targets) for k, v in diag.items()}
     errors |= {coverage_key(m): per_target(covered(preds[m], s, obs.qry_y), profile.n_targets)
                for m, s in stds.items()}
     if plot_dir is not None:
@@ -372,6 +398,8 @@ def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFam
         rows += [paper_checked(make_row(experiment, f.name, m, "coverage",
                                         np.stack(errors[f.name][coverage_key(m)], axis=1)), f)
                  for f in families for m in methods + _dev_rows(f, methods) if has_interval(m)]
+        rows += [paper_checked(row, f) for f in families for row in diagnostic_rows(experiment, f.name, errors[f.name])
+                 if row["method"] in methods]
         config = {"families": [f.name for f in families], "protocol": {**vars(protocol)},
                   "objective": {"variant": chosen_variant(protocol),
                                 **OBJECTIVE_VARIANTS.get(chosen_variant(protocol), {"search": "proxy"})},
@@ -381,6 +409,15 @@ def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFam
         return rows, config, list(profile.seeds), timing
 
     return Plan([u for f in families for u in units[f.name]], assemble)
+
+
+def diagnostic_rows(experiment: str, group: str, errors: dict) -> list:
+    """What the search found, beside what it scored: ``rte``'s posterior entropy (group
+    ``group``; Strategy A's equal mean is log(anchors) everywhere) and the anchor-retrieval rate
+    of ``rte`` and ``strategy-a`` (group ``<group>:anchor-retrieved``)."""
+    return [make_row(experiment, group, "rte", "entropy", np.stack(errors[entropy_key("rte")], axis=1))] + [
+        make_row(experiment, f"{group}:anchor-retrieved", m, "accuracy", np.stack(errors[anchor_key(m)], axis=1))
+        for m in ("rte", "strategy-a")]
 
 
 def _dev_rows(family: ParametricFamily, methods: tuple[str, ...]) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.report.schema import METRICS, _as_errors, mean_interval
+from taskextrap.report.schema import DIAGNOSTIC_METRICS, METRICS, _as_errors, mean_interval
 
 __all__ = ["paired_difference", "compare_rows", "clear_claims", "REFERENCE_METHOD"]
 
@@ -69,7 +69,7 @@ def _better(metric: str, diff: float, a: str, b: str) -> str:
 
 
 def compare_rows(rows: Iterable[dict], reference: str = REFERENCE_METHOD) -> list[dict[str, Any]]:
-    """Paired comparisons of a results table: in each (group, metric) but ``coverage``, ``reference`` (``rte``;
+    """Paired comparisons of a results table: in each (group, metric) but the diagnostics (``coverage``, ``entropy``), ``reference`` (``rte``;
     the group's first method where it has no ``rte`` row) against every other method.
 
     Every row must carry its per-(target, seed) array (``row.errors``, set by
@@ -87,7 +87,7 @@ def compare_rows(rows: Iterable[dict], reference: str = REFERENCE_METHOD) -> lis
         by_key.setdefault((r["group"], r["metric"]), []).append(r)
     out = []
     for (group, metric), sel in by_key.items():
-        if metric == "coverage":  # calibration, not a score where higher or lower is better
+        if metric in DIAGNOSTIC_METRICS:  # calibration and spread, not scores where lower is better
             continue
         ref = next((r for r in sel if r["method"] == reference), sel[0])
         for other in sel:

@@ -56,6 +56,7 @@ __all__ = [
     "RESULTS_SCHEMA",
     "ROW_SCHEMA",
     "METRICS",
+    "DIAGNOSTIC_METRICS",
     "CI_METHODS",
     "COMPARISON_SCHEMA",
     "validate_results",
@@ -74,7 +75,10 @@ __all__ = [
 
 # ``coverage``: the share of query points inside a method's 90% predictive interval
 # (``search.posterior.covered``), per target; a calibration check, never a paired comparison.
-METRICS = ("mse", "accuracy", "coverage")
+METRICS = ("mse", "accuracy", "coverage", "entropy")
+# diagnostics, not scores: no paper value, no paired comparison (coverage: the share of query
+# points inside a 90% predictive interval; entropy: of the posterior over decompositions, nats)
+DIAGNOSTIC_METRICS = ("coverage", "entropy")
 # How a row's interval was computed (the module docstring); "bootstrap-targets" is the hand-written
 # percentile bootstrap of files written before scipy.stats.bootstrap, still accepted when read.
 CI_METHODS = ("t-targets", "bootstrap-bca-targets", "bootstrap-percentile-targets", "bootstrap-targets",
@@ -430,8 +434,10 @@ def make_row(
         raise TaskextrapError(
             f"{metric} for {group}/{method} is {stats['value']:.4g}; it must be a fraction in [0, 1]"
         )
-    # the paper prints errors and accuracies, never a coverage: its value is not this row's
-    pv, pci = (None, None) if metric == "coverage" else paper_value(experiment, group, method)
+    if metric == "entropy" and stats["value"] < 0:
+        raise TaskextrapError(f"entropy for {group}/{method} is {stats['value']:.4g}; it must be >= 0")
+    # the paper prints errors and accuracies, never a diagnostic: its value is not this row's
+    pv, pci = (None, None) if metric in DIAGNOSTIC_METRICS else paper_value(experiment, group, method)
     row = ResultRow(
         group=group,
         method=method,

@@ -98,3 +98,13 @@ def covered(mean: np.ndarray, std: np.ndarray, truth: np.ndarray, level: float =
     check_real("level", level, 0.0, 1.0, min_open=True, max_open=True)
     z = float(norm.ppf(0.5 + level / 2.0))
     return np.abs(np.asarray(truth) - mean) <= z * np.asarray(std)
+
+
+def entropy(weights: np.ndarray) -> np.ndarray:
+    """The entropy in nats (n,) of each target's posterior ``weights`` (n, k) over candidate
+    decompositions: 0 when one candidate holds all the weight, log k when k share it equally
+    (exp(entropy) is the effective number of candidates)."""
+    w = np.asarray(weights, dtype=float)
+    if w.ndim != 2:
+        raise TaskextrapError(f"posterior weights must have shape (targets, candidates), got {w.shape}")
+    return np.where(w > 0, -w * np.log(np.where(w > 0, w, 1.0)), 0.0).sum(axis=1)
