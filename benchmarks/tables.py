@@ -329,6 +329,39 @@ def render_multistep(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_parameter_dev(data: dict) -> str:
+    """A ``parameter`` dev file: each candidate inference of the dev choice (Strategy A, with the
+    paper's Psi and with the objective's leave-one-out Psi, and every objective variant) per
+    dev family as MSE, its ratio to Strategy A and the coverage of its 90% interval, then the
+    choice's score (``variant_scores``: mean log ratio over families; lower is better)."""
+    from taskextrap.experiments.parameter import OBJECTIVE_VARIANTS, choose_variant, variant_scores
+
+    by = {(r["group"], r["method"], r["metric"]): r for r in data["rows"]}
+    families = list(dict.fromkeys(r["group"] for r in data["rows"] if r["metric"] == "mse"))
+    verdicts = {(c["group"], c["b"]): c for c in data.get("comparisons") or [] if c["metric"] == "mse"}
+    scores, chosen = variant_scores(data["rows"]), choose_variant(data["rows"])
+    lines = ["| candidate | " + " | ".join(families) + " | score |", "| --- |" + " ---: |" * (len(families) + 1)]
+    for m in ("strategy-a", "strategy-a-loo", *(f"rte-{v}" for v in OBJECTIVE_VARIANTS)):
+        name = m.removeprefix("rte-")
+        cells = []
+        for g in families:
+            mse, cov = by[(g, m, "mse")]["value"], by.get((g, m, "coverage"))
+            ratio = mse / by[(g, "strategy-a", "mse")]["value"]
+            c = verdicts.get((g, m))  # the file's rte is Strategy A: rte vs m
+            mark = "" if m == "strategy-a" or c is None or not c["clear"] else (" ✓" if c["winner"] == m else " ✗")
+            cells.append(f"{fmt(mse)}" + ("" if m == "strategy-a" else f" ({ratio:.2f}{mark})")
+                         + ("" if cov is None else f" [{cov['value']:.2f}]"))
+        score = f"{scores[name]:+.3f}" if name in scores else ""
+        label = f"**`{m}`** (chosen)" if name == chosen else f"`{m}`"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {score} |")
+    config = data.get("config") or {}
+    lines += ["", "_dev MSE (its ratio to `strategy-a`; ✓/✗: the paired difference is clear in its favour/against "
+                  "it) [coverage of the 90% interval]; score: mean over families of log(MSE / MSE of `strategy-a`). "
+                  f"Training seeds {data.get('seeds')}, test seed {config.get('test_seed')}._"]
+    wall = data.get("timing", {}).get("wall_s")
+    return "\n".join(lines + (["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"] if wall else []))
+
+
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
@@ -347,6 +380,9 @@ def render_spec(spec: str) -> str:
         return render_nn_index(data)
     if "paper_steps" in (data.get("config") or {}) and not opts:
         return render_multistep(data)
+    if name.startswith("parameter-") and name.endswith("-dev") and not name.startswith("parameter-multistep") \
+            and not opts:
+        return render_parameter_dev(data)
     if "chains_per_target" in data and not opts:
         return render_depth3_search(data)
     kw = dict(o.split("=", 1) for o in opts)

@@ -254,3 +254,21 @@ def test_dev_choices_table_gets_a_coverage_column_only_when_the_file_has_one(tmp
     text = mod.render_spec("dev")
     assert "| clear | 90% coverage |" in text
     assert "| ['likelihood', 2.0] | 0.0900 | -0.0100 ± 0.00400 | yes | 0.900 |" in text
+
+
+def test_parameter_dev_table_marks_the_chosen_variant_and_clear_losses():
+    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    from taskextrap.experiments.parameter import OBJECTIVE_VARIANTS, choose_variant
+
+    rows, comparisons = [], []
+    for g, (a, b) in {"f": (1.0, 0.5), "h": (1.0, 2.0)}.items():
+        for m, v in (("strategy-a", a), ("strategy-a-loo", a), *((f"rte-{k}", b) for k in OBJECTIVE_VARIANTS)):
+            rows.append({"group": g, "method": m, "metric": "mse", "value": v})
+        comparisons += [{"group": g, "metric": "mse", "a": "rte", "b": f"rte-{k}", "clear": True,
+                         "winner": f"rte-{k}" if b < a else "rte"} for k in OBJECTIVE_VARIANTS]
+    text = mod.render_parameter_dev({"rows": rows, "comparisons": comparisons, "seeds": [0], "config": {}})
+    chosen = choose_variant(rows)  # log(0.5) + log(2) = 0: a tie, so Strategy A stays
+    assert chosen == "strategy-a" and "| **`strategy-a`** (chosen) |" in text
+    assert "| `rte-objective-r8` | 0.500 (0.50 ✓) | 2.00 (2.00 ✗) | +0.000 |" in text
