@@ -92,11 +92,12 @@ THREADS = 2  # set by --threads: the torch threads of every unit
 SEEDS = None  # set by --seeds: the first N training seeds (None: the profile's)
 
 
-def bench_experiment(name: str, profile: str, protocol: str) -> dict:
-    """Run one registered experiment on ``SPLIT``; return its rows, paired comparisons, seeds,
-    per-phase timing and config (which records the split and the test seed)."""
+def bench_experiment(name: str, profile: str, protocol: str, family: str | None = None) -> dict:
+    """Run one registered experiment on ``SPLIT`` (on ``family``, a ``module:attr``, when given);
+    return its rows, paired comparisons, seeds, per-phase timing and config (which records the
+    split and the test seed)."""
     opts = RunOptions(profile=profile, protocol=protocol, out=OUT / "runs", progress=True, split=SPLIT,
-                      unit_cpus=THREADS, seeds=SEEDS)
+                      unit_cpus=THREADS, seeds=SEEDS, family=family)
     res = run_experiment(name, opts)
     return {key: res[key] for key in ("rows", "comparisons", "seeds", "timing", "config")}
 
@@ -175,7 +176,7 @@ def main():
     ap.add_argument("--only", choices=["nn-index", "depth3-search", "embeddings", "length-embeddings", "parameter", "projectile", "length",
                                        "composition", "ablations", "multistep", "parameter-ablations", "length-ablations",
                                        "composition-ablations", "parameter-multistep", "composition-depth3", "parity", "codeio",
-                                       "executors"], default=None)
+                                       "executors", "unseen"], default=None)
     ap.add_argument("--seeds", type=int, default=None, help="the first N training seeds of each profile (default: all)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when two runs share 2 cores)")
     ap.add_argument("--no-throughput", action="store_true",
@@ -226,6 +227,12 @@ def main():
             write_json_atomic(result_path(f"codeio-paper-{profile}"), {"environment": env, **res})
     if args.only in (None, "executors"):  # serial against Ray on the quick parameter sweep (30 units)
         _sibling("executors").bench()
+    if args.only == "unseen":  # families never designed for (benchmarks/unseen.py), quick profile only
+        for name, family in (("parameter", "unseen:logistic"), ("length", "unseen:sine")):
+            for protocol in args.protocols:
+                res = bench_experiment(name, "quick", protocol, family)
+                write_json_atomic(result_path(f"unseen-{name}-{family.split(':')[1]}-{protocol}-quick"),
+                                  {"environment": env, **res})
     if args.only in (None, "parameter"):
         for profile in args.profiles:
             for protocol in args.protocols:

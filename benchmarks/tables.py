@@ -10,7 +10,8 @@ and ``<!-- /table -->``, each on a line of its own (an empty block is filled by 
 ``metric`` rows and the given groups; a ``scripts/dev_choices.py`` or ``scripts/codeio_sft_check.py``
 file renders as its table of variants. ``<!-- table: headline FILE:GROUP+GROUP ... -->`` renders
 one summary row per (file, group): ``rte`` beside the paper's main baseline and the paper's RTE,
-and the methods that clearly beat ``rte`` (``render_headline``). ``--sync`` regenerates the blocks, ``--check`` (run by the
+and the methods that clearly beat ``rte`` (``render_headline``); ``<!-- table: versus [before=DIR]
+FILE:GROUP ... -->`` the paired verdicts of ``rte`` against every sanity baseline (``render_versus``). ``--sync`` regenerates the blocks, ``--check`` (run by the
 test suite) fails when a block differs from what its committed results file renders, so no table
 in the docs can drift from the numbers a committed command wrote.
 
@@ -267,6 +268,43 @@ def render_headline(entries: list[str]) -> str:
     return "\n".join(lines)
 
 
+SANITY = ("library-best-fit", "sparse-inductive", "ctx-interp", "ctx-polyfit", "verified-composition")
+
+
+def _verdict(data: dict, group: str, baseline: str) -> str | None:
+    """``rte`` against ``baseline`` on ``group``'s MSE: ✓ (rte clearly better), ✗ (baseline
+    clearly better), = (not clear); None where the file has no such comparison."""
+    c = next((c for c in data.get("comparisons") or [] if c["group"] == group and c["metric"] == "mse"
+              and {c["a"], c["b"]} == {"rte", baseline}), None)
+    return None if c is None else "=" if not c["clear"] else "✓" if c["winner"] == "rte" else "✗"
+
+
+def render_versus(entries: list[str]) -> str:
+    """``rte`` against every sanity baseline (:data:`SANITY`) per ``FILE:GROUP+GROUP`` entry, as
+    paired verdicts; ``before=DIR`` (a folder under benchmarks/results holding earlier files of
+    the same names) adds the earlier verdict: ``✗ → ✓``."""
+    before = next((e.split("=", 1)[1] for e in entries if e.startswith("before=")), None)
+    entries = [e for e in entries if not e.startswith("before=")]
+    lines = ["| file | group | " + " | ".join(f"`{b}`" for b in SANITY) + " |",
+             "| --- | --- |" + " :---: |" * len(SANITY)]
+    for entry in entries:
+        name, _, groups = entry.partition(":")
+        data = json.loads((RESULTS / f"{name}.json").read_text())
+        old_path = None if before is None else RESULTS / before / f"{name}.json"
+        old = json.loads(old_path.read_text()) if old_path is not None and old_path.exists() else None
+        for group in groups.split("+"):
+            cells = []
+            for b in SANITY:
+                now = _verdict(data, group, b)
+                was = None if old is None else _verdict(old, group, b)
+                cells.append("" if now is None else now if old is None else f"{was or '-'} → {now}")
+            lines.append(f"| {name} | {group} | " + " | ".join(cells) + " |")
+    lines += ["", "_✓ `rte` clearly better (the paired interval over targets excludes 0 and every seed agrees), "
+                  "✗ the baseline clearly better, = not clear; empty: the file has no such method"
+              + ("; before → after" if before else "") + "._"]
+    return "\n".join(lines)
+
+
 CONTEXT_ONLY = ("ctx-interp", "ctx-polyfit", "library-best-fit")
 
 
@@ -367,6 +405,8 @@ def render_spec(spec: str) -> str:
     name, *opts = spec.split()
     if name == "headline":
         return render_headline(opts)
+    if name == "versus":
+        return render_versus(opts)
     data = json.loads((RESULTS / f"{name}.json").read_text())
     if "units" in data and not opts:
         return render_dev_choices(data)

@@ -272,3 +272,22 @@ def test_parameter_dev_table_marks_the_chosen_variant_and_clear_losses():
     chosen = choose_variant(rows)  # log(0.5) + log(2) = 0: a tie, so Strategy A stays
     assert chosen == "strategy-a" and "| **`strategy-a`** (chosen) |" in text
     assert "| `rte-objective-r8` | 0.500 (0.50 ✓) | 2.00 (2.00 ✗) | +0.000 |" in text
+
+
+def test_versus_table_gives_paired_verdicts_before_and_after(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+
+    def comp(b, clear, winner):
+        return {"group": "g", "metric": "mse", "a": "rte", "b": b, "clear": clear, "winner": winner}
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "x-paper-paper.json").write_text(json.dumps(
+        {"comparisons": [comp("library-best-fit", True, "library-best-fit"), comp("ctx-interp", False, None)]}))
+    (tmp_path / "x-paper-paper.json").write_text(json.dumps(
+        {"comparisons": [comp("library-best-fit", True, "rte"), comp("ctx-interp", True, "ctx-interp"),
+                         comp("sparse-inductive", True, "rte")]}))
+    row = mod.render_spec("versus before=old x-paper-paper:g").splitlines()[2]
+    assert row == "| x-paper-paper | g | ✗ → ✓ | - → ✓ | = → ✗ |  |  |"
+    assert mod.render_spec("versus x-paper-paper:g").splitlines()[2] == "| x-paper-paper | g | ✓ | ✓ | ✗ |  |  |"
