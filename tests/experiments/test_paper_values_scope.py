@@ -15,14 +15,14 @@ from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder
 
 def test_length_group_is_degree9_for_the_built_in_ladder_only():
     assert length.group_name(POLYNOMIAL_LADDER) == "degree9"
-    assert paper_value("length", "degree9", "rte")[0] == pytest.approx(0.3712)
+    assert paper_value("length", "degree9", "strategy-b")[0] == pytest.approx(0.3712)
     same_name = Ladder("polynomial", basis=POLYNOMIAL_LADDER.basis, domain=(-5.0, 5.0))  # a user's copy
     shorter = dataclasses.replace(POLYNOMIAL_LADDER, train_levels=tuple(range(1, 8)), test_level=8)  # dev-like
     assert length.group_name(same_name) == "polynomial-level9"
     assert length.group_name(shorter) == "polynomial-level8"
     for ladder in (same_name, shorter):
         for experiment in ("length", "length-ablations"):
-            assert paper_value(experiment, length.group_name(ladder), "rte") == (None, None)
+            assert paper_value(experiment, length.group_name(ladder), "strategy-b") == (None, None)
 
 
 def test_paper_checked_keeps_the_paper_values_of_built_in_families_only():
@@ -42,5 +42,5 @@ def test_a_user_family_named_quadratic_gets_no_paper_values(tmp_path, monkeypatc
     monkeypatch.syspath_prepend(str(tmp_path))
     res = run_experiment("parameter", RunOptions(profile="tiny", out=tmp_path / "runs", family="myfam:QUAD",
                                                  progress=False, plots=False))
-    assert {r["group"] for r in res["rows"]} == {"quadratic"}
+    assert {r["group"] for r in res["rows"]} == {"quadratic", "quadratic:anchor-retrieved"}
     assert all(r["paper_value"] is None and r["paper_ci95"] is None for r in res["rows"])

@@ -29,7 +29,7 @@ from taskextrap.tasks.primitives import PAPER_SPLIT, PRIMITIVE_FAMILIES, Composi
 
 METHODS = ("rte", "strategy-b", "sparse-inductive", "oracle", "verified-composition", "ctx-interp", "ctx-polyfit",
            "library-best-fit")
-ABLATION_METHODS = ("rte", "no-averaging", "no-refinement", "no-verification", "random-constituents",
+ABLATION_METHODS = ("rte", "strategy-b", "no-averaging", "no-refinement", "no-verification", "random-constituents",
                     "sparse-inductive", "oracle")
 ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
 GROUP = "unseen-pairs"

@@ -30,7 +30,7 @@ from taskextrap.tasks.observe import Observations, noise_scale
 from taskextrap.tasks.registry import check_ladder, resolve
 
 METHODS = ("rte", "strategy-b", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
-ABLATION_METHODS = ("rte", "no-averaging", "rank3-anchor", "random-anchors", "zero-shift", "sparse-inductive",
+ABLATION_METHODS = ("rte", "strategy-b", "no-averaging", "rank3-anchor", "random-anchors", "zero-shift", "sparse-inductive",
                     "oracle")
 ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
 GROUP = "degree9"
