@@ -256,8 +256,7 @@ def render_headline(entries: list[str]) -> str:
             claims = [c for c in data.get("comparisons") or []
                       if c["group"] == group and c["metric"] == rte["metric"] and "rte" in (c["a"], c["b"])]
             base = next((m for m in BASELINES if m in rows), None)
-            verdict = next(("not clear" if not c["clear"] else "`rte` better" if c["winner"] == "rte" else "baseline better"
-                            for c in claims if base in (c["a"], c["b"])), "-")
+            verdict = VERDICT_WORDS[_verdict(data, group, base, rte["metric"]) if base else None]
             better = sorted(c["winner"] for c in claims if c["clear"] and c["winner"] != "rte" and "oracle" not in c["winner"])
             strategy = next((m for m in PAPER_STRATEGIES if m in rows), None)
             paper = (rows[strategy].get("paper_value") if strategy else None) or rte.get("paper_value")
@@ -268,13 +267,14 @@ def render_headline(entries: list[str]) -> str:
     return "\n".join(lines)
 
 
+VERDICT_WORDS = {"✓": "`rte` better", "✗": "baseline better", "=": "not clear", None: "-"}
 SANITY = ("library-best-fit", "sparse-inductive", "ctx-interp", "ctx-polyfit", "verified-composition")
 
 
-def _verdict(data: dict, group: str, baseline: str) -> str | None:
-    """``rte`` against ``baseline`` on ``group``'s MSE: ✓ (rte clearly better), ✗ (baseline
-    clearly better), = (not clear); None where the file has no such comparison."""
-    c = next((c for c in data.get("comparisons") or [] if c["group"] == group and c["metric"] == "mse"
+def _verdict(data: dict, group: str, baseline: str, metric: str = "mse") -> str | None:
+    """``rte`` against ``baseline`` on ``group``'s ``metric``: ✓ (rte clearly better), ✗
+    (baseline clearly better), = (not clear); None where the file has no such comparison."""
+    c = next((c for c in data.get("comparisons") or [] if c["group"] == group and c["metric"] == metric
               and {c["a"], c["b"]} == {"rte", baseline}), None)
     return None if c is None else "=" if not c["clear"] else "✓" if c["winner"] == "rte" else "✗"
 

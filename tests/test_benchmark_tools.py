@@ -10,12 +10,17 @@ import pytest
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "paired.py"
 
 
-@pytest.fixture(scope="module")
-def paired_mod():
-    spec = importlib.util.spec_from_file_location("bench_paired", _PATH)
+def _load(filename: str):
+    """A fresh copy of the benchmarks/ script ``filename`` as a module (each test may patch it)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{filename.removesuffix('.py')}", _PATH.with_name(filename))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(scope="module")
+def paired_mod():
+    return _load("paired.py")
 
 
 def test_paired_differences_over_seeds(tmp_path, paired_mod):
@@ -61,9 +66,7 @@ def test_paired_main_prints_the_fields(tmp_path, paired_mod, monkeypatch, capsys
 
 
 def test_tables_render_mse_and_accuracy_rows_with_wall_time(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load("tables.py")
     rows = [{"group": "g", "method": "rte", "metric": "mse", "value": 0.5, "ci95": 0.1, "n": 3, "paper_value": 0.7},
             {"group": "found", "method": "rte", "metric": "accuracy", "value": 0.25, "ci95": None, "n": 3}]
     (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 90.0}}))
@@ -77,9 +80,7 @@ def test_tables_render_mse_and_accuracy_rows_with_wall_time(tmp_path, monkeypatc
 
 
 def test_tables_print_seed_sd_and_clear_claims(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load("tables.py")
     rows = [{"group": "g", "method": "rte", "metric": "mse", "value": 0.101, "ci95": 0.0125, "n": 30,
              "seed_sd": 0.004, "ci_method": "t-targets", "paper_value": None}]
     comps = [{"group": "g", "metric": "mse", "a": "rte", "b": "ctx-polyfit", "diff": -1.0, "lo": -1.2, "hi": -0.8,
@@ -100,9 +101,7 @@ def test_tables_print_seed_sd_and_clear_claims(tmp_path, monkeypatch):
 
 
 def test_table_blocks_sync_and_check(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load("tables.py")
     rows = [{"group": "g", "method": "rte", "metric": "mse", "value": 0.5, "ci95": 0.1, "n": 3},
             {"group": "h", "method": "rte", "metric": "mse", "value": 0.9, "ci95": 0.1, "n": 3}]
     (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 90.0}}))
@@ -117,9 +116,7 @@ def test_table_blocks_sync_and_check(tmp_path, monkeypatch):
 
 
 def test_committed_docs_tables_match_their_results_files():
-    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load("tables.py")
     root = _PATH.parent.parent
     docs = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
     stale = {str(p.relative_to(root)): mod.sync(p, check=True) for p in docs if p.exists()}
@@ -127,9 +124,7 @@ def test_committed_docs_tables_match_their_results_files():
 
 
 def test_old_vs_new_matches_renamed_groups_and_marks_missing_rows():
-    spec = importlib.util.spec_from_file_location("bench_old_vs_new", _PATH.with_name("old_vs_new.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load("old_vs_new.py")
     row = lambda g, m, v, **kw: {"group": g, "method": m, "metric": "accuracy", "value": v, "ci95": 0.1, **kw}  # noqa: E731
     old = {"rows": [row("size6", "rte", 0.5)], "environment": {"git": "aaa"}}
     new = {"rows": [row("size6-frontier", "rte", 0.6, seed_sd=0.02, paper_value=0.66), row("size6-authors", "rte", 0.7)],
@@ -142,9 +137,7 @@ def test_old_vs_new_matches_renamed_groups_and_marks_missing_rows():
 
 
 def test_tables_render_dev_choices_recipes_and_embeddings(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load("tables.py")
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
     variants = [{"value": 10, "mse": 0.1, "vs_default": {"mean": 0.0, "ci95": 0.0}},
                 {"value": 20, "mse": 0.09, "vs_default": {"mean": -0.01, "ci95": 0.004}},
@@ -165,9 +158,7 @@ def test_tables_render_dev_choices_recipes_and_embeddings(tmp_path, monkeypatch)
 
 
 def test_an_empty_table_block_is_filled_and_never_swallows_the_text_after_it(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load("tables.py")
     rows = [{"group": "g", "method": "rte", "metric": "mse", "value": 0.5, "ci95": 0.1, "n": 3}]
     (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 1.0}}))
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
@@ -180,9 +171,7 @@ def test_an_empty_table_block_is_filled_and_never_swallows_the_text_after_it(tmp
 
 
 def test_headline_rows_show_rte_its_baseline_verdict_and_every_non_oracle_winner(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load("tables.py")
     row = lambda g, m, v, **kw: {"group": g, "method": m, "metric": "mse", "value": v, "ci95": 0.1, "n": 9, **kw}  # noqa: E731
     comp = lambda g, a, b, winner: {"group": g, "metric": "mse", "a": a, "b": b, "diff": 0, "lo": 0, "hi": 0,  # noqa: E731
                                     "seed_diffs": [], "n": 9, "clear": winner is not None, "winner": winner}
@@ -213,9 +202,7 @@ def test_headline_rows_show_rte_its_baseline_verdict_and_every_non_oracle_winner
 
 
 def test_recipe_table_lists_paired_comparisons():
-    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load("tables.py")
     runs = {"a": {"train": 0.5, "dev": 0.4, "final_loss": 0.3, "sft_s": 120.0}}
     cmp = {"a vs b": {"a": "a", "b": "b", "diff": 0.039, "lo": -0.026, "hi": 0.105, "n": 153, "clear": False}}
     text = mod.render_recipes({"runs": runs, "comparisons": cmp})
@@ -226,10 +213,7 @@ def test_recipe_table_lists_paired_comparisons():
 def test_spearman_rows_is_scipy_spearman_with_averaged_ties():
     from scipy import stats
 
-    spec = importlib.util.spec_from_file_location(
-        "bench_quality", Path(__file__).resolve().parents[1] / "benchmarks" / "quality.py")
-    quality = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(quality)
+    quality = _load("quality.py")
     g = np.random.default_rng(0)
     a = g.integers(0, 4, size=(20, 15)).astype(float)  # many ties in both
     b = g.integers(0, 3, size=(20, 15)).astype(float) + 0.1 * a
@@ -240,9 +224,7 @@ def test_spearman_rows_is_scipy_spearman_with_averaged_ties():
 
 
 def test_dev_choices_table_gets_a_coverage_column_only_when_the_file_has_one(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load("tables.py")
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
     variants = [{"value": ["relative", 1.0], "mse": 0.1, "coverage": 0.8, "vs_default": {"mean": 0.0, "ci95": 0.0}},
                 {"value": ["likelihood", 2.0], "mse": 0.09, "coverage": 0.9,
@@ -257,9 +239,7 @@ def test_dev_choices_table_gets_a_coverage_column_only_when_the_file_has_one(tmp
 
 
 def test_parameter_dev_table_marks_the_chosen_variant_and_clear_losses():
-    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load("tables.py")
     from taskextrap.experiments.parameter import OBJECTIVE_VARIANTS, choose_variant
 
     rows, comparisons = [], []
@@ -275,9 +255,7 @@ def test_parameter_dev_table_marks_the_chosen_variant_and_clear_losses():
 
 
 def test_versus_table_gives_paired_verdicts_before_and_after(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_tables", _PATH.parent / "tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load("tables.py")
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
 
     def comp(b, clear, winner):
