@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import shutil
 import time
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from taskextrap.tasks import PARAMETER_FAMILIES
 
 
 OUT = Path(__file__).parent / "results"
+FIGURES = OUT / "figures"  # figures the docs show, copied from the benchmark runs that drew them
 
 
 def _sibling(name: str):
@@ -176,7 +178,7 @@ def main():
     ap.add_argument("--only", choices=["nn-index", "depth3-search", "embeddings", "length-embeddings", "parameter", "projectile", "length",
                                        "composition", "ablations", "multistep", "parameter-ablations", "length-ablations",
                                        "composition-ablations", "parameter-multistep", "composition-depth3", "parity", "codeio",
-                                       "executors", "unseen"], default=None)
+                                       "executors", "unseen", "manifolds"], default=None)
     ap.add_argument("--seeds", type=int, default=None, help="the first N training seeds of each profile (default: all)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when two runs share 2 cores)")
     ap.add_argument("--no-throughput", action="store_true",
@@ -200,6 +202,15 @@ def main():
         for profile in args.profiles:
             res = bench_experiment("projectile", profile, "paper")
             write_json_atomic(result_path(f"projectile-{profile}"), {"environment": env, **res})
+    if args.only in (None, "manifolds"):  # App. H maps; the figures are kept beside the numbers
+        for profile in args.profiles:
+            res = bench_experiment("manifolds", profile, "paper")
+            write_json_atomic(result_path(f"manifolds-{profile}"), {"environment": env, **res})
+            if SPLIT == "test":
+                run_dir = OUT / "runs" / f"manifolds-paper-{profile}" / "plots"
+                FIGURES.mkdir(exist_ok=True)
+                for png in sorted(run_dir.glob("*.png")):
+                    shutil.copyfile(png, FIGURES / png.name.replace(".png", f"-{profile}.png"))
     if args.only in (None, "length-embeddings"):
         t = time.perf_counter()
         res = bench_length_embeddings()

@@ -179,13 +179,18 @@ class ProxyEmbedding:
                 out.append(GAMMAS[self.method].per_task(self, x, y))
         return torch.cat(out).double().numpy()
 
-    def transform(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> np.ndarray:
-        """Gamma(context): PCA projection normalised to unit length, shape (n, dim)."""
+    def project(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> np.ndarray:
+        """The PCA projection before normalisation, shape (n, dim): coordinates for a map of the
+        proxy space (``experiments.manifolds``), where unit length would bend lines into arcs."""
         if self.pca_ is None:
             raise TaskextrapError("ProxyEmbedding is not fitted")
         raw = check_finite_result("the probe's output", self.raw(ctx_x, ctx_y), "ctx_x or ctx_y",
                                   "are too large for the float32 probe (it expects normalised values)")
-        z = self.pca_.transform(raw)
+        return self.pca_.transform(raw)
+
+    def transform(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> np.ndarray:
+        """Gamma(context): PCA projection normalised to unit length, shape (n, dim)."""
+        z = self.project(ctx_x, ctx_y)
         return z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-8)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.files import atomic_path
 
-__all__ = ["plot_predictions", "plot_embedding", "plot_curves", "pca_2d"]
+__all__ = ["plot_predictions", "plot_embedding", "plot_maps", "plot_curves", "pca_2d"]
 
 MAX_PANELS = 4
 
@@ -186,33 +186,52 @@ def plot_embedding(
     targets = (
         {l for l in labels if l.startswith("F2")} if target_labels is None else set(target_labels)
     )
-    order: list[str] = []
-    for l in labels:
-        if l not in order:
-            order.append(l)
-    lab = np.asarray(labels)
     fig = _new_figure(5.5, 4.5)
     ax = fig.subplots()
-    for k, name in enumerate(order):
-        sel = lab == name
-        is_target = name in targets
-        ax.scatter(
-            coords[sel, 0],
-            coords[sel, 1],
-            s=60 if is_target else 18,
-            marker="*" if is_target else "o",
-            color=f"C{k % 10}",
-            edgecolors="black" if is_target else "none",
-            linewidths=0.5,
-            alpha=0.95 if is_target else 0.7,
-            label=f"{name} (target)" if is_target else name,
-            zorder=3 if is_target else 2,
-        )
+    _scatter_classes(ax, coords, labels, targets)
     ax.set_xlabel(f"PC1 ({100 * ratio[0]:.0f}% var.)")
     ax.set_ylabel(f"PC2 ({100 * ratio[1]:.0f}% var.)")
     ax.set_title(str(title))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _scatter_classes(ax, coords: np.ndarray, labels: Sequence[str], targets: set) -> None:
+    """Scatter ``coords`` (n, 2) one colour per label in order of appearance: targets (held-out
+    classes) as outlined stars above dots."""
+    order: list[str] = []
+    for l in labels:
+        if l not in order:
+            order.append(l)
+    lab = np.asarray(labels)
+    for k, name in enumerate(order):
+        sel = lab == name
+        is_target = name in targets
+        ax.scatter(coords[sel, 0], coords[sel, 1], s=60 if is_target else 18, marker="*" if is_target else "o",
+                   color=f"C{k % 10}", edgecolors="black" if is_target else "none", linewidths=0.5,
+                   alpha=0.95 if is_target else 0.7, label=f"{name} (held out)" if is_target else name,
+                   zorder=3 if is_target else 2)
+
+
+def plot_maps(path: str | os.PathLike, panels: Sequence[tuple[str, Any, Sequence[str], Iterable[str]]]) -> Path:
+    """Several 2-D maps side by side: ``panels`` holds ``(title, coords (n, 2), labels, held-out
+    labels)``; each map is drawn as given (no further projection). Writes a PNG atomically."""
+    if not panels:
+        raise TaskextrapError("plot_maps needs at least one panel")
+    fig = _new_figure(5.0 * len(panels), 4.5)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (title, coords, labels, held) in zip(axes, panels):
+        coords = _finite(f"coords of {title!r}", np.asarray(coords, dtype=float))
+        labels = [str(l) for l in labels]
+        if coords.ndim != 2 or coords.shape[1] != 2 or len(labels) != len(coords):
+            raise TaskextrapError(f"panel {title!r}: coords must have shape (n, 2) with one label per row, "
+                                  f"got {coords.shape} and {len(labels)} labels")
+        _scatter_classes(ax, coords, labels, set(held))
+        ax.set_title(str(title), fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return _save(fig, path)
 

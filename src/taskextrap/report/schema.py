@@ -75,10 +75,19 @@ __all__ = [
 
 # ``coverage``: the share of query points inside a method's 90% predictive interval
 # (``search.posterior.covered``), per target; a calibration check, never a paired comparison.
-METRICS = ("mse", "accuracy", "coverage", "entropy")
+METRICS = ("mse", "accuracy", "coverage", "entropy", "trustworthiness", "spearman", "silhouette", "fraction",
+           "relative-distance")
 # diagnostics, not scores: no paper value, no paired comparison (coverage: the share of query
-# points inside a 90% predictive interval; entropy: of the posterior over decompositions, nats)
-DIAGNOSTIC_METRICS = ("coverage", "entropy")
+# points inside a 90% predictive interval; entropy: of the posterior over decompositions, nats;
+# the others describe a 2-D map of the proxy space, ``experiments.manifolds``: trustworthiness
+# of the map, Spearman correlation of a read-out with the true parameter, silhouette of the
+# task classes, a fraction of held-out tasks, a distance relative to a training step)
+DIAGNOSTIC_METRICS = ("coverage", "entropy", "trustworthiness", "spearman", "silhouette", "fraction",
+                      "relative-distance")
+# the range each bounded metric must lie in
+METRIC_RANGES = {"accuracy": (0.0, 1.0), "coverage": (0.0, 1.0), "trustworthiness": (0.0, 1.0),
+                 "fraction": (0.0, 1.0), "spearman": (-1.0, 1.0), "silhouette": (-1.0, 1.0),
+                 "entropy": (0.0, math.inf), "relative-distance": (0.0, math.inf)}
 # How a row's interval was computed (the module docstring); "bootstrap-targets" is the hand-written
 # percentile bootstrap of files written before scipy.stats.bootstrap, still accepted when read.
 CI_METHODS = ("t-targets", "bootstrap-bca-targets", "bootstrap-percentile-targets", "bootstrap-targets",
@@ -430,12 +439,10 @@ def make_row(
         raise TaskextrapError(f"make_row: cannot override {', '.join(sorted(clash))}")
     arr = _as_errors(errors)
     stats = summarize_errors(arr, metric)
-    if metric in ("accuracy", "coverage") and not 0.0 <= stats["value"] <= 1.0:
-        raise TaskextrapError(
-            f"{metric} for {group}/{method} is {stats['value']:.4g}; it must be a fraction in [0, 1]"
-        )
-    if metric == "entropy" and stats["value"] < 0:
-        raise TaskextrapError(f"entropy for {group}/{method} is {stats['value']:.4g}; it must be >= 0")
+    lo, hi = METRIC_RANGES.get(metric, (-math.inf, math.inf))
+    if not lo - 1e-12 <= stats["value"] <= hi + 1e-12:
+        span = "a fraction in [0, 1]" if (lo, hi) == (0.0, 1.0) else (">= 0" if hi == math.inf else f"in [{lo:g}, {hi:g}]")
+        raise TaskextrapError(f"{metric} for {group}/{method} is {stats['value']:.4g}; it must be {span}")
     # the paper prints errors and accuracies, never a diagnostic: its value is not this row's
     pv, pci = (None, None) if metric in DIAGNOSTIC_METRICS else paper_value(experiment, group, method)
     row = ResultRow(
