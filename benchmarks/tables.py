@@ -41,10 +41,20 @@ RESULTS = Path(__file__).parent / "results"
 # what a diagnostic table shows (an mse or accuracy table's groups say it themselves)
 CAPTIONS = {"coverage": "coverage: the share of query points inside the 90% predictive interval (0.9 when calibrated)",
             "entropy": "entropy (nats) of the posterior over candidate decompositions: 0 when one candidate "
-                       "holds all the weight, log k when k share it"}
+                       "holds all the weight, log k when k share it",
+            "trustworthiness": "trustworthiness of the 2-D map (1: its neighbourhoods are neighbourhoods of the "
+                               "high-dimensional space; about 0.5 for a random map)",
+            "spearman": "Spearman correlation of the map's read-out with the true parameter, held-out tasks "
+                        "included (composition: distance from the sin centroid against sin < sin∘poly < poly)",
+            "fraction": "share of held-out tasks whose read-out lies beyond the last training level or region",
+            "silhouette": "silhouette of the three classes in the map (1: separate, 0: overlapping)",
+            "relative-distance": "distance of the held-out centroid from F1_2 + (F1_2 − F1_1), in units of that "
+                                 "step (0: the step lands exactly on F2)"}
+METRIC_ORDER = ("mse", "coverage", "entropy", "accuracy", "trustworthiness", "spearman", "fraction", "silhouette",
+                "relative-distance")
 
 
-def render(name: str, metrics=("mse", "coverage", "entropy", "accuracy"), groups: list[str] | None = None, heading: bool = True,
+def render(name: str, metrics=METRIC_ORDER, groups: list[str] | None = None, heading: bool = True,
            data: dict | None = None) -> str:
     """The tables of one results file (``metrics``, and only ``groups`` when given), with its
     footnotes: the interval rule, the clear paired claims, the split and seeds, the wall time.
@@ -429,7 +439,7 @@ def render_spec(spec: str) -> str:
     unknown = set(kw) - {"metric", "groups"}
     if unknown:
         raise SystemExit(f"table block {spec!r}: unknown option(s) {sorted(unknown)}")
-    metrics = (kw["metric"],) if "metric" in kw else ("mse", "coverage", "entropy", "accuracy")
+    metrics = (kw["metric"],) if "metric" in kw else METRIC_ORDER
     groups = kw["groups"].split(",") if "groups" in kw else None
     return render(name, metrics, groups, heading=False, data=data)
 

@@ -30,8 +30,9 @@ The figure's claims become numbers (all diagnostics, :data:`report.schema.DIAGNO
   lands in F2": 0 is an exact landing);
 * ``silhouette`` (composition) of the three classes in the 2-D map.
 
-Each panel has two rows per measure: ``gradient-*`` (the probe's gradient, App. H) and
-``curve-*``, the sanity baseline that maps the scaled curve values with the same pipeline.
+Each panel (a group of rows) has two methods per measure: ``gradient`` (the probe's gradient,
+App. H) and ``curve``, the sanity baseline that maps the scaled curve values with the same
+pipeline (Isomap for the length and composition panels, PCA for the parametric one).
 
 Settings are the paper's App. H ones (probe [1, 128, 128, 1], PCA to 50 dimensions before Isomap,
 15 and 20 neighbours, 50 tasks per class); nothing was tuned, so there is no dev choice to make.
@@ -308,7 +309,7 @@ def run_manifolds(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
             for rep, name in FIGURES.items():
                 plot_maps(plots / name, [(f"{rep}: {TITLES[p]}", z, lab, held)
                                          for (p, r), (z, lab, held, _) in maps.items() if r == rep])
-        errors = {f"{p}|{rep}-{MAP_NAMES[p]}|{k}": np.array([v])
+        errors = {f"{p}|{rep}|{k}": np.array([v])
                   for (p, rep), (*_, meas) in maps.items() for k, v in meas.items()}
         return UnitResult(errors, {"total_s": time.perf_counter() - t})
 
@@ -324,7 +325,7 @@ def run_manifolds(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
             rows.append(make_row("manifolds", panel, method, metric, np.stack(e, axis=1)))
         config = {"profile": profile.to_dict(), "panels": list(PANELS),
                   "fitted_on": "training tasks only; held-out tasks projected afterwards",
-                  "isomap_neighbours": {"length": 15, "composition": 20}}
+                  "maps": MAP_NAMES, "isomap_neighbours": {"length": 15, "length-regime": 15, "composition": 20}}
         return rows, config, list(profile.seeds), timing
 
     return Plan(units, assemble)

@@ -1,0 +1,107 @@
+"""composition-em: compositional extrapolation with the training labels hidden (beyond the paper).
+
+The composition regime's setting (library, held-out pairs, targets and draws of ``composition``),
+but RTE learns from a fixed set of observed training compositions whose (outer, inner) labels are
+inferred by EM (``estimators.composition_em``). Rows on the held-out pairs, scored on the same
+targets:
+
+* ``rte``: the supervised CompositionRTE of ``composition`` (fresh labelled compositions every pass);
+* ``rte-fixed-labels``: the same fixed training set as the EM arms with every label known (what the
+  EM arms could reach with perfect pseudo-labels);
+* ``rte-em-warmup``: no label at all; a search-only E-step starts EM;
+* ``rte-em-semi25``: 25% of the training tasks keep their label; EM starts from them;
+* ``ctx-interp``, ``library-best-fit``: label-free sanity baselines.
+
+Every RTE arm trains Psi_comp and the decomposer for the same total gradient steps (the profile's).
+The pseudo-label quality after each E-step is reported per arm as a ``fraction`` of training tasks
+(group ``pseudo-labels``: the label behaves like the truth; ``pseudo-labels-exact``: the same pair).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from taskextrap.baselines.context import ctx_interp, library_best_fit
+from taskextrap.estimators.composition_em import EMCompositionRTE
+from taskextrap.experiments.composition import COMPOSITION_PROFILES, GROUP, make_library, make_rte, make_targets
+from taskextrap.experiments.discrete import Settings, mse_rows
+from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.units import Plan, UnitResult, gather, per_target
+from taskextrap.report.schema import make_row
+from taskextrap.tasks.dev import dev_pair_split
+from taskextrap.tasks.primitives import PAPER_SPLIT
+
+ARMS = {"rte-fixed-labels": 1.0, "rte-em-warmup": 0.0, "rte-em-semi25": 0.25}  # label share of each EM arm
+METHODS = ("rte", *ARMS, "ctx-interp", "library-best-fit")
+EM_ROUNDS = 3
+
+
+def make_em(protocol, profile, seed: int, embedding: str, share: float, split=PAPER_SPLIT) -> EMCompositionRTE:
+    """An EM arm with the supervised estimator's settings; its fixed training set holds as many
+    tasks as one of the supervised estimator's batches of Psi pairs."""
+    base = make_rte(protocol, profile, seed, embedding, split)
+    return EMCompositionRTE(**{f: getattr(base, f) for f in base.__dataclass_fields__}, label_share=share,
+                            n_tasks=profile.n_pairs, em_rounds=EM_ROUNDS)
+
+
+def run_unit(protocol, profile, seed: int, embedding: str, split=PAPER_SPLIT, test_seed: int | None = None) -> UnitResult:
+    """Fit the supervised RTE and the EM arms (sharing its label-free Gamma) for one seed; score all."""
+    t0 = time.perf_counter()
+    primitives = make_library(profile.n_library)
+    targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split,
+                                **({} if test_seed is None else {"test_seed": test_seed}))
+    cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
+    rte = make_rte(protocol, profile, seed, embedding, split).fit(primitives)
+    timing = {"supervised_s": time.perf_counter() - t0}
+    preds = {"rte": rte.predict(cx, cy, qx), "ctx-interp": ctx_interp(cx, cy, qx),
+             "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: primitives.exact(x, i), len(primitives))[0]}
+    n = len(targets)
+    extra = {}
+    for arm, share in ARMS.items():
+        t = time.perf_counter()
+        em = make_em(protocol, profile, seed, embedding, share, split).fit(primitives, embedded=rte)
+        preds[arm] = em.predict(cx, cy, qx)
+        timing[f"{arm}_s"] = time.perf_counter() - t
+        for r, quality in enumerate(em.history_):
+            for kind, v in quality.items():
+                extra[f"{arm}|e{r + 1}|{kind}"] = v
+    errors = {m: per_target((p - obs.qry_y) ** 2, n) for m, p in preds.items()}
+    errors.update(extra)
+    timing["total_s"] = time.perf_counter() - t0
+    return UnitResult(errors, timing)
+
+
+@register("composition-em", "Beyond the paper: composition with hidden training labels, EM pseudo-labels "
+          "(warm-up, 25% labels) beside supervised RTE", COMPOSITION_PROFILES,
+          options=("protocol", "embedding", "test_seed"), regime="composition", dev=True)
+def run_composition_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+    """One unit per seed; rows are the held-out-pair MSE of every arm and the pseudo-label quality."""
+    settings = Settings.of(options, COMPOSITION_PROFILES, "composition")
+    profile, protocol, embedding = settings.profile, settings.protocol, settings.embedding
+    split = dev_pair_split(PAPER_SPLIT) if settings.dev else PAPER_SPLIT
+    base = dict(experiment="composition-em", split=split, protocol=protocol, profile=profile.to_dict(),
+                embedding=embedding, test_seed=settings.test_seed, em_rounds=EM_ROUNDS, arms=ARMS)
+    units = settings.units(
+        f"composition-em-{protocol.name}", base,
+        estimator_of=lambda s: make_em(protocol, profile, s, embedding, 0.0, split),
+        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, split, settings.test_seed),
+        plot_dir=None, plot_file=None)
+
+    def assemble(results):
+        errors, timing = gather(results, units)
+        rows = mse_rows("composition-em", errors, GROUP, METHODS)
+        for key in sorted(k for k in errors if "|" in k):
+            arm, step, kind = key.split("|")
+            if len(errors[key][0]):  # the fixed-labels arm has no unlabelled task
+                group = "pseudo-labels" if kind == "behaves" else "pseudo-labels-exact"
+                rows.append(make_row("composition-em", group, f"{arm}:{step}", "fraction", np.stack(errors[key], axis=1)))
+        config = {"pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
+                  "profile": profile.to_dict(), "embedding": embedding, "test_seed": settings.test_seed,
+                  "em_rounds": EM_ROUNDS, "label_shares": ARMS,
+                  "steps": "every RTE arm: the profile's Psi and decomposer steps (EM: in em_rounds equal M-steps)"}
+        return rows, config, list(profile.seeds), timing
+
+    return Plan(units, assemble)

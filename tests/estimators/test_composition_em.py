@@ -1,0 +1,104 @@
+"""EMCompositionRTE: hidden labels, E-steps that find the best-fitting library pair, equal
+gradient steps per arm, and no fit that sees a held-out pair."""
+
+import numpy as np
+import pytest
+
+from taskextrap import audit
+from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.composition import CompositionRTE
+from taskextrap.estimators.composition_em import EMCompositionRTE
+from taskextrap.operators.train import TrainConfig
+from taskextrap.seeding import rng
+from taskextrap.tasks.primitives import PAPER_SPLIT, PrimitiveSet
+
+TINY = dict(embedding="gradient", n_pairs=64, k=3, embed_dim=4, library_draws=1,
+            train=TrainConfig(steps=6, batch=256), decomposer_train=TrainConfig(steps=6, batch=32))
+
+
+@pytest.fixture(scope="module")
+def prims():
+    return PrimitiveSet.sample(n_per_family=8, rng=rng(0, "test-prims"))
+
+
+@pytest.fixture(scope="module")
+def supervised(prims):
+    return CompositionRTE(**TINY).fit(prims)
+
+
+def _em(share, **kw):
+    return EMCompositionRTE(**TINY, label_share=share, n_tasks=80, em_rounds=3, **kw)
+
+
+def test_hidden_labels_stay_hidden_and_a_share_keeps_its_truth(prims, supervised):
+    em = _em(0.25)
+    em._adopt(supervised, prims)
+    s = em._hidden_set(em.train_pool_, 80, "train")
+    assert s.known.sum() == 20 and (s.labels[~s.known] == -1).all()
+    truth = np.stack([s.tasks.outer, s.tasks.inner], axis=1)
+    assert (s.labels[s.known] == truth[s.known]).all() and np.isfinite(s.loss[s.known]).all()
+
+
+def test_search_only_e_step_finds_the_best_fitting_library_pair(prims, supervised):
+    em = _em(0.0, restarts=4, sweeps=3)
+    em._adopt(supervised, prims)
+    s = em._hidden_set(em.train_pool_, 40, "train")
+    em.history_ = []
+    em._e_step(s, None)
+    size = len(prims)
+    o, i = np.divmod(np.arange(size * size), size)  # every pair of the library
+    exhaustive = em.context_loss_at(s.x, s.y, np.broadcast_to(o, (40, size * size)), np.broadcast_to(i, (40, size * size)))
+    best = exhaustive.min(axis=1)
+    assert np.allclose(s.loss, em._fit_of(s.x, s.y, s.labels))  # each label's recorded fit is its own
+    assert np.mean(np.isclose(s.loss, best, rtol=1e-9, atol=1e-12)) >= 0.8  # the sweeps reach the optimum
+    assert (s.loss >= best - 1e-12).all()
+    before = s.loss.copy()
+    em._e_step(s, em.decomposer_ if hasattr(em, "decomposer_") else None)
+    assert (s.loss <= before).all()  # a label is replaced only by one that fits better
+
+
+@pytest.mark.parametrize("share", [0.0, 0.25, 1.0])
+def test_every_arm_takes_the_supervised_gradient_steps_and_predicts(prims, supervised, share):
+    em = _em(share).fit(prims, embedded=supervised)
+    assert em.steps_ == {"psi": 3 * 2, "decomposer": 3 * 2}  # 3 M-steps of ceil(6 / 3)
+    assert len(em.history_) == (3 if share == 0 else 2 if share < 1 else 0)  # one quality per E-step
+    x = np.linspace(-4, 4, 25)[None].repeat(3, 0)
+    y = prims.compose_interp(np.array([[0], [9], [17]]), np.array([[3], [12], [20]]), x[:, None])[:, 0]
+    assert em.predict(x, y, x[:, :5]).shape == (3, 5)
+    quality = em.label_quality(em.sets_["train"])
+    assert set(quality) == {"exact", "behaves"} and (quality["behaves"] >= quality["exact"]).all()
+
+
+def test_no_fit_of_an_em_arm_sees_a_held_out_pair(prims):
+    with audit.spy() as seen:
+        _em(0.25).fit(prims)
+    audit.check(seen, PAPER_SPLIT.training_labels(),
+                required={"scaler", "probe", "pca", "psi", "decomposer", "calibration"})
+
+
+def test_the_audit_names_a_held_out_pair_among_the_hidden_tasks(prims, monkeypatch):
+    honest = EMCompositionRTE.draw_training_tasks
+
+    def leaky(self, pool, n, g):
+        split = self.split
+        self.split = type(split)(train=split.train + split.test, test=(("x", "y"),))
+        try:
+            return honest(self, pool, n, g)
+        finally:
+            self.split = split
+
+    monkeypatch.setattr(EMCompositionRTE, "draw_training_tasks", leaky)
+    with audit.spy() as seen:
+        _em(0.0).fit(prims)
+    with pytest.raises(audit.LeakError, match=r"(sin o poly|tanh o sin|poly o tanh)"):
+        audit.check(seen, PAPER_SPLIT.training_labels())
+
+
+def test_bad_settings_and_a_foreign_embedded_fit_are_refused(prims, supervised):
+    with pytest.raises(TaskextrapError, match="label_share"):
+        _em(1.5)
+    with pytest.raises(TaskextrapError, match="em_rounds"):
+        EMCompositionRTE(**TINY, em_rounds=0)
+    other = PrimitiveSet.sample(n_per_family=8, rng=rng(1, "test-prims"))
+    with pytest.raises(TaskextrapError, match="same library"):
+        _em(0.0).fit(other, embedded=supervised)
