@@ -178,7 +178,7 @@ def main():
     ap.add_argument("--only", choices=["nn-index", "depth3-search", "embeddings", "length-embeddings", "parameter", "projectile", "length",
                                        "composition", "ablations", "multistep", "parameter-ablations", "length-ablations",
                                        "composition-ablations", "parameter-multistep", "composition-depth3", "parity", "codeio",
-                                       "executors", "unseen", "manifolds"], default=None)
+                                       "executors", "unseen", "manifolds", "composition-em"], default=None)
     ap.add_argument("--seeds", type=int, default=None, help="the first N training seeds of each profile (default: all)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when two runs share 2 cores)")
     ap.add_argument("--no-throughput", action="store_true",
@@ -218,7 +218,8 @@ def main():
                                                           "retrieval": res})
     for name, group in (("length", "length"), ("composition", "composition"), ("parameter-ablations", "ablations"),
                         ("length-ablations", "ablations"), ("composition-ablations", "ablations"),
-                        ("parameter-multistep", "multistep"), ("composition-depth3", "composition-depth3")):
+                        ("parameter-multistep", "multistep"), ("composition-depth3", "composition-depth3"),
+                        ("composition-em", "composition-em")):
         if args.only in (None, group, name):
             for profile in args.profiles:
                 for protocol in args.protocols:
