@@ -46,7 +46,11 @@ CAPTIONS = {"coverage": "coverage: the share of query points inside the 90% pred
                                "high-dimensional space; about 0.5 for a random map)",
             "spearman": "Spearman correlation of the map's read-out with the true parameter, held-out tasks "
                         "included (composition: distance from the sin centroid against sin < sin∘poly < poly)",
-            "fraction": "share of held-out tasks whose read-out lies beyond the last training level or region",
+            "fraction": {"manifolds": "share of held-out tasks whose read-out lies beyond the last training level "
+                                      "or region",
+                         "composition-em": "share of the unlabelled training tasks whose pseudo-label, after E-step N "
+                                           "(ARM:eN), behaves like the true pair (pseudo-labels) or is it "
+                                           "(pseudo-labels-exact)"},
             "silhouette": "silhouette of the three classes in the map (1: separate, 0: overlapping)",
             "relative-distance": "distance of the held-out centroid from F1_2 + (F1_2 − F1_1), in units of that "
                                  "step (0: the step lands exactly on F2)"}
@@ -64,7 +68,10 @@ def render(name: str, metrics=METRIC_ORDER, groups: list[str] | None = None, hea
     for metric in metrics:  # accuracy-only runs (parity, codeio) get no empty MSE table
         rows = [r for r in data["rows"] if r["metric"] == metric and (groups is None or r["group"] in groups)]
         if rows:
-            caption = [f"_{CAPTIONS[metric]}_", ""] if metric in CAPTIONS else []
+            text = CAPTIONS.get(metric)
+            if isinstance(text, dict):  # a caption per experiment: the file is named after it
+                text = next((t for exp, t in text.items() if name.startswith(exp)), "")
+            caption = [f"_{text}_", ""] if text else []
             parts += ["", *caption, wide_table(data, metric, groups=list(dict.fromkeys(r["group"] for r in rows)))]
     if data["rows"] and all(r.get("ci_method") == "t-seeds" for r in data["rows"]):  # one target (projectile)
         parts += ["", "_value ± ci95 over seeds (t interval: one target); sd: across seeds._"]
