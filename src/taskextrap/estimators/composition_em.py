@@ -62,6 +62,7 @@ class PseudoLabels:
 
     @property
     def y(self) -> np.ndarray:
+        """Every observed output of each task, in the order of :attr:`x`."""
         return np.concatenate([self.obs.ctx_y, self.obs.qry_y], axis=1)
 
 
@@ -149,13 +150,8 @@ class EMCompositionRTE(CompositionRTE):
         known[g.permutation(n)[: int(round(self.label_share * n))]] = True
         labels = np.stack([tasks.outer, tasks.inner], axis=1)  # read only where known
         s = PseudoLabels(tasks, obs, np.where(known[:, None], labels, -1), np.full(n, np.inf), known)
-        s.loss[known] = self._fit_of(s.x[known], s.y[known], s.labels[known])
+        s.loss[known] = self.context_loss_at(s.x[known], s.y[known], s.labels[known, :1], s.labels[known, 1:])[:, 0]
         return s
-
-    def _fit_of(self, x, y, pairs) -> np.ndarray:
-        """MSE of the composed stored curves of ``pairs`` (n, 2) at all points ``x`` (n, m)."""
-        return ((self.primitives_.compose_interp(pairs[:, :1], pairs[:, 1:], x[:, None]) - y[:, None]) ** 2
-                ).mean(axis=2)[:, 0]
 
     def _e_step(self, s: PseudoLabels, decomposer) -> None:
         """Re-label the unlabelled tasks of ``s``: keep each new label that fits its task better."""

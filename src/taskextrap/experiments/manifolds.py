@@ -96,19 +96,24 @@ class UnitEnergy:
 
     @property
     def domain(self):
+        """The wrapped family's domain."""
         return self.family.domain
 
     def grid(self, m: int) -> np.ndarray:
+        """The wrapped family's ``m``-point grid."""
         return self.family.grid(m)
 
     def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Values of tasks ``params`` at ``x`` (n, m), each row scaled to unit L2 norm."""
         y = self.family(params, x)
         return y / np.maximum(np.linalg.norm(y, axis=1, keepdims=True), 1e-12)
 
     def task_labels(self, params: np.ndarray) -> np.ndarray:
+        """The leak audit's name of each task (the wrapped family's)."""
         return self.family.task_labels(params)
 
     def training_labels(self) -> set[str]:
+        """The labels a fit may consume (the wrapped family's)."""
         return self.family.training_labels()
 
 
@@ -126,21 +131,26 @@ class SinPoly:
     name: str = "sin-poly"
 
     def grid(self, m: int) -> np.ndarray:
+        """``m`` evenly spaced inputs over the domain."""
         return np.linspace(*self.domain, m)
 
     def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Values of rows ``params`` (n, 7) at ``x`` (n, m)."""
         params = np.asarray(params, dtype=float)
         kind, s, p = params[:, 0].astype(int), params[:, 1:4], params[:, 4:7]
         inner = POLY(p, x)
         return np.where((kind == 0)[:, None], inner, SIN(s, np.where((kind == 2)[:, None], inner, x)))
 
     def task_labels(self, params: np.ndarray) -> np.ndarray:
+        """Each task's class name (poly, sin, sin∘poly): the leak audit's labels."""
         return np.array([KINDS[int(k)] for k in np.asarray(params)[:, 0]], dtype=object)
 
     def training_labels(self) -> set[str]:
+        """The classes a fit may consume: the primitives, never the held-out composition."""
         return {"poly", "sin"}
 
     def sample(self, kind: int, n: int, g: np.random.Generator) -> np.ndarray:
+        """``n`` rows of class ``kind`` (both parameter blocks drawn; the unused one is ignored)."""
         return np.concatenate([np.full((n, 1), float(kind)), SIN.sample(n, g), POLY.sample(n, g)], axis=1)
 
 
@@ -158,10 +168,8 @@ class PanelTasks:
         return len(self.params)
 
     def values(self, x: np.ndarray, index=None) -> np.ndarray:
+        """Values of the tasks (those at ``index``, default all) at ``x`` (n, m)."""
         return self.family(self.params if index is None else self.params[index], x)
-
-    def subset(self, index) -> "PanelTasks":
-        return PanelTasks(self.family, self.params[index], self.label[index], self.order[index])
 
 
 def panel_tasks(panel: str, n: int, seed: int) -> tuple[PanelTasks, PanelTasks, int]:
