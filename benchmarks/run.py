@@ -9,6 +9,7 @@ benchmarks/results/. Not part of the test suite.
     python benchmarks/run.py --only depth3-search  # the depth-3 k^3 search against its Python loop
     python benchmarks/run.py --only length --profiles quick --protocols paper
     python benchmarks/run.py --only executors      # serial against Ray on the quick parameter sweep
+    python benchmarks/run.py --only codeio-em --profiles quick --split dev  # App. B.2 EM, dev split
 
 Finished units are cached under benchmarks/results/runs/units, so an interrupted run resumes and
 the ablation experiments reuse the main experiments' fits; benchmarks/paired.py compares two
@@ -178,7 +179,8 @@ def main():
     ap.add_argument("--only", choices=["nn-index", "depth3-search", "embeddings", "length-embeddings", "parameter", "projectile", "length",
                                        "composition", "ablations", "multistep", "parameter-ablations", "length-ablations",
                                        "composition-ablations", "parameter-multistep", "composition-depth3", "parity", "codeio",
-                                       "executors", "unseen", "manifolds", "composition-em"], default=None)
+                                       "executors", "unseen", "manifolds", "composition-em", "codeio-em"],
+                    default=None)
     ap.add_argument("--seeds", type=int, default=None, help="the first N training seeds of each profile (default: all)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when two runs share 2 cores)")
     ap.add_argument("--no-throughput", action="store_true",
@@ -237,6 +239,10 @@ def main():
         for profile in args.profiles:
             res = bench_experiment("codeio", profile, "paper")
             write_json_atomic(result_path(f"codeio-paper-{profile}"), {"environment": env, **res})
+    if args.only in (None, "codeio-em"):  # after codeio: it reuses codeio's units of the same settings
+        for profile in args.profiles:
+            res = bench_experiment("codeio-em", profile, "paper")
+            write_json_atomic(result_path(f"codeio-em-paper-{profile}"), {"environment": env, **res})
     if args.only in (None, "executors"):  # serial against Ray on the quick parameter sweep (30 units)
         _sibling("executors").bench()
     if args.only == "unseen":  # families never designed for (benchmarks/unseen.py), quick profile only

@@ -513,21 +513,13 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
 
     Under ``options.shard`` a process other than the lead scores its part of the search and
     returns None (the lead writes the results)."""
-    from taskextrap.llm import codeio as C
-    from taskextrap.tasks import strings as S
     from taskextrap.llm.pretrain import BaseModel
-    from taskextrap.search.likelihood import DEFAULT_TIE_TOL
 
     model = BaseModel.from_extra(options.extra)
     profile = for_model(get_profile(CODEIO_PROFILES, options.profile).with_seeds(options.seeds, options.seed), model)
     split = Split.of(options)
     tasks, novel, sizes = held_out_tasks(profile.n_tasks, split)
-    pairs = ["+".join(t.pair) for t in tasks]
-    # everything that changes the numbers: a unit or checkpoint of other settings is never reused
-    base = {"experiment": "codeio", "profile": profile.to_dict(), "model": model.label("codeio"),
-            "split": split.name, "test_seed": split.test_seed, "split_seed": split.split_seed,
-            "prompt_format": C.PROMPT_FORMAT, "tasks": pairs,
-            "threads": options.unit_cpus}  # as units.bind adds it: shards and checkpoints find the unit's key
+    base, units = codeio_units(options, cache_dir, model, profile, split, tasks)
     shard = options.shard
     if not shard.is_lead:
         for s in profile.seeds:
@@ -535,10 +527,6 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
                 run_worker(model, profile, tasks, s, _ckpt_root(cache_dir, base, s), shard, options.device,
                            options.progress, split)
         return None
-    units = seed_units(
-        profile.seeds, name=lambda s: f"codeio-seed{s}", config=lambda s: {**base, "seed": s},
-        compute=lambda s, _: run_unit(model, profile, tasks, s, _ckpt_root(cache_dir, base, s), options.device,
-                                      options.progress, shard, split))
 
     def assemble(results):
         values, timing = gather(results, units)
@@ -546,16 +534,44 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
         records = [r for s in profile.seeds for r in prompt_records(tasks, profile, s, extras[s])]
         write_prompts(options.run_dir, records)
         values.update(answer_in_prompt_values(records, profile.seeds))
-        config = {**base, **sizes, "novel": novel.tolist(), "subsample": _subsample_note(len(tasks), sizes, split),
-                  "n_candidates": _n_candidates(), "block_rows": S.BLOCK_ROWS,
-                  "fine_tuning": "lora" if sft_config(profile, 0, model).lora else f"full (lr {profile.full_lr})",
-                  "loss": "shot answers and completion" if profile.score_shots else "completion",
-                  "tie_tol_nats": DEFAULT_TIE_TOL, "max_tied": profile.max_tied,
-                  "mean_tied_candidates": float(np.mean(np.concatenate(values["n_tied"]))),
-                  "base_model_queries_per_primitive": profile.base_queries}
+        config = {**run_config(base, sizes, novel, tasks, split, profile, model),
+                  "mean_tied_candidates": float(np.mean(np.concatenate(values["n_tied"])))}
         return build_rows(values, novel), config, list(profile.seeds), timing
 
     return Plan(units, assemble)
+
+
+def codeio_units(options: RunOptions, cache_dir: Path | None, model: BaseModel, profile: CodeIOProfile,
+                 split: Split, tasks) -> tuple[dict, list]:
+    """(the fingerprinted settings, one unit per seed) of the codeio experiment on ``tasks``: the
+    three fine-tuning runs and every method (:func:`run_unit`). ``codeio-em`` plans the same
+    units, so it reuses a finished codeio run's units and checkpoints."""
+    from taskextrap.llm import codeio as C
+
+    # everything that changes the numbers: a unit or checkpoint of other settings is never reused
+    base = {"experiment": "codeio", "profile": profile.to_dict(), "model": model.label("codeio"),
+            "split": split.name, "test_seed": split.test_seed, "split_seed": split.split_seed,
+            "prompt_format": C.PROMPT_FORMAT, "tasks": ["+".join(t.pair) for t in tasks],
+            "threads": options.unit_cpus}  # as units.bind adds it: shards and checkpoints find the unit's key
+    units = seed_units(
+        profile.seeds, name=lambda s: f"codeio-seed{s}", config=lambda s: {**base, "seed": s},
+        compute=lambda s, _: run_unit(model, profile, tasks, s, _ckpt_root(cache_dir, base, s), options.device,
+                                      options.progress, options.shard, split))
+    return base, units
+
+
+def run_config(base: dict, sizes: dict, novel: np.ndarray, tasks, split: Split, profile: CodeIOProfile,
+               model: BaseModel) -> dict:
+    """The results' config of a codeio run: its settings, split sizes and how it trained and searched."""
+    from taskextrap.search.likelihood import DEFAULT_TIE_TOL
+    from taskextrap.tasks import strings as S
+
+    return {**base, **sizes, "novel": novel.tolist(), "subsample": _subsample_note(len(tasks), sizes, split),
+            "n_candidates": _n_candidates(), "block_rows": S.BLOCK_ROWS,
+            "fine_tuning": "lora" if sft_config(profile, 0, model).lora else f"full (lr {profile.full_lr})",
+            "loss": "shot answers and completion" if profile.score_shots else "completion",
+            "tie_tol_nats": DEFAULT_TIE_TOL, "max_tied": profile.max_tied,
+            "base_model_queries_per_primitive": profile.base_queries}
 
 
 def _subsample_note(n: int, sizes: dict, split: Split = Split()) -> str:

@@ -311,16 +311,29 @@ def reference_pairs(g: np.random.Generator, n: int, train_pairs, p_single: float
     out = []
     for _ in range(n):
         cand = _pick(g, NAMES) if g.random() < p_single else _pick(g, pairs)
-        *shots, (q, t) = examples(g, cand, 4)
-        fillers = filler_strings(g, BLOCK_ROWS - len(shots), [s for s, _ in shots] + [q])
-        completion = target_completion(cand, q, t, anchored)
-        if score_shots:
-            prefix = reference_prefix(cand, block_inputs([s for s, _ in shots], fillers))
-            anchor = anchor_of(cand) if anchored else None
-            out.append(scored_text(prefix, shots, q, completion, 0, anchor, task=cand))
-        else:
-            out.append(Tagged((reference_prompt(cand, shots, q, fillers, anchored), completion), cand))
+        out.append(reference_item(g, cand, score_shots=score_shots, anchored=anchored))
     return out
+
+
+def reference_item(g: np.random.Generator, label, source=None, score_shots: bool = False, anchored: bool = False):
+    """One relational training item: 3 shots and a query of the task ``source`` (default: the
+    candidate ``label`` itself), shown under ``label``'s reference blocks, with
+    :func:`target_completion` under ``label``.
+
+    ``source`` differs from ``label`` when the label is a guess (an EM pseudo-label,
+    ``llm.codeio_em``): the examples always come from the task itself, the blocks and the
+    anchor from its label. The item is tagged with ``source`` for the leak audit: the data came
+    from that task.
+    """
+    source = label if source is None else source
+    *shots, (q, t) = examples(g, source, 4)
+    fillers = filler_strings(g, BLOCK_ROWS - len(shots), [s for s, _ in shots] + [q])
+    completion = target_completion(label, q, t, anchored)
+    if score_shots:
+        prefix = reference_prefix(label, block_inputs([s for s, _ in shots], fillers))
+        anchor = anchor_of(label) if anchored else None
+        return scored_text(prefix, shots, q, completion, 0, anchor, task=source)
+    return Tagged((reference_prompt(label, shots, q, fillers, anchored), completion), source)
 
 
 # ------------------------------------------------------------------- executing primitives

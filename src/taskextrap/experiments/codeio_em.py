@@ -1,0 +1,275 @@
+"""codeio-em: the CodeIO extender trained without meta-labels (paper Appendix B.2).
+
+The setting of ``codeio`` (same primitives, pair split, test tasks, prompts and default model or
+``--model``). Per training seed, two EM arms (``llm.codeio_em``) start from the base model:
+
+* ``rte-em-warmup``: primitive warm-up on single primitives, then ``em_rounds`` rounds of an
+  E-step (every unlabelled training task gets the non-trivial pair whose reference prompt gives
+  its support examples the lowest leave-one-out NLL under the current model) and an M-step
+  (relational fine-tuning on the pseudo-labelled tasks' prompts, single primitives mixed in at
+  the supervised extender's rate);
+* ``rte-em-semi25``: 25% of the training tasks keep their true label; the model first fine-tunes
+  on those alone, then the same rounds pseudo-label the rest (no single primitive is shown).
+
+Both arms answer the test tasks with the supervised ``rte``'s likelihood search over every one of
+the 992 candidates (``codeio.search``). Beside them, from the ``codeio`` units of the same
+settings (reused when ``codeio`` has run into the same cache): ``few-shot``, ``cot-majority``,
+the supervised ``rte``, ``oracle`` and the LLM-free ``exact-search``.
+
+Gradient steps: every arm takes the profile's ``sft_steps`` (the supervised extender's): EM splits
+them into a start phase of ``sft_steps - em_rounds * m`` steps and ``em_rounds`` M-steps of
+``m = sft_steps // (em_rounds + 1)``, each warm-started from the model before it with its own
+warm-up and cosine schedule. The supervised extender draws its items from all training pairs;
+EM sees ``em_tasks`` training composites (their data, never their labels) and, in the warm-up arm,
+single primitives.
+
+Rows: accuracy of each method on ``held-out-pairs`` and ``novel-pairs`` (as ``codeio``),
+``decomposition-found`` of each RTE arm, ``answer-in-prompt`` of each EM arm, and the pseudo-label
+quality after each E-step (group ``pseudo-labels``: the label behaves like the true pair on
+PROBE; ``pseudo-labels-exact``: it is the true pair), as a ``fraction`` of the unlabelled
+training tasks, methods ``<arm>:e<round>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments import codeio as E
+from taskextrap.experiments.profiles import CodeIOProfile, get_profile
+from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.units import Plan, UnitResult, fingerprint, gather, seed_units
+from taskextrap.report.schema import accuracy_row, make_row
+from taskextrap.seeding import derive_seed
+
+if TYPE_CHECKING:
+    from taskextrap.llm.pretrain import BaseModel
+
+ARMS = {"rte-em-warmup": 0.0, "rte-em-semi25": 0.25}  # the share of training tasks that keep their label
+CODEIO_METHODS = ("few-shot", "cot-majority", "rte", "oracle", "exact-search")  # from the codeio units
+P_SINGLE = 0.2  # single primitives in the warm-up arm's M-steps: the supervised extender's rate
+
+
+@dataclass(frozen=True)
+class CodeIOEMProfile(CodeIOProfile):
+    """A :class:`CodeIOProfile` (the ``codeio`` runs it reuses) plus EM's sizes: ``em_tasks``
+    training composite tasks, ``em_rounds`` E/M rounds, ``em_loo`` support examples held out in
+    turn by the E-step's score (the search holds out all 3)."""
+
+    em_tasks: int = 12
+    em_rounds: int = 2
+    em_loo: int = 1
+
+    def codeio(self) -> CodeIOProfile:
+        """The ``codeio`` profile of the same sizes (its units are the supervised arms')."""
+        return CodeIOProfile(**{f.name: getattr(self, f.name) for f in dataclasses.fields(CodeIOProfile)})
+
+
+def _em(name: str, **em) -> CodeIOEMProfile:
+    return CodeIOEMProfile(**{**dataclasses.asdict(E.CODEIO_PROFILES[name]), **em})
+
+
+PROFILES = {
+    # quick: codeio's quick runs; 8 training composites, 2 rounds, one held-out support example per
+    # E-step score (an E-step scores 8 x 729 prompts: ~3 min on 2 CPU cores).
+    "quick": _em("quick", em_tasks=8, em_rounds=2, em_loo=1),
+    # paper: codeio's paper runs; 192 training composites (the authors label 189 training pairs),
+    # the authors' 4 rounds, the search's full leave-one-out score (4 x 192 x 2,187 prompts per arm:
+    # a GPU job).
+    "paper": _em("paper", em_tasks=192, em_rounds=4, em_loo=3),
+    "tiny": _em("tiny", em_tasks=1, em_rounds=1, em_loo=1),
+}
+
+
+def phase_steps(total: int, rounds: int) -> tuple[int, int]:
+    """(start-phase steps, steps of each M-step): ``total`` split into ``rounds + 1`` phases,
+    the start phase taking the remainder, so the phases sum to ``total`` exactly."""
+    if rounds < 1 or total < rounds + 1:
+        raise TaskextrapError(f"need em_rounds >= 1 and sft_steps >= em_rounds + 1, got {rounds}, {total}")
+    m = total // (rounds + 1)
+    return total - rounds * m, m
+
+
+# ------------------------------------------------------------------------------------ arm
+
+
+def _tune(lm, sampler, profile: CodeIOEMProfile, model: BaseModel, seed: int, steps: int, phase: str,
+          out_dir: Path | None, progress: bool):
+    """One phase of an EM arm: ``steps`` of codeio's recipe (``codeio.sft_config``) from the current
+    model, with the phase's own seed and a warm-up of at most a fifth of its steps; LoRA merged."""
+    from taskextrap.llm.finetune import fine_tune
+
+    cfg = E.sft_config(profile, seed, model)
+    cfg = dataclasses.replace(cfg, steps=steps, seed=derive_seed(seed, "codeio-em", phase),
+                              warmup_steps=min(cfg.warmup_steps, steps // 5))
+    return fine_tune(lm, sampler, cfg, out_dir, phase if progress else None, merge=cfg.lora is not None)[0]
+
+
+def run_arm(model: BaseModel, profile: CodeIOEMProfile, share: float, train_tasks, seed: int,
+            out_dir: Path | None, device: str = "cpu", progress: bool = False):
+    """(final model, pseudo-label quality after each E-step, steps taken) of one EM arm.
+
+    ``share`` 0: primitive warm-up start; otherwise that share of ``train_tasks`` keeps its label
+    and the start phase trains on those alone. ``out_dir`` keeps every phase's checkpoints and
+    every E-step's scores, so a rerun resumes."""
+    from taskextrap.llm import codeio as C
+    from taskextrap.llm import codeio_em as M
+    from taskextrap.llm.pretrain import load_base
+
+    if model.load_in_4bit:
+        raise TaskextrapError("codeio-em chains fine-tuning runs, which a 4-bit base cannot merge; drop --load-in-4bit")
+    sub = (lambda name: None) if out_dir is None else (lambda name: Path(out_dir) / name)
+    start, m = phase_steps(profile.sft_steps, profile.em_rounds)
+    known = M.known_mask(len(train_tasks), share, seed)
+    labels = [t.pair if k else None for t, k in zip(train_tasks, known)]
+    p_single = P_SINGLE if share == 0 else 0.0
+    if share == 0:
+        first = M.single_sampler(profile.score_shots, profile.anchored)
+    else:
+        first = M.pseudo_sampler([t for t, k in zip(train_tasks, known) if k], [t.pair for t, k in zip(train_tasks, known) if k],
+                                 0.0, profile.score_shots, profile.anchored)
+    lm = _tune(load_base("codeio", model, device), first, profile, model, seed, start, "start", sub("start"), progress)
+    steps, history = start, []
+    unknown = [i for i, k in enumerate(known) if not k]
+    for r in range(1, profile.em_rounds + 1):
+        if unknown:
+            guessed, _ = M.e_step(lm, [train_tasks[i] for i in unknown], C.CodeIOAdapter.of(profile), profile.em_loo,
+                                  profile.score_batch, sub(f"e{r}"), f"e-step {r}" if progress else None)
+            for i, lab in zip(unknown, guessed):
+                labels[i] = lab
+            history.append(M.label_quality(train_tasks, labels, ~known))
+        corpus = M.pseudo_sampler(train_tasks, labels, p_single, profile.score_shots, profile.anchored)
+        lm = _tune(lm, corpus, profile, model, seed, m, f"m{r}", sub(f"m{r}"), progress)
+        steps += m
+    return lm, history, steps
+
+
+def run_unit(model: BaseModel, profile: CodeIOEMProfile, tasks, seed: int, ckpt_dir: Path | None,
+             device: str = "cpu", progress: bool = False, split: E.Split = E.Split()) -> UnitResult:
+    """Both EM arms of one seed on ``split``'s training pairs, each answering ``tasks`` by the search."""
+    from taskextrap.llm import codeio_em as M
+
+    train_tasks = M.em_tasks(split.pairs()[0], profile.em_tasks, seed)
+    values, timing = {}, {}
+    extras = {"answers": {}, "completions": {}, "chosen": {}, "train_tasks": ["+".join(t.pair) for t in train_tasks]}
+    for arm, share in ARMS.items():
+        t = time.perf_counter()
+        out = None if ckpt_dir is None else Path(ckpt_dir) / arm
+        lm, history, steps = run_arm(model, profile, share, train_tasks, seed, out, device, progress)
+        timing[f"{arm}_train_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        found = E.search(lm, tasks, profile, None if out is None else out / "search", progress)
+        timing[f"{arm}_search_s"] = time.perf_counter() - t
+        values[arm], values[f"found|{arm}"] = found["rte"], found["found"]
+        for r, quality in enumerate(history, 1):
+            for kind, v in quality.items():
+                values[f"{arm}|e{r}|{kind}"] = v
+        extras.setdefault("steps", {})[arm] = steps
+        extras["answers"][arm] = found["answers"]["rte"]
+        extras["completions"][arm] = found["completions"]["rte"]
+        extras["chosen"][arm] = found["chosen"]
+        del lm
+    return UnitResult(values, timing, extras)
+
+
+# ------------------------------------------------------------------------------- prompts
+
+
+def prompt_records(tasks, profile: CodeIOEMProfile, seed: int, extras: dict) -> list[dict]:
+    """Every EM arm's final prompt of one seed (as ``codeio.prompt_records``): task, method, seed,
+    prompt, answer, predicted, answer_in_prompt, candidate and completion."""
+    from taskextrap.llm import codeio as C
+
+    out = []
+    for arm in ARMS:
+        for i, t in enumerate(tasks):
+            cand = extras["chosen"][arm][i]
+            prompt = E.query_prompt("rte", t, profile, E.candidate_of(cand))
+            out.append({"task": "+".join(t.pair), "method": arm, "seed": seed, "prompt": prompt, "answer": t.query[1],
+                        "predicted": extras["answers"][arm][i], "candidate": cand,
+                        "completion": extras["completions"][arm][i],
+                        "answer_in_prompt": C.answer_in_prompt(prompt, t.query[1], t.query[0])})
+    return out
+
+
+# -------------------------------------------------------------------------------- rows
+
+
+def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
+    """Accuracy of the codeio methods and the EM arms on both groups, decomposition-found of every
+    RTE arm, answer-in-prompt of the EM arms and the pseudo-label fractions after each E-step."""
+    rows = []
+    for group, keep in zip(E.GROUPS, (None, novel)):
+        if keep is not None and not keep.any():
+            continue
+        suffix = "" if keep is None else "-novel"
+        rows += [accuracy_row("codeio-em", values[m], group, m, keep) for m in (*CODEIO_METHODS, *ARMS)]
+        rows.append(accuracy_row("codeio-em", values["found"], f"decomposition-found{suffix}", "rte", keep))
+        rows += [accuracy_row("codeio-em", values[f"found|{a}"], f"decomposition-found{suffix}", a, keep) for a in ARMS]
+    rows += [accuracy_row("codeio-em", values[f"answer-in-prompt/{a}"], "answer-in-prompt", a) for a in ARMS
+             if f"answer-in-prompt/{a}" in values]
+    for key in sorted(k for k in values if k.count("|") == 2):
+        arm, step, kind = key.split("|")
+        group = "pseudo-labels" if kind == "behaves" else "pseudo-labels-exact"
+        rows.append(make_row("codeio-em", group, f"{arm}:{step}", "fraction", np.stack(values[key], axis=1)))
+    return rows
+
+
+def _ckpt_root(cache_dir: Path | None, base: dict, seed: int) -> Path | None:
+    """Where one seed's EM checkpoints and scores live, named by every setting that changes them."""
+    return None if cache_dir is None else Path(cache_dir) / f"codeio-em-seed{seed}-{fingerprint(**base, seed=seed)}"
+
+
+@register("codeio-em", "App. B.2: CodeIO relational fine-tuning without meta-labels (EM with primitive warm-up, "
+          "25% labels) beside codeio's methods", PROFILES, options=("device", "extra", "test_seed", "split_seed"),
+          dev=True)
+def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+    """The codeio units of the same settings, one EM unit per seed, and their rows; every final
+    prompt of every method goes to ``options.run_dir/prompts.jsonl``."""
+    from taskextrap.llm.pretrain import BaseModel
+
+    model = BaseModel.from_extra(options.extra)
+    profile = E.for_model(get_profile(PROFILES, options.profile).with_seeds(options.seeds, options.seed), model)
+    codeio_profile = profile.codeio()
+    split = E.Split.of(options)
+    tasks, novel, sizes = E.held_out_tasks(profile.n_tasks, split)
+    codeio_base, codeio_units = E.codeio_units(options, cache_dir, model, codeio_profile, split, tasks)
+    base = {**codeio_base, "experiment": "codeio-em", "profile": profile.to_dict(), "arms": ARMS, "p_single": P_SINGLE}
+    em_units = seed_units(
+        profile.seeds, name=lambda s: f"codeio-em-seed{s}", config=lambda s: {**base, "seed": s},
+        compute=lambda s, _: run_unit(model, profile, tasks, s, _ckpt_root(cache_dir, base, s), options.device,
+                                      options.progress, split))
+
+    def assemble(results):
+        values, timing = gather(results, codeio_units + em_units)
+        records = []
+        for s, cu, eu in zip(profile.seeds, codeio_units, em_units):
+            records += E.prompt_records(tasks, codeio_profile, s, results[cu.name].extras)
+            records += prompt_records(tasks, profile, s, results[eu.name].extras)
+        E.write_prompts(options.run_dir, records)
+        for arm in ARMS:
+            values[f"answer-in-prompt/{arm}"] = [np.array([float(r["answer_in_prompt"]) for r in records
+                                                           if r["method"] == arm and r["seed"] == s])
+                                                 for s in profile.seeds]
+        start, m = phase_steps(profile.sft_steps, profile.em_rounds)
+        config = {**E.run_config(base, sizes, novel, tasks, split, codeio_profile, model),
+                  "em": {"tasks": profile.em_tasks, "rounds": profile.em_rounds, "loo": profile.em_loo,
+                         "candidates": len(_em_candidates()), "start_steps": start, "m_steps": m,
+                         "steps_every_arm": profile.sft_steps},
+                  "em_train_tasks": results[em_units[0].name].extras["train_tasks"],
+                  "steps_taken": results[em_units[0].name].extras["steps"]}
+        return build_rows(values, novel), config, list(profile.seeds), timing
+
+    return Plan(codeio_units + em_units, assemble)
+
+
+def _em_candidates() -> list:
+    from taskextrap.llm.codeio_em import em_candidates
+
+    return em_candidates()
