@@ -179,7 +179,8 @@ def main():
     ap.add_argument("--only", choices=["nn-index", "depth3-search", "embeddings", "length-embeddings", "parameter", "projectile", "length",
                                        "composition", "ablations", "multistep", "parameter-ablations", "length-ablations",
                                        "composition-ablations", "parameter-multistep", "composition-depth3", "parity", "codeio",
-                                       "executors", "unseen", "manifolds", "composition-em", "codeio-em"],
+                                       "executors", "unseen", "manifolds", "composition-em", "codeio-em",
+                                       "llm-geometry"],
                     default=None)
     ap.add_argument("--seeds", type=int, default=None, help="the first N training seeds of each profile (default: all)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when two runs share 2 cores)")
@@ -243,6 +244,14 @@ def main():
         for profile in args.profiles:
             res = bench_experiment("codeio-em", profile, "paper")
             write_json_atomic(result_path(f"codeio-em-paper-{profile}"), {"environment": env, **res})
+    if args.only in (None, "llm-geometry"):  # App. J maps; the figure is kept beside the numbers
+        for profile in args.profiles:
+            res = bench_experiment("llm-geometry", profile, "paper")
+            write_json_atomic(result_path(f"llm-geometry-{profile}"), {"environment": env, **res})
+            png = OUT / "runs" / f"llm-geometry-paper-{profile}" / "plots" / "llm-geometry.png"
+            if SPLIT == "test" and png.exists():
+                FIGURES.mkdir(exist_ok=True)
+                shutil.copyfile(png, FIGURES / f"llm-geometry-{profile}.png")
     if args.only in (None, "executors"):  # serial against Ray on the quick parameter sweep (30 units)
         _sibling("executors").bench()
     if args.only == "unseen":  # families never designed for (benchmarks/unseen.py), quick profile only

@@ -44,13 +44,23 @@ CAPTIONS = {"coverage": "coverage: the share of query points inside the 90% pred
                        "holds all the weight, log k when k share it",
             "trustworthiness": "trustworthiness of the 2-D map (1: its neighbourhoods are neighbourhoods of the "
                                "high-dimensional space; about 0.5 for a random map)",
-            "spearman": "Spearman correlation of the map's read-out with the true parameter, held-out tasks "
-                        "included (composition: distance from the sin centroid against sin < sin∘poly < poly)",
+            "spearman": {"manifolds": "Spearman correlation of the map's read-out with the true parameter, held-out "
+                                      "tasks included (composition: distance from the sin centroid against "
+                                      "sin < sin∘poly < poly)",
+                         "llm-geometry": "Spearman correlation of the embedding's cosine distances with the "
+                                         "behavioural distances (share of probe strings where two primitives "
+                                         "differ) over all 465 pairs; 0 for a random embedding"},
             "fraction": {"manifolds": "share of held-out tasks whose read-out lies beyond the last training level "
                                       "or region",
                          "composition-em": "share of the unlabelled training tasks whose pseudo-label, after E-step N "
                                            "(ARM:eN), behaves like the true pair (pseudo-labels) or is it "
-                                           "(pseudo-labels-exact)"},
+                                           "(pseudo-labels-exact)",
+                         "codeio-em": "share of the unlabelled training composites whose pseudo-label, after E-step N "
+                                      "(ARM:eN), behaves like the true pair on the probe strings (pseudo-labels) or "
+                                      "is it (pseudo-labels-exact)",
+                         "llm-geometry": "k-nearest-neighbour agreement (k = 3): share of each primitive's 3 nearest "
+                                         "neighbours in the embedding that are among its 3 nearest in behaviour "
+                                         "(chance 0.1)"},
             "silhouette": "silhouette of the three classes in the map (1: separate, 0: overlapping)",
             "relative-distance": "distance of the held-out centroid from F1_2 + (F1_2 − F1_1), in units of that "
                                  "step (0: the step lands exactly on F2)"}

@@ -153,7 +153,8 @@ def test_reproduce_all_runs_every_experiment(tmp_path):
     runs = sorted(p.parent.name for p in tmp_path.glob("*/results.json"))
     assert runs == sorted(f"{n}-paper-tiny" for n in ("parameter", "parameter-ablations", "parameter-multistep", "projectile", "length",
                                                         "length-ablations", "composition", "composition-ablations",
-                                                        "composition-depth3", "composition-em", "manifolds", "parity", "codeio"))
+                                                        "composition-depth3", "composition-em", "manifolds", "parity", "codeio",
+                                                        "codeio-em", "llm-geometry"))
     for run in runs:
         validate_results(json.loads((tmp_path / run / "results.json").read_text()))
 

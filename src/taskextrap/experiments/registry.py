@@ -172,4 +172,4 @@ def all_experiments(in_all_only: bool = False) -> list[str]:
 def _load_builtin():
     # Imported for their registration side effect.
     from taskextrap.experiments import composition, length, multistep, parameter, parity, codeio, projectile  # noqa: F401
-    from taskextrap.experiments import codeio_em, composition_depth3, composition_em, manifolds  # noqa: F401
+    from taskextrap.experiments import codeio_em, composition_depth3, composition_em, llm_geometry, manifolds  # noqa: F401

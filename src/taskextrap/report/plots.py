@@ -274,3 +274,32 @@ def plot_curves(
         ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     return _save(fig, path)
+
+
+def plot_task_geometry(path: str | os.PathLike, names: Sequence[str], z: Any, tsne: Any, title: str) -> Path:
+    """Three panels of a task embedding ``z`` (n, d), one row per task in ``names``: its 2-D PCA
+    and the given t-SNE coordinates ``tsne`` (n, 2), each point labelled, and the cosine-similarity
+    heat map. Writes a PNG atomically."""
+    z = _finite("z", np.asarray(z, dtype=float))
+    tsne = _finite("tsne", np.asarray(tsne, dtype=float))
+    names = [str(n) for n in names]
+    if z.ndim != 2 or len(names) != len(z) or tsne.shape != (len(z), 2):
+        raise TaskextrapError(f"need one name and one t-SNE point per embedding row, got {len(names)} names, "
+                              f"z {z.shape}, tsne {tsne.shape}")
+    coords, ratio = pca_2d(z)
+    u = z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-300)
+    fig = _new_figure(17.0, 5.5)
+    axes = fig.subplots(1, 3)
+    for ax, xy, sub in ((axes[0], coords, f"PCA ({100 * ratio.sum():.0f}% var.)"), (axes[1], tsne, "t-SNE")):
+        ax.scatter(xy[:, 0], xy[:, 1], s=14, color="C0")
+        for (x, y), n in zip(xy, names):
+            ax.annotate(n, (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
+        ax.set_title(f"{title}: {sub}", fontsize=9)
+        ax.grid(alpha=0.3)
+    im = axes[2].imshow(u @ u.T, cmap="viridis", vmin=-1, vmax=1)
+    axes[2].set_xticks(range(len(names)), names, rotation=90, fontsize=5)
+    axes[2].set_yticks(range(len(names)), names, fontsize=5)
+    axes[2].set_title(f"{title}: cosine similarity", fontsize=9)
+    fig.colorbar(im, ax=axes[2], fraction=0.046)
+    fig.tight_layout()
+    return _save(fig, path)

@@ -1,0 +1,226 @@
+"""codeio-em (App. B.2): candidates, training tasks, samplers, the E-step, equal steps, a tiny
+end-to-end run and the leak test (no E-step or evaluation call ever receives a held-out answer)."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
+    pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
+
+from taskextrap import audit  # noqa: E402
+from taskextrap.errors import TaskextrapError  # noqa: E402
+from taskextrap.experiments import codeio as E  # noqa: E402
+from taskextrap.experiments import codeio_em as X  # noqa: E402
+from taskextrap.experiments.registry import RunOptions  # noqa: E402
+from taskextrap.experiments.runner import run_experiment  # noqa: E402
+from taskextrap.llm import codeio as C  # noqa: E402
+from taskextrap.llm import codeio_em as M  # noqa: E402
+from taskextrap.llm import generate as G  # noqa: E402
+from taskextrap.report.schema import validate_results  # noqa: E402
+from taskextrap.search import likelihood as LS  # noqa: E402
+from taskextrap.tasks import strings as S  # noqa: E402
+
+TRAIN, HELD = S.split_pairs(E.SPLIT_SEED)
+
+
+def test_candidates_exclude_singles_and_identity_like_constituents():
+    trivial = M.trivial_primitives()
+    assert {"identity", "lower_case"} <= set(trivial)
+    assert all(S.behaviour(n) == S.behaviour("identity") for n in trivial)
+    cands = M.em_candidates()
+    assert all(isinstance(c, tuple) and len(c) == 2 for c in cands)  # no single
+    assert not any(set(c) & set(trivial) for c in cands)
+    assert len(cands) == (len(S.NAMES) - len(trivial)) ** 2
+
+
+def test_training_tasks_are_distinct_composites_of_training_pairs():
+    tasks = M.em_tasks(TRAIN, 12, seed=0)
+    pairs = [t.pair for t in tasks]
+    assert len(set(pairs)) == 12 and set(pairs) <= set(TRAIN)
+    singles = {S.behaviour(n) for n in S.NAMES}
+    assert all(S.behaviour(p) not in singles for p in pairs)
+    assert pairs == [t.pair for t in M.em_tasks(TRAIN, 12, seed=0)]  # seeded
+    assert pairs != [t.pair for t in M.em_tasks(TRAIN, 12, seed=1)]
+    with pytest.raises(TaskextrapError, match="em_tasks"):
+        M.em_tasks(TRAIN, 0, seed=0)
+    with pytest.raises(TaskextrapError, match="em_tasks"):
+        M.em_tasks(TRAIN, 10_000, seed=0)
+
+
+def test_known_mask_keeps_the_ceiling_of_the_share():
+    assert M.known_mask(8, 0.25, 0).sum() == 2 and M.known_mask(9, 0.25, 0).sum() == 3
+    assert M.known_mask(8, 0.0, 0).sum() == 0 and M.known_mask(8, 1.0, 0).all()
+    with pytest.raises(TaskextrapError, match="share"):
+        M.known_mask(8, 1.5, 0)
+
+
+def test_pseudo_items_show_the_label_blocks_and_the_task_own_data():
+    task = M.em_tasks(TRAIN, 1, seed=0)[0]
+    a, b = task.pair
+    label = next(c for c in M.em_candidates() if S.behaviour(c) != S.behaviour(task.pair))
+    items = M.pseudo_sampler([task], [label], anchored=False)(np.random.default_rng(0), 6)
+    for prompt, completion in items:
+        assert prompt.count("--- Func_") == 2
+        assert f"--- {S.masked_name(label[0])} ---" in prompt and f"--- {S.masked_name(label[1])} ---" in prompt
+        query = prompt.rsplit("In: ", 1)[1].split(" Out:")[0]
+        assert completion == f" {S.apply(task.pair, query)}"  # the answer comes from the task, not the label
+    assert all(item.task == task.pair for item in items)  # the audit sees the task the data came from
+    anchored = M.pseudo_sampler([task], [label], anchored=True)(np.random.default_rng(0), 1)[0]
+    query = anchored[0].rsplit("In: ", 1)[1].split(" Out:")[0]
+    assert anchored[1] == f" {S.apply(label[0], query)} => {S.apply(task.pair, query)}"
+    singles = M.pseudo_sampler([task], [label], p_single=1.0)(np.random.default_rng(0), 4)
+    assert all(isinstance(item.task, str) and item[0].count("--- Func_") == 1 for item in singles)
+    with pytest.raises(TaskextrapError, match="one label per task"):
+        M.pseudo_sampler([task], [label, label])
+
+
+def test_label_quality_counts_behaviour_and_exact_matches():
+    tasks = M.em_tasks(TRAIN, 3, seed=0)
+    same = next(c for c in S.all_pairs() if c != tasks[1].pair and S.behaviour(c) == S.behaviour(tasks[1].pair))
+    wrong = next(c for c in M.em_candidates() if S.behaviour(c) != S.behaviour(tasks[2].pair))
+    q = M.label_quality(tasks, [tasks[0].pair, same, wrong])
+    assert q["behaves"].tolist() == [1.0, 1.0, 0.0] and q["exact"].tolist() == [1.0, 0.0, 0.0]
+    q = M.label_quality(tasks, [tasks[0].pair, same, wrong], keep=np.array([False, True, True]))
+    assert q["behaves"].tolist() == [1.0, 0.0]
+
+
+def test_e_step_takes_the_arg_min_of_support_scores_only(monkeypatch, char_lm):
+    tasks = M.em_tasks(TRAIN, 2, seed=0)
+    cands = M.em_candidates()
+    target = {0: cands[17], 1: cands[-3]}
+    seen = []
+
+    def fake_scores(lm, tasks_, cands_, loo_pairs, *args, **kwargs):
+        for t in tasks_:
+            for pr, comp in loo_pairs(t, cands_[0]):
+                seen.append((t, pr, comp))
+        out = np.ones((len(tasks_), len(cands_)))
+        for i in range(len(tasks_)):
+            out[i, cands_.index(target[i])] = 0.0
+        return out
+
+    monkeypatch.setattr(LS, "candidate_scores", fake_scores)
+    labels, scores = M.e_step(char_lm, tasks, C.CodeIOAdapter(anchored=True), 2, 8)
+    assert labels == [target[0], target[1]] and scores.shape == (2, len(cands))
+    for t, prompt, completion in seen:  # the last two support examples, each held out in turn
+        assert t.query[0] not in prompt and t.query[1] not in completion.split("=>")[-1].split()
+    assert len(seen) == 4
+    with pytest.raises(TaskextrapError, match="n_loo"):
+        M.e_step(char_lm, tasks, C.CodeIOAdapter(), 4, 8)
+
+
+def test_phases_sum_to_the_supervised_steps():
+    for total, rounds in ((150, 2), (1150, 4), (2, 1), (7, 3)):
+        start, m = X.phase_steps(total, rounds)
+        assert start + rounds * m == total and m >= 1 and start >= m
+    with pytest.raises(TaskextrapError, match="em_rounds"):
+        X.phase_steps(2, 2)
+
+
+def test_profiles_reuse_codeio_sizes():
+    for name, p in X.PROFILES.items():
+        assert p.codeio() == E.CODEIO_PROFILES[name]  # the supervised rows are codeio's own units
+        assert p.em_tasks >= 1 and p.em_rounds >= 1 and 1 <= p.em_loo <= 3
+
+
+# ------------------------------------------------------------------------ end to end
+
+
+def _tiny_model(directory):
+    from taskextrap.llm.model import build_char_model, save_model
+
+    return save_model(build_char_model(d_model=16, n_layers=1, n_heads=2, max_len=1536, seed=0), directory)
+
+
+@pytest.fixture(scope="module")
+def tiny_em(tmp_path_factory):
+    """One tiny codeio-em run (a tiny --model), with spies on every scored and generated text and
+    the leak audit on."""
+    root = tmp_path_factory.mktemp("codeio-em")
+    model_dir = _tiny_model(root / "model")
+    calls = {"scored": [], "generated": [], "e_tasks": []}
+    real_nll, real_generate, real_e = LS.completion_nll, G.generate, M.e_step
+
+    def spy_nll(lm, prompts, completions, *args, **kwargs):
+        calls["scored"] += list(zip(prompts, completions))
+        return real_nll(lm, prompts, completions, *args, **kwargs)
+
+    def spy_generate(lm, prompts, *args, **kwargs):
+        calls["generated"] += list(prompts)
+        return real_generate(lm, prompts, *args, **kwargs)
+
+    def spy_e(lm, tasks, *args, **kwargs):
+        calls["e_tasks"] += [t.pair for t in tasks]
+        return real_e(lm, tasks, *args, **kwargs)
+
+    options = RunOptions(profile="tiny", out=root / "runs", progress=False, extra={"model": str(model_dir)})
+    with pytest.MonkeyPatch.context() as mp, audit.spy() as seen:
+        mp.setattr(LS, "completion_nll", spy_nll)
+        mp.setattr(G, "generate", spy_generate)
+        mp.setattr(M, "e_step", spy_e)
+        res = run_experiment("codeio-em", options)
+    return res, calls, list(seen), root
+
+
+def test_tiny_run_writes_every_row(tiny_em):
+    res, _, _, _ = tiny_em
+    validate_results(res)
+    rows = {(r["group"], r["method"]): r for r in res["rows"]}
+    for m in (*X.CODEIO_METHODS, *X.ARMS):
+        assert ("held-out-pairs", m) in rows
+    assert {("answer-in-prompt", a) for a in X.ARMS} <= set(rows)
+    assert ("pseudo-labels", "rte-em-warmup:e1") in rows and ("pseudo-labels-exact", "rte-em-warmup:e1") in rows
+    assert rows[("held-out-pairs", "rte-em-warmup")]["paper_value"] == pytest.approx(0.40625)
+    assert rows[("held-out-pairs", "rte-em-semi25")]["paper_value"] == pytest.approx(0.4167)
+    assert all(r["value"] == 0.0 for (g, _), r in rows.items() if g == "answer-in-prompt")
+    assert res["config"]["steps_taken"] == {a: X.PROFILES["tiny"].sft_steps for a in X.ARMS}  # equal steps
+    (prompts,) = [p.read_text() for p in tiny_em[3].glob("runs/*/prompts.jsonl")]
+    assert '"method": "rte-em-warmup"' in prompts and '"method": "few-shot"' in prompts
+
+
+def test_no_e_step_or_evaluation_call_receives_a_held_out_answer(tiny_em):
+    res, calls, _, _ = tiny_em
+    tasks, _, _ = E.held_out_tasks(X.PROFILES["tiny"].n_tasks)
+    assert calls["e_tasks"] and set(calls["e_tasks"]) <= set(TRAIN)  # the E-step scores training tasks only
+    assert not set(calls["e_tasks"]) & set(HELD)
+    assert calls["scored"] and calls["generated"]
+    for t in tasks:
+        q, answer = t.query
+        support_out = {y for _, y in t.support}
+        for prompt, completion in calls["scored"]:
+            assert not C.answer_in_prompt(prompt, answer, q)
+            if answer not in support_out:  # a scored completion is a support answer, never the query's
+                assert C.parse_cot(completion) != answer
+        for prompt in calls["generated"]:
+            assert not C.answer_in_prompt(prompt, answer, q)
+
+
+def test_every_fine_tuning_item_and_e_step_task_is_a_training_task(tiny_em):
+    _, _, seen, _ = tiny_em
+    allowed = set(TRAIN) | set(S.NAMES)
+    audit.check(seen, allowed, required={"sft", "e-step"})
+
+
+def test_the_audit_names_a_held_out_pair_injected_into_the_em_tasks(monkeypatch, tmp_path):
+    real = M.em_tasks
+
+    def leaky(train_pairs, n, seed):
+        return real(list(train_pairs) + [HELD[0]], n, seed)[:-1] + S.make_test_tasks([HELD[0]], seed, stream="em-train")
+
+    monkeypatch.setattr(M, "em_tasks", leaky)
+    model_dir = _tiny_model(tmp_path / "model")
+    options = RunOptions(profile="tiny", out=tmp_path / "runs", progress=False, extra={"model": str(model_dir)})
+    with audit.spy() as seen:
+        run_experiment("codeio-em", options)
+    with pytest.raises(audit.LeakError, match="e-step"):
+        audit.check(seen, set(TRAIN) | set(S.NAMES))
+
+
+def test_a_four_bit_base_is_refused(tmp_path):
+    from taskextrap.llm.pretrain import BaseModel
+
+    model = BaseModel(path=str(tmp_path), load_in_4bit=True)
+    with pytest.raises(TaskextrapError, match="4-bit"):
+        X.run_arm(model, X.PROFILES["tiny"], 0.0, M.em_tasks(TRAIN, 1, 0), 0, None)
