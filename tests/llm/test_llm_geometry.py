@@ -94,14 +94,44 @@ def test_agreement_is_perfect_for_behaviour_itself_and_near_chance_for_noise():
 def test_tiny_run_writes_rows_and_the_figure(tmp_path):
     from taskextrap.llm.model import build_char_model, save_model
 
-    model_dir = save_model(build_char_model(d_model=16, n_layers=2, n_heads=2, max_len=256, seed=0), tmp_path / "m")
+    model_dir = save_model(build_char_model(d_model=16, n_layers=2, n_heads=2, max_len=1536, seed=0),
+                           tmp_path / "m")
     options = RunOptions(profile="tiny", out=tmp_path / "runs", extra={"model": str(model_dir)}, progress=False)
     with audit.spy() as seen:
         res = run_experiment("llm-geometry", options)
     validate_results(res)
-    got = {(r["method"], r["metric"]) for r in res["rows"]}
-    assert got == {(m, k) for m in X.METHODS for k in ("spearman", "fraction")}
-    assert all(r["group"] == "primitives" for r in res["rows"])
-    assert res["config"]["embedding_dim"] > 0
+    geo = {(r["method"], r["metric"]) for r in res["rows"] if r["group"] == "primitives"}
+    assert geo == {(m, k) for m in X.METHODS for k in ("spearman", "fraction")}
+    m = X.PROFILES["tiny"].gamma_m
+    gammas = [f"rte-gamma-{g}-m{k}" for g in X.GAMMAS for k in m]
+    assert {r["method"] for r in res["rows"] if r["group"] == "held-out-pairs"} == {"rte", "exact-search", *gammas}
+    assert {r["method"] for r in res["rows"] if r["group"] == "candidate-recall"} == {"rte", *gammas}
+    cfg = res["config"]
+    assert cfg["embedding_dim"] > 0 and set(cfg["gamma"]["search_s_per_task"]) >= {"exhaustive", f"fisher-m{m[0]}"}
+    assert cfg["gamma"]["restricted_search_agrees"] == [1.0]  # the restricted search chooses as the subset of scores
     assert list(tmp_path.glob("runs/*/plots/llm-geometry.png"))
-    audit.check(seen, set(S.NAMES) | {G.SCRAMBLE}, required={"sft"})  # each fit sees its own task only
+    train, _ = S.split_pairs(1)
+    # each fit sees its own task, a training pair (the extender) or a target's own support only
+    audit.check(seen, set(S.NAMES) | {G.SCRAMBLE, "target-context"} | set(train), required={"sft"})
+
+
+def test_a_target_context_embedding_uses_its_support_only():
+    support = [("abcdef", "fedcba"), ("ghijkl", "lkjihg"), ("mnopqr", "rqponm")]
+    items = G.context_items(support)
+    assert len(items) == 6 and all(i.task == "target-context" for i in items)
+    shown = {x for prompt, comp in items for x in prompt.replace("In:", "\n").replace("Out:", "\n").split()} | {
+        comp.strip() for _, comp in items}
+    assert shown <= {s for pair in support for s in pair} | {"Perform", "the", "string", "transformation", "pattern",
+                                                             "seen", "below:", "###", "Query:"}
+    with pytest.raises(TaskextrapError, match="at least 2"):
+        G.context_items(support[:1])
+
+
+def test_a_gamma_keeps_the_singles_and_pairs_of_its_nearest_primitives():
+    lib = np.eye(4)
+    order = G.nearest_primitives(np.array([0.1, 0.9, 0.5, 0.0]), lib)
+    assert order.tolist()[:3] == [1, 2, 0]
+    cands = G.restricted_candidates(order, ["a", "b", "c", "d"], 2)
+    assert cands == ["b", "c", ("b", "b"), ("b", "c"), ("c", "b"), ("c", "c")]
+    with pytest.raises(TaskextrapError, match="m must"):
+        G.restricted_candidates(order, ["a", "b", "c", "d"], 5)

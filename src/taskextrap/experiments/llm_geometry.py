@@ -39,6 +39,8 @@ from taskextrap.report.schema import make_row
 from taskextrap.seeding import derive_seed, rng
 
 GROUP = "primitives"
+GAMMA_M = (4, 6, 8, 10)  # primitives a Gamma keeps: m + m^2 candidates (20, 42, 72, 110 of 992)
+GAMMAS = ("fisher", "random")  # the embedding's nearest primitives, and m random ones (the sanity null)
 METHODS = ("fisher", "fisher-uncentred", "random")
 FIGURE = "llm-geometry.png"
 
@@ -51,6 +53,7 @@ class GeometryProfile(SeededProfile):
     seeds: tuple[int, ...]
     fit: FisherSettings
     k: int = 3
+    gamma_m: tuple[int, ...] = GAMMA_M
 
 
 PROFILES = {
@@ -59,7 +62,7 @@ PROFILES = {
     # paper: 200 steps of 8 (the authors stop a task once its epoch loss is below 0.02, within 50
     # epochs of 25 batches), the authors' 30 single-prompt Fisher batches, three seeds
     "paper": GeometryProfile("paper", (0, 1, 2), FisherSettings(steps=200, fisher_items=30)),
-    "tiny": GeometryProfile("tiny", (0,), FisherSettings(steps=1, batch=2, fisher_items=2)),
+    "tiny": GeometryProfile("tiny", (0,), FisherSettings(steps=1, batch=2, fisher_items=2), gamma_m=(2, 3)),
 }
 
 
@@ -111,14 +114,113 @@ def run_seed(load, profile: GeometryProfile, seed: int, plots: Path | None = Non
     return UnitResult(values, {"total_s": time.perf_counter() - t}, {"dim": int(raw.shape[1]), "ceiling": ceiling})
 
 
+# ------------------------------------------------------------------ the embedding as Gamma
+
+
+def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int, ckpt: Path | None,
+               device: str = "cpu", progress: bool = False, split=None) -> UnitResult:
+    """The Fisher embedding as Gamma for the CodeIO search, on ``tasks`` of ``split``.
+
+    The supervised extender of ``codeio`` (same recipe and seed) and its exhaustive search give
+    ``rte``; every library primitive and the null task are embedded the way a target is (a LoRA
+    fit and Fisher on the items of 3 examples, ``llm.geometry.context_items``); each target is
+    embedded from its own support only, and a Gamma of ``m`` primitives keeps the singles and
+    pairs of its ``m`` nearest primitives (``fisher``) or of ``m`` random ones (``random``). A
+    restricted search chooses the arg-min of the same leave-one-out scores over its candidates;
+    the Fisher Gamma's search is also run on its own, for its time.
+    """
+    from taskextrap.experiments import codeio as E
+    from taskextrap.llm import geometry as G
+    from taskextrap.llm.codeio import CodeIOAdapter
+    from taskextrap.llm.pretrain import load_base
+    from taskextrap.search.likelihood import candidate_scores
+    from taskextrap.tasks import strings as S
+
+    sub = (lambda name: None) if ckpt is None else (lambda name: Path(ckpt) / name)
+    timing, values = {}, {}
+    t = time.perf_counter()
+    lm = E.fine_tune(model, E.corpora(codeio_profile, model, split.pairs()[0])["extender"], codeio_profile, seed,
+                     sub("extender"), device, "extender" if progress else None)
+    timing["sft_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    full = E.search(lm, tasks, codeio_profile, sub("search"), progress)
+    timing["exhaustive_search_s"] = time.perf_counter() - t
+    cands = S.candidates()
+    scores = E.candidate_scores(lm, tasks, cands, codeio_profile, sub("search"))  # read back from the search's chunks
+    index = {c: j for j, c in enumerate(cands)}
+
+    def load():
+        return load_base("codeio", model, device)
+
+    t = time.perf_counter()
+    names = list(S.NAMES)
+    lib = np.stack([G.embed_like_context(load, n, 3, profile.fit, derive_seed(seed, "gamma", n)) for n in names])
+    null = G.embed_like_context(load, G.SCRAMBLE, 3, profile.fit, derive_seed(seed, "gamma", G.SCRAMBLE))
+    timing["gamma_library_s"] = time.perf_counter() - t
+    adapter = CodeIOAdapter.of(codeio_profile)
+    chosen = {(g, m): [] for g in GAMMAS for m in profile.gamma_m}
+    recall = {(g, m): [] for g in GAMMAS for m in profile.gamma_m}
+    agree, timing["gamma_embed_s"] = [], 0.0
+    for i, task in enumerate(tasks):
+        t = time.perf_counter()
+        v = G.embed_items(load, G.context_items(task.support), profile.fit, derive_seed(seed, "gamma-target", i))
+        order = {"fisher": G.nearest_primitives(v - null, lib - null[None, :]),
+                 "random": rng(seed, "geometry", "gamma-random", i).permutation(len(names))}
+        timing["gamma_embed_s"] += time.perf_counter() - t
+        truth = S.behaviour(task.pair)
+        for g in GAMMAS:
+            for m in profile.gamma_m:
+                allowed = G.restricted_candidates(order[g], names, m)
+                cols = [index[S.as_candidate(c)] for c in allowed]
+                best = allowed[int(np.argmin(scores[i, cols]))]
+                chosen[(g, m)].append(best)
+                recall[(g, m)].append(float(any(S.behaviour(c) == truth for c in allowed)))
+                if g == "fisher":  # the restricted search on its own: its time, and the same choice
+                    t = time.perf_counter()
+                    own = candidate_scores(lm, [task], allowed, adapter.loo_pairs, codeio_profile.score_batch,
+                                           prefix_of=adapter.prefix_of)[0]
+                    timing[f"fisher_m{m}_search_s"] = timing.get(f"fisher_m{m}_search_s", 0.0) + time.perf_counter() - t
+                    agree.append(allowed[int(np.argmin(own))] == best)
+    t = time.perf_counter()
+    keys = sorted({(i, S.as_candidate(c)) for (g, m), cs in chosen.items() for i, c in enumerate(cs)}, key=str)
+    _, said = E.extender_outputs(lm, [E.query_prompt("rte", tasks[i], codeio_profile, c) for i, c in keys],
+                                 codeio_profile)
+    answer = dict(zip(keys, said))
+    timing["gamma_answer_s"] = time.perf_counter() - t
+    values["rte"] = full["rte"]
+    values["exact-search"] = E.exact_search(tasks)["exact-search"]
+    for (g, m), cs in chosen.items():
+        values[f"rte-gamma-{g}-m{m}"] = np.array([float(answer[(i, S.as_candidate(c))] == t.query[1])
+                                                 for i, (c, t) in enumerate(zip(cs, tasks))])
+        values[f"recall|rte-gamma-{g}-m{m}"] = np.array(recall[(g, m)])
+    values["recall|rte"] = np.ones(len(tasks))  # the exhaustive search keeps every candidate
+    return UnitResult(values, timing, {"restricted_agrees": float(np.mean(agree)) if agree else 1.0})
+
+
+def _gamma_rows(values: dict, profile: GeometryProfile) -> list[dict]:
+    from taskextrap.report.schema import accuracy_row
+
+    methods = ["rte", *(f"rte-gamma-{g}-m{m}" for g in GAMMAS for m in profile.gamma_m)]
+    rows = [accuracy_row("llm-geometry", values[m], "held-out-pairs", m) for m in [*methods, "exact-search"]]
+    rows += [accuracy_row("llm-geometry", values[f"recall|{m}"], "candidate-recall", m) for m in methods]
+    return rows
+
+
 @register("llm-geometry", "App. J: empirical-Fisher task embedding of the CodeIO model's string primitives "
-          "(PCA, t-SNE, cosine map; agreement with behaviour)", PROFILES, options=("device", "extra"))
+          "(PCA, t-SNE, cosine map; agreement with behaviour), and as Gamma for the CodeIO search",
+          PROFILES, options=("device", "extra", "test_seed", "split_seed"), dev=True)
 def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
-    """One unit per seed; rows are the agreement of each embedding with behaviour."""
+    """Per seed, the geometry unit (rows of group ``primitives``) and the Gamma unit (accuracy on
+    the codeio tasks of ``options.split`` and candidate recall of each Gamma)."""
+    from taskextrap.experiments import codeio as E
+    from taskextrap.experiments.units import fingerprint
     from taskextrap.llm.pretrain import BaseModel, load_base
 
     model = BaseModel.from_extra(options.extra)
     profile = get_profile(PROFILES, options.profile).with_seeds(options.seeds, options.seed)
+    codeio_profile = E.for_model(E.CODEIO_PROFILES[options.profile], model)
+    split = E.Split.of(options)
+    tasks, _, sizes = E.held_out_tasks(codeio_profile.n_tasks, split)
 
     def load():
         return load_base("codeio", model, options.device)
@@ -127,6 +229,15 @@ def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path
     units = seed_units(profile.seeds, name=lambda s: f"llm-geometry-seed{s}", config=lambda s: {**base, "seed": s},
                        compute=lambda s, plots: run_seed(load, profile, s, plots, options.progress),
                        plot_dir=plot_dir, plot_file=FIGURE)
+    gbase = {**base, "codeio_profile": codeio_profile.to_dict(), "split": split.name, "test_seed": split.test_seed,
+             "split_seed": split.split_seed, "tasks": ["+".join(t.pair) for t in tasks], "threads": options.unit_cpus}
+
+    def ckpt(s: int) -> Path | None:
+        return None if cache_dir is None else Path(cache_dir) / f"llm-geometry-gamma-seed{s}-{fingerprint(**gbase, seed=s)}"
+
+    gamma = seed_units(profile.seeds, name=lambda s: f"llm-geometry-gamma-seed{s}", config=lambda s: {**gbase, "seed": s},
+                       compute=lambda s, _: gamma_unit(model, profile, codeio_profile, tasks, s, ckpt(s), options.device,
+                                                       options.progress, split))
 
     def assemble(results):
         values, timing = gather(results, units)
@@ -134,10 +245,20 @@ def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path
         for method in METHODS:
             for metric in ("spearman", "fraction"):
                 rows.append(make_row("llm-geometry", GROUP, method, metric, np.stack(values[f"{method}|{metric}"], axis=1)))
+        gvalues, gtiming = gather(results, gamma)
+        rows += _gamma_rows(gvalues, profile)
+        n = len(tasks) * len(profile.seeds)
+        per_task = {"exhaustive": gtiming["exhaustive_search_s"] / n,
+                    **{f"fisher-m{m}": gtiming[f"fisher_m{m}_search_s"] / n for m in profile.gamma_m},
+                    "gamma_embedding": gtiming["gamma_embed_s"] / n}
         config = {**base, "fit": dataclasses.asdict(profile.fit), "k": profile.k, "tasks": "31 primitives + scramble",
                   "embedding_dim": results[units[0].name].extras["dim"],
                   "spearman_ceiling": results[units[0].name].extras["ceiling"],
-                  "behavioural_distance": "share of tasks.strings.PROBE (200 strings) where outputs differ"}
-        return rows, config, list(profile.seeds), timing
+                  "behavioural_distance": "share of tasks.strings.PROBE (200 strings) where outputs differ",
+                  "gamma": {**{k: v for k, v in gbase.items() if k not in ("experiment", "profile", "model")},
+                            **sizes, "m": list(profile.gamma_m), "search_s_per_task": per_task,
+                            "library_embedding_s": gtiming["gamma_library_s"],
+                            "restricted_search_agrees": [results[u.name].extras["restricted_agrees"] for u in gamma]}}
+        return rows, config, list(profile.seeds), {**timing, **gtiming}
 
-    return Plan(units, assemble, reference="fisher")
+    return Plan(units + gamma, assemble, reference="rte")

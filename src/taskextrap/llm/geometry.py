@@ -200,3 +200,59 @@ def knn_agreement(d_embed: np.ndarray, d_behave: np.ndarray, k: int = 3, tiebrea
         near_b = set(others[np.lexsort((tiebreak[i, others], d_behave[i, others]))[:k]])
         hits.append(len(near_e & near_b) / k)
     return float(np.mean(hits))
+
+
+# ------------------------------------------------------------------- the embedding as Gamma
+
+
+def context_items(support, task="target-context") -> list:
+    """Few-shot items made from a set of examples only (a target's support): each example in turn
+    is the query, the others (in every order) its shots. Tagged with ``task`` for the leak audit."""
+    from itertools import permutations
+
+    from taskextrap.llm.codeio import answer_completion, fewshot_prompt
+
+    support = list(support)
+    if len(support) < 2:
+        raise TaskextrapError("a context embedding needs at least 2 support examples")
+    out = []
+    for i, (q, t) in enumerate(support):
+        rest = support[:i] + support[i + 1:]
+        for shots in permutations(rest):
+            out.append(Tagged((fewshot_prompt(list(shots), q), answer_completion(t)), task))
+    return out
+
+
+def embed_items(load, items, settings: FisherSettings, seed: int) -> np.ndarray:
+    """The layer-wise normalised Fisher vector of a fixed set of items: a LoRA fit on them
+    (each step draws a batch from them), then the Fisher over them."""
+    from taskextrap.llm.sft import train
+
+    def sample(g: np.random.Generator, n: int) -> list:
+        return [items[int(j)] for j in g.integers(len(items), size=n)]
+
+    lm, _ = train(load(), sample, settings.sft(seed))
+    return layerwise(fisher(lm, items))
+
+
+def embed_like_context(load, task, n_support: int, settings: FisherSettings, seed: int) -> np.ndarray:
+    """A library task's vector made the way a target's is (:func:`context_items` of ``n_support``
+    fresh examples), so that both sit in the same space."""
+    g = rng(seed, "geometry", "library", str(task))
+    examples = [(s, run_task(task, s)) for s in S.random_strings(g, n_support)]
+    return embed_items(load, context_items(examples, task), settings, seed)
+
+
+def nearest_primitives(target: np.ndarray, library: np.ndarray) -> np.ndarray:
+    """Library rows (primitives) ordered by cosine similarity to ``target``, nearest first."""
+    u = library / np.linalg.norm(library, axis=1, keepdims=True)
+    return np.argsort(-(u @ (target / np.linalg.norm(target))), kind="stable")
+
+
+def restricted_candidates(order, names, m: int) -> list:
+    """The candidates a Gamma of ``m`` primitives allows: the ``m`` nearest singles, then every
+    ordered pair of them (m + m^2 candidates, against 992 for the exhaustive search)."""
+    if not 1 <= m <= len(order):
+        raise TaskextrapError(f"m must lie in [1, {len(order)}], got {m}")
+    top = [names[int(i)] for i in order[:m]]
+    return top + [(a, b) for a in top for b in top]
