@@ -17,6 +17,7 @@ from taskextrap.experiments.registry import RunOptions  # noqa: E402
 from taskextrap.experiments.runner import run_experiment  # noqa: E402
 from taskextrap.llm import codeio as C  # noqa: E402
 from taskextrap.llm import codeio_em as M  # noqa: E402
+from taskextrap.estimators import sequence_em as SE  # noqa: E402
 from taskextrap.llm import generate as G  # noqa: E402
 from taskextrap.report.schema import validate_results  # noqa: E402
 from taskextrap.search import likelihood as LS  # noqa: E402
@@ -102,13 +103,13 @@ def test_e_step_takes_the_arg_min_of_support_scores_only(monkeypatch, char_lm):
         return out
 
     monkeypatch.setattr(LS, "candidate_scores", fake_scores)
-    labels, scores = M.e_step(char_lm, tasks, C.CodeIOAdapter(anchored=True), 2, 8)
+    labels, scores = SE.e_step(char_lm, tasks, C.CodeIOAdapter(anchored=True), cands, 2, 8)
     assert labels == [target[0], target[1]] and scores.shape == (2, len(cands))
     for t, prompt, completion in seen:  # the last two support examples, each held out in turn
         assert t.query[0] not in prompt and t.query[1] not in completion.split("=>")[-1].split()
     assert len(seen) == 4
     with pytest.raises(TaskextrapError, match="n_loo"):
-        M.e_step(char_lm, tasks, C.CodeIOAdapter(), 4, 8)
+        SE.e_step(char_lm, tasks, C.CodeIOAdapter(), cands, 4, 8)
 
 
 def test_phases_sum_to_the_supervised_steps():
@@ -141,7 +142,7 @@ def tiny_em(tmp_path_factory):
     root = tmp_path_factory.mktemp("codeio-em")
     model_dir = _tiny_model(root / "model")
     calls = {"scored": [], "generated": [], "e_tasks": []}
-    real_nll, real_generate, real_e = LS.completion_nll, G.generate, M.e_step
+    real_nll, real_generate, real_e = LS.completion_nll, G.generate, SE.e_step
 
     def spy_nll(lm, prompts, completions, *args, **kwargs):
         calls["scored"] += list(zip(prompts, completions))
@@ -159,7 +160,7 @@ def tiny_em(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp, audit.spy() as seen:
         mp.setattr(LS, "completion_nll", spy_nll)
         mp.setattr(G, "generate", spy_generate)
-        mp.setattr(M, "e_step", spy_e)
+        mp.setattr(SE, "e_step", spy_e)
         res = run_experiment("codeio-em", options)
     return res, calls, list(seen), root
 

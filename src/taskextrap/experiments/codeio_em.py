@@ -118,6 +118,7 @@ def run_arm(model: BaseModel, profile: CodeIOEMProfile, share: float, train_task
     ``share`` 0: primitive warm-up start; otherwise that share of ``train_tasks`` keeps its label
     and the start phase trains on those alone. ``out_dir`` keeps every phase's checkpoints and
     every E-step's scores, so a rerun resumes."""
+    from taskextrap.estimators.sequence_em import e_step
     from taskextrap.llm import codeio as C
     from taskextrap.llm import codeio_em as M
     from taskextrap.llm.pretrain import load_base
@@ -139,8 +140,8 @@ def run_arm(model: BaseModel, profile: CodeIOEMProfile, share: float, train_task
     unknown = [i for i, k in enumerate(known) if not k]
     for r in range(1, profile.em_rounds + 1):
         if unknown:
-            guessed, _ = M.e_step(lm, [train_tasks[i] for i in unknown], C.CodeIOAdapter.of(profile), profile.em_loo,
-                                  profile.score_batch, sub(f"e{r}"), f"e-step {r}" if progress else None)
+            guessed, _ = e_step(lm, [train_tasks[i] for i in unknown], C.CodeIOAdapter.of(profile), M.em_candidates(),
+                                profile.em_loo, profile.score_batch, sub(f"e{r}"), f"e-step {r}" if progress else None)
             for i, lab in zip(unknown, guessed):
                 labels[i] = lab
             history.append(M.label_quality(train_tasks, labels, ~known))

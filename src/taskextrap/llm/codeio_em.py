@@ -4,7 +4,7 @@ The supervised extender (``experiments.codeio``) learns from training pairs whos
 (a, b) it is told. Here a set of training composite tasks keeps its data but hides its label;
 EM alternates
 
-* **E-step** (:func:`e_step`): for each unlabelled task, every candidate decomposition
+* **E-step** (``estimators.sequence_em.e_step``): for each unlabelled task, every candidate decomposition
   (:func:`em_candidates`: every pair of non-trivial primitives, so neither the trivial identity
   decomposition nor a single is a candidate) is scored by the current model's leave-one-out
   NLL of the task's support examples, exactly as the test-time search scores a target
@@ -33,12 +33,10 @@ function are equally right), *exact* when it is the true pair.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import rng
 from taskextrap.tasks import strings as S
@@ -85,42 +83,7 @@ def known_mask(n: int, share: float, seed: int) -> np.ndarray:
     return keep
 
 
-# ---------------------------------------------------------------------------------- E-step
-
-
-@dataclass(frozen=True)
-class EStepAdapter:
-    """The E-step's view of a training task: :func:`em_candidates`, and the leave-one-out pairs
-    of the last ``n_loo`` support examples (the search's prompts, ``CodeIOAdapter``)."""
-
-    adapter: object  # a llm.codeio.CodeIOAdapter
-    n_loo: int = 1
-
-    def loo_pairs(self, task, candidate) -> list[tuple[str, str]]:
-        """The held-out-example prompts of ``candidate`` on ``task``'s support, last ``n_loo`` only."""
-        return self.adapter.loo_pairs(task, candidate)[-self.n_loo:]
-
-    def prefix_of(self, candidate):
-        """Candidates with the same first function share their prompts' beginning."""
-        return self.adapter.prefix_of(candidate)
-
-
-def e_step(lm, tasks, adapter, n_loo: int, batch_size: int, cache_dir: Path | None = None,
-           progress: str | None = None) -> tuple[list[tuple[str, str]], np.ndarray]:
-    """(pseudo-label of each task, scores (n_tasks, n_candidates)): the arg-min of the current
-    model's summed leave-one-out NLL over :func:`em_candidates` (ties: enumeration order).
-
-    Only the tasks' support examples are scored; ``cache_dir`` keeps the scores (a rerun reads them)."""
-    from taskextrap.search.likelihood import candidate_scores
-
-    audit.record_items("e-step", [audit.Tagged((), t.pair) for t in tasks])  # whose support it scores
-    if not 1 <= n_loo <= min(len(t.support) for t in tasks):
-        raise TaskextrapError(f"n_loo must lie in [1, support size], got {n_loo}")
-    view = EStepAdapter(adapter, n_loo)
-    cands = em_candidates()
-    scores = candidate_scores(lm, tasks, cands, view.loo_pairs, batch_size, cache_dir, None, view.prefix_of,
-                              progress=progress)
-    return [cands[int(j)] for j in np.argmin(scores, axis=1)], scores
+# ----------------------------------------------------------------------- pseudo-labels
 
 
 def label_quality(tasks, labels, keep: np.ndarray | None = None) -> dict[str, np.ndarray]:
