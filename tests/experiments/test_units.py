@@ -34,10 +34,10 @@ def test_fingerprint_changes_with_the_source(tmp_path, monkeypatch):
 def test_codeio_checkpoint_folder_follows_the_source_hash(tmp_path, monkeypatch):
     from taskextrap.experiments import codeio, units
 
-    before = codeio._ckpt_root(tmp_path, {"model": "m"}, 0)
-    assert before == codeio._ckpt_root(tmp_path, {"model": "m"}, 0)
+    before = codeio.ckpt_root(tmp_path, {"model": "m"}, 0)
+    assert before == codeio.ckpt_root(tmp_path, {"model": "m"}, 0)
     monkeypatch.setattr(units, "source_hash", lambda: "f" * 16)
-    assert codeio._ckpt_root(tmp_path, {"model": "m"}, 0) != before
+    assert codeio.ckpt_root(tmp_path, {"model": "m"}, 0) != before
 
 
 def _unit_file(tmp_path):

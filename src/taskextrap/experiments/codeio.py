@@ -496,9 +496,10 @@ def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
     return rows
 
 
-def _ckpt_root(cache_dir: Path | None, base: dict, seed: int) -> Path | None:
+def ckpt_root(cache_dir: Path | None, base: dict, seed: int) -> Path | None:
     """Where one seed's SFT checkpoints and search scores live: named by the model, the profile
-    and the seed, so a run with other settings never resumes from them."""
+    and the seed, so a run with other settings never resumes from them (``llm-geometry`` reads
+    the extender and the search from here when codeio has run into the same cache)."""
     if cache_dir is None:
         return None
     return Path(cache_dir) / f"codeio-seed{seed}-{fingerprint(**base, seed=seed)}"
@@ -524,7 +525,7 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     if not shard.is_lead:
         for s in profile.seeds:
             if not unit_done(cache_dir, f"codeio-seed{s}", {**base, "seed": s}):
-                run_worker(model, profile, tasks, s, _ckpt_root(cache_dir, base, s), shard, options.device,
+                run_worker(model, profile, tasks, s, ckpt_root(cache_dir, base, s), shard, options.device,
                            options.progress, split)
         return None
 
@@ -555,7 +556,7 @@ def codeio_units(options: RunOptions, cache_dir: Path | None, model: BaseModel, 
             "threads": options.unit_cpus}  # as units.bind adds it: shards and checkpoints find the unit's key
     units = seed_units(
         profile.seeds, name=lambda s: f"codeio-seed{s}", config=lambda s: {**base, "seed": s},
-        compute=lambda s, _: run_unit(model, profile, tasks, s, _ckpt_root(cache_dir, base, s), options.device,
+        compute=lambda s, _: run_unit(model, profile, tasks, s, ckpt_root(cache_dir, base, s), options.device,
                                       options.progress, options.shard, split))
     return base, units
 

@@ -122,7 +122,8 @@ def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int
     """The Fisher embedding as Gamma for the CodeIO search, on ``tasks`` of ``split``.
 
     The supervised extender of ``codeio`` (same recipe and seed) and its exhaustive search give
-    ``rte``; every library primitive and the null task are embedded the way a target is (a LoRA
+    ``rte`` (``ckpt`` is codeio's checkpoint folder of these settings: a finished codeio run is
+    resumed, not repeated); every library primitive and the null task are embedded the way a target is (a LoRA
     fit and Fisher on the items of 3 examples, ``llm.geometry.context_items``); each target is
     embedded from its own support only, and a Gamma of ``m`` primitives keeps the singles and
     pairs of its ``m`` nearest primitives (``fisher``) or of ``m`` random ones (``random``). A
@@ -213,7 +214,6 @@ def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path
     """Per seed, the geometry unit (rows of group ``primitives``) and the Gamma unit (accuracy on
     the codeio tasks of ``options.split`` and candidate recall of each Gamma)."""
     from taskextrap.experiments import codeio as E
-    from taskextrap.experiments.units import fingerprint
     from taskextrap.llm.pretrain import BaseModel, load_base
 
     model = BaseModel.from_extra(options.extra)
@@ -229,11 +229,11 @@ def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path
     units = seed_units(profile.seeds, name=lambda s: f"llm-geometry-seed{s}", config=lambda s: {**base, "seed": s},
                        compute=lambda s, plots: run_seed(load, profile, s, plots, options.progress),
                        plot_dir=plot_dir, plot_file=FIGURE)
-    gbase = {**base, "codeio_profile": codeio_profile.to_dict(), "split": split.name, "test_seed": split.test_seed,
-             "split_seed": split.split_seed, "tasks": ["+".join(t.pair) for t in tasks], "threads": options.unit_cpus}
+    codeio_base, _ = E.codeio_units(options, cache_dir, model, codeio_profile, split, tasks)
+    gbase = {**base, "codeio": codeio_base}
 
-    def ckpt(s: int) -> Path | None:
-        return None if cache_dir is None else Path(cache_dir) / f"llm-geometry-gamma-seed{s}-{fingerprint(**gbase, seed=s)}"
+    def ckpt(s: int) -> Path | None:  # codeio's extender and search of the same settings
+        return E.ckpt_root(cache_dir, codeio_base, s)
 
     gamma = seed_units(profile.seeds, name=lambda s: f"llm-geometry-gamma-seed{s}", config=lambda s: {**gbase, "seed": s},
                        compute=lambda s, _: gamma_unit(model, profile, codeio_profile, tasks, s, ckpt(s), options.device,
@@ -255,7 +255,7 @@ def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path
                   "embedding_dim": results[units[0].name].extras["dim"],
                   "spearman_ceiling": results[units[0].name].extras["ceiling"],
                   "behavioural_distance": "share of tasks.strings.PROBE (200 strings) where outputs differ",
-                  "gamma": {**{k: v for k, v in gbase.items() if k not in ("experiment", "profile", "model")},
+                  "gamma": {**{k: codeio_base[k] for k in ("split", "test_seed", "split_seed", "tasks", "profile")},
                             **sizes, "m": list(profile.gamma_m), "search_s_per_task": per_task,
                             "library_embedding_s": gtiming["gamma_library_s"],
                             "restricted_search_agrees": [results[u.name].extras["restricted_agrees"] for u in gamma]}}
