@@ -204,19 +204,22 @@ def test_every_fine_tuning_item_and_e_step_task_is_a_training_task(tiny_em):
     audit.check(seen, allowed, required={"sft", "e-step"})
 
 
-def test_the_audit_names_a_held_out_pair_injected_into_the_em_tasks(monkeypatch, tmp_path):
-    real = M.em_tasks
+def test_the_audit_names_a_held_out_pair_injected_into_the_em_tasks(tmp_path):
+    from taskextrap.llm.pretrain import BaseModel
 
-    def leaky(train_pairs, n, seed):
-        return real(list(train_pairs) + [HELD[0]], n, seed)[:-1] + S.make_test_tasks([HELD[0]], seed, stream="em-train")
-
-    monkeypatch.setattr(M, "em_tasks", leaky)
-    model_dir = _tiny_model(tmp_path / "model")
-    options = RunOptions(profile="tiny", out=tmp_path / "runs", progress=False, extra={"model": str(model_dir)})
+    model = BaseModel(path=str(_tiny_model(tmp_path / "model")))
+    profile = E.for_model(X.PROFILES["tiny"], model)
+    leaky = S.make_test_tasks([HELD[0]], 0, stream="em-train")  # a held-out pair among the EM tasks
     with audit.spy() as seen:
-        run_experiment("codeio-em", options)
+        X.run_arm(model, profile, 0.0, leaky, 0, None)
     with pytest.raises(audit.LeakError, match="e-step"):
         audit.check(seen, set(TRAIN) | set(S.NAMES))
+
+
+def test_codeio_em_is_run_by_name_not_by_reproduce_all():
+    from taskextrap.experiments.registry import all_experiments
+
+    assert "codeio-em" in all_experiments() and "codeio-em" not in all_experiments(in_all_only=True)
 
 
 def test_a_four_bit_base_is_refused(tmp_path):

@@ -23,6 +23,9 @@ warm-up and cosine schedule. The supervised extender draws its items from all tr
 EM sees ``em_tasks`` training composites (their data, never their labels) and, in the warm-up arm,
 single primitives.
 
+Not in ``reproduce all``: it chains fine-tuning runs, E-steps and three 992-candidate searches (a
+GPU job at the paper's size, an hour at ``quick``); run it by name.
+
 Rows: accuracy of each method on ``held-out-pairs`` and ``novel-pairs`` (as ``codeio``),
 ``decomposition-found`` of each RTE arm, ``answer-in-prompt`` of each EM arm, and the pseudo-label
 quality after each E-step (group ``pseudo-labels``: the label behaves like the true pair on
@@ -229,7 +232,7 @@ def _ckpt_root(cache_dir: Path | None, base: dict, seed: int) -> Path | None:
 
 @register("codeio-em", "App. B.2: CodeIO relational fine-tuning without meta-labels (EM with primitive warm-up, "
           "25% labels) beside codeio's methods", PROFILES, options=("device", "extra", "test_seed", "split_seed"),
-          dev=True)
+          dev=True, in_all=False)
 def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The codeio units of the same settings, one EM unit per seed, and their rows; every final
     prompt of every method goes to ``options.run_dir/prompts.jsonl``."""
