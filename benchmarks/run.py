@@ -105,6 +105,15 @@ def bench_experiment(name: str, profile: str, protocol: str, family: str | None 
     return {key: res[key] for key in ("rows", "comparisons", "seeds", "timing", "config")}
 
 
+def keep_figures(run: str, profile: str) -> None:
+    """Copy a test-split run's PNGs to ``results/figures/<name>-<profile>.png`` (dev runs keep none)."""
+    if SPLIT != "test":
+        return
+    FIGURES.mkdir(exist_ok=True)
+    for png in sorted((OUT / "runs" / run / "plots").glob("*.png")):
+        shutil.copyfile(png, FIGURES / png.name.replace(".png", f"-{profile}.png"))
+
+
 def result_path(stem: str) -> Path:
     """Where a benchmark result goes: ``results/<stem>.json``, ``<stem>-dev.json`` on the dev split."""
     return OUT / (f"{stem}-dev.json" if SPLIT == "dev" else f"{stem}.json")
@@ -209,11 +218,7 @@ def main():
         for profile in args.profiles:
             res = bench_experiment("manifolds", profile, "paper")
             write_json_atomic(result_path(f"manifolds-{profile}"), {"environment": env, **res})
-            if SPLIT == "test":
-                run_dir = OUT / "runs" / f"manifolds-paper-{profile}" / "plots"
-                FIGURES.mkdir(exist_ok=True)
-                for png in sorted(run_dir.glob("*.png")):
-                    shutil.copyfile(png, FIGURES / png.name.replace(".png", f"-{profile}.png"))
+            keep_figures(f"manifolds-paper-{profile}", profile)
     if args.only in (None, "length-embeddings"):
         t = time.perf_counter()
         res = bench_length_embeddings()
@@ -248,10 +253,7 @@ def main():
         for profile in args.profiles:
             res = bench_experiment("llm-geometry", profile, "paper")
             write_json_atomic(result_path(f"llm-geometry-{profile}"), {"environment": env, **res})
-            png = OUT / "runs" / f"llm-geometry-paper-{profile}" / "plots" / "llm-geometry.png"
-            if SPLIT == "test" and png.exists():
-                FIGURES.mkdir(exist_ok=True)
-                shutil.copyfile(png, FIGURES / f"llm-geometry-{profile}.png")
+            keep_figures(f"llm-geometry-paper-{profile}", profile)
     if args.only in (None, "executors"):  # serial against Ray on the quick parameter sweep (30 units)
         _sibling("executors").bench()
     if args.only == "unseen":  # families never designed for (benchmarks/unseen.py), quick profile only
