@@ -178,6 +178,7 @@ def test_tiny_run_writes_every_row(tiny_em):
     assert all(r["value"] == 0.0 for (g, _), r in rows.items() if g == "answer-in-prompt")
     assert res["config"]["steps_taken"] == {a: X.PROFILES["tiny"].sft_steps for a in X.ARMS}  # equal steps
     (prompts,) = [p.read_text() for p in tiny_em[3].glob("runs/*/prompts.jsonl")]
+    assert list(tiny_em[3].glob(f"runs/*/plots/{X.FIGURE}"))  # the pseudo-label figure
     assert '"method": "rte-em-warmup"' in prompts and '"method": "few-shot"' in prompts
 
 
@@ -214,6 +215,12 @@ def test_the_audit_names_a_held_out_pair_injected_into_the_em_tasks(tmp_path):
         X.run_arm(model, profile, 0.0, leaky, 0, None)
     with pytest.raises(audit.LeakError, match="e-step"):
         audit.check(seen, set(TRAIN) | set(S.NAMES))
+
+
+def test_the_figure_is_skipped_without_an_e_step(tmp_path):
+    assert X.plot_pseudo_labels(tmp_path / "f.png", {}, 2) is None and not (tmp_path / "f.png").exists()
+    values = {f"rte-em-warmup|e{r}|{k}": [np.array([0.0, 1.0])] for r in (1, 2) for k in ("behaves", "exact")}
+    assert X.plot_pseudo_labels(tmp_path / "f.png", values, 2).exists()
 
 
 def test_codeio_em_is_run_by_name_not_by_reproduce_all():

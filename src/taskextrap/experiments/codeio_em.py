@@ -30,7 +30,7 @@ Rows: accuracy of each method on ``held-out-pairs`` and ``novel-pairs`` (as ``co
 ``decomposition-found`` of each RTE arm, ``answer-in-prompt`` of each EM arm, and the pseudo-label
 quality after each E-step (group ``pseudo-labels``: the label behaves like the true pair on
 PROBE; ``pseudo-labels-exact``: it is the true pair), as a ``fraction`` of the unlabelled
-training tasks, methods ``<arm>:e<round>``.
+training tasks, methods ``<arm>:e<round>``; the figure ``codeio-em.png`` draws them.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 ARMS = {"rte-em-warmup": 0.0, "rte-em-semi25": 0.25}  # the share of training tasks that keep their label
 CODEIO_METHODS = ("few-shot", "cot-majority", "rte", "oracle", "exact-search")  # from the codeio units
+FIGURE = "codeio-em.png"
 P_SINGLE = 0.2  # single primitives in the warm-up arm's M-steps: the supervised extender's rate
 
 
@@ -268,9 +269,28 @@ def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
                          "steps_every_arm": profile.sft_steps},
                   "em_train_tasks": results[em_units[0].name].extras["train_tasks"],
                   "steps_taken": results[em_units[0].name].extras["steps"]}
+        if plot_dir is not None:
+            plot_pseudo_labels(Path(plot_dir) / FIGURE, values, profile.em_rounds)
         return build_rows(values, novel), config, list(profile.seeds), timing
 
     return Plan(codeio_units + em_units, assemble)
+
+
+def plot_pseudo_labels(path: Path, values: dict, rounds: int) -> Path | None:
+    """``FIGURE``: per arm, the share of its unlabelled training tasks whose pseudo-label behaves
+    like the true pair (and is it) after each E-step, over every seed's tasks (None: no E-step ran)."""
+    from taskextrap.report.plots import plot_curves
+
+    curves = {}
+    for arm in ARMS:
+        for kind, what in (("behaves", "behaves like the truth"), ("exact", "is the true pair")):
+            keys = [f"{arm}|e{r}|{kind}" for r in range(1, rounds + 1)]
+            if all(k in values for k in keys):
+                curves[f"{arm}: {what}"] = [float(np.mean(np.concatenate(values[k]))) for k in keys]
+    if not curves:
+        return None
+    return plot_curves(path, np.arange(1, rounds + 1), curves, title="codeio-em: pseudo-labels after each E-step",
+                       xlabel="E-step", ylabel="share of unlabelled training tasks")
 
 
 def _em_candidates() -> list:
