@@ -88,3 +88,24 @@ def load_script():
         return mod
 
     return load
+
+
+@pytest.fixture
+def leak_held_out_pairs(monkeypatch):
+    """``leak_held_out_pairs(cls, method)``: while ``cls.method`` runs, the estimator's pair split
+    trains on its held-out pairs too (a mutation that the leak audit must name)."""
+    from taskextrap.tasks.primitives import PairSplit
+
+    def patch(cls, method: str) -> None:
+        honest = getattr(cls, method)
+
+        def leaky(self, *args, **kwargs):
+            split = self.split
+            self.split = PairSplit(train=split.train + split.test, test=(("x", "y"),))
+            try:
+                return honest(self, *args, **kwargs)
+            finally:
+                self.split = split
+
+        monkeypatch.setattr(cls, method, leaky)
+    return patch

@@ -231,24 +231,14 @@ def test_length_audit_detects_a_degree9_task_in_the_decomposer(ladder_library, m
 
 
 @pytest.mark.parametrize("inject", [False, True])
-def test_composition_audit_detects_a_held_out_pair_in_psi_comp(monkeypatch, inject):
+def test_composition_audit_detects_a_held_out_pair_in_psi_comp(leak_held_out_pairs, inject):
     """Mutation (d): Psi_comp's training compositions include the held-out pairs."""
     from taskextrap.estimators.composition import CompositionRTE
-    from taskextrap.tasks.primitives import PAPER_SPLIT, PairSplit, PrimitiveSet
+    from taskextrap.tasks.primitives import PAPER_SPLIT, PrimitiveSet
 
     prims = PrimitiveSet.sample(n_per_family=8, rng=rng(0, "test-prims"))
     if inject:
-        honest = CompositionRTE._operator_arrays
-
-        def leaky(self, pool, n, g):
-            split = self.split
-            self.split = PairSplit(train=split.train + split.test, test=(("x", "y"),))
-            try:
-                return honest(self, pool, n, g)
-            finally:
-                self.split = split
-
-        monkeypatch.setattr(CompositionRTE, "_operator_arrays", leaky)
+        leak_held_out_pairs(CompositionRTE, "_operator_arrays")
     with audit.spy() as seen:
         CompositionRTE(k=3, embedding="gradient", **TINY_DISCRETE).fit(prims)
     error = _check_discrete_fit(seen, PAPER_SPLIT.training_labels(), inject,

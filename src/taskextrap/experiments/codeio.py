@@ -244,6 +244,7 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
         "voters": [[candidate_name(cands[j]) for j in v] for v in answers.voters],
         "answers": {"rte": rte_said, "rte-tie-vote": voted},
         "completions": {"rte": [c[0] for c in answers.completions]},
+        "scores": d.extras["scores"],
     }
 
 
@@ -366,6 +367,7 @@ def run_unit(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_di
             found = search(lm, tasks, profile, sub("search"), progress, shard)
             timing["search_s"] = time.perf_counter() - t
         del lm
+    found.pop("scores")
     exact = exact_search(tasks)
     t = time.perf_counter()
     acc["base-model"] = base_model_row(model, profile, device, split.test_seed)
@@ -547,18 +549,23 @@ def codeio_units(options: RunOptions, cache_dir: Path | None, model: BaseModel, 
     """(the fingerprinted settings, one unit per seed) of the codeio experiment on ``tasks``: the
     three fine-tuning runs and every method (:func:`run_unit`). ``codeio-em`` plans the same
     units, so it reuses a finished codeio run's units and checkpoints."""
-    from taskextrap.llm import codeio as C
-
-    # everything that changes the numbers: a unit or checkpoint of other settings is never reused
-    base = {"experiment": "codeio", "profile": profile.to_dict(), "model": model.label("codeio"),
-            "split": split.name, "test_seed": split.test_seed, "split_seed": split.split_seed,
-            "prompt_format": C.PROMPT_FORMAT, "tasks": ["+".join(t.pair) for t in tasks],
-            "threads": options.unit_cpus}  # as units.bind adds it: shards and checkpoints find the unit's key
+    base = codeio_base(options, model, profile, split, tasks)
     units = seed_units(
         profile.seeds, name=lambda s: f"codeio-seed{s}", config=lambda s: {**base, "seed": s},
         compute=lambda s, _: run_unit(model, profile, tasks, s, ckpt_root(cache_dir, base, s), options.device,
                                       options.progress, options.shard, split))
     return base, units
+
+
+def codeio_base(options: RunOptions, model: BaseModel, profile: CodeIOProfile, split: Split, tasks) -> dict:
+    """Everything that changes a codeio unit's numbers (its fingerprint, and that of its checkpoint
+    folder, :func:`ckpt_root`): a unit or checkpoint of other settings is never reused."""
+    from taskextrap.llm import codeio as C
+
+    return {"experiment": "codeio", "profile": profile.to_dict(), "model": model.label("codeio"),
+            "split": split.name, "test_seed": split.test_seed, "split_seed": split.split_seed,
+            "prompt_format": C.PROMPT_FORMAT, "tasks": ["+".join(t.pair) for t in tasks],
+            "threads": options.unit_cpus}  # as units.bind adds it: shards and checkpoints find the unit's key
 
 
 def run_config(base: dict, sizes: dict, novel: np.ndarray, tasks, split: Split, profile: CodeIOProfile,

@@ -237,6 +237,7 @@ def _ckpt_root(cache_dir: Path | None, base: dict, seed: int) -> Path | None:
 def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The codeio units of the same settings, one EM unit per seed, and their rows; every final
     prompt of every method goes to ``options.run_dir/prompts.jsonl``."""
+    from taskextrap.llm.codeio_em import em_candidates
     from taskextrap.llm.pretrain import BaseModel
 
     model = BaseModel.from_extra(options.extra)
@@ -265,7 +266,7 @@ def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
         start, m = phase_steps(profile.sft_steps, profile.em_rounds)
         config = {**E.run_config(base, sizes, novel, tasks, split, codeio_profile, model),
                   "em": {"tasks": profile.em_tasks, "rounds": profile.em_rounds, "loo": profile.em_loo,
-                         "candidates": len(_em_candidates()), "start_steps": start, "m_steps": m,
+                         "candidates": len(em_candidates()), "start_steps": start, "m_steps": m,
                          "steps_every_arm": profile.sft_steps},
                   "em_train_tasks": results[em_units[0].name].extras["train_tasks"],
                   "steps_taken": results[em_units[0].name].extras["steps"]}
@@ -291,9 +292,3 @@ def plot_pseudo_labels(path: Path, values: dict, rounds: int) -> Path | None:
         return None
     return plot_curves(path, np.arange(1, rounds + 1), curves, title="codeio-em: pseudo-labels after each E-step",
                        xlabel="E-step", ylabel="share of unlabelled training tasks")
-
-
-def _em_candidates() -> list:
-    from taskextrap.llm.codeio_em import em_candidates
-
-    return em_candidates()

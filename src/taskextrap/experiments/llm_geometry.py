@@ -146,8 +146,7 @@ def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int
     t = time.perf_counter()
     full = E.search(lm, tasks, codeio_profile, sub("search"), progress)
     timing["exhaustive_search_s"] = time.perf_counter() - t
-    cands = S.candidates()
-    scores = E.candidate_scores(lm, tasks, cands, codeio_profile, sub("search"))  # read back from the search's chunks
+    cands, scores = S.candidates(), full["scores"]
     index = {c: j for j, c in enumerate(cands)}
 
     def load():
@@ -229,7 +228,7 @@ def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path
     units = seed_units(profile.seeds, name=lambda s: f"llm-geometry-seed{s}", config=lambda s: {**base, "seed": s},
                        compute=lambda s, plots: run_seed(load, profile, s, plots, options.progress),
                        plot_dir=plot_dir, plot_file=FIGURE)
-    codeio_base, _ = E.codeio_units(options, cache_dir, model, codeio_profile, split, tasks)
+    codeio_base = E.codeio_base(options, model, codeio_profile, split, tasks)
     gbase = {**base, "codeio": codeio_base}
 
     def ckpt(s: int) -> Path | None:  # codeio's extender and search of the same settings
