@@ -245,10 +245,11 @@ def main():
         for profile in args.profiles:
             res = bench_experiment("codeio", profile, "paper")
             write_json_atomic(result_path(f"codeio-paper-{profile}"), {"environment": env, **res})
-    if args.only in (None, "codeio-em"):  # after codeio: it reuses codeio's units of the same settings
+    if args.only in (None, "codeio-em"):  # after codeio (it reuses its units); the figure is kept
         for profile in args.profiles:
             res = bench_experiment("codeio-em", profile, "paper")
             write_json_atomic(result_path(f"codeio-em-paper-{profile}"), {"environment": env, **res})
+            keep_figures(f"codeio-em-paper-{profile}", profile)
     if args.only in (None, "llm-geometry"):  # App. J maps; the figure is kept beside the numbers
         for profile in args.profiles:
             res = bench_experiment("llm-geometry", profile, "paper")
