@@ -80,3 +80,47 @@ def test_readout_is_fitted_on_training_rows_only():
     order[8:] = 100.0  # held-out values the fit must not see
     r = M.readout(z, order, 8)
     assert np.allclose(r[:8], np.arange(8.0)) and np.allclose(r[8:], [8.0, 9.0])
+
+
+def test_dev_panels_hold_training_tasks_of_the_real_split_only():
+    train, held, _ = M.panel_tasks("length", 5, 0, dev=True)
+    assert set(train.order) == set(range(1, 8)) and set(held.order) == {8.0}
+    train, held, _ = M.panel_tasks("composition", 4, 0, dev=True)
+    assert set(train.label) == {"poly", "sin"} and set(held.label) == {"poly∘sin"}
+    x = np.broadcast_to(np.linspace(-5, 5, 7), (4, 7))
+    assert np.allclose(held.values(x), M.POLY(held.params[:, 4:7], M.SIN(held.params[:, 1:4], x)))
+    train, held, _ = M.panel_tasks("parametric", 6, 0, dev=True)
+    assert set(train.label) == {"F1_1_a", "F1_1_b"} and set(held.label) == {"dev"}
+    real, _, _ = M.panel_tasks("parametric", 200, 0)
+    # every dev task lies inside the real training span: F1_2 is the dev held-out region
+    assert real.order.min() <= train.order.min() and held.order.max() <= real.order.max()
+    assert train.order.max() <= held.order.min()
+
+
+def test_no_dev_fit_sees_a_dev_held_out_task():
+    training = {f"level-{d}" for d in range(1, 8)} | {"poly", "sin", "F1_1_a", "F1_1_b"}
+    with audit.spy() as seen:
+        maps = M.run_seed(TINY, 0, dev=True)
+    audit.check(seen, training, required={"scaler", "probe", "pca", "curve-pca"})
+    other = next(name for name in M.READOUTS if name != M.READOUT)
+    assert set(maps["length", f"gradient-{other}-readout"][3]) == {"spearman", "fraction"}
+    assert ("composition", f"gradient-{other}-readout") not in maps  # its order needs no read-out
+
+
+def test_the_dev_run_reports_every_read_out_and_the_test_run_the_chosen_one(tmp_path):
+    res = run_experiment("manifolds", RunOptions(profile="tiny", out=tmp_path, progress=False, split="dev"))
+    validate_results(res)
+    methods = {r["method"] for r in res["rows"]}
+    other = next(name for name in M.READOUTS if name != M.READOUT)
+    assert {f"gradient-{other}-readout", f"curve-{other}-readout"} <= methods
+    assert res["config"]["split"] == "dev" and res["config"]["readout"] == M.READOUT
+    test = M.run_seed(TINY, 0)
+    assert {rep for _, rep in test} == {"gradient", "curve"}
+
+
+def test_a_linear_readout_reads_a_line_and_cannot_read_a_ring():
+    t = np.tile(np.linspace(0, 2 * np.pi, 20, endpoint=False), 2)  # two full circles
+    ring = np.column_stack([np.cos(t), np.sin(t)]) * np.repeat([1.0, 2.0], 20)[:, None]
+    order = np.repeat([0.0, 1.0], 20)  # inner ring 0, outer ring 1
+    assert np.corrcoef(M.readout(ring, order, 40, degree=2), order)[0, 1] > 0.99
+    assert abs(np.corrcoef(M.readout(ring, order, 40, degree=1), order)[0, 1]) < 0.1

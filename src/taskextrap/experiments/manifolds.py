@@ -35,7 +35,14 @@ App. H) and ``curve``, the sanity baseline that maps the scaled curve values wit
 pipeline (Isomap for the length and composition panels, PCA for the parametric one).
 
 Settings are the paper's App. H ones (probe [1, 128, 128, 1], PCA to 50 dimensions before Isomap,
-15 and 20 neighbours, 50 tasks per class); nothing was tuned, so there is no dev choice to make.
+15 and 20 neighbours, 50 tasks per class). The one choice of ours, the read-out's degree
+(:data:`READOUT`), is made on the dev split (``--split dev``), a pseudo-extrapolation inside the
+training tasks of every panel (:func:`panel_tasks`): degrees 1-7 with degree 8 held out, poly and
+sin with poly o sin (a training pair of the composition split, the one ``tasks.dev.dev_pair_split``
+holds out) as the composition, F1_1 cut in two halves with F1_2 held out. The dev run reports
+every candidate read-out (rows ``<representation>-<degree>-readout``); the rule, fixed before it
+ran: the degree with the higher mean ``gradient`` Spearman over the length, length-regime and
+parametric panels, the simpler one on a tie.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from taskextrap.report.schema import make_row
 from taskextrap.scaling import FamilyScaler
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.builtin import QUADRATIC
+from taskextrap.tasks.dev import dev_family, dev_ladder
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
 from taskextrap.tasks.observe import Observations
 from taskextrap.tasks.primitives import POLY, SIN
@@ -117,15 +125,17 @@ class UnitEnergy:
         return self.family.training_labels()
 
 
-KINDS = ("poly", "sin", "sin∘poly")
-RADIAL_RANK = {"sin": 0, "sin∘poly": 1, "poly": 2}  # the paper's caption, from the centre outwards
+KINDS = ("poly", "sin", "sin∘poly", "poly∘sin")
+# The paper's caption, from the centre outwards: sin, then the composition, then poly. The dev
+# split's composition (poly o sin) is given the same place, between its two constituents.
+RADIAL_RANK = {"sin": 0, "sin∘poly": 1, "poly∘sin": 1, "poly": 2}
 
 
 @dataclass(frozen=True)
 class SinPoly:
     """The composition panel's family: rows ``[kind, sin A, w, phi, poly a, b, c]`` with kind 0
-    (poly), 1 (sin) or 2 (sin o poly). Poly and sin are the training classes; sin o poly is a
-    held-out pair of the composition split."""
+    (poly), 1 (sin), 2 (sin o poly) or 3 (poly o sin). Poly and sin are the training classes;
+    sin o poly is a held-out pair of the composition split, poly o sin the dev split's."""
 
     domain: tuple[float, float] = (-5.0, 5.0)
     name: str = "sin-poly"
@@ -137,9 +147,9 @@ class SinPoly:
     def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Values of rows ``params`` (n, 7) at ``x`` (n, m)."""
         params = np.asarray(params, dtype=float)
-        kind, s, p = params[:, 0].astype(int), params[:, 1:4], params[:, 4:7]
-        inner = POLY(p, x)
-        return np.where((kind == 0)[:, None], inner, SIN(s, np.where((kind == 2)[:, None], inner, x)))
+        kind, s, p = params[:, 0].astype(int)[:, None], params[:, 1:4], params[:, 4:7]
+        poly_x, sin_x = POLY(p, x), SIN(s, x)
+        return np.select([kind == 0, kind == 1, kind == 2], [poly_x, sin_x, SIN(s, poly_x)], POLY(p, sin_x))
 
     def task_labels(self, params: np.ndarray) -> np.ndarray:
         """Each task's class name (poly, sin, sin∘poly): the leak audit's labels."""
@@ -172,11 +182,14 @@ class PanelTasks:
         return self.family(self.params if index is None else self.params[index], x)
 
 
-def panel_tasks(panel: str, n: int, seed: int) -> tuple[PanelTasks, PanelTasks, int]:
-    """(training tasks, held-out tasks, grid points) of ``panel``, drawn from the seed."""
-    g = rng(seed, "manifolds", panel)
+def panel_tasks(panel: str, n: int, seed: int, dev: bool = False) -> tuple[PanelTasks, PanelTasks, int]:
+    """(training tasks, held-out tasks, grid points) of ``panel``, drawn from the seed; with
+    ``dev``, the panel's dev split (module docstring), whose every task is a training task of the
+    real split."""
+    g = rng(seed, "manifolds", panel, *(("dev",) if dev else ()))
     if panel.startswith("length"):
         ladder = FIGURE_LADDER if panel == "length" else POLYNOMIAL_LADDER
+        ladder = dev_ladder(ladder) if dev else ladder
         lib = LadderSet.sample_library(ladder, n, g)
         held = ladder.sample_coefs(ladder.test_level, n, g)
         fam = UnitEnergy(ladder)
@@ -185,14 +198,15 @@ def panel_tasks(panel: str, n: int, seed: int) -> tuple[PanelTasks, PanelTasks, 
     if panel == "composition":
         fam = SinPoly()
         train = np.concatenate([fam.sample(0, n, g), fam.sample(1, n, g)])
-        held = fam.sample(2, n, g)
+        held = fam.sample(3 if dev else 2, n, g)
         return (PanelTasks(fam, train, fam.task_labels(train), np.full(len(train), np.nan)),
                 PanelTasks(fam, held, fam.task_labels(held), np.full(n, np.nan)), 50)
     if panel == "parametric":
-        lib = TaskSet.sample(QUADRATIC, {"F1_1": n, "F1_2": n}, g)
-        held = TaskSet.sample(QUADRATIC, {"F2": n}, g)
-        return (PanelTasks(QUADRATIC, lib.params, lib.region, lib.params[:, 0]),
-                PanelTasks(QUADRATIC, held.params, held.region, held.params[:, 0]), 20)
+        fam = dev_family(QUADRATIC) if dev else QUADRATIC
+        lib = TaskSet.sample(fam, {r: n for r in fam.train_regions}, g)
+        held = TaskSet.sample(fam, {r: n for r in fam.regions if r not in fam.train_regions}, g)
+        return (PanelTasks(fam, lib.params, lib.region, lib.params[:, 0]),
+                PanelTasks(fam, held.params, held.region, held.params[:, 0]), 20)
     raise ValueError(f"unknown panel {panel!r}")
 
 
@@ -244,18 +258,30 @@ def two_d(panel: str, coords: np.ndarray, n_train: int) -> np.ndarray:
     return np.concatenate([iso.embedding_, iso.transform(coords[n_train:])])
 
 
-def readout(z: np.ndarray, order: np.ndarray, n_train: int) -> np.ndarray:
-    """A least-squares read-out of the parameter from the map, quadratic in the two coordinates
-    (so a radial order, the paper's "concentric rings", is readable as well as a direction),
-    fitted on the training rows only."""
+# Degrees of the read-out polynomial in the map's two coordinates. Degree 2 makes a radial order
+# (the paper's "concentric rings") readable as well as a direction; the dev split chose it
+# (module docstring, docs/results.md "Task manifolds").
+READOUTS = {"linear": 1, "quadratic": 2}
+READOUT = "quadratic"
+
+
+def readout(z: np.ndarray, order: np.ndarray, n_train: int, degree: int = READOUTS[READOUT]) -> np.ndarray:
+    """A least-squares read-out of the parameter from the map, a polynomial of ``degree`` (1 or 2)
+    in the two coordinates, fitted on the training rows only."""
     u, v = (z - z[:n_train].mean(axis=0)).T / z[:n_train].std()
-    a = np.column_stack([np.ones(len(z)), u, v, u * u, v * v, u * v])
+    terms = [np.ones(len(z)), u, v] + ([u * u, v * v, u * v] if degree == 2 else [])
+    a = np.column_stack(terms)
     w, *_ = np.linalg.lstsq(a[:n_train], order[:n_train], rcond=None)
     return a @ w
 
 
-def measures(panel: str, raw: np.ndarray, z: np.ndarray, train: PanelTasks, held: PanelTasks) -> dict:
-    """The panel's diagnostics (module docstring) on one seed's map: {(metric): value}."""
+def _ordered_regions(tasks: PanelTasks) -> list[str]:
+    """The class names of ``tasks`` in the order of their mean parameter (F1_1 before F1_2)."""
+    return sorted(set(tasks.label), key=lambda name: tasks.order[tasks.label == name].mean())
+
+
+def map_measures(panel: str, raw: np.ndarray, z: np.ndarray, train: PanelTasks, held: PanelTasks) -> dict:
+    """The diagnostics of one seed's map that need no read-out (module docstring): {metric: value}."""
     from scipy.stats import spearmanr
     from sklearn.manifold import trustworthiness
     from sklearn.metrics import silhouette_score
@@ -264,65 +290,98 @@ def measures(panel: str, raw: np.ndarray, z: np.ndarray, train: PanelTasks, held
     labels = np.concatenate([train.label, held.label])
     out = {"trustworthiness": float(trustworthiness(raw, z, n_neighbors=min(5, len(z) // 2 - 1)))}
     if panel == "composition":
-        # the caption's order: sin at the centre, sin o poly just outside, poly outside that
+        # the caption's order: sin at the centre, the composition just outside, poly outside that
         out["silhouette"] = float(silhouette_score(z, labels))
         radius = np.linalg.norm(z - z[:n_train][train.label == "sin"].mean(axis=0), axis=1)
         out["spearman"] = float(spearmanr(radius, [RADIAL_RANK[lab] for lab in labels]).statistic)
-        return out
-    order = np.concatenate([train.order, held.order])
-    r = readout(z, order, n_train)
-    out["spearman"] = float(spearmanr(r, order).statistic)
-    last = train.order == train.order.max() if panel.startswith("length") else train.label == "F1_2"
-    out["fraction"] = float(np.mean(r[n_train:] > np.median(r[:n_train][last])))
     if panel == "parametric":
-        c = {name: z[labels == name].mean(axis=0) for name in ("F1_1", "F1_2", "F2")}
-        step = c["F1_2"] - c["F1_1"]
-        out["relative-distance"] = float(np.linalg.norm(c["F2"] - (c["F1_2"] + step)) / np.linalg.norm(step))
+        (first, last), (far,) = _ordered_regions(train), _ordered_regions(held)
+        c = {name: z[labels == name].mean(axis=0) for name in (first, last, far)}
+        step = c[last] - c[first]
+        out["relative-distance"] = float(np.linalg.norm(c[far] - (c[last] + step)) / np.linalg.norm(step))
     return out
 
 
-def run_seed(profile: ManifoldProfile, seed: int):
+def readout_measures(z: np.ndarray, train: PanelTasks, held: PanelTasks, degree: int) -> dict:
+    """Spearman of a ``degree`` read-out against the parameter (held-out tasks included) and the
+    share of held-out tasks read beyond the last training level's or region's median."""
+    from scipy.stats import spearmanr
+
+    n_train = len(train)
+    order = np.concatenate([train.order, held.order])
+    r = readout(z, order, n_train, degree)
+    last = train.label == _ordered_regions(train)[-1]
+    return {"spearman": float(spearmanr(r, order).statistic),
+            "fraction": float(np.mean(r[n_train:] > np.median(r[:n_train][last])))}
+
+
+def measures(panel: str, raw: np.ndarray, z: np.ndarray, train: PanelTasks, held: PanelTasks,
+             degree: int = READOUTS[READOUT]) -> dict:
+    """The panel's diagnostics (module docstring) on one seed's map: {metric: value}; the read-out
+    measures (all panels but composition) with a ``degree`` read-out."""
+    out = map_measures(panel, raw, z, train, held)
+    return out if panel == "composition" else {**readout_measures(z, train, held, degree), **out}
+
+
+def run_seed(profile: ManifoldProfile, seed: int, dev: bool = False):
     """Every panel and representation on one seed: {(panel, representation): (2-D map, class
-    labels, held-out labels, measures)}."""
+    labels, held-out labels, measures)}. With ``dev``, the dev split's panels, and every other
+    read-out's measures under ``<representation>-<name>-readout`` (measures only, no map)."""
     out = {}
     for panel in PANELS:
-        train, held, m = panel_tasks(panel, profile.n_per_class, seed)
+        train, held, m = panel_tasks(panel, profile.n_per_class, seed, dev)
         labels, held_labels = np.concatenate([train.label, held.label]), sorted(set(held.label))
         for rep, (high, coords) in embeddings(train, held, m, profile, seed).items():
             z = two_d(panel, coords, len(train))
             out[panel, rep] = (z, labels, held_labels, measures(panel, high, z, train, held))
+            for name, degree in READOUTS.items():
+                if dev and name != READOUT and panel != "composition":
+                    out[panel, f"{rep}-{name}-readout"] = (None, None, None,
+                                                           readout_measures(z, train, held, degree))
     return out
 
 
 MAP_NAMES = {"length": "isomap", "length-regime": "isomap", "composition": "isomap", "parametric": "pca"}
-TITLES = {"length": "length: degrees 1-9 (9 held out), Isomap",
-          "length-regime": "length, the regime's ladder: degrees 1-9, Isomap",
-          "composition": "composition: poly, sin, sin∘poly (held out), Isomap",
-          "parametric": "parametric: quadratic F1_1, F1_2, F2 (held out), PCA"}
 FIGURES = {"gradient": "manifolds.png", "curve": "manifolds-curve.png"}
 
 
+def title(panel: str, labels: np.ndarray, held: list[str]) -> str:
+    """A panel's title: its classes in order, the held-out ones marked, and the 2-D map."""
+    names = list(dict.fromkeys(labels))  # the training classes first, in the panel's order
+    if panel.startswith("length"):
+        levels = sorted(int(name.split("-")[1]) for name in names)
+        what = f"degrees {levels[0]}-{levels[-1]} ({', '.join(h.split('-')[1] for h in held)} held out)"
+        what = ("the regime's ladder: " if panel == "length-regime" else "") + what
+    else:
+        what = ", ".join(f"{name} (held out)" if name in held else name for name in names)
+        what = ("quadratic " if panel == "parametric" else "") + what
+    return f"{panel}: {what}, {MAP_NAMES[panel].replace('isomap', 'Isomap').replace('pca', 'PCA')}"
+
+
 @register("manifolds", "App. H: 2-D maps of the gradient embedding (length, composition, parametric), "
-          "fitted on training tasks only", MANIFOLD_PROFILES)
+          "fitted on training tasks only", MANIFOLD_PROFILES, dev=True)
 def run_manifolds(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
-    """One unit per seed computes the three panels; rows are their diagnostics (module docstring)."""
+    """One unit per seed computes the three panels (the dev split's with ``--split dev``); rows are
+    their diagnostics (module docstring)."""
     profile = get_profile(MANIFOLD_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
+    dev = options.split == "dev"
 
     def compute(seed: int, plots: Path | None) -> UnitResult:
         t = time.perf_counter()
-        maps = run_seed(profile, seed)
+        maps = run_seed(profile, seed, dev)
         if plots is not None:
             from taskextrap.report.plots import plot_maps
 
             for rep, name in FIGURES.items():
-                plot_maps(plots / name, [(f"{rep}: {TITLES[p]}", z, lab, held)
+                plot_maps(plots / name, [(f"{rep}: {title(p, lab, held)}", z, lab, held)
                                          for (p, r), (z, lab, held, _) in maps.items() if r == rep])
         errors = {f"{p}|{rep}|{k}": np.array([v])
                   for (p, rep), (*_, meas) in maps.items() for k, v in meas.items()}
         return UnitResult(errors, {"total_s": time.perf_counter() - t})
 
     units = seed_units(profile.seeds, name=lambda s: f"manifolds-seed{s}",
-                       config=lambda s: {"experiment": "manifolds", "profile": profile.to_dict(), "seed": s},
+                       config=lambda s: {"experiment": "manifolds", "profile": profile.to_dict(), "seed": s,
+                                         "split": options.split},
                        compute=compute, plot_dir=plot_dir, plot_file="manifolds.png")
 
     def assemble(results):
@@ -333,7 +392,8 @@ def run_manifolds(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
             rows.append(make_row("manifolds", panel, method, metric, np.stack(e, axis=1)))
         config = {"profile": profile.to_dict(), "panels": list(PANELS),
                   "fitted_on": "training tasks only; held-out tasks projected afterwards",
-                  "maps": MAP_NAMES, "isomap_neighbours": {"length": 15, "length-regime": 15, "composition": 20}}
+                  "maps": MAP_NAMES, "isomap_neighbours": {"length": 15, "length-regime": 15, "composition": 20},
+                  "readout": READOUT, "readouts": READOUTS}
         return rows, config, list(profile.seeds), timing
 
     return Plan(units, assemble)
