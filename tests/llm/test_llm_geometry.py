@@ -2,6 +2,7 @@
 measures and a tiny end-to-end run."""
 
 import importlib.util
+import json
 
 import numpy as np
 import pytest
@@ -110,6 +111,14 @@ def test_tiny_run_writes_rows_and_the_figure(tmp_path):
     assert cfg["embedding_dim"] > 0 and set(cfg["gamma"]["search_s_per_task"]) >= {"exhaustive", f"fisher-m{m[0]}"}
     assert cfg["gamma"]["restricted_search_agrees"] == [1.0]  # the restricted search chooses as the subset of scores
     assert list(tmp_path.glob("runs/*/plots/llm-geometry.png"))
+    # every search method's final prompt is written, none shows its query's answer
+    records = [json.loads(line) for line in next(tmp_path.glob("runs/*/prompts.jsonl")).read_text().splitlines()]
+    assert {r["method"] for r in records} == {"rte", *gammas}
+    per_method = {m: sum(r["method"] == m for r in records) for m in ("rte", *gammas)}
+    assert len(set(per_method.values())) == 1 and per_method["rte"] > 0  # one record per task and method
+    assert not any(r["answer_in_prompt"] for r in records)
+    leak = {r["method"]: r["value"] for r in res["rows"] if r["group"] == "answer-in-prompt"}
+    assert leak == {"rte": 0.0, **{g: 0.0 for g in gammas}}
     train, _ = S.split_pairs(1)
     # each fit sees its own task, a training pair (the extender) or a target's own support only
     audit.check(seen, set(S.NAMES) | {G.SCRAMBLE, "target-context"} | set(train), required={"sft"})

@@ -189,12 +189,36 @@ def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int
     timing["gamma_answer_s"] = time.perf_counter() - t
     values["rte"] = full["rte"]
     values["exact-search"] = E.exact_search(tasks)["exact-search"]
+    # each method's chosen candidate and answer per task: enough to rebuild its final prompts
+    names = {"rte": full["chosen"]}
+    said_of = {"rte": full["answers"]["rte"]}
     for (g, m), cs in chosen.items():
-        values[f"rte-gamma-{g}-m{m}"] = np.array([float(answer[(i, S.as_candidate(c))] == t.query[1])
-                                                 for i, (c, t) in enumerate(zip(cs, tasks))])
+        said_of[f"rte-gamma-{g}-m{m}"] = [answer[(i, S.as_candidate(c))] for i, c in enumerate(cs)]
+        names[f"rte-gamma-{g}-m{m}"] = [E.candidate_name(S.as_candidate(c)) for c in cs]
+        values[f"rte-gamma-{g}-m{m}"] = np.array([float(a == t.query[1]) for a, t in
+                                                 zip(said_of[f"rte-gamma-{g}-m{m}"], tasks)])
         values[f"recall|rte-gamma-{g}-m{m}"] = np.array(recall[(g, m)])
     values["recall|rte"] = np.ones(len(tasks))  # the exhaustive search keeps every candidate
-    return UnitResult(values, timing, {"restricted_agrees": float(np.mean(agree)) if agree else 1.0})
+    return UnitResult(values, timing, {"restricted_agrees": float(np.mean(agree)) if agree else 1.0,
+                                       "chosen": names, "answers": said_of})
+
+
+def prompt_records(tasks, codeio_profile, seed: int, extras: dict) -> list[dict]:
+    """Every final prompt of one Gamma unit (as ``codeio.prompt_records``): one record per (task,
+    search method) with keys task, method, seed, candidate, prompt, answer, predicted and
+    answer_in_prompt (``llm.codeio.answer_in_prompt``)."""
+    from taskextrap.experiments import codeio as E
+    from taskextrap.llm import codeio as C
+
+    out = []
+    for method, names in extras["chosen"].items():
+        for i, (t, name) in enumerate(zip(tasks, names)):
+            q, answer = t.query
+            prompt = E.query_prompt("rte", t, codeio_profile, E.candidate_of(name))
+            out.append({"task": "+".join(t.pair), "method": method, "seed": seed, "candidate": name,
+                        "prompt": prompt, "answer": answer, "predicted": extras["answers"][method][i],
+                        "answer_in_prompt": C.answer_in_prompt(prompt, answer, q)})
+    return out
 
 
 def _gamma_rows(values: dict, profile: GeometryProfile) -> list[dict]:
@@ -203,6 +227,7 @@ def _gamma_rows(values: dict, profile: GeometryProfile) -> list[dict]:
     methods = ["rte", *(f"rte-gamma-{g}-m{m}" for g in GAMMAS for m in profile.gamma_m)]
     rows = [accuracy_row("llm-geometry", values[m], "held-out-pairs", m) for m in [*methods, "exact-search"]]
     rows += [accuracy_row("llm-geometry", values[f"recall|{m}"], "candidate-recall", m) for m in methods]
+    rows += [accuracy_row("llm-geometry", values[f"answer-in-prompt/{m}"], "answer-in-prompt", m) for m in methods]
     return rows
 
 
@@ -245,6 +270,12 @@ def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path
             for metric in ("spearman", "fraction"):
                 rows.append(make_row("llm-geometry", GROUP, method, metric, np.stack(values[f"{method}|{metric}"], axis=1)))
         gvalues, gtiming = gather(results, gamma)
+        records = [r for s, u in zip(profile.seeds, gamma)
+                   for r in prompt_records(tasks, codeio_profile, s, results[u.name].extras)]
+        E.write_prompts(options.run_dir, records)
+        gvalues.update({f"answer-in-prompt/{m}": [np.array([float(r["answer_in_prompt"]) for r in records
+                                                            if r["method"] == m and r["seed"] == s])
+                                                  for s in profile.seeds] for m in {r["method"] for r in records}})
         rows += _gamma_rows(gvalues, profile)
         n = len(tasks) * len(profile.seeds)
         per_task = {"exhaustive": gtiming["exhaustive_search_s"] / n,
