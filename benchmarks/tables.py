@@ -46,7 +46,9 @@ CAPTIONS = {"coverage": "coverage: the share of query points inside the 90% pred
                                "high-dimensional space; about 0.5 for a random map)",
             "spearman": {"manifolds": "Spearman correlation of the map's read-out with the true parameter, held-out "
                                       "tasks included (composition: distance from the sin centroid against "
-                                      "sin < sin∘poly < poly)",
+                                      "sin < sin∘poly < poly; on the dev split poly∘sin takes sin∘poly's place). "
+                                      "`-linear-readout` rows (dev split only): a linear read-out in place of "
+                                      "the quadratic one",
                          "llm-geometry": "Spearman correlation of the embedding's cosine distances with the "
                                          "behavioural distances (share of probe strings where two primitives "
                                          "differ) over all 465 pairs; 0 for a random embedding"},
@@ -63,7 +65,8 @@ CAPTIONS = {"coverage": "coverage: the share of query points inside the 90% pred
                                          "(chance 0.1)"},
             "silhouette": "silhouette of the three classes in the map (1: separate, 0: overlapping)",
             "relative-distance": "distance of the held-out centroid from F1_2 + (F1_2 − F1_1), in units of that "
-                                 "step (0: the step lands exactly on F2)"}
+                                 "step (0: the step lands exactly on F2; on the dev split the halves of F1_1 "
+                                 "step to F1_2, twice as wide, where an exact linear map gives 0.5)"}
 METRIC_ORDER = ("mse", "coverage", "entropy", "accuracy", "trustworthiness", "spearman", "fraction", "silhouette",
                 "relative-distance")
 
