@@ -124,3 +124,10 @@ def test_a_linear_readout_reads_a_line_and_cannot_read_a_ring():
     order = np.repeat([0.0, 1.0], 20)  # inner ring 0, outer ring 1
     assert np.corrcoef(M.readout(ring, order, 40, degree=2), order)[0, 1] > 0.99
     assert abs(np.corrcoef(M.readout(ring, order, 40, degree=1), order)[0, 1]) < 0.1
+
+
+def test_a_read_out_of_another_degree_is_refused():
+    from taskextrap.errors import TaskextrapError
+
+    with pytest.raises(TaskextrapError, match="degree"):
+        M.readout(np.zeros((4, 2)), np.arange(4.0), 3, degree=3)

@@ -471,11 +471,12 @@ def write_prompts(run_dir: Path | None, records: list[dict]) -> None:
         write_text_atomic(Path(run_dir) / "prompts.jsonl", text)
 
 
-def answer_in_prompt_values(records: list[dict], seeds) -> dict[str, list[np.ndarray]]:
-    """Per prompting method, per seed, 1.0 for each task whose final prompt shows the answer."""
+def answer_in_prompt_values(records: list[dict], seeds, methods=PROMPT_METHODS) -> dict[str, list[np.ndarray]]:
+    """Per method of ``methods`` (default: codeio's prompting methods), per seed, 1.0 for each task
+    whose final prompt shows the answer (``answer-in-prompt/<method>``: a list over ``seeds``)."""
     return {f"answer-in-prompt/{m}": [np.array([float(r["answer_in_prompt"]) for r in records
                                                 if r["method"] == m and r["seed"] == s]) for s in seeds]
-            for m in PROMPT_METHODS}
+            for m in methods}
 
 
 # --------------------------------------------------------------------------- experiment
@@ -498,13 +499,14 @@ def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
     return rows
 
 
-def ckpt_root(cache_dir: Path | None, base: dict, seed: int) -> Path | None:
-    """Where one seed's SFT checkpoints and search scores live: named by the model, the profile
-    and the seed, so a run with other settings never resumes from them (``llm-geometry`` reads
-    the extender and the search from here when codeio has run into the same cache)."""
+def ckpt_root(cache_dir: Path | None, base: dict, seed: int, name: str = "codeio") -> Path | None:
+    """Where one seed's SFT checkpoints and search scores live: ``<name>-seed<seed>-<fingerprint
+    of base>``, so a run with other settings never resumes from them (``llm-geometry`` reads the
+    extender and the search from here when codeio has run into the same cache; ``codeio-em``
+    keeps its EM phases under its own ``name``)."""
     if cache_dir is None:
         return None
-    return Path(cache_dir) / f"codeio-seed{seed}-{fingerprint(**base, seed=seed)}"
+    return Path(cache_dir) / f"{name}-seed{seed}-{fingerprint(**base, seed=seed)}"
 
 
 @register("codeio", "Table 5: CodeIO string compositions with a language model (few-shot, cot-majority, rte, "

@@ -47,7 +47,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import codeio as E
 from taskextrap.experiments.profiles import CodeIOProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
-from taskextrap.experiments.units import Plan, UnitResult, fingerprint, gather, seed_units
+from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units
 from taskextrap.report.schema import accuracy_row, make_row
 from taskextrap.seeding import derive_seed
 
@@ -226,11 +226,6 @@ def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
     return rows
 
 
-def _ckpt_root(cache_dir: Path | None, base: dict, seed: int) -> Path | None:
-    """Where one seed's EM checkpoints and scores live, named by every setting that changes them."""
-    return None if cache_dir is None else Path(cache_dir) / f"codeio-em-seed{seed}-{fingerprint(**base, seed=seed)}"
-
-
 @register("codeio-em", "App. B.2: CodeIO relational fine-tuning without meta-labels (EM with primitive warm-up, "
           "25% labels) beside codeio's methods", PROFILES, options=("device", "extra", "test_seed", "split_seed"),
           dev=True, in_all=False)
@@ -249,7 +244,7 @@ def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
     base = {**codeio_base, "experiment": "codeio-em", "profile": profile.to_dict(), "arms": ARMS, "p_single": P_SINGLE}
     em_units = seed_units(
         profile.seeds, name=lambda s: f"codeio-em-seed{s}", config=lambda s: {**base, "seed": s},
-        compute=lambda s, _: run_unit(model, profile, tasks, s, _ckpt_root(cache_dir, base, s), options.device,
+        compute=lambda s, _: run_unit(model, profile, tasks, s, E.ckpt_root(cache_dir, base, s, "codeio-em"), options.device,
                                       options.progress, split))
 
     def assemble(results):
@@ -259,10 +254,7 @@ def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
             records += E.prompt_records(tasks, codeio_profile, s, results[cu.name].extras)
             records += prompt_records(tasks, profile, s, results[eu.name].extras)
         E.write_prompts(options.run_dir, records)
-        for arm in ARMS:
-            values[f"answer-in-prompt/{arm}"] = [np.array([float(r["answer_in_prompt"]) for r in records
-                                                           if r["method"] == arm and r["seed"] == s])
-                                                 for s in profile.seeds]
+        values.update(E.answer_in_prompt_values(records, profile.seeds, ARMS))
         start, m = phase_steps(profile.sft_steps, profile.em_rounds)
         config = {**E.run_config(base, sizes, novel, tasks, split, codeio_profile, model),
                   "em": {"tasks": profile.em_tasks, "rounds": profile.em_rounds, "loo": profile.em_loo,

@@ -190,17 +190,17 @@ def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int
     values["rte"] = full["rte"]
     values["exact-search"] = E.exact_search(tasks)["exact-search"]
     # each method's chosen candidate and answer per task: enough to rebuild its final prompts
-    names = {"rte": full["chosen"]}
+    chosen_names = {"rte": full["chosen"]}
     said_of = {"rte": full["answers"]["rte"]}
     for (g, m), cs in chosen.items():
         said_of[f"rte-gamma-{g}-m{m}"] = [answer[(i, S.as_candidate(c))] for i, c in enumerate(cs)]
-        names[f"rte-gamma-{g}-m{m}"] = [E.candidate_name(S.as_candidate(c)) for c in cs]
+        chosen_names[f"rte-gamma-{g}-m{m}"] = [E.candidate_name(S.as_candidate(c)) for c in cs]
         values[f"rte-gamma-{g}-m{m}"] = np.array([float(a == t.query[1]) for a, t in
                                                  zip(said_of[f"rte-gamma-{g}-m{m}"], tasks)])
         values[f"recall|rte-gamma-{g}-m{m}"] = np.array(recall[(g, m)])
     values["recall|rte"] = np.ones(len(tasks))  # the exhaustive search keeps every candidate
     return UnitResult(values, timing, {"restricted_agrees": float(np.mean(agree)) if agree else 1.0,
-                                       "chosen": names, "answers": said_of})
+                                       "chosen": chosen_names, "answers": said_of})
 
 
 def prompt_records(tasks, codeio_profile, seed: int, extras: dict) -> list[dict]:
@@ -273,9 +273,7 @@ def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path
         records = [r for s, u in zip(profile.seeds, gamma)
                    for r in prompt_records(tasks, codeio_profile, s, results[u.name].extras)]
         E.write_prompts(options.run_dir, records)
-        gvalues.update({f"answer-in-prompt/{m}": [np.array([float(r["answer_in_prompt"]) for r in records
-                                                            if r["method"] == m and r["seed"] == s])
-                                                  for s in profile.seeds] for m in {r["method"] for r in records}})
+        gvalues.update(E.answer_in_prompt_values(records, profile.seeds, {r["method"] for r in records}))
         rows += _gamma_rows(gvalues, profile)
         n = len(tasks) * len(profile.seeds)
         per_task = {"exhaustive": gtiming["exhaustive_search_s"] / n,

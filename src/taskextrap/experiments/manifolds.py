@@ -55,6 +55,7 @@ import numpy as np
 
 from taskextrap import audit
 from taskextrap.embed import ProxyEmbedding
+from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.profiles import SeededProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units
@@ -268,6 +269,8 @@ READOUT = "quadratic"
 def readout(z: np.ndarray, order: np.ndarray, n_train: int, degree: int = READOUTS[READOUT]) -> np.ndarray:
     """A least-squares read-out of the parameter from the map, a polynomial of ``degree`` (1 or 2)
     in the two coordinates, fitted on the training rows only."""
+    if degree not in READOUTS.values():
+        raise TaskextrapError(f"read-out degree must be one of {sorted(READOUTS.values())}, got {degree!r}")
     u, v = (z - z[:n_train].mean(axis=0)).T / z[:n_train].std()
     terms = [np.ones(len(z)), u, v] + ([u * u, v * v, u * v] if degree == 2 else [])
     a = np.column_stack(terms)
@@ -315,12 +318,11 @@ def readout_measures(z: np.ndarray, train: PanelTasks, held: PanelTasks, degree:
             "fraction": float(np.mean(r[n_train:] > np.median(r[:n_train][last])))}
 
 
-def measures(panel: str, raw: np.ndarray, z: np.ndarray, train: PanelTasks, held: PanelTasks,
-             degree: int = READOUTS[READOUT]) -> dict:
+def measures(panel: str, raw: np.ndarray, z: np.ndarray, train: PanelTasks, held: PanelTasks) -> dict:
     """The panel's diagnostics (module docstring) on one seed's map: {metric: value}; the read-out
-    measures (all panels but composition) with a ``degree`` read-out."""
+    measures (all panels but composition) with the chosen read-out, :data:`READOUT`."""
     out = map_measures(panel, raw, z, train, held)
-    return out if panel == "composition" else {**readout_measures(z, train, held, degree), **out}
+    return out if panel == "composition" else {**readout_measures(z, train, held, READOUTS[READOUT]), **out}
 
 
 def run_seed(profile: ManifoldProfile, seed: int, dev: bool = False):
@@ -334,14 +336,15 @@ def run_seed(profile: ManifoldProfile, seed: int, dev: bool = False):
         for rep, (high, coords) in embeddings(train, held, m, profile, seed).items():
             z = two_d(panel, coords, len(train))
             out[panel, rep] = (z, labels, held_labels, measures(panel, high, z, train, held))
-            for name, degree in READOUTS.items():
-                if dev and name != READOUT and panel != "composition":
+            if dev and panel != "composition":  # the read-outs the dev split did not choose
+                for name in READOUTS.keys() - {READOUT}:
                     out[panel, f"{rep}-{name}-readout"] = (None, None, None,
-                                                           readout_measures(z, train, held, degree))
+                                                           readout_measures(z, train, held, READOUTS[name]))
     return out
 
 
 MAP_NAMES = {"length": "isomap", "length-regime": "isomap", "composition": "isomap", "parametric": "pca"}
+MAP_TITLES = {"isomap": "Isomap", "pca": "PCA"}
 FIGURES = {"gradient": "manifolds.png", "curve": "manifolds-curve.png"}
 
 
@@ -355,7 +358,7 @@ def title(panel: str, labels: np.ndarray, held: list[str]) -> str:
     else:
         what = ", ".join(f"{name} (held out)" if name in held else name for name in names)
         what = ("quadratic " if panel == "parametric" else "") + what
-    return f"{panel}: {what}, {MAP_NAMES[panel].replace('isomap', 'Isomap').replace('pca', 'PCA')}"
+    return f"{panel}: {what}, {MAP_TITLES[MAP_NAMES[panel]]}"
 
 
 @register("manifolds", "App. H: 2-D maps of the gradient embedding (length, composition, parametric), "
