@@ -21,8 +21,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(VENV)/bin/taskextrap reproduce parameter --profile quick
 
+# Two pytest workers (pytest-xdist): the tests run one torch thread each, so a 2-core machine
+# runs two at once. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n $(TEST_WORKERS)
 
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/run.py

@@ -10,6 +10,7 @@ benchmarks/results/. Not part of the test suite.
     python benchmarks/run.py --only length --profiles quick --protocols paper
     python benchmarks/run.py --only executors      # serial against Ray on the quick parameter sweep
     python benchmarks/run.py --only codeio-em --profiles quick --split dev  # App. B.2 EM, dev split
+    python benchmarks/run.py --only speed [--device cuda]  # one paper unit per experiment, timed (speed.py)
 
 Finished units are cached under benchmarks/results/runs/units, so an interrupted run resumes and
 the ablation experiments reuse the main experiments' fits; benchmarks/paired.py compares two
@@ -189,16 +190,19 @@ def main():
                                        "composition", "ablations", "multistep", "parameter-ablations", "length-ablations",
                                        "composition-ablations", "parameter-multistep", "composition-depth3", "parity", "codeio",
                                        "executors", "unseen", "manifolds", "composition-em", "codeio-em",
-                                       "llm-geometry"],
+                                       "llm-geometry", "speed"],
                     default=None)
     ap.add_argument("--seeds", type=int, default=None, help="the first N training seeds of each profile (default: all)")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads (1 when two runs share 2 cores)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads (default 2; speed: 1, the per-unit figure; 1 when two runs share 2 cores)")
+    ap.add_argument("--device", default="cpu", help="speed: the device of the timed units (cpu, cuda)")
+    ap.add_argument("--label", default="after", help="speed: the column the timed units fill (before, after, gpu)")
     ap.add_argument("--no-throughput", action="store_true",
                     help="skip the scoring-throughput benchmarks of parity and codeio (they want idle cores)")
     args = ap.parse_args()
     global SPLIT, THREADS, SEEDS
-    SPLIT, THREADS, SEEDS = args.split, args.threads, args.seeds
-    torch.set_num_threads(args.threads)
+    SPLIT, THREADS, SEEDS = args.split, args.threads or 2, args.seeds
+    torch.set_num_threads(THREADS)
     env = environment_info()
     if args.only in (None, "nn-index"):  # nearest-neighbour backends: a minute or so
         nn_index = _sibling("nn_index")
@@ -263,6 +267,9 @@ def main():
                 res = bench_experiment(name, "quick", protocol, family)
                 write_json_atomic(result_path(f"unseen-{name}-{family.split(':')[1]}-{protocol}-quick"),
                                   {"environment": env, **res})
+    if args.only in (None, "speed"):  # one paper unit per experiment in its own process (speed.py)
+        _sibling("speed").main(["--label", args.label, "--device", args.device,
+                                "--threads", str(args.threads or 1)])
     if args.only in (None, "parameter"):
         for profile in args.profiles:
             for protocol in args.protocols:

@@ -430,6 +430,16 @@ def render_parameter_dev(data: dict) -> str:
     return "\n".join(lines + (["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"] if wall else []))
 
 
+def render_speed(data: dict) -> str:
+    """``speed.json``: one ``paper`` unit per experiment, before and after (benchmarks/speed.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmarks_speed", Path(__file__).parent / "speed.py")
+    speed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(speed)
+    return speed.table(data)
+
+
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
@@ -455,6 +465,8 @@ def render_spec(spec: str) -> str:
         return render_parameter_dev(data)
     if "chains_per_target" in data and not opts:
         return render_depth3_search(data)
+    if "anchor" in data and "labels" in data and not opts:
+        return render_speed(data)
     kw = dict(o.split("=", 1) for o in opts)
     unknown = set(kw) - {"metric", "groups"}
     if unknown:

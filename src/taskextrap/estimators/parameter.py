@@ -37,6 +37,10 @@ from taskextrap.validation import (as_float_array, as_index_array, check_finite_
 
 
 SEARCHES = ("proxy", "objective")
+# What Phase 1a (scaler, library draws, Gamma, library embeddings) reads: two RTEs that agree on
+# these share it (``fit(..., embedded=...)``); the search, Psi and inference settings may differ.
+PHASE1A_SETTINGS = ("protocol", "embedding", "n_pairs", "library_draws", "val_fraction", "embed_dim", "seed")
+POOL_DISTANCE_ENTRIES = 2**25  # draws x pool distances kept for Psi's pair draws (256 MB at most)
 OBJECTIVE_CHUNK = 512  # targets per batched objective pass: (targets x candidates x context) Psi rows
 
 
@@ -139,10 +143,17 @@ class RTE(Estimator):
         check_int("n_average", self.n_average, 1)
 
     # ----------------------------------------------------------------------------- phase 1
-    def fit(self, library: TaskSet, progress=None) -> "RTE":
-        """Fit Gamma and Psi on ``library`` (training-region tasks only)."""
+    def fit(self, library: TaskSet, progress=None, embedded: "RTE | None" = None) -> "RTE":
+        """Fit Gamma and Psi on ``library`` (training-region tasks only). With ``embedded``, a
+        fitted RTE of the same library and Phase-1a settings (:data:`PHASE1A_SETTINGS`), its
+        scaler, library draws and Gamma are adopted instead of fitted again: the same arrays, so
+        the same numbers, without a second embedding of the library (Strategy A's fit and the
+        objective's share one)."""
         check_progress(progress)
-        self.fit_embedding(library)
+        if embedded is None:
+            self.fit_embedding(library)
+        else:
+            self._adopt(embedded, library)
         psi = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
                                  derive_seed(self.seed, "psi"), self.train, loo=self.loo)
         val = self._pair_arrays(np.flatnonzero(self.draws_.val), rng(self.seed, "psi-val"))
@@ -178,6 +189,20 @@ class RTE(Estimator):
         self.draws_ = self._draw_library(library)
         self.timing_ = {"embedding_s": time.perf_counter() - t}
         return self
+
+    def _adopt(self, fitted: "RTE", library: TaskSet) -> None:
+        """Phase 1a of ``fitted`` (same library, same :data:`PHASE1A_SETTINGS`, same way of
+        embedding the library), taken over as it is; a one-line error otherwise."""
+        check_instance("embedded", fitted, RTE, "a fitted RTE")
+        check_is_fitted(fitted, "embedding_")
+        same = [a for a in PHASE1A_SETTINGS if getattr(fitted, a) != getattr(self, a)]
+        if fitted.library_ is not library or same or type(fitted)._fit_descriptors is not type(self)._fit_descriptors:
+            raise TaskextrapError("embedded must be an RTE of the same kind fitted on the same library with the same "
+                                  f"{', '.join(PHASE1A_SETTINGS)}" + (f" (differs: {', '.join(same)})" if same else ""))
+        for a in ("library_", "noise_scale_", "noise_sd_", "scaler_", "draws_", "embedding_", "z_library_",
+                  "train_tasks_"):
+            setattr(self, a, getattr(fitted, a))
+        self.timing_ = {"embedding_s": 0.0}  # adopted, not computed
 
     def _check_library(self, library) -> None:
         """``library`` must be a TaskSet with at least two training tasks once ``val_fraction`` is
@@ -222,7 +247,7 @@ class RTE(Estimator):
         anchor = pool[g.integers(len(pool), size=n)]
         near = g.random(n) < self.near_fraction
         if near.any():
-            dist = np.linalg.norm(d.z[draw_idx[near], None] - self.z_library_[None, pool], axis=2)
+            dist = self._pool_distances(draw_idx[near])
             dist[d.obs.task[draw_idx[near], None] == pool[None]] = np.inf  # never itself
             k = min(self.n_near, len(pool) - 1)
             # a random one of the k nearest, not nearest first: this stays a partial sort, as the
@@ -244,6 +269,21 @@ class RTE(Estimator):
         return audit.Batch(arrays, [
             audit.Source(lib.family, d.obs.params[draw_idx], target_checks),
             audit.Source(lib.family, lib.params[anchor], ((0, 2, 0.0), (3, 4, 0.0)))])
+
+    def _pool_distances(self, draw_idx: np.ndarray) -> np.ndarray:
+        """Proxy distances (len(draw_idx), pool) from library draws to the training pool's
+        embeddings. Every pass of Psi's training asks again for the same draws, so all draws'
+        rows are computed once per library (row by row the same numbers; while they fit in
+        :data:`POOL_DISTANCE_ENTRIES`) and returned as a copy."""
+        d, pool = self.draws_, self.train_tasks_
+        rows = lambda idx: np.linalg.norm(d.z[idx, None] - self.z_library_[None, pool], axis=2)  # noqa: E731
+        if len(d.z) * len(pool) > POOL_DISTANCE_ENTRIES:
+            return rows(draw_idx)
+        cached = getattr(self, "_pool_distance_cache", None)
+        if cached is None or cached[0] is not d or cached[1] is not pool:
+            full = np.concatenate([rows(np.arange(i, min(i + 1024, len(d.z)))) for i in range(0, len(d.z), 1024)])
+            self._pool_distance_cache = cached = (d, pool, full)
+        return cached[2][draw_idx]
 
     # ----------------------------------------------------------------------------- phase 2
     def embed(self, ctx_x, ctx_y) -> np.ndarray:

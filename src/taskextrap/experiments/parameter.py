@@ -148,7 +148,7 @@ def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding
         t = time.perf_counter()
         # the objective's fit (its Psi has leave-one-out rows): the headline's, or the dev rows'
         objective = RTE(embedding=embedding, **_common(protocol, profile, seed, anchors), search="objective",
-                        **OBJECTIVE_VARIANTS[next(iter(OBJECTIVE_VARIANTS))]).fit(library)
+                        **OBJECTIVE_VARIANTS[next(iter(OBJECTIVE_VARIANTS))]).fit(library, embedded=strategy_a)
         timing["objective_fit_s"] = time.perf_counter() - t
     rte = strategy_a if chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
     t = time.perf_counter()

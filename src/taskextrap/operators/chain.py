@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from taskextrap.operators.mlp import POINTWISE_BLOCKS
+from taskextrap.operators.mlp import POINTWISE_BLOCKS, predict_rows
 from taskextrap.operators.param import _PointwiseNet
 from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
@@ -94,6 +94,5 @@ class ChainOperator(_PointwiseNet):
     def predict(self, qry_x, chains, ctx_x, ctx_y) -> np.ndarray:
         """Predicted h at ``qry_x`` (n, q)."""
         rows = self.features(qry_x, np.asarray(chains).astype(int), ctx_x, ctx_y)
-        with torch.no_grad():
-            out = torch.cat([self.net(torch.from_numpy(rows[i:i + 65536])) for i in range(0, len(rows), 65536)])
+        out = predict_rows(self.net, rows, self.device)
         return self.scaler.y_inv(out[:, -1].numpy().astype(float).reshape(qry_x.shape))

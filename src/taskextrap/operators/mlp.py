@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -11,6 +12,22 @@ PARAMETER_BLOCKS = ((64, 64, 16), (64, 64, 16), (128,))
 DISCRETE_BLOCKS = ((256, 256, 128), (128, 128, 64), (64, 64))
 # A narrower backbone with the same shape, for pointwise networks (one row per query point).
 POINTWISE_BLOCKS = ((128, 128, 64), (64, 64, 32), (64,))
+
+
+# Rows per forward pass at prediction: 4096 keep the activations in cache (1.8x faster than
+# 65536 rows on one CPU thread). A CPU matrix product rounds the last (row count mod 8) rows of
+# a pass with another kernel; 4096 divides 65536, the size before, so the same rows come last
+# and every prediction keeps its bits (tests/test_speed.py).
+PREDICT_CHUNK = 4096
+
+
+def predict_rows(net, rows: np.ndarray, device: torch.device | str = "cpu", chunk: int = PREDICT_CHUNK) -> torch.Tensor:
+    """``net`` (any callable on a batch of rows) on feature ``rows`` (n, d) without gradients,
+    ``chunk`` rows at a time moved to ``device`` (the network's); the outputs (n, out) come
+    back on the CPU."""
+    with torch.no_grad():
+        out = [net(torch.from_numpy(rows[i:i + chunk]).to(device)) for i in range(0, len(rows), chunk)]
+    return torch.cat(out).cpu()
 
 
 def mlp(sizes: list[int]) -> nn.Sequential:

@@ -19,7 +19,7 @@ import torch
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
-from taskextrap.operators.mlp import PARAMETER_BLOCKS, block_mlp
+from taskextrap.operators.mlp import PARAMETER_BLOCKS, block_mlp, predict_rows
 from taskextrap.operators.train import TrainConfig, train_regressor
 from taskextrap.scaling import FamilyScaler
 
@@ -37,10 +37,20 @@ def loo_masks(n_context: int) -> np.ndarray:
 
 def _rows(per_query: list[np.ndarray], per_task: list[np.ndarray]) -> np.ndarray:
     """Stack (n, q) per-query columns and (n, d) per-task blocks into (n*q, features) rows."""
-    n, q = per_query[0].shape
-    cols = [c.reshape(n, q, 1) for c in per_query] + [np.broadcast_to(b[:, None, :], (n, q, b.shape[1]))
-                                                        for b in per_task]
-    return np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
+    return _stack([c[..., None] for c in per_query] + [b[:, None, :] for b in per_task], *per_query[0].shape)
+
+
+def _stack(blocks: list[np.ndarray], n: int, q: int) -> np.ndarray:
+    """Blocks broadcastable to (n, q, w_i) side by side as float32 rows (n*q, sum w_i), written
+    straight into one float32 array: the same values as concatenating in float64 and casting
+    (each value is rounded once either way), without the float64 copy."""
+    widths = [b.shape[-1] for b in blocks]
+    out = np.empty((n, q, sum(widths)), np.float32)
+    j = 0
+    for b, w in zip(blocks, widths):
+        out[:, :, j:j + w] = b
+        j += w
+    return out.reshape(n * q, -1)
 
 
 def _column(y: np.ndarray) -> np.ndarray:
@@ -55,6 +65,7 @@ class _PointwiseNet:
 
     def __init__(self, n_features: int, seed: int, cfg: TrainConfig, blocks=PARAMETER_BLOCKS):
         self.net = block_mlp(n_features, 1, seed, blocks)
+        self.device = torch.device("cpu")  # where the network runs: rows are moved there to predict
         self.cfg = cfg
         self.history: list[float] = []
 
@@ -93,9 +104,7 @@ class _PointwiseNet:
         self.net.eval()
 
     def _predict_rows(self, rows: np.ndarray, n: int) -> np.ndarray:
-        with torch.no_grad():
-            out = torch.cat([self.net(torch.from_numpy(rows[i:i + 65536])) for i in range(0, len(rows), 65536)])
-        return out.numpy().astype(float).reshape(n, -1)
+        return predict_rows(self.net, rows, self.device).numpy().astype(float).reshape(n, -1)
 
 
 class RelationalOperator(_PointwiseNet):
@@ -126,9 +135,8 @@ class RelationalOperator(_PointwiseNet):
         mask = np.broadcast_to(mask, (n, q, k))
         resid = s.dy(ctx_y - anc_ctx)[:, None, :] * mask
         per_task = np.concatenate([s.x(ctx_x), s.y(anc_ctx)], axis=1)
-        cols = [s.x(qry_x)[..., None], s.y(anc_q)[..., None], np.broadcast_to(per_task[:, None], (n, q, 2 * k)),
-                resid, mask, np.broadcast_to(np.asarray(shift)[:, None], (n, q, shift.shape[1]))]
-        return np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
+        return _stack([s.x(qry_x)[..., None], s.y(anc_q)[..., None], per_task[:, None], resid, mask,
+                       np.asarray(shift)[:, None]], n, q)
 
     def fit(self, make_batch_arrays, val_arrays, rng, progress=None) -> "RelationalOperator":
         """Train on arrays (ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y) from the callables;

@@ -1,0 +1,178 @@
+"""Speed of every experiment: one unit (one family or ladder, training seed 0, the paper protocol)
+of its ``paper`` profile, timed as a whole process, with the unit's per-phase timing, peak
+memory, threads, device and commit. Writes benchmarks/results/speed.json; docs/results.md shows
+its table (``python benchmarks/speed.py --table``).
+
+    python benchmarks/run.py --only speed                       # every CPU-sized unit, 1 thread
+    python benchmarks/speed.py --label before --only parameter  # one experiment, under a label
+    python benchmarks/speed.py --device cuda --label gpu        # the GPU column
+    python benchmarks/speed.py --table                          # print the markdown table
+
+A label (``before``, ``after``, ``gpu``) keeps one record per experiment; a rerun under the same
+label replaces that experiment's record only, so the before and after columns are measured
+separately, each at its own commit (recorded). Units run in a fresh process each, one after
+another: nothing is cached between them (their ``--out`` is a new temporary folder), so a unit's
+wall time includes its imports and every fit it needs.
+
+The anchor is the authors' Table 1 script measured on this machine class (issue 35: 1,114 s for
+one training seed of the five families with 2 threads, 223 s per family-seed): the one number in
+this file that a person typed in, with that source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+OUT = Path(__file__).parent / "results" / "speed.json"
+ANCHOR = {"what": "the authors' FuncExtrap_no_label.py (Table 1), one training seed of the five families",
+          "wall_s": 1114.0, "per_family_seed_s": 1114.0 / 5, "threads": 2,
+          "source": "issue 35 (measured on this machine class); shared/reference/authors-implementation.md §2"}
+
+# One unit per experiment: (experiment, extra CLI arguments, what the unit is, the CPU time a
+# `paper` unit took before this benchmark existed, for the skip note). The language-model units
+# are hours on a CPU: they run when named (or on --device cuda).
+UNITS = {
+    "parameter": (["--family", "cubic"], "cubic, seed 0"),
+    "parameter-ablations": (["--family", "quadratic"], "quadratic, seed 0"),
+    "parameter-multistep": (["--family", "cubic"], "cubic, seed 0"),
+    "length": ([], "polynomial ladder, seed 0"),
+    "length-ablations": ([], "polynomial ladder, seed 0"),
+    "composition": ([], "seed 0"),
+    "composition-ablations": ([], "seed 0"),
+    "composition-depth3": ([], "seed 0"),
+    "composition-em": ([], "seed 0"),
+    "projectile": ([], "seed 0"),
+    "manifolds": ([], "seed 0"),
+    "parity": ([], "seed 0"),
+    "codeio": ([], "seed 0"),
+    "codeio-em": ([], "seed 0"),
+    "llm-geometry": ([], "seed 0"),
+}
+CPU_DEFAULT = ("parameter", "parameter-multistep", "length", "composition", "composition-depth3", "projectile",
+               "manifolds")  # the ablations share their main experiment's units; the rest run when named
+SEEDLESS = ("projectile",)  # experiments whose profile has no --seed
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def commit(root: Path = ROOT) -> str:
+    """The short commit of the checkout ``root``, with ``+dirty`` when files differ from it."""
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def time_unit(experiment: str, threads: int = 1, device: str = "cpu", checkout: Path = ROOT,
+              profile: str = "paper") -> dict:
+    """Run one ``paper`` unit of ``experiment`` in a fresh process with the package of
+    ``checkout`` (another worktree gives the before column); its record: wall time of the
+    process, the unit's per-phase timing (from its results.json), peak resident memory, threads,
+    device, the checkout's commit and the command. (``profile``: ``tiny`` for the tests.)"""
+    extra, unit = UNITS[experiment]
+    with tempfile.TemporaryDirectory(prefix="speed-") as out:
+        cmd = [sys.executable, "-m", "taskextrap.cli", "reproduce", experiment, "--profile", profile,
+               *([] if experiment in SEEDLESS else ["--seed", "0"]), *extra, "--unit-cpus", str(threads),
+               "--device", device, "--out", out, "--no-plots", "--quiet"]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads),
+               "PYTHONPATH": str(Path(checkout) / "src")}
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        err = proc.stderr.read()
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"error: {experiment} failed:\n{err[-2000:]}")
+        results = json.loads(next(Path(out).glob("*/results.json")).read_text())
+    timing = {k: round(float(v), 2) for k, v in results["timing"].items()}
+    return {"unit": unit, "wall_s": round(wall, 2), "timing": timing, "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "threads": threads, "device": device,
+            "commit": commit(Path(checkout)), "command": " ".join(["taskextrap", *cmd[3:]]).replace(out, "TMP"),
+            "measured": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def load(path: Path = OUT) -> dict:
+    """speed.json as it stands (an empty document when there is none)."""
+    return json.loads(path.read_text()) if path.exists() else {"anchor": ANCHOR, "labels": {}}
+
+
+def run(experiments, label: str, threads: int, device: str, checkout: Path = ROOT, path: Path = OUT) -> dict:
+    """Time each experiment's unit and write it under ``label`` in ``path`` after each one (an
+    interrupted benchmark keeps what it measured)."""
+    from taskextrap.files import write_json_atomic
+
+    doc = load(path)
+    doc["anchor"] = ANCHOR
+    for name in experiments:
+        print(f"speed: {name} ({UNITS[name][1]}, {threads} thread(s), {device}) ...", flush=True)
+        record = time_unit(name, threads, device, checkout)
+        doc.setdefault("labels", {}).setdefault(label, {})[name] = record
+        write_json_atomic(path, doc)
+        print(f"speed: {name}: {record['wall_s']:.1f} s, peak {record['peak_rss_mb']:.0f} MB", flush=True)
+    return doc
+
+
+PHASES = ("embedding_s", "rte_fit_s", "objective_fit_s", "psi_training_s", "decomposer_training_s",
+          "baselines_fit_s", "evaluation_s")
+
+
+def table(doc: dict, before: str = "before", after: str = "after") -> str:
+    """The markdown speed table: each experiment's unit before and after, the speed-up, and the
+    after run's phases; the authors' anchor beneath."""
+    labels = doc.get("labels", {})
+    b, a = labels.get(before, {}), labels.get(after, {})
+    others = [lab for lab in labels if lab not in (before, after)]
+    head = ["experiment", "unit", f"{before} (s)", f"{after} (s)", "speed-up", *[f"{o} (s)" for o in others],
+            f"{after}: phases (s)", "peak MB", "threads"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in [n for n in UNITS if n in b or n in a or any(n in labels[o] for o in others)]:
+        rb, ra = b.get(name), a.get(name)
+        ref = ra or rb or next(labels[o][name] for o in others if name in labels[o])
+        phases = ", ".join(f"{k.removesuffix('_s')} {ref['timing'][k]:.0f}" for k in PHASES if k in ref["timing"])
+        speedup = f"{rb['wall_s'] / ra['wall_s']:.1f}x" if rb and ra else ""
+        cells = [f"`{name}`", ref["unit"], f"{rb['wall_s']:.0f}" if rb else "", f"{ra['wall_s']:.0f}" if ra else "",
+                 speedup, *[f"{labels[o][name]['wall_s']:.0f} ({labels[o][name]['device']})" if name in labels[o]
+                            else "" for o in others], phases, f"{ref['peak_rss_mb']:.0f}", str(ref["threads"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    anchor = doc.get("anchor", ANCHOR)
+    commits = {lab: sorted({r["commit"] for r in labels[lab].values()}) for lab in labels}
+    lines += ["", f"_one `paper` unit per experiment, each a fresh process (imports and every fit included); "
+                  f"commits: {'; '.join(f'{lab} ' + ', '.join(c) for lab, c in commits.items())}. Anchor: "
+                  f"{anchor['what']}, {anchor['wall_s']:.0f} s with {anchor['threads']} threads = "
+                  f"{anchor['per_family_seed_s']:.0f} s per family-seed ({anchor['source']})._"]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="+", choices=list(UNITS), default=None,
+                    help=f"experiments to time (default: {', '.join(CPU_DEFAULT)})")
+    ap.add_argument("--label", default="after", help="the column these runs fill (before, after, gpu, ...)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads of the unit")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    ap.add_argument("--checkout", type=Path, default=ROOT,
+                    help="the git worktree whose package runs (a worktree of the old commit: the before column)")
+    ap.add_argument("--out", type=Path, default=OUT, help="the speed.json to update")
+    ap.add_argument("--table", action="store_true", help="print the markdown table of speed.json and exit")
+    args = ap.parse_args(argv)
+    if args.table:
+        print(table(load(args.out)))
+        return
+    run(args.only or CPU_DEFAULT, args.label, args.threads, args.device, args.checkout, args.out)
+    print(table(load(args.out)))
+
+
+if __name__ == "__main__":
+    main()

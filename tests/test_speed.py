@@ -1,0 +1,154 @@
+"""The speed work keeps every number: shared Phase 1a, memoised embeddings, chunked passes and
+float32 rows give the same values as the straightforward computation; and benchmarks/speed.py."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch.func import grad, vmap
+
+from taskextrap.embed import estimators as E
+from taskextrap.embed.probe import flatten, init_probe, probe_loss
+from taskextrap.errors import TaskextrapError
+from taskextrap.operators.mlp import block_mlp, predict_rows
+from taskextrap.operators.param import _rows, _stack
+from taskextrap.seeding import torch_generator
+
+
+def _textbook_adapted(p0, x, y, steps, lr):
+    """Per-task Adam as the embedding computed it before the flat rewrite (per key, allocating)."""
+    n = x.shape[0]
+    p = {k: v.expand(n, *v.shape).clone() for k, v in p0.items()}
+    m = {k: torch.zeros_like(v) for k, v in p.items()}
+    s = {k: torch.zeros_like(v) for k, v in p.items()}
+    g_fn = vmap(grad(probe_loss), in_dims=(0, 0, 0))
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    for t in range(1, steps + 1):
+        g = g_fn(p, x, y)
+        for k in p:
+            m[k].mul_(b1).add_(g[k], alpha=1 - b1)
+            s[k].mul_(b2).addcmul_(g[k], g[k], value=1 - b2)
+            p[k] -= lr * (m[k] / (1 - b1**t)) / ((s[k] / (1 - b2**t)).sqrt() + eps)
+    return flatten(p) - flatten(p0)
+
+
+def _tasks(n=40, k=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, k, generator=g) * 2 - 1
+    return x, torch.sin(3 * x) + 0.1 * torch.randn(n, k, generator=g)
+
+
+def test_flat_adam_adaptation_is_bit_identical_to_the_textbook_form():
+    p0 = init_probe(16, torch_generator(0, "probe"), xavier=True)
+    x, y = _tasks()
+    assert torch.equal(E._per_task_adapted(p0, x, y, 7, 1e-2), _textbook_adapted(p0, x, y, 7, 1e-2))
+
+
+@pytest.mark.parametrize("method", E.EMBEDDINGS)
+def test_a_task_embeds_the_same_whatever_chunk_it_is_in(method, monkeypatch):
+    x, y = _tasks(n=50)
+    emb = E.ProxyEmbedding(method, dim=4, width=16, pretrain_steps=5, adapt_steps=3).fit(x.numpy(), y.numpy())
+    whole = emb.raw(x.numpy(), y.numpy())
+    monkeypatch.setattr(E, "CHUNK", 7)
+    np.testing.assert_array_equal(emb.raw(x.numpy(), y.numpy()), whole)
+
+
+def test_the_embedding_memo_returns_the_same_numbers_as_copies_and_forgets_on_refit(monkeypatch):
+    x, y = _tasks(n=30)
+    emb = E.ProxyEmbedding("gradient", dim=4, width=16, pretrain_steps=5).fit(x.numpy(), y.numpy())
+    calls = []
+    project = emb.project
+    monkeypatch.setattr(emb, "project", lambda a, b: calls.append(1) or project(a, b))
+    first = emb.transform(x.numpy(), y.numpy())
+    first[:] = 0.0  # a caller scribbling on its copy changes nothing remembered
+    again = emb.transform(x.numpy().copy(), y.numpy().copy())  # equal bytes, other arrays: one computation
+    assert len(calls) == 1 and not np.allclose(again, 0.0)
+    y2 = y.numpy().copy()
+    y2[0, 0] = np.nextafter(y2[0, 0], np.inf)  # one changed bit is another context
+    emb.transform(x.numpy(), y2)
+    assert len(calls) == 2
+    for i in range(E.MEMO_SIZE + 1):  # bounded: the oldest is forgotten
+        emb.transform(x.numpy()[: i + 1], y.numpy()[: i + 1])
+    assert len(emb._memo) == E.MEMO_SIZE
+    emb.fit(x.numpy(), -y.numpy())  # a refit forgets everything
+    assert not emb._memo
+
+
+def test_rows_are_written_in_float32_with_the_values_of_a_float64_concatenation():
+    g = np.random.default_rng(0)
+    per_query = [g.normal(size=(5, 3)) * 1e3, g.normal(size=(5, 3))]
+    per_task = [g.normal(size=(5, 4)), g.normal(size=(5, 2)).astype(np.float32)]
+    n, q = 5, 3
+    cols = [c.reshape(n, q, 1) for c in per_query] + [np.broadcast_to(b[:, None, :], (n, q, b.shape[1]))
+                                                        for b in per_task]
+    expected = np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
+    out = _rows(per_query, per_task)
+    assert out.dtype == np.float32 and np.array_equal(out, expected)
+    assert np.array_equal(_stack([per_query[0][..., None], per_task[0][:, None]], n, q), expected[:, [0, 2, 3, 4, 5]])
+
+
+def test_predicting_in_chunks_of_any_multiple_of_eight_gives_the_rows_of_one_pass():
+    """A matrix product rounds a pass's last few rows (its row count mod 8) with another kernel,
+    so chunk sizes that divide one another leave the same rows last: 4096-row chunks give the
+    bits of 65536-row ones (the size before), on a row count that is no multiple of anything."""
+    net = block_mlp(6, 1, seed=0).eval()
+    rows = np.random.default_rng(0).normal(size=(70003, 6)).astype(np.float32)
+    before = predict_rows(net, rows, chunk=65536)
+    for chunk in (8, 512, 4096):
+        assert torch.equal(predict_rows(net, rows, chunk=chunk), before)
+
+
+def test_objective_rte_adopting_phase1a_predicts_exactly_as_one_fitted_alone(make_rte, quad_library, quad_targets):
+    _, obs = quad_targets
+    strategy_a = make_rte().fit(quad_library)
+    settings = dict(search="objective", retrieve=3, phi_scales=(0.5, 1.0))
+    alone = make_rte(**settings).fit(quad_library)
+    shared = make_rte(**settings).fit(quad_library, embedded=strategy_a)
+    assert shared.embedding_ is strategy_a.embedding_ and shared.timing_["embedding_s"] == 0.0
+    np.testing.assert_array_equal(shared.z_library_, alone.z_library_)
+    np.testing.assert_array_equal(shared.predict(obs.ctx_x, obs.ctx_y, obs.qry_x),
+                                  alone.predict(obs.ctx_x, obs.ctx_y, obs.qry_x))
+
+
+def test_adopting_phase1a_is_refused_across_libraries_settings_or_kinds(make_rte, make_library, quad_library,
+                                                                          fitted_rte):
+    from taskextrap.baselines.oracles import TransductiveOracle
+
+    with pytest.raises(TaskextrapError, match="same library"):
+        make_rte().fit(make_library(1), embedded=fitted_rte)
+    with pytest.raises(TaskextrapError, match="differs: library_draws"):
+        make_rte(library_draws=2).fit(quad_library, embedded=fitted_rte)
+    with pytest.raises(TaskextrapError, match="same kind"):
+        TransductiveOracle(n_pairs=300, train=fitted_rte.train, seed=0).fit(quad_library, embedded=fitted_rte)
+    with pytest.raises(TaskextrapError, match="not fitted|fit"):
+        make_rte().fit(quad_library, embedded=make_rte())
+
+
+def test_pool_distances_are_the_rows_computed_directly(fitted_rte, monkeypatch):
+    from taskextrap.estimators import parameter as P
+
+    d, pool = fitted_rte.draws_, fitted_rte.train_tasks_
+    idx = np.array([5, 0, 5, len(d.z) - 1])
+    direct = np.linalg.norm(d.z[idx, None] - fitted_rte.z_library_[None, pool], axis=2)
+    cached = fitted_rte._pool_distances(idx)
+    np.testing.assert_array_equal(cached, direct)
+    cached[:] = -1.0  # a copy: the caller marks its own rows
+    np.testing.assert_array_equal(fitted_rte._pool_distances(idx), direct)
+    monkeypatch.setattr(P, "POOL_DISTANCE_ENTRIES", 1)  # too large to keep: computed per call, same rows
+    np.testing.assert_array_equal(fitted_rte._pool_distances(idx), direct)
+
+
+def test_speed_benchmark_times_a_unit_and_renders_its_table(load_script, tmp_path):
+    speed = load_script("benchmarks/speed.py")
+    record = speed.time_unit("parameter", threads=1, profile="tiny")
+    assert record["wall_s"] > 0 and record["peak_rss_mb"] > 0 and record["threads"] == 1
+    assert {"rte_fit_s", "embedding_s", "evaluation_s"} <= set(record["timing"])
+    assert "--profile tiny" in record["command"] and "--family cubic" in record["command"]
+    doc = {"anchor": speed.ANCHOR, "labels": {"before": {"parameter": {**record, "wall_s": 30.0}},
+                                              "after": {"parameter": {**record, "wall_s": 10.0}}}}
+    table = speed.table(doc)
+    assert "| `parameter` | cubic, seed 0 | 30 | 10 | 3.0x |" in table and "223 s per family-seed" in table
+    out = tmp_path / "speed.json"
+    out.write_text(json.dumps(doc))
+    assert speed.load(out)["labels"]["after"]["parameter"]["wall_s"] == 10.0
