@@ -42,6 +42,9 @@ UNITS = {
     "parameter": (["--family", "cubic"], "cubic, seed 0"),
     "parameter-ablations": (["--family", "quadratic"], "quadratic, seed 0"),
     "parameter-multistep": (["--family", "cubic"], "cubic, seed 0"),
+    # the same unit where `parameter` ran first into the same --out (as in `reproduce all`): the
+    # fits the two share are loaded from its artifacts (experiments/artifacts.py)
+    "parameter-multistep:after-parameter": (["--family", "cubic"], "cubic, seed 0, fits from parameter"),
     "length": ([], "polynomial ladder, seed 0"),
     "length-ablations": ([], "polynomial ladder, seed 0"),
     "composition": ([], "seed 0"),
@@ -55,8 +58,9 @@ UNITS = {
     "codeio-em": ([], "seed 0"),
     "llm-geometry": ([], "seed 0"),
 }
-CPU_DEFAULT = ("parameter", "parameter-multistep", "length", "composition", "composition-depth3", "projectile",
-               "manifolds")  # the ablations share their main experiment's units; the rest run when named
+CPU_DEFAULT = ("parameter", "parameter-multistep", "parameter-multistep:after-parameter", "length", "composition",
+               "composition-depth3", "projectile", "manifolds")  # the ablations share their main experiment's
+# units; the rest (composition-em, the language models: hours on a CPU) run when named
 SEEDLESS = ("projectile",)  # experiments whose profile has no --seed
 
 
@@ -82,12 +86,18 @@ def time_unit(experiment: str, threads: int = 1, device: str = "cpu", checkout: 
     process, the unit's per-phase timing (from its results.json), peak resident memory, threads,
     device, the checkout's commit and the command. (``profile``: ``tiny`` for the tests.)"""
     extra, unit = UNITS[experiment]
+    experiment, _, after = experiment.partition(":after-")
     with tempfile.TemporaryDirectory(prefix="speed-") as out:
-        cmd = [sys.executable, "-m", "taskextrap.cli", "reproduce", experiment, "--profile", profile,
-               *([] if experiment in SEEDLESS else ["--seed", "0"]), *extra, "--unit-cpus", str(threads),
-               "--device", device, "--out", out, "--no-plots", "--quiet"]
+        def command(name):
+            return [sys.executable, "-m", "taskextrap.cli", "reproduce", name, "--profile", profile,
+                    *([] if name in SEEDLESS else ["--seed", "0"]), *extra, "--unit-cpus", str(threads),
+                    "--device", device, "--out", out, "--no-plots", "--quiet"]
+
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads),
                "PYTHONPATH": str(Path(checkout) / "src")}
+        if after:  # the experiment it shares fits with runs first, untimed
+            subprocess.run(command(after), env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cmd = command(experiment)
         t = time.perf_counter()
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         _, status, usage = os.wait4(proc.pid, 0)
@@ -95,7 +105,7 @@ def time_unit(experiment: str, threads: int = 1, device: str = "cpu", checkout: 
         err = proc.stderr.read()
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"error: {experiment} failed:\n{err[-2000:]}")
-        results = json.loads(next(Path(out).glob("*/results.json")).read_text())
+        results = json.loads(next(Path(out).glob(f"{experiment}-*/results.json")).read_text())
     timing = {k: round(float(v), 2) for k, v in results["timing"].items()}
     return {"unit": unit, "wall_s": round(wall, 2), "timing": timing, "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "threads": threads, "device": device,

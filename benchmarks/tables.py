@@ -440,6 +440,27 @@ def render_speed(data: dict) -> str:
     return speed.table(data)
 
 
+def render_profile(data: dict, top: int = 14) -> str:
+    """``profiles/<experiment>-<profile>.json`` (benchmarks/profile.py): the functions with the
+    largest inclusive share of a unit's samples, one column per label (before, after)."""
+    labels = list(data)
+    first = data[labels[0]]
+    names = list(dict.fromkeys(f for lab in labels for f in list(data[lab]["inclusive_pct"])[:top]))
+    names = [f for f in names if not f.startswith(("<module>", "main (", "Command", "Context", "Group", "_run_",
+                                                    "run_experiment", "run_units", "cached_unit", "seed_units",
+                                                    "family_units", "reproduce (", "invoke", "Module._", "_engine"))]
+    lines = ["| function | " + " | ".join(f"{lab} (% of samples)" for lab in labels) + " |",
+             "| --- |" + " ---: |" * len(labels)]
+    for f in names:
+        cells = [f"{data[lab]['inclusive_pct'][f]:.1f}" if f in data[lab]["inclusive_pct"] else "-" for lab in labels]
+        lines.append(f"| `{f}` | " + " | ".join(cells) + " |")
+    walls = "; ".join(f"{lab}: {data[lab]['wall_s']:.0f} s at {data[lab]['commit']}" for lab in labels)
+    lines += ["", f"_{first['experiment']} ({first['unit']}, `{first['profile']}` profile, one torch thread) under "
+                  f"py-spy at {first['rate_hz']} Hz, inclusive shares (a function and what it calls); {walls}; "
+                  f"`python benchmarks/profile.py {first['experiment']} --profile {first['profile']}`._"]
+    return "\n".join(lines)
+
+
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
@@ -467,6 +488,8 @@ def render_spec(spec: str) -> str:
         return render_depth3_search(data)
     if "anchor" in data and "labels" in data and not opts:
         return render_speed(data)
+    if data and all(isinstance(v, dict) and "inclusive_pct" in v for v in data.values()) and not opts:
+        return render_profile(data)
     kw = dict(o.split("=", 1) for o in opts)
     unknown = set(kw) - {"metric", "groups"}
     if unknown:

@@ -152,3 +152,76 @@ def test_speed_benchmark_times_a_unit_and_renders_its_table(load_script, tmp_pat
     out = tmp_path / "speed.json"
     out.write_text(json.dumps(doc))
     assert speed.load(out)["labels"]["after"]["parameter"]["wall_s"] == 10.0
+
+
+@pytest.mark.parametrize("method", E.EMBEDDINGS)
+def test_an_embedding_saved_and_restored_transforms_to_the_same_bits(method, tmp_path):
+    from taskextrap.files import read_state, write_state_atomic
+
+    x, y = _tasks(n=30)
+    emb = E.ProxyEmbedding(method, dim=4, width=16, pretrain_steps=5, adapt_steps=3).fit(x.numpy(), y.numpy())
+    write_state_atomic(tmp_path / "emb.safetensors", *emb.state())
+    again = E.ProxyEmbedding.from_state(*read_state(tmp_path / "emb.safetensors"))
+    np.testing.assert_array_equal(again.transform(x.numpy(), y.numpy()), emb.transform(x.numpy(), y.numpy()))
+
+
+@pytest.mark.parametrize("kind", ["strategy-a", "objective", "oracle"])
+def test_a_fitted_rte_saved_and_restored_predicts_the_same_bits(kind, make_rte, quad_library, quad_targets, tmp_path):
+    from taskextrap.baselines.oracles import TransductiveOracle
+    from taskextrap.files import read_state, write_state_atomic
+
+    _, obs = quad_targets
+    make = {"strategy-a": lambda: make_rte(), "objective": lambda: make_rte(search="objective", retrieve=3),
+            "oracle": lambda: TransductiveOracle(n_pairs=300, train=make_rte().train, seed=0)}[kind]
+    fitted = make().fit(quad_library)
+    write_state_atomic(tmp_path / "rte.safetensors", *fitted.fitted_state())
+    restored = make().restore(quad_library, *read_state(tmp_path / "rte.safetensors"))
+    if kind == "oracle":
+        d = fitted.decompose_truth(obs.ctx_x, obs.ctx_y, obs.params)
+        assert np.array_equal(restored.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d),
+                              fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d))
+    else:
+        assert np.array_equal(restored.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)[1],
+                              fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)[1])
+        assert np.array_equal(restored.predict(obs.ctx_x, obs.ctx_y, obs.qry_x),
+                              fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x))
+    with pytest.raises(TaskextrapError, match="another estimator or settings"):
+        make_rte(seed=1).restore(quad_library, *read_state(tmp_path / "rte.safetensors"))
+
+
+def test_a_damaged_artifact_is_refitted_with_a_warning_and_a_good_one_is_loaded(tmp_path):
+    from taskextrap.errors import TaskextrapWarning
+    from taskextrap.experiments.artifacts import artifact_path, cached_fit
+
+    calls = []
+
+    def fit():
+        calls.append(1)
+        return np.arange(3.0)
+
+    args = (tmp_path / "units", "thing", {"a": 1}, fit, lambda v: ({"v": v}, {}), lambda a, m: a["v"])
+    value, loaded = cached_fit(*args)
+    assert not loaded and calls == [1]
+    value, loaded = cached_fit(*args)
+    assert loaded and calls == [1] and np.array_equal(value, np.arange(3.0))
+    artifact_path(tmp_path / "units", "thing", {"a": 1}).write_bytes(b"\x00garbage")
+    with pytest.warns(TaskextrapWarning, match="cannot be used"):
+        value, loaded = cached_fit(*args)
+    assert not loaded and calls == [1, 1] and np.array_equal(value, np.arange(3.0))
+    value, loaded = cached_fit(None, "thing", {"a": 1}, fit, args[4], args[5])  # no cache: always a fit
+    assert not loaded and calls == [1, 1, 1]
+
+
+def test_multistep_loads_the_parameter_experiments_fits_and_scores_the_same(tmp_path):
+    from taskextrap.experiments.registry import RunOptions
+    from taskextrap.experiments.runner import run_experiment
+
+    def run(name, out):
+        res = run_experiment(name, RunOptions(profile="tiny", out=out, family="exp", plots=False, progress=False))
+        return res, {(r["group"], r["method"], r["metric"]): r["value"] for r in res["rows"]}
+
+    _, alone = run("parameter-multistep", tmp_path / "alone")
+    run("parameter", tmp_path / "shared")
+    res, shared = run("parameter-multistep", tmp_path / "shared")
+    assert "fits_loaded_s" in res["timing"] and "rte_fit_s" not in res["timing"]
+    assert shared == alone

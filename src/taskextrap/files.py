@@ -8,9 +8,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from taskextrap.errors import TaskextrapError
 
-__all__ = ["write_json_atomic", "write_text_atomic", "write_bytes_atomic", "read_json", "atomic_path", "json_default"]
+__all__ = ["write_json_atomic", "write_text_atomic", "write_bytes_atomic", "read_json", "atomic_path", "json_default",
+           "write_state_atomic", "read_state"]
 
 
 _FILE_MODE = 0o666  # what open() would give a new file, before the umask
@@ -135,3 +138,39 @@ def read_json(path: str | os.PathLike) -> Any:
         ) from None
     except RecursionError:  # nested thousands deep: no file this package writes
         raise TaskextrapError(f"invalid JSON in {p}: nested too deeply to be read") from None
+
+
+def write_state_atomic(path: str | os.PathLike, arrays: dict, meta: dict) -> Path:
+    """Write named numpy ``arrays`` and JSON-able ``meta`` as one safetensors file, atomically
+    (a fitted model's state: weights, never pickles)."""
+    from safetensors.numpy import save
+
+    try:
+        header = json.dumps(meta, default=json_default, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TaskextrapError(f"cannot write {path}: {exc}") from None
+    arrays = {k: np.asarray(v) for k, v in arrays.items()}
+    # Column-major arrays (scikit-learn's PCA components) come back column-major: a matrix
+    # product rounds by memory layout, so the layout is part of getting the same numbers back.
+    fortran = [k for k, v in arrays.items() if v.ndim > 1 and v.flags.f_contiguous and not v.flags.c_contiguous]
+    data = save({k: np.ascontiguousarray(v) for k, v in arrays.items()},
+                metadata={"meta": header, "fortran": json.dumps(fortran)})
+    return write_bytes_atomic(path, data)
+
+
+def read_state(path: str | os.PathLike) -> tuple[dict, dict]:
+    """The arrays and meta of a :func:`write_state_atomic` file; a one-line
+    :class:`TaskextrapError` when it is missing, truncated or not such a file."""
+    from safetensors import safe_open
+
+    p = Path(path)
+    if not p.is_file():
+        raise TaskextrapError(f"file not found: {p}")
+    try:
+        with safe_open(str(p), framework="numpy") as f:
+            header = f.metadata() or {}
+            meta, fortran = json.loads(header["meta"]), set(json.loads(header.get("fortran", "[]")))
+            arrays = {k: np.asfortranarray(f.get_tensor(k)) if k in fortran else f.get_tensor(k) for k in f.keys()}
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for a damaged file
+        raise TaskextrapError(f"cannot read {p}: not a readable state file ({type(exc).__name__})") from None
+    return arrays, meta

@@ -53,6 +53,15 @@ class InductiveBaseline:
         self.net.fit(arrays(d.train), arrays(d.val), rng=rng(self.rte.seed, self.kind, "batches"), progress=progress)
         return self
 
+    def state(self) -> dict:
+        """The trained regressor as named arrays (:meth:`restore`)."""
+        return self.net.state(self.kind)
+
+    def restore(self, arrays: dict) -> "InductiveBaseline":
+        """This baseline trained as :meth:`state` saved it (on the same RTE's draws)."""
+        self.net.load_state(arrays, self.kind)
+        return self
+
     def predict(self, ctx_x, ctx_y, qry_x, theta=None) -> np.ndarray:
         """Predictions (n, q); ``theta`` is read by the inductive oracle only."""
         ctx_x, ctx_y = self.rte._checked_context(ctx_x, ctx_y)

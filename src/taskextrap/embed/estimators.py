@@ -183,6 +183,38 @@ class ProxyEmbedding:
         self.pca_ = PCA(n_components=min(self.dim, *raw.shape), random_state=self.seed % 2**32).fit(raw)
         return self
 
+    PCA_ARRAYS = ("components_", "mean_", "explained_variance_", "explained_variance_ratio_", "singular_values_")
+    PCA_SCALARS = ("n_components_", "n_features_in_", "n_samples_", "noise_variance_")
+
+    def state(self) -> tuple[dict, dict]:
+        """The fitted embedding as named arrays (the probe's weights, the PCA's fitted arrays)
+        and plain settings, for a safetensors file (:meth:`from_state` rebuilds it)."""
+        if self.pca_ is None:
+            raise TaskextrapError("ProxyEmbedding is not fitted")
+        arrays = {f"probe.{k}": v.numpy() for k, v in self.probe_.items()}
+        arrays |= {f"pca.{k}": getattr(self.pca_, k) for k in self.PCA_ARRAYS}
+        meta = {"settings": {k: getattr(self, k) for k in ("method", "dim", "width", "pretrain_steps", "adapt_steps",
+                                                           "adapt_lr", "seed")},
+                "probe_order": list(self.probe_),  # flatten's layout follows the dict's order
+                "pca": {k: getattr(self.pca_, k).item() if hasattr(getattr(self.pca_, k), "item") else getattr(self.pca_, k)
+                        for k in self.PCA_SCALARS}}
+        return arrays, meta
+
+    @classmethod
+    def from_state(cls, arrays: dict, meta: dict) -> "ProxyEmbedding":
+        """The embedding :meth:`state` saved: the same weights and PCA, so the same transform."""
+        from sklearn.decomposition import PCA
+
+        emb = cls(**meta["settings"])
+        emb.probe_ = {k: torch.from_numpy(arrays[f"probe.{k}"].copy()) for k in meta["probe_order"]}
+        pca = PCA(n_components=meta["pca"]["n_components_"], random_state=emb.seed % 2**32)
+        for k in cls.PCA_ARRAYS:
+            setattr(pca, k, arrays[f"pca.{k}"].copy(order="K"))  # the saved layout (read_state keeps it)
+        for k, v in meta["pca"].items():
+            setattr(pca, k, np.float64(v) if k == "noise_variance_" else v)
+        emb.pca_ = pca
+        return emb
+
     def raw(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> np.ndarray:
         """High-dimensional estimator output (n, n_params) before PCA."""
         if self.probe_ is None:

@@ -103,9 +103,14 @@ class ChainedRTE(RTE):
         if self.shift_split not in SHIFT_SPLITS:
             raise TaskextrapError(f"shift_split must be one of {list(SHIFT_SPLITS)}, got {describe(self.shift_split)}")
 
-    def fit(self, library, progress=None) -> "ChainedRTE":
-        """Fit Gamma and Psi as RTE does, then record the step measures of the pairs Psi trained on."""
-        super().fit(library, progress)
+    def fit(self, library, progress=None, fitted: RTE | None = None) -> "ChainedRTE":
+        """Fit Gamma and Psi as RTE does, then record the step measures of the pairs Psi trained on.
+        With ``fitted``, a plain RTE of this kind already fitted on ``library`` with the same RTE
+        settings, its fit is taken over (it is this fit: the chain adds inference settings only)."""
+        if fitted is None:
+            super().fit(library, progress)
+        else:
+            self._adopt_fit(fitted, library)
         # one pass of training pairs from a stream of its own, so the fit itself is RTE's exactly
         ctx_x, ctx_y, anc_ctx, _, _, shift, _ = self._pair_arrays(np.flatnonzero(self.draws_.train),
                                                                   rng(self.seed, "step-measures"))[:7]

@@ -14,13 +14,14 @@ and its spread gives a predictive interval (``predict(..., return_std=True)``).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from taskextrap import audit
-from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
+from taskextrap.embed import ProxyEmbedding, check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import (Decomposition, Estimator, check_decomposition, check_is_fitted,
                                          check_progress)
@@ -204,6 +205,55 @@ class RTE(Estimator):
             setattr(self, a, getattr(fitted, a))
         self.timing_ = {"embedding_s": 0.0}  # adopted, not computed
 
+    def fitted_state(self) -> tuple[dict, dict]:
+        """The fit as named arrays and plain meta for a safetensors file (:meth:`restore`): the
+        library draws' embeddings, Gamma, Psi and the calibration. The library itself, its
+        scaler and its draws are not saved: :meth:`restore` redraws them from the seed."""
+        self.check_is_fitted()
+        arrays = {"draws.z": self.draws_.z, **self.psi_.state("psi")}
+        meta = {"estimator": repr(self), "timing": self.timing_, "query_var": self.query_var_,
+                "loss_scale": self.loss_scale_}
+        if getattr(self, "embedding_", None) is not None:
+            emb_arrays, meta["embedding"] = self.embedding_.state()
+            arrays |= {f"embedding.{k}": v for k, v in emb_arrays.items()}
+        return arrays, meta
+
+    def restore(self, library: TaskSet, arrays: dict, meta: dict) -> "RTE":
+        """This unfitted estimator fitted as :meth:`fitted_state` saved it, on the same
+        ``library``: the same arrays, so the same numbers as the fit that saved them. A state
+        of other settings is refused in one line."""
+        if meta.get("estimator") != repr(self):
+            raise TaskextrapError(f"the saved state is of another estimator or settings than {type(self).__name__}")
+        self._check_library(library)
+        self.library_ = library
+        self.noise_scale_ = noise_scale(library.family)
+        self.noise_sd_ = self.protocol.noise * self.noise_scale_
+        self.scaler_ = FamilyScaler.fit(library)
+        if "embedding" in meta:
+            self.embedding_ = ProxyEmbedding.from_state(
+                {k.removeprefix("embedding."): v for k, v in arrays.items() if k.startswith("embedding.")},
+                meta["embedding"])
+        self.draws_ = self._draw_library(library, z=arrays["draws.z"])
+        self.timing_ = dict(meta["timing"])
+        psi = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
+                                 derive_seed(self.seed, "psi"), self.train, loo=self.loo)
+        psi.load_state(arrays, "psi")
+        self.query_var_, self.loss_scale_ = meta["query_var"], meta["loss_scale"]
+        self.psi_ = psi  # set last: an estimator is fitted once this exists
+        return self
+
+    def _adopt_fit(self, fitted: "RTE", library: TaskSet) -> None:
+        """Every fitted attribute of ``fitted``, an estimator of the same kind fitted on
+        ``library`` with the same settings of :class:`RTE` (a subclass such as ``ChainedRTE``
+        adds inference settings only, so a plain RTE's fit is its fit); a one-line error otherwise."""
+        check_instance("fitted", fitted, RTE, "a fitted RTE")
+        fitted.check_is_fitted()
+        same = [f.name for f in dataclasses.fields(RTE) if getattr(fitted, f.name) != getattr(self, f.name)]
+        if fitted.library_ is not library or same or type(fitted)._fit_descriptors is not type(self)._fit_descriptors:
+            raise TaskextrapError("fitted must be an RTE of the same kind fitted on the same library with the same "
+                                  "settings" + (f" (differs: {', '.join(same)})" if same else ""))
+        self.__dict__.update({k: v for k, v in vars(fitted).items() if k.endswith("_") and not k.startswith("_")})
+
     def _check_library(self, library) -> None:
         """``library`` must be a TaskSet with at least two training tasks once ``val_fraction`` is
         held out (Psi learns from pairs of distinct library tasks) and at least ``anchors`` tasks."""
@@ -217,12 +267,17 @@ class RTE(Estimator):
         if self.anchors > n:
             raise TaskextrapError(f"anchors={self.anchors} is more than the library's {n} tasks")
 
-    def _draw_library(self, library: TaskSet) -> Draws:
+    def _draw_library(self, library: TaskSet, z: np.ndarray | None = None) -> Draws:
+        """The library's draws, Gamma fitted on them and their embeddings (``z`` given: a
+        restored state's embeddings of these same draws, nothing fitted)."""
         n = len(library)
         per_task = max(self.library_draws, int(np.ceil(self.n_pairs / n)))
         obs = self.protocol.draw(library, per_task, rng(self.seed, "library-draws"), self.noise_scale_)
         first = np.tile(np.arange(per_task) < self.library_draws, n)
-        z = self._fit_descriptors(library, obs, first)
+        if z is None:
+            z = self._fit_descriptors(library, obs, first)
+        elif z.shape[0] != len(obs.ctx_x):
+            raise TaskextrapError(f"the saved state embeds {z.shape[0]} library draws, this library has {len(obs.ctx_x)}")
         self.z_library_ = mean_per_task(z[first], obs.task[first], n)
         val_tasks = rng(self.seed, "val-split").permutation(n)[: int(round(self.val_fraction * n))]
         val = np.isin(obs.task, val_tasks)

@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
-from taskextrap.baselines.inductive import INDUCTIVE_KINDS, InductiveBaseline
+from taskextrap.baselines.inductive import INDUCTIVE_KINDS
 from taskextrap.baselines.oracles import ChainedTransductiveOracle
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.multistep import ChainedRTE, with_steps
 from taskextrap.experiments import parameter as P
-from taskextrap.experiments.parameter import PARAMETER_PROFILES, make_library, per_target_mse
+from taskextrap.experiments.parameter import PARAMETER_PROFILES, per_target_mse
 from taskextrap.experiments.profiles import ParameterProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, seed_units
@@ -141,18 +141,19 @@ def variant(model: ChainedRTE, steps, quantile: float | None, measure: str | Non
     return out
 
 
-def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int):
-    """Fit the chained RTE, the chained transductive oracle and the inductive baselines."""
-    library = make_library(family, profile.n_library, seed)
+def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
+               cache_dir: Path | None = None):
+    """The chained RTE, the chained transductive oracle and the inductive baselines: the
+    parameter experiment's fits of the same library (``parameter.library_fits``, loaded from
+    the artifacts beside ``cache_dir`` when that experiment saved them), chained."""
+    library, fits, timing = P.library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir)
     common = dict(protocol=protocol, n_pairs=profile.n_pairs, train=profile.train, seed=seed, anchors=anchors)
     t = time.perf_counter()
-    rte = ChainedRTE(embedding=embedding, **common).fit(library)
-    timing = {"rte_fit_s": time.perf_counter() - t, "embedding_s": rte.timing_["embedding_s"]}
-    t = time.perf_counter()
-    models = {"rte": rte, "transductive-oracle": ChainedTransductiveOracle(**common).fit(library)}
-    for kind in INDUCTIVE_KINDS:
-        models[kind] = InductiveBaseline(kind, rte).fit()
-    timing["baselines_fit_s"] = time.perf_counter() - t
+    rte = ChainedRTE(embedding=embedding, **common).fit(library, fitted=fits["strategy-a"])
+    models = {"rte": rte, "transductive-oracle": ChainedTransductiveOracle(**common).fit(
+        library, fitted=fits["transductive-oracle"])}
+    models |= {kind: fits[kind] for kind in INDUCTIVE_KINDS}  # trained on the same draws as rte's
+    timing["chain_s"] = time.perf_counter() - t
     return library, models, timing
 
 
@@ -194,11 +195,11 @@ def methods_for(family: ParametricFamily) -> tuple[str, ...]:
 
 
 def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
-             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED) -> UnitResult:
+             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED, cache_dir: Path | None = None) -> UnitResult:
     """Fit once on ``family``'s library with training seed ``seed``; score every method on the
     targets of each far region. Errors are keyed ``"<region>|<method>"``."""
     t0 = time.perf_counter()
-    library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors)
+    library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors, cache_dir)
     methods = methods_for(family)
     errors, examples = {}, []
     t = time.perf_counter()
@@ -246,13 +247,14 @@ def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed) 
 
 
 def family_units(family, protocol, profile, embedding: str, anchors: int, plot_dir: Path | None,
-                 test_seed: int) -> list[Unit]:
+                 test_seed: int, cache_dir: Path | None = None) -> list[Unit]:
     """One unit per training seed of ``family`` (the first seed draws the plot)."""
     tag = f"{family.name}-{protocol.name}" + ("-dev" if is_dev(family) else "")
     return seed_units(
         profile.seeds, name=lambda s: f"{EXPERIMENT}-{tag}-seed{s}",
         config=lambda s: unit_config(family, protocol, profile, s, embedding, anchors, test_seed),
-        compute=lambda s, plots: run_unit(family, protocol, profile, s, embedding, anchors, plots, test_seed),
+        compute=lambda s, plots: run_unit(family, protocol, profile, s, embedding, anchors, plots, test_seed,
+                                          cache_dir),
         plot_dir=plot_dir, plot_file=f"{family.name}-{protocol.name}-multistep.png")
 
 
@@ -263,8 +265,8 @@ def run_multistep(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
     """Every family's units, and the rows "<family>/<region>" x method built from them."""
     families = families_for(options.family, options.split)
     embedding, profile, protocol = P.run_settings(options)
-    units = {f.name: family_units(f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests)
-             for f in families}
+    units = {f.name: family_units(f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests,
+                                  cache_dir) for f in families}
 
     def assemble(results):
         rows, timing, step_sizes = [], {}, {}

@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
-from taskextrap.baselines.inductive import InductiveBaseline
+from taskextrap.baselines.inductive import INDUCTIVE_KINDS, InductiveBaseline
 from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.parameter import RTE
+from taskextrap.experiments.artifacts import cached_fit
 from taskextrap.experiments.profiles import ParameterProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_target, seed_units
@@ -133,16 +134,69 @@ def make_rte(protocol, profile: ParameterProfile, seed: int, embedding: str = DE
     return RTE(embedding=embedding, **_common(protocol, profile, seed, anchors), **settings)
 
 
-def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int):
-    """Fit RTE (the objective, and Strategy A with the paper's Psi), the transductive oracle and
-    the inductive baselines on one library."""
+LIBRARY_FITS = ("strategy-a", "transductive-oracle", *INDUCTIVE_KINDS)  # fitted alike by parameter-multistep
+
+
+def library_fits(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
+                 cache_dir: Path | None = None) -> tuple[TaskSet, dict, dict]:
+    """The library and the models ``parameter`` and ``parameter-multistep`` fit alike on it
+    (:data:`LIBRARY_FITS`: Strategy A's RTE, the transductive oracle, the inductive baselines),
+    with their timing. Saved as one artifact beside the unit cache ``cache_dir``
+    (:mod:`.artifacts`), so the second experiment loads what the first fitted: the same numbers."""
     library = make_library(family, profile.n_library, seed)
     common = _common(protocol, profile, seed, anchors)
     timing = {}
+
+    def fit() -> dict:
+        t = time.perf_counter()
+        models = {"strategy-a": make_rte(protocol, profile, seed, embedding, anchors).fit(library)}
+        timing.update(rte_fit_s=time.perf_counter() - t, embedding_s=models["strategy-a"].timing_["embedding_s"])
+        t = time.perf_counter()
+        models["transductive-oracle"] = TransductiveOracle(**common).fit(library)
+        for kind in INDUCTIVE_KINDS:
+            models[kind] = InductiveBaseline(kind, models["strategy-a"]).fit()
+        timing["baselines_fit_s"] = time.perf_counter() - t
+        return models
+
+    def save(models: dict) -> tuple[dict, dict]:
+        arrays, meta = {}, {}
+        for name in ("strategy-a", "transductive-oracle"):
+            a, meta[name] = models[name].fitted_state()
+            arrays |= {f"{name}/{k}": v for k, v in a.items()}
+        for kind in INDUCTIVE_KINDS:
+            arrays |= models[kind].state()
+        return arrays, meta
+
+    def load(arrays: dict, meta: dict) -> dict:
+        of = lambda name: {k.removeprefix(f"{name}/"): v for k, v in arrays.items() if k.startswith(f"{name}/")}  # noqa: E731
+        models = {"strategy-a": make_rte(protocol, profile, seed, embedding, anchors).restore(
+                      library, of("strategy-a"), meta["strategy-a"]),
+                  "transductive-oracle": TransductiveOracle(**common).restore(
+                      library, of("transductive-oracle"), meta["transductive-oracle"])}
+        for kind in INDUCTIVE_KINDS:
+            models[kind] = InductiveBaseline(kind, models["strategy-a"]).restore(arrays)
+        return models
+
     t = time.perf_counter()
-    strategy_a = make_rte(protocol, profile, seed, embedding, anchors).fit(library)
-    timing["rte_fit_s"] = time.perf_counter() - t
-    timing["embedding_s"] = strategy_a.timing_["embedding_s"]
+    config = {**unit_config(family, protocol, profile, seed, embedding, anchors, None), "experiment": "library-fits",
+              "profile": {k: v for k, v in profile.to_dict().items() if k in ("n_library", "n_pairs", "train")}}
+    config.pop("target_region"), config.pop("test_seed")
+    # a fit sees the training regions only: parameter-multistep's families (F3-F5 added) share it
+    config["regions"] = {r: family.regions[r] for r in family.train_regions}
+    models, loaded = cached_fit(cache_dir, f"parameter-fits-{family.name}-{protocol.name}-seed{seed}", config,
+                                fit, save, load)
+    if loaded:
+        timing["fits_loaded_s"] = time.perf_counter() - t
+    return library, models, timing
+
+
+def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
+               cache_dir: Path | None = None):
+    """Fit RTE (the objective, and Strategy A with the paper's Psi), the transductive oracle and
+    the inductive baselines on one library (the fits it shares with parameter-multistep from
+    :func:`library_fits`)."""
+    library, models, timing = library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir)
+    strategy_a = models["strategy-a"]
     objective = None
     if chosen_variant(protocol) != "strategy-a" or target_region(family) == DEV_REGION:
         t = time.perf_counter()
@@ -151,12 +205,7 @@ def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding
                         **OBJECTIVE_VARIANTS[next(iter(OBJECTIVE_VARIANTS))]).fit(library, embedded=strategy_a)
         timing["objective_fit_s"] = time.perf_counter() - t
     rte = strategy_a if chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
-    t = time.perf_counter()
-    models = {"rte": rte, "strategy-a": strategy_a, "objective": objective, "transductive-oracle": TransductiveOracle(**common).fit(library)}
-    for kind in ("sparse-inductive", "t2v-inductive", "inductive-oracle"):
-        models[kind] = InductiveBaseline(kind, strategy_a).fit()
-    timing["baselines_fit_s"] = time.perf_counter() - t
-    return library, models, timing
+    return library, {**models, "rte": rte, "objective": objective}, timing
 
 
 def predict_method(method: str, models: dict, library: TaskSet, ctx_x, ctx_y, qry_x, theta, seed: int,
@@ -282,11 +331,12 @@ def per_target_mse(pred: np.ndarray, obs: Observations, n_targets: int) -> np.nd
 
 
 def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
-             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED) -> UnitResult:
+             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED, cache_dir: Path | None = None) -> UnitResult:
     """Fit and evaluate every method for one family and one training seed on the targets of
-    ``test_seed`` (the held-out region of ``family``: F2, or ``dev`` for a dev family)."""
+    ``test_seed`` (the held-out region of ``family``: F2, or ``dev`` for a dev family); the fits
+    shared with parameter-multistep come from the artifacts beside ``cache_dir`` when saved."""
     t0 = time.perf_counter()
-    library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors)
+    library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors, cache_dir)
     targets, obs = make_targets(family, protocol, profile.n_targets, profile.n_draws, test_seed)
     t = time.perf_counter()
     preds, stds, diag = predict_all(models, library, obs, seed, methods_of(family))
@@ -347,14 +397,15 @@ def search_config(family, protocol) -> dict:
 
 
 def family_units(family, protocol, profile, embedding: str, anchors: int, plot_dir: Path | None,
-                 test_seed: int) -> list[Unit]:
+                 test_seed: int, cache_dir: Path | None = None) -> list[Unit]:
     """One unit per training seed of ``family`` (the first seed draws the plots)."""
     tag = f"{family.name}-{protocol.name}" + ("-dev" if target_region(family) == DEV_REGION else "")
     return seed_units(
         profile.seeds, name=lambda s: f"parameter-{tag}-seed{s}",
         config=lambda s: {**unit_config(family, protocol, profile, s, embedding, anchors, test_seed),
                           **search_config(family, protocol)},
-        compute=lambda s, plots: run_unit(family, protocol, profile, s, embedding, anchors, plots, test_seed),
+        compute=lambda s, plots: run_unit(family, protocol, profile, s, embedding, anchors, plots, test_seed,
+                                          cache_dir),
         plot_dir=plot_dir, plot_file=f"{family.name}-{protocol.name}-predictions.png")
 
 
@@ -382,10 +433,10 @@ def run_settings(options: RunOptions) -> tuple[str, ParameterProfile, object]:
 
 
 def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFamily], options: RunOptions,
-         plot_dir: Path | None) -> Plan:
+         plot_dir: Path | None, cache_dir: Path | None = None) -> Plan:
     embedding, profile, protocol = run_settings(options)
-    units = {f.name: family_units(f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests)
-             for f in families}
+    units = {f.name: family_units(f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests,
+                                  cache_dir) for f in families}
 
     def assemble(results):
         errors, timing = {}, {}
@@ -432,7 +483,7 @@ PARAMETER_OPTIONS = ("protocol", "family", "embedding", "anchors", "test_seed")
           PARAMETER_PROFILES, options=PARAMETER_OPTIONS, regime="parameter", dev=True, family=get_family)
 def run_parameter(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The parameter experiment's plan: every family's units and the rows built from them."""
-    return _run("parameter", METHODS, families_for(options.family, options.split), options, plot_dir)
+    return _run("parameter", METHODS, families_for(options.family, options.split), options, plot_dir, cache_dir)
 
 
 @register("parameter-ablations", "App. K.1: parameter ablations on quadratic (far / random anchors, zero shift)",
@@ -440,4 +491,4 @@ def run_parameter(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
 def run_parameter_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The quadratic ablations: the same fits as ``parameter`` (shared unit cache), other rows."""
     family = families_for(options.family or ABLATION_FAMILY, options.split)
-    return _run("parameter-ablations", ABLATION_METHODS, family, options, None)
+    return _run("parameter-ablations", ABLATION_METHODS, family, options, None, cache_dir)

@@ -103,6 +103,19 @@ class _PointwiseNet:
         self.history = train_regressor(self.net, make_batch, val, self.cfg, progress)
         self.net.eval()
 
+    def state(self, prefix: str) -> dict:
+        """The trained network's weights and loss history as named arrays under ``prefix``."""
+        arrays = {f"{prefix}.net.{k}": v.detach().cpu().numpy() for k, v in self.net.state_dict().items()}
+        return arrays | {f"{prefix}.history": np.asarray(self.history, dtype=np.float64)}
+
+    def load_state(self, arrays: dict, prefix: str) -> None:
+        """Weights and history from :meth:`state`'s arrays, into this (same-shaped) network."""
+        net = {k.removeprefix(f"{prefix}.net."): torch.from_numpy(v.copy()) for k, v in arrays.items()
+               if k.startswith(f"{prefix}.net.")}
+        self.net.load_state_dict(net)
+        self.net.eval()
+        self.history = arrays[f"{prefix}.history"].tolist()
+
     def _predict_rows(self, rows: np.ndarray, n: int) -> np.ndarray:
         return predict_rows(self.net, rows, self.device).numpy().astype(float).reshape(n, -1)
 
