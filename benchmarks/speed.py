@@ -134,7 +134,7 @@ def run(experiments, label: str, threads: int, device: str, checkout: Path = ROO
     return doc
 
 
-PHASES = ("embedding_s", "rte_fit_s", "objective_fit_s", "psi_training_s", "decomposer_training_s",
+PHASES = ("embedding_s", "rte_fit_s", "fits_loaded_s", "objective_fit_s", "psi_training_s", "decomposer_training_s",
           "baselines_fit_s", "evaluation_s")
 
 

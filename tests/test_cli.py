@@ -125,7 +125,7 @@ def test_list_prints_experiments():
                  "composition-ablations"):
         assert name in res.stdout.split(), name
     # the choices come from the registries: profiles per experiment, protocols, embeddings
-    assert "profiles: quick, paper, tiny; takes: --embedding --family --protocol --test-seed" in res.stdout
+    assert "profiles: quick, paper, tiny; takes: --device --embedding --family --protocol --test-seed" in res.stdout
     assert "embeddings: adapted, gradient, fisher" in res.stdout
 
 
@@ -138,7 +138,7 @@ def test_help_lists_every_experiment_and_cuts_nothing_off(capsys):
     flat = text.replace("- ", "-")  # a flag or a word may be wrapped at its hyphen
     for name in all_experiments():
         assert f"{name} {EXPERIMENTS[name].description}" in flat, name
-    assert "Takes: --anchors, --embedding, --family, --protocol, --test-seed; --split dev." in flat
+    assert "Takes: --anchors, --device, --embedding, --family, --protocol, --test-seed; --split dev." in flat
     assert "tiny: seconds (tests)" in text  # the tests' profile is documented, not hidden
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -149,6 +149,8 @@ def test_speed_benchmark_times_a_unit_and_renders_its_table(load_script, tmp_pat
                                               "after": {"parameter": {**record, "wall_s": 10.0}}}}
     table = speed.table(doc)
     assert "| `parameter` | cubic, seed 0 | 30 | 10 | 3.0x |" in table and "223 s per family-seed" in table
+    shared = speed.time_unit("parameter-multistep:after-parameter", threads=1, profile="tiny")
+    assert "fits_loaded_s" in shared["timing"] and "rte_fit_s" not in shared["timing"]
     out = tmp_path / "speed.json"
     out.write_text(json.dumps(doc))
     assert speed.load(out)["labels"]["after"]["parameter"]["wall_s"] == 10.0
@@ -225,3 +227,15 @@ def test_multistep_loads_the_parameter_experiments_fits_and_scores_the_same(tmp_
     res, shared = run("parameter-multistep", tmp_path / "shared")
     assert "fits_loaded_s" in res["timing"] and "rte_fit_s" not in res["timing"]
     assert shared == alone
+
+
+def test_the_fits_own_contexts_are_projected_from_the_raw_outputs_it_already_computed(monkeypatch):
+    x, y = _tasks(n=30)
+    emb = E.ProxyEmbedding("adapted", dim=4, width=16, adapt_steps=3).fit(x.numpy(), y.numpy())
+    calls = []
+    raw = emb.raw
+    monkeypatch.setattr(emb, "raw", lambda a, b: calls.append(len(a)) or raw(a, b))
+    first = emb.project(x.numpy(), y.numpy())  # the fit's contexts: no second adaptation
+    assert calls == []
+    again = emb.project(x.numpy(), y.numpy())  # kept for one projection only
+    assert calls == [30] and np.array_equal(first, again)

@@ -14,6 +14,7 @@ import click
 
 from taskextrap import __version__
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
+from taskextrap.validation import check_device
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -66,7 +67,9 @@ def _run_options(f):
                           "run with --seeds assembles every seed from the cache."),
         click.option("--out", type=click.Path(), default="runs", show_default=True,
                      help="Parent directory of the run directories."),
-        click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True),
+        click.option("--device", default="cpu", show_default=True, metavar="cpu|cuda|cuda:N",
+                     help="Where the networks, probes and searches run (every experiment that fits one; "
+                          "`taskextrap list` says which take it)."),
         click.option("--executor", type=click.Choice(["serial", "ray"]), default="serial", show_default=True,
                      help="serial: the units run one after another in this process; ray: each unit is a Ray task "
                           "(on the cluster at RAY_ADDRESS, else a Ray instance started on this machine for the "
@@ -181,11 +184,10 @@ def _options(common: dict, **specific):
     if not out.strip():
         raise TaskextrapError("--out is empty: name the folder the run directories go in (e.g. --out runs)")
     device = common["device"]
-    if device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise TaskextrapError("--device cuda was asked for but no CUDA device is available")
+    try:
+        check_device(device)
+    except TaskextrapError as exc:
+        raise TaskextrapError(f"--device: {exc}") from None
     shard = specific.get("shard")
     if shard is not None:
         device = shard.device(device)
@@ -226,7 +228,7 @@ def _check(name: str, options) -> None:
 def _model_extra(model, dtype, load_in_4bit, device: str = "cpu") -> dict:
     """The base-model choice for ``RunOptions.extra``: only what was given, so fingerprints of runs
     without these options stay as they were."""
-    if dtype == "float16" and device != "cuda":
+    if dtype == "float16" and not str(device).startswith("cuda"):
         raise TaskextrapError("--dtype float16 needs --device cuda (half precision on a CPU is slow and inexact; "
                               "use bfloat16 or float32)")
     extra = {} if model is None else {"model": str(model)}

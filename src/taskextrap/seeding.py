@@ -26,6 +26,6 @@ def torch_generator(seed: int, *names: str | int):
     """A CPU ``torch.Generator`` for the stream ``names`` under ``seed``."""
     import torch
 
-    g = torch.Generator()
+    g = torch.Generator(device="cpu")
     g.manual_seed(derive_seed(seed, *names))
     return g

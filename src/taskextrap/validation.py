@@ -245,3 +245,19 @@ def as_index_array(name: str, a, size: int | None, what: str = "library indices"
         raise TaskextrapError(f"{name} must be {what} in [0, {size}), got values in "
                               f"[{arr.min():.0f}, {arr.max():.0f}]")
     return arr.astype(np.int64)
+
+
+def check_device(device) -> str:
+    """``device`` as torch names it ("cpu", "cuda", "cuda:N"), checked: a one-line error for
+    anything else, or for a CUDA device this machine does not have."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise TaskextrapError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {describe(device)}") from None
+    if dev.type not in ("cpu", "cuda") or (dev.type == "cpu" and dev.index not in (None, 0)):
+        raise TaskextrapError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {describe(device)}")
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+        raise TaskextrapError(f"device {str(dev)!r} was asked for but this machine has no such CUDA device")
+    return str(device)

@@ -24,7 +24,7 @@ class DiscreteInductive:
         rte.check_is_fitted()
         self.rte = rte
         self.net = InductiveRegressor(rte.scaler_, rte.protocol.n_context, 0, derive_seed(rte.seed, "sparse-inductive"),
-                                      rte.train, rte.blocks, component="sparse-inductive")
+                                      rte.train, rte.blocks, component="sparse-inductive").to(rte.device)
 
     def _arrays(self, pool, n, g) -> audit.Batch:
         tasks, obs = self.rte.draw_training_tasks(pool, n, g)

@@ -29,7 +29,8 @@ from taskextrap import audit
 from taskextrap.embed.probe import Params, flatten, init_probe, probe_loss
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import torch_generator
-from taskextrap.validation import as_float_array, check_context, check_finite_result, check_int, check_real, describe
+from taskextrap.validation import (as_float_array, check_context, check_device, check_finite_result, check_int,
+                                   check_real, describe)
 
 # Tasks per vectorised batch. Every task's numbers are independent of the chunk it is in (each is
 # its own batched matmul), so this is a speed setting only: 256 keeps a chunk's per-task
@@ -38,8 +39,10 @@ CHUNK = 256
 
 
 def _pretrain(x: torch.Tensor, y: torch.Tensor, width: int, steps: int, seed: int) -> Params:
-    """Fit one probe to all library points at once (full batch, Adam)."""
-    p = {k: v.requires_grad_() for k, v in init_probe(width, torch_generator(seed, "probe"), xavier=True).items()}
+    """Fit one probe to all library points at once (full batch, Adam), on the device of ``x``
+    (initialised on the CPU, so the same start on every device)."""
+    p = {k: v.to(x.device).requires_grad_()
+         for k, v in init_probe(width, torch_generator(seed, "probe"), xavier=True).items()}
     opt = torch.optim.Adam(p.values(), lr=1e-2)
     for _ in range(steps):
         opt.zero_grad()
@@ -97,6 +100,7 @@ class ProxyEmbedding:
         pretrain_steps: full-batch Adam steps of the shared probe (gradient, fisher).
         adapt_steps, adapt_lr: per-task adaptation (adapted).
         seed: probe initialisation.
+        device: where the probe runs ("cpu", "cuda", "cuda:N"); embeddings come back as numpy.
 
     Inputs are expected already normalised (x in about [-1, 1], y with unit spread).
     """
@@ -108,11 +112,16 @@ class ProxyEmbedding:
     adapt_steps: int = 50
     adapt_lr: float = 1e-2
     seed: int = 0
+    device: str = "cpu"
     probe_: Params | None = field(default=None, init=False, repr=False)
     pca_: object = field(default=None, init=False, repr=False)
     # The last few transforms by input bytes: an experiment embeds the same target contexts for
     # several methods (decompositions, ablations, the t2v baseline); each is computed once.
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # The raw outputs the PCA was fitted on, kept for the next projection only: a library is
+    # embedded right after the fit on the same contexts (Strategy B's library embeddings), and
+    # for ``adapted`` Gamma that second pass was half of the embedding time.
+    _fit_raw: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         check_embedding(self.method)
@@ -122,6 +131,7 @@ class ProxyEmbedding:
         check_int("adapt_steps", self.adapt_steps, 0)
         check_real("adapt_lr", self.adapt_lr, 0.0, min_open=True)
         check_int("seed", self.seed, 0)
+        self.device = check_device(self.device)
 
     def fit(self, ctx_x: np.ndarray, ctx_y: np.ndarray, params: np.ndarray | None = None,
             pretrain_x: np.ndarray | None = None, pretrain_y: np.ndarray | None = None) -> "ProxyEmbedding":
@@ -170,17 +180,19 @@ class ProxyEmbedding:
         sx = (lambda a: a) if scaler is None else scaler.x
         sy = (lambda a: a) if scaler is None else scaler.y
         if not GAMMAS[self.method].pretrained:
-            self.probe_ = init_probe(self.width, torch_generator(self.seed, "probe"), xavier=True)
+            self.probe_ = {k: v.to(self.device) for k, v in
+                           init_probe(self.width, torch_generator(self.seed, "probe"), xavier=True).items()}
         else:
             px, py = audit.consume("probe", contexts if pretrain is None else pretrain)[:2]
-            self.probe_ = _pretrain(torch.as_tensor(sx(px), dtype=torch.float32).reshape(-1),
-                                    torch.as_tensor(sy(py), dtype=torch.float32).reshape(-1),
+            self.probe_ = _pretrain(self._tensor(sx(px)).reshape(-1), self._tensor(sy(py)).reshape(-1),
                                     self.width, self.pretrain_steps, self.seed)
         self._memo.clear()
         cx, cy = audit.consume("pca", contexts)[:2]
-        raw = check_finite_result("the probe's output", self.raw(sx(cx), sy(cy)), "the library contexts",
+        cx, cy = check_context(sx(cx), sy(cy))
+        raw = check_finite_result("the probe's output", self.raw(cx, cy), "the library contexts",
                                   "are too large for the float32 probe")
         self.pca_ = PCA(n_components=min(self.dim, *raw.shape), random_state=self.seed % 2**32).fit(raw)
+        self._fit_raw = (_memo_key(cx, cy), raw)
         return self
 
     PCA_ARRAYS = ("components_", "mean_", "explained_variance_", "explained_variance_ratio_", "singular_values_")
@@ -191,10 +203,10 @@ class ProxyEmbedding:
         and plain settings, for a safetensors file (:meth:`from_state` rebuilds it)."""
         if self.pca_ is None:
             raise TaskextrapError("ProxyEmbedding is not fitted")
-        arrays = {f"probe.{k}": v.numpy() for k, v in self.probe_.items()}
+        arrays = {f"probe.{k}": v.cpu().numpy() for k, v in self.probe_.items()}
         arrays |= {f"pca.{k}": getattr(self.pca_, k) for k in self.PCA_ARRAYS}
         meta = {"settings": {k: getattr(self, k) for k in ("method", "dim", "width", "pretrain_steps", "adapt_steps",
-                                                           "adapt_lr", "seed")},
+                                                           "adapt_lr", "seed", "device")},
                 "probe_order": list(self.probe_),  # flatten's layout follows the dict's order
                 "pca": {k: getattr(self.pca_, k).item() if hasattr(getattr(self.pca_, k), "item") else getattr(self.pca_, k)
                         for k in self.PCA_SCALARS}}
@@ -206,7 +218,7 @@ class ProxyEmbedding:
         from sklearn.decomposition import PCA
 
         emb = cls(**meta["settings"])
-        emb.probe_ = {k: torch.from_numpy(arrays[f"probe.{k}"].copy()) for k in meta["probe_order"]}
+        emb.probe_ = {k: torch.from_numpy(arrays[f"probe.{k}"].copy()).to(emb.device) for k in meta["probe_order"]}
         pca = PCA(n_components=meta["pca"]["n_components_"], random_state=emb.seed % 2**32)
         for k in cls.PCA_ARRAYS:
             setattr(pca, k, arrays[f"pca.{k}"].copy(order="K"))  # the saved layout (read_state keeps it)
@@ -223,16 +235,23 @@ class ProxyEmbedding:
         out = []
         with torch.no_grad():
             for i in range(0, len(ctx_x), CHUNK):
-                x = torch.as_tensor(ctx_x[i:i + CHUNK], dtype=torch.float32)
-                y = torch.as_tensor(ctx_y[i:i + CHUNK], dtype=torch.float32)
-                out.append(GAMMAS[self.method].per_task(self, x, y))
+                x, y = self._tensor(ctx_x[i:i + CHUNK]), self._tensor(ctx_y[i:i + CHUNK])
+                out.append(GAMMAS[self.method].per_task(self, x, y).cpu())
         return torch.cat(out).double().numpy()
+
+    def _tensor(self, a: np.ndarray) -> torch.Tensor:
+        """A numpy array as a float32 tensor on the probe's device."""
+        return torch.as_tensor(a, dtype=torch.float32, device=torch.device(self.device))
 
     def project(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> np.ndarray:
         """The PCA projection before normalisation, shape (n, dim): coordinates for a map of the
         proxy space (``experiments.manifolds``), where unit length would bend lines into arcs."""
         if self.pca_ is None:
             raise TaskextrapError("ProxyEmbedding is not fitted")
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y)
+        kept, self._fit_raw = self._fit_raw, None  # the fit's raw outputs serve one projection at most
+        if kept is not None and kept[0] == _memo_key(ctx_x, ctx_y):
+            return self.pca_.transform(kept[1])
         raw = check_finite_result("the probe's output", self.raw(ctx_x, ctx_y), "ctx_x or ctx_y",
                                   "are too large for the float32 probe (it expects normalised values)")
         return self.pca_.transform(raw)
@@ -302,11 +321,12 @@ def mean_per_task(z: np.ndarray, task: np.ndarray, n_tasks: int) -> np.ndarray:
 
 
 def fit_library_embedding(method: str, dim: int, seed: int, scaler, library, obs, m: int = 64,
-                          noise_sd: float = 0.0) -> ProxyEmbedding:
+                          noise_sd: float = 0.0, device: str = "cpu") -> ProxyEmbedding:
     """Gamma for a library: the probe pretrained on the library's curves over an ``m``-point grid
     of the domain, the PCA fitted on the library's observed contexts ``obs`` (scaled by ``scaler``;
     ``noise_sd`` is the protocol's context noise, for the leak audit's verification).
 
     ``library`` is any task set with ``family.grid``, ``values`` and ``params`` (training tasks only).
     """
-    return ProxyEmbedding(method, dim=dim, seed=seed).fit_observed(scaler, library, obs, m=m, noise_sd=noise_sd)
+    return ProxyEmbedding(method, dim=dim, seed=seed, device=device).fit_observed(scaler, library, obs, m=m,
+                                                                                  noise_sd=noise_sd)

@@ -239,7 +239,7 @@ class Composition3RTE(DecomposingRTE):
             chains = np.stack([cands[:, j, ranks[:, j]] for j in range(self.depth)], axis=2)
             return self.weighted(_chains(chains, search.context_losses(self.primitives_, ctx_x, ctx_y, chains),
                                          extras))
-        chains, loss = search.verify_chains(self.primitives_, ctx_x, ctx_y, slots, self.keep)
+        chains, loss = search.verify_chains(self.primitives_, ctx_x, ctx_y, slots, self.keep, device=self.device)
         return self.refined(ctx_x, ctx_y, _chains(chains, loss, extras), refine)
 
     def refined(self, ctx_x, ctx_y, d: Decomposition, rounds: int | None = None) -> Decomposition:

@@ -93,6 +93,8 @@ class CompositionRTE(DecomposingRTE):
         val_fraction: share of primitives held out (training pairs still) for model selection.
         train / decomposer_train: optimiser settings; blocks: Psi_comp's MLP blocks.
         seed: seeds every stream.
+        device: where Gamma's probe, Psi and the decomposer run ("cpu", "cuda", "cuda:N"); every
+            network is initialised on the CPU, so a device changes rounding only.
     """
 
     k: int | None = None

@@ -109,7 +109,7 @@ class EMCompositionRTE(CompositionRTE):
                        ("val", self.val_pool_, max(64, self.n_tasks // 10)))}
         self.history_ = []
         steps = lambda cfg: replace(cfg, steps=max(1, math.ceil(cfg.steps / self.em_rounds)))  # noqa: E731
-        self.psi_ = self._make_operator()
+        self.psi_ = self._make_operator().to(self.device)
         self.psi_.cfg = steps(self.train)  # each M-step continues the same network for its share
         decomposer = None
         self.steps_ = {"psi": 0, "decomposer": 0}
@@ -123,7 +123,7 @@ class EMCompositionRTE(CompositionRTE):
             self.psi_.fit(*self._batches("psi", r, use), progress)
             if decomposer is None:
                 decomposer = Decomposer(self.scaler_, self.protocol.n_context, self._part_dims(),
-                                        derive_seed(self.seed, "decomposer"), steps(self.decomposer_train))
+                                        derive_seed(self.seed, "decomposer"), steps(self.decomposer_train)).to(self.device)
             decomposer.fit(*self._batches("decomposer", r, use), progress)
             self.steps_["psi"] += len(self.psi_.history)
             self.steps_["decomposer"] += len(decomposer.history)
@@ -134,7 +134,7 @@ class EMCompositionRTE(CompositionRTE):
     def _adopt(self, fitted: CompositionRTE, primitives) -> None:
         """Take the label-free state (library, pools, scaler, Gamma) of a fitted CompositionRTE."""
         fitted.check_is_fitted()
-        same = ("protocol", "split", "embedding", "embed_dim", "library_draws", "val_fraction", "seed")
+        same = ("protocol", "split", "embedding", "embed_dim", "library_draws", "val_fraction", "seed", "device")
         if fitted.primitives_ is not primitives or any(getattr(fitted, a) != getattr(self, a) for a in same):
             raise TaskextrapError("embedded must be a CompositionRTE fitted on the same library with the same "
                                   f"{', '.join(same)}")

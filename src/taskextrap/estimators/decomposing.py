@@ -37,8 +37,8 @@ from taskextrap.search.decomposer import Decomposer
 from taskextrap.search.posterior import WEIGHTINGS, candidate_weights, mixture
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import get_protocol
-from taskextrap.validation import (check_finite_result, check_instance, check_int, check_optional_int, check_real,
-                                   describe)
+from taskextrap.validation import (check_device, check_finite_result, check_instance, check_int, check_optional_int,
+                                   check_real, describe)
 
 CALIBRATION_TASKS = 512  # validation-pool tasks on which loss_scale_ and query_var_ are measured
 
@@ -61,12 +61,14 @@ class DecomposingRTE(Estimator):
     decomposer_train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=2000, batch=512))
     blocks: tuple = POINTWISE_BLOCKS
     seed: int = 0
+    device: str = "cpu"
 
     regime = ""  # the protocol table a protocol name is looked up in
     fitted_attribute = "decomposer_"
 
     def __post_init__(self):
         self.protocol = get_protocol(self.protocol, self.regime)
+        self.device = check_device(self.device)
         check_embedding(self.embedding)
         if self.temperature is not None:
             check_real("temperature", self.temperature, 0.0, min_open=True)
@@ -91,13 +93,13 @@ class DecomposingRTE(Estimator):
         self._fit_embedding(tasks, scale)
         self.timing_ = {"embedding_s": time.perf_counter() - t}
         t = time.perf_counter()
-        self.psi_ = self._make_operator()
+        self.psi_ = self._make_operator().to(self.device)
         self._fit_stream(self.psi_, self._operator_arrays, "psi", self.n_pairs, max(256, self.n_pairs // 10), progress)
         self.timing_["psi_training_s"] = time.perf_counter() - t
         t = time.perf_counter()
         cfg = self.decomposer_train
         decomposer = Decomposer(self.scaler_, self.protocol.n_context, self._part_dims(),
-                                derive_seed(self.seed, "decomposer"), cfg)
+                                derive_seed(self.seed, "decomposer"), cfg).to(self.device)
         self._fit_stream(decomposer, self._decomposer_arrays, "decomposer", cfg.batch, max(256, cfg.batch), progress)
         self.timing_["decomposer_training_s"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -115,7 +117,8 @@ class DecomposingRTE(Estimator):
         """Gamma fitted on library draws; each library task's embedding is the mean over its draws."""
         obs = self.protocol.draw(tasks, self.library_draws, rng(self.seed, "library-draws"), scale)
         self.embedding_ = fit_library_embedding(self.embedding, self.embed_dim, derive_seed(self.seed, "probe"),
-                                                self.scaler_, tasks, obs, noise_sd=self.protocol.noise * scale)
+                                                self.scaler_, tasks, obs, noise_sd=self.protocol.noise * scale,
+                                                device=self.device)
         z = self.embedding_.transform(self.scaler_.x(obs.ctx_x), self.scaler_.y(obs.ctx_y))
         self.z_library_ = mean_per_task(z, obs.task, len(tasks))
 

@@ -74,6 +74,8 @@ class LengthRTE(DecomposingRTE):
         train: optimiser settings of Psi_ext; decomposer_train: of g (batch = steps per batch).
         blocks: Psi_ext's MLP blocks.
         seed: seeds every stream.
+        device: where Gamma's probe, Psi and the decomposer run ("cpu", "cuda", "cuda:N"); every
+            network is initialised on the CPU, so a device changes rounding only.
     """
 
     k: int = 20

@@ -33,14 +33,15 @@ from taskextrap.search.posterior import WEIGHTINGS, candidate_weights, mixture
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
 from taskextrap.tasks.taskset import TaskSet
-from taskextrap.validation import (as_float_array, as_index_array, check_finite_result, check_instance, check_int,
-                                   check_optional_int, check_real)
+from taskextrap.validation import (as_float_array, as_index_array, check_device, check_finite_result, check_instance,
+                                   check_int, check_optional_int, check_real)
 
 
 SEARCHES = ("proxy", "objective")
 # What Phase 1a (scaler, library draws, Gamma, library embeddings) reads: two RTEs that agree on
 # these share it (``fit(..., embedded=...)``); the search, Psi and inference settings may differ.
-PHASE1A_SETTINGS = ("protocol", "embedding", "n_pairs", "library_draws", "val_fraction", "embed_dim", "seed")
+PHASE1A_SETTINGS = ("protocol", "embedding", "n_pairs", "library_draws", "val_fraction", "embed_dim", "seed",
+                    "device")
 POOL_DISTANCE_ENTRIES = 2**25  # draws x pool distances kept for Psi's pair draws (256 MB at most)
 OBJECTIVE_CHUNK = 512  # targets per batched objective pass: (targets x candidates x context) Psi rows
 
@@ -83,6 +84,8 @@ class RTE(Estimator):
         weighting, temperature: the objective's posterior (``search.posterior.candidate_weights``).
         n_average: candidates the objective's prediction mixes (the posterior's best).
         seed: seeds every stream (draws, probe, network, batches).
+        device: where Gamma's probe and Psi run ("cpu", "cuda", "cuda:N"); inputs and outputs stay
+            numpy. Every network is initialised on the CPU, so a device changes rounding only.
     """
 
     protocol: object = "paper"
@@ -104,9 +107,11 @@ class RTE(Estimator):
     temperature: float | None = 1.0
     n_average: int = 4
     seed: int = 0
+    device: str = "cpu"
 
     def __post_init__(self):
         self.protocol = get_protocol(self.protocol)
+        self.device = check_device(self.device)
         self._check_search()
         check_embedding(self.embedding)
         check_int("anchors", self.anchors, 1)
@@ -156,7 +161,7 @@ class RTE(Estimator):
         else:
             self._adopt(embedded, library)
         psi = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
-                                 derive_seed(self.seed, "psi"), self.train, loo=self.loo)
+                                 derive_seed(self.seed, "psi"), self.train, loo=self.loo).to(self.device)
         val = self._pair_arrays(np.flatnonzero(self.draws_.val), rng(self.seed, "psi-val"))
         train_idx = np.flatnonzero(self.draws_.train)
         t = time.perf_counter()
@@ -236,7 +241,7 @@ class RTE(Estimator):
         self.draws_ = self._draw_library(library, z=arrays["draws.z"])
         self.timing_ = dict(meta["timing"])
         psi = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
-                                 derive_seed(self.seed, "psi"), self.train, loo=self.loo)
+                                 derive_seed(self.seed, "psi"), self.train, loo=self.loo).to(self.device)
         psi.load_state(arrays, "psi")
         self.query_var_, self.loss_scale_ = meta["query_var"], meta["loss_scale"]
         self.psi_ = psi  # set last: an estimator is fitted once this exists
@@ -287,7 +292,8 @@ class RTE(Estimator):
     def _fit_descriptors(self, library: TaskSet, obs: Observations, first: np.ndarray) -> np.ndarray:
         """Fit Gamma (probe pretrained on the library's curves, PCA on library contexts); embed every draw."""
         self.embedding_ = fit_library_embedding(self.embedding, self.embed_dim, derive_seed(self.seed, "probe"),
-                                                self.scaler_, library, obs.subset(first), noise_sd=self.noise_sd_)
+                                                self.scaler_, library, obs.subset(first), noise_sd=self.noise_sd_,
+                                                device=self.device)
         return self.embed(obs.ctx_x, obs.ctx_y)
 
     def _pair_arrays(self, draw_idx: np.ndarray, g: np.random.Generator) -> audit.Batch:

@@ -59,10 +59,11 @@ def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: in
     return targets, obs
 
 
-def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str, split=PAPER_SPLIT) -> CompositionRTE:
+def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str, split=PAPER_SPLIT,
+             device: str = "cpu") -> CompositionRTE:
     """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
     return CompositionRTE(protocol=protocol, split=split, embedding=embedding, n_pairs=profile.n_pairs,
-                          train=profile.train, decomposer_train=profile.decomposer_train, seed=seed)
+                          train=profile.train, decomposer_train=profile.decomposer_train, seed=seed, device=device)
 
 
 def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: PrimitiveSet,
@@ -106,13 +107,14 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
 
 
 def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str,
-             plot_dir: Path | None = None, split=PAPER_SPLIT, test_seed: int = FRESH_TEST_SEED) -> UnitResult:
+             plot_dir: Path | None = None, split=PAPER_SPLIT, test_seed: int = FRESH_TEST_SEED, device: str = "cpu") -> UnitResult:
     """Fit RTE and the baseline for one training seed on ``split.train``; evaluate every method
     on targets of the held-out pairs ``split.test`` drawn from ``test_seed``."""
     primitives = make_library(profile.n_library)
     targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed)
     plot = None if plot_dir is None else lambda rte: _plot(plot_dir, protocol, rte, primitives, targets, obs)
-    unit = fit_and_score(primitives, make_rte(protocol, profile, seed, embedding, split), targets, obs, predict_all,
+    unit = fit_and_score(primitives, make_rte(protocol, profile, seed, embedding, split, device), targets, obs,
+                         predict_all,
                          ALL_METHODS, seed, plot)
     # Which held-out pair each target belongs to, for the per-pair breakdown of the table.
     unit.errors["pair_id"] = np.array([split.test.index(tuple(p)) for p in targets.pair], dtype=float)
@@ -140,8 +142,8 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
                 embedding=embedding, test_seed=test_seed)
     units = settings.units(
         f"composition-{protocol.name}", base,
-        estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split),
-        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed),
+        estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split, settings.device),
+        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed, settings.device),
         plot_dir=plot_dir, plot_file=f"composition-{protocol.name}-predictions.png")
 
     def assemble(results):
@@ -167,14 +169,14 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
 
 
 @register("composition", "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)",
-          COMPOSITION_PROFILES, options=("protocol", "embedding", "test_seed"), regime="composition", dev=True)
+          COMPOSITION_PROFILES, options=("protocol", "embedding", "test_seed", "device"), regime="composition", dev=True)
 def run_composition(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition experiment: rte, sparse-inductive, oracle, verified-composition and sanity baselines."""
     return _run("composition", METHODS, options, plot_dir)
 
 
 @register("composition-ablations", "App. K.3: composition ablations (no verification, random constituents)",
-          COMPOSITION_PROFILES, options=("protocol", "embedding", "test_seed"), regime="composition", dev=True)
+          COMPOSITION_PROFILES, options=("protocol", "embedding", "test_seed", "device"), regime="composition", dev=True)
 def run_composition_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition ablations: the same fits as ``composition`` (shared unit cache), other rows."""
     return _run("composition-ablations", ABLATION_METHODS, options, None)

@@ -83,10 +83,10 @@ def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: in
 
 
 def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str,
-             split: RecipeSplit = PAPER_RECIPE_SPLIT) -> Composition3RTE:
+             split: RecipeSplit = PAPER_RECIPE_SPLIT, device: str = "cpu") -> Composition3RTE:
     """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
     return Composition3RTE(protocol=protocol, split=split, embedding=embedding, n_pairs=profile.n_pairs,
-                           train=profile.train, decomposer_train=profile.decomposer_train, seed=seed)
+                           train=profile.train, decomposer_train=profile.decomposer_train, seed=seed, device=device)
 
 
 def predict_all(rte: Composition3RTE, inductive, primitives: PrimitiveSet, targets: ChainSet, obs: Observations,
@@ -121,13 +121,14 @@ def predict_all(rte: Composition3RTE, inductive, primitives: PrimitiveSet, targe
 
 
 def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str, plot_dir: Path | None = None,
-             split: RecipeSplit = PAPER_RECIPE_SPLIT, test_seed: int = FRESH_TEST_SEED) -> UnitResult:
+             split: RecipeSplit = PAPER_RECIPE_SPLIT, test_seed: int = FRESH_TEST_SEED, device: str = "cpu") -> UnitResult:
     """Fit RTE and the baseline for one training seed on ``split.train``; evaluate every method on
     chains of the held-out recipes ``split.test`` drawn from ``test_seed``."""
     primitives = make_library(profile.n_library)
     targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed)
     plot = None if plot_dir is None else lambda rte: _plot(plot_dir, protocol, rte, primitives, targets, obs)
-    unit = fit_and_score(primitives, make_rte(protocol, profile, seed, embedding, split), targets, obs, predict_all,
+    unit = fit_and_score(primitives, make_rte(protocol, profile, seed, embedding, split, device), targets, obs,
+                         predict_all,
                          METHODS, seed, plot)
     # Which held-out recipe each target belongs to, for the per-recipe breakdown of the table.
     unit.errors["recipe_id"] = np.array([split.test.index(tuple(r)) for r in targets.recipe], dtype=float)
@@ -147,7 +148,7 @@ def _plot(plot_dir, protocol, rte, primitives, targets, obs):
 
 
 @register(EXPERIMENT, "App. B.1.2: depth-3 compositions (train 21 recipes, test the 6 that apply tanh to a sin output)",
-          DEPTH3_PROFILES, options=("protocol", "embedding", "test_seed"), regime=REGIME, dev=True)
+          DEPTH3_PROFILES, options=("protocol", "embedding", "test_seed", "device"), regime=REGIME, dev=True)
 def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None) -> Plan:
     """The depth-3 experiment: rte, sparse-inductive, oracle, verified-composition, no-verification,
     no-refinement, the sanity baselines and how often the true chain is found."""
@@ -159,8 +160,8 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
                 embedding=embedding, test_seed=test_seed)
     units = settings.units(
         f"{EXPERIMENT}-{protocol.name}", base,
-        estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split),
-        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed),
+        estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split, settings.device),
+        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed, settings.device),
         plot_dir=plot_dir, plot_file=f"{EXPERIMENT}-{protocol.name}-predictions.png")
 
     chosen = make_rte(protocol, profile, 0, embedding, split)  # the settings every unit's estimator has

@@ -39,22 +39,24 @@ METHODS = ("rte", *ARMS, "ctx-interp", "library-best-fit")
 EM_ROUNDS = 3
 
 
-def make_em(protocol, profile, seed: int, embedding: str, share: float, split=PAPER_SPLIT) -> EMCompositionRTE:
+def make_em(protocol, profile, seed: int, embedding: str, share: float, split=PAPER_SPLIT,
+            device: str = "cpu") -> EMCompositionRTE:
     """An EM arm with the supervised estimator's settings; its fixed training set holds as many
     tasks as one of the supervised estimator's batches of Psi pairs."""
-    base = make_rte(protocol, profile, seed, embedding, split)
+    base = make_rte(protocol, profile, seed, embedding, split, device)
     return EMCompositionRTE(**{f: getattr(base, f) for f in base.__dataclass_fields__}, label_share=share,
                             n_tasks=profile.n_pairs, em_rounds=EM_ROUNDS)
 
 
-def run_unit(protocol, profile, seed: int, embedding: str, split=PAPER_SPLIT, test_seed: int | None = None) -> UnitResult:
+def run_unit(protocol, profile, seed: int, embedding: str, split=PAPER_SPLIT, test_seed: int | None = None,
+             device: str = "cpu") -> UnitResult:
     """Fit the supervised RTE and the EM arms (sharing its label-free Gamma) for one seed; score all."""
     t0 = time.perf_counter()
     primitives = make_library(profile.n_library)
     targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split,
                                 **({} if test_seed is None else {"test_seed": test_seed}))
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
-    rte = make_rte(protocol, profile, seed, embedding, split).fit(primitives)
+    rte = make_rte(protocol, profile, seed, embedding, split, device).fit(primitives)
     timing = {"supervised_s": time.perf_counter() - t0}
     preds = {"rte": rte.predict(cx, cy, qx), "ctx-interp": ctx_interp(cx, cy, qx),
              "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: primitives.exact(x, i), len(primitives))[0]}
@@ -62,7 +64,7 @@ def run_unit(protocol, profile, seed: int, embedding: str, split=PAPER_SPLIT, te
     extra = {}
     for arm, share in ARMS.items():
         t = time.perf_counter()
-        em = make_em(protocol, profile, seed, embedding, share, split).fit(primitives, embedded=rte)
+        em = make_em(protocol, profile, seed, embedding, share, split, device).fit(primitives, embedded=rte)
         preds[arm] = em.predict(cx, cy, qx)
         timing[f"{arm}_s"] = time.perf_counter() - t
         for r, quality in enumerate(em.history_):
@@ -76,7 +78,7 @@ def run_unit(protocol, profile, seed: int, embedding: str, split=PAPER_SPLIT, te
 
 @register("composition-em", "Beyond the paper: composition with hidden training labels, EM pseudo-labels "
           "(warm-up, 25% labels) beside supervised RTE", COMPOSITION_PROFILES,
-          options=("protocol", "embedding", "test_seed"), regime="composition", dev=True)
+          options=("protocol", "embedding", "test_seed", "device"), regime="composition", dev=True)
 def run_composition_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """One unit per seed; rows are the held-out-pair MSE of every arm and the pseudo-label quality."""
     settings = Settings.of(options, COMPOSITION_PROFILES, "composition")
@@ -86,8 +88,8 @@ def run_composition_em(options: RunOptions, cache_dir: Path | None, plot_dir: Pa
                 embedding=embedding, test_seed=settings.test_seed, em_rounds=EM_ROUNDS, arms=ARMS)
     units = settings.units(
         f"composition-em-{protocol.name}", base,
-        estimator_of=lambda s: make_em(protocol, profile, s, embedding, 0.0, split),
-        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, split, settings.test_seed),
+        estimator_of=lambda s: make_em(protocol, profile, s, embedding, 0.0, split, settings.device),
+        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, split, settings.test_seed, settings.device),
         plot_dir=None, plot_file=None)
 
     def assemble(results):

@@ -45,20 +45,22 @@ def discrete_profiles(sizes: dict[str, tuple]) -> dict[str, DiscreteProfile]:
 @dataclass(frozen=True)
 class Settings:
     """What a discrete-regime run reads from its options: the profile (with ``--seeds``), the
-    observation protocol, the Γ estimator, the test stream and whether it is a dev run."""
+    observation protocol, the Γ estimator, the test stream, whether it is a dev run and the
+    device the estimators run on."""
 
     profile: DiscreteProfile
     protocol: object
     embedding: str
     test_seed: int
     dev: bool
+    device: str = "cpu"
 
     @classmethod
     def of(cls, options: RunOptions, profiles: dict[str, DiscreteProfile], regime: str) -> Settings:
         """The settings of ``options`` for ``regime`` ("length" or "composition")."""
         return cls(get_profile(profiles, options.profile).with_seeds(options.seeds, options.seed),
                    get_protocol(options.protocol, regime), options.embedding or DEFAULT_EMBEDDING,
-                   options.seed_of_tests, options.split == "dev")
+                   options.seed_of_tests, options.split == "dev", options.device)
 
     def units(self, stem: str, base: dict, estimator_of: Callable, compute: Callable,
               plot_dir: Path | None, plot_file: str) -> list[Unit]:

@@ -63,10 +63,10 @@ def make_targets(library: LadderSet, protocol, n_targets: int, n_draws: int,
     return targets, obs
 
 
-def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str) -> LengthRTE:
+def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str, device: str = "cpu") -> LengthRTE:
     """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
     return LengthRTE(protocol=protocol, embedding=embedding, n_pairs=profile.n_pairs, train=profile.train,
-                     decomposer_train=profile.decomposer_train, seed=seed)
+                     decomposer_train=profile.decomposer_train, seed=seed, device=device)
 
 
 def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet, targets: LadderSet,
@@ -105,13 +105,13 @@ def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet
 
 
 def run_unit(ladder: Ladder, protocol, profile: DiscreteProfile, seed: int, embedding: str,
-             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED) -> UnitResult:
+             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED, device: str = "cpu") -> UnitResult:
     """Fit RTE and the baseline for one training seed and evaluate every method on the targets
     of ``test_seed``."""
     library = make_library(ladder, profile.n_library)
     targets, obs = make_targets(library, protocol, profile.n_targets, profile.n_draws, test_seed)
     plot = None if plot_dir is None else lambda rte: _plot(plot_dir, ladder, protocol, rte, library, targets, obs)
-    return fit_and_score(library, make_rte(protocol, profile, seed, embedding), targets, obs, predict_all,
+    return fit_and_score(library, make_rte(protocol, profile, seed, embedding, device), targets, obs, predict_all,
                          ALL_METHODS, seed, plot)
 
 
@@ -140,8 +140,8 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
                 embedding=embedding, test_seed=test_seed)
     units = settings.units(
         f"length-{ladder.name}-{protocol.name}", base,
-        estimator_of=lambda s: make_rte(protocol, profile, s, embedding),
-        compute=lambda s, plots: run_unit(ladder, protocol, profile, s, embedding, plots, test_seed),
+        estimator_of=lambda s: make_rte(protocol, profile, s, embedding, settings.device),
+        compute=lambda s, plots: run_unit(ladder, protocol, profile, s, embedding, plots, test_seed, settings.device),
         plot_dir=plot_dir, plot_file=f"{ladder.name}-{protocol.name}-predictions.png")
 
     def assemble(results):
@@ -179,7 +179,7 @@ def get_ladder(option: str | None) -> Ladder:
     return ladder
 
 
-LENGTH_OPTIONS = ("protocol", "family", "embedding", "test_seed")
+LENGTH_OPTIONS = ("protocol", "family", "embedding", "test_seed", "device")
 
 
 @register("length", "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)",

@@ -219,7 +219,8 @@ def _observed(tasks: PanelTasks, m: int) -> Observations:
     return Observations(np.arange(len(tasks)), tasks.params, x, y, x, y)
 
 
-def embeddings(train: PanelTasks, held: PanelTasks, m: int, profile: ManifoldProfile, seed: int) -> dict:
+def embeddings(train: PanelTasks, held: PanelTasks, m: int, profile: ManifoldProfile, seed: int,
+               device: str = "cpu") -> dict:
     """Each representation of train + held-out tasks, fitted on ``train`` only, as
     ``{name: (high-dimensional vectors, PCA coordinates)}``:
 
@@ -234,7 +235,7 @@ def embeddings(train: PanelTasks, held: PanelTasks, m: int, profile: ManifoldPro
 
     scaler = FamilyScaler.fit(train, m=m)
     emb = ProxyEmbedding("gradient", dim=min(profile.pca_dim, len(train)), width=profile.width,
-                         pretrain_steps=profile.pretrain_steps, seed=derive_seed(seed, "manifolds-probe"))
+                         pretrain_steps=profile.pretrain_steps, seed=derive_seed(seed, "manifolds-probe"), device=device)
     emb.fit_observed(scaler, train, _observed(train, m), m=m)
     obs = [_observed(tasks, m) for tasks in (train, held)]
     xy = [(scaler.x(o.ctx_x), scaler.y(o.ctx_y)) for o in obs]
@@ -325,7 +326,7 @@ def measures(panel: str, raw: np.ndarray, z: np.ndarray, train: PanelTasks, held
     return out if panel == "composition" else {**readout_measures(z, train, held, READOUTS[READOUT]), **out}
 
 
-def run_seed(profile: ManifoldProfile, seed: int, dev: bool = False):
+def run_seed(profile: ManifoldProfile, seed: int, dev: bool = False, device: str = "cpu"):
     """Every panel and representation on one seed: {(panel, representation): (2-D map, class
     labels, held-out labels, measures)}. With ``dev``, the dev split's panels, and every other
     read-out's measures under ``<representation>-<name>-readout`` (measures only, no map)."""
@@ -333,7 +334,7 @@ def run_seed(profile: ManifoldProfile, seed: int, dev: bool = False):
     for panel in PANELS:
         train, held, m = panel_tasks(panel, profile.n_per_class, seed, dev)
         labels, held_labels = np.concatenate([train.label, held.label]), sorted(set(held.label))
-        for rep, (high, coords) in embeddings(train, held, m, profile, seed).items():
+        for rep, (high, coords) in embeddings(train, held, m, profile, seed, device).items():
             z = two_d(panel, coords, len(train))
             out[panel, rep] = (z, labels, held_labels, measures(panel, high, z, train, held))
             if dev and panel != "composition":  # the read-outs the dev split did not choose
@@ -362,7 +363,7 @@ def title(panel: str, labels: np.ndarray, held: list[str]) -> str:
 
 
 @register("manifolds", "App. H: 2-D maps of the gradient embedding (length, composition, parametric), "
-          "fitted on training tasks only", MANIFOLD_PROFILES, dev=True)
+          "fitted on training tasks only", MANIFOLD_PROFILES, options=("device",), dev=True)
 def run_manifolds(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """One unit per seed computes the three panels (the dev split's with ``--split dev``); rows are
     their diagnostics (module docstring)."""
@@ -371,7 +372,7 @@ def run_manifolds(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
 
     def compute(seed: int, plots: Path | None) -> UnitResult:
         t = time.perf_counter()
-        maps = run_seed(profile, seed, dev)
+        maps = run_seed(profile, seed, dev, options.device)
         if plots is not None:
             from taskextrap.report.plots import plot_maps
 
@@ -384,7 +385,7 @@ def run_manifolds(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
 
     units = seed_units(profile.seeds, name=lambda s: f"manifolds-seed{s}",
                        config=lambda s: {"experiment": "manifolds", "profile": profile.to_dict(), "seed": s,
-                                         "split": options.split},
+                                         "split": options.split, "device": options.device},
                        compute=compute, plot_dir=plot_dir, plot_file="manifolds.png")
 
     def assemble(results):

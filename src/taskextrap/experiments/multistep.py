@@ -142,12 +142,12 @@ def variant(model: ChainedRTE, steps, quantile: float | None, measure: str | Non
 
 
 def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
-               cache_dir: Path | None = None):
+               cache_dir: Path | None = None, device: str = "cpu"):
     """The chained RTE, the chained transductive oracle and the inductive baselines: the
     parameter experiment's fits of the same library (``parameter.library_fits``, loaded from
     the artifacts beside ``cache_dir`` when that experiment saved them), chained."""
-    library, fits, timing = P.library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir)
-    common = dict(protocol=protocol, n_pairs=profile.n_pairs, train=profile.train, seed=seed, anchors=anchors)
+    library, fits, timing = P.library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir, device)
+    common = P._common(protocol, profile, seed, anchors, device)
     t = time.perf_counter()
     rte = ChainedRTE(embedding=embedding, **common).fit(library, fitted=fits["strategy-a"])
     models = {"rte": rte, "transductive-oracle": ChainedTransductiveOracle(**common).fit(
@@ -195,11 +195,12 @@ def methods_for(family: ParametricFamily) -> tuple[str, ...]:
 
 
 def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
-             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED, cache_dir: Path | None = None) -> UnitResult:
+             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED, cache_dir: Path | None = None,
+             device: str = "cpu") -> UnitResult:
     """Fit once on ``family``'s library with training seed ``seed``; score every method on the
     targets of each far region. Errors are keyed ``"<region>|<method>"``."""
     t0 = time.perf_counter()
-    library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors, cache_dir)
+    library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors, cache_dir, device)
     methods = methods_for(family)
     errors, examples = {}, []
     t = time.perf_counter()
@@ -238,35 +239,35 @@ def _plot(plot_dir, family, protocol, models, library, examples):
                      {m: np.array(v) for m, v in preds.items()}, cx, cy, titles=titles)
 
 
-def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed) -> dict:
+def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, device: str = "cpu") -> dict:
     """Everything that determines a unit's numbers (its cache fingerprint): the parameter unit's
     settings, with this experiment's regions, methods and chain settings."""
-    return {**P.unit_config(family, protocol, profile, seed, embedding, anchors, test_seed),
+    return {**P.unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, device),
             "experiment": EXPERIMENT, "target_region": target_regions(family), "methods": methods_for(family),
             "chained": DEV_VARIANTS[chained_variant(protocol)], "paper_steps": PAPER_STEPS}
 
 
 def family_units(family, protocol, profile, embedding: str, anchors: int, plot_dir: Path | None,
-                 test_seed: int, cache_dir: Path | None = None) -> list[Unit]:
+                 test_seed: int, cache_dir: Path | None = None, device: str = "cpu") -> list[Unit]:
     """One unit per training seed of ``family`` (the first seed draws the plot)."""
     tag = f"{family.name}-{protocol.name}" + ("-dev" if is_dev(family) else "")
     return seed_units(
         profile.seeds, name=lambda s: f"{EXPERIMENT}-{tag}-seed{s}",
-        config=lambda s: unit_config(family, protocol, profile, s, embedding, anchors, test_seed),
+        config=lambda s: unit_config(family, protocol, profile, s, embedding, anchors, test_seed, device),
         compute=lambda s, plots: run_unit(family, protocol, profile, s, embedding, anchors, plots, test_seed,
-                                          cache_dir),
+                                          cache_dir, device),
         plot_dir=plot_dir, plot_file=f"{family.name}-{protocol.name}-multistep.png")
 
 
 @register(EXPERIMENT, "App. B.1.1: multi-step parameter extrapolation to F3, F4, F5 (chained RTE, ghost context)",
-          PARAMETER_PROFILES, options=("protocol", "family", "embedding", "anchors", "test_seed"),
+          PARAMETER_PROFILES, options=("protocol", "family", "embedding", "anchors", "test_seed", "device"),
           regime="parameter", dev=True, family=get_multistep_family)
 def run_multistep(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None) -> Plan:
     """Every family's units, and the rows "<family>/<region>" x method built from them."""
     families = families_for(options.family, options.split)
     embedding, profile, protocol = P.run_settings(options)
     units = {f.name: family_units(f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests,
-                                  cache_dir) for f in families}
+                                  cache_dir, options.device) for f in families}
 
     def assemble(results):
         rows, timing, step_sizes = [], {}, {}

@@ -94,9 +94,10 @@ def make_targets(family: ParametricFamily, protocol, n_targets: int, n_draws: in
     return targets, obs
 
 
-def _common(protocol, profile: ParameterProfile, seed: int, anchors: int) -> dict:
+def _common(protocol, profile: ParameterProfile, seed: int, anchors: int, device: str = "cpu") -> dict:
     """The settings RTE and the transductive oracle share."""
-    return dict(protocol=protocol, n_pairs=profile.n_pairs, train=profile.train, seed=seed, anchors=anchors)
+    return dict(protocol=protocol, n_pairs=profile.n_pairs, train=profile.train, seed=seed, anchors=anchors,
+                device=device)
 
 
 def variant_scores(rows) -> dict[str, float]:
@@ -125,31 +126,31 @@ def chosen_variant(protocol) -> str:
 
 
 def make_rte(protocol, profile: ParameterProfile, seed: int, embedding: str = DEFAULT_EMBEDDING,
-             anchors: int = RTE.anchors, search: str = "proxy") -> RTE:
+             anchors: int = RTE.anchors, search: str = "proxy", device: str = "cpu") -> RTE:
     """The unfitted RTE of a unit (the same for test runs and the dev-choice sweeps): Strategy A
     (``search="proxy"``, the paper's Psi) or the objective in the protocol's chosen variant."""
     variant = chosen_variant(protocol)
     settings = {} if search == "proxy" or variant == "strategy-a" else {"search": search,
                                                                            **OBJECTIVE_VARIANTS[variant]}
-    return RTE(embedding=embedding, **_common(protocol, profile, seed, anchors), **settings)
+    return RTE(embedding=embedding, **_common(protocol, profile, seed, anchors, device), **settings)
 
 
 LIBRARY_FITS = ("strategy-a", "transductive-oracle", *INDUCTIVE_KINDS)  # fitted alike by parameter-multistep
 
 
 def library_fits(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
-                 cache_dir: Path | None = None) -> tuple[TaskSet, dict, dict]:
+                 cache_dir: Path | None = None, device: str = "cpu") -> tuple[TaskSet, dict, dict]:
     """The library and the models ``parameter`` and ``parameter-multistep`` fit alike on it
     (:data:`LIBRARY_FITS`: Strategy A's RTE, the transductive oracle, the inductive baselines),
     with their timing. Saved as one artifact beside the unit cache ``cache_dir``
     (:mod:`.artifacts`), so the second experiment loads what the first fitted: the same numbers."""
     library = make_library(family, profile.n_library, seed)
-    common = _common(protocol, profile, seed, anchors)
+    common = _common(protocol, profile, seed, anchors, device)
     timing = {}
 
     def fit() -> dict:
         t = time.perf_counter()
-        models = {"strategy-a": make_rte(protocol, profile, seed, embedding, anchors).fit(library)}
+        models = {"strategy-a": make_rte(protocol, profile, seed, embedding, anchors, device=device).fit(library)}
         timing.update(rte_fit_s=time.perf_counter() - t, embedding_s=models["strategy-a"].timing_["embedding_s"])
         t = time.perf_counter()
         models["transductive-oracle"] = TransductiveOracle(**common).fit(library)
@@ -169,7 +170,7 @@ def library_fits(family, protocol, profile: ParameterProfile, seed: int, embeddi
 
     def load(arrays: dict, meta: dict) -> dict:
         of = lambda name: {k.removeprefix(f"{name}/"): v for k, v in arrays.items() if k.startswith(f"{name}/")}  # noqa: E731
-        models = {"strategy-a": make_rte(protocol, profile, seed, embedding, anchors).restore(
+        models = {"strategy-a": make_rte(protocol, profile, seed, embedding, anchors, device=device).restore(
                       library, of("strategy-a"), meta["strategy-a"]),
                   "transductive-oracle": TransductiveOracle(**common).restore(
                       library, of("transductive-oracle"), meta["transductive-oracle"])}
@@ -178,7 +179,8 @@ def library_fits(family, protocol, profile: ParameterProfile, seed: int, embeddi
         return models
 
     t = time.perf_counter()
-    config = {**unit_config(family, protocol, profile, seed, embedding, anchors, None), "experiment": "library-fits",
+    config = {**unit_config(family, protocol, profile, seed, embedding, anchors, None, device),
+              "experiment": "library-fits",
               "profile": {k: v for k, v in profile.to_dict().items() if k in ("n_library", "n_pairs", "train")}}
     config.pop("target_region"), config.pop("test_seed")
     # a fit sees the training regions only: parameter-multistep's families (F3-F5 added) share it
@@ -191,17 +193,17 @@ def library_fits(family, protocol, profile: ParameterProfile, seed: int, embeddi
 
 
 def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
-               cache_dir: Path | None = None):
+               cache_dir: Path | None = None, device: str = "cpu"):
     """Fit RTE (the objective, and Strategy A with the paper's Psi), the transductive oracle and
     the inductive baselines on one library (the fits it shares with parameter-multistep from
     :func:`library_fits`)."""
-    library, models, timing = library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir)
+    library, models, timing = library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir, device)
     strategy_a = models["strategy-a"]
     objective = None
     if chosen_variant(protocol) != "strategy-a" or target_region(family) == DEV_REGION:
         t = time.perf_counter()
         # the objective's fit (its Psi has leave-one-out rows): the headline's, or the dev rows'
-        objective = RTE(embedding=embedding, **_common(protocol, profile, seed, anchors), search="objective",
+        objective = RTE(embedding=embedding, **_common(protocol, profile, seed, anchors, device), search="objective",
                         **OBJECTIVE_VARIANTS[next(iter(OBJECTIVE_VARIANTS))]).fit(library, embedded=strategy_a)
         timing["objective_fit_s"] = time.perf_counter() - t
     rte = strategy_a if chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
@@ -331,12 +333,13 @@ def per_target_mse(pred: np.ndarray, obs: Observations, n_targets: int) -> np.nd
 
 
 def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
-             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED, cache_dir: Path | None = None) -> UnitResult:
+             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED, cache_dir: Path | None = None,
+             device: str = "cpu") -> UnitResult:
     """Fit and evaluate every method for one family and one training seed on the targets of
     ``test_seed`` (the held-out region of ``family``: F2, or ``dev`` for a dev family); the fits
     shared with parameter-multistep come from the artifacts beside ``cache_dir`` when saved."""
     t0 = time.perf_counter()
-    library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors, cache_dir)
+    library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors, cache_dir, device)
     targets, obs = make_targets(family, protocol, profile.n_targets, profile.n_draws, test_seed)
     t = time.perf_counter()
     preds, stds, diag = predict_all(models, library, obs, seed, methods_of(family))
@@ -382,12 +385,12 @@ def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):
                    f"{family.name}: proxy embedding ({rte.embedding}, {protocol.name} protocol)")
 
 
-def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed) -> dict:
+def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, device: str = "cpu") -> dict:
     """Everything that determines a unit's numbers (its cache fingerprint)."""
     return dict(experiment="parameter", family=family.name, fn=getattr(family.fn, "__qualname__", ""),
                 fn_code=callable_hash(family.fn), domain=family.domain, shift=family.shift, fixed=dict(family.fixed), regions=dict(family.regions),
                 train_regions=family.train_regions, protocol=protocol, profile=profile.to_dict(), seed=seed,
-                embedding=embedding, anchors=anchors, test_seed=test_seed, target_region=target_region(family))
+                embedding=embedding, anchors=anchors, test_seed=test_seed, target_region=target_region(family), device=device)
 
 
 def search_config(family, protocol) -> dict:
@@ -397,15 +400,15 @@ def search_config(family, protocol) -> dict:
 
 
 def family_units(family, protocol, profile, embedding: str, anchors: int, plot_dir: Path | None,
-                 test_seed: int, cache_dir: Path | None = None) -> list[Unit]:
+                 test_seed: int, cache_dir: Path | None = None, device: str = "cpu") -> list[Unit]:
     """One unit per training seed of ``family`` (the first seed draws the plots)."""
     tag = f"{family.name}-{protocol.name}" + ("-dev" if target_region(family) == DEV_REGION else "")
     return seed_units(
         profile.seeds, name=lambda s: f"parameter-{tag}-seed{s}",
-        config=lambda s: {**unit_config(family, protocol, profile, s, embedding, anchors, test_seed),
+        config=lambda s: {**unit_config(family, protocol, profile, s, embedding, anchors, test_seed, device),
                           **search_config(family, protocol)},
         compute=lambda s, plots: run_unit(family, protocol, profile, s, embedding, anchors, plots, test_seed,
-                                          cache_dir),
+                                          cache_dir, device),
         plot_dir=plot_dir, plot_file=f"{family.name}-{protocol.name}-predictions.png")
 
 
@@ -436,7 +439,7 @@ def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFam
          plot_dir: Path | None, cache_dir: Path | None = None) -> Plan:
     embedding, profile, protocol = run_settings(options)
     units = {f.name: family_units(f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests,
-                                  cache_dir) for f in families}
+                                  cache_dir, options.device) for f in families}
 
     def assemble(results):
         errors, timing = {}, {}
@@ -476,7 +479,7 @@ def _dev_rows(family: ParametricFamily, methods: tuple[str, ...]) -> tuple[str, 
     return DEV_METHODS if "rte" in methods and target_region(family) == DEV_REGION else ()
 
 
-PARAMETER_OPTIONS = ("protocol", "family", "embedding", "anchors", "test_seed")
+PARAMETER_OPTIONS = ("protocol", "family", "embedding", "anchors", "test_seed", "device")
 
 
 @register("parameter", "Table 1: parameter extrapolation on five families (F1 library -> F2 targets)",

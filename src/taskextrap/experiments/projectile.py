@@ -44,22 +44,23 @@ def _norm_theta(params):
     return (params - np.array([45.0, 45.0])) / np.array([15.0, 5.0])
 
 
-def _train(net, batch_fn, steps: int, seed: int):
+def _train(net, batch_fn, steps: int, seed: int, device: str = "cpu"):
     opt = torch.optim.Adam(net.parameters(), lr=5e-3)
     g = rng(seed, "batches")
     for _ in range(steps):
         x, y = batch_fn(g)
-        loss = torch.nn.functional.mse_loss(net(torch.from_numpy(x)), torch.from_numpy(y))
+        loss = torch.nn.functional.mse_loss(net(torch.from_numpy(x).to(device)), torch.from_numpy(y).to(device))
         opt.zero_grad()
         loss.backward()
         opt.step()
     return net
 
 
-def run_seed(steps: int, seed: int, dev: bool = False):
+def run_seed(steps: int, seed: int, dev: bool = False, device: str = "cpu"):
     """Train both models on one seed; return (x, truth, anchor curve, inductive, transductive, anchor).
 
-    ``dev``: the dev split (library speeds in ``DEV_SPEEDS``, target ``DEV_TARGET``)."""
+    ``dev``: the dev split (library speeds in ``DEV_SPEEDS``, target ``DEV_TARGET``); ``device``:
+    where the two networks train (initialised on the CPU)."""
     fam = dataclasses.replace(PROJECTILE, regions={"train": DEV_SPEEDS}) if dev else PROJECTILE
     target = DEV_TARGET if dev else TARGET
     library = TaskSet.sample(fam, {"train": 200}, rng(seed, "projectile", "library"))
@@ -82,11 +83,11 @@ def run_seed(steps: int, seed: int, dev: bool = False):
         resid = (library.values(x, t) - library.values(x, a)) / Y_SCALE
         return feats.reshape(-1, 4).astype(np.float32), resid.reshape(-1, 1).astype(np.float32)
 
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), torch.device("cpu"):
         torch.manual_seed(derive_seed(seed, "projectile-nets") % 2**31)
-        inductive, transductive = mlp([3, 64, 64, 1]), mlp([4, 64, 64, 1])
-    _train(inductive, inductive_batch, steps, derive_seed(seed, "inductive"))
-    _train(transductive, transductive_batch, steps, derive_seed(seed, "transductive"))
+        inductive, transductive = mlp([3, 64, 64, 1]).to(device), mlp([4, 64, 64, 1]).to(device)
+    _train(inductive, inductive_batch, steps, derive_seed(seed, "inductive"), device)
+    _train(transductive, transductive_batch, steps, derive_seed(seed, "transductive"), device)
 
     anchor = int(np.argmin(np.linalg.norm(_norm_theta(library.params) - _norm_theta(target), axis=1)))
     x = np.linspace(0.0, float(landing(target)[0]), 200)[None]
@@ -96,13 +97,13 @@ def run_seed(steps: int, seed: int, dev: bool = False):
         f_ind = np.concatenate([x.T / X_SCALE, np.broadcast_to(_norm_theta(target), (200, 2))], axis=1)
         dtheta = _norm_theta(target) - _norm_theta(library.params[anchor : anchor + 1])
         f_tr = np.concatenate([x.T / X_SCALE, y_anchor[:, None] / Y_SCALE, np.broadcast_to(dtheta, (200, 2))], axis=1)
-        ind = inductive(torch.from_numpy(f_ind.astype(np.float32)))[:, 0].numpy() * Y_SCALE
-        tr = y_anchor + transductive(torch.from_numpy(f_tr.astype(np.float32)))[:, 0].numpy() * Y_SCALE
+        ind = inductive(torch.from_numpy(f_ind.astype(np.float32)).to(device))[:, 0].cpu().numpy() * Y_SCALE
+        tr = y_anchor + transductive(torch.from_numpy(f_tr.astype(np.float32)).to(device))[:, 0].cpu().numpy() * Y_SCALE
     return x[0], truth, y_anchor, ind, tr, library.params[anchor]
 
 
 @register("projectile", "Fig. 1: inductive vs transductive extrapolation of a cannon trajectory to v = 65",
-          PROJECTILE_PROFILES, dev=True)
+          PROJECTILE_PROFILES, options=("device",), dev=True)
 def run_projectile(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """Train both Fig. 1 models per seed (one unit each); rows are the MSE on the target trajectory."""
     profile = get_profile(PROJECTILE_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
@@ -112,7 +113,7 @@ def run_projectile(options: RunOptions, cache_dir: Path | None, plot_dir: Path |
 
     def compute(seed: int, plots: Path | None) -> UnitResult:
         t = time.perf_counter()
-        x, truth, y_anchor, ind, tr, anchor = run_seed(steps, seed, dev)
+        x, truth, y_anchor, ind, tr, anchor = run_seed(steps, seed, dev, options.device)
         errors = {"inductive-oracle": np.array([np.mean((ind - truth) ** 2)]),
                   "transductive-oracle": np.array([np.mean((tr - truth) ** 2)])}
         if plots is not None:
@@ -126,7 +127,8 @@ def run_projectile(options: RunOptions, cache_dir: Path | None, plot_dir: Path |
         return UnitResult(errors, {"total_s": time.perf_counter() - t})
 
     units = seed_units(seeds, name=lambda s: "projectile" + ("-dev" if dev else "") + f"-seed{s}",
-                       config=lambda s: {"experiment": "projectile", "steps": steps, "seed": s, "dev": dev},
+                       config=lambda s: {"experiment": "projectile", "steps": steps, "seed": s, "dev": dev,
+                                         "device": options.device},
                        compute=compute, plot_dir=plot_dir, plot_file="projectile.png")
 
     def assemble(results):

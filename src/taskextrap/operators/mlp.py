@@ -41,8 +41,9 @@ def mlp(sizes: list[int]) -> nn.Sequential:
 
 
 def block_mlp(d_in: int, d_out: int, seed: int, blocks=PARAMETER_BLOCKS) -> nn.Sequential:
-    """Chain of MLP blocks; the last block ends in ``d_out`` outputs. Initialised from ``seed``."""
-    with torch.random.fork_rng(devices=[]):
+    """Chain of MLP blocks; the last block ends in ``d_out`` outputs. Initialised from ``seed`` on
+    the CPU (the same weights whatever device the network is moved to afterwards)."""
+    with torch.random.fork_rng(devices=[]), torch.device("cpu"):
         torch.manual_seed(seed % 2**31)
         return _blocks(d_in, d_out, blocks)
 

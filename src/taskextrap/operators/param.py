@@ -65,9 +65,15 @@ class _PointwiseNet:
 
     def __init__(self, n_features: int, seed: int, cfg: TrainConfig, blocks=PARAMETER_BLOCKS):
         self.net = block_mlp(n_features, 1, seed, blocks)
-        self.device = torch.device("cpu")  # where the network runs: rows are moved there to predict
+        self.device = torch.device("cpu")  # where the network runs (:meth:`to`): rows are moved there
         self.cfg = cfg
         self.history: list[float] = []
+
+    def to(self, device) -> "_PointwiseNet":
+        """Run the network on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``); returns self."""
+        self.device = torch.device(device)
+        self.net.to(self.device)
+        return self
 
     def _train_batches(self, make_batch: Callable[[np.random.Generator], tuple], val_batch: tuple | None,
                        to_rows: Callable[[tuple], tuple[np.ndarray, np.ndarray]], rng: np.random.Generator,
@@ -91,14 +97,15 @@ class _PointwiseNet:
             if state["x"] is None or state["pos"] + self.cfg.batch > len(state["x"]):
                 x, y = make_rows(rng)
                 perm = rng.permutation(len(x))
-                state.update(x=torch.from_numpy(x[perm]), y=torch.from_numpy(_column(y)[perm]), pos=0)
+                state.update(x=torch.from_numpy(x[perm]).to(self.device),
+                             y=torch.from_numpy(_column(y)[perm]).to(self.device), pos=0)
             sl = slice(state["pos"], state["pos"] + self.cfg.batch)
             state["pos"] += self.cfg.batch
             return state["x"][sl], state["y"][sl]
 
         val = None
         if val_rows is not None:
-            val = (torch.from_numpy(val_rows[0]), torch.from_numpy(_column(val_rows[1])))
+            val = (torch.from_numpy(val_rows[0]).to(self.device), torch.from_numpy(_column(val_rows[1])).to(self.device))
         self.net.train()
         self.history = train_regressor(self.net, make_batch, val, self.cfg, progress)
         self.net.eval()
@@ -110,7 +117,7 @@ class _PointwiseNet:
 
     def load_state(self, arrays: dict, prefix: str) -> None:
         """Weights and history from :meth:`state`'s arrays, into this (same-shaped) network."""
-        net = {k.removeprefix(f"{prefix}.net."): torch.from_numpy(v.copy()) for k, v in arrays.items()
+        net = {k.removeprefix(f"{prefix}.net."): torch.from_numpy(v.copy()).to(self.device) for k, v in arrays.items()
                if k.startswith(f"{prefix}.net.")}
         self.net.load_state_dict(net)
         self.net.eval()

@@ -62,16 +62,16 @@ def _inner_values(primitives: PrimitiveSet, x: np.ndarray, inner: list[np.ndarra
 
 
 def _outer_losses(primitives: PrimitiveSet, v: np.ndarray, y: np.ndarray, outer: np.ndarray,
-                  max_floats: int) -> torch.Tensor:
-    """Context MSE (k_1, p) of every outer candidate applied to every row of ``v`` (p, m)."""
+                  max_floats: int, device: str = "cpu") -> torch.Tensor:
+    """Context MSE (k_1, p) of every outer candidate applied to every row of ``v`` (p, m), on ``device``."""
     p, m = v.shape
     k = len(outer)
-    table = torch.from_numpy(primitives.curves[outer].T.astype(np.float32))          # (G, k) grid-major
+    table = torch.from_numpy(primitives.curves[outer].T.astype(np.float32)).to(device)  # (G, k) grid-major
     lerp = torch.cat([table[:-1], table[1:] - table[:-1]], dim=1).contiguous()       # (G-1, 2k): value, slope
     pos, t = primitives.locate(v)
-    pos, t = torch.from_numpy(pos), torch.from_numpy(t.astype(np.float32))
-    target = torch.from_numpy(np.asarray(y, dtype=np.float32))[:, None]
-    out = torch.empty((p, k), dtype=torch.float32)
+    pos, t = torch.from_numpy(pos).to(device), torch.from_numpy(t.astype(np.float32)).to(device)
+    target = torch.from_numpy(np.asarray(y, dtype=np.float32)).to(device)[:, None]
+    out = torch.empty((p, k), dtype=torch.float32, device=device)
     rows = max(1, max_floats // (m * k))
     for a in range(0, p, rows):
         g = torch.index_select(lerp, 0, pos[a:a + rows].reshape(-1))                  # (r*m, 2k)
@@ -95,12 +95,12 @@ def _check(primitives: PrimitiveSet, ctx_x, ctx_y, candidates) -> list[np.ndarra
 
 
 def chain_losses(primitives: PrimitiveSet, ctx_x: np.ndarray, ctx_y: np.ndarray, candidates,
-                 max_floats: int = MAX_FLOATS) -> np.ndarray:
+                 max_floats: int = MAX_FLOATS, device: str = "cpu") -> np.ndarray:
     """Context MSE (n, k_1 * ... * k_d) of every chain of the slots' ``candidates`` ((n, k_j)
-    each, outermost first), C order over the slots; batched (float32 outer slot)."""
+    each, outermost first), C order over the slots; batched (float32 outer slot, on ``device``)."""
     cands = _check(primitives, ctx_x, ctx_y, candidates)
     out = [_outer_losses(primitives, _inner_values(primitives, ctx_x[i], [c[i] for c in cands[1:]]), ctx_y[i],
-                         cands[0][i], max_floats).reshape(-1).numpy() for i in range(len(ctx_x))]
+                         cands[0][i], max_floats, device).reshape(-1).cpu().numpy() for i in range(len(ctx_x))]
     return np.stack(out).astype(float)
 
 
@@ -119,10 +119,10 @@ def chain_losses_loop(primitives: PrimitiveSet, ctx_x: np.ndarray, ctx_y: np.nda
 
 
 def verify_chains(primitives: PrimitiveSet, ctx_x: np.ndarray, ctx_y: np.ndarray, candidates, keep: int,
-                  max_floats: int = MAX_FLOATS) -> tuple[np.ndarray, np.ndarray]:
+                  max_floats: int = MAX_FLOATS, device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
     """The best ``keep`` chains of every target among all chains of the slots' ``candidates``
     ((n, k_j) each, outermost first): (chains (n, keep, d) outermost first, context MSE (n, keep)
-    in float64), best first. Each target's chains are scored in one batched evaluation."""
+    in float64), best first. Each target's chains are scored in one batched evaluation on ``device``."""
     cands = _check(primitives, ctx_x, ctx_y, candidates)
     check_int("keep", keep, 1)
     check_int("max_floats", max_floats, 1)
@@ -132,8 +132,8 @@ def verify_chains(primitives: PrimitiveSet, ctx_x: np.ndarray, ctx_y: np.ndarray
     chains = np.empty((n, keep, len(cands)), dtype=np.int64)
     for i in range(n):
         loss = _outer_losses(primitives, _inner_values(primitives, ctx_x[i], [c[i] for c in cands[1:]]),
-                             ctx_y[i], cands[0][i], max_floats).reshape(-1)
-        best = torch.topk(loss, keep, largest=False, sorted=True).indices.numpy()
+                             ctx_y[i], cands[0][i], max_floats, device).reshape(-1)
+        best = torch.topk(loss, keep, largest=False, sorted=True).indices.cpu().numpy()
         slots = np.unravel_index(best, shape)
         chains[i] = np.stack([c[i][s] for c, s in zip(cands, slots)], axis=1)
     return _ranked(primitives, ctx_x, ctx_y, chains)

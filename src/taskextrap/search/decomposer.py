@@ -28,17 +28,25 @@ class Decomposer:
 
     def __init__(self, scaler: FamilyScaler, n_context: int, part_dims: tuple[int, ...], seed: int,
                  cfg: TrainConfig):
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]), torch.device("cpu"):  # initialised on the CPU (:meth:`to` moves it)
             torch.manual_seed(seed % 2**31)
             self.net = nn.Sequential(mlp([2 * n_context, *DECOMPOSER_HIDDEN]), nn.ReLU(),
                                      nn.Linear(DECOMPOSER_HIDDEN[-1], sum(part_dims)))
         self.scaler, self.part_dims, self.cfg = scaler, tuple(part_dims), cfg
         self.history: list[float] = []
+        self.device = torch.device("cpu")
+
+    def to(self, device) -> "Decomposer":
+        """Run the network on ``device``; returns self."""
+        self.device = torch.device(device)
+        self.net.to(self.device)
+        return self
 
     def inputs(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> torch.Tensor:
         """Sorted, scaled context rows (n, 2k)."""
         sx, sy = sort_context(ctx_x, ctx_y)
-        return torch.from_numpy(np.concatenate([self.scaler.x(sx), self.scaler.y(sy)], axis=1).astype(np.float32))
+        rows = np.concatenate([self.scaler.x(sx), self.scaler.y(sy)], axis=1).astype(np.float32)
+        return torch.from_numpy(rows).to(self.device)
 
     def fit(self, make_arrays: Callable[[np.random.Generator], tuple], val_arrays: tuple, rng: np.random.Generator,
             progress=None) -> "Decomposer":
@@ -49,7 +57,7 @@ class Decomposer:
         """
         def to_tensors(a, stage):
             ctx_x, ctx_y, parts = audit.consume("decomposer", a, stage)
-            return self.inputs(ctx_x, ctx_y), torch.from_numpy(np.asarray(parts, dtype=np.float32))
+            return self.inputs(ctx_x, ctx_y), torch.from_numpy(np.asarray(parts, dtype=np.float32)).to(self.device)
 
         self.net.train()
         self.history = train_regressor(self.net, lambda _s: to_tensors(make_arrays(rng), "train"),
@@ -60,5 +68,5 @@ class Decomposer:
     def predict(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> list[np.ndarray]:
         """The predicted parts, one (n, dim) array per head."""
         with torch.no_grad():
-            out = self.net(self.inputs(ctx_x, ctx_y)).numpy().astype(float)
+            out = self.net(self.inputs(ctx_x, ctx_y)).cpu().numpy().astype(float)
         return np.split(out, np.cumsum(self.part_dims)[:-1], axis=1)
