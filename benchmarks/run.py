@@ -11,6 +11,7 @@ benchmarks/results/. Not part of the test suite.
     python benchmarks/run.py --only executors      # serial against Ray on the quick parameter sweep
     python benchmarks/run.py --only codeio-em --profiles quick --split dev  # App. B.2 EM, dev split
     python benchmarks/run.py --only speed [--device cuda]  # one paper unit per experiment, timed (speed.py)
+    python benchmarks/run.py --only kernels        # the kernels behind the speed work (kernels.py)
 
 Finished units are cached under benchmarks/results/runs/units, so an interrupted run resumes and
 the ablation experiments reuse the main experiments' fits; benchmarks/paired.py compares two
@@ -190,7 +191,7 @@ def main():
                                        "composition", "ablations", "multistep", "parameter-ablations", "length-ablations",
                                        "composition-ablations", "parameter-multistep", "composition-depth3", "parity", "codeio",
                                        "executors", "unseen", "manifolds", "composition-em", "codeio-em",
-                                       "llm-geometry", "speed"],
+                                       "llm-geometry", "speed", "kernels"],
                     default=None)
     ap.add_argument("--seeds", type=int, default=None, help="the first N training seeds of each profile (default: all)")
     ap.add_argument("--threads", type=int, default=None,
@@ -267,6 +268,8 @@ def main():
                 res = bench_experiment(name, "quick", protocol, family)
                 write_json_atomic(result_path(f"unseen-{name}-{family.split(':')[1]}-{protocol}-quick"),
                                   {"environment": env, **res})
+    if args.only in (None, "kernels"):  # the kernels behind the speed work, one thread (a minute)
+        _sibling("kernels").main()
     if args.only in (None, "speed"):  # one paper unit per experiment in its own process (speed.py)
         _sibling("speed").main(["--label", args.label, "--device", args.device,
                                 "--threads", str(args.threads or 1)])

@@ -440,15 +440,15 @@ def render_speed(data: dict) -> str:
     return speed.table(data)
 
 
-def render_profile(data: dict, top: int = 14) -> str:
-    """``profiles/<experiment>-<profile>.json`` (benchmarks/profile.py): the functions with the
+def render_profile(data: dict, top: int = 24) -> str:
+    """``profiles/<experiment>-<profile>.json`` (benchmarks/profile_unit.py): the functions with the
     largest inclusive share of a unit's samples, one column per label (before, after)."""
     labels = list(data)
     first = data[labels[0]]
-    names = list(dict.fromkeys(f for lab in labels for f in list(data[lab]["inclusive_pct"])[:top]))
-    names = [f for f in names if not f.startswith(("<module>", "main (", "Command", "Context", "Group", "_run_",
-                                                    "run_experiment", "run_units", "cached_unit", "seed_units",
-                                                    "family_units", "reproduce (", "invoke", "Module._", "_engine"))]
+    harness = ("(<frozen", "(cli.py)", "(core.py)", "(runner.py)", "(executors.py)", "(units.py)", "(module.py)",
+               "(taskextrap:", "<lambda>", "run_unit (")  # start-up, the command line and the unit machinery
+    own = [[f for f in data[lab]["inclusive_pct"] if not any(h in f for h in harness)] for lab in labels]
+    names = list(dict.fromkeys(f for fs in own for f in fs[:top]))
     lines = ["| function | " + " | ".join(f"{lab} (% of samples)" for lab in labels) + " |",
              "| --- |" + " ---: |" * len(labels)]
     for f in names:
@@ -456,8 +456,9 @@ def render_profile(data: dict, top: int = 14) -> str:
         lines.append(f"| `{f}` | " + " | ".join(cells) + " |")
     walls = "; ".join(f"{lab}: {data[lab]['wall_s']:.0f} s at {data[lab]['commit']}" for lab in labels)
     lines += ["", f"_{first['experiment']} ({first['unit']}, `{first['profile']}` profile, one torch thread) under "
-                  f"py-spy at {first['rate_hz']} Hz, inclusive shares (a function and what it calls); {walls}; "
-                  f"`python benchmarks/profile.py {first['experiment']} --profile {first['profile']}`._"]
+                  f"py-spy at {first['rate_hz']} Hz, inclusive shares (a function and what it calls; - : not among the "
+                  f"60 largest); {walls}; "
+                  f"`python benchmarks/profile_unit.py {first['experiment']} --profile {first['profile']}`._"]
     return "\n".join(lines)
 
 

@@ -239,3 +239,15 @@ def test_the_fits_own_contexts_are_projected_from_the_raw_outputs_it_already_com
     assert calls == []
     again = emb.project(x.numpy(), y.numpy())  # kept for one projection only
     assert calls == [30] and np.array_equal(first, again)
+
+
+def test_the_profile_summary_counts_inclusive_and_own_samples(load_script):
+    profile = load_script("benchmarks/profile_unit.py")
+    lines = ["main (cli.py:1);fit (train.py:10);backward (graph.py:5) 6",
+             "main (cli.py:1);fit (train.py:10) 2",
+             "main (cli.py:1);predict (param.py:3) 2", ""]
+    s = profile.summarise(lines)
+    assert s["samples"] == 10
+    assert s["inclusive_pct"] == {"main (cli.py)": 100.0, "fit (train.py)": 80.0, "backward (graph.py)": 60.0,
+                                  "predict (param.py)": 20.0}
+    assert s["self_pct"]["backward (graph.py)"] == 60.0 and s["self_pct"]["fit (train.py)"] == 20.0

@@ -184,7 +184,7 @@ def test_a_sweep_under_ray_matches_serial(local_ray, tmp_path, capsys):
     for executor in ("serial", "ray"):
         assert _cli(*args, "--executor", executor, "--out", str(tmp_path / executor)) == 0
     capsys.readouterr()
-    folders = sorted(p.name for p in (tmp_path / "serial").iterdir() if p.name != "units")
+    folders = sorted(p.name for p in (tmp_path / "serial").iterdir() if p.name not in ("units", "artifacts"))
     assert folders == ["parameter-ablations-paper-tiny", "parameter-paper-tiny", "projectile-paper-tiny"]
     for name in folders:
         a = json.loads((tmp_path / "serial" / name / "results.json").read_text())
@@ -193,6 +193,9 @@ def test_a_sweep_under_ray_matches_serial(local_ray, tmp_path, capsys):
         assert sorted(p.name for p in (tmp_path / "serial" / name / "plots").glob("*")) == \
             sorted(p.name for p in (tmp_path / "ray" / name / "plots").glob("*"))
     assert len(list((tmp_path / "ray" / "units").glob("*.json"))) == len(list((tmp_path / "serial" / "units").glob("*.json")))
+    # the fits parameter shares are saved once per family, by whichever process computed them
+    assert sorted(p.name for p in (tmp_path / "ray" / "artifacts").iterdir()) == \
+        sorted(p.name for p in (tmp_path / "serial" / "artifacts").iterdir())
 
 
 def test_a_unit_failing_on_ray_is_one_line_and_the_others_are_saved(local_ray, tmp_path, monkeypatch):

@@ -34,7 +34,8 @@ from taskextrap.validation import (as_float_array, check_context, check_device, 
 
 # Tasks per vectorised batch. Every task's numbers are independent of the chunk it is in (each is
 # its own batched matmul), so this is a speed setting only: 256 keeps a chunk's per-task
-# parameter tensors (256 x 4.3k floats, 4.4 MB) in cache, 2.3x faster than 2048 for ``adapted``.
+# parameter tensors (256 x 4.3k floats, 4.4 MB) in cache, faster than 2048 for ``adapted``
+# (benchmarks/results/kernels.json).
 CHUNK = 256
 
 

@@ -3,9 +3,9 @@ times) run under the sampling profiler py-spy, summarised as the functions with 
 inclusive and own (self) share of the samples. Writes benchmarks/results/profiles/<experiment>.json;
 docs/performance.md reads these.
 
-    python benchmarks/profile.py parameter                 # one paper unit, 1 thread (minutes)
-    python benchmarks/profile.py composition --profile quick
-    python benchmarks/profile.py parameter --label before --checkout /path/to/old/worktree
+    python benchmarks/profile_unit.py parameter                 # one paper unit, 1 thread (minutes)
+    python benchmarks/profile_unit.py composition --profile quick
+    python benchmarks/profile_unit.py parameter --label before --checkout /path/to/old/worktree
 
 Needs py-spy (``pip install py-spy``, in the ``bench`` extra).
 """
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _FRAME = re.compile(r" \((?:.*/)?([^/]+\.py):\d+\)$")
 
 
-def summarise(raw_lines, top: int = 25) -> dict:
+def summarise(raw_lines, top: int = 60) -> dict:
     """py-spy's raw (collapsed-stack) lines -> the ``top`` functions by inclusive and by own
     share of the samples, as ``"function (file.py)"`` -> percent."""
     inclusive, own, total = collections.Counter(), collections.Counter(), 0
@@ -87,10 +87,11 @@ def main(argv=None):
     ap.add_argument("--profile", default="paper")
     ap.add_argument("--label", default="after", help="the key the summary is kept under (before, after)")
     ap.add_argument("--checkout", type=Path, default=ROOT, help="the worktree whose package runs")
+    ap.add_argument("--out", type=Path, default=None, help="the JSON to update [default: results/profiles/<exp>-<profile>.json]")
     args = ap.parse_args(argv)
     from taskextrap.files import write_json_atomic
 
-    path = OUT / f"{args.experiment}-{args.profile}.json"
+    path = args.out or OUT / f"{args.experiment}-{args.profile}.json"
     doc = json.loads(path.read_text()) if path.exists() else {}
     doc[args.label] = profile_unit(args.experiment, args.profile, checkout=args.checkout)
     write_json_atomic(path, doc)
