@@ -42,6 +42,7 @@ def _best(fn, repeat: int = 3) -> float:
 
 
 def psi_step(rows: int = 4096, d_in: int = 60, steps: int = 50) -> dict:
+    """Ms per Adam step of Psi on ``rows`` rows of ``d_in`` features, and the GFLOP/s that is."""
     net = block_mlp(d_in, 1, 0)
     opt = torch.optim.Adam(net.parameters(), 1e-3)
     x, y = torch.randn(rows, d_in), torch.randn(rows, 1)
@@ -59,6 +60,7 @@ def psi_step(rows: int = 4096, d_in: int = 60, steps: int = 50) -> dict:
 
 
 def predict_chunks(rows: int = 524288, d_in: int = 60) -> dict:
+    """Seconds to predict ``rows`` rows in 65,536-row passes and in 4,096-row ones; same bits?"""
     net = block_mlp(d_in, 1, 0).eval()
     x = np.random.default_rng(0).normal(size=(rows, d_in)).astype(np.float32)
     before = predict_rows(net, x, chunk=65536)
@@ -67,7 +69,9 @@ def predict_chunks(rows: int = 524288, d_in: int = 60) -> dict:
             "identical": bool(torch.equal(predict_rows(net, x, chunk=4096), before))}
 
 
-def _textbook_adapted(p0, x, y, steps, lr):
+def textbook_adapted(p0, x, y, steps, lr):
+    """The ``adapted`` Gamma as it was before the flat rewrite: per-parameter Adam, allocating
+    (the reference tests/test_speed.py holds the rewrite to, bit for bit)."""
     n = x.shape[0]
     p = {k: v.expand(n, *v.shape).clone() for k, v in p0.items()}
     m = {k: torch.zeros_like(v) for k, v in p.items()}
@@ -84,15 +88,18 @@ def _textbook_adapted(p0, x, y, steps, lr):
 
 
 def adapted(n: int = 2048, k: int = 25, steps: int = 50) -> dict:
+    """Seconds for the ``adapted`` Gamma of ``n`` tasks: textbook in one chunk against the flat
+    rewrite in chunks of 256; same bits?"""
     p0 = init_probe(64, torch_generator(0, "probe"), xavier=True)
     g = torch.Generator().manual_seed(0)
     x = torch.rand(n, k, generator=g) * 2 - 1
     y = torch.sin(3 * x)
-    before = _textbook_adapted(p0, x, y, steps, 1e-2)
-    now = lambda: torch.cat([E._per_task_adapted(p0, x[i:i + 256], y[i:i + 256], steps, 1e-2)  # noqa: E731
-                             for i in range(0, n, 256)])
+    before = textbook_adapted(p0, x, y, steps, 1e-2)
+    c = E.CHUNK
+    now = lambda: torch.cat([E._per_task_adapted(p0, x[i:i + c], y[i:i + c], steps, 1e-2)  # noqa: E731
+                             for i in range(0, n, c)])
     return {"tasks": n, "context": k, "steps": steps,
-            "before_s": round(_best(lambda: _textbook_adapted(p0, x, y, steps, 1e-2), 1), 2),
+            "before_s": round(_best(lambda: textbook_adapted(p0, x, y, steps, 1e-2), 1), 2),
             "now_s": round(_best(now, 1), 2), "identical": bool(torch.equal(now(), before))}
 
 

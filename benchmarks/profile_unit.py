@@ -52,9 +52,10 @@ def profile_unit(experiment: str, profile: str = "paper", rate: int = 50, checko
     """Record one unit of ``experiment`` with py-spy (one torch thread) and summarise it."""
     speed = _speed()
     extra, unit = speed.UNITS[experiment]
-    if shutil.which("py-spy") is None and not Path(sys.executable).with_name("py-spy").exists():
+    beside = Path(sys.executable).with_name("py-spy")  # the venv's, when it is not on PATH
+    spy = shutil.which("py-spy") or (str(beside) if beside.exists() else None)
+    if spy is None:
         raise SystemExit("error: py-spy is not installed (pip install py-spy)")
-    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     with tempfile.TemporaryDirectory(prefix="profile-") as tmp:
         raw = Path(tmp) / "raw.txt"
         cmd = [spy, "record", "-r", str(rate), "-f", "raw", "-o", str(raw), "--", sys.executable, "-m",

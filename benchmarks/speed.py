@@ -35,9 +35,8 @@ ANCHOR = {"what": "the authors' FuncExtrap_no_label.py (Table 1), one training s
           "wall_s": 1114.0, "per_family_seed_s": 1114.0 / 5, "threads": 2,
           "source": "issue 35 (measured on this machine class); shared/reference/authors-implementation.md §2"}
 
-# One unit per experiment: (experiment, extra CLI arguments, what the unit is, the CPU time a
-# `paper` unit took before this benchmark existed, for the skip note). The language-model units
-# are hours on a CPU: they run when named (or on --device cuda).
+# One unit per experiment: name -> (extra CLI arguments, what the unit is). The language-model
+# units are hours on a CPU: they run when named (or on --device cuda).
 UNITS = {
     "parameter": (["--family", "cubic"], "cubic, seed 0"),
     "parameter-ablations": (["--family", "quadratic"], "quadratic, seed 0"),

@@ -6,31 +6,13 @@ import json
 import numpy as np
 import pytest
 import torch
-from torch.func import grad, vmap
 
 from taskextrap.embed import estimators as E
-from taskextrap.embed.probe import flatten, init_probe, probe_loss
+from taskextrap.embed.probe import init_probe
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.mlp import block_mlp, predict_rows
 from taskextrap.operators.param import _rows, _stack
 from taskextrap.seeding import torch_generator
-
-
-def _textbook_adapted(p0, x, y, steps, lr):
-    """Per-task Adam as the embedding computed it before the flat rewrite (per key, allocating)."""
-    n = x.shape[0]
-    p = {k: v.expand(n, *v.shape).clone() for k, v in p0.items()}
-    m = {k: torch.zeros_like(v) for k, v in p.items()}
-    s = {k: torch.zeros_like(v) for k, v in p.items()}
-    g_fn = vmap(grad(probe_loss), in_dims=(0, 0, 0))
-    b1, b2, eps = 0.9, 0.999, 1e-8
-    for t in range(1, steps + 1):
-        g = g_fn(p, x, y)
-        for k in p:
-            m[k].mul_(b1).add_(g[k], alpha=1 - b1)
-            s[k].mul_(b2).addcmul_(g[k], g[k], value=1 - b2)
-            p[k] -= lr * (m[k] / (1 - b1**t)) / ((s[k] / (1 - b2**t)).sqrt() + eps)
-    return flatten(p) - flatten(p0)
 
 
 def _tasks(n=40, k=8, seed=0):
@@ -39,10 +21,11 @@ def _tasks(n=40, k=8, seed=0):
     return x, torch.sin(3 * x) + 0.1 * torch.randn(n, k, generator=g)
 
 
-def test_flat_adam_adaptation_is_bit_identical_to_the_textbook_form():
+def test_flat_adam_adaptation_is_bit_identical_to_the_textbook_form(load_script):
+    textbook = load_script("benchmarks/kernels.py").textbook_adapted  # the form before the rewrite
     p0 = init_probe(16, torch_generator(0, "probe"), xavier=True)
     x, y = _tasks()
-    assert torch.equal(E._per_task_adapted(p0, x, y, 7, 1e-2), _textbook_adapted(p0, x, y, 7, 1e-2))
+    assert torch.equal(E._per_task_adapted(p0, x, y, 7, 1e-2), textbook(p0, x, y, 7, 1e-2))
 
 
 @pytest.mark.parametrize("method", E.EMBEDDINGS)

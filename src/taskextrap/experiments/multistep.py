@@ -147,7 +147,7 @@ def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding
     parameter experiment's fits of the same library (``parameter.library_fits``, loaded from
     the artifacts beside ``cache_dir`` when that experiment saved them), chained."""
     library, fits, timing = P.library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir, device)
-    common = P._common(protocol, profile, seed, anchors, device)
+    common = P.common_settings(protocol, profile, seed, anchors, device)
     t = time.perf_counter()
     rte = ChainedRTE(embedding=embedding, **common).fit(library, fitted=fits["strategy-a"])
     models = {"rte": rte, "transductive-oracle": ChainedTransductiveOracle(**common).fit(

@@ -94,8 +94,8 @@ def make_targets(family: ParametricFamily, protocol, n_targets: int, n_draws: in
     return targets, obs
 
 
-def _common(protocol, profile: ParameterProfile, seed: int, anchors: int, device: str = "cpu") -> dict:
-    """The settings RTE and the transductive oracle share."""
+def common_settings(protocol, profile: ParameterProfile, seed: int, anchors: int, device: str = "cpu") -> dict:
+    """The settings RTE, the transductive oracle and parameter-multistep's chained ones share."""
     return dict(protocol=protocol, n_pairs=profile.n_pairs, train=profile.train, seed=seed, anchors=anchors,
                 device=device)
 
@@ -132,7 +132,7 @@ def make_rte(protocol, profile: ParameterProfile, seed: int, embedding: str = DE
     variant = chosen_variant(protocol)
     settings = {} if search == "proxy" or variant == "strategy-a" else {"search": search,
                                                                            **OBJECTIVE_VARIANTS[variant]}
-    return RTE(embedding=embedding, **_common(protocol, profile, seed, anchors, device), **settings)
+    return RTE(embedding=embedding, **common_settings(protocol, profile, seed, anchors, device), **settings)
 
 
 LIBRARY_FITS = ("strategy-a", "transductive-oracle", *INDUCTIVE_KINDS)  # fitted alike by parameter-multistep
@@ -145,7 +145,7 @@ def library_fits(family, protocol, profile: ParameterProfile, seed: int, embeddi
     with their timing. Saved as one artifact beside the unit cache ``cache_dir``
     (:mod:`.artifacts`), so the second experiment loads what the first fitted: the same numbers."""
     library = make_library(family, profile.n_library, seed)
-    common = _common(protocol, profile, seed, anchors, device)
+    common = common_settings(protocol, profile, seed, anchors, device)
     timing = {}
 
     def fit() -> dict:
@@ -203,7 +203,7 @@ def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding
     if chosen_variant(protocol) != "strategy-a" or target_region(family) == DEV_REGION:
         t = time.perf_counter()
         # the objective's fit (its Psi has leave-one-out rows): the headline's, or the dev rows'
-        objective = RTE(embedding=embedding, **_common(protocol, profile, seed, anchors, device), search="objective",
+        objective = RTE(embedding=embedding, **common_settings(protocol, profile, seed, anchors, device), search="objective",
                         **OBJECTIVE_VARIANTS[next(iter(OBJECTIVE_VARIANTS))]).fit(library, embedded=strategy_a)
         timing["objective_fit_s"] = time.perf_counter() - t
     rte = strategy_a if chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
