@@ -191,7 +191,7 @@ def main():
                                        "composition", "ablations", "multistep", "parameter-ablations", "length-ablations",
                                        "composition-ablations", "parameter-multistep", "composition-depth3", "parity", "codeio",
                                        "executors", "unseen", "manifolds", "composition-em", "codeio-em",
-                                       "llm-geometry", "speed", "kernels"],
+                                       "llm-geometry", "speed", "kernels", "codeio-search"],
                     default=None)
     ap.add_argument("--seeds", type=int, default=None, help="the first N training seeds of each profile (default: all)")
     ap.add_argument("--threads", type=int, default=None,
@@ -270,6 +270,8 @@ def main():
                                   {"environment": env, **res})
     if args.only in (None, "kernels"):  # the kernels behind the speed work, one thread (a minute)
         _sibling("kernels").main()
+    if args.only in (None, "codeio-search"):  # the bounded CodeIO search against the full one (~25 min)
+        _sibling("codeio_search").main([])
     if args.only in (None, "speed"):  # one paper unit per experiment in its own process (speed.py)
         _sibling("speed").main(["--label", args.label, "--device", args.device,
                                 "--threads", str(args.threads or 1)])

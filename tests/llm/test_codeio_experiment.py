@@ -5,6 +5,7 @@ import importlib.util
 import json
 import re
 import threading
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -117,8 +118,8 @@ def test_tiny_run_keeps_every_final_prompt(tiny_run):
 
 def test_search_scores_every_candidate_never_the_held_out_list(tiny_run):
     _, seen, _, _ = tiny_run
-    scored = seen["scored"]
-    assert len(scored) == 992 and set(scored) == set(S.candidates())
+    scored = seen["scored"]  # one entry per leave-one-out pair (three per candidate at most)
+    assert set(scored) == set(S.candidates()) and max(Counter(scored).values()) <= 3
     train, test = S.split_pairs(E.SPLIT_SEED)
     assert set(train) <= set(scored) and set(test) <= set(scored)
 
@@ -201,10 +202,12 @@ def test_search_scores_resume_from_finished_chunks(tmp_path, monkeypatch):
     monkeypatch.setattr(LS, "total_nll", scores)
     tasks, _, _ = E.held_out_tasks(E.TASKS_PER_CHUNK + 1)
     cands = S.candidates()[:7]
-    first = E.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path)
-    assert first.shape == (len(tasks), 7) and calls == [E.TASKS_PER_CHUNK * 7, 7]
-    again = E.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path)
+    first = E.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path, bounded=False)
+    assert first.shape == (len(tasks), 7) and calls == [E.TASKS_PER_CHUNK * 7 * 3, 7 * 3]  # one list per pair
+    again = E.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path, bounded=False)
     assert len(calls) == 2 and np.array_equal(first, again)
+    bounded = E.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path)
+    assert len(calls) == 2 and np.array_equal(bounded, first)  # the full scores answer a bounded search
 
 
 def test_cot_majority_samples_the_profiles_chains_and_votes(monkeypatch):
@@ -275,9 +278,12 @@ def test_sharded_search_equals_the_unsharded_one(tmp_path, monkeypatch):
     cands, profile = S.candidates()[:5], E.CODEIO_PROFILES["tiny"]
     whole = E.candidate_scores(None, tasks, cands, profile, tmp_path / "one")
     worker = E.candidate_scores(None, tasks, cands, profile, tmp_path / "two", shard=Shard(1, 2))
-    assert worker is None and sorted(p.name for p in (tmp_path / "two").glob("*.npy")) == ["scores-0004.npy"]
+    assert worker is None and sorted(p.name for p in (tmp_path / "two").glob("*.npy")) == ["scores-0004-within0.5.npy"]
     lead = E.candidate_scores(None, tasks, cands, profile, tmp_path / "two", shard=Shard(0, 2))
     assert np.array_equal(whole, lead)
+    full = E.candidate_scores(None, tasks, cands, profile, tmp_path / "one", bounded=False)
+    kept = np.isfinite(whole)  # the bounded search: the full scores wherever it scored whole
+    assert np.array_equal(whole[kept], full[kept]) and (whole.argmin(1) == full.argmin(1)).all()
     with pytest.raises(TaskextrapError, match="shares"):
         E.candidate_scores(None, tasks, cands, profile, None, shard=Shard(0, 2))
 
@@ -287,7 +293,7 @@ def test_lead_gives_up_on_a_missing_shard(tmp_path, monkeypatch):
     monkeypatch.setattr(SH, "WAIT_LIMIT_S", 0.05)
     monkeypatch.setattr(SH, "POLL_S", 0.01)
     tasks, _, _ = E.held_out_tasks(E.TASKS_PER_CHUNK + 1)
-    with pytest.raises(TaskextrapError, match=r"scores-0004.npy \(shard 1/2\)"):
+    with pytest.raises(TaskextrapError, match=r"scores-0004-within0.5.npy \(shard 1/2\)"):
         E.candidate_scores(None, tasks, S.candidates()[:3], E.CODEIO_PROFILES["tiny"], tmp_path, shard=Shard(0, 2))
 
 
@@ -317,7 +323,7 @@ def test_sharded_tiny_run_equals_the_unsharded_one(tmp_path, monkeypatch):
     assert not failed
     assert lead["rows"] == alone["rows"]
     search = next((tmp_path / "shared" / "units").glob("codeio-seed0-*/search"))
-    assert sorted(p.name for p in search.glob("*.npy")) == ["scores-0000.npy", "scores-0001.npy"]
+    assert sorted(p.name for p in search.glob("*.npy")) == ["scores-0000-within0.5.npy", "scores-0001-within0.5.npy"]
 
 
 def test_default_model_trains_every_parameter_a_user_model_gets_the_papers_lora():

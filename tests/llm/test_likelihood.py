@@ -105,3 +105,71 @@ def test_candidate_scores_resume_from_saved_chunks_and_equal_one_call(char_lm, t
         np.testing.assert_allclose(redone, chunked, rtol=1e-5, err_msg=how)
         again = search.candidate_scores(None, tasks, cands, loo, batch_size=4, cache_dir=tmp_path, tasks_per_chunk=2)
         np.testing.assert_array_equal(again, redone)  # the replaced file is intact
+
+
+def _fake_scorer(monkeypatch, seed: int = 0) -> list:
+    """Replace the scorer by a fixed random NLL per (prompt, completion) pair; returns the pairs
+    it was asked for, call by call."""
+    calls = []
+
+    def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
+        calls.append(list(zip(prompts, completions)))
+        # a few candidates explain the support (small NLLs), most do not
+        return np.array([np.random.default_rng([seed, *map(ord, p + c)]).exponential(1.0 if "good" in p else 6.0)
+                         for p, c in zip(prompts, completions)])
+
+    monkeypatch.setattr(search, "completion_nll", fake)
+    return calls
+
+
+def _loo3(task, cand):
+    return [(f"{cand} {task} {j}", " y") for j in range(3)]
+
+
+@pytest.mark.parametrize("within", [0.0, 0.5, 3.0])
+def test_bounded_search_keeps_the_best_and_the_tied_with_their_scores(monkeypatch, within):
+    """Branch and bound: every candidate within ``keep_within`` of its task's best keeps its
+    exact score, every other one is inf, and fewer sequences are scored than in the full search."""
+    calls = _fake_scorer(monkeypatch)
+    tasks = list(range(5))
+    cands = [f"good{i}" for i in range(4)] + [f"bad{i}" for i in range(60)]
+    full = search.candidate_scores(None, tasks, cands, _loo3, batch_size=8)
+    n_full = sum(map(len, calls))
+    calls.clear()
+    bounded = search.candidate_scores(None, tasks, cands, _loo3, batch_size=8, keep_within=within)
+    n_bounded = sum(map(len, calls))
+    keep = full <= full.min(1, keepdims=True) + within
+    np.testing.assert_array_equal(bounded[keep], full[keep])
+    np.testing.assert_array_equal(bounded[np.isfinite(bounded)], full[np.isfinite(bounded)])
+    for f, b in zip(full, bounded):
+        np.testing.assert_array_equal(search.tied(b, within), search.tied(f, within))
+    assert n_bounded < (0.5 if within == 0 else 0.9) * n_full  # every first example, then fewer
+    assert len({p for c in calls for p in c}) == n_bounded  # no pair scored twice
+
+
+def test_bounded_search_with_a_real_model_matches_the_full_one(noisy_lm, tmp_path):
+    """The same best and tied candidates, the same scores (to float tolerance: batches differ),
+    saved in a file of its own; a full search's file answers a bounded one."""
+    tasks = [("ab", "ba"), ("abc", "cba"), ("xy", "yx"), ("aab", "baa")]
+    cands = ["reverse", "identity", "swap", "first", "last", "double"]
+
+    def loo(task, cand):
+        x, y = task
+        return [(f"{cand}: {x} ->", f" {y}"), (f"{cand}: {y} ->", f" {x}"), (f"{cand}: {x}{y} ->", f" {y}{x}")]
+
+    full = search.candidate_scores(noisy_lm, tasks, cands, loo, batch_size=4)
+    bounded = search.candidate_scores(noisy_lm, tasks, cands, loo, batch_size=4, cache_dir=tmp_path / "b",
+                                      keep_within=0.5)
+    finite = np.isfinite(bounded)
+    np.testing.assert_allclose(bounded[finite], full[finite], rtol=1e-5)
+    assert (full[~finite] > full.min(1, keepdims=True).repeat(len(cands), 1)[~finite] + 0.5).all()
+    for f, b in zip(full, bounded):
+        np.testing.assert_array_equal(search.tied(b), search.tied(f))
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["scores-0000-within0.5.npy",
+                                                                   "scores-0000-within0.5.sha256"]
+    search.candidate_scores(noisy_lm, tasks, cands, loo, batch_size=4, cache_dir=tmp_path / "f")
+    again = search.candidate_scores(None, tasks, cands, loo, batch_size=4, cache_dir=tmp_path / "f",
+                                    keep_within=0.5)
+    np.testing.assert_array_equal(again, full)  # no model: the full file was read
+    with pytest.raises(TaskextrapError, match="keep_within"):
+        search.candidate_scores(noisy_lm, tasks, cands, loo, batch_size=4, keep_within=-1.0)

@@ -75,6 +75,10 @@ class SequenceRTE(Estimator):
         tie_tol: candidates within this many nats of the best vote (``search.likelihood``).
         max_tied: at most this many of them (best first); None: all.
         tasks_per_chunk: targets scored per saved chunk of the search (None: all at once).
+        bounded: score exactly only the candidates that can be within ``tie_tol`` of the best
+            (``candidate_scores``'s branch and bound): the same best and tied candidates with the
+            same scores, every other score ``inf``. False scores every candidate (what a
+            posterior over all candidates, or an arg-min over a subset of them, needs).
     """
 
     adapter: TaskAdapter
@@ -83,6 +87,7 @@ class SequenceRTE(Estimator):
     tie_tol: float | None = None
     max_tied: int | None = None
     tasks_per_chunk: int | None = None
+    bounded: bool = True
 
     fitted_attribute = "extender_"  # the fine-tuned model, set by fit (or from_extender)
     library_kind = "corpus"
@@ -102,15 +107,16 @@ class SequenceRTE(Estimator):
     def decompose(self, tasks, cache_dir: Path | None = None, shard: Shard = Shard(),
                   progress: str | None = None) -> Decomposition | None:
         """Phase 2's likelihood search: every candidate of each task ranked by its summed
-        leave-one-out NLL (anchors (n, C) candidate indices, best first; score (n, C); phi (n,
-        C, 0)). ``cache_dir``, ``shard`` and ``progress`` are the search's (resumable chunks, a
+        leave-one-out NLL (anchors (n, C) candidate indices, best first; score (n, C), ``inf``
+        past the tie tolerance when ``bounded``; phi (n, C, 0)). ``cache_dir``, ``shard`` and ``progress`` are the search's (resumable chunks, a
         share of the work; None from a non-lead process of a shard)."""
         from taskextrap.search.likelihood import candidate_scores
 
         self.check_is_fitted()
         cands = self.adapter.candidates()
         scores = candidate_scores(self.extender_, tasks, cands, self.adapter.loo_pairs, self.batch_size, cache_dir,
-                                  self.tasks_per_chunk, self.adapter.prefix_of, shard, progress)
+                                  self.tasks_per_chunk, self.adapter.prefix_of, shard, progress,
+                                  self.tolerance() if self.bounded else None)
         if scores is None:
             return None
         order = np.argsort(scores, axis=1, kind="stable")  # best first; exact ties in enumeration order
@@ -119,10 +125,15 @@ class SequenceRTE(Estimator):
 
     def voters(self, decomposition: Decomposition) -> list[np.ndarray]:
         """The candidates of each task within ``tie_tol`` of its best (at most ``max_tied``), best first."""
-        from taskextrap.search.likelihood import DEFAULT_TIE_TOL, tied
+        from taskextrap.search.likelihood import tied
 
-        tol = DEFAULT_TIE_TOL if self.tie_tol is None else self.tie_tol
-        return [tied(s, tol)[: self.max_tied] for s in decomposition.extras["scores"]]
+        return [tied(s, self.tolerance())[: self.max_tied] for s in decomposition.extras["scores"]]
+
+    def tolerance(self) -> float:
+        """The tie tolerance in nats: ``tie_tol``, or the search's default."""
+        from taskextrap.search.likelihood import DEFAULT_TIE_TOL
+
+        return DEFAULT_TIE_TOL if self.tie_tol is None else self.tie_tol
 
     def answer(self, tasks, decomposition: Decomposition | None = None) -> Answers:
         """Answers of each task's queries from its best candidate and the vote of its tied

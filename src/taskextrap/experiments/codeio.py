@@ -45,9 +45,13 @@ Cost: the search scores 992 x 3 = 2,976 leave-one-out sequences per task (about 
 each; the prompts of one held-out example under all candidates with the same first function
 share the header and that function's block, which run once: about 1,400 tokens run per
 candidate), so the paper profile's 192 tasks mean 571,392 sequences per seed, which is why that
-profile runs one seed. Everything resumes: finished units are cached, SFT runs restart from
-their checkpoints and the search from its last finished chunk of tasks. With several GPUs,
-``--shard I/N`` splits the search's chunks over N processes (``taskextrap.sharding``).
+profile runs one seed. The search is bounded (``search.likelihood``'s branch and bound): every
+candidate's first held-out example is scored, the others only while the candidate can still be
+within the tie tolerance of the best, so ``rte`` and ``rte-tie-vote`` are those of the full
+search at a fraction of its cost (``benchmarks/codeio_search.py``). Everything resumes:
+finished units are cached, SFT runs restart from their checkpoints and the search from its last
+finished chunk of tasks. With several GPUs, ``--shard I/N`` splits the search's chunks over N
+processes (``taskextrap.sharding``).
 """
 
 from __future__ import annotations
@@ -198,22 +202,24 @@ def _hits(predicted: list[str], tasks) -> np.ndarray:
 
 
 def candidate_scores(extender, tasks, cands, profile: CodeIOProfile, cache_dir: Path | None = None,
-                     progress: bool = False, shard: Shard = Shard()) -> np.ndarray | None:
+                     progress: bool = False, shard: Shard = Shard(), bounded: bool = True) -> np.ndarray | None:
     """Summed leave-one-out NLL of every (task, candidate), shape ``(len(tasks), len(cands))``
     (:func:`taskextrap.search.likelihood.candidate_scores`, ``TASKS_PER_CHUNK`` tasks per saved
     chunk). The prompts of one held-out example under the candidates with the same first
     function share the header and its block, so they run that prefix once
-    (:class:`~taskextrap.llm.codeio.CodeIOAdapter`)."""
+    (:class:`~taskextrap.llm.codeio.CodeIOAdapter`). ``bounded``: as :func:`search`'s, so a
+    shard's process writes the files its lead reads."""
     from taskextrap.llm.codeio import CodeIOAdapter
-    from taskextrap.search.likelihood import candidate_scores as scores
+    from taskextrap.search.likelihood import DEFAULT_TIE_TOL, candidate_scores as scores
 
     adapter = CodeIOAdapter.of(profile)
     return scores(extender, tasks, cands, adapter.loo_pairs, profile.score_batch, cache_dir, TASKS_PER_CHUNK,
-                  adapter.prefix_of, shard, "codeio search" if progress else None)
+                  adapter.prefix_of, shard, "codeio search" if progress else None,
+                  DEFAULT_TIE_TOL if bounded else None)
 
 
 def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = None,
-           progress: bool = False, shard: Shard = Shard()) -> dict[str, np.ndarray]:
+           progress: bool = False, shard: Shard = Shard(), bounded: bool = True) -> dict[str, np.ndarray]:
     """RTE's likelihood search over all 992 candidates, then generation
     (:class:`~taskextrap.estimators.sequence.SequenceRTE`): per-task results (for the lead of a
     ``shard``, which reads the other processes' scores).
@@ -222,7 +228,9 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
     pair on PROBE), ``n_tied`` (candidates within the tie tolerance, before the cap), ``chosen``
     (the arg-min candidate of each task, "a+b" or "a"), ``voters`` (the candidates that voted,
     best first), ``answers`` ({"rte", "rte-tie-vote"}: per task) and ``completions`` ({"rte"}: the
-    chosen candidate's raw greedy completion, " a(q) => b(a(q))" when anchored).
+    chosen candidate's raw greedy completion, " a(q) => b(a(q))" when anchored), ``scores``
+    (every (task, candidate) score; with ``bounded``, the search's branch and bound, ``inf`` for
+    the candidates that cannot be within the tie tolerance of the best).
     """
     from taskextrap.estimators.sequence import SequenceRTE
     from taskextrap.llm.codeio import CodeIOAdapter
@@ -230,7 +238,7 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
     from taskextrap.tasks import strings as S
 
     rte = SequenceRTE.from_extender(CodeIOAdapter.of(profile), extender, batch_size=profile.score_batch,
-                                    max_tied=profile.max_tied, tasks_per_chunk=TASKS_PER_CHUNK)
+                                    max_tied=profile.max_tied, tasks_per_chunk=TASKS_PER_CHUNK, bounded=bounded)
     d = rte.decompose(tasks, cache_dir, shard, "codeio search" if progress else None)
     answers = rte.answer(tasks, d)
     cands = rte.adapter.candidates()

@@ -144,7 +144,7 @@ def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int
                      sub("extender"), device, "extender" if progress else None)
     timing["sft_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    full = E.search(lm, tasks, codeio_profile, sub("search"), progress)
+    full = E.search(lm, tasks, codeio_profile, sub("search"), progress, bounded=False)  # arg-mins over subsets
     timing["exhaustive_search_s"] = time.perf_counter() - t
     cands, scores = S.candidates(), full["scores"]
     index = {c: j for j, c in enumerate(cands)}

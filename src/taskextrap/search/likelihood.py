@@ -11,6 +11,14 @@ decompositions that explain the context equally well.
 chunk's scores are saved as they finish, so an interrupted search resumes, and the chunks can
 be split over several processes (:class:`~taskextrap.sharding.Shard`).
 
+With ``keep_within`` the search is a branch and bound: a candidate's score is a sum of
+non-negative leave-one-out NLLs, so the examples scored so far bound it from below. Every
+candidate's first example is scored; a few candidates per task are then scored whole, which
+bounds the best score from above; each further example is scored only for the candidates whose
+lower bound is still within ``keep_within`` of the best complete score. A candidate left out can
+be neither the arg-min nor within ``keep_within`` of it: the arg-min, the tied set and their
+scores are those of the full search, and every other score is ``inf``.
+
 Different candidates often produce identical prompts (two parity parents with the same parity
 on the five support rows, say); every distinct (prompt, completion) pair is scored once, and
 all tasks go through the scorer together so batches stay full.
@@ -97,7 +105,7 @@ def candidate_scores(lm: LanguageModel, tasks: Sequence, candidates: Sequence,
                      loo_pairs: Callable[[object, object], list[Pair]], batch_size: int,
                      cache_dir: Path | None = None, tasks_per_chunk: int | None = None,
                      prefix_of: Callable[[object], Hashable] | None = None, shard: Shard = Shard(),
-                     progress: str | None = None) -> np.ndarray | None:
+                     progress: str | None = None, keep_within: float | None = None) -> np.ndarray | None:
     """Summed leave-one-out NLL of every (task, candidate): shape ``(len(tasks), len(candidates))``.
 
     ``loo_pairs(task, candidate)`` gives a candidate's (prompt, completion) pairs on a task's
@@ -108,8 +116,14 @@ def candidate_scores(lm: LanguageModel, tasks: Sequence, candidates: Sequence,
     prefix once. Under a ``shard`` of several processes this one scores only its own chunks;
     the lead waits for the others' files and returns every score, any other process returns
     None. ``progress``: the label of a progress bar over the sequences (None: no bar).
+    ``keep_within`` (nats; None: score everything): only the candidates that can be within this
+    much of each task's best are scored exactly, every other one is ``inf`` (the branch and bound
+    of the module docstring); pass the tie tolerance, or 0 when only the arg-min matters.
     """
     from tqdm import tqdm
+
+    if keep_within is not None:
+        check_real("keep_within", keep_within, 0.0)
 
     if shard.count > 1 and cache_dir is None:
         raise TaskextrapError("a sharded search needs a cache directory that every process shares")
@@ -119,43 +133,93 @@ def candidate_scores(lm: LanguageModel, tasks: Sequence, candidates: Sequence,
     mine = [k for i, k in enumerate(starts) if shard.owns(i)]
     n_mine = sum(len(tasks[k:k + size]) for k in mine)
     bar = tqdm(total=n_mine * len(candidates) * n_loo, desc=progress, unit="seq", disable=progress is None)
-    score = _ChunkScorer(lm, candidates, loo_pairs, batch_size, prefix_of, n_loo, bar)
-    rows = {k: score(tasks[k:k + size], _chunk_path(cache_dir, k)) for k in mine}
+    score = _ChunkScorer(lm, candidates, loo_pairs, batch_size, prefix_of, n_loo, bar, keep_within)
+    rows = {k: score(tasks[k:k + size], cache_dir, k) for k in mine}
     bar.close()
     if not shard.is_lead:
         return None
     for i, k in enumerate(starts):
         if k not in rows:
-            shape, path = (len(tasks[k:k + size]), len(candidates)), _chunk_path(cache_dir, k)
-            rows[k] = wait_for(lambda: _saved_scores(path, shape), f"{path} (shard {i % shard.count}/{shard.count})")
+            shape, path = (len(tasks[k:k + size]), len(candidates)), _chunk_path(cache_dir, k, keep_within)
+            rows[k] = wait_for(lambda: _saved_chunk(cache_dir, k, keep_within, shape),
+                               f"{path} (shard {i % shard.count}/{shard.count})")
     return np.concatenate([rows[k] for k in starts]) if rows else np.zeros((0, len(candidates)))
 
 
 class _ChunkScorer:
     """Scores one chunk of tasks (or reads its saved scores) and advances the progress bar."""
 
-    def __init__(self, lm, candidates, loo_pairs, batch_size, prefix_of, n_loo, bar):
+    def __init__(self, lm, candidates, loo_pairs, batch_size, prefix_of, n_loo, bar, keep_within=None):
         self.lm, self.candidates, self.loo_pairs, self.batch_size = lm, candidates, loo_pairs, batch_size
-        self.prefix_of, self.n_loo, self.bar = prefix_of, n_loo, bar
+        self.prefix_of, self.n_loo, self.bar, self.keep_within = prefix_of, n_loo, bar, keep_within
 
-    def __call__(self, chunk, path: Path | None) -> np.ndarray:
+    def __call__(self, chunk, cache_dir: Path | None, start: int) -> np.ndarray:
         shape = (len(chunk), len(self.candidates))
-        saved = _saved_scores(path, shape)
+        saved = _saved_chunk(cache_dir, start, self.keep_within, shape)
         if saved is not None:
             self.bar.update(shape[0] * shape[1] * self.n_loo)
             return saved
+        pairs = [[self.loo_pairs(t, c) for c in self.candidates] for t in chunk]
+        if self.keep_within is None or self.n_loo < 2:  # one example: nothing to bound
+            scores = self._score(pairs, np.ones(shape + (self.n_loo,), dtype=bool)).sum(2)
+        else:
+            scores = self._bounded(pairs, shape)
+        path = _chunk_path(cache_dir, start, self.keep_within)
+        if path is not None:
+            _save_atomic(path, scores)
+        return scores
+
+    def _score(self, pairs, cells: np.ndarray, part: np.ndarray | None = None) -> np.ndarray:
+        """NLL of the pairs ``pairs[t][c][j]`` where ``cells[t, c, j]``, written into ``part``
+        (n_tasks, n_candidates, n_loo); all of them go through the scorer together."""
+        part = np.zeros(cells.shape) if part is None else part
+        where = np.argwhere(cells)
+        if not len(where):
+            return part
         last = [0]
 
         def tick(done: int, _n: int) -> None:
             self.bar.update(done - last[0])
             last[0] = done
 
-        lists = [self.loo_pairs(t, c) for t in chunk for c in self.candidates]
-        keys = None if self.prefix_of is None else prefix_keys(len(chunk), self.candidates, self.n_loo, self.prefix_of)
-        scores = total_nll(self.lm, lists, self.batch_size, progress=tick, prefix_keys=keys).reshape(shape)
-        if path is not None:
-            _save_atomic(path, scores)
-        return scores
+        lists = [[pairs[t][c][j]] for t, c, j in where]
+        keys = None
+        if self.prefix_of is not None:
+            n_tasks, n_cands, n_loo = cells.shape
+            every = prefix_keys(n_tasks, self.candidates, n_loo, self.prefix_of)
+            keys = [[every[t * n_cands + c][j]] for t, c, j in where]
+        part[tuple(where.T)] = total_nll(self.lm, lists, self.batch_size, progress=tick, prefix_keys=keys)
+        return part
+
+    def _bounded(self, pairs, shape: tuple[int, int]) -> np.ndarray:
+        """The branch and bound of the module docstring: exact scores of every candidate that can
+        be within ``keep_within`` of its task's best, ``inf`` for the others."""
+        n_loo = self.n_loo
+        done = np.zeros(shape + (n_loo,), dtype=bool)
+        first = done.copy()
+        first[:, :, 0] = True
+        part = self._score(pairs, first)
+        done |= first
+        # a few candidates per task scored whole: the best of them bounds the task's best score
+        lead = np.argsort(part[:, :, 0], axis=1, kind="stable")[:, :BOUND_LEAD]
+        whole = np.zeros_like(done)
+        np.put_along_axis(whole, lead[:, :, None].repeat(n_loo, 2), True, axis=1)
+        whole &= ~done
+        self._score(pairs, whole, part)
+        done |= whole
+        for j in range(1, n_loo):
+            complete = done.all(2)
+            best = np.where(complete, part.sum(2), np.inf).min(1)
+            alive = ~done[:, :, j] & (part.sum(2) <= best[:, None] + self.keep_within)
+            cells = np.zeros_like(done)
+            cells[:, :, j] = alive
+            self._score(pairs, cells, part)
+            done |= cells
+        self.bar.update(int((~done).sum()))  # the pruned sequences count as finished
+        return np.where(done.all(2), part.sum(2), np.inf)
+
+
+BOUND_LEAD = 4  # candidates per task scored whole first, in the order of their first example
 
 
 def prefix_keys(n_tasks: int, candidates, n_loo: int, prefix_of: Callable[[object], Hashable]) -> list[list[tuple]]:
@@ -167,9 +231,22 @@ def prefix_keys(n_tasks: int, candidates, n_loo: int, prefix_of: Callable[[objec
     return [[(t, i, f) for i in range(n_loo)] for t in range(n_tasks) for f in first]
 
 
-def _chunk_path(cache_dir: Path | None, start: int) -> Path | None:
-    """Where the scores of the chunk of tasks that begins at task ``start`` are saved."""
-    return None if cache_dir is None else Path(cache_dir) / f"scores-{start:04d}.npy"
+def _chunk_path(cache_dir: Path | None, start: int, keep_within: float | None = None) -> Path | None:
+    """Where the scores of the chunk of tasks that begins at task ``start`` are saved (a bounded
+    search's, ``inf`` outside ``keep_within``, in a file of its own)."""
+    if cache_dir is None:
+        return None
+    bound = "" if keep_within is None else f"-within{keep_within:g}"
+    return Path(cache_dir) / f"scores-{start:04d}{bound}.npy"
+
+
+def _saved_chunk(cache_dir: Path | None, start: int, keep_within: float | None,
+                 shape: tuple[int, int]) -> np.ndarray | None:
+    """A chunk's saved scores: the full search's file, or else the file of a search bounded by
+    the same ``keep_within`` (full scores answer a bounded search too)."""
+    bounds = [None] if keep_within is None else [None, keep_within]
+    found = (_saved_scores(_chunk_path(cache_dir, start, b), shape) for b in bounds)
+    return next((s for s in found if s is not None), None)
 
 
 def _saved_scores(path: Path | None, shape: tuple[int, int]) -> np.ndarray | None:
