@@ -462,6 +462,25 @@ def render_profile(data: dict, top: int = 24) -> str:
     return "\n".join(lines)
 
 
+def render_codeio_search(data: dict) -> str:
+    """``codeio-search.json`` (benchmarks/codeio_search.py): the full and the bounded CodeIO
+    search on the same extender and tasks, and whether they agree."""
+    lines = ["| search | wall (s) | sequences scored | full-search sequences / s | paper search (192 tasks), est. |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for mode, r in data["modes"].items():
+        lines.append(f"| {mode} | {r['wall_s']:.0f} | {r['sequences_scored']:,} of {data['sequences_full_search']:,} "
+                     f"| {r['sequences_per_s']:.0f} | {r['paper_search_estimate_s'] / 60:.0f} min |")
+    a = data["agreement"]
+    yes = {True: "yes", False: "**no**"}
+    lines += ["", f"_{data['n_tasks']} `{data['split']}` tasks, the `{data['profile']}` profile's extender (seed "
+                  f"{data['seed']}, fine-tuned on the dev split's training pairs), {data['threads']} threads, "
+                  f"{data['environment'].get('device', 'cpu')}: {data['speed_up']:.2f}x. Same best candidate: "
+                  f"{yes[a['best']]}; same tied candidates (within {data['tie_tolerance']} nats): {yes[a['tied']]}; "
+                  f"largest difference of a kept score {a['max_abs_score_difference']:.1e} nats (other batches); "
+                  f"candidates scored whole {100 * a['candidates_scored_whole']:.1f}%. `{data['command']}`._"]
+    return "\n".join(lines)
+
+
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
@@ -487,6 +506,8 @@ def render_spec(spec: str) -> str:
         return render_parameter_dev(data)
     if "chains_per_target" in data and not opts:
         return render_depth3_search(data)
+    if "modes" in data and "agreement" in data and not opts:
+        return render_codeio_search(data)
     if "anchor" in data and "labels" in data and not opts:
         return render_speed(data)
     if data and all(isinstance(v, dict) and "inclusive_pct" in v for v in data.values()) and not opts:
