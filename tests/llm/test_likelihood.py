@@ -173,3 +173,60 @@ def test_bounded_search_with_a_real_model_matches_the_full_one(noisy_lm, tmp_pat
     np.testing.assert_array_equal(again, full)  # no model: the full file was read
     with pytest.raises(TaskextrapError, match="keep_within"):
         search.candidate_scores(noisy_lm, tasks, cands, loo, batch_size=4, keep_within=-1.0)
+
+
+def test_bounded_search_scores_a_repeated_pair_once_so_exact_ties_stay_exact(monkeypatch):
+    """Candidates with identical prompts (parity parents, say) keep identical scores even when the
+    bound scores them in different stages, whose batches round differently: the arg-min of an
+    exact tie stays the first in enumeration order, as in the full search."""
+    calls = []
+
+    def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
+        calls.append(list(zip(prompts, completions)))  # a score that moves with the batch, as real ones do
+        return np.array([float(len(p) % 5) + 1e-6 * len(prompts) for p in prompts])
+
+    monkeypatch.setattr(search, "completion_nll", fake)
+    cands = [f"c{i}" for i in range(12)]
+
+    def loo(task, cand):  # candidates of equal number mod 3 have identical prompts
+        return [(f"{int(cand[1:]) % 3} {task} {j}" + "x" * (j * (int(cand[1:]) % 3)), " y") for j in range(3)]
+
+    full = search.candidate_scores(None, [0, 1], cands, loo, batch_size=4)
+    calls.clear()
+    bounded = search.candidate_scores(None, [0, 1], cands, loo, batch_size=4, keep_within=0.5)
+    pairs = [p for c in calls for p in c]
+    assert len(calls) > 1 and len(pairs) == len(set(pairs))  # stages, and nothing scored twice
+    for b in bounded:  # every group of identical candidates: one score (or inf)
+        assert all(len(set(b[g::3][np.isfinite(b[g::3])])) <= 1 for g in range(3))
+    np.testing.assert_array_equal(bounded.argmin(1), full.argmin(1))
+
+
+def test_unbounded_search_gives_the_scorer_what_one_call_over_all_lists_did(monkeypatch):
+    """keep_within=None is the search of before the bound: one call, the same distinct pairs in
+    the same order with the same prefix groups as ``total_nll`` over every candidate's list."""
+    seen = []
+
+    def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
+        seen.append((list(prompts), list(completions), list(prefix_groups)))
+        return np.arange(len(prompts), dtype=float)
+
+    monkeypatch.setattr(search, "completion_nll", fake)
+    tasks, cands = [0, 1], ["ab", "ac", "b", "ab"]  # a repeated candidate: repeated pairs
+
+    def loo(task, cand):
+        return [(f"{cand[0]} {task} {j} {cand}", " y") for j in range(3)]
+
+    scores = search.candidate_scores(None, tasks, cands, loo, batch_size=4, prefix_of=lambda c: c[0])
+    old = search.total_nll(None, [loo(t, c) for t in tasks for c in cands], 4,
+                           prefix_keys=search.prefix_keys(len(tasks), cands, 3, lambda c: c[0]))
+    assert len(seen) == 2 and seen[0] == seen[1]
+    np.testing.assert_array_equal(scores.ravel(), old)
+
+
+def test_search_refuses_nan_scores_and_uneven_pair_lists(monkeypatch):
+    monkeypatch.setattr(search, "completion_nll", lambda lm, p, c, **kw: np.full(len(p), np.nan))
+    with pytest.raises(TaskextrapError, match="NaN"):
+        search.candidate_scores(None, [0], ["a", "b"], _loo3, batch_size=4, keep_within=0.5)
+    monkeypatch.setattr(search, "completion_nll", lambda lm, p, c, **kw: np.ones(len(p)))
+    with pytest.raises(TaskextrapError, match="same number of pairs"):
+        search.candidate_scores(None, [0], ["a", "bb"], lambda t, c: _loo3(t, c)[:len(c) + 1], batch_size=4)

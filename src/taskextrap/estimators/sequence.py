@@ -1,7 +1,7 @@
 """The Relational Task Extrapolator with a language model (Algorithm 2; paper Section 4).
 
 Phase 1 fine-tunes an extender on relational prompts of training tasks (a task shown with its
-anchor and transformation). Phase 2 scores every candidate decomposition of a target by the
+anchor and transformation). Phase 2 ranks every candidate decomposition of a target by the
 extender's leave-one-out likelihood of the target's support examples
 (:func:`taskextrap.search.likelihood.candidate_scores`), keeps the best (and every candidate
 within a tie tolerance of it), and answers the target's queries from the prompts of those
@@ -77,7 +77,7 @@ class SequenceRTE(Estimator):
         tasks_per_chunk: targets scored per saved chunk of the search (None: all at once).
         bounded: score exactly only the candidates that can be within ``tie_tol`` of the best
             (``candidate_scores``'s branch and bound): the same best and tied candidates with the
-            same scores, every other score ``inf``. False scores every candidate (what a
+            same scores, the others ``inf``. False scores every candidate (what a
             posterior over all candidates, or an arg-min over a subset of them, needs).
     """
 
@@ -108,8 +108,9 @@ class SequenceRTE(Estimator):
                   progress: str | None = None) -> Decomposition | None:
         """Phase 2's likelihood search: every candidate of each task ranked by its summed
         leave-one-out NLL (anchors (n, C) candidate indices, best first; score (n, C), ``inf``
-        past the tie tolerance when ``bounded``; phi (n, C, 0)). ``cache_dir``, ``shard`` and ``progress`` are the search's (resumable chunks, a
-        share of the work; None from a non-lead process of a shard)."""
+        past the tie tolerance when ``bounded``; phi (n, C, 0)). ``cache_dir``, ``shard`` and
+        ``progress`` are the search's (resumable chunks, a share of the work; None from a non-lead
+        process of a shard)."""
         from taskextrap.search.likelihood import candidate_scores
 
         self.check_is_fitted()

@@ -41,7 +41,7 @@ primitive from 3 shots on fresh strings). Accuracy is exact match of the strippe
 interval is a bootstrap over the test tasks. The run directory keeps every final prompt with its
 task, answer and prediction (``prompts.jsonl``).
 
-Cost: the search scores 992 x 3 = 2,976 leave-one-out sequences per task (about 730 characters
+Cost: the full search scores 992 x 3 = 2,976 leave-one-out sequences per task (about 730 characters
 each; the prompts of one held-out example under all candidates with the same first function
 share the header and that function's block, which run once: about 1,400 tokens run per
 candidate), so the paper profile's 192 tasks mean 571,392 sequences per seed, which is why that
@@ -86,12 +86,13 @@ GROUPS = ("held-out-pairs", "novel-pairs")  # "held-out-pairs" is the paper's Ta
 
 CODEIO_PROFILES = {
     # quick: 6 of the 192 held-out tasks (3 novel), 150 steps per run (the paper's 1,150 would
-    # take most of the budget) at a higher learning rate; the search scores 992 x 3 leave-one-out
-    # sequences per task.
+    # take most of the budget) at a higher learning rate; the full search would score 992 x 3
+    # leave-one-out sequences per task (the bounded one scores every candidate's first).
     "quick": CodeIOProfile("quick", (0,), sft_steps=150, sft_batch=8, sft_lr=1e-3, warmup=10, n_tasks=6,
                            base_queries=5, full_lr=1e-3, full_warmup=10, score_shots=True, anchored=True),
     # paper: the authors' ~1,150 steps of 8 (4 epochs of 2,307 examples), lr 2e-4, 5 warm-up steps;
-    # all 192 held-out tasks. One seed: the search alone scores 571,392 sequences per seed.
+    # all 192 held-out tasks. One seed: the full search would score 571,392 sequences per seed
+    # (the bounded one about 40% of them: benchmarks/results/codeio-search.json).
     # The shipped default model trains every parameter at 5e-4 instead (full_lr), scores every
     # shot answer its prompts determine (score_shots) and anchors the extender's shot lines
     # (anchored). Measured on the dev split (scripts/codeio_sft_check.py, results in
@@ -201,21 +202,31 @@ def _hits(predicted: list[str], tasks) -> np.ndarray:
 # ------------------------------------------------------------------------------- search
 
 
+def search_estimator(extender, profile: CodeIOProfile, bounded: bool = True):
+    """The likelihood search of :func:`search` (:class:`~taskextrap.estimators.sequence.SequenceRTE`
+    over the 992 candidates), built in one place so that a shard's processes and its lead bound
+    the search alike and read and write the same files."""
+    from taskextrap.estimators.sequence import SequenceRTE
+    from taskextrap.llm.codeio import CodeIOAdapter
+
+    return SequenceRTE.from_extender(CodeIOAdapter.of(profile), extender, batch_size=profile.score_batch,
+                                     max_tied=profile.max_tied, tasks_per_chunk=TASKS_PER_CHUNK, bounded=bounded)
+
+
 def candidate_scores(extender, tasks, cands, profile: CodeIOProfile, cache_dir: Path | None = None,
                      progress: bool = False, shard: Shard = Shard(), bounded: bool = True) -> np.ndarray | None:
     """Summed leave-one-out NLL of every (task, candidate), shape ``(len(tasks), len(cands))``
     (:func:`taskextrap.search.likelihood.candidate_scores`, ``TASKS_PER_CHUNK`` tasks per saved
-    chunk). The prompts of one held-out example under the candidates with the same first
-    function share the header and its block, so they run that prefix once
-    (:class:`~taskextrap.llm.codeio.CodeIOAdapter`). ``bounded``: as :func:`search`'s, so a
-    shard's process writes the files its lead reads."""
-    from taskextrap.llm.codeio import CodeIOAdapter
-    from taskextrap.search.likelihood import DEFAULT_TIE_TOL, candidate_scores as scores
+    chunk), bounded as :func:`search_estimator`'s search (``inf`` past the tie tolerance). The
+    prompts of one held-out example under the candidates with the same first function share the
+    header and its block, so they run that prefix once
+    (:class:`~taskextrap.llm.codeio.CodeIOAdapter`)."""
+    from taskextrap.search.likelihood import candidate_scores as scores
 
-    adapter = CodeIOAdapter.of(profile)
-    return scores(extender, tasks, cands, adapter.loo_pairs, profile.score_batch, cache_dir, TASKS_PER_CHUNK,
-                  adapter.prefix_of, shard, "codeio search" if progress else None,
-                  DEFAULT_TIE_TOL if bounded else None)
+    rte = search_estimator(extender, profile, bounded)
+    return scores(extender, tasks, cands, rte.adapter.loo_pairs, rte.batch_size, cache_dir, rte.tasks_per_chunk,
+                  rte.adapter.prefix_of, shard, "codeio search" if progress else None,
+                  rte.tolerance() if bounded else None)
 
 
 def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = None,
@@ -232,13 +243,10 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
     (every (task, candidate) score; with ``bounded``, the search's branch and bound, ``inf`` for
     the candidates that cannot be within the tie tolerance of the best).
     """
-    from taskextrap.estimators.sequence import SequenceRTE
-    from taskextrap.llm.codeio import CodeIOAdapter
     from taskextrap.search.likelihood import tied
     from taskextrap.tasks import strings as S
 
-    rte = SequenceRTE.from_extender(CodeIOAdapter.of(profile), extender, batch_size=profile.score_batch,
-                                    max_tied=profile.max_tied, tasks_per_chunk=TASKS_PER_CHUNK, bounded=bounded)
+    rte = search_estimator(extender, profile, bounded)
     d = rte.decompose(tasks, cache_dir, shard, "codeio search" if progress else None)
     answers = rte.answer(tasks, d)
     cands = rte.adapter.candidates()

@@ -7,7 +7,7 @@ fine-tuned model. The arg-min wins. With a tie vote, every candidate within ``ti
 the best one predicts and the predictions are put to a vote: a posterior average over
 decompositions that explain the context equally well.
 
-:func:`candidate_scores` scores every (task, candidate) a chunk of tasks at a time: each
+:func:`candidate_scores` scores the (task, candidate) pairs a chunk of tasks at a time: each
 chunk's scores are saved as they finish, so an interrupted search resumes, and the chunks can
 be split over several processes (:class:`~taskextrap.sharding.Shard`).
 
@@ -17,11 +17,14 @@ candidate's first example is scored; a few candidates per task are then scored w
 bounds the best score from above; each further example is scored only for the candidates whose
 lower bound is still within ``keep_within`` of the best complete score. A candidate left out can
 be neither the arg-min nor within ``keep_within`` of it: the arg-min, the tied set and their
-scores are those of the full search, and every other score is ``inf``.
+scores are those of the full search; a candidate left out scores ``inf`` (one scored whole
+anyway keeps its score).
 
 Different candidates often produce identical prompts (two parity parents with the same parity
-on the five support rows, say); every distinct (prompt, completion) pair is scored once, and
-all tasks go through the scorer together so batches stay full.
+on the five support rows, say); every distinct (prompt, completion) pair of a chunk is scored
+once, in whichever stage of the bound first needs it, so candidates with identical prompts
+keep identical scores (and exact ties their enumeration order); all tasks of a chunk go through
+the scorer together so batches stay full.
 """
 
 from __future__ import annotations
@@ -109,16 +112,19 @@ def candidate_scores(lm: LanguageModel, tasks: Sequence, candidates: Sequence,
     """Summed leave-one-out NLL of every (task, candidate): shape ``(len(tasks), len(candidates))``.
 
     ``loo_pairs(task, candidate)`` gives a candidate's (prompt, completion) pairs on a task's
-    support. Tasks are scored ``tasks_per_chunk`` at a time (default: all at once), all their
-    candidates in one :func:`total_nll` call; with ``cache_dir`` each chunk's scores are saved
-    (``scores-<first task>.npy``) and read back on a rerun. ``prefix_of(candidate)`` groups the
+    support, as many for every candidate. Tasks are scored ``tasks_per_chunk`` at a time
+    (default: all at once), all their candidates in one :func:`total_nll` call per stage of the
+    bound (one call without it); with ``cache_dir`` each chunk's scores are saved
+    (``scores-<first task>.npy``, ``scores-<first task>-within<keep_within>.npy`` for a bounded
+    search) and read back on a rerun (a full search's file answers a bounded one too). ``prefix_of(candidate)`` groups the
     prompts of one held-out example under candidates with an equal key, which run their common
     prefix once. Under a ``shard`` of several processes this one scores only its own chunks;
     the lead waits for the others' files and returns every score, any other process returns
     None. ``progress``: the label of a progress bar over the sequences (None: no bar).
     ``keep_within`` (nats; None: score everything): only the candidates that can be within this
-    much of each task's best are scored exactly, every other one is ``inf`` (the branch and bound
-    of the module docstring); pass the tie tolerance, or 0 when only the arg-min matters.
+    much of each task's best are scored exactly, the others are ``inf`` (the branch and bound of
+    the module docstring); pass the tie tolerance, or 0 when only the arg-min matters. A NaN
+    score is an error (it would bound nothing).
     """
     from tqdm import tqdm
 
@@ -152,6 +158,7 @@ class _ChunkScorer:
     def __init__(self, lm, candidates, loo_pairs, batch_size, prefix_of, n_loo, bar, keep_within=None):
         self.lm, self.candidates, self.loo_pairs, self.batch_size = lm, candidates, loo_pairs, batch_size
         self.prefix_of, self.n_loo, self.bar, self.keep_within = prefix_of, n_loo, bar, keep_within
+        self.memo: dict[Pair, float] = {}
 
     def __call__(self, chunk, cache_dir: Path | None, start: int) -> np.ndarray:
         shape = (len(chunk), len(self.candidates))
@@ -160,6 +167,9 @@ class _ChunkScorer:
             self.bar.update(shape[0] * shape[1] * self.n_loo)
             return saved
         pairs = [[self.loo_pairs(t, c) for c in self.candidates] for t in chunk]
+        if any(len(p) != self.n_loo for row in pairs for p in row):
+            raise TaskextrapError(f"loo_pairs must give every candidate the same number of pairs ({self.n_loo})")
+        self.memo = {}  # every distinct pair of the chunk, scored once across the stages
         if self.keep_within is None or self.n_loo < 2:  # one example: nothing to bound
             scores = self._score(pairs, np.ones(shape + (self.n_loo,), dtype=bool)).sum(2)
         else:
@@ -171,11 +181,19 @@ class _ChunkScorer:
 
     def _score(self, pairs, cells: np.ndarray, part: np.ndarray | None = None) -> np.ndarray:
         """NLL of the pairs ``pairs[t][c][j]`` where ``cells[t, c, j]``, written into ``part``
-        (n_tasks, n_candidates, n_loo); all of them go through the scorer together."""
+        (n_tasks, n_candidates, n_loo); the ones not yet scored in this chunk go through the scorer
+        together."""
         part = np.zeros(cells.shape) if part is None else part
         where = np.argwhere(cells)
-        if not len(where):
-            return part
+        new = [(t, c, j) for t, c, j in where if tuple(pairs[t][c][j]) not in self.memo]
+        if new:
+            self._score_new(pairs, new, cells.shape)
+        if len(where):
+            part[tuple(where.T)] = [self.memo[tuple(pairs[t][c][j])] for t, c, j in where]
+        return part
+
+    def _score_new(self, pairs, where: list[tuple[int, int, int]], shape: tuple[int, int, int]) -> None:
+        """Score the pairs at ``where`` (their first places) in one :func:`total_nll` call, into the memo."""
         last = [0]
 
         def tick(done: int, _n: int) -> None:
@@ -185,11 +203,13 @@ class _ChunkScorer:
         lists = [[pairs[t][c][j]] for t, c, j in where]
         keys = None
         if self.prefix_of is not None:
-            n_tasks, n_cands, n_loo = cells.shape
+            n_tasks, n_cands, n_loo = shape
             every = prefix_keys(n_tasks, self.candidates, n_loo, self.prefix_of)
             keys = [[every[t * n_cands + c][j]] for t, c, j in where]
-        part[tuple(where.T)] = total_nll(self.lm, lists, self.batch_size, progress=tick, prefix_keys=keys)
-        return part
+        scores = total_nll(self.lm, lists, self.batch_size, progress=tick, prefix_keys=keys)
+        if np.isnan(scores).any():  # checked before any bound reads it
+            raise TaskextrapError("the scorer gave NaN for a leave-one-out pair: no score to rank candidates by")
+        self.memo.update(zip((tuple(p[0]) for p in lists), scores))
 
     def _bounded(self, pairs, shape: tuple[int, int]) -> np.ndarray:
         """The branch and bound of the module docstring: exact scores of every candidate that can
