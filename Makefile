@@ -22,10 +22,11 @@ demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(VENV)/bin/taskextrap reproduce parameter --profile quick
 
 # Two pytest workers (pytest-xdist): the tests run one torch thread each, so a 2-core machine
-# runs two at once. TEST_WORKERS=0 runs them in this process.
+# runs two at once (worksteal: an idle worker takes queued tests from a busy one, so the long
+# end-to-end tests never leave the other idle). TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n $(TEST_WORKERS)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n $(TEST_WORKERS) $(if $(filter 0,$(TEST_WORKERS)),,--dist worksteal)
 
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/run.py

@@ -157,6 +157,9 @@ def test_reproduce_all_runs_every_experiment(tmp_path):
                                                         "llm-geometry"))  # not codeio-em (in_all=False): tests/llm
     for run in runs:
         validate_results(json.loads((tmp_path / run / "results.json").read_text()))
+    # llm-geometry runs first and searches exhaustively; its saved scores answer codeio's bounded search
+    search = next(tmp_path.glob("units/codeio-seed0-*/search"))
+    assert sorted(p.name for p in search.glob("*.npy")) == ["scores-0000.npy"]
 
 
 def _run_main(argv, capsys):

@@ -170,6 +170,10 @@ def all_experiments(in_all_only: bool = False) -> list[str]:
 
 
 def _load_builtin():
-    # Imported for their registration side effect.
-    from taskextrap.experiments import composition, length, multistep, parameter, parity, codeio, projectile  # noqa: F401
-    from taskextrap.experiments import codeio_em, composition_depth3, composition_em, llm_geometry, manifolds  # noqa: F401
+    # Imported for their registration side effect, in the order `reproduce all` runs them.
+    # llm-geometry registers before codeio: its search is exhaustive (it takes arg-mins over
+    # subsets), and the scores it saves in codeio's folder answer codeio's bounded search, so
+    # `reproduce all` searches once (codeio first would search twice).
+    from taskextrap.experiments import composition, length, multistep, parameter, parity, llm_geometry  # noqa: F401
+    from taskextrap.experiments import codeio, projectile  # noqa: F401
+    from taskextrap.experiments import codeio_em, composition_depth3, composition_em, manifolds  # noqa: F401
