@@ -17,6 +17,7 @@ check, and the time the paper profile's search (192 tasks) would take at each ra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -27,8 +28,9 @@ OUT = Path(__file__).parent / "results" / "codeio-search.json"
 PAPER_TASKS = 192  # held-out tasks of the paper profile's search (experiments/codeio.py)
 
 
-def _counting(search_module) -> list[int]:
-    """Count the sequences the scorer is given (one entry per call)."""
+@contextlib.contextmanager
+def _counting(search_module):
+    """Within the block, count the sequences the scorer is given (one entry per call)."""
     calls, score = [], search_module.completion_nll
 
     def counted(lm, prompts, completions, *args, **kwargs):
@@ -36,7 +38,10 @@ def _counting(search_module) -> list[int]:
         return score(lm, prompts, completions, *args, **kwargs)
 
     search_module.completion_nll = counted
-    return calls
+    try:
+        yield calls
+    finally:
+        search_module.completion_nll = score
 
 
 def measure(n_tasks: int, profile_name: str, cache: Path, threads: int) -> dict:
@@ -44,9 +49,8 @@ def measure(n_tasks: int, profile_name: str, cache: Path, threads: int) -> dict:
     dev tasks; the record described in the module docstring."""
     import torch
 
-    from taskextrap.estimators.sequence import SequenceRTE
-    from taskextrap.experiments.codeio import (CODEIO_PROFILES, TASKS_PER_CHUNK, Split, corpora, fine_tune,
-                                               for_model, held_out_tasks)
+    from taskextrap.experiments.codeio import (CODEIO_PROFILES, Split, corpora, fine_tune, for_model,
+                                               held_out_tasks, search_estimator)
     from taskextrap.experiments.profiles import get_profile
     from taskextrap.llm.codeio import CodeIOAdapter
     from taskextrap.llm.pretrain import BaseModel
@@ -62,22 +66,20 @@ def measure(n_tasks: int, profile_name: str, cache: Path, threads: int) -> dict:
                          cache / f"extender-{profile_name}", progress="extender (dev)")
     sft_s = time.perf_counter() - t
     tasks = held_out_tasks(None, split)[0][:n_tasks]
-    adapter = CodeIOAdapter.of(profile)
-    n_full = n_tasks * len(adapter.candidates()) * 3
-    calls = _counting(likelihood)
+    n_full = n_tasks * len(CodeIOAdapter.of(profile).candidates()) * 3
     record, scores = {}, {}
-    for mode, bounded in (("full", False), ("bounded", True)):
-        calls.clear()
-        rte = SequenceRTE.from_extender(adapter, extender, batch_size=profile.score_batch,
-                                        tasks_per_chunk=TASKS_PER_CHUNK, bounded=bounded)
-        t = time.perf_counter()
-        scores[mode] = rte.decompose(tasks, progress=f"search ({mode})").extras["scores"]
-        wall = time.perf_counter() - t
-        record[mode] = {"wall_s": round(wall, 2), "sequences_scored": int(sum(calls)),
-                        "sequences_per_s": round(n_full / wall, 1),
-                        "paper_search_estimate_s": round(PAPER_TASKS * n_full / n_tasks / (n_full / wall), 0)}
-        print(f"codeio search, {mode}: {wall:.1f} s, {sum(calls)} of {n_full} sequences scored, "
-              f"{n_full / wall:.1f} seq/s", flush=True)
+    with _counting(likelihood) as calls:
+        for mode, bounded in (("full", False), ("bounded", True)):
+            calls.clear()
+            t = time.perf_counter()
+            scores[mode] = search_estimator(extender, profile, bounded).decompose(
+                tasks, progress=f"search ({mode})").extras["scores"]
+            wall = time.perf_counter() - t
+            record[mode] = {"wall_s": round(wall, 2), "sequences_scored": int(sum(calls)),
+                            "sequences_per_s": round(n_full / wall, 1),
+                            "paper_search_estimate_s": round(PAPER_TASKS * wall / n_tasks, 0)}
+            print(f"codeio search, {mode}: {wall:.1f} s, {sum(calls)} of {n_full} sequences scored, "
+                  f"{n_full / wall:.1f} seq/s", flush=True)
     full, bounded = scores["full"], scores["bounded"]
     finite = np.isfinite(bounded)
     same = {"best": bool((full.argmin(1) == bounded.argmin(1)).all()),

@@ -15,8 +15,8 @@ POINTWISE_BLOCKS = ((128, 128, 64), (64, 64, 32), (64,))
 
 
 # Rows per forward pass at prediction: 4096 keep the activations in cache (faster than 65536
-# rows on one CPU thread: benchmarks/results/kernels.json). A CPU matrix product rounds the last (row count mod 8) rows of
-# a pass with another kernel; 4096 divides 65536, the size before, so the same rows come last
+# rows on one CPU thread: benchmarks/results/kernels.json). A CPU matrix product rounds the
+# last (row count mod 8) rows of a pass with another kernel; 4096 divides 65536, the size before, so the same rows come last
 # and every prediction keeps its bits (tests/test_speed.py).
 PREDICT_CHUNK = 4096
 

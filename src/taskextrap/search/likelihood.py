@@ -116,8 +116,9 @@ def candidate_scores(lm: LanguageModel, tasks: Sequence, candidates: Sequence,
     (default: all at once), all their candidates in one :func:`total_nll` call per stage of the
     bound (one call without it); with ``cache_dir`` each chunk's scores are saved
     (``scores-<first task>.npy``, ``scores-<first task>-within<keep_within>.npy`` for a bounded
-    search) and read back on a rerun (a full search's file answers a bounded one too). ``prefix_of(candidate)`` groups the
-    prompts of one held-out example under candidates with an equal key, which run their common
+    search) and read back on a rerun (a full search's file answers a bounded one too).
+    ``prefix_of(candidate)`` groups the prompts of one held-out example under candidates with an
+    equal key, which run their common
     prefix once. Under a ``shard`` of several processes this one scores only its own chunks;
     the lead waits for the others' files and returns every score, any other process returns
     None. ``progress``: the label of a progress bar over the sequences (None: no bar).
