@@ -63,8 +63,11 @@ def test_objective_decomposition_shapes_order_and_posterior(objective_rte, quad_
     assert d.anchors.shape == (n, k) and d.phi.shape == (n, k, rte.embed_dim) and d.score.shape == (n, k)
     assert np.all(np.diff(d.score, axis=1) >= 0)  # best first
     assert np.allclose(d.weights.sum(axis=1), 1.0) and np.all(d.weights[:, rte.n_average:] == 0)
-    expected = likelihood_weights(d.score[:, : rte.n_average], obs.ctx_x.shape[1], rte.loss_scale_)
-    np.testing.assert_allclose(d.weights[:, : rte.n_average], expected)
+    # the Gaussian likelihood by hand: w_j / w_0 = exp(-m (L_j - L_0) / (2 s)), m context points,
+    # s the calibrated residual variance (temperature 1)
+    m, loss = obs.ctx_x.shape[1], d.score[:, : rte.n_average]
+    log_ratio = np.log(d.weights[:, : rte.n_average] / d.weights[:, :1])
+    np.testing.assert_allclose(log_ratio, -m * (loss - loss[:, :1]) / (2.0 * rte.loss_scale_), atol=1e-9)
     # phi is a scale of the proxy difference from the candidate's anchor
     proxy = rte.embed(obs.ctx_x, obs.ctx_y)[:, None] - rte.z_library_[d.anchors]
     np.testing.assert_allclose(d.phi, proxy * d.extras["phi_scale"][..., None], rtol=1e-6, atol=1e-9)
@@ -78,9 +81,12 @@ def test_objective_prediction_is_the_posterior_mixture(objective_rte, quad_targe
     mean, std = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
     np.testing.assert_allclose(mean, rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d))
     singles = np.stack([rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(j)) for j in range(rte.n_average)])
-    want_mean, want_std = mixture(singles, d.weights[:, : rte.n_average], rte.query_var_)
+    w = d.weights[:, : rte.n_average]
+    # the mixture by hand: the weighted mean, and the weighted spread plus Psi's own variance
+    want_mean = sum(w[:, j, None] * singles[j] for j in range(rte.n_average))
+    want_var = sum(w[:, j, None] * (singles[j] - want_mean) ** 2 for j in range(rte.n_average)) + rte.query_var_
     np.testing.assert_allclose(mean, want_mean, rtol=1e-6)
-    np.testing.assert_allclose(std, want_std, rtol=1e-6)
+    np.testing.assert_allclose(std, np.sqrt(want_var), rtol=1e-6)
     assert np.all(std >= np.sqrt(rte.query_var_) - 1e-12)
     assert covered(mean, std, obs.qry_y).shape == obs.qry_y.shape
 
@@ -95,8 +101,87 @@ def test_strategy_a_std_is_the_anchors_spread_plus_psi_error(fitted_rte, quad_ta
     np.testing.assert_allclose(std, np.sqrt(singles.var(axis=0) + fitted_rte.query_var_), rtol=1e-6)
 
 
-def test_calibration_comes_from_validation_pairs(objective_rte, fitted_rte):
-    assert objective_rte.query_var_ > 0 and objective_rte.loss_scale_ > 0
+def quadratic_through(x: np.ndarray, y: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Each row's quadratic through its points (x, y), evaluated at ``at`` (the quadratic family
+    is exactly this, so from a noise-free context it is the target's true curve)."""
+    return np.stack([np.polyval(np.polyfit(xr, yr, 2), ar) for xr, yr, ar in zip(x, y, at)])
+
+
+class KnownErrorPsi:
+    """A stand-in Psi whose error is known: the target's true curve (the quadratic through the
+    noise-free context) plus N(0, sd^2) noise at every query and every left-out context point,
+    whatever the anchor. Calibrated on any pairs, Psi's error variance is sd^2. It records the
+    pairs it trains on (``fit``) and the ones it is asked to predict."""
+
+    def __init__(self, sd: float, loo: bool):
+        self.sd, self.loo, self.g = sd, loo, np.random.default_rng(123)
+        self.trained, self.predicted = [], []
+
+    def to(self, device):
+        return self
+
+    def fit(self, batches, val, g, progress=None):
+        self.trained.append(batches(g))
+
+    def predict(self, ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, mask=None):
+        self.predicted.append((ctx_x, ctx_y, anc_ctx))
+        exact = quadratic_through(ctx_x, ctx_y, qry_x)
+        return exact + self.g.normal(0.0, self.sd, exact.shape)
+
+    def loo_loss(self, ctx_x, ctx_y, anc_ctx, shift):
+        # each left-out point predicted exactly by the others (8 points, a quadratic), plus the noise
+        return np.mean(self.g.normal(0.0, self.sd, ctx_y.shape) ** 2, axis=1)
+
+
+def which_task(library: TaskSet, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The library task whose noise-free curve passes through each row's points (x, y)."""
+    curves = np.stack([library.values(x, np.full(len(x), i)) for i in range(len(library))], axis=1)
+    gap = np.abs(curves - y[:, None]).max(axis=2)                     # (rows, tasks)
+    assert np.all(np.sort(gap, axis=1)[:, 0] < 1e-6), "a row is no library task's curve"
+    return np.argmin(gap, axis=1)
+
+
+def test_calibration_is_psis_error_on_held_out_library_pairs(monkeypatch, quad_library, make_rte):
+    """query_var_ and loss_scale_ are Psi's error variance, measured on pairs whose targets are
+    the library tasks held out of Psi's training (anchors from the training pool): with a Psi of
+    known error sd both come out near sd^2 (a closed form), and the 90% interval built from
+    them covers about 90% of fresh targets' query points."""
+    import taskextrap.estimators.parameter as parameter_module
+
+    sd, made = 3.0, []
+
+    def stand_in(scaler, n_context, shift_dim, seed, cfg, loo=False):
+        made.append(KnownErrorPsi(sd, loo))
+        return made[-1]
+
+    monkeypatch.setattr(parameter_module, "RelationalOperator", stand_in)
+    # 2,000 pairs: 100 draws of each task, 200 calibration rows (1,600 query values)
+    rte = make_rte(search="objective", n_pairs=2000).fit(quad_library)
+    psi = made[0]
+    assert rte.psi_ is psi and len(psi.predicted) == 1  # calibration is fit's only prediction
+    # the calibration pairs: targets are held-out library tasks, never a training pair's target
+    cal_x, cal_y, cal_anchor_y = psi.predicted[0]
+    cal_targets, cal_anchors = which_task(quad_library, cal_x, cal_y), which_task(quad_library, cal_x, cal_anchor_y)
+    train = psi.trained[0]
+    train_targets = which_task(quad_library, train[0], train[1])
+    assert len(set(cal_targets)) == round(0.1 * len(quad_library))  # val_fraction of the library
+    assert set(cal_targets).isdisjoint(train_targets)
+    assert set(cal_targets) | set(train_targets) == set(range(len(quad_library)))
+    assert set(cal_anchors) <= set(train_targets) and not np.any(cal_anchors == cal_targets)
+    # the closed form: a chi-square mean over 1,600 values is within 15% of sd^2 (4 of its sds)
+    assert rte.query_var_ == pytest.approx(sd ** 2, rel=0.15)
+    assert rte.loss_scale_ == pytest.approx(sd ** 2, rel=0.15)
+    # the calibrated 90% interval of one anchor's prediction covers ~90% of fresh F2 queries
+    fam = PARAMETER_FAMILIES["quadratic"]
+    targets = TaskSet.sample(fam, {"F2": 200}, rng(7, "calibration-targets"))
+    obs = get_protocol("paper").draw(targets, 1, rng(7, "calibration-draws"))
+    d = rte.decompose(obs.ctx_x, obs.ctx_y, k=1, search="proxy")
+    mean, std = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d, return_std=True)
+    np.testing.assert_allclose(std, np.sqrt(rte.query_var_))  # one candidate: no spread
+    assert 0.86 <= covered(mean, std, obs.qry_y).mean() <= 0.94  # binomial sd 0.0075 over 1,600
+
+
+def test_calibration_of_a_psi_without_loo_rows(objective_rte, fitted_rte):
     assert fitted_rte.loss_scale_ is None  # no leave-one-out rows, no context loss
     assert not fitted_rte.psi_.loo and objective_rte.psi_.loo
 
@@ -165,6 +250,8 @@ def test_likelihood_weights_sharpen_with_less_noise():
     loss = np.array([[1.0, 1.1, 2.0]])
     wide, sharp = likelihood_weights(loss, 8, 1.0), likelihood_weights(loss, 8, 0.1)
     assert sharp[0, 0] > wide[0, 0] and np.allclose(wide.sum(), 1.0)
+    # by hand: exp(-8 (L - 1) / 2) = 1, e^-0.4, e^-4, normalised
+    np.testing.assert_allclose(wide, [np.array([1.0, np.exp(-0.4), np.exp(-4.0)]) / (1 + np.exp(-0.4) + np.exp(-4.0))])
     np.testing.assert_allclose(likelihood_weights(loss, 8, 1.0, None), [[1.0, 0.0, 0.0]])
     np.testing.assert_allclose(likelihood_weights(np.array([[0.5, np.inf]]), 8, 1.0), [[1.0, 0.0]])
     with pytest.raises(TaskextrapError, match="scale"):
