@@ -84,16 +84,54 @@ def test_a_users_family_needs_the_far_regions(monkeypatch):
     assert M.get_multistep_family("exp") is MULTISTEP_FAMILIES["exp"]
 
 
-def test_targets_do_not_depend_on_the_training_seed():
-    fam = MULTISTEP_FAMILIES["exp"]
+class _StubChain:
+    """What run_unit reads of a fitted chained RTE besides its predictions: the auto step size."""
+
+    def step_size(self):
+        return 0.0
+
+
+def _targets_scored(monkeypatch, seed: int, test_seed: int) -> dict:
+    """The draws run_unit scores in each region for training seed ``seed`` and ``test_seed``: the
+    fit is a stand-in that moves numpy's and torch's global streams by the training seed (as a
+    real fit does), and the predictions are recorded, not made."""
+    import torch
+
+    from taskextrap.experiments.parameter import PARAMETER_PROFILES
     from taskextrap.tasks.observe import get_protocol
 
-    a = M.make_targets(fam, "F4", get_protocol("paper"), 5, 2, 123)
-    b = M.make_targets(fam, "F4", get_protocol("paper"), 5, 2, 123)
-    np.testing.assert_array_equal(a[1].ctx_y, b[1].ctx_y)
-    assert np.all((a[0].params[:, 0] >= 0.25) & (a[0].params[:, 0] <= 0.3))
-    c = M.make_targets(fam, "F5", get_protocol("paper"), 5, 2, 123)
-    assert not np.allclose(a[1].ctx_x, c[1].ctx_x)
+    def fit(family, protocol, profile, s, *args, **kwargs):
+        np.random.seed(s)
+        np.random.random(10 + s)
+        torch.manual_seed(s)
+        return None, {"rte": _StubChain()}, {}
+
+    seen = {}
+
+    def predict(models, library, obs, region, methods):
+        seen[region] = obs
+        return {m: np.zeros_like(obs.qry_y) for m in methods}
+
+    monkeypatch.setattr(M, "fit_models", fit)
+    monkeypatch.setattr(M, "predict_region", predict)
+    M.run_unit(MULTISTEP_FAMILIES["exp"], get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed, "gradient", 2,
+               test_seed=test_seed)
+    return seen
+
+
+def test_targets_do_not_depend_on_the_training_seed(monkeypatch):
+    """A unit's targets and draws come from the test seed alone: two training seeds score the
+    same draws in every region, another test seed scores other ones."""
+    a, b = _targets_scored(monkeypatch, 0, 123), _targets_scored(monkeypatch, 1, 123)
+    other = _targets_scored(monkeypatch, 0, 124)
+    assert set(a) == set(b) == set(other) == {"F3", "F4", "F5"}
+    for region in a:
+        for field in ("params", "ctx_x", "ctx_y", "qry_x", "qry_y"):
+            np.testing.assert_array_equal(getattr(a[region], field), getattr(b[region], field))
+            assert not np.allclose(getattr(a[region], field), getattr(other[region], field))
+    lo, hi = MULTISTEP_FAMILIES["exp"].regions["F4"]
+    assert np.all((a["F4"].params[:, 0] >= lo) & (a["F4"].params[:, 0] <= hi))
+    assert not np.allclose(a["F4"].ctx_x, a["F5"].ctx_x)  # each region its own stream
 
 
 @pytest.mark.parametrize("protocol", ["paper", "strict"])
