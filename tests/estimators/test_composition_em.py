@@ -66,7 +66,42 @@ def test_every_arm_takes_the_supervised_gradient_steps_and_predicts(prims, super
     y = prims.compose_interp(np.array([[0], [9], [17]]), np.array([[3], [12], [20]]), x[:, None])[:, 0]
     assert em.predict(x, y, x[:, :5]).shape == (3, 5)
     quality = em.label_quality(em.sets_["train"])
-    assert set(quality) == {"exact", "behaves"} and (quality["behaves"] >= quality["exact"]).all()
+    assert set(quality) == {"exact", "behaves"}
+    n_hidden = 80 - round(share * 80)  # only the unlabelled tasks are scored
+    assert quality["exact"].shape == quality["behaves"].shape == (n_hidden,)
+
+
+def test_label_quality_scores_the_unlabelled_tasks_against_their_true_pairs(prims, supervised):
+    """``exact``: the label is the true (outer, inner) pair; ``behaves``: its composed curve's MSE
+    is within 1% of the true curve's variance. A library twin of the true outer, offset by a
+    constant c, composes to the true curve + c (MSE c^2): c = 0.05 sd behaves (0.25%), c = 0.2 sd
+    does not (4%), and neither label is exact."""
+    import dataclasses
+
+    em = _em(0.25)
+    em._adopt(supervised, prims)
+    s = em._hidden_set(em.train_pool_, 40, "train")
+    todo = np.flatnonzero(~s.known)
+    truth = np.stack([s.tasks.outer, s.tasks.inner], axis=1)
+    near, far = todo[:2]
+    used = set(truth[[near, far]].ravel())
+    twin_near, twin_far = [j for j in range(len(prims)) if j not in used][:2]
+    grid = np.linspace(*prims.domain, 1001)[None]
+    sd = {r: prims.compose_interp(truth[r, :1], truth[r, 1:], grid[:, None])[0, 0].std() for r in (near, far)}
+    curves = prims.curves.copy()
+    curves[twin_near] = curves[truth[near, 0]] + 0.05 * sd[near]
+    curves[twin_far] = curves[truth[far, 0]] + 0.2 * sd[far]
+    em.primitives_ = dataclasses.replace(prims, curves=curves)
+    s.labels[todo] = truth[todo]                      # every other unlabelled task: its true pair
+    s.labels[near] = (twin_near, truth[near, 1])
+    s.labels[far] = (twin_far, truth[far, 1])
+    s.labels[s.known] = truth[s.known][:, ::-1]       # the labelled tasks are not scored at all
+    quality = em.label_quality(s)
+    want_exact, want_behaves = np.ones(len(todo)), np.ones(len(todo))
+    want_exact[:2] = 0.0
+    want_behaves[1] = 0.0
+    np.testing.assert_array_equal(quality["exact"], want_exact)
+    np.testing.assert_array_equal(quality["behaves"], want_behaves)
 
 
 def test_no_fit_of_an_em_arm_sees_a_held_out_pair(prims):
