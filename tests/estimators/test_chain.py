@@ -1,10 +1,13 @@
 """Composition3RTE: training recipes only, identity padding, batched k^3 verification, Psi_chain."""
 
+import copy
+
 import numpy as np
 import pytest
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.chain import Composition3RTE
 from taskextrap.operators.train import TrainConfig
 from taskextrap.search.chains import chain_losses_loop
@@ -106,16 +109,34 @@ def test_oracle_and_bad_inputs(fitted, targets, prims):
 
 
 def test_chains_carry_their_posterior_and_a_predictive_sd(fitted, targets):
-    from taskextrap.search.posterior import posterior_weights
-
     _, obs = targets
     d = fitted.decompose(obs.ctx_x, obs.ctx_y)
-    top = min(fitted.n_average, d.k)
+    assert (fitted.weighting, fitted.temperature) == ("relative", 1.0) and fitted.n_average >= d.k
     np.testing.assert_allclose(d.weights.sum(axis=1), 1.0)
-    np.testing.assert_array_equal(d.weights[:, :top], posterior_weights(d.score[:, :top], fitted.temperature))
+    # the relative weighting by hand: w_j / w_0 = exp(-(L_j - L_0) / (T L_0)), L_0 the best loss
+    ratio = np.exp(-(d.score - d.score[:, :1]) / (fitted.temperature * d.score[:, :1]))
+    np.testing.assert_allclose(d.weights / d.weights[:, :1], ratio, rtol=1e-9)
     mean, std = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d, return_std=True)
     np.testing.assert_array_equal(mean, fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d))
-    assert std.shape == mean.shape and np.all(std >= np.sqrt(fitted.query_var_) * (1 - 1e-9))
+    # the mixture by hand: each chain's Psi prediction, weighted; spread plus Psi's own variance
+    singles = [fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(j)) for j in range(d.k)]
+    want = sum(d.weights[:, j, None] * singles[j] for j in range(d.k))
+    spread = sum(d.weights[:, j, None] * (singles[j] - want) ** 2 for j in range(d.k))
+    np.testing.assert_allclose(mean, want, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(std, np.sqrt(spread + fitted.query_var_), rtol=1e-6)
     assert fitted.loss_scale_ > 0 and {r.stage for r in fitted.seen_ if r.component == "calibration"} == {"val"}
     with pytest.raises(TaskextrapError, match="unknown weighting"):
         Composition3RTE(**{**TINY, "weighting": "flat"})
+
+
+def test_chain_posterior_weights_of_hand_made_scores(fitted):
+    """Scores 1, 1.5, 3 (best first) under the relative weighting at T = 1: w ∝ 1, e^-0.5, e^-2;
+    with n_average 2 the third gets nothing; T = None is the arg-min."""
+    chains, phi = np.zeros((1, 3, 3), int), np.zeros((1, 3, 0))
+    d = Decomposition(chains, phi, np.array([[1.0, 1.5, 3.0]]))
+    w = np.array([1.0, np.exp(-0.5), np.exp(-2.0)])
+    np.testing.assert_allclose(fitted.weighted(d).weights, [w / w.sum()], rtol=1e-9)
+    two, argmin = copy.copy(fitted), copy.copy(fitted)
+    two.n_average, argmin.temperature = 2, None
+    np.testing.assert_allclose(two.weighted(d).weights, [[w[0] / w[:2].sum(), w[1] / w[:2].sum(), 0.0]], rtol=1e-9)
+    np.testing.assert_array_equal(argmin.weighted(d).weights, [[1.0, 0.0, 0.0]])
