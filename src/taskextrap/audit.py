@@ -126,9 +126,18 @@ def record_tasks(component: str, tasks, stage: str = "train") -> None:
 
 def record_items(component: str, items: Iterable, stage: str = "train") -> None:
     """Report the training items a fine-tuning step consumes, by the ``task`` each carries
-    (None for an item without one, which :func:`check` rejects)."""
+    (None for an item without one, which :func:`check` rejects). A label that can tell from an
+    item's text whether it made the item (a ``check_item(item)`` method, e.g. the examples a
+    target's context items are built from, ``llm.geometry.TargetContext``) is verified, as
+    :func:`consume` verifies arrays: an item its label does not make raises :class:`LeakError`."""
     if _listeners:
+        items = list(items)
         tasks = [getattr(item, "task", None) for item in items]
+        for item, task in zip(items, tasks):
+            made = getattr(task, "check_item", None)
+            if made is not None and not made(item):
+                raise LeakError(f"leak audit: {component} ({stage}) consumed an item that its label does not make "
+                                f"(label {task})")
         labels = np.empty(len(tasks), dtype=object)
         labels[:] = tasks
         _emit(Record(component, None, None, stage, labels=labels))

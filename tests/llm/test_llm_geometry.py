@@ -3,6 +3,7 @@ measures and a tiny end-to-end run."""
 
 import importlib.util
 import json
+import re
 
 import numpy as np
 import pytest
@@ -119,15 +120,34 @@ def test_tiny_run_writes_rows_and_the_figure(tmp_path):
     assert not any(r["answer_in_prompt"] for r in records)
     leak = {r["method"]: r["value"] for r in res["rows"] if r["group"] == "answer-in-prompt"}
     assert leak == {"rte": 0.0, **{g: 0.0 for g in gammas}}
-    train, _ = S.split_pairs(1)
     # each fit sees its own task, a training pair (the extender) or a target's own support only
-    audit.check(seen, set(S.NAMES) | {G.SCRAMBLE, "target-context"} | set(train), required={"sft"})
+    assert any(isinstance(lab, G.TargetContext) for rec in seen for lab in rec.labels)
+    audit.check(seen, gamma_allowed(), required={"sft", "fisher"})
+
+
+def gamma_allowed(split_seed: int = 1):
+    """The leak audit's rule for llm-geometry: a primitive, the null task or a training pair (the
+    extender), or a target context whose every example is in one held-out task's support (so
+    never a query)."""
+    from taskextrap.experiments import codeio as E
+
+    train, _ = S.split_pairs(split_seed)
+    names = set(S.NAMES) | {G.SCRAMBLE} | set(train)
+    tasks, _, _ = E.held_out_tasks(None, E.Split(split_seed=split_seed))
+    supports = [set(map(tuple, t.support)) for t in tasks]
+
+    def allowed(label) -> bool:
+        if isinstance(label, G.TargetContext):
+            return any(set(label.examples) <= s for s in supports)
+        return label in names
+    return allowed
 
 
 def test_a_target_context_embedding_uses_its_support_only():
     support = [("abcdef", "fedcba"), ("ghijkl", "lkjihg"), ("mnopqr", "rqponm")]
     items = G.context_items(support)
-    assert len(items) == 6 and all(i.task == "target-context" for i in items)
+    assert len(items) == 6 and all(i.task == G.TargetContext(tuple(support)) for i in items)
+    assert all(i.task.check_item(i) for i in items)
     shown = {x for prompt, comp in items for x in prompt.replace("In:", "\n").replace("Out:", "\n").split()} | {
         comp.strip() for _, comp in items}
     assert shown <= {s for pair in support for s in pair} | {"Perform", "the", "string", "transformation", "pattern",
@@ -144,3 +164,55 @@ def test_a_gamma_keeps_the_singles_and_pairs_of_its_nearest_primitives():
     assert cands == ["b", "c", ("b", "b"), ("b", "c"), ("c", "b"), ("c", "c")]
     with pytest.raises(TaskextrapError, match="m must"):
         G.restricted_candidates(order, ["a", "b", "c", "d"], 5)
+
+
+def test_restricted_search_takes_the_allowed_arg_min_of_a_hand_built_score_table():
+    """Scores by hand: the overall best candidates lie outside the Gamma's 2 primitives; among
+    the allowed ones (b, a) is best, not (a, b) (a pair's order counts); a tie goes to the first
+    allowed; a table of the wrong length is refused."""
+    cands, names = S.candidates(), list(S.NAMES)
+    a, b, c = names[3], names[7], names[11]
+    allowed = G.restricted_candidates(np.array([3, 7, 11, 0]), names, 2)
+    assert allowed == [a, b, (a, a), (a, b), (b, a), (b, b)]
+    scores = np.full(len(cands), 10.0)
+    for cand, v in ((c, -5.0), ((c, a), -4.0), ((a, c), -3.0), ((b, a), 1.0), ((a, b), 2.0), (a, 3.0)):
+        scores[cands.index(cand)] = v
+    assert cands[int(np.argmin(scores))] == c  # the unrestricted search would take c
+    assert G.restricted_choice(scores, cands, allowed) == (b, a)
+    scores[cands.index((a, a))] = 1.0  # ties with (b, a), listed before it
+    assert G.restricted_choice(scores, cands, allowed) == (a, a)
+    with pytest.raises(TaskextrapError, match="one value per candidate"):
+        G.restricted_choice(scores[:-1], cands, allowed)
+
+
+def _held_out_task():
+    from taskextrap.experiments import codeio as E
+
+    return E.held_out_tasks(1, E.Split(split_seed=1))[0][0]
+
+
+def test_the_audit_flags_a_query_embedded_into_gamma(make_char_model):
+    """A target's Gamma vector (LoRA fit and Fisher) from its support passes the audit; with its
+    query among the examples the audit names the leak; and a query item that only carries the
+    support's label is caught from its text."""
+    from taskextrap.llm.codeio import answer_completion, fewshot_prompt
+
+    task = _held_out_task()
+    support, query = [tuple(e) for e in task.support], tuple(task.query)
+    settings = G.FisherSettings(steps=1, batch=2, fisher_items=2)
+
+    def load():
+        return make_char_model(seed=0)
+
+    with audit.spy() as seen:
+        G.embed_items(load, G.context_items(support), settings, seed=0)
+    audit.check(seen, gamma_allowed(), required={"sft", "fisher"})
+    with audit.spy() as seen:  # the query embedded into Gamma as one more example
+        G.embed_items(load, G.context_items(support + [query]), settings, seed=0)
+    with pytest.raises(audit.LeakError, match=r"sft \(train\): target-context .*" + re.escape(repr(query[0]))) as e:
+        audit.check(seen, gamma_allowed())
+    assert "fisher (train)" in str(e.value)
+    items = G.context_items(support)
+    smuggled = audit.Tagged((fewshot_prompt(support, query[0]), answer_completion(query[1])), items[0].task)
+    with audit.spy(), pytest.raises(audit.LeakError, match="consumed an item that its label does not make"):
+        G.embed_items(load, items + [smuggled], settings, seed=0)

@@ -147,7 +147,6 @@ def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int
     full = E.search(lm, tasks, codeio_profile, sub("search"), progress, bounded=False)  # arg-mins over subsets
     timing["exhaustive_search_s"] = time.perf_counter() - t
     cands, scores = S.candidates(), full["scores"]
-    index = {c: j for j, c in enumerate(cands)}
 
     def load():
         return load_base("codeio", model, device)
@@ -163,6 +162,7 @@ def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int
     agree, timing["gamma_embed_s"] = [], 0.0
     for i, task in enumerate(tasks):
         t = time.perf_counter()
+        # labelled with the support's examples (G.TargetContext): the leak audit rejects a query among them
         v = G.embed_items(load, G.context_items(task.support), profile.fit, derive_seed(seed, "gamma-target", i))
         order = {"fisher": G.nearest_primitives(v - null, lib - null[None, :]),
                  "random": rng(seed, "geometry", "gamma-random", i).permutation(len(names))}
@@ -171,8 +171,7 @@ def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int
         for g in GAMMAS:
             for m in profile.gamma_m:
                 allowed = G.restricted_candidates(order[g], names, m)
-                cols = [index[S.as_candidate(c)] for c in allowed]
-                best = allowed[int(np.argmin(scores[i, cols]))]
+                best = G.restricted_choice(scores[i], cands, allowed)
                 chosen[(g, m)].append(best)
                 recall[(g, m)].append(float(any(S.behaviour(c) == truth for c in allowed)))
                 if g == "fisher":  # the restricted search on its own: its time, and the same choice

@@ -25,9 +25,11 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
+from taskextrap import audit
 from taskextrap.audit import Tagged
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import rng
@@ -100,6 +102,8 @@ def fisher(lm, items) -> dict[str, np.ndarray]:
     params = {n: p for n, p in lm.model.named_parameters() if p.requires_grad}
     if not params:
         raise TaskextrapError("the model has no trainable (adapter) weights to take a Fisher of")
+    items = list(items)
+    audit.record_items("fisher", items)  # the embedding is computed from these too, not only the LoRA fit
     total = {n: torch.zeros_like(p) for n, p in params.items()}
     for item in items:
         ids, mask, lab = training_batch(lm, [item])
@@ -205,22 +209,47 @@ def knn_agreement(d_embed: np.ndarray, d_behave: np.ndarray, k: int = 3, tiebrea
 # ------------------------------------------------------------------- the embedding as Gamma
 
 
-def context_items(support, task="target-context") -> list:
-    """Few-shot items made from a set of examples only (a target's support): each example in turn
-    is the query, the others (in every order) its shots. Tagged with ``task`` for the leak audit."""
+@dataclass(frozen=True)
+class TargetContext:
+    """The leak-audit label of a target's context items (:func:`context_items`): the examples
+    (input, output) they are made from. A fixed label such as "target-context" would let an
+    allow-list pass a query's answer embedded into Gamma's fit unseen; this one names every
+    example, so an audit rejects any that is a held-out query (its ``allowed`` rule), and
+    :meth:`check_item` (called by ``audit.record_items`` while a spy listens) confirms from the
+    item's text that it is made from these examples only, not merely labelled so."""
+
+    examples: tuple[tuple[str, str], ...]
+
+    def __str__(self) -> str:
+        return "target-context " + ", ".join(f"{x!r}->{y!r}" for x, y in self.examples)
+
+    def check_item(self, item) -> bool:
+        """Whether ``item`` (prompt, completion) is one that :func:`context_items` makes from
+        :attr:`examples`."""
+        return tuple(item) in {tuple(i) for i in _context_texts(list(self.examples))}
+
+
+def _context_texts(support: list) -> list[tuple[str, str]]:
     from itertools import permutations
 
     from taskextrap.llm.codeio import answer_completion, fewshot_prompt
 
-    support = list(support)
-    if len(support) < 2:
-        raise TaskextrapError("a context embedding needs at least 2 support examples")
     out = []
     for i, (q, t) in enumerate(support):
         rest = support[:i] + support[i + 1:]
-        for shots in permutations(rest):
-            out.append(Tagged((fewshot_prompt(list(shots), q), answer_completion(t)), task))
+        out += [(fewshot_prompt(list(shots), q), answer_completion(t)) for shots in permutations(rest)]
     return out
+
+
+def context_items(support, task=None) -> list:
+    """Few-shot items made from a set of examples only (a target's support): each example in turn
+    is the query, the others (in every order) its shots. Tagged for the leak audit with ``task``
+    (a library task's name), by default with the :class:`TargetContext` of these examples."""
+    support = [(str(x), str(y)) for x, y in support]
+    if len(support) < 2:
+        raise TaskextrapError("a context embedding needs at least 2 support examples")
+    label = TargetContext(tuple(support)) if task is None else task
+    return [Tagged(item, label) for item in _context_texts(support)]
 
 
 def embed_items(load, items, settings: FisherSettings, seed: int) -> np.ndarray:
@@ -247,6 +276,23 @@ def nearest_primitives(target: np.ndarray, library: np.ndarray) -> np.ndarray:
     """Library rows (primitives) ordered by cosine similarity to ``target``, nearest first."""
     u = library / np.linalg.norm(library, axis=1, keepdims=True)
     return np.argsort(-(u @ (target / np.linalg.norm(target))), kind="stable")
+
+
+def restricted_choice(scores: np.ndarray, candidates: list, allowed: list):
+    """The restricted search: the candidate of ``allowed`` with the lowest of one task's scores
+    ``scores`` (one per entry of ``candidates``, e.g. ``tasks.strings.candidates()``; lower is
+    better), the first listed in ``allowed`` on a tie. Candidates outside ``allowed`` never win."""
+    scores = np.asarray(scores, dtype=float)
+    if scores.shape != (len(candidates),):
+        raise TaskextrapError(f"scores must have one value per candidate ({len(candidates)}), got {scores.shape}")
+    index = _candidate_index(tuple(candidates))
+    cols = [index[S.as_candidate(c)] for c in allowed]
+    return allowed[int(np.argmin(scores[cols]))]
+
+
+@lru_cache(maxsize=4)
+def _candidate_index(candidates: tuple) -> dict:
+    return {S.as_candidate(c): j for j, c in enumerate(candidates)}
 
 
 def restricted_candidates(order, names, m: int) -> list:
