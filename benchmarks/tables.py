@@ -481,6 +481,44 @@ def render_codeio_search(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_depth3_diagnosis(data: dict) -> str:
+    """``depth3-diagnosis-<protocol>.json`` (scripts/diagnose_depth3.py): each slot's retrieval
+    recall on the dev recipes and in distribution, and each search alternative's chains and MSE."""
+    pct = lambda v: f"{100 * v['mean']:.1f}"  # noqa: E731
+    lines = ["| decomposer | targets | slot | index@1 | index@10 | index@60 | functional@1 | functional@10 "
+             "| functional@60 | family@1 | index@60 within the true family | median functional rank |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, alt in data["alternatives"].items():
+        for part, label in (("retrieval", "dev recipes"), ("retrieval in distribution", "training recipes")):
+            for slot, r in alt.get(part, {}).items():
+                cells = [pct(r[f"{kind}@{k}"]) for kind in ("index", "functional") for k in (1, 10, 60)]
+                lines.append(f"| `{name}` | {label} | {slot} | {' | '.join(cells)} | {pct(r['family@1'])} "
+                             f"| {pct(r['family-restricted index@60'])} | {r['median functional rank']:.0f} |")
+    lines += ["", "| search | MSE | verified-composition MSE | chain (functional) in candidates | found chain "
+              "(functional) | among the verified | found fits the context as well as the truth | median context "
+              "loss found / truth | search (s) |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, alt in data["alternatives"].items():
+        r = alt["search"]
+        lines.append(f"| `{name}` | {format_value_ci(r['mse']['mean'], r['mse']['ci95'])} "
+                     f"| {fmt(r['verified-composition mse']['mean'])} | {pct(r['chain functional in candidates'])}% "
+                     f"| {pct(r['chain functional top-1'])}% | {pct(r['chain functional among verified'])}% "
+                     f"| {pct(r['found fits context at least as well as truth'])}% "
+                     f"| {fmt(r['median context loss found / truth'])} | {r['search_s']:.0f} |")
+    for name, r in {**data["baselines"], "oracle (the true chain through Psi_chain)": data["oracle mse"]}.items():
+        lines.append(f"| `{name}` | {format_value_ci(r['mean'], r['ci95'])} | | | | | | | |")
+    within = f"median primitives within {data['eps_primitive']}"
+    lib = "; ".join(f"{f}: nearest neighbour {fmt(v['median nearest-neighbour curve rmse'])}, "
+                    f"{v[within]:.0f} within {data['eps_primitive']}" for f, v in data["library"].items())
+    lines += ["", f"_recall in % of the {data['targets']} dev targets x {data['draws']} draws (`{data['protocol']}` "
+                  f"protocol, `{data['profile']}` profile, seed {data['seed']}, k = {data['k']}); functional: a "
+                  f"primitive whose curve is within {data['eps_primitive']} RMSE of the true one's on the domain; a "
+                  f"chain within {data['eps_chain']}. Library curves (median per family): {lib}. Fit "
+                  f"{data['fit_s']:.0f} s, wall {data['wall_s'] / 60:.1f} min; `python scripts/diagnose_depth3.py "
+                  f"--protocol {data['protocol']}`._"]
+    return "\n".join(lines)
+
+
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
@@ -506,6 +544,8 @@ def render_spec(spec: str) -> str:
         return render_parameter_dev(data)
     if "chains_per_target" in data and not opts:
         return render_depth3_search(data)
+    if "alternatives" in data and "eps_chain" in data and not opts:
+        return render_depth3_diagnosis(data)
     if "modes" in data and "agreement" in data and not opts:
         return render_codeio_search(data)
     if "anchor" in data and "labels" in data and not opts:
