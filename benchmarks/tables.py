@@ -55,8 +55,10 @@ CAPTIONS = {"coverage": "coverage: the share of query points inside the 90% pred
             "fraction": {"manifolds": "share of held-out tasks whose read-out lies beyond the last training level "
                                       "or region",
                          "composition-em": "share of the unlabelled training tasks whose pseudo-label, after E-step N "
-                                           "(ARM:eN), behaves like the true pair (pseudo-labels) or is it "
-                                           "(pseudo-labels-exact)",
+                                           "(ARM:eN), behaves like the true pair (pseudo-labels), is it "
+                                           "(pseudo-labels-exact) or has a held-out family pair "
+                                           "(pseudo-labels-held-out-pair, reported by the runs that restrict pseudo-labels to "
+                                           "training pairs, as every run since issue 36 does)",
                          "codeio-em": "share of the unlabelled training composites whose pseudo-label, after E-step N "
                                       "(ARM:eN), behaves like the true pair on the probe strings (pseudo-labels) or "
                                       "is it (pseudo-labels-exact)",

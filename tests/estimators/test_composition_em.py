@@ -39,8 +39,9 @@ def test_hidden_labels_stay_hidden_and_a_share_keeps_its_truth(prims, supervised
     assert (s.labels[s.known] == truth[s.known]).all() and np.isfinite(s.loss[s.known]).all()
 
 
-def test_search_only_e_step_finds_the_best_fitting_library_pair(prims, supervised):
-    em = _em(0.0, restarts=4, sweeps=3)
+@pytest.mark.parametrize("label_pairs", ["train", "any"])
+def test_search_only_e_step_finds_the_best_fitting_library_pair(prims, supervised, label_pairs):
+    em = _em(0.0, restarts=4, sweeps=3, label_pairs=label_pairs)
     em._adopt(supervised, prims)
     s = em._hidden_set(em.train_pool_, 40, "train")
     em.history_ = []
@@ -48,6 +49,13 @@ def test_search_only_e_step_finds_the_best_fitting_library_pair(prims, supervise
     size = len(prims)
     o, i = np.divmod(np.arange(size * size), size)  # every pair of the library
     exhaustive = em.context_loss_at(s.x, s.y, np.broadcast_to(o, (40, size * size)), np.broadcast_to(i, (40, size * size)))
+    names = [f.name for f in prims.families]
+    pair_names = [(names[prims.family[a]], names[prims.family[b]]) for a, b in zip(o, i)]
+    training = np.array([p in PAPER_SPLIT.train for p in pair_names])
+    if label_pairs == "train":  # the optimum among the pairs a supervised label may be
+        exhaustive = np.where(training, exhaustive, np.inf)
+        got = [(names[prims.family[a]], names[prims.family[b]]) for a, b in s.labels]
+        assert all(p in PAPER_SPLIT.train for p in got)
     best = exhaustive.min(axis=1)
     assert np.allclose(s.loss, em.context_loss_at(s.x, s.y, s.labels[:, :1], s.labels[:, 1:])[:, 0])  # each label's recorded fit is its own
     assert np.mean(np.isclose(s.loss, best, rtol=1e-9, atol=1e-12)) >= 0.8  # the sweeps reach the optimum
@@ -55,6 +63,23 @@ def test_search_only_e_step_finds_the_best_fitting_library_pair(prims, supervise
     before = s.loss.copy()
     em._e_step(s, em.decomposer_ if hasattr(em, "decomposer_") else None)
     assert (s.loss <= before).all()  # a label is replaced only by one that fits better
+
+
+def test_refinement_restricted_to_allowed_family_pairs_never_leaves_them(prims, supervised):
+    em = _em(0.0)
+    em._adopt(supervised, prims)
+    s = em._hidden_set(em.train_pool_, 32, "train")
+    allowed = np.zeros((3, 3), bool)
+    allowed[0, 0] = True  # poly o poly only: most tasks' true pair is elsewhere, so the restriction bites
+    g = rng(0, "starts")
+    o, i = g.integers(len(prims), size=(2, 32, 4))
+    start = em.context_loss_at(s.x, s.y, o, i)
+    ro, ri, rl = em._refine(s.x, s.y, o, i, start, 2, allowed)
+    fam = prims.family
+    finite = np.isfinite(rl)
+    assert finite[:, 0].all() and ((fam[ro] == 0) & (fam[ri] == 0))[finite].all()
+    free = em._refine(s.x, s.y, o, i, start, 2)
+    assert (free[2][:, 0] < rl[:, 0]).any()  # unrestricted, some tasks find a better (forbidden) pair
 
 
 @pytest.mark.parametrize("share", [0.0, 0.25, 1.0])
@@ -124,6 +149,8 @@ def test_bad_settings_and_a_foreign_embedded_fit_are_refused(prims, supervised):
         _em(1.5)
     with pytest.raises(TaskextrapError, match="em_rounds"):
         EMCompositionRTE(**TINY, em_rounds=0)
+    with pytest.raises(TaskextrapError, match="label_pairs must be one of train, any"):
+        EMCompositionRTE(**TINY, label_pairs="all")
     other = PrimitiveSet.sample(n_per_family=8, rng=rng(1, "test-prims"))
     with pytest.raises(TaskextrapError, match="same library"):
         _em(0.0).fit(other, embedded=supervised)

@@ -36,6 +36,29 @@ def test_candidates_exclude_singles_and_identity_like_constituents():
     assert len(cands) == (len(S.NAMES) - len(trivial)) ** 2
 
 
+def test_candidates_restricted_to_training_pairs_hold_no_held_out_pair():
+    every, restricted = M.em_candidates(), M.em_candidates(TRAIN)
+    assert set(restricted) == set(every) & set(TRAIN) and not set(restricted) & set(HELD)
+    assert len(restricted) < len(every) and restricted == [c for c in every if c in restricted]  # enumeration order
+
+
+def test_every_e_step_of_an_arm_scores_only_the_candidates_it_is_given(monkeypatch):
+    from taskextrap.estimators import sequence_em
+    from taskextrap.experiments import codeio_em as X
+    from taskextrap.llm.pretrain import BaseModel
+
+    seen = []
+    monkeypatch.setattr(X, "_tune", lambda lm, *a, **k: lm)
+    monkeypatch.setattr("taskextrap.llm.pretrain.load_base", lambda *a, **k: "lm")
+    monkeypatch.setattr(sequence_em, "e_step", lambda lm, tasks, adapter, cands, *a, **k:
+                        seen.append(list(cands)) or ([cands[0]] * len(tasks), None))
+    profile = X.get_profile(X.PROFILES, "tiny")
+    tasks = M.em_tasks(TRAIN, 4, seed=0)
+    restricted = M.em_candidates(TRAIN)
+    X.run_arm(BaseModel(), profile, 0.0, tasks, 0, None, candidates=restricted)
+    assert seen and all(c == restricted for c in seen)
+
+
 def test_training_tasks_are_distinct_composites_of_training_pairs():
     tasks = M.em_tasks(TRAIN, 12, seed=0)
     pairs = [t.pair for t in tasks]

@@ -217,21 +217,28 @@ class CompositionRTE(DecomposingRTE):
         outer, inner, loss = (np.concatenate(a) for a in zip(*parts))
         return self.weighted(_pairs(outer, inner, loss, d.extras))
 
-    def _refine(self, ctx_x, ctx_y, outer, inner, loss, rounds):
+    def _refine(self, ctx_x, ctx_y, outer, inner, loss, rounds, allowed: np.ndarray | None = None):
         """Coordinate refinement of the best verified pair over the whole library, then re-ranking.
 
         Each round re-chooses the outer primitive with the inner fixed, then the inner with the
         outer fixed, by context MSE. The pairs of the last two sweeps join the verified pairs; the
         best ``k*k`` distinct pairs are kept, best first (the posterior average reads the top).
+        ``allowed`` (families x families, outer first) restricts every pair to the allowed family
+        pairs (the others' loss is inf): the EM E-step's labels stay among the training pairs.
         """
         lib = self.primitives_
         size = len(lib)
+        fam = lib.family
+        ok = (lambda a, b: True) if allowed is None else (lambda a, b: allowed[fam[a], fam[b]])  # noqa: E731
+        mask = lambda v, a, b: np.where(ok(a, b), v, np.inf)  # noqa: E731
+        loss = mask(loss, outer, inner)
+        every = np.arange(size)[None, :]
         all_inner = lib.interp_all(ctx_x)                                    # (n, m, L): every g at the context
         o, i = outer[:, 0], inner[:, 0]
         for _ in range(rounds):
-            lo = self._outer_sweep(ctx_x, ctx_y, i)                          # (n, L): pairs (l, i)
+            lo = mask(self._outer_sweep(ctx_x, ctx_y, i), every, i[:, None])  # (n, L): pairs (l, i)
             i_fixed, o = i, lo.argmin(axis=1)
-            li = self._inner_sweep(all_inner, ctx_y, o)                      # (n, L): pairs (o, l)
+            li = mask(self._inner_sweep(all_inner, ctx_y, o), o[:, None], every)  # (n, L): pairs (o, l)
             i = li.argmin(axis=1)
         lib_idx = np.broadcast_to(np.arange(size), (len(ctx_x), size))
         ids = np.concatenate([outer * size + inner, lib_idx * size + i_fixed[:, None],

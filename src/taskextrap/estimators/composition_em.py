@@ -37,6 +37,7 @@ from taskextrap.search.decomposer import Decomposer
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.validation import check_int, check_real
 
+LABEL_PAIRS = ("train", "any")  # what a pseudo-label may be: a training family pair, or any library pair
 BEHAVES_TOL = 0.01  # a pseudo-label "behaves like" the truth: its composed curve's MSE <= 1% of the curve's variance
 
 
@@ -78,6 +79,10 @@ class EMCompositionRTE(CompositionRTE):
             every M-step but a labelled start's first.
         restarts, sweeps: the search-only E-step's random starting pairs per task and its rounds of
             coordinate sweeps.
+        label_pairs: which library pairs a pseudo-label may be: "train" (default), pairs whose
+            family pair is one of ``split.train``, as every supervised label is, so no M-step
+            trains on a held-out family pair; "any": every library pair (the held-out family pairs
+            too; what the estimator did before issue 36).
     """
 
     label_share: float = 0.0
@@ -85,9 +90,12 @@ class EMCompositionRTE(CompositionRTE):
     em_rounds: int = 3
     restarts: int = 4
     sweeps: int = 3
+    label_pairs: str = "train"
 
     def __post_init__(self):
         super().__post_init__()
+        if self.label_pairs not in LABEL_PAIRS:
+            raise TaskextrapError(f"label_pairs must be one of {', '.join(LABEL_PAIRS)}, got {self.label_pairs!r}")
         check_real("label_share", self.label_share, 0.0, 1.0)
         check_int("n_tasks", self.n_tasks, 2)
         check_int("em_rounds", self.em_rounds, 1)
@@ -170,19 +178,34 @@ class EMCompositionRTE(CompositionRTE):
             starts = [np.stack([np.repeat(outer_c, kk, axis=1), np.tile(inner_c, (1, kk))], axis=1)]
             rounds = max(1, self.sweeps - 1)
         best, loss = np.zeros((len(todo), 2), int), np.full(len(todo), np.inf)
+        allowed = self.allowed_pairs()
+        fam = self.primitives_.family
         for pairs in starts:
             for c in range(0, len(todo), REFINE_CHUNK):
                 sl = slice(c, c + REFINE_CHUNK)
                 o, i = pairs[sl, 0], pairs[sl, 1]
                 start_loss = self.context_loss_at(x[sl], y[sl], o, i)
+                if allowed is not None:  # a disallowed start is never column 0 when an allowed one exists
+                    start_loss = np.where(allowed[fam[o], fam[i]], start_loss, np.inf)
                 order = np.argsort(start_loss, axis=1, kind="stable")  # _refine starts from column 0
                 take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
-                ro, ri, rl = self._refine(x[sl], y[sl], take(o), take(i), take(start_loss), rounds)
+                ro, ri, rl = self._refine(x[sl], y[sl], take(o), take(i), take(start_loss), rounds, allowed)
                 better = rl[:, 0] < loss[sl]
                 best[sl][better] = np.stack([ro[:, 0], ri[:, 0]], axis=1)[better]
                 loss[sl][better] = rl[better, 0]
         keep = loss < s.loss[todo]
         s.labels[todo[keep]], s.loss[todo[keep]] = best[keep], loss[keep]
+
+    def allowed_pairs(self) -> np.ndarray | None:
+        """(families x families) bool, outer first: the family pairs a pseudo-label may have
+        (``label_pairs="train"``: the split's training pairs); None for "any"."""
+        if self.label_pairs == "any":
+            return None
+        names = [f.name for f in self.primitives_.families]
+        allowed = np.zeros((len(names), len(names)), bool)
+        for outer, inner in self.split.train:
+            allowed[names.index(outer), names.index(inner)] = True
+        return allowed
 
     def context_loss_at(self, x, y, outer, inner) -> np.ndarray:
         """MSE (n, c) of composed stored curves of pairs (n, c) at any points ``x`` (n, m)."""
@@ -228,8 +251,9 @@ class EMCompositionRTE(CompositionRTE):
 
     def label_quality(self, s: PseudoLabels) -> dict:
         """How the unlabelled tasks' current labels compare with the truth (the only use of it):
-        ``exact`` (the same library pair) and ``behaves`` (the composed curve, on a 200-point grid
-        of the domain, within :data:`BEHAVES_TOL` of the true curve's variance)."""
+        ``exact`` (the same library pair), ``behaves`` (the composed curve, on a 200-point grid
+        of the domain, within :data:`BEHAVES_TOL` of the true curve's variance) and
+        ``held_out_pair`` (the label's family pair is not a training pair; 0 under ``label_pairs="train"``)."""
         todo = np.flatnonzero(~s.known)
         truth = np.stack([s.tasks.outer, s.tasks.inner], axis=1)[todo]
         got = s.labels[todo]
@@ -237,4 +261,8 @@ class EMCompositionRTE(CompositionRTE):
         t = self.primitives_.compose_interp(truth[:, :1], truth[:, 1:], grid[:, None])[:, 0]
         p = self.primitives_.compose_interp(got[:, :1], got[:, 1:], grid[:, None])[:, 0]
         behaves = ((p - t) ** 2).mean(axis=1) <= BEHAVES_TOL * np.maximum(t.var(axis=1), 1e-12)
-        return {"exact": (got == truth).all(axis=1).astype(float), "behaves": behaves.astype(float)}
+        names = [f.name for f in self.primitives_.families]
+        fam = self.primitives_.family
+        held = np.array([(names[fam[o]], names[fam[i]]) not in set(map(tuple, self.split.train)) for o, i in got])
+        return {"exact": (got == truth).all(axis=1).astype(float), "behaves": behaves.astype(float),
+                "held_out_pair": held.astype(float).reshape(len(got))}

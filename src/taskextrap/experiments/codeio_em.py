@@ -116,11 +116,12 @@ def _tune(lm, sampler, profile: CodeIOEMProfile, model: BaseModel, seed: int, st
 
 
 def run_arm(model: BaseModel, profile: CodeIOEMProfile, share: float, train_tasks, seed: int,
-            out_dir: Path | None, device: str = "cpu", progress: bool = False):
+            out_dir: Path | None, device: str = "cpu", progress: bool = False, candidates=None):
     """(final model, pseudo-label quality after each E-step, steps taken) of one EM arm.
 
     ``share`` 0: primitive warm-up start; otherwise that share of ``train_tasks`` keeps its label
-    and the start phase trains on those alone. ``out_dir`` keeps every phase's checkpoints and
+    and the start phase trains on those alone. ``candidates``: the E-step's (default: every
+    non-trivial pair, ``llm.codeio_em.em_candidates``). ``out_dir`` keeps every phase's checkpoints and
     every E-step's scores, so a rerun resumes."""
     from taskextrap.estimators.sequence_em import e_step
     from taskextrap.llm import codeio as C
@@ -144,7 +145,8 @@ def run_arm(model: BaseModel, profile: CodeIOEMProfile, share: float, train_task
     unknown = [i for i, k in enumerate(known) if not k]
     for r in range(1, profile.em_rounds + 1):
         if unknown:
-            guessed, _ = e_step(lm, [train_tasks[i] for i in unknown], C.CodeIOAdapter.of(profile), M.em_candidates(),
+            guessed, _ = e_step(lm, [train_tasks[i] for i in unknown], C.CodeIOAdapter.of(profile),
+                                candidates or M.em_candidates(),
                                 profile.em_loo, profile.score_batch, sub(f"e{r}"), f"e-step {r}" if progress else None)
             for i, lab in zip(unknown, guessed):
                 labels[i] = lab
@@ -160,13 +162,15 @@ def run_unit(model: BaseModel, profile: CodeIOEMProfile, tasks, seed: int, ckpt_
     """Both EM arms of one seed on ``split``'s training pairs, each answering ``tasks`` by the search."""
     from taskextrap.llm import codeio_em as M
 
-    train_tasks = M.em_tasks(split.pairs()[0], profile.em_tasks, seed)
+    train_pairs = split.pairs()[0]
+    train_tasks = M.em_tasks(train_pairs, profile.em_tasks, seed)
+    candidates = M.em_candidates(train_pairs)  # pseudo-labels among the pairs a supervised run sees
     values, timing = {}, {}
     extras = {"answers": {}, "completions": {}, "chosen": {}, "train_tasks": ["+".join(t.pair) for t in train_tasks]}
     for arm, share in ARMS.items():
         t = time.perf_counter()
         out = None if ckpt_dir is None else Path(ckpt_dir) / arm
-        lm, history, steps = run_arm(model, profile, share, train_tasks, seed, out, device, progress)
+        lm, history, steps = run_arm(model, profile, share, train_tasks, seed, out, device, progress, candidates)
         timing[f"{arm}_train_s"] = time.perf_counter() - t
         t = time.perf_counter()
         found = E.search(lm, tasks, profile, None if out is None else out / "search", progress)
@@ -241,7 +245,8 @@ def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
     split = E.Split.of(options)
     tasks, novel, sizes = E.held_out_tasks(profile.n_tasks, split)
     codeio_base, codeio_units = E.codeio_units(options, cache_dir, model, codeio_profile, split, tasks)
-    base = {**codeio_base, "experiment": "codeio-em", "profile": profile.to_dict(), "arms": ARMS, "p_single": P_SINGLE}
+    base = {**codeio_base, "experiment": "codeio-em", "profile": profile.to_dict(), "arms": ARMS, "p_single": P_SINGLE,
+            "label_pairs": "train"}  # the E-step's candidates: the split's training pairs (issue 36)
     em_units = seed_units(
         profile.seeds, name=lambda s: f"codeio-em-seed{s}", config=lambda s: {**base, "seed": s},
         compute=lambda s, _: run_unit(model, profile, tasks, s, E.ckpt_root(cache_dir, base, s, "codeio-em"), options.device,
@@ -258,7 +263,7 @@ def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
         start, m = phase_steps(profile.sft_steps, profile.em_rounds)
         config = {**E.run_config(base, sizes, novel, tasks, split, codeio_profile, model),
                   "em": {"tasks": profile.em_tasks, "rounds": profile.em_rounds, "loo": profile.em_loo,
-                         "candidates": len(em_candidates()), "start_steps": start, "m_steps": m,
+                         "candidates": len(em_candidates(split.pairs()[0])), "label_pairs": "train", "start_steps": start, "m_steps": m,
                          "steps_every_arm": profile.sft_steps},
                   "em_train_tasks": results[em_units[0].name].extras["train_tasks"],
                   "steps_taken": results[em_units[0].name].extras["steps"]}

@@ -14,7 +14,9 @@ targets:
 
 Every RTE arm trains Psi_comp and the decomposer for the same total gradient steps (the profile's).
 The pseudo-label quality after each E-step is reported per arm as a ``fraction`` of training tasks
-(group ``pseudo-labels``: the label behaves like the truth; ``pseudo-labels-exact``: the same pair).
+(group ``pseudo-labels``: the label behaves like the truth; ``pseudo-labels-exact``: the same pair;
+``pseudo-labels-held-out-pair``: the label's family pair is held out, 0 since pseudo-labels are
+restricted to the training family pairs, as every supervised label is).
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ from taskextrap.tasks.primitives import PAPER_SPLIT
 ARMS = {"rte-fixed-labels": 1.0, "rte-em-warmup": 0.0, "rte-em-semi25": 0.25}  # label share of each EM arm
 METHODS = ("rte", *ARMS, "ctx-interp", "library-best-fit")
 EM_ROUNDS = 3
+# Pseudo-label quality rows (fractions of the unlabelled training tasks) per label_quality kind.
+LABEL_GROUPS = {"behaves": "pseudo-labels", "exact": "pseudo-labels-exact",
+                "held_out_pair": "pseudo-labels-held-out-pair"}
 
 
 def make_em(protocol, profile, seed: int, embedding: str, share: float, split=PAPER_SPLIT,
@@ -98,11 +103,11 @@ def run_composition_em(options: RunOptions, cache_dir: Path | None, plot_dir: Pa
         for key in sorted(k for k in errors if "|" in k):
             arm, step, kind = key.split("|")
             if len(errors[key][0]):  # the fixed-labels arm has no unlabelled task
-                group = "pseudo-labels" if kind == "behaves" else "pseudo-labels-exact"
+                group = LABEL_GROUPS[kind]
                 rows.append(make_row("composition-em", group, f"{arm}:{step}", "fraction", np.stack(errors[key], axis=1)))
         config = {"pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
                   "profile": profile.to_dict(), "embedding": embedding, "test_seed": settings.test_seed,
-                  "em_rounds": EM_ROUNDS, "label_shares": ARMS,
+                  "em_rounds": EM_ROUNDS, "label_shares": ARMS, "label_pairs": EMCompositionRTE.label_pairs,
                   "steps": "every RTE arm: the profile's Psi and decomposer steps (EM: in em_rounds equal M-steps)"}
         return rows, config, list(profile.seeds), timing
 

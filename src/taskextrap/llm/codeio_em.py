@@ -5,8 +5,8 @@ The supervised extender (``experiments.codeio``) learns from training pairs whos
 EM alternates
 
 * **E-step** (``estimators.sequence_em.e_step``): for each unlabelled task, every candidate decomposition
-  (:func:`em_candidates`: every pair of non-trivial primitives, so neither the trivial identity
-  decomposition nor a single is a candidate) is scored by the current model's leave-one-out
+  (:func:`em_candidates`: every training pair of non-trivial primitives, so neither the trivial
+  identity decomposition, a single nor a held-out pair is a candidate) is scored by the current model's leave-one-out
   NLL of the task's support examples, exactly as the test-time search scores a target
   (``CodeIOAdapter.loo_pairs``; the last ``n_loo`` support examples are held out in turn), and
   the arg-min becomes the task's pseudo-label, both constituents inferred;
@@ -49,11 +49,16 @@ def trivial_primitives() -> tuple[str, ...]:
     return tuple(n for n in S.NAMES if S.behaviour(n) == same)
 
 
-def em_candidates() -> list[tuple[str, str]]:
-    """The E-step's candidates: every ordered pair of non-trivial primitives (paper: "excluding
-    the trivial identity decomposition"; no single, no pair with an identity-like constituent)."""
+def em_candidates(train_pairs=None) -> list[tuple[str, str]]:
+    """The E-step's candidates: ordered pairs of non-trivial primitives (paper: "excluding the
+    trivial identity decomposition"; no single, no pair with an identity-like constituent).
+
+    With ``train_pairs`` only those pairs: a pseudo-label is then a pair the supervised extender
+    may be trained on, so no M-step trains on a held-out pair's label (with training tasks' data).
+    None: every pair, the held-out ones too (the E-step before issue 36)."""
     skip = set(trivial_primitives())
-    return [p for p in S.all_pairs() if p[0] not in skip and p[1] not in skip]
+    allowed = None if train_pairs is None else set(map(tuple, train_pairs))
+    return [p for p in S.all_pairs() if p[0] not in skip and p[1] not in skip and (allowed is None or p in allowed)]
 
 
 def composite_pairs(train_pairs) -> list[tuple[str, str]]:
