@@ -39,7 +39,10 @@ RESULTS = Path(__file__).parent / "results"
 
 
 # what a diagnostic table shows (an mse or accuracy table's groups say it themselves)
-CAPTIONS = {"coverage": "coverage: the share of query points inside the 90% predictive interval (0.9 when calibrated)",
+CAPTIONS = {"coverage": "coverage: the share of query points inside the 90% predictive interval (0.9 when calibrated); "
+                        "`-uncalibrated`: the raw posterior interval, before the dev-chosen scale "
+                        "(search.calibration)",
+            "interval-width": "mean width of the 90% predictive interval, in the target's units",
             "entropy": "entropy (nats) of the posterior over candidate decompositions: 0 when one candidate "
                        "holds all the weight, log k when k share it",
             "trustworthiness": "trustworthiness of the 2-D map (1: its neighbourhoods are neighbourhoods of the "
@@ -69,7 +72,7 @@ CAPTIONS = {"coverage": "coverage: the share of query points inside the 90% pred
             "relative-distance": "distance of the held-out centroid from F1_2 + (F1_2 − F1_1), in units of that "
                                  "step (0: the step lands exactly on F2; on the dev split the halves of F1_1 "
                                  "step to F1_2, twice as wide, where an exact linear map gives 0.5)"}
-METRIC_ORDER = ("mse", "coverage", "entropy", "accuracy", "trustworthiness", "spearman", "fraction", "silhouette",
+METRIC_ORDER = ("mse", "coverage", "interval-width", "entropy", "accuracy", "trustworthiness", "spearman", "fraction", "silhouette",
                 "relative-distance")
 
 

@@ -8,6 +8,7 @@ a fine-tuning corpus) and asserts that the audit names it.
 import numpy as np
 import pytest
 
+
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.parameter import INTERVAL_METHODS, METHODS, run_unit
@@ -18,6 +19,7 @@ from taskextrap.estimators import parameter as rte_module
 from taskextrap.estimators.parameter import RTE
 from taskextrap.seeding import rng
 from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
+from taskextrap.search.calibration import interval_keys
 
 INDUCTIVE = {"sparse-inductive", "t2v-inductive", "inductive-oracle"}
 FAM = PARAMETER_FAMILIES["quadratic"]
@@ -73,7 +75,8 @@ def test_parameter_experiment_never_fits_on_f2(protocol):
         unit = run_unit(FAM, get_protocol(protocol), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient",
                         anchors=2)
     diagnostics = {"entropy:rte", "entropy:strategy-a", "anchor-retrieved:rte", "anchor-retrieved:strategy-a"}
-    assert set(unit.errors) == set(METHODS) | {"far-anchors"} | {f"coverage:{m}" for m in INTERVAL_METHODS} | diagnostics
+    intervals = {k for m in INTERVAL_METHODS for k in interval_keys(f"interval:{m}")}
+    assert set(unit.errors) == set(METHODS) | {"far-anchors"} | intervals | diagnostics
     _check_param(seen, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE)
     assert {(r.component, r.stage) for r in seen} >= {("psi", "val"), ("psi", "train")} | {
         (k, "val") for k in INDUCTIVE}

@@ -91,9 +91,10 @@ def test_every_arm_takes_the_supervised_gradient_steps_and_predicts(prims, super
     y = prims.compose_interp(np.array([[0], [9], [17]]), np.array([[3], [12], [20]]), x[:, None])[:, 0]
     assert em.predict(x, y, x[:, :5]).shape == (3, 5)
     quality = em.label_quality(em.sets_["train"])
-    assert set(quality) == {"exact", "behaves"}
+    assert set(quality) == {"exact", "behaves", "held_out_pair"}
     n_hidden = 80 - round(share * 80)  # only the unlabelled tasks are scored
-    assert quality["exact"].shape == quality["behaves"].shape == (n_hidden,)
+    assert quality["exact"].shape == quality["behaves"].shape == quality["held_out_pair"].shape == (n_hidden,)
+    assert not quality["held_out_pair"].any()  # label_pairs="train": never a held-out family pair
 
 
 def test_label_quality_scores_the_unlabelled_tasks_against_their_true_pairs(prims, supervised):

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+
 import pytest
 
 from taskextrap.errors import TaskextrapError
@@ -14,6 +15,7 @@ from taskextrap.experiments.registry import RunOptions, all_experiments, get_exp
 from taskextrap.experiments.runner import run_experiment
 from taskextrap.report.schema import validate_results
 from taskextrap.tasks import PARAMETER_FAMILIES, get_protocol
+from taskextrap.search.calibration import interval_keys
 
 
 def test_registry_lists_parameter_and_projectile():
@@ -58,9 +60,10 @@ def test_unit_errors_and_checkpoint_resume(tmp_path):
     (unit,) = family_units(fam, proto, prof, "gradient", 2, None, 1)
     first = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)]
     errors = first.errors
-    coverage = {f"coverage:{m}" for m in INTERVAL_METHODS}
-    fractions = coverage | {f"anchor-retrieved:{m}" for m in ("rte", "strategy-a")}
-    assert set(errors) == set(METHODS) | {"far-anchors"} | fractions | {"entropy:rte", "entropy:strategy-a"}
+    intervals = {k for m in INTERVAL_METHODS for k in interval_keys(f"interval:{m}")}
+    fractions = ({k for k in intervals if not k.endswith("_width")}
+                 | {f"anchor-retrieved:{m}" for m in ("rte", "strategy-a")})
+    assert set(errors) == set(METHODS) | {"far-anchors"} | intervals | fractions | {"entropy:rte", "entropy:strategy-a"}
     for m, e in errors.items():
         assert e.shape == (prof.n_targets,) and np.all(np.isfinite(e)) and np.all(e >= 0), m
     for m in fractions:

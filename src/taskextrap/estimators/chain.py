@@ -92,7 +92,7 @@ class Composition3RTE(DecomposingRTE):
         value_points: size of the value grid on which Psi_chain reads each primitive's curve.
         psi_context: whether every step of Psi_chain also reads the sorted context. None: the
             protocol's dev-chosen value (:data:`DEV_SETTINGS`).
-        n_pairs, library_draws, val_fraction, train, decomposer_train, blocks, seed: as
+        n_pairs, library_draws, val_fraction, train, decomposer_train, blocks, seed, interval_scale: as
             :class:`~taskextrap.estimators.composition.CompositionRTE`.
     """
 

@@ -95,6 +95,9 @@ class CompositionRTE(DecomposingRTE):
         seed: seeds every stream.
         device: where Gamma's probe, Psi and the decomposer run ("cpu", "cuda", "cuda:N"); every
             network is initialised on the CPU, so a device changes rounding only.
+        interval_scale: multiplier of the predictive sd of ``predict(..., return_std=True)``: None
+            (default) the scale chosen on this regime's dev split for the protocol
+            (``search.calibration``; 1.0 where none was chosen), or a number > 0.
     """
 
     k: int | None = None

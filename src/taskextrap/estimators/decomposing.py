@@ -34,6 +34,7 @@ from taskextrap.estimators.base import Decomposition, Estimator, check_decomposi
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
 from taskextrap.operators.train import TrainConfig
 from taskextrap.search.decomposer import Decomposer
+from taskextrap.search.calibration import resolved_scale
 from taskextrap.search.posterior import WEIGHTINGS, candidate_weights, mixture
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import get_protocol
@@ -62,6 +63,7 @@ class DecomposingRTE(Estimator):
     blocks: tuple = POINTWISE_BLOCKS
     seed: int = 0
     device: str = "cpu"
+    interval_scale: float | None = None
 
     regime = ""  # the protocol table a protocol name is looked up in
     fitted_attribute = "decomposer_"
@@ -69,6 +71,7 @@ class DecomposingRTE(Estimator):
     def __post_init__(self):
         self.protocol = get_protocol(self.protocol, self.regime)
         self.device = check_device(self.device)
+        self.interval_scale = resolved_scale(self.interval_scale, self.regime, self.protocol)
         check_embedding(self.embedding)
         if self.temperature is not None:
             check_real("temperature", self.temperature, 0.0, min_open=True)
@@ -159,7 +162,7 @@ class DecomposingRTE(Estimator):
         candidate per target (an oracle's, an ablation's) is used as it is; a chosen one of
         several (scores NaN) is averaged equally. With ``return_std`` also the predictive
         standard deviation (n, q): the candidates' spread plus Psi's own error ``query_var_``
-        (``search.posterior.mixture``): (mean, std).
+        (``search.posterior.mixture``), times ``interval_scale`` (``search.calibration``): (mean, std).
         """
         self.check_is_fitted()
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
@@ -174,7 +177,7 @@ class DecomposingRTE(Estimator):
         pred = check_finite_result("the prediction", pred, "ctx_x, ctx_y or x_query")
         if not return_std:
             return pred
-        return pred, mixture(np.stack(preds), w[:, cols], self.query_var_)[1]
+        return pred, self.interval_scale * mixture(np.stack(preds), w[:, cols], self.query_var_)[1]
 
     def weighted(self, d: Decomposition) -> Decomposition:
         """``d`` with its posterior ``weights`` filled from its scores (:meth:`_weights`); ``d``

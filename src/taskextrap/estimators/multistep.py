@@ -94,6 +94,10 @@ class ChainedRTE(RTE):
     step_measure: str = "shift"
     shift_split: str = "linear"
 
+    def calibration_regime(self) -> str:
+        """Chained prediction has no dev-chosen interval scale of its own (1.0 unless given)."""
+        return "parameter-multistep"
+
     def __post_init__(self):
         super().__post_init__()
         _check_steps(self.steps)
@@ -156,7 +160,7 @@ class ChainedRTE(RTE):
         w = np.full((n, k), 1.0 / k) if d.weights is None else d.weights
         mean, std = mixture(pred.reshape(n, k, -1).transpose(1, 0, 2), w, self.query_var_)
         check_finite_result("the prediction", mean, "ctx_x, ctx_y or x_query")
-        return (mean, std) if return_std else mean
+        return (mean, self.interval_scale * std) if return_std else mean
 
     def _chain(self, sx, sy, qry_x, anchors, phi, steps) -> np.ndarray:
         """Psi applied ``steps`` times per row from library task ``anchors``; the final queries."""

@@ -29,6 +29,7 @@ from taskextrap.operators.param import RelationalOperator, sort_context
 from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.search.index import nearest
+from taskextrap.search.calibration import resolved_scale
 from taskextrap.search.posterior import WEIGHTINGS, candidate_weights, mixture
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
@@ -86,6 +87,9 @@ class RTE(Estimator):
         seed: seeds every stream (draws, probe, network, batches).
         device: where Gamma's probe and Psi run ("cpu", "cuda", "cuda:N"); inputs and outputs stay
             numpy. Every network is initialised on the CPU, so a device changes rounding only.
+        interval_scale: multiplier of the predictive sd of ``predict(..., return_std=True)``: None
+            (default) the scale chosen on this regime's dev split for the protocol
+            (``search.calibration``; 1.0 where none was chosen), or a number > 0.
     """
 
     protocol: object = "paper"
@@ -108,11 +112,13 @@ class RTE(Estimator):
     n_average: int = 4
     seed: int = 0
     device: str = "cpu"
+    interval_scale: float | None = None
 
     def __post_init__(self):
         self.protocol = get_protocol(self.protocol)
         self.device = check_device(self.device)
         self._check_search()
+        self.interval_scale = resolved_scale(self.interval_scale, self.calibration_regime(), self.protocol)
         check_embedding(self.embedding)
         check_int("anchors", self.anchors, 1)
         check_int("n_pairs", self.n_pairs, 1)
@@ -123,6 +129,12 @@ class RTE(Estimator):
         check_int("embed_dim", self.embed_dim, 1)
         check_instance("train", self.train, TrainConfig, "a TrainConfig (see taskextrap.operators.train)")
         check_int("seed", self.seed, 0)
+
+    def calibration_regime(self) -> str:
+        """The key of this estimator's dev-chosen interval scale (``search.calibration``): the
+        parameter regime and the search ("parameter-objective": ``rte``; "parameter-proxy":
+        Strategy A)."""
+        return f"parameter-{self.search}"
 
     def _check_search(self) -> None:
         """The search settings: one-line errors for bad ones; ``loo`` resolved from ``search``."""
@@ -461,14 +473,14 @@ class RTE(Estimator):
         candidate of ``decomposition`` (default: :meth:`decompose`), mixed by its ``weights``
         (the objective's posterior) or averaged equally (Strategy A, a given decomposition).
         With ``return_std`` also the predictive sd (n, q): the candidates' spread plus Psi's
-        validation error (``query_var_``)."""
+        validation error (``query_var_``), times ``interval_scale``."""
         d, sx, sy, qry_x = self._predict_inputs(ctx_x, ctx_y, x_query, decomposition)
         w = np.full(d.score.shape, 1.0 / d.k) if d.weights is None else d.weights
         cols = [j for j in range(d.k) if w[:, j].any()]  # a candidate no target weights is never run
         preds = np.stack([self._predict_one(sx, sy, qry_x, d.anchors[:, j], d.phi[:, j]) for j in cols])
         mean, std = mixture(preds, w[:, cols], self.query_var_)
         check_finite_result("the prediction", mean, "ctx_x, ctx_y or x_query")
-        return (mean, std) if return_std else mean
+        return (mean, self.interval_scale * std) if return_std else mean
 
     def _predict_one(self, sx, sy, qry_x, anchors, phi) -> np.ndarray:
         """Psi from one anchor (n,) with shift phi (n, dim) per target."""

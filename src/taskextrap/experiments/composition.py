@@ -15,13 +15,14 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.estimators.composition import CompositionRTE
-from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, coverage_rows, discrete_profiles, entropy_rows,
-                                             fit_and_score, mse_rows, plot_examples, retrieval_rows)
+from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_profiles, entropy_rows, fit_and_score,
+                                             interval_rows, mse_rows, plot_examples, retrieval_rows)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.report.schema import make_row
-from taskextrap.search.posterior import covered, entropy
+from taskextrap.search.calibration import interval_diagnostics, pooled_curve
+from taskextrap.search.posterior import entropy
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_pair_split
 from taskextrap.tasks.observe import Observations, noise_scale
@@ -101,7 +102,7 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
                  "pair_top1_unrefined": ((best_plain[:, 0] == true_o) & (best_plain[:, 1] == true_i)).astype(float),
                  "pair_in_candidates": ((outer_c == true_o[:, None]).any(1) & (inner_c == true_i[:, None]).any(1)
                                         ).astype(float),
-                 "rte_coverage": covered(mean, std, obs.qry_y).mean(axis=1),
+                 **interval_diagnostics("rte", mean, std, obs.qry_y, rte.interval_scale),
                  "rte_entropy": entropy(rte.weighted(d).weights)}
     return preds, retrieval
 
@@ -146,11 +147,13 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
         compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed, settings.device),
         plot_dir=plot_dir, plot_file=f"composition-{protocol.name}-predictions.png")
 
+    rte_scale = make_rte(protocol, profile, 0, embedding, split).interval_scale
+
     def assemble(results):
         errors, timing = gather(results, units)
         out = mse_rows(experiment, errors, GROUP, methods)
         if experiment == "composition":  # rte's calibration beside its MSE; one group per held-out pair
-            out += coverage_rows(experiment, errors, GROUP, (("rte", "rte_coverage"),))
+            out += interval_rows(experiment, errors, GROUP, "rte", "rte")
             out += entropy_rows(experiment, errors, GROUP, (("rte", "rte_entropy"),))
             pair_id = errors["pair_id"][0]
             for j, (o, i) in enumerate(split.test if len(split.test) > 1 else ()):
@@ -162,7 +165,8 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
             ("top-k-candidates", "pair_in_candidates")))
         config = {"pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
                   "profile": profile.to_dict(), "embedding": embedding, "library_seed": LIBRARY_SEED,
-                  "test_seed": test_seed, "units": "shared with composition / composition-ablations under OUT/units"}
+                  "test_seed": test_seed, "units": "shared with composition / composition-ablations under OUT/units",
+                  "interval_scale": rte_scale, "coverage_by_scale": {GROUP: {"rte": pooled_curve(errors, "rte")}}}
         return out, config, list(profile.seeds), timing
 
     return Plan(units, assemble)

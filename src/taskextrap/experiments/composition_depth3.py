@@ -16,14 +16,14 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.estimators.chain import Composition3RTE
-from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, coverage_rows, fit_and_score, mse_rows,
+from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, fit_and_score, interval_rows, mse_rows,
                                              plot_examples, retrieval_rows)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
-from taskextrap.search.posterior import covered
+from taskextrap.search.calibration import interval_diagnostics, pooled_curve
 from taskextrap.seeding import rng
 from taskextrap.tasks.chains import (DEPTH3_FAMILIES, DEPTH3_GRID, PAPER_RECIPE_SPLIT, ChainSet, RecipeSplit,
                                      dev_recipe_split, recipe_name)
@@ -114,7 +114,7 @@ def predict_all(rte: Composition3RTE, inductive, primitives: PrimitiveSet, targe
     retrieval = {"chain_top1": (d.anchors[:, 0] == truth).all(axis=1).astype(float),
                  "chain_top1_unrefined": (plain.anchors[:, 0] == truth).all(axis=1).astype(float),
                  "chain_in_candidates": (cands == truth[:, :, None]).any(axis=2).all(axis=1).astype(float),
-                 "rte_coverage": covered(mean, std, obs.qry_y).mean(axis=1)}
+                 **interval_diagnostics("rte", mean, std, obs.qry_y, rte.interval_scale)}
     for j, slot in enumerate(SLOTS):  # where retrieval loses the chain: each slot's recall
         retrieval[f"{slot}_in_candidates"] = (cands[:, j] == truth[:, j:j + 1]).any(axis=1).astype(float)
     return preds, retrieval
@@ -169,7 +169,7 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
     def assemble(results):
         errors, timing = gather(results, units)
         out = mse_rows(EXPERIMENT, errors, GROUP, METHODS)
-        out += coverage_rows(EXPERIMENT, errors, GROUP, (("rte", "rte_coverage"),))
+        out += interval_rows(EXPERIMENT, errors, GROUP, "rte", "rte")
         recipe_id = errors["recipe_id"][0]
         for j, recipe in enumerate(split.test):
             for m in BREAKDOWN if (recipe_id == j).any() else ():  # (a tiny run may miss a recipe)
@@ -186,6 +186,8 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
                   "protocol": {**vars(protocol)}, "profile": profile.to_dict(), "embedding": embedding,
                   "library_seed": LIBRARY_SEED, "test_seed": test_seed,
                   "search": {k: getattr(chosen, k) for k in SEARCH_SETTINGS},
+                  "interval_scale": chosen.interval_scale,
+                  "coverage_by_scale": {GROUP: {"rte": pooled_curve(errors, "rte")}},
                   "rte_over_sparse_inductive": {"per_seed": per_seed, "mean": float(np.mean(per_seed))}}
         return out, config, list(profile.seeds), timing
 

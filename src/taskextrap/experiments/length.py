@@ -16,13 +16,14 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.length import LengthRTE
-from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, coverage_rows, discrete_profiles, entropy_rows,
-                                             fit_and_score, mse_rows, plot_examples, retrieval_rows)
+from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_profiles, entropy_rows, fit_and_score,
+                                             interval_rows, mse_rows, plot_examples, retrieval_rows)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.provenance import callable_hash
-from taskextrap.search.posterior import covered, entropy
+from taskextrap.search.calibration import interval_diagnostics, pooled_curve
+from taskextrap.search.posterior import entropy
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_ladder
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
@@ -99,7 +100,7 @@ def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet
     }
     retrieval = {"parent_top1": (d.anchors[:, 0] == parent).astype(float),
                  "parent_in_topk": (d.anchors == parent[:, None]).any(1).astype(float),
-                 "rte_coverage": covered(mean, std, obs.qry_y).mean(axis=1),
+                 **interval_diagnostics("rte", mean, std, obs.qry_y, rte.interval_scale),
                  "rte_entropy": entropy(rte.weighted(d).weights)}
     return preds, retrieval
 
@@ -149,10 +150,12 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
         config = {"ladder": ladder.name, "protocol": {**vars(protocol)}, "profile": profile.to_dict(),
                   "train_levels": list(ladder.train_levels), "test_level": ladder.test_level,
                   "embedding": embedding, "library_seed": LIBRARY_SEED, "test_seed": test_seed,
-                  "units": "shared with length / length-ablations under OUT/units"}
+                  "units": "shared with length / length-ablations under OUT/units",
+                  "interval_scale": make_rte(protocol, profile, 0, embedding).interval_scale,
+                  "coverage_by_scale": {group_name(ladder): {"rte": pooled_curve(errors, "rte")}}}
         rows = mse_rows(experiment, errors, group_name(ladder), methods)
         if experiment == "length":  # rte's calibration beside its MSE
-            rows += coverage_rows(experiment, errors, group_name(ladder), (("rte", "rte_coverage"),))
+            rows += interval_rows(experiment, errors, group_name(ladder), "rte", "rte")
             rows += entropy_rows(experiment, errors, group_name(ladder), (("rte", "rte_entropy"),))
         rows += retrieval_rows(
             experiment, errors, "predecessor-retrieved",

@@ -19,13 +19,15 @@ from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.artifacts import cached_fit
+from taskextrap.experiments.discrete import interval_rows
 from taskextrap.experiments.profiles import ParameterProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_target, seed_units
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
 from taskextrap.search.index import nearest
-from taskextrap.search.posterior import covered, entropy
+from taskextrap.search.calibration import interval_diagnostics, pooled_curve
+from taskextrap.search.posterior import entropy
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
 from taskextrap.tasks.dev import DEV_REGION, dev_family
@@ -346,8 +348,9 @@ def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: 
     timing["evaluation_s"] = time.perf_counter() - t
     errors = {m: per_target_mse(p, obs, profile.n_targets) for m, p in preds.items()}
     errors |= {k: per_target(v, profile.n_targets) for k, v in diag.items()}
-    errors |= {coverage_key(m): per_target(covered(preds[m], s, obs.qry_y), profile.n_targets)
-               for m, s in stds.items()}
+    for m, s in stds.items():  # calibrated and raw coverage, width, and the raw coverage at every scale
+        diag = interval_diagnostics(interval_prefix(m), preds[m], s, obs.qry_y, interval_scale_of(m, models))
+        errors |= {k: per_target(v, profile.n_targets) for k, v in diag.items()}
     if plot_dir is not None:
         t = time.perf_counter()
         _plots(plot_dir, family, protocol, models, library, targets, obs, errors)
@@ -356,9 +359,16 @@ def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: 
     return UnitResult(errors, timing)
 
 
-def coverage_key(method: str) -> str:
-    """The key of ``method``'s per-target interval coverage among a unit's errors."""
-    return f"coverage:{method}"
+def interval_prefix(method: str) -> str:
+    """The prefix of ``method``'s interval diagnostics among a unit's errors
+    (``search.calibration.interval_diagnostics``)."""
+    return f"interval:{method}"
+
+
+def interval_scale_of(method: str, models: dict) -> float:
+    """The interval scale of the fit behind ``method``'s interval: ``rte``'s, Strategy A's, or the
+    objective fit's for the dev variants."""
+    return models[method if method in ("rte", "strategy-a") else "objective"].interval_scale
 
 
 def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):
@@ -449,9 +459,8 @@ def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFam
                 timing[k] = timing.get(k, 0.0) + v
         rows = [paper_checked(make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1)), f)
                 for f in families for m in methods + _dev_rows(f, methods)]
-        rows += [paper_checked(make_row(experiment, f.name, m, "coverage",
-                                        np.stack(errors[f.name][coverage_key(m)], axis=1)), f)
-                 for f in families for m in methods + _dev_rows(f, methods) if has_interval(m)]
+        rows += [paper_checked(row, f) for f in families for m in methods + _dev_rows(f, methods) if has_interval(m)
+                 for row in interval_rows(experiment, errors[f.name], f.name, m, interval_prefix(m))]
         rows += [paper_checked(row, f) for f in families for row in diagnostic_rows(experiment, f.name, errors[f.name])
                  if row["method"] in methods]
         config = {"families": [f.name for f in families], "protocol": {**vars(protocol)},
@@ -459,7 +468,9 @@ def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFam
                                 **OBJECTIVE_VARIANTS.get(chosen_variant(protocol), {"search": "proxy"})},
                   "profile": profile.to_dict(), "embedding": embedding, "anchors": options.anchors,
                   "test_seed": options.seed_of_tests, "regions": {f.name: dict(f.regions) for f in families},
-                  "target_region": {f.name: target_region(f) for f in families}}
+                  "target_region": {f.name: target_region(f) for f in families},
+                  "coverage_by_scale": {f.name: {m: pooled_curve(errors[f.name], interval_prefix(m))
+                                                 for m in methods if m in INTERVAL_METHODS} for f in families}}
         return rows, config, list(profile.seeds), timing
 
     return Plan([u for f in families for u in units[f.name]], assemble)

@@ -75,19 +75,20 @@ __all__ = [
 
 # ``coverage``: the share of query points inside a method's 90% predictive interval
 # (``search.posterior.covered``), per target; a calibration check, never a paired comparison.
-METRICS = ("mse", "accuracy", "coverage", "entropy", "trustworthiness", "spearman", "silhouette", "fraction",
-           "relative-distance")
+METRICS = ("mse", "accuracy", "coverage", "interval-width", "entropy", "trustworthiness", "spearman", "silhouette",
+           "fraction", "relative-distance")
 # diagnostics, not scores: no paper value, no paired comparison (coverage: the share of query
-# points inside a 90% predictive interval; entropy: of the posterior over decompositions, nats;
+# points inside a 90% predictive interval; interval-width: its mean width, in the target's units;
+# entropy: of the posterior over decompositions, nats;
 # the others describe a 2-D map of the proxy space, ``experiments.manifolds``: trustworthiness
 # of the map, Spearman correlation of a read-out with the true parameter, silhouette of the
 # task classes, a fraction of held-out tasks, a distance relative to a training step)
-DIAGNOSTIC_METRICS = ("coverage", "entropy", "trustworthiness", "spearman", "silhouette", "fraction",
-                      "relative-distance")
+DIAGNOSTIC_METRICS = ("coverage", "interval-width", "entropy", "trustworthiness", "spearman", "silhouette",
+                      "fraction", "relative-distance")
 # the range each bounded metric must lie in
 METRIC_RANGES = {"accuracy": (0.0, 1.0), "coverage": (0.0, 1.0), "trustworthiness": (0.0, 1.0),
                  "fraction": (0.0, 1.0), "spearman": (-1.0, 1.0), "silhouette": (-1.0, 1.0),
-                 "entropy": (0.0, math.inf), "relative-distance": (0.0, math.inf)}
+                 "entropy": (0.0, math.inf), "relative-distance": (0.0, math.inf), "interval-width": (0.0, math.inf)}
 # How a row's interval was computed (the module docstring); "bootstrap-targets" is the hand-written
 # percentile bootstrap of files written before scipy.stats.bootstrap, still accepted when read.
 CI_METHODS = ("t-targets", "bootstrap-bca-targets", "bootstrap-percentile-targets", "bootstrap-targets",

@@ -1,0 +1,91 @@
+"""Choose each regime's interval scale on its dev split (issue 36, part 3).
+
+    python benchmarks/run.py --only parameter composition length composition-depth3 --profiles quick --split dev
+    python scripts/calibrate_intervals.py --profile quick
+
+Reads the dev results files ``benchmarks/results/<experiment>-<protocol>-<profile>-dev.json``
+(each records its raw interval's coverage at every grid scale, ``config["coverage_by_scale"]``),
+pools each regime's groups (the dev families of ``parameter``; the one group of the others)
+with equal weight, and takes the smallest grid scale whose pooled coverage reaches the 90% level
+(``search.calibration.choose_scale``). Writes the scales the estimators read,
+``src/taskextrap/search/interval_scales.json``, and a copy with the dev coverage before and
+after to ``benchmarks/results/interval-calibration.json``. Only dev files are read: a test file
+is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from taskextrap.files import write_json_atomic
+from taskextrap.search.calibration import SCALE_GRID, SCALES_FILE, choose_scale
+from taskextrap.search.posterior import INTERVAL_LEVEL
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+EXPERIMENTS = ("parameter", "composition", "length", "composition-depth3")
+PROTOCOLS = ("paper", "strict")
+
+
+def curves_of(experiment: str, data: dict) -> dict[str, np.ndarray]:
+    """Calibration key -> (groups, len(SCALE_GRID)) raw coverage curves of one dev results file."""
+    by_scale = data["config"]["coverage_by_scale"]
+    if experiment != "parameter":
+        return {experiment: np.array([g["rte"] for g in by_scale.values()])}
+    search = data["config"]["objective"]["search"]
+    out = {"parameter-proxy": np.array([g["strategy-a"] for g in by_scale.values()])}
+    if search == "objective":
+        out["parameter-objective"] = np.array([g["rte"] for g in by_scale.values()])
+    return out
+
+
+def calibrate(profile: str, results: Path = RESULTS) -> dict:
+    """The chosen scale of every (calibration key, protocol) with its dev coverage, raw and calibrated."""
+    one = SCALE_GRID.index(1.0)
+    scales = {}
+    for experiment in EXPERIMENTS:
+        for protocol in PROTOCOLS:
+            path = results / f"{experiment}-{protocol}-{profile}-dev.json"
+            if not path.exists():
+                raise SystemExit(f"error: {path.name} is missing; run benchmarks/run.py --only {experiment} "
+                                 f"--profiles {profile} --protocols {protocol} --split dev")
+            data = json.loads(path.read_text())
+            if data["config"].get("split") != "dev":
+                raise SystemExit(f"error: {path.name} is not a dev run; scales are chosen on dev only")
+            for key, curves in curves_of(experiment, data).items():
+                pooled = curves.mean(axis=0)
+                scale = choose_scale(pooled)
+                i = SCALE_GRID.index(scale)
+                scales[f"{key}/{protocol}"] = {
+                    "scale": scale, "dev_coverage_raw": round(float(pooled[one]), 4),
+                    "dev_coverage_calibrated": round(float(pooled[i]), 4),
+                    "dev_groups": {g: {"raw": round(float(c[one]), 4), "calibrated": round(float(c[i]), 4)}
+                                   for g, c in zip(data["config"]["coverage_by_scale"], curves)},
+                    "source": path.name}
+    return scales
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--profile", default="quick", help="the profile of the dev runs read")
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    scales = calibrate(args.profile, args.results)
+    doc = {"level": INTERVAL_LEVEL, "grid": "0.25 * 2 ** (k / 10), k = 0..80", "profile": args.profile,
+           "split": "dev", "seed_pooling": "every seed of the dev runs, groups weighted equally",
+           "command": "python scripts/calibrate_intervals.py " + " ".join(sys.argv[1:] if argv is None else argv),
+           "scales": scales}
+    write_json_atomic(SCALES_FILE, {k: doc[k] for k in ("level", "profile", "split", "command", "scales")})
+    write_json_atomic(args.results / "interval-calibration.json", doc)
+    for key, v in scales.items():
+        print(f"{key}: scale {v['scale']:g} (dev coverage {v['dev_coverage_raw']:.3f} -> "
+              f"{v['dev_coverage_calibrated']:.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

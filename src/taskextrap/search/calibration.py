@@ -1,0 +1,113 @@
+"""Calibrated predictive intervals: the posterior's standard deviation times a scale chosen on dev.
+
+The posterior predictive (``search.posterior.mixture``) has the spread of the candidates plus
+Psi's own error, measured at fit time on training-relation tasks. Away from the training
+relations the error is larger, so the raw 90% interval covers too little under extrapolation
+(and can cover too much where the candidates disagree). A scale per regime and protocol fixes
+the width: it is the smallest multiplier of the raw standard deviation whose interval covers
+:data:`~taskextrap.search.posterior.INTERVAL_LEVEL` of the query points of the regime's **dev**
+split (the pseudo-extrapolation built from training relations only), a split-conformal choice on
+the grid :data:`SCALE_GRID`. No test task is involved.
+
+``scripts/calibrate_intervals.py`` reads the coverage-by-scale curves that every experiment
+records for its dev runs (``config["coverage_by_scale"]``) and writes the chosen scales to
+``interval_scales.json`` beside this module; :func:`interval_scale` looks them up. An estimator
+takes ``interval_scale=`` (a number, or None for the looked-up one; 1.0 where none was chosen).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import norm
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.search.posterior import INTERVAL_LEVEL, covered
+from taskextrap.validation import check_real
+
+SCALE_GRID = tuple(float(s) for s in np.round(np.geomspace(0.25, 64.0, 81), 4))  # ~7% steps
+SCALES_FILE = Path(__file__).with_name("interval_scales.json")
+
+
+@lru_cache(maxsize=1)
+def _scales() -> dict:
+    if not SCALES_FILE.exists():
+        return {}
+    return json.loads(SCALES_FILE.read_text())["scales"]
+
+
+def scale_key(regime: str, protocol) -> str:
+    """``"regime/protocol"``: a built-in protocol by name; another one as strict's when its
+    context is noisy, else as paper's (the dev-chosen settings' rule)."""
+    name = protocol.name if protocol.name in ("paper", "strict") else ("strict" if protocol.noise > 0 else "paper")
+    return f"{regime}/{name}"
+
+
+def interval_scale(regime: str, protocol) -> float:
+    """The dev-chosen multiplier of the posterior sd for ``regime`` and ``protocol`` (1.0 when
+    none was chosen: the raw interval)."""
+    entry = _scales().get(scale_key(regime, protocol))
+    return 1.0 if entry is None else float(entry["scale"])
+
+
+def resolved_scale(value, regime: str, protocol) -> float:
+    """An estimator's ``interval_scale``: ``value`` checked (a finite number > 0), or the
+    looked-up one when None."""
+    if value is None:
+        return interval_scale(regime, protocol)
+    return check_real("interval_scale", value, 0.0, min_open=True)
+
+
+def coverage_curve(mean: np.ndarray, std: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """Per-target coverage (n, len(SCALE_GRID)) of the interval mean ± z·s·std at every grid
+    scale s: the query points of each target (row) inside it."""
+    std = np.asarray(std, dtype=float)
+    return np.stack([covered(mean, s * std, truth).mean(axis=1) for s in SCALE_GRID], axis=1)
+
+
+def choose_scale(coverage: np.ndarray, level: float = INTERVAL_LEVEL) -> float:
+    """The smallest grid scale whose coverage (len(SCALE_GRID),) reaches ``level``; the largest
+    grid scale when none does."""
+    coverage = np.asarray(coverage, dtype=float)
+    if coverage.shape != (len(SCALE_GRID),):
+        raise TaskextrapError(f"coverage must have one value per grid scale ({len(SCALE_GRID)}), got {coverage.shape}")
+    ok = np.flatnonzero(coverage >= level)
+    return SCALE_GRID[int(ok[0])] if len(ok) else SCALE_GRID[-1]
+
+
+def curve_key(prefix: str, i: int) -> str:
+    """The key of a method's per-target coverage at grid scale ``SCALE_GRID[i]`` among a unit's errors."""
+    return f"{prefix}_coverage@{i}"
+
+
+def interval_keys(prefix: str) -> list[str]:
+    """The keys :func:`interval_diagnostics` writes for ``prefix``."""
+    return [f"{prefix}_coverage", f"{prefix}_coverage_raw", f"{prefix}_width",
+            *(curve_key(prefix, i) for i in range(len(SCALE_GRID)))]
+
+
+def interval_diagnostics(prefix: str, mean: np.ndarray, std: np.ndarray, truth: np.ndarray,
+                         scale: float) -> dict[str, np.ndarray]:
+    """Per-draw interval diagnostics of a method whose calibrated sd is ``std`` (raw sd times
+    ``scale``): ``{prefix}_coverage`` (calibrated), ``{prefix}_coverage_raw``, ``{prefix}_width``
+    (mean width of the 90% interval) and the raw interval's coverage at every grid scale."""
+    z = float(norm.ppf(0.5 + INTERVAL_LEVEL / 2.0))
+    raw = np.asarray(std, dtype=float) / scale
+    curve = coverage_curve(mean, raw, truth)
+    return {f"{prefix}_coverage": covered(mean, std, truth).mean(axis=1),
+            f"{prefix}_coverage_raw": covered(mean, raw, truth).mean(axis=1),
+            f"{prefix}_width": 2.0 * z * np.asarray(std, dtype=float).mean(axis=1),
+            **{curve_key(prefix, i): curve[:, i] for i in range(len(SCALE_GRID))}}
+
+
+def pooled_curve(errors: dict, prefix: str, rows: np.ndarray | None = None) -> list[float]:
+    """The raw interval's coverage at every grid scale, pooled over seeds and targets (``rows``:
+    a mask of the targets, default all) from a run's gathered errors (key -> per-seed arrays)."""
+    out = []
+    for i in range(len(SCALE_GRID)):
+        per_seed = np.stack(errors[curve_key(prefix, i)], axis=1)  # (targets, seeds)
+        out.append(float(per_seed[rows if rows is not None else slice(None)].mean()))
+    return out

@@ -1,0 +1,82 @@
+"""search.calibration: the dev-chosen interval scale, the coverage curve it is chosen from, and
+estimators that apply it."""
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.search import calibration as C
+from taskextrap.tasks.observe import ObservationProtocol
+
+
+def test_the_scale_grid_holds_one_and_doubles_every_ten_steps():
+    assert C.SCALE_GRID[20] == 1.0 and C.SCALE_GRID[30] == 2.0 and C.SCALE_GRID[0] == 0.25
+
+
+def test_a_gaussian_with_twice_the_claimed_sd_needs_scale_two():
+    g = np.random.default_rng(0)
+    truth = g.normal(0.0, 2.0, size=(400, 50))  # the real sd is 2, the interval claims 1
+    curve = C.coverage_curve(np.zeros_like(truth), np.ones_like(truth), truth).mean(axis=0)
+    assert curve[20] == pytest.approx(2 * norm.cdf(1.645 / 2) - 1, abs=0.01)  # raw coverage ~0.59
+    assert C.choose_scale(curve) == pytest.approx(2.0, rel=0.08)  # one grid step either side
+    assert np.all(np.diff(curve) >= 0)  # a wider interval never covers less
+
+
+def test_choose_scale_takes_the_smallest_that_reaches_the_level():
+    curve = np.linspace(0.0, 1.0, len(C.SCALE_GRID))
+    i = int(np.flatnonzero(curve >= 0.9)[0])
+    assert C.choose_scale(curve) == C.SCALE_GRID[i]
+    assert C.choose_scale(np.zeros(len(C.SCALE_GRID))) == C.SCALE_GRID[-1]
+    with pytest.raises(TaskextrapError, match="one value per grid scale"):
+        C.choose_scale([0.5, 0.9])
+
+
+def test_interval_diagnostics_separate_the_raw_and_the_calibrated_interval():
+    mean, truth = np.zeros((2, 4)), np.array([[0.5, 1.0, 2.0, 3.5], [0.1, 0.1, 0.1, 0.1]])
+    raw = np.ones((2, 4))
+    d = C.interval_diagnostics("rte", mean, 2.0 * raw, truth, scale=2.0)
+    assert set(d) == set(C.interval_keys("rte"))
+    np.testing.assert_allclose(d["rte_coverage_raw"], [0.5, 1.0])      # |r| <= 1.645
+    np.testing.assert_allclose(d["rte_coverage"], [0.75, 1.0])         # |r| <= 3.29
+    np.testing.assert_allclose(d["rte_width"], 2 * 1.6449 * 2.0, rtol=1e-4)
+    np.testing.assert_allclose(d[C.curve_key("rte", 20)], d["rte_coverage_raw"])  # scale 1 = raw
+    np.testing.assert_allclose(d[C.curve_key("rte", 30)], d["rte_coverage"])      # scale 2 = calibrated
+
+
+def test_scales_are_looked_up_by_regime_and_protocol(monkeypatch, tmp_path):
+    path = tmp_path / "scales.json"
+    path.write_text(json.dumps({"scales": {"composition/strict": {"scale": 1.5}}}))
+    monkeypatch.setattr(C, "SCALES_FILE", path)
+    C._scales.cache_clear()
+    try:
+        strict = ObservationProtocol("strict", n_context=5, n_query=5, noise=0.02)
+        mine = ObservationProtocol("mine", n_context=5, n_query=5, noise=0.1)  # noisy: strict's scale
+        assert C.interval_scale("composition", strict) == 1.5 == C.interval_scale("composition", mine)
+        assert C.interval_scale("length", strict) == 1.0  # none chosen: the raw interval
+        assert C.resolved_scale(None, "composition", strict) == 1.5 and C.resolved_scale(3, "x", strict) == 3.0
+        with pytest.raises(TaskextrapError, match="interval_scale"):
+            C.resolved_scale(0.0, "composition", strict)
+    finally:
+        C._scales.cache_clear()
+
+
+def test_an_estimator_multiplies_its_predictive_sd_by_its_scale():
+    from taskextrap.estimators.composition import CompositionRTE
+    from taskextrap.operators.train import TrainConfig
+    from taskextrap.seeding import rng
+    from taskextrap.tasks.primitives import PrimitiveSet
+
+    prims = PrimitiveSet.sample(n_per_family=6, rng=rng(0, "cal-prims"))
+    kw = dict(embedding="gradient", n_pairs=32, k=2, embed_dim=4, library_draws=1,
+              train=TrainConfig(steps=3, batch=64), decomposer_train=TrainConfig(steps=3, batch=16))
+    one = CompositionRTE(**kw, interval_scale=1.0).fit(prims)
+    x = np.linspace(-4, 4, 25)[None].repeat(2, 0)
+    y = prims.compose_interp(np.array([[0], [7]]), np.array([[3], [12]]), x[:, None])[:, 0]
+    m1, s1 = one.predict(x, y, x[:, :4], return_std=True)
+    one.interval_scale = 2.5
+    m2, s2 = one.predict(x, y, x[:, :4], return_std=True)
+    np.testing.assert_array_equal(m1, m2)
+    np.testing.assert_allclose(s2, 2.5 * s1)

@@ -1,0 +1,43 @@
+"""scripts/calibrate_intervals.py: scales chosen from dev runs' coverage curves only."""
+
+import json
+
+import numpy as np
+import pytest
+
+from taskextrap.search.calibration import SCALE_GRID
+
+
+def _write(results, experiment, protocol, curves, split="dev", search="objective"):
+    config = {"split": split, "coverage_by_scale": curves}
+    if experiment == "parameter":
+        config["objective"] = {"search": search}
+    (results / f"{experiment}-{protocol}-quick-dev.json").write_text(json.dumps({"config": config}))
+
+
+def test_scales_reach_the_level_on_dev_and_are_written(tmp_path, monkeypatch, load_script):
+    mod = load_script("scripts/calibrate_intervals.py")
+    monkeypatch.setattr(mod, "SCALES_FILE", tmp_path / "scales.json")
+    ramp = list(np.linspace(0.5, 1.0, len(SCALE_GRID)))
+    flat = [0.95] * len(SCALE_GRID)
+    for e in mod.EXPERIMENTS:
+        for p in mod.PROTOCOLS:
+            if e == "parameter":
+                _write(tmp_path, e, p, {"f1": {"rte": ramp, "strategy-a": flat}, "f2": {"rte": flat, "strategy-a": flat}})
+            else:
+                _write(tmp_path, e, p, {"g": {"rte": ramp}})
+    assert mod.main(["--results", str(tmp_path)]) == 0
+    scales = json.loads((tmp_path / "scales.json").read_text())["scales"]
+    assert set(scales) == {f"{k}/{p}" for k in ("parameter-objective", "parameter-proxy", "composition", "length",
+                                                "composition-depth3") for p in ("paper", "strict")}
+    pooled = (np.array(ramp) + np.array(flat)) / 2  # two families, equal weight
+    assert scales["parameter-objective/paper"]["scale"] == SCALE_GRID[int(np.flatnonzero(pooled >= 0.9)[0])]
+    assert scales["parameter-proxy/strict"]["scale"] == SCALE_GRID[0]  # already covers: the smallest scale
+    assert scales["length/paper"]["dev_coverage_calibrated"] >= 0.9 > scales["length/paper"]["dev_coverage_raw"]
+
+
+def test_a_test_split_file_is_refused(tmp_path, load_script):
+    mod = load_script("scripts/calibrate_intervals.py")
+    _write(tmp_path, "parameter", "paper", {"f": {"rte": [1.0] * len(SCALE_GRID)}}, split="test")
+    with pytest.raises(SystemExit, match="not a dev run"):
+        mod.calibrate("quick", tmp_path)
