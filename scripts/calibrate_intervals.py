@@ -7,7 +7,8 @@ Reads the dev results files ``benchmarks/results/<experiment>-<protocol>-<profil
 (each records its raw interval's coverage at every grid scale, ``config["coverage_by_scale"]``),
 pools each regime's groups (the dev families of ``parameter``; the one group of the others)
 with equal weight, and takes the smallest grid scale whose pooled coverage reaches the 90% level
-(``search.calibration.choose_scale``). Writes the scales the estimators read,
+(``search.calibration.choose_scale``); each built-in parameter family also gets the scale of its
+own dev split (its dev targets only), which the estimators prefer for that family. Writes the scales the estimators read,
 ``src/taskextrap/search/interval_scales.json``, and a copy with the dev coverage before and
 after to ``benchmarks/results/interval-calibration.json``. Only dev files are read: a test file
 is refused.
@@ -36,9 +37,8 @@ def curves_of(experiment: str, data: dict) -> dict[str, np.ndarray]:
     by_scale = data["config"]["coverage_by_scale"]
     if experiment != "parameter":
         return {experiment: np.array([g["rte"] for g in by_scale.values()])}
-    search = data["config"]["objective"]["search"]
     out = {"parameter-proxy": np.array([g["strategy-a"] for g in by_scale.values()])}
-    if search == "objective":
+    if data["config"]["objective"]["variant"] != "strategy-a":  # rte is the objective search
         out["parameter-objective"] = np.array([g["rte"] for g in by_scale.values()])
     return out
 
@@ -56,6 +56,7 @@ def calibrate(profile: str, results: Path = RESULTS) -> dict:
             data = json.loads(path.read_text())
             if data["config"].get("split") != "dev":
                 raise SystemExit(f"error: {path.name} is not a dev run; scales are chosen on dev only")
+            groups = list(data["config"]["coverage_by_scale"])
             for key, curves in curves_of(experiment, data).items():
                 pooled = curves.mean(axis=0)
                 scale = choose_scale(pooled)
@@ -64,8 +65,14 @@ def calibrate(profile: str, results: Path = RESULTS) -> dict:
                     "scale": scale, "dev_coverage_raw": round(float(pooled[one]), 4),
                     "dev_coverage_calibrated": round(float(pooled[i]), 4),
                     "dev_groups": {g: {"raw": round(float(c[one]), 4), "calibrated": round(float(c[i]), 4)}
-                                   for g, c in zip(data["config"]["coverage_by_scale"], curves)},
+                                   for g, c in zip(groups, curves)},
                     "source": path.name}
+                if experiment == "parameter":  # each built-in family's own dev split: a scale each
+                    for g, c in zip(groups, curves):
+                        j = SCALE_GRID.index(choose_scale(c))
+                        scales[f"{key}/{protocol}/{g}"] = {
+                            "scale": SCALE_GRID[j], "dev_coverage_raw": round(float(c[one]), 4),
+                            "dev_coverage_calibrated": round(float(c[j]), 4), "source": path.name}
     return scales
 
 

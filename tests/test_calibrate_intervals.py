@@ -8,10 +8,10 @@ import pytest
 from taskextrap.search.calibration import SCALE_GRID
 
 
-def _write(results, experiment, protocol, curves, split="dev", search="objective"):
+def _write(results, experiment, protocol, curves, split="dev", variant="objective-r16-s16"):
     config = {"split": split, "coverage_by_scale": curves}
     if experiment == "parameter":
-        config["objective"] = {"search": search}
+        config["objective"] = {"variant": variant}
     (results / f"{experiment}-{protocol}-quick-dev.json").write_text(json.dumps({"config": config}))
 
 
@@ -28,8 +28,12 @@ def test_scales_reach_the_level_on_dev_and_are_written(tmp_path, monkeypatch, lo
                 _write(tmp_path, e, p, {"g": {"rte": ramp}})
     assert mod.main(["--results", str(tmp_path)]) == 0
     scales = json.loads((tmp_path / "scales.json").read_text())["scales"]
-    assert set(scales) == {f"{k}/{p}" for k in ("parameter-objective", "parameter-proxy", "composition", "length",
-                                                "composition-depth3") for p in ("paper", "strict")}
+    regimes = {f"{k}/{p}" for k in ("parameter-objective", "parameter-proxy", "composition", "length",
+                                    "composition-depth3") for p in ("paper", "strict")}
+    families = {f"parameter-{s}/{p}/{f}" for s in ("objective", "proxy") for p in ("paper", "strict") for f in ("f1", "f2")}
+    assert set(scales) == regimes | families
+    assert scales["parameter-objective/paper/f2"]["scale"] == SCALE_GRID[0]  # its own dev split already covers
+    assert scales["parameter-objective/paper/f1"]["dev_coverage_calibrated"] >= 0.9
     pooled = (np.array(ramp) + np.array(flat)) / 2  # two families, equal weight
     assert scales["parameter-objective/paper"]["scale"] == SCALE_GRID[int(np.flatnonzero(pooled >= 0.9)[0])]
     assert scales["parameter-proxy/strict"]["scale"] == SCALE_GRID[0]  # already covers: the smallest scale

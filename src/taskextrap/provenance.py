@@ -19,7 +19,7 @@ from pathlib import Path
 __all__ = ["package_dir", "source_files", "source_hash", "callable_hash", "git_commit", "git_dirty"]
 
 # Besides every ``*.py`` file, the shipped data that can change numbers (pyproject's package-data).
-_DATA_GLOBS = ("report/*.json", "llm/models/*/*")
+_DATA_GLOBS = ("report/*.json", "search/*.json", "llm/models/*/*")
 
 
 def package_dir() -> Path:
@@ -30,7 +30,7 @@ def package_dir() -> Path:
 def source_files(root: str | os.PathLike | None = None) -> list[Path]:
     """The files :func:`source_hash` reads under ``root`` (default: the package), sorted by their
     POSIX path relative to ``root``: every ``*.py`` file outside ``__pycache__`` and the shipped
-    data (``report/*.json``, the model files under ``llm/models/``)."""
+    data (``report/*.json``, ``search/*.json``, the model files under ``llm/models/``)."""
     root = Path(root) if root is not None else package_dir()
     files = {p for p in root.rglob("*.py") if "__pycache__" not in p.parts}
     for pattern in _DATA_GLOBS:

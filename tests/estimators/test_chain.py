@@ -123,7 +123,8 @@ def test_chains_carry_their_posterior_and_a_predictive_sd(fitted, targets):
     want = sum(d.weights[:, j, None] * singles[j] for j in range(d.k))
     spread = sum(d.weights[:, j, None] * (singles[j] - want) ** 2 for j in range(d.k))
     np.testing.assert_allclose(mean, want, rtol=1e-6, atol=1e-9)
-    np.testing.assert_allclose(std, np.sqrt(spread + fitted.query_var_), rtol=1e-6)
+    # the raw posterior sd, times the dev-chosen interval scale (search.calibration)
+    np.testing.assert_allclose(std, fitted.calibrated_scale() * np.sqrt(spread + fitted.query_var_), rtol=1e-6)
     assert fitted.loss_scale_ > 0 and {r.stage for r in fitted.seen_ if r.component == "calibration"} == {"val"}
     with pytest.raises(TaskextrapError, match="unknown weighting"):
         Composition3RTE(**{**TINY, "weighting": "flat"})

@@ -166,10 +166,11 @@ def test_predictive_sd_is_the_mixture_of_the_weighted_candidates(fitted, targets
     preds = np.stack([fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(j)) for j in range(d.k)])
     m2, s2 = mixture(preds, d.weights, fitted.query_var_)
     np.testing.assert_allclose(mean, m2, rtol=1e-9)
-    np.testing.assert_allclose(std, s2, rtol=1e-9)
-    assert np.all(std >= np.sqrt(fitted.query_var_) * (1 - 1e-9))
+    scale = fitted.calibrated_scale()  # the dev-chosen interval scale (search.calibration)
+    np.testing.assert_allclose(std, scale * s2, rtol=1e-9)
+    assert np.all(std >= scale * np.sqrt(fitted.query_var_) * (1 - 1e-9))
     one_mean, one_std = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(0), return_std=True)
-    np.testing.assert_allclose(one_std, np.sqrt(fitted.query_var_))  # one candidate: Psi's own error only
+    np.testing.assert_allclose(one_std, scale * np.sqrt(fitted.query_var_))  # one candidate: Psi's own error only
 
 
 def test_bad_weighting_is_a_one_line_error():

@@ -86,8 +86,9 @@ def test_objective_prediction_is_the_posterior_mixture(objective_rte, quad_targe
     want_mean = sum(w[:, j, None] * singles[j] for j in range(rte.n_average))
     want_var = sum(w[:, j, None] * (singles[j] - want_mean) ** 2 for j in range(rte.n_average)) + rte.query_var_
     np.testing.assert_allclose(mean, want_mean, rtol=1e-6)
-    np.testing.assert_allclose(std, np.sqrt(want_var), rtol=1e-6)
-    assert np.all(std >= np.sqrt(rte.query_var_) - 1e-12)
+    scale = rte.calibrated_scale()  # the dev-chosen interval scale (search.calibration)
+    np.testing.assert_allclose(std, scale * np.sqrt(want_var), rtol=1e-6)
+    assert np.all(std >= scale * np.sqrt(rte.query_var_) - 1e-12)
     assert covered(mean, std, obs.qry_y).shape == obs.qry_y.shape
 
 
@@ -98,7 +99,8 @@ def test_strategy_a_std_is_the_anchors_spread_plus_psi_error(fitted_rte, quad_ta
     mean, std = fitted_rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d, return_std=True)
     singles = np.stack([fitted_rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(j)) for j in range(d.k)])
     np.testing.assert_allclose(mean, singles.mean(axis=0), rtol=1e-6)
-    np.testing.assert_allclose(std, np.sqrt(singles.var(axis=0) + fitted_rte.query_var_), rtol=1e-6)
+    np.testing.assert_allclose(std, fitted_rte.calibrated_scale() * np.sqrt(singles.var(axis=0) + fitted_rte.query_var_),
+                               rtol=1e-6)
 
 
 def quadratic_through(x: np.ndarray, y: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -176,6 +178,7 @@ def test_calibration_is_psis_error_on_held_out_library_pairs(monkeypatch, quad_l
     targets = TaskSet.sample(fam, {"F2": 200}, rng(7, "calibration-targets"))
     obs = get_protocol("paper").draw(targets, 1, rng(7, "calibration-draws"))
     d = rte.decompose(obs.ctx_x, obs.ctx_y, k=1, search="proxy")
+    rte.interval_scale = 1.0  # the raw interval: Psi's error alone, before any dev-chosen scale
     mean, std = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d, return_std=True)
     np.testing.assert_allclose(std, np.sqrt(rte.query_var_))  # one candidate: no spread
     assert 0.86 <= covered(mean, std, obs.qry_y).mean() <= 0.94  # binomial sd 0.0075 over 1,600

@@ -48,7 +48,8 @@ def test_interval_diagnostics_separate_the_raw_and_the_calibrated_interval():
 
 def test_scales_are_looked_up_by_regime_and_protocol(monkeypatch, tmp_path):
     path = tmp_path / "scales.json"
-    path.write_text(json.dumps({"scales": {"composition/strict": {"scale": 1.5}}}))
+    path.write_text(json.dumps({"scales": {"composition/strict": {"scale": 1.5}, "parameter-objective/paper": {"scale": 2},
+                                           "parameter-objective/paper/exp": {"scale": 4}}}))
     monkeypatch.setattr(C, "SCALES_FILE", path)
     C._scales.cache_clear()
     try:
@@ -56,9 +57,12 @@ def test_scales_are_looked_up_by_regime_and_protocol(monkeypatch, tmp_path):
         mine = ObservationProtocol("mine", n_context=5, n_query=5, noise=0.1)  # noisy: strict's scale
         assert C.interval_scale("composition", strict) == 1.5 == C.interval_scale("composition", mine)
         assert C.interval_scale("length", strict) == 1.0  # none chosen: the raw interval
+        paper = ObservationProtocol("paper", n_context=5, n_query=5)
+        assert C.interval_scale("parameter-objective", paper, "exp") == 4.0  # the family's own dev split
+        assert C.interval_scale("parameter-objective", paper, "myfam") == 2.0  # any other family: the regime's
         assert C.resolved_scale(None, "composition", strict) == 1.5 and C.resolved_scale(3, "x", strict) == 3.0
         with pytest.raises(TaskextrapError, match="interval_scale"):
-            C.resolved_scale(0.0, "composition", strict)
+            C.check_scale(0.0)
     finally:
         C._scales.cache_clear()
 

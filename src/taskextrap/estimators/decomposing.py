@@ -34,7 +34,7 @@ from taskextrap.estimators.base import Decomposition, Estimator, check_decomposi
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
 from taskextrap.operators.train import TrainConfig
 from taskextrap.search.decomposer import Decomposer
-from taskextrap.search.calibration import resolved_scale
+from taskextrap.search.calibration import check_scale, resolved_scale
 from taskextrap.search.posterior import WEIGHTINGS, candidate_weights, mixture
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import get_protocol
@@ -71,7 +71,7 @@ class DecomposingRTE(Estimator):
     def __post_init__(self):
         self.protocol = get_protocol(self.protocol, self.regime)
         self.device = check_device(self.device)
-        self.interval_scale = resolved_scale(self.interval_scale, self.regime, self.protocol)
+        self.interval_scale = check_scale(self.interval_scale)
         check_embedding(self.embedding)
         if self.temperature is not None:
             check_real("temperature", self.temperature, 0.0, min_open=True)
@@ -177,7 +177,12 @@ class DecomposingRTE(Estimator):
         pred = check_finite_result("the prediction", pred, "ctx_x, ctx_y or x_query")
         if not return_std:
             return pred
-        return pred, self.interval_scale * mixture(np.stack(preds), w[:, cols], self.query_var_)[1]
+        return pred, self.calibrated_scale() * mixture(np.stack(preds), w[:, cols], self.query_var_)[1]
+
+    def calibrated_scale(self) -> float:
+        """The multiplier of the predictive sd: ``interval_scale``, or the regime's dev-chosen one
+        for this protocol (``search.calibration``)."""
+        return resolved_scale(self.interval_scale, self.regime, self.protocol)
 
     def weighted(self, d: Decomposition) -> Decomposition:
         """``d`` with its posterior ``weights`` filled from its scores (:meth:`_weights`); ``d``

@@ -160,7 +160,7 @@ class ChainedRTE(RTE):
         w = np.full((n, k), 1.0 / k) if d.weights is None else d.weights
         mean, std = mixture(pred.reshape(n, k, -1).transpose(1, 0, 2), w, self.query_var_)
         check_finite_result("the prediction", mean, "ctx_x, ctx_y or x_query")
-        return (mean, self.interval_scale * std) if return_std else mean
+        return (mean, self.calibrated_scale() * std) if return_std else mean
 
     def _chain(self, sx, sy, qry_x, anchors, phi, steps) -> np.ndarray:
         """Psi applied ``steps`` times per row from library task ``anchors``; the final queries."""

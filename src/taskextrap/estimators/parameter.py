@@ -29,7 +29,7 @@ from taskextrap.operators.param import RelationalOperator, sort_context
 from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.search.index import nearest
-from taskextrap.search.calibration import resolved_scale
+from taskextrap.search.calibration import check_scale, resolved_scale
 from taskextrap.search.posterior import WEIGHTINGS, candidate_weights, mixture
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
@@ -118,7 +118,7 @@ class RTE(Estimator):
         self.protocol = get_protocol(self.protocol)
         self.device = check_device(self.device)
         self._check_search()
-        self.interval_scale = resolved_scale(self.interval_scale, self.calibration_regime(), self.protocol)
+        self.interval_scale = check_scale(self.interval_scale)
         check_embedding(self.embedding)
         check_int("anchors", self.anchors, 1)
         check_int("n_pairs", self.n_pairs, 1)
@@ -135,6 +135,12 @@ class RTE(Estimator):
         parameter regime and the search ("parameter-objective": ``rte``; "parameter-proxy":
         Strategy A)."""
         return f"parameter-{self.search}"
+
+    def calibrated_scale(self) -> float:
+        """The multiplier of the predictive sd: ``interval_scale``, or the dev-chosen one of the
+        library's family (by name) or of the regime, for this protocol (``search.calibration``)."""
+        self.check_is_fitted()
+        return resolved_scale(self.interval_scale, self.calibration_regime(), self.protocol, self.library_.family.name)
 
     def _check_search(self) -> None:
         """The search settings: one-line errors for bad ones; ``loo`` resolved from ``search``."""
@@ -480,7 +486,7 @@ class RTE(Estimator):
         preds = np.stack([self._predict_one(sx, sy, qry_x, d.anchors[:, j], d.phi[:, j]) for j in cols])
         mean, std = mixture(preds, w[:, cols], self.query_var_)
         check_finite_result("the prediction", mean, "ctx_x, ctx_y or x_query")
-        return (mean, self.interval_scale * std) if return_std else mean
+        return (mean, self.calibrated_scale() * std) if return_std else mean
 
     def _predict_one(self, sx, sy, qry_x, anchors, phi) -> np.ndarray:
         """Psi from one anchor (n,) with shift phi (n, dim) per target."""

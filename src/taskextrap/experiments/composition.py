@@ -102,7 +102,7 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
                  "pair_top1_unrefined": ((best_plain[:, 0] == true_o) & (best_plain[:, 1] == true_i)).astype(float),
                  "pair_in_candidates": ((outer_c == true_o[:, None]).any(1) & (inner_c == true_i[:, None]).any(1)
                                         ).astype(float),
-                 **interval_diagnostics("rte", mean, std, obs.qry_y, rte.interval_scale),
+                 **interval_diagnostics("rte", mean, std, obs.qry_y, rte.calibrated_scale()),
                  "rte_entropy": entropy(rte.weighted(d).weights)}
     return preds, retrieval
 
@@ -147,7 +147,7 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
         compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed, settings.device),
         plot_dir=plot_dir, plot_file=f"composition-{protocol.name}-predictions.png")
 
-    rte_scale = make_rte(protocol, profile, 0, embedding, split).interval_scale
+    rte_scale = make_rte(protocol, profile, 0, embedding, split).calibrated_scale()
 
     def assemble(results):
         errors, timing = gather(results, units)

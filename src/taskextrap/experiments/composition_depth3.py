@@ -114,7 +114,7 @@ def predict_all(rte: Composition3RTE, inductive, primitives: PrimitiveSet, targe
     retrieval = {"chain_top1": (d.anchors[:, 0] == truth).all(axis=1).astype(float),
                  "chain_top1_unrefined": (plain.anchors[:, 0] == truth).all(axis=1).astype(float),
                  "chain_in_candidates": (cands == truth[:, :, None]).any(axis=2).all(axis=1).astype(float),
-                 **interval_diagnostics("rte", mean, std, obs.qry_y, rte.interval_scale)}
+                 **interval_diagnostics("rte", mean, std, obs.qry_y, rte.calibrated_scale())}
     for j, slot in enumerate(SLOTS):  # where retrieval loses the chain: each slot's recall
         retrieval[f"{slot}_in_candidates"] = (cands[:, j] == truth[:, j:j + 1]).any(axis=1).astype(float)
     return preds, retrieval
@@ -186,7 +186,7 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
                   "protocol": {**vars(protocol)}, "profile": profile.to_dict(), "embedding": embedding,
                   "library_seed": LIBRARY_SEED, "test_seed": test_seed,
                   "search": {k: getattr(chosen, k) for k in SEARCH_SETTINGS},
-                  "interval_scale": chosen.interval_scale,
+                  "interval_scale": chosen.calibrated_scale(),
                   "coverage_by_scale": {GROUP: {"rte": pooled_curve(errors, "rte")}},
                   "rte_over_sparse_inductive": {"per_seed": per_seed, "mean": float(np.mean(per_seed))}}
         return out, config, list(profile.seeds), timing

@@ -100,7 +100,7 @@ def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet
     }
     retrieval = {"parent_top1": (d.anchors[:, 0] == parent).astype(float),
                  "parent_in_topk": (d.anchors == parent[:, None]).any(1).astype(float),
-                 **interval_diagnostics("rte", mean, std, obs.qry_y, rte.interval_scale),
+                 **interval_diagnostics("rte", mean, std, obs.qry_y, rte.calibrated_scale()),
                  "rte_entropy": entropy(rte.weighted(d).weights)}
     return preds, retrieval
 
@@ -151,7 +151,7 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
                   "train_levels": list(ladder.train_levels), "test_level": ladder.test_level,
                   "embedding": embedding, "library_seed": LIBRARY_SEED, "test_seed": test_seed,
                   "units": "shared with length / length-ablations under OUT/units",
-                  "interval_scale": make_rte(protocol, profile, 0, embedding).interval_scale,
+                  "interval_scale": make_rte(protocol, profile, 0, embedding).calibrated_scale(),
                   "coverage_by_scale": {group_name(ladder): {"rte": pooled_curve(errors, "rte")}}}
         rows = mse_rows(experiment, errors, group_name(ladder), methods)
         if experiment == "length":  # rte's calibration beside its MSE

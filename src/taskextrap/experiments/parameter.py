@@ -368,7 +368,7 @@ def interval_prefix(method: str) -> str:
 def interval_scale_of(method: str, models: dict) -> float:
     """The interval scale of the fit behind ``method``'s interval: ``rte``'s, Strategy A's, or the
     objective fit's for the dev variants."""
-    return models[method if method in ("rte", "strategy-a") else "objective"].interval_scale
+    return models[method if method in ("rte", "strategy-a") else "objective"].calibrated_scale()
 
 
 def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):

@@ -12,7 +12,10 @@ the grid :data:`SCALE_GRID`. No test task is involved.
 ``scripts/calibrate_intervals.py`` reads the coverage-by-scale curves that every experiment
 records for its dev runs (``config["coverage_by_scale"]``) and writes the chosen scales to
 ``interval_scales.json`` beside this module; :func:`interval_scale` looks them up. An estimator
-takes ``interval_scale=`` (a number, or None for the looked-up one; 1.0 where none was chosen).
+takes ``interval_scale=`` (a number, or None for the looked-up one; 1.0 where none was chosen)
+and applies it in ``predict(..., return_std=True)`` (``calibrated_scale()`` says which).
+The parameter regime's built-in families have a scale each (their dev splits differ); any other
+family gets the regime's pooled one.
 """
 
 from __future__ import annotations
@@ -39,26 +42,32 @@ def _scales() -> dict:
     return json.loads(SCALES_FILE.read_text())["scales"]
 
 
-def scale_key(regime: str, protocol) -> str:
-    """``"regime/protocol"``: a built-in protocol by name; another one as strict's when its
-    context is noisy, else as paper's (the dev-chosen settings' rule)."""
+def scale_key(regime: str, protocol, group: str | None = None) -> str:
+    """``"regime/protocol[/group]"``: a built-in protocol by name; another one as strict's when
+    its context is noisy, else as paper's (the dev-chosen settings' rule)."""
     name = protocol.name if protocol.name in ("paper", "strict") else ("strict" if protocol.noise > 0 else "paper")
-    return f"{regime}/{name}"
+    return f"{regime}/{name}" + ("" if group is None else f"/{group}")
 
 
-def interval_scale(regime: str, protocol) -> float:
-    """The dev-chosen multiplier of the posterior sd for ``regime`` and ``protocol`` (1.0 when
-    none was chosen: the raw interval)."""
-    entry = _scales().get(scale_key(regime, protocol))
-    return 1.0 if entry is None else float(entry["scale"])
+def interval_scale(regime: str, protocol, group: str | None = None) -> float:
+    """The dev-chosen multiplier of the posterior sd for ``regime`` and ``protocol``: the
+    ``group``'s own (a built-in family of the parameter regime, by name, chosen on its dev split)
+    when there is one, else the regime's (pooled over its dev groups), else 1.0 (the raw interval)."""
+    scales = _scales()
+    for key in ((scale_key(regime, protocol, group),) if group is not None else ()) + (scale_key(regime, protocol),):
+        if key in scales:
+            return float(scales[key]["scale"])
+    return 1.0
 
 
-def resolved_scale(value, regime: str, protocol) -> float:
-    """An estimator's ``interval_scale``: ``value`` checked (a finite number > 0), or the
-    looked-up one when None."""
-    if value is None:
-        return interval_scale(regime, protocol)
-    return check_real("interval_scale", value, 0.0, min_open=True)
+def check_scale(value) -> float | None:
+    """An estimator's ``interval_scale`` setting: None (look it up) or a finite number > 0."""
+    return None if value is None else check_real("interval_scale", value, 0.0, min_open=True)
+
+
+def resolved_scale(value, regime: str, protocol, group: str | None = None) -> float:
+    """An estimator's ``interval_scale``: ``value`` when given, else the looked-up one."""
+    return interval_scale(regime, protocol, group) if value is None else float(check_scale(value))
 
 
 def coverage_curve(mean: np.ndarray, std: np.ndarray, truth: np.ndarray) -> np.ndarray:
