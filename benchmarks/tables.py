@@ -524,6 +524,43 @@ def render_depth3_diagnosis(data: dict) -> str:
     return "\n".join(lines)
 
 
+CALIBRATED = {"parameter-objective": ("parameter", "rte"), "parameter-proxy": ("parameter", "strategy-a"),
+              "composition": ("composition", "rte"), "length": ("length", "rte"),
+              "composition-depth3": ("composition-depth3", "rte")}  # calibration key -> (experiment, method)
+
+
+def render_interval_calibration(data: dict) -> str:
+    """``interval-calibration.json`` (scripts/calibrate_intervals.py): each regime's dev-chosen
+    interval scale, its dev coverage before and after, and the coverage and width it gives on the
+    test split of the same profile (from those runs' results files)."""
+    lines = ["| regime | protocol | group | scale | dev coverage (raw → calibrated) | test coverage, raw "
+             "| test coverage, calibrated | test width |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    pct = lambda v: f"{v:.3f}"  # noqa: E731
+    for key, entry in data["scales"].items():
+        regime, protocol, *group = key.split("/")
+        if group:
+            continue  # a parameter family's own scale: listed under its regime row
+        experiment, method = CALIBRATED[regime]
+        path = RESULTS / f"{experiment}-{protocol}-{data['profile']}.json"
+        rows = json.loads(path.read_text())["rows"] if path.exists() else []
+        by = {(r["group"], r["method"], r["metric"]): r for r in rows}
+        groups = [g for g, m, k in by if m == method and k == "interval-width"] or ["-"]
+        for g in groups:
+            own = data["scales"].get(f"{key}/{g}", entry)
+            dev = own if own is not entry else entry
+            raw, cal, width = (by.get((g, m, k)) for m, k in ((f"{method}-uncalibrated", "coverage"),
+                                                               (method, "coverage"), (method, "interval-width")))
+            cell = lambda r: "-" if r is None else format_value_ci(r["value"], r["ci95"])  # noqa: E731
+            lines.append(f"| `{regime}` | {protocol} | {g} | {own['scale']:g} | {pct(dev['dev_coverage_raw'])} → "
+                         f"{pct(dev['dev_coverage_calibrated'])} | {cell(raw)} | {cell(cal)} | {cell(width)} |")
+    lines += ["", f"_scale: the smallest multiplier of the posterior sd (grid {data['grid']}) whose interval covers "
+                  f"{data['level']:.0%} of the `{data['split']}` split's query points, pooled over the dev groups; a "
+                  f"built-in parameter family uses its own dev split's scale (the dev column is then that family's). "
+                  f"Test columns: the `{data['profile']}` profile's test runs, which apply the scales; value ± ci95 "
+                  f"over targets. `{data['command']}`._"]
+    return "\n".join(lines)
+
+
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
@@ -549,6 +586,8 @@ def render_spec(spec: str) -> str:
         return render_parameter_dev(data)
     if "chains_per_target" in data and not opts:
         return render_depth3_search(data)
+    if "scales" in data and "grid" in data and not opts:
+        return render_interval_calibration(data)
     if "alternatives" in data and "eps_chain" in data and not opts:
         return render_depth3_diagnosis(data)
     if "modes" in data and "agreement" in data and not opts:
