@@ -561,6 +561,28 @@ def render_interval_calibration(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_em_diagnosis(data: dict) -> str:
+    """``em-diagnosis-*.json`` (scripts/diagnose_em.py): one E-step on the dev split's hidden
+    training tasks under each model, and the pseudo-labels' quality."""
+    pct = lambda v: f"{100 * v:.1f}%"  # noqa: E731
+    codeio = data["regime"] == "codeio"
+    cols = (["exact", "behaves", "median rank of the truth", "truth in the top 10"] if codeio else
+            ["exact", "behaves", "held_out_pair", "fits at least as well as the truth"])
+    head = ["E-step", *(c.replace("held_out_pair", "held-out family pair") for c in cols), "time (s)"]
+    lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
+    for name, v in data["variants"].items():
+        cells = [f"{v[c]:.0f}" if c.startswith("median") else pct(v[c]) for c in cols]
+        lines.append(f"| {name} | {' | '.join(cells)} | {v['e_step_s']:.0f} |")
+    what = (f"{data['tasks']} hidden composite training tasks of the dev split, {data['candidates']} candidates "
+            f"(the split's training pairs; chance: exact {pct(data['chance_exact'])}, median rank "
+            f"{data['chance_median_rank']:.0f}), {data['n_loo']} held-out support example(s) per task, the "
+            f"`{data['profile']}` profile's recipes" if codeio else
+            f"{data['tasks']} hidden training compositions of the dev split, `{data['protocol']}` protocol, "
+            f"`{data['profile']}` profile (chance of the exact pair {data['chance_exact']:.1e})")
+    lines += ["", f"_{what}; seed {data['seed']}; wall {data['wall_s'] / 60:.1f} min; `{data['command']}`._"]
+    return "\n".join(lines)
+
+
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
@@ -586,6 +608,8 @@ def render_spec(spec: str) -> str:
         return render_parameter_dev(data)
     if "chains_per_target" in data and not opts:
         return render_depth3_search(data)
+    if "variants" in data and "chance_exact" in data and not opts:
+        return render_em_diagnosis(data)
     if "scales" in data and "grid" in data and not opts:
         return render_interval_calibration(data)
     if "alternatives" in data and "eps_chain" in data and not opts:

@@ -20,6 +20,8 @@ def test_composition_e_steps_read_the_dev_split_and_restrict_labels(tmp_path, lo
         assert 0 <= q["exact"] <= q["behaves"] <= 1
         if name.endswith("train pairs"):
             assert q["held_out_pair"] == 0.0  # a pseudo-label is never a held-out family pair
+    text = load_script("benchmarks/tables.py").render_em_diagnosis(data)
+    assert "| held-out family pair |" in text and "labels: any pairs" in text
 
 
 def test_codeio_counts_the_true_pairs_rank_among_the_candidates(tmp_path, monkeypatch, load_script):
