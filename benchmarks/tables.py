@@ -546,8 +546,8 @@ def render_interval_calibration(data: dict) -> str:
         by = {(r["group"], r["method"], r["metric"]): r for r in rows}
         groups = [g for g, m, k in by if m == method and k == "interval-width"] or ["-"]
         for g in groups:
-            own = data["scales"].get(f"{key}/{g}", entry)
-            dev = own if own is not entry else entry
+            own = data["scales"].get(f"{key}/{g}", entry)  # a family's own dev scale, else the regime's
+            dev = own
             raw, cal, width = (by.get((g, m, k)) for m, k in ((f"{method}-uncalibrated", "coverage"),
                                                                (method, "coverage"), (method, "interval-width")))
             cell = lambda r: "-" if r is None else format_value_ci(r["value"], r["ci95"])  # noqa: E731

@@ -128,6 +128,8 @@ def run_arm(model: BaseModel, profile: CodeIOEMProfile, share: float, train_task
     from taskextrap.llm import codeio_em as M
     from taskextrap.llm.pretrain import load_base
 
+    if candidates is not None and not candidates:
+        raise TaskextrapError("the E-step needs at least one candidate pair")
     if model.load_in_4bit:
         raise TaskextrapError("codeio-em chains fine-tuning runs, which a 4-bit base cannot merge; drop --load-in-4bit")
     sub = (lambda name: None) if out_dir is None else (lambda name: Path(out_dir) / name)
@@ -146,7 +148,7 @@ def run_arm(model: BaseModel, profile: CodeIOEMProfile, share: float, train_task
     for r in range(1, profile.em_rounds + 1):
         if unknown:
             guessed, _ = e_step(lm, [train_tasks[i] for i in unknown], C.CodeIOAdapter.of(profile),
-                                candidates or M.em_candidates(),
+                                M.em_candidates() if candidates is None else candidates,
                                 profile.em_loo, profile.score_batch, sub(f"e{r}"), f"e-step {r}" if progress else None)
             for i, lab in zip(unknown, guessed):
                 labels[i] = lab

@@ -26,7 +26,7 @@ from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_tar
 from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
 from taskextrap.search.index import nearest
-from taskextrap.search.calibration import interval_diagnostics, pooled_curve
+from taskextrap.search.calibration import interval_diagnostics, interval_scale, pooled_curve
 from taskextrap.search.posterior import entropy
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
@@ -365,6 +365,12 @@ def interval_prefix(method: str) -> str:
     return f"interval:{method}"
 
 
+def search_of(method: str, protocol) -> str:
+    """The search behind ``method``'s interval: Strategy A's proxy search, or ``rte``'s (the
+    protocol's dev-chosen variant)."""
+    return "proxy" if method == "strategy-a" or chosen_variant(protocol) == "strategy-a" else "objective"
+
+
 def interval_scale_of(method: str, models: dict) -> float:
     """The interval scale of the fit behind ``method``'s interval: ``rte``'s, Strategy A's, or the
     objective fit's for the dev variants."""
@@ -470,7 +476,9 @@ def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFam
                   "test_seed": options.seed_of_tests, "regions": {f.name: dict(f.regions) for f in families},
                   "target_region": {f.name: target_region(f) for f in families},
                   "coverage_by_scale": {f.name: {m: pooled_curve(errors[f.name], interval_prefix(m))
-                                                 for m in methods if m in INTERVAL_METHODS} for f in families}}
+                                                 for m in methods if m in INTERVAL_METHODS} for f in families},
+                  "interval_scale": {f.name: {m: interval_scale(f"parameter-{search_of(m, protocol)}", protocol, f.name)
+                                              for m in methods if m in INTERVAL_METHODS} for f in families}}
         return rows, config, list(profile.seeds), timing
 
     return Plan([u for f in families for u in units[f.name]], assemble)

@@ -14,8 +14,10 @@ records for its dev runs (``config["coverage_by_scale"]``) and writes the chosen
 ``interval_scales.json`` beside this module; :func:`interval_scale` looks them up. An estimator
 takes ``interval_scale=`` (a number, or None for the looked-up one; 1.0 where none was chosen)
 and applies it in ``predict(..., return_std=True)`` (``calibrated_scale()`` says which).
-The parameter regime's built-in families have a scale each (their dev splits differ); any other
-family gets the regime's pooled one.
+The parameter regime's built-in families have a scale each (their dev splits differ), looked up by
+the family's name; any other name gets the regime's pooled one. One scales file serves every
+profile: it records the profile its dev runs used (``quick`` today), and a run of another profile
+applies those scales.
 """
 
 from __future__ import annotations
