@@ -531,3 +531,24 @@ def test_fit_progress_columns_values_and_protocol_lookups(parameter):
     raises(lambda: FAM.scaled_params(np.full((1, 3), np.nan)), "params")
     raises(lambda: FAM.output_range(3), "rng")
     raises(lambda: get_protocol("paper", ["length"]), "regime")
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: __import__("taskextrap.experiments.registry", fromlist=["x"]).get_experiment("paramter"),
+     r"unknown experiment 'paramter'.*; did you mean 'parameter'\?$"),
+    (lambda: __import__("taskextrap.tasks.registry", fromlist=["x"]).get_family("quadratc"),
+     r"unknown family 'quadratc'.*; did you mean 'quadratic'\?$"),
+    (lambda: __import__("taskextrap.tasks.observe", fromlist=["x"]).get_protocol("stric"),
+     r"unknown protocol 'stric'.*; did you mean 'strict'\?$"),
+])
+def test_a_near_miss_name_gets_a_did_you_mean(call, match):
+    with pytest.raises(TaskextrapError, match=match):
+        call()
+
+
+def test_a_far_name_gets_no_guess():
+    from taskextrap.errors import did_you_mean
+
+    assert did_you_mean("zzz", ["parameter", "length"]) == ""
+    assert did_you_mean(3, ["parameter"]) == ""
+    assert did_you_mean("lenght", ["parameter", "length"]) == "; did you mean 'length'?"

@@ -129,6 +129,9 @@ def test_list_prints_experiments():
     # the choices come from the registries: profiles per experiment, protocols, embeddings
     assert "profiles: quick, paper, tiny; takes: --device --embedding --family --protocol --test-seed" in res.stdout
     assert "embeddings: adapted, gradient, fisher" in res.stdout
+    # the built-in task families a --family (or the Python API) can name
+    assert "families (--family, parameter regime): quadratic, cubic, exp, sin_trend, tri_trend;" in res.stdout
+    assert "ladders (--family, length): polynomial;" in res.stdout and "poly, sin, tanh" in res.stdout
 
 
 def test_help_lists_every_experiment_and_cuts_nothing_off(capsys):

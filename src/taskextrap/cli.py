@@ -28,7 +28,10 @@ def list_cmd():
     """List the registered experiments, their profiles and the options each takes."""
     from taskextrap.embed import EMBEDDINGS
     from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS, all_experiments
+    from taskextrap.tasks.builtin import PARAMETER_FAMILIES
+    from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
     from taskextrap.tasks.observe import REGIME_PROTOCOLS
+    from taskextrap.tasks.primitives import PRIMITIVE_FAMILIES
 
     for name in all_experiments():
         e = EXPERIMENTS[name]
@@ -36,6 +39,10 @@ def list_cmd():
         click.echo(f"{name:22s} {e.description}\n{'':22s} profiles: {', '.join(e.profiles)}; takes: {takes}")
     protocols = sorted({p for table in REGIME_PROTOCOLS.values() for p in table})
     click.echo(f"\nprotocols: {', '.join(protocols)}; embeddings: {', '.join(EMBEDDINGS)}")
+    click.echo(f"built-in families (--family, parameter regime): {', '.join(PARAMETER_FAMILIES)}; "
+               f"ladders (--family, length): {POLYNOMIAL_LADDER.name}; primitive sets (composition, Python "
+               f"API): {', '.join(f.name for f in PRIMITIVE_FAMILIES)} (depth 3: the same, rescaled); "
+               f"or a module:attr of your own")
 
 
 class _ReproduceCommand(click.Command):

@@ -27,7 +27,7 @@ from torch.func import grad, vmap
 
 from taskextrap import audit
 from taskextrap.embed.probe import Params, flatten, init_probe, probe_loss
-from taskextrap.errors import TaskextrapError
+from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.seeding import torch_generator
 from taskextrap.validation import (as_float_array, check_context, check_device, check_finite_result, check_int,
                                    check_real, describe)
@@ -309,7 +309,8 @@ EMBEDDINGS = tuple(GAMMAS)
 def check_embedding(name: str) -> str:
     """``name`` if it is a known Gamma estimator; a one-line TaskextrapError otherwise."""
     if name not in EMBEDDINGS:
-        raise TaskextrapError(f"unknown embedding {describe(name)}; choose from {sorted(EMBEDDINGS)}")
+        raise TaskextrapError(f"unknown embedding {describe(name)}; choose from {sorted(EMBEDDINGS)}"
+                              + did_you_mean(name, EMBEDDINGS))
     return name
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from taskextrap.errors import TaskextrapError
+from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.operators.train import TrainConfig
 
 
@@ -64,7 +64,7 @@ class DiscreteProfile(ParameterProfile):
 def get_profile(table: dict, name: str):
     """The profile ``name`` of an experiment's ``table``, with a one-line error otherwise."""
     if name not in table:
-        raise TaskextrapError(f"unknown profile {name!r}; choose from {sorted(table)}")
+        raise TaskextrapError(f"unknown profile {name!r}; choose from {sorted(table)}" + did_you_mean(name, table))
     return table[name]
 
 

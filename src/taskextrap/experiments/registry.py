@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from taskextrap.errors import TaskextrapError
+from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.sharding import Shard
 
 SPLITS = ("test", "dev")
@@ -114,7 +114,7 @@ class Experiment:
             check_model_dir(resolve_model(options.extra["model"]))  # a hub id is fetched (or found cached) here
         if options.profile not in self.profiles:
             raise TaskextrapError(f"unknown profile {options.profile!r} for {self.name}; choose from "
-                                  f"{', '.join(sorted(self.profiles))}")
+                                  f"{', '.join(sorted(self.profiles))}" + did_you_mean(options.profile, self.profiles))
         if options.seeds is not None or options.seed is not None:  # bounded: a typo is refused here
             self.profiles[options.profile].with_seeds(options.seeds, options.seed)
         if self.regime is not None:
@@ -159,7 +159,8 @@ def get_experiment(name: str) -> Experiment:
     """The experiment ``name`` (importing the built-in experiment modules on first use)."""
     _load_builtin()
     if name not in EXPERIMENTS:
-        raise TaskextrapError(f"unknown experiment {name!r}; choose from {sorted(EXPERIMENTS)} or 'all'")
+        raise TaskextrapError(f"unknown experiment {name!r}; choose from {sorted(EXPERIMENTS)} or 'all'"
+                              + did_you_mean(name, [*EXPERIMENTS, "all"]))
     return EXPERIMENTS[name]
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from taskextrap.errors import TaskextrapError
+from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.tasks.taskset import TaskSet
 from taskextrap.validation import check_int, check_range, check_real, check_rng, check_str
 
@@ -148,7 +148,7 @@ def get_protocol(spec: "str | ObservationProtocol", regime: str = "parameter") -
     if table is None:
         raise TaskextrapError(f"unknown regime {regime!r}; choose from {sorted(REGIME_PROTOCOLS)}")
     if spec not in table:
-        raise TaskextrapError(f"unknown protocol {spec!r}; choose from {sorted(table)}")
+        raise TaskextrapError(f"unknown protocol {spec!r}; choose from {sorted(table)}" + did_you_mean(spec, table))
     return table[spec]
 
 

@@ -15,7 +15,7 @@ import importlib
 
 import numpy as np
 
-from taskextrap.errors import TaskextrapError
+from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
 from taskextrap.tasks.family import ParametricFamily
 
@@ -73,7 +73,8 @@ def resolve(spec, kind: type, builtins: dict, what: str):
                                   f"point module:attr at a {kind.__name__} object")
         return obj
     if spec not in builtins:
-        raise TaskextrapError(f"unknown {what} {spec!r}; choose from {sorted(builtins)} or module:attr")
+        raise TaskextrapError(f"unknown {what} {spec!r}; choose from {sorted(builtins)} or module:attr"
+                              + did_you_mean(spec, builtins))
     return builtins[spec]
 
 
