@@ -46,6 +46,9 @@ def family_module(formula: str) -> str:
     ("a * x ** 2 / 0.0 + np.inf", r"region 'F1_1'.*NaN or inf"),
     ("(a * x ** 2)[:, 0]", r"returned shape \(8,\) for inputs x of shape \(8, 16\)"),
     ("(a * x ** 2)[:, :3]", r"returned shape \(8, 3\)"),
+    ("(a * x ** 2)[:, :1]", r"returned shape \(8, 1\).*exactly x's shape"),  # broadcastable, still refused
+    ("a + b + c", r"returned shape \(8, 1\)"),                               # ignores x: a column
+    ("a + 0.0 * x", r"region 'F1_1'.*does not depend on x"),                  # x's shape, but constant in x
     ("a * x ** 2 + 1j", "complex128 values"),
     ("np.array(['a'])", "values; it must return real numbers"),
     ("x * {}['missing']", "raised KeyError: 'missing'"),
@@ -90,6 +93,15 @@ def test_a_bad_ladder_basis_names_the_term(user_module):
         length.get_ladder("badladder:L")
     with pytest.raises(TaskextrapError, match="not a taskextrap.tasks.ladder.Ladder"):
         length.get_ladder("taskextrap.tasks.builtin:QUADRATIC")
+
+
+def test_a_ladder_basis_of_a_broadcastable_shape_is_refused(user_module):
+    # the constant term written as a scalar: broadcastable, but not x's shape
+    user_module("scalarladder", "import numpy as np\nfrom taskextrap.tasks.ladder import Ladder\n"
+                "L = Ladder('scalar', basis=lambda x, p: np.float64(1.0) if p == 0 else x ** p, domain=(-1.0, 1.0),"
+                " train_levels=(1, 2, 3), test_level=4)\n")
+    with pytest.raises(TaskextrapError, match=r"basis term 0 \(level 0\) returned shape \(\) .*exactly x's shape"):
+        length.get_ladder("scalarladder:L")
 
 
 def test_builtin_families_pass_their_check():
@@ -147,5 +159,5 @@ def test_a_changed_user_formula_changes_the_unit_key_and_the_numbers(user_module
 
 def test_a_constant_family_is_refused(user_module):
     user_module("constfam", family_module("0.0 * x"))
-    with pytest.raises(TaskextrapError, match="do not vary over the training regions"):
+    with pytest.raises(TaskextrapError, match="does not depend on x"):
         get_family("constfam:FAM")

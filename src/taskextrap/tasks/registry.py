@@ -103,8 +103,9 @@ def check_family(family: ParametricFamily, label: str | None = None) -> None:
     """Evaluate ``family``'s formula once on :data:`CHECK_TASKS` tasks of every region at
     :data:`CHECK_POINTS` inputs spread over its domain; a one-line TaskextrapError naming the
     family and the region if the formula raises, returns something of another shape than its
-    input ``x`` (n, m), a non-real value, or NaN/inf, or whose outputs do not vary at all over
-    the training regions (a constant: every scale is relative to that spread)."""
+    input ``x`` (n, m) (a broadcastable (n, 1) included), a non-real value, or NaN/inf, that does
+    not depend on x in some region, or whose outputs do not vary at all over the training regions
+    (a constant: every scale is relative to that spread)."""
     label = label or f"family {family.name!r}"
     rng = np.random.default_rng(0)
     training = []
@@ -112,9 +113,12 @@ def check_family(family: ParametricFamily, label: str | None = None) -> None:
         params = family.sample_params(region, CHECK_TASKS, rng)
         x = np.sort(rng.uniform(*family.domain, size=(CHECK_TASKS, CHECK_POINTS)), axis=1)
         kwargs = {name: params[:, i : i + 1] for i, name in enumerate(family.param_names)}
-        y = _check_values(lambda: family.fn(x, **kwargs), x.shape, f"{label}, region {region!r}: its formula")
+        what = f"{label}, region {region!r}: its formula"
+        y = _check_values(lambda: family.fn(x, **kwargs), x.shape, what)
+        if not np.ptp(y, axis=1).any():  # every task constant in x: the formula ignores its input
+            raise TaskextrapError(f"{what} does not depend on x (each task's outputs are constant over the domain)")
         if region in family.train_regions:
-            training.append(np.broadcast_to(y, x.shape))
+            training.append(y)
     if np.ptp(np.concatenate(training)) == 0:  # every scale and noise level is relative to this spread
         raise TaskextrapError(f"{label}: its outputs do not vary over the training regions "
                               f"({', '.join(family.train_regions)}): there is nothing to learn")
@@ -141,13 +145,9 @@ def _check_values(evaluate, shape: tuple, what: str) -> np.ndarray:
     out = np.asarray(raw)
     if out.dtype.kind not in "biuf":
         raise TaskextrapError(f"{what} returned {out.dtype} values; it must return real numbers")
-    try:
-        ok = np.broadcast_shapes(out.shape, shape) == tuple(shape)
-    except ValueError:
-        ok = False
-    if not ok:
+    if out.shape != tuple(shape):  # exactly x's shape: a broadcastable (n, 1) or scalar hides a formula bug
         raise TaskextrapError(f"{what} returned shape {out.shape} for inputs x of shape {tuple(shape)}; "
-                              "it must return x's shape (numpy-vectorised over x)")
+                              "it must return exactly x's shape (numpy-vectorised over x)")
     if not np.all(np.isfinite(out)):
         raise TaskextrapError(f"{what} returned NaN or inf on its own domain")
     return out
