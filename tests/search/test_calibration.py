@@ -84,3 +84,26 @@ def test_an_estimator_multiplies_its_predictive_sd_by_its_scale():
     m2, s2 = one.predict(x, y, x[:, :4], return_std=True)
     np.testing.assert_array_equal(m1, m2)
     np.testing.assert_allclose(s2, 2.5 * s1)
+
+
+def test_the_batched_curve_is_covered_at_every_grid_scale():
+    from taskextrap.search.posterior import covered
+
+    g = np.random.default_rng(1)
+    mean, std, truth = g.normal(size=(5, 7)), g.uniform(0.1, 2.0, size=(5, 7)), g.normal(size=(5, 7))
+    curve = C.coverage_curve(mean, std, truth)
+    want = np.stack([covered(mean, s * std, truth).mean(axis=1) for s in C.SCALE_GRID], axis=1)
+    np.testing.assert_array_equal(curve, want)
+
+
+def test_the_calibration_table_puts_each_scale_beside_its_test_coverage(tmp_path, monkeypatch, load_script):
+    tables = load_script("benchmarks/tables.py")
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    rows = [{"group": "g", "method": m, "metric": k, "value": v, "ci95": 0.01}
+            for m, k, v in (("rte-uncalibrated", "coverage", 0.62), ("rte", "coverage", 0.83),
+                            ("rte", "interval-width", 2.9))]
+    (tmp_path / "composition-strict-quick.json").write_text(json.dumps({"rows": rows}))
+    data = {"grid": "g", "level": 0.9, "split": "dev", "profile": "quick", "command": "c",
+            "scales": {"composition/strict": {"scale": 1.87, "dev_coverage_raw": 0.68, "dev_coverage_calibrated": 0.9}}}
+    text = tables.render_interval_calibration(data)
+    assert "| `composition` | strict | g | 1.87 | 0.680 → 0.900 | 0.620 ± 0.0100 | 0.830 ± 0.0100 | 2.90 ± 0.0100 |" in text

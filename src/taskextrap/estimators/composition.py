@@ -232,8 +232,10 @@ class CompositionRTE(DecomposingRTE):
         lib = self.primitives_
         size = len(lib)
         fam = lib.family
-        ok = (lambda a, b: True) if allowed is None else (lambda a, b: allowed[fam[a], fam[b]])  # noqa: E731
-        mask = lambda v, a, b: np.where(ok(a, b), v, np.inf)  # noqa: E731
+        if allowed is None:  # unrestricted (the supervised search): no mask, no copies
+            mask = lambda v, a, b: v  # noqa: E731
+        else:
+            mask = lambda v, a, b: np.where(allowed[fam[a], fam[b]], v, np.inf)  # noqa: E731
         loss = mask(loss, outer, inner)
         every = np.arange(size)[None, :]
         all_inner = lib.interp_all(ctx_x)                                    # (n, m, L): every g at the context

@@ -199,13 +199,15 @@ class EMCompositionRTE(CompositionRTE):
     def allowed_pairs(self) -> np.ndarray | None:
         """(families x families) bool, outer first: the family pairs a pseudo-label may have
         (``label_pairs="train"``: the split's training pairs); None for "any"."""
-        if self.label_pairs == "any":
-            return None
+        return None if self.label_pairs == "any" else self._training_pairs()
+
+    def _training_pairs(self) -> np.ndarray:
+        """(families x families) bool, outer first: the split's training family pairs."""
         names = [f.name for f in self.primitives_.families]
-        allowed = np.zeros((len(names), len(names)), bool)
+        mask = np.zeros((len(names), len(names)), bool)
         for outer, inner in self.split.train:
-            allowed[names.index(outer), names.index(inner)] = True
-        return allowed
+            mask[names.index(outer), names.index(inner)] = True
+        return mask
 
     def context_loss_at(self, x, y, outer, inner) -> np.ndarray:
         """MSE (n, c) of composed stored curves of pairs (n, c) at any points ``x`` (n, m)."""
@@ -261,8 +263,7 @@ class EMCompositionRTE(CompositionRTE):
         t = self.primitives_.compose_interp(truth[:, :1], truth[:, 1:], grid[:, None])[:, 0]
         p = self.primitives_.compose_interp(got[:, :1], got[:, 1:], grid[:, None])[:, 0]
         behaves = ((p - t) ** 2).mean(axis=1) <= BEHAVES_TOL * np.maximum(t.var(axis=1), 1e-12)
-        names = [f.name for f in self.primitives_.families]
         fam = self.primitives_.family
-        held = np.array([(names[fam[o]], names[fam[i]]) not in set(map(tuple, self.split.train)) for o, i in got])
+        held = ~self._training_pairs()[fam[got[:, 0]], fam[got[:, 1]]]
         return {"exact": (got == truth).all(axis=1).astype(float), "behaves": behaves.astype(float),
-                "held_out_pair": held.astype(float).reshape(len(got))}
+                "held_out_pair": held.astype(float)}

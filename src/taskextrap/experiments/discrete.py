@@ -84,19 +84,11 @@ def retrieval_rows(experiment: str, errors: dict, group: str, pairs) -> list:
     return [make_row(experiment, group, m, "accuracy", np.stack(errors[k], axis=1)) for m, k in pairs]
 
 
-def coverage_rows(experiment: str, errors: dict, group: str, pairs) -> list:
-    """A coverage row on ``group`` per (method, errors key) of ``pairs``: the share of each
-    target's (draw, query) points inside the method's 90% predictive interval."""
-    return [make_row(experiment, group, m, "coverage", np.stack(errors[k], axis=1)) for m, k in pairs]
-
-
-def interval_rows(experiment: str, errors: dict, group: str, method: str, prefix: str,
-                  rows: np.ndarray | None = None) -> list:
+def interval_rows(experiment: str, errors: dict, group: str, method: str, prefix: str) -> list:
     """``method``'s interval on ``group`` from the keys of ``search.calibration.interval_diagnostics``
-    (``prefix``): coverage of the calibrated interval, of the raw one (``METHOD-uncalibrated``)
-    and the calibrated interval's width; ``rows`` masks the targets (default all)."""
-    pick = (lambda k: np.stack(errors[k], axis=1)) if rows is None else \
-        (lambda k: np.stack(errors[k], axis=1)[rows])  # noqa: E731
+    (``prefix``): the share of each target's (draw, query) points inside the calibrated 90%
+    interval, inside the raw one (``METHOD-uncalibrated``), and the calibrated interval's width."""
+    pick = lambda k: np.stack(errors[k], axis=1)  # noqa: E731
     return [make_row(experiment, group, method, "coverage", pick(f"{prefix}_coverage")),
             make_row(experiment, group, f"{method}-uncalibrated", "coverage", pick(f"{prefix}_coverage_raw")),
             make_row(experiment, group, method, "interval-width", pick(f"{prefix}_width"))]
