@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench setup clean
+.PHONY: demo test test-slow lint docs bench setup clean
 
 setup: $(STAMP)
 
@@ -25,11 +25,27 @@ demo: $(STAMP)
 # runs two at once (worksteal: an idle worker takes queued tests from a busy one, so the long
 # end-to-end tests never leave the other idle). TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
+# The end-to-end checks marked slow (whole tiny runs of several experiments, two-process and Ray
+# runs) are left to `make test-slow`, which CI runs too, so `make test` stays a few minutes.
+XDIST = -n $(TEST_WORKERS) $(if $(filter 0,$(TEST_WORKERS)),,--dist worksteal)
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n $(TEST_WORKERS) $(if $(filter 0,$(TEST_WORKERS)),,--dist worksteal)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m "not slow" $(XDIST)
+
+test-slow: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m slow $(XDIST)
+
+# ruff (lint and format) on the package, tests, benchmarks and scripts; mypy on the package.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks scripts
+	$(VENV)/bin/ruff format --check src tests benchmarks scripts
+	$(VENV)/bin/mypy
+
+# The documentation site (mkdocs-material + mkdocstrings) into site/; the tests build it too.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
 
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) runs site

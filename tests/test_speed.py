@@ -71,14 +71,17 @@ def test_rows_are_written_in_float32_with_the_values_of_a_float64_concatenation(
     assert np.array_equal(_stack([per_query[0][..., None], per_task[0][:, None]], n, q), expected[:, [0, 2, 3, 4, 5]])
 
 
-def test_predicting_in_chunks_of_any_multiple_of_eight_gives_the_rows_of_one_pass():
+def test_predicting_in_chunks_of_a_few_hundred_rows_or_more_gives_the_rows_of_one_pass():
     """A matrix product rounds a pass's last few rows (its row count mod 8) with another kernel,
     so chunk sizes that divide one another leave the same rows last: 4096-row chunks give the
-    bits of 65536-row ones (the size before), on a row count that is no multiple of anything."""
+    bits of 65536-row ones (the size before), on a row count that is no multiple of anything.
+    Passes of only 8 rows may take yet another kernel (on an AMD EPYC, 2 of 70,003 rows differ
+    by one ulp), so the property is claimed for chunks of 512 rows and more, which is all
+    prediction uses (PREDICT_CHUNK)."""
     net = block_mlp(6, 1, seed=0).eval()
     rows = np.random.default_rng(0).normal(size=(70003, 6)).astype(np.float32)
     before = predict_rows(net, rows, chunk=65536)
-    for chunk in (8, 512, 4096):
+    for chunk in (512, 4096):
         assert torch.equal(predict_rows(net, rows, chunk=chunk), before)
 
 
@@ -122,6 +125,7 @@ def test_pool_distances_are_the_rows_computed_directly(fitted_rte, monkeypatch):
     np.testing.assert_array_equal(fitted_rte._pool_distances(idx), direct)
 
 
+@pytest.mark.slow
 def test_speed_benchmark_times_a_unit_and_renders_its_table(load_script, tmp_path):
     speed = load_script("benchmarks/speed.py")
     record = speed.time_unit("parameter", threads=1, profile="tiny")

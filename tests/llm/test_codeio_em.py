@@ -188,6 +188,7 @@ def tiny_em(tmp_path_factory):
     return res, calls, list(seen), root
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_every_row(tiny_em):
     res, _, _, _ = tiny_em
     validate_results(res)
@@ -205,6 +206,7 @@ def test_tiny_run_writes_every_row(tiny_em):
     assert '"method": "rte-em-warmup"' in prompts and '"method": "few-shot"' in prompts
 
 
+@pytest.mark.slow
 def test_no_e_step_or_evaluation_call_receives_a_held_out_answer(tiny_em):
     res, calls, _, _ = tiny_em
     tasks, _, _ = E.held_out_tasks(X.PROFILES["tiny"].n_tasks)
@@ -222,6 +224,7 @@ def test_no_e_step_or_evaluation_call_receives_a_held_out_answer(tiny_em):
             assert not C.answer_in_prompt(prompt, answer, q)
 
 
+@pytest.mark.slow
 def test_every_fine_tuning_item_and_e_step_task_is_a_training_task(tiny_em):
     _, _, seen, _ = tiny_em
     allowed = set(TRAIN) | set(S.NAMES)

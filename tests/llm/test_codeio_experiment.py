@@ -297,6 +297,7 @@ def test_lead_gives_up_on_a_missing_shard(tmp_path, monkeypatch):
         E.candidate_scores(None, tasks, S.candidates()[:3], E.CODEIO_PROFILES["tiny"], tmp_path, shard=Shard(0, 2))
 
 
+@pytest.mark.slow
 def test_sharded_tiny_run_equals_the_unsharded_one(tmp_path, monkeypatch):
     """A lead and a worker in two threads, sharing --out, write the unsharded run's rows."""
     model_dir = _tiny_model(tmp_path / "model")

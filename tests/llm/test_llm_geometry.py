@@ -93,6 +93,7 @@ def test_agreement_is_perfect_for_behaviour_itself_and_near_chance_for_noise():
         G.rank_agreement(fine[:2, :2], d_b)
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_rows_and_the_figure(tmp_path):
     from taskextrap.llm.model import build_char_model, save_model
 

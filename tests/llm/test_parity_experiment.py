@@ -72,6 +72,7 @@ def _tiny_base(monkeypatch):
     return asked
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_every_method(tmp_path, monkeypatch):
     asked = _tiny_base(monkeypatch)
     with audit.spy() as seen:
@@ -108,6 +109,7 @@ def test_tiny_run_writes_every_method(tmp_path, monkeypatch):
     assert [p.name for p in (tmp_path / "units").glob("parity-sft-seed0-*")] == [f"parity-sft-seed0-{key}"]
 
 
+@pytest.mark.slow
 def test_tiny_dev_run_never_fits_a_size5_or_size6_mask(tmp_path, monkeypatch):
     asked = _tiny_base(monkeypatch)
     with audit.spy() as seen:
