@@ -51,7 +51,7 @@ def parameter():
     fam = PARAMETER_FAMILIES["quadratic"]
     library = TaskSet.sample(fam, {"F1_1": 6, "F1_2": 6}, rng(0, "api-library"))
     obs = get_protocol("paper").draw(TaskSet.sample(fam, {"F2": 3}, rng(0, "api-targets")), 1, rng(1))
-    return RTE(n_pairs=150, train=TRAIN, seed=0).fit(library), library, obs
+    return RTE(n_pairs=150, train=TRAIN, seed=0, search="proxy").fit(library), library, obs  # Strategy A: k anchors
 
 
 @pytest.fixture(scope="module")

@@ -22,11 +22,13 @@ TRAIN = TrainConfig(steps=8, batch=256, eval_every=4)
 DECOMPOSER = TrainConfig(steps=8, batch=64, eval_every=4)
 
 
-def _parameter():
+def _parameter(**settings):
+    """RTE at tiny sizes: as it comes (the decomposition objective in the dev-chosen variant), or
+    with ``settings`` (``search="proxy"``: Strategy A)."""
     fam = PARAMETER_FAMILIES["quadratic"]
     library = TaskSet.sample(fam, {"F1_1": 8, "F1_2": 8}, rng(0, "contract-library"))
     obs = get_protocol("paper").draw(TaskSet.sample(fam, {"F2": 4}, rng(0, "contract-targets")), 1, rng(1))
-    return RTE(n_pairs=200, train=TRAIN, seed=0), library, obs
+    return RTE(n_pairs=200, train=TRAIN, seed=0, **settings), library, obs
 
 
 def _multistep():
@@ -51,7 +53,8 @@ def _composition():
     return model, prims, model.protocol.draw(targets, 1, np.random.default_rng(4))
 
 
-CASES = {"parameter": _parameter, "parameter-multistep": _multistep, "length": _length, "composition": _composition}
+CASES = {"parameter": lambda: _parameter(search="proxy"), "parameter-objective": _parameter,
+         "parameter-multistep": _multistep, "length": _length, "composition": _composition}
 
 
 @pytest.fixture(scope="module", params=list(CASES))

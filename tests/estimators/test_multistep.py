@@ -43,7 +43,7 @@ def test_far_regions_are_one_f2_width_apart_beyond_f2():
 def test_one_step_is_exactly_the_plain_rte(library, chained, far, fitted_rte=None):
     from taskextrap.estimators.parameter import RTE
 
-    plain = RTE(n_pairs=300, train=TINY_TRAIN, seed=0).fit(library)
+    plain = RTE(n_pairs=300, train=TINY_TRAIN, seed=0, search="proxy").fit(library)  # the chain's search
     d = chained.decompose(far.ctx_x, far.ctx_y)
     one = chained.predict(far.ctx_x, far.ctx_y, far.qry_x, with_steps(d, 1))
     np.testing.assert_allclose(one, plain.predict(far.ctx_x, far.ctx_y, far.qry_x), rtol=1e-6)

@@ -5,6 +5,8 @@ The ground truth lives here only: the estimators never take a target's true para
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
@@ -16,12 +18,16 @@ from taskextrap.tasks.taskset import TaskSet
 from taskextrap.validation import as_rows
 
 
+@dataclass
 class TransductiveOracle(RTE):
     """RTE with a perfect proxy: the anchor is the library task nearest by true theta and the
     shift is the full true delta-theta. It trains its own Psi on library pairs with true shifts.
 
-    ``decompose_truth(ctx_x, ctx_y, theta)`` gives the decomposition to pass to ``predict``.
+    ``decompose_truth(ctx_x, ctx_y, theta)`` gives the decomposition to pass to ``predict``. It
+    never searches, so its Psi is Strategy A's (``search="proxy"``: no leave-one-out rows).
     """
+
+    search: str = "proxy"
 
     def _fit_descriptors(self, library: TaskSet, obs: Observations, first: np.ndarray) -> np.ndarray:
         return library.family.scaled_params(obs.params)
@@ -46,6 +52,7 @@ class TransductiveOracle(RTE):
         return self._nearest(fam.scaled_params(theta), k)
 
 
+@dataclass
 class ChainedTransductiveOracle(TransductiveOracle, ChainedRTE):
     """The transductive oracle chained like :class:`ChainedRTE`: anchors by true theta, the
     true shift split linearly over the steps (its proxy is theta itself, so ``re-embed`` has no

@@ -18,7 +18,7 @@ and the context, averaged over the chains that explain the context about equally
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from taskextrap.estimators.base import Decomposition, check_decomposition
 from taskextrap.estimators.decomposing import DecomposingRTE
 from taskextrap.operators.chain import ChainOperator
 from taskextrap.operators.param import sort_context
+from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.search import chains as search
 from taskextrap.search.index import nearest
@@ -63,6 +64,10 @@ def dev_settings(protocol) -> dict:
 class Composition3RTE(DecomposingRTE):
     """RTE for deep compositions: ``Composition3RTE(...).fit(primitives).predict(ctx_x, ctx_y, x_query)``.
 
+    The defaults are the composition-depth3 experiment's ``rte`` row under the paper profile: the
+    protocol's dev-chosen settings (:data:`DEV_SETTINGS`) and the paper profile's sizes (8000
+    chains per pass, Psi_chain 6000 steps of 2048 rows, g 3000 steps of 512 chains).
+
     ``decompose`` gives each target's best chains, best first: anchors (n, keep, depth) library
     primitives outermost first (the identity's index is ``len(primitives)`` when
     ``identity=True``), phi (n, keep, 0), score (n, keep) context MSE, and ``extras["candidates"]``
@@ -92,10 +97,12 @@ class Composition3RTE(DecomposingRTE):
         value_points: size of the value grid on which Psi_chain reads each primitive's curve.
         psi_context: whether every step of Psi_chain also reads the sorted context. None: the
             protocol's dev-chosen value (:data:`DEV_SETTINGS`).
-        n_pairs, library_draws, val_fraction, train, decomposer_train, blocks, seed, interval_scale: as
+        n_pairs, library_draws, val_fraction, train, decomposer_train, blocks, seed, interval_scale, verbose: as
             :class:`~taskextrap.estimators.composition.CompositionRTE`.
     """
 
+    n_pairs: int = 8000  # the depth-3 paper profile's sizes (its decomposer_train is the base class's)
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=6000, batch=2048, eval_every=200))
     depth: int = 3
     k: int | None = None
     keep: int = 256

@@ -63,6 +63,10 @@ def dev_settings(protocol) -> dict:
 class CompositionRTE(DecomposingRTE):
     """RTE for compositions: ``CompositionRTE(...).fit(primitives).predict(ctx_x, ctx_y, x_query)``.
 
+    The defaults are the composition experiment's ``rte`` row under the paper profile: the
+    protocol's dev-chosen search (:data:`DEV_SETTINGS`) and the paper profile's sizes (10000
+    compositions per pass, Psi_comp 2000 steps of 4096 rows, g 3000 steps of 512 compositions).
+
     ``decompose`` gives each target's candidate pairs, best first: anchors (n, k*k, 2) the outer
     and inner library primitive, phi (n, k*k, 0) (a composition has no continuous part), score
     (n, k*k) context MSE, and ``extras`` the retrieved candidates of each slot
@@ -74,9 +78,11 @@ class CompositionRTE(DecomposingRTE):
         k: candidates per slot; all k*k pairs are verified (the authors' code uses 50, the paper's
             text 10). None: the protocol's dev-chosen value (:data:`DEV_SETTINGS`).
         split: which family pairs are composed in training (the held-out pairs never are).
-        temperature, n_average: the prediction averages Psi_comp over the ``n_average`` best verified
-            pairs, weighted by their context losses (``search.posterior``); ``temperature=None`` keeps
-            only the best pair (the paper's arg-min). ``n_average=20`` was chosen on the dev split.
+        temperature: the prediction averages Psi_comp over the ``n_average`` best verified pairs,
+            weighted by their context losses (``search.posterior``); ``temperature=None`` keeps
+            only the best pair (the paper's arg-min).
+        n_average: the verified pairs the prediction averages; ``n_average=20`` was chosen on the
+            dev split.
         weighting: how candidates' context losses become posterior weights (``search.posterior``):
             "relative" (within a factor 1 + ``temperature`` of the best) or "likelihood" (the
             Gaussian likelihood under ``loss_scale_``, the context loss of a true decomposition
@@ -91,15 +97,20 @@ class CompositionRTE(DecomposingRTE):
         n_pairs: compositions drawn per pass to train Psi_comp.
         library_draws: context draws averaged into a primitive's embedding.
         val_fraction: share of primitives held out (training pairs still) for model selection.
-        train / decomposer_train: optimiser settings; blocks: Psi_comp's MLP blocks.
+        train: optimiser settings of Psi_comp.
+        decomposer_train: optimiser settings of the decomposer g.
+        blocks: Psi_comp's MLP blocks.
         seed: seeds every stream.
         device: where Gamma's probe, Psi and the decomposer run ("cpu", "cuda", "cuda:N"); every
             network is initialised on the CPU, so a device changes rounding only.
         interval_scale: multiplier of the predictive sd of ``predict(..., return_std=True)``: None
             (default) the scale chosen on this regime's dev split for the protocol
             (``search.calibration``; 1.0 where none was chosen), or a number > 0.
+        verbose: show a progress bar on stderr during a fit that takes more than a few seconds
+            (``estimators.progress``); not part of the repr.
     """
 
+    n_pairs: int = 10000  # the composition paper profile's (the other sizes are the base class's)
     k: int | None = None
     n_average: int | None = 20
     refine_rounds: int | None = None

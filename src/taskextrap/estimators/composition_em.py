@@ -32,6 +32,7 @@ from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import check_progress
 from taskextrap.estimators.composition import REFINE_CHUNK, CompositionRTE
+from taskextrap.estimators.progress import FitProgress
 from taskextrap.operators.param import sort_context
 from taskextrap.search.decomposer import Decomposer
 from taskextrap.seeding import derive_seed, rng
@@ -74,7 +75,9 @@ class EMCompositionRTE(CompositionRTE):
     Args (besides ``CompositionRTE``'s):
         label_share: share of training tasks whose true (outer, inner) label is kept (0: none, the
             warm-up arm; 0.25: the semi-supervised arm; 1: the fixed-set supervised ceiling).
-        n_tasks: size of the fixed training set (its validation set has a tenth as many, at least 64).
+        n_tasks: size of the fixed training set (its validation set has a tenth as many, at least 64);
+            the default is the composition-em experiment's under the paper profile (as many as
+            ``n_pairs``, one pass of the supervised estimator's Psi pairs).
         em_rounds: M-steps (each ``steps / em_rounds`` of both optimisers); an E-step precedes
             every M-step but a labelled start's first.
         restarts, sweeps: the search-only E-step's random starting pairs per task and its rounds of
@@ -86,7 +89,7 @@ class EMCompositionRTE(CompositionRTE):
     """
 
     label_share: float = 0.0
-    n_tasks: int = 4000
+    n_tasks: int = 10000
     em_rounds: int = 3
     restarts: int = 4
     sweeps: int = 3
@@ -107,36 +110,45 @@ class EMCompositionRTE(CompositionRTE):
         """Gamma (or, with ``embedded``, the label-free state of a fitted ``CompositionRTE`` of the
         same library, protocol, embedding and seed: pools, scaler, Gamma), then EM."""
         check_progress(progress)
-        if embedded is not None:
-            self._adopt(embedded, primitives)
-        else:
-            tasks, scale = self._prepare(primitives)
-            self._fit_embedding(tasks, scale)
-        self.sets_ = {name: self._hidden_set(pool, n, name) for name, pool, n in
-                      (("train", self.train_pool_, self.n_tasks),
-                       ("val", self.val_pool_, max(64, self.n_tasks // 10)))}
-        self.history_ = []
         steps = lambda cfg: replace(cfg, steps=max(1, math.ceil(cfg.steps / self.em_rounds)))  # noqa: E731
-        self.psi_ = self._make_operator().to(self.device)
-        self.psi_.cfg = steps(self.train)  # each M-step continues the same network for its share
-        decomposer = None
-        self.steps_ = {"psi": 0, "decomposer": 0}
-        hidden = not self.sets_["train"].known.all()
-        for r in range(self.em_rounds):
-            if hidden and (r > 0 or not self.label_share):
-                for s in self.sets_.values():
-                    self._e_step(s, decomposer)
-                self.history_.append(self.label_quality(self.sets_["train"]))
-            use = lambda s: s.known if (r == 0 and self.label_share) else np.ones(len(s.labels), bool)  # noqa: E731
-            self.psi_.fit(*self._batches("psi", r, use), progress)
-            if decomposer is None:
-                decomposer = Decomposer(self.scaler_, self.protocol.n_context, self._part_dims(),
-                                        derive_seed(self.seed, "decomposer"), steps(self.decomposer_train)).to(self.device)
-            decomposer.fit(*self._batches("decomposer", r, use), progress)
-            self.steps_["psi"] += len(self.psi_.history)
-            self.steps_["decomposer"] += len(decomposer.history)
-            self.decomposer_ = decomposer  # decompose() is usable from the first M-step on
-        self.loss_scale_, self.query_var_ = self._calibrate()
+        total = self.em_rounds * (steps(self.train).steps + steps(self.decomposer_train).steps)
+        with FitProgress(self.verbose, total, progress, type(self).__name__) as bar:
+            if embedded is not None:
+                self._adopt(embedded, primitives)
+            else:
+                tasks, scale = self._prepare(primitives)
+                bar.phase("embedding library")
+                self._fit_embedding(tasks, scale)
+            bar.phase("drawing the training set")
+            self.sets_ = {name: self._hidden_set(pool, n, name) for name, pool, n in
+                          (("train", self.train_pool_, self.n_tasks),
+                           ("val", self.val_pool_, max(64, self.n_tasks // 10)))}
+            self.history_ = []
+            self.psi_ = self._make_operator().to(self.device)
+            self.psi_.cfg = steps(self.train)  # each M-step continues the same network for its share
+            decomposer = None
+            self.steps_ = {"psi": 0, "decomposer": 0}
+            hidden = not self.sets_["train"].known.all()
+            for r in range(self.em_rounds):
+                if hidden and (r > 0 or not self.label_share):
+                    bar.phase(f"round {r + 1}/{self.em_rounds}: E-step (pseudo-labels)")
+                    for s in self.sets_.values():
+                        self._e_step(s, decomposer)
+                    self.history_.append(self.label_quality(self.sets_["train"]))
+                use = lambda s: s.known if (r == 0 and self.label_share) else np.ones(len(s.labels), bool)  # noqa: E731
+                bar.phase(f"round {r + 1}/{self.em_rounds}: training Psi")
+                self.psi_.fit(*self._batches("psi", r, use), bar.callback)
+                if decomposer is None:
+                    decomposer = Decomposer(self.scaler_, self.protocol.n_context, self._part_dims(),
+                                            derive_seed(self.seed, "decomposer"),
+                                            steps(self.decomposer_train)).to(self.device)
+                bar.phase(f"round {r + 1}/{self.em_rounds}: training decomposer")
+                decomposer.fit(*self._batches("decomposer", r, use), bar.callback)
+                self.steps_["psi"] += len(self.psi_.history)
+                self.steps_["decomposer"] += len(decomposer.history)
+                self.decomposer_ = decomposer  # decompose() is usable from the first M-step on
+            bar.phase("calibrating")
+            self.loss_scale_, self.query_var_ = self._calibrate()
         return self
 
     def _adopt(self, fitted: CompositionRTE, primitives) -> None:

@@ -31,6 +31,7 @@ from taskextrap import audit
 from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import Decomposition, Estimator, check_decomposition, check_progress
+from taskextrap.estimators.progress import FitProgress
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
 from taskextrap.operators.train import TrainConfig
 from taskextrap.search.decomposer import Decomposer
@@ -47,7 +48,14 @@ CALIBRATION_TASKS = 512  # validation-pool tasks on which loss_scale_ and query_
 @dataclass
 class DecomposingRTE(Estimator):
     """Base class of :class:`~taskextrap.estimators.length.LengthRTE` and
-    :class:`~taskextrap.estimators.composition.CompositionRTE` (see their Args)."""
+    :class:`~taskextrap.estimators.composition.CompositionRTE` (see their Args). Its sizes
+    (``n_pairs``, ``train``, ``decomposer_train``) are the length experiment's paper profile;
+    a subclass of another regime declares its own paper profile's.
+
+    Args:
+        verbose: show a progress bar on stderr during a fit that takes more than a few seconds
+            (``estimators.progress``). Not part of the repr: it changes nothing that is computed.
+    """
 
     protocol: object = "paper"
     embedding: str = "adapted"
@@ -59,11 +67,12 @@ class DecomposingRTE(Estimator):
     val_fraction: float = 0.1
     embed_dim: int = 16
     train: TrainConfig = field(default_factory=TrainConfig)
-    decomposer_train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=2000, batch=512))
+    decomposer_train: TrainConfig = field(default_factory=lambda: TrainConfig(steps=3000, batch=512, eval_every=100))
     blocks: tuple = POINTWISE_BLOCKS
     seed: int = 0
     device: str = "cpu"
     interval_scale: float | None = None
+    verbose: bool = field(default=True, repr=False, compare=False)
 
     regime = ""  # the protocol table a protocol name is looked up in
     fitted_attribute = "decomposer_"
@@ -86,28 +95,38 @@ class DecomposingRTE(Estimator):
             check_instance(name, getattr(self, name), TrainConfig, "a TrainConfig (see taskextrap.operators.train)")
         _check_blocks(self.blocks)
         check_int("seed", self.seed, 0)
+        check_instance("verbose", self.verbose, bool, "True or False")
 
     # ----------------------------------------------------------------------------- phase 1
     def fit(self, library, progress=None):
-        """Fit Gamma on ``library``, then Psi and the decomposer on training-relation tasks."""
+        """Fit Gamma on ``library``, then Psi and the decomposer on training-relation tasks.
+        ``progress(step, loss)`` is called after every training step (Psi's, then the
+        decomposer's); with ``verbose`` a fit longer than a few seconds also shows a progress bar."""
         check_progress(progress)
-        tasks, scale = self._prepare(library)
-        t = time.perf_counter()
-        self._fit_embedding(tasks, scale)
-        self.timing_ = {"embedding_s": time.perf_counter() - t}
-        t = time.perf_counter()
-        self.psi_ = self._make_operator().to(self.device)
-        self._fit_stream(self.psi_, self._operator_arrays, "psi", self.n_pairs, max(256, self.n_pairs // 10), progress)
-        self.timing_["psi_training_s"] = time.perf_counter() - t
-        t = time.perf_counter()
         cfg = self.decomposer_train
-        decomposer = Decomposer(self.scaler_, self.protocol.n_context, self._part_dims(),
-                                derive_seed(self.seed, "decomposer"), cfg).to(self.device)
-        self._fit_stream(decomposer, self._decomposer_arrays, "decomposer", cfg.batch, max(256, cfg.batch), progress)
-        self.timing_["decomposer_training_s"] = time.perf_counter() - t
-        t = time.perf_counter()
-        self.loss_scale_, self.query_var_ = self._calibrate()
-        self.timing_["calibration_s"] = time.perf_counter() - t
+        with FitProgress(self.verbose, self.train.steps + cfg.steps, progress, type(self).__name__) as bar:
+            tasks, scale = self._prepare(library)
+            bar.phase("embedding library")
+            t = time.perf_counter()
+            self._fit_embedding(tasks, scale)
+            self.timing_ = {"embedding_s": time.perf_counter() - t}
+            bar.phase("training Psi")
+            t = time.perf_counter()
+            self.psi_ = self._make_operator().to(self.device)
+            self._fit_stream(self.psi_, self._operator_arrays, "psi", self.n_pairs, max(256, self.n_pairs // 10),
+                             bar.callback)
+            self.timing_["psi_training_s"] = time.perf_counter() - t
+            bar.phase("training decomposer")
+            t = time.perf_counter()
+            decomposer = Decomposer(self.scaler_, self.protocol.n_context, self._part_dims(),
+                                    derive_seed(self.seed, "decomposer"), cfg).to(self.device)
+            self._fit_stream(decomposer, self._decomposer_arrays, "decomposer", cfg.batch, max(256, cfg.batch),
+                             bar.callback)
+            self.timing_["decomposer_training_s"] = time.perf_counter() - t
+            bar.phase("calibrating")
+            t = time.perf_counter()
+            self.loss_scale_, self.query_var_ = self._calibrate()
+            self.timing_["calibration_s"] = time.perf_counter() - t
         self.decomposer_ = decomposer  # set last: an estimator is fitted once this exists
         return self
 

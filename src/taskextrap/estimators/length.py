@@ -39,6 +39,10 @@ VERIFY_CHUNK = 256  # targets per batched verification pass: bounds memory
 class LengthRTE(DecomposingRTE):
     """RTE for ladders: ``LengthRTE(...).fit(library).predict(ctx_x, ctx_y, x_query)``.
 
+    The defaults are the length experiment's ``rte`` row under the paper profile: the search
+    settings chosen on the dev split (below) and the paper profile's sizes (20000 extension
+    steps per pass, Psi_ext 2000 steps of 4096 rows, g 3000 steps of 512 tasks).
+
     ``decompose`` gives each target's verified candidates, best first: anchors (n, k) library
     predecessors, phi (n, k) their new coefficients, score (n, k) leave-one-out context losses,
     and ``extras["guess_phi"]`` the decomposer's coefficient (n,).
@@ -71,7 +75,8 @@ class LengthRTE(DecomposingRTE):
         n_pairs: extension steps drawn per pass to train Psi_ext (fresh steps every pass).
         library_draws: context draws averaged into a library task's embedding.
         val_fraction: share of library predecessors held out (training levels) for model selection.
-        train: optimiser settings of Psi_ext; decomposer_train: of g (batch = steps per batch).
+        train: optimiser settings of Psi_ext.
+        decomposer_train: optimiser settings of g (batch = extension steps per batch).
         blocks: Psi_ext's MLP blocks.
         seed: seeds every stream.
         device: where Gamma's probe, Psi and the decomposer run ("cpu", "cuda", "cuda:N"); every
@@ -79,6 +84,8 @@ class LengthRTE(DecomposingRTE):
         interval_scale: multiplier of the predictive sd of ``predict(..., return_std=True)``: None
             (default) the scale chosen on this regime's dev split for the protocol
             (``search.calibration``; 1.0 where none was chosen), or a number > 0.
+        verbose: show a progress bar on stderr during a fit that takes more than a few seconds
+            (``estimators.progress``); not part of the repr.
     """
 
     k: int = 20

@@ -79,7 +79,10 @@ class ChainedRTE(RTE):
     """RTE reaching far targets in several in-distribution steps (App. B.1.1), scikit-learn style.
 
     Fitted exactly like :class:`~taskextrap.estimators.parameter.RTE` (same Gamma, Psi and
-    streams for the same settings); only prediction differs. Extra settings (module docstring):
+    streams for the same settings); only prediction differs. Its search defaults to Strategy A's
+    (``search="proxy"``): the chain the parameter-multistep experiment scores is Strategy A's (no
+    chain of the objective's search was evaluated); its sizes are RTE's. Extra settings (module
+    docstring):
 
     Args:
         steps: ``"auto"`` or a fixed step count for every target and anchor.
@@ -89,6 +92,7 @@ class ChainedRTE(RTE):
         shift_split: ``"linear"`` (phi / n per step) or ``"re-embed"``.
     """
 
+    search: str = "proxy"
     steps: object = "auto"
     step_quantile: float = 0.9
     step_measure: str = "shift"

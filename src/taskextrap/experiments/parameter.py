@@ -97,9 +97,13 @@ def make_targets(family: ParametricFamily, protocol, n_targets: int, n_draws: in
 
 
 def common_settings(protocol, profile: ParameterProfile, seed: int, anchors: int, device: str = "cpu") -> dict:
-    """The settings RTE, the transductive oracle and parameter-multistep's chained ones share."""
+    """The settings RTE, the transductive oracle and parameter-multistep's chained ones share:
+    Strategy A's search (the objective's RTE overrides it), with the objective's settings, which
+    Strategy A never reads, at the values of the fits' cache fingerprints (the estimator's repr;
+    RTE's defaults before they became the objective's), and no progress bar of their own (the
+    run has one over its units)."""
     return dict(protocol=protocol, n_pairs=profile.n_pairs, train=profile.train, seed=seed, anchors=anchors,
-                device=device)
+                device=device, search="proxy", retrieve=8, screen=0, phi_scales=(0.5, 1.0, 1.5, 2.0), verbose=False)
 
 
 def variant_scores(rows) -> dict[str, float]:
@@ -134,7 +138,7 @@ def make_rte(protocol, profile: ParameterProfile, seed: int, embedding: str = DE
     variant = chosen_variant(protocol)
     settings = {} if search == "proxy" or variant == "strategy-a" else {"search": search,
                                                                            **OBJECTIVE_VARIANTS[variant]}
-    return RTE(embedding=embedding, **common_settings(protocol, profile, seed, anchors, device), **settings)
+    return RTE(embedding=embedding, **{**common_settings(protocol, profile, seed, anchors, device), **settings})
 
 
 LIBRARY_FITS = ("strategy-a", "transductive-oracle", *INDUCTIVE_KINDS)  # fitted alike by parameter-multistep
@@ -205,8 +209,9 @@ def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding
     if chosen_variant(protocol) != "strategy-a" or target_region(family) == DEV_REGION:
         t = time.perf_counter()
         # the objective's fit (its Psi has leave-one-out rows): the headline's, or the dev rows'
-        objective = RTE(embedding=embedding, **common_settings(protocol, profile, seed, anchors, device), search="objective",
-                        **OBJECTIVE_VARIANTS[next(iter(OBJECTIVE_VARIANTS))]).fit(library, embedded=strategy_a)
+        settings = {**common_settings(protocol, profile, seed, anchors, device), "search": "objective",
+                    **OBJECTIVE_VARIANTS[next(iter(OBJECTIVE_VARIANTS))]}
+        objective = RTE(embedding=embedding, **settings).fit(library, embedded=strategy_a)
         timing["objective_fit_s"] = time.perf_counter() - t
     rte = strategy_a if chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
     return library, {**models, "rte": rte, "objective": objective}, timing

@@ -1,0 +1,86 @@
+"""The progress bar of an estimator's fit: a tqdm bar on stderr over the fit's training steps,
+naming the phase that runs ("embedding library", "training Psi", ...) and the last training
+loss. A fit that ends within :data:`DELAY_S` seconds prints nothing; ``verbose=False`` on the
+estimator turns the bar off (the experiments do: they have a bar over their units).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, Self
+
+DELAY_S = 2.0  # a fit shorter than this prints nothing (tqdm's ``delay``)
+REDRAW_S = 1.0  # how often a phase without training steps (the embedding) redraws the bar's clock
+
+
+class FitProgress:
+    """A fit's progress: the tqdm bar (``verbose``) and the user's ``progress(step, loss)`` callback.
+
+    Use it as a context manager around the fit; :meth:`phase` names what runs now and
+    :attr:`callback` is what the training loops are handed (``progress(step, loss)`` every step).
+
+    Args:
+        verbose: show the bar (on stderr, once the fit has run :data:`DELAY_S` seconds).
+        total: the fit's training steps, all phases together.
+        progress: the user's callback of ``fit(library, progress=...)``, or None.
+        name: the estimator's name, the bar's prefix.
+    """
+
+    def __init__(self, verbose: bool, total: int, progress=None, name: str = ""):
+        self.user = progress
+        self.name = name
+        self.bar: Any = None  # a tqdm bar while verbose
+        if verbose:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=name, unit="step", delay=DELAY_S, file=sys.stderr, dynamic_ncols=True)
+            # tqdm draws a delayed bar only when a step ends: the embedding has none, so a thread
+            # draws it (and ticks its clock) while a phase without steps runs past the delay
+            self._closed = threading.Event()
+            self._redraw = threading.Thread(target=self._redraw_while_open, daemon=True)
+            self._redraw.start()
+
+    @property
+    def callback(self):
+        """What the training loops call every step: this object when the bar is on, else the
+        user's callback as it was given (None: the loops report nothing)."""
+        return self if self.bar is not None else self.user
+
+    def __call__(self, step: int, loss: float) -> None:
+        """One training step: the bar moves on and shows ``loss``; the user's callback is called."""
+        self.bar.set_postfix_str(f"loss={loss:.4g}", refresh=False)
+        self.bar.update(1)
+        if self.user is not None:
+            self.user(step, loss)
+
+    def phase(self, description: str) -> None:
+        """Name the phase that runs now (redrawn at once when the bar is already shown)."""
+        if self.bar is not None:
+            self.bar.set_description_str(f"{self.name}: {description}", refresh=False)
+            self._draw_if_due()
+
+    def _draw_if_due(self) -> None:
+        """Draw the bar when the fit has run past the delay (and mark it drawn, so that closing
+        it ends its line)."""
+        bar = self.bar
+        now = bar._time()
+        if now - bar.start_t >= bar.delay and bar.refresh():
+            bar.last_print_t = now
+
+    def _redraw_while_open(self) -> None:
+        while not self._closed.wait(REDRAW_S):
+            self._draw_if_due()
+
+    def close(self) -> None:
+        """Stop redrawing and close the bar (a bar never shown leaves nothing behind)."""
+        if self.bar is not None:
+            self._closed.set()
+            self._redraw.join()
+            self.bar.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,196 @@
+"""Every estimator's defaults are its experiment's headline ``rte`` row under the paper profile,
+and a fit shows a progress bar (stderr, after a delay) unless ``verbose=False``, which the
+experiments set and which no repr shows."""
+
+import time
+
+import numpy as np
+import pytest
+from conftest import TINY_TRAIN
+
+from taskextrap.baselines.oracles import ChainedTransductiveOracle, TransductiveOracle
+from taskextrap.errors import TaskextrapError
+from taskextrap.estimators import progress as P
+from taskextrap.estimators.chain import Composition3RTE
+from taskextrap.estimators.composition import CompositionRTE
+from taskextrap.estimators.composition_em import EMCompositionRTE
+from taskextrap.estimators.length import LengthRTE
+from taskextrap.estimators.multistep import ChainedRTE
+from taskextrap.estimators.parameter import RTE
+from taskextrap.experiments import composition as C
+from taskextrap.experiments import composition_depth3 as D3
+from taskextrap.experiments import composition_em as EM
+from taskextrap.experiments import length as L
+from taskextrap.experiments import parameter as X
+from taskextrap.experiments.discrete import DEFAULT_EMBEDDING
+from taskextrap.operators.train import TrainConfig
+from taskextrap.seeding import rng
+from taskextrap.tasks import get_protocol
+from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
+from taskextrap.tasks.primitives import PrimitiveSet
+
+PROTOCOLS = ("paper", "strict")
+TINY_DISCRETE = {"n_pairs": 64, "embed_dim": 4, "library_draws": 1, "verbose": False,
+                 "train": TrainConfig(steps=6, batch=256, eval_every=3),
+                 "decomposer_train": TrainConfig(steps=6, batch=32, eval_every=3)}
+ALL = (RTE, ChainedRTE, TransductiveOracle, ChainedTransductiveOracle, LengthRTE, CompositionRTE, Composition3RTE,
+       EMCompositionRTE)
+
+
+# ----------------------------------------------------------------------------- the headline settings
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_rte_is_the_parameter_experiments_rte_row_under_the_paper_profile(protocol):
+    """RTE() is the objective in the dev-chosen variant (CHOSEN) with the paper profile's sizes:
+    the estimator the experiment's ``rte`` row is built as (every setting, the seed 0 unit's)."""
+    rte = RTE(protocol=protocol)
+    assert (rte.search, rte.loo) == ("objective", True)
+    variant = X.OBJECTIVE_VARIANTS[X.CHOSEN[protocol]]
+    assert {k: getattr(rte, k) for k in variant} == variant
+    paper = X.PARAMETER_PROFILES["paper"]
+    assert (rte.n_pairs, rte.train) == (paper.n_pairs, paper.train)
+    assert rte == X.make_rte(get_protocol(protocol), paper, 0, search="objective")
+
+
+def test_strategy_a_is_the_proxy_search_and_ignores_the_objectives_settings(make_rte, quad_library, quad_targets):
+    """RTE(search="proxy") is Strategy A (Psi without leave-one-out rows, the nearest anchors,
+    equal weights); the objective's settings, which the experiments pin for their fingerprints,
+    change none of its numbers."""
+    assert (RTE(search="proxy").search, RTE(search="proxy").loo) == ("proxy", False)
+    _, obs = quad_targets
+    pinned = make_rte().fit(quad_library)  # retrieve 8, screen 0, shifts 0.5..2 (the experiments' Strategy A)
+    plain = RTE(search="proxy", n_pairs=300, train=TINY_TRAIN, seed=0, verbose=False).fit(quad_library)
+    assert (pinned.retrieve, pinned.screen) != (plain.retrieve, plain.screen)
+    d = plain.decompose(obs.ctx_x, obs.ctx_y)
+    assert d.k == plain.anchors and d.weights is None
+    np.testing.assert_array_equal(plain.predict(obs.ctx_x, obs.ctx_y, obs.qry_x),
+                                  pinned.predict(obs.ctx_x, obs.ctx_y, obs.qry_x))
+
+
+def test_the_chain_and_the_oracles_default_to_strategy_as_search_with_rtes_sizes():
+    paper = X.PARAMETER_PROFILES["paper"]
+    for cls in (ChainedRTE, TransductiveOracle, ChainedTransductiveOracle):
+        model = cls()
+        assert (model.search, model.loo, model.n_pairs, model.train) == ("proxy", False, paper.n_pairs, paper.train)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_discrete_estimators_are_their_experiments_rte_rows_under_the_paper_profile(protocol):
+    """LengthRTE(), CompositionRTE(), Composition3RTE() and EMCompositionRTE() (the label-free
+    arm) equal the estimators the experiments build for the paper profile's seed-0 unit: the same
+    dev-chosen inference settings and the paper profiles' sizes."""
+    built = {
+        LengthRTE: L.make_rte(get_protocol(protocol, "length"), L.LENGTH_PROFILES["paper"], 0, DEFAULT_EMBEDDING),
+        CompositionRTE: C.make_rte(get_protocol(protocol, "composition"), C.COMPOSITION_PROFILES["paper"], 0,
+                                   DEFAULT_EMBEDDING),
+        Composition3RTE: D3.make_rte(get_protocol(protocol, "composition-depth3"), D3.DEPTH3_PROFILES["paper"], 0,
+                                     DEFAULT_EMBEDDING),
+        EMCompositionRTE: EM.make_em(get_protocol(protocol, "composition"), C.COMPOSITION_PROFILES["paper"], 0,
+                                     DEFAULT_EMBEDDING, 0.0),
+    }
+    for cls, experiment in built.items():
+        assert cls(protocol=protocol) == experiment, cls.__name__
+
+
+def test_default_sizes_are_the_paper_profiles():
+    for cls, profile in ((LengthRTE, L.LENGTH_PROFILES["paper"]), (CompositionRTE, C.COMPOSITION_PROFILES["paper"]),
+                         (Composition3RTE, D3.DEPTH3_PROFILES["paper"]),
+                         (EMCompositionRTE, C.COMPOSITION_PROFILES["paper"])):
+        model = cls()
+        assert (model.n_pairs, model.train, model.decomposer_train) == (
+            profile.n_pairs, profile.train, profile.decomposer_train), cls.__name__
+    assert (EMCompositionRTE().n_tasks, EMCompositionRTE().em_rounds) == (
+        C.COMPOSITION_PROFILES["paper"].n_pairs, EM.EM_ROUNDS)
+
+
+# ----------------------------------------------------------------------------- verbose
+
+@pytest.mark.parametrize("cls", ALL)
+def test_verbose_is_no_setting_repr_and_equality_ignore_it(cls):
+    quiet, loud = cls(verbose=False), cls()
+    assert loud.verbose is True and repr(quiet) == repr(loud) and "verbose" not in repr(loud)
+    assert quiet == loud
+
+
+@pytest.mark.parametrize("cls", (RTE, LengthRTE, CompositionRTE))
+def test_verbose_must_be_a_bool(cls):
+    with pytest.raises(TaskextrapError, match="verbose must be True or False"):
+        cls(verbose="yes")
+
+
+def test_the_experiments_build_quiet_estimators():
+    tiny = X.PARAMETER_PROFILES["tiny"]
+    built = [X.make_rte(get_protocol("paper"), tiny, 0, search=s) for s in ("proxy", "objective")]
+    built += [L.make_rte(get_protocol("paper", "length"), L.LENGTH_PROFILES["tiny"], 0, "adapted"),
+              C.make_rte(get_protocol("paper", "composition"), C.COMPOSITION_PROFILES["tiny"], 0, "adapted"),
+              D3.make_rte(get_protocol("paper", "composition-depth3"), D3.DEPTH3_PROFILES["tiny"], 0, "adapted"),
+              EM.make_em(get_protocol("paper", "composition"), C.COMPOSITION_PROFILES["tiny"], 0, "adapted", 0.25)]
+    assert [m.verbose for m in built] == [False] * len(built)
+    assert X.common_settings(get_protocol("paper"), tiny, 0, 2)["verbose"] is False  # oracle, chained ones
+
+
+def test_a_chain_adopts_a_fit_whatever_either_verbose(fitted_rte, quad_library):
+    settings = {k: getattr(fitted_rte, k) for k in ("n_pairs", "train", "seed", "search", "retrieve", "screen",
+                                                   "phi_scales")}
+    ChainedRTE(**settings, verbose=True).fit(quad_library, fitted=fitted_rte)
+
+
+@pytest.fixture(scope="module")
+def ladder():
+    return LadderSet.sample_library(POLYNOMIAL_LADDER, 6, rng(0, "test-defaults-ladder"))
+
+
+@pytest.fixture(scope="module")
+def primitives():
+    return PrimitiveSet.sample(n_per_family=8, rng=rng(0, "test-defaults-prims"))
+
+
+def _fits(quad_library, ladder, primitives):
+    """(estimator, library, training steps) of a tiny fit of each kind of fit loop."""
+    return {"RTE": (RTE(n_pairs=300, train=TINY_TRAIN, seed=0, retrieve=4, screen=0), quad_library, TINY_TRAIN.steps),
+            "LengthRTE": (LengthRTE(k=3, **TINY_DISCRETE), ladder, 12),
+            "CompositionRTE": (CompositionRTE(k=3, **TINY_DISCRETE), primitives, 12),
+            "EMCompositionRTE": (EMCompositionRTE(k=3, n_tasks=40, em_rounds=2, **TINY_DISCRETE), primitives, 12)}
+
+
+@pytest.mark.parametrize("kind", ("RTE", "LengthRTE", "CompositionRTE", "EMCompositionRTE"))
+def test_a_verbose_fit_past_the_delay_shows_its_phases_and_loss_on_stderr(kind, quad_library, ladder, primitives,
+                                                                         monkeypatch, capsys):
+    monkeypatch.setattr(P, "DELAY_S", 0.0)
+    model, library, steps = _fits(quad_library, ladder, primitives)[kind]
+    model.verbose = True
+    calls = []
+    model.fit(library, progress=lambda step, loss: calls.append(step))
+    out, err = capsys.readouterr()
+    assert out == "" and f"{kind}: " in err and "training Psi" in err and "loss=" in err and f"{steps}/{steps}" in err
+    assert ("training decomposer" in err) == (kind != "RTE")
+    assert len(calls) == steps  # the user's callback still gets every step
+
+
+@pytest.mark.parametrize("kind", ("RTE", "LengthRTE"))
+def test_a_quiet_fit_or_one_shorter_than_the_delay_prints_nothing(kind, quad_library, ladder, primitives, monkeypatch,
+                                                                 capsys):
+    model, library, _ = _fits(quad_library, ladder, primitives)[kind]
+    monkeypatch.setattr(P, "DELAY_S", 0.0)
+    model.verbose = False
+    model.fit(library)
+    assert capsys.readouterr() == ("", "")
+    monkeypatch.setattr(P, "DELAY_S", 60.0)
+    model.verbose = True
+    model.fit(library)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_phase_without_training_steps_is_shown_once_past_the_delay(make_rte, quad_library, monkeypatch, capsys):
+    """The embedding reports no steps: the bar is drawn for it all the same once the delay has passed."""
+    monkeypatch.setattr(P, "DELAY_S", 0.05)
+    monkeypatch.setattr(P, "REDRAW_S", 0.01)
+    fit_embedding = RTE.fit_embedding
+
+    def slow(self, library):
+        time.sleep(0.3)
+        return fit_embedding(self, library)
+
+    monkeypatch.setattr(RTE, "fit_embedding", slow)
+    make_rte(verbose=True).fit(quad_library)
+    assert "RTE: embedding library" in capsys.readouterr().err
