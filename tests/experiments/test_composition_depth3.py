@@ -57,7 +57,8 @@ def test_dev_unit_fits_on_dev_training_recipes_only_and_scores_the_dev_recipes()
 
 
 def test_bad_options_are_one_line_errors(tmp_path):
-    for opts, match in ((dict(family="quadratic"), "--family"), (dict(protocol="lenient"), "unknown protocol"),
+    for opts, match in ((dict(family="quadratic"), "unknown primitive set 'quadratic'"),
+                        (dict(protocol="lenient"), "unknown protocol"),
                         (dict(profile="huge"), "unknown profile")):
         with pytest.raises(TaskextrapError, match=match) as e:
             run_experiment("composition-depth3", RunOptions(out=tmp_path, progress=False, **opts))

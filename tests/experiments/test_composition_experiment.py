@@ -56,5 +56,5 @@ def test_composition_and_ablations_share_units(tmp_path, monkeypatch):
     monkeypatch.setattr(composition, "run_unit", lambda *a, **k: (_ for _ in ()).throw(AssertionError("refit")))
     abl = run_experiment("composition-ablations", opts)
     assert [r["method"] for r in abl["rows"] if r["group"] == "unseen-pairs"] == list(composition.ABLATION_METHODS)
-    with pytest.raises(TaskextrapError, match="--family"):
+    with pytest.raises(TaskextrapError, match="unknown primitive set 'quadratic'; choose from"):
         run_experiment("composition", RunOptions(profile="tiny", out=tmp_path, family="quadratic", progress=False))

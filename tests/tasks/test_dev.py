@@ -9,7 +9,7 @@ from taskextrap.experiments import composition, length
 from taskextrap.experiments.parameter import run_unit
 from taskextrap.experiments.parameter import PARAMETER_PROFILES
 from taskextrap.experiments.registry import RunOptions
-from taskextrap.experiments.runner import run_experiment
+from taskextrap.experiments.runner import run_dir_name, run_experiment
 from taskextrap.tasks import PARAMETER_FAMILIES, ParametricFamily, get_protocol
 from taskextrap.tasks.dev import DEV_REGION, dev_family, dev_ladder, dev_pair_split
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
@@ -60,11 +60,12 @@ def test_parameter_dev_unit_never_fits_outside_f1_1():
 @pytest.mark.parametrize("experiment", ["parameter", "length", "composition"])
 def test_dev_runs_write_results_without_paper_values(tmp_path, experiment):
     family = "quadratic" if experiment == "parameter" else None
-    res = run_experiment(experiment, RunOptions(profile="tiny", out=tmp_path, family=family, split="dev",
-                                                plots=False, progress=False))
+    options = RunOptions(profile="tiny", out=tmp_path, family=family, split="dev", plots=False, progress=False)
+    res = run_experiment(experiment, options)
     assert res["config"]["split"] == "dev"
     assert all(r["paper_value"] is None for r in res["rows"])
-    assert (tmp_path / f"{experiment}-paper-tiny-dev" / "results.json").exists()
+    assert run_dir_name(experiment, options).name.endswith("-dev")
+    assert (run_dir_name(experiment, options) / "results.json").exists()
 
 
 def test_dev_targets_come_from_the_dev_level_and_pair():

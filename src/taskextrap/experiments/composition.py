@@ -5,18 +5,25 @@ primitives whose family pair is a training pair only; targets are compositions o
 primitives in the held-out pairs (S o P, T o S, P o T). The library and the targets come from
 fixed streams independent of the training seed, so every method and seed is scored on the same
 targets and draws.
+
+``--family`` names another primitive set (a ``tasks.primitives.CompositionFamily``: a built-in
+name or a user's ``module:attr``), checked on a small sample before any work; its library and
+targets come from streams of its own name, its units, plots and result groups carry its name.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
+from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_profiles, entropy_rows, fit_and_score,
-                                             interval_rows, mse_rows, plot_examples, retrieval_rows)
+                                             interval_rows, mse_rows, plot_examples, primitive_set_config,
+                                             retrieval_rows, set_group, set_streams)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
@@ -24,9 +31,11 @@ from taskextrap.report.schema import make_row
 from taskextrap.search.calibration import interval_diagnostics, pooled_curve
 from taskextrap.search.posterior import entropy
 from taskextrap.seeding import rng
+from taskextrap.tasks.builtin import POLY_SIN_TANH
 from taskextrap.tasks.dev import dev_pair_split
 from taskextrap.tasks.observe import Observations, noise_scale
-from taskextrap.tasks.primitives import PAPER_SPLIT, PRIMITIVE_FAMILIES, CompositionSet, PrimitiveSet
+from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionFamily, CompositionSet, PrimitiveSet
+from taskextrap.tasks.registry import get_primitive_set
 
 METHODS = ("rte", "strategy-b", "sparse-inductive", "oracle", "verified-composition", "ctx-interp", "ctx-polyfit",
            "library-best-fit")
@@ -43,16 +52,26 @@ COMPOSITION_PROFILES = discrete_profiles({  # (seeds, primitives per family, Psi
 })
 
 
-def make_library(n_per_family: int) -> PrimitiveSet:
-    """The primitive library, from a fixed stream."""
-    return PrimitiveSet.sample(PRIMITIVE_FAMILIES, n_per_family, rng(LIBRARY_SEED, "primitives", "library"))
+def get_set(option: str | None) -> CompositionFamily:
+    """The primitive set of ``--family``: the built-in poly-sin-tanh set (also for None), another
+    built-in name, or a user's ``module:attr`` (checked on a small sample:
+    :func:`taskextrap.tasks.registry.get_primitive_set`)."""
+    return get_primitive_set(option or POLY_SIN_TANH.name)
+
+
+def make_library(n_per_family: int, primitive_set: CompositionFamily = POLY_SIN_TANH) -> PrimitiveSet:
+    """The primitive library of ``primitive_set``, from a fixed stream."""
+    streams = set_streams(primitive_set, POLY_SIN_TANH)
+    return primitive_set.library(n_per_family, rng(LIBRARY_SEED, "primitives", *streams, "library"))
 
 
 def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: int, split=PAPER_SPLIT,
-                 test_seed: int = FRESH_TEST_SEED) -> tuple[CompositionSet, Observations]:
+                 test_seed: int = FRESH_TEST_SEED,
+                 streams: tuple[str, ...] = ()) -> tuple[CompositionSet, Observations]:
     """Held-out-pair compositions of library primitives and their draws, from the test stream
-    ``test_seed`` (keyed by the held-out pairs, so a dev split draws its own)."""
-    held = [f"{o}-{i}" for o, i in split.test]
+    ``test_seed`` (keyed by the held-out pairs, so a dev split draws its own, and by ``streams``:
+    a primitive set's :func:`~taskextrap.experiments.discrete.set_streams`)."""
+    held = [*streams, *(f"{o}-{i}" for o, i in split.test)]
     targets = CompositionSet.sample(primitives, split.test, n_targets, rng(test_seed, "composition", *held, "targets"),
                                     train_pairs=split.train)
     obs = protocol.draw(targets, n_draws, rng(test_seed, "composition", *held, protocol.name, "draws"),
@@ -62,9 +81,11 @@ def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: in
 
 def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str, split=PAPER_SPLIT,
              device: str = "cpu") -> CompositionRTE:
-    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
+    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint); no
+    progress bar of its own (the run has one over its units)."""
     return CompositionRTE(protocol=protocol, split=split, embedding=embedding, n_pairs=profile.n_pairs,
-                          train=profile.train, decomposer_train=profile.decomposer_train, seed=seed, device=device)
+                          train=profile.train, decomposer_train=profile.decomposer_train, seed=seed, device=device,
+                          verbose=False)
 
 
 def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: PrimitiveSet,
@@ -108,12 +129,16 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
 
 
 def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str,
-             plot_dir: Path | None = None, split=PAPER_SPLIT, test_seed: int = FRESH_TEST_SEED, device: str = "cpu") -> UnitResult:
-    """Fit RTE and the baseline for one training seed on ``split.train``; evaluate every method
-    on targets of the held-out pairs ``split.test`` drawn from ``test_seed``."""
-    primitives = make_library(profile.n_library)
-    targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed)
-    plot = None if plot_dir is None else lambda rte: _plot(plot_dir, protocol, rte, primitives, targets, obs)
+             plot_dir: Path | None = None, split=PAPER_SPLIT, test_seed: int = FRESH_TEST_SEED, device: str = "cpu",
+             primitive_set: CompositionFamily = POLY_SIN_TANH) -> UnitResult:
+    """Fit RTE and the baseline for one training seed on ``split.train`` (a split of
+    ``primitive_set``'s families); evaluate every method on targets of the held-out pairs
+    ``split.test`` drawn from ``test_seed``."""
+    streams = set_streams(primitive_set, POLY_SIN_TANH)
+    primitives = make_library(profile.n_library, primitive_set)
+    targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed, streams)
+    stem = "-".join(("composition", *streams, protocol.name))
+    plot = None if plot_dir is None else lambda rte: _plot(plot_dir, stem, rte, primitives, targets, obs)
     unit = fit_and_score(primitives, make_rte(protocol, profile, seed, embedding, split, device), targets, obs,
                          predict_all,
                          ALL_METHODS, seed, plot)
@@ -122,14 +147,14 @@ def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str,
     return unit
 
 
-def _plot(plot_dir, protocol, rte, primitives, targets, obs):
+def _plot(plot_dir, stem, rte, primitives, targets, obs):
     def curves(sub, grid):
         d = rte.decompose(sub.ctx_x, sub.ctx_y)
         return {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
                 "verified composition": rte.compose(grid, d.anchors[:, 0, 0], d.anchors[:, 0, 1]),
                 "ctx-interp": ctx_interp(sub.ctx_x, sub.ctx_y, grid)}
 
-    plot_examples(plot_dir, f"composition-{protocol.name}", np.linspace(*primitives.domain, 200), targets, obs,
+    plot_examples(plot_dir, stem, np.linspace(*primitives.domain, 200), targets, obs,
                   curves, [f"{o} o {i}" for o, i in targets.pair[:4]], rte.z_library_,
                   primitives.family_names.astype(str), "primitives: proxy embedding by family", target_labels=[])
 
@@ -138,49 +163,62 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
     settings = Settings.of(options, COMPOSITION_PROFILES, "composition")
     profile, protocol, embedding, test_seed = (settings.profile, settings.protocol, settings.embedding,
                                                settings.test_seed)
-    split = dev_pair_split(PAPER_SPLIT) if settings.dev else PAPER_SPLIT
+    primitive_set = get_set(options.family)
+    split = dev_pair_split(primitive_set.split) if settings.dev else primitive_set.split
+    streams = set_streams(primitive_set, POLY_SIN_TANH)
+    group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
     base = dict(experiment="composition", split=split, protocol=protocol, profile=profile.to_dict(),
                 embedding=embedding, test_seed=test_seed)
+    if streams:  # another set than the default: its families' code and ranges key its units
+        base["primitives"] = primitive_set_config(primitive_set)
+    stem = "-".join(("composition", *streams, protocol.name))
     units = settings.units(
-        f"composition-{protocol.name}", base,
+        stem, base,
         estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split, settings.device),
-        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed, settings.device),
-        plot_dir=plot_dir, plot_file=f"composition-{protocol.name}-predictions.png")
+        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed, settings.device,
+                                          primitive_set),
+        plot_dir=plot_dir, plot_file=f"{stem}-predictions.png")
 
     rte_scale = make_rte(protocol, profile, 0, embedding, split).calibrated_scale()
 
     def assemble(results):
         errors, timing = gather(results, units)
-        out = mse_rows(experiment, errors, GROUP, methods)
+        out = mse_rows(experiment, errors, group(GROUP), methods)
         if experiment == "composition":  # rte's calibration beside its MSE; one group per held-out pair
-            out += interval_rows(experiment, errors, GROUP, "rte", "rte")
-            out += entropy_rows(experiment, errors, GROUP, (("rte", "rte_entropy"),))
+            out += interval_rows(experiment, errors, group(GROUP), "rte", "rte")
+            out += entropy_rows(experiment, errors, group(GROUP), (("rte", "rte_entropy"),))
             pair_id = errors["pair_id"][0]
             for j, (o, i) in enumerate(split.test if len(split.test) > 1 else ()):
                 for m in ("rte", "sparse-inductive", "verified-composition"):
-                    out.append(make_row(experiment, f"{o} o {i}", m, "mse",
+                    out.append(make_row(experiment, group(f"{o} o {i}"), m, "mse",
                                         np.stack(errors[m], axis=1)[pair_id == j]))
-        out += retrieval_rows(experiment, errors, "pair-retrieved", (
+        out += retrieval_rows(experiment, errors, group("pair-retrieved"), (
             ("rte", "pair_top1"), ("no-refinement", "pair_top1_unrefined"),
             ("top-k-candidates", "pair_in_candidates")))
-        config = {"pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
+        config = {"primitive_set": {"spec": options.family or primitive_set.name,
+                                    **primitive_set_config(primitive_set)},
+                  "pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
                   "profile": profile.to_dict(), "embedding": embedding, "library_seed": LIBRARY_SEED,
                   "test_seed": test_seed, "units": "shared with composition / composition-ablations under OUT/units",
-                  "interval_scale": rte_scale, "coverage_by_scale": {GROUP: {"rte": pooled_curve(errors, "rte")}}}
+                  "interval_scale": rte_scale,
+                  "coverage_by_scale": {group(GROUP): {"rte": pooled_curve(errors, "rte")}}}
         return out, config, list(profile.seeds), timing
 
     return Plan(units, assemble)
 
 
+COMPOSITION_OPTIONS = ("protocol", "family", "embedding", "test_seed", "device")
+
+
 @register("composition", "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)",
-          COMPOSITION_PROFILES, options=("protocol", "embedding", "test_seed", "device"), regime="composition", dev=True)
+          COMPOSITION_PROFILES, options=COMPOSITION_OPTIONS, regime="composition", dev=True, family=get_set)
 def run_composition(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition experiment: rte, sparse-inductive, oracle, verified-composition and sanity baselines."""
     return _run("composition", METHODS, options, plot_dir)
 
 
 @register("composition-ablations", "App. K.3: composition ablations (no verification, random constituents)",
-          COMPOSITION_PROFILES, options=("protocol", "embedding", "test_seed", "device"), regime="composition", dev=True)
+          COMPOSITION_PROFILES, options=COMPOSITION_OPTIONS, regime="composition", dev=True, family=get_set)
 def run_composition_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition ablations: the same fits as ``composition`` (shared unit cache), other rows."""
     return _run("composition-ablations", ABLATION_METHODS, options, None)

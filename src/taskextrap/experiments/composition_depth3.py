@@ -6,10 +6,14 @@ whose recipe applies tanh directly to a sin output: the 6 held-out recipes; ever
 21 training recipes only (and, for the identity padding, shallower compositions that hold no
 held-out relation). The library and the targets come from fixed streams independent of the
 training seed, so every method and seed is scored on the same targets and draws.
+
+``--family`` names another primitive set (``tasks.primitives.CompositionFamily``) that carries a
+depth-3 recipe split; as in ``composition``, its streams, units, plots and groups carry its name.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +21,8 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.estimators.chain import Composition3RTE
 from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, fit_and_score, interval_rows, mse_rows,
-                                             plot_examples, retrieval_rows)
+                                             plot_examples, primitive_set_config, retrieval_rows, set_group,
+                                             set_streams)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
@@ -25,10 +30,11 @@ from taskextrap.operators.train import TrainConfig
 from taskextrap.report.schema import make_row
 from taskextrap.search.calibration import interval_diagnostics, pooled_curve
 from taskextrap.seeding import rng
-from taskextrap.tasks.chains import (DEPTH3_FAMILIES, DEPTH3_GRID, PAPER_RECIPE_SPLIT, ChainSet, RecipeSplit,
-                                     dev_recipe_split, recipe_name)
+from taskextrap.tasks.builtin import POLY_SIN_TANH_RESCALED
+from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, ChainSet, RecipeSplit, dev_recipe_split, recipe_name
 from taskextrap.tasks.observe import Observations, noise_scale
-from taskextrap.tasks.primitives import PrimitiveSet
+from taskextrap.tasks.primitives import CompositionFamily, PrimitiveSet
+from taskextrap.tasks.registry import get_primitive_set
 
 EXPERIMENT = "composition-depth3"
 REGIME = "composition-depth3"  # its protocol table (tasks.observe.REGIME_PROTOCOLS)
@@ -63,18 +69,26 @@ DEPTH3_PROFILES = {
 }
 
 
-def make_library(n_per_family: int) -> PrimitiveSet:
-    """The depth-3 primitive library (rescaled poly, sin, tanh), from a fixed stream."""
-    return PrimitiveSet.sample(DEPTH3_FAMILIES, n_per_family, rng(LIBRARY_SEED, "primitives-depth3", "library"),
-                               grid=DEPTH3_GRID)
+def get_set(option: str | None) -> CompositionFamily:
+    """The primitive set of ``--family``: the built-in poly-sin-tanh-rescaled set (also for None),
+    another built-in name, or a user's ``module:attr``; it must carry a depth-3 recipe split
+    (:func:`taskextrap.tasks.registry.get_primitive_set`)."""
+    return get_primitive_set(option or POLY_SIN_TANH_RESCALED.name, depth3=True)
+
+
+def make_library(n_per_family: int, primitive_set: CompositionFamily = POLY_SIN_TANH_RESCALED) -> PrimitiveSet:
+    """The depth-3 primitive library (default: rescaled poly, sin, tanh), from a fixed stream."""
+    streams = set_streams(primitive_set, POLY_SIN_TANH_RESCALED)
+    return primitive_set.library(n_per_family, rng(LIBRARY_SEED, "primitives-depth3", *streams, "library"))
 
 
 def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: int,
                  split: RecipeSplit = PAPER_RECIPE_SPLIT,
-                 test_seed: int = FRESH_TEST_SEED) -> tuple[ChainSet, Observations]:
+                 test_seed: int = FRESH_TEST_SEED, streams: tuple[str, ...] = ()) -> tuple[ChainSet, Observations]:
     """Held-out-recipe chains of library primitives and their draws, from the test stream
-    ``test_seed`` (keyed by the held-out recipes, so a dev split draws its own)."""
-    held = sorted(recipe_name(r) for r in split.test)
+    ``test_seed`` (keyed by the held-out recipes, so a dev split draws its own, and by ``streams``:
+    a primitive set's :func:`~taskextrap.experiments.discrete.set_streams`)."""
+    held = [*streams, *sorted(recipe_name(r) for r in split.test)]
     targets = ChainSet.sample(primitives, split.test, n_targets, rng(test_seed, EXPERIMENT, *held, "targets"),
                               train_recipes=split.train)
     obs = protocol.draw(targets, n_draws, rng(test_seed, EXPERIMENT, *held, protocol.name, "draws"),
@@ -84,9 +98,11 @@ def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: in
 
 def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str,
              split: RecipeSplit = PAPER_RECIPE_SPLIT, device: str = "cpu") -> Composition3RTE:
-    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
+    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint); no
+    progress bar of its own (the run has one over its units)."""
     return Composition3RTE(protocol=protocol, split=split, embedding=embedding, n_pairs=profile.n_pairs,
-                           train=profile.train, decomposer_train=profile.decomposer_train, seed=seed, device=device)
+                           train=profile.train, decomposer_train=profile.decomposer_train, seed=seed, device=device,
+                           verbose=False)
 
 
 def predict_all(rte: Composition3RTE, inductive, primitives: PrimitiveSet, targets: ChainSet, obs: Observations,
@@ -121,12 +137,16 @@ def predict_all(rte: Composition3RTE, inductive, primitives: PrimitiveSet, targe
 
 
 def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str, plot_dir: Path | None = None,
-             split: RecipeSplit = PAPER_RECIPE_SPLIT, test_seed: int = FRESH_TEST_SEED, device: str = "cpu") -> UnitResult:
-    """Fit RTE and the baseline for one training seed on ``split.train``; evaluate every method on
-    chains of the held-out recipes ``split.test`` drawn from ``test_seed``."""
-    primitives = make_library(profile.n_library)
-    targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed)
-    plot = None if plot_dir is None else lambda rte: _plot(plot_dir, protocol, rte, primitives, targets, obs)
+             split: RecipeSplit = PAPER_RECIPE_SPLIT, test_seed: int = FRESH_TEST_SEED, device: str = "cpu",
+             primitive_set: CompositionFamily = POLY_SIN_TANH_RESCALED) -> UnitResult:
+    """Fit RTE and the baseline for one training seed on ``split.train`` (a recipe split of
+    ``primitive_set``'s families); evaluate every method on chains of the held-out recipes
+    ``split.test`` drawn from ``test_seed``."""
+    streams = set_streams(primitive_set, POLY_SIN_TANH_RESCALED)
+    primitives = make_library(profile.n_library, primitive_set)
+    targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed, streams)
+    stem = "-".join((EXPERIMENT, *streams, protocol.name))
+    plot = None if plot_dir is None else lambda rte: _plot(plot_dir, stem, rte, primitives, targets, obs)
     unit = fit_and_score(primitives, make_rte(protocol, profile, seed, embedding, split, device), targets, obs,
                          predict_all,
                          METHODS, seed, plot)
@@ -135,59 +155,71 @@ def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str, plot
     return unit
 
 
-def _plot(plot_dir, protocol, rte, primitives, targets, obs):
+def _plot(plot_dir, stem, rte, primitives, targets, obs):
     def curves(sub, grid):
         d = rte.decompose(sub.ctx_x, sub.ctx_y)
         return {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
                 "verified composition": rte.compose(grid, d.anchors[:, 0]),
                 "ctx-interp": ctx_interp(sub.ctx_x, sub.ctx_y, grid)}
 
-    plot_examples(plot_dir, f"{EXPERIMENT}-{protocol.name}", np.linspace(*primitives.domain, 200), targets, obs,
+    plot_examples(plot_dir, stem, np.linspace(*primitives.domain, 200), targets, obs,
                   curves, list(targets.region[:4]), rte.z_library_, rte.primitives_.family_names.astype(str),
                   "primitives: proxy embedding by family", target_labels=[])
 
 
 @register(EXPERIMENT, "App. B.1.2: depth-3 compositions (train 21 recipes, test the 6 that apply tanh to a sin output)",
-          DEPTH3_PROFILES, options=("protocol", "embedding", "test_seed", "device"), regime=REGIME, dev=True)
+          DEPTH3_PROFILES, options=("protocol", "family", "embedding", "test_seed", "device"), regime=REGIME, dev=True,
+          family=get_set)
 def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None) -> Plan:
     """The depth-3 experiment: rte, sparse-inductive, oracle, verified-composition, no-verification,
     no-refinement, the sanity baselines and how often the true chain is found."""
     settings = Settings.of(options, DEPTH3_PROFILES, REGIME)
     profile, protocol, embedding = settings.profile, settings.protocol, settings.embedding
     test_seed = DEPTH3_TEST_SEED if options.test_seed is None else settings.test_seed
-    split = dev_recipe_split(PAPER_RECIPE_SPLIT) if settings.dev else PAPER_RECIPE_SPLIT
+    primitive_set = get_set(options.family)
+    recipes = primitive_set.recipe_split
+    assert recipes is not None  # get_set refuses a set without one
+    split = dev_recipe_split(recipes) if settings.dev else recipes
+    streams = set_streams(primitive_set, POLY_SIN_TANH_RESCALED)
+    group = functools.partial(set_group, primitive_set, POLY_SIN_TANH_RESCALED)  # a results group of this set
     base = dict(experiment=EXPERIMENT, split=repr(split), protocol=protocol, profile=profile.to_dict(),
                 embedding=embedding, test_seed=test_seed)
+    if streams:  # another set than the default: its families' code and ranges key its units
+        base["primitives"] = primitive_set_config(primitive_set)
+    stem = "-".join((EXPERIMENT, *streams, protocol.name))
     units = settings.units(
-        f"{EXPERIMENT}-{protocol.name}", base,
+        stem, base,
         estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split, settings.device),
-        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed, settings.device),
-        plot_dir=plot_dir, plot_file=f"{EXPERIMENT}-{protocol.name}-predictions.png")
+        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed, settings.device,
+                                          primitive_set),
+        plot_dir=plot_dir, plot_file=f"{stem}-predictions.png")
 
     chosen = make_rte(protocol, profile, 0, embedding, split)  # the settings every unit's estimator has
 
     def assemble(results):
         errors, timing = gather(results, units)
-        out = mse_rows(EXPERIMENT, errors, GROUP, METHODS)
-        out += interval_rows(EXPERIMENT, errors, GROUP, "rte", "rte")
+        out = mse_rows(EXPERIMENT, errors, group(GROUP), METHODS)
+        out += interval_rows(EXPERIMENT, errors, group(GROUP), "rte", "rte")
         recipe_id = errors["recipe_id"][0]
         for j, recipe in enumerate(split.test):
             for m in BREAKDOWN if (recipe_id == j).any() else ():  # (a tiny run may miss a recipe)
-                out.append(make_row(EXPERIMENT, recipe_name(recipe), m, "mse",
+                out.append(make_row(EXPERIMENT, group(recipe_name(recipe)), m, "mse",
                                     np.stack(errors[m], axis=1)[recipe_id == j]))
-        out += retrieval_rows(EXPERIMENT, errors, "chain-retrieved", (
+        out += retrieval_rows(EXPERIMENT, errors, group("chain-retrieved"), (
             ("rte", "chain_top1"), ("no-refinement", "chain_top1_unrefined"),
             ("top-k-candidates", "chain_in_candidates"),
             *((f"top-k-{slot}", f"{slot}_in_candidates") for slot in SLOTS)))
         per_seed = [float(np.mean(a) / np.mean(b)) for a, b in zip(errors["rte"], errors["sparse-inductive"])]
-        config = {"recipes": {"train": [recipe_name(r) for r in split.train],
+        config = {"primitive_set": {"spec": options.family or primitive_set.name,
+                                    **primitive_set_config(primitive_set)},
+                  "recipes": {"train": [recipe_name(r) for r in split.train],
                               "test": [recipe_name(r) for r in split.test],
                               "held_out_relations": [f"{f} o {g}" for f, g in split.held_out]},
                   "protocol": {**vars(protocol)}, "profile": profile.to_dict(), "embedding": embedding,
                   "library_seed": LIBRARY_SEED, "test_seed": test_seed,
                   "search": {k: getattr(chosen, k) for k in SEARCH_SETTINGS},
                   "interval_scale": chosen.calibrated_scale(),
-                  "coverage_by_scale": {GROUP: {"rte": pooled_curve(errors, "rte")}},
+                  "coverage_by_scale": {group(GROUP): {"rte": pooled_curve(errors, "rte")}},
                   "rte_over_sparse_inductive": {"per_seed": per_seed, "mean": float(np.mean(per_seed))}}
         return out, config, list(profile.seeds), timing
 

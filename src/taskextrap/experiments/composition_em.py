@@ -17,10 +17,13 @@ The pseudo-label quality after each E-step is reported per arm as a ``fraction``
 (group ``pseudo-labels``: the label behaves like the truth; ``pseudo-labels-exact``: the same pair;
 ``pseudo-labels-held-out-pair``: the label's family pair is held out, 0 since pseudo-labels are
 restricted to the training family pairs, as every supervised label is).
+
+``--family`` runs it on another primitive set, as ``composition`` does.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -28,13 +31,15 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, library_best_fit
 from taskextrap.estimators.composition_em import EMCompositionRTE
-from taskextrap.experiments.composition import COMPOSITION_PROFILES, GROUP, make_library, make_rte, make_targets
-from taskextrap.experiments.discrete import Settings, mse_rows
+from taskextrap.experiments.composition import (COMPOSITION_OPTIONS, COMPOSITION_PROFILES, GROUP, get_set,
+                                                make_library, make_rte, make_targets)
+from taskextrap.experiments.discrete import Settings, mse_rows, primitive_set_config, set_group, set_streams
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather, per_target
 from taskextrap.report.schema import make_row
+from taskextrap.tasks.builtin import POLY_SIN_TANH
 from taskextrap.tasks.dev import dev_pair_split
-from taskextrap.tasks.primitives import PAPER_SPLIT
+from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionFamily
 
 ARMS = {"rte-fixed-labels": 1.0, "rte-em-warmup": 0.0, "rte-em-semi25": 0.25}  # label share of each EM arm
 METHODS = ("rte", *ARMS, "ctx-interp", "library-best-fit")
@@ -54,12 +59,14 @@ def make_em(protocol, profile, seed: int, embedding: str, share: float, split=PA
 
 
 def run_unit(protocol, profile, seed: int, embedding: str, split=PAPER_SPLIT, test_seed: int | None = None,
-             device: str = "cpu") -> UnitResult:
-    """Fit the supervised RTE and the EM arms (sharing its label-free Gamma) for one seed; score all."""
+             device: str = "cpu", primitive_set: CompositionFamily = POLY_SIN_TANH) -> UnitResult:
+    """Fit the supervised RTE and the EM arms (sharing its label-free Gamma) for one seed on the
+    library of ``primitive_set``; score all."""
     t0 = time.perf_counter()
-    primitives = make_library(profile.n_library)
+    primitives = make_library(profile.n_library, primitive_set)
     targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split,
-                                **({} if test_seed is None else {"test_seed": test_seed}))
+                                **({} if test_seed is None else {"test_seed": test_seed}),
+                                streams=set_streams(primitive_set, POLY_SIN_TANH))
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     rte = make_rte(protocol, profile, seed, embedding, split, device).fit(primitives)
     timing = {"supervised_s": time.perf_counter() - t0}
@@ -83,29 +90,37 @@ def run_unit(protocol, profile, seed: int, embedding: str, split=PAPER_SPLIT, te
 
 @register("composition-em", "Beyond the paper: composition with hidden training labels, EM pseudo-labels "
           "(warm-up, 25% labels) beside supervised RTE", COMPOSITION_PROFILES,
-          options=("protocol", "embedding", "test_seed", "device"), regime="composition", dev=True)
+          options=COMPOSITION_OPTIONS, regime="composition", dev=True, family=get_set)
 def run_composition_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """One unit per seed; rows are the held-out-pair MSE of every arm and the pseudo-label quality."""
     settings = Settings.of(options, COMPOSITION_PROFILES, "composition")
     profile, protocol, embedding = settings.profile, settings.protocol, settings.embedding
-    split = dev_pair_split(PAPER_SPLIT) if settings.dev else PAPER_SPLIT
+    primitive_set = get_set(options.family)
+    split = dev_pair_split(primitive_set.split) if settings.dev else primitive_set.split
+    streams = set_streams(primitive_set, POLY_SIN_TANH)
+    group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
     base = dict(experiment="composition-em", split=split, protocol=protocol, profile=profile.to_dict(),
                 embedding=embedding, test_seed=settings.test_seed, em_rounds=EM_ROUNDS, arms=ARMS)
+    if streams:  # another set than the default: its families' code and ranges key its units
+        base["primitives"] = primitive_set_config(primitive_set)
     units = settings.units(
-        f"composition-em-{protocol.name}", base,
+        "-".join(("composition-em", *streams, protocol.name)), base,
         estimator_of=lambda s: make_em(protocol, profile, s, embedding, 0.0, split, settings.device),
-        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, split, settings.test_seed, settings.device),
+        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, split, settings.test_seed, settings.device,
+                                          primitive_set),
         plot_dir=None, plot_file=None)
 
     def assemble(results):
         errors, timing = gather(results, units)
-        rows = mse_rows("composition-em", errors, GROUP, METHODS)
+        rows = mse_rows("composition-em", errors, group(GROUP), METHODS)
         for key in sorted(k for k in errors if "|" in k):
             arm, step, kind = key.split("|")
             if len(errors[key][0]):  # the fixed-labels arm has no unlabelled task
-                group = LABEL_GROUPS[kind]
-                rows.append(make_row("composition-em", group, f"{arm}:{step}", "fraction", np.stack(errors[key], axis=1)))
-        config = {"pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
+                rows.append(make_row("composition-em", group(LABEL_GROUPS[kind]), f"{arm}:{step}", "fraction",
+                                     np.stack(errors[key], axis=1)))
+        config = {"primitive_set": {"spec": options.family or primitive_set.name,
+                                    **primitive_set_config(primitive_set)},
+                  "pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
                   "profile": profile.to_dict(), "embedding": embedding, "test_seed": settings.test_seed,
                   "em_rounds": EM_ROUNDS, "label_shares": ARMS, "label_pairs": EMCompositionRTE.label_pairs,
                   "steps": "every RTE arm: the profile's Psi and decomposer steps (EM: in em_rounds equal M-steps)"}

@@ -20,8 +20,10 @@ from taskextrap.experiments.profiles import DiscreteProfile, get_profile
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.units import Unit, UnitResult, per_target, seed_units
 from taskextrap.operators.train import TrainConfig
+from taskextrap.provenance import callable_hash
 from taskextrap.report.schema import make_row
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.observe import ObservationProtocol, get_protocol
+from taskextrap.tasks.primitives import CompositionFamily
 
 LIBRARY_SEED = 20_000  # the library's fixed stream, independent of every training seed
 DEFAULT_EMBEDDING = "adapted"  # measured: see benchmarks/run.py (length-embeddings) and docs/results.md
@@ -49,7 +51,7 @@ class Settings:
     device the estimators run on."""
 
     profile: DiscreteProfile
-    protocol: object
+    protocol: ObservationProtocol
     embedding: str
     test_seed: int
     dev: bool
@@ -63,7 +65,7 @@ class Settings:
                    options.seed_of_tests, options.split == "dev", options.device)
 
     def units(self, stem: str, base: dict, estimator_of: Callable, compute: Callable,
-              plot_dir: Path | None, plot_file: str) -> list[Unit]:
+              plot_dir: Path | None, plot_file: str | None) -> list[Unit]:
         """One unit per seed (``units.seed_units``): unit ``<stem>[-dev]-seed<s>``, keyed by
         ``base``, the seed and the estimator's repr (``estimator_of(seed)``); ``compute(seed,
         plots)`` runs one unit."""
@@ -71,6 +73,34 @@ class Settings:
         return seed_units(self.profile.seeds, name=lambda s: f"{name}-seed{s}",
                           config=lambda s: {**base, "seed": s, "estimator": repr(estimator_of(s))},
                           compute=compute, plot_dir=plot_dir, plot_file=plot_file)
+
+
+def set_streams(primitive_set: CompositionFamily, default: CompositionFamily) -> tuple[str, ...]:
+    """What a primitive set adds to the names of a composition experiment's random streams, units
+    and plots: nothing for the experiment's built-in ``default`` (its library, targets and unit
+    files are those of the runs before ``--family`` existed), its name for any other set."""
+    return () if primitive_set is default else (primitive_set.name,)
+
+
+def set_group(primitive_set: CompositionFamily, default: CompositionFamily, group: str) -> str:
+    """A results group of a composition experiment: ``group`` for the built-in ``default`` set (the
+    rows the paper's values stand beside), ``<set name>:<group>`` for any other set."""
+    return group if primitive_set is default else f"{primitive_set.name}:{group}"
+
+
+def primitive_set_config(primitive_set: CompositionFamily) -> dict:
+    """A primitive set as plain data, for a unit's key and a run's config: each family's parameter
+    ranges and the code of its ``fn`` (``provenance.callable_hash``: an edited formula is another
+    unit), the pair split, the domain, the curve grid and the held-out relations at depth 3."""
+    recipes = primitive_set.recipe_split
+    return {"name": primitive_set.name,
+            "families": {f.name: {"params": {k: list(v) for k, v in f.params.items()},
+                                  "fn": getattr(f.fn, "__qualname__", ""), "fn_code": callable_hash(f.fn)}
+                         for f in primitive_set.families},
+            "pairs": {"train": [list(p) for p in primitive_set.split.train],
+                      "test": [list(p) for p in primitive_set.split.test]},
+            "domain": list(primitive_set.domain), "grid": list(primitive_set.grid),
+            "held_out_relations": None if recipes is None else [f"{f} o {g}" for f, g in recipes.held_out]}
 
 
 def mse_rows(experiment: str, errors: dict, group: str, methods) -> list:

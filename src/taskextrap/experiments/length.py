@@ -65,9 +65,10 @@ def make_targets(library: LadderSet, protocol, n_targets: int, n_draws: int,
 
 
 def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str, device: str = "cpu") -> LengthRTE:
-    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
+    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint); no
+    progress bar of its own (the run has one over its units)."""
     return LengthRTE(protocol=protocol, embedding=embedding, n_pairs=profile.n_pairs, train=profile.train,
-                     decomposer_train=profile.decomposer_train, seed=seed, device=device)
+                     decomposer_train=profile.decomposer_train, seed=seed, device=device, verbose=False)
 
 
 def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet, targets: LadderSet,

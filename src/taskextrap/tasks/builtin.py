@@ -1,4 +1,5 @@
-"""The paper's parameter-extrapolation families (Appendix F; reference section 2.1) and Fig. 1's projectile."""
+"""The paper's parameter-extrapolation families (Appendix F; reference section 2.1), Fig. 1's
+projectile, and the paper's primitive sets of the composition regime (Section 3.3, App. B.1.2)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import dataclasses
 
 import numpy as np
 
+from taskextrap.tasks.chains import DEPTH3_FAMILIES, PAPER_RECIPE_SPLIT
 from taskextrap.tasks.family import ParametricFamily
+from taskextrap.tasks.primitives import PAPER_SPLIT, PRIMITIVE_FAMILIES, CompositionFamily
 
 PERIOD = 20.0 / 7.0
 G = 9.81
@@ -90,3 +93,21 @@ def with_far_regions(family: ParametricFamily, names: tuple[str, ...] = FAR_REGI
 
 
 MULTISTEP_FAMILIES = {name: with_far_regions(f) for name, f in PARAMETER_FAMILIES.items()}
+
+
+# The composition regime's primitive sets (``--family`` of the composition experiments). Both
+# carry the paper's pair split (Table 3: train P o S etc., test S o P, T o S, P o T) and its
+# depth-3 recipe split (App. B.1.2: no recipe applies tanh directly to a sin output).
+# poly-sin-tanh: the authors' composition primitives (reference §7.1), the default of
+# composition, composition-ablations and composition-em; poly-sin-tanh-rescaled: the authors'
+# depth-3 primitives, each rescaled to [-5, 5] on the domain (reference §8.1), the default of
+# composition-depth3.
+POLY_SIN_TANH = CompositionFamily(
+    "poly-sin-tanh", PRIMITIVE_FAMILIES, PAPER_SPLIT, recipe_split=PAPER_RECIPE_SPLIT,
+    description="a x^2 + b x + c, A sin(w x + phi), A tanh(w (x - c)) on [-5, 5]")
+POLY_SIN_TANH_RESCALED = CompositionFamily(
+    "poly-sin-tanh-rescaled", DEPTH3_FAMILIES, PAPER_SPLIT,
+    grid=(-6.0, 6.0, 601), recipe_split=PAPER_RECIPE_SPLIT,  # the curves of DEPTH3_GRID
+    description="poly, sin, tanh each rescaled to [-5, 5] on [-5, 5] (the depth-3 primitives)")
+
+PRIMITIVE_SETS = {s.name: s for s in (POLY_SIN_TANH, POLY_SIN_TANH_RESCALED)}

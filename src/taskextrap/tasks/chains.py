@@ -114,6 +114,18 @@ class RecipeSplit:
     ``families`` are the primitive families; every recipe of ``depth`` families that holds a
     relation of ``held_out`` is a test recipe, every other one trains. Shallower compositions
     that hold no held-out relation (:meth:`shallow`) may also train, padded with the identity.
+
+    Args:
+        families: distinct primitive family names (not ``"identity"``).
+        depth: the recipes' length, 2 to 6 (``composition-depth3``: 3).
+        held_out: relations ``(f, g)``, "f applied directly to a g output", of these families;
+            they must leave at least one training and one held-out recipe.
+
+    Example:
+        >>> from taskextrap.tasks.chains import RecipeSplit
+        >>> split = RecipeSplit(("sin", "bump"), 3, held_out=(("bump", "sin"),))
+        >>> len(split.train), len(split.test)     # of the 2 ** 3 recipes
+        (4, 4)
     """
 
     families: tuple[str, ...]

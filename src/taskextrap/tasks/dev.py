@@ -81,9 +81,13 @@ def dev_ladder(ladder: Ladder) -> Ladder:
 
 def dev_pair_split(split: PairSplit) -> PairSplit:
     """The pair split's dev split: the first cross-family training pair (outer != inner) is held
-    out, the other training pairs train. The real held-out pairs are not part of it."""
-    cross = [p for p in split.train if p[0] != p[1]]
-    if not cross:
-        raise TaskextrapError("a dev pair split needs a training pair of two different families")
+    out, the other training pairs train. The real held-out pairs are not part of it. Any pair
+    split works (a user's primitive set's too) that has a cross-family training pair and at
+    least one other training pair."""
+    pairs = [(outer, inner) for outer, inner in split.train]
+    cross = [p for p in pairs if p[0] != p[1]]
+    if not cross or len(pairs) < 2:
+        raise TaskextrapError("a dev pair split needs a training pair of two different families and another "
+                              f"training pair to train on; the split trains on {pairs}")
     held = cross[0]
-    return PairSplit(train=tuple(p for p in split.train if p != held), test=(held,))
+    return PairSplit(train=tuple(p for p in pairs if p != held), test=(held,))

@@ -22,15 +22,36 @@ class ParametricFamily:
     """A family of tasks f_theta(x) = fn(x, **theta) whose ``shift`` parameter is extrapolated.
 
     Args:
-        name: short identifier used in results and plots.
-        fn: vectorised formula ``fn(x, **params)``; ``x`` has shape (n, m) and every parameter
-            shape (n, 1), so numpy broadcasting gives an (n, m) array.
+        name: short identifier used in results, plots and unit files.
+        fn: numpy-vectorised formula ``fn(x, **params)``: ``x`` has shape (n, m) (n tasks, m inputs
+            each) and every parameter (``shift`` and each ``fixed`` one, passed by name) shape
+            (n, 1); it must return exactly x's shape (n, m) of finite real numbers and depend on x.
+            A broadcastable (n, 1) or scalar is refused in one line naming the family.
         domain: (low, high) interval of the input x.
         fixed: ranges of the other parameters, drawn uniformly and identically in every region.
         shift: the name of the parameter whose range defines the regions.
-        regions: disjoint ranges of ``shift`` by region name, e.g. F1_1, F1_2 (training) and F2
-            (held out). A degenerate range (lo == hi) is a single value.
-        train_regions: the regions the library is drawn from; every other region is held out.
+        regions: disjoint ranges of ``shift`` by region name. A degenerate range (lo == hi) is a
+            single value. The ``parameter`` experiments (``--family``) need regions named
+            exactly ``F1_1`` and ``F1_2`` (the training regions) and ``F2`` (held out);
+            ``parameter-multistep`` also ``F3``, ``F4`` and ``F5`` (each further out). Any names
+            work from Python.
+        train_regions: the regions the library is drawn from (default ``("F1_1", "F1_2")``);
+            every other region is held out.
+        description: free text for listings.
+
+    Example:
+        >>> import numpy as np
+        >>> from taskextrap.tasks import ParametricFamily
+        >>> damped = ParametricFamily(
+        ...     name="damped", fn=lambda x, omega, A, gamma: A * np.exp(-gamma * x) * np.cos(omega * x),
+        ...     domain=(0.0, 20.0), fixed={"A": (0.5, 1.5), "gamma": (0.05, 0.1)}, shift="omega",
+        ...     regions={"F1_1": (0.5, 0.8), "F1_2": (0.8, 1.1), "F2": (1.1, 1.4)})
+        >>> params = damped.sample_params("F2", 4, np.random.default_rng(0))  # (4, 3): omega, A, gamma
+        >>> damped(params, np.broadcast_to(damped.grid(50), (4, 50))).shape
+        (4, 50)
+
+        Saved as ``damped.py`` on ``PYTHONPATH``, it runs with
+        ``taskextrap reproduce parameter --family damped:damped``.
     """
 
     name: str
@@ -143,7 +164,8 @@ class ParametricFamily:
         return params
 
     def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """Evaluate the tasks ``params`` (n, p) at inputs ``x`` (n, m) -> (n, m)."""
+        """Evaluate the tasks ``params`` (n, p) at inputs ``x`` (n, m) -> (n, m); a one-line error
+        if ``fn`` returns another shape than x's (a broadcastable (n, 1) included) or non-real values."""
         params = self._params(params)
         x = as_float_array("x", x)
         if x.ndim != 2 or x.shape[0] != params.shape[0]:
@@ -152,12 +174,10 @@ class ParametricFamily:
         y = np.asarray(self.fn(x, **kwargs))
         if y.dtype.kind not in "biuf":
             raise TaskextrapError(f"family {self.name!r}: fn returned dtype {y.dtype}, not real numbers")
-        try:
-            y = np.broadcast_to(np.asarray(y, dtype=float), x.shape)
-        except ValueError:
-            raise TaskextrapError(f"family {self.name!r}: fn returned shape {y.shape} "
-                                  f"for x of shape {x.shape}") from None
-        return np.array(y)
+        if y.shape != x.shape:  # a broadcast (n, 1) or scalar would hide a formula that ignores x
+            raise TaskextrapError(f"family {self.name!r}: fn returned shape {y.shape} for x of shape {x.shape}; "
+                                  "it must return exactly x's shape (numpy-vectorised over x)")
+        return np.array(y, dtype=float)
 
     def grid(self, m: int) -> np.ndarray:
         """``m`` evenly spaced inputs over the domain."""

@@ -25,14 +25,34 @@ from taskextrap.validation import (as_float_array, as_index_array, check_callabl
 class Ladder:
     """A family of tasks ordered by level, where level d+1 extends a level-d task by one basis term.
 
+    A level-d task is ``sum_{p=0..d} c_p * basis(x, p)``: terms are numbered from p = 0 (the
+    constant term, ``x ** 0`` in the polynomial ladder), so level d has d + 1 coefficients.
+
     Args:
         name: used in results, seeds and file names.
-        basis: ``basis(x, p)`` -> values of the p-th term at ``x`` (numpy-vectorised).
+        basis: ``basis(x, p)`` -> the p-th term at ``x``, for p = 0 .. ``test_level``: ``x`` has
+            shape (n, m) and ``p`` is an int; it must return exactly x's shape (n, m) of finite
+            real numbers (a scalar or a broadcastable (n, 1) is refused, even for the constant
+            term: write ``np.ones_like(x)``), and every term p >= 1 must depend on x.
         domain: (lo, hi) of the input.
         coef_range: range of every normalised coefficient (and of the extension shift phi).
-        train_levels: levels the library holds; extension steps used for training stay inside them.
-        test_level: the held-out level (one above the training levels): no task of this level
+        train_levels: levels >= 1 the library holds; extension steps used for training stay inside
+            them.
+        test_level: the held-out level, above every training level (the ``length`` experiment's
+            targets extend a level ``test_level - 1`` library task): no task of this level
             reaches any fit.
+
+    Example:
+        >>> import numpy as np
+        >>> from taskextrap.tasks import Ladder
+        >>> fourier = Ladder("fourier", basis=lambda x, p: np.ones_like(x) if p == 0 else np.sin(p * x),
+        ...                  domain=(-np.pi, np.pi), train_levels=(1, 2, 3, 4, 5), test_level=6)
+        >>> coefs = fourier.sample_coefs(3, 2, np.random.default_rng(0))   # two level-3 tasks: (2, 7)
+        >>> fourier(coefs, np.broadcast_to(fourier.grid(20), (2, 20))).shape
+        (2, 20)
+
+        Saved as ``fourier.py`` on ``PYTHONPATH``, it runs with
+        ``taskextrap reproduce length --family fourier:fourier``.
     """
 
     name: str
@@ -91,9 +111,17 @@ class Ladder:
         return {f"level-{d}" for d in self.train_levels}
 
     def basis_matrix(self, x: np.ndarray) -> np.ndarray:
-        """Every basis term at ``x``: shape x.shape + (n_coefs,)."""
+        """Every basis term at ``x``: shape x.shape + (n_coefs,); a one-line error naming the term
+        if ``basis`` returns another shape than x's."""
         x = np.asarray(x, dtype=float)
-        return np.stack([np.broadcast_to(self.basis(x, p), x.shape) for p in range(self.n_coefs)], axis=-1)
+        return np.stack([self._term(x, p) for p in range(self.n_coefs)], axis=-1)
+
+    def _term(self, x: np.ndarray, p: int) -> np.ndarray:
+        term = np.asarray(self.basis(x, p))
+        if term.shape != x.shape:  # a broadcast scalar or (n, 1) would hide a basis that ignores x
+            raise TaskextrapError(f"ladder {self.name!r}: basis term {p} returned shape {term.shape} for x of shape "
+                                  f"{x.shape}; it must return exactly x's shape (np.ones_like(x) for a constant)")
+        return term
 
     def __call__(self, coefs: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Values of tasks ``coefs`` (n, n_coefs) at ``x`` (n, m) -> (n, m)."""

@@ -47,8 +47,10 @@ class ObservationProtocol:
 
     Args:
         name: recorded in results ("paper" or "strict", or a user's own).
-        n_context, n_query: points per draw.
-        context_span, query_span: fractions (lo, hi) of the domain the points are drawn from.
+        n_context: context points per draw.
+        n_query: query points per draw.
+        context_span: fraction (lo, hi) of the domain the context points are drawn from.
+        query_span: fraction (lo, hi) of the domain the query points are drawn from.
         noise: context noise standard deviation as a fraction of the family's output range
             (measured on training-region tasks only).
     """

@@ -5,21 +5,26 @@ library of primitives: their family, their parameters and their curves stored on
 so compositions of library members can be evaluated by interpolating stored curves (which is
 all a user with sampled primitives has). A ``CompositionSet`` holds tasks h = f o g (outer f,
 inner g, both library members); which pairs of families may be composed in training and which
-are held out is the ``PairSplit``.
+are held out is the ``PairSplit``. A ``CompositionFamily`` names a whole primitive set for the
+composition experiments (its families, its pair split, its domain and curve grid, and for depth
+3 its recipe split): what ``--family`` takes in the composition regime.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
-
 import functools
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.validation import (as_float_array, as_index_array, check_callable, check_instance, check_int,
                                    check_range, check_rng, check_str, describe)
+
+if TYPE_CHECKING:
+    from taskextrap.tasks.chains import RecipeSplit
 
 
 def _check_pairs(name: str, pairs, allow_empty: bool = False) -> None:
@@ -43,7 +48,28 @@ def _check_grid(grid) -> np.ndarray:
 
 @dataclass(frozen=True)
 class PrimitiveFamily:
-    """Functions ``fn(x, **params)`` with each parameter uniform on its range."""
+    """A family of 1-D primitive functions ``fn(x, **params)``, each parameter drawn uniformly from its range.
+
+    Args:
+        name: the family's name in pair and recipe names (``"sin o poly"``), results and the leak
+            audit. ``"identity"`` is reserved (the depth-3 padding, ``tasks.chains.IDENTITY``).
+        fn: numpy-vectorised ``fn(x, **params)``: ``x`` has shape (n, m) (n functions, m inputs
+            each) and every parameter shape (n, 1); it must return exactly x's shape (n, m) of
+            real numbers (a broadcastable (n, 1) or a scalar is refused, naming the family) and
+            depend on x. An outer function is evaluated at its inner function's outputs, so
+            ``fn`` must be finite over the library's whole curve grid, not only the domain.
+        params: ``{name: (low, high)}``, each parameter uniform on its range (low == high fixes it);
+            sampling needs at least one parameter.
+
+    Example:
+        >>> import numpy as np
+        >>> from taskextrap.tasks.primitives import PrimitiveFamily
+        >>> bump = PrimitiveFamily("bump", lambda x, a, w: a * np.exp(-(w * x) ** 2),
+        ...                        {"a": (0.5, 2.0), "w": (0.2, 1.0)})
+        >>> params = bump.sample(4, np.random.default_rng(0))   # (4, 2): columns a, w
+        >>> bump(params, np.zeros((4, 3))).shape                # x (4, 3) -> (4, 3)
+        (4, 3)
+    """
 
     name: str
     fn: Callable[..., np.ndarray]
@@ -58,7 +84,7 @@ class PrimitiveFamily:
             check_range(f"primitive family {self.name!r}: params[{k!r}]", span, strict=False)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``n`` parameter vectors (n, len(params))."""
+        """``n`` parameter vectors (n, len(params)), columns in the order of ``params``."""
         check_int("n", n, 1)
         check_rng("rng", rng)
         if not self.params:
@@ -66,9 +92,17 @@ class PrimitiveFamily:
         return np.stack([rng.uniform(lo, hi, size=n) for lo, hi in self.params.values()], axis=1)
 
     def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """Values of functions ``params`` (n, p) at ``x`` (n, m)."""
+        """Values (n, m) of the functions ``params`` (n, p) at ``x`` (n, m); a one-line error naming
+        the family if ``fn`` returns another shape than x's or values that are not real numbers."""
         kwargs = {k: params[:, i:i + 1] for i, k in enumerate(self.params)}
-        return np.broadcast_to(np.asarray(self.fn(x, **kwargs), dtype=float), x.shape).copy()
+        out = np.asarray(self.fn(x, **kwargs))
+        if out.dtype.kind not in "biuf":
+            raise TaskextrapError(f"primitive family {self.name!r}: fn returned {out.dtype} values; "
+                                  "it must return real numbers")
+        if out.shape != np.shape(x):  # a broadcast (n, 1) or scalar would hide a formula that ignores x
+            raise TaskextrapError(f"primitive family {self.name!r}: fn returned shape {out.shape} for x of shape "
+                                  f"{np.shape(x)}; it must return exactly x's shape (numpy-vectorised over x)")
+        return np.array(out, dtype=float)  # a copy: fn may return x itself (the identity)
 
 
 # Ranges of the authors' composition experiment (reference §7.1).
@@ -83,7 +117,23 @@ PRIMITIVE_FAMILIES = (POLY, SIN, TANH)
 
 @dataclass(frozen=True)
 class PairSplit:
-    """Which (outer family, inner family) pairs are composed in training and which are held out."""
+    """Which (outer family, inner family) pairs are composed in training and which are held out.
+
+    A pair ``(f, g)`` is the composition h = f o g, h(x) = f(g(x)): ``f`` is applied to the
+    output of ``g``. Targets are compositions of library primitives in the ``test`` pairs; no
+    fit ever sees a composition of a ``test`` pair (single primitives of every family are
+    library members and are never held out). Names are ``PrimitiveFamily`` names.
+
+    Args:
+        train: the family pairs composed in training; at least one.
+        test: the held-out family pairs; at least one, none of them a training pair.
+
+    Example:
+        >>> from taskextrap.tasks.primitives import PairSplit
+        >>> split = PairSplit(train=(("sin", "sin"), ("bump", "bump"), ("sin", "bump")), test=(("bump", "sin"),))
+        >>> sorted(split.training_labels())
+        ['bump o bump', 'primitive:bump', 'primitive:sin', 'sin o bump', 'sin o sin']
+    """
 
     train: tuple[tuple[str, str], ...]
     test: tuple[tuple[str, str], ...]
@@ -97,6 +147,11 @@ class PairSplit:
         if not self.train or not self.test:
             raise TaskextrapError("pair split needs at least one training pair and one held-out pair")
 
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The family names the pairs name, in order of first appearance (train, then test)."""
+        return tuple(dict.fromkeys(f for pair in tuple(self.train) + tuple(self.test) for f in pair))
+
     def training_labels(self) -> set[str]:
         """The labels a fit may consume: the training pairs ``"f o g"`` and single primitives of
         every family named in the split (library primitives are never held out; pairs are)."""
@@ -108,6 +163,126 @@ class PairSplit:
 PAPER_SPLIT = PairSplit(train=(("poly", "poly"), ("sin", "sin"), ("tanh", "tanh"),
                                ("poly", "sin"), ("sin", "tanh"), ("tanh", "poly")),
                         test=(("sin", "poly"), ("tanh", "sin"), ("poly", "tanh")))
+
+
+_SET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # it names unit files, plots and result groups
+DEFAULT_GRID = (-10.0, 10.0, 401)  # the stored curves of PrimitiveSet.sample: np.linspace(-10, 10, 401)
+
+
+@dataclass(frozen=True)
+class CompositionFamily:
+    """A primitive set for the composition regime: its primitive families, which family pairs
+    train and which are held out, where tasks are observed and where curves are stored.
+
+    It is what ``--family`` names for ``composition``, ``composition-ablations``,
+    ``composition-em`` and ``composition-depth3`` (a built-in name such as ``poly-sin-tanh``, or
+    ``module:attr`` of your own instance; ``taskextrap list`` names the built-in sets). The
+    library holds primitives of every family; a run trains on compositions of the ``split``'s
+    training pairs and scores compositions of its held-out pairs (``composition-depth3``:
+    chains of the ``recipe_split``'s recipes).
+
+    Args:
+        name: letters, digits, ``-``, ``_`` and ``.`` (it names the run's units, plots and result groups).
+        families: two or more :class:`PrimitiveFamily` with distinct names (not ``"identity"``).
+        split: the :class:`PairSplit` of these families' names; every family is named by some pair.
+        domain: (low, high) where compositions are observed (context and query points).
+        grid: (low, high, points) of the stored curves, ``np.linspace(low, high, points)``: it must
+            cover ``domain``, and should cover the values inner functions take there (an outer
+            curve is read at them; beyond the grid its end values are held).
+        recipe_split: ``composition-depth3`` only: a depth-3 ``tasks.chains.RecipeSplit`` over the
+            same families (which recipes train; those holding a held-out relation are targets).
+        description: free text for listings.
+
+    Example:
+        >>> import numpy as np
+        >>> from taskextrap.tasks.primitives import CompositionFamily, PairSplit, PrimitiveFamily
+        >>> sin = PrimitiveFamily("sin", lambda x, A, w: A * np.sin(w * x), {"A": (0.5, 2.0), "w": (0.5, 1.5)})
+        >>> bump = PrimitiveFamily("bump", lambda x, a, w: a * np.exp(-(w * x) ** 2),
+        ...                        {"a": (0.5, 2.0), "w": (0.2, 1.0)})
+        >>> waves = CompositionFamily("waves", (sin, bump), PairSplit(
+        ...     train=(("sin", "sin"), ("bump", "bump"), ("sin", "bump")), test=(("bump", "sin"),)))
+        >>> library = waves.library(10, np.random.default_rng(0))   # 10 primitives per family
+        >>> library.curves.shape                                   # curves on the 401-point grid
+        (20, 401)
+
+        Saved as ``waves.py`` on ``PYTHONPATH``, it runs with
+        ``taskextrap reproduce composition --family waves:waves``.
+    """
+
+    name: str
+    families: tuple[PrimitiveFamily, ...]
+    split: PairSplit
+    domain: tuple[float, float] = (-5.0, 5.0)
+    grid: tuple[float, float, int] = DEFAULT_GRID
+    recipe_split: RecipeSplit | None = None
+    description: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        from taskextrap.tasks.chains import IDENTITY_NAME, RecipeSplit  # chains imports this module
+
+        check_str("CompositionFamily name", self.name)
+        if not _SET_NAME.fullmatch(self.name):
+            raise TaskextrapError(f"primitive set name {self.name!r} must be letters, digits, '-', '_' or '.' "
+                                  "(it names files and result groups)")
+        where = f"primitive set {self.name!r}"
+        families = self.families
+        if isinstance(families, (str, bytes)) or not isinstance(families, (tuple, list)) or not all(
+                isinstance(f, PrimitiveFamily) for f in families):
+            raise TaskextrapError(f"{where}: families must be a tuple of PrimitiveFamily objects, got "
+                                  f"{describe(families)}")
+        names = [f.name for f in families]
+        if len(names) < 2:
+            raise TaskextrapError(f"{where}: needs at least 2 primitive families (a held-out pair must differ "
+                                  f"from every training pair), got {len(names)}")
+        if len(set(names)) != len(names) or IDENTITY_NAME in names:
+            raise TaskextrapError(f"{where}: family names must be distinct and not {IDENTITY_NAME!r}, got {names}")
+        check_instance(f"{where}: split", self.split, PairSplit, "a PairSplit (see taskextrap.tasks.primitives)")
+        self._check_names("its pair split", self.split.families, names)
+        check_range(f"{where}: domain", self.domain)
+        self._check_grid(where)
+        if self.recipe_split is not None:
+            check_instance(f"{where}: recipe_split", self.recipe_split, RecipeSplit,
+                           "a RecipeSplit (see taskextrap.tasks.chains) or None")
+            if self.recipe_split.depth != 3:
+                raise TaskextrapError(f"{where}: recipe_split must have depth 3, got {self.recipe_split.depth}")
+            self._check_names("its recipe split", self.recipe_split.families, names)
+        check_str(f"{where}: description", self.description, allow_empty=True)
+        object.__setattr__(self, "families", tuple(families))  # frozen: the checked tuple replaces a list
+        object.__setattr__(self, "domain", tuple(float(v) for v in self.domain))
+
+    def _check_names(self, what: str, named, names: list[str]) -> None:
+        """``named`` (the families a split names) must be exactly the set's ``names``."""
+        unknown, unnamed = [f for f in named if f not in names], [f for f in names if f not in named]
+        if unknown:
+            raise TaskextrapError(f"primitive set {self.name!r}: {what} names {unknown}, not families of the set "
+                                  f"{names}")
+        if unnamed:
+            raise TaskextrapError(f"primitive set {self.name!r}: {what} names no pair of {unnamed}; every family "
+                                  "of the set must be in some pair")
+
+    def _check_grid(self, where: str) -> None:
+        grid = self.grid
+        if isinstance(grid, (str, bytes)) or not isinstance(grid, (tuple, list)) or len(grid) != 3:
+            raise TaskextrapError(f"{where}: grid must be (low, high, points), got {describe(grid)}")
+        lo, hi = check_range(f"{where}: grid (low, high)", tuple(grid[:2]))
+        points = check_int(f"{where}: grid points", grid[2], 2)
+        if lo > self.domain[0] or hi < self.domain[1]:
+            raise TaskextrapError(f"{where}: the curve grid [{lo}, {hi}] must cover the domain {tuple(self.domain)}")
+        object.__setattr__(self, "grid", (lo, hi, points))
+
+    @property
+    def family_names(self) -> tuple[str, ...]:
+        """The primitive families' names, in order."""
+        return tuple(f.name for f in self.families)
+
+    def curve_grid(self) -> np.ndarray:
+        """The inputs the library's curves are stored at: ``np.linspace(*grid)``."""
+        lo, hi, points = self.grid
+        return np.linspace(lo, hi, points)
+
+    def library(self, n_per_family: int, rng: np.random.Generator) -> "PrimitiveSet":
+        """A library of ``n_per_family`` primitives of every family (:meth:`PrimitiveSet.sample`)."""
+        return PrimitiveSet.sample(self.families, n_per_family, rng, domain=self.domain, grid=self.curve_grid())
 
 
 @dataclass(frozen=True)
@@ -151,7 +326,10 @@ class PrimitiveSet:
     @classmethod
     def sample(cls, families=PRIMITIVE_FAMILIES, n_per_family: int = 100, rng: np.random.Generator | None = None,
                domain=(-5.0, 5.0), grid=None) -> "PrimitiveSet":
-        """``n_per_family`` primitives of each family, curves stored on ``grid`` (default [-10, 10], 401 points)."""
+        """``n_per_family`` primitives of each family, curves stored on ``grid`` (default [-10, 10], 401 points).
+
+        A family whose ``fn`` returns another shape than x's, or whose every sampled function is
+        constant in x, is refused in one line naming it."""
         if isinstance(families, (str, bytes)) or not isinstance(families, (tuple, list)) or not families or not all(
                 isinstance(f, PrimitiveFamily) for f in families):
             raise TaskextrapError("families must be a non-empty tuple of PrimitiveFamily objects")
@@ -165,8 +343,12 @@ class PrimitiveSet:
             params[i * n_per_family:(i + 1) * n_per_family, : len(fam.params)] = fam.sample(n_per_family, rng)
         family = np.repeat(np.arange(len(families)), n_per_family)
         prims = cls(tuple(families), family, params, grid, np.zeros((len(family), len(grid))), tuple(domain))
-        return cls(prims.families, family, params, grid, prims.exact(np.broadcast_to(grid, (len(family), len(grid)))),
-                   tuple(domain))
+        curves = prims.exact(np.broadcast_to(grid, (len(family), len(grid))))
+        for i, fam in enumerate(families):  # exact() has checked each family's shapes; this costs one pass
+            if not np.ptp(curves[family == i], axis=1).any():
+                raise TaskextrapError(f"primitive family {fam.name!r}: fn does not depend on x (every sampled "
+                                      "function is constant over the curve grid)")
+        return cls(prims.families, family, params, grid, curves, tuple(domain))
 
     @classmethod
     def from_curves(cls, names: list[str], family: np.ndarray, grid: np.ndarray, curves: np.ndarray,

@@ -1,23 +1,26 @@
-"""Look up a family by built-in name or by ``module:attr`` (a user's own ParametricFamily or Ladder),
-and check a user's family before anything is fitted.
+"""Look up a family by built-in name or by ``module:attr`` (a user's own ParametricFamily, Ladder or
+CompositionFamily), and check a user's family before anything is fitted.
 
 A ``module:attr`` spec is imported with every exception caught (a module that fails to import
 is one line, not a traceback), must name an object of the type the experiment takes (a callable
 found there is never called: ``builtins:input`` would wait on standard input), and the family is
 evaluated once on a small sample of every region (its output must have the input's shape and be
 finite), so a broken formula is reported in one line naming the family and the region instead of
-failing deep in a fit minutes later.
+failing deep in a fit minutes later. A ladder's basis is checked term by term, and a primitive
+set's primitive families one by one, the same way.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 import numpy as np
 
 from taskextrap.errors import TaskextrapError, did_you_mean
-from taskextrap.tasks.builtin import PARAMETER_FAMILIES
+from taskextrap.tasks.builtin import PARAMETER_FAMILIES, PRIMITIVE_SETS
 from taskextrap.tasks.family import ParametricFamily
+from taskextrap.tasks.primitives import CompositionFamily
 
 # The sample a user's family is checked on: a few tasks of every region at a few inputs.
 CHECK_TASKS, CHECK_POINTS = 8, 16
@@ -89,8 +92,9 @@ def get_family(spec: "str | ParametricFamily", builtins: dict | None = None,
     if builtins.get(family.name) is family:
         return family
     if set(family.train_regions) != {"F1_1", "F1_2"} or any(r not in family.regions for r in held_out):
-        raise TaskextrapError(f"{_label(spec, family.name)}: the {experiment} experiment needs regions "
-                              f"F1_1, F1_2 (train) and {', '.join(held_out)}")
+        raise TaskextrapError(f"{_label(spec, family.name)}: the {experiment} experiment needs regions named exactly "
+                              f"F1_1, F1_2 (train_regions) and {', '.join(held_out)} (held out), got regions "
+                              f"{sorted(family.regions)} with train_regions {sorted(family.train_regions)}")
     check_family(family, _label(spec, family.name))
     return family
 
@@ -114,7 +118,7 @@ def check_family(family: ParametricFamily, label: str | None = None) -> None:
         x = np.sort(rng.uniform(*family.domain, size=(CHECK_TASKS, CHECK_POINTS)), axis=1)
         kwargs = {name: params[:, i : i + 1] for i, name in enumerate(family.param_names)}
         what = f"{label}, region {region!r}: its formula"
-        y = _check_values(lambda: family.fn(x, **kwargs), x.shape, what)
+        y = _check_values(functools.partial(family.fn, x, **kwargs), x.shape, what)
         if not np.ptp(y, axis=1).any():  # every task constant in x: the formula ignores its input
             raise TaskextrapError(f"{what} does not depend on x (each task's outputs are constant over the domain)")
         if region in family.train_regions:
@@ -125,13 +129,58 @@ def check_family(family: ParametricFamily, label: str | None = None) -> None:
 
 
 def check_ladder(ladder, label: str | None = None) -> None:
-    """Evaluate ``ladder``'s basis once for every term 0..test_level at :data:`CHECK_POINTS`
+    """Evaluate ``ladder``'s basis once for every term p = 0..test_level at :data:`CHECK_POINTS`
     inputs over its domain; a one-line TaskextrapError naming the ladder and the term (the
-    level it first appears in) for an exception, a wrong shape, a non-real value or NaN/inf."""
+    level it first appears in) for an exception, a wrong shape (exactly x's: a broadcastable
+    (n, 1) or scalar is refused), a non-real value or NaN/inf, and for a term p >= 1 that does
+    not depend on x (term 0 is the constant term, ``x ** 0`` in the polynomial ladder)."""
     label = label or f"ladder {ladder.name!r}"
     x = np.sort(np.random.default_rng(0).uniform(*ladder.domain, size=(CHECK_TASKS, CHECK_POINTS)), axis=1)
     for p in range(ladder.n_coefs):
-        _check_values(lambda: ladder.basis(x, p), x.shape, f"{label}: basis term {p} (level {p})")
+        what = f"{label}: basis term {p} (level {p})"
+        y = _check_values(functools.partial(ladder.basis, x, p), x.shape, what)
+        if p >= 1 and not np.ptp(y, axis=1).any():  # a constant term p >= 1 repeats term 0: no new level
+            raise TaskextrapError(f"{what} does not depend on x; only term 0 (the constant term) may be constant")
+
+
+def get_primitive_set(spec: "str | CompositionFamily", builtins: dict | None = None,
+                      depth3: bool = False) -> CompositionFamily:
+    """Return the primitive set named ``spec``: a name among ``builtins`` (default: the built-in
+    sets, :data:`taskextrap.tasks.builtin.PRIMITIVE_SETS`), ``module:attr`` of a user's
+    :class:`~taskextrap.tasks.primitives.CompositionFamily`, or a set itself (:func:`resolve`).
+    A set that is not a built-in one must pass :func:`check_primitives`; with ``depth3`` (the
+    ``composition-depth3`` experiment) it must carry a depth-3 ``recipe_split``."""
+    builtins = PRIMITIVE_SETS if builtins is None else builtins
+    primitive_set = resolve(spec, CompositionFamily, builtins, "primitive set")
+    label = f"primitive set {spec!r}" if isinstance(spec, str) else f"primitive set {primitive_set.name!r}"
+    if depth3 and primitive_set.recipe_split is None:
+        raise TaskextrapError(f"{label}: composition-depth3 needs its recipe_split (a depth-3 "
+                              "taskextrap.tasks.chains.RecipeSplit over its families), it has none")
+    if builtins.get(primitive_set.name) is not primitive_set:
+        check_primitives(primitive_set, label)
+    return primitive_set
+
+
+def check_primitives(primitive_set: CompositionFamily, label: str | None = None) -> None:
+    """Evaluate every primitive family of ``primitive_set`` once on :data:`CHECK_TASKS` functions
+    at :data:`CHECK_POINTS` inputs spread over its curve grid (an outer function is read at its
+    inner function's outputs, anywhere on the grid); a one-line TaskextrapError naming the set
+    and the primitive family if ``fn`` raises, returns something of another shape than its input
+    ``x`` (n, m) (a broadcastable (n, 1) or scalar included), a non-real value or NaN/inf, or
+    does not depend on x (every sampled function constant), or if the family has no parameter."""
+    label = label or f"primitive set {primitive_set.name!r}"
+    rng = np.random.default_rng(0)
+    lo, hi, _ = primitive_set.grid
+    for family in primitive_set.families:
+        what = f"{label}, primitive family {family.name!r}"
+        if not family.params:
+            raise TaskextrapError(f"{what}: params is empty; a family needs at least one parameter to sample")
+        params = family.sample(CHECK_TASKS, rng)
+        x = np.sort(rng.uniform(lo, hi, size=(CHECK_TASKS, CHECK_POINTS)), axis=1)
+        kwargs = {name: params[:, i : i + 1] for i, name in enumerate(family.params)}
+        y = _check_values(functools.partial(family.fn, x, **kwargs), x.shape, f"{what}: its fn")
+        if not np.ptp(y, axis=1).any():
+            raise TaskextrapError(f"{what}: its fn does not depend on x (each function is constant over the grid)")
 
 
 def _check_values(evaluate, shape: tuple, what: str) -> np.ndarray:
