@@ -528,7 +528,9 @@ CLI_CASES = [
     _cli("cli-family-constant", "--family whose outputs are all 0 (no spread)",
          R("parameter", "--family", "bimods:CONSTANT_FAMILY")),
     _cli("cli-family-no-f2", "--family without an F2 region", R("parameter", "--family", "bimods:NO_F2")),
-    _cli("cli-family-not-taken", "--family for composition (not taken)", R("composition", "--family", "quadratic")),
+    _cli("cli-family-not-taken", "--family for projectile (not taken)", R("projectile", "--family", "quadratic")),
+    _cli("cli-composition-family-parametric", "composition --family quadratic (a parameter family)",
+         R("composition", "--family", "quadratic")),
     _cli("cli-family-with-all", "--family quadratic with 'all'", R("all", "--family", "quadratic")),
     _cli("cli-length-family-builtin-name", "length --family quadratic (a parameter family)",
          R("length", "--family", "quadratic")),
@@ -626,8 +628,8 @@ def quad_targets(n=4, family=QUAD, protocol="paper"):
     return get_protocol(protocol).draw(targets, 1, rng(1, "bad-inputs-draws"))
 
 
-def tiny_rte(**kw):
-    return RTE(**{"n_pairs": 200, "train": TINY, "seed": 0, **kw})
+def tiny_rte(**kw):  # Strategy A, as the catalogue's cases were written (RTE's default is the objective)
+    return RTE(**{"n_pairs": 200, "train": TINY, "seed": 0, "search": "proxy", **kw})
 
 
 def fitted_rte(**kw):
@@ -916,7 +918,7 @@ BASELINES = {  # the undamaged runs (two seeds: the undamaged seed's unit is reu
                   "--quiet", "--no-plots", "--out", "{out}"],
     "length": ["reproduce", "length", "--profile", "tiny", "--seeds", "2", "--quiet", "--no-plots", "--out", "{out}"],
 }
-RUN_DIRS = {"parameter": "parameter-paper-tiny", "length": "length-paper-tiny"}
+RUN_DIRS = {"parameter": "parameter-paper-tiny-quadratic", "length": "length-paper-tiny"}  # --family in the name
 
 
 def _rechecksum(d: dict) -> dict:

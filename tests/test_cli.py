@@ -13,7 +13,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.parameter import METHODS
 from taskextrap.report.schema import validate_results
 
-RUN_DIR = "parameter-paper-tiny"
+RUN_DIR = "parameter-paper-tiny-quadratic"  # a run with --family has the family in its folder name
 CKPT = "units/parameter-quadratic-paper-seed0-*.json"
 
 
@@ -100,7 +100,7 @@ def test_rerun_resumes_from_the_checkpoint(quad_run):
 def test_reproduce_with_plots_writes_pngs(tmp_path):
     res = taskextrap("reproduce", "parameter", "--profile", "tiny", "--family", "exp", "--out", tmp_path, "--quiet")
     assert res.returncode == 0, res.stderr
-    run_dir = tmp_path / RUN_DIR
+    run_dir = tmp_path / "parameter-paper-tiny-exp"
     _check_parameter_results(_load(run_dir), "exp")
     pngs = sorted(p.name for p in (run_dir / "plots").glob("*.png"))
     assert "exp-paper-predictions.png" in pngs and "exp-paper-embedding.png" in pngs
@@ -130,8 +130,11 @@ def test_list_prints_experiments():
     assert "profiles: quick, paper, tiny; takes: --device --embedding --family --protocol --test-seed" in res.stdout
     assert "embeddings: adapted, gradient, fisher" in res.stdout
     # the built-in task families a --family (or the Python API) can name
-    assert "families (--family, parameter regime): quadratic, cubic, exp, sin_trend, tri_trend;" in res.stdout
-    assert "ladders (--family, length): polynomial;" in res.stdout and "poly, sin, tanh" in res.stdout
+    assert "families (parameter, parameter-ablations, parameter-multistep): quadratic, cubic, exp, sin_trend, " \
+           "tri_trend\n" in res.stdout
+    assert "ladders (length, length-ablations): polynomial\n" in res.stdout
+    assert ("primitive sets (composition, composition-ablations, composition-em, composition-depth3): "
+            "poly-sin-tanh (poly/sin/tanh), poly-sin-tanh-rescaled (poly/sin/tanh)") in res.stdout
 
 
 def test_help_lists_every_experiment_and_cuts_nothing_off(capsys):
@@ -144,7 +147,7 @@ def test_help_lists_every_experiment_and_cuts_nothing_off(capsys):
     for name in all_experiments():
         assert f"{name} {EXPERIMENTS[name].description}" in flat, name
     assert "Takes: --anchors, --device, --embedding, --family, --protocol, --test-seed; --split dev." in flat
-    assert "tiny: seconds (tests)" in text  # the tests' profile is documented, not hidden
+    assert "tiny: seconds, a plumbing check" in text  # the tests' profile is documented, not hidden
     with pytest.raises(SystemExit):
         main(["--help"])
     top = capsys.readouterr().out
@@ -152,6 +155,62 @@ def test_help_lists_every_experiment_and_cuts_nothing_off(capsys):
     assert "..." not in commands and all(c in commands for c in ("list", "report", "reproduce"))
 
 
+def test_reproduce_help_groups_its_options_common_first_with_examples_and_times(capsys):
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--help"])
+    text = capsys.readouterr().out
+    headings = ["Examples:", "Profiles (wall times", "Common options:", "Re-running a saved run:",
+                "The synthetic regimes' methods", "Language-model experiments", "Scaling out",
+                "Experiments (EXPERIMENT"]
+    where = [text.index(h) for h in headings]
+    assert where == sorted(where)
+    assert "Other options" not in text  # every option is in a group
+
+    def section(first, last):
+        return text[text.index(first):text.index(last)]
+
+    common = section("Common options:", "Re-running a saved run:")
+    for flag in ("--profile", "--seeds", "--seed", "--out", "--split", "--protocol", "--family", "--quiet",
+                 "--no-plots"):
+        assert f"  {flag} " in common, flag
+    assert "--from" in section("Re-running a saved run:", "The synthetic regimes' methods")
+    assert all(f in section("Language-model experiments", "Scaling out")
+               for f in ("--model", "--dtype", "--load-in-4bit"))
+    assert all(f in section("Scaling out", "Experiments (EXPERIMENT") for f in ("--device", "--executor", "--unit-cpus",
+                                                                                "--shard"))
+    assert "taskextrap reproduce parameter --profile tiny" in text and "taskextrap reproduce --from runs/" in text
+    for profile in ("tiny   seconds per experiment: a plumbing check", "quick  1 seed: 1 to 20 min",
+                    "paper  the paper's sizes and seeds: 25 to 40 min"):
+        assert profile in text
+
+
+def test_list_follows_the_paper_and_reproduce_all_keeps_its_order():
+    """In a fresh process, as a user runs it (registration follows the import order, and a test
+    process may have imported an experiment module first)."""
+    from taskextrap.experiments.registry import EXPERIMENTS, paper_order
+
+    res = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        from taskextrap.cli import cli
+        from taskextrap.experiments.registry import all_experiments
+        cli.main(args=["list"], standalone_mode=False)
+        print("all:", *all_experiments(in_all_only=True))
+    """)], capture_output=True, text=True, env=_env(), timeout=120)
+    assert res.returncode == 0, res.stderr
+    lines, order = res.stdout.splitlines(), paper_order()  # (paper_order loads every experiment here too)
+    listed = [line.split()[0] for line in lines if line[:1].strip() and line.split()[0] in EXPERIMENTS]
+    assert listed == order and sorted(listed) == sorted(EXPERIMENTS)
+    assert listed[:7] == ["projectile", "parameter", "parameter-ablations", "parameter-multistep", "length",
+                          "length-ablations", "composition"]  # Fig. 1, Table 1 and its appendices, Table 2, Table 3
+    assert listed.index("composition-em") < listed.index("parity") < listed.index("codeio") < listed.index("codeio-em")
+    assert listed[-2:] == ["manifolds", "llm-geometry"]  # the appendix-only ones last
+    # reproduce all keeps the order chosen for cache reuse (llm-geometry's search answers codeio's)
+    assert lines[-1].split()[1:] == [
+        "composition", "composition-ablations", "length", "length-ablations", "parameter", "parameter-ablations",
+        "parameter-multistep", "parity", "llm-geometry", "codeio", "projectile", "composition-depth3",
+        "composition-em", "manifolds"]
+
+
+@pytest.mark.slow
 def test_reproduce_all_runs_every_experiment(tmp_path):
     res = taskextrap("reproduce", "all", "--profile", "tiny", "--out", tmp_path, "--quiet", "--no-plots", timeout=600)
     assert res.returncode == 0, res.stderr
@@ -182,7 +241,7 @@ def _run_main(argv, capsys):
     (["reproduce", "parameter", "--profile", "enormous"], "enormous"),
     # options an experiment does not take are refused, never silently ignored
     (["reproduce", "projectile", "--profile", "tiny", "--protocol", "strict"], "projectile does not take --protocol"),
-    (["reproduce", "composition", "--profile", "tiny", "--family", "x"], "composition does not take --family"),
+    (["reproduce", "projectile", "--profile", "tiny", "--family", "x"], "projectile does not take --family"),
     (["reproduce", "length", "--profile", "tiny", "--anchors", "3"], "length does not take --anchors"),
     (["reproduce", "parity", "--profile", "tiny", "--embedding", "adapted"], "parity does not take --embedding"),
     (["reproduce", "parity", "--profile", "tiny", "--split-seed", "2"], "parity does not take --split-seed"),
@@ -250,9 +309,10 @@ def test_user_defined_family_from_the_command_line(tmp_path):
     res = taskextrap("reproduce", "parameter", "--profile", "tiny", "--family", "mymod_taskextrap_test:fam",
                      "--out", out, "--quiet", "--no-plots", extra_path=mod_dir)
     assert res.returncode == 0, res.stderr
-    results = _load(out / RUN_DIR)
+    results = _load(out / "parameter-paper-tiny-mymod_taskextrap_test.fam")
     _check_parameter_results(results, "userwave")
     assert results["config"]["families"] == ["userwave"]
+    assert results["config"]["family"] == "mymod_taskextrap_test:fam"  # the spec as given, to run it again
     assert list(out.glob("units/parameter-userwave-paper-seed0-*.json"))
 
     bad = taskextrap("reproduce", "parameter", "--profile", "tiny", "--family", "mymod_taskextrap_test:not_a_family",
@@ -266,7 +326,7 @@ def test_model_options_reach_the_run_options(monkeypatch, tmp_path, capsys):
     from taskextrap.llm import modeldir
 
     seen, checked = [], []
-    monkeypatch.setattr(runner, "run_experiment", lambda name, options: seen.append(options.extra) or 1 / 0)
+    monkeypatch.setattr(runner, "run_experiment", lambda name, options, out_dir: seen.append(options.extra) or 1 / 0)
     monkeypatch.setattr(modeldir, "check_model_dir", checked.append)  # the model folder is checked before the run
     with pytest.raises(ZeroDivisionError):
         main(["reproduce", "codeio", "--model", str(tmp_path), "--dtype", "bfloat16", "--load-in-4bit", "--quiet"])
@@ -316,8 +376,19 @@ def test_an_out_that_cannot_be_written_fails_before_any_work(tmp_path, capsys, m
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setattr(length, "run_unit", lambda *a, **k: pytest.fail("ran before checking --out"))
-    code, err = _run_main(["reproduce", "length", "--profile", "tiny", "--out", str(blocker), "--quiet"], capsys)
+    code, err = _run_main(["reproduce", "length", "--profile", "tiny", "--out", str(blocker / "sub"), "--quiet"],
+                          capsys)
     assert code == 2 and err.strip().startswith("error: cannot write to") and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["reproduce", "sweep"])
+def test_an_out_that_is_a_file_says_so_in_one_line(tmp_path, capsys, command):
+    blocker = tmp_path / "runs.txt"
+    blocker.write_text("keep me")
+    code, err = _run_main([command, "length", "--profile", "tiny", "--out", str(blocker), "--quiet"], capsys)
+    assert code == 2
+    assert err.strip() == f"error: --out {blocker} is a file: --out must be a folder (the run folders go inside it)"
+    assert blocker.read_text() == "keep me"
 
 
 def test_check_writable_names_the_folder_and_the_reason(tmp_path, monkeypatch):

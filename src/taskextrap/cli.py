@@ -25,34 +25,59 @@ def cli():
 
 @cli.command("list", short_help="List the experiments, profiles and options.")
 def list_cmd():
-    """List the registered experiments, their profiles and the options each takes."""
+    """List the registered experiments in the paper's order, their profiles and the options each takes."""
     from taskextrap.embed import EMBEDDINGS
-    from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS, all_experiments
-    from taskextrap.tasks.builtin import PARAMETER_FAMILIES
+    from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS, paper_order
+    from taskextrap.tasks.builtin import PARAMETER_FAMILIES, PRIMITIVE_SETS
     from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
     from taskextrap.tasks.observe import REGIME_PROTOCOLS
-    from taskextrap.tasks.primitives import PRIMITIVE_FAMILIES
 
-    for name in all_experiments():
+    for name in paper_order():
         e = EXPERIMENTS[name]
         takes = " ".join(OPTION_FLAGS[o] for o in sorted(e.options)) or "-"
         click.echo(f"{name:22s} {e.description}\n{'':22s} profiles: {', '.join(e.profiles)}; takes: {takes}")
     protocols = sorted({p for table in REGIME_PROTOCOLS.values() for p in table})
     click.echo(f"\nprotocols: {', '.join(protocols)}; embeddings: {', '.join(EMBEDDINGS)}")
-    click.echo(f"built-in families (--family, parameter regime): {', '.join(PARAMETER_FAMILIES)}; "
-               f"ladders (--family, length): {POLYNOMIAL_LADDER.name}; primitive sets (composition, Python "
-               f"API): {', '.join(f.name for f in PRIMITIVE_FAMILIES)} (depth 3: the same, rescaled); "
-               f"or a module:attr of your own")
+    sets = ", ".join(f"{s.name} ({'/'.join(f.name for f in s.families)})" for s in PRIMITIVE_SETS.values())
+    click.echo("\n--family takes a built-in name or a module:attr of your own:\n"
+               f"  families (parameter, parameter-ablations, parameter-multistep): {', '.join(PARAMETER_FAMILIES)}\n"
+               f"  ladders (length, length-ablations): {POLYNOMIAL_LADDER.name}\n"
+               f"  primitive sets (composition, composition-ablations, composition-em, composition-depth3): {sets}")
 
 
 class _ReproduceCommand(click.Command):
-    """``reproduce``, whose help ends with every experiment, its profiles and the options it takes."""
+    """``reproduce``, whose help shows its options in groups (:data:`OPTION_GROUPS`: the common
+    ones first) and ends with every experiment, its profiles and the options it takes."""
+
+    # (heading, parameter names); a parameter in no group is shown under "Other options"
+    OPTION_GROUPS = (
+        ("Common options", ("profile", "seeds", "seed", "out", "split", "protocol", "family", "quiet", "no_plots",
+                            "help")),
+        ("Re-running a saved run", ("saved",)),
+        ("The synthetic regimes' methods (parameter, length, composition)", ("embedding", "anchors", "test_seed")),
+        ("Language-model experiments (parity, codeio, codeio-em, llm-geometry)", ("model", "dtype", "load_in_4bit",
+                                                                                   "split_seed")),
+        ("Scaling out (GPUs, Ray, Slurm, torchrun)", ("device", "executor", "unit_cpus", "shard")),
+    )
+
+    def format_options(self, ctx, formatter):
+        help_option = self.get_help_option(ctx)  # named differently by click versions: "help" here
+        records = {"help" if p is help_option else p.name: p.get_help_record(ctx) for p in self.get_params(ctx)
+                   if isinstance(p, click.Option)}
+        records = {name: r for name, r in records.items() if r is not None}  # a hidden option has none
+        placed = set()
+        for heading, names in (*self.OPTION_GROUPS, ("Other options", tuple(records))):
+            rows = [records[n] for n in names if n in records and n not in placed]
+            placed.update(names)
+            if rows:
+                with formatter.section(heading):
+                    formatter.write_dl(rows)
 
     def format_epilog(self, ctx, formatter):
-        from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS, all_experiments
+        from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS, paper_order
 
         rows = []
-        for name in all_experiments():
+        for name in paper_order():
             e = EXPERIMENTS[name]
             takes = ", ".join(OPTION_FLAGS[o] for o in sorted(e.options)) or "none"
             rows.append((name, f"{e.description}. Profiles: {', '.join(e.profiles)}. Takes: {takes}"
@@ -66,14 +91,16 @@ def _run_options(f):
     """The options ``reproduce`` and ``sweep`` share (applied bottom-up, so listed in reverse)."""
     for option in reversed([
         click.option("--profile", default="quick", show_default=True,
-                     help="quick: 1 seed, minutes; paper: the paper's sizes and seeds; tiny: seconds (tests). "
+                     help="quick: 1 seed, minutes; paper: the paper's sizes and seeds, about half an hour per "
+                          "experiment; tiny: seconds, a plumbing check (its numbers are not results). "
                           "`taskextrap list` shows each experiment's profiles."),
         click.option("--seeds", type=int, default=None, help="Number of training seeds, 0..N-1 (overrides the profile)."),
         click.option("--seed", type=int, default=None,
                      help="One training seed (e.g. $SLURM_ARRAY_TASK_ID): compute its units into --out; a later "
                           "run with --seeds assembles every seed from the cache."),
         click.option("--out", type=click.Path(), default="runs", show_default=True,
-                     help="Parent directory of the run directories."),
+                     help="Parent folder of the run folders (OUT/<experiment>-<protocol>-<profile>[-<family>]...) "
+                          "and of their shared unit cache (OUT/units)."),
         click.option("--device", default="cpu", show_default=True, metavar="cpu|cuda|cuda:N",
                      help="Where the networks, probes and searches run (every experiment that fits one; "
                           "`taskextrap list` says which take it)."),
@@ -96,13 +123,17 @@ def _run_options(f):
 
 
 @cli.command(cls=_ReproduceCommand, short_help="Run an experiment and write its results.")
-@click.argument("experiment")
+@click.argument("experiment", required=False)
+@click.option("--from", "saved", default=None, metavar="DIR|DIR/config.yaml",
+              help="Run the saved run in DIR again: the experiment and options its config.yaml records, into DIR "
+                   "(reusing its --out's unit cache). Beside it only --out (run it elsewhere, e.g. from scratch "
+                   "into an empty folder), --quiet and --executor may be given.")
 @click.option("--protocol", default="paper", show_default=True,
               help="paper: the authors' interleaved points; strict: sparse noisy context, queries elsewhere "
                    "(the experiments with a protocol table; `taskextrap list`).")
 @click.option("--family", default=None,
-              help="parameter: a built-in family name or module:attr of a ParametricFamily; "
-                   "length: 'polynomial' or module:attr of a Ladder.")
+              help="A built-in name (`taskextrap list`) or module:attr of your own: a ParametricFamily "
+                   "(parameter*), a Ladder (length*) or a CompositionFamily (composition*).")
 @click.option("--embedding", default=None,
               help="Proxy embedding estimator Gamma, one of the registered ones (`taskextrap list`) "
                    "[default: each regime's measured best: gradient for "
@@ -126,28 +157,91 @@ def _run_options(f):
 @click.option("--split-seed", type=int, default=None,
               help="codeio: seed of the split of the 961 pairs [default: 1; 0 gives the split of the earlier runs].")
 @_run_options
-def reproduce(experiment, protocol, family, embedding, anchors, model, dtype, load_in_4bit, shard, split,
+@click.pass_context
+def reproduce(ctx, experiment, saved, protocol, family, embedding, anchors, model, dtype, load_in_4bit, shard, split,
               split_seed, **common):
-    """Run EXPERIMENT (or 'all') and write results.json, results.md, config.yaml and plots."""
+    """Run EXPERIMENT (or 'all', or the saved run of --from) and write results.json, results.md,
+    config.yaml and plots into OUT/<experiment>-<protocol>-<profile>, the name followed by the
+    --family, the dev split, --test-seed, --split-seed, --seed and the model when they are given.
+
+    \b
+    Examples:
+      taskextrap reproduce parameter --profile tiny      # seconds: does it run?
+      taskextrap reproduce parameter                     # Table 1, quick profile: about 1.5 min
+      taskextrap reproduce parameter --family mymod:fam  # your family (mymod on PYTHONPATH)
+      taskextrap reproduce --from runs/parameter-paper-quick   # a saved run, again
+
+    \b
+    Profiles (wall times on 2 CPU cores, approximate):
+      tiny   seconds per experiment: a plumbing check, its numbers are not results
+      quick  1 seed: 1 to 20 min per experiment (parameter 1.5, codeio 16)
+      paper  the paper's sizes and seeds: 25 to 40 min per experiment, codeio over an hour
+    """
     from taskextrap.experiments.registry import all_experiments
     from taskextrap.experiments.runner import run_dir_name, run_experiment
     from taskextrap.report.tables import console_table
 
-    names = all_experiments(in_all_only=True) if experiment == "all" else [experiment]
-    shard = _shard(shard, names)
-    options = _options(common, protocol=protocol, family=family, embedding=embedding, anchors=anchors,
-                       extra=_model_extra(model, dtype, load_in_4bit, common["device"]), shard=shard, split=split,
-                       split_seed=split_seed)
-    for name in names:  # every option checked against every experiment before anything runs
-        _check(name, options)
-    for name in names:
-        results = run_experiment(name, options)
+    if saved is not None:
+        runs = [_saved_run(ctx, experiment, saved)]
+    else:
+        if experiment is None:
+            raise TaskextrapError("name the EXPERIMENT to run (or 'all'; `taskextrap list` shows them), or run a "
+                                  "saved run again with --from DIR")
+        names = all_experiments(in_all_only=True) if experiment == "all" else [experiment]
+        options = _options(common, protocol=protocol, family=family, embedding=embedding, anchors=anchors,
+                           extra=_model_extra(model, dtype, load_in_4bit, common["device"]),
+                           shard=_shard(shard, names), split=split, split_seed=split_seed)
+        for name in names:  # every option checked against every experiment before anything runs
+            _check(name, options)
+        runs = [(name, options, None) for name in names]
+    for name, options, out_dir in runs:
+        results = run_experiment(name, options, out_dir)
         if results is None:
-            click.echo(f"shard {shard.index}/{shard.count} of {name}: its search scores are saved under "
-                       f"{options.out}; process 0 writes the results")
+            click.echo(f"shard {options.shard.index}/{options.shard.count} of {name}: its search scores are saved "
+                       f"under {options.out}; process 0 writes the results")
             continue
         click.echo(console_table(results))
-        click.echo(f"written: {run_dir_name(name, options)}/results.json")
+        click.echo(f"written: {out_dir or run_dir_name(name, options)}/results.json")
+
+
+# What may be given beside --from: where the run goes and how it is shown or executed, none of
+# which changes its numbers (the executors give the same results: experiments.executors).
+_WITH_FROM = ("saved", "out", "quiet", "executor")
+
+
+def _saved_run(ctx, experiment: str | None, path: str):
+    """``(name, options, run folder or None)`` of the saved run at ``path`` (``--from``): its
+    record read back (:mod:`taskextrap.experiments.run_record`) and checked like a new run's;
+    a one-line error for any option given beside it but those of :data:`_WITH_FROM`, and one
+    warning when the code that made it is not this code."""
+    import dataclasses
+
+    from click.core import ParameterSource
+
+    from taskextrap.experiments.run_record import (options_from_record, read_saved_run, run_record,
+                                                   warn_if_code_changed)
+
+    given = [max(p.opts, key=len) for p in ctx.command.params if p.name not in (*_WITH_FROM, "experiment")
+             and ctx.get_parameter_source(p.name) not in (ParameterSource.DEFAULT, None)]
+    if experiment is not None:
+        given.insert(0, f"EXPERIMENT {experiment!r}")
+    if given:
+        raise TaskextrapError(f"--from runs the saved run with the options it recorded: drop {', '.join(given)} "
+                              "(beside --from give only --out, --quiet or --executor)")
+    record, folder = read_saved_run(path)
+    on_command_line = {n: ctx.get_parameter_source(n) is ParameterSource.COMMANDLINE for n in _WITH_FROM}
+    out = _out_folder(ctx.params["out"]) if on_command_line["out"] else folder.parent
+    overrides = {"executor": ctx.params["executor"]} if on_command_line["executor"] else {}
+    name, options = options_from_record(record, out=out, progress=not ctx.params["quiet"], **overrides)
+    shard = _shard(None, [name])
+    options = dataclasses.replace(options, shard=shard, device=shard.device(options.device))
+    try:
+        check_device(options.device)
+    except TaskextrapError as exc:
+        raise TaskextrapError(f"--from {path}: run.device: {exc}") from None
+    _check(name, options)
+    warn_if_code_changed(record, run_record(name, options))
+    return name, options, None if on_command_line["out"] else folder
 
 
 @cli.command(short_help="Run several experiments' units together (Ray or serial).")
@@ -187,9 +281,7 @@ def _options(common: dict, **specific):
     """``RunOptions`` from the shared options (``_run_options``) and an experiment's own."""
     from taskextrap.experiments.registry import RunOptions
 
-    out = common["out"]
-    if not out.strip():
-        raise TaskextrapError("--out is empty: name the folder the run directories go in (e.g. --out runs)")
+    out = _out_folder(common["out"])
     device = common["device"]
     try:
         check_device(device)
@@ -198,10 +290,20 @@ def _options(common: dict, **specific):
     shard = specific.get("shard")
     if shard is not None:
         device = shard.device(device)
-    return RunOptions(profile=common["profile"], seeds=common["seeds"], seed=common["seed"], out=Path(out),
+    return RunOptions(profile=common["profile"], seeds=common["seeds"], seed=common["seed"], out=out,
                       device=device, plots=not common["no_plots"], progress=not common["quiet"],
                       test_seed=common["test_seed"], executor=common["executor"], unit_cpus=common["unit_cpus"],
                       **specific)
+
+
+def _out_folder(text: str) -> Path:
+    """``--out`` as a folder: a one-line error when it is empty or names an existing file."""
+    if not text.strip():
+        raise TaskextrapError("--out is empty: name the folder the run directories go in (e.g. --out runs)")
+    out = Path(text)
+    if out.exists() and not out.is_dir():
+        raise TaskextrapError(f"--out {text} is a file: --out must be a folder (the run folders go inside it)")
+    return out
 
 
 def _shard(text: str | None, names: list[str]):

@@ -100,14 +100,14 @@ def test_one_seed_runs_assemble_into_a_full_run(tmp_path):
     common = ("--profile", "tiny", "--family", "quadratic", "--out", str(tmp_path), "--quiet", "--no-plots")
     for s in ("1", "0"):
         assert _cli("reproduce", "parameter", "--seed", s, *common) == 0
-    assert (tmp_path / "parameter-paper-tiny-seed1" / "results.json").exists()
+    assert (tmp_path / "parameter-paper-tiny-quadratic-seed1" / "results.json").exists()
     units = sorted((tmp_path / "units").glob("*.json"))
     stamps = [u.stat().st_mtime_ns for u in units]
     assert _cli("reproduce", "parameter", "--seeds", "2", *common) == 0
     assert [u.stat().st_mtime_ns for u in sorted((tmp_path / "units").glob("*.json"))] == stamps
-    full = json.loads((tmp_path / "parameter-paper-tiny" / "results.json").read_text())
+    full = json.loads((tmp_path / "parameter-paper-tiny-quadratic" / "results.json").read_text())
     assert full["seeds"] == [0, 1]
-    per_seed = [next(r["value"] for r in _rows(tmp_path / f"parameter-paper-tiny-seed{s}" / "results.json")
+    per_seed = [next(r["value"] for r in _rows(tmp_path / f"parameter-paper-tiny-quadratic-seed{s}" / "results.json")
                      if r["method"] == "rte") for s in (0, 1)]
     rte = next(r for r in full["rows"] if r["method"] == "rte")
     assert rte["value"] == pytest.approx(np.mean(per_seed), rel=1e-12) and rte["seed_sd"] > 0
@@ -177,6 +177,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_a_sweep_under_ray_matches_serial(local_ray, tmp_path, capsys):
     """Five families, the ablations sharing parameter's units, and projectile: the same rows,
     comparisons and config, and the plots the workers drew land in the run folders."""
@@ -226,6 +227,39 @@ def test_a_unit_failing_on_ray_is_one_line_and_the_others_are_saved(local_ray, t
     assert msg.startswith("unit parameter-fails_later-paper-seed0 failed on Ray:") and "boom" in msg
     assert "\n" not in msg
     assert [p.name.split("-")[1] for p in (tmp_path / "runs" / "units").glob("*.json")] == ["quadratic"]
+
+
+def test_the_ray_driver_waits_for_a_unit_another_process_computes_and_reads_it(local_ray, tmp_path, capfd):
+    """The driver takes each unit's lock before handing it to Ray: a unit locked by another
+    process (here: one that saves the unit after a while) is waited for and read back, not
+    computed again."""
+    import subprocess
+
+    def planned(out):
+        return plan_run("parameter", RunOptions(profile="tiny", out=out, family="quadratic", plots=False))
+
+    done = planned(tmp_path / "a")
+    first = run_units(done.plan.units, done.cache_dir, progress=False)
+    (unit_file,) = done.cache_dir.glob("*.json")
+    run = planned(tmp_path / "b")
+    (unit,) = run.plan.units
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import shutil, sys, time
+        from taskextrap.experiments.units import unit_lock
+
+        cache, name, key, saved = sys.argv[1:]
+        with unit_lock(cache, name, key):
+            print("locked", flush=True)
+            time.sleep(2)
+            shutil.copy(saved, cache)  # the other process's result, saved under its lock
+    """), str(run.cache_dir), unit.name, unit.key, str(unit_file)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    got = run_units(run.plan.units, run.cache_dir, "ray", progress=False)
+    assert holder.wait(timeout=60) == 0
+    (result,) = got.values()
+    assert result.extras.get("resumed")  # read back from the cache, not computed on Ray
+    np.testing.assert_array_equal(result.errors["rte"], next(iter(first.values())).errors["rte"])
+    assert "waiting for unit parameter-quadratic-paper-seed0, computed by another process" in capfd.readouterr().err
 
 
 @pytest.mark.parametrize("args, message", [

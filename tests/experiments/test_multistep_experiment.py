@@ -28,7 +28,7 @@ def _rows(results):
 
 def test_every_method_is_scored_on_f3_f4_f5_with_the_papers_values_beside(tiny_run):
     out, results = tiny_run
-    validate_results(json.loads((out / "parameter-multistep-paper-tiny" / "results.json").read_text()))
+    validate_results(json.loads((out / "parameter-multistep-paper-tiny-cubic" / "results.json").read_text()))
     rows = _rows(results)
     assert set(rows) == {(f"cubic/{r}", m) for r in ("F3", "F4", "F5") for m in M.METHODS}
     assert rows[("cubic/F4", "rte-ghost")]["paper_value"] == pytest.approx(4.83)
@@ -37,7 +37,7 @@ def test_every_method_is_scored_on_f3_f4_f5_with_the_papers_values_beside(tiny_r
     assert rows[("cubic/F4", "rte")]["paper_value"] is None
     assert all(r["n"] == 6 and r["value"] >= 0 for r in results["rows"])
     assert {c["a"] for c in results["comparisons"]} == {"rte-chained"}
-    assert (out / "parameter-multistep-paper-tiny" / "plots" / "cubic-paper-multistep.png").exists()
+    assert (out / "parameter-multistep-paper-tiny-cubic" / "plots" / "cubic-paper-multistep.png").exists()
     assert results["config"]["paper_steps"] == {"F3": 2, "F4": 3, "F5": 4}
 
 
@@ -78,7 +78,7 @@ def test_a_users_family_needs_the_far_regions(monkeypatch):
     monkeypatch.setitem(sys.modules, "ms_user_families", mod)
     fam = M.get_multistep_family("ms_user_families:ok")
     assert fam.regions["F5"] == pytest.approx((0.6, 0.7))
-    with pytest.raises(TaskextrapError, match="needs regions F1_1, F1_2 \\(train\\) and F2, F3, F4, F5") as e:
+    with pytest.raises(TaskextrapError, match="needs regions named exactly F1_1, F1_2 \\(train_regions\\) and F2, F3, F4, F5 \\(held out\\)") as e:
         M.get_multistep_family("ms_user_families:short")
     assert "\n" not in str(e.value)
     assert M.get_multistep_family("exp") is MULTISTEP_FAMILIES["exp"]

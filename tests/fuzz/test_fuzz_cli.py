@@ -87,7 +87,7 @@ ANY_ARGV = st.one_of(
 
 @pytest.fixture
 def stand_in_runner(monkeypatch):
-    def reached(name, options):
+    def reached(name, options, out_dir=None):
         raise Reached(name)
     monkeypatch.setattr(runner, "run_experiment", reached)
 

@@ -97,12 +97,24 @@ def mutate(fn):
         lambda o: o.update(comparisons=[{**COMPARISON, "diff": float("inf")}]),
         lambda o: o["environment"].pop("torch"),
         lambda o: o.update(config=[]),
+        lambda o: o["config"].update(family=["myfam:bump"]),  # the --family spec is text (or null)
+        lambda o: o["config"].update(family_code_hash=123),
     ],
 )
 def test_invalid_results_rejected_with_one_line(bad):
     with pytest.raises(TaskextrapError) as info:
         validate_results(mutate(bad))
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("config", [
+    {"family": "myfam:bump", "family_code_hash": "0123456789abcdef"},  # a user's module:attr
+    {"family": "quadratic", "family_code_hash": None},                   # a built-in family
+    {"family": None, "family_code_hash": None},                          # the experiment's own families
+    {},                                                                  # written before runs were recorded
+])
+def test_config_records_the_family_spec(config):
+    validate_results(mutate(lambda o: o["config"].update(config)))
 
 
 def test_not_an_object_rejected():

@@ -10,8 +10,14 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.files import read_json, write_json_atomic, write_text_atomic
 from taskextrap.report.schema import environment_info, make_row
 from taskextrap.report.tables import (
+    CAPTIONS,
+    DIAGNOSTIC_GROUPS,
+    TINY_NOTE,
+    caption,
     comparison_table,
     console_table,
+    diagnostic_definitions,
+    diagnostic_group,
     format_number,
     render_report,
     results_markdown,
@@ -201,3 +207,69 @@ def test_render_report_takes_a_results_file_names_run_dirs_and_refuses_no_rows(t
     write_json_atomic(tmp_path / "empty" / "results.json", empty)
     with pytest.raises(TaskextrapError, match="has no rows"):
         render_report([str(tmp_path / "empty")])
+
+
+def test_tiny_numbers_are_marked_as_a_plumbing_check():
+    tiny = {**run_results(), "profile": "tiny"}
+    md, text = results_markdown(tiny), console_table(tiny)
+    assert md.splitlines()[2] == f"**{TINY_NOTE}**"  # under the title, before any number
+    assert text.splitlines()[1] == TINY_NOTE
+    assert "plumbing check" in TINY_NOTE and "not results" in TINY_NOTE
+    for profile in ("quick", "paper"):
+        other = {**run_results(), "profile": profile}
+        assert TINY_NOTE not in results_markdown(other) and TINY_NOTE not in console_table(other)
+
+
+def _diagnostic_results():
+    errors = np.array([[0.5, 1.0], [1.0, 0.0]])
+    rows = [make_row("parameter", "quadratic", "rte", "mse", np.full((2, 2), 3.0)),
+            make_row("parameter", "quadratic", "rte", "coverage", errors),
+            make_row("parameter", "quadratic", "rte", "interval-width", np.full((2, 2), 2.0)),
+            make_row("parameter", "quadratic", "rte", "entropy", errors),
+            make_row("parameter", "quadratic:anchor-retrieved", "rte", "accuracy", errors),
+            make_row("parameter", "quadratic:anchor-retrieved", "strategy-a", "accuracy", errors),
+            make_row("parity", "size6-authors", "rte", "accuracy", errors)]  # a result, not a diagnostic
+    return {**run_results(), "rows": rows}
+
+
+def test_every_diagnostic_in_a_run_is_defined_once_and_results_are_not():
+    results = _diagnostic_results()
+    assert diagnostic_definitions(results) == [
+        f"coverage: {CAPTIONS['coverage'].removeprefix('coverage: ')}",
+        f"interval-width: {CAPTIONS['interval-width']}",
+        f"entropy: {CAPTIONS['entropy']}",
+        f"anchor-retrieved (accuracy): {DIAGNOSTIC_GROUPS['anchor-retrieved']}"]
+    md, text = results_markdown(results), console_table(results)
+    notes = md[md.index("## diagnostics"):md.index("_ours: mean")]
+    assert notes.count("\n- ") == 4 and "entropy (nats) of the posterior" in notes and "size6" not in notes
+    assert "diagnostics:\n  coverage: the share of query points" in text
+    assert "## diagnostics" not in results_markdown({**results, "rows": results["rows"][:1]})  # mse only: none
+
+
+def test_captions_are_the_ones_the_benchmark_tables_print(load_script):
+    tables = load_script("benchmarks/tables.py")
+    assert tables.caption is caption  # one source: benchmarks/tables.py imports report.tables'
+    assert caption("spearman", "llm-geometry").startswith("Spearman correlation of the embedding")
+    assert caption("spearman", "manifolds").startswith("Spearman correlation of the map")
+    assert caption("mse", "parameter") is None
+
+
+def test_every_diagnostic_the_committed_results_hold_has_a_definition():
+    """Each metric besides mse and accuracy, and each accuracy group besides the paper's result
+    groups (parity's size-k spaces, codeio's pairs), in every committed results file."""
+    from pathlib import Path
+
+    results_groups = ("size6-", "size5-", "held-out-pairs", "novel-pairs")
+    files = sorted((Path(__file__).resolve().parents[2] / "benchmarks" / "results").glob("*.json"))
+    seen = set()
+    for path in files:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+            continue
+        for row in data["rows"]:
+            if row["metric"] == "accuracy":
+                assert diagnostic_group(row["group"]) or row["group"].startswith(results_groups), (path.name, row)
+            elif row["metric"] != "mse":
+                assert caption(row["metric"], path.stem), (path.name, row["metric"])
+            seen.add(row["metric"])
+    assert {"coverage", "entropy", "interval-width", "accuracy", "spearman", "fraction"} <= seen

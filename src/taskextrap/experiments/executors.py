@@ -4,7 +4,9 @@
 Either way the driver, this process, owns the unit cache: it reads the finished units, hands
 out the missing ones, writes each result as it arrives and returns them by unit, so the rows an
 experiment assembles from them come out in the plan's order and results.json is the same as a
-serial run's. A Ray task gets plain data only (the experiment's name, its options and the unit's
+serial run's. It holds each unit's lock (``units.unit_lock``) while the unit is computed, so two
+runs sharing ``--out``, under either executor, never compute a unit twice. A Ray task gets plain
+data only (the experiment's name, its options and the unit's
 name) and rebuilds the unit from the experiment's plan, so no user code or closure is shipped;
 it returns the unit's record (plain JSON data) and its figures as bytes, so the workers need no
 disk shared with the driver, except for the language-model experiments' fine-tuning
@@ -15,15 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from contextlib import contextmanager
 import sys
 import tempfile
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.units import (Unit, UnitResult, cached_unit, check_unit_path, load_unit, save_unit)
+from taskextrap.experiments import plotfiles
+from taskextrap.experiments.units import (Unit, UnitResult, cached_unit, check_unit_path, load_unit, lock_path,
+                                          save_unit, unit_lock)
 
 EXECUTORS = ("serial", "ray")
 
@@ -62,10 +66,19 @@ def _run_serial(units: dict, cache_dir: Path | None, progress: bool, threads: in
     with threads_limited(threads), _progress(len(units), progress) as bar:
         for k, unit in units.items():
             bar.set_postfix_str(unit.name, refresh=False)
-            results[k] = cached_unit(cache_dir, unit.name, unit.config, lambda: unit.compute(unit.plot_dir),
-                                     force=unit.needs_plots)
+            results[k] = cached_unit(cache_dir, unit.name, unit.config, lambda: _compute(unit),
+                                     force=lambda: unit.needs_plots)
             bar.update()
     return results
+
+
+def _compute(unit: Unit) -> UnitResult:
+    """Run ``unit`` here; the figures it draws go into its plot folder, listed as its own
+    (:func:`taskextrap.experiments.plotfiles.drawing`)."""
+    if unit.plot_dir is None:
+        return unit.compute(None)
+    with plotfiles.drawing(unit.plot_dir, unit.draw_id) as folder:
+        return unit.compute(folder)
 
 
 @contextmanager
@@ -103,25 +116,58 @@ def _run_ray(units: dict, cache_dir: Path | None, progress: bool, unit_cpus: int
     try:
         remote = ray.remote(compute_unit).options(num_cpus=unit_cpus, num_gpus=1 if device.startswith("cuda") else 0,
                                                   max_retries=0)
-        pending = {remote.remote(_spec(units[k], unit_cpus)): k for k in todo}
-        failed = []
-        with _progress(len(units), progress) as bar:
+        with ExitStack() as held, _progress(len(units), progress) as bar:
             bar.update(len(results))
-            while pending:
-                done, _ = ray.wait(list(pending), num_returns=1)
-                k = pending.pop(done[0])
-                try:
-                    results[k] = _receive(ray, done[0], units[k], k[1], cache_dir)
-                except TaskextrapError as exc:  # the other units still finish and are saved
-                    failed.append(exc)
-                bar.set_postfix_str(units[k].name, refresh=False)
-                bar.update()
+            mine = [k for k in todo if _try_lock(held, cache_dir, units[k])]
+            failed = _dispatch(ray, remote, mine, units, cache_dir, unit_cpus, results, bar)
+            for k in (k for k in todo if k not in mine):  # another process holds it: wait, then read its result
+                with unit_lock(cache_dir, units[k].name, k[1]):
+                    saved = None if units[k].needs_plots else load_unit(cache_dir, units[k].name, k[1])
+                    if saved is None:  # that process failed or was stopped: compute it here
+                        failed += _dispatch(ray, remote, [k], units, cache_dir, unit_cpus, results, bar)
+                        continue
+                    results[k] = saved
+                    bar.update()
     finally:
         if started:
             ray.shutdown()
     if failed:
         raise failed[0]
     return results
+
+
+def _try_lock(held: ExitStack, cache_dir: Path | None, unit: Unit) -> bool:
+    """Take ``unit``'s lock without waiting, held until ``held`` closes; False when another
+    process holds it (it is computing the unit)."""
+    if cache_dir is None:
+        return True
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(lock_path(cache_dir, unit.name, unit.key)))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return False
+    held.callback(lock.release)
+    return True
+
+
+def _dispatch(ray, remote, keys: list, units: dict, cache_dir: Path | None, unit_cpus: int, results: dict,
+              bar) -> list[TaskextrapError]:
+    """Run the units ``keys`` as Ray tasks, saving and storing each result as it arrives;
+    returns the failures (the other units still finish and are saved)."""
+    pending = {remote.remote(_spec(units[k], unit_cpus)): k for k in keys}
+    failed = []
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        k = pending.pop(done[0])
+        try:
+            results[k] = _receive(ray, done[0], units[k], k[1], cache_dir)
+        except TaskextrapError as exc:
+            failed.append(exc)
+        bar.set_postfix_str(units[k].name, refresh=False)
+        bar.update()
+    return failed
 
 
 def _connect():
@@ -162,10 +208,9 @@ def _receive(ray, ref, unit: Unit, key: str, cache_dir: Path | None) -> UnitResu
     if record["fingerprint"] != key:
         raise TaskextrapError(f"unit {unit.name} came back with another fingerprint: the Ray workers run other "
                               "taskextrap code or settings than this process; install the same version on them")
-    from taskextrap.files import write_bytes_atomic
-
-    for file, data in record.pop("plots").items():
-        write_bytes_atomic(Path(unit.plot_dir) / file, data)
+    drawn = record.pop("plots")
+    if unit.plot_dir is not None:
+        plotfiles.record(unit.plot_dir, unit.draw_id, drawn)
     save_unit(cache_dir, unit.name, record)
     return UnitResult({m: np.asarray(v) for m, v in record["errors"].items()}, record["timing"], record["extras"])
 

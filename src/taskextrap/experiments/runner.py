@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.experiments import plotfiles
 from taskextrap.experiments.executors import run_units
 from taskextrap.experiments.registry import RunOptions, get_experiment
+from taskextrap.experiments.run_record import check_same_run, run_record
 from taskextrap.experiments.units import Plan, bind
 from taskextrap.report.compare import compare_rows
 from taskextrap.files import write_json_atomic, write_text_atomic
@@ -59,22 +63,28 @@ def run_experiments(runs: list[tuple]) -> list[dict | None]:
 
 @dataclasses.dataclass
 class PlannedRun:
-    """A checked run whose units are listed: where it writes, and its :class:`Plan`."""
+    """A checked run whose units are listed: where it writes, its :class:`Plan` and its record
+    (config.yaml's ``run`` section, :func:`taskextrap.experiments.run_record.run_record`)."""
 
     name: str
     options: RunOptions
     out_dir: Path
     cache_dir: Path
     plan: Plan
+    record: dict
 
 
 def plan_run(name: str, options: RunOptions, out_dir: Path | None = None, make_dirs: bool = True) -> PlannedRun | None:
     """Check experiment ``name`` under ``options``, make its folders (unless ``make_dirs`` is
     False: only to list the units) and list its units (None for a non-lead shard, whose part is
-    done inside the experiment)."""
+    done inside the experiment). A folder that holds another configuration's results is refused
+    here, before any work (:func:`~taskextrap.experiments.run_record.check_same_run`)."""
     experiment = get_experiment(name)
     experiment.check(options)
     out_dir = Path(out_dir or run_dir_name(name, options))
+    record = run_record(name, options)
+    if make_dirs and options.shard.index == 0:  # the lead writes the results, so it alone checks them
+        check_same_run(out_dir, record)
     options = dataclasses.replace(options, run_dir=out_dir)
     cache_dir, plot_dir = Path(options.out) / "units", (out_dir / "plots" if options.plots else None)
     for folder in (out_dir, cache_dir) if make_dirs else ():  # before any work: a bad --out fails now
@@ -83,17 +93,22 @@ def plan_run(name: str, options: RunOptions, out_dir: Path | None = None, make_d
     if plan is None:  # a non-lead process of a sharded run
         return None
     bind(plan.units, name, options)
-    return PlannedRun(name, options, out_dir, cache_dir, plan)
+    return PlannedRun(name, options, out_dir, cache_dir, plan, record)
 
 
 def write_run(run: PlannedRun, results: dict, wall_s: float, timing_extra: dict | None = None) -> dict:
     """Assemble ``run``'s rows from the units' ``results`` (by (name, fingerprint)) and write
-    results.json, results.md and config.yaml into its folder; returns the results. ``wall_s`` is
-    the time its units took (of all runs executed together, which ``timing_extra`` then says)."""
+    results.json, results.md and config.yaml (its ``run`` section first) into its folder, then
+    remove from its plots/ the plots of other runs (:func:`taskextrap.experiments.plotfiles.prune`);
+    returns the results. ``wall_s`` is the time its units took (of all runs executed together,
+    which ``timing_extra`` then says)."""
     import yaml
 
     t = time.perf_counter()
+    plot_dir = run.out_dir / "plots"
+    before = plotfiles.stamps(plot_dir)
     rows, config, seeds, timing = run.plan.assemble({u.name: results[(u.name, u.key)] for u in run.plan.units})
+    drawn_now = [name for name, stamp in plotfiles.stamps(plot_dir).items() if before.get(name) != stamp]
     options = run.options
     comparisons = compare_rows(rows, run.plan.reference)
     if options.split == "dev":  # the paper's numbers belong to its own (test) tasks only
@@ -103,12 +118,15 @@ def write_run(run: PlannedRun, results: dict, wall_s: float, timing_extra: dict 
         "rows": rows, "comparisons": comparisons,
         "timing": {"wall_s": wall_s + time.perf_counter() - t, **timing, **(timing_extra or {})},
         "environment": environment_info(options.device),
-        "config": {**config, "split": options.split, "test_seed": config.get("test_seed", options.seed_of_tests)},
+        "config": {**config, "split": options.split, "test_seed": config.get("test_seed", options.seed_of_tests),
+                   "family": options.family, "family_code_hash": run.record.get("family_code_hash")},
     }
     validate_results(results)
     write_json_atomic(run.out_dir / "results.json", results)
     write_text_atomic(run.out_dir / "results.md", results_markdown(results))
-    write_text_atomic(run.out_dir / "config.yaml", yaml.safe_dump(_plain(config), sort_keys=False))
+    write_text_atomic(run.out_dir / "config.yaml", yaml.safe_dump(_plain({"run": run.record, **config}),
+                                                                 sort_keys=False))
+    plotfiles.prune(plot_dir, {u.draw_id for u in run.plan.units}, drawn_now)
     return results
 
 
@@ -127,12 +145,15 @@ def check_writable(folder: Path) -> None:
 
 
 def run_dir_name(name: str, options: RunOptions) -> Path:
-    """The run directory: ``out/name-protocol-profile``, with ``-dev`` for the dev split,
+    """The run directory: ``out/name-protocol-profile``, then the ``--family`` given
+    (:func:`family_tag`: ``myfam:bump`` gives ``-myfam.bump``), ``-dev`` for the dev split,
     ``-testNNNN`` for a test seed other than the default, ``-splitN`` for a split seed, ``-seedS``
     for a one-seed run (``--seed S``) and the
     base-model tags of a ``--model``/``--dtype``/``--load-in-4bit`` (:func:`_model_parts`), so no
-    run overwrites another's results."""
+    run overwrites another's results. A run with none of these keeps the plain name."""
     parts = [name, options.protocol, options.profile]
+    if options.family is not None:
+        parts.append(family_tag(options.family))
     if options.split != "test":
         parts.append(options.split)
     if options.test_seed is not None:
@@ -143,6 +164,19 @@ def run_dir_name(name: str, options: RunOptions) -> Path:
         parts.append(f"seed{options.seed}")
     parts += _model_parts(options.extra)
     return Path(options.out) / "-".join(parts)
+
+
+_TAG_LIMIT = 60  # characters of a family's part of a folder name (a long module path is shortened)
+
+
+def family_tag(spec: str) -> str:
+    """A ``--family`` spec as part of a folder name: ``:`` becomes ``.`` and any character other
+    than a letter, digit, ``.`` or ``_`` becomes ``_`` (``myfam:bump`` -> ``myfam.bump``); a spec
+    longer than 60 characters is cut and ends with 8 hex digits of its hash, so it stays unique."""
+    tag = re.sub(r"[^A-Za-z0-9._]", "_", spec.replace(":", "."))
+    if len(tag) > _TAG_LIMIT:
+        tag = f"{tag[:_TAG_LIMIT - 9]}.{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
+    return tag
 
 
 def _model_parts(extra: dict) -> list[str]:

@@ -10,6 +10,12 @@ and recomputed. A unit is one seed: the list of seeds a run asks for is not in i
 A unit file also carries a checksum of its numbers. One that cannot be read, has the wrong
 structure or a checksum that does not match is a miss: a one-line warning, then it is
 recomputed and replaced, never used.
+
+Each unit has a lock file beside it (``name-<fingerprint>.lock``, :func:`unit_lock`), held from
+the cache look-up to the save: two processes started on the same ``--out`` never compute a unit
+twice; the second waits, then reads the first one's result. The lock is the operating system's
+(``flock``, through ``filelock``), which the kernel releases when its process dies, so a killed
+run leaves no lock that blocks the next.
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -147,18 +155,59 @@ def save_unit(cache_dir: Path | None, name: str, record: dict) -> None:
         write_json_atomic(path, record)
 
 
+def lock_path(cache_dir: Path, name: str, key: str) -> Path:
+    """The lock file of unit ``name`` with fingerprint ``key``: beside its unit file."""
+    return Path(cache_dir) / f"{name}-{key}.lock"
+
+
+@contextmanager
+def unit_lock(cache_dir: Path | None, name: str, key: str) -> Iterator[None]:
+    """Hold unit ``name``'s lock (:func:`lock_path`) for the block (nothing without a cache).
+    When another process holds it, one line on stderr says so, then this one waits for it."""
+    if cache_dir is None:
+        yield
+        return
+    from filelock import FileLock, Timeout
+
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)  # not every filelock version creates the folder
+    lock = FileLock(str(lock_path(cache_dir, name, key)))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        _say(f"waiting for unit {name}, computed by another process")
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _say(line: str) -> None:
+    """One line on stderr, written past any progress bar."""
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stderr)
+
+
 def cached_unit(cache_dir: Path | None, name: str, config: dict, compute: Callable[[], UnitResult],
-                force: bool = False) -> UnitResult:
-    """``compute()`` unless ``cache_dir/name-<fingerprint>.json`` holds its result; then save it."""
+                force: bool | Callable[[], bool] = False) -> UnitResult:
+    """``compute()`` unless ``cache_dir/name-<fingerprint>.json`` holds its result; then save it.
+
+    The unit's lock (:func:`unit_lock`) is held from the look-up to the save, so a unit another
+    process is computing is waited for and read back, not computed again. ``force`` recomputes
+    it even when cached; given as a function, it is asked once the lock is held (the other
+    process may have drawn the plots that were missing).
+    """
     key = fingerprint(**config)
     check_unit_path(cache_dir, name, key)
-    if not force:
-        saved = load_unit(cache_dir, name, key)
-        if saved is not None:
-            return saved
-    unit = compute()
-    if cache_dir is not None:
-        save_unit(cache_dir, name, unit_record(config, unit))
+    with unit_lock(cache_dir, name, key):
+        if not (force() if callable(force) else force):
+            saved = load_unit(cache_dir, name, key)
+            if saved is not None:
+                return saved
+        unit = compute()
+        if cache_dir is not None:
+            save_unit(cache_dir, name, unit_record(config, unit))
     return unit
 
 
@@ -171,9 +220,9 @@ class Unit:
     ``name`` and ``config`` key its cache file (:func:`cached_unit`); ``compute(plots)`` runs it,
     drawing its figures into the folder ``plots`` when that is not None. A unit that draws (the
     first seed of a run with plots) has the run's ``plot_dir`` and the ``plot_file`` it writes
-    there: when that file is missing the unit is recomputed even if cached, so a rerun into a
-    fresh directory gets its plots. ``origin`` (the experiment and options that planned it) lets another
-    process rebuild the unit from plain data instead of receiving its code.
+    there: when a figure it drew is missing the unit is recomputed even if cached, so a rerun
+    into a fresh directory gets its plots. ``origin`` (the experiment and options that planned
+    it) lets another process rebuild the unit from plain data instead of receiving its code.
     """
 
     name: str
@@ -185,13 +234,21 @@ class Unit:
 
     @property
     def needs_plots(self) -> bool:
-        """Whether its figure is missing from the run's plot folder (then it is recomputed)."""
-        return self.plot_dir is not None and not (Path(self.plot_dir) / self.plot_file).exists()
+        """Whether it draws and its figures are not all in the run's plot folder, as drawn by
+        this very unit (``experiments.plotfiles``): then it is recomputed."""
+        from taskextrap.experiments.plotfiles import has_plots
+
+        return self.plot_dir is not None and not has_plots(self.plot_dir, self.draw_id, self.plot_file)
 
     @property
     def key(self) -> str:
         """The fingerprint of its configuration (:func:`fingerprint`)."""
         return fingerprint(**self.config)
+
+    @property
+    def draw_id(self) -> str:
+        """Its name and fingerprint: what the plot folder's manifest lists its figures under."""
+        return f"{self.name}-{self.key}"
 
 
 @dataclass

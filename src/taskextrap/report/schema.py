@@ -191,7 +191,13 @@ RESULTS_SCHEMA: dict[str, Any] = {
                 "source_hash": {"type": ["string", "null"]},
             },
         },
-        "config": {"type": "object"},
+        "config": {
+            "type": "object",
+            # the --family spec exactly as given (a built-in name or module:attr; null: the experiment's
+            # own families) and, for a module:attr, the hash of its code (provenance.callable_hash);
+            # written by every run since runs were recorded, optional for older files
+            "properties": {"family": {"type": ["string", "null"]}, "family_code_hash": {"type": ["string", "null"]}},
+        },
     },
 }
 

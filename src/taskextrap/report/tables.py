@@ -21,6 +21,10 @@ __all__ = [
     "render_report",
     "console_table",
     "load_results",
+    "CAPTIONS",
+    "DIAGNOSTIC_GROUPS",
+    "caption",
+    "diagnostic_definitions",
 ]
 
 MISSING = "-"
@@ -39,6 +43,103 @@ COMPARISON_FOOTNOTE = (
     "the seed-averaged differences; per seed: each seed's mean difference; clear: the interval "
     "excludes 0 and every seed agrees in sign (then 'winner' is the better method)."
 )
+
+
+# What each diagnostic metric means: a caption for benchmarks/tables.py's tables and the
+# Diagnostics note of results.md (:func:`diagnostic_definitions`). A dict value holds one text per
+# experiment (the first whose name starts the run's or file's name).
+CAPTIONS: dict[str, str | dict[str, str]] = {
+            "coverage": "coverage: the share of query points inside the 90% predictive interval (0.9 when "
+                        "calibrated); `-uncalibrated`: the raw posterior interval, before the dev-chosen scale "
+                        "(search.calibration)",
+            "interval-width": "mean width of the 90% predictive interval, in the target's units",
+            "entropy": "entropy (nats) of the posterior over candidate decompositions: 0 when one candidate "
+                       "holds all the weight, log k when k share it",
+            "trustworthiness": "trustworthiness of the 2-D map (1: its neighbourhoods are neighbourhoods of the "
+                               "high-dimensional space; about 0.5 for a random map)",
+            "spearman": {"manifolds": "Spearman correlation of the map's read-out with the true parameter, held-out "
+                                      "tasks included (composition: distance from the sin centroid against "
+                                      "sin < sin∘poly < poly; on the dev split poly∘sin takes sin∘poly's place). "
+                                      "`-linear-readout` rows (dev split only): a linear read-out in place of "
+                                      "the quadratic one",
+                         "llm-geometry": "Spearman correlation of the embedding's cosine distances with the "
+                                         "behavioural distances (share of probe strings where two primitives "
+                                         "differ) over all 465 pairs; 0 for a random embedding"},
+            "fraction": {"manifolds": "share of held-out tasks whose read-out lies beyond the last training level "
+                                      "or region",
+                         "composition-em": "share of the unlabelled training tasks whose pseudo-label, after E-step N "
+                                           "(ARM:eN), behaves like the true pair (pseudo-labels), is it "
+                                           "(pseudo-labels-exact) or has a held-out family pair "
+                                           "(pseudo-labels-held-out-pair, reported by the runs that restrict "
+                                           "pseudo-labels to training pairs, as every run since issue 36 does)",
+                         "codeio-em": "share of the unlabelled training composites whose pseudo-label, after E-step N "
+                                      "(ARM:eN), behaves like the true pair on the probe strings (pseudo-labels) or "
+                                      "is it (pseudo-labels-exact)",
+                         "llm-geometry": "k-nearest-neighbour agreement (k = 3): share of each primitive's 3 nearest "
+                                         "neighbours in the embedding that are among its 3 nearest in behaviour "
+                                         "(chance 0.1)"},
+            "silhouette": "silhouette of the three classes in the map (1: separate, 0: overlapping)",
+            "relative-distance": "distance of the held-out centroid from F1_2 + (F1_2 − F1_1), in units of that "
+                                 "step (0: the step lands exactly on F2; on the dev split the halves of F1_1 "
+                                 "step to F1_2, twice as wide, where an exact linear map gives 0.5)"}
+
+# The accuracy-style diagnostic groups (what the search found, not what it scored), by the group's
+# name after any "<family>:" or "<set>:" prefix; a name that starts with a key counts as that key
+# (``decomposition-found-novel``). The other accuracy groups are results (parity, codeio).
+DIAGNOSTIC_GROUPS = {
+    "anchor-retrieved": "share of targets whose highest-weighted anchor is among the library tasks nearest the "
+                        "target in true parameters: how often the search found a right anchor",
+    "predecessor-retrieved": "share of targets whose chosen anchor is the target's true predecessor one level down "
+                             "(`top-k-candidates`: the predecessor is among the k candidates)",
+    "pair-retrieved": "share of targets whose chosen decomposition is the true (outer, inner) pair "
+                      "(`no-refinement`: before refinement; `top-k-candidates`: the true pair is among the candidates)",
+    "chain-retrieved": "share of targets whose chosen depth-3 chain is the true one (`top-k-candidates`: the true "
+                       "chain is among the candidates; `top-k-SLOT`: that slot's true primitive is)",
+    "decomposition-found": "share of tasks whose chosen candidate behaves like the true decomposition on the probe "
+                           "inputs (`-novel`: the novel pairs only; parity: per candidate space)",
+    "answer-in-prompt": "share of tasks whose final prompt shows the query's answer: 0 by construction (a leak check)",
+    "candidate-recall": "share of tasks whose true pair (by behaviour) is among the candidates the embedding keeps",
+    "primitives": "the base model, before any fine-tuning, executing each single primitive from 3 shots on fresh "
+                  "strings",
+}
+
+TINY_NOTE = ("profile tiny: a plumbing check (seconds-sized fits on a few tasks), not results; its numbers say that "
+             "the pipeline runs, nothing about the methods.")
+
+
+def caption(metric: str, experiment: str) -> str | None:
+    """What the diagnostic ``metric`` of ``experiment`` (a run's or results file's name) means
+    (:data:`CAPTIONS`); None for a metric without one (mse, accuracy)."""
+    text = CAPTIONS.get(metric)
+    if isinstance(text, dict):  # one text per experiment
+        return next((t for exp, t in text.items() if experiment.startswith(exp)), None)
+    return text
+
+
+def diagnostic_group(group: str) -> str | None:
+    """The :data:`DIAGNOSTIC_GROUPS` key of an accuracy row's ``group`` (``quadratic:anchor-retrieved``
+    -> ``anchor-retrieved``), or None for a group of results."""
+    base = group.rsplit(":", 1)[-1]
+    return next((k for k in DIAGNOSTIC_GROUPS if base == k or base.startswith(f"{k}-")), None)
+
+
+def diagnostic_definitions(results: dict) -> list[str]:
+    """``name: definition`` of every diagnostic among a run's rows, in their order: each metric
+    other than mse and accuracy (:func:`caption`), and each accuracy-style diagnostic group
+    (:func:`diagnostic_group`)."""
+    experiment, lines, seen = str(results.get("experiment", "")), [], set()
+    for row in results.get("rows", []):
+        if row["metric"] == "accuracy":
+            name = diagnostic_group(str(row["group"]))
+            text = DIAGNOSTIC_GROUPS.get(name) if name else None
+            label = f"{name} (accuracy)"
+        else:
+            name = label = row["metric"]
+            text = caption(name, experiment)
+        if text and name not in seen:
+            seen.add(name)
+            lines.append(f"{label}: {text.removeprefix(f'{name}: ')}")
+    return lines
 
 
 def format_number(v: float | int | None) -> str:
@@ -181,13 +282,17 @@ def _notes(rows: list[dict]) -> list[str]:
 def results_markdown(results: dict) -> str:
     """Render one run's results as markdown: our numbers beside the paper's.
 
-    A title line names experiment, protocol, profile and seeds; then one table per metric
+    A title line names experiment, protocol, profile and seeds (a ``tiny`` run is marked as a
+    plumbing check, :data:`TINY_NOTE`); then one table per metric
     (``group | method | ours (value ± ci95) | seed sd | paper (value ± ci) | n``) with rows in
-    the order given, any row notes, a footnote explaining the intervals, and the paired
+    the order given, any row notes, the definition of every diagnostic the rows hold
+    (:func:`diagnostic_definitions`), a footnote explaining the intervals, and the paired
     comparisons (:func:`comparisons_markdown`) when the results have any.
     """
     rows = results.get("rows", [])
     out = [f"# {_title(results)}", ""]
+    if results.get("profile") == "tiny":
+        out += [f"**{TINY_NOTE}**", ""]
     run = _run_line(results)
     if run:
         out += [run, ""]
@@ -200,6 +305,9 @@ def results_markdown(results: dict) -> str:
     notes = _notes(rows)
     if notes:
         out += ["Notes:", ""] + [f"- {_md_escape(n)}" for n in notes] + [""]
+    diagnostics = diagnostic_definitions(results)
+    if diagnostics:
+        out += ["## diagnostics", ""] + [f"- {d}" for d in diagnostics] + [""]
     out += [f"_{CI_FOOTNOTE}_", ""]
     if results.get("comparisons"):
         out += ["## paired comparisons", "", comparisons_markdown(results["comparisons"]), ""]
@@ -209,11 +317,13 @@ def results_markdown(results: dict) -> str:
 def console_table(results: dict) -> str:
     """Render one run's results as a plain-text aligned table for a terminal.
 
-    Same content as :func:`results_markdown` (title, one table per metric, notes, footnote,
-    paired comparisons) without markdown syntax.
+    Same content as :func:`results_markdown` (title, the tiny profile's note, one table per
+    metric, notes, diagnostics, footnote, paired comparisons) without markdown syntax.
     """
     rows = results.get("rows", [])
     out = [_title(results)]
+    if results.get("profile") == "tiny":
+        out.append(TINY_NOTE)
     run = _run_line(results)
     if run:
         out.append(run)
@@ -227,6 +337,9 @@ def console_table(results: dict) -> str:
     notes = _notes(rows)
     if notes:
         out += ["notes:"] + [f"  {n}" for n in notes] + [""]
+    diagnostics = diagnostic_definitions(results)
+    if diagnostics:
+        out += ["diagnostics:"] + [f"  {d}" for d in diagnostics] + [""]
     out.append(CI_FOOTNOTE)
     if results.get("comparisons"):
         out += ["", "[paired comparisons]"]

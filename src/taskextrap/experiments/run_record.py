@@ -1,0 +1,196 @@
+"""What a run folder records about the run that wrote it, and what is done with it.
+
+Every run writes its record as the ``run`` section of its ``config.yaml``: the experiment, every
+:class:`~taskextrap.experiments.registry.RunOptions` field that decides the run (:data:`RUN_FIELDS`,
+as given: ``family`` is the ``--family`` spec exactly, e.g. ``myfam:bump``), the hash of the
+package's code (``code_hash``, :func:`taskextrap.provenance.source_hash`), for a user's
+``module:attr`` family the hash of its code (``family_code_hash``,
+:func:`taskextrap.provenance.callable_hash`) and the ``taskextrap`` version::
+
+    run:
+      experiment: parameter
+      profile: tiny
+      protocol: paper
+      family: myfam:bump
+      seeds: null
+      ...
+      code_hash: 0123456789abcdef
+      family_code_hash: fedcba9876543210
+      taskextrap: 0.1.0
+
+From it ``taskextrap reproduce --from DIR`` runs the same experiment with the same options
+again (:func:`read_saved_run`, :func:`options_from_record`), and a run into a folder whose
+record names another configuration is refused before any work (:func:`check_same_run`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from taskextrap.errors import TaskextrapError, TaskextrapWarning
+from taskextrap.experiments.registry import OPTION_FLAGS, RunOptions
+
+# The RunOptions fields that decide a run, recorded and read back. Not recorded: ``out`` (where
+# it goes), ``run_dir`` (set by the runner), ``progress`` (display only) and ``shard`` (how one
+# run is split over processes, which comes from the launcher again).
+RUN_FIELDS = ("profile", "protocol", "family", "seeds", "seed", "split", "test_seed", "split_seed", "embedding",
+              "anchors", "device", "extra", "executor", "unit_cpus", "plots")
+
+# Fields that may change between two runs into one folder: a later run with more seeds grows the
+# same run (each seed is a cached unit, so the earlier results are one rerun away), and the
+# executor and the plots do not change a number.
+SAME_RUN_ANYWAY = frozenset({"seeds", "executor", "plots"})
+
+_KINDS = {"profile": str, "protocol": str, "family": (str, type(None)), "seeds": (int, type(None)),
+          "seed": (int, type(None)), "split": str, "test_seed": (int, type(None)), "split_seed": (int, type(None)),
+          "embedding": (str, type(None)), "anchors": int, "device": str, "extra": dict, "executor": str,
+          "unit_cpus": int, "plots": bool}
+_EXTRA_KEYS = {"model": str, "dtype": str, "load_in_4bit": bool}
+_PROVENANCE = ("code_hash", "family_code_hash", "taskextrap")
+_DEFAULTS = RunOptions()
+
+
+def run_record(name: str, options: RunOptions) -> dict:
+    """The ``run`` section of experiment ``name``'s config.yaml under ``options``; a user's
+    ``module:attr`` family is loaded to hash its code."""
+    from taskextrap import __version__
+    from taskextrap.provenance import source_hash
+
+    record = {"experiment": name, **{f: _plain(getattr(options, f)) for f in RUN_FIELDS}}
+    record["device"] = _recorded_device(options)
+    record["code_hash"] = source_hash()
+    family_hash = family_code_hash(options.family)
+    if family_hash is not None:
+        record["family_code_hash"] = family_hash
+    record["taskextrap"] = str(__version__)
+    return record
+
+
+def family_code_hash(spec: str | None) -> str | None:
+    """The hash of the code of the object a ``module:attr`` family spec names (its formula,
+    basis or primitives, and the user's file: :func:`taskextrap.provenance.callable_hash`);
+    None for no spec or a built-in name, whose code :func:`~taskextrap.provenance.source_hash`
+    covers."""
+    if spec is None or ":" not in spec:
+        return None
+    from taskextrap.provenance import callable_hash
+    from taskextrap.tasks.registry import load_object
+
+    return callable_hash(load_object(spec, "family"))
+
+
+def _recorded_device(options: RunOptions) -> str:
+    """The device as the user gave it: a run over several processes maps ``cuda`` to each
+    process's own GPU (``cuda:<local rank>``), so ``cuda`` is what runs it again."""
+    if options.shard.count > 1 and options.device.startswith("cuda:"):
+        return "cuda"
+    return options.device
+
+
+def _plain(value):
+    """A field's value as YAML writes and reads it back (a path as text, a dict copied)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value) if isinstance(value, Path) else value
+
+
+def read_saved_run(path: str | Path) -> tuple[dict, Path]:
+    """The record of the run saved at ``path`` (a run folder, or its config.yaml) and its folder;
+    a one-line :class:`TaskextrapError` when there is no config.yaml, it cannot be read, or it
+    has no ``run`` section (a run written before runs were recorded) or a malformed one."""
+    import yaml
+
+    path = Path(path)
+    file = path / "config.yaml" if path.is_dir() else path
+    if not file.is_file():
+        raise TaskextrapError(f"--from {path}: no such run folder or config.yaml")
+    try:
+        config = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise TaskextrapError(f"--from {file}: not a readable config.yaml ({type(exc).__name__})") from None
+    record = config.get("run") if isinstance(config, dict) else None
+    if record is None:
+        raise TaskextrapError(f"--from {file}: it has no 'run' section (written before taskextrap recorded its "
+                              "runs); run its experiment again with the options it lists")
+    _check_record(record, file)
+    return record, file.parent
+
+
+def _check_record(record, file: Path) -> None:
+    """A one-line error for a ``run`` section that is not one this package writes."""
+    if not isinstance(record, dict) or not isinstance(record.get("experiment"), str):
+        raise TaskextrapError(f"--from {file}: its 'run' section does not name an experiment")
+    unknown = sorted(set(record) - {"experiment", *RUN_FIELDS, *_PROVENANCE})
+    if unknown:
+        raise TaskextrapError(f"--from {file}: its 'run' section has unknown field(s) {', '.join(unknown)}")
+    for field, kinds in _KINDS.items():
+        value = record.get(field, getattr(_DEFAULTS, field))
+        if not _is(value, kinds):
+            raise TaskextrapError(f"--from {file}: run.{field} is {value!r}, not a value of that option")
+    for key, value in record.get("extra", {}).items():
+        if key not in _EXTRA_KEYS or not _is(value, _EXTRA_KEYS[key]):
+            raise TaskextrapError(f"--from {file}: run.extra.{key} is {value!r}, not a --model/--dtype/--load-in-4bit "
+                                  "value")
+
+
+def _is(value, kinds) -> bool:
+    """``isinstance`` where a bool is not a number (YAML reads ``true`` as one)."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    return isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool))
+
+
+def options_from_record(record: dict, **given) -> tuple[str, RunOptions]:
+    """The experiment and the options of a saved run's record (:func:`read_saved_run`); ``given``
+    sets the fields that are not the record's (``out``, ``progress``, ``shard``, or another
+    ``executor``)."""
+    fields = {f: record[f] for f in RUN_FIELDS if f in record}
+    return record["experiment"], RunOptions(**{**fields, **given})
+
+
+def warn_if_code_changed(record: dict, current: dict) -> None:
+    """One :class:`TaskextrapWarning` when the saved run's code (the package's, or a user
+    family's) is not the code about to run it again: its numbers may differ."""
+    changed = [f"{what} {record.get(key)} -> {current.get(key)}"
+               for key, what in (("code_hash", "taskextrap code"), ("family_code_hash", "family code"))
+               if record.get(key) != current.get(key)]
+    if changed:
+        warnings.warn(f"the saved run was made by other code ({'; '.join(changed)}): its numbers may differ from "
+                      "this run's", TaskextrapWarning, stacklevel=2)
+
+
+def saved_record(run_dir: Path) -> dict | None:
+    """The record in ``run_dir/config.yaml``, or None when there is none (no file, a file
+    that cannot be read, a run written before runs were recorded)."""
+    import yaml
+
+    try:
+        config = yaml.safe_load((Path(run_dir) / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    record = config.get("run") if isinstance(config, dict) else None
+    return record if isinstance(record, dict) else None
+
+
+def check_same_run(run_dir: Path, record: dict) -> None:
+    """A one-line error, before any work, when ``run_dir`` holds the results of another
+    configuration than ``record``'s (another experiment, family spec, profile, embedding, ...):
+    a run never silently replaces another's. The same configuration under changed code (a
+    user's module edited) is the same run: it is written again with fresh numbers."""
+    saved = saved_record(run_dir)
+    if saved is None:
+        return
+    for field in ("experiment", *RUN_FIELDS):
+        if field in SAME_RUN_ANYWAY:
+            continue
+        default = None if field == "experiment" else _plain(getattr(_DEFAULTS, field))
+        before, now = saved.get(field, default), record.get(field, default)
+        if before != now:
+            raise TaskextrapError(f"{run_dir} holds the results of a run with {_setting(field, before)}, not "
+                                  f"{_setting(field, now)}: run into another --out, or remove that folder")
+
+
+def _setting(field: str, value) -> str:
+    """``field`` set to ``value`` as a user writes it: ``--family 'myfam:bump'``, ``no --embedding``."""
+    flag = "experiment" if field == "experiment" else OPTION_FLAGS.get(field) or f"--{field.replace('_', '-')}"
+    return f"no {flag}" if value is None or value == {} else f"{flag} {value!r}"

@@ -1,0 +1,125 @@
+"""One lock per unit: two processes sharing ``--out`` compute a unit once, and a killed holder's
+lock does not block the next run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from taskextrap.experiments.units import fingerprint, lock_path
+
+CONFIG = {"experiment": "stand-in", "seed": 0}
+
+# A process computing (or reading back) one stand-in unit: its compute writes its pid into the
+# counter file, then waits a little, so that a second process started meanwhile finds it locked.
+WORKER = textwrap.dedent("""
+    import json, os, sys, time
+    import numpy as np
+    from taskextrap.experiments.units import UnitResult, cached_unit
+
+    cache, counter = sys.argv[1], sys.argv[2]
+
+    def compute():
+        with open(counter, "a") as fh:
+            fh.write(f"{os.getpid()}\\n")
+        time.sleep(2.0)
+        return UnitResult({"m": np.array([0.25, float(os.getpid() % 7)])}, {"t": 1.0})
+
+    unit = cached_unit(cache, "stand-in-seed0", {"experiment": "stand-in", "seed": 0}, compute)
+    print(json.dumps({m: e.tolist() for m, e in unit.errors.items()}))
+""")
+
+# A process that takes a unit's lock and holds it until it is killed.
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from taskextrap.experiments.units import unit_lock
+
+    with unit_lock(sys.argv[1], "stand-in-seed0", sys.argv[2]):
+        print("locked", flush=True)
+        time.sleep(600)
+""")
+
+
+def _python(script, *args, **kw):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-c", script, *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+
+
+def _wait_for(condition, limit_s=60.0):
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < limit_s, "timed out"
+        time.sleep(0.05)
+
+
+def test_two_processes_compute_a_unit_once_and_get_the_same_result(tmp_path):
+    cache, counter = tmp_path / "units", tmp_path / "computed"
+    first = _python(WORKER, cache, counter)
+    _wait_for(lambda: counter.exists() and counter.read_text())  # the first is computing, lock held
+    second = _python(WORKER, cache, counter)
+    out = [p.communicate(timeout=120) for p in (first, second)]
+    assert first.returncode == 0 and second.returncode == 0, out
+    assert len(counter.read_text().splitlines()) == 1  # computed once
+    assert json.loads(out[0][0]) == json.loads(out[1][0])  # the second read the first one's result
+    assert out[1][1].strip() == "waiting for unit stand-in-seed0, computed by another process"
+    assert len(list(cache.glob("stand-in-seed0-*.json"))) == 1
+
+
+def test_a_lock_left_by_a_killed_process_is_taken_at_once(tmp_path):
+    from filelock import FileLock
+
+    key = fingerprint(**CONFIG)
+    holder = _python(HOLDER, tmp_path, key, start_new_session=True)
+    assert holder.stdout.readline().strip() == "locked"
+    lock = FileLock(str(lock_path(tmp_path, "stand-in-seed0", key)))
+    with pytest.raises(TimeoutError):  # held: filelock's Timeout is a TimeoutError
+        lock.acquire(timeout=0.2)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait(timeout=30)
+    assert lock_path(tmp_path, "stand-in-seed0", key).exists()  # the file stays; the kernel dropped the lock
+    start = time.monotonic()
+    lock.acquire(timeout=5)
+    assert time.monotonic() - start < 1.0
+    lock.release()
+
+
+@pytest.mark.slow
+def test_two_runs_of_an_experiment_into_one_out_compute_each_unit_once(tmp_path):
+    """Two ``taskextrap reproduce`` processes started together on the same experiment and
+    ``--out``: each unit's computation (parameter.run_unit, counted) happens once, both succeed
+    and their tables are the same."""
+    counter = tmp_path / "computed"
+    script = textwrap.dedent(f"""
+        import sys
+        from taskextrap.experiments import parameter
+        from taskextrap.cli import main
+
+        honest = parameter.run_unit
+
+        def counted(family, protocol, profile, seed, *args, **kwargs):
+            with open({str(counter)!r}, "a") as fh:
+                fh.write(f"{{family.name}}-seed{{seed}}\\n")
+            return honest(family, protocol, profile, seed, *args, **kwargs)
+
+        parameter.run_unit = counted
+        main(sys.argv[1:])
+    """)
+    args = ("reproduce", "parameter", "--profile", "tiny", "--family", "quadratic", "--seeds", "2", "--out",
+            tmp_path / "runs", "--quiet", "--no-plots")
+    runs = [_python(script, *args) for _ in range(2)]
+    out = [p.communicate(timeout=300) for p in runs]
+    assert all(p.returncode == 0 for p in runs), out
+    assert sorted(counter.read_text().splitlines()) == ["quadratic-seed0", "quadratic-seed1"]
+
+    def table(stdout):  # the console table without its wall-time line
+        return [line for line in stdout.splitlines() if not line.startswith(("wall time", "written:"))]
+
+    assert table(out[0][0]) == table(out[1][0])
+    results = json.loads((tmp_path / "runs" / "parameter-paper-tiny-quadratic" / "results.json").read_text())
+    assert results["seeds"] == [0, 1]
