@@ -5,15 +5,19 @@
     python benchmarks/tables.py --sync README.md docs/results.md     # rewrite every table block
     python benchmarks/tables.py --check README.md docs/results.md    # exit 1 if a block is stale
 
-A table block in a markdown file is the text between ``<!-- table: NAME [metric=M] [groups=A,B] -->``
-and ``<!-- /table -->``, each on a line of its own (an empty block is filled by ``--sync``): the tables of ``benchmarks/results/NAME.json`` (``render``), or only its
-``metric`` rows and the given groups; a ``scripts/dev_choices.py`` or ``scripts/codeio_sft_check.py``
-file renders as its table of variants. ``<!-- table: headline FILE:GROUP+GROUP ... -->`` renders
-one summary row per (file, group): ``rte`` beside the paper's main baseline and the paper's RTE,
-and the methods that clearly beat ``rte`` (``render_headline``); ``<!-- table: versus [before=DIR]
-FILE:GROUP ... -->`` the paired verdicts of ``rte`` against every sanity baseline (``render_versus``). ``--sync`` regenerates the blocks, ``--check`` (run by the
-test suite) fails when a block differs from what its committed results file renders, so no table
-in the docs can drift from the numbers a committed command wrote.
+A table block in a markdown file is the text between ``<!-- table: NAME [metric=M] [groups=A,B]
+[methods=A,B] [claims=no] -->`` and ``<!-- /table -->``, each on a line of its own (an empty block
+is filled by ``--sync``): the tables of ``benchmarks/results/NAME.json`` (``render``), or only its
+``metric`` rows, the given groups and the given methods (in that order, with the paired claims
+between them); ``claims=no`` leaves out the paired claims, for a second block of the
+same file on one page (its coverage table under its mse table) that would repeat them word for word;
+a ``scripts/dev_choices.py`` or ``scripts/codeio_sft_check.py`` file renders as its table of
+variants. ``<!-- table: headline FILE:GROUP+GROUP ... -->`` renders one summary row per (file,
+group): ``rte`` beside the paper's main baseline and the paper's RTE, and the methods that clearly
+beat ``rte`` (``render_headline``); ``<!-- table: versus [before=DIR] FILE:GROUP ... -->`` the
+paired verdicts of ``rte`` against every sanity baseline (``render_versus``). ``--sync`` regenerates
+the blocks, ``--check`` (run by the test suite) fails when a block differs from what its committed
+results file renders, so no table in the docs can drift from the numbers a committed command wrote.
 
 Each name is a JSON file under benchmarks/results/ written by benchmarks/run.py; for each one the
 coverage rows (the share of query points inside a 90% predictive interval) and the accuracy-style
@@ -32,65 +36,47 @@ from pathlib import Path
 
 import numpy as np
 
+from taskextrap.report.tables import caption, format_value_ci, wide_table
 from taskextrap.report.tables import format_number as fmt
-from taskextrap.report.tables import format_value_ci, wide_table
 
 RESULTS = Path(__file__).parent / "results"
 
 
-# what a diagnostic table shows (an mse or accuracy table's groups say it themselves)
-CAPTIONS = {"coverage": "coverage: the share of query points inside the 90% predictive interval (0.9 when calibrated); "
-                        "`-uncalibrated`: the raw posterior interval, before the dev-chosen scale "
-                        "(search.calibration)",
-            "interval-width": "mean width of the 90% predictive interval, in the target's units",
-            "entropy": "entropy (nats) of the posterior over candidate decompositions: 0 when one candidate "
-                       "holds all the weight, log k when k share it",
-            "trustworthiness": "trustworthiness of the 2-D map (1: its neighbourhoods are neighbourhoods of the "
-                               "high-dimensional space; about 0.5 for a random map)",
-            "spearman": {"manifolds": "Spearman correlation of the map's read-out with the true parameter, held-out "
-                                      "tasks included (composition: distance from the sin centroid against "
-                                      "sin < sin∘poly < poly; on the dev split poly∘sin takes sin∘poly's place). "
-                                      "`-linear-readout` rows (dev split only): a linear read-out in place of "
-                                      "the quadratic one",
-                         "llm-geometry": "Spearman correlation of the embedding's cosine distances with the "
-                                         "behavioural distances (share of probe strings where two primitives "
-                                         "differ) over all 465 pairs; 0 for a random embedding"},
-            "fraction": {"manifolds": "share of held-out tasks whose read-out lies beyond the last training level "
-                                      "or region",
-                         "composition-em": "share of the unlabelled training tasks whose pseudo-label, after E-step N "
-                                           "(ARM:eN), behaves like the true pair (pseudo-labels), is it "
-                                           "(pseudo-labels-exact) or has a held-out family pair "
-                                           "(pseudo-labels-held-out-pair, reported by the runs that restrict pseudo-labels to "
-                                           "training pairs, as every run since issue 36 does)",
-                         "codeio-em": "share of the unlabelled training composites whose pseudo-label, after E-step N "
-                                      "(ARM:eN), behaves like the true pair on the probe strings (pseudo-labels) or "
-                                      "is it (pseudo-labels-exact)",
-                         "llm-geometry": "k-nearest-neighbour agreement (k = 3): share of each primitive's 3 nearest "
-                                         "neighbours in the embedding that are among its 3 nearest in behaviour "
-                                         "(chance 0.1)"},
-            "silhouette": "silhouette of the three classes in the map (1: separate, 0: overlapping)",
-            "relative-distance": "distance of the held-out centroid from F1_2 + (F1_2 − F1_1), in units of that "
-                                 "step (0: the step lands exactly on F2; on the dev split the halves of F1_1 "
-                                 "step to F1_2, twice as wide, where an exact linear map gives 0.5)"}
-METRIC_ORDER = ("mse", "coverage", "interval-width", "entropy", "accuracy", "trustworthiness", "spearman", "fraction", "silhouette",
-                "relative-distance")
+# report.tables.caption (results.md's diagnostics note reads the same captions) says what a
+# diagnostic table shows (an mse or accuracy table's groups say it themselves)
+METRIC_ORDER = (
+    "mse",
+    "coverage",
+    "interval-width",
+    "entropy",
+    "accuracy",
+    "trustworthiness",
+    "spearman",
+    "fraction",
+    "silhouette",
+    "relative-distance",
+)
 
 
-def render(name: str, metrics=METRIC_ORDER, groups: list[str] | None = None, heading: bool = True,
-           data: dict | None = None) -> str:
+def render(
+    name: str,
+    metrics=METRIC_ORDER,
+    groups: list[str] | None = None,
+    heading: bool = True,
+    data: dict | None = None,
+    claims: bool = True,
+) -> str:
     """The tables of one results file (``metrics``, and only ``groups`` when given), with its
-    footnotes: the interval rule, the clear paired claims, the split and seeds, the wall time.
-    ``data`` is the parsed file when the caller has read it already."""
+    footnotes: the interval rule, the clear paired claims (unless ``claims`` is False), the split
+    and seeds, the wall time. ``data`` is the parsed file when the caller has read it already."""
     data = data if data is not None else json.loads((RESULTS / f"{name}.json").read_text())
     parts = [f"#### {name}"] if heading else []
     for metric in metrics:  # accuracy-only runs (parity, codeio) get no empty MSE table
         rows = [r for r in data["rows"] if r["metric"] == metric and (groups is None or r["group"] in groups)]
         if rows:
-            text = CAPTIONS.get(metric)
-            if isinstance(text, dict):  # a caption per experiment: the file is named after it
-                text = next((t for exp, t in text.items() if name.startswith(exp)), "")
-            caption = [f"_{text}_", ""] if text else []
-            parts += ["", *caption, wide_table(data, metric, groups=list(dict.fromkeys(r["group"] for r in rows)))]
+            text = caption(metric, name)  # per experiment where it differs: the file is named after it
+            note = [f"_{text}_", ""] if text else []
+            parts += ["", *note, wide_table(data, metric, groups=list(dict.fromkeys(r["group"] for r in rows)))]
     if data["rows"] and all(r.get("ci_method") == "t-seeds" for r in data["rows"]):  # one target (projectile)
         parts += ["", "_value ± ci95 over seeds (t interval: one target); sd: across seeds._"]
     elif data["rows"] and all("ci_method" in r for r in data["rows"]) and len(data.get("seeds") or []) == 1:
@@ -98,18 +84,26 @@ def render(name: str, metrics=METRIC_ORDER, groups: list[str] | None = None, hea
     elif data["rows"] and all("ci_method" in r for r in data["rows"]):
         parts += ["", "_value ± ci95 over targets (seed-averaged); sd: across seeds of the per-seed means._"]
     elif data["rows"]:  # written before the intervals were computed over targets
-        parts += ["", "_value ± ci95 by the earlier rule (1.96·sd/√n over all target × seed entries, so "
-                      "narrower than it should be); sd: across seeds of the per-seed means._"]
+        parts += [
+            "",
+            "_value ± ci95 by the earlier rule (1.96·sd/√n over all target × seed entries, so "
+            "narrower than it should be); sd: across seeds of the per-seed means._",
+        ]
     config = data.get("config") or {}
     if "split" in config:
-        parts += ["", f"_split `{config['split']}`, test seed {config.get('test_seed')}, "
-                      f"training seeds {data.get('seeds')}._"]
+        parts += [
+            "",
+            f"_split `{config['split']}`, test seed {config.get('test_seed')}, training seeds {data.get('seeds')}._",
+        ]
     comparisons = [c for c in data.get("comparisons") or [] if groups is None or c["group"] in groups]
-    if comparisons:
-        claims = grouped_claims(comparisons)
+    if comparisons and claims:
+        clear = grouped_claims(comparisons)
         unclear = sum(not c["clear"] for c in comparisons)
-        parts += ["", f"_clear paired claims (the paired interval excludes 0 and every seed agrees): "
-                      f"{'; '.join(claims) if claims else 'none'}; {unclear} other comparison(s) not clear._"]
+        parts += [
+            "",
+            f"_clear paired claims (the paired interval excludes 0 and every seed agrees): "
+            f"{'; '.join(clear) if clear else 'none'}; {unclear} other comparison(s) not clear._",
+        ]
     wall = data.get("timing", {}).get("wall_s")
     if wall is not None and wall >= 5:
         parts += ["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"]
@@ -128,7 +122,7 @@ def grouped_claims(comparisons) -> list[str]:
         if c["clear"]:
             loser = c["b"] if c["winner"] == c["a"] else c["a"]
             by_pair.setdefault((c["winner"], loser, c["metric"]), []).append(c["group"])
-    return [f"{w} beats {l}{'' if m == 'mse' else f' ({m})'} ({', '.join(g)})" for (w, l, m), g in by_pair.items()]
+    return [f"{w} beats {lo}{'' if m == 'mse' else f' ({m})'} ({', '.join(g)})" for (w, lo, m), g in by_pair.items()]
 
 
 # The body may be empty; it never spans another block's markers (an unclosed block matches nothing).
@@ -154,10 +148,13 @@ def render_dev_choices(data: dict) -> str:
                 cover = f" {fmt(v['coverage'])} |" if "coverage" in v else (" |" if spread else "")
                 name = f"{unit}{f' ({fixed})' if fixed else ''}"
                 lines.append(f"| {name} | `{setting}` | {v['value']} | {fmt(v['mse'])} | {diff} | {clear} |{cover}")
-    lines += ["", f"_`{data.get('command') or 'python scripts/dev_choices.py --profile ' + data['profile']}`: seed "
-                  f"{data['seed']}, {data['n_targets']} dev targets × {data['n_draws']} draws; "
-                  f"wall {data['wall_s'] / 60:.0f} min on 2 CPU cores. The default is the one of the day "
-                  f"the sweep ran._"]
+    lines += [
+        "",
+        f"_`{data.get('command') or 'python scripts/dev_choices.py --profile ' + data['profile']}`: seed "
+        f"{data['seed']}, {data['n_targets']} dev targets × {data['n_draws']} draws; "
+        f"wall {data['wall_s'] / 60:.0f} min on 2 CPU cores. The default is the one of the day "
+        f"the sweep ran._",
+    ]
     return "\n".join(lines)
 
 
@@ -165,14 +162,25 @@ def render_recipes(data: dict) -> str:
     """The table of a ``scripts/codeio_sft_check.py`` file: each recipe's exact match on
     training pairs with fresh strings and on the dev tasks, its final loss and training time,
     then each recorded paired comparison (``--compare``)."""
-    lines = ["| recipe | training pairs | dev tasks | final loss | fine-tuning |", "| --- | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| recipe | training pairs | dev tasks | final loss | fine-tuning |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
     for recipe, r in sorted(data["runs"].items()):
-        lines.append(f"| `{recipe}` | {fmt(r['train'])} | {fmt(r['dev'])} | {fmt(r['final_loss'])} | {r['sft_s'] / 60:.1f} min |")
-    lines += ["", "_exact match of `oracle` (extender runs) or `few-shot` (few-shot runs); seed 0; each row's "
-                  "command is in the results file._"]
+        lines.append(
+            f"| `{recipe}` | {fmt(r['train'])} | {fmt(r['dev'])} | {fmt(r['final_loss'])} | {r['sft_s'] / 60:.1f} min |"
+        )
+    lines += [
+        "",
+        "_exact match of `oracle` (extender runs) or `few-shot` (few-shot runs); seed 0; each row's "
+        "command is in the results file._",
+    ]
     for c in (data.get("comparisons") or {}).values():
-        lines += ["", f"_paired on the {c['n']} dev tasks: `{c['a']}` minus `{c['b']}` = {c['diff']:+.3f} "
-                      f"[{c['lo']:+.3f}, {c['hi']:+.3f}] ({'clear' if c['clear'] else 'not clear'})._"]
+        lines += [
+            "",
+            f"_paired on the {c['n']} dev tasks: `{c['a']}` minus `{c['b']}` = {c['diff']:+.3f} "
+            f"[{c['lo']:+.3f}, {c['hi']:+.3f}] ({'clear' if c['clear'] else 'not clear'})._",
+        ]
     return "\n".join(lines)
 
 
@@ -180,39 +188,58 @@ def render_embeddings(data: dict) -> str:
     """``embeddings.json``: Spearman(proxy distance, true parameter distance) per family, or
     ``length-embeddings.json``: predecessor retrieval per estimator; both on held-out training tasks."""
     if "retrieval" in data:
-        lines = ["| protocol | estimator | median rank | in top k | in screened | library |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+        lines = [
+            "| protocol | estimator | median rank | in top k | in screened | library |",
+            "| --- | --- | ---: | ---: | ---: | ---: |",
+        ]
         for key, r in data["retrieval"].items():
             protocol, method = key.split("/")
             top = r.get("recall_top_k", r.get("recall_top10"))
             k = r.get("k", 10)
-            lines.append(f"| `{protocol}` | `{method}` | {r['median_rank']:.0f} | {fmt(top)} (k={k}) | "
-                         f"{fmt(r['recall_screened'])} ({r['screened']}) | {r['library_size']} |")
+            lines.append(
+                f"| `{protocol}` | `{method}` | {r['median_rank']:.0f} | {fmt(top)} (k={k}) | "
+                f"{fmt(r['recall_screened'])} ({r['screened']}) | {r['library_size']} |"
+            )
     else:
         keys = list(data["per_family"])
         families = list(dict.fromkeys(k.split("/")[1] for k in keys))
-        lines = ["| protocol | estimator | " + " | ".join(families) + " | mean |", "| --- | --- |" + " ---: |" * (len(families) + 1)]
+        lines = [
+            "| protocol | estimator | " + " | ".join(families) + " | mean |",
+            "| --- | --- |" + " ---: |" * (len(families) + 1),
+        ]
         for pm, mean in data["mean_rho_theta"].items():
             protocol, method = pm.split("/")
             cells = [f"{data['per_family'][f'{protocol}/{f}/{method}']['rho_theta']:.2f}" for f in families]
             lines.append(f"| `{protocol}` | `{method}` | " + " | ".join(cells) + f" | {mean:.2f} |")
-    lines += ["", f"_wall {data['wall_s'] / 60:.1f} min on 2 CPU cores; seed 0; commit {data['environment'].get('git') or '?'}._"]
+    lines += [
+        "",
+        f"_wall {data['wall_s'] / 60:.1f} min on 2 CPU cores; seed 0; commit {data['environment'].get('git') or '?'}._",
+    ]
     return "\n".join(lines)
 
 
 def render_executors(data: dict) -> str:
     """``executors.json``: the wall time of one sweep under each executor, and their ratios."""
     w, u, n = data["wall_s"], data["unit_total_s"], data["threads"]
-    what = {"serial": "`serial`, one unit at a time", "serial-all-cores": "`serial`, one unit at a time",
-            "ray": f"`ray`, {data['cores']} units at a time (Ray {data['ray_version']})"}
-    lines = ["| executor | torch threads per unit | wall | units' own time (sum) | per unit |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+    what = {
+        "serial": "`serial`, one unit at a time",
+        "serial-all-cores": "`serial`, one unit at a time",
+        "ray": f"`ray`, {data['cores']} units at a time (Ray {data['ray_version']})",
+    }
+    lines = [
+        "| executor | torch threads per unit | wall | units' own time (sum) | per unit |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
     for k in ("serial", "serial-all-cores", "ray"):
         lines.append(f"| {what[k]} | {n[k]} | {w[k]:.0f} s | {u[k]['sum']:.0f} s | {u[k]['mean']:.1f} s |")
-    lines += ["", f"_{data['what']}: {data['n_units']} units on {data['cores']} CPU cores; serial / ray = "
-                  f"{data['serial_over_ray']:.2f}, serial on all cores / ray = {data['serial_all_cores_over_ray']:.2f}; "
-                  f"same rows serially and under Ray (one thread per unit): "
-                  f"{'yes' if data['identical_rows'] else 'NO'}; commit {data['environment'].get('git') or '?'}; "
-                  f"`{data['command']}`._"]
+    lines += [
+        "",
+        f"_{data['what']}: {data['n_units']} units on {data['cores']} CPU cores; serial / ray = "
+        f"{data['serial_over_ray']:.2f}, serial on all cores / ray = {data['serial_all_cores_over_ray']:.2f}; "
+        f"same rows serially and under Ray (one thread per unit): "
+        f"{'yes' if data['identical_rows'] else 'NO'}; commit {data['environment'].get('git') or '?'}; "
+        f"`{data['command']}`._",
+    ]
     return "\n".join(lines)
 
 
@@ -220,16 +247,24 @@ def render_nn_index(data: dict) -> str:
     """``nn-index.json``: microseconds per query of ``search.index.nearest`` per backend and
     library size (``-`` where a backend was not timed at that size)."""
     backends = ["numpy", "brute", "kd_tree", "ball_tree", "faiss"]
-    lines = ["| workload | library | k | " + " | ".join(f"`{b}`" for b in backends) + " |",
-             "| --- | ---: | ---: |" + " ---: |" * len(backends)]
+    lines = [
+        "| workload | library | k | " + " | ".join(f"`{b}`" for b in backends) + " |",
+        "| --- | ---: | ---: |" + " ---: |" * len(backends),
+    ]
     for workload, sizes in data["results"].items():
         for n, r in sizes.items():
-            cells = [f"{r['backends'][b]['nearest_us']:.0f}" if 'nearest_us' in r['backends'].get(b, {}) else "-"
-                     for b in backends]
+            cells = [
+                f"{r['backends'][b]['nearest_us']:.0f}" if "nearest_us" in r["backends"].get(b, {}) else "-"
+                for b in backends
+            ]
             lines.append(f"| {workload} | {int(n):,} | {r['k']} | " + " | ".join(cells) + " |")
-    lines += ["", f"_µs per query, end to end (the index's candidates re-ranked exactly); width {data['width']}, seed "
-                  f"{data['seed']}, {data['machine']['cpus']} CPU cores; `auto`: {data['auto_rule']}; commit {data['environment'].get('git') or '?'}; "
-                  f"`{data['command']}`._"]
+    lines += [
+        "",
+        f"_µs per query, end to end (the index's candidates re-ranked exactly); width {data['width']}, seed "
+        f"{data['seed']}, {data['machine']['cpus']} CPU cores; `auto`: {data['auto_rule']}; "
+        f"commit {data['environment'].get('git') or '?'}; "
+        f"`{data['command']}`._",
+    ]
     return "\n".join(lines)
 
 
@@ -237,21 +272,30 @@ def render_depth3_search(data: dict) -> str:
     """``depth3-search.json``: milliseconds per target of the batched k^3 verification (1 and 2
     torch threads) and of the Python-loop reference, and their ratio."""
     b, loop = data["batched"], data["loop"]
-    lines = ["| search | torch threads | targets | ms per target | true chain found |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| search | torch threads | targets | ms per target | true chain found |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
     for threads, r in b.items():
-        lines.append(f"| batched (`search.chains.verify_chains`) | {threads} | {r['n_targets']} | "
-                     f"{r['ms_per_target']:.1f} | {fmt(r['found_true_chain'])} |")
-    lines.append(f"| Python loop (`chain_losses_loop`, `np.interp` per chain) | - | {loop['n_targets']} | "
-                 f"{loop['ms_per_target']:.0f} | {fmt(loop['found_true_chain'])} |")
+        lines.append(
+            f"| batched (`search.chains.verify_chains`) | {threads} | {r['n_targets']} | "
+            f"{r['ms_per_target']:.1f} | {fmt(r['found_true_chain'])} |"
+        )
+    lines.append(
+        f"| Python loop (`chain_losses_loop`, `np.interp` per chain) | - | {loop['n_targets']} | "
+        f"{loop['ms_per_target']:.0f} | {fmt(loop['found_true_chain'])} |"
+    )
     load = ", ".join(f"{v:.1f}" for v in data["machine"]["loadavg_before"])
-    lines += ["", f"_k = {data['k']} candidates per slot: {data['chains_per_target']:,} chains per target, library "
-                  f"{data['library_size']:,} stored curves, {data['n_context']} context points; loop / batched "
-                  f"(1 thread) = {data['ratio']:.0f}x; the batched losses match the loop's to "
-                  f"{data['max_abs_diff']:.1e} (float32 outer slot; losses up to {data['max_loss']:.0f}); budget "
-                  f"{data['target_ms']:.0f} ms per target: {'met' if data['meets_target'] else 'NOT met'}; "
-                  f"{data['machine']['cpus']} CPU cores, load average {load} at the start; commit "
-                  f"{data['environment'].get('git') or '?'}; `{data['command']}`._"]
+    lines += [
+        "",
+        f"_k = {data['k']} candidates per slot: {data['chains_per_target']:,} chains per target, library "
+        f"{data['library_size']:,} stored curves, {data['n_context']} context points; loop / batched "
+        f"(1 thread) = {data['ratio']:.0f}x; the batched losses match the loop's to "
+        f"{data['max_abs_diff']:.1e} (float32 outer slot; losses up to {data['max_loss']:.0f}); budget "
+        f"{data['target_ms']:.0f} ms per target: {'met' if data['meets_target'] else 'NOT met'}; "
+        f"{data['machine']['cpus']} CPU cores, load average {load} at the start; commit "
+        f"{data['environment'].get('git') or '?'}; `{data['command']}`._",
+    ]
     return "\n".join(lines)
 
 
@@ -273,9 +317,11 @@ def render_headline(entries: list[str]) -> str:
     ``strategy-b``), the paper's RTE (printed under the paper's own protocol), and every method
     given no ground truth (no oracle) that clearly beats ``rte`` in that group. Only the group's
     main metric counts (``rte``'s metric there: MSE, or accuracy for the sequence-model tables)."""
-    lines = ["| table | protocol | task | `rte` | baseline | `rte` vs baseline | paper's strategy (ours) | paper's RTE "
-             "| clearly better than `rte` (no oracle) |",
-             "| --- | --- | --- | ---: | ---: | --- | ---: | ---: | --- |"]
+    lines = [
+        "| table | protocol | task | `rte` | baseline | `rte` vs baseline | paper's strategy (ours) | paper's RTE "
+        "| clearly better than `rte` (no oracle) |",
+        "| --- | --- | --- | ---: | ---: | --- | ---: | ---: | --- |",
+    ]
     for entry in entries:
         name, _, groups = entry.partition(":")
         if name.count("-") < 2 or not groups:
@@ -283,22 +329,34 @@ def render_headline(entries: list[str]) -> str:
         data = json.loads((RESULTS / f"{name}.json").read_text())
         experiment, protocol, _profile = name.rsplit("-", 2)
         for group in groups.split("+"):
-            rte = next((r for r in data["rows"] if r["group"] == group and r["method"] == "rte"
-                        and r["metric"] != "coverage"), None)
+            rte = next(
+                (r for r in data["rows"] if r["group"] == group and r["method"] == "rte" and r["metric"] != "coverage"),
+                None,
+            )
             if rte is None:
                 raise SystemExit(f"headline entry {entry!r}: no rte row in group {group!r} of {name}")
             rows = {r["method"]: r for r in data["rows"] if r["group"] == group and r["metric"] == rte["metric"]}
-            claims = [c for c in data.get("comparisons") or []
-                      if c["group"] == group and c["metric"] == rte["metric"] and "rte" in (c["a"], c["b"])]
+            claims = [
+                c
+                for c in data.get("comparisons") or []
+                if c["group"] == group and c["metric"] == rte["metric"] and "rte" in (c["a"], c["b"])
+            ]
             base = next((m for m in BASELINES if m in rows), None)
             verdict = VERDICT_WORDS[_verdict(data, group, base, rte["metric"]) if base else None]
-            better = sorted(c["winner"] for c in claims if c["clear"] and c["winner"] != "rte" and "oracle" not in c["winner"])
+            better = sorted(
+                c["winner"] for c in claims if c["clear"] and c["winner"] != "rte" and "oracle" not in c["winner"]
+            )
             strategy = next((m for m in PAPER_STRATEGIES if m in rows), None)
             paper = (rows[strategy].get("paper_value") if strategy else None) or rte.get("paper_value")
-            lines.append(f"| {experiment} | `{protocol}` | {group} | {_cell(rte)} | "
-                         + (f"`{base}` {_cell(rows[base])}" if base else "-")
-                         + f" | {verdict} | " + (f"`{strategy}` {_cell(rows[strategy])}" if strategy else "-")
-                         + f" | {fmt(paper)} | " + (", ".join(f"`{m}`" for m in better) or "none") + " |")
+            lines.append(
+                f"| {experiment} | `{protocol}` | {group} | {_cell(rte)} | "
+                + (f"`{base}` {_cell(rows[base])}" if base else "-")
+                + f" | {verdict} | "
+                + (f"`{strategy}` {_cell(rows[strategy])}" if strategy else "-")
+                + f" | {fmt(paper)} | "
+                + (", ".join(f"`{m}`" for m in better) or "none")
+                + " |"
+            )
     return "\n".join(lines)
 
 
@@ -309,8 +367,14 @@ SANITY = ("library-best-fit", "sparse-inductive", "ctx-interp", "ctx-polyfit", "
 def _verdict(data: dict, group: str, baseline: str, metric: str = "mse") -> str | None:
     """``rte`` against ``baseline`` on ``group``'s ``metric``: ✓ (rte clearly better), ✗
     (baseline clearly better), = (not clear); None where the file has no such comparison."""
-    c = next((c for c in data.get("comparisons") or [] if c["group"] == group and c["metric"] == metric
-              and {c["a"], c["b"]} == {"rte", baseline}), None)
+    c = next(
+        (
+            c
+            for c in data.get("comparisons") or []
+            if c["group"] == group and c["metric"] == metric and {c["a"], c["b"]} == {"rte", baseline}
+        ),
+        None,
+    )
     return None if c is None else "=" if not c["clear"] else "✓" if c["winner"] == "rte" else "✗"
 
 
@@ -320,8 +384,10 @@ def render_versus(entries: list[str]) -> str:
     the same names) adds the earlier verdict: ``✗ → ✓``."""
     before = next((e.split("=", 1)[1] for e in entries if e.startswith("before=")), None)
     entries = [e for e in entries if not e.startswith("before=")]
-    lines = ["| file | group | " + " | ".join(f"`{b}`" for b in SANITY) + " |",
-             "| --- | --- |" + " :---: |" * len(SANITY)]
+    lines = [
+        "| file | group | " + " | ".join(f"`{b}`" for b in SANITY) + " |",
+        "| --- | --- |" + " :---: |" * len(SANITY),
+    ]
     for entry in entries:
         name, _, groups = entry.partition(":")
         data = json.loads((RESULTS / f"{name}.json").read_text())
@@ -334,9 +400,13 @@ def render_versus(entries: list[str]) -> str:
                 was = None if old is None else _verdict(old, group, b)
                 cells.append("" if now is None else now if old is None else f"{was or '-'} → {now}")
             lines.append(f"| {name} | {group} | " + " | ".join(cells) + " |")
-    lines += ["", "_✓ `rte` clearly better (the paired interval over targets excludes 0 and every seed agrees), "
-                  "✗ the baseline clearly better, = not clear; empty: the file has no such method"
-              + ("; before → after" if before else "") + "._"]
+    lines += [
+        "",
+        "_✓ `rte` clearly better (the paired interval over targets excludes 0 and every seed agrees), "
+        "✗ the baseline clearly better, = not clear; empty: the file has no such method"
+        + ("; before → after" if before else "")
+        + "._",
+    ]
     return "\n".join(lines)
 
 
@@ -357,23 +427,50 @@ def render_multistep(data: dict) -> str:
         scores = variant_scores(data["rows"])
         best = min(scores, key=lambda v: (scores[v], list(DEV_VARIANTS).index(v)))
         regions = list(dict.fromkeys(g.split("/")[1] for g in groups))
-        lines = ["| variant | steps | quantile | measure | shift split | " + " | ".join(regions)
-                 + " | all (score) |", "| --- | --- | ---: | --- | --- | " + " | ".join("---:" for _ in regions) + " | ---: |"]
+        lines = [
+            "| variant | steps | quantile | measure | shift split | " + " | ".join(regions) + " | all (score) |",
+            "| --- | --- | ---: | --- | --- | " + " | ".join("---:" for _ in regions) + " | ---: |",
+        ]
         for v, (steps, q, measure, split) in DEV_VARIANTS.items():
-            per = [np.exp(np.mean([np.log(rows[(g, v)]["value"] / rows[(g, "rte")]["value"])
-                                   for g in groups if g.endswith("/" + reg)])) for reg in regions]
+            per = [
+                np.exp(
+                    np.mean(
+                        [
+                            np.log(rows[(g, v)]["value"] / rows[(g, "rte")]["value"])
+                            for g in groups
+                            if g.endswith("/" + reg)
+                        ]
+                    )
+                )
+                for reg in regions
+            ]
             name = f"**`{v}`** (chosen)" if v == best else f"`{v}`"
-            lines.append(f"| {name} | {steps} | {'' if q is None else q} | {measure or ''} | {split} | "
-                         + " | ".join(f"{x:.3f}" for x in per) + f" | {np.exp(scores[v]):.3f} ({scores[v]:+.3f}) |")
-        lines += ["", "_geometric mean over families of MSE(variant) / MSE(one-step `rte`) per dev region, and over "
-                      "every family and region (its log is the score; lower is better). "
-                      f"Training seeds {data.get('seeds')}, test seed {config.get('test_seed')}._"]
+            lines.append(
+                f"| {name} | {steps} | {'' if q is None else q} | {measure or ''} | {split} | "
+                + " | ".join(f"{x:.3f}" for x in per)
+                + f" | {np.exp(scores[v]):.3f} ({scores[v]:+.3f}) |"
+            )
+        lines += [
+            "",
+            "_geometric mean over families of MSE(variant) / MSE(one-step `rte`) per dev region, and over "
+            "every family and region (its log is the score; lower is better). "
+            f"Training seeds {data.get('seeds')}, test seed {config.get('test_seed')}._",
+        ]
         wall = data.get("timing", {}).get("wall_s")
-        return "\n".join(lines + ([f"", f"_wall {wall / 60:.1f} min on 2 CPU cores._"] if wall else []))
+        return "\n".join(lines + (["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"] if wall else []))
     verdicts = {(c["group"], c["a"], c["b"]): c for c in data.get("comparisons") or []}
-    head = ["family / region", "`rte-chained`", "`rte-ghost` (paper's RTE)", "`rte` (one step)", "`transductive-oracle`",
-            "`sparse-inductive` (paper's)", "best context-only", "rte-chained / sparse", "rte-ghost / sparse (paper)",
-            "rte-chained vs sparse"]
+    head = [
+        "family / region",
+        "`rte-chained`",
+        "`rte-ghost` (paper's RTE)",
+        "`rte` (one step)",
+        "`transductive-oracle`",
+        "`sparse-inductive` (paper's)",
+        "best context-only",
+        "rte-chained / sparse",
+        "rte-ghost / sparse (paper)",
+        "rte-chained vs sparse",
+    ]
     lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * 8 + " --- |"]
 
     def cell(g, m):
@@ -388,14 +485,19 @@ def render_multistep(data: dict) -> str:
         paper_ratio = f" ({ghost_paper / sparse_paper:.2f})" if ghost_paper and sparse_paper else ""
         c = verdicts.get((g, "rte-chained", "sparse-inductive"))
         verdict = "-" if c is None else ("not clear" if not c["clear"] else f"`{c['winner']}` better")
-        lines.append(f"| {g} | {cell(g, 'rte-chained')} | {cell(g, 'rte-ghost')} | {_cell(rows[(g, 'rte')])} | "
-                     f"{_cell(rows[(g, 'transductive-oracle')])} | {cell(g, 'sparse-inductive')} | "
-                     f"`{ctx}` {_cell(rows[(g, ctx)])} | {rows[(g, 'rte-chained')]['value'] / sparse['value']:.2f} | "
-                     f"{rows[(g, 'rte-ghost')]['value'] / sparse['value']:.2f}{paper_ratio} | {verdict} |")
+        lines.append(
+            f"| {g} | {cell(g, 'rte-chained')} | {cell(g, 'rte-ghost')} | {_cell(rows[(g, 'rte')])} | "
+            f"{_cell(rows[(g, 'transductive-oracle')])} | {cell(g, 'sparse-inductive')} | "
+            f"`{ctx}` {_cell(rows[(g, ctx)])} | {rows[(g, 'rte-chained')]['value'] / sparse['value']:.2f} | "
+            f"{rows[(g, 'rte-ghost')]['value'] / sparse['value']:.2f}{paper_ratio} | {verdict} |"
+        )
     chained = (config.get("chained") or {}).get("variant")
-    lines += ["", f"_value ± ci95 over targets (seed-averaged); sd: across seeds. `rte-chained` is `{chained}` "
-                  f"(chosen on the dev split). The paper's values are single draws (one target, one set of points) "
-                  f"without interval. Training seeds {data.get('seeds')}, test seed {config.get('test_seed')}._"]
+    lines += [
+        "",
+        f"_value ± ci95 over targets (seed-averaged); sd: across seeds. `rte-chained` is `{chained}` "
+        f"(chosen on the dev split). The paper's values are single draws (one target, one set of points) "
+        f"without interval. Training seeds {data.get('seeds')}, test seed {config.get('test_seed')}._",
+    ]
     wall = data.get("timing", {}).get("wall_s")
     if wall:
         lines += ["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"]
@@ -422,15 +524,21 @@ def render_parameter_dev(data: dict) -> str:
             ratio = mse / by[(g, "strategy-a", "mse")]["value"]
             c = verdicts.get((g, m))  # the file's rte is Strategy A: rte vs m
             mark = "" if m == "strategy-a" or c is None or not c["clear"] else (" ✓" if c["winner"] == m else " ✗")
-            cells.append(f"{fmt(mse)}" + ("" if m == "strategy-a" else f" ({ratio:.2f}{mark})")
-                         + ("" if cov is None else f" [{cov['value']:.2f}]"))
+            cells.append(
+                f"{fmt(mse)}"
+                + ("" if m == "strategy-a" else f" ({ratio:.2f}{mark})")
+                + ("" if cov is None else f" [{cov['value']:.2f}]")
+            )
         score = f"{scores[name]:+.3f}" if name in scores else ""
         label = f"**`{m}`** (chosen)" if name == chosen else f"`{m}`"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {score} |")
     config = data.get("config") or {}
-    lines += ["", "_dev MSE (its ratio to `strategy-a`; ✓/✗: the paired difference is clear in its favour/against "
-                  "it) [coverage of the 90% interval]; score: mean over families of log(MSE / MSE of `strategy-a`). "
-                  f"Training seeds {data.get('seeds')}, test seed {config.get('test_seed')}._"]
+    lines += [
+        "",
+        "_dev MSE (its ratio to `strategy-a`; ✓/✗: the paired difference is clear in its favour/against "
+        "it) [coverage of the 90% interval]; score: mean over families of log(MSE / MSE of `strategy-a`). "
+        f"Training seeds {data.get('seeds')}, test seed {config.get('test_seed')}._",
+    ]
     wall = data.get("timing", {}).get("wall_s")
     return "\n".join(lines + (["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"] if wall else []))
 
@@ -450,39 +558,61 @@ def render_profile(data: dict, top: int = 24) -> str:
     largest inclusive share of a unit's samples, one column per label (before, after)."""
     labels = list(data)
     first = data[labels[0]]
-    harness = ("(<frozen", "(cli.py)", "(core.py)", "(runner.py)", "(executors.py)", "(units.py)", "(module.py)",
-               "(taskextrap:", "<lambda>", "run_unit (")  # start-up, the command line and the unit machinery
+    harness = (
+        "(<frozen",
+        "(cli.py)",
+        "(core.py)",
+        "(runner.py)",
+        "(executors.py)",
+        "(units.py)",
+        "(module.py)",
+        "(taskextrap:",
+        "<lambda>",
+        "run_unit (",
+    )  # start-up, the command line and the unit machinery
     own = [[f for f in data[lab]["inclusive_pct"] if not any(h in f for h in harness)] for lab in labels]
     names = list(dict.fromkeys(f for fs in own for f in fs[:top]))
-    lines = ["| function | " + " | ".join(f"{lab} (% of samples)" for lab in labels) + " |",
-             "| --- |" + " ---: |" * len(labels)]
+    lines = [
+        "| function | " + " | ".join(f"{lab} (% of samples)" for lab in labels) + " |",
+        "| --- |" + " ---: |" * len(labels),
+    ]
     for f in names:
         cells = [f"{data[lab]['inclusive_pct'][f]:.1f}" if f in data[lab]["inclusive_pct"] else "-" for lab in labels]
         lines.append(f"| `{f}` | " + " | ".join(cells) + " |")
     walls = "; ".join(f"{lab}: {data[lab]['wall_s']:.0f} s at {data[lab]['commit']}" for lab in labels)
-    lines += ["", f"_{first['experiment']} ({first['unit']}, `{first['profile']}` profile, one torch thread) under "
-                  f"py-spy at {first['rate_hz']} Hz, inclusive shares (a function and what it calls; - : not among the "
-                  f"60 largest); {walls}; "
-                  f"`python benchmarks/profile_unit.py {first['experiment']} --profile {first['profile']}`._"]
+    lines += [
+        "",
+        f"_{first['experiment']} ({first['unit']}, `{first['profile']}` profile, one torch thread) under "
+        f"py-spy at {first['rate_hz']} Hz, inclusive shares (a function and what it calls; - : not among the "
+        f"60 largest); {walls}; "
+        f"`python benchmarks/profile_unit.py {first['experiment']} --profile {first['profile']}`._",
+    ]
     return "\n".join(lines)
 
 
 def render_codeio_search(data: dict) -> str:
     """``codeio-search.json`` (benchmarks/codeio_search.py): the full and the bounded CodeIO
     search on the same extender and tasks, and whether they agree."""
-    lines = ["| search | wall (s) | sequences scored | full-search sequences / s | paper search (192 tasks), est. |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| search | wall (s) | sequences scored | full-search sequences / s | paper search (192 tasks), est. |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
     for mode, r in data["modes"].items():
-        lines.append(f"| {mode} | {r['wall_s']:.0f} | {r['sequences_scored']:,} of {data['sequences_full_search']:,} "
-                     f"| {r['sequences_per_s']:.0f} | {r['paper_search_estimate_s'] / 60:.0f} min |")
+        lines.append(
+            f"| {mode} | {r['wall_s']:.0f} | {r['sequences_scored']:,} of {data['sequences_full_search']:,} "
+            f"| {r['sequences_per_s']:.0f} | {r['paper_search_estimate_s'] / 60:.0f} min |"
+        )
     a = data["agreement"]
     yes = {True: "yes", False: "**no**"}
-    lines += ["", f"_{data['n_tasks']} `{data['split']}` tasks, the `{data['profile']}` profile's extender (seed "
-                  f"{data['seed']}, fine-tuned on the dev split's training pairs), {data['threads']} threads, "
-                  f"{data['environment'].get('device', 'cpu')}: {data['speed_up']:.2f}x. Same best candidate: "
-                  f"{yes[a['best']]}; same tied candidates (within {data['tie_tolerance']} nats): {yes[a['tied']]}; "
-                  f"largest difference of a kept score {a['max_abs_score_difference']:.1e} nats (other batches); "
-                  f"candidates scored whole {100 * a['candidates_scored_whole']:.1f}%. `{data['command']}`._"]
+    lines += [
+        "",
+        f"_{data['n_tasks']} `{data['split']}` tasks, the `{data['profile']}` profile's extender (seed "
+        f"{data['seed']}, fine-tuned on the dev split's training pairs), {data['threads']} threads, "
+        f"{data['environment'].get('device', 'cpu')}: {data['speed_up']:.2f}x. Same best candidate: "
+        f"{yes[a['best']]}; same tied candidates (within {data['tie_tolerance']} nats): {yes[a['tied']]}; "
+        f"largest difference of a kept score {a['max_abs_score_difference']:.1e} nats (other batches); "
+        f"candidates scored whole {100 * a['candidates_scored_whole']:.1f}%. `{data['command']}`._",
+    ]
     return "\n".join(lines)
 
 
@@ -490,51 +620,73 @@ def render_depth3_diagnosis(data: dict) -> str:
     """``depth3-diagnosis-<protocol>.json`` (scripts/diagnose_depth3.py): each slot's retrieval
     recall on the dev recipes and in distribution, and each search alternative's chains and MSE."""
     pct = lambda v: f"{100 * v['mean']:.1f}"  # noqa: E731
-    lines = ["| decomposer | targets | slot | index@1 | index@10 | index@60 | functional@1 | functional@10 "
-             "| functional@60 | family@1 | index@60 within the true family | median functional rank |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| decomposer | targets | slot | index@1 | index@10 | index@60 | functional@1 | functional@10 "
+        "| functional@60 | family@1 | index@60 within the true family | median functional rank |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for name, alt in data["alternatives"].items():
         for part, label in (("retrieval", "dev recipes"), ("retrieval in distribution", "training recipes")):
             for slot, r in alt.get(part, {}).items():
                 cells = [pct(r[f"{kind}@{k}"]) for kind in ("index", "functional") for k in (1, 10, 60)]
-                lines.append(f"| `{name}` | {label} | {slot} | {' | '.join(cells)} | {pct(r['family@1'])} "
-                             f"| {pct(r['family-restricted index@60'])} | {r['median functional rank']:.0f} |")
-    lines += ["", "| search | MSE | verified-composition MSE | chain (functional) in candidates | found chain "
-              "(functional) | among the verified | found fits the context as well as the truth | median context "
-              "loss found / truth | search (s) |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                lines.append(
+                    f"| `{name}` | {label} | {slot} | {' | '.join(cells)} | {pct(r['family@1'])} "
+                    f"| {pct(r['family-restricted index@60'])} | {r['median functional rank']:.0f} |"
+                )
+    lines += [
+        "",
+        "| search | MSE | verified-composition MSE | chain (functional) in candidates | found chain "
+        "(functional) | among the verified | found fits the context as well as the truth | median context "
+        "loss found / truth | search (s) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for name, alt in data["alternatives"].items():
         r = alt["search"]
-        lines.append(f"| `{name}` | {format_value_ci(r['mse']['mean'], r['mse']['ci95'])} "
-                     f"| {fmt(r['verified-composition mse']['mean'])} | {pct(r['chain functional in candidates'])}% "
-                     f"| {pct(r['chain functional top-1'])}% | {pct(r['chain functional among verified'])}% "
-                     f"| {pct(r['found fits context at least as well as truth'])}% "
-                     f"| {fmt(r['median context loss found / truth'])} | {r['search_s']:.0f} |")
+        lines.append(
+            f"| `{name}` | {format_value_ci(r['mse']['mean'], r['mse']['ci95'])} "
+            f"| {fmt(r['verified-composition mse']['mean'])} | {pct(r['chain functional in candidates'])}% "
+            f"| {pct(r['chain functional top-1'])}% | {pct(r['chain functional among verified'])}% "
+            f"| {pct(r['found fits context at least as well as truth'])}% "
+            f"| {fmt(r['median context loss found / truth'])} | {r['search_s']:.0f} |"
+        )
     for name, r in {**data["baselines"], "oracle (the true chain through Psi_chain)": data["oracle mse"]}.items():
         lines.append(f"| `{name}` | {format_value_ci(r['mean'], r['ci95'])} | | | | | | | |")
     within = f"median primitives within {data['eps_primitive']}"
-    lib = "; ".join(f"{f}: nearest neighbour {fmt(v['median nearest-neighbour curve rmse'])}, "
-                    f"{v[within]:.0f} within {data['eps_primitive']}" for f, v in data["library"].items())
-    lines += ["", f"_recall in % of the {data['targets']} dev targets x {data['draws']} draws (`{data['protocol']}` "
-                  f"protocol, `{data['profile']}` profile, seed {data['seed']}, k = {data['k']}); functional: a "
-                  f"primitive whose curve is within {data['eps_primitive']} RMSE of the true one's on the domain; a "
-                  f"chain within {data['eps_chain']}. Library curves (median per family): {lib}. Fit "
-                  f"{data['fit_s']:.0f} s, wall {data['wall_s'] / 60:.1f} min; `python scripts/diagnose_depth3.py "
-                  f"--protocol {data['protocol']}`._"]
+    lib = "; ".join(
+        f"{f}: nearest neighbour {fmt(v['median nearest-neighbour curve rmse'])}, "
+        f"{v[within]:.0f} within {data['eps_primitive']}"
+        for f, v in data["library"].items()
+    )
+    lines += [
+        "",
+        f"_recall in % of the {data['targets']} dev targets x {data['draws']} draws (`{data['protocol']}` "
+        f"protocol, `{data['profile']}` profile, seed {data['seed']}, k = {data['k']}); functional: a "
+        f"primitive whose curve is within {data['eps_primitive']} RMSE of the true one's on the domain; a "
+        f"chain within {data['eps_chain']}. Library curves (median per family): {lib}. Fit "
+        f"{data['fit_s']:.0f} s, wall {data['wall_s'] / 60:.1f} min; `python scripts/diagnose_depth3.py "
+        f"--protocol {data['protocol']}`._",
+    ]
     return "\n".join(lines)
 
 
-CALIBRATED = {"parameter-objective": ("parameter", "rte"), "parameter-proxy": ("parameter", "strategy-a"),
-              "composition": ("composition", "rte"), "length": ("length", "rte"),
-              "composition-depth3": ("composition-depth3", "rte")}  # calibration key -> (experiment, method)
+CALIBRATED = {
+    "parameter-objective": ("parameter", "rte"),
+    "parameter-proxy": ("parameter", "strategy-a"),
+    "composition": ("composition", "rte"),
+    "length": ("length", "rte"),
+    "composition-depth3": ("composition-depth3", "rte"),
+}  # calibration key -> (experiment, method)
 
 
 def render_interval_calibration(data: dict) -> str:
     """``interval-calibration.json`` (scripts/calibrate_intervals.py): each regime's dev-chosen
     interval scale, its dev coverage before and after, and the coverage and width it gives on the
     test split of the same profile (from those runs' results files)."""
-    lines = ["| regime | protocol | group | scale | dev coverage (raw → calibrated) | test coverage, raw "
-             "| test coverage, calibrated | test width |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| regime | protocol | group | scale | dev coverage (raw → calibrated) | test coverage, raw "
+        "| test coverage, calibrated | test width |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     pct = lambda v: f"{v:.3f}"  # noqa: E731
     for key, entry in data["scales"].items():
         regime, protocol, *group = key.split("/")
@@ -548,16 +700,23 @@ def render_interval_calibration(data: dict) -> str:
         for g in groups:
             own = data["scales"].get(f"{key}/{g}", entry)  # a family's own dev scale, else the regime's
             dev = own
-            raw, cal, width = (by.get((g, m, k)) for m, k in ((f"{method}-uncalibrated", "coverage"),
-                                                               (method, "coverage"), (method, "interval-width")))
+            raw, cal, width = (
+                by.get((g, m, k))
+                for m, k in ((f"{method}-uncalibrated", "coverage"), (method, "coverage"), (method, "interval-width"))
+            )
             cell = lambda r: "-" if r is None else format_value_ci(r["value"], r["ci95"])  # noqa: E731
-            lines.append(f"| `{regime}` | {protocol} | {g} | {own['scale']:g} | {pct(dev['dev_coverage_raw'])} → "
-                         f"{pct(dev['dev_coverage_calibrated'])} | {cell(raw)} | {cell(cal)} | {cell(width)} |")
-    lines += ["", f"_scale: the smallest multiplier of the posterior sd (grid {data['grid']}) whose interval covers "
-                  f"{data['level']:.0%} of the `{data['split']}` split's query points, pooled over the dev groups; a "
-                  f"built-in parameter family uses its own dev split's scale (the dev column is then that family's). "
-                  f"Test columns: the `{data['profile']}` profile's test runs, which apply the scales; value ± ci95 "
-                  f"over targets. `{data['command']}`._"]
+            lines.append(
+                f"| `{regime}` | {protocol} | {g} | {own['scale']:g} | {pct(dev['dev_coverage_raw'])} → "
+                f"{pct(dev['dev_coverage_calibrated'])} | {cell(raw)} | {cell(cal)} | {cell(width)} |"
+            )
+    lines += [
+        "",
+        f"_scale: the smallest multiplier of the posterior sd (grid {data['grid']}) whose interval covers "
+        f"{data['level']:.0%} of the `{data['split']}` split's query points, pooled over the dev groups; a "
+        f"built-in parameter family uses its own dev split's scale (the dev column is then that family's). "
+        f"Test columns: the `{data['profile']}` profile's test runs, which apply the scales; value ± ci95 "
+        f"over targets. `{data['command']}`._",
+    ]
     return "\n".join(lines)
 
 
@@ -566,25 +725,31 @@ def render_em_diagnosis(data: dict) -> str:
     training tasks under each model, and the pseudo-labels' quality."""
     pct = lambda v: f"{100 * v:.1f}%"  # noqa: E731
     codeio = data["regime"] == "codeio"
-    cols = (["exact", "behaves", "median rank of the truth", "truth in the top 10"] if codeio else
-            ["exact", "behaves", "held_out_pair", "fits at least as well as the truth"])
+    cols = (
+        ["exact", "behaves", "median rank of the truth", "truth in the top 10"]
+        if codeio
+        else ["exact", "behaves", "held_out_pair", "fits at least as well as the truth"]
+    )
     head = ["E-step", *(c.replace("held_out_pair", "held-out family pair") for c in cols), "time (s)"]
     lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
     for name, v in data["variants"].items():
         cells = [f"{v[c]:.0f}" if c.startswith("median") else pct(v[c]) for c in cols]
         lines.append(f"| {name} | {' | '.join(cells)} | {v['e_step_s']:.0f} |")
-    what = (f"{data['tasks']} hidden composite training tasks of the dev split, {data['candidates']} candidates "
-            f"(the split's training pairs; chance: exact {pct(data['chance_exact'])}, median rank "
-            f"{data['chance_median_rank']:.0f}), {data['n_loo']} held-out support example(s) per task, the "
-            f"`{data['profile']}` profile's recipes" if codeio else
-            f"{data['tasks']} hidden training compositions of the dev split, `{data['protocol']}` protocol, "
-            f"`{data['profile']}` profile (chance of the exact pair {data['chance_exact']:.1e})")
+    what = (
+        f"{data['tasks']} hidden composite training tasks of the dev split, {data['candidates']} candidates "
+        f"(the split's training pairs; chance: exact {pct(data['chance_exact'])}, median rank "
+        f"{data['chance_median_rank']:.0f}), {data['n_loo']} held-out support example(s) per task, the "
+        f"`{data['profile']}` profile's recipes"
+        if codeio
+        else f"{data['tasks']} hidden training compositions of the dev split, `{data['protocol']}` protocol, "
+        f"`{data['profile']}` profile (chance of the exact pair {data['chance_exact']:.1e})"
+    )
     lines += ["", f"_{what}; seed {data['seed']}; wall {data['wall_s'] / 60:.1f} min; `{data['command']}`._"]
     return "\n".join(lines)
 
 
 def render_spec(spec: str) -> str:
-    """The block body of a spec ``NAME [metric=M] [groups=A,B]`` (see the module docstring)."""
+    """The block body of a spec ``NAME [metric=M] [groups=A,B] [claims=no]`` (see the module docstring)."""
     name, *opts = spec.split()
     if name == "headline":
         return render_headline(opts)
@@ -603,8 +768,12 @@ def render_spec(spec: str) -> str:
         return render_nn_index(data)
     if "paper_steps" in (data.get("config") or {}) and not opts:
         return render_multistep(data)
-    if name.startswith("parameter-") and name.endswith("-dev") and not name.startswith("parameter-multistep") \
-            and not opts:
+    if (
+        name.startswith("parameter-")
+        and name.endswith("-dev")
+        and not name.startswith("parameter-multistep")
+        and not opts
+    ):
         return render_parameter_dev(data)
     if "chains_per_target" in data and not opts:
         return render_depth3_search(data)
@@ -621,12 +790,28 @@ def render_spec(spec: str) -> str:
     if data and all(isinstance(v, dict) and "inclusive_pct" in v for v in data.values()) and not opts:
         return render_profile(data)
     kw = dict(o.split("=", 1) for o in opts)
-    unknown = set(kw) - {"metric", "groups"}
+    unknown = set(kw) - {"metric", "groups", "claims", "methods"}
     if unknown:
         raise SystemExit(f"table block {spec!r}: unknown option(s) {sorted(unknown)}")
+    if kw.get("claims", "yes") not in ("yes", "no"):
+        raise SystemExit(f"table block {spec!r}: claims must be yes or no, got {kw['claims']!r}")
     metrics = (kw["metric"],) if "metric" in kw else METRIC_ORDER
     groups = kw["groups"].split(",") if "groups" in kw else None
-    return render(name, metrics, groups, heading=False, data=data)
+    if "methods" in kw:
+        data = only_methods(data, kw["methods"].split(","), spec)
+    return render(name, metrics, groups, heading=False, data=data, claims=kw.get("claims", "yes") == "yes")
+
+
+def only_methods(data: dict, methods: list[str], spec: str) -> dict:
+    """``data`` with the rows of ``methods`` only, in that order, and the paired comparisons
+    between two of them (a compact table, e.g. the README's); a method without rows is an error."""
+    present = {r["method"] for r in data["rows"]}
+    missing = [m for m in methods if m not in present]
+    if missing:
+        raise SystemExit(f"table block {spec!r}: no rows of method(s) {missing}")
+    rows = sorted((r for r in data["rows"] if r["method"] in methods), key=lambda r: methods.index(r["method"]))
+    comparisons = [c for c in data.get("comparisons") or [] if c["a"] in methods and c["b"] in methods]
+    return {**data, "rows": rows, "comparisons": comparisons}
 
 
 def sync(path: Path, check: bool = False) -> list[str]:

@@ -26,8 +26,11 @@ def paired_mod():
 def test_paired_differences_over_seeds(tmp_path, paired_mod):
     for seed, (a, b) in enumerate([([1.0, 2.0], [2.0, 2.5]), ([1.0, 1.0], [1.5, 0.5])]):
         (tmp_path / f"parameter-exp-strict-seed{seed}-abc123.json").write_text(
-            json.dumps({"errors": {"rte": a, "random-anchors": b}}))
-    (tmp_path / "parameter-exp-paper-seed0-abc123.json").write_text(json.dumps({"errors": {"rte": [9], "random-anchors": [0]}}))
+            json.dumps({"errors": {"rte": a, "random-anchors": b}})
+        )
+    (tmp_path / "parameter-exp-paper-seed0-abc123.json").write_text(
+        json.dumps({"errors": {"rte": [9], "random-anchors": [0]}})
+    )
     res = paired_mod.paired(tmp_path, "parameter", "strict", "rte", "random-anchors")
     d = np.array([[1.0, 0.5], [0.5, -0.5]])  # (other - first) per (target, seed)
     per_target = d.mean(axis=1)  # [0.75, 0.0]
@@ -44,8 +47,11 @@ def test_paired_filters_by_saved_profile_and_takes_the_newest_file(tmp_path, pai
     import os
 
     for name, prof in (("quick", [1.0]), ("paper", [2.0, 4.0])):
-        (tmp_path / f"length-poly-paper-seed0-{len(prof):x}ab.json").write_text(json.dumps(
-            {"config": {"profile": {"name": name}}, "errors": {"rte": [0.0] * len(prof), "sparse-inductive": prof}}))
+        (tmp_path / f"length-poly-paper-seed0-{len(prof):x}ab.json").write_text(
+            json.dumps(
+                {"config": {"profile": {"name": name}}, "errors": {"rte": [0.0] * len(prof), "sparse-inductive": prof}}
+            )
+        )
     res = paired_mod.paired(tmp_path, "length", "paper", "rte", "sparse-inductive", profile="paper")
     assert res["poly"]["n"] == 2 and res["poly"]["diff"] == pytest.approx(3.0)
     os.utime(tmp_path / "length-poly-paper-seed0-1ab.json", (2e9, 2e9))  # the quick file is newest
@@ -57,7 +63,8 @@ def test_paired_filters_by_saved_profile_and_takes_the_newest_file(tmp_path, pai
 def test_paired_main_prints_the_fields(tmp_path, paired_mod, monkeypatch, capsys):
     for seed in range(3):
         (tmp_path / f"parameter-exp-paper-seed{seed}-abc.json").write_text(
-            json.dumps({"errors": {"rte": [1.0, 2.0, 3.0, 4.0], "ctx-polyfit": [3.0, 4.1, 5.0, 6.2]}}))
+            json.dumps({"errors": {"rte": [1.0, 2.0, 3.0, 4.0], "ctx-polyfit": [3.0, 4.1, 5.0, 6.2]}})
+        )
     monkeypatch.setattr("sys.argv", ["paired.py", str(tmp_path), "parameter", "paper", "rte", "ctx-polyfit"])
     paired_mod.main()
     out = capsys.readouterr().out
@@ -67,8 +74,10 @@ def test_paired_main_prints_the_fields(tmp_path, paired_mod, monkeypatch, capsys
 
 def test_tables_render_mse_and_accuracy_rows_with_wall_time(tmp_path, monkeypatch):
     mod = _load("tables.py")
-    rows = [{"group": "g", "method": "rte", "metric": "mse", "value": 0.5, "ci95": 0.1, "n": 3, "paper_value": 0.7},
-            {"group": "found", "method": "rte", "metric": "accuracy", "value": 0.25, "ci95": None, "n": 3}]
+    rows = [
+        {"group": "g", "method": "rte", "metric": "mse", "value": 0.5, "ci95": 0.1, "n": 3, "paper_value": 0.7},
+        {"group": "found", "method": "rte", "metric": "accuracy", "value": 0.25, "ci95": None, "n": 3},
+    ]
     (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 90.0}}))
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
     text = mod.render("x")
@@ -81,12 +90,47 @@ def test_tables_render_mse_and_accuracy_rows_with_wall_time(tmp_path, monkeypatc
 
 def test_tables_print_seed_sd_and_clear_claims(tmp_path, monkeypatch):
     mod = _load("tables.py")
-    rows = [{"group": "g", "method": "rte", "metric": "mse", "value": 0.101, "ci95": 0.0125, "n": 30,
-             "seed_sd": 0.004, "ci_method": "t-targets", "paper_value": None}]
-    comps = [{"group": "g", "metric": "mse", "a": "rte", "b": "ctx-polyfit", "diff": -1.0, "lo": -1.2, "hi": -0.8,
-              "seed_diffs": [-1.0, -1.1], "n": 30, "clear": True, "winner": "rte"},
-             {"group": "g", "metric": "mse", "a": "rte", "b": "oracle", "diff": 0.1, "lo": -0.2, "hi": 0.4,
-              "seed_diffs": [0.1, 0.1], "n": 30, "clear": False, "winner": None}]
+    rows = [
+        {
+            "group": "g",
+            "method": "rte",
+            "metric": "mse",
+            "value": 0.101,
+            "ci95": 0.0125,
+            "n": 30,
+            "seed_sd": 0.004,
+            "ci_method": "t-targets",
+            "paper_value": None,
+        }
+    ]
+    comps = [
+        {
+            "group": "g",
+            "metric": "mse",
+            "a": "rte",
+            "b": "ctx-polyfit",
+            "diff": -1.0,
+            "lo": -1.2,
+            "hi": -0.8,
+            "seed_diffs": [-1.0, -1.1],
+            "n": 30,
+            "clear": True,
+            "winner": "rte",
+        },
+        {
+            "group": "g",
+            "metric": "mse",
+            "a": "rte",
+            "b": "oracle",
+            "diff": 0.1,
+            "lo": -0.2,
+            "hi": 0.4,
+            "seed_diffs": [0.1, 0.1],
+            "n": 30,
+            "clear": False,
+            "winner": None,
+        },
+    ]
     (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "comparisons": comps, "timing": {"wall_s": 1.0}}))
     (tmp_path / "old.json").write_text(json.dumps({"rows": [{k: v for k, v in rows[0].items() if k != "ci_method"}]}))
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
@@ -102,8 +146,10 @@ def test_tables_print_seed_sd_and_clear_claims(tmp_path, monkeypatch):
 
 def test_table_blocks_sync_and_check(tmp_path, monkeypatch):
     mod = _load("tables.py")
-    rows = [{"group": "g", "method": "rte", "metric": "mse", "value": 0.5, "ci95": 0.1, "n": 3},
-            {"group": "h", "method": "rte", "metric": "mse", "value": 0.9, "ci95": 0.1, "n": 3}]
+    rows = [
+        {"group": "g", "method": "rte", "metric": "mse", "value": 0.5, "ci95": 0.1, "n": 3},
+        {"group": "h", "method": "rte", "metric": "mse", "value": 0.9, "ci95": 0.1, "n": 3},
+    ]
     (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 90.0}}))
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
     md = tmp_path / "doc.md"
@@ -113,6 +159,43 @@ def test_table_blocks_sync_and_check(tmp_path, monkeypatch):
     text = md.read_text()
     assert "0.500 ± 0.100" in text and "0.900" not in text and text.endswith("<!-- /table -->\nend\n")
     assert mod.sync(md, check=True) == []
+
+
+def test_table_block_claims_no_prints_the_claims_once_per_file(tmp_path, monkeypatch):
+    mod = _load("tables.py")
+    rows = [
+        {"group": "g", "method": m, "metric": metric, "value": v, "ci95": 0.1, "n": 3}
+        for m, v in (("rte", 0.5), ("ctx-polyfit", 0.9))
+        for metric in ("mse", "coverage")
+    ]
+    comps = [
+        {
+            "group": "g",
+            "metric": "mse",
+            "a": "rte",
+            "b": "ctx-polyfit",
+            "diff": -0.4,
+            "lo": -0.5,
+            "hi": -0.3,
+            "seed_diffs": [-0.4],
+            "n": 3,
+            "clear": True,
+            "winner": "rte",
+        }
+    ]
+    (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "comparisons": comps, "timing": {"wall_s": 90.0}}))
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+    md = tmp_path / "doc.md"
+    md.write_text(
+        "<!-- table: x metric=mse -->\n<!-- /table -->\n<!-- table: x metric=coverage claims=no -->\n<!-- /table -->\n"
+    )
+    mod.sync(md)
+    text = md.read_text()
+    assert text.count("rte beats ctx-polyfit (g)") == 1 and text.count("_wall 1.5 min") == 2
+    assert text.index("rte beats ctx-polyfit") < text.index("claims=no")  # under the mse table, not the coverage one
+    assert "clear paired claims" in mod.render_spec("x metric=coverage claims=yes")
+    with pytest.raises(SystemExit, match="claims must be yes or no"):
+        mod.render_spec("x claims=maybe")
 
 
 def test_committed_docs_tables_match_their_results_files():
@@ -127,8 +210,11 @@ def test_old_vs_new_matches_renamed_groups_and_marks_missing_rows():
     mod = _load("old_vs_new.py")
     row = lambda g, m, v, **kw: {"group": g, "method": m, "metric": "accuracy", "value": v, "ci95": 0.1, **kw}  # noqa: E731
     old = {"rows": [row("size6", "rte", 0.5)], "environment": {"git": "aaa"}}
-    new = {"rows": [row("size6-frontier", "rte", 0.6, seed_sd=0.02, paper_value=0.66), row("size6-authors", "rte", 0.7)],
-           "config": {"test_seed": 31337}, "environment": {"git": "bbb"}}
+    new = {
+        "rows": [row("size6-frontier", "rte", 0.6, seed_sd=0.02, paper_value=0.66), row("size6-authors", "rte", 0.7)],
+        "config": {"test_seed": 31337},
+        "environment": {"git": "bbb"},
+    }
     text = mod.compare("parity-paper-paper", old, new)
     lines = text.splitlines()
     assert "test seed 10000, commit aaa" in lines[2] and "test seed 31337, commit bbb" in lines[2]
@@ -139,20 +225,39 @@ def test_old_vs_new_matches_renamed_groups_and_marks_missing_rows():
 def test_tables_render_dev_choices_recipes_and_embeddings(tmp_path, monkeypatch):
     mod = _load("tables.py")
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
-    variants = [{"value": 10, "mse": 0.1, "vs_default": {"mean": 0.0, "ci95": 0.0}},
-                {"value": 20, "mse": 0.09, "vs_default": {"mean": -0.01, "ci95": 0.004}},
-                {"value": 5, "mse": 0.105, "vs_default": {"mean": 0.005, "ci95": 0.006}}]
-    (tmp_path / "dev.json").write_text(json.dumps({"profile": "paper", "seed": 0, "n_targets": 200, "n_draws": 4, "wall_s": 600,
-                                                   "units": {"length-paper": {"default": {"k": 10},
-                                                                              "settings": {"k": {"variants": variants}}}}}))
+    variants = [
+        {"value": 10, "mse": 0.1, "vs_default": {"mean": 0.0, "ci95": 0.0}},
+        {"value": 20, "mse": 0.09, "vs_default": {"mean": -0.01, "ci95": 0.004}},
+        {"value": 5, "mse": 0.105, "vs_default": {"mean": 0.005, "ci95": 0.006}},
+    ]
+    (tmp_path / "dev.json").write_text(
+        json.dumps(
+            {
+                "profile": "paper",
+                "seed": 0,
+                "n_targets": 200,
+                "n_draws": 4,
+                "wall_s": 600,
+                "units": {"length-paper": {"default": {"k": 10}, "settings": {"k": {"variants": variants}}}},
+            }
+        )
+    )
     text = mod.render_spec("dev")
     assert "| length-paper | `k` | 10 | 0.100 | (default) |  |" in text
-    assert "| length-paper | `k` | 20 | 0.0900 | -0.0100 ± 0.00400 | yes |" in text and "| 5 | 0.105 | 0.00500 ± 0.00600 | no |" in text
-    (tmp_path / "rec.json").write_text(json.dumps({"runs": {"extender full": {"train": 0.5, "dev": 0.25, "final_loss": 0.4,
-                                                                              "sft_s": 120.0}}}))
+    assert (
+        "| length-paper | `k` | 20 | 0.0900 | -0.0100 ± 0.00400 | yes |" in text
+        and "| 5 | 0.105 | 0.00500 ± 0.00600 | no |" in text
+    )
+    (tmp_path / "rec.json").write_text(
+        json.dumps({"runs": {"extender full": {"train": 0.5, "dev": 0.25, "final_loss": 0.4, "sft_s": 120.0}}})
+    )
     assert "| `extender full` | 0.500 | 0.250 | 0.400 | 2.0 min |" in mod.render_spec("rec")
-    emb = {"environment": {"git": "abc"}, "wall_s": 60.0, "mean_rho_theta": {"paper/gradient": 0.45},
-           "per_family": {"paper/quadratic/gradient": {"rho_theta": 0.4}, "paper/cubic/gradient": {"rho_theta": 0.5}}}
+    emb = {
+        "environment": {"git": "abc"},
+        "wall_s": 60.0,
+        "mean_rho_theta": {"paper/gradient": 0.45},
+        "per_family": {"paper/quadratic/gradient": {"rho_theta": 0.4}, "paper/cubic/gradient": {"rho_theta": 0.5}},
+    }
     (tmp_path / "emb.json").write_text(json.dumps(emb))
     assert "| `paper` | `gradient` | 0.40 | 0.50 | 0.45 |" in mod.render_spec("emb")
 
@@ -173,23 +278,53 @@ def test_an_empty_table_block_is_filled_and_never_swallows_the_text_after_it(tmp
 def test_headline_rows_show_rte_its_baseline_verdict_and_every_non_oracle_winner(tmp_path, monkeypatch):
     mod = _load("tables.py")
     row = lambda g, m, v, **kw: {"group": g, "method": m, "metric": "mse", "value": v, "ci95": 0.1, "n": 9, **kw}  # noqa: E731
-    comp = lambda g, a, b, winner: {"group": g, "metric": "mse", "a": a, "b": b, "diff": 0, "lo": 0, "hi": 0,  # noqa: E731
-                                    "seed_diffs": [], "n": 9, "clear": winner is not None, "winner": winner}
-    rows = [row("g", "rte", 1.0, seed_sd=0.01, paper_value=2.0), row("g", "sparse-inductive", 3.0, seed_sd=0.02),
-            row("g", "oracle", 0.1), row("g", "ctx-interp", 0.5), row("h", "rte", 4.0), row("h", "sparse-inductive", 3.0)]
-    comps = [comp("g", "rte", "sparse-inductive", "rte"), comp("g", "rte", "oracle", "oracle"),
-             comp("g", "rte", "ctx-interp", "ctx-interp"), comp("h", "rte", "sparse-inductive", None)]
+
+    def comp(g, a, b, winner):
+        return {
+            "group": g,
+            "metric": "mse",
+            "a": a,
+            "b": b,
+            "diff": 0,
+            "lo": 0,
+            "hi": 0,
+            "seed_diffs": [],
+            "n": 9,
+            "clear": winner is not None,
+            "winner": winner,
+        }
+
+    rows = [
+        row("g", "rte", 1.0, seed_sd=0.01, paper_value=2.0),
+        row("g", "sparse-inductive", 3.0, seed_sd=0.02),
+        row("g", "oracle", 0.1),
+        row("g", "ctx-interp", 0.5),
+        row("h", "rte", 4.0),
+        row("h", "sparse-inductive", 3.0),
+    ]
+    comps = [
+        comp("g", "rte", "sparse-inductive", "rte"),
+        comp("g", "rte", "oracle", "oracle"),
+        comp("g", "rte", "ctx-interp", "ctx-interp"),
+        comp("h", "rte", "sparse-inductive", None),
+    ]
     (tmp_path / "length-strict-paper.json").write_text(json.dumps({"rows": rows, "comparisons": comps}))
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
     out = mod.render_spec("headline length-strict-paper:g+h").splitlines()
-    assert out[2] == ("| length | `strict` | g | 1.00 ± 0.100 (sd 0.0100) | `sparse-inductive` 3.00 ± 0.100 (sd 0.0200) "
-                      "| `rte` better | - | 2.00 | `ctx-interp` |")  # the oracle's win is not listed
-    assert out[3] == "| length | `strict` | h | 4.00 ± 0.100 | `sparse-inductive` 3.00 ± 0.100 | not clear | - | - | none |"
+    assert out[2] == (
+        "| length | `strict` | g | 1.00 ± 0.100 (sd 0.0100) | `sparse-inductive` 3.00 ± 0.100 (sd 0.0200) "
+        "| `rte` better | - | 2.00 | `ctx-interp` |"
+    )  # the oracle's win is not listed
+    assert (
+        out[3]
+        == "| length | `strict` | h | 4.00 ± 0.100 | `sparse-inductive` 3.00 ± 0.100 | not clear | - | - | none |"
+    )
     rows.append(row("h", "strategy-b", 5.0, paper_value=6.0))  # our run of the paper's own strategy, its value
     (tmp_path / "length-strict-paper.json").write_text(json.dumps({"rows": rows, "comparisons": comps}))
     assert mod.render_spec("headline length-strict-paper:h").splitlines()[2] == (
-        "| length | `strict` | h | 4.00 ± 0.100 | `sparse-inductive` 3.00 ± 0.100 | not clear | `strategy-b` 5.00 ± 0.100 "
-        "| 6.00 | none |")
+        "| length | `strict` | h | 4.00 ± 0.100 | `sparse-inductive` 3.00 ± 0.100 | not clear "
+        "| `strategy-b` 5.00 ± 0.100 | 6.00 | none |"
+    )
     with pytest.raises(SystemExit, match="no rte row in group 'zz'"):
         mod.render_spec("headline length-strict-paper:zz")
     with pytest.raises(SystemExit, match="use <experiment>-<protocol>-<profile>:GROUP"):
@@ -218,21 +353,36 @@ def test_spearman_rows_is_scipy_spearman_with_averaged_ties():
     a = g.integers(0, 4, size=(20, 15)).astype(float)  # many ties in both
     b = g.integers(0, 3, size=(20, 15)).astype(float) + 0.1 * a
     rho = quality.spearman_rows(a, b)
-    np.testing.assert_allclose(rho, [stats.spearmanr(x, y).statistic for x, y in zip(a, b)], rtol=1e-12)
-    ordinal = np.array([np.corrcoef(np.argsort(np.argsort(x)), np.argsort(np.argsort(y)))[0, 1] for x, y in zip(a, b)])
+    np.testing.assert_allclose(rho, [stats.spearmanr(x, y).statistic for x, y in zip(a, b, strict=True)], rtol=1e-12)
+    ordinal = np.array(
+        [np.corrcoef(np.argsort(np.argsort(x)), np.argsort(np.argsort(y)))[0, 1] for x, y in zip(a, b, strict=True)]
+    )
     assert not np.allclose(rho, ordinal)  # ties averaged, not broken by position
 
 
 def test_dev_choices_table_gets_a_coverage_column_only_when_the_file_has_one(tmp_path, monkeypatch):
     mod = _load("tables.py")
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
-    variants = [{"value": ["relative", 1.0], "mse": 0.1, "coverage": 0.8, "vs_default": {"mean": 0.0, "ci95": 0.0}},
-                {"value": ["likelihood", 2.0], "mse": 0.09, "coverage": 0.9,
-                 "vs_default": {"mean": -0.01, "ci95": 0.004}}]
-    unit = {"default": {"weighting+temperature": ["relative", 1.0]},
-            "settings": {"weighting+temperature": {"variants": variants}}}
-    (tmp_path / "dev.json").write_text(json.dumps({"profile": "quick", "seed": 0, "n_targets": 200, "n_draws": 4,
-                                                   "wall_s": 600, "units": {"length-paper": unit}}))
+    variants = [
+        {"value": ["relative", 1.0], "mse": 0.1, "coverage": 0.8, "vs_default": {"mean": 0.0, "ci95": 0.0}},
+        {"value": ["likelihood", 2.0], "mse": 0.09, "coverage": 0.9, "vs_default": {"mean": -0.01, "ci95": 0.004}},
+    ]
+    unit = {
+        "default": {"weighting+temperature": ["relative", 1.0]},
+        "settings": {"weighting+temperature": {"variants": variants}},
+    }
+    (tmp_path / "dev.json").write_text(
+        json.dumps(
+            {
+                "profile": "quick",
+                "seed": 0,
+                "n_targets": 200,
+                "n_draws": 4,
+                "wall_s": 600,
+                "units": {"length-paper": unit},
+            }
+        )
+    )
     text = mod.render_spec("dev")
     assert "| clear | 90% coverage |" in text
     assert "| ['likelihood', 2.0] | 0.0900 | -0.0100 ± 0.00400 | yes | 0.900 |" in text
@@ -246,8 +396,17 @@ def test_parameter_dev_table_marks_the_chosen_variant_and_clear_losses():
     for g, (a, b) in {"f": (1.0, 0.5), "h": (1.0, 2.0)}.items():
         for m, v in (("strategy-a", a), ("strategy-a-loo", a), *((f"rte-{k}", b) for k in OBJECTIVE_VARIANTS)):
             rows.append({"group": g, "method": m, "metric": "mse", "value": v})
-        comparisons += [{"group": g, "metric": "mse", "a": "rte", "b": f"rte-{k}", "clear": True,
-                         "winner": f"rte-{k}" if b < a else "rte"} for k in OBJECTIVE_VARIANTS]
+        comparisons += [
+            {
+                "group": g,
+                "metric": "mse",
+                "a": "rte",
+                "b": f"rte-{k}",
+                "clear": True,
+                "winner": f"rte-{k}" if b < a else "rte",
+            }
+            for k in OBJECTIVE_VARIANTS
+        ]
     text = mod.render_parameter_dev({"rows": rows, "comparisons": comparisons, "seeds": [0], "config": {}})
     chosen = choose_variant(rows)  # log(0.5) + log(2) = 0: a tie, so Strategy A stays
     assert chosen == "strategy-a" and "| **`strategy-a`** (chosen) |" in text
@@ -260,12 +419,60 @@ def test_versus_table_gives_paired_verdicts_before_and_after(tmp_path, monkeypat
 
     def comp(b, clear, winner):
         return {"group": "g", "metric": "mse", "a": "rte", "b": b, "clear": clear, "winner": winner}
+
     (tmp_path / "old").mkdir()
-    (tmp_path / "old" / "x-paper-paper.json").write_text(json.dumps(
-        {"comparisons": [comp("library-best-fit", True, "library-best-fit"), comp("ctx-interp", False, None)]}))
-    (tmp_path / "x-paper-paper.json").write_text(json.dumps(
-        {"comparisons": [comp("library-best-fit", True, "rte"), comp("ctx-interp", True, "ctx-interp"),
-                         comp("sparse-inductive", True, "rte")]}))
+    (tmp_path / "old" / "x-paper-paper.json").write_text(
+        json.dumps(
+            {"comparisons": [comp("library-best-fit", True, "library-best-fit"), comp("ctx-interp", False, None)]}
+        )
+    )
+    (tmp_path / "x-paper-paper.json").write_text(
+        json.dumps(
+            {
+                "comparisons": [
+                    comp("library-best-fit", True, "rte"),
+                    comp("ctx-interp", True, "ctx-interp"),
+                    comp("sparse-inductive", True, "rte"),
+                ]
+            }
+        )
+    )
     row = mod.render_spec("versus before=old x-paper-paper:g").splitlines()[2]
     assert row == "| x-paper-paper | g | ✗ → ✓ | - → ✓ | = → ✗ |  |  |"
     assert mod.render_spec("versus x-paper-paper:g").splitlines()[2] == "| x-paper-paper | g | ✓ | ✓ | ✗ |  |  |"
+
+
+def test_table_block_methods_keeps_those_rows_in_order_and_the_claims_between_them(tmp_path, monkeypatch):
+    mod = _load("tables.py")
+    methods = ("rte", "ctx-polyfit", "library-best-fit")
+    rows = [
+        {"group": "g", "method": m, "metric": "mse", "value": v, "ci95": 0.1, "n": 3}
+        for m, v in zip(methods, (0.5, 0.9, 0.7), strict=True)
+    ]
+    comps = [
+        {
+            "group": "g",
+            "metric": "mse",
+            "a": "rte",
+            "b": b,
+            "diff": -0.3,
+            "lo": -0.4,
+            "hi": -0.2,
+            "seed_diffs": [-0.3],
+            "n": 3,
+            "clear": True,
+            "winner": "rte",
+        }
+        for b in methods[1:]
+    ]
+    (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "comparisons": comps, "timing": {"wall_s": 90.0}}))
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+    md = tmp_path / "doc.md"
+    md.write_text("<!-- table: x metric=mse methods=library-best-fit,rte -->\n<!-- /table -->\n")
+    mod.sync(md)
+    text = md.read_text()
+    assert text.index("`library-best-fit`") < text.index("`rte`") and "ctx-polyfit" not in text
+    assert "rte beats library-best-fit (g)" in text
+    md.write_text("<!-- table: x methods=rte,nope -->\n<!-- /table -->\n")
+    with pytest.raises(SystemExit, match="no rows of method"):
+        mod.sync(md)

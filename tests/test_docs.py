@@ -1,0 +1,40 @@
+"""The documentation site: mkdocs.yml builds with ``mkdocs build --strict`` (every link, anchor and
+API-reference docstring resolves), and no page points to files a user of the repository does not have."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# the design notes and the reference outside the repository (../shared/...), which users never get
+OUTSIDE = re.compile(r"\.\./shared|DESIGN\.md")
+
+
+def test_site_builds_strictly(tmp_path):
+    site = tmp_path / "site"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
+    reference = (site / "reference" / "estimators" / "index.html").read_text()
+    assert "phi_scales" in reference and "return_std" in (site / "python-api" / "index.html").read_text()
+
+
+def test_no_page_points_outside_the_repository():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    hits = [
+        f"{page.relative_to(ROOT)}:{i}: {line.strip()[:120]}"
+        for page in pages
+        for i, line in enumerate(page.read_text().splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
+    assert not hits, (
+        "pointers to files outside the repository (link docs/results-schema.md or docs/design.md):\n" + "\n".join(hits)
+    )

@@ -1,0 +1,57 @@
+"""docs/tutorial.py, the tutorial in jupytext's percent format, runs as a notebook (nbclient) on
+seconds-sized fits (TASKEXTRAP_TUTORIAL=tiny): a change to the API it uses breaks this test, not
+a reader's first ten minutes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jupytext
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial.py"
+
+
+def _outputs(nb) -> str:
+    """Every text a code cell printed (stream outputs), in order."""
+    return "".join(
+        o.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "stream"
+    )
+
+
+def test_the_tutorial_runs_as_a_notebook_and_draws_its_figure(tmp_path, monkeypatch):
+    nb = jupytext.read(TUTORIAL)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    monkeypatch.setenv("TASKEXTRAP_TUTORIAL", "tiny")  # the kernel inherits this environment
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    try:
+        client.execute()
+    except CellExecutionError as exc:  # the failing cell's traceback, not nbclient's
+        pytest.fail(f"a tutorial cell failed:\n{exc}")
+    text = _outputs(nb)
+    for expected in ("library: 24 tasks", "candidates per target", "MSE over 6 targets: RTE"):
+        assert expected in text, text
+    images = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if "image/png" in o.get("data", {})
+    ]
+    assert len(images) == 1 and (tmp_path / "tutorial-prediction.png").stat().st_size > 10_000
+
+
+def test_the_tutorial_is_a_notebook_whose_sections_follow_the_issue():
+    """Define a family, fit, decompose, predict with an interval, plot, compare with a baseline."""
+    nb = jupytext.read(TUTORIAL)
+    headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown"]
+    assert headings[:6] == [
+        "# RTE on your own task family in ten minutes",
+        "## 1. A family of tasks",
+        "## 2. Fit RTE on the library",
+        "## 3. Explain a target from its context",
+        "## 4. Predict, with an interval",
+        "## 5. Compare with a baseline",
+    ]
