@@ -34,10 +34,12 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m slow $(XDIST)
 
-# ruff (lint and format) on the package, tests, benchmarks and scripts; mypy on the package.
+# ruff (lint and format) on the package, tests, benchmarks, scripts and the docs build's hook;
+# mypy on the package (pyproject.toml's [tool.mypy]). .pre-commit-config.yaml runs the same.
+LINT_PATHS := src tests benchmarks scripts docs/hooks.py docs/tutorial.py
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks scripts
-	$(VENV)/bin/ruff format --check src tests benchmarks scripts
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy
 
 # The documentation site (mkdocs-material + mkdocstrings) into site/; the tests build it too.

@@ -49,8 +49,15 @@ def measure(n_tasks: int, profile_name: str, cache: Path, threads: int) -> dict:
     dev tasks; the record described in the module docstring."""
     import torch
 
-    from taskextrap.experiments.codeio import (CODEIO_PROFILES, Split, corpora, fine_tune, for_model,
-                                               held_out_tasks, search_estimator)
+    from taskextrap.experiments.codeio import (
+        CODEIO_PROFILES,
+        Split,
+        corpora,
+        fine_tune,
+        for_model,
+        held_out_tasks,
+        search_estimator,
+    )
     from taskextrap.experiments.profiles import get_profile
     from taskextrap.llm.codeio import CodeIOAdapter
     from taskextrap.llm.pretrain import BaseModel
@@ -62,8 +69,14 @@ def measure(n_tasks: int, profile_name: str, cache: Path, threads: int) -> dict:
     profile = for_model(get_profile(CODEIO_PROFILES, profile_name), model)
     split = Split("dev")
     t = time.perf_counter()
-    extender = fine_tune(model, corpora(profile, model, split.pairs()[0])["extender"], profile, 0,
-                         cache / f"extender-{profile_name}", progress="extender (dev)")
+    extender = fine_tune(
+        model,
+        corpora(profile, model, split.pairs()[0])["extender"],
+        profile,
+        0,
+        cache / f"extender-{profile_name}",
+        progress="extender (dev)",
+    )
     sft_s = time.perf_counter() - t
     tasks = held_out_tasks(None, split)[0][:n_tasks]
     n_full = n_tasks * len(CodeIOAdapter.of(profile).candidates()) * 3
@@ -72,24 +85,44 @@ def measure(n_tasks: int, profile_name: str, cache: Path, threads: int) -> dict:
         for mode, bounded in (("full", False), ("bounded", True)):
             calls.clear()
             t = time.perf_counter()
-            scores[mode] = search_estimator(extender, profile, bounded).decompose(
-                tasks, progress=f"search ({mode})").extras["scores"]
+            scores[mode] = (
+                search_estimator(extender, profile, bounded)
+                .decompose(tasks, progress=f"search ({mode})")
+                .extras["scores"]
+            )
             wall = time.perf_counter() - t
-            record[mode] = {"wall_s": round(wall, 2), "sequences_scored": int(sum(calls)),
-                            "sequences_per_s": round(n_full / wall, 1),
-                            "paper_search_estimate_s": round(PAPER_TASKS * wall / n_tasks, 0)}
-            print(f"codeio search, {mode}: {wall:.1f} s, {sum(calls)} of {n_full} sequences scored, "
-                  f"{n_full / wall:.1f} seq/s", flush=True)
+            record[mode] = {
+                "wall_s": round(wall, 2),
+                "sequences_scored": int(sum(calls)),
+                "sequences_per_s": round(n_full / wall, 1),
+                "paper_search_estimate_s": round(PAPER_TASKS * wall / n_tasks, 0),
+            }
+            print(
+                f"codeio search, {mode}: {wall:.1f} s, {sum(calls)} of {n_full} sequences scored, "
+                f"{n_full / wall:.1f} seq/s",
+                flush=True,
+            )
     full, bounded = scores["full"], scores["bounded"]
     finite = np.isfinite(bounded)
-    same = {"best": bool((full.argmin(1) == bounded.argmin(1)).all()),
-            "tied": all(np.array_equal(tied(f), tied(b)) for f, b in zip(full, bounded)),
-            "max_abs_score_difference": float(np.abs(full[finite] - bounded[finite]).max()),
-            "candidates_scored_whole": round(float(finite.mean()), 4)}
-    return {"profile": profile_name, "split": "dev", "seed": 0, "n_tasks": n_tasks, "threads": threads,
-            "tie_tolerance": DEFAULT_TIE_TOL, "sequences_full_search": n_full, "sft_s": round(sft_s, 1),
-            "modes": record, "agreement": same,
-            "speed_up": round(record["full"]["wall_s"] / record["bounded"]["wall_s"], 2)}
+    same = {
+        "best": bool((full.argmin(1) == bounded.argmin(1)).all()),
+        "tied": all(np.array_equal(tied(f), tied(b)) for f, b in zip(full, bounded, strict=True)),
+        "max_abs_score_difference": float(np.abs(full[finite] - bounded[finite]).max()),
+        "candidates_scored_whole": round(float(finite.mean()), 4),
+    }
+    return {
+        "profile": profile_name,
+        "split": "dev",
+        "seed": 0,
+        "n_tasks": n_tasks,
+        "threads": threads,
+        "tie_tolerance": DEFAULT_TIE_TOL,
+        "sequences_full_search": n_full,
+        "sft_s": round(sft_s, 1),
+        "modes": record,
+        "agreement": same,
+        "speed_up": round(record["full"]["wall_s"] / record["bounded"]["wall_s"], 2),
+    }
 
 
 def main(argv=None):
@@ -102,13 +135,20 @@ def main(argv=None):
     ap.add_argument("--tasks", type=int, default=8, help="dev tasks searched (default 8: two saved chunks)")
     ap.add_argument("--profile", default="paper", help="the CodeIO profile whose extender recipe is used")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--cache", type=Path, default=Path(".bench-cache") / "codeio-search",
-                    help="where the fine-tuned extender is kept between runs")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(".bench-cache") / "codeio-search",
+        help="where the fine-tuned extender is kept between runs",
+    )
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     command = "python benchmarks/codeio_search.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    doc = {"environment": environment_info(), "command": command.strip(),
-           **measure(args.tasks, args.profile, args.cache, args.threads)}
+    doc = {
+        "environment": environment_info(),
+        "command": command.strip(),
+        **measure(args.tasks, args.profile, args.cache, args.threads),
+    }
     write_json_atomic(args.out, doc)
     print(f"wrote {args.out}: {doc['speed_up']}x, agreement {doc['agreement']}")
 

@@ -74,8 +74,11 @@ def bench(k: int = 60, n_batched: int = 40, n_loop: int = 2, keep: int = 64, rep
             torch.set_num_threads(threads)
             S.verify_chains(prims, x[:2], y[:2], [c[:2] for c in cands], keep)  # warm-up
             wall, (chains, _) = _timed(lambda: S.verify_chains(prims, x, y, cands, keep), repeat)
-            batched[str(threads)] = {"ms_per_target": 1e3 * wall / n_batched, "n_targets": n_batched,
-                                     "found_true_chain": float((chains[:, 0] == truth).all(axis=1).mean())}
+            batched[str(threads)] = {
+                "ms_per_target": 1e3 * wall / n_batched,
+                "n_targets": n_batched,
+                "found_true_chain": float((chains[:, 0] == truth).all(axis=1).mean()),
+            }
             print(f"batched, {threads} thread(s): {1e3 * wall / n_batched:.1f} ms per target", flush=True)
     finally:
         torch.set_num_threads(before)
@@ -86,21 +89,39 @@ def bench(k: int = 60, n_batched: int = 40, n_loop: int = 2, keep: int = 64, rep
     print(f"loop: {loop_ms:.0f} ms per target", flush=True)
     fast = S.chain_losses(prims, x[:n_loop], y[:n_loop], sub)
     best_ms = min(b["ms_per_target"] for b in batched.values())
-    return {"k": k, "depth": 3, "chains_per_target": k ** 3, "library_size": len(prims), "n_context": x.shape[1],
-            "keep": keep, "batched": batched,
-            "loop": {"ms_per_target": loop_ms, "n_targets": n_loop,
-                     "found_true_chain": float(np.mean([np.argmin(r) == np.argmin(f) for r, f in zip(loop, fast)]))},
-            "ratio": loop_ms / batched["1"]["ms_per_target"], "ratio_best": loop_ms / best_ms,
-            "max_abs_diff": float(np.abs(fast - loop).max()), "max_loss": float(loop.max()),
-            "target_ms": TARGET_MS, "meets_target": bool(best_ms <= TARGET_MS)}
+    return {
+        "k": k,
+        "depth": 3,
+        "chains_per_target": k**3,
+        "library_size": len(prims),
+        "n_context": x.shape[1],
+        "keep": keep,
+        "batched": batched,
+        "loop": {
+            "ms_per_target": loop_ms,
+            "n_targets": n_loop,
+            "found_true_chain": float(np.mean([np.argmin(r) == np.argmin(f) for r, f in zip(loop, fast, strict=True)])),
+        },
+        "ratio": loop_ms / batched["1"]["ms_per_target"],
+        "ratio_best": loop_ms / best_ms,
+        "max_abs_diff": float(np.abs(fast - loop).max()),
+        "max_loss": float(loop.max()),
+        "target_ms": TARGET_MS,
+        "meets_target": bool(best_ms <= TARGET_MS),
+    }
 
 
 def document(command: str, **kw) -> dict:
     """The benchmark's JSON: results, machine, load and environment."""
     load = os.getloadavg()
     res = bench(**kw)
-    return {"command": command, "environment": environment_info(), "what": __doc__.splitlines()[0],
-            "machine": {"cpus": os.cpu_count(), "loadavg_before": load, "loadavg_after": os.getloadavg()}, **res}
+    return {
+        "command": command,
+        "environment": environment_info(),
+        "what": __doc__.splitlines()[0],
+        "machine": {"cpus": os.cpu_count(), "loadavg_before": load, "loadavg_after": os.getloadavg()},
+        **res,
+    }
 
 
 def main():
@@ -109,8 +130,12 @@ def main():
     ap.add_argument("--targets", type=int, default=40, help="targets of the batched search")
     ap.add_argument("--loop-targets", type=int, default=2, help="targets of the Python-loop reference")
     args = ap.parse_args()
-    doc = document("python benchmarks/depth3_search.py " + " ".join(sys.argv[1:]), k=args.k, n_batched=args.targets,
-                   n_loop=args.loop_targets)
+    doc = document(
+        "python benchmarks/depth3_search.py " + " ".join(sys.argv[1:]),
+        k=args.k,
+        n_batched=args.targets,
+        n_loop=args.loop_targets,
+    )
     write_json_atomic(OUT, doc)
     print(f"written {OUT}: ratio {doc['ratio']:.0f}x")
 

@@ -27,9 +27,27 @@ OUT = Path(__file__).parent / "results" / "executors.json"
 
 def sweep(executor: str, out: Path, profile: str, seeds: int, threads: int = 1) -> float:
     """Wall seconds of one ``taskextrap sweep`` of the parameter experiment (both protocols)."""
-    cmd = [sys.executable, "-m", "taskextrap.cli", "sweep", "parameter", "--protocols", "paper,strict",
-           "--profile", profile, "--seeds", str(seeds), "--no-plots", "--quiet", "--out", str(out),
-           "--executor", executor, "--unit-cpus", str(threads)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "taskextrap.cli",
+        "sweep",
+        "parameter",
+        "--protocols",
+        "paper,strict",
+        "--profile",
+        profile,
+        "--seeds",
+        str(seeds),
+        "--no-plots",
+        "--quiet",
+        "--out",
+        str(out),
+        "--executor",
+        executor,
+        "--unit-cpus",
+        str(threads),
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("RAY_ADDRESS", None)  # a local instance on this machine's cores
     t = time.perf_counter()
@@ -68,19 +86,25 @@ def bench(profile: str = "quick", seeds: int = 3, out: Path = OUT) -> dict:
         identical = same_rows(tmp / "serial", tmp / "ray")
     result = {
         "what": f"taskextrap sweep parameter --protocols paper,strict --profile {profile} --seeds {seeds} "
-                "--no-plots, each executor from an empty --out",
-        "n_units": len(units["serial"]), "cores": cores, "threads": {k: n for k, (_, n) in runs.items()},
+        "--no-plots, each executor from an empty --out",
+        "n_units": len(units["serial"]),
+        "cores": cores,
+        "threads": {k: n for k, (_, n) in runs.items()},
         "ray_version": ray.__version__,
-        "wall_s": walls, "serial_over_ray": walls["serial"] / walls["ray"],
+        "wall_s": walls,
+        "serial_over_ray": walls["serial"] / walls["ray"],
         "serial_all_cores_over_ray": walls["serial-all-cores"] / walls["ray"],
         "unit_total_s": {e: {"sum": sum(v), "mean": sum(v) / len(v)} for e, v in units.items()},
-        "identical_rows": identical, "environment": environment_info("cpu"),
+        "identical_rows": identical,
+        "environment": environment_info("cpu"),
         "command": "python benchmarks/executors.py",
     }
     write_json_atomic(out, result)
-    print(f"serial {walls['serial']:.1f} s, serial on all cores {walls['serial-all-cores']:.1f} s, ray "
-          f"{walls['ray']:.1f} s: serial/ray = {result['serial_over_ray']:.2f}, all cores/ray = "
-          f"{result['serial_all_cores_over_ray']:.2f} ({result['n_units']} units, identical rows: {identical}) -> {out}")
+    print(
+        f"serial {walls['serial']:.1f} s, serial on all cores {walls['serial-all-cores']:.1f} s, ray "
+        f"{walls['ray']:.1f} s: serial/ray = {result['serial_over_ray']:.2f}, all cores/ray = "
+        f"{result['serial_all_cores_over_ray']:.2f} ({result['n_units']} units, identical rows: {identical}) -> {out}"
+    )
     return result
 
 

@@ -64,9 +64,12 @@ def predict_chunks(rows: int = 524288, d_in: int = 60) -> dict:
     net = block_mlp(d_in, 1, 0).eval()
     x = np.random.default_rng(0).normal(size=(rows, d_in)).astype(np.float32)
     before = predict_rows(net, x, chunk=65536)
-    return {"rows": rows, "before_s": round(_best(lambda: predict_rows(net, x, chunk=65536)), 3),
-            "now_s": round(_best(lambda: predict_rows(net, x, chunk=4096)), 3),
-            "identical": bool(torch.equal(predict_rows(net, x, chunk=4096), before))}
+    return {
+        "rows": rows,
+        "before_s": round(_best(lambda: predict_rows(net, x, chunk=65536)), 3),
+        "now_s": round(_best(lambda: predict_rows(net, x, chunk=4096)), 3),
+        "identical": bool(torch.equal(predict_rows(net, x, chunk=4096), before)),
+    }
 
 
 def textbook_adapted(p0, x, y, steps, lr):
@@ -96,17 +99,29 @@ def adapted(n: int = 2048, k: int = 25, steps: int = 50) -> dict:
     y = torch.sin(3 * x)
     before = textbook_adapted(p0, x, y, steps, 1e-2)
     c = E.CHUNK
-    now = lambda: torch.cat([E._per_task_adapted(p0, x[i:i + c], y[i:i + c], steps, 1e-2)  # noqa: E731
-                             for i in range(0, n, c)])
-    return {"tasks": n, "context": k, "steps": steps,
-            "before_s": round(_best(lambda: textbook_adapted(p0, x, y, steps, 1e-2), 1), 2),
-            "now_s": round(_best(now, 1), 2), "identical": bool(torch.equal(now(), before))}
+
+    def now():
+        return torch.cat([E._per_task_adapted(p0, x[i : i + c], y[i : i + c], steps, 1e-2) for i in range(0, n, c)])
+
+    return {
+        "tasks": n,
+        "context": k,
+        "steps": steps,
+        "before_s": round(_best(lambda: textbook_adapted(p0, x, y, steps, 1e-2), 1), 2),
+        "now_s": round(_best(now, 1), 2),
+        "identical": bool(torch.equal(now(), before)),
+    }
 
 
 def main():
     torch.set_num_threads(1)
-    doc = {"environment": environment_info(), "threads": 1, "psi_step": psi_step(),
-           "predict_chunks": predict_chunks(), "adapted": adapted()}
+    doc = {
+        "environment": environment_info(),
+        "threads": 1,
+        "psi_step": psi_step(),
+        "predict_chunks": predict_chunks(),
+        "adapted": adapted(),
+    }
     write_json_atomic(OUT, doc)
     print({k: v for k, v in doc.items() if k != "environment"})
 

@@ -21,6 +21,7 @@ paper sizes on coordinates drawn from {0, 1, 2}, where most distances tie.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import sys
@@ -81,15 +82,19 @@ def bench_case(lib: np.ndarray, z: np.ndarray, k: int, full: bool, scale: int) -
         if backend in ("kd_tree", "ball_tree") and scale == 100 and not full:
             out[backend] = {"skipped": "trees are not built at 100x in the default run (--full builds them)"}
             continue
-        build_s, search = _time(lambda: nn._index(backend, lib), repeat)
+        build_s, search = _time(functools.partial(nn._index, backend, lib), repeat)
         k_c = min(len(lib), k)
-        query_s, (idx, d2) = _time(lambda: search(z, k_c), repeat)
+        query_s, (idx, d2) = _time(functools.partial(search, z, k_c), repeat)
         raw = np.take_along_axis(idx, np.argsort(d2, axis=1, kind="stable"), 1)  # by the index's own distances
-        nearest_s, (got, _) = _time(lambda: nn.nearest(z, lib, k, backend=backend), repeat)
+        nearest_s, (got, _) = _time(functools.partial(nn.nearest, z, lib, k, backend=backend), repeat)
         if not np.array_equal(got, ref):
             raise SystemExit(f"nearest(backend={backend!r}) differs from the exact rule: a bug")
-        out[backend] = {"build_s": build_s, "query_us": 1e6 * query_s / len(z), "nearest_us": 1e6 * nearest_s / len(z),
-                        "exact": float(np.mean([np.array_equal(a, b) for a, b in zip(raw, ref)]))}
+        out[backend] = {
+            "build_s": build_s,
+            "query_us": 1e6 * query_s / len(z),
+            "nearest_us": 1e6 * nearest_s / len(z),
+            "exact": float(np.mean([np.array_equal(a, b) for a, b in zip(raw, ref, strict=True)])),
+        }
     return out
 
 
@@ -104,15 +109,29 @@ def run(seed: int = 0, full: bool = False) -> dict:
             queries = (BIG_K_QUERIES if 8 * k_of(n) > n else QUERIES)[scale]
             lib, z = g.normal(size=(n, WIDTH)), g.normal(size=(queries, WIDTH))
             t = time.perf_counter()
-            results[name][str(n)] = {"scale": scale, "k": k_of(n), "queries": len(z),
-                                     "backends": bench_case(lib, z, k_of(n), full, scale)}
-            print(f"{name:11s} N={n:7d} k={k_of(n):6d} {time.perf_counter() - t:6.1f} s: " + ", ".join(
-                f"{b} {r['nearest_us']:.0f}us" for b, r in results[name][str(n)]["backends"].items() if "nearest_us" in r),
-                flush=True)
+            results[name][str(n)] = {
+                "scale": scale,
+                "k": k_of(n),
+                "queries": len(z),
+                "backends": bench_case(lib, z, k_of(n), full, scale),
+            }
+            print(
+                f"{name:11s} N={n:7d} k={k_of(n):6d} {time.perf_counter() - t:6.1f} s: "
+                + ", ".join(
+                    f"{b} {r['nearest_us']:.0f}us"
+                    for b, r in results[name][str(n)]["backends"].items()
+                    if "nearest_us" in r
+                ),
+                flush=True,
+            )
         lib = g.integers(0, 3, size=(paper_n, WIDTH)).astype(float)
         z = g.integers(0, 3, size=((BIG_K_QUERIES if 8 * k_of(paper_n) > paper_n else QUERIES)[1], WIDTH)).astype(float)
-        ties[name] = {"n": paper_n, "k": k_of(paper_n), "queries": len(z),
-                      "backends": bench_case(lib, z, k_of(paper_n), full, 1)}
+        ties[name] = {
+            "n": paper_n,
+            "k": k_of(paper_n),
+            "queries": len(z),
+            "backends": bench_case(lib, z, k_of(paper_n), full, 1),
+        }
     return {"results": results, "ties": ties}
 
 
@@ -120,9 +139,14 @@ def machine() -> dict:
     """Where the numbers were taken."""
     import sklearn
 
-    info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "python": sys.version.split()[0], "numpy": np.__version__,
-            "sklearn": sklearn.__version__}
+    info = {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "sklearn": sklearn.__version__,
+    }
     try:
         import faiss
 
@@ -146,8 +170,16 @@ def document(command: str, seed: int = 0, full: bool = False) -> dict:
     """The results file: the command, seed, machine, environment, ``auto``'s threshold, wall time and :func:`run`."""
     t = time.perf_counter()
     res = run(seed, full)
-    return {"command": command, "seed": seed, "width": WIDTH, "machine": machine(), "environment": environment_info(),
-            "auto_rule": nn.AUTO_RULE, "wall_s": time.perf_counter() - t, **res}
+    return {
+        "command": command,
+        "seed": seed,
+        "width": WIDTH,
+        "machine": machine(),
+        "environment": environment_info(),
+        "auto_rule": nn.AUTO_RULE,
+        "wall_s": time.perf_counter() - t,
+        **res,
+    }
 
 
 if __name__ == "__main__":

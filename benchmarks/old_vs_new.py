@@ -46,14 +46,23 @@ def compare(name: str, old: dict, new: dict) -> str:
     seeds = lambda d: f"test seed {(d.get('config') or {}).get('test_seed', 10000)}"  # noqa: E731
     wall = lambda d: (d.get("timing") or {}).get("wall_s")  # noqa: E731
     walls = " → ".join(f"{w / 60:.1f} min" if w and w >= 5 else "cached" for w in (wall(old), wall(new)))
-    lines = [f"#### {name}", "", f"_old: {seeds(old)}, commit {old.get('environment', {}).get('git') or '?'}; "
-             f"new: {seeds(new)}, commit {new.get('environment', {}).get('git') or '?'}; wall {walls}._", "",
-             "| group | method | metric | old | new | paper |", "| --- | --- | --- | ---: | ---: | ---: |"]
+    lines = [
+        f"#### {name}",
+        "",
+        f"_old: {seeds(old)}, commit {old.get('environment', {}).get('git') or '?'}; "
+        f"new: {seeds(new)}, commit {new.get('environment', {}).get('git') or '?'}; wall {walls}._",
+        "",
+        "| group | method | metric | old | new | paper |",
+        "| --- | --- | --- | ---: | ---: | ---: |",
+    ]
     for r in new.get("rows", []):
-        o = index.get((GROUP_ALIASES.get(r["group"], r["group"]), r["method"], r["metric"])) \
-            or index.get((r["group"], r["method"], r["metric"]))
+        o = index.get((GROUP_ALIASES.get(r["group"], r["group"]), r["method"], r["metric"])) or index.get(
+            (r["group"], r["method"], r["metric"])
+        )
         paper = fmt(r["paper_value"]) if r.get("paper_value") is not None else ""
-        lines.append(f"| {r['group']} | `{r['method']}` | {r['metric']} | {cell(o, False)} | {cell(r, True)} | {paper} |")
+        lines.append(
+            f"| {r['group']} | `{r['method']}` | {r['metric']} | {cell(o, False)} | {cell(r, True)} | {paper} |"
+        )
     return "\n".join(lines)
 
 
@@ -64,9 +73,12 @@ def main():
     ap.add_argument("names", nargs="*", help="results files (default: every one with rows, old and new)")
     args = ap.parse_args()
     names = args.names or sorted(p.stem for p in (ROOT / RESULTS).glob("*.json"))
-    parts = [f"# Old vs new numbers (`python benchmarks/old_vs_new.py --rev {args.rev}`)", "",
-             "_old ± ci95 by the rule of its day (before the integrity review: over every target × seed "
-             "entry, too narrow); new ± ci95 over targets of seed-averaged errors (sd across seeds)._"]
+    parts = [
+        f"# Old vs new numbers (`python benchmarks/old_vs_new.py --rev {args.rev}`)",
+        "",
+        "_old ± ci95 by the rule of its day (before the integrity review: over every target × seed "
+        "entry, too narrow); new ± ci95 over targets of seed-averaged errors (sd across seeds)._",
+    ]
     for name in names:
         new = json.loads((ROOT / RESULTS / f"{name}.json").read_text())
         old = old_file(args.rev, name)

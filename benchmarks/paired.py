@@ -25,8 +25,15 @@ import numpy as np
 from taskextrap.report.compare import paired_difference
 
 
-def paired(units_dir: Path, experiment: str, protocol: str, first: str, other: str,
-           profile: str | None = None, metric: str = "mse") -> dict[str, dict]:
+def paired(
+    units_dir: Path,
+    experiment: str,
+    protocol: str,
+    first: str,
+    other: str,
+    profile: str | None = None,
+    metric: str = "mse",
+) -> dict[str, dict]:
     """{group: {"diff", "lo", "hi", "ci95", "n", "seed_diffs", "seeds", "clear", "first_better"}}
     from ``units_dir/EXPERIMENT-GROUP-PROTOCOL-seedS-*.json``; ``diff`` is other - first.
 
@@ -54,7 +61,9 @@ def paired(units_dir: Path, experiment: str, protocol: str, first: str, other: s
         for s in seeds:
             paths = sorted(by_seed[s], key=lambda p: (p.stat().st_mtime, p.name))
             if len(paths) > 1:
-                print(f"{group} seed {s}: {len(paths)} unit files, using the newest ({paths[-1].name})", file=sys.stderr)
+                print(
+                    f"{group} seed {s}: {len(paths)} unit files, using the newest ({paths[-1].name})", file=sys.stderr
+                )
             errors = json.loads(paths[-1].read_text())["errors"]
             cols_a.append(np.asarray(errors[other], dtype=float))
             cols_b.append(np.asarray(errors[first], dtype=float))
@@ -81,17 +90,20 @@ def main():
     ap.add_argument("first")
     ap.add_argument("other")
     ap.add_argument("--profile", default=None, help="only units of this profile (quick, paper)")
-    ap.add_argument("--metric", default="mse", choices=["mse", "accuracy"],
-                    help="accuracy: bootstrap interval, higher is better")
+    ap.add_argument(
+        "--metric", default="mse", choices=["mse", "accuracy"], help="accuracy: bootstrap interval, higher is better"
+    )
     a = ap.parse_args()
     res = paired(a.units_dir, a.experiment, a.protocol, a.first, a.other, a.profile, a.metric)
     if not res:
         raise SystemExit(f"no unit files for {a.experiment}/{a.protocol} with both methods in {a.units_dir}")
     for group, r in res.items():
-        seeds = ", ".join(f"seed {s}: {_fmt(v)}" for s, v in zip(r["seeds"], r["seed_diffs"]))
-        print(f"{group:12s} {a.other} - {a.first}: {_fmt(r['diff'])} [{_fmt(r['lo'])}, {_fmt(r['hi'])}] "
-              f"(n={r['n']} targets); per seed {seeds}; clear: {'yes' if r['clear'] else 'no'}; "
-              f"{a.first} better on {r['first_better']:.0%} of targets")
+        seeds = ", ".join(f"seed {s}: {_fmt(v)}" for s, v in zip(r["seeds"], r["seed_diffs"], strict=True))
+        print(
+            f"{group:12s} {a.other} - {a.first}: {_fmt(r['diff'])} [{_fmt(r['lo'])}, {_fmt(r['hi'])}] "
+            f"(n={r['n']} targets); per seed {seeds}; clear: {'yes' if r['clear'] else 'no'}; "
+            f"{a.first} better on {r['first_better']:.0%} of targets"
+        )
 
 
 if __name__ == "__main__":

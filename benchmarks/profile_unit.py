@@ -58,19 +58,48 @@ def profile_unit(experiment: str, profile: str = "paper", rate: int = 50, checko
         raise SystemExit("error: py-spy is not installed (pip install py-spy)")
     with tempfile.TemporaryDirectory(prefix="profile-") as tmp:
         raw = Path(tmp) / "raw.txt"
-        cmd = [spy, "record", "-r", str(rate), "-f", "raw", "-o", str(raw), "--", sys.executable, "-m",
-               "taskextrap.cli", "reproduce", experiment, "--profile", profile,
-               *([] if experiment in speed.SEEDLESS else ["--seed", "0"]), *extra, "--unit-cpus", "1",
-               "--out", str(Path(tmp) / "out"), "--no-plots", "--quiet"]
+        cmd = [
+            spy,
+            "record",
+            "-r",
+            str(rate),
+            "-f",
+            "raw",
+            "-o",
+            str(raw),
+            "--",
+            sys.executable,
+            "-m",
+            "taskextrap.cli",
+            "reproduce",
+            experiment,
+            "--profile",
+            profile,
+            *([] if experiment in speed.SEEDLESS else ["--seed", "0"]),
+            *extra,
+            "--unit-cpus",
+            "1",
+            "--out",
+            str(Path(tmp) / "out"),
+            "--no-plots",
+            "--quiet",
+        ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(checkout) / "src")}
         t = time.perf_counter()
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - t
         summary = summarise(raw.read_text().splitlines())
         timing = json.loads(next((Path(tmp) / "out").glob("*/results.json")).read_text())["timing"]
-    return {"experiment": experiment, "unit": unit, "profile": profile, "wall_s": round(wall, 1),
-            "timing": {k: round(float(v), 2) for k, v in timing.items()}, "rate_hz": rate,
-            "commit": speed.commit(Path(checkout)), **summary}
+    return {
+        "experiment": experiment,
+        "unit": unit,
+        "profile": profile,
+        "wall_s": round(wall, 1),
+        "timing": {k: round(float(v), 2) for k, v in timing.items()},
+        "rate_hz": rate,
+        "commit": speed.commit(Path(checkout)),
+        **summary,
+    }
 
 
 def _speed():
@@ -88,7 +117,9 @@ def main(argv=None):
     ap.add_argument("--profile", default="paper")
     ap.add_argument("--label", default="after", help="the key the summary is kept under (before, after)")
     ap.add_argument("--checkout", type=Path, default=ROOT, help="the worktree whose package runs")
-    ap.add_argument("--out", type=Path, default=None, help="the JSON to update [default: results/profiles/<exp>-<profile>.json]")
+    ap.add_argument(
+        "--out", type=Path, default=None, help="the JSON to update [default: results/profiles/<exp>-<profile>.json]"
+    )
     args = ap.parse_args(argv)
     from taskextrap.files import write_json_atomic
 

@@ -38,8 +38,11 @@ def ranking_quality(family, protocol="paper", method="gradient", seed=0, n_libra
     library = TaskSet.sample(family, {r: n_library for r in family.train_regions}, rng(seed, family.name, "library"))
     # Gamma only (Psi is not needed here), fitted on library draws as in a full RTE fit.
     rte = RTE(protocol=protocol, embedding=method, n_pairs=len(library) * 4, seed=seed).fit_embedding(library)
-    val = TaskSet.sample(family, {r: n_val // len(family.train_regions) for r in family.train_regions},
-                         rng(seed, family.name, "validation"))
+    val = TaskSet.sample(
+        family,
+        {r: n_val // len(family.train_regions) for r in family.train_regions},
+        rng(seed, family.name, "validation"),
+    )
     obs = protocol.draw(val, 1, rng(seed, family.name, "validation-draws"), rte.noise_scale_)
     z = rte.embed(obs.ctx_x, obs.ctx_y)
     d_proxy = np.linalg.norm(z[:, None] - rte.z_library_[None], axis=2)
@@ -48,6 +51,8 @@ def ranking_quality(family, protocol="paper", method="gradient", seed=0, n_libra
     d_shift = np.abs(t_val[:, None, 0] - t_lib[None, :, 0])
     top5 = nearest(t_val, t_lib, 5)[0]
     nn = nearest(z, rte.z_library_, 1)[0][:, 0]
-    return {"rho_theta": float(spearman_rows(d_proxy, d_theta).mean()),
-            "rho_shift": float(spearman_rows(d_proxy, d_shift).mean()),
-            "nn_top5": float((top5 == nn[:, None]).any(1).mean())}
+    return {
+        "rho_theta": float(spearman_rows(d_proxy, d_theta).mean()),
+        "rho_shift": float(spearman_rows(d_proxy, d_shift).mean()),
+        "nn_top5": float((top5 == nn[:, None]).any(1).mean()),
+    }

@@ -60,8 +60,10 @@ def bench_embeddings(seed: int = 0) -> dict:
                 q = ranking_quality(fam, protocol, method, seed=seed)
                 q["wall_s"] = time.perf_counter() - t
                 out[f"{protocol}/{fam.name}/{method}"] = q
-                print(f"embedding {protocol:6s} {fam.name:10s} {method:8s} "
-                      f"rho_theta={q['rho_theta']:.3f} rho_shift={q['rho_shift']:.3f} nn_top5={q['nn_top5']:.2f}")
+                print(
+                    f"embedding {protocol:6s} {fam.name:10s} {method:8s} "
+                    f"rho_theta={q['rho_theta']:.3f} rho_shift={q['rho_shift']:.3f} nn_top5={q['nn_top5']:.2f}"
+                )
     means = {}
     for protocol in ("paper", "strict"):
         for method in EMBEDDINGS:
@@ -83,8 +85,14 @@ def bench_length_embeddings(seed: int = 0) -> dict:
         for method in EMBEDDINGS:
             t = time.perf_counter()
             # Psi_ext is not measured here: one step keeps the fit to Gamma and the decomposer.
-            model = LengthRTE(protocol=protocol, embedding=method, n_pairs=512, train=TrainConfig(steps=1, batch=512),
-                              decomposer_train=prof.decomposer_train, seed=seed)
+            model = LengthRTE(
+                protocol=protocol,
+                embedding=method,
+                n_pairs=512,
+                train=TrainConfig(steps=1, batch=512),
+                decomposer_train=prof.decomposer_train,
+                seed=seed,
+            )
             q = model.fit(library).retrieval_quality()
             q["wall_s"] = time.perf_counter() - t
             out[f"{protocol}/{method}"] = q
@@ -101,8 +109,16 @@ def bench_experiment(name: str, profile: str, protocol: str, family: str | None 
     """Run one registered experiment on ``SPLIT`` (on ``family``, a ``module:attr``, when given);
     return its rows, paired comparisons, seeds, per-phase timing and config (which records the
     split and the test seed)."""
-    opts = RunOptions(profile=profile, protocol=protocol, out=OUT / "runs", progress=True, split=SPLIT,
-                      unit_cpus=THREADS, seeds=SEEDS, family=family)
+    opts = RunOptions(
+        profile=profile,
+        protocol=protocol,
+        out=OUT / "runs",
+        progress=True,
+        split=SPLIT,
+        unit_cpus=THREADS,
+        seeds=SEEDS,
+        family=family,
+    )
     res = run_experiment(name, opts)
     return {key: res[key] for key in ("rows", "comparisons", "seeds", "timing", "config")}
 
@@ -138,8 +154,12 @@ def bench_scoring(n_tasks: int = 4) -> dict:
         t = time.perf_counter()
         completion_nll(lm, [p for p, _ in pairs], [c for _, c in pairs], batch_size=batch)
         wall = time.perf_counter() - t
-        out[f"batch{batch}"] = {"pairs_per_s": len(pairs) / wall, "candidates_per_s": len(tasks) * len(cands) / wall,
-                                "wall_s": wall, "n_pairs": len(pairs)}
+        out[f"batch{batch}"] = {
+            "pairs_per_s": len(pairs) / wall,
+            "candidates_per_s": len(tasks) * len(cands) / wall,
+            "wall_s": wall,
+            "n_pairs": len(pairs),
+        }
     return out
 
 
@@ -175,8 +195,14 @@ def bench_codeio_scoring(n_tasks: int = 1, n_plain: int = 128, split=None) -> di
         total_nll(lm, lists, batch_size=64, prefix_keys=keys)
         wall = time.perf_counter() - t
         m = n * len(tasks)
-        out[label] = {"anchored": anchored, "candidates_per_s": m / wall, "sequences_per_s": 3 * m / wall,
-                      "tokens_per_s": n_tokens / wall, "wall_s": wall, "n_candidates": m}
+        out[label] = {
+            "anchored": anchored,
+            "candidates_per_s": m / wall,
+            "sequences_per_s": 3 * m / wall,
+            "tokens_per_s": n_tokens / wall,
+            "wall_s": wall,
+            "n_candidates": m,
+        }
         print(f"codeio scoring {label}: {m / wall:.1f} candidates/s ({wall:.1f} s for {m})")
     return out
 
@@ -185,21 +211,58 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--profiles", nargs="+", default=["quick", "paper"])
     ap.add_argument("--protocols", nargs="+", default=["paper", "strict"])
-    ap.add_argument("--split", choices=["test", "dev"], default="test",
-                    help="dev: the pseudo-extrapolation inside training, on which choices are made")
-    ap.add_argument("--only", choices=["nn-index", "depth3-search", "embeddings", "length-embeddings", "parameter", "projectile", "length",
-                                       "composition", "ablations", "multistep", "parameter-ablations", "length-ablations",
-                                       "composition-ablations", "parameter-multistep", "composition-depth3", "parity", "codeio",
-                                       "executors", "unseen", "manifolds", "composition-em", "codeio-em",
-                                       "llm-geometry", "speed", "kernels", "codeio-search"],
-                    default=None)
+    ap.add_argument(
+        "--split",
+        choices=["test", "dev"],
+        default="test",
+        help="dev: the pseudo-extrapolation inside training, on which choices are made",
+    )
+    ap.add_argument(
+        "--only",
+        choices=[
+            "nn-index",
+            "depth3-search",
+            "embeddings",
+            "length-embeddings",
+            "parameter",
+            "projectile",
+            "length",
+            "composition",
+            "ablations",
+            "multistep",
+            "parameter-ablations",
+            "length-ablations",
+            "composition-ablations",
+            "parameter-multistep",
+            "composition-depth3",
+            "parity",
+            "codeio",
+            "executors",
+            "unseen",
+            "manifolds",
+            "composition-em",
+            "codeio-em",
+            "llm-geometry",
+            "speed",
+            "kernels",
+            "codeio-search",
+        ],
+        default=None,
+    )
     ap.add_argument("--seeds", type=int, default=None, help="the first N training seeds of each profile (default: all)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch threads (default 2; speed: 1, the per-unit figure; 1 when two runs share 2 cores)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads (default 2; speed: 1, the per-unit figure; 1 when two runs share 2 cores)",
+    )
     ap.add_argument("--device", default="cpu", help="speed: the device of the timed units (cpu, cuda)")
     ap.add_argument("--label", default="after", help="speed: the column the timed units fill (before, after, gpu)")
-    ap.add_argument("--no-throughput", action="store_true",
-                    help="skip the scoring-throughput benchmarks of parity and codeio (they want idle cores)")
+    ap.add_argument(
+        "--no-throughput",
+        action="store_true",
+        help="skip the scoring-throughput benchmarks of parity and codeio (they want idle cores)",
+    )
     args = ap.parse_args()
     global SPLIT, THREADS, SEEDS
     SPLIT, THREADS, SEEDS = args.split, args.threads or 2, args.seeds
@@ -227,12 +290,19 @@ def main():
     if args.only in (None, "length-embeddings"):
         t = time.perf_counter()
         res = bench_length_embeddings()
-        write_json_atomic(OUT / "length-embeddings.json", {"environment": env, "wall_s": time.perf_counter() - t,
-                                                          "retrieval": res})
-    for name, group in (("length", "length"), ("composition", "composition"), ("parameter-ablations", "ablations"),
-                        ("length-ablations", "ablations"), ("composition-ablations", "ablations"),
-                        ("parameter-multistep", "multistep"), ("composition-depth3", "composition-depth3"),
-                        ("composition-em", "composition-em")):
+        write_json_atomic(
+            OUT / "length-embeddings.json", {"environment": env, "wall_s": time.perf_counter() - t, "retrieval": res}
+        )
+    for name, group in (
+        ("length", "length"),
+        ("composition", "composition"),
+        ("parameter-ablations", "ablations"),
+        ("length-ablations", "ablations"),
+        ("composition-ablations", "ablations"),
+        ("parameter-multistep", "multistep"),
+        ("composition-depth3", "composition-depth3"),
+        ("composition-em", "composition-em"),
+    ):
         if args.only in (None, group, name):
             for profile in args.profiles:
                 for protocol in args.protocols:
@@ -266,15 +336,15 @@ def main():
         for name, family in (("parameter", "unseen:logistic"), ("length", "unseen:sine")):
             for protocol in args.protocols:
                 res = bench_experiment(name, "quick", protocol, family)
-                write_json_atomic(result_path(f"unseen-{name}-{family.split(':')[1]}-{protocol}-quick"),
-                                  {"environment": env, **res})
+                write_json_atomic(
+                    result_path(f"unseen-{name}-{family.split(':')[1]}-{protocol}-quick"), {"environment": env, **res}
+                )
     if args.only in (None, "kernels"):  # the kernels behind the speed work, one thread (a minute)
         _sibling("kernels").main()
     if args.only in (None, "codeio-search"):  # the bounded CodeIO search against the full one (~25 min)
         _sibling("codeio_search").main([])
     if args.only in (None, "speed"):  # one paper unit per experiment in its own process (speed.py)
-        _sibling("speed").main(["--label", args.label, "--device", args.device,
-                                "--threads", str(args.threads or 1)])
+        _sibling("speed").main(["--label", args.label, "--device", args.device, "--threads", str(args.threads or 1)])
     if args.only in (None, "parameter"):
         for profile in args.profiles:
             for protocol in args.protocols:

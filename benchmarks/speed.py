@@ -31,9 +31,13 @@ import time
 from pathlib import Path
 
 OUT = Path(__file__).parent / "results" / "speed.json"
-ANCHOR = {"what": "the authors' FuncExtrap_no_label.py (Table 1), one training seed of the five families",
-          "wall_s": 1114.0, "per_family_seed_s": 1114.0 / 5, "threads": 2,
-          "source": "issue 35 (measured on this machine class); shared/reference/authors-implementation.md §2"}
+ANCHOR = {
+    "what": "the authors' FuncExtrap_no_label.py (Table 1), one training seed of the five families",
+    "wall_s": 1114.0,
+    "per_family_seed_s": 1114.0 / 5,
+    "threads": 2,
+    "source": "issue 35 (measured on this machine class); shared/reference/authors-implementation.md §2",
+}
 
 # One unit per experiment: name -> (extra CLI arguments, what the unit is). The language-model
 # units are hours on a CPU: they run when named (or on --device cuda).
@@ -57,8 +61,16 @@ UNITS = {
     "codeio-em": ([], "seed 0"),
     "llm-geometry": ([], "seed 0"),
 }
-CPU_DEFAULT = ("parameter", "parameter-multistep", "parameter-multistep:after-parameter", "length", "composition",
-               "composition-depth3", "projectile", "manifolds")  # the ablations share their main experiment's
+CPU_DEFAULT = (
+    "parameter",
+    "parameter-multistep",
+    "parameter-multistep:after-parameter",
+    "length",
+    "composition",
+    "composition-depth3",
+    "projectile",
+    "manifolds",
+)  # the ablations share their main experiment's
 # units; the rest (composition-em, the language models: hours on a CPU) run when named
 SEEDLESS = ("projectile",)  # experiments whose profile has no --seed
 
@@ -69,17 +81,23 @@ ROOT = Path(__file__).resolve().parents[1]
 def commit(root: Path = ROOT) -> str:
     """The short commit of the checkout ``root``, with ``+dirty`` when files differ from it."""
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
 
 
-def time_unit(experiment: str, threads: int = 1, device: str = "cpu", checkout: Path = ROOT,
-              profile: str = "paper") -> dict:
+def time_unit(
+    experiment: str, threads: int = 1, device: str = "cpu", checkout: Path = ROOT, profile: str = "paper"
+) -> dict:
     """Run one ``paper`` unit of ``experiment`` in a fresh process with the package of
     ``checkout`` (another worktree gives the before column); its record: wall time of the
     process, the unit's per-phase timing (from its results.json), peak resident memory, threads,
@@ -87,13 +105,34 @@ def time_unit(experiment: str, threads: int = 1, device: str = "cpu", checkout: 
     extra, unit = UNITS[experiment]
     experiment, _, after = experiment.partition(":after-")
     with tempfile.TemporaryDirectory(prefix="speed-") as out:
-        def command(name):
-            return [sys.executable, "-m", "taskextrap.cli", "reproduce", name, "--profile", profile,
-                    *([] if name in SEEDLESS else ["--seed", "0"]), *extra, "--unit-cpus", str(threads),
-                    "--device", device, "--out", out, "--no-plots", "--quiet"]
 
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads),
-               "PYTHONPATH": str(Path(checkout) / "src")}
+        def command(name):
+            return [
+                sys.executable,
+                "-m",
+                "taskextrap.cli",
+                "reproduce",
+                name,
+                "--profile",
+                profile,
+                *([] if name in SEEDLESS else ["--seed", "0"]),
+                *extra,
+                "--unit-cpus",
+                str(threads),
+                "--device",
+                device,
+                "--out",
+                out,
+                "--no-plots",
+                "--quiet",
+            ]
+
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "OMP_NUM_THREADS": str(threads),
+            "PYTHONPATH": str(Path(checkout) / "src"),
+        }
         if after:  # the experiment it shares fits with runs first, untimed
             subprocess.run(command(after), env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         cmd = command(experiment)
@@ -106,10 +145,18 @@ def time_unit(experiment: str, threads: int = 1, device: str = "cpu", checkout: 
             raise SystemExit(f"error: {experiment} failed:\n{err[-2000:]}")
         results = json.loads(next(Path(out).glob(f"{experiment}-*/results.json")).read_text())
     timing = {k: round(float(v), 2) for k, v in results["timing"].items()}
-    return {"unit": unit, "wall_s": round(wall, 2), "timing": timing, "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "threads": threads, "device": device,
-            "commit": commit(Path(checkout)), "command": " ".join(["taskextrap", *cmd[3:]]).replace(out, "TMP"),
-            "measured": time.strftime("%Y-%m-%d %H:%M:%S")}
+    return {
+        "unit": unit,
+        "wall_s": round(wall, 2),
+        "timing": timing,
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "threads": threads,
+        "device": device,
+        "commit": commit(Path(checkout)),
+        "command": " ".join(["taskextrap", *cmd[3:]]).replace(out, "TMP"),
+        "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def load(path: Path = OUT) -> dict:
@@ -133,8 +180,16 @@ def run(experiments, label: str, threads: int, device: str, checkout: Path = ROO
     return doc
 
 
-PHASES = ("embedding_s", "rte_fit_s", "fits_loaded_s", "objective_fit_s", "psi_training_s", "decomposer_training_s",
-          "baselines_fit_s", "evaluation_s")
+PHASES = (
+    "embedding_s",
+    "rte_fit_s",
+    "fits_loaded_s",
+    "objective_fit_s",
+    "psi_training_s",
+    "decomposer_training_s",
+    "baselines_fit_s",
+    "evaluation_s",
+)
 
 
 def table(doc: dict, before: str = "before", after: str = "after") -> str:
@@ -143,36 +198,68 @@ def table(doc: dict, before: str = "before", after: str = "after") -> str:
     labels = doc.get("labels", {})
     b, a = labels.get(before, {}), labels.get(after, {})
     others = [lab for lab in labels if lab not in (before, after)]
-    head = ["experiment", "unit", f"{before} (s)", f"{after} (s)", "speed-up", *[f"{o} (s)" for o in others],
-            f"{after}: phases (s)", "peak MB", "threads"]
+    head = [
+        "experiment",
+        "unit",
+        f"{before} (s)",
+        f"{after} (s)",
+        "speed-up",
+        *[f"{o} (s)" for o in others],
+        f"{after}: phases (s)",
+        "peak MB",
+        "threads",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in [n for n in UNITS if n in b or n in a or any(n in labels[o] for o in others)]:
         rb, ra = b.get(name), a.get(name)
         ref = ra or rb or next(labels[o][name] for o in others if name in labels[o])
         phases = ", ".join(f"{k.removesuffix('_s')} {ref['timing'][k]:.0f}" for k in PHASES if k in ref["timing"])
         speedup = f"{rb['wall_s'] / ra['wall_s']:.1f}x" if rb and ra else ""
-        cells = [f"`{name}`", ref["unit"], f"{rb['wall_s']:.0f}" if rb else "", f"{ra['wall_s']:.0f}" if ra else "",
-                 speedup, *[f"{labels[o][name]['wall_s']:.0f} ({labels[o][name]['device']})" if name in labels[o]
-                            else "" for o in others], phases, f"{ref['peak_rss_mb']:.0f}", str(ref["threads"])]
+        cells = [
+            f"`{name}`",
+            ref["unit"],
+            f"{rb['wall_s']:.0f}" if rb else "",
+            f"{ra['wall_s']:.0f}" if ra else "",
+            speedup,
+            *[
+                f"{labels[o][name]['wall_s']:.0f} ({labels[o][name]['device']})" if name in labels[o] else ""
+                for o in others
+            ],
+            phases,
+            f"{ref['peak_rss_mb']:.0f}",
+            str(ref["threads"]),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     anchor = doc.get("anchor", ANCHOR)
     commits = {lab: sorted({r["commit"] for r in labels[lab].values()}) for lab in labels}
-    lines += ["", f"_one `paper` unit per experiment, each a fresh process (imports and every fit included); "
-                  f"commits: {'; '.join(f'{lab} ' + ', '.join(c) for lab, c in commits.items())}. Anchor: "
-                  f"{anchor['what']}, {anchor['wall_s']:.0f} s with {anchor['threads']} threads = "
-                  f"{anchor['per_family_seed_s']:.0f} s per family-seed ({anchor['source']})._"]
+    lines += [
+        "",
+        f"_one `paper` unit per experiment, each a fresh process (imports and every fit included); "
+        f"commits: {'; '.join(f'{lab} ' + ', '.join(c) for lab, c in commits.items())}. Anchor: "
+        f"{anchor['what']}, {anchor['wall_s']:.0f} s with {anchor['threads']} threads = "
+        f"{anchor['per_family_seed_s']:.0f} s per family-seed ({anchor['source']})._",
+    ]
     return "\n".join(lines)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", nargs="+", choices=list(UNITS), default=None,
-                    help=f"experiments to time (default: {', '.join(CPU_DEFAULT)})")
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        choices=list(UNITS),
+        default=None,
+        help=f"experiments to time (default: {', '.join(CPU_DEFAULT)})",
+    )
     ap.add_argument("--label", default="after", help="the column these runs fill (before, after, gpu, ...)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the unit")
     ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    ap.add_argument("--checkout", type=Path, default=ROOT,
-                    help="the git worktree whose package runs (a worktree of the old commit: the before column)")
+    ap.add_argument(
+        "--checkout",
+        type=Path,
+        default=ROOT,
+        help="the git worktree whose package runs (a worktree of the old commit: the before column)",
+    )
     ap.add_argument("--out", type=Path, default=OUT, help="the speed.json to update")
     ap.add_argument("--table", action="store_true", help="print the markdown table of speed.json and exit")
     args = ap.parse_args(argv)

@@ -30,7 +30,7 @@ def query_input(prompt: str) -> str:
     last = prompt.rstrip().splitlines()[-1]
     if not (last.startswith("In:") and "Out:" in last):
         raise ValueError(f"the prompt's last line is not a query line: {last!r}")
-    return last[len("In:"):last.rindex("Out:")].strip()
+    return last[len("In:") : last.rindex("Out:")].strip()
 
 
 def audit(records: list[dict]) -> dict:
@@ -74,8 +74,13 @@ def main():
     path, run = prompts_file(args.run_dir)
     records = read_records(path)
     per_method = audit(records)
-    result = {"run": run, "command": "python scripts/audit_prompts.py " + " ".join(sys.argv[1:]),
-              "records": len(records), "tasks": len({r["task"] for r in records}), "per_method": per_method}
+    result = {
+        "run": run,
+        "command": "python scripts/audit_prompts.py " + " ".join(sys.argv[1:]),
+        "records": len(records),
+        "tasks": len({r["task"] for r in records}),
+        "per_method": per_method,
+    }
     out = args.out or OUT / f"{run}-prompt-audit.json"
     write_json_atomic(out, result)
     print(json.dumps(per_method, indent=1), f"\nwritten {out}")

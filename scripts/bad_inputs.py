@@ -41,6 +41,7 @@ atomically with the git commit, the date, the counts per surface and outcome and
 
 import argparse
 import concurrent.futures
+import contextlib
 import datetime
 import json
 import math
@@ -91,8 +92,10 @@ class Case:
         if self.surface == "api":
             return r["code"]
         if r["kind"] == "unit":
-            return (f"unit of 'taskextrap {shlex.join(BASELINES[r['experiment']])}' "
-                    f"damaged: {UNIT_DAMAGES[r['damage']][0]}; rerun into a copy of its --out")
+            return (
+                f"unit of 'taskextrap {shlex.join(BASELINES[r['experiment']])}' "
+                f"damaged: {UNIT_DAMAGES[r['damage']][0]}; rerun into a copy of its --out"
+            )
         return f"SFT checkpoint ckpt-4 of a 6-step run damaged: {CKPT_DAMAGES[r['damage']][0]}; train resumed"
 
 
@@ -105,6 +108,7 @@ class Outcome:
 
 
 # ----------------------------------------------------------------------------- classification
+
 
 def first_chars(text: str, n: int = MESSAGE_CHARS) -> str:
     text = " ".join(str(text).split())
@@ -120,9 +124,9 @@ def _last_traceback_line(stderr: str) -> str:
     lines = _lines(stderr)
     idx = max(i for i, line in enumerate(lines) if line.startswith("Traceback"))
     frames = [i for i in range(idx, len(lines)) if lines[i].startswith("  File ")]
-    after = lines[(frames[-1] if frames else idx) + 1:]
+    after = lines[(frames[-1] if frames else idx) + 1 :]
     rest = [i for i, line in enumerate(after) if not line.startswith(" ")]
-    return " ".join(after[rest[0]:]) if rest else lines[-1]
+    return " ".join(after[rest[0] :]) if rest else lines[-1]
 
 
 def classify_cli(rc: int | None, stdout: str, stderr: str, timed_out: bool) -> Outcome:
@@ -134,8 +138,12 @@ def classify_cli(rc: int | None, stdout: str, stderr: str, timed_out: bool) -> O
         return Outcome("traceback", first_chars(_last_traceback_line(stderr)))
     if rc == 0:
         out = _lines(stdout)
-        return Outcome("accepted", first_chars("exit 0" + (f"; stdout ends: {out[-1]}" if out else "")
-                                               + (f"; stderr: {lines[-1]}" if lines else "")))
+        return Outcome(
+            "accepted",
+            first_chars(
+                "exit 0" + (f"; stdout ends: {out[-1]}" if out else "") + (f"; stderr: {lines[-1]}" if lines else "")
+            ),
+        )
     if len(lines) == 1 and lines[0].startswith("error:"):
         return Outcome("error", first_chars(lines[0]))
     if rc is not None and rc < 0:
@@ -154,8 +162,11 @@ def classify_api(report: dict | None, rc: int | None, stderr: str, timed_out: bo
     if report["status"] == "raised":
         text = f"{report['type']}: {report['message']}"
         if report["taskextrap"]:
-            return Outcome("error", first_chars(report["message"]),
-                           detail={} if "\n" not in report["message"].strip() else {"multi_line_message": True})
+            return Outcome(
+                "error",
+                first_chars(report["message"]),
+                detail={} if "\n" not in report["message"].strip() else {"multi_line_message": True},
+            )
         return Outcome("traceback", first_chars(text))
     note = "returned " + report.get("summary", "")
     if report.get("nonfinite"):
@@ -163,8 +174,9 @@ def classify_api(report: dict | None, rc: int | None, stderr: str, timed_out: bo
     return Outcome("accepted", first_chars(note))
 
 
-def classify_damaged(rc: int | None, stderr: str, timed_out: bool, name: str, same_numbers: bool | None,
-                     diff: str = "") -> Outcome:
+def classify_damaged(
+    rc: int | None, stderr: str, timed_out: bool, name: str, same_numbers: bool | None, diff: str = ""
+) -> Outcome:
     """Recovered when exit 0, stderr is one ``warning:`` line naming ``name`` and the numbers are
     the undamaged run's."""
     if timed_out:
@@ -176,8 +188,10 @@ def classify_damaged(rc: int | None, stderr: str, timed_out: bool, name: str, sa
         return Outcome("not recovered", first_chars(f"exit {rc}: " + " / ".join(lines[-2:])))
     problems = []
     if len(lines) != 1 or not lines[0].startswith("warning:"):
-        problems.append(f"{len(lines)} stderr lines, expected one 'warning:' line"
-                        + (f" ({' / '.join(lines[:2])})" if lines else ""))
+        problems.append(
+            f"{len(lines)} stderr lines, expected one 'warning:' line"
+            + (f" ({' / '.join(lines[:2])})" if lines else "")
+        )
     elif name not in lines[0]:
         problems.append(f"the warning does not name {name}")
     if not same_numbers:
@@ -211,6 +225,7 @@ def summary(value) -> str:
 
 
 # ----------------------------------------------------------------------------- CLI catalogue
+
 
 def R(experiment: str, *extra: str, profile: str | None = "tiny", out: str | None = "{tmp}/out") -> list[str]:
     """``reproduce EXPERIMENT`` with the fast test profile, quietly, into the case's folder."""
@@ -366,29 +381,48 @@ def _results(tmp, content, name="results.json"):
 
 
 SETUPS = {
-    "model_random_weights": ("{tmp}/model: the shipped parity model with random bytes as model.safetensors",
-                             _setup_model_random_weights),
+    "model_random_weights": (
+        "{tmp}/model: the shipped parity model with random bytes as model.safetensors",
+        _setup_model_random_weights,
+    ),
     "model_truncated": ("{tmp}/model: the shipped model with model.safetensors cut to half", _setup_model_truncated),
-    "model_empty_weights": ("{tmp}/model: the shipped model with an empty model.safetensors",
-                            _setup_model_empty_weights),
+    "model_empty_weights": (
+        "{tmp}/model: the shipped model with an empty model.safetensors",
+        _setup_model_empty_weights,
+    ),
     "model_only_config": ("{tmp}/model: only the shipped config.json", _setup_model_only_config),
-    "model_garbage_config": ("{tmp}/model: the shipped model with a config.json that is not JSON",
-                             _setup_model_garbage_config),
-    "model_config_list": ("{tmp}/model: the shipped model with a config.json that is a JSON list",
-                          _setup_model_config_list),
-    "model_wrong_vocab": ("{tmp}/model: the shipped model with vocab_size 50 in config.json (weights have 102)",
-                          _setup_model_wrong_vocab),
-    "model_other_weights": ("{tmp}/model: the parity model's config with the codeio model's weights",
-                            _setup_model_other_weights),
-    "model_missing_tensors": ("{tmp}/model: the shipped model whose model.safetensors holds one tensor",
-                              _setup_model_missing_tensors),
-    "model_garbage_tokenizer": ("{tmp}/model: the shipped model with a garbage tokenizer.json",
-                                _setup_model_garbage_tokenizer),
-    "model_tokenizer_wrong_alphabet": ("{tmp}/model: an earlier version's layout, char_tokenizer.json only, "
-                                       "whose alphabet is the number 7",
-                                       _setup_model_tokenizer_wrong_alphabet),
-    "model_no_tokenizer": ("{tmp}/model: the shipped model without its tokenizer files (and no other tokenizer)",
-                           _setup_model_no_tokenizer),
+    "model_garbage_config": (
+        "{tmp}/model: the shipped model with a config.json that is not JSON",
+        _setup_model_garbage_config,
+    ),
+    "model_config_list": (
+        "{tmp}/model: the shipped model with a config.json that is a JSON list",
+        _setup_model_config_list,
+    ),
+    "model_wrong_vocab": (
+        "{tmp}/model: the shipped model with vocab_size 50 in config.json (weights have 102)",
+        _setup_model_wrong_vocab,
+    ),
+    "model_other_weights": (
+        "{tmp}/model: the parity model's config with the codeio model's weights",
+        _setup_model_other_weights,
+    ),
+    "model_missing_tensors": (
+        "{tmp}/model: the shipped model whose model.safetensors holds one tensor",
+        _setup_model_missing_tensors,
+    ),
+    "model_garbage_tokenizer": (
+        "{tmp}/model: the shipped model with a garbage tokenizer.json",
+        _setup_model_garbage_tokenizer,
+    ),
+    "model_tokenizer_wrong_alphabet": (
+        "{tmp}/model: an earlier version's layout, char_tokenizer.json only, whose alphabet is the number 7",
+        _setup_model_tokenizer_wrong_alphabet,
+    ),
+    "model_no_tokenizer": (
+        "{tmp}/model: the shipped model without its tokenizer files (and no other tokenizer)",
+        _setup_model_no_tokenizer,
+    ),
     "model_empty_dir": ("{tmp}/model: an empty folder", _setup_model_empty_dir),
     "model": ("{tmp}/model: a copy of the shipped parity model (valid)", _model_copy),
     "file": ("{tmp}/afile: a plain file", _setup_file),
@@ -396,26 +430,42 @@ SETUPS = {
     "run_empty": ("{tmp}/run: an empty folder", lambda tmp: (tmp / "run").mkdir()),
     "results_garbage": ("{tmp}/run/results.json: not JSON", lambda tmp: _results(tmp, "{not json at all")),
     "results_empty": ("{tmp}/run/results.json: an empty file", lambda tmp: _results(tmp, "")),
-    "results_binary": ("{tmp}/run/results.json: random bytes",
-                       lambda tmp: _results(tmp, random.Random(1).randbytes(512))),
-    "results_no_rows": ("{tmp}/run/results.json: a results file with no rows",
-                        lambda tmp: _results(tmp, json.dumps({"experiment": "length", "protocol": "paper",
-                                                              "profile": "tiny", "seeds": [0], "rows": []}))),
+    "results_binary": (
+        "{tmp}/run/results.json: random bytes",
+        lambda tmp: _results(tmp, random.Random(1).randbytes(512)),
+    ),
+    "results_no_rows": (
+        "{tmp}/run/results.json: a results file with no rows",
+        lambda tmp: _results(
+            tmp, json.dumps({"experiment": "length", "protocol": "paper", "profile": "tiny", "seeds": [0], "rows": []})
+        ),
+    ),
     "results_list": ("{tmp}/run/results.json: a JSON list", lambda tmp: _results(tmp, "[1, 2, 3]")),
-    "results_rows_string": ("{tmp}/run/results.json: rows is a string",
-                            lambda tmp: _results(tmp, json.dumps({"experiment": "length", "rows": "abc"}))),
-    "results_bad_row": ("{tmp}/run/results.json: one row with a text value and no group/method",
-                        lambda tmp: _results(tmp, json.dumps({"experiment": "length", "rows": [{"value": "abc"}]}))),
-    "results_other_json": ("{tmp}/run/other.json: a JSON file that is not a results file",
-                           lambda tmp: _results(tmp, json.dumps({"name": "pkg", "version": "1.0"}), "other.json")),
-    "results_deep": ("{tmp}/run/results.json: 100000 nested '['",
-                     lambda tmp: _results(tmp, "[" * 100_000)),
+    "results_rows_string": (
+        "{tmp}/run/results.json: rows is a string",
+        lambda tmp: _results(tmp, json.dumps({"experiment": "length", "rows": "abc"})),
+    ),
+    "results_bad_row": (
+        "{tmp}/run/results.json: one row with a text value and no group/method",
+        lambda tmp: _results(tmp, json.dumps({"experiment": "length", "rows": [{"value": "abc"}]})),
+    ),
+    "results_other_json": (
+        "{tmp}/run/other.json: a JSON file that is not a results file",
+        lambda tmp: _results(tmp, json.dumps({"name": "pkg", "version": "1.0"}), "other.json"),
+    ),
+    "results_deep": ("{tmp}/run/results.json: 100000 nested '['", lambda tmp: _results(tmp, "[" * 100_000)),
 }
 
 
 def _cli(id, description, args, setup=None, env=None, needs_permissions=False, timeout_factor=1.0) -> Case:
-    return Case(id, "cli", description, {"args": list(args), "setup": setup, "env": env or {}}, needs_permissions,
-                timeout_factor)
+    return Case(
+        id,
+        "cli",
+        description,
+        {"args": list(args), "setup": setup, "env": env or {}},
+        needs_permissions,
+        timeout_factor,
+    )
 
 
 CLI_CASES = [
@@ -431,8 +481,11 @@ CLI_CASES = [
     _cli("cli-profile-empty", "empty --profile", R("length", profile="")),
     _cli("cli-protocol-unknown", "unknown --protocol", R("parameter", *PQ, "--protocol", "lenient")),
     _cli("cli-protocol-empty", "empty --protocol", R("parameter", *PQ, "--protocol", "")),
-    _cli("cli-protocol-not-taken", "--protocol for an experiment without a protocol table",
-         R("projectile", "--protocol", "strict")),
+    _cli(
+        "cli-protocol-not-taken",
+        "--protocol for an experiment without a protocol table",
+        R("projectile", "--protocol", "strict"),
+    ),
     _cli("cli-embedding-unknown", "unknown --embedding", R("parameter", *PQ, "--embedding", "nope")),
     _cli("cli-embedding-empty", "empty --embedding", R("parameter", *PQ, "--embedding", "")),
     _cli("cli-embedding-not-taken", "--embedding for parity (takes none)", R("parity", "--embedding", "gradient")),
@@ -463,29 +516,57 @@ CLI_CASES = [
     _cli("cli-shard-with-all", "--shard 0/2 with 'all'", R("all", "--shard", "0/2")),
     _cli("cli-shard-not-taken", "--shard 0/2 for length (not taken)", R("length", "--shard", "0/2")),
     _cli("cli-env-world-size-text", "WORLD_SIZE=abc in the environment", R("codeio"), env={"WORLD_SIZE": "abc"}),
-    _cli("cli-env-rank-too-big", "RANK=5 WORLD_SIZE=2 in the environment", R("codeio"),
-         env={"RANK": "5", "WORLD_SIZE": "2"}),
-    _cli("cli-env-slurm-ntasks-text", "SLURM_NTASKS=x in the environment", R("codeio"),
-         env={"SLURM_PROCID": "0", "SLURM_NTASKS": "x"}),
-    _cli("cli-env-slurm-tasks-on-parameter", "srun -n 2 (SLURM_PROCID=1 SLURM_NTASKS=2) on parameter, which runs "
-         "in one process", R("parameter", *PQ), env={"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}),
+    _cli(
+        "cli-env-rank-too-big",
+        "RANK=5 WORLD_SIZE=2 in the environment",
+        R("codeio"),
+        env={"RANK": "5", "WORLD_SIZE": "2"},
+    ),
+    _cli(
+        "cli-env-slurm-ntasks-text",
+        "SLURM_NTASKS=x in the environment",
+        R("codeio"),
+        env={"SLURM_PROCID": "0", "SLURM_NTASKS": "x"},
+    ),
+    _cli(
+        "cli-env-slurm-tasks-on-parameter",
+        "srun -n 2 (SLURM_PROCID=1 SLURM_NTASKS=2) on parameter, which runs in one process",
+        R("parameter", *PQ),
+        env={"SLURM_PROCID": "1", "SLURM_NTASKS": "2"},
+    ),
     # -- executors, one seed, sweeps
     _cli("cli-seed-negative", "--seed -1", R("parameter", *PQ, "--seed", "-1")),
     _cli("cli-seed-huge", "--seed 1000", R("parameter", *PQ, "--seed", "1000")),
     _cli("cli-seed-and-seeds", "--seed 1 with --seeds 2", R("parameter", *PQ, "--seed", "1", "--seeds", "2")),
     _cli("cli-executor-unknown", "--executor dask", R("parameter", *PQ, "--executor", "dask")),
-    _cli("cli-executor-ray-with-shard", "--executor ray with --shard 0/2", R("codeio", "--executor", "ray",
-                                                                             "--shard", "0/2")),
+    _cli(
+        "cli-executor-ray-with-shard",
+        "--executor ray with --shard 0/2",
+        R("codeio", "--executor", "ray", "--shard", "0/2"),
+    ),
     _cli("cli-unit-cpus-zero", "--unit-cpus 0", R("parameter", *PQ, "--unit-cpus", "0")),
-    _cli("cli-sweep-unknown-experiment", "sweep of an unknown experiment",
-         ["sweep", "nosuch", "--profile", "tiny", "--out", "{tmp}/out"]),
-    _cli("cli-sweep-unknown-split", "sweep --splits train",
-         ["sweep", "parameter", "--splits", "test,train", "--profile", "tiny", "--out", "{tmp}/out"]),
-    _cli("cli-sweep-unknown-protocol", "sweep --protocols paper,bogus",
-         ["sweep", "parameter", "--protocols", "paper,bogus", "--profile", "tiny", "--out", "{tmp}/out"]),
+    _cli(
+        "cli-sweep-unknown-experiment",
+        "sweep of an unknown experiment",
+        ["sweep", "nosuch", "--profile", "tiny", "--out", "{tmp}/out"],
+    ),
+    _cli(
+        "cli-sweep-unknown-split",
+        "sweep --splits train",
+        ["sweep", "parameter", "--splits", "test,train", "--profile", "tiny", "--out", "{tmp}/out"],
+    ),
+    _cli(
+        "cli-sweep-unknown-protocol",
+        "sweep --protocols paper,bogus",
+        ["sweep", "parameter", "--protocols", "paper,bogus", "--profile", "tiny", "--out", "{tmp}/out"],
+    ),
     _cli("cli-sweep-no-experiment", "sweep with no experiment", ["sweep", "--profile", "tiny", "--out", "{tmp}/out"]),
-    _cli("cli-model-hub-offline", "--model owner/name (a hub id) not in the cache, HF_HUB_OFFLINE=1",
-         R("parity", "--model", "nosuch-owner/nosuch-model"), env={"HF_HUB_CACHE": "/nonexistent/hf-cache"}),
+    _cli(
+        "cli-model-hub-offline",
+        "--model owner/name (a hub id) not in the cache, HF_HUB_OFFLINE=1",
+        R("parity", "--model", "nosuch-owner/nosuch-model"),
+        env={"HF_HUB_CACHE": "/nonexistent/hf-cache"},
+    ),
     _cli("cli-model-hub-bad-id", "--model a/b/c/d", R("parity", "--model", "a/b/c/d")),
     _cli("cli-test-seed-text", "--test-seed abc", R("length", "--test-seed", "abc")),
     _cli("cli-test-seed-float", "--test-seed 1.5", R("length", "--test-seed", "1.5")),
@@ -496,8 +577,13 @@ CLI_CASES = [
     # -- --out
     _cli("cli-out-is-file", "--out is a file", R("projectile", out="{tmp}/afile"), setup="file"),
     _cli("cli-out-under-file", "--out under a file", R("projectile", out="{tmp}/afile/sub"), setup="file"),
-    _cli("cli-out-readonly", "--out under a read-only folder", R("projectile", out="{tmp}/ro/out"),
-         setup="readonly", needs_permissions=True),
+    _cli(
+        "cli-out-readonly",
+        "--out under a read-only folder",
+        R("projectile", out="{tmp}/ro/out"),
+        setup="readonly",
+        needs_permissions=True,
+    ),
     _cli("cli-out-dev-null", "--out /dev/null", R("projectile", out="/dev/null")),
     _cli("cli-out-empty", "--out '' (the current folder)", R("projectile", out="")),
     # -- --family
@@ -506,97 +592,219 @@ CLI_CASES = [
     _cli("cli-family-empty-attr", "--family math: (empty attribute)", R("parameter", "--family", "math:")),
     _cli("cli-family-no-module", "--family nosuchmodule:x", R("parameter", "--family", "nosuchmodule:x")),
     _cli("cli-family-no-attr", "--family math:nosuch", R("parameter", "--family", "math:nosuch")),
-    _cli("cli-family-callable-sqrt", "--family math:sqrt (a callable that must never be called)",
-         R("parameter", "--family", "math:sqrt")),
-    _cli("cli-family-input", "--family builtins:input (would wait on stdin)", R("parameter", "--family", "builtins:input")),
-    _cli("cli-family-exit", "--family builtins:exit (a callable that exits)", R("parameter", "--family", "builtins:exit")),
-    _cli("cli-family-getpid", "--family os:getpid (a callable returning an int)", R("parameter", "--family", "os:getpid")),
-    _cli("cli-family-import-raises", "--family of a module that raises at import",
-         R("parameter", "--family", "bimods_raises:FAM")),
-    _cli("cli-family-syntax-error", "--family of a module with a syntax error",
-         R("parameter", "--family", "bimods_syntax:FAM")),
+    _cli(
+        "cli-family-callable-sqrt",
+        "--family math:sqrt (a callable that must never be called)",
+        R("parameter", "--family", "math:sqrt"),
+    ),
+    _cli(
+        "cli-family-input",
+        "--family builtins:input (would wait on stdin)",
+        R("parameter", "--family", "builtins:input"),
+    ),
+    _cli(
+        "cli-family-exit", "--family builtins:exit (a callable that exits)", R("parameter", "--family", "builtins:exit")
+    ),
+    _cli(
+        "cli-family-getpid", "--family os:getpid (a callable returning an int)", R("parameter", "--family", "os:getpid")
+    ),
+    _cli(
+        "cli-family-import-raises",
+        "--family of a module that raises at import",
+        R("parameter", "--family", "bimods_raises:FAM"),
+    ),
+    _cli(
+        "cli-family-syntax-error",
+        "--family of a module with a syntax error",
+        R("parameter", "--family", "bimods_syntax:FAM"),
+    ),
     _cli("cli-family-int", "--family module:attr that is an int", R("parameter", "--family", "bimods:AN_INT")),
     _cli("cli-family-string", "--family module:attr that is a string", R("parameter", "--family", "bimods:A_STRING")),
-    _cli("cli-family-ladder-to-parameter", "--family a Ladder given to parameter",
-         R("parameter", "--family", "bimods:A_LADDER")),
-    _cli("cli-family-factory-raises", "--family a factory that raises", R("parameter", "--family", "bimods:FACTORY_RAISES")),
+    _cli(
+        "cli-family-ladder-to-parameter",
+        "--family a Ladder given to parameter",
+        R("parameter", "--family", "bimods:A_LADDER"),
+    ),
+    _cli(
+        "cli-family-factory-raises",
+        "--family a factory that raises",
+        R("parameter", "--family", "bimods:FACTORY_RAISES"),
+    ),
     _cli("cli-family-nan", "--family whose formula returns NaN", R("parameter", "--family", "bimods:NAN_FAMILY")),
-    _cli("cli-family-inf", "--family whose formula returns inf on half the domain",
-         R("parameter", "--family", "bimods:INF_FAMILY")),
-    _cli("cli-family-wrong-shape", "--family whose formula returns the wrong shape",
-         R("parameter", "--family", "bimods:SHAPE_FAMILY")),
-    _cli("cli-family-constant", "--family whose outputs are all 0 (no spread)",
-         R("parameter", "--family", "bimods:CONSTANT_FAMILY")),
+    _cli(
+        "cli-family-inf",
+        "--family whose formula returns inf on half the domain",
+        R("parameter", "--family", "bimods:INF_FAMILY"),
+    ),
+    _cli(
+        "cli-family-wrong-shape",
+        "--family whose formula returns the wrong shape",
+        R("parameter", "--family", "bimods:SHAPE_FAMILY"),
+    ),
+    _cli(
+        "cli-family-constant",
+        "--family whose outputs are all 0 (no spread)",
+        R("parameter", "--family", "bimods:CONSTANT_FAMILY"),
+    ),
     _cli("cli-family-no-f2", "--family without an F2 region", R("parameter", "--family", "bimods:NO_F2")),
     _cli("cli-family-not-taken", "--family for projectile (not taken)", R("projectile", "--family", "quadratic")),
-    _cli("cli-composition-family-parametric", "composition --family quadratic (a parameter family)",
-         R("composition", "--family", "quadratic")),
+    _cli(
+        "cli-composition-family-parametric",
+        "composition --family quadratic (a parameter family)",
+        R("composition", "--family", "quadratic"),
+    ),
     _cli("cli-family-with-all", "--family quadratic with 'all'", R("all", "--family", "quadratic")),
-    _cli("cli-length-family-builtin-name", "length --family quadratic (a parameter family)",
-         R("length", "--family", "quadratic")),
-    _cli("cli-length-family-not-ladder", "length --family module:attr that is a ParametricFamily",
-         R("length", "--family", "bimods:NAN_FAMILY")),
-    _cli("cli-length-ladder-nan", "length with a Ladder whose basis returns NaN",
-         R("length", "--family", "bimods:NAN_LADDER")),
-    _cli("cli-length-ladder-shape", "length with a Ladder whose basis has the wrong shape",
-         R("length", "--family", "bimods:SHAPE_LADDER")),
-    _cli("cli-length-ladder-no-step", "length with a Ladder without an extension step in training",
-         R("length", "--family", "bimods:NOSTEP_LADDER")),
+    _cli(
+        "cli-length-family-builtin-name",
+        "length --family quadratic (a parameter family)",
+        R("length", "--family", "quadratic"),
+    ),
+    _cli(
+        "cli-length-family-not-ladder",
+        "length --family module:attr that is a ParametricFamily",
+        R("length", "--family", "bimods:NAN_FAMILY"),
+    ),
+    _cli(
+        "cli-length-ladder-nan",
+        "length with a Ladder whose basis returns NaN",
+        R("length", "--family", "bimods:NAN_LADDER"),
+    ),
+    _cli(
+        "cli-length-ladder-shape",
+        "length with a Ladder whose basis has the wrong shape",
+        R("length", "--family", "bimods:SHAPE_LADDER"),
+    ),
+    _cli(
+        "cli-length-ladder-no-step",
+        "length with a Ladder without an extension step in training",
+        R("length", "--family", "bimods:NOSTEP_LADDER"),
+    ),
     # -- --model, --dtype, --load-in-4bit
     _cli("cli-model-missing", "--model a folder that does not exist", R("parity", "--model", "{tmp}/nosuch")),
     _cli("cli-model-file", "--model a file", R("parity", "--model", "{tmp}/afile"), setup="file"),
-    _cli("cli-model-empty-dir", "--model an empty folder", R("parity", "--model", "{tmp}/model"),
-         setup="model_empty_dir"),
-    _cli("cli-model-random-weights", "--model with random bytes as model.safetensors",
-         R("parity", "--model", "{tmp}/model"), setup="model_random_weights"),
-    _cli("cli-model-truncated-weights", "--model with truncated weights", R("parity", "--model", "{tmp}/model"),
-         setup="model_truncated"),
-    _cli("cli-model-empty-weights", "--model with an empty model.safetensors", R("parity", "--model", "{tmp}/model"),
-         setup="model_empty_weights"),
-    _cli("cli-model-only-config", "--model with only config.json", R("parity", "--model", "{tmp}/model"),
-         setup="model_only_config"),
-    _cli("cli-model-garbage-config", "--model with a garbage config.json", R("parity", "--model", "{tmp}/model"),
-         setup="model_garbage_config"),
-    _cli("cli-model-config-list", "--model whose config.json is a list", R("parity", "--model", "{tmp}/model"),
-         setup="model_config_list"),
-    _cli("cli-model-wrong-vocab", "--model whose config disagrees with its weights",
-         R("parity", "--model", "{tmp}/model"), setup="model_wrong_vocab"),
-    _cli("cli-model-other-weights", "--model with another model's weights", R("parity", "--model", "{tmp}/model"),
-         setup="model_other_weights"),
-    _cli("cli-model-missing-tensors", "--model whose weights file lacks most tensors",
-         R("parity", "--model", "{tmp}/model"), setup="model_missing_tensors", timeout_factor=4.0),
-    _cli("cli-model-garbage-tokenizer", "--model with a garbage tokenizer file", R("parity", "--model", "{tmp}/model"),
-         setup="model_garbage_tokenizer"),
-    _cli("cli-model-tokenizer-bad-alphabet", "--model whose tokenizer alphabet is a number",
-         R("parity", "--model", "{tmp}/model"), setup="model_tokenizer_wrong_alphabet"),
-    _cli("cli-model-no-tokenizer", "--model without any tokenizer file", R("parity", "--model", "{tmp}/model"),
-         setup="model_no_tokenizer"),
-    _cli("cli-model-not-taken", "--model for length (not an LLM experiment)", R("length", "--model", "{tmp}/model"),
-         setup="model"),
+    _cli(
+        "cli-model-empty-dir", "--model an empty folder", R("parity", "--model", "{tmp}/model"), setup="model_empty_dir"
+    ),
+    _cli(
+        "cli-model-random-weights",
+        "--model with random bytes as model.safetensors",
+        R("parity", "--model", "{tmp}/model"),
+        setup="model_random_weights",
+    ),
+    _cli(
+        "cli-model-truncated-weights",
+        "--model with truncated weights",
+        R("parity", "--model", "{tmp}/model"),
+        setup="model_truncated",
+    ),
+    _cli(
+        "cli-model-empty-weights",
+        "--model with an empty model.safetensors",
+        R("parity", "--model", "{tmp}/model"),
+        setup="model_empty_weights",
+    ),
+    _cli(
+        "cli-model-only-config",
+        "--model with only config.json",
+        R("parity", "--model", "{tmp}/model"),
+        setup="model_only_config",
+    ),
+    _cli(
+        "cli-model-garbage-config",
+        "--model with a garbage config.json",
+        R("parity", "--model", "{tmp}/model"),
+        setup="model_garbage_config",
+    ),
+    _cli(
+        "cli-model-config-list",
+        "--model whose config.json is a list",
+        R("parity", "--model", "{tmp}/model"),
+        setup="model_config_list",
+    ),
+    _cli(
+        "cli-model-wrong-vocab",
+        "--model whose config disagrees with its weights",
+        R("parity", "--model", "{tmp}/model"),
+        setup="model_wrong_vocab",
+    ),
+    _cli(
+        "cli-model-other-weights",
+        "--model with another model's weights",
+        R("parity", "--model", "{tmp}/model"),
+        setup="model_other_weights",
+    ),
+    _cli(
+        "cli-model-missing-tensors",
+        "--model whose weights file lacks most tensors",
+        R("parity", "--model", "{tmp}/model"),
+        setup="model_missing_tensors",
+        timeout_factor=4.0,
+    ),
+    _cli(
+        "cli-model-garbage-tokenizer",
+        "--model with a garbage tokenizer file",
+        R("parity", "--model", "{tmp}/model"),
+        setup="model_garbage_tokenizer",
+    ),
+    _cli(
+        "cli-model-tokenizer-bad-alphabet",
+        "--model whose tokenizer alphabet is a number",
+        R("parity", "--model", "{tmp}/model"),
+        setup="model_tokenizer_wrong_alphabet",
+    ),
+    _cli(
+        "cli-model-no-tokenizer",
+        "--model without any tokenizer file",
+        R("parity", "--model", "{tmp}/model"),
+        setup="model_no_tokenizer",
+    ),
+    _cli(
+        "cli-model-not-taken",
+        "--model for length (not an LLM experiment)",
+        R("length", "--model", "{tmp}/model"),
+        setup="model",
+    ),
     _cli("cli-dtype-unknown", "--dtype int8 (not a choice)", R("parity", "--dtype", "int8")),
-    _cli("cli-dtype-float16-cpu", "--dtype float16 without CUDA", R("parity", "--dtype", "float16"),
-         timeout_factor=4.0),
+    _cli(
+        "cli-dtype-float16-cpu", "--dtype float16 without CUDA", R("parity", "--dtype", "float16"), timeout_factor=4.0
+    ),
     _cli("cli-load-in-4bit-cpu", "--load-in-4bit without CUDA", R("parity", "--load-in-4bit")),
     _cli("cli-dtype-not-taken", "--dtype for length (not taken)", R("length", "--dtype", "float32")),
     # -- report
     _cli("cli-report-no-args", "report without a folder", ["report"]),
     _cli("cli-report-missing-dir", "report a folder that does not exist", ["report", "{tmp}/nosuch"]),
     _cli("cli-report-no-results", "report a folder without results.json", ["report", "{tmp}/run"], setup="run_empty"),
-    _cli("cli-report-garbage", "report a results.json that is not JSON", ["report", "{tmp}/run"],
-         setup="results_garbage"),
+    _cli(
+        "cli-report-garbage", "report a results.json that is not JSON", ["report", "{tmp}/run"], setup="results_garbage"
+    ),
     _cli("cli-report-empty-file", "report an empty results.json", ["report", "{tmp}/run"], setup="results_empty"),
-    _cli("cli-report-binary", "report a results.json of random bytes", ["report", "{tmp}/run"],
-         setup="results_binary"),
+    _cli("cli-report-binary", "report a results.json of random bytes", ["report", "{tmp}/run"], setup="results_binary"),
     _cli("cli-report-no-rows", "report a results.json with no rows", ["report", "{tmp}/run"], setup="results_no_rows"),
     _cli("cli-report-list", "report a results.json that is a list", ["report", "{tmp}/run"], setup="results_list"),
-    _cli("cli-report-rows-string", "report a results.json whose rows is a string", ["report", "{tmp}/run"],
-         setup="results_rows_string"),
-    _cli("cli-report-bad-row", "report a results.json with a malformed row", ["report", "{tmp}/run"],
-         setup="results_bad_row"),
-    _cli("cli-report-other-json", "report a JSON file that is not a results file", ["report", "{tmp}/run/other.json"],
-         setup="results_other_json"),
-    _cli("cli-report-deep-json", "report a results.json nested 100000 deep", ["report", "{tmp}/run"],
-         setup="results_deep"),
+    _cli(
+        "cli-report-rows-string",
+        "report a results.json whose rows is a string",
+        ["report", "{tmp}/run"],
+        setup="results_rows_string",
+    ),
+    _cli(
+        "cli-report-bad-row",
+        "report a results.json with a malformed row",
+        ["report", "{tmp}/run"],
+        setup="results_bad_row",
+    ),
+    _cli(
+        "cli-report-other-json",
+        "report a JSON file that is not a results file",
+        ["report", "{tmp}/run/other.json"],
+        setup="results_other_json",
+    ),
+    _cli(
+        "cli-report-deep-json",
+        "report a results.json nested 100000 deep",
+        ["report", "{tmp}/run"],
+        setup="results_deep",
+    ),
     _cli("cli-report-a-file", "report a plain text file", ["report", "{tmp}/afile"], setup="file"),
 ]
 
@@ -692,230 +900,453 @@ API_CASES = [
     _api("api-rte-anchors-float", "RTE(anchors=2.5)", "result = run_parameter(tiny_rte(anchors=2.5))"),
     _api("api-rte-anchors-list", "RTE(anchors=[2])", "result = run_parameter(tiny_rte(anchors=[2]))"),
     _api("api-rte-anchors-text", "RTE(anchors='2')", "result = run_parameter(tiny_rte(anchors='2'))"),
-    _api("api-rte-anchors-over-library", "RTE(anchors=1000) on a 16-task library",
-         "result = run_parameter(tiny_rte(anchors=1000))"),
+    _api(
+        "api-rte-anchors-over-library",
+        "RTE(anchors=1000) on a 16-task library",
+        "result = run_parameter(tiny_rte(anchors=1000))",
+    ),
     _api("api-rte-n-pairs-negative", "RTE(n_pairs=-5)", "result = run_parameter(tiny_rte(n_pairs=-5))"),
     _api("api-rte-n-pairs-zero", "RTE(n_pairs=0)", "result = run_parameter(tiny_rte(n_pairs=0))"),
     _api("api-rte-library-draws-zero", "RTE(library_draws=0)", "result = run_parameter(tiny_rte(library_draws=0))"),
-    _api("api-rte-library-draws-negative", "RTE(library_draws=-1)",
-         "result = run_parameter(tiny_rte(library_draws=-1))"),
+    _api(
+        "api-rte-library-draws-negative", "RTE(library_draws=-1)", "result = run_parameter(tiny_rte(library_draws=-1))"
+    ),
     _api("api-rte-embedding-unknown", "RTE(embedding='nope')", "result = run_parameter(tiny_rte(embedding='nope'))"),
     _api("api-rte-embedding-none", "RTE(embedding=None)", "result = run_parameter(tiny_rte(embedding=None))"),
     _api("api-rte-protocol-int", "RTE(protocol=42)", "result = run_parameter(tiny_rte(protocol=42))"),
-    _api("api-rte-val-fraction-above-one", "RTE(val_fraction=1.5)", "result = run_parameter(tiny_rte(val_fraction=1.5))"),
-    _api("api-rte-val-fraction-negative", "RTE(val_fraction=-0.1)",
-         "result = run_parameter(tiny_rte(val_fraction=-0.1))"),
+    _api(
+        "api-rte-val-fraction-above-one", "RTE(val_fraction=1.5)", "result = run_parameter(tiny_rte(val_fraction=1.5))"
+    ),
+    _api(
+        "api-rte-val-fraction-negative", "RTE(val_fraction=-0.1)", "result = run_parameter(tiny_rte(val_fraction=-0.1))"
+    ),
     _api("api-rte-embed-dim-zero", "RTE(embed_dim=0)", "result = run_parameter(tiny_rte(embed_dim=0))"),
     _api("api-rte-n-near-zero", "RTE(n_near=0)", "result = run_parameter(tiny_rte(n_near=0))"),
-    _api("api-rte-near-fraction-nan", "RTE(near_fraction=nan)",
-         "result = run_parameter(tiny_rte(near_fraction=float('nan')))"),
+    _api(
+        "api-rte-near-fraction-nan",
+        "RTE(near_fraction=nan)",
+        "result = run_parameter(tiny_rte(near_fraction=float('nan')))",
+    ),
     _api("api-rte-seed-text", "RTE(seed='abc')", "result = run_parameter(tiny_rte(seed='abc'))"),
     _api("api-rte-seed-float", "RTE(seed=0.5)", "result = run_parameter(tiny_rte(seed=0.5))"),
     # -- TrainConfig
-    _api("api-train-batch-zero", "TrainConfig(batch=0)",
-         "result = run_parameter(tiny_rte(train=TrainConfig(steps=8, batch=0, eval_every=4)))"),
-    _api("api-train-steps-zero", "TrainConfig(steps=0)",
-         "result = run_parameter(tiny_rte(train=TrainConfig(steps=0, batch=256, eval_every=4)))"),
-    _api("api-train-steps-negative", "TrainConfig(steps=-3)",
-         "result = run_parameter(tiny_rte(train=TrainConfig(steps=-3, batch=256, eval_every=4)))"),
-    _api("api-train-lr-nan", "TrainConfig(lr=nan)",
-         "result = run_parameter(tiny_rte(train=TrainConfig(steps=8, batch=256, lr=float('nan'), eval_every=4)))"),
-    _api("api-train-lr-negative", "TrainConfig(lr=-1)",
-         "result = run_parameter(tiny_rte(train=TrainConfig(steps=8, batch=256, lr=-1.0, eval_every=4)))"),
-    _api("api-train-eval-every-zero", "TrainConfig(eval_every=0)",
-         "result = run_parameter(tiny_rte(train=TrainConfig(steps=8, batch=256, eval_every=0)))"),
-    _api("api-train-dict", "RTE(train={'steps': 5}) (a dict, not a TrainConfig)",
-         "result = run_parameter(tiny_rte(train={'steps': 5}))"),
+    _api(
+        "api-train-batch-zero",
+        "TrainConfig(batch=0)",
+        "result = run_parameter(tiny_rte(train=TrainConfig(steps=8, batch=0, eval_every=4)))",
+    ),
+    _api(
+        "api-train-steps-zero",
+        "TrainConfig(steps=0)",
+        "result = run_parameter(tiny_rte(train=TrainConfig(steps=0, batch=256, eval_every=4)))",
+    ),
+    _api(
+        "api-train-steps-negative",
+        "TrainConfig(steps=-3)",
+        "result = run_parameter(tiny_rte(train=TrainConfig(steps=-3, batch=256, eval_every=4)))",
+    ),
+    _api(
+        "api-train-lr-nan",
+        "TrainConfig(lr=nan)",
+        "result = run_parameter(tiny_rte(train=TrainConfig(steps=8, batch=256, lr=float('nan'), eval_every=4)))",
+    ),
+    _api(
+        "api-train-lr-negative",
+        "TrainConfig(lr=-1)",
+        "result = run_parameter(tiny_rte(train=TrainConfig(steps=8, batch=256, lr=-1.0, eval_every=4)))",
+    ),
+    _api(
+        "api-train-eval-every-zero",
+        "TrainConfig(eval_every=0)",
+        "result = run_parameter(tiny_rte(train=TrainConfig(steps=8, batch=256, eval_every=0)))",
+    ),
+    _api(
+        "api-train-dict",
+        "RTE(train={'steps': 5}) (a dict, not a TrainConfig)",
+        "result = run_parameter(tiny_rte(train={'steps': 5}))",
+    ),
     # -- fit: the library
     _api("api-fit-list", "RTE.fit([1, 2, 3]) (a list instead of a library)", "result = tiny_rte().fit([1, 2, 3])"),
     _api("api-fit-none", "RTE.fit(None)", "result = tiny_rte().fit(None)"),
-    _api("api-fit-empty-library", "RTE.fit on a library of zero tasks",
-         "result = run_parameter(tiny_rte(), quad_library().subset(np.array([], dtype=int)))"),
-    _api("api-fit-one-task", "RTE.fit on a one-task library",
-         "result = run_parameter(tiny_rte(), quad_library().subset(np.array([0])))"),
-    _api("api-fit-two-tasks", "RTE.fit on a two-task library",
-         "result = run_parameter(tiny_rte(), quad_library().subset(np.array([0, 8])))"),
-    _api("api-fit-held-out-tasks", "RTE.fit on a library holding F2 (held-out) tasks",
-         "result = run_parameter(tiny_rte(), TaskSet.sample(QUAD, {'F1_1': 8, 'F2': 8}, rng(0)))"),
-    _api("api-fit-nan-params", "RTE.fit on a library whose parameters are NaN",
-         """
+    _api(
+        "api-fit-empty-library",
+        "RTE.fit on a library of zero tasks",
+        "result = run_parameter(tiny_rte(), quad_library().subset(np.array([], dtype=int)))",
+    ),
+    _api(
+        "api-fit-one-task",
+        "RTE.fit on a one-task library",
+        "result = run_parameter(tiny_rte(), quad_library().subset(np.array([0])))",
+    ),
+    _api(
+        "api-fit-two-tasks",
+        "RTE.fit on a two-task library",
+        "result = run_parameter(tiny_rte(), quad_library().subset(np.array([0, 8])))",
+    ),
+    _api(
+        "api-fit-held-out-tasks",
+        "RTE.fit on a library holding F2 (held-out) tasks",
+        "result = run_parameter(tiny_rte(), TaskSet.sample(QUAD, {'F1_1': 8, 'F2': 8}, rng(0)))",
+    ),
+    _api(
+        "api-fit-nan-params",
+        "RTE.fit on a library whose parameters are NaN",
+        """
          lib = quad_library()
          params = lib.params.copy()
          params[3, 1] = np.nan
          result = run_parameter(tiny_rte(), TaskSet(QUAD, params, lib.region))
-         """),
+         """,
+    ),
     _api("api-fit-ladderset", "RTE.fit on a LadderSet", "result = run_parameter(tiny_rte(), ladder_library())"),
     # -- predict, decompose and embed on a fitted RTE
-    _api("api-predict-before-fit", "RTE.predict before fit",
-         "obs = quad_targets()\nresult = tiny_rte().predict(obs.ctx_x, obs.ctx_y, obs.qry_x)"),
-    _api("api-predict-zero-rows", "predict with zero-row contexts",
-         "z = np.zeros((0, 8))\nresult = fitted_rte().predict(z, z, z)"),
-    _api("api-predict-complex", "predict with complex contexts",
-         "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x + 1j, obs.ctx_y + 1j, obs.qry_x)"),
-    _api("api-predict-context-1e300", "predict with contexts of 1e300",
-         "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x, obs.ctx_y * 1e300, obs.qry_x)"),
-    _api("api-predict-inputs-1e300", "predict with context inputs of 1e300",
-         "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x * 1e300, obs.ctx_y, obs.qry_x)"),
-    _api("api-predict-query-1e300", "predict at queries of 1e300",
-         "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x, obs.ctx_y, obs.qry_x * 1e300)"),
-    _api("api-predict-mismatched-rows", "predict with 4 context x rows and 3 context y rows",
-         "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x, obs.ctx_y[:3], obs.qry_x)"),
-    _api("api-predict-query-3d", "predict with 3-D queries",
-         "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x, obs.ctx_y, obs.qry_x[None])"),
-    _api("api-predict-query-nan", "predict at NaN queries",
-         "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x, obs.ctx_y, np.full_like(obs.qry_x, np.nan))"),
-    _api("api-predict-context-dict", "predict with a dict as the context",
-         "obs = quad_targets()\nresult = fitted_rte().predict({'x': 1}, obs.ctx_y, obs.qry_x)"),
-    _api("api-decompose-k-zero", "decompose(k=0)", "obs = quad_targets()\nresult = fitted_rte().decompose(obs.ctx_x, obs.ctx_y, k=0).phi"),
-    _api("api-decompose-k-float", "decompose(k=2.5)",
-         "obs = quad_targets()\nresult = fitted_rte().decompose(obs.ctx_x, obs.ctx_y, k=2.5).phi"),
-    _api("api-decomposition-float-anchors", "decomposition_for with anchors 2.5",
-         """
+    _api(
+        "api-predict-before-fit",
+        "RTE.predict before fit",
+        "obs = quad_targets()\nresult = tiny_rte().predict(obs.ctx_x, obs.ctx_y, obs.qry_x)",
+    ),
+    _api(
+        "api-predict-zero-rows",
+        "predict with zero-row contexts",
+        "z = np.zeros((0, 8))\nresult = fitted_rte().predict(z, z, z)",
+    ),
+    _api(
+        "api-predict-complex",
+        "predict with complex contexts",
+        "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x + 1j, obs.ctx_y + 1j, obs.qry_x)",
+    ),
+    _api(
+        "api-predict-context-1e300",
+        "predict with contexts of 1e300",
+        "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x, obs.ctx_y * 1e300, obs.qry_x)",
+    ),
+    _api(
+        "api-predict-inputs-1e300",
+        "predict with context inputs of 1e300",
+        "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x * 1e300, obs.ctx_y, obs.qry_x)",
+    ),
+    _api(
+        "api-predict-query-1e300",
+        "predict at queries of 1e300",
+        "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x, obs.ctx_y, obs.qry_x * 1e300)",
+    ),
+    _api(
+        "api-predict-mismatched-rows",
+        "predict with 4 context x rows and 3 context y rows",
+        "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x, obs.ctx_y[:3], obs.qry_x)",
+    ),
+    _api(
+        "api-predict-query-3d",
+        "predict with 3-D queries",
+        "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x, obs.ctx_y, obs.qry_x[None])",
+    ),
+    _api(
+        "api-predict-query-nan",
+        "predict at NaN queries",
+        "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x, obs.ctx_y, np.full_like(obs.qry_x, np.nan))",
+    ),
+    _api(
+        "api-predict-context-dict",
+        "predict with a dict as the context",
+        "obs = quad_targets()\nresult = fitted_rte().predict({'x': 1}, obs.ctx_y, obs.qry_x)",
+    ),
+    _api(
+        "api-decompose-k-zero",
+        "decompose(k=0)",
+        "obs = quad_targets()\nresult = fitted_rte().decompose(obs.ctx_x, obs.ctx_y, k=0).phi",
+    ),
+    _api(
+        "api-decompose-k-float",
+        "decompose(k=2.5)",
+        "obs = quad_targets()\nresult = fitted_rte().decompose(obs.ctx_x, obs.ctx_y, k=2.5).phi",
+    ),
+    _api(
+        "api-decomposition-float-anchors",
+        "decomposition_for with anchors 2.5",
+        """
          obs, rte = quad_targets(), fitted_rte()
          d = rte.decomposition_for(obs.ctx_x, obs.ctx_y, np.full((4, 2), 2.5))
          result = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d)
-         """),
-    _api("api-decomposition-phi-misshaped", "decomposition_for with phi of shape (4, 2, 3)",
-         """
+         """,
+    ),
+    _api(
+        "api-decomposition-phi-misshaped",
+        "decomposition_for with phi of shape (4, 2, 3)",
+        """
          obs, rte = quad_targets(), fitted_rte()
          d = rte.decomposition_for(obs.ctx_x, obs.ctx_y, np.zeros((4, 2), dtype=int), np.zeros((4, 2, 3)))
          result = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d)
-         """),
-    _api("api-decomposition-phi-nan", "decomposition_for with NaN phi",
-         """
+         """,
+    ),
+    _api(
+        "api-decomposition-phi-nan",
+        "decomposition_for with NaN phi",
+        """
          obs, rte = quad_targets(), fitted_rte()
          d = rte.decomposition_for(obs.ctx_x, obs.ctx_y, np.zeros((4, 2), dtype=int), np.full((4, 2, 16), np.nan))
          result = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d)
-         """),
-    _api("api-decomposition-negative-anchors", "decomposition_for with anchor -1",
-         """
+         """,
+    ),
+    _api(
+        "api-decomposition-negative-anchors",
+        "decomposition_for with anchor -1",
+        """
          obs, rte = quad_targets(), fitted_rte()
          result = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, rte.decomposition_for(obs.ctx_x, obs.ctx_y, -np.ones((4, 2))))
-         """),
-    _api("api-predict-foreign-decomposition", "predict 4 targets with a decomposition of 2",
-         """
+         """,  # noqa: E501 - the snippet is quoted as it is in docs/bad-inputs.md
+    ),
+    _api(
+        "api-predict-foreign-decomposition",
+        "predict 4 targets with a decomposition of 2",
+        """
          obs, rte = quad_targets(), fitted_rte()
          d = rte.decompose(obs.ctx_x[:2], obs.ctx_y[:2])
          result = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d)
-         """),
-    _api("api-predict-decomposition-text", "predict with decomposition='abc'",
-         "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x, obs.ctx_y, obs.qry_x, 'abc')"),
+         """,
+    ),
+    _api(
+        "api-predict-decomposition-text",
+        "predict with decomposition='abc'",
+        "obs = quad_targets()\nresult = fitted_rte().predict(obs.ctx_x, obs.ctx_y, obs.qry_x, 'abc')",
+    ),
     # -- ParametricFamily, TaskSet, protocols
-    _api("api-family-fn-int", "ParametricFamily(fn=42)",
-         """
+    _api(
+        "api-family-fn-int",
+        "ParametricFamily(fn=42)",
+        """
          fam = ParametricFamily("f", 42, (0.0, 20.0), {"b": (-1.0, 1.0)}, "a", REGIONS)
          result = run_parameter(tiny_rte(), quad_library(family=fam), quad_targets(family=fam))
-         """),
-    _api("api-family-domain-nan", "ParametricFamily(domain=(0, nan))",
-         "result = ParametricFamily('f', lambda x, a, b: a * x + b, (0.0, float('nan')), {'b': (-1.0, 1.0)}, 'a', REGIONS)"),
-    _api("api-family-domain-text", "ParametricFamily(domain='ab')",
-         "result = ParametricFamily('f', lambda x, a, b: a * x + b, 'ab', {'b': (-1.0, 1.0)}, 'a', REGIONS)"),
-    _api("api-family-fixed-none", "ParametricFamily(fixed=None)",
-         "result = ParametricFamily('f', lambda x, a: a * x, (0.0, 20.0), None, 'a', REGIONS)"),
-    _api("api-family-regions-empty", "ParametricFamily(regions={})",
-         "result = ParametricFamily('f', lambda x, a, b: a * x + b, (0.0, 20.0), {'b': (-1.0, 1.0)}, 'a', {})"),
-    _api("api-family-region-reversed", "ParametricFamily with a region (3, 1)",
-         "result = ParametricFamily('f', lambda x, a, b: a * x + b, (0.0, 20.0), {'b': (-1.0, 1.0)}, 'a', "
-         "{'F1_1': (3.0, 1.0), 'F1_2': (3.5, 4.0), 'F2': (4.5, 5.0)})"),
-    _api("api-family-nan-formula", "RTE on a family whose formula returns NaN",
-         """
+         """,
+    ),
+    _api(
+        "api-family-domain-nan",
+        "ParametricFamily(domain=(0, nan))",
+        "result = ParametricFamily('f', lambda x, a, b: a * x + b, (0.0, float('nan')), {'b': (-1.0, 1.0)}, "
+        "'a', REGIONS)",
+    ),
+    _api(
+        "api-family-domain-text",
+        "ParametricFamily(domain='ab')",
+        "result = ParametricFamily('f', lambda x, a, b: a * x + b, 'ab', {'b': (-1.0, 1.0)}, 'a', REGIONS)",
+    ),
+    _api(
+        "api-family-fixed-none",
+        "ParametricFamily(fixed=None)",
+        "result = ParametricFamily('f', lambda x, a: a * x, (0.0, 20.0), None, 'a', REGIONS)",
+    ),
+    _api(
+        "api-family-regions-empty",
+        "ParametricFamily(regions={})",
+        "result = ParametricFamily('f', lambda x, a, b: a * x + b, (0.0, 20.0), {'b': (-1.0, 1.0)}, 'a', {})",
+    ),
+    _api(
+        "api-family-region-reversed",
+        "ParametricFamily with a region (3, 1)",
+        "result = ParametricFamily('f', lambda x, a, b: a * x + b, (0.0, 20.0), {'b': (-1.0, 1.0)}, 'a', "
+        "{'F1_1': (3.0, 1.0), 'F1_2': (3.5, 4.0), 'F2': (4.5, 5.0)})",
+    ),
+    _api(
+        "api-family-nan-formula",
+        "RTE on a family whose formula returns NaN",
+        """
          fam = ParametricFamily("f", lambda x, a, b: a * x + b + np.nan, (0.0, 20.0), {"b": (-1.0, 1.0)}, "a", REGIONS)
          result = run_parameter(tiny_rte(), quad_library(family=fam), quad_targets(family=fam))
-         """),
-    _api("api-family-wrong-shape", "RTE on a family whose formula returns the wrong shape",
-         """
+         """,
+    ),
+    _api(
+        "api-family-wrong-shape",
+        "RTE on a family whose formula returns the wrong shape",
+        """
          fam = ParametricFamily("f", lambda x, a, b: np.zeros((len(x), x.shape[1] + 1)), (0.0, 20.0),
                                 {"b": (-1.0, 1.0)}, "a", REGIONS)
          result = run_parameter(tiny_rte(), quad_library(family=fam), quad_targets(family=fam))
-         """),
-    _api("api-taskset-negative-count", "TaskSet.sample with a count of -3",
-         "result = TaskSet.sample(QUAD, {'F1_1': -3, 'F1_2': 8}, rng(0)).params"),
-    _api("api-taskset-float-count", "TaskSet.sample with a count of 2.5",
-         "result = TaskSet.sample(QUAD, {'F1_1': 2.5, 'F1_2': 8}, rng(0)).params"),
-    _api("api-taskset-unknown-region", "TaskSet.sample from a region that does not exist",
-         "result = TaskSet.sample(QUAD, {'nope': 3}, rng(0)).params"),
-    _api("api-protocol-noise-nan", "RTE with a protocol of NaN noise",
-         "result = run_parameter(tiny_rte(protocol=ObservationProtocol('p', 8, 8, noise=float('nan'))))"),
-    _api("api-protocol-float-points", "ObservationProtocol(n_context=8.5)",
-         "result = run_parameter(tiny_rte(protocol=ObservationProtocol('p', 8.5, 8)))"),
-    _api("api-protocol-draw-negative", "protocol.draw with -1 draws per task",
-         "result = get_protocol('paper').draw(quad_library(), -1, rng(0)).ctx_x"),
+         """,
+    ),
+    _api(
+        "api-taskset-negative-count",
+        "TaskSet.sample with a count of -3",
+        "result = TaskSet.sample(QUAD, {'F1_1': -3, 'F1_2': 8}, rng(0)).params",
+    ),
+    _api(
+        "api-taskset-float-count",
+        "TaskSet.sample with a count of 2.5",
+        "result = TaskSet.sample(QUAD, {'F1_1': 2.5, 'F1_2': 8}, rng(0)).params",
+    ),
+    _api(
+        "api-taskset-unknown-region",
+        "TaskSet.sample from a region that does not exist",
+        "result = TaskSet.sample(QUAD, {'nope': 3}, rng(0)).params",
+    ),
+    _api(
+        "api-protocol-noise-nan",
+        "RTE with a protocol of NaN noise",
+        "result = run_parameter(tiny_rte(protocol=ObservationProtocol('p', 8, 8, noise=float('nan'))))",
+    ),
+    _api(
+        "api-protocol-float-points",
+        "ObservationProtocol(n_context=8.5)",
+        "result = run_parameter(tiny_rte(protocol=ObservationProtocol('p', 8.5, 8)))",
+    ),
+    _api(
+        "api-protocol-draw-negative",
+        "protocol.draw with -1 draws per task",
+        "result = get_protocol('paper').draw(quad_library(), -1, rng(0)).ctx_x",
+    ),
     # -- LengthRTE and ladders
-    _api("api-ladder-basis-int", "Ladder(basis=42)",
-         "result = run_length(tiny_length(), ladder_library(ladder=Ladder('l', 42, (-5.0, 5.0))))"),
-    _api("api-ladder-domain-nan", "Ladder(domain=(nan, 1))", "result = Ladder('l', lambda x, p: x ** p, (float('nan'), 1.0))"),
-    _api("api-ladder-float-level", "Ladder(train_levels=(1, 2.5))",
-         "result = run_length(tiny_length(), ladder_library(ladder=Ladder('l', lambda x, p: (x / 5) ** p, (-5.0, 5.0), "
-         "train_levels=(1, 2.5), test_level=3)))"),
-    _api("api-ladder-coef-range-reversed", "Ladder(coef_range=(2, -2))",
-         "result = run_length(tiny_length(), ladder_library(ladder=Ladder('l', lambda x, p: (x / 5) ** p, (-5.0, 5.0), "
-         "coef_range=(2.0, -2.0))))"),
-    _api("api-ladderset-negative-count", "LadderSet.sample_library with -2 tasks per level",
-         "result = run_length(tiny_length(), ladder_library(n=-2))"),
-    _api("api-ladderset-zero-count", "LengthRTE.fit on a library of 0 tasks per level",
-         "result = run_length(tiny_length(), ladder_library(n=0))"),
+    _api(
+        "api-ladder-basis-int",
+        "Ladder(basis=42)",
+        "result = run_length(tiny_length(), ladder_library(ladder=Ladder('l', 42, (-5.0, 5.0))))",
+    ),
+    _api(
+        "api-ladder-domain-nan",
+        "Ladder(domain=(nan, 1))",
+        "result = Ladder('l', lambda x, p: x ** p, (float('nan'), 1.0))",
+    ),
+    _api(
+        "api-ladder-float-level",
+        "Ladder(train_levels=(1, 2.5))",
+        "result = run_length(tiny_length(), ladder_library(ladder=Ladder('l', lambda x, p: (x / 5) ** p, (-5.0, 5.0), "
+        "train_levels=(1, 2.5), test_level=3)))",
+    ),
+    _api(
+        "api-ladder-coef-range-reversed",
+        "Ladder(coef_range=(2, -2))",
+        "result = run_length(tiny_length(), ladder_library(ladder=Ladder('l', lambda x, p: (x / 5) ** p, (-5.0, 5.0), "
+        "coef_range=(2.0, -2.0))))",
+    ),
+    _api(
+        "api-ladderset-negative-count",
+        "LadderSet.sample_library with -2 tasks per level",
+        "result = run_length(tiny_length(), ladder_library(n=-2))",
+    ),
+    _api(
+        "api-ladderset-zero-count",
+        "LengthRTE.fit on a library of 0 tasks per level",
+        "result = run_length(tiny_length(), ladder_library(n=0))",
+    ),
     _api("api-length-k-zero", "LengthRTE(k=0)", "result = run_length(tiny_length(k=0))"),
     _api("api-length-k-float", "LengthRTE(k=2.5)", "result = run_length(tiny_length(k=2.5))"),
     _api("api-length-c-grid-one", "LengthRTE(c_grid=1)", "result = run_length(tiny_length(c_grid=1))"),
-    _api("api-length-screen-nan", "LengthRTE(screen_fraction=nan)",
-         "result = run_length(tiny_length(screen_fraction=float('nan')))"),
-    _api("api-length-temperature-negative", "LengthRTE(temperature=-1)",
-         "result = run_length(tiny_length(temperature=-1.0))"),
+    _api(
+        "api-length-screen-nan",
+        "LengthRTE(screen_fraction=nan)",
+        "result = run_length(tiny_length(screen_fraction=float('nan')))",
+    ),
+    _api(
+        "api-length-temperature-negative",
+        "LengthRTE(temperature=-1)",
+        "result = run_length(tiny_length(temperature=-1.0))",
+    ),
     _api("api-length-n-average-zero", "LengthRTE(n_average=0)", "result = run_length(tiny_length(n_average=0))"),
-    _api("api-length-fit-taskset", "LengthRTE.fit on a parameter TaskSet", "result = tiny_length().fit(quad_library())"),
-    _api("api-length-one-level", "LengthRTE on a ladder with one training level",
-         "result = run_length(tiny_length(), ladder_library(ladder=Ladder('l', lambda x, p: (x / 5) ** p, (-5.0, 5.0), "
-         "train_levels=(1,), test_level=2)))"),
-    _api("api-length-predict-before-fit", "LengthRTE.predict before fit",
-         """
+    _api(
+        "api-length-fit-taskset", "LengthRTE.fit on a parameter TaskSet", "result = tiny_length().fit(quad_library())"
+    ),
+    _api(
+        "api-length-one-level",
+        "LengthRTE on a ladder with one training level",
+        "result = run_length(tiny_length(), ladder_library(ladder=Ladder('l', lambda x, p: (x / 5) ** p, (-5.0, 5.0), "
+        "train_levels=(1,), test_level=2)))",
+    ),
+    _api(
+        "api-length-predict-before-fit",
+        "LengthRTE.predict before fit",
+        """
          model = tiny_length()
          obs = length_targets(model, ladder_library())
          result = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
-         """),
-    _api("api-length-context-1e300", "LengthRTE.predict with contexts of 1e300",
-         """
+         """,
+    ),
+    _api(
+        "api-length-context-1e300",
+        "LengthRTE.predict with contexts of 1e300",
+        """
          lib = ladder_library()
          model = tiny_length().fit(lib)
          obs = length_targets(model, lib)
          result = model.predict(obs.ctx_x, obs.ctx_y * 1e300, obs.qry_x)
-         """),
+         """,
+    ),
     # -- CompositionRTE and primitives
-    _api("api-prims-zero", "CompositionRTE.fit on 0 primitives per family", "result = run_composition(tiny_composition(), primitives(0))"),
-    _api("api-prims-negative", "PrimitiveSet.sample(n_per_family=-1)", "result = run_composition(tiny_composition(), primitives(-1))"),
+    _api(
+        "api-prims-zero",
+        "CompositionRTE.fit on 0 primitives per family",
+        "result = run_composition(tiny_composition(), primitives(0))",
+    ),
+    _api(
+        "api-prims-negative",
+        "PrimitiveSet.sample(n_per_family=-1)",
+        "result = run_composition(tiny_composition(), primitives(-1))",
+    ),
     _api("api-composition-k-zero", "CompositionRTE(k=0)", "result = run_composition(tiny_composition(k=0))"),
     _api("api-composition-fit-list", "CompositionRTE.fit([1, 2])", "result = tiny_composition().fit([1, 2])"),
-    _api("api-composition-nan-curves", "CompositionRTE.fit on primitives with NaN curves",
-         """
+    _api(
+        "api-composition-nan-curves",
+        "CompositionRTE.fit on primitives with NaN curves",
+        """
          p = primitives()
          curves = p.curves.copy()
          curves[2, 10:20] = np.nan
          prims = PrimitiveSet(p.families, p.family, None, p.grid, curves, p.domain)
          result = run_composition(tiny_composition(), prims)
-         """),
-    _api("api-composition-n-average-zero", "CompositionRTE(n_average=0)", "result = run_composition(tiny_composition(n_average=0))"),
-    _api("api-composition-refine-float", "CompositionRTE(refine_rounds=1.5)",
-         "result = run_composition(tiny_composition(refine_rounds=1.5))"),
-    _api("api-composition-temperature-nan", "CompositionRTE(temperature=nan)",
-         "result = run_composition(tiny_composition(temperature=float('nan')))"),
-    _api("api-composition-split-unknown-family", "CompositionRTE with a pair split naming an unknown family",
-         "result = run_composition(tiny_composition(split=PairSplit(train=(('poly', 'nope'),), test=(('sin', 'poly'),))))"),
-    _api("api-composition-wrong-points", "CompositionRTE.predict with 3 context points instead of 25",
-         """
+         """,
+    ),
+    _api(
+        "api-composition-n-average-zero",
+        "CompositionRTE(n_average=0)",
+        "result = run_composition(tiny_composition(n_average=0))",
+    ),
+    _api(
+        "api-composition-refine-float",
+        "CompositionRTE(refine_rounds=1.5)",
+        "result = run_composition(tiny_composition(refine_rounds=1.5))",
+    ),
+    _api(
+        "api-composition-temperature-nan",
+        "CompositionRTE(temperature=nan)",
+        "result = run_composition(tiny_composition(temperature=float('nan')))",
+    ),
+    _api(
+        "api-composition-split-unknown-family",
+        "CompositionRTE with a pair split naming an unknown family",
+        "result = run_composition(tiny_composition(split=PairSplit(train=(('poly', 'nope'),), "
+        "test=(('sin', 'poly'),))))",
+    ),
+    _api(
+        "api-composition-wrong-points",
+        "CompositionRTE.predict with 3 context points instead of 25",
+        """
          prims = primitives()
          model = tiny_composition().fit(prims)
          obs = composition_targets(model, prims)
          result = model.predict(obs.ctx_x[:, :3], obs.ctx_y[:, :3], obs.qry_x)
-         """),
-    _api("api-composition-curves-misshaped", "PrimitiveSet.from_curves with curves of the wrong width",
-         "result = PrimitiveSet.from_curves(['a'], np.zeros(3, dtype=int), np.linspace(-10, 10, 5), np.zeros((3, 4)))"),
+         """,
+    ),
+    _api(
+        "api-composition-curves-misshaped",
+        "PrimitiveSet.from_curves with curves of the wrong width",
+        "result = PrimitiveSet.from_curves(['a'], np.zeros(3, dtype=int), np.linspace(-10, 10, 5), np.zeros((3, 4)))",
+    ),
 ]
 
 
 # ----------------------------------------------------------------------------- damaged files
 
 BASELINES = {  # the undamaged runs (two seeds: the undamaged seed's unit is reused, the damaged one recomputed)
-    "parameter": ["reproduce", "parameter", "--profile", "tiny", "--family", "quadratic", "--seeds", "2",
-                  "--quiet", "--no-plots", "--out", "{out}"],
+    "parameter": [
+        "reproduce",
+        "parameter",
+        "--profile",
+        "tiny",
+        "--family",
+        "quadratic",
+        "--seeds",
+        "2",
+        "--quiet",
+        "--no-plots",
+        "--out",
+        "{out}",
+    ],
     "length": ["reproduce", "length", "--profile", "tiny", "--seeds", "2", "--quiet", "--no-plots", "--out", "{out}"],
 }
 RUN_DIRS = {"parameter": "parameter-paper-tiny-quadratic", "length": "length-paper-tiny"}  # --family in the name
@@ -937,6 +1368,7 @@ def _edit(fn, rechecksum=False):
         if rechecksum:
             _rechecksum(d)
         path.write_text(json.dumps(d))
+
     return damage
 
 
@@ -962,6 +1394,7 @@ def _nudge(d):
 def _set_first(value):
     def fn(d):
         d["errors"][_first(d)][0] = value
+
     return fn
 
 
@@ -978,7 +1411,7 @@ def _bools(d):
 def _garble(path: Path):
     s = path.read_text()
     i = len(s) // 2
-    path.write_text(s[:i] + '"}{]' + s[i + 4:])
+    path.write_text(s[:i] + '"}{]' + s[i + 4 :])
 
 
 def _to_directory(path: Path):
@@ -993,7 +1426,10 @@ UNIT_DAMAGES = {  # name -> (description, damage(path))
     "garbled": ("4 characters in the middle replaced by '\"}{]'", _garble),
     "binary": ("replaced by random bytes", lambda p: p.write_bytes(random.Random(2).randbytes(p.stat().st_size))),
     "null": ("replaced by the JSON null", lambda p: p.write_text("null")),
-    "list": ("wrapped in a list (a list instead of a dict)", lambda p: p.write_text(json.dumps([json.loads(p.read_text())]))),
+    "list": (
+        "wrapped in a list (a list instead of a dict)",
+        lambda p: p.write_text(json.dumps([json.loads(p.read_text())])),
+    ),
     "no-errors": ("'errors' removed", _edit(lambda d: d.pop("errors"))),
     "errors-string": ("'errors' is a string", _edit(lambda d: d.__setitem__("errors", "oops"))),
     "errors-empty": ("'errors' is an empty dict", _edit(lambda d: d.__setitem__("errors", {}))),
@@ -1001,9 +1437,14 @@ UNIT_DAMAGES = {  # name -> (description, damage(path))
     "cut-short": ("a method's list of errors one short, checksum not updated", _edit(_cut)),
     "one-number": ("one number edited by 0.01%, checksum not updated", _edit(_nudge)),
     "nan-checksummed": ("one error set to NaN, checksum recomputed to match", _edit(_set_first(float("nan")), True)),
-    "inf-checksummed": ("one error set to Infinity, checksum recomputed to match", _edit(_set_first(float("inf")), True)),
-    "text-number-checksummed": ("one error written as a string, checksum recomputed to match",
-                                _edit(lambda d: _set_first(str(d["errors"][_first(d)][0]))(d), True)),
+    "inf-checksummed": (
+        "one error set to Infinity, checksum recomputed to match",
+        _edit(_set_first(float("inf")), True),
+    ),
+    "text-number-checksummed": (
+        "one error written as a string, checksum recomputed to match",
+        _edit(lambda d: _set_first(str(d["errors"][_first(d)][0]))(d), True),
+    ),
     "nested-checksummed": ("a method's errors as a list of lists, checksum recomputed to match", _edit(_nest, True)),
     "bools-checksummed": ("a method's errors as booleans, checksum recomputed to match", _edit(_bools, True)),
     "fingerprint": ("fingerprint of other settings", _edit(lambda d: d.__setitem__("fingerprint", "0" * 16))),
@@ -1028,22 +1469,37 @@ def _ckpt_json(fn):
         meta = json.loads((folder / "checkpoint.json").read_text())
         fn(meta)
         (folder / "checkpoint.json").write_text(json.dumps(meta))
+
     return damage
 
 
 CKPT_DAMAGES = {  # name -> (description, damage(checkpoint folder))
     "weights-truncated": ("trainable.safetensors cut to half", _ckpt_truncate("trainable.safetensors")),
-    "weights-random": ("trainable.safetensors replaced by random bytes",
-                       lambda f: (f / "trainable.safetensors").write_bytes(
-                           random.Random(3).randbytes((f / "trainable.safetensors").stat().st_size))),
+    "weights-random": (
+        "trainable.safetensors replaced by random bytes",
+        lambda f: (f / "trainable.safetensors").write_bytes(
+            random.Random(3).randbytes((f / "trainable.safetensors").stat().st_size)
+        ),
+    ),
     "weights-missing": ("trainable.safetensors deleted", lambda f: (f / "trainable.safetensors").unlink()),
     "json-empty": ("checkpoint.json emptied", lambda f: (f / "checkpoint.json").write_text("")),
-    "json-garbled": ("checkpoint.json is not JSON", lambda f: (f / "checkpoint.json").write_text('{"step": 4, "loss": [')),
+    "json-garbled": (
+        "checkpoint.json is not JSON",
+        lambda f: (f / "checkpoint.json").write_text('{"step": 4, "loss": ['),
+    ),
     "json-list": ("checkpoint.json is a list", lambda f: (f / "checkpoint.json").write_text("[4]")),
-    "json-loss-cut": ("checkpoint.json's loss history one short", _ckpt_json(lambda m: m.__setitem__("loss", m["loss"][:-1]))),
-    "json-step-edited": ("checkpoint.json's step set to 99 (beyond the run's 6 steps)",
-                         _ckpt_json(lambda m: m.__setitem__("step", 99))),
-    "optimizer-garbage": ("optimizer.pt replaced by garbage", lambda f: (f / "optimizer.pt").write_bytes(b"garbage" * 100)),
+    "json-loss-cut": (
+        "checkpoint.json's loss history one short",
+        _ckpt_json(lambda m: m.__setitem__("loss", m["loss"][:-1])),
+    ),
+    "json-step-edited": (
+        "checkpoint.json's step set to 99 (beyond the run's 6 steps)",
+        _ckpt_json(lambda m: m.__setitem__("step", 99)),
+    ),
+    "optimizer-garbage": (
+        "optimizer.pt replaced by garbage",
+        lambda f: (f / "optimizer.pt").write_bytes(b"garbage" * 100),
+    ),
     "optimizer-empty": ("optimizer.pt emptied", lambda f: (f / "optimizer.pt").write_bytes(b"")),
     "optimizer-truncated": ("optimizer.pt cut to half", _ckpt_truncate("optimizer.pt")),
 }
@@ -1053,12 +1509,19 @@ def _damaged_cases() -> list[Case]:
     cases = []
     for i, (name, (desc, _)) in enumerate(UNIT_DAMAGES.items()):
         experiment = ("parameter", "length")[i % 2]
-        cases.append(Case(f"damaged-unit-{name}", "damaged", f"{experiment} unit {desc}",
-                          {"kind": "unit", "experiment": experiment, "damage": name},
-                          needs_permissions=name in PERMISSION_DAMAGES))
+        cases.append(
+            Case(
+                f"damaged-unit-{name}",
+                "damaged",
+                f"{experiment} unit {desc}",
+                {"kind": "unit", "experiment": experiment, "damage": name},
+                needs_permissions=name in PERMISSION_DAMAGES,
+            )
+        )
     for name, (desc, _) in CKPT_DAMAGES.items():
-        cases.append(Case(f"damaged-ckpt-{name}", "damaged", f"SFT checkpoint: {desc}",
-                          {"kind": "checkpoint", "damage": name}))
+        cases.append(
+            Case(f"damaged-ckpt-{name}", "damaged", f"SFT checkpoint: {desc}", {"kind": "checkpoint", "damage": name})
+        )
     return cases
 
 
@@ -1067,24 +1530,39 @@ CASES = CLI_CASES + API_CASES + _damaged_cases()
 
 # ----------------------------------------------------------------------------- running
 
+
 def _env(tmp: Path | None = None, extra: dict | None = None) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "PYTHONPATH")
-           and not k.startswith("SLURM_") and k != "RAY_ADDRESS"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "PYTHONPATH")
+        and not k.startswith("SLURM_")
+        and k != "RAY_ADDRESS"
+    }
     paths = ([str(tmp / "mods")] if tmp is not None else []) + [str(SRC)]
-    env.update(PYTHONPATH=os.pathsep.join(paths), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
-               PYTHONDONTWRITEBYTECODE="1")
+    env.update(PYTHONPATH=os.pathsep.join(paths), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
     env.update(extra or {})
     return env
 
 
-def run_process(cmd: list[str], cwd: Path, env: dict, timeout: float,
-                tmp: Path | None = None) -> tuple[int | None, str, str, bool, float]:
+def run_process(
+    cmd: list[str], cwd: Path, env: dict, timeout: float, tmp: Path | None = None
+) -> tuple[int | None, str, str, bool, float]:
     """(exit status, stdout, stderr, timed out, wall seconds) of ``cmd`` with stdin closed; on a
     timeout the process group it started is killed. The case folder ``tmp`` reads ``{tmp}`` in
     the output, so messages do not depend on where the temporary folder was."""
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
         rc, timed_out = proc.returncode, False
@@ -1110,8 +1588,9 @@ def run_cli_case(case: Case, tmp: Path, timeout: float) -> Outcome:
     _write_user_modules(tmp)
     if case.run.get("setup"):
         SETUPS[case.run["setup"]][1](tmp)
-    rc, out, err, timed_out, wall = run_process(_cli_command(_fill(case.run["args"], tmp)), tmp,
-                                                _env(tmp, case.run.get("env")), timeout, tmp)
+    rc, out, err, timed_out, wall = run_process(
+        _cli_command(_fill(case.run["args"], tmp)), tmp, _env(tmp, case.run.get("env")), timeout, tmp
+    )
     o = classify_cli(rc, out, err, timed_out)
     o.wall_s = wall
     return o
@@ -1120,13 +1599,14 @@ def run_cli_case(case: Case, tmp: Path, timeout: float) -> Outcome:
 def _worker_report(stdout: str) -> dict | None:
     for line in reversed((stdout or "").splitlines()):
         if line.startswith(MARKER):
-            return json.loads(line[len(MARKER):])
+            return json.loads(line[len(MARKER) :])
     return None
 
 
 def run_api_case(case: Case, tmp: Path, timeout: float) -> Outcome:
-    rc, out, err, timed_out, wall = run_process([sys.executable, str(Path(__file__).resolve()), "--api-worker",
-                                                 case.id], tmp, _env(), timeout, tmp)
+    rc, out, err, timed_out, wall = run_process(
+        [sys.executable, str(Path(__file__).resolve()), "--api-worker", case.id], tmp, _env(), timeout, tmp
+    )
     o = classify_api(_worker_report(out), rc, err, timed_out)
     o.wall_s = wall
     return o
@@ -1147,8 +1627,12 @@ def api_worker(case_id: str) -> None:
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit included: the snippet must not exit
         traceback.print_exc()
-        report = {"status": "raised", "type": type(exc).__name__, "taskextrap": isinstance(exc, TaskextrapError),
-                  "message": str(exc)}
+        report = {
+            "status": "raised",
+            "type": type(exc).__name__,
+            "taskextrap": isinstance(exc, TaskextrapError),
+            "message": str(exc),
+        }
     else:
         value = namespace.get("result")
         report = {"status": "returned", "summary": summary(value), "nonfinite": bool(nonfinite(value))}
@@ -1160,7 +1644,7 @@ def _same(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     return a == b
@@ -1173,7 +1657,7 @@ def numbers(results: dict) -> dict:
 
 def first_difference(a: dict, b: dict) -> str:
     for kind in ("rows", "comparisons"):
-        for i, (x, y) in enumerate(zip(a.get(kind) or [], b.get(kind) or [])):
+        for x, y in zip(a.get(kind) or [], b.get(kind) or [], strict=False):  # unequal lengths: reported below
             if not _same(x, y):
                 keys = [k for k in x if not _same(x.get(k), y.get(k))]
                 label = "/".join(str(x.get(k)) for k in ("group", "method", "a", "b", "metric") if k in x)
@@ -1204,16 +1688,19 @@ class Baselines:
             if experiment not in self.done:
                 out = self.root / f"baseline-{experiment}"
                 args = [a.replace("{out}", str(out)) for a in BASELINES[experiment]]
-                rc, _, err, timed_out, wall = run_process(_cli_command(args), self.root, _env(), 4 * self.timeout)
+                rc, _, err, _timed_out, wall = run_process(_cli_command(args), self.root, _env(), 4 * self.timeout)
                 if rc != 0:
                     raise RuntimeError(f"the undamaged {experiment} run failed (exit {rc}): {err[-500:]}")
                 results = json.loads((out / RUN_DIRS[experiment] / "results.json").read_text())
                 units = sorted((out / "units").glob("*.json"))
                 self.done[experiment] = {"out": out, "numbers": numbers(results), "units": units}
                 rte = next((r for r in results["rows"] if r["method"] == "rte"), results["rows"][0])
-                self.info[experiment] = {"command": "taskextrap " + shlex.join(BASELINES[experiment]),
-                                         "wall_s": round(wall, 2), "units": [u.name for u in units],
-                                         "first_row": {k: rte[k] for k in ("group", "method", "metric", "value", "ci95")}}
+                self.info[experiment] = {
+                    "command": "taskextrap " + shlex.join(BASELINES[experiment]),
+                    "wall_s": round(wall, 2),
+                    "units": [u.name for u in units],
+                    "first_row": {k: rte[k] for k in ("group", "method", "metric", "value", "ci95")},
+                }
             return self.done[experiment]
 
 
@@ -1297,13 +1784,19 @@ def ckpt_worker(case_id: str, tmp: str) -> None:
             raise
         except BaseException as exc:  # noqa: BLE001
             traceback.print_exc()
-            report = {"status": "raised", "type": type(exc).__name__, "taskextrap": isinstance(exc, TaskextrapError),
-                      "message": str(exc)}
+            report = {
+                "status": "raised",
+                "type": type(exc).__name__,
+                "taskextrap": isinstance(exc, TaskextrapError),
+                "message": str(exc),
+            }
         else:
             import torch
 
             same = log["loss"] == ref_log["loss"] and all(
-                torch.equal(p, q) for p, q in zip(lm.model.state_dict().values(), ref.model.state_dict().values()))
+                torch.equal(p, q)
+                for p, q in zip(lm.model.state_dict().values(), ref.model.state_dict().values(), strict=True)
+            )
             report = {"status": "returned", "same": bool(same), "resumed_from": log["resumed_from"]}
     report["warnings"] = [str(w.message) for w in caught if issubclass(w.category, TaskextrapWarning)]
     report["folder"] = folder.name
@@ -1326,16 +1819,18 @@ def classify_ckpt(report: dict | None, rc, stderr: str, timed_out: bool) -> Outc
     elif report["folder"] not in warns[0]:
         problems.append(f"the warning does not name {report['folder']}")
     if not report["same"]:
-        problems.append(f"loss history or weights differ from the uninterrupted run (resumed from step "
-                        f"{report['resumed_from']})")
+        problems.append(
+            f"loss history or weights differ from the uninterrupted run (resumed from step {report['resumed_from']})"
+        )
     if problems:
         return Outcome("not recovered", first_chars("; ".join(problems)))
     return Outcome("recovered", first_chars("warning: " + warns[0]))
 
 
 def run_ckpt_case(case: Case, tmp: Path, timeout: float) -> Outcome:
-    rc, out, err, timed_out, wall = run_process([sys.executable, str(Path(__file__).resolve()), "--ckpt-worker",
-                                                 case.id, str(tmp)], tmp, _env(), timeout, tmp)
+    rc, out, err, timed_out, wall = run_process(
+        [sys.executable, str(Path(__file__).resolve()), "--ckpt-worker", case.id, str(tmp)], tmp, _env(), timeout, tmp
+    )
     o = classify_ckpt(_worker_report(out), rc, err, timed_out)
     o.wall_s = wall
     return o
@@ -1346,12 +1841,11 @@ def _rmtree(path: Path) -> None:
         os.chmod(p, stat.S_IRWXU)
         os.chmod(os.path.dirname(p), stat.S_IRWXU)
         func(p)
+
     for dirpath, dirnames, filenames in os.walk(path):
         for n in dirnames + filenames:
-            try:
+            with contextlib.suppress(OSError):
                 os.chmod(os.path.join(dirpath, n), stat.S_IRWXU, follow_symlinks=False)
-            except OSError:
-                pass
     shutil.rmtree(path, onerror=unlock)
 
 
@@ -1377,8 +1871,10 @@ def run_case(case: Case, timeout: float, baselines: Baselines | None = None, wor
             return run_unit_case(case, tmp, timeout, baselines)
         return run_ckpt_case(case, tmp, timeout)
     except Exception as exc:  # noqa: BLE001 - the harness itself failed: say so, keep going
-        return Outcome("not recovered" if case.surface == "damaged" else "traceback",
-                       first_chars(f"harness failure: {type(exc).__name__}: {exc}"))
+        return Outcome(
+            "not recovered" if case.surface == "damaged" else "traceback",
+            first_chars(f"harness failure: {type(exc).__name__}: {exc}"),
+        )
     finally:
         _rmtree(tmp)
 
@@ -1393,14 +1889,23 @@ def run_all(cases: list[Case], jobs: int, timeout: float, progress=True) -> tupl
             futures = {pool.submit(run_case, c, timeout, baselines, work): c for c in cases}
             for i, fut in enumerate(concurrent.futures.as_completed(futures), 1):
                 case, o = futures[fut], fut.result()
-                records[case.id] = {"id": case.id, "surface": case.surface, "description": case.description,
-                                    "input": case.how(), "outcome": o.outcome, "message": o.message,
-                                    "wall_s": round(o.wall_s, 2),
-                                    "timeout_s": case_timeout(case, timeout),
-                                    **({"detail": o.detail} if o.detail else {})}
+                records[case.id] = {
+                    "id": case.id,
+                    "surface": case.surface,
+                    "description": case.description,
+                    "input": case.how(),
+                    "outcome": o.outcome,
+                    "message": o.message,
+                    "wall_s": round(o.wall_s, 2),
+                    "timeout_s": case_timeout(case, timeout),
+                    **({"detail": o.detail} if o.detail else {}),
+                }
                 if progress:
-                    print(f"[{i}/{len(cases)}] {case.id}: {o.outcome} ({o.wall_s:.1f} s) {o.message[:100]}",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"[{i}/{len(cases)}] {case.id}: {o.outcome} ({o.wall_s:.1f} s) {o.message[:100]}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     finally:
         _rmtree(work)
     return [records[c.id] for c in cases], baselines.info
@@ -1418,17 +1923,24 @@ def _cell(text: str) -> str:
 
 
 def markdown(records: list[dict], meta: dict) -> str:
-    lines = [f"# Bad inputs: what each one does", "",
-             f"`python scripts/bad_inputs.py` on commit `{meta['commit'][:12]}`{' (dirty)' if meta['dirty'] else ''}, "
-             f"{meta['date']}; timeout {meta['timeout_s']} s, {meta['jobs']} jobs, wall {meta['wall_s']:.0f} s.", "",
-             "| surface | " + " | ".join(OUTCOMES) + " |", "|---|" + "---|" * len(OUTCOMES)]
+    lines = [
+        "# Bad inputs: what each one does",
+        "",
+        f"`python scripts/bad_inputs.py` on commit `{meta['commit'][:12]}`{' (dirty)' if meta['dirty'] else ''}, "
+        f"{meta['date']}; timeout {meta['timeout_s']} s, {meta['jobs']} jobs, wall {meta['wall_s']:.0f} s.",
+        "",
+        "| surface | " + " | ".join(OUTCOMES) + " |",
+        "|---|" + "---|" * len(OUTCOMES),
+    ]
     for s, c in meta["counts"].items():
         lines.append(f"| {s} | " + " | ".join(str(c.get(o, 0)) for o in OUTCOMES) + " |")
     lines += ["", "| id | surface | input | outcome | message |", "|---|---|---|---|---|"]
     for r in records:
         code = first_chars(r["input"].replace("\n", "; "), 160).replace("`", "'")
-        lines.append(f"| {r['id']} | {r['surface']} | {_cell(r['description'])}<br>`{_cell(code)}` "
-                     f"| {r['outcome']} | {_cell(r['message'])} |")
+        lines.append(
+            f"| {r['id']} | {r['surface']} | {_cell(r['description'])}<br>`{_cell(code)}` "
+            f"| {r['outcome']} | {_cell(r['message'])} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -1457,7 +1969,9 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", type=Path, help="write the JSON record here (atomically)")
     p.add_argument("--markdown", type=Path, help="write the markdown table here (else it is printed)")
     p.add_argument("--only", default=None, help="run only the cases whose id contains SUBSTRING")
@@ -1491,15 +2005,27 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     records, baseline_info = run_all(cases, a.jobs, a.timeout)
     commit = _git("rev-parse", "HEAD")
-    meta = {"script": "scripts/bad_inputs.py", "commit": commit,
-            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", "src")),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python scripts/bad_inputs.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
-            "python": sys.version.split()[0], "root": IS_ROOT, "timeout_s": a.timeout, "jobs": a.jobs, "only": a.only,
-            "wall_s": round(time.perf_counter() - t, 1), "n_cases": len(records), "counts": counts(records),
-            "totals": {o: sum(r["outcome"] == o for r in records) for o in OUTCOMES
-                       if any(r["outcome"] == o for r in records)},
-            "damaged_baselines": baseline_info, "api_prelude": API_PRELUDE.strip(), "checkpoint_prelude": CKPT_PRELUDE.strip()}
+    meta = {
+        "script": "scripts/bad_inputs.py",
+        "commit": commit,
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", "src")),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": "python scripts/bad_inputs.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "python": sys.version.split()[0],
+        "root": IS_ROOT,
+        "timeout_s": a.timeout,
+        "jobs": a.jobs,
+        "only": a.only,
+        "wall_s": round(time.perf_counter() - t, 1),
+        "n_cases": len(records),
+        "counts": counts(records),
+        "totals": {
+            o: sum(r["outcome"] == o for r in records) for o in OUTCOMES if any(r["outcome"] == o for r in records)
+        },
+        "damaged_baselines": baseline_info,
+        "api_prelude": API_PRELUDE.strip(),
+        "checkpoint_prelude": CKPT_PRELUDE.strip(),
+    }
     if a.out:
         write_atomic(a.out, json.dumps({**meta, "cases": records}, indent=1) + "\n")
     table = markdown(records, meta)

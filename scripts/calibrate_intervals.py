@@ -8,9 +8,9 @@ Reads the dev results files ``benchmarks/results/<experiment>-<protocol>-<profil
 pools each regime's groups (the dev families of ``parameter``; the one group of the others)
 with equal weight, and takes the smallest grid scale whose pooled coverage reaches the 90% level
 (``search.calibration.choose_scale``); each built-in parameter family also gets the scale of its
-own dev split (its dev targets only), which the estimators prefer for that family. Writes the scales the estimators read,
-``src/taskextrap/search/interval_scales.json``, and a copy with the dev coverage before and
-after to ``benchmarks/results/interval-calibration.json``. Only dev files are read: a test file
+own dev split (its dev targets only), which the estimators prefer for that family. Writes the
+scales the estimators read, ``src/taskextrap/search/interval_scales.json``, and a copy with the
+dev coverage before and after to ``benchmarks/results/interval-calibration.json``. Only dev files are read: a test file
 is refused.
 """
 
@@ -51,8 +51,10 @@ def calibrate(profile: str, results: Path = RESULTS) -> dict:
         for protocol in PROTOCOLS:
             path = results / f"{experiment}-{protocol}-{profile}-dev.json"
             if not path.exists():
-                raise SystemExit(f"error: {path.name} is missing; run benchmarks/run.py --only {experiment} "
-                                 f"--profiles {profile} --protocols {protocol} --split dev")
+                raise SystemExit(
+                    f"error: {path.name} is missing; run benchmarks/run.py --only {experiment} "
+                    f"--profiles {profile} --protocols {protocol} --split dev"
+                )
             data = json.loads(path.read_text())
             if data["config"].get("split") != "dev":
                 raise SystemExit(f"error: {path.name} is not a dev run; scales are chosen on dev only")
@@ -62,17 +64,24 @@ def calibrate(profile: str, results: Path = RESULTS) -> dict:
                 scale = choose_scale(pooled)
                 i = SCALE_GRID.index(scale)
                 scales[f"{key}/{protocol}"] = {
-                    "scale": scale, "dev_coverage_raw": round(float(pooled[one]), 4),
+                    "scale": scale,
+                    "dev_coverage_raw": round(float(pooled[one]), 4),
                     "dev_coverage_calibrated": round(float(pooled[i]), 4),
-                    "dev_groups": {g: {"raw": round(float(c[one]), 4), "calibrated": round(float(c[i]), 4)}
-                                   for g, c in zip(groups, curves)},
-                    "source": path.name}
+                    "dev_groups": {
+                        g: {"raw": round(float(c[one]), 4), "calibrated": round(float(c[i]), 4)}
+                        for g, c in zip(groups, curves, strict=True)
+                    },
+                    "source": path.name,
+                }
                 if experiment == "parameter":  # each built-in family's own dev split: a scale each
-                    for g, c in zip(groups, curves):
+                    for g, c in zip(groups, curves, strict=True):
                         j = SCALE_GRID.index(choose_scale(c))
                         scales[f"{key}/{protocol}/{g}"] = {
-                            "scale": SCALE_GRID[j], "dev_coverage_raw": round(float(c[one]), 4),
-                            "dev_coverage_calibrated": round(float(c[j]), 4), "source": path.name}
+                            "scale": SCALE_GRID[j],
+                            "dev_coverage_raw": round(float(c[one]), 4),
+                            "dev_coverage_calibrated": round(float(c[j]), 4),
+                            "source": path.name,
+                        }
     return scales
 
 
@@ -82,15 +91,22 @@ def main(argv=None) -> int:
     ap.add_argument("--results", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     scales = calibrate(args.profile, args.results)
-    doc = {"level": INTERVAL_LEVEL, "grid": "0.25 * 2 ** (k / 10), k = 0..80", "profile": args.profile,
-           "split": "dev", "seed_pooling": "every seed of the dev runs, groups weighted equally",
-           "command": "python scripts/calibrate_intervals.py " + " ".join(sys.argv[1:] if argv is None else argv),
-           "scales": scales}
+    doc = {
+        "level": INTERVAL_LEVEL,
+        "grid": "0.25 * 2 ** (k / 10), k = 0..80",
+        "profile": args.profile,
+        "split": "dev",
+        "seed_pooling": "every seed of the dev runs, groups weighted equally",
+        "command": "python scripts/calibrate_intervals.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "scales": scales,
+    }
     write_json_atomic(SCALES_FILE, {k: doc[k] for k in ("level", "profile", "split", "command", "scales")})
     write_json_atomic(args.results / "interval-calibration.json", doc)
     for key, v in scales.items():
-        print(f"{key}: scale {v['scale']:g} (dev coverage {v['dev_coverage_raw']:.3f} -> "
-              f"{v['dev_coverage_calibrated']:.3f})")
+        print(
+            f"{key}: scale {v['scale']:g} (dev coverage {v['dev_coverage_raw']:.3f} -> "
+            f"{v['dev_coverage_calibrated']:.3f})"
+        )
     return 0
 
 

@@ -43,15 +43,30 @@ OUT = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "codei
 TRAIN_STRINGS_SEED = 777  # fresh strings for the training-pair tasks (the dev tasks use the default test seed)
 
 
-def check(corpus: str, steps: int, lr: float, full: bool, warmup: int, train_every: int = 16,
-          dev_every: int = 1, seed: int = 0, score_shots: bool = False, anchored: bool = False,
-          split_seed: int = E.SPLIT_SEED) -> dict:
+def check(
+    corpus: str,
+    steps: int,
+    lr: float,
+    full: bool,
+    warmup: int,
+    train_every: int = 16,
+    dev_every: int = 1,
+    seed: int = 0,
+    score_shots: bool = False,
+    anchored: bool = False,
+    split_seed: int = E.SPLIT_SEED,
+) -> dict:
     """Train one run on the dev-training pairs; return {"sft_s", "final_loss" (mean of the last
     50 steps), "train", "dev", "dev_hits"}: exact match on training-pair and dev tasks, and the
     dev tasks' hits (1/0, in task order) for paired comparisons."""
     profile = dataclasses.replace(E.CODEIO_PROFILES["paper"], anchored=anchored)
-    cfg = dataclasses.replace(E.sft_config(profile, seed, BaseModel()), steps=steps, lr=lr, warmup_steps=warmup,
-                              lora=None if full else CODEIO_LORA)
+    cfg = dataclasses.replace(
+        E.sft_config(profile, seed, BaseModel()),
+        steps=steps,
+        lr=lr,
+        warmup_steps=warmup,
+        lora=None if full else CODEIO_LORA,
+    )
     split = E.Split("dev", split_seed)
     dev_train, _ = split.pairs()
     t = time.perf_counter()
@@ -59,10 +74,12 @@ def check(corpus: str, steps: int, lr: float, full: bool, warmup: int, train_eve
     out = {"sft_s": time.perf_counter() - t, "final_loss": float(np.mean(log["loss"][-50:]))}
     lm = lm if full else merge_lora(lm)
     method = "oracle" if corpus == "extender" else "few-shot"
-    for name, tasks in (("train", S.make_test_tasks(dev_train[::train_every], TRAIN_STRINGS_SEED, stream="train")),
-                        ("dev", E.held_out_tasks(None, split)[0][::dev_every])):
+    for name, tasks in (
+        ("train", S.make_test_tasks(dev_train[::train_every], TRAIN_STRINGS_SEED, stream="train")),
+        ("dev", E.held_out_tasks(None, split)[0][::dev_every]),
+    ):
         said = E.predict(method, lm, tasks, profile, seed)
-        out[name + "_hits"] = [int(a == tk.query[1]) for a, tk in zip(said, tasks)]
+        out[name + "_hits"] = [int(a == tk.query[1]) for a, tk in zip(said, tasks, strict=True)]
         out[name] = float(np.mean(out[name + "_hits"]))
     del out["train_hits"]  # only the dev tasks are compared
     return out
@@ -77,9 +94,13 @@ def compare(results: dict, a: str, b: str) -> dict:
         if name not in runs:
             raise TaskextrapError(f"no recorded recipe {name!r}; recorded: {', '.join(sorted(runs)) or 'none'}")
         if "dev_hits" not in runs[name]:
-            raise TaskextrapError(f"recipe {name!r} has no per-task dev hits (recorded before they were kept); re-run it")
+            raise TaskextrapError(
+                f"recipe {name!r} has no per-task dev hits (recorded before they were kept); re-run it"
+            )
     if runs[a].get("split_seed") != runs[b].get("split_seed") or len(runs[a]["dev_hits"]) != len(runs[b]["dev_hits"]):
-        raise TaskextrapError(f"recipes {a!r} and {b!r} were scored on different dev tasks (split seed or count differ)")
+        raise TaskextrapError(
+            f"recipes {a!r} and {b!r} were scored on different dev tasks (split seed or count differ)"
+        )
     d = paired_difference(np.array(runs[a]["dev_hits"], float), np.array(runs[b]["dev_hits"], float), metric="accuracy")
     return {"a": a, "b": b, "diff": d["diff"], "lo": d["lo"], "hi": d["hi"], "n": d["n"], "clear": d["clear"]}
 
@@ -88,8 +109,12 @@ def main():
     """Command line: train and check one recipe, or compare two recorded ones (``--compare``)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus", nargs="?", choices=["extender", "few-shot"])
-    ap.add_argument("--compare", nargs=2, metavar=("RECIPE_A", "RECIPE_B"),
-                    help="compare two recorded recipes task by task instead of training one")
+    ap.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("RECIPE_A", "RECIPE_B"),
+        help="compare two recorded recipes task by task instead of training one",
+    )
     ap.add_argument("--steps", type=int, default=1150)
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--warmup", type=int, default=50)
@@ -106,21 +131,36 @@ def main():
             cmp = compare(results, *args.compare)
         except TaskextrapError as e:
             sys.exit(f"error: {e}")
-        print(f"{cmp['a']} - {cmp['b']}: {cmp['diff']:+.3f} [{cmp['lo']:+.3f}, {cmp['hi']:+.3f}] over {cmp['n']} dev "
-              f"tasks ({'clear' if cmp['clear'] else 'not clear'})")
+        print(
+            f"{cmp['a']} - {cmp['b']}: {cmp['diff']:+.3f} [{cmp['lo']:+.3f}, {cmp['hi']:+.3f}] over {cmp['n']} dev "
+            f"tasks ({'clear' if cmp['clear'] else 'not clear'})"
+        )
         results.setdefault("comparisons", {})[" vs ".join(args.compare)] = cmp
         write_json_atomic(args.out, results)
         return
     if args.corpus is None:
         ap.error("give a corpus (extender or few-shot) or --compare RECIPE_A RECIPE_B")
     torch.set_num_threads(args.threads)
-    out = check(args.corpus, args.steps, args.lr, args.full, args.warmup, score_shots=args.score_shots,
-                anchored=args.anchored, split_seed=args.split_seed)
+    out = check(
+        args.corpus,
+        args.steps,
+        args.lr,
+        args.full,
+        args.warmup,
+        score_shots=args.score_shots,
+        anchored=args.anchored,
+        split_seed=args.split_seed,
+    )
     print({k: v for k, v in out.items() if k != "dev_hits"})
     name = recipe_name(args)
     results = read_json(args.out) if args.out.exists() else {"runs": {}}  # re-read: another run may have landed
-    run = {**out, "command": "python scripts/codeio_sft_check.py " + " ".join(sys.argv[1:]),
-           "seed": 0, "split_seed": args.split_seed, "environment": environment_info()}
+    run = {
+        **out,
+        "command": "python scripts/codeio_sft_check.py " + " ".join(sys.argv[1:]),
+        "seed": 0,
+        "split_seed": args.split_seed,
+        "environment": environment_info(),
+    }
     write_json_atomic(args.out, record(results, name, run))
 
 
@@ -133,7 +173,13 @@ def record(results: dict, name: str, run: dict) -> dict:
 
 def recipe_name(args) -> str:
     """A run's key in the results file, e.g. ``extender full lr0.0005 warmup50 steps1150 score-shots anchored``."""
-    parts = [args.corpus, "full" if args.full else "lora", f"lr{args.lr:g}", f"warmup{args.warmup}", f"steps{args.steps}"]
+    parts = [
+        args.corpus,
+        "full" if args.full else "lora",
+        f"lr{args.lr:g}",
+        f"warmup{args.warmup}",
+        f"steps{args.steps}",
+    ]
     parts += [flag for flag, on in (("score-shots", args.score_shots), ("anchored", args.anchored)) if on]
     return " ".join(parts + ([f"split{args.split_seed}"] if args.split_seed != E.SPLIT_SEED else []))
 

@@ -5,9 +5,10 @@
 
 For length (levels <= 7 -> level 8), composition (one training pair held out), with ``--regimes
 composition-depth3`` the depth-3 compositions (poly applied to a sin output held out as well:
-``tasks.chains.dev_recipe_split``) and, with ``--regimes parameter``, each parameter family (F1_1 -> F1_2, ``tasks.dev.dev_family``), per
-protocol and seed: fit the estimator once on the dev library, draw dev targets, then score every
-variant of one setting at a time (the others at their defaults) on the same targets and draws:
+``tasks.chains.dev_recipe_split``) and, with ``--regimes parameter``, each parameter family
+(F1_1 -> F1_2, ``tasks.dev.dev_family``), per protocol and seed: fit the estimator once on the
+dev library, draw dev targets, then score every variant of one setting at a time (the others at
+their defaults) on the same targets and draws:
 
 - parameter: ``anchors`` (nearest anchors averaged; training does not use it);
 - length: ``k`` (verified candidates), ``screen_fraction`` (library share screened; 1.0 screens
@@ -63,15 +64,29 @@ OUT = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 DEV_SEED = 777  # the dev targets' stream; the dev split holds no real held-out task anyway
 
 # The posterior's weighting: the relative rule at its temperature, the calibrated likelihood at 1, 2, 4.
-WEIGHTING_VARIANTS = {"weighting+temperature": (("relative", 1.0), ("likelihood", 1.0), ("likelihood", 2.0),
-                                                ("likelihood", 4.0))}
-LENGTH_VARIANTS = {"k": (5, 10, 20), "screen_fraction": (0.05, 0.1, 0.2, 0.4, 1.0),
-                   "temperature": (None, 0.5, 1.0, 2.0), **WEIGHTING_VARIANTS}
+WEIGHTING_VARIANTS = {
+    "weighting+temperature": (("relative", 1.0), ("likelihood", 1.0), ("likelihood", 2.0), ("likelihood", 4.0))
+}
+LENGTH_VARIANTS = {
+    "k": (5, 10, 20),
+    "screen_fraction": (0.05, 0.1, 0.2, 0.4, 1.0),
+    "temperature": (None, 0.5, 1.0, 2.0),
+    **WEIGHTING_VARIANTS,
+}
 PARAMETER_VARIANTS = {"anchors": (1, 2, 4, 8)}
-COMPOSITION_VARIANTS = {"k": (10, 25, 50), "refine_rounds": (0, 1, 2, 3), "temperature": (None, 0.5, 1.0, 2.0),
-                        "n_average": (1, 5, 10, 20), **WEIGHTING_VARIANTS}
-DEPTH3_VARIANTS = {"k": (10, 20, 40, 60), "refine_rounds": (0, 1, 2), "temperature": (None, 0.5, 1.0, 2.0),
-                   "n_average": (1, 5, 20, 64)}
+COMPOSITION_VARIANTS = {
+    "k": (10, 25, 50),
+    "refine_rounds": (0, 1, 2, 3),
+    "temperature": (None, 0.5, 1.0, 2.0),
+    "n_average": (1, 5, 10, 20),
+    **WEIGHTING_VARIANTS,
+}
+DEPTH3_VARIANTS = {
+    "k": (10, 20, 40, 60),
+    "refine_rounds": (0, 1, 2),
+    "temperature": (None, 0.5, 1.0, 2.0),
+    "n_average": (1, 5, 20, 64),
+}
 DEPTH3_FIT_VARIANTS = {"identity": (True, False), "psi_context": (False, True)}  # each variant is a refit
 
 
@@ -91,7 +106,7 @@ def _get(model, name: str):
 
 def _set(model, name: str, value) -> None:
     """Set ``name`` (``a+b``: each part from the tuple ``value``) on ``model``."""
-    for n, v in zip(name.split("+"), value) if "+" in name else ((name, value),):
+    for n, v in zip(name.split("+"), value, strict=True) if "+" in name else ((name, value),):
         setattr(model, n, v)
 
 
@@ -111,8 +126,10 @@ def _sweep(rte, variants: dict, score) -> dict:
             rows.append({"value": v, "mse": float(e.mean()), "vs_default": _paired(base, e)})
             if cov is not None:
                 rows[-1]["coverage"] = float(cov.mean())
-            print(f"  {name}={v}: dev mse {e.mean():.4g}"
-                  + ("" if cov is None else f", coverage {cov.mean():.3f}"), flush=True)
+            print(
+                f"  {name}={v}: dev mse {e.mean():.4g}" + ("" if cov is None else f", coverage {cov.mean():.3f}"),
+                flush=True,
+            )
         _set(rte, name, default[name])
         out["settings"][name] = {"variants": rows, "best": min(rows, key=lambda r: r["mse"])["value"]}
     return out
@@ -121,6 +138,7 @@ def _sweep(rte, variants: dict, score) -> dict:
 def _parse(items: list[str] | None, many: bool) -> dict:
     """``name=value`` (or ``name=v1,v2``) strings as a dict of numbers (``none`` -> None, ``true``
     and ``false`` booleans, other words strings; ``a:b`` a tuple, for a setting ``x+y``)."""
+
     def num(v):
         if ":" in v:
             return tuple(num(part) for part in v.split(":"))
@@ -132,6 +150,7 @@ def _parse(items: list[str] | None, many: bool) -> dict:
             return int(v) if v.lstrip("-").isdigit() else float(v)
         except ValueError:
             return v
+
     out = {}
     for item in items or []:
         name, _, values = item.partition("=")
@@ -158,14 +177,17 @@ def _fit_and_sweep(rte, fit_library, obs, n_targets: int, fixed: dict, variants:
         if not spread:
             return per_target((model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x) - obs.qry_y) ** 2, n_targets), None
         mean, std = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
-        return (per_target((mean - obs.qry_y) ** 2, n_targets),
-                per_target(covered(mean, std, obs.qry_y).astype(float), n_targets))
+        return (
+            per_target((mean - obs.qry_y) ** 2, n_targets),
+            per_target(covered(mean, std, obs.qry_y).astype(float), n_targets),
+        )
 
     return {"fit_s": fit_s, "fixed": fixed, **_sweep(rte, variants, score)}
 
 
-def length_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws: int, fixed: dict,
-                variants: dict) -> dict:
+def length_unit(
+    protocol_name: str, profile, seed: int, n_targets: int, n_draws: int, fixed: dict, variants: dict
+) -> dict:
     """Fit LengthRTE on the dev ladder (levels <= 7); sweep its inference settings on level-8 targets."""
     protocol = get_protocol(protocol_name, "length")
     library = L.make_library(dev_ladder(POLYNOMIAL_LADDER), profile.n_library)
@@ -174,20 +196,24 @@ def length_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws:
     return _fit_and_sweep(rte, library, obs, n_targets, fixed, variants or LENGTH_VARIANTS)
 
 
-def composition_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws: int, fixed: dict,
-                     variants: dict) -> dict:
+def composition_unit(
+    protocol_name: str, profile, seed: int, n_targets: int, n_draws: int, fixed: dict, variants: dict
+) -> dict:
     """Fit CompositionRTE on the dev pair split; sweep its inference settings on the held-out training pair."""
     protocol = get_protocol(protocol_name, "composition")
     split = dev_pair_split(PAPER_SPLIT)
     prims = C.make_library(profile.n_library)
     _, obs = C.make_targets(prims, protocol, n_targets, n_draws, split, DEV_SEED)
     rte = C.make_rte(protocol, profile, seed, DEFAULT_EMBEDDING, split)
-    return {"held_out_pair": list(split.test[0]),
-            **_fit_and_sweep(rte, prims, obs, n_targets, fixed, variants or COMPOSITION_VARIANTS)}
+    return {
+        "held_out_pair": list(split.test[0]),
+        **_fit_and_sweep(rte, prims, obs, n_targets, fixed, variants or COMPOSITION_VARIANTS),
+    }
 
 
-def depth3_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws: int, fixed: dict,
-                variants: dict) -> dict:
+def depth3_unit(
+    protocol_name: str, profile, seed: int, n_targets: int, n_draws: int, fixed: dict, variants: dict
+) -> dict:
     """Fit Composition3RTE on the depth-3 dev split (recipes holding poly applied to a sin output
     held out); sweep its search settings, then refit once per fit-time variant (``identity``,
     ``psi_context``) and score it with the default search, all on the same dev draws."""
@@ -203,8 +229,10 @@ def depth3_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws:
         if not hasattr(rte, name):
             raise SystemExit(f"error: {type(rte).__name__} has no setting {name!r}")
     rte = dataclasses.replace(rte, **{k: v for k, v in fixed.items() if k in DEPTH3_FIT_VARIANTS})  # before the fit
-    out = {"held_out_recipes": [recipe_name(r) for r in split.test],
-           **_fit_and_sweep(rte, prims, obs, n_targets, fixed, search)}
+    out = {
+        "held_out_recipes": [recipe_name(r) for r in split.test],
+        **_fit_and_sweep(rte, prims, obs, n_targets, fixed, search),
+    }
 
     def errors(model, chains=None):
         d = None if chains is None else model.decomposition_for(obs.ctx_x, obs.ctx_y, chains)
@@ -226,15 +254,17 @@ def depth3_unit(protocol_name: str, profile, seed: int, n_targets: int, n_draws:
                 print(f"  refit {name}={v}: {time.perf_counter() - t:.0f} s", flush=True)
             e = base if model is rte else errors(model)
             oracle = errors(model, truth)
-            rows.append({"value": v, "mse": float(e.mean()), "oracle_mse": float(oracle.mean()),
-                         "vs_default": _paired(base, e)})
+            rows.append(
+                {"value": v, "mse": float(e.mean()), "oracle_mse": float(oracle.mean()), "vs_default": _paired(base, e)}
+            )
             print(f"  {name}={v}: dev mse {e.mean():.4g} (oracle {oracle.mean():.4g})", flush=True)
         out["settings"][name] = {"variants": rows, "best": min(rows, key=lambda r: r["mse"])["value"]}
     return out
 
 
-def parameter_unit(family_name: str, protocol_name: str, profile, seed: int, n_targets: int, n_draws: int,
-                   fixed: dict, variants: dict) -> dict:
+def parameter_unit(
+    family_name: str, protocol_name: str, profile, seed: int, n_targets: int, n_draws: int, fixed: dict, variants: dict
+) -> dict:
     """Fit RTE on one family's dev split (F1_1 halves -> F1_2); sweep its inference settings."""
     family = dev_family(PARAMETER_FAMILIES[family_name])
     protocol = get_protocol(protocol_name)
@@ -252,8 +282,9 @@ def expand_regimes(names: list[str], units: dict) -> list[str]:
         expanded = [u for u in units if u.startswith("parameter-")] if name == "parameter" else [name]
         for unit in expanded:
             if unit not in units:
-                raise SystemExit(f"error: unknown regime {name!r}; use parameter, length, composition or "
-                                 f"composition-depth3")
+                raise SystemExit(
+                    f"error: unknown regime {name!r}; use parameter, length, composition or composition-depth3"
+                )
         out += expanded
     return out
 
@@ -275,10 +306,21 @@ def main():
     path = OUT / f"dev-choices-{args.profile}{'-' + args.tag if args.tag else ''}.json"
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    out = {"command": "python scripts/dev_choices.py " + " ".join(__import__("sys").argv[1:]), "profile": args.profile, "seed": args.seed, "dev_seed": DEV_SEED, "n_targets": args.targets,
-           "n_draws": args.draws, "environment": environment_info(), "units": {}}
-    units = {"length": (length_unit, L.LENGTH_PROFILES), "composition": (composition_unit, C.COMPOSITION_PROFILES),
-             "composition-depth3": (depth3_unit, D3.DEPTH3_PROFILES)}
+    out = {
+        "command": "python scripts/dev_choices.py " + " ".join(__import__("sys").argv[1:]),
+        "profile": args.profile,
+        "seed": args.seed,
+        "dev_seed": DEV_SEED,
+        "n_targets": args.targets,
+        "n_draws": args.draws,
+        "environment": environment_info(),
+        "units": {},
+    }
+    units = {
+        "length": (length_unit, L.LENGTH_PROFILES),
+        "composition": (composition_unit, C.COMPOSITION_PROFILES),
+        "composition-depth3": (depth3_unit, D3.DEPTH3_PROFILES),
+    }
     units |= {f"parameter-{name}": (partial(parameter_unit, name), PARAMETER_PROFILES) for name in PARAMETER_FAMILIES}
     regimes = expand_regimes(args.regimes, units)
     for regime in regimes:
@@ -286,8 +328,9 @@ def main():
         profile = dataclasses.replace(get_profile(profiles, args.profile), seeds=(args.seed,))
         for protocol in args.protocols:
             print(f"{regime} / {protocol} (dev split, profile {args.profile}, seed {args.seed})", flush=True)
-            out["units"][f"{regime}-{protocol}"] = fn(protocol, profile, args.seed, args.targets, args.draws,
-                                                      fixed, variants)
+            out["units"][f"{regime}-{protocol}"] = fn(
+                protocol, profile, args.seed, args.targets, args.draws, fixed, variants
+            )
             out["wall_s"] = time.perf_counter() - t0
             write_json_atomic(path, out)
     print(f"written {path} ({out['wall_s'] / 60:.1f} min)")

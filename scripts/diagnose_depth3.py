@@ -57,8 +57,8 @@ from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, dev_recipe_split
 from taskextrap.tasks.observe import get_protocol
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
-EPS = 0.25        # primitive curves within this RMSE on the domain (2.5% of the range 10) count as equal
-EPS_CHAIN = 0.5   # chain curves (h on the domain) within this RMSE count as the same chain
+EPS = 0.25  # primitive curves within this RMSE on the domain (2.5% of the range 10) count as equal
+EPS_CHAIN = 0.5  # chain curves (h on the domain) within this RMSE count as the same chain
 KS = (1, 10, 60)
 SLOTS = D3.SLOTS
 DOMAIN_POINTS = 201
@@ -68,10 +68,10 @@ class Problem(NamedTuple):
     """The fitted estimator, the library's curves, the dev draws and training-recipe draws with their chains."""
 
     rte: object
-    curves: np.ndarray         # (L, DOMAIN_POINTS) every library primitive (the identity too) on the domain
+    curves: np.ndarray  # (L, DOMAIN_POINTS) every library primitive (the identity too) on the domain
     obs: object
-    truth: np.ndarray          # (n, depth) true chains of the draws
-    val_obs: object            # in-distribution draws: training recipes, validation-pool primitives
+    truth: np.ndarray  # (n, depth) true chains of the draws
+    val_obs: object  # in-distribution draws: training recipes, validation-pool primitives
     val_truth: np.ndarray
 
 
@@ -95,27 +95,27 @@ def ranks(z_hat: np.ndarray, z_lib: np.ndarray) -> np.ndarray:
 
 def slot_recall(order: np.ndarray, truth: np.ndarray, curves: np.ndarray, family: np.ndarray) -> dict:
     """Index and functional recall@k, the rank-1 family's accuracy and recall within the true family."""
-    equal = np.sqrt(((curves[order] - curves[truth][:, None]) ** 2).mean(-1)) < EPS   # (n, L)
+    equal = np.sqrt(((curves[order] - curves[truth][:, None]) ** 2).mean(-1)) < EPS  # (n, L)
     hit = order == truth[:, None]
     out = {f"index@{k}": hit[:, :k].any(1) for k in KS}
     out.update({f"functional@{k}": equal[:, :k].any(1) for k in KS})
     out["family@1"] = family[order[:, 0]] == family[truth]
     same = family[order] == family[truth][:, None]
-    within = [o[s] for o, s in zip(order, same)]  # the slot's ranking restricted to the true family
+    within = [o[s] for o, s in zip(order, same, strict=True)]  # the slot's ranking restricted to the true family
     for k in (10, 60):
-        out[f"family-restricted index@{k}"] = np.array([t in w[:k] for t, w in zip(truth, within)])
+        out[f"family-restricted index@{k}"] = np.array([t in w[:k] for t, w in zip(truth, within, strict=True)])
     out["median functional rank"] = equal.argmax(1).astype(float)
     return out
 
 
 def _chains(chains: np.ndarray, loss: np.ndarray, extras: dict) -> Decomposition:
     """Verified chains (n, c, depth) with their context losses as a decomposition (no continuous part)."""
-    return Decomposition(np.asarray(chains, dtype=np.int64), np.zeros(chains.shape[:2] + (0,)), loss, extras)
+    return Decomposition(np.asarray(chains, dtype=np.int64), np.zeros((*chains.shape[:2], 0)), loss, extras)
 
 
 def chain_curves(rte, chains: np.ndarray) -> np.ndarray:
     x = np.linspace(*rte.primitives_.domain, DOMAIN_POINTS)
-    return S.chain_values(rte.primitives_, np.broadcast_to(x, chains.shape[:-1] + (DOMAIN_POINTS,)), chains)
+    return S.chain_values(rte.primitives_, np.broadcast_to(x, (*chains.shape[:-1], DOMAIN_POINTS)), chains)
 
 
 def search_report(prob: Problem, slots: list[np.ndarray], refine_from: int = 1, rounds: int | None = None) -> dict:
@@ -129,11 +129,13 @@ def search_report(prob: Problem, slots: list[np.ndarray], refine_from: int = 1, 
     if refine_from == 1:
         d = rte.refined(cx, cy, d, rounds)
     else:  # refine each of the best ``refine_from`` verified chains from its own start, then re-rank all
-        starts = [S.refine_chains(rte.primitives_, cx, cy, d.anchors[:, m:m + 1], d.score[:, m:m + 1], rounds,
-                                  keep=1) for m in range(refine_from)]
+        starts = [
+            S.refine_chains(rte.primitives_, cx, cy, d.anchors[:, m : m + 1], d.score[:, m : m + 1], rounds, keep=1)
+            for m in range(refine_from)
+        ]
         allc = np.concatenate([c for c, _ in starts] + [d.anchors], 1)
         alll = np.concatenate([lo for _, lo in starts] + [d.score], 1)
-        order = np.argsort(alll, axis=1, kind="stable")[:, :rte.keep]
+        order = np.argsort(alll, axis=1, kind="stable")[:, : rte.keep]
         allc, alll = np.take_along_axis(allc, order[..., None], 1), np.take_along_axis(alll, order, 1)
         d = rte.weighted(_chains(allc, alll, d.extras))
     search_s = time.perf_counter() - t
@@ -141,12 +143,13 @@ def search_report(prob: Problem, slots: list[np.ndarray], refine_from: int = 1, 
     h_true = chain_curves(rte, truth)
     best = d.anchors[:, 0]
     dist_best = np.sqrt(((chain_curves(rte, best) - h_true) ** 2).mean(-1))
-    kept = d.anchors[:, :rte.keep]
+    kept = d.anchors[:, : rte.keep]
     dist_kept = np.sqrt(((chain_curves(rte, kept) - h_true[:, None]) ** 2).mean(-1))
     true_loss = S.context_losses(rte.primitives_, cx, cy, truth[:, None])[:, 0]
     cands = np.stack(slots, 1)
-    equal = [np.sqrt(((prob.curves[s] - prob.curves[truth[:, j]][:, None]) ** 2).mean(-1)) < EPS
-             for j, s in enumerate(slots)]
+    equal = [
+        np.sqrt(((prob.curves[s] - prob.curves[truth[:, j]][:, None]) ** 2).mean(-1)) < EPS for j, s in enumerate(slots)
+    ]
     return {
         "mse": summary(((mean - obs.qry_y) ** 2).mean(1), obs.task),
         "verified-composition mse": summary(((rte.compose(qx, best) - obs.qry_y) ** 2).mean(1), obs.task),
@@ -168,8 +171,7 @@ def retrieval_report(prob: Problem, z_hat: list[np.ndarray], z_lib: np.ndarray, 
     out = {}
     for j, slot in enumerate(SLOTS):
         r = slot_recall(ranks(z_hat[j], z_lib), truth[:, j], prob.curves, fam)
-        out[slot] = {k: (float(np.median(v)) if k.startswith("median") else summary(v, obs.task))
-                     for k, v in r.items()}
+        out[slot] = {k: (float(np.median(v)) if k.startswith("median") else summary(v, obs.task)) for k, v in r.items()}
     return out
 
 
@@ -177,7 +179,7 @@ def curve_space(curves: np.ndarray, dim: int) -> np.ndarray:
     """PCA coordinates of the library's curves (library data only): Euclidean distance in them is
     the curves' L2 distance, up to the dropped components."""
     c = curves - curves.mean(0)
-    u, s, vt = np.linalg.svd(c, full_matrices=False)
+    _u, _s, vt = np.linalg.svd(c, full_matrices=False)
     return (c @ vt[:dim].T) / np.sqrt(curves.shape[1])
 
 
@@ -188,9 +190,12 @@ def train_decomposer(rte, z_lib: np.ndarray, loss: str, steps: int, batch: int, 
     label or a negative). Best weights on validation-pool compositions kept."""
     torch.manual_seed(seed)
     depth, dim = rte.depth, z_lib.shape[1]
-    net = torch.nn.Sequential(mlp([2 * rte.protocol.n_context, *DECOMPOSER_HIDDEN]), torch.nn.ReLU(),
-                              torch.nn.Linear(DECOMPOSER_HIDDEN[-1], depth * dim))
-    scale = float(np.sqrt((z_lib ** 2).sum(1).mean()))
+    net = torch.nn.Sequential(
+        mlp([2 * rte.protocol.n_context, *DECOMPOSER_HIDDEN]),
+        torch.nn.ReLU(),
+        torch.nn.Linear(DECOMPOSER_HIDDEN[-1], depth * dim),
+    )
+    scale = float(np.sqrt((z_lib**2).sum(1).mean()))
     zt = torch.from_numpy((z_lib / scale).astype(np.float32))
     pool = np.asarray(rte.train_pool_)
     remap = np.full(len(z_lib), -1)
@@ -205,7 +210,7 @@ def train_decomposer(rte, z_lib: np.ndarray, loss: str, steps: int, batch: int, 
         out = net(x).view(len(x), depth, dim)
         if loss == "mse":
             return ((out - zt[chains]) ** 2).sum(-1).mean()
-        logits = -torch.cdist(out.reshape(-1, dim), zt[pool]) ** 2
+        logits = -(torch.cdist(out.reshape(-1, dim), zt[pool]) ** 2)
         return torch.nn.functional.cross_entropy(logits, torch.from_numpy(remap[chains.numpy().reshape(-1)]))
 
     g = rng(seed, "diagnose-depth3", loss)
@@ -266,51 +271,83 @@ def main(argv=None) -> int:
     inductive = DiscreteInductive(rte).fit()
     vt, vobs = rte.draw_training_tasks(rte.val_pool_, args.targets, rng(0, "diagnose-depth3", "in-distribution"))
     x = np.linspace(*rte.primitives_.domain, DOMAIN_POINTS)
-    curves = rte.primitives_.exact(np.broadcast_to(x, (len(rte.primitives_), DOMAIN_POINTS)),
-                                   np.arange(len(rte.primitives_)))
+    curves = rte.primitives_.exact(
+        np.broadcast_to(x, (len(rte.primitives_), DOMAIN_POINTS)), np.arange(len(rte.primitives_))
+    )
     prob = Problem(rte, curves, obs, targets.chains[obs.task], vobs, vt.chains[vobs.task])
     k = rte.k
-    report = {"protocol": args.protocol, "profile": args.profile, "split": repr(split), "seed": 0,
-              "test_seed": D3.DEPTH3_TEST_SEED, "targets": args.targets, "draws": args.draws, "k": k,
-              "eps_primitive": EPS, "eps_chain": EPS_CHAIN, "fit_s": fit_s}
+    report = {
+        "protocol": args.protocol,
+        "profile": args.profile,
+        "split": repr(split),
+        "seed": 0,
+        "test_seed": D3.DEPTH3_TEST_SEED,
+        "targets": args.targets,
+        "draws": args.draws,
+        "k": k,
+        "eps_primitive": EPS,
+        "eps_chain": EPS_CHAIN,
+        "fit_s": fit_s,
+    }
     # How close the library's primitives are to each other: why the index is not identifiable.
     d = np.sqrt(((curves[:, None] - curves[None]) ** 2).mean(-1))
     np.fill_diagonal(d, np.inf)
     fam = rte.primitives_.family
-    report["library"] = {str(rte.primitives_.families[f].name): {
-        "median nearest-neighbour curve rmse": float(np.median(d[fam == f].min(1))),
-        f"median primitives within {EPS}": float(np.median((d[fam == f] < EPS).sum(1)))}
-        for f in range(len(rte.primitives_.families)) if (fam == f).sum() > 1}
-    baselines = {"sparse-inductive": inductive.predict(obs.ctx_x, obs.ctx_y, obs.qry_x),
-                 "ctx-interp": ctx_interp(obs.ctx_x, obs.ctx_y, obs.qry_x)}
+    report["library"] = {
+        str(rte.primitives_.families[f].name): {
+            "median nearest-neighbour curve rmse": float(np.median(d[fam == f].min(1))),
+            f"median primitives within {EPS}": float(np.median((d[fam == f] < EPS).sum(1))),
+        }
+        for f in range(len(rte.primitives_.families))
+        if (fam == f).sum() > 1
+    }
+    baselines = {
+        "sparse-inductive": inductive.predict(obs.ctx_x, obs.ctx_y, obs.qry_x),
+        "ctx-interp": ctx_interp(obs.ctx_x, obs.ctx_y, obs.qry_x),
+    }
     report["baselines"] = {m: summary(((p - obs.qry_y) ** 2).mean(1), obs.task) for m, p in baselines.items()}
-    report["oracle mse"] = summary(((rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, rte.decomposition_for(
-        obs.ctx_x, obs.ctx_y, prob.truth)) - obs.qry_y) ** 2).mean(1), obs.task)
+    report["oracle mse"] = summary(
+        (
+            (
+                rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, rte.decomposition_for(obs.ctx_x, obs.ctx_y, prob.truth))
+                - obs.qry_y
+            )
+            ** 2
+        ).mean(1),
+        obs.task,
+    )
 
     z_paper = rte.decomposer_.predict(obs.ctx_x, obs.ctx_y)
     z_paper_val = rte.decomposer_.predict(vobs.ctx_x, vobs.ctx_y)
     paper_slots = nearest_slots(z_paper, rte.z_library_, k)
     alts = {}
-    alts["paper"] = {"retrieval": retrieval_report(prob, z_paper, rte.z_library_, obs, prob.truth),
-                     "retrieval in distribution": retrieval_report(prob, z_paper_val, rte.z_library_, vobs,
-                                                                   prob.val_truth),
-                     "search": search_report(prob, paper_slots)}
+    alts["paper"] = {
+        "retrieval": retrieval_report(prob, z_paper, rte.z_library_, obs, prob.truth),
+        "retrieval in distribution": retrieval_report(prob, z_paper_val, rte.z_library_, vobs, prob.val_truth),
+        "search": search_report(prob, paper_slots),
+    }
     print("paper done", file=sys.stderr)
     # The verification's scoring: the true chain inserted into every slot's candidates.
-    inserted = [np.concatenate([s[:, :-1], prob.truth[:, j:j + 1]], 1) for j, s in enumerate(paper_slots)]
+    inserted = [np.concatenate([s[:, :-1], prob.truth[:, j : j + 1]], 1) for j, s in enumerate(paper_slots)]
     alts["paper + truth inserted"] = {"search": search_report(prob, inserted, rounds=0)}
     alts["multistart"] = {"search": search_report(prob, paper_slots, refine_from=8, rounds=2)}
     print("multistart done", file=sys.stderr)
     z_curve = curve_space(curves, rte.z_library_.shape[1])
     steps = args.steps or profile.decomposer_train.steps
-    for name, space, loss in (("curve-mse", z_curve, "mse"), ("gamma-nce", rte.z_library_, "nce"),
-                              ("curve-nce", z_curve, "nce")):
+    for name, space, loss in (
+        ("curve-mse", z_curve, "mse"),
+        ("gamma-nce", rte.z_library_, "nce"),
+        ("curve-nce", z_curve, "nce"),
+    ):
         t = time.perf_counter()
         net = train_decomposer(rte, space, loss, steps, profile.decomposer_train.batch, 0)
         zh, zh_val = predicted_slots(net, rte, obs), predicted_slots(net, rte, vobs)
-        alts[name] = {"retrieval": retrieval_report(prob, zh, space, obs, prob.truth),
-                      "retrieval in distribution": retrieval_report(prob, zh_val, space, vobs, prob.val_truth),
-                      "search": search_report(prob, nearest_slots(zh, space, k)), "train_s": time.perf_counter() - t}
+        alts[name] = {
+            "retrieval": retrieval_report(prob, zh, space, obs, prob.truth),
+            "retrieval in distribution": retrieval_report(prob, zh_val, space, vobs, prob.val_truth),
+            "search": search_report(prob, nearest_slots(zh, space, k)),
+            "train_s": time.perf_counter() - t,
+        }
         print(f"{name} done", file=sys.stderr)
     report["alternatives"] = alts
     report["wall_s"] = time.perf_counter() - t0

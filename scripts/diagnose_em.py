@@ -78,13 +78,24 @@ def composition(protocol_name: str, profile_name: str, n_tasks: int | None) -> d
             em._e_step(s, None if decomposer is None else supervised.decomposer_)
             q = em.label_quality(s)
             out["variants"][f"{start}, labels: {label_pairs} pairs"] = {
-                "exact": mean(q["exact"]), "behaves": mean(q["behaves"]), "held_out_pair": mean(q["held_out_pair"]),
+                "exact": mean(q["exact"]),
+                "behaves": mean(q["behaves"]),
+                "held_out_pair": mean(q["held_out_pair"]),
                 "fits at least as well as the truth": mean(s.loss <= true_loss * (1 + 1e-9)),
-                "e_step_s": time.perf_counter() - t}
-            print(f"{start} ({label_pairs}): {out['variants'][f'{start}, labels: {label_pairs} pairs']}",
-                  file=sys.stderr)
-    out.update({"tasks": n, "protocol": protocol_name, "profile": profile_name, "split": repr(split),
-                "chance_exact": 1.0 / len(prims) ** 2})
+                "e_step_s": time.perf_counter() - t,
+            }
+            print(
+                f"{start} ({label_pairs}): {out['variants'][f'{start}, labels: {label_pairs} pairs']}", file=sys.stderr
+            )
+    out.update(
+        {
+            "tasks": n,
+            "protocol": protocol_name,
+            "profile": profile_name,
+            "split": repr(split),
+            "chance_exact": 1.0 / len(prims) ** 2,
+        }
+    )
     return out
 
 
@@ -109,28 +120,55 @@ def codeio(profile_name: str, n_tasks: int, n_loo: int, cache: Path) -> dict:
     models = {
         "base model": lambda: load_base("codeio", model, "cpu"),
         f"primitive warm-up ({start} steps, the warm-up arm's start)": lambda: X._tune(
-            load_base("codeio", model, "cpu"), M.single_sampler(profile.score_shots, profile.anchored), profile, model,
-            0, start, "start", cache / f"warmup-{profile_name}", False),
+            load_base("codeio", model, "cpu"),
+            M.single_sampler(profile.score_shots, profile.anchored),
+            profile,
+            model,
+            0,
+            start,
+            "start",
+            cache / f"warmup-{profile_name}",
+            False,
+        ),
         f"supervised extender ({profile.sft_steps} steps, every label)": lambda: E.fine_tune(
-            model, E.corpora(profile, model, train_pairs)["extender"], profile.codeio(), 0,
-            cache / f"extender-{profile_name}", progress="extender (dev)"),
+            model,
+            E.corpora(profile, model, train_pairs)["extender"],
+            profile.codeio(),
+            0,
+            cache / f"extender-{profile_name}",
+            progress="extender (dev)",
+        ),
     }
     out = {"variants": {}}
     truth = np.array([candidates.index(t.pair) for t in tasks])
     for name, make in models.items():
         lm = make()
         t = time.perf_counter()
-        labels, scores = e_step(lm, tasks, CodeIOAdapter.of(profile), candidates, n_loo, profile.score_batch,
-                                progress=f"e-step: {name}")
+        labels, scores = e_step(
+            lm, tasks, CodeIOAdapter.of(profile), candidates, n_loo, profile.score_batch, progress=f"e-step: {name}"
+        )
         rank = (scores < scores[np.arange(len(tasks)), truth][:, None]).sum(axis=1)  # 0: the truth is the arg-min
         q = M.label_quality(tasks, labels)
-        out["variants"][name] = {"exact": mean(q["exact"]), "behaves": mean(q["behaves"]),
-                                 "median rank of the truth": float(np.median(rank)),
-                                 "truth in the top 10": mean(rank < 10), "e_step_s": time.perf_counter() - t}
+        out["variants"][name] = {
+            "exact": mean(q["exact"]),
+            "behaves": mean(q["behaves"]),
+            "median rank of the truth": float(np.median(rank)),
+            "truth in the top 10": mean(rank < 10),
+            "e_step_s": time.perf_counter() - t,
+        }
         print(f"{name}: {out['variants'][name]}", file=sys.stderr)
         del lm
-    out.update({"tasks": n_tasks, "n_loo": n_loo, "candidates": len(candidates), "profile": profile_name,
-                "split": "dev", "chance_exact": 1.0 / len(candidates), "chance_median_rank": (len(candidates) - 1) / 2})
+    out.update(
+        {
+            "tasks": n_tasks,
+            "n_loo": n_loo,
+            "candidates": len(candidates),
+            "profile": profile_name,
+            "split": "dev",
+            "chance_exact": 1.0 / len(candidates),
+            "chance_median_rank": (len(candidates) - 1) / 2,
+        }
+    )
     return out
 
 
@@ -139,12 +177,17 @@ def main(argv=None) -> int:
     ap.add_argument("regime", choices=("composition", "codeio"))
     ap.add_argument("--protocol", default="paper", choices=("paper", "strict"), help="composition only")
     ap.add_argument("--profile", default=None, help="composition: quick (default); codeio: paper (default)")
-    ap.add_argument("--tasks", type=int, default=None, help="hidden training tasks (composition: the profile's "
-                                                            "n_pairs; codeio: 24)")
+    ap.add_argument(
+        "--tasks", type=int, default=None, help="hidden training tasks (composition: the profile's n_pairs; codeio: 24)"
+    )
     ap.add_argument("--loo", type=int, default=1, help="codeio: held-out support examples scored per task")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--cache", type=Path, default=Path(".bench-cache") / "codeio-search",
-                    help="codeio: where the fine-tuned models are kept between runs")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(".bench-cache") / "codeio-search",
+        help="codeio: where the fine-tuned models are kept between runs",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -155,9 +198,15 @@ def main(argv=None) -> int:
     else:
         report = codeio(args.profile or "paper", args.tasks or 24, args.loo, args.cache)
         name = "em-diagnosis-codeio"
-    report.update({"regime": args.regime, "seed": 0, "wall_s": time.perf_counter() - t0,
-                   "command": "python scripts/diagnose_em.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                   "environment": environment_info()})
+    report.update(
+        {
+            "regime": args.regime,
+            "seed": 0,
+            "wall_s": time.perf_counter() - t0,
+            "command": "python scripts/diagnose_em.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "environment": environment_info(),
+        }
+    )
     out = args.out or OUT_DIR / f"{name}.json"
     write_json_atomic(out, report)
     print(f"wrote {out} ({report['wall_s']:.0f} s)", file=sys.stderr)

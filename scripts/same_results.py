@@ -26,22 +26,27 @@ def _same(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return a == b
 
 
 def differences(old: dict, new: dict) -> list[str]:
     """Every difference between the rows and comparisons of two parsed results files."""
     out = []
-    for kind, key_fields, fields in (("rows", ("group", "method", "metric"), ROW_FIELDS),
-                                     ("comparisons", ("group", "metric", "a", "b"), COMPARISON_FIELDS)):
+    for kind, key_fields, fields in (
+        ("rows", ("group", "method", "metric"), ROW_FIELDS),
+        ("comparisons", ("group", "metric", "a", "b"), COMPARISON_FIELDS),
+    ):
         a = {tuple(r[k] for k in key_fields): r for r in old.get(kind) or []}
         b = {tuple(r[k] for k in key_fields): r for r in new.get(kind) or []}
         out += [f"{kind[:-1]} {'/'.join(map(str, k))} only in the old run" for k in a.keys() - b.keys()]
         out += [f"{kind[:-1]} {'/'.join(map(str, k))} only in the new run" for k in b.keys() - a.keys()]
         for k in sorted(a.keys() & b.keys(), key=str):
-            out += [f"{kind[:-1]} {'/'.join(map(str, k))}: {f} {a[k].get(f)!r} -> {b[k].get(f)!r}"
-                    for f in fields if not _same(a[k].get(f), b[k].get(f))]
+            out += [
+                f"{kind[:-1]} {'/'.join(map(str, k))}: {f} {a[k].get(f)!r} -> {b[k].get(f)!r}"
+                for f in fields
+                if not _same(a[k].get(f), b[k].get(f))
+            ]
     return out
 
 

@@ -23,8 +23,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="+", choices=sorted(SPECS))
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--continue", dest="cont", action="store_true",
-                    help="start from the shipped model and train only the spec's stages it lacks")
+    ap.add_argument(
+        "--continue",
+        dest="cont",
+        action="store_true",
+        help="start from the shipped model and train only the spec's stages it lacks",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     for name in args.names:
@@ -32,11 +36,13 @@ def main():
 
         def report(stage, step, loss, t0=t0, name=name):
             if step % 100 == 0:
-                print(f"{name} stage {stage} step {step} loss {loss:.4f} ({time.perf_counter() - t0:.0f} s)",
-                      flush=True)
+                print(
+                    f"{name} stage {stage} step {step} loss {loss:.4f} ({time.perf_counter() - t0:.0f} s)", flush=True
+                )
 
-        _, log = pretrain(name, checkpoint_dir=Path("runs/pretrain") / name, progress=report,
-                          continue_shipped=args.cont)
+        _, log = pretrain(
+            name, checkpoint_dir=Path("runs/pretrain") / name, progress=report, continue_shipped=args.cont
+        )
         losses = ", ".join(f"{st['final_loss']:.4f}" for st in log["stages"])
         print(f"{name}: final loss per stage {losses}; check {log['check']}; {log['wall_s']:.0f} s")
 

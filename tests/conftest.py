@@ -8,8 +8,8 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
 torch.set_num_threads(1)
 
@@ -27,8 +27,16 @@ def tiny_rte(**kwargs):
     shifts 0.5 to 2 times the proxy difference), not RTE's defaults (the dev-chosen variant)."""
     from taskextrap.estimators.parameter import RTE
 
-    opts = dict(n_pairs=300, train=TINY_TRAIN, seed=0, search="proxy", retrieve=8, screen=0,
-                phi_scales=(0.5, 1.0, 1.5, 2.0), verbose=False)
+    opts = dict(
+        n_pairs=300,
+        train=TINY_TRAIN,
+        seed=0,
+        search="proxy",
+        retrieve=8,
+        screen=0,
+        phi_scales=(0.5, 1.0, 1.5, 2.0),
+        verbose=False,
+    )
     opts.update(kwargs)
     return RTE(**opts)
 
@@ -111,4 +119,5 @@ def leak_held_out_pairs(monkeypatch):
                 self.split = split
 
         monkeypatch.setattr(cls, method, leaky)
+
     return patch

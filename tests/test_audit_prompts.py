@@ -10,7 +10,6 @@ import pytest
 _PATH = Path(__file__).resolve().parents[1] / "scripts" / "audit_prompts.py"
 
 
-
 def _rec(method, prompt, answer, flagged=False):
     return {"task": "a+b", "method": method, "seed": 0, "prompt": prompt, "answer": answer, "answer_in_prompt": flagged}
 

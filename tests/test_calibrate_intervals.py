@@ -23,14 +23,21 @@ def test_scales_reach_the_level_on_dev_and_are_written(tmp_path, monkeypatch, lo
     for e in mod.EXPERIMENTS:
         for p in mod.PROTOCOLS:
             if e == "parameter":
-                _write(tmp_path, e, p, {"f1": {"rte": ramp, "strategy-a": flat}, "f2": {"rte": flat, "strategy-a": flat}})
+                _write(
+                    tmp_path, e, p, {"f1": {"rte": ramp, "strategy-a": flat}, "f2": {"rte": flat, "strategy-a": flat}}
+                )
             else:
                 _write(tmp_path, e, p, {"g": {"rte": ramp}})
     assert mod.main(["--results", str(tmp_path)]) == 0
     scales = json.loads((tmp_path / "scales.json").read_text())["scales"]
-    regimes = {f"{k}/{p}" for k in ("parameter-objective", "parameter-proxy", "composition", "length",
-                                    "composition-depth3") for p in ("paper", "strict")}
-    families = {f"parameter-{s}/{p}/{f}" for s in ("objective", "proxy") for p in ("paper", "strict") for f in ("f1", "f2")}
+    regimes = {
+        f"{k}/{p}"
+        for k in ("parameter-objective", "parameter-proxy", "composition", "length", "composition-depth3")
+        for p in ("paper", "strict")
+    }
+    families = {
+        f"parameter-{s}/{p}/{f}" for s in ("objective", "proxy") for p in ("paper", "strict") for f in ("f1", "f2")
+    }
     assert set(scales) == regimes | families
     assert scales["parameter-objective/paper/f2"]["scale"] == SCALE_GRID[0]  # its own dev split already covers
     assert scales["parameter-objective/paper/f1"]["dev_coverage_calibrated"] >= 0.9

@@ -25,8 +25,13 @@ def _env(extra_path=None):
 
 
 def taskextrap(*args, extra_path=None, timeout=120):
-    return subprocess.run([sys.executable, "-m", "taskextrap.cli", *map(str, args)], capture_output=True,
-                          text=True, env=_env(extra_path), timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "taskextrap.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=_env(extra_path),
+        timeout=timeout,
+    )
 
 
 def _load(run_dir):
@@ -51,7 +56,9 @@ def _check_parameter_results(results, group):
     entropy = [r for r in results["rows"] if r["metric"] == "entropy"]  # rte's posterior over decompositions
     assert [(r["group"], r["method"]) for r in entropy] == [(group, "rte")] and entropy[0]["value"] >= 0
     retrieved = [r for r in results["rows"] if r["group"] == f"{group}:anchor-retrieved"]
-    assert {r["method"] for r in retrieved} == {"rte", "strategy-a"} and all(r["metric"] == "accuracy" for r in retrieved)
+    assert {r["method"] for r in retrieved} == {"rte", "strategy-a"} and all(
+        r["metric"] == "accuracy" for r in retrieved
+    )
     assert len(rows) + len(coverage) + len(width) + len(entropy) + len(retrieved) == len(results["rows"])
     assert not any(c["metric"] in ("coverage", "interval-width", "entropy") for c in results["comparisons"])
 
@@ -60,8 +67,18 @@ def _check_parameter_results(results, group):
 def quad_run(tmp_path_factory):
     """One fresh tiny run without plots, then the same command again (which should resume)."""
     out = tmp_path_factory.mktemp("cli-noplots")
-    args = ("reproduce", "parameter", "--profile", "tiny", "--family", "quadratic", "--out", out, "--quiet",
-            "--no-plots")
+    args = (
+        "reproduce",
+        "parameter",
+        "--profile",
+        "tiny",
+        "--family",
+        "quadratic",
+        "--out",
+        out,
+        "--quiet",
+        "--no-plots",
+    )
     first = taskextrap(*args)
     found = list(out.glob(CKPT))
     ckpt = found[0] if found else None
@@ -88,7 +105,7 @@ def test_rerun_resumes_from_the_checkpoint(quad_run):
     assert first.returncode == 0 and second.returncode == 0, second.stderr
     (ckpt,) = out.glob(CKPT)
     assert stamp is not None
-    assert ckpt.stat().st_mtime_ns == stamp          # reused, not rewritten
+    assert ckpt.stat().st_mtime_ns == stamp  # reused, not rewritten
     saved = json.loads(ckpt.read_text())
     assert set(METHODS) <= set(saved["errors"])
     again = _load(out / RUN_DIR)
@@ -123,18 +140,29 @@ def test_report_prints_a_table(quad_run, capsys):
 def test_list_prints_experiments():
     res = taskextrap("list")
     assert res.returncode == 0, res.stderr
-    for name in ("parameter", "parameter-ablations", "projectile", "length", "length-ablations", "composition",
-                 "composition-ablations"):
+    for name in (
+        "parameter",
+        "parameter-ablations",
+        "projectile",
+        "length",
+        "length-ablations",
+        "composition",
+        "composition-ablations",
+    ):
         assert name in res.stdout.split(), name
     # the choices come from the registries: profiles per experiment, protocols, embeddings
     assert "profiles: quick, paper, tiny; takes: --device --embedding --family --protocol --test-seed" in res.stdout
     assert "embeddings: adapted, gradient, fisher" in res.stdout
     # the built-in task families a --family (or the Python API) can name
-    assert "families (parameter, parameter-ablations, parameter-multistep): quadratic, cubic, exp, sin_trend, " \
-           "tri_trend\n" in res.stdout
+    assert (
+        "families (parameter, parameter-ablations, parameter-multistep): quadratic, cubic, exp, sin_trend, "
+        "tri_trend\n" in res.stdout
+    )
     assert "ladders (length, length-ablations): polynomial\n" in res.stdout
-    assert ("primitive sets (composition, composition-ablations, composition-em, composition-depth3): "
-            "poly-sin-tanh (poly/sin/tanh), poly-sin-tanh-rescaled (poly/sin/tanh)") in res.stdout
+    assert (
+        "primitive sets (composition, composition-ablations, composition-em, composition-depth3): "
+        "poly-sin-tanh (poly/sin/tanh), poly-sin-tanh-rescaled (poly/sin/tanh)"
+    ) in res.stdout
 
 
 def test_help_lists_every_experiment_and_cuts_nothing_off(capsys):
@@ -159,28 +187,50 @@ def test_reproduce_help_groups_its_options_common_first_with_examples_and_times(
     with pytest.raises(SystemExit):
         main(["reproduce", "--help"])
     text = capsys.readouterr().out
-    headings = ["Examples:", "Profiles (wall times", "Common options:", "Re-running a saved run:",
-                "The synthetic regimes' methods", "Language-model experiments", "Scaling out",
-                "Experiments (EXPERIMENT"]
+    headings = [
+        "Examples:",
+        "Profiles (wall times",
+        "Common options:",
+        "Re-running a saved run:",
+        "The synthetic regimes' methods",
+        "Language-model experiments",
+        "Scaling out",
+        "Experiments (EXPERIMENT",
+    ]
     where = [text.index(h) for h in headings]
     assert where == sorted(where)
     assert "Other options" not in text  # every option is in a group
 
     def section(first, last):
-        return text[text.index(first):text.index(last)]
+        return text[text.index(first) : text.index(last)]
 
     common = section("Common options:", "Re-running a saved run:")
-    for flag in ("--profile", "--seeds", "--seed", "--out", "--split", "--protocol", "--family", "--quiet",
-                 "--no-plots"):
+    for flag in (
+        "--profile",
+        "--seeds",
+        "--seed",
+        "--out",
+        "--split",
+        "--protocol",
+        "--family",
+        "--quiet",
+        "--no-plots",
+    ):
         assert f"  {flag} " in common, flag
     assert "--from" in section("Re-running a saved run:", "The synthetic regimes' methods")
-    assert all(f in section("Language-model experiments", "Scaling out")
-               for f in ("--model", "--dtype", "--load-in-4bit"))
-    assert all(f in section("Scaling out", "Experiments (EXPERIMENT") for f in ("--device", "--executor", "--unit-cpus",
-                                                                                "--shard"))
+    assert all(
+        f in section("Language-model experiments", "Scaling out") for f in ("--model", "--dtype", "--load-in-4bit")
+    )
+    assert all(
+        f in section("Scaling out", "Experiments (EXPERIMENT")
+        for f in ("--device", "--executor", "--unit-cpus", "--shard")
+    )
     assert "taskextrap reproduce parameter --profile tiny" in text and "taskextrap reproduce --from runs/" in text
-    for profile in ("tiny   seconds per experiment: a plumbing check", "quick  1 seed: 1 to 20 min",
-                    "paper  the paper's sizes and seeds: 25 to 40 min"):
+    for profile in (
+        "tiny   seconds per experiment: a plumbing check",
+        "quick  1 seed: 1 to 20 min",
+        "paper  the paper's sizes and seeds: 25 to 40 min",
+    ):
         assert profile in text
 
 
@@ -189,25 +239,54 @@ def test_list_follows_the_paper_and_reproduce_all_keeps_its_order():
     process may have imported an experiment module first)."""
     from taskextrap.experiments.registry import EXPERIMENTS, paper_order
 
-    res = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         from taskextrap.cli import cli
         from taskextrap.experiments.registry import all_experiments
         cli.main(args=["list"], standalone_mode=False)
         print("all:", *all_experiments(in_all_only=True))
-    """)], capture_output=True, text=True, env=_env(), timeout=120)
+    """),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     lines, order = res.stdout.splitlines(), paper_order()  # (paper_order loads every experiment here too)
     listed = [line.split()[0] for line in lines if line[:1].strip() and line.split()[0] in EXPERIMENTS]
     assert listed == order and sorted(listed) == sorted(EXPERIMENTS)
-    assert listed[:7] == ["projectile", "parameter", "parameter-ablations", "parameter-multistep", "length",
-                          "length-ablations", "composition"]  # Fig. 1, Table 1 and its appendices, Table 2, Table 3
+    assert listed[:7] == [
+        "projectile",
+        "parameter",
+        "parameter-ablations",
+        "parameter-multistep",
+        "length",
+        "length-ablations",
+        "composition",
+    ]  # Fig. 1, Table 1 and its appendices, Table 2, Table 3
     assert listed.index("composition-em") < listed.index("parity") < listed.index("codeio") < listed.index("codeio-em")
     assert listed[-2:] == ["manifolds", "llm-geometry"]  # the appendix-only ones last
     # reproduce all keeps the order chosen for cache reuse (llm-geometry's search answers codeio's)
     assert lines[-1].split()[1:] == [
-        "composition", "composition-ablations", "length", "length-ablations", "parameter", "parameter-ablations",
-        "parameter-multistep", "parity", "llm-geometry", "codeio", "projectile", "composition-depth3",
-        "composition-em", "manifolds"]
+        "composition",
+        "composition-ablations",
+        "length",
+        "length-ablations",
+        "parameter",
+        "parameter-ablations",
+        "parameter-multistep",
+        "parity",
+        "llm-geometry",
+        "codeio",
+        "projectile",
+        "composition-depth3",
+        "composition-em",
+        "manifolds",
+    ]
 
 
 @pytest.mark.slow
@@ -215,10 +294,25 @@ def test_reproduce_all_runs_every_experiment(tmp_path):
     res = taskextrap("reproduce", "all", "--profile", "tiny", "--out", tmp_path, "--quiet", "--no-plots", timeout=600)
     assert res.returncode == 0, res.stderr
     runs = sorted(p.parent.name for p in tmp_path.glob("*/results.json"))
-    assert runs == sorted(f"{n}-paper-tiny" for n in ("parameter", "parameter-ablations", "parameter-multistep", "projectile", "length",
-                                                        "length-ablations", "composition", "composition-ablations",
-                                                        "composition-depth3", "composition-em", "manifolds", "parity", "codeio",
-                                                        "llm-geometry"))  # not codeio-em (in_all=False): tests/llm
+    assert runs == sorted(
+        f"{n}-paper-tiny"
+        for n in (
+            "parameter",
+            "parameter-ablations",
+            "parameter-multistep",
+            "projectile",
+            "length",
+            "length-ablations",
+            "composition",
+            "composition-ablations",
+            "composition-depth3",
+            "composition-em",
+            "manifolds",
+            "parity",
+            "codeio",
+            "llm-geometry",
+        )
+    )  # not codeio-em (in_all=False): tests/llm
     for run in runs:
         validate_results(json.loads((tmp_path / run / "results.json").read_text()))
     # llm-geometry runs first and searches exhaustively; its saved scores answer codeio's bounded search
@@ -233,28 +327,34 @@ def _run_main(argv, capsys):
     return e.value.code, captured.err
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["reproduce", "parameter", "--profile", "tiny", "--family", "nosuchfamily"], "unknown family"),
-    (["reproduce", "nosuchexperiment", "--profile", "tiny"], "unknown experiment"),
-    (["reproduce", "parameter", "--profile", "tiny", "--bogus"], "--bogus"),
-    (["reproduce", "parameter", "--profile", "tiny", "--family", "nosuchmodule:x"], "nosuchmodule"),
-    (["reproduce", "parameter", "--profile", "enormous"], "enormous"),
-    # options an experiment does not take are refused, never silently ignored
-    (["reproduce", "projectile", "--profile", "tiny", "--protocol", "strict"], "projectile does not take --protocol"),
-    (["reproduce", "projectile", "--profile", "tiny", "--family", "x"], "projectile does not take --family"),
-    (["reproduce", "length", "--profile", "tiny", "--anchors", "3"], "length does not take --anchors"),
-    (["reproduce", "parity", "--profile", "tiny", "--embedding", "adapted"], "parity does not take --embedding"),
-    (["reproduce", "parity", "--profile", "tiny", "--split-seed", "2"], "parity does not take --split-seed"),
-    (["reproduce", "all", "--profile", "tiny", "--embedding", "adapted"], "does not take --embedding"),
-    (["reproduce", "length", "--profile", "tiny", "--embedding", "gradiant"], "unknown embedding"),
-    (["reproduce", "length", "--profile", "tiny", "--protocol", "lax"], "unknown protocol"),
-    (["reproduce", "length", "--profile", "tiny", "--seeds", "10000000000000000000"], "--seeds must be"),
-    (["reproduce", "length", "--profile", "tiny", "--seeds", "0"], "--seeds must be"),
-    (["report", "/nonexistent/taskextrap-dir"], "not a directory"),
-    (["frobnicate"], "frobnicate"),
-    (["reproduce", "parity", "--profile", "tiny", "--dtype", "float16"], "--dtype float16 needs --device cuda"),
-    (["report", "--", "{deep}"], "nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["reproduce", "parameter", "--profile", "tiny", "--family", "nosuchfamily"], "unknown family"),
+        (["reproduce", "nosuchexperiment", "--profile", "tiny"], "unknown experiment"),
+        (["reproduce", "parameter", "--profile", "tiny", "--bogus"], "--bogus"),
+        (["reproduce", "parameter", "--profile", "tiny", "--family", "nosuchmodule:x"], "nosuchmodule"),
+        (["reproduce", "parameter", "--profile", "enormous"], "enormous"),
+        # options an experiment does not take are refused, never silently ignored
+        (
+            ["reproduce", "projectile", "--profile", "tiny", "--protocol", "strict"],
+            "projectile does not take --protocol",
+        ),
+        (["reproduce", "projectile", "--profile", "tiny", "--family", "x"], "projectile does not take --family"),
+        (["reproduce", "length", "--profile", "tiny", "--anchors", "3"], "length does not take --anchors"),
+        (["reproduce", "parity", "--profile", "tiny", "--embedding", "adapted"], "parity does not take --embedding"),
+        (["reproduce", "parity", "--profile", "tiny", "--split-seed", "2"], "parity does not take --split-seed"),
+        (["reproduce", "all", "--profile", "tiny", "--embedding", "adapted"], "does not take --embedding"),
+        (["reproduce", "length", "--profile", "tiny", "--embedding", "gradiant"], "unknown embedding"),
+        (["reproduce", "length", "--profile", "tiny", "--protocol", "lax"], "unknown protocol"),
+        (["reproduce", "length", "--profile", "tiny", "--seeds", "10000000000000000000"], "--seeds must be"),
+        (["reproduce", "length", "--profile", "tiny", "--seeds", "0"], "--seeds must be"),
+        (["report", "/nonexistent/taskextrap-dir"], "not a directory"),
+        (["frobnicate"], "frobnicate"),
+        (["reproduce", "parity", "--profile", "tiny", "--dtype", "float16"], "--dtype float16 needs --device cuda"),
+        (["report", "--", "{deep}"], "nested too deeply"),
+    ],
+)
 def test_bad_input_exits_nonzero_with_one_line(argv, needle, capsys, tmp_path):
     if argv[0] == "reproduce":
         argv = [*argv, "--out", str(tmp_path), "--quiet", "--no-plots"]
@@ -272,7 +372,10 @@ def test_bad_input_exits_nonzero_with_one_line(argv, needle, capsys, tmp_path):
 
 def test_an_empty_out_is_refused(capsys):
     code, err = _run_main(["reproduce", "projectile", "--profile", "tiny", "--out", ""], capsys)
-    assert code == 2 and err.strip() == "error: --out is empty: name the folder the run directories go in (e.g. --out runs)"
+    assert (
+        code == 2
+        and err.strip() == "error: --out is empty: name the folder the run directories go in (e.g. --out runs)"
+    )
 
 
 def test_bad_input_in_a_real_process(tmp_path):
@@ -283,7 +386,7 @@ def test_bad_input_in_a_real_process(tmp_path):
     assert "Traceback" not in res.stderr
 
 
-USER_MODULE = textwrap.dedent('''
+USER_MODULE = textwrap.dedent("""
     import numpy as np
     from taskextrap.tasks import ParametricFamily
 
@@ -298,7 +401,7 @@ USER_MODULE = textwrap.dedent('''
         regions={"F1_1": (0.5, 0.8), "F1_2": (0.8, 1.1), "F2": (1.1, 1.4)},
     )
     not_a_family = 3
-''')
+""")
 
 
 def test_user_defined_family_from_the_command_line(tmp_path):
@@ -306,8 +409,19 @@ def test_user_defined_family_from_the_command_line(tmp_path):
     mod_dir.mkdir()
     (mod_dir / "mymod_taskextrap_test.py").write_text(USER_MODULE)
     out = tmp_path / "runs"
-    res = taskextrap("reproduce", "parameter", "--profile", "tiny", "--family", "mymod_taskextrap_test:fam",
-                     "--out", out, "--quiet", "--no-plots", extra_path=mod_dir)
+    res = taskextrap(
+        "reproduce",
+        "parameter",
+        "--profile",
+        "tiny",
+        "--family",
+        "mymod_taskextrap_test:fam",
+        "--out",
+        out,
+        "--quiet",
+        "--no-plots",
+        extra_path=mod_dir,
+    )
     assert res.returncode == 0, res.stderr
     results = _load(out / "parameter-paper-tiny-mymod_taskextrap_test.fam")
     _check_parameter_results(results, "userwave")
@@ -315,8 +429,19 @@ def test_user_defined_family_from_the_command_line(tmp_path):
     assert results["config"]["family"] == "mymod_taskextrap_test:fam"  # the spec as given, to run it again
     assert list(out.glob("units/parameter-userwave-paper-seed0-*.json"))
 
-    bad = taskextrap("reproduce", "parameter", "--profile", "tiny", "--family", "mymod_taskextrap_test:not_a_family",
-                     "--out", out, "--quiet", "--no-plots", extra_path=mod_dir)
+    bad = taskextrap(
+        "reproduce",
+        "parameter",
+        "--profile",
+        "tiny",
+        "--family",
+        "mymod_taskextrap_test:not_a_family",
+        "--out",
+        out,
+        "--quiet",
+        "--no-plots",
+        extra_path=mod_dir,
+    )
     assert bad.returncode != 0
     assert len(bad.stderr.strip().splitlines()) == 1 and "ParametricFamily" in bad.stderr
 
@@ -376,8 +501,9 @@ def test_an_out_that_cannot_be_written_fails_before_any_work(tmp_path, capsys, m
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setattr(length, "run_unit", lambda *a, **k: pytest.fail("ran before checking --out"))
-    code, err = _run_main(["reproduce", "length", "--profile", "tiny", "--out", str(blocker / "sub"), "--quiet"],
-                          capsys)
+    code, err = _run_main(
+        ["reproduce", "length", "--profile", "tiny", "--out", str(blocker / "sub"), "--quiet"], capsys
+    )
     assert code == 2 and err.strip().startswith("error: cannot write to") and len(err.strip().splitlines()) == 1
 
 
@@ -401,5 +527,5 @@ def test_check_writable_names_the_folder_and_the_reason(tmp_path, monkeypatch):
         raise PermissionError(13, "Read-only file system")
 
     monkeypatch.setattr("tempfile.mkstemp", refuse)
-    with pytest.raises(TaskextrapError, match="cannot write to .*ro: Read-only file system"):
+    with pytest.raises(TaskextrapError, match=r"cannot write to .*ro: Read-only file system"):
         check_writable(tmp_path / "ro")

@@ -15,8 +15,9 @@ def test_derive_seed_is_stable_and_separates_streams():
     np.testing.assert_array_equal(rng(3, "x").random(5), rng(3, "x").random(5))
     import torch
 
-    assert torch.equal(torch.rand(4, generator=torch_generator(3, "x")),
-                       torch.rand(4, generator=torch_generator(3, "x")))
+    assert torch.equal(
+        torch.rand(4, generator=torch_generator(3, "x")), torch.rand(4, generator=torch_generator(3, "x"))
+    )
 
 
 def test_library_sampling_is_seeded():
@@ -57,7 +58,8 @@ def test_rte_same_seed_same_predictions_different_seed_different(fitted_rte, mak
     np.testing.assert_array_equal(again.z_library_, fitted_rte.z_library_)
     np.testing.assert_array_equal(again.psi_.history, fitted_rte.psi_.history)
     np.testing.assert_array_equal(again.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), p0)
-    np.testing.assert_array_equal(again.decompose(obs.ctx_x, obs.ctx_y).anchors,
-                                  fitted_rte.decompose(obs.ctx_x, obs.ctx_y).anchors)
+    np.testing.assert_array_equal(
+        again.decompose(obs.ctx_x, obs.ctx_y).anchors, fitted_rte.decompose(obs.ctx_x, obs.ctx_y).anchors
+    )
     p1 = other.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
     assert not np.allclose(p1, p0)

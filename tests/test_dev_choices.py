@@ -3,15 +3,18 @@
 import pytest
 
 
-
 def test_parameter_sweep_scores_anchors_on_the_dev_region_only(monkeypatch, load_script):
     from taskextrap.experiments.parameter import PARAMETER_PROFILES
 
     mod = load_script("scripts/dev_choices.py")
     seen = []
     real_targets, real_library = mod.P.make_targets, mod.P.make_library
-    monkeypatch.setattr(mod.P, "make_targets", lambda fam, *a, **k: seen.append(("targets", fam)) or real_targets(fam, *a, **k))
-    monkeypatch.setattr(mod.P, "make_library", lambda fam, *a, **k: seen.append(("library", fam)) or real_library(fam, *a, **k))
+    monkeypatch.setattr(
+        mod.P, "make_targets", lambda fam, *a, **k: seen.append(("targets", fam)) or real_targets(fam, *a, **k)
+    )
+    monkeypatch.setattr(
+        mod.P, "make_library", lambda fam, *a, **k: seen.append(("library", fam)) or real_library(fam, *a, **k)
+    )
     out = mod.parameter_unit("quadratic", "paper", PARAMETER_PROFILES["tiny"], 0, 6, 2, {}, {"anchors": (1, 2, 4)})
     assert out["default"] == {"anchors": 2}
     rows = out["settings"]["anchors"]["variants"]
@@ -45,7 +48,7 @@ def test_discrete_units_build_their_estimator_with_the_default_embedding(monkeyp
     mod = load_script("scripts/dev_choices.py")
     seen = []
     monkeypatch.setattr(mod, "_fit_and_sweep", lambda rte, *a: seen.append(rte) or {})
-    profiles = (mod.L.LENGTH_PROFILES if regime == "length" else mod.C.COMPOSITION_PROFILES)
+    profiles = mod.L.LENGTH_PROFILES if regime == "length" else mod.C.COMPOSITION_PROFILES
     getattr(mod, f"{regime}_unit")("paper", profiles["tiny"], 0, 2, 1, {}, {})
     assert seen and seen[0].embedding == DEFAULT_EMBEDDING
 
@@ -58,7 +61,9 @@ def test_depth3_unit_sweeps_search_settings_and_refits_for_fit_time_ones(monkeyp
     monkeypatch.setattr(mod, "DEFAULT_EMBEDDING", "gradient")  # the cheap Gamma: this checks the plumbing
     fitted = []
     real_fit = mod.D3.Composition3RTE.fit
-    monkeypatch.setattr(mod.D3.Composition3RTE, "fit", lambda self, lib: fitted.append(self.identity) or real_fit(self, lib))
+    monkeypatch.setattr(
+        mod.D3.Composition3RTE, "fit", lambda self, lib: fitted.append(self.identity) or real_fit(self, lib)
+    )
     out = mod.depth3_unit("paper", DEPTH3_PROFILES["tiny"], 0, 4, 1, {}, {"k": (2, 3), "identity": (True, False)})
     assert fitted == [True, False]  # one refit, for the fit-time variant only
     assert out["held_out_recipes"] == [recipe_name(r) for r in dev_recipe_split(PAPER_RECIPE_SPLIT).test]
@@ -73,11 +78,21 @@ def test_joint_settings_parse_and_sweep_with_coverage(load_script):
 
     mod = load_script("scripts/dev_choices.py")
     assert mod._parse(["weighting+temperature=relative:1,likelihood:2.5"], many=True) == {
-        "weighting+temperature": (("relative", 1), ("likelihood", 2.5))}
+        "weighting+temperature": (("relative", 1), ("likelihood", 2.5))
+    }
     assert mod._parse(["temperature=none", "weighting=likelihood"], many=False) == {
-        "temperature": None, "weighting": "likelihood"}
-    out = mod.length_unit("paper", LENGTH_PROFILES["tiny"], 0, 4, 1, {},
-                          {"weighting+temperature": (("relative", 1.0), ("likelihood", 2.0))})
+        "temperature": None,
+        "weighting": "likelihood",
+    }
+    out = mod.length_unit(
+        "paper",
+        LENGTH_PROFILES["tiny"],
+        0,
+        4,
+        1,
+        {},
+        {"weighting+temperature": (("relative", 1.0), ("likelihood", 2.0))},
+    )
     assert out["default"] == {"weighting+temperature": ("relative", 1.0)}
     rows = out["settings"]["weighting+temperature"]["variants"]
     assert rows[0]["mse"] == pytest.approx(out["default_mse"]) and rows[1]["mse"] != rows[0]["mse"]

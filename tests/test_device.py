@@ -16,7 +16,6 @@ from torch.utils._pytree import tree_flatten
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.train import TrainConfig
-from taskextrap.seeding import rng
 from taskextrap.validation import check_device
 
 TINY = TrainConfig(steps=4, batch=64, eval_every=2)
@@ -63,8 +62,11 @@ def _parameter_models(quad_library, quad_targets):
     rte = RTE(search="proxy", **common).fit(quad_library)  # Strategy A, which the inductive baselines read
     objective = RTE(search="objective", retrieve=2, **common).fit(quad_library, embedded=rte)
     oracle = TransductiveOracle(**common).fit(quad_library)
-    out = [rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), objective.predict(obs.ctx_x, obs.ctx_y, obs.qry_x),
-           oracle.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, oracle.decompose_truth(obs.ctx_x, obs.ctx_y, obs.params))]
+    out = [
+        rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x),
+        objective.predict(obs.ctx_x, obs.ctx_y, obs.qry_x),
+        oracle.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, oracle.decompose_truth(obs.ctx_x, obs.ctx_y, obs.params)),
+    ]
     for kind in INDUCTIVE_KINDS:
         out.append(InductiveBaseline(kind, rte).fit().predict(obs.ctx_x, obs.ctx_y, obs.qry_x, theta=obs.params))
     return out
@@ -73,7 +75,7 @@ def _parameter_models(quad_library, quad_targets):
 def test_parameter_regime_creates_every_tensor_on_the_asked_device(quad_library, quad_targets):
     on_meta = _on_meta_default(lambda: _parameter_models(quad_library, quad_targets))
     plain = _parameter_models(quad_library, quad_targets)
-    for a, b in zip(on_meta, plain):
+    for a, b in zip(on_meta, plain, strict=True):
         np.testing.assert_array_equal(a, b)  # the device plumbing changes nothing on the CPU
 
 
@@ -90,10 +92,12 @@ def test_length_regime_creates_every_tensor_on_the_asked_device(embedding):
     _, obs = make_targets(library, protocol, 3, 1, 0)
 
     def run():
-        rte = LengthRTE(protocol=protocol, embedding=embedding, n_pairs=64, train=TINY, decomposer_train=TINY,
-                        seed=0, device="cpu").fit(library)
+        rte = LengthRTE(
+            protocol=protocol, embedding=embedding, n_pairs=64, train=TINY, decomposer_train=TINY, seed=0, device="cpu"
+        ).fit(library)
         return rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), DiscreteInductive(rte).fit().predict(
-            obs.ctx_x, obs.ctx_y, obs.qry_x)
+            obs.ctx_x, obs.ctx_y, obs.qry_x
+        )
 
     _on_meta_default(run)
 
@@ -127,8 +131,18 @@ def test_a_missing_gpu_is_one_line_from_the_estimator_and_the_command_line(make_
     with pytest.raises(TaskextrapError, match="no such CUDA device"):
         make_rte(device=f"cuda:{torch.cuda.device_count()}")  # one past the last (every machine lacks it)
     with pytest.raises(SystemExit) as e:
-        main(["reproduce", "parameter", "--profile", "tiny", "--out", str(tmp_path),
-              "--device", f"cuda:{torch.cuda.device_count()}"])
+        main(
+            [
+                "reproduce",
+                "parameter",
+                "--profile",
+                "tiny",
+                "--out",
+                str(tmp_path),
+                "--device",
+                f"cuda:{torch.cuda.device_count()}",
+            ]
+        )
     err = capsys.readouterr().err.strip()
     assert e.value.code != 0 and len(err.splitlines()) == 1 and "--device" in err and "no such CUDA device" in err
 
@@ -138,8 +152,17 @@ def test_every_experiment_takes_device_and_keys_its_units_by_it(tmp_path):
     from taskextrap.experiments.runner import plan_run
 
     assert all("device" in EXPERIMENTS[name].options for name in all_experiments())
-    for name in ("parameter", "parameter-ablations", "parameter-multistep", "length", "composition",
-                 "composition-depth3", "composition-em", "projectile", "manifolds"):
+    for name in (
+        "parameter",
+        "parameter-ablations",
+        "parameter-multistep",
+        "length",
+        "composition",
+        "composition-depth3",
+        "composition-em",
+        "projectile",
+        "manifolds",
+    ):
         family = {"parameter": "exp", "parameter-ablations": "exp", "parameter-multistep": "exp"}.get(name)
         run = plan_run(name, RunOptions(profile="tiny", out=tmp_path, family=family, device="cpu"), make_dirs=False)
         for unit in run.plan.units:  # the device is in the key: a GPU's units are never a CPU's
@@ -157,8 +180,9 @@ def test_composition_and_projectile_create_every_tensor_on_the_asked_device():
     _, obs = make_targets(primitives, protocol, 2, 1, test_seed=0)
 
     def run():
-        rte = CompositionRTE(protocol=protocol, n_pairs=64, train=TINY, decomposer_train=TINY, seed=0,
-                             device="cpu").fit(primitives)
+        rte = CompositionRTE(
+            protocol=protocol, n_pairs=64, train=TINY, decomposer_train=TINY, seed=0, device="cpu"
+        ).fit(primitives)
         return rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), run_seed(3, 0, device="cpu")
 
     _on_meta_default(run)

@@ -13,6 +13,7 @@ def test_composition_e_steps_read_the_dev_split_and_restrict_labels(tmp_path, lo
     data = json.loads(out.read_text())
     from taskextrap.tasks.dev import dev_pair_split
     from taskextrap.tasks.primitives import PAPER_SPLIT
+
     assert data["split"] == repr(dev_pair_split(PAPER_SPLIT)) != repr(PAPER_SPLIT)  # never the test pairs
     v = data["variants"]
     assert len(v) == 4

@@ -13,17 +13,17 @@ ROOT = Path(taskextrap.__file__).parent
 # Lowest first. A name is a subpackage (a folder) or a top-level module.
 LAYERS = [
     {"errors", "seeding", "validation", "provenance", "files", "audit", "sharding"},  # foundations
-    {"tasks"},                                                            # families, libraries, protocols
-    {"scaling"},                                                          # scalers fitted on a library
-    {"embed"},                                                            # Gamma
-    {"operators"},                                                        # Psi networks
-    {"llm"},                                                              # language models, prompts, SFT
-    {"search"},                                                           # index, decomposer, likelihood search
-    {"estimators"},                                                       # the estimator contract
-    {"baselines"},                                                        # inductive, oracles, context-only
-    {"report"},                                                           # results schema, tables, plots
-    {"experiments"},                                                      # registered experiments
-    {"cli"},                                                              # the command line
+    {"tasks"},  # families, libraries, protocols
+    {"scaling"},  # scalers fitted on a library
+    {"embed"},  # Gamma
+    {"operators"},  # Psi networks
+    {"llm"},  # language models, prompts, SFT
+    {"search"},  # index, decomposer, likelihood search
+    {"estimators"},  # the estimator contract
+    {"baselines"},  # inductive, oracles, context-only
+    {"report"},  # results schema, tables, plots
+    {"experiments"},  # registered experiments
+    {"cli"},  # the command line
 ]
 LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 
@@ -55,6 +55,7 @@ def test_no_import_points_upward():
         part = _part(path)
         if part not in LEVEL:
             continue
-        upward += [f"{path.relative_to(ROOT)} imports {name}" for name in _imported_parts(path)
-                   if LEVEL[name] > LEVEL[part]]
+        upward += [
+            f"{path.relative_to(ROOT)} imports {name}" for name in _imported_parts(path) if LEVEL[name] > LEVEL[part]
+        ]
     assert not upward, "\n".join(upward)

@@ -72,14 +72,16 @@ def test_consume_verifies_that_the_named_tasks_generate_the_arrays():
 @pytest.mark.parametrize("protocol", ["paper", "strict"])
 def test_parameter_experiment_never_fits_on_f2(protocol):
     with audit.spy() as seen:
-        unit = run_unit(FAM, get_protocol(protocol), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient",
-                        anchors=2)
+        unit = run_unit(
+            FAM, get_protocol(protocol), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2
+        )
     diagnostics = {"entropy:rte", "entropy:strategy-a", "anchor-retrieved:rte", "anchor-retrieved:strategy-a"}
     intervals = {k for m in INTERVAL_METHODS for k in interval_keys(f"interval:{m}")}
     assert set(unit.errors) == set(METHODS) | {"far-anchors"} | intervals | diagnostics
     _check_param(seen, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE)
     assert {(r.component, r.stage) for r in seen} >= {("psi", "val"), ("psi", "train")} | {
-        (k, "val") for k in INDUCTIVE}
+        (k, "val") for k in INDUCTIVE
+    }
     f2_lo = FAM.regions["F2"][0]
     for component, params in seen:
         assert params.ndim == 2 and params.shape[1] == 3 and len(params) > 0, component
@@ -93,8 +95,9 @@ def test_parameter_dev_split_never_fits_on_its_held_out_region():
     dev = dev_family(FAM)
     with audit.spy() as seen:
         run_unit(dev, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2)
-    audit.check(seen, dev.training_labels(), labels=dev.region_of,
-                required={"scaler", "probe", "pca", "psi"} | INDUCTIVE)
+    audit.check(
+        seen, dev.training_labels(), labels=dev.region_of, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE
+    )
     audit.check(seen, {"F1_1"}, labels=FAM.region_of)  # judged by the real split: F1_1 only, no F1_2, no F2
 
 
@@ -109,7 +112,9 @@ def test_multistep_experiment_fits_on_its_library_regions_only(split):
     fam = M.families_for("cubic", split)[0]
     with audit.spy() as seen:
         M.run_unit(fam, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2)
-    audit.check(seen, fam.training_labels(), labels=fam.region_of, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE)
+    audit.check(
+        seen, fam.training_labels(), labels=fam.region_of, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE
+    )
     if split == "dev":  # judged by the real split too: every fitted task is an F1 task
         audit.check(seen, {"F1_1"}, labels=real.region_of)
 
@@ -143,8 +148,9 @@ def test_audit_detects_an_f2_task_in_probe_pretraining(make_rte, quad_library, m
         f2 = _f2_tasks(1)
         both = TaskSet(FAM, np.concatenate([library.params, f2.params]), np.concatenate([library.region, f2.region]))
         grid = np.broadcast_to(FAM.grid(64), (len(both), 64))
-        contexts = audit.Batch((obs.ctx_x, obs.ctx_y, obs.qry_x, obs.qry_y),
-                               [audit.Source(FAM, obs.params, ((2, 3, 0.0),))])
+        contexts = audit.Batch(
+            (obs.ctx_x, obs.ctx_y, obs.qry_x, obs.qry_y), [audit.Source(FAM, obs.params, ((2, 3, 0.0),))]
+        )
         curves = audit.Batch((grid, both.values(grid)), [audit.Source(FAM, both.params, ((0, 1, 0.0),))])
         return ProxyEmbedding(method, dim=dim, seed=seed)._fit(contexts, curves, scaler)
 
@@ -204,8 +210,12 @@ def test_audit_detects_f2_targets_in_psi_model_selection(make_rte, quad_library,
 
 # ----------------------------------------------------------------------------- discrete regimes
 
-TINY_DISCRETE = dict(n_pairs=150, train=TrainConfig(steps=6, batch=256, eval_every=3),
-                     decomposer_train=TrainConfig(steps=6, batch=64, eval_every=3), seed=0)
+TINY_DISCRETE = dict(
+    n_pairs=150,
+    train=TrainConfig(steps=6, batch=256, eval_every=3),
+    decomposer_train=TrainConfig(steps=6, batch=64, eval_every=3),
+    seed=0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -225,8 +235,9 @@ def test_length_audit_detects_a_degree9_task_in_the_decomposer(ladder_library, m
     if inject:
         honest = LengthRTE._decomposer_arrays
         top = np.flatnonzero(ladder_library.level == 8)
-        monkeypatch.setattr(LengthRTE, "_decomposer_arrays",
-                            lambda self, pool, n, g: honest(self, np.union1d(pool, top), n, g))
+        monkeypatch.setattr(
+            LengthRTE, "_decomposer_arrays", lambda self, pool, n, g: honest(self, np.union1d(pool, top), n, g)
+        )
     with audit.spy() as seen:
         LengthRTE(embedding="gradient", **TINY_DISCRETE).fit(ladder_library)
     error = _check_discrete_fit(seen, ladder.training_labels(), inject, r"decomposer \(train\): level-9")
@@ -244,8 +255,9 @@ def test_composition_audit_detects_a_held_out_pair_in_psi_comp(leak_held_out_pai
         leak_held_out_pairs(CompositionRTE, "_operator_arrays")
     with audit.spy() as seen:
         CompositionRTE(k=3, embedding="gradient", **TINY_DISCRETE).fit(prims)
-    error = _check_discrete_fit(seen, PAPER_SPLIT.training_labels(), inject,
-                                r"psi \((train|val)\): .*(sin o poly|tanh o sin|poly o tanh)")
+    error = _check_discrete_fit(
+        seen, PAPER_SPLIT.training_labels(), inject, r"psi \((train|val)\): .*(sin o poly|tanh o sin|poly o tanh)"
+    )
     assert error is None or ("decomposer" not in error and "scaler" not in error)
 
 

@@ -25,10 +25,12 @@ FOLDER = f"parameter-paper-tiny-{MODULE}.BUMP"
 
 def family_module(scale: str) -> str:
     """A user's family: the built-in quadratic's regions with its own formula and name."""
-    return ("import dataclasses\n"
-            "from taskextrap.tasks import PARAMETER_FAMILIES\n"
-            f"BUMP = dataclasses.replace(PARAMETER_FAMILIES['quadratic'], name='bump',\n"
-            f"                           fn=lambda x, a, b, c: a * (x - b) ** 2 + {scale} * c)\n")
+    return (
+        "import dataclasses\n"
+        "from taskextrap.tasks import PARAMETER_FAMILIES\n"
+        f"BUMP = dataclasses.replace(PARAMETER_FAMILIES['quadratic'], name='bump',\n"
+        f"                           fn=lambda x, a, b, c: a * (x - b) ** 2 + {scale} * c)\n"
+    )
 
 
 @pytest.fixture
@@ -68,6 +70,7 @@ def _run_section(folder):
 
 # --- folder names ----------------------------------------------------------------------------------
 
+
 def test_default_runs_keep_their_folder_names(tmp_path):
     for name in all_experiments():
         assert run_dir_name(name, RunOptions(out=tmp_path)) == tmp_path / f"{name}-paper-quick"
@@ -76,14 +79,20 @@ def test_default_runs_keep_their_folder_names(tmp_path):
 
 
 def test_a_family_names_its_runs_folder(tmp_path):
-    assert run_dir_name("parameter", RunOptions(out=tmp_path, family="quadratic")).name == \
-        "parameter-paper-quick-quadratic"
-    assert run_dir_name("parameter", RunOptions(out=tmp_path, family="myfam:bump", seed=2, split="dev")).name == \
-        "parameter-paper-quick-myfam.bump-dev-seed2"
+    assert (
+        run_dir_name("parameter", RunOptions(out=tmp_path, family="quadratic")).name
+        == "parameter-paper-quick-quadratic"
+    )
+    assert (
+        run_dir_name("parameter", RunOptions(out=tmp_path, family="myfam:bump", seed=2, split="dev")).name
+        == "parameter-paper-quick-myfam.bump-dev-seed2"
+    )
     assert run_dir_name("length", RunOptions(out=tmp_path, family="polynomial")).name == "length-paper-quick-polynomial"
     # generic over experiments: whatever takes --family gets it in its folder name
-    assert run_dir_name("composition", RunOptions(out=tmp_path, family="mine:SET")).name == \
-        "composition-paper-quick-mine.SET"
+    assert (
+        run_dir_name("composition", RunOptions(out=tmp_path, family="mine:SET")).name
+        == "composition-paper-quick-mine.SET"
+    )
 
 
 def test_family_tags_are_file_name_safe_and_stay_distinct():
@@ -96,6 +105,7 @@ def test_family_tags_are_file_name_safe_and_stay_distinct():
 
 # --- config.yaml's run section and results.json ------------------------------------------------------
 
+
 def test_config_records_the_run_and_results_name_the_family_spec(tmp_path, user_family):
     from taskextrap.tasks.registry import load_object
 
@@ -106,12 +116,28 @@ def test_config_records_the_run_and_results_name_the_family_spec(tmp_path, user_
     family_hash = callable_hash(load_object(SPEC, "family"))
     assert results["config"]["family_code_hash"] == family_hash
     assert _run_section(folder) == {
-        "experiment": "parameter", "profile": "tiny", "protocol": "paper", "family": SPEC, "seeds": None, "seed": None,
-        "split": "test", "test_seed": None, "split_seed": None, "embedding": None, "anchors": 3, "device": "cpu",
-        "extra": {}, "executor": "serial", "unit_cpus": 1, "plots": False, "code_hash": source_hash(),
-        "family_code_hash": family_hash, "taskextrap": __version__}
+        "experiment": "parameter",
+        "profile": "tiny",
+        "protocol": "paper",
+        "family": SPEC,
+        "seeds": None,
+        "seed": None,
+        "split": "test",
+        "test_seed": None,
+        "split_seed": None,
+        "embedding": None,
+        "anchors": 3,
+        "device": "cpu",
+        "extra": {},
+        "executor": "serial",
+        "unit_cpus": 1,
+        "plots": False,
+        "code_hash": source_hash(),
+        "family_code_hash": family_hash,
+        "taskextrap": __version__,
+    }
     config = yaml.safe_load((folder / "config.yaml").read_text())
-    assert list(config)[0] == "run" and config["families"] == ["bump"]  # the experiment's own record follows
+    assert next(iter(config)) == "run" and config["families"] == ["bump"]  # the experiment's own record follows
 
 
 def test_a_built_in_family_has_no_code_hash_of_its_own(tmp_path):
@@ -123,6 +149,7 @@ def test_a_built_in_family_has_no_code_hash_of_its_own(tmp_path):
 
 # --- another configuration in the same folder ---------------------------------------------------------
 
+
 def test_a_folder_of_another_configuration_is_refused_in_one_line_before_any_work(tmp_path, capsys, monkeypatch):
     from taskextrap.experiments import parameter
 
@@ -131,11 +158,28 @@ def test_a_folder_of_another_configuration_is_refused_in_one_line_before_any_wor
     before = results.read_bytes()
     with monkeypatch.context() as m:
         m.setattr(parameter, "run_unit", lambda *a, **k: pytest.fail("ran before checking the folder"))
-        code, _, err = _main(["reproduce", "parameter", "--profile", "tiny", "--family", "quadratic", "--embedding",
-                              "fisher", "--out", tmp_path, "--quiet", "--no-plots"], capsys)
+        code, _, err = _main(
+            [
+                "reproduce",
+                "parameter",
+                "--profile",
+                "tiny",
+                "--family",
+                "quadratic",
+                "--embedding",
+                "fisher",
+                "--out",
+                tmp_path,
+                "--quiet",
+                "--no-plots",
+            ],
+            capsys,
+        )
         assert code == 2 and err.count("\n") == 1
-        assert err.startswith(f"error: {tmp_path / 'parameter-paper-tiny-quadratic'} holds the results of a run with "
-                              "no --embedding, not --embedding 'fisher': run into another --out")
+        assert err.startswith(
+            f"error: {tmp_path / 'parameter-paper-tiny-quadratic'} holds the results of a run with "
+            "no --embedding, not --embedding 'fisher': run into another --out"
+        )
         with pytest.raises(TaskextrapError, match="with --family 'quadratic', not --family 'exp'"):
             run_experiment("parameter", _opts(tmp_path, family="exp"), out_dir=results.parent)
     assert results.read_bytes() == before
@@ -153,6 +197,7 @@ def test_the_same_spec_under_changed_code_runs_again_with_fresh_numbers(tmp_path
 
 
 # --- stale plots -------------------------------------------------------------------------------------
+
 
 def test_plots_of_other_runs_are_removed_and_other_files_kept(tmp_path):
     """A folder written before runs were recorded, holding another family's figures: the run
@@ -188,12 +233,17 @@ def test_prune_keeps_the_runs_units_figures_and_what_it_drew_now(tmp_path):
     (tmp_path / "README").write_text("not a plot")
     assert plotfiles.has_plots(tmp_path, "unit-a", "a.png") and not plotfiles.has_plots(tmp_path, "unit-c", None)
     assert plotfiles.prune(tmp_path, ["unit-a"], fresh=["assembled.png"]) == ["b.png"]
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == \
-        ["README", "a.png", "a2.png", "assembled.png"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        "README",
+        "a.png",
+        "a2.png",
+        "assembled.png",
+    ]
     assert plotfiles.drawn(tmp_path) == {"unit-a": ["a.png", "a2.png"]}
 
 
 # --- reproduce --from ------------------------------------------------------------------------------------
+
 
 def test_from_runs_a_saved_run_again_and_refuses_other_options(tmp_path, capsys, user_family):
     first = run_experiment("parameter", _opts(tmp_path, family=SPEC))
@@ -202,15 +252,16 @@ def test_from_runs_a_saved_run_again_and_refuses_other_options(tmp_path, capsys,
     assert code == 0 and err == "" and f"written: {folder}/results.json" in out
     assert _mse(json.loads((folder / "results.json").read_text())) == _mse(first)
     # elsewhere, from scratch (an empty --out: no cached unit), the same numbers
-    code, out, err = _main(["reproduce", "--from", folder / "config.yaml", "--out", tmp_path / "again", "--quiet"],
-                           capsys)
+    code, out, err = _main(
+        ["reproduce", "--from", folder / "config.yaml", "--out", tmp_path / "again", "--quiet"], capsys
+    )
     assert code == 0, err
     assert _mse(json.loads((tmp_path / "again" / FOLDER / "results.json").read_text())) == _mse(first)
     assert list((tmp_path / "again" / "units").glob("*.json"))
     for argv, needle in (
-            (["--profile", "quick"], "drop --profile (beside --from give only --out, --quiet or --executor)"),
-            (["--family", "quadratic", "--no-plots"], "drop --family, --no-plots"),
-            (["--seed", "1"], "drop --seed "),
+        (["--profile", "quick"], "drop --profile (beside --from give only --out, --quiet or --executor)"),
+        (["--family", "quadratic", "--no-plots"], "drop --family, --no-plots"),
+        (["--seed", "1"], "drop --seed "),
     ):
         code, _, err = _main(["reproduce", "--from", folder, *argv], capsys)
         assert code == 2 and err.count("\n") == 1 and needle in err, err
@@ -218,18 +269,21 @@ def test_from_runs_a_saved_run_again_and_refuses_other_options(tmp_path, capsys,
     assert code == 2 and "drop EXPERIMENT 'parameter'" in err
 
 
-@pytest.mark.parametrize("config, needle", [
-    (None, "no such run folder or config.yaml"),
-    ("families:\n- quadratic\n", "it has no 'run' section (written before taskextrap recorded its runs)"),
-    ("run: [1, 2]\n", "its 'run' section does not name an experiment"),
-    ("run:\n  experiment: parameter\n  anchors: two\n", "run.anchors is 'two'"),
-    ("run:\n  experiment: parameter\n  seeds: true\n", "run.seeds is True"),
-    ("run:\n  experiment: parameter\n  colour: red\n", "unknown field(s) colour"),
-    ("run:\n  experiment: parameter\n  extra: {model: 3}\n", "run.extra.model is 3"),
-    ("run:\n  experiment: paramter\n  profile: tiny\n", "unknown experiment 'paramter'"),
-    ("run:\n  experiment: parameter\n  profile: huge\n", "unknown profile 'huge'"),
-    ("{not: yaml", "not a readable config.yaml"),
-])
+@pytest.mark.parametrize(
+    "config, needle",
+    [
+        (None, "no such run folder or config.yaml"),
+        ("families:\n- quadratic\n", "it has no 'run' section (written before taskextrap recorded its runs)"),
+        ("run: [1, 2]\n", "its 'run' section does not name an experiment"),
+        ("run:\n  experiment: parameter\n  anchors: two\n", "run.anchors is 'two'"),
+        ("run:\n  experiment: parameter\n  seeds: true\n", "run.seeds is True"),
+        ("run:\n  experiment: parameter\n  colour: red\n", "unknown field(s) colour"),
+        ("run:\n  experiment: parameter\n  extra: {model: 3}\n", "run.extra.model is 3"),
+        ("run:\n  experiment: paramter\n  profile: tiny\n", "unknown experiment 'paramter'"),
+        ("run:\n  experiment: parameter\n  profile: huge\n", "unknown profile 'huge'"),
+        ("{not: yaml", "not a readable config.yaml"),
+    ],
+)
 def test_from_a_config_it_cannot_run_is_one_line(tmp_path, capsys, config, needle):
     if config is not None:
         (tmp_path / "config.yaml").write_text(config)
@@ -246,8 +300,9 @@ def test_from_warns_once_when_the_code_changed_and_runs(tmp_path, capsys, user_f
     code, _, err = _main(["reproduce", "--from", folder, "--quiet"], capsys)
     assert code == 0, err
     (line,) = err.strip().splitlines()
-    assert line.startswith("warning: the saved run was made by other code (family code "
-                           f"{saved['family_code_hash']} -> ")
+    assert line.startswith(
+        f"warning: the saved run was made by other code (family code {saved['family_code_hash']} -> "
+    )
     assert line.endswith("its numbers may differ from this run's")
     assert _run_section(folder)["family_code_hash"] != saved["family_code_hash"]
 
@@ -262,11 +317,26 @@ def test_from_in_real_processes_after_an_edit(tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", MPLBACKEND="Agg", PYTHONPATH=str(mods))
 
     def taskextrap(*args):
-        return subprocess.run([sys.executable, "-m", "taskextrap.cli", *map(str, args)], capture_output=True,
-                              text=True, env=env, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "taskextrap.cli", *map(str, args)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
 
-    first = taskextrap("reproduce", "parameter", "--profile", "tiny", "--family", SPEC, "--out", tmp_path / "runs",
-                       "--quiet", "--no-plots")
+    first = taskextrap(
+        "reproduce",
+        "parameter",
+        "--profile",
+        "tiny",
+        "--family",
+        SPEC,
+        "--out",
+        tmp_path / "runs",
+        "--quiet",
+        "--no-plots",
+    )
     assert first.returncode == 0, first.stderr
     folder = tmp_path / "runs" / FOLDER
     before = json.loads((folder / "results.json").read_text())

@@ -8,11 +8,29 @@ from pathlib import Path
 _PATH = Path(__file__).resolve().parents[1] / "scripts" / "same_results.py"
 
 
-
-ROW = {"group": "g", "method": "rte", "metric": "mse", "value": 0.5, "ci95": 0.1, "n": 3, "seed_sd": None,
-       "paper_value": 0.7, "errors": [[0.4], [0.5], [float("nan")]]}
-COMP = {"group": "g", "metric": "mse", "a": "rte", "b": "x", "diff": -0.1, "lo": -0.2, "hi": 0.0, "n": 3,
-        "clear": False, "winner": None}
+ROW = {
+    "group": "g",
+    "method": "rte",
+    "metric": "mse",
+    "value": 0.5,
+    "ci95": 0.1,
+    "n": 3,
+    "seed_sd": None,
+    "paper_value": 0.7,
+    "errors": [[0.4], [0.5], [float("nan")]],
+}
+COMP = {
+    "group": "g",
+    "metric": "mse",
+    "a": "rte",
+    "b": "x",
+    "diff": -0.1,
+    "lo": -0.2,
+    "hi": 0.0,
+    "n": 3,
+    "clear": False,
+    "winner": None,
+}
 
 
 def test_only_numbers_count_and_every_difference_is_named(load_script):

@@ -45,14 +45,17 @@ def test_wait_for_gives_up_with_one_line(monkeypatch):
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["reproduce", "parameter", "--shard", "0/2"], "parameter does not take --shard"),
-    (["reproduce", "all", "--shard", "1/2"], "name it instead of 'all'"),
-    (["reproduce", "codeio", "--shard", "2/2"], "0 <= I < N"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["reproduce", "parameter", "--shard", "0/2"], "parameter does not take --shard"),
+        (["reproduce", "all", "--shard", "1/2"], "name it instead of 'all'"),
+        (["reproduce", "codeio", "--shard", "2/2"], "0 <= I < N"),
+    ],
+)
 def test_cli_rejects_bad_shards(tmp_path, capsys, args, message):
     with pytest.raises(SystemExit) as code:
-        main(args + ["--out", str(tmp_path), "--quiet", "--no-plots", "--profile", "tiny"])
+        main([*args, "--out", str(tmp_path), "--quiet", "--no-plots", "--profile", "tiny"])
     assert code.value.code == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1

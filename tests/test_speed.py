@@ -63,8 +63,9 @@ def test_rows_are_written_in_float32_with_the_values_of_a_float64_concatenation(
     per_query = [g.normal(size=(5, 3)) * 1e3, g.normal(size=(5, 3))]
     per_task = [g.normal(size=(5, 4)), g.normal(size=(5, 2)).astype(np.float32)]
     n, q = 5, 3
-    cols = [c.reshape(n, q, 1) for c in per_query] + [np.broadcast_to(b[:, None, :], (n, q, b.shape[1]))
-                                                        for b in per_task]
+    cols = [c.reshape(n, q, 1) for c in per_query] + [
+        np.broadcast_to(b[:, None, :], (n, q, b.shape[1])) for b in per_task
+    ]
     expected = np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
     out = _rows(per_query, per_task)
     assert out.dtype == np.float32 and np.array_equal(out, expected)
@@ -93,12 +94,14 @@ def test_objective_rte_adopting_phase1a_predicts_exactly_as_one_fitted_alone(mak
     shared = make_rte(**settings).fit(quad_library, embedded=strategy_a)
     assert shared.embedding_ is strategy_a.embedding_ and shared.timing_["embedding_s"] == 0.0
     np.testing.assert_array_equal(shared.z_library_, alone.z_library_)
-    np.testing.assert_array_equal(shared.predict(obs.ctx_x, obs.ctx_y, obs.qry_x),
-                                  alone.predict(obs.ctx_x, obs.ctx_y, obs.qry_x))
+    np.testing.assert_array_equal(
+        shared.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), alone.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+    )
 
 
-def test_adopting_phase1a_is_refused_across_libraries_settings_or_kinds(make_rte, make_library, quad_library,
-                                                                          fitted_rte):
+def test_adopting_phase1a_is_refused_across_libraries_settings_or_kinds(
+    make_rte, make_library, quad_library, fitted_rte
+):
     from taskextrap.baselines.oracles import TransductiveOracle
 
     with pytest.raises(TaskextrapError, match="same library"):
@@ -107,7 +110,7 @@ def test_adopting_phase1a_is_refused_across_libraries_settings_or_kinds(make_rte
         make_rte(library_draws=2).fit(quad_library, embedded=fitted_rte)
     with pytest.raises(TaskextrapError, match="same kind"):
         TransductiveOracle(n_pairs=300, train=fitted_rte.train, seed=0).fit(quad_library, embedded=fitted_rte)
-    with pytest.raises(TaskextrapError, match="not fitted|fit"):
+    with pytest.raises(TaskextrapError, match=r"not fitted|fit"):
         make_rte().fit(quad_library, embedded=make_rte())
 
 
@@ -132,8 +135,13 @@ def test_speed_benchmark_times_a_unit_and_renders_its_table(load_script, tmp_pat
     assert record["wall_s"] > 0 and record["peak_rss_mb"] > 0 and record["threads"] == 1
     assert {"rte_fit_s", "embedding_s", "evaluation_s"} <= set(record["timing"])
     assert "--profile tiny" in record["command"] and "--family cubic" in record["command"]
-    doc = {"anchor": speed.ANCHOR, "labels": {"before": {"parameter": {**record, "wall_s": 30.0}},
-                                              "after": {"parameter": {**record, "wall_s": 10.0}}}}
+    doc = {
+        "anchor": speed.ANCHOR,
+        "labels": {
+            "before": {"parameter": {**record, "wall_s": 30.0}},
+            "after": {"parameter": {**record, "wall_s": 10.0}},
+        },
+    }
     table = speed.table(doc)
     assert "| `parameter` | cubic, seed 0 | 30 | 10 | 3.0x |" in table and "223 s per family-seed" in table
     shared = speed.time_unit("parameter-multistep:after-parameter", threads=1, profile="tiny")
@@ -160,20 +168,27 @@ def test_a_fitted_rte_saved_and_restored_predicts_the_same_bits(kind, make_rte, 
     from taskextrap.files import read_state, write_state_atomic
 
     _, obs = quad_targets
-    make = {"strategy-a": lambda: make_rte(), "objective": lambda: make_rte(search="objective", retrieve=3),
-            "oracle": lambda: TransductiveOracle(n_pairs=300, train=make_rte().train, seed=0)}[kind]
+    make = {
+        "strategy-a": lambda: make_rte(),
+        "objective": lambda: make_rte(search="objective", retrieve=3),
+        "oracle": lambda: TransductiveOracle(n_pairs=300, train=make_rte().train, seed=0),
+    }[kind]
     fitted = make().fit(quad_library)
     write_state_atomic(tmp_path / "rte.safetensors", *fitted.fitted_state())
     restored = make().restore(quad_library, *read_state(tmp_path / "rte.safetensors"))
     if kind == "oracle":
         d = fitted.decompose_truth(obs.ctx_x, obs.ctx_y, obs.params)
-        assert np.array_equal(restored.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d),
-                              fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d))
+        assert np.array_equal(
+            restored.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d), fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d)
+        )
     else:
-        assert np.array_equal(restored.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)[1],
-                              fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)[1])
-        assert np.array_equal(restored.predict(obs.ctx_x, obs.ctx_y, obs.qry_x),
-                              fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x))
+        assert np.array_equal(
+            restored.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)[1],
+            fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)[1],
+        )
+        assert np.array_equal(
+            restored.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+        )
     with pytest.raises(TaskextrapError, match="another estimator or settings"):
         make_rte(seed=1).restore(quad_library, *read_state(tmp_path / "rte.safetensors"))
 
@@ -230,11 +245,18 @@ def test_the_fits_own_contexts_are_projected_from_the_raw_outputs_it_already_com
 
 def test_the_profile_summary_counts_inclusive_and_own_samples(load_script):
     profile = load_script("benchmarks/profile_unit.py")
-    lines = ["main (cli.py:1);fit (train.py:10);backward (graph.py:5) 6",
-             "main (cli.py:1);fit (train.py:10) 2",
-             "main (cli.py:1);predict (param.py:3) 2", ""]
+    lines = [
+        "main (cli.py:1);fit (train.py:10);backward (graph.py:5) 6",
+        "main (cli.py:1);fit (train.py:10) 2",
+        "main (cli.py:1);predict (param.py:3) 2",
+        "",
+    ]
     s = profile.summarise(lines)
     assert s["samples"] == 10
-    assert s["inclusive_pct"] == {"main (cli.py)": 100.0, "fit (train.py)": 80.0, "backward (graph.py)": 60.0,
-                                  "predict (param.py)": 20.0}
+    assert s["inclusive_pct"] == {
+        "main (cli.py)": 100.0,
+        "fit (train.py)": 80.0,
+        "backward (graph.py)": 60.0,
+        "predict (param.py)": 20.0,
+    }
     assert s["self_pct"]["backward (graph.py)"] == 60.0 and s["self_pct"]["fit (train.py)"] == 20.0

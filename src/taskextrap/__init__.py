@@ -6,8 +6,8 @@ Heavy modules (torch, sklearn) are imported lazily so that ``taskextrap --help``
 __version__ = "0.1.0"
 
 _LAZY = {
-    "RTE": "taskextrap.estimators.parameter",            # parameter regime, Strategy A
-    "LengthRTE": "taskextrap.estimators.length",          # length regime, Strategy B
+    "RTE": "taskextrap.estimators.parameter",  # parameter regime, Strategy A
+    "LengthRTE": "taskextrap.estimators.length",  # length regime, Strategy B
     "CompositionRTE": "taskextrap.estimators.composition",  # compositional regime, Strategy B
     "Decomposition": "taskextrap.estimators.base",
     "ParametricFamily": "taskextrap.tasks.family",

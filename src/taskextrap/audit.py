@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable
+from typing import Any
 
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
 
-_listeners: list[Callable[["Record"], None]] = []
+_listeners: list[Callable[[Record], None]] = []
 
 
 class LeakError(TaskextrapError):
@@ -54,6 +55,8 @@ class Source:
 class Batch(tuple):
     """Arrays a fit consumes (a tuple), carrying the :class:`Source` tasks they were made from."""
 
+    sources: tuple[Source, ...]
+
     def __new__(cls, arrays: Iterable, sources: Iterable[Source] = ()):
         obj = super().__new__(cls, tuple(arrays))
         obj.sources = tuple(sources)
@@ -63,6 +66,8 @@ class Batch(tuple):
 class Tagged(tuple):
     """A training item (e.g. a ``(prompt, completion)`` pair) that carries ``task``, the identity
     of the task it was drawn from (a parity mask, a CodeIO pair), for :func:`record_items`."""
+
+    task: Any
 
     def __new__(cls, item: Iterable, task: Any):
         obj = super().__new__(cls, tuple(item))
@@ -80,6 +85,12 @@ class Record(tuple):
     a ladder level, a family pair) or the identities given directly (fine-tuning items); None when
     the data carried no task identity.
     """
+
+    component: str
+    params: np.ndarray | None
+    family: Any
+    stage: str
+    _labels: np.ndarray | None
 
     def __new__(cls, component: str, params, family=None, stage: str = "train", labels=None):
         obj = super().__new__(cls, (component, None if params is None else np.array(params, copy=True)))
@@ -133,11 +144,12 @@ def record_items(component: str, items: Iterable, stage: str = "train") -> None:
     if _listeners:
         items = list(items)
         tasks = [getattr(item, "task", None) for item in items]
-        for item, task in zip(items, tasks):
+        for item, task in zip(items, tasks, strict=True):
             made = getattr(task, "check_item", None)
             if made is not None and not made(item):
-                raise LeakError(f"leak audit: {component} ({stage}) consumed an item that its label does not make "
-                                f"(label {task})")
+                raise LeakError(
+                    f"leak audit: {component} ({stage}) consumed an item that its label does not make (label {task})"
+                )
         labels = np.empty(len(tasks), dtype=object)
         labels[:] = tasks
         _emit(Record(component, None, None, stage, labels=labels))
@@ -150,8 +162,10 @@ def _verify(component: str, stage: str, batch: tuple, source: Source) -> None:
         err = np.abs(truth - y)
         if truth.shape != y.shape or not np.all(err <= atol + 1e-6 * (1.0 + np.abs(truth))):
             worst = float(np.max(err)) if truth.shape == y.shape else float("nan")
-            raise LeakError(f"leak audit: {component} ({stage}) consumed arrays that its reported tasks do not "
-                            f"generate (array {j} vs family at array {i}: max error {worst:.3g}, allowed {atol:.3g})")
+            raise LeakError(
+                f"leak audit: {component} ({stage}) consumed arrays that its reported tasks do not "
+                f"generate (array {j} vs family at array {i}: max error {worst:.3g}, allowed {atol:.3g})"
+            )
 
 
 def consume(component: str, batch: tuple, stage: str = "train") -> tuple:
@@ -182,8 +196,12 @@ def spy():
         _listeners.remove(listener)
 
 
-def check(seen: Iterable[Record], allowed: Container | Callable[[Any], bool],
-          labels: Callable[[np.ndarray], np.ndarray] | None = None, required: Iterable[str] = ()) -> None:
+def check(
+    seen: Iterable[Record],
+    allowed: Container | Callable[[Any], bool],
+    labels: Callable[[np.ndarray], np.ndarray] | None = None,
+    required: Iterable[str] = (),
+) -> None:
     """Raise :class:`LeakError` (one line) unless every reported task is allowed.
 
     ``allowed`` is a container of training labels or a predicate on one label. ``labels``, when

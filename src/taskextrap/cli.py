@@ -39,10 +39,12 @@ def list_cmd():
     protocols = sorted({p for table in REGIME_PROTOCOLS.values() for p in table})
     click.echo(f"\nprotocols: {', '.join(protocols)}; embeddings: {', '.join(EMBEDDINGS)}")
     sets = ", ".join(f"{s.name} ({'/'.join(f.name for f in s.families)})" for s in PRIMITIVE_SETS.values())
-    click.echo("\n--family takes a built-in name or a module:attr of your own:\n"
-               f"  families (parameter, parameter-ablations, parameter-multistep): {', '.join(PARAMETER_FAMILIES)}\n"
-               f"  ladders (length, length-ablations): {POLYNOMIAL_LADDER.name}\n"
-               f"  primitive sets (composition, composition-ablations, composition-em, composition-depth3): {sets}")
+    click.echo(
+        "\n--family takes a built-in name or a module:attr of your own:\n"
+        f"  families (parameter, parameter-ablations, parameter-multistep): {', '.join(PARAMETER_FAMILIES)}\n"
+        f"  ladders (length, length-ablations): {POLYNOMIAL_LADDER.name}\n"
+        f"  primitive sets (composition, composition-ablations, composition-em, composition-depth3): {sets}"
+    )
 
 
 class _ReproduceCommand(click.Command):
@@ -51,21 +53,28 @@ class _ReproduceCommand(click.Command):
 
     # (heading, parameter names); a parameter in no group is shown under "Other options"
     OPTION_GROUPS = (
-        ("Common options", ("profile", "seeds", "seed", "out", "split", "protocol", "family", "quiet", "no_plots",
-                            "help")),
+        (
+            "Common options",
+            ("profile", "seeds", "seed", "out", "split", "protocol", "family", "quiet", "no_plots", "help"),
+        ),
         ("Re-running a saved run", ("saved",)),
         ("The synthetic regimes' methods (parameter, length, composition)", ("embedding", "anchors", "test_seed")),
-        ("Language-model experiments (parity, codeio, codeio-em, llm-geometry)", ("model", "dtype", "load_in_4bit",
-                                                                                   "split_seed")),
+        (
+            "Language-model experiments (parity, codeio, codeio-em, llm-geometry)",
+            ("model", "dtype", "load_in_4bit", "split_seed"),
+        ),
         ("Scaling out (GPUs, Ray, Slurm, torchrun)", ("device", "executor", "unit_cpus", "shard")),
     )
 
     def format_options(self, ctx, formatter):
         help_option = self.get_help_option(ctx)  # named differently by click versions: "help" here
-        records = {"help" if p is help_option else p.name: p.get_help_record(ctx) for p in self.get_params(ctx)
-                   if isinstance(p, click.Option)}
+        records = {
+            "help" if p is help_option else p.name: p.get_help_record(ctx)
+            for p in self.get_params(ctx)
+            if isinstance(p, click.Option)
+        }
         records = {name: r for name, r in records.items() if r is not None}  # a hidden option has none
-        placed = set()
+        placed: set[str] = set()
         for heading, names in (*self.OPTION_GROUPS, ("Other options", tuple(records))):
             rows = [records[n] for n in names if n in records and n not in placed]
             placed.update(names)
@@ -80,86 +89,186 @@ class _ReproduceCommand(click.Command):
         for name in paper_order():
             e = EXPERIMENTS[name]
             takes = ", ".join(OPTION_FLAGS[o] for o in sorted(e.options)) or "none"
-            rows.append((name, f"{e.description}. Profiles: {', '.join(e.profiles)}. Takes: {takes}"
-                               + ("; --split dev." if e.dev else ".")))
-        with formatter.section("Experiments (EXPERIMENT, or 'all'; the options above not named here are "
-                               "common to all)"):
+            rows.append(
+                (
+                    name,
+                    f"{e.description}. Profiles: {', '.join(e.profiles)}. Takes: {takes}"
+                    + ("; --split dev." if e.dev else "."),
+                )
+            )
+        with formatter.section(
+            "Experiments (EXPERIMENT, or 'all'; the options above not named here are common to all)"
+        ):
             formatter.write_dl(rows)
 
 
 def _run_options(f):
     """The options ``reproduce`` and ``sweep`` share (applied bottom-up, so listed in reverse)."""
-    for option in reversed([
-        click.option("--profile", default="quick", show_default=True,
-                     help="quick: 1 seed, minutes; paper: the paper's sizes and seeds, about half an hour per "
-                          "experiment; tiny: seconds, a plumbing check (its numbers are not results). "
-                          "`taskextrap list` shows each experiment's profiles."),
-        click.option("--seeds", type=int, default=None, help="Number of training seeds, 0..N-1 (overrides the profile)."),
-        click.option("--seed", type=int, default=None,
-                     help="One training seed (e.g. $SLURM_ARRAY_TASK_ID): compute its units into --out; a later "
-                          "run with --seeds assembles every seed from the cache."),
-        click.option("--out", type=click.Path(), default="runs", show_default=True,
-                     help="Parent folder of the run folders (OUT/<experiment>-<protocol>-<profile>[-<family>]...) "
-                          "and of their shared unit cache (OUT/units)."),
-        click.option("--device", default="cpu", show_default=True, metavar="cpu|cuda|cuda:N",
-                     help="Where the networks, probes and searches run (every experiment that fits one; "
-                          "`taskextrap list` says which take it)."),
-        click.option("--executor", type=click.Choice(["serial", "ray"]), default="serial", show_default=True,
-                     help="serial: the units run one after another in this process; ray: each unit is a Ray task "
-                          "(on the cluster at RAY_ADDRESS, else a Ray instance started on this machine for the "
-                          "run; needs taskextrap[ray])."),
-        click.option("--unit-cpus", type=click.IntRange(1, 1024), default=1, show_default=True,
-                     help="Torch threads of each unit under either executor (under Ray also the CPUs its task "
-                          "declares). The thread count moves a float's last digits, so it is part of a unit's "
-                          "key: the same N gives the same numbers serially, under Ray and on any machine."),
-        click.option("--test-seed", type=int, default=None,
-                     help="Seed of the test (or dev) draws [default: the fresh seed 31337; 10000 gives the draws "
-                          "of the runs before the integrity review]."),
-        click.option("--no-plots", is_flag=True, help="Skip the plots."),
-        click.option("--quiet", is_flag=True, help="No progress bars."),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--profile",
+                default="quick",
+                show_default=True,
+                help="quick: 1 seed, minutes; paper: the paper's sizes and seeds, about half an hour per "
+                "experiment; tiny: seconds, a plumbing check (its numbers are not results). "
+                "`taskextrap list` shows each experiment's profiles.",
+            ),
+            click.option(
+                "--seeds", type=int, default=None, help="Number of training seeds, 0..N-1 (overrides the profile)."
+            ),
+            click.option(
+                "--seed",
+                type=int,
+                default=None,
+                help="One training seed (e.g. $SLURM_ARRAY_TASK_ID): compute its units into --out; a later "
+                "run with --seeds assembles every seed from the cache.",
+            ),
+            click.option(
+                "--out",
+                type=click.Path(),
+                default="runs",
+                show_default=True,
+                help="Parent folder of the run folders (OUT/<experiment>-<protocol>-<profile>[-<family>]...) "
+                "and of their shared unit cache (OUT/units).",
+            ),
+            click.option(
+                "--device",
+                default="cpu",
+                show_default=True,
+                metavar="cpu|cuda|cuda:N",
+                help="Where the networks, probes and searches run (every experiment that fits one; "
+                "`taskextrap list` says which take it).",
+            ),
+            click.option(
+                "--executor",
+                type=click.Choice(["serial", "ray"]),
+                default="serial",
+                show_default=True,
+                help="serial: the units run one after another in this process; ray: each unit is a Ray task "
+                "(on the cluster at RAY_ADDRESS, else a Ray instance started on this machine for the "
+                "run; needs taskextrap[ray]).",
+            ),
+            click.option(
+                "--unit-cpus",
+                type=click.IntRange(1, 1024),
+                default=1,
+                show_default=True,
+                help="Torch threads of each unit under either executor (under Ray also the CPUs its task "
+                "declares). The thread count moves a float's last digits, so it is part of a unit's "
+                "key: the same N gives the same numbers serially, under Ray and on any machine.",
+            ),
+            click.option(
+                "--test-seed",
+                type=int,
+                default=None,
+                help="Seed of the test (or dev) draws [default: the fresh seed 31337; 10000 gives the draws "
+                "of the runs before the integrity review].",
+            ),
+            click.option("--no-plots", is_flag=True, help="Skip the plots."),
+            click.option("--quiet", is_flag=True, help="No progress bars."),
+        ]
+    ):
         f = option(f)
     return f
 
 
 @cli.command(cls=_ReproduceCommand, short_help="Run an experiment and write its results.")
 @click.argument("experiment", required=False)
-@click.option("--from", "saved", default=None, metavar="DIR|DIR/config.yaml",
-              help="Run the saved run in DIR again: the experiment and options its config.yaml records, into DIR "
-                   "(reusing its --out's unit cache). Beside it only --out (run it elsewhere, e.g. from scratch "
-                   "into an empty folder), --quiet and --executor may be given.")
-@click.option("--protocol", default="paper", show_default=True,
-              help="paper: the authors' interleaved points; strict: sparse noisy context, queries elsewhere "
-                   "(the experiments with a protocol table; `taskextrap list`).")
-@click.option("--family", default=None,
-              help="A built-in name (`taskextrap list`) or module:attr of your own: a ParametricFamily "
-                   "(parameter*), a Ladder (length*) or a CompositionFamily (composition*).")
-@click.option("--embedding", default=None,
-              help="Proxy embedding estimator Gamma, one of the registered ones (`taskextrap list`) "
-                   "[default: each regime's measured best: gradient for "
-                   "parameter, adapted for length and composition].")
-@click.option("--anchors", type=click.IntRange(1, 16), default=2, show_default=True,
-              help="Nearest anchors whose predictions are averaged.")
-@click.option("--model", default=None, metavar="DIR|OWNER/NAME",
-              help="Language-model experiments: a local Hugging Face causal-LM directory, or a hub id "
-                   "owner/name[@revision] (fetched once into the Hugging Face cache; safetensors only) "
-                   "[default: the shipped character-level model].")
-@click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]), default=None,
-              help="Language-model experiments: the dtype the base model is loaded in [default: float32].")
-@click.option("--load-in-4bit", is_flag=True,
-              help="Language-model experiments: load the base model in 4-bit NF4 (needs CUDA and bitsandbytes).")
-@click.option("--shard", default=None, metavar="I/N",
-              help="codeio: be process I of N sharing --out (one per GPU); process 0 writes the results "
-                   "[default: RANK/WORLD_SIZE under torchrun, SLURM_PROCID/SLURM_NTASKS under srun, else 0/1].")
-@click.option("--split", type=click.Choice(["test", "dev"]), default="test", show_default=True,
-              help="test: the real held-out tasks; dev: a pseudo-extrapolation built from training tasks "
-                   "only, on which every design choice is made.")
-@click.option("--split-seed", type=int, default=None,
-              help="codeio: seed of the split of the 961 pairs [default: 1; 0 gives the split of the earlier runs].")
+@click.option(
+    "--from",
+    "saved",
+    default=None,
+    metavar="DIR|DIR/config.yaml",
+    help="Run the saved run in DIR again: the experiment and options its config.yaml records, into DIR "
+    "(reusing its --out's unit cache). Beside it only --out (run it elsewhere, e.g. from scratch "
+    "into an empty folder), --quiet and --executor may be given.",
+)
+@click.option(
+    "--protocol",
+    default="paper",
+    show_default=True,
+    help="paper: the authors' interleaved points; strict: sparse noisy context, queries elsewhere "
+    "(the experiments with a protocol table; `taskextrap list`).",
+)
+@click.option(
+    "--family",
+    default=None,
+    help="A built-in name (`taskextrap list`) or module:attr of your own: a ParametricFamily "
+    "(parameter*), a Ladder (length*) or a CompositionFamily (composition*).",
+)
+@click.option(
+    "--embedding",
+    default=None,
+    help="Proxy embedding estimator Gamma, one of the registered ones (`taskextrap list`) "
+    "[default: each regime's measured best: gradient for "
+    "parameter, adapted for length and composition].",
+)
+@click.option(
+    "--anchors",
+    type=click.IntRange(1, 16),
+    default=2,
+    show_default=True,
+    help="Nearest anchors whose predictions are averaged.",
+)
+@click.option(
+    "--model",
+    default=None,
+    metavar="DIR|OWNER/NAME",
+    help="Language-model experiments: a local Hugging Face causal-LM directory, or a hub id "
+    "owner/name[@revision] (fetched once into the Hugging Face cache; safetensors only) "
+    "[default: the shipped character-level model].",
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(["auto", "float32", "bfloat16", "float16"]),
+    default=None,
+    help="Language-model experiments: the dtype the base model is loaded in [default: float32].",
+)
+@click.option(
+    "--load-in-4bit",
+    is_flag=True,
+    help="Language-model experiments: load the base model in 4-bit NF4 (needs CUDA and bitsandbytes).",
+)
+@click.option(
+    "--shard",
+    default=None,
+    metavar="I/N",
+    help="codeio: be process I of N sharing --out (one per GPU); process 0 writes the results "
+    "[default: RANK/WORLD_SIZE under torchrun, SLURM_PROCID/SLURM_NTASKS under srun, else 0/1].",
+)
+@click.option(
+    "--split",
+    type=click.Choice(["test", "dev"]),
+    default="test",
+    show_default=True,
+    help="test: the real held-out tasks; dev: a pseudo-extrapolation built from training tasks "
+    "only, on which every design choice is made.",
+)
+@click.option(
+    "--split-seed",
+    type=int,
+    default=None,
+    help="codeio: seed of the split of the 961 pairs [default: 1; 0 gives the split of the earlier runs].",
+)
 @_run_options
 @click.pass_context
-def reproduce(ctx, experiment, saved, protocol, family, embedding, anchors, model, dtype, load_in_4bit, shard, split,
-              split_seed, **common):
+def reproduce(
+    ctx,
+    experiment,
+    saved,
+    protocol,
+    family,
+    embedding,
+    anchors,
+    model,
+    dtype,
+    load_in_4bit,
+    shard,
+    split,
+    split_seed,
+    **common,
+):
     """Run EXPERIMENT (or 'all', or the saved run of --from) and write results.json, results.md,
     config.yaml and plots into OUT/<experiment>-<protocol>-<profile>, the name followed by the
     --family, the dev split, --test-seed, --split-seed, --seed and the model when they are given.
@@ -185,20 +294,32 @@ def reproduce(ctx, experiment, saved, protocol, family, embedding, anchors, mode
         runs = [_saved_run(ctx, experiment, saved)]
     else:
         if experiment is None:
-            raise TaskextrapError("name the EXPERIMENT to run (or 'all'; `taskextrap list` shows them), or run a "
-                                  "saved run again with --from DIR")
+            raise TaskextrapError(
+                "name the EXPERIMENT to run (or 'all'; `taskextrap list` shows them), or run a "
+                "saved run again with --from DIR"
+            )
         names = all_experiments(in_all_only=True) if experiment == "all" else [experiment]
-        options = _options(common, protocol=protocol, family=family, embedding=embedding, anchors=anchors,
-                           extra=_model_extra(model, dtype, load_in_4bit, common["device"]),
-                           shard=_shard(shard, names), split=split, split_seed=split_seed)
+        options = _options(
+            common,
+            protocol=protocol,
+            family=family,
+            embedding=embedding,
+            anchors=anchors,
+            extra=_model_extra(model, dtype, load_in_4bit, common["device"]),
+            shard=_shard(shard, names),
+            split=split,
+            split_seed=split_seed,
+        )
         for name in names:  # every option checked against every experiment before anything runs
             _check(name, options)
         runs = [(name, options, None) for name in names]
     for name, options, out_dir in runs:
         results = run_experiment(name, options, out_dir)
         if results is None:
-            click.echo(f"shard {options.shard.index}/{options.shard.count} of {name}: its search scores are saved "
-                       f"under {options.out}; process 0 writes the results")
+            click.echo(
+                f"shard {options.shard.index}/{options.shard.count} of {name}: its search scores are saved "
+                f"under {options.out}; process 0 writes the results"
+            )
             continue
         click.echo(console_table(results))
         click.echo(f"written: {out_dir or run_dir_name(name, options)}/results.json")
@@ -218,16 +339,21 @@ def _saved_run(ctx, experiment: str | None, path: str):
 
     from click.core import ParameterSource
 
-    from taskextrap.experiments.run_record import (options_from_record, read_saved_run, run_record,
-                                                   warn_if_code_changed)
+    from taskextrap.experiments.run_record import options_from_record, read_saved_run, run_record, warn_if_code_changed
 
-    given = [max(p.opts, key=len) for p in ctx.command.params if p.name not in (*_WITH_FROM, "experiment")
-             and ctx.get_parameter_source(p.name) not in (ParameterSource.DEFAULT, None)]
+    given = [
+        max(p.opts, key=len)
+        for p in ctx.command.params
+        if p.name not in (*_WITH_FROM, "experiment")
+        and ctx.get_parameter_source(p.name) not in (ParameterSource.DEFAULT, None)
+    ]
     if experiment is not None:
         given.insert(0, f"EXPERIMENT {experiment!r}")
     if given:
-        raise TaskextrapError(f"--from runs the saved run with the options it recorded: drop {', '.join(given)} "
-                              "(beside --from give only --out, --quiet or --executor)")
+        raise TaskextrapError(
+            f"--from runs the saved run with the options it recorded: drop {', '.join(given)} "
+            "(beside --from give only --out, --quiet or --executor)"
+        )
     record, folder = read_saved_run(path)
     on_command_line = {n: ctx.get_parameter_source(n) is ParameterSource.COMMANDLINE for n in _WITH_FROM}
     out = _out_folder(ctx.params["out"]) if on_command_line["out"] else folder.parent
@@ -246,11 +372,20 @@ def _saved_run(ctx, experiment: str | None, path: str):
 
 @cli.command(short_help="Run several experiments' units together (Ray or serial).")
 @click.argument("experiments", nargs=-1, required=True)
-@click.option("--protocols", "protocols", multiple=True, metavar="P[,P...]",
-              help="Observation protocols for the experiments that take one (comma-separated or repeated) "
-                   "[default: paper].")
-@click.option("--splits", "splits", multiple=True, metavar="S[,S...]",
-              help="test and/or dev; an experiment without a dev split runs test only [default: test].")
+@click.option(
+    "--protocols",
+    "protocols",
+    multiple=True,
+    metavar="P[,P...]",
+    help="Observation protocols for the experiments that take one (comma-separated or repeated) [default: paper].",
+)
+@click.option(
+    "--splits",
+    "splits",
+    multiple=True,
+    metavar="S[,S...]",
+    help="test and/or dev; an experiment without a dev split runs test only [default: test].",
+)
 @click.option("--list", "list_only", is_flag=True, help="List every unit and whether it is cached; run nothing.")
 @_run_options
 def sweep(experiments, protocols, splits, list_only, **common):
@@ -260,15 +395,15 @@ def sweep(experiments, protocols, splits, list_only, **common):
     from taskextrap.experiments.sweep import sweep_runs, unit_listing
 
     options = _options(common)
-    runs = sweep_runs(list(experiments), _comma_list(protocols) or ["paper"], _comma_list(splits) or ["test"],
-                      options)
+    runs = sweep_runs(list(experiments), _comma_list(protocols) or ["paper"], _comma_list(splits) or ["test"], options)
     for name, opts, _ in runs:
         _check(name, opts)
     if list_only:
         click.echo(unit_listing([plan_run(name, opts, make_dirs=False) for name, opts, _ in runs]))
         return
     results = run_experiments(runs)
-    for (name, opts, _), res in zip(runs, results):
+    for (name, opts, _), res in zip(runs, results, strict=True):
+        assert res is not None  # sweep takes no --shard: this process is the lead
         click.echo(f"written: {run_dir_name(name, opts)}/results.json ({len(res['rows'])} rows)")
     click.echo(f"{len(runs)} runs; one table: taskextrap report {options.out}/<run>/results.json ...")
 
@@ -290,10 +425,19 @@ def _options(common: dict, **specific):
     shard = specific.get("shard")
     if shard is not None:
         device = shard.device(device)
-    return RunOptions(profile=common["profile"], seeds=common["seeds"], seed=common["seed"], out=out,
-                      device=device, plots=not common["no_plots"], progress=not common["quiet"],
-                      test_seed=common["test_seed"], executor=common["executor"], unit_cpus=common["unit_cpus"],
-                      **specific)
+    return RunOptions(
+        profile=common["profile"],
+        seeds=common["seeds"],
+        seed=common["seed"],
+        out=out,
+        device=device,
+        plots=not common["no_plots"],
+        progress=not common["quiet"],
+        test_seed=common["test_seed"],
+        executor=common["executor"],
+        unit_cpus=common["unit_cpus"],
+        **specific,
+    )
 
 
 def _out_folder(text: str) -> Path:
@@ -320,9 +464,11 @@ def _shard(text: str | None, names: list[str]):
         shard = Shard.from_env()
         if shard.count > 1 and any("shard" not in get_experiment(n).options for n in names):
             world = "WORLD_SIZE" if "WORLD_SIZE" in os.environ else "SLURM_NTASKS"
-            raise TaskextrapError(f"{world}={shard.count} makes this process {shard.index} of {shard.count}, but "
-                                  f"{', '.join(names)} runs in one process; run one task per job step (a Slurm "
-                                  "array with --seed S) or use --executor ray")
+            raise TaskextrapError(
+                f"{world}={shard.count} makes this process {shard.index} of {shard.count}, but "
+                f"{', '.join(names)} runs in one process; run one task per job step (a Slurm "
+                "array with --seed S) or use --executor ray"
+            )
     if shard.count > 1 and len(names) > 1:
         raise TaskextrapError("--shard runs one experiment: name it instead of 'all'")
     return shard
@@ -338,9 +484,10 @@ def _model_extra(model, dtype, load_in_4bit, device: str = "cpu") -> dict:
     """The base-model choice for ``RunOptions.extra``: only what was given, so fingerprints of runs
     without these options stay as they were."""
     if dtype == "float16" and not str(device).startswith("cuda"):
-        raise TaskextrapError("--dtype float16 needs --device cuda (half precision on a CPU is slow and inexact; "
-                              "use bfloat16 or float32)")
-    extra = {} if model is None else {"model": str(model)}
+        raise TaskextrapError(
+            "--dtype float16 needs --device cuda (half precision on a CPU is slow and inexact; use bfloat16 or float32)"
+        )
+    extra: dict[str, str | bool] = {} if model is None else {"model": str(model)}
     if dtype is not None:
         extra["dtype"] = dtype
     if load_in_4bit:

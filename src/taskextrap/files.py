@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -12,8 +13,16 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError
 
-__all__ = ["write_json_atomic", "write_text_atomic", "write_bytes_atomic", "read_json", "atomic_path", "json_default",
-           "write_state_atomic", "read_state"]
+__all__ = [
+    "write_json_atomic",
+    "write_text_atomic",
+    "write_bytes_atomic",
+    "read_json",
+    "atomic_path",
+    "json_default",
+    "write_state_atomic",
+    "read_state",
+]
 
 
 _FILE_MODE = 0o666  # what open() would give a new file, before the umask
@@ -44,33 +53,27 @@ class atomic_path:
 
     def __enter__(self) -> str:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(
-            dir=self.path.parent, prefix=f".{self.path.name}.", suffix=self.suffix
-        )
+        fd, self.tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=self.suffix)
         os.close(fd)
         return self.tmp
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> None:
         assert self.tmp is not None
         if exc_type is None:
             os.chmod(self.tmp, _FILE_MODE & ~_umask())  # mkstemp makes 0600: a shared --out needs 0644
             os.replace(self.tmp, self.path)
         else:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.tmp)
-            except FileNotFoundError:
-                pass
-        return False
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically (temp file in the same directory, fsync, then
     ``os.replace``), creating parent directories. Returns the path."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
     return Path(path)
 
 
@@ -133,9 +136,7 @@ def read_json(path: str | os.PathLike) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TaskextrapError(
-            f"invalid JSON in {p}: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
+        raise TaskextrapError(f"invalid JSON in {p}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:  # nested thousands deep: no file this package writes
         raise TaskextrapError(f"invalid JSON in {p}: nested too deeply to be read") from None
 
@@ -153,8 +154,10 @@ def write_state_atomic(path: str | os.PathLike, arrays: dict, meta: dict) -> Pat
     # Column-major arrays (scikit-learn's PCA components) come back column-major: a matrix
     # product rounds by memory layout, so the layout is part of getting the same numbers back.
     fortran = [k for k, v in arrays.items() if v.ndim > 1 and v.flags.f_contiguous and not v.flags.c_contiguous]
-    data = save({k: np.ascontiguousarray(v) for k, v in arrays.items()},
-                metadata={"meta": header, "fortran": json.dumps(fortran)})
+    data = save(
+        {k: np.ascontiguousarray(v) for k, v in arrays.items()},
+        metadata={"meta": header, "fortran": json.dumps(fortran)},
+    )
     return write_bytes_atomic(path, data)
 
 
@@ -170,7 +173,7 @@ def read_state(path: str | os.PathLike) -> tuple[dict, dict]:
         with safe_open(str(p), framework="numpy") as f:
             header = f.metadata() or {}
             meta, fortran = json.loads(header["meta"]), set(json.loads(header.get("fortran", "[]")))
-            arrays = {k: np.asfortranarray(f.get_tensor(k)) if k in fortran else f.get_tensor(k) for k in f.keys()}
+            arrays = {k: np.asfortranarray(f.get_tensor(k)) if k in fortran else f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open has keys() but is not iterable
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for a damaged file
         raise TaskextrapError(f"cannot read {p}: not a readable state file ({type(exc).__name__})") from None
     return arrays, meta

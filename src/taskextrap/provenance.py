@@ -49,7 +49,7 @@ def _hash_files(root: Path) -> str:
     return h.hexdigest()[:16]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached_hash(root: str) -> str:
     return _hash_files(Path(root))
 
@@ -68,10 +68,14 @@ def _git(directory: Path, *args: str) -> str | None:
     """stdout of ``git ARGS`` run in ``directory``, or None when git or the repository is unavailable."""
     try:
         proc = subprocess.run(
-            ["git", *args], cwd=directory, capture_output=True, text=True, timeout=10,
+            ["git", *args],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=10,
             env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"},
         )
-    except Exception:
+    except Exception:  # noqa: BLE001 - no git, a timeout, an undecodable output: no provenance, never a failed run
         return None
     return proc.stdout if proc.returncode == 0 else None
 
@@ -93,6 +97,7 @@ def git_dirty(directory: str | os.PathLike | None = None) -> bool | None:
 
 
 # --- the code of a user's callable ---------------------------------------------------------------
+
 
 def callable_hash(fn) -> str:
     """A short (16 hex digit) sha256 of what a user's callable computes, for cache keys: a family's
@@ -152,7 +157,7 @@ def _feed(h, obj, seen: set, depth: int) -> None:
         _feed(h, obj.__self__, seen, depth + 1)
     elif isinstance(obj, types.FunctionType):
         _feed_function(h, obj, seen, depth)
-    elif isinstance(obj, type) or callable(obj) and not hasattr(obj, "__dict__"):
+    elif isinstance(obj, type) or (callable(obj) and not hasattr(obj, "__dict__")):
         # classes, builtins, ufuncs: their name (a user class's file is hashed below)
         h.update(f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', repr(type(obj)))};".encode())
         module = sys.modules.get(getattr(obj, "__module__", "") or "")
@@ -210,7 +215,7 @@ def _feed_user_file(h, module: types.ModuleType) -> None:
         h.update(f"<unreadable {path}>;".encode())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _is_user_file(path: str) -> bool:
     resolved = Path(path).resolve()
     if package_dir() in resolved.parents:

@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
-from taskextrap.tasks.taskset import TaskSet
+
+
+class Library(Protocol):
+    """What a scaler is fitted on: training tasks (a ``TaskSet``, a ``LadderSet``, ...) with their
+    ``family`` (its ``domain`` and ``grid(m)``), ``params``, a length and ``values(x)`` (n, m)."""
+
+    @property
+    def family(self) -> Any: ...
+
+    @property
+    def params(self) -> np.ndarray: ...
+
+    def __len__(self) -> int: ...
+
+    def values(self, x: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -21,7 +36,7 @@ class FamilyScaler:
     y_std: float
 
     @classmethod
-    def fit(cls, library: TaskSet, m: int = 64) -> "FamilyScaler":
+    def fit(cls, library: Library, m: int = 64) -> FamilyScaler:
         """Fit on the library's values over a grid of the domain (training tasks only)."""
         audit.record_tasks("scaler", library)  # the values below are computed from these tasks
         lo, hi = library.family.domain

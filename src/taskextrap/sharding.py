@@ -1,10 +1,11 @@
 """One experiment's work split over several processes (one per GPU) through shared files.
 
 A run with ``--shard I/N`` (or under ``torchrun --nproc_per_node N``, which sets ``RANK`` and
-``WORLD_SIZE``, or ``srun -n N``, which sets ``SLURM_PROCID`` and ``SLURM_NTASKS``) is process I of N. All N share ``--out``: process 0, the lead, does everything
-that is cheap or sequential (fine-tuning, baselines, the final answers) and writes the results;
-each process scores its own chunks of the likelihood search (chunk k belongs to process k mod N)
-and saves them beside the lead's. The lead then reads every chunk. Nothing needs a network
+``WORLD_SIZE``, or ``srun -n N``, which sets ``SLURM_PROCID`` and ``SLURM_NTASKS``) is process I
+of N. All N share ``--out``: process 0, the lead, does everything that is cheap or sequential
+(fine-tuning, baselines, the final answers) and writes the results; each process scores its own
+chunks of the likelihood search (chunk k belongs to process k mod N) and saves them beside the
+lead's. The lead then reads every chunk. Nothing needs a network
 between the processes (no NCCL, no timeouts while the lead fine-tunes): they meet through
 files that are written atomically, so processes on several machines with one shared disk work
 too, and an interrupted process resumes like an unsharded run.
@@ -16,7 +17,8 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
+from collections.abc import Callable
 
 from taskextrap.errors import TaskextrapError
 
@@ -46,7 +48,7 @@ class Shard:
         return chunk % self.count == self.index
 
     @classmethod
-    def parse(cls, text: str) -> "Shard":
+    def parse(cls, text: str) -> Shard:
         """``"I/N"`` -> Shard(I, N); a one-line error for anything else."""
         try:
             index, count = (int(p) for p in text.split("/"))
@@ -55,7 +57,7 @@ class Shard:
         return cls(index, count)
 
     @classmethod
-    def from_env(cls, environ=os.environ) -> "Shard":
+    def from_env(cls, environ=os.environ) -> Shard:
         """The shard the launcher assigns: torchrun's ``RANK`` of ``WORLD_SIZE``, else Slurm's
         ``SLURM_PROCID`` of ``SLURM_NTASKS`` (``srun -n N``); unsharded without them. A Slurm
         array job's tasks are one task each (``SLURM_NTASKS=1``): unsharded, each given its own
@@ -65,8 +67,9 @@ class Shard:
                 try:
                     return cls(int(environ.get(rank, "0")), int(environ[world]))
                 except ValueError:
-                    raise TaskextrapError(f"{rank} and {world} must be integers, got "
-                                          f"{environ.get(rank)!r} and {environ[world]!r}") from None
+                    raise TaskextrapError(
+                        f"{rank} and {world} must be integers, got {environ.get(rank)!r} and {environ[world]!r}"
+                    ) from None
         return cls()
 
     def device(self, device: str, environ=os.environ) -> str:
@@ -83,8 +86,7 @@ class Shard:
         return device
 
 
-def wait_for(ready: Callable[[], T | None], what: str, limit_s: float | None = None,
-             poll_s: float | None = None) -> T:
+def wait_for(ready: Callable[[], T | None], what: str, limit_s: float | None = None, poll_s: float | None = None) -> T:
     """Poll ``ready()`` until it returns something other than None, and return that.
 
     Says once on stderr what it waits for; a one-line error after ``limit_s`` seconds (a
@@ -98,8 +100,10 @@ def wait_for(ready: Callable[[], T | None], what: str, limit_s: float | None = N
         if value is not None:
             return value
         if time.monotonic() - start > limit_s:
-            raise TaskextrapError(f"gave up after {limit_s:.0f} s waiting for {what}; "
-                                  "rerun the process that makes it (the others resume from their files)")
+            raise TaskextrapError(
+                f"gave up after {limit_s:.0f} s waiting for {what}; "
+                "rerun the process that makes it (the others resume from their files)"
+            )
         if not said:
             print(f"waiting for {what}", file=sys.stderr, flush=True)
             said = True

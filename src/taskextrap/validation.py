@@ -40,7 +40,7 @@ def describe(value) -> str:
         return f"an array of dtype {value.dtype} and shape {value.shape}"
     try:
         text = " ".join(repr(value).split())
-    except Exception:  # a user object whose repr fails must not hide the real error
+    except Exception:  # noqa: BLE001 - a user object whose repr fails must not hide the real error
         text = "<unprintable>"
     text = text if len(text) <= 40 else text[:37] + "..."
     # A builtin scalar's repr says what it is (2.5, '2', True); other objects get their type too.
@@ -71,8 +71,14 @@ def check_optional_int(name: str, value, minimum: int | None = None, maximum: in
     return None if value is None else check_int(name, value, minimum, maximum)
 
 
-def check_real(name: str, value, minimum: float | None = None, maximum: float | None = None,
-               min_open: bool = False, max_open: bool = False) -> float:
+def check_real(
+    name: str,
+    value,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    min_open: bool = False,
+    max_open: bool = False,
+) -> float:
     """``value`` as a float: a finite Python or numpy real (not a bool) within the bounds
     (``min_open`` / ``max_open`` exclude the bound itself)."""
     lo = "" if minimum is None else f"{'>' if min_open else '>='} {minimum}"
@@ -154,8 +160,9 @@ def as_float_array(name: str, a) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise TaskextrapError(f"{name} contains NaN or inf")
     if arr.size and np.max(np.abs(arr)) > MAX_ABS:
-        raise TaskextrapError(f"{name} has values beyond +-{MAX_ABS:.0e}: too large to compute with "
-                              f"(their squares would overflow)")
+        raise TaskextrapError(
+            f"{name} has values beyond +-{MAX_ABS:.0e}: too large to compute with (their squares would overflow)"
+        )
     return arr
 
 
@@ -206,12 +213,15 @@ def as_rows(name: str, a, n: int, width: int, what: str = "") -> np.ndarray:
 def check_scaled(name: str, scaled: np.ndarray) -> None:
     """A one-line error if ``scaled`` (values in library units) exceeds :data:`MAX_SCALED`."""
     if scaled.size and np.max(np.abs(scaled)) > MAX_SCALED:
-        raise TaskextrapError(f"{name} is too far outside the library's range (beyond {MAX_SCALED:.0e} times its "
-                              "spread) for the float32 networks")
+        raise TaskextrapError(
+            f"{name} is too far outside the library's range (beyond {MAX_SCALED:.0e} times its "
+            "spread) for the float32 networks"
+        )
 
 
-def check_finite_result(name: str, result: np.ndarray, culprit: str,
-                        why: str = "too far outside the library's range") -> np.ndarray:
+def check_finite_result(
+    name: str, result: np.ndarray, culprit: str, why: str = "too far outside the library's range"
+) -> np.ndarray:
     """``result`` if every value is finite; else a one-line error blaming ``culprit`` (the
     arguments whose values overflowed downstream) for ``why``. The last guard of the rule: a
     right-shaped finite result or a TaskextrapError, never NaN output."""
@@ -242,8 +252,7 @@ def as_index_array(name: str, a, size: int | None, what: str = "library indices"
             raise TaskextrapError(f"{name} holds values too large to be indices")
         return arr.astype(np.int64)
     if arr.min() < 0 or arr.max() >= size:
-        raise TaskextrapError(f"{name} must be {what} in [0, {size}), got values in "
-                              f"[{arr.min():.0f}, {arr.max():.0f}]")
+        raise TaskextrapError(f"{name} must be {what} in [0, {size}), got values in [{arr.min():.0f}, {arr.max():.0f}]")
     return arr.astype(np.int64)
 
 

@@ -56,7 +56,10 @@ def test_polyfit_recovers_quadratic_exactly():
     n, k = 5, 8
     coef = rng.normal(size=(n, 3))
     cx = rng.uniform(-1, 3, size=(n, k))
-    f = lambda x: coef[:, :1] + coef[:, 1:2] * x + coef[:, 2:3] * x**2
+
+    def f(x):
+        return coef[:, :1] + coef[:, 1:2] * x + coef[:, 2:3] * x**2
+
     qx = rng.uniform(-2, 5, size=(n, 15))  # inside and outside the context range
     pred, deg = ctx_polyfit(cx, f(cx), qx, return_degree=True)
     assert deg.shape == (n,)

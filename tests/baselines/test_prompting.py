@@ -7,7 +7,7 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-from taskextrap.baselines import prompting  # noqa: E402
+from taskextrap.baselines import prompting
 
 
 def test_majority_vote_tie_rule():
@@ -26,8 +26,9 @@ def test_cot_majority_samples_parses_and_votes(monkeypatch):
 
     monkeypatch.setattr("taskextrap.llm.generate.generate", fake_generate)
     last = lambda c: c.rpartition("=>")[2].strip() if "=>" in c else ""  # noqa: E731
-    assert prompting.cot_majority(None, ["p1", "p2"], last, n_samples=4, temperature=0.5, max_new_tokens=9,
-                                  batch_size=2, seed=3) == ["y", "y"]
+    assert prompting.cot_majority(
+        None, ["p1", "p2"], last, n_samples=4, temperature=0.5, max_new_tokens=9, batch_size=2, seed=3
+    ) == ["y", "y"]
     assert calls == [{"max_new_tokens": 9, "batch_size": 2, "temperature": 0.5, "n_samples": 4, "seed": 3}]
 
 

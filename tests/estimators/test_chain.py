@@ -12,12 +12,26 @@ from taskextrap.estimators.chain import Composition3RTE
 from taskextrap.operators.train import TrainConfig
 from taskextrap.search.chains import chain_losses_loop
 from taskextrap.seeding import rng
-from taskextrap.tasks.chains import (DEPTH3_FAMILIES, DEPTH3_GRID, IDENTITY_NAME, PAPER_RECIPE_SPLIT, ChainSet,
-                                     RecipeSplit, with_identity)
+from taskextrap.tasks.chains import (
+    DEPTH3_FAMILIES,
+    DEPTH3_GRID,
+    IDENTITY_NAME,
+    PAPER_RECIPE_SPLIT,
+    ChainSet,
+    RecipeSplit,
+    with_identity,
+)
 from taskextrap.tasks.primitives import PrimitiveSet
 
-TINY = dict(n_pairs=80, k=3, keep=8, embedding="gradient", train=TrainConfig(steps=6, batch=256, eval_every=3),
-            decomposer_train=TrainConfig(steps=6, batch=64, eval_every=3), seed=0)
+TINY = dict(
+    n_pairs=80,
+    k=3,
+    keep=8,
+    embedding="gradient",
+    train=TrainConfig(steps=6, batch=256, eval_every=3),
+    decomposer_train=TrainConfig(steps=6, batch=64, eval_every=3),
+    seed=0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +92,9 @@ def test_decompose_verifies_all_k_cubed_chains_as_the_loop_does(fitted, targets)
     pred = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, r)
     assert pred.shape == obs.qry_y.shape and np.all(np.isfinite(pred))
     lib, (o, m, i) = fitted.primitives_, r.anchors[0, 0]
-    by_hand = np.interp(np.interp(np.interp(obs.qry_x[0], lib.grid, lib.curves[i]), lib.grid, lib.curves[m]),
-                        lib.grid, lib.curves[o])
+    by_hand = np.interp(
+        np.interp(np.interp(obs.qry_x[0], lib.grid, lib.curves[i]), lib.grid, lib.curves[m]), lib.grid, lib.curves[o]
+    )
     np.testing.assert_allclose(fitted.compose(obs.qry_x, r.anchors[:, 0])[0], by_hand)
 
 
@@ -89,17 +104,20 @@ def test_oracle_and_bad_inputs(fitted, targets, prims):
     assert one.k == 1 and np.isnan(one.score).all()
     assert np.all(np.isfinite(fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, one)))
     for call, match in (
-            (lambda: fitted.decomposition_for(obs.ctx_x, obs.ctx_y, tg.chains[:, :2]), "chains of 3 primitives"),
-            (lambda: fitted.decomposition_for(obs.ctx_x, obs.ctx_y, tg.chains, phi=np.zeros(4)), "no continuous part"),
-            (lambda: fitted.compose(obs.qry_x, tg.chains[:, :2]), r"shape \(n, 3\)"),
-            (lambda: fitted.decompose(obs.ctx_x[:, :3], obs.ctx_y[:, :3]), "50 points per task"),
-            (lambda: Composition3RTE(k=0), "k must be"),
-            (lambda: Composition3RTE(pad_share=1.0), "pad_share"),
-            (lambda: Composition3RTE(depth=2), "depth 3"),
-            (lambda: Composition3RTE(identity="yes"), "identity must be"),
-            (lambda: Composition3RTE(**TINY).fit(with_identity(prims)), "without the identity"),
-            (lambda: Composition3RTE(**TINY, split=RecipeSplit(("poly", "cos"), 3, (("cos", "poly"),))).fit(prims),
-             "no primitive of the split's families")):
+        (lambda: fitted.decomposition_for(obs.ctx_x, obs.ctx_y, tg.chains[:, :2]), "chains of 3 primitives"),
+        (lambda: fitted.decomposition_for(obs.ctx_x, obs.ctx_y, tg.chains, phi=np.zeros(4)), "no continuous part"),
+        (lambda: fitted.compose(obs.qry_x, tg.chains[:, :2]), r"shape \(n, 3\)"),
+        (lambda: fitted.decompose(obs.ctx_x[:, :3], obs.ctx_y[:, :3]), "50 points per task"),
+        (lambda: Composition3RTE(k=0), "k must be"),
+        (lambda: Composition3RTE(pad_share=1.0), "pad_share"),
+        (lambda: Composition3RTE(depth=2), "depth 3"),
+        (lambda: Composition3RTE(identity="yes"), "identity must be"),
+        (lambda: Composition3RTE(**TINY).fit(with_identity(prims)), "without the identity"),
+        (
+            lambda: Composition3RTE(**TINY, split=RecipeSplit(("poly", "cos"), 3, (("cos", "poly"),))).fit(prims),
+            "no primitive of the split's families",
+        ),
+    ):
         with pytest.raises(TaskextrapError, match=match) as e:
             call()
         assert "\n" not in str(e.value)

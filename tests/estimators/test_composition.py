@@ -10,8 +10,13 @@ from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.seeding import rng
 from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionSet, PrimitiveSet
 
-TINY = dict(n_pairs=150, k=4, train=TrainConfig(steps=10, batch=512, eval_every=5),
-            decomposer_train=TrainConfig(steps=10, batch=64, eval_every=5), seed=0)
+TINY = dict(
+    n_pairs=150,
+    k=4,
+    train=TrainConfig(steps=10, batch=512, eval_every=5),
+    decomposer_train=TrainConfig(steps=10, batch=64, eval_every=5),
+    seed=0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +59,9 @@ def test_verification_ranks_all_pairs_by_context_error(fitted, targets):
     outer_c, inner_c = fitted.candidates(obs.ctx_x, obs.ctx_y)
     np.testing.assert_array_equal(d.extras["outer_candidates"], outer_c)
     np.testing.assert_array_equal(d.extras["inner_candidates"], inner_c)
-    assert {(o, i) for o, i in zip(d.anchors[..., 0][0], d.anchors[..., 1][0])} == {(o, i) for o in outer_c[0] for i in inner_c[0]}
+    assert {(o, i) for o, i in zip(d.anchors[..., 0][0], d.anchors[..., 1][0], strict=True)} == {
+        (o, i) for o in outer_c[0] for i in inner_c[0]
+    }
     plain = fitted.decompose(obs.ctx_x, obs.ctx_y, verify=False)
     np.testing.assert_array_equal(plain.anchors[..., 0][:, 0], outer_c[:, 0])
     np.testing.assert_array_equal(plain.anchors[..., 1][:, 0], inner_c[:, 0])
@@ -70,8 +77,8 @@ def test_refinement_keeps_distinct_pairs_ranked_and_never_fits_worse(fitted, tar
     assert np.all(d.score[:, 0] <= plain.score[:, 0] + 1e-12)
     assert np.all(np.diff(d.score, axis=1) >= 0)
     np.testing.assert_allclose(fitted.context_loss(obs.ctx_x, obs.ctx_y, d.anchors[..., 0], d.anchors[..., 1]), d.score)
-    for o, i in zip(d.anchors[..., 0], d.anchors[..., 1]):
-        assert len(set(zip(o, i))) == len(o)
+    for o, i in zip(d.anchors[..., 0], d.anchors[..., 1], strict=True):
+        assert len(set(zip(o, i, strict=True))) == len(o)
 
 
 def test_refinement_finds_the_true_pair_from_a_start_that_shares_one_slot(fitted, targets):
@@ -105,7 +112,9 @@ def test_verification_recovers_the_true_pair_when_it_is_a_candidate(fitted, targ
     d = fitted.decompose(obs.ctx_x, obs.ctx_y)
     np.testing.assert_array_equal(d.anchors[..., 0][:, 0], tg.outer)
     np.testing.assert_array_equal(d.anchors[..., 1][:, 0], tg.inner)
-    np.testing.assert_allclose(fitted.compose(obs.qry_x, d.anchors[..., 0][:, 0], d.anchors[..., 1][:, 0]), obs.qry_y, atol=2e-2)
+    np.testing.assert_allclose(
+        fitted.compose(obs.qry_x, d.anchors[..., 0][:, 0], d.anchors[..., 1][:, 0]), obs.qry_y, atol=2e-2
+    )
 
 
 def test_predict_shapes_overrides_and_errors(fitted, targets, prims):
@@ -137,8 +146,9 @@ def test_given_pairs_are_checked_and_the_arg_min_is_the_best_column(fitted, targ
     best_only = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(0))
     fitted.temperature = None
     try:  # a decomposition carries its posterior: re-weigh it under the arg-min
-        np.testing.assert_allclose(fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, decomposition=fitted.weighted(d)),
-                                   best_only)
+        np.testing.assert_allclose(
+            fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, decomposition=fitted.weighted(d)), best_only
+        )
     finally:
         fitted.temperature = 1.0
 
@@ -154,7 +164,10 @@ def test_unset_k_and_refine_rounds_take_the_protocols_dev_chosen_settings():
         assert (model.k, model.refine_rounds) == (DEV_SETTINGS[name]["k"], DEV_SETTINGS[name]["refine_rounds"])
     assert DEV_SETTINGS["paper"] != DEV_SETTINGS["strict"]
     # Explicit values win; a protocol of another name follows its noise.
-    assert (CompositionRTE(protocol="strict", k=7, refine_rounds=1).k, CompositionRTE(refine_rounds=1).refine_rounds) == (7, 1)
+    assert (
+        CompositionRTE(protocol="strict", k=7, refine_rounds=1).k,
+        CompositionRTE(refine_rounds=1).refine_rounds,
+    ) == (7, 1)
     noisy = replace(get_protocol("paper", "composition"), name="mine", noise=0.05)
     clean = replace(get_protocol("strict", "composition"), name="mine", noise=0.0)
     assert dev_settings(noisy) == DEV_SETTINGS["strict"] and dev_settings(clean) == DEV_SETTINGS["paper"]

@@ -12,8 +12,15 @@ from taskextrap.operators.train import TrainConfig
 from taskextrap.seeding import rng
 from taskextrap.tasks.primitives import PAPER_SPLIT, PrimitiveSet
 
-TINY = dict(embedding="gradient", n_pairs=64, k=3, embed_dim=4, library_draws=1,
-            train=TrainConfig(steps=6, batch=256), decomposer_train=TrainConfig(steps=6, batch=32))
+TINY = dict(
+    embedding="gradient",
+    n_pairs=64,
+    k=3,
+    embed_dim=4,
+    library_draws=1,
+    train=TrainConfig(steps=6, batch=256),
+    decomposer_train=TrainConfig(steps=6, batch=32),
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,16 +55,20 @@ def test_search_only_e_step_finds_the_best_fitting_library_pair(prims, supervise
     em._e_step(s, None)
     size = len(prims)
     o, i = np.divmod(np.arange(size * size), size)  # every pair of the library
-    exhaustive = em.context_loss_at(s.x, s.y, np.broadcast_to(o, (40, size * size)), np.broadcast_to(i, (40, size * size)))
+    exhaustive = em.context_loss_at(
+        s.x, s.y, np.broadcast_to(o, (40, size * size)), np.broadcast_to(i, (40, size * size))
+    )
     names = [f.name for f in prims.families]
-    pair_names = [(names[prims.family[a]], names[prims.family[b]]) for a, b in zip(o, i)]
+    pair_names = [(names[prims.family[a]], names[prims.family[b]]) for a, b in zip(o, i, strict=True)]
     training = np.array([p in PAPER_SPLIT.train for p in pair_names])
     if label_pairs == "train":  # the optimum among the pairs a supervised label may be
         exhaustive = np.where(training, exhaustive, np.inf)
         got = [(names[prims.family[a]], names[prims.family[b]]) for a, b in s.labels]
         assert all(p in PAPER_SPLIT.train for p in got)
     best = exhaustive.min(axis=1)
-    assert np.allclose(s.loss, em.context_loss_at(s.x, s.y, s.labels[:, :1], s.labels[:, 1:])[:, 0])  # each label's recorded fit is its own
+    assert np.allclose(
+        s.loss, em.context_loss_at(s.x, s.y, s.labels[:, :1], s.labels[:, 1:])[:, 0]
+    )  # each label's recorded fit is its own
     assert np.mean(np.isclose(s.loss, best, rtol=1e-9, atol=1e-12)) >= 0.8  # the sweeps reach the optimum
     assert (s.loss >= best - 1e-12).all()
     before = s.loss.copy()
@@ -118,10 +129,10 @@ def test_label_quality_scores_the_unlabelled_tasks_against_their_true_pairs(prim
     curves[twin_near] = curves[truth[near, 0]] + 0.05 * sd[near]
     curves[twin_far] = curves[truth[far, 0]] + 0.2 * sd[far]
     em.primitives_ = dataclasses.replace(prims, curves=curves)
-    s.labels[todo] = truth[todo]                      # every other unlabelled task: its true pair
+    s.labels[todo] = truth[todo]  # every other unlabelled task: its true pair
     s.labels[near] = (twin_near, truth[near, 1])
     s.labels[far] = (twin_far, truth[far, 1])
-    s.labels[s.known] = truth[s.known][:, ::-1]       # the labelled tasks are not scored at all
+    s.labels[s.known] = truth[s.known][:, ::-1]  # the labelled tasks are not scored at all
     quality = em.label_quality(s)
     want_exact, want_behaves = np.ones(len(todo)), np.ones(len(todo))
     want_exact[:2] = 0.0
@@ -133,8 +144,9 @@ def test_label_quality_scores_the_unlabelled_tasks_against_their_true_pairs(prim
 def test_no_fit_of_an_em_arm_sees_a_held_out_pair(prims):
     with audit.spy() as seen:
         _em(0.25).fit(prims)
-    audit.check(seen, PAPER_SPLIT.training_labels(),
-                required={"scaler", "probe", "pca", "psi", "decomposer", "calibration"})
+    audit.check(
+        seen, PAPER_SPLIT.training_labels(), required={"scaler", "probe", "pca", "psi", "decomposer", "calibration"}
+    )
 
 
 def test_the_audit_names_a_held_out_pair_among_the_hidden_tasks(prims, leak_held_out_pairs):

@@ -53,8 +53,13 @@ def _composition():
     return model, prims, model.protocol.draw(targets, 1, np.random.default_rng(4))
 
 
-CASES = {"parameter": lambda: _parameter(search="proxy"), "parameter-objective": _parameter,
-         "parameter-multistep": _multistep, "length": _length, "composition": _composition}
+CASES = {
+    "parameter": lambda: _parameter(search="proxy"),
+    "parameter-objective": _parameter,
+    "parameter-multistep": _multistep,
+    "length": _length,
+    "composition": _composition,
+}
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -74,8 +79,11 @@ def _one_line(excinfo):
 def test_unfitted_estimator_has_no_fitted_attributes_and_says_so(case):
     unfitted, _, _, obs = case
     assert fitted_attributes(unfitted) == []
-    for call in (unfitted.check_is_fitted, lambda: unfitted.decompose(obs.ctx_x, obs.ctx_y),
-                 lambda: unfitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)):
+    for call in (
+        unfitted.check_is_fitted,
+        lambda: unfitted.decompose(obs.ctx_x, obs.ctx_y),
+        lambda: unfitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x),
+    ):
         with pytest.raises(TaskextrapError, match="not fitted: call fit") as e:
             call()
         _one_line(e)
@@ -116,16 +124,20 @@ def test_predict_uses_the_decomposition_it_is_given(case):
 def test_targets_are_predicted_independently_of_each_other(case):
     _, fitted, _, obs = case
     full = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
-    np.testing.assert_allclose(fitted.predict(obs.ctx_x[1:2], obs.ctx_y[1:2], obs.qry_x[1:2]), full[1:2],
-                               rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        fitted.predict(obs.ctx_x[1:2], obs.ctx_y[1:2], obs.qry_x[1:2]), full[1:2], rtol=1e-5, atol=1e-7
+    )
 
 
 def test_bad_context_is_a_one_line_error(case):
     _, fitted, _, obs = case
     bad_y = obs.ctx_y.copy()
     bad_y[0, 0] = np.nan
-    for call in (lambda: fitted.decompose(obs.ctx_x, bad_y), lambda: fitted.predict(obs.ctx_x, bad_y, obs.qry_x),
-                 lambda: fitted.decompose(obs.ctx_x[:, :2], obs.ctx_y[:, :2])):
+    for call in (
+        lambda: fitted.decompose(obs.ctx_x, bad_y),
+        lambda: fitted.predict(obs.ctx_x, bad_y, obs.qry_x),
+        lambda: fitted.decompose(obs.ctx_x[:, :2], obs.ctx_y[:, :2]),
+    ):
         with pytest.raises(TaskextrapError) as e:
             call()
         _one_line(e)

@@ -30,14 +30,28 @@ from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
 from taskextrap.tasks.primitives import PrimitiveSet
 
 PROTOCOLS = ("paper", "strict")
-TINY_DISCRETE = {"n_pairs": 64, "embed_dim": 4, "library_draws": 1, "verbose": False,
-                 "train": TrainConfig(steps=6, batch=256, eval_every=3),
-                 "decomposer_train": TrainConfig(steps=6, batch=32, eval_every=3)}
-ALL = (RTE, ChainedRTE, TransductiveOracle, ChainedTransductiveOracle, LengthRTE, CompositionRTE, Composition3RTE,
-       EMCompositionRTE)
+TINY_DISCRETE = {
+    "n_pairs": 64,
+    "embed_dim": 4,
+    "library_draws": 1,
+    "verbose": False,
+    "train": TrainConfig(steps=6, batch=256, eval_every=3),
+    "decomposer_train": TrainConfig(steps=6, batch=32, eval_every=3),
+}
+ALL = (
+    RTE,
+    ChainedRTE,
+    TransductiveOracle,
+    ChainedTransductiveOracle,
+    LengthRTE,
+    CompositionRTE,
+    Composition3RTE,
+    EMCompositionRTE,
+)
 
 
 # ----------------------------------------------------------------------------- the headline settings
+
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_rte_is_the_parameter_experiments_rte_row_under_the_paper_profile(protocol):
@@ -63,8 +77,9 @@ def test_strategy_a_is_the_proxy_search_and_ignores_the_objectives_settings(make
     assert (pinned.retrieve, pinned.screen) != (plain.retrieve, plain.screen)
     d = plain.decompose(obs.ctx_x, obs.ctx_y)
     assert d.k == plain.anchors and d.weights is None
-    np.testing.assert_array_equal(plain.predict(obs.ctx_x, obs.ctx_y, obs.qry_x),
-                                  pinned.predict(obs.ctx_x, obs.ctx_y, obs.qry_x))
+    np.testing.assert_array_equal(
+        plain.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), pinned.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+    )
 
 
 def test_the_chain_and_the_oracles_default_to_strategy_as_search_with_rtes_sizes():
@@ -81,29 +96,41 @@ def test_discrete_estimators_are_their_experiments_rte_rows_under_the_paper_prof
     dev-chosen inference settings and the paper profiles' sizes."""
     built = {
         LengthRTE: L.make_rte(get_protocol(protocol, "length"), L.LENGTH_PROFILES["paper"], 0, DEFAULT_EMBEDDING),
-        CompositionRTE: C.make_rte(get_protocol(protocol, "composition"), C.COMPOSITION_PROFILES["paper"], 0,
-                                   DEFAULT_EMBEDDING),
-        Composition3RTE: D3.make_rte(get_protocol(protocol, "composition-depth3"), D3.DEPTH3_PROFILES["paper"], 0,
-                                     DEFAULT_EMBEDDING),
-        EMCompositionRTE: EM.make_em(get_protocol(protocol, "composition"), C.COMPOSITION_PROFILES["paper"], 0,
-                                     DEFAULT_EMBEDDING, 0.0),
+        CompositionRTE: C.make_rte(
+            get_protocol(protocol, "composition"), C.COMPOSITION_PROFILES["paper"], 0, DEFAULT_EMBEDDING
+        ),
+        Composition3RTE: D3.make_rte(
+            get_protocol(protocol, "composition-depth3"), D3.DEPTH3_PROFILES["paper"], 0, DEFAULT_EMBEDDING
+        ),
+        EMCompositionRTE: EM.make_em(
+            get_protocol(protocol, "composition"), C.COMPOSITION_PROFILES["paper"], 0, DEFAULT_EMBEDDING, 0.0
+        ),
     }
     for cls, experiment in built.items():
         assert cls(protocol=protocol) == experiment, cls.__name__
 
 
 def test_default_sizes_are_the_paper_profiles():
-    for cls, profile in ((LengthRTE, L.LENGTH_PROFILES["paper"]), (CompositionRTE, C.COMPOSITION_PROFILES["paper"]),
-                         (Composition3RTE, D3.DEPTH3_PROFILES["paper"]),
-                         (EMCompositionRTE, C.COMPOSITION_PROFILES["paper"])):
+    for cls, profile in (
+        (LengthRTE, L.LENGTH_PROFILES["paper"]),
+        (CompositionRTE, C.COMPOSITION_PROFILES["paper"]),
+        (Composition3RTE, D3.DEPTH3_PROFILES["paper"]),
+        (EMCompositionRTE, C.COMPOSITION_PROFILES["paper"]),
+    ):
         model = cls()
         assert (model.n_pairs, model.train, model.decomposer_train) == (
-            profile.n_pairs, profile.train, profile.decomposer_train), cls.__name__
+            profile.n_pairs,
+            profile.train,
+            profile.decomposer_train,
+        ), cls.__name__
     assert (EMCompositionRTE().n_tasks, EMCompositionRTE().em_rounds) == (
-        C.COMPOSITION_PROFILES["paper"].n_pairs, EM.EM_ROUNDS)
+        C.COMPOSITION_PROFILES["paper"].n_pairs,
+        EM.EM_ROUNDS,
+    )
 
 
 # ----------------------------------------------------------------------------- verbose
+
 
 @pytest.mark.parametrize("cls", ALL)
 def test_verbose_is_no_setting_repr_and_equality_ignore_it(cls):
@@ -121,17 +148,20 @@ def test_verbose_must_be_a_bool(cls):
 def test_the_experiments_build_quiet_estimators():
     tiny = X.PARAMETER_PROFILES["tiny"]
     built = [X.make_rte(get_protocol("paper"), tiny, 0, search=s) for s in ("proxy", "objective")]
-    built += [L.make_rte(get_protocol("paper", "length"), L.LENGTH_PROFILES["tiny"], 0, "adapted"),
-              C.make_rte(get_protocol("paper", "composition"), C.COMPOSITION_PROFILES["tiny"], 0, "adapted"),
-              D3.make_rte(get_protocol("paper", "composition-depth3"), D3.DEPTH3_PROFILES["tiny"], 0, "adapted"),
-              EM.make_em(get_protocol("paper", "composition"), C.COMPOSITION_PROFILES["tiny"], 0, "adapted", 0.25)]
+    built += [
+        L.make_rte(get_protocol("paper", "length"), L.LENGTH_PROFILES["tiny"], 0, "adapted"),
+        C.make_rte(get_protocol("paper", "composition"), C.COMPOSITION_PROFILES["tiny"], 0, "adapted"),
+        D3.make_rte(get_protocol("paper", "composition-depth3"), D3.DEPTH3_PROFILES["tiny"], 0, "adapted"),
+        EM.make_em(get_protocol("paper", "composition"), C.COMPOSITION_PROFILES["tiny"], 0, "adapted", 0.25),
+    ]
     assert [m.verbose for m in built] == [False] * len(built)
     assert X.common_settings(get_protocol("paper"), tiny, 0, 2)["verbose"] is False  # oracle, chained ones
 
 
 def test_a_chain_adopts_a_fit_whatever_either_verbose(fitted_rte, quad_library):
-    settings = {k: getattr(fitted_rte, k) for k in ("n_pairs", "train", "seed", "search", "retrieve", "screen",
-                                                   "phi_scales")}
+    settings = {
+        k: getattr(fitted_rte, k) for k in ("n_pairs", "train", "seed", "search", "retrieve", "screen", "phi_scales")
+    }
     ChainedRTE(**settings, verbose=True).fit(quad_library, fitted=fitted_rte)
 
 
@@ -147,15 +177,18 @@ def primitives():
 
 def _fits(quad_library, ladder, primitives):
     """(estimator, library, training steps) of a tiny fit of each kind of fit loop."""
-    return {"RTE": (RTE(n_pairs=300, train=TINY_TRAIN, seed=0, retrieve=4, screen=0), quad_library, TINY_TRAIN.steps),
-            "LengthRTE": (LengthRTE(k=3, **TINY_DISCRETE), ladder, 12),
-            "CompositionRTE": (CompositionRTE(k=3, **TINY_DISCRETE), primitives, 12),
-            "EMCompositionRTE": (EMCompositionRTE(k=3, n_tasks=40, em_rounds=2, **TINY_DISCRETE), primitives, 12)}
+    return {
+        "RTE": (RTE(n_pairs=300, train=TINY_TRAIN, seed=0, retrieve=4, screen=0), quad_library, TINY_TRAIN.steps),
+        "LengthRTE": (LengthRTE(k=3, **TINY_DISCRETE), ladder, 12),
+        "CompositionRTE": (CompositionRTE(k=3, **TINY_DISCRETE), primitives, 12),
+        "EMCompositionRTE": (EMCompositionRTE(k=3, n_tasks=40, em_rounds=2, **TINY_DISCRETE), primitives, 12),
+    }
 
 
 @pytest.mark.parametrize("kind", ("RTE", "LengthRTE", "CompositionRTE", "EMCompositionRTE"))
-def test_a_verbose_fit_past_the_delay_shows_its_phases_and_loss_on_stderr(kind, quad_library, ladder, primitives,
-                                                                         monkeypatch, capsys):
+def test_a_verbose_fit_past_the_delay_shows_its_phases_and_loss_on_stderr(
+    kind, quad_library, ladder, primitives, monkeypatch, capsys
+):
     monkeypatch.setattr(P, "DELAY_S", 0.0)
     model, library, steps = _fits(quad_library, ladder, primitives)[kind]
     model.verbose = True
@@ -168,8 +201,9 @@ def test_a_verbose_fit_past_the_delay_shows_its_phases_and_loss_on_stderr(kind, 
 
 
 @pytest.mark.parametrize("kind", ("RTE", "LengthRTE"))
-def test_a_quiet_fit_or_one_shorter_than_the_delay_prints_nothing(kind, quad_library, ladder, primitives, monkeypatch,
-                                                                 capsys):
+def test_a_quiet_fit_or_one_shorter_than_the_delay_prints_nothing(
+    kind, quad_library, ladder, primitives, monkeypatch, capsys
+):
     model, library, _ = _fits(quad_library, ladder, primitives)[kind]
     monkeypatch.setattr(P, "DELAY_S", 0.0)
     model.verbose = False

@@ -12,8 +12,12 @@ from taskextrap.estimators.length import LengthRTE
 from taskextrap.seeding import rng
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
 
-TINY = dict(n_pairs=200, train=TrainConfig(steps=10, batch=512, eval_every=5),
-            decomposer_train=TrainConfig(steps=10, batch=64, eval_every=5), seed=0)
+TINY = dict(
+    n_pairs=200,
+    train=TrainConfig(steps=10, batch=512, eval_every=5),
+    decomposer_train=TrainConfig(steps=10, batch=64, eval_every=5),
+    seed=0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +50,10 @@ def test_decompose_ranks_verified_candidates(fitted, targets):
     z, _ = fitted.guess(obs.ctx_x, obs.ctx_y)
     screened, _ = nearest(z, fitted.z_library_, fitted.screen(5))
     assert screened.shape[1] > 5
-    for row, pool in zip(d.anchors, screened):
+    for row, pool in zip(d.anchors, screened, strict=True):
         assert len(set(row)) == 5 and set(row) <= set(pool)
     cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
-    pred_ctx = fitted.library_.values_at(cx, d.anchors)                      # (6, 5, 8)
+    pred_ctx = fitted.library_.values_at(cx, d.anchors)  # (6, 5, 8)
     direct = fitted.psi_.loo_loss(np.repeat(cx, 5, 0), np.repeat(cy, 5, 0), pred_ctx.reshape(30, 8), d.phi.reshape(-1))
     np.testing.assert_allclose(d.score, direct.reshape(6, 5), rtol=1e-5, atol=1e-9)
     unverified = fitted.decompose(obs.ctx_x, obs.ctx_y, k=5, verify=False)
@@ -87,8 +91,9 @@ def test_predict_with_and_without_a_given_decomposition(fitted, targets, library
 
 def test_fit_refuses_held_out_levels_and_wrong_inputs(library):
     with pytest.raises(TaskextrapError, match="held-out level-9"):
-        LengthRTE(**TINY).fit(LadderSet.extend(library, np.flatnonzero(library.level == 8)[:2],
-                                                np.random.default_rng(0)))
+        LengthRTE(**TINY).fit(
+            LadderSet.extend(library, np.flatnonzero(library.level == 8)[:2], np.random.default_rng(0))
+        )
     with pytest.raises(TaskextrapError, match="LadderSet"):
         LengthRTE(**TINY).fit("library")
     with pytest.raises(TaskextrapError, match="not fitted"):
@@ -131,7 +136,7 @@ def test_posterior_average_equals_weighted_candidates(fitted, targets):
     _, obs = targets
     d = fitted.decompose(obs.ctx_x, obs.ctx_y)
     w = posterior_weights(d.score, fitted.temperature)
-    manual = sum(w[:, j:j + 1] * fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(j)) for j in range(d.k))
+    manual = sum(w[:, j : j + 1] * fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(j)) for j in range(d.k))
     np.testing.assert_allclose(fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, decomposition=d), manual, rtol=1e-9)
 
 
@@ -169,7 +174,7 @@ def test_predictive_sd_is_the_mixture_of_the_weighted_candidates(fitted, targets
     scale = fitted.calibrated_scale()  # the dev-chosen interval scale (search.calibration)
     np.testing.assert_allclose(std, scale * s2, rtol=1e-9)
     assert np.all(std >= scale * np.sqrt(fitted.query_var_) * (1 - 1e-9))
-    one_mean, one_std = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(0), return_std=True)
+    _one_mean, one_std = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(0), return_std=True)
     np.testing.assert_allclose(one_std, scale * np.sqrt(fitted.query_var_))  # one candidate: Psi's own error only
 
 
@@ -200,6 +205,6 @@ def test_calibration_uses_validation_pool_tasks_only(library):
     finally:
         del rte.draw_training_tasks
     assert (scale, var) == (rte.loss_scale_, rte.query_var_) and scale > 0 and var > 0
-    (pool, tasks), = drawn
+    ((pool, tasks),) = drawn
     assert pool is rte.val_pool_ and set(tasks.parent) <= set(rte.val_pool_)
     assert not set(tasks.parent) & set(rte.train_pool_)

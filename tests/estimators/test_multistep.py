@@ -102,16 +102,18 @@ def test_auto_steps_keep_every_step_within_the_training_shifts(chained, far):
     norms = np.linalg.norm(d.phi, axis=2)
     np.testing.assert_array_equal(steps, np.maximum(1, np.ceil(norms / size)))
     assert np.all(norms / steps <= size + 1e-12)
-    by_context = _with_fit(ChainedRTE(n_pairs=300, train=TINY_TRAIN, seed=0, step_measure="context",
-                                      step_quantile=0.5), chained)
+    by_context = _with_fit(
+        ChainedRTE(n_pairs=300, train=TINY_TRAIN, seed=0, step_measure="context", step_quantile=0.5), chained
+    )
     gap_size = np.quantile(chained.step_measures_["context"], 0.5)
     order = np.argsort(cx, axis=1)
     sx, sy = np.take_along_axis(cx, order, 1), np.take_along_axis(cy, order, 1)
     gap = np.sqrt(np.mean(chained.scaler_.dy(sy - chained.library_.values(sx, d.anchors[:, 0])) ** 2, axis=1))
     np.testing.assert_array_equal(by_context.step_counts(d, cx, cy)[:, 0], np.maximum(1, np.ceil(gap / gap_size)))
     assert by_context.step_counts(d, cx, cy).max() > 1  # F5 is far beyond the training gaps
-    assert np.all(_with_fit(ChainedRTE(n_pairs=300, train=TINY_TRAIN, seed=0, steps=5), chained)
-                  .step_counts(d, cx, cy) == 5)
+    assert np.all(
+        _with_fit(ChainedRTE(n_pairs=300, train=TINY_TRAIN, seed=0, steps=5), chained).step_counts(d, cx, cy) == 5
+    )
     given = with_steps(d, [2, 3] * (len(far) // 2))
     assert np.all(chained.step_counts(given, cx, cy) == np.repeat([[2], [3]] * (len(far) // 2), 2, 1))
 
@@ -122,11 +124,17 @@ def _with_fit(model, fitted):
     return model
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(steps=0), "steps must be 'auto' or an int"), (dict(steps="often"), "steps must be 'auto'"),
-    (dict(steps=True), "steps must be"), (dict(step_quantile=0.0), "step_quantile must be"),
-    (dict(shift_split="cubic"), "shift_split must be one of"), (dict(step_measure="size"), "step_measure must be"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(steps=0), "steps must be 'auto' or an int"),
+        (dict(steps="often"), "steps must be 'auto'"),
+        (dict(steps=True), "steps must be"),
+        (dict(step_quantile=0.0), "step_quantile must be"),
+        (dict(shift_split="cubic"), "shift_split must be one of"),
+        (dict(step_measure="size"), "step_measure must be"),
+    ],
+)
 def test_bad_settings_are_one_line_errors(bad, match):
     with pytest.raises(TaskextrapError, match=match) as e:
         ChainedRTE(**bad)
@@ -135,8 +143,12 @@ def test_bad_settings_are_one_line_errors(bad, match):
 
 def test_bad_step_counts_are_one_line_errors(chained, far):
     d = chained.decompose(far.ctx_x, far.ctx_y)
-    for bad, match in ((0, "between 1 and"), (MAX_STEPS + 1, "between 1 and"), (2.5, "integer step counts"),
-                       (np.ones((3, 5), int), "must broadcast")):
+    for bad, match in (
+        (0, "between 1 and"),
+        (MAX_STEPS + 1, "between 1 and"),
+        (2.5, "integer step counts"),
+        (np.ones((3, 5), int), "must broadcast"),
+    ):
         with pytest.raises(TaskextrapError, match=match):
             with_steps(d, bad)
 

@@ -62,7 +62,7 @@ def test_objective_decomposition_shapes_order_and_posterior(objective_rte, quad_
     n, k = len(obs), rte.retrieve * len(rte.phi_scales)
     assert d.anchors.shape == (n, k) and d.phi.shape == (n, k, rte.embed_dim) and d.score.shape == (n, k)
     assert np.all(np.diff(d.score, axis=1) >= 0)  # best first
-    assert np.allclose(d.weights.sum(axis=1), 1.0) and np.all(d.weights[:, rte.n_average:] == 0)
+    assert np.allclose(d.weights.sum(axis=1), 1.0) and np.all(d.weights[:, rte.n_average :] == 0)
     # the Gaussian likelihood by hand: w_j / w_0 = exp(-m (L_j - L_0) / (2 s)), m context points,
     # s the calibrated residual variance (temperature 1)
     m, loss = obs.ctx_x.shape[1], d.score[:, : rte.n_average]
@@ -99,14 +99,15 @@ def test_strategy_a_std_is_the_anchors_spread_plus_psi_error(fitted_rte, quad_ta
     mean, std = fitted_rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d, return_std=True)
     singles = np.stack([fitted_rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d.columns(j)) for j in range(d.k)])
     np.testing.assert_allclose(mean, singles.mean(axis=0), rtol=1e-6)
-    np.testing.assert_allclose(std, fitted_rte.calibrated_scale() * np.sqrt(singles.var(axis=0) + fitted_rte.query_var_),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        std, fitted_rte.calibrated_scale() * np.sqrt(singles.var(axis=0) + fitted_rte.query_var_), rtol=1e-6
+    )
 
 
 def quadratic_through(x: np.ndarray, y: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Each row's quadratic through its points (x, y), evaluated at ``at`` (the quadratic family
     is exactly this, so from a noise-free context it is the target's true curve)."""
-    return np.stack([np.polyval(np.polyfit(xr, yr, 2), ar) for xr, yr, ar in zip(x, y, at)])
+    return np.stack([np.polyval(np.polyfit(xr, yr, 2), ar) for xr, yr, ar in zip(x, y, at, strict=True)])
 
 
 class KnownErrorPsi:
@@ -138,7 +139,7 @@ class KnownErrorPsi:
 def which_task(library: TaskSet, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The library task whose noise-free curve passes through each row's points (x, y)."""
     curves = np.stack([library.values(x, np.full(len(x), i)) for i in range(len(library))], axis=1)
-    gap = np.abs(curves - y[:, None]).max(axis=2)                     # (rows, tasks)
+    gap = np.abs(curves - y[:, None]).max(axis=2)  # (rows, tasks)
     assert np.all(np.sort(gap, axis=1)[:, 0] < 1e-6), "a row is no library task's curve"
     return np.argmin(gap, axis=1)
 
@@ -171,8 +172,8 @@ def test_calibration_is_psis_error_on_held_out_library_pairs(monkeypatch, quad_l
     assert set(cal_targets) | set(train_targets) == set(range(len(quad_library)))
     assert set(cal_anchors) <= set(train_targets) and not np.any(cal_anchors == cal_targets)
     # the closed form: a chi-square mean over 1,600 values is within 15% of sd^2 (4 of its sds)
-    assert rte.query_var_ == pytest.approx(sd ** 2, rel=0.15)
-    assert rte.loss_scale_ == pytest.approx(sd ** 2, rel=0.15)
+    assert rte.query_var_ == pytest.approx(sd**2, rel=0.15)
+    assert rte.loss_scale_ == pytest.approx(sd**2, rel=0.15)
     # the calibrated 90% interval of one anchor's prediction covers ~90% of fresh F2 queries
     fam = PARAMETER_FAMILIES["quadratic"]
     targets = TaskSet.sample(fam, {"F2": 200}, rng(7, "calibration-targets"))
@@ -221,18 +222,21 @@ def test_objective_needs_a_loo_psi(fitted_rte, quad_targets):
         fitted_rte.decompose(obs.ctx_x, obs.ctx_y, search="bayes")
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"search": "grid"}, "search must be one of"),
-    ({"search": "objective", "loo": False}, "needs loo=True"),
-    ({"loo": "yes"}, "loo must be"),
-    ({"retrieve": 0}, "retrieve"),
-    ({"screen": -1}, "screen"),
-    ({"phi_scales": ()}, "phi_scales"),
-    ({"phi_scales": (1.0, float("nan"))}, "phi_scales"),
-    ({"weighting": "softmax"}, "weighting must be one of"),
-    ({"temperature": 0.0}, "temperature"),
-    ({"n_average": 0}, "n_average"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"search": "grid"}, "search must be one of"),
+        ({"search": "objective", "loo": False}, "needs loo=True"),
+        ({"loo": "yes"}, "loo must be"),
+        ({"retrieve": 0}, "retrieve"),
+        ({"screen": -1}, "screen"),
+        ({"phi_scales": ()}, "phi_scales"),
+        ({"phi_scales": (1.0, float("nan"))}, "phi_scales"),
+        ({"weighting": "softmax"}, "weighting must be one of"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"n_average": 0}, "n_average"),
+    ],
+)
 def test_bad_objective_settings(make_rte, kwargs, match):
     with pytest.raises(TaskextrapError, match=match):
         make_rte(**kwargs)
@@ -269,7 +273,7 @@ def test_entropy_of_the_posterior():
 
 
 def test_mixture_and_coverage_formulas():
-    preds = np.array([[[0.0, 2.0]], [[2.0, 2.0]]])          # two candidates, one target, two queries
+    preds = np.array([[[0.0, 2.0]], [[2.0, 2.0]]])  # two candidates, one target, two queries
     mean, std = mixture(preds, np.array([[0.5, 0.5]]), 1.0)
     np.testing.assert_allclose(mean, [[1.0, 2.0]])
     np.testing.assert_allclose(std, [[np.sqrt(2.0), 1.0]])

@@ -22,6 +22,7 @@ def _one_line(exc_info):
 
 # ----------------------------------------------------------------------------- fitted state
 
+
 def test_fit_sets_state(fitted_rte, quad_library):
     rte = fitted_rte
     assert rte.protocol is get_protocol("paper")
@@ -37,6 +38,7 @@ def test_fit_sets_state(fitted_rte, quad_library):
 
 # ----------------------------------------------------------------------------- decompose
 
+
 def test_decompose_returns_nearest_anchors_sorted_with_phi(fitted_rte, quad_targets):
     rte = fitted_rte
     _, obs = quad_targets
@@ -49,7 +51,7 @@ def test_decompose_returns_nearest_anchors_sorted_with_phi(fitted_rte, quad_targ
     z = rte.embed(obs.ctx_x, obs.ctx_y)
     np.testing.assert_allclose(phi, z[:, None, :] - rte.z_library_[anchors], atol=1e-12)
     np.testing.assert_allclose(dist, np.linalg.norm(phi, axis=2), atol=1e-12)
-    assert np.all(np.diff(dist, axis=1) >= 0)            # nearest first
+    assert np.all(np.diff(dist, axis=1) >= 0)  # nearest first
     all_dist = np.linalg.norm(z[:, None] - rte.z_library_[None], axis=2)
     np.testing.assert_allclose(dist[:, 0], all_dist.min(axis=1), atol=1e-12)
     np.testing.assert_allclose(dist, np.sort(all_dist, axis=1)[:, :2], atol=1e-12)
@@ -61,6 +63,7 @@ def test_decompose_returns_nearest_anchors_sorted_with_phi(fitted_rte, quad_targ
 
 
 # ----------------------------------------------------------------------------- predict
+
 
 def test_predict_shapes_and_shared_query_row(fitted_rte, quad_targets):
     rte = fitted_rte
@@ -90,7 +93,7 @@ def test_predict_averages_the_anchors_and_takes_a_given_decomposition(fitted_rte
     anchors, _, _ = _parts(rte.decompose(cx, cy))
     default = rte.predict(cx, cy, qx)
     np.testing.assert_allclose(rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, anchors)), default, rtol=1e-6)
-    each = [rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, anchors[:, j:j + 1])) for j in range(2)]
+    each = [rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, anchors[:, j : j + 1])) for j in range(2)]
     np.testing.assert_allclose(np.mean(each, axis=0), default, rtol=1e-5, atol=1e-6)
     # zero shift (the ablation): runs, and differs from the retrieved shift
     zero = rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, anchors, np.zeros((n, 2, 16))))
@@ -116,7 +119,7 @@ def test_psi_predicts_the_target_minus_anchor_residual(fitted_rte, quad_targets,
     seen = {}
     monkeypatch.setattr(op, "_train", lambda make_rows, val_rows, rng, progress=None: seen.update(val=val_rows))
     op.fit(lambda g: batch, batch, np.random.default_rng(0))
-    ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y = batch
+    _ctx_x, _ctx_y, _anc_ctx, _qry_x, anc_q, _shift, qry_y = batch
     np.testing.assert_allclose(seen["val"][1], rte.scaler_.dy(qry_y - anc_q).reshape(-1), rtol=1e-6, atol=1e-6)
     assert not np.allclose(seen["val"][1], rte.scaler_.y(qry_y).reshape(-1))  # not the target itself
     # prediction: a network that outputs c everywhere predicts the anchor shifted by c * y_std
@@ -147,6 +150,7 @@ def test_unfitted_rte_embed_raises_taskextrap_error():
 
 # ----------------------------------------------------------------------------- bad input
 
+
 def _bad_inputs(obs):
     cx, cy = obs.ctx_x.copy(), obs.ctx_y.copy()
     nan_y = cy.copy()
@@ -166,14 +170,17 @@ def _bad_inputs(obs):
     }
 
 
-@pytest.mark.parametrize("case", ["nan", "inf", "empty", "empty-1d", "shape-points", "shape-rows",
-                                  "wrong-count", "3d", "text"])
+@pytest.mark.parametrize(
+    "case", ["nan", "inf", "empty", "empty-1d", "shape-points", "shape-rows", "wrong-count", "3d", "text"]
+)
 def test_bad_context_gives_one_line_error(fitted_rte, quad_targets, case):
     _, obs = quad_targets
     cx, cy, match = _bad_inputs(obs)[case]
-    for call in (lambda: fitted_rte.predict(cx, cy, obs.qry_x[: len(cx)]),
-                 lambda: fitted_rte.decompose(cx, cy),
-                 lambda: fitted_rte.embed(cx, cy)):
+    for call in (
+        lambda: fitted_rte.predict(cx, cy, obs.qry_x[: len(cx)]),
+        lambda: fitted_rte.decompose(cx, cy),
+        lambda: fitted_rte.embed(cx, cy),
+    ):
         with pytest.raises(TaskextrapError, match=match) as e:
             call()
         _one_line(e)
@@ -197,17 +204,21 @@ def test_strict_protocol_rte_wants_five_context_points(make_rte):
         rte.decompose(np.ones((2, 8)), np.ones((2, 8)))
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(anchors=0), "anchors"),
-    (dict(near_fraction=1.5), "near_fraction"),
-    (dict(protocol="lenient"), "unknown protocol"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(anchors=0), "anchors"),
+        (dict(near_fraction=1.5), "near_fraction"),
+        (dict(protocol="lenient"), "unknown protocol"),
+    ],
+)
 def test_bad_constructor_arguments(kwargs, match):
     with pytest.raises(TaskextrapError, match=match):
         RTE(**kwargs)
 
 
 # ----------------------------------------------------------------------------- Gamma of a target
+
 
 def test_target_embedding_depends_on_its_context_only(fitted_rte, quad_targets):
     rte = fitted_rte
@@ -221,7 +232,7 @@ def test_target_embedding_depends_on_its_context_only(fitted_rte, quad_targets):
     other = get_protocol("paper").draw(targets, 1, np.random.default_rng(999))
     assert not np.allclose(other.qry_x, obs.qry_x) and not np.allclose(other.qry_y, obs.qry_y)
     cx, cy = other.ctx_x.copy(), other.ctx_y.copy()
-    cx[0], cy[0] = obs.ctx_x[0], obs.ctx_y[0]     # target 0 keeps its own context
+    cx[0], cy[0] = obs.ctx_x[0], obs.ctx_y[0]  # target 0 keeps its own context
     z2 = rte.embed(cx, cy)
     np.testing.assert_allclose(z2[0], z[0], atol=1e-6)
     a2, _, _ = _parts(rte.decompose(cx, cy))
@@ -256,6 +267,7 @@ def test_context_order_does_not_change_predictions(fitted_rte, quad_targets):
 
 # ----------------------------------------------------------------------------- training
 
+
 def test_psi_training_loss_falls(make_rte, quad_library):
     rte = make_rte(train=TrainConfig(steps=200, batch=256, eval_every=50)).fit(quad_library)
     h = np.asarray(rte.psi_.history)
@@ -275,8 +287,10 @@ def test_transductive_oracle_decomposes_from_the_truth_only(quad_library, quad_t
     np.testing.assert_array_equal(d.anchors[:, 0], nearest)  # the library task nearest by true theta
     np.testing.assert_allclose(d.phi, theta[:, None] - oracle.z_library_[d.anchors])  # the true shift
     assert oracle.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d).shape == obs.qry_x.shape
-    for call in (lambda: oracle.decompose(obs.ctx_x, obs.ctx_y),
-                 lambda: oracle.decomposition_for(obs.ctx_x, obs.ctx_y, d.anchors)):
+    for call in (
+        lambda: oracle.decompose(obs.ctx_x, obs.ctx_y),
+        lambda: oracle.decomposition_for(obs.ctx_x, obs.ctx_y, d.anchors),
+    ):
         with pytest.raises(TaskextrapError, match="decompose_truth") as e:
             call()
         _one_line(e)

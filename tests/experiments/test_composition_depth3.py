@@ -29,26 +29,40 @@ def test_run_writes_every_method_and_resumes_from_its_cache(tmp_path, monkeypatc
     assert main["oracle"]["paper_value"] is None
     assert sum(r["n"] for r in res["rows"] if r["method"] == "rte" and " o " in r["group"]) == main["rte"]["n"] == 6
     assert [r["method"] for r in res["rows"] if r["group"] == "chain-retrieved"] == [
-        "rte", "no-refinement", "top-k-candidates", "top-k-outer", "top-k-middle", "top-k-inner"]
+        "rte",
+        "no-refinement",
+        "top-k-candidates",
+        "top-k-outer",
+        "top-k-middle",
+        "top-k-inner",
+    ]
     assert res["config"]["test_seed"] == D3.DEPTH3_TEST_SEED and len(res["config"]["recipes"]["test"]) == 6
     ratio = res["config"]["rte_over_sparse_inductive"]
     assert ratio["mean"] == pytest.approx(main["rte"]["value"] / main["sparse-inductive"]["value"])
     assert (tmp_path / "composition-depth3-paper-tiny" / "plots" / "composition-depth3-paper-predictions.png").exists()
     monkeypatch.setattr(D3, "run_unit", lambda *a, **k: (_ for _ in ()).throw(AssertionError("refit")))
     again = run_experiment("composition-depth3", opts)
-    assert [(r["group"], r["method"], r["value"]) for r in again["rows"]] == \
-           [(r["group"], r["method"], r["value"]) for r in res["rows"]]
+    assert [(r["group"], r["method"], r["value"]) for r in again["rows"]] == [
+        (r["group"], r["method"], r["value"]) for r in res["rows"]
+    ]
 
 
 def test_dev_unit_fits_on_dev_training_recipes_only_and_scores_the_dev_recipes():
     dev = dev_recipe_split(PAPER_RECIPE_SPLIT)
     with audit.spy() as seen:
-        unit = D3.run_unit(get_protocol("strict", "composition-depth3"), D3.DEPTH3_PROFILES["tiny"], seed=0,
-                           embedding="gradient", split=dev, test_seed=5)
+        unit = D3.run_unit(
+            get_protocol("strict", "composition-depth3"),
+            D3.DEPTH3_PROFILES["tiny"],
+            seed=0,
+            embedding="gradient",
+            split=dev,
+            test_seed=5,
+        )
     for m in D3.METHODS:
         assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
-    audit.check(seen, dev.training_labels(),
-                required={"scaler", "probe", "pca", "sparse-inductive", "psi", "decomposer"})
+    audit.check(
+        seen, dev.training_labels(), required={"scaler", "probe", "pca", "sparse-inductive", "psi", "decomposer"}
+    )
     labels = {str(lab) for rec in seen for lab in rec.labels}
     real_test = {recipe_name(r) for r in PAPER_RECIPE_SPLIT.test}
     assert not labels & (real_test | dev.test_labels())
@@ -57,9 +71,11 @@ def test_dev_unit_fits_on_dev_training_recipes_only_and_scores_the_dev_recipes()
 
 
 def test_bad_options_are_one_line_errors(tmp_path):
-    for opts, match in ((dict(family="quadratic"), "unknown primitive set 'quadratic'"),
-                        (dict(protocol="lenient"), "unknown protocol"),
-                        (dict(profile="huge"), "unknown profile")):
+    for opts, match in (
+        (dict(family="quadratic"), "unknown primitive set 'quadratic'"),
+        (dict(protocol="lenient"), "unknown protocol"),
+        (dict(profile="huge"), "unknown profile"),
+    ):
         with pytest.raises(TaskextrapError, match=match) as e:
             run_experiment("composition-depth3", RunOptions(out=tmp_path, progress=False, **opts))
         assert "\n" not in str(e.value)

@@ -24,12 +24,19 @@ def test_run_unit_never_fits_on_held_out_pairs():
     prims = composition.make_library(composition.COMPOSITION_PROFILES["tiny"].n_library)
     names = prims.family_names
     with audit.spy() as seen:
-        unit = composition.run_unit(get_protocol("strict", "composition"), composition.COMPOSITION_PROFILES["tiny"],
-                                    seed=0, embedding="gradient")
+        unit = composition.run_unit(
+            get_protocol("strict", "composition"),
+            composition.COMPOSITION_PROFILES["tiny"],
+            seed=0,
+            embedding="gradient",
+        )
     for m in composition.ALL_METHODS:
         assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
-    audit.check(seen, PAPER_SPLIT.training_labels(),
-                required={"scaler", "probe", "pca", "sparse-inductive", "psi", "decomposer"})
+    audit.check(
+        seen,
+        PAPER_SPLIT.training_labels(),
+        required={"scaler", "probe", "pca", "sparse-inductive", "psi", "decomposer"},
+    )
     for component, params in seen:
         if params.shape[1] == 2:  # compositions (the PCA's records are single primitives)
             assert not {(names[int(o)], names[int(i)]) for o, i in params} & set(PAPER_SPLIT.test), component

@@ -10,8 +10,9 @@ from taskextrap.experiments.registry import RunOptions
 
 def _unit_of(monkeypatch, module, **options):
     """(name, config, plot file) of seed 0's unit in ``module._run``'s plan."""
-    plan = module._run(module.__name__.rsplit(".", 1)[1], module.METHODS, RunOptions(profile="tiny", **options),
-                       Path("plots"))
+    plan = module._run(
+        module.__name__.rsplit(".", 1)[1], module.METHODS, RunOptions(profile="tiny", **options), Path("plots")
+    )
     unit = plan.units[0]
     return unit.name, unit.config, unit.plot_file
 
@@ -20,8 +21,22 @@ def _unit_of(monkeypatch, module, **options):
 def test_length_units_keep_their_names_and_keys(monkeypatch, split, suffix):
     name, config, plot_file = _unit_of(monkeypatch, length, protocol="strict", split=split)
     assert name == f"length-polynomial-strict{suffix}-seed0" and plot_file == "polynomial-strict-predictions.png"
-    assert list(config) == ["experiment", "ladder", "basis", "basis_code", "domain", "coef_range", "levels",
-                            "test_level", "protocol", "profile", "embedding", "test_seed", "seed", "estimator"]
+    assert list(config) == [
+        "experiment",
+        "ladder",
+        "basis",
+        "basis_code",
+        "domain",
+        "coef_range",
+        "levels",
+        "test_level",
+        "protocol",
+        "profile",
+        "embedding",
+        "test_seed",
+        "seed",
+        "estimator",
+    ]
     assert config["embedding"] == discrete.DEFAULT_EMBEDDING and config["seed"] == 0
     assert config["test_level"] == (8 if split == "dev" else 9)
 
@@ -30,6 +45,5 @@ def test_length_units_keep_their_names_and_keys(monkeypatch, split, suffix):
 def test_composition_units_keep_their_names_and_keys(monkeypatch, split, suffix):
     name, config, _ = _unit_of(monkeypatch, composition, protocol="paper", split=split, embedding="gradient")
     assert name == f"composition-paper{suffix}-seed0"
-    assert list(config) == ["experiment", "split", "protocol", "profile", "embedding", "test_seed", "seed",
-                            "estimator"]
+    assert list(config) == ["experiment", "split", "protocol", "profile", "embedding", "test_seed", "seed", "estimator"]
     assert config["embedding"] == "gradient" and "CompositionRTE" in config["estimator"]

@@ -30,20 +30,32 @@ def _rows(path):
 
 # --- options and plans ---------------------------------------------------------------------------
 
+
 def test_options_round_trip_as_plain_data(tmp_path):
-    o = RunOptions(profile="tiny", out=tmp_path, family="quadratic", seed=3, extra={"model": "m"},
-                   shard=Shard(1, 2), run_dir=tmp_path / "r", unit_cpus=2)
+    o = RunOptions(
+        profile="tiny",
+        out=tmp_path,
+        family="quadratic",
+        seed=3,
+        extra={"model": "m"},
+        shard=Shard(1, 2),
+        run_dir=tmp_path / "r",
+        unit_cpus=2,
+    )
     d = options_to_dict(o)
     assert json.loads(json.dumps(d)) == d  # plain JSON data: nothing pickled crosses to a worker
     assert options_from_dict(d) == o
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(executor="dask"), "unknown executor 'dask'"),
-    (dict(unit_cpus=0), "unit_cpus must be a whole number >= 1"),
-    (dict(seeds=2, seed=1), "--seeds N (seeds 0..N-1) or --seed S"),
-    (dict(executor="ray", shard=Shard(0, 2)), "--executor ray does not combine with --shard"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(executor="dask"), "unknown executor 'dask'"),
+        (dict(unit_cpus=0), "unit_cpus must be a whole number >= 1"),
+        (dict(seeds=2, seed=1), "--seeds N (seeds 0..N-1) or --seed S"),
+        (dict(executor="ray", shard=Shard(0, 2)), "--executor ray does not combine with --shard"),
+    ],
+)
 def test_bad_run_options_are_one_line_errors(kw, message):
     with pytest.raises(TaskextrapError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         RunOptions(**kw)
@@ -59,20 +71,44 @@ def test_a_seed_is_one_seed_and_bounded():
 
 
 def test_sweep_runs_cover_protocols_and_splits_an_experiment_has():
-    runs = sweep_runs(["parameter", "projectile", "parity"], ["paper", "strict"], ["test", "dev"],
-                      RunOptions(profile="tiny"))
+    runs = sweep_runs(
+        ["parameter", "projectile", "parity"], ["paper", "strict"], ["test", "dev"], RunOptions(profile="tiny")
+    )
     got = [(n, o.protocol, o.split) for n, o, _ in runs]
-    assert got == [("parameter", "paper", "test"), ("parameter", "paper", "dev"), ("parameter", "strict", "test"),
-                   ("parameter", "strict", "dev"), ("projectile", "paper", "test"), ("projectile", "paper", "dev"),
-                   ("parity", "paper", "test"), ("parity", "paper", "dev")]
+    assert got == [
+        ("parameter", "paper", "test"),
+        ("parameter", "paper", "dev"),
+        ("parameter", "strict", "test"),
+        ("parameter", "strict", "dev"),
+        ("projectile", "paper", "test"),
+        ("projectile", "paper", "dev"),
+        ("parity", "paper", "test"),
+        ("parity", "paper", "dev"),
+    ]
     with pytest.raises(TaskextrapError, match="unknown split 'train'"):
         sweep_runs(["parameter"], ["paper"], ["train"], RunOptions())
 
 
 def test_sweep_list_names_every_unit_and_creates_nothing(tmp_path, capsys):
     out = tmp_path / "runs"
-    assert _cli("sweep", "parameter", "parameter-ablations", "length", "--protocols", "paper,strict",
-                "--profile", "tiny", "--seeds", "2", "--out", str(out), "--list") == 0
+    assert (
+        _cli(
+            "sweep",
+            "parameter",
+            "parameter-ablations",
+            "length",
+            "--protocols",
+            "paper,strict",
+            "--profile",
+            "tiny",
+            "--seeds",
+            "2",
+            "--out",
+            str(out),
+            "--list",
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.strip().splitlines()
     # 5 families x 2 protocols x 2 seeds + length 2 protocols x 2 seeds; the ablations share parameter's units
     assert lines[-1] == "24 units, 24 to run" and len(lines) == 25
@@ -82,9 +118,12 @@ def test_sweep_list_names_every_unit_and_creates_nothing(tmp_path, capsys):
 
 # --- serial --------------------------------------------------------------------------------------
 
+
 def test_a_unit_shared_by_two_runs_runs_once(tmp_path):
-    runs = [(n, RunOptions(profile="tiny", out=tmp_path, family="quadratic", plots=False, progress=False), None)
-            for n in ("parameter", "parameter-ablations")]
+    runs = [
+        (n, RunOptions(profile="tiny", out=tmp_path, family="quadratic", plots=False, progress=False), None)
+        for n in ("parameter", "parameter-ablations")
+    ]
     planned = [plan_run(n, o) for n, o, _ in runs]
     assert planned[0].plan.units[0].key == planned[1].plan.units[0].key
     calls = []
@@ -107,8 +146,14 @@ def test_one_seed_runs_assemble_into_a_full_run(tmp_path):
     assert [u.stat().st_mtime_ns for u in sorted((tmp_path / "units").glob("*.json"))] == stamps
     full = json.loads((tmp_path / "parameter-paper-tiny-quadratic" / "results.json").read_text())
     assert full["seeds"] == [0, 1]
-    per_seed = [next(r["value"] for r in _rows(tmp_path / f"parameter-paper-tiny-quadratic-seed{s}" / "results.json")
-                     if r["method"] == "rte") for s in (0, 1)]
+    per_seed = [
+        next(
+            r["value"]
+            for r in _rows(tmp_path / f"parameter-paper-tiny-quadratic-seed{s}" / "results.json")
+            if r["method"] == "rte"
+        )
+        for s in (0, 1)
+    ]
     rte = next(r for r in full["rows"] if r["method"] == "rte")
     assert rte["value"] == pytest.approx(np.mean(per_seed), rel=1e-12) and rte["seed_sd"] > 0
 
@@ -131,6 +176,7 @@ def test_the_worker_function_gives_the_serial_record_and_plots(tmp_path):
 
 # --- launchers -----------------------------------------------------------------------------------
 
+
 def test_slurm_ranks_and_local_ids():
     env = {"SLURM_PROCID": "2", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1"}
     s = Shard.from_env(env)
@@ -151,6 +197,7 @@ def test_srun_ranks_on_a_one_process_experiment_are_refused(tmp_path, monkeypatc
 
 
 # --- Ray -----------------------------------------------------------------------------------------
+
 
 def test_ray_missing_is_a_one_line_error(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ray", None)
@@ -191,18 +238,23 @@ def test_a_sweep_under_ray_matches_serial(local_ray, tmp_path, capsys):
         a = json.loads((tmp_path / "serial" / name / "results.json").read_text())
         b = json.loads((tmp_path / "ray" / name / "results.json").read_text())
         assert a["rows"] == b["rows"] and a["comparisons"] == b["comparisons"] and a["config"] == b["config"]
-        assert sorted(p.name for p in (tmp_path / "serial" / name / "plots").glob("*")) == \
-            sorted(p.name for p in (tmp_path / "ray" / name / "plots").glob("*"))
-    assert len(list((tmp_path / "ray" / "units").glob("*.json"))) == len(list((tmp_path / "serial" / "units").glob("*.json")))
+        assert sorted(p.name for p in (tmp_path / "serial" / name / "plots").glob("*")) == sorted(
+            p.name for p in (tmp_path / "ray" / name / "plots").glob("*")
+        )
+    assert len(list((tmp_path / "ray" / "units").glob("*.json"))) == len(
+        list((tmp_path / "serial" / "units").glob("*.json"))
+    )
     # the fits parameter shares are saved once per family, by whichever process computed them
-    assert sorted(p.name for p in (tmp_path / "ray" / "artifacts").iterdir()) == \
-        sorted(p.name for p in (tmp_path / "serial" / "artifacts").iterdir())
+    assert sorted(p.name for p in (tmp_path / "ray" / "artifacts").iterdir()) == sorted(
+        p.name for p in (tmp_path / "serial" / "artifacts").iterdir()
+    )
 
 
 def test_a_unit_failing_on_ray_is_one_line_and_the_others_are_saved(local_ray, tmp_path, monkeypatch):
     """A user's family (imported in the workers through the driver's sys.path) whose formula
     raises once the run has started."""
-    (tmp_path / "fails_later.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "fails_later.py").write_text(
+        textwrap.dedent(f"""
         import os
         import numpy as np
         from taskextrap.tasks import ParametricFamily
@@ -214,10 +266,12 @@ def test_a_unit_failing_on_ray_is_one_line_and_the_others_are_saved(local_ray, t
 
         FAM = ParametricFamily("fails_later", fn, (-3.0, 3.0), {{}}, "a",
                                {{"F1_1": (0.5, 1.0), "F1_2": (1.0, 1.5), "F2": (2.0, 2.5)}})
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
-    options = RunOptions(profile="tiny", out=tmp_path / "runs", family="fails_later:FAM", plots=False,
-                         progress=False, seeds=1)
+    options = RunOptions(
+        profile="tiny", out=tmp_path / "runs", family="fails_later:FAM", plots=False, progress=False, seeds=1
+    )
     failing = plan_run("parameter", options)
     fine = plan_run("parameter", RunOptions(profile="tiny", out=tmp_path / "runs", family="quadratic", plots=False))
     (tmp_path / "FAIL").write_text("")
@@ -243,7 +297,11 @@ def test_the_ray_driver_waits_for_a_unit_another_process_computes_and_reads_it(l
     (unit_file,) = done.cache_dir.glob("*.json")
     run = planned(tmp_path / "b")
     (unit,) = run.plan.units
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import shutil, sys, time
         from taskextrap.experiments.units import unit_lock
 
@@ -252,7 +310,15 @@ def test_the_ray_driver_waits_for_a_unit_another_process_computes_and_reads_it(l
             print("locked", flush=True)
             time.sleep(2)
             shutil.copy(saved, cache)  # the other process's result, saved under its lock
-    """), str(run.cache_dir), unit.name, unit.key, str(unit_file)], stdout=subprocess.PIPE, text=True)
+    """),
+            str(run.cache_dir),
+            unit.name,
+            unit.key,
+            str(unit_file),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "locked"
     got = run_units(run.plan.units, run.cache_dir, "ray", progress=False)
     assert holder.wait(timeout=60) == 0
@@ -262,16 +328,19 @@ def test_the_ray_driver_waits_for_a_unit_another_process_computes_and_reads_it(l
     assert "waiting for unit parameter-quadratic-paper-seed0, computed by another process" in capfd.readouterr().err
 
 
-@pytest.mark.parametrize("args, message", [
-    (("sweep", "nope"), "error: unknown experiment 'nope'"),
-    (("sweep", "parameter", "--splits", "train"), "error: unknown split 'train'"),
-    (("sweep", "parameter", "--protocols", "paper,bogus"), "error: unknown protocol 'bogus'"),
-    (("sweep", "parameter", "--seed", "1", "--seeds", "2"), "error: give --seeds N (seeds 0..N-1) or --seed S"),
-    (("sweep", "parameter", "--unit-cpus", "0"), "error: Invalid value for '--unit-cpus'"),
-    (("sweep", "parameter", "--executor", "dask"), "error: Invalid value for '--executor'"),
-    (("reproduce", "parameter", "--seed", "-1"), "error: --seed must be a whole number from 0 to 999"),
-    (("sweep", "projectile", "--splits", "dev", "--profile", "tiny", "--seeds", "0"), "error: --seeds must be"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("sweep", "nope"), "error: unknown experiment 'nope'"),
+        (("sweep", "parameter", "--splits", "train"), "error: unknown split 'train'"),
+        (("sweep", "parameter", "--protocols", "paper,bogus"), "error: unknown protocol 'bogus'"),
+        (("sweep", "parameter", "--seed", "1", "--seeds", "2"), "error: give --seeds N (seeds 0..N-1) or --seed S"),
+        (("sweep", "parameter", "--unit-cpus", "0"), "error: Invalid value for '--unit-cpus'"),
+        (("sweep", "parameter", "--executor", "dask"), "error: Invalid value for '--executor'"),
+        (("reproduce", "parameter", "--seed", "-1"), "error: --seed must be a whole number from 0 to 999"),
+        (("sweep", "projectile", "--splits", "dev", "--profile", "tiny", "--seeds", "0"), "error: --seeds must be"),
+    ],
+)
 def test_bad_sweep_input_is_one_line(tmp_path, capsys, args, message):
     assert _cli(*args, "--out", str(tmp_path / "o")) == 2
     err = capsys.readouterr().err.strip()

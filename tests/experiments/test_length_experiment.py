@@ -15,13 +15,21 @@ from taskextrap.tasks.observe import get_protocol
 
 def test_run_unit_scores_every_method_and_never_fits_on_level9():
     with audit.spy() as seen:
-        unit = length.run_unit(POLYNOMIAL_LADDER, get_protocol("paper", "length"), length.LENGTH_PROFILES["tiny"],
-                               seed=0, embedding="gradient")
+        unit = length.run_unit(
+            POLYNOMIAL_LADDER,
+            get_protocol("paper", "length"),
+            length.LENGTH_PROFILES["tiny"],
+            seed=0,
+            embedding="gradient",
+        )
     assert set(length.ALL_METHODS) <= set(unit.errors)
     for m in length.ALL_METHODS:
         assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
-    audit.check(seen, POLYNOMIAL_LADDER.training_labels(),
-                required={"scaler", "probe", "pca", "sparse-inductive", "psi", "decomposer"})
+    audit.check(
+        seen,
+        POLYNOMIAL_LADDER.training_labels(),
+        required={"scaler", "probe", "pca", "sparse-inductive", "psi", "decomposer"},
+    )
     assert all(np.all(c[:, 9] == 0) for _, c in seen)
 
 
@@ -29,7 +37,7 @@ def test_targets_are_one_step_beyond_the_library_and_fixed():
     lib = length.make_library(POLYNOMIAL_LADDER, 5)
     tg, obs = length.make_targets(lib, get_protocol("paper", "length"), 4, 3)
     assert np.all(tg.level == 9) and np.all(lib.level[tg.parent] == 8)
-    tg2, obs2 = length.make_targets(lib, get_protocol("paper", "length"), 4, 3)
+    _tg2, obs2 = length.make_targets(lib, get_protocol("paper", "length"), 4, 3)
     np.testing.assert_array_equal(obs.ctx_y, obs2.ctx_y)
 
 
@@ -65,16 +73,19 @@ def test_length_and_ablations_share_units(tmp_path, monkeypatch):
 
 def test_user_ladder_from_module(tmp_path, monkeypatch):
     mod = tmp_path / "myladder.py"
-    mod.write_text("from taskextrap.tasks.ladder import Ladder\n"
-                   "import numpy as np\n"
-                   "def basis(x, p):\n    return np.cos(p * np.arccos(np.clip(x, -1, 1)))\n"
-                   "CHEB = Ladder('chebyshev', basis=basis, domain=(-1.0, 1.0), train_levels=(1, 2, 3, 4),"
-                   " test_level=5)\n")
+    mod.write_text(
+        "from taskextrap.tasks.ladder import Ladder\n"
+        "import numpy as np\n"
+        "def basis(x, p):\n    return np.cos(p * np.arccos(np.clip(x, -1, 1)))\n"
+        "CHEB = Ladder('chebyshev', basis=basis, domain=(-1.0, 1.0), train_levels=(1, 2, 3, 4),"
+        " test_level=5)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     ladder = length.get_ladder("myladder:CHEB")
     assert ladder.name == "chebyshev"
-    res = run_experiment("length", RunOptions(profile="tiny", out=tmp_path / "runs", family="myladder:CHEB",
-                                              progress=False, plots=False))
+    res = run_experiment(
+        "length", RunOptions(profile="tiny", out=tmp_path / "runs", family="myladder:CHEB", progress=False, plots=False)
+    )
     assert res["config"]["ladder"] == "chebyshev"
     # the user's ladder has its own group, and the paper's Table 2 values never stand beside it
     groups = {r["group"] for r in res["rows"]}

@@ -36,8 +36,9 @@ def test_no_fit_sees_a_held_out_task():
 @pytest.mark.parametrize("panel", M.PANELS)
 def test_the_audit_names_a_held_out_task_fitted_into_the_map(panel):
     train, held, m = M.panel_tasks(panel, TINY.n_per_class, 0)
-    leaky = M.PanelTasks(train.family, *(np.concatenate([getattr(train, f), getattr(held, f)])
-                                         for f in ("params", "label", "order")))
+    leaky = M.PanelTasks(
+        train.family, *(np.concatenate([getattr(train, f), getattr(held, f)]) for f in ("params", "label", "order"))
+    )
     with audit.spy() as seen:
         M.embeddings(leaky, held, m, TINY, 0)
     with pytest.raises(audit.LeakError, match="|".join(sorted(set(held.label)))):

@@ -71,14 +71,24 @@ def test_dev_split_scores_every_variant_inside_the_training_span(tmp_path, monke
 
 def test_a_users_family_needs_the_far_regions(monkeypatch):
     mod = types.ModuleType("ms_user_families")
-    mod.ok = with_far_regions(PARAMETER_FAMILIES["sin_trend"].__class__(
-        name="mytrend", fn=PARAMETER_FAMILIES["sin_trend"].fn, domain=(0.0, 20.0), shift="s",
-        fixed={"A": (0.5, 1.0)}, regions={"F1_1": (0.1, 0.2), "F1_2": (0.2, 0.3), "F2": (0.3, 0.4)}))
+    mod.ok = with_far_regions(
+        PARAMETER_FAMILIES["sin_trend"].__class__(
+            name="mytrend",
+            fn=PARAMETER_FAMILIES["sin_trend"].fn,
+            domain=(0.0, 20.0),
+            shift="s",
+            fixed={"A": (0.5, 1.0)},
+            regions={"F1_1": (0.1, 0.2), "F1_2": (0.2, 0.3), "F2": (0.3, 0.4)},
+        )
+    )
     mod.short = PARAMETER_FAMILIES["sin_trend"]
     monkeypatch.setitem(sys.modules, "ms_user_families", mod)
     fam = M.get_multistep_family("ms_user_families:ok")
     assert fam.regions["F5"] == pytest.approx((0.6, 0.7))
-    with pytest.raises(TaskextrapError, match="needs regions named exactly F1_1, F1_2 \\(train_regions\\) and F2, F3, F4, F5 \\(held out\\)") as e:
+    with pytest.raises(
+        TaskextrapError,
+        match="needs regions named exactly F1_1, F1_2 \\(train_regions\\) and F2, F3, F4, F5 \\(held out\\)",
+    ) as e:
         M.get_multistep_family("ms_user_families:short")
     assert "\n" not in str(e.value)
     assert M.get_multistep_family("exp") is MULTISTEP_FAMILIES["exp"]
@@ -114,8 +124,15 @@ def _targets_scored(monkeypatch, seed: int, test_seed: int) -> dict:
 
     monkeypatch.setattr(M, "fit_models", fit)
     monkeypatch.setattr(M, "predict_region", predict)
-    M.run_unit(MULTISTEP_FAMILIES["exp"], get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed, "gradient", 2,
-               test_seed=test_seed)
+    M.run_unit(
+        MULTISTEP_FAMILIES["exp"],
+        get_protocol("paper"),
+        PARAMETER_PROFILES["tiny"],
+        seed,
+        "gradient",
+        2,
+        test_seed=test_seed,
+    )
     return seen
 
 
@@ -138,16 +155,26 @@ def test_targets_do_not_depend_on_the_training_seed(monkeypatch):
 def test_rte_chained_is_the_variant_the_committed_dev_run_chose(protocol):
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / f"parameter-multistep-{protocol}-paper-dev.json"
+    path = (
+        Path(__file__).resolve().parents[2]
+        / "benchmarks"
+        / "results"
+        / f"parameter-multistep-{protocol}-paper-dev.json"
+    )
     dev = json.loads(path.read_text())
     assert dev["config"]["split"] == "dev" and set(dev["config"]["dev_variants"]) == set(M.DEV_VARIANTS)
     assert M.CHAINED[protocol] == M.choose_variant(dev["rows"])
 
 
 def test_the_choice_is_the_lowest_geometric_mean_ratio_to_one_step():
-    rows = [{"group": g, "method": m, "value": v} for g, vals in
-            {"a/dev-F3": {"rte": 1.0, **{v: 1.0 for v in M.DEV_VARIANTS}},
-             "b/dev-F3": {"rte": 100.0, **{v: 100.0 for v in M.DEV_VARIANTS}}}.items() for m, v in vals.items()]
+    rows = [
+        {"group": g, "method": m, "value": v}
+        for g, vals in {
+            "a/dev-F3": {"rte": 1.0, **{v: 1.0 for v in M.DEV_VARIANTS}},
+            "b/dev-F3": {"rte": 100.0, **{v: 100.0 for v in M.DEV_VARIANTS}},
+        }.items()
+        for m, v in vals.items()
+    ]
     assert M.choose_variant(rows) == next(iter(M.DEV_VARIANTS))  # all tied: the first listed
     for r in rows:
         if r["method"] == "chain-fixed3-linear":

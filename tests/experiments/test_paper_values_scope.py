@@ -38,9 +38,11 @@ def test_a_user_family_named_quadratic_gets_no_paper_values(tmp_path, monkeypatc
     (tmp_path / "myfam.py").write_text(
         "import dataclasses\n"
         "from taskextrap.tasks import PARAMETER_FAMILIES\n"
-        "QUAD = dataclasses.replace(PARAMETER_FAMILIES['quadratic'], fn=lambda x, a, b, c: a * (x - b) ** 2 + 2 * c)\n")
+        "QUAD = dataclasses.replace(PARAMETER_FAMILIES['quadratic'], fn=lambda x, a, b, c: a * (x - b) ** 2 + 2 * c)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
-    res = run_experiment("parameter", RunOptions(profile="tiny", out=tmp_path / "runs", family="myfam:QUAD",
-                                                 progress=False, plots=False))
+    res = run_experiment(
+        "parameter", RunOptions(profile="tiny", out=tmp_path / "runs", family="myfam:QUAD", progress=False, plots=False)
+    )
     assert {r["group"] for r in res["rows"]} == {"quadratic", "quadratic:anchor-retrieved"}
     assert all(r["paper_value"] is None and r["paper_ci95"] is None for r in res["rows"])

@@ -61,8 +61,9 @@ def test_unit_errors_and_checkpoint_resume(tmp_path):
     first = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)]
     errors = first.errors
     intervals = {k for m in INTERVAL_METHODS for k in interval_keys(f"interval:{m}")}
-    fractions = ({k for k in intervals if not k.endswith("_width")}
-                 | {f"anchor-retrieved:{m}" for m in ("rte", "strategy-a")})
+    fractions = {k for k in intervals if not k.endswith("_width")} | {
+        f"anchor-retrieved:{m}" for m in ("rte", "strategy-a")
+    }
     assert set(errors) == set(METHODS) | {"far-anchors"} | intervals | fractions | {"entropy:rte", "entropy:strategy-a"}
     for m, e in errors.items():
         assert e.shape == (prof.n_targets,) and np.all(np.isfinite(e)) and np.all(e >= 0), m
@@ -157,8 +158,11 @@ def test_the_choice_is_the_lowest_geometric_mean_ratio_to_strategy_a():
     from taskextrap.experiments import parameter as P
 
     variants = [f"rte-{v}" for v in P.OBJECTIVE_VARIANTS]
-    rows = [{"group": g, "method": m, "metric": "mse", "value": base} for g, base in (("a", 1.0), ("b", 100.0))
-            for m in ["strategy-a", *variants]]
+    rows = [
+        {"group": g, "method": m, "metric": "mse", "value": base}
+        for g, base in (("a", 1.0), ("b", 100.0))
+        for m in ["strategy-a", *variants]
+    ]
     assert P.choose_variant(rows) == "strategy-a"  # all tied: Strategy A stays
     for r in rows:
         if r["method"] == variants[1]:

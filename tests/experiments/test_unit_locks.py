@@ -47,8 +47,14 @@ HOLDER = textwrap.dedent("""
 
 def _python(script, *args, **kw):
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    return subprocess.Popen([sys.executable, "-c", script, *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        **kw,
+    )
 
 
 def _wait_for(condition, limit_s=60.0):
@@ -110,8 +116,20 @@ def test_two_runs_of_an_experiment_into_one_out_compute_each_unit_once(tmp_path)
         parameter.run_unit = counted
         main(sys.argv[1:])
     """)
-    args = ("reproduce", "parameter", "--profile", "tiny", "--family", "quadratic", "--seeds", "2", "--out",
-            tmp_path / "runs", "--quiet", "--no-plots")
+    args = (
+        "reproduce",
+        "parameter",
+        "--profile",
+        "tiny",
+        "--family",
+        "quadratic",
+        "--seeds",
+        "2",
+        "--out",
+        tmp_path / "runs",
+        "--quiet",
+        "--no-plots",
+    )
     runs = [_python(script, *args) for _ in range(2)]
     out = [p.communicate(timeout=300) for p in runs]
     assert all(p.returncode == 0 for p in runs), out

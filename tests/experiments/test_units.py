@@ -54,6 +54,7 @@ def _damages():
             data = json.loads(path.read_text())
             f(data)
             path.write_text(json.dumps(data))
+
         return apply
 
     def first(d):
@@ -81,13 +82,18 @@ def test_a_damaged_unit_is_recomputed_with_one_warning_never_used(tmp_path):
     config = {"experiment": "x", "seed": 0}
     first = cached_unit(tmp_path, "x-seed0", config, lambda: UnitResult({"m": np.array([0.5, 2.0])}, {"t": 1.0}))
     original = _unit_file(tmp_path).read_bytes()
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return UnitResult({"m": np.array([0.5, 2.0])}, {"t": 1.0})
+
     for how, damage in _damages().items():
         _unit_file(tmp_path).write_bytes(original)
         damage(_unit_file(tmp_path))
-        calls = []
+        calls.clear()
         with pytest.warns(TaskextrapWarning, match="x-seed0.*recomputing") as caught:
-            again = cached_unit(tmp_path, "x-seed0", config,
-                                lambda: calls.append(1) or UnitResult({"m": np.array([0.5, 2.0])}, {"t": 1.0}))
+            again = cached_unit(tmp_path, "x-seed0", config, compute)
         assert calls == [1], how
         assert len(caught) == 1 and "\n" not in str(caught[0].message), how
         assert np.array_equal(again.errors["m"], first.errors["m"]), how
@@ -96,8 +102,12 @@ def test_a_damaged_unit_is_recomputed_with_one_warning_never_used(tmp_path):
 
 def test_an_intact_unit_is_read_back_without_a_warning(tmp_path, recwarn):
     config = {"experiment": "x", "seed": 0}
-    cached_unit(tmp_path, "x-seed0", config, lambda: UnitResult({"m": np.float32([0.1, 0.2])}, {"t": 1.0},
-                                                               {"note": np.int64(3)}))
+    cached_unit(
+        tmp_path,
+        "x-seed0",
+        config,
+        lambda: UnitResult({"m": np.float32([0.1, 0.2])}, {"t": 1.0}, {"note": np.int64(3)}),
+    )
     again = cached_unit(tmp_path, "x-seed0", config, lambda: (_ for _ in ()).throw(AssertionError("recomputed")))
     assert again.extras["note"] == 3 and again.extras["resumed"] and not recwarn.list
 
@@ -132,8 +142,20 @@ def test_a_run_reuses_seed_zero_for_more_seeds_and_repairs_damaged_units(tmp_pat
     import sys
 
     def run(seeds):
-        cmd = [sys.executable, "-m", "taskextrap.cli", "reproduce", "length", "--profile", "tiny", "--seeds",
-               str(seeds), "--out", str(tmp_path), "--no-plots"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "taskextrap.cli",
+            "reproduce",
+            "length",
+            "--profile",
+            "tiny",
+            "--seeds",
+            str(seeds),
+            "--out",
+            str(tmp_path),
+            "--no-plots",
+        ]
         return subprocess.run(cmd, capture_output=True, text=True, check=True)
 
     run(1)

@@ -24,7 +24,7 @@ from taskextrap.tasks.observe import get_protocol, noise_scale
 from taskextrap.tasks.primitives import PAPER_SPLIT, PRIMITIVE_FAMILIES, CompositionSet, PrimitiveSet
 
 # The README's "your own primitive set": two families, one held-out pair, a depth-3 recipe split.
-USER_SET = textwrap.dedent('''
+USER_SET = textwrap.dedent("""
     import numpy as np
     from taskextrap.tasks import CompositionFamily, PairSplit, PrimitiveFamily
     from taskextrap.tasks.chains import RecipeSplit
@@ -35,7 +35,7 @@ USER_SET = textwrap.dedent('''
                               PairSplit(train=(("sin", "sin"), ("bump", "bump"), ("sin", "bump")),
                                         test=(("bump", "sin"),)),
                               recipe_split=RecipeSplit(("sin", "bump"), 3, held_out=(("bump", "sin"),)))
-''')
+""")
 
 
 @pytest.fixture
@@ -50,6 +50,7 @@ def user_module(tmp_path, monkeypatch):
         (folder / f"{name}.py").write_text(body)
         sys.modules.pop(name, None)
         written.append(name)
+
     yield write
     for name in written:
         sys.modules.pop(name, None)
@@ -70,6 +71,7 @@ def results_of(out, experiment: str) -> dict:
 
 # --- end to end from the command line ------------------------------------------------------------
 
+
 def test_composition_on_a_users_set_from_the_command_line(user_module, tmp_path, capsys, monkeypatch):
     user_module("usermod", USER_SET)
     out = tmp_path / "runs"
@@ -81,7 +83,7 @@ def test_composition_on_a_users_set_from_the_command_line(user_module, tmp_path,
     assert groups == {"waves:unseen-pairs", "waves:pair-retrieved"}  # one held-out pair: no per-pair groups
     main_rows = [r["method"] for r in res["rows"] if r["group"] == "waves:unseen-pairs" and r["metric"] == "mse"]
     assert main_rows == list(composition.METHODS)
-    assert all(r["paper_value"] is None for r in res["rows"])    # the paper's numbers are for its own set only
+    assert all(r["paper_value"] is None for r in res["rows"])  # the paper's numbers are for its own set only
     recorded = res["config"]["primitive_set"]
     assert recorded["spec"] == "usermod:waves" and recorded["name"] == "waves"
     assert list(recorded["families"]) == ["sin", "bump"] and recorded["pairs"]["test"] == [["bump", "sin"]]
@@ -94,14 +96,28 @@ def test_composition_on_a_users_set_from_the_command_line(user_module, tmp_path,
     assert code == 0, err
     abl = results_of(out, "composition-ablations")
     assert [r["method"] for r in abl["rows"] if r["group"] == "waves:unseen-pairs"] == list(
-        composition.ABLATION_METHODS)
+        composition.ABLATION_METHODS
+    )
 
 
 def test_composition_depth3_on_a_users_set_from_the_command_line(user_module, tmp_path, capsys):
     user_module("usermod", USER_SET)
     out = tmp_path / "runs"
-    code, err = run_cli(["reproduce", "composition-depth3", "--family", "usermod:waves", "--profile", "tiny",
-                         "--no-plots", "--out", str(out), "--quiet"], capsys)
+    code, err = run_cli(
+        [
+            "reproduce",
+            "composition-depth3",
+            "--family",
+            "usermod:waves",
+            "--profile",
+            "tiny",
+            "--no-plots",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 0, err
     res = results_of(out, "composition-depth3")
     main_rows = [r["method"] for r in res["rows"] if r["group"] == "waves:unseen-recipes" and r["metric"] == "mse"]
@@ -115,8 +131,21 @@ def test_composition_depth3_on_a_users_set_from_the_command_line(user_module, tm
 def test_composition_em_on_a_users_set_from_the_command_line(user_module, tmp_path, capsys):
     user_module("usermod", USER_SET)
     out = tmp_path / "runs"
-    code, err = run_cli(["reproduce", "composition-em", "--family", "usermod:waves", "--profile", "tiny",
-                         "--no-plots", "--out", str(out), "--quiet"], capsys)
+    code, err = run_cli(
+        [
+            "reproduce",
+            "composition-em",
+            "--family",
+            "usermod:waves",
+            "--profile",
+            "tiny",
+            "--no-plots",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 0, err
     res = results_of(out, "composition-em")
     assert [r["method"] for r in res["rows"] if r["group"] == "waves:unseen-pairs"] == list(composition_em.METHODS)
@@ -127,10 +156,10 @@ def test_composition_em_on_a_users_set_from_the_command_line(user_module, tmp_pa
 # --- refusals: one line, exit status 2, nothing computed -----------------------------------------
 
 BROKEN = {  # module name -> the bump family's formula, or a whole body
-    "colmod": "a * w",                         # (n, 1): ignores x
+    "colmod": "a * w",  # (n, 1): ignores x
     "scalarmod": "np.float64(1.0)",
-    "constmod": "a + 0.0 * x",                 # x's shape, constant in x
-    "nanmod": "a * np.log(x)",                 # NaN on the grid's negative half
+    "constmod": "a + 0.0 * x",  # x's shape, constant in x
+    "nanmod": "a * np.log(x)",  # NaN on the grid's negative half
 }
 
 
@@ -138,26 +167,48 @@ def _broken(formula: str) -> str:
     return USER_SET.replace("a * np.exp(-(w * x) ** 2)", formula)
 
 
-@pytest.mark.parametrize("experiment, spec, needle", [
-    ("composition", "nosuchset", ("unknown primitive set 'nosuchset'; choose from ['poly-sin-tanh', "
-                                 "'poly-sin-tanh-rescaled'] or module:attr")),
-    ("composition", "poly-sin-tanhh", "did you mean"),
-    ("composition", "quadratic", "unknown primitive set 'quadratic'"),
-    ("composition", "usermod:sin", ("'usermod:sin' is a PrimitiveFamily, not a "
-                                   "taskextrap.tasks.primitives.CompositionFamily")),
-    ("composition", "nosuchmodule_xyz:waves", "cannot import module 'nosuchmodule_xyz'"),
-    ("composition", "colmod:waves", ("primitive set 'colmod:waves', primitive family 'bump': its fn returned shape "
-                                    "(8, 1) for inputs x of shape (8, 16); it must return exactly x's shape")),
-    ("composition-ablations", "scalarmod:waves", "primitive family 'bump': its fn returned shape ()"),
-    ("composition-em", "constmod:waves", "primitive family 'bump': its fn does not depend on x"),
-    ("composition-depth3", "nanmod:waves", "primitive family 'bump': its fn returned NaN or inf"),
-    ("composition", "onemod:waves", "primitive set 'waves': needs at least 2 primitive families"),
-    ("composition", "strangermod:waves", "its pair split names ['cos'], not families of the set ['sin', 'bump']"),
-    ("composition-depth3", "norecipemod:waves", ("primitive set 'norecipemod:waves': composition-depth3 needs its "
-                                                "recipe_split")),
-])
-def test_a_set_that_cannot_work_is_refused_in_one_line_before_any_work(user_module, tmp_path, capsys,
-                                                                        experiment, spec, needle):
+@pytest.mark.parametrize(
+    "experiment, spec, needle",
+    [
+        (
+            "composition",
+            "nosuchset",
+            (
+                "unknown primitive set 'nosuchset'; choose from ['poly-sin-tanh', "
+                "'poly-sin-tanh-rescaled'] or module:attr"
+            ),
+        ),
+        ("composition", "poly-sin-tanhh", "did you mean"),
+        ("composition", "quadratic", "unknown primitive set 'quadratic'"),
+        (
+            "composition",
+            "usermod:sin",
+            ("'usermod:sin' is a PrimitiveFamily, not a taskextrap.tasks.primitives.CompositionFamily"),
+        ),
+        ("composition", "nosuchmodule_xyz:waves", "cannot import module 'nosuchmodule_xyz'"),
+        (
+            "composition",
+            "colmod:waves",
+            (
+                "primitive set 'colmod:waves', primitive family 'bump': its fn returned shape "
+                "(8, 1) for inputs x of shape (8, 16); it must return exactly x's shape"
+            ),
+        ),
+        ("composition-ablations", "scalarmod:waves", "primitive family 'bump': its fn returned shape ()"),
+        ("composition-em", "constmod:waves", "primitive family 'bump': its fn does not depend on x"),
+        ("composition-depth3", "nanmod:waves", "primitive family 'bump': its fn returned NaN or inf"),
+        ("composition", "onemod:waves", "primitive set 'waves': needs at least 2 primitive families"),
+        ("composition", "strangermod:waves", "its pair split names ['cos'], not families of the set ['sin', 'bump']"),
+        (
+            "composition-depth3",
+            "norecipemod:waves",
+            ("primitive set 'norecipemod:waves': composition-depth3 needs its recipe_split"),
+        ),
+    ],
+)
+def test_a_set_that_cannot_work_is_refused_in_one_line_before_any_work(
+    user_module, tmp_path, capsys, experiment, spec, needle
+):
     user_module("usermod", USER_SET)
     for name, formula in BROKEN.items():
         user_module(name, _broken(formula))
@@ -165,8 +216,10 @@ def test_a_set_that_cannot_work_is_refused_in_one_line_before_any_work(user_modu
     user_module("strangermod", USER_SET.replace('test=(("bump", "sin"),)', 'test=(("cos", "sin"),)'))
     user_module("norecipemod", USER_SET + "import dataclasses\nwaves = dataclasses.replace(waves, recipe_split=None)\n")
     out = tmp_path / "runs"
-    code, err = run_cli(["reproduce", experiment, "--family", spec, "--profile", "tiny", "--no-plots", "--out",
-                         str(out), "--quiet"], capsys)
+    code, err = run_cli(
+        ["reproduce", experiment, "--family", spec, "--profile", "tiny", "--no-plots", "--out", str(out), "--quiet"],
+        capsys,
+    )
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
     assert needle in lines[0]
@@ -174,10 +227,27 @@ def test_a_set_that_cannot_work_is_refused_in_one_line_before_any_work(user_modu
 
 
 def test_a_dev_split_that_cannot_be_built_is_one_line(user_module, tmp_path, capsys):
-    user_module("onetrain", USER_SET.replace('train=(("sin", "sin"), ("bump", "bump"), ("sin", "bump"))',
-                                             'train=(("sin", "bump"),)'))
-    code, err = run_cli(["reproduce", "composition", "--family", "onetrain:waves", "--split", "dev", "--profile",
-                         "tiny", "--no-plots", "--out", str(tmp_path / "runs"), "--quiet"], capsys)
+    user_module(
+        "onetrain",
+        USER_SET.replace('train=(("sin", "sin"), ("bump", "bump"), ("sin", "bump"))', 'train=(("sin", "bump"),)'),
+    )
+    code, err = run_cli(
+        [
+            "reproduce",
+            "composition",
+            "--family",
+            "onetrain:waves",
+            "--split",
+            "dev",
+            "--profile",
+            "tiny",
+            "--no-plots",
+            "--out",
+            str(tmp_path / "runs"),
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "a dev pair split needs a training pair of two different families and another training pair" in err
     assert not list((tmp_path / "runs").rglob("results.json"))
@@ -185,9 +255,11 @@ def test_a_dev_split_that_cannot_be_built_is_one_line(user_module, tmp_path, cap
 
 # --- plans: the user's split, dev split and code key the units; the default is unchanged ---------
 
+
 def _plan(experiment: str, tmp_path, **options):
-    return plan_run(experiment, RunOptions(profile="tiny", out=tmp_path, progress=False, plots=False, **options),
-                    make_dirs=False).plan.units
+    return plan_run(
+        experiment, RunOptions(profile="tiny", out=tmp_path, progress=False, plots=False, **options), make_dirs=False
+    ).plan.units
 
 
 def test_a_users_dev_split_and_code_key_its_units(user_module, tmp_path):
@@ -195,30 +267,42 @@ def test_a_users_dev_split_and_code_key_its_units(user_module, tmp_path):
     (unit,) = _plan("composition", tmp_path, family="usermod:waves", split="dev")
     assert unit.name == "composition-waves-paper-dev-seed0"
     from usermod import waves
+
     assert unit.config["split"] == dev_pair_split(waves.split) and unit.config["primitives"]["name"] == "waves"
     (deep,) = _plan("composition-depth3", tmp_path, family="usermod:waves", split="dev")
     assert deep.name == "composition-depth3-waves-paper-dev-seed0" and "RecipeSplit" in deep.config["split"]
     user_module("usermod", USER_SET.replace("A * np.sin(w * x)", "A * np.sin(w * x + 0.1)"))
     (edited,) = _plan("composition", tmp_path, family="usermod:waves", split="dev")
-    assert edited.config["primitives"]["families"]["sin"]["fn_code"] != unit.config["primitives"]["families"]["sin"][
-        "fn_code"] and edited.key != unit.key
+    assert (
+        edited.config["primitives"]["families"]["sin"]["fn_code"]
+        != unit.config["primitives"]["families"]["sin"]["fn_code"]
+        and edited.key != unit.key
+    )
 
 
 def test_a_non_default_built_in_set_gets_its_own_units_and_groups(tmp_path):
     (unit,) = _plan("composition-depth3", tmp_path, family="poly-sin-tanh")
     assert unit.name == "composition-depth3-poly-sin-tanh-paper-seed0" and unit.config["primitives"]["name"] == (
-        "poly-sin-tanh")
+        "poly-sin-tanh"
+    )
     assert [u.name for u in _plan("composition", tmp_path, family="poly-sin-tanh-rescaled")] == [
-        "composition-poly-sin-tanh-rescaled-paper-seed0"]
+        "composition-poly-sin-tanh-rescaled-paper-seed0"
+    ]
 
 
-@pytest.mark.parametrize("experiment, stem", [("composition", "composition"), ("composition-ablations", "composition"),
-                                              ("composition-em", "composition-em"),
-                                              ("composition-depth3", "composition-depth3")])
+@pytest.mark.parametrize(
+    "experiment, stem",
+    [
+        ("composition", "composition"),
+        ("composition-ablations", "composition"),
+        ("composition-em", "composition-em"),
+        ("composition-depth3", "composition-depth3"),
+    ],
+)
 def test_the_default_plan_is_the_one_before_family_existed(tmp_path, experiment, stem):
     default = _plan(experiment, tmp_path)
     assert [u.name for u in default] == [f"{stem}-paper-seed0"]
-    assert "primitives" not in default[0].config          # the default units' keys are unchanged
+    assert "primitives" not in default[0].config  # the default units' keys are unchanged
     split = default[0].config["split"]
     assert split == (PAPER_SPLIT if experiment != "composition-depth3" else repr(PAPER_RECIPE_SPLIT))
     builtin = "poly-sin-tanh-rescaled" if experiment == "composition-depth3" else "poly-sin-tanh"
@@ -233,27 +317,40 @@ def test_the_default_library_and_targets_come_from_the_streams_they_came_from_be
     assert np.array_equal(lib.curves, legacy.curves) and np.array_equal(lib.params, legacy.params)
     targets, obs = composition.make_targets(lib, protocol, 5, 2)
     held = [f"{o}-{i}" for o, i in PAPER_SPLIT.test]
-    old = CompositionSet.sample(legacy, PAPER_SPLIT.test, 5, rng(FRESH_TEST_SEED, "composition", *held, "targets"),
-                                train_pairs=PAPER_SPLIT.train)
-    old_obs = protocol.draw(old, 2, rng(FRESH_TEST_SEED, "composition", *held, protocol.name, "draws"),
-                            noise_scale(old.family))
+    old = CompositionSet.sample(
+        legacy,
+        PAPER_SPLIT.test,
+        5,
+        rng(FRESH_TEST_SEED, "composition", *held, "targets"),
+        train_pairs=PAPER_SPLIT.train,
+    )
+    old_obs = protocol.draw(
+        old, 2, rng(FRESH_TEST_SEED, "composition", *held, protocol.name, "draws"), noise_scale(old.family)
+    )
     assert np.array_equal(targets.params, old.params) and np.array_equal(obs.qry_y, old_obs.qry_y)
 
     protocol3 = get_protocol("paper", "composition-depth3")
     lib3 = D3.make_library(4)
-    legacy3 = PrimitiveSet.sample(DEPTH3_FAMILIES, 4, rng(LIBRARY_SEED, "primitives-depth3", "library"),
-                                  grid=DEPTH3_GRID)
+    legacy3 = PrimitiveSet.sample(
+        DEPTH3_FAMILIES, 4, rng(LIBRARY_SEED, "primitives-depth3", "library"), grid=DEPTH3_GRID
+    )
     assert np.array_equal(lib3.curves, legacy3.curves) and np.array_equal(lib3.grid, legacy3.grid)
     chains, _ = D3.make_targets(lib3, protocol3, 5, 1)
     held3 = sorted(recipe_name(r) for r in PAPER_RECIPE_SPLIT.test)
-    old3 = ChainSet.sample(legacy3, PAPER_RECIPE_SPLIT.test, 5, rng(FRESH_TEST_SEED, D3.EXPERIMENT, *held3, "targets"),
-                           train_recipes=PAPER_RECIPE_SPLIT.train)
+    old3 = ChainSet.sample(
+        legacy3,
+        PAPER_RECIPE_SPLIT.test,
+        5,
+        rng(FRESH_TEST_SEED, D3.EXPERIMENT, *held3, "targets"),
+        train_recipes=PAPER_RECIPE_SPLIT.train,
+    )
     assert np.array_equal(chains.params, old3.params)
 
 
 def test_another_set_draws_its_own_library_and_targets(user_module):
     user_module("usermod", USER_SET)
     from usermod import waves
+
     lib = composition.make_library(5, waves)
     assert list(dict.fromkeys(lib.family_names)) == ["sin", "bump"]
     lookalike = composition.make_library(5, dataclasses.replace(POLY_SIN_TANH))  # equal fields, another object

@@ -18,29 +18,46 @@ from taskextrap.errors import TaskextrapError  # noqa: E402
 from taskextrap.operators.train import TrainConfig  # noqa: E402
 from taskextrap.seeding import rng  # noqa: E402
 
-FUZZ = settings(max_examples=60, deadline=10_000, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-TINY_DISCRETE = dict(train=TrainConfig(steps=10, batch=256, eval_every=5),
-                     decomposer_train=TrainConfig(steps=10, batch=64, eval_every=5), seed=0)
+FUZZ = settings(
+    max_examples=60,
+    deadline=10_000,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+TINY_DISCRETE = dict(
+    train=TrainConfig(steps=10, batch=256, eval_every=5),
+    decomposer_train=TrainConfig(steps=10, batch=64, eval_every=5),
+    seed=0,
+)
 
 # Numbers that hurt: NaN, inf, signed zeros, subnormals, huge and tiny values.
-NUMBERS = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
-                    st.sampled_from([0.0, -0.0, 1e-320, 1e300, -1e300, 1e150, 1e20, 3.0, -5.0, 0.5]))
-DTYPES = st.sampled_from([np.float64, np.float32, np.float16, np.int64, np.int8, np.uint8, np.bool_,
-                          np.complex128, "U3", object])
+NUMBERS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1e-320, 1e300, -1e300, 1e150, 1e20, 3.0, -5.0, 0.5]),
+)
+DTYPES = st.sampled_from(
+    [np.float64, np.float32, np.float16, np.int64, np.int8, np.uint8, np.bool_, np.complex128, "U3", object]
+)
 
 
 def hostile_array(max_dims: int = 3):
     """Any shape (0-d to 3-d, sides 0..9) of any dtype, filled with hostile numbers where it can."""
+
     def build(dtype):
         if dtype in (np.float64, np.float32, np.float16, np.complex128):
-            return hnp.arrays(dtype, hnp.array_shapes(min_dims=0, max_dims=max_dims, min_side=0, max_side=9),
-                              elements=NUMBERS.map(lambda v: np.dtype(dtype).type(v)) if dtype != np.complex128
-                              else st.complex_numbers(allow_nan=True, allow_infinity=True))
-        if dtype == object:
+            return hnp.arrays(
+                dtype,
+                hnp.array_shapes(min_dims=0, max_dims=max_dims, min_side=0, max_side=9),
+                elements=NUMBERS.map(lambda v: np.dtype(dtype).type(v))
+                if dtype != np.complex128
+                else st.complex_numbers(allow_nan=True, allow_infinity=True),
+            )
+        if dtype is object:
             return st.lists(st.one_of(st.none(), st.text(max_size=2), st.floats()), max_size=6).map(
-                lambda v: np.array(v, dtype=object))
+                lambda v: np.array(v, dtype=object)
+            )
         return hnp.arrays(dtype, hnp.array_shapes(min_dims=0, max_dims=max_dims, min_side=0, max_side=9))
+
     return DTYPES.flatmap(build)
 
 
@@ -57,8 +74,9 @@ def contexts(draw, n_points: int, domain: tuple[float, float]):
     which = draw(st.sampled_from(["none", "ctx_x", "ctx_y", "x_query", "scale", "list", "swap"]))
     if which in ("ctx_x", "ctx_y", "x_query"):
         hostile = draw(hostile_array())
-        ctx_x, ctx_y, x_query = (hostile if which == k else v for k, v in
-                                 (("ctx_x", ctx_x), ("ctx_y", ctx_y), ("x_query", x_query)))
+        ctx_x, ctx_y, x_query = (
+            hostile if which == k else v for k, v in (("ctx_x", ctx_x), ("ctx_y", ctx_y), ("x_query", x_query))
+        )
     elif which == "scale":  # finite but far outside anything seen in training
         ctx_y = ctx_y * draw(st.sampled_from([1e6, 1e12, 1e100, -1e140, 1e-300]))
     elif which == "list":
@@ -92,6 +110,7 @@ def _event(name: str) -> None:
 
 # ----------------------------------------------------------------------------- fitted estimators
 
+
 @pytest.fixture(scope="module")
 def length_rte():
     from taskextrap.estimators.length import LengthRTE
@@ -105,8 +124,7 @@ def composition_rte():
     from taskextrap.estimators.composition import CompositionRTE
     from taskextrap.tasks.primitives import PrimitiveSet
 
-    return CompositionRTE(n_pairs=150, k=4, **TINY_DISCRETE).fit(PrimitiveSet.sample(n_per_family=12,
-                                                                                    rng=rng(0, "f")))
+    return CompositionRTE(n_pairs=150, k=4, **TINY_DISCRETE).fit(PrimitiveSet.sample(n_per_family=12, rng=rng(0, "f")))
 
 
 def _fuzz_estimator(model, data, domain):
@@ -144,14 +162,22 @@ def test_rte_decomposition_for(fitted_rte, anchors, phi, data):
     ctx_x, ctx_y, x_query = data.draw(contexts(fitted_rte.protocol.n_context, (-5.0, 5.0)))
     d = check_call(lambda: fitted_rte.decomposition_for(ctx_x, ctx_y, anchors, phi).phi)
     if d is not None:
-        check_call(lambda: fitted_rte.predict(ctx_x, ctx_y, x_query,
-                                              fitted_rte.decomposition_for(ctx_x, ctx_y, anchors, phi)))
+        check_call(
+            lambda: fitted_rte.predict(ctx_x, ctx_y, x_query, fitted_rte.decomposition_for(ctx_x, ctx_y, anchors, phi))
+        )
 
 
 # ----------------------------------------------------------------------------- constructors
 
-ANY = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), NUMBERS, st.text(max_size=4),
-                st.lists(st.integers(-3, 3), max_size=3), st.complex_numbers(max_magnitude=10))
+ANY = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**20), 10**20),
+    NUMBERS,
+    st.text(max_size=4),
+    st.lists(st.integers(-3, 3), max_size=3),
+    st.complex_numbers(max_magnitude=10),
+)
 
 
 def settings_of(names):
@@ -169,8 +195,22 @@ def check_constructor(make, kwargs) -> None:
 
 
 @FUZZ
-@given(kwargs=settings_of(["anchors", "n_pairs", "library_draws", "near_fraction", "n_near", "val_fraction",
-                           "embed_dim", "seed", "embedding", "protocol"]))
+@given(
+    kwargs=settings_of(
+        [
+            "anchors",
+            "n_pairs",
+            "library_draws",
+            "near_fraction",
+            "n_near",
+            "val_fraction",
+            "embed_dim",
+            "seed",
+            "embedding",
+            "protocol",
+        ]
+    )
+)
 def test_rte_constructor(kwargs):
     from taskextrap.estimators.parameter import RTE
 
@@ -184,18 +224,23 @@ def test_train_config(kwargs):
 
 
 @FUZZ
-@given(fn=st.one_of(st.just(lambda x, a, b: a * x + b), ANY), name=st.one_of(st.just("f"), ANY),
-       domain=st.one_of(st.just((0.0, 1.0)), st.tuples(NUMBERS, NUMBERS), ANY),
-       regions=st.one_of(st.just({"F1_1": (0.0, 1.0), "F1_2": (1.0, 2.0), "F2": (2.0, 3.0)}),
-                         st.dictionaries(st.text(max_size=3), st.tuples(NUMBERS, NUMBERS), max_size=3), ANY),
-       counts=st.dictionaries(st.sampled_from(["F1_1", "F1_2", "F2", "F9"]), ANY, min_size=1, max_size=2))
+@given(
+    fn=st.one_of(st.just(lambda x, a, b: a * x + b), ANY),
+    name=st.one_of(st.just("f"), ANY),
+    domain=st.one_of(st.just((0.0, 1.0)), st.tuples(NUMBERS, NUMBERS), ANY),
+    regions=st.one_of(
+        st.just({"F1_1": (0.0, 1.0), "F1_2": (1.0, 2.0), "F2": (2.0, 3.0)}),
+        st.dictionaries(st.text(max_size=3), st.tuples(NUMBERS, NUMBERS), max_size=3),
+        ANY,
+    ),
+    counts=st.dictionaries(st.sampled_from(["F1_1", "F1_2", "F2", "F9"]), ANY, min_size=1, max_size=2),
+)
 def test_family_and_sampling(fn, name, domain, regions, counts):
     from taskextrap.tasks import TaskSet
     from taskextrap.tasks.family import ParametricFamily
 
     try:
-        family = ParametricFamily(name=name, fn=fn, domain=domain, fixed={"b": (0.0, 1.0)}, shift="a",
-                                  regions=regions)
+        family = ParametricFamily(name=name, fn=fn, domain=domain, fixed={"b": (0.0, 1.0)}, shift="a", regions=regions)
         tasks = TaskSet.sample(family, counts, np.random.default_rng(0))
         values = tasks.values(np.broadcast_to(family.grid(5), (len(tasks), 5)))
         assert values.shape == (len(tasks), 5)

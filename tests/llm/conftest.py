@@ -35,10 +35,13 @@ def hf_char_tokenizer(chat: bool = False):
     tk = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))  # no merges: one token per char
     tk.decoder = decoders.Fuse()
     tk.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    hf = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                                 unk_token="<unk>")
-    hf.chat_template = ("{{ bos_token }}{% for m in messages %}[user]{{ m['content'] }}{% endfor %}"
-                        "{% if add_generation_prompt %}[bot]{% endif %}")
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tk, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+    )
+    hf.chat_template = (
+        "{{ bos_token }}{% for m in messages %}[user]{{ m['content'] }}{% endfor %}"
+        "{% if add_generation_prompt %}[bot]{% endif %}"
+    )
     return hf
 
 

@@ -9,19 +9,19 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-from taskextrap import audit  # noqa: E402
-from taskextrap.errors import TaskextrapError  # noqa: E402
-from taskextrap.experiments import codeio as E  # noqa: E402
-from taskextrap.experiments import codeio_em as X  # noqa: E402
-from taskextrap.experiments.registry import RunOptions  # noqa: E402
-from taskextrap.experiments.runner import run_experiment  # noqa: E402
-from taskextrap.llm import codeio as C  # noqa: E402
-from taskextrap.llm import codeio_em as M  # noqa: E402
-from taskextrap.estimators import sequence_em as SE  # noqa: E402
-from taskextrap.llm import generate as G  # noqa: E402
-from taskextrap.report.schema import validate_results  # noqa: E402
-from taskextrap.search import likelihood as LS  # noqa: E402
-from taskextrap.tasks import strings as S  # noqa: E402
+from taskextrap import audit
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments import codeio as E
+from taskextrap.experiments import codeio_em as X
+from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.runner import run_experiment
+from taskextrap.llm import codeio as C
+from taskextrap.llm import codeio_em as M
+from taskextrap.estimators import sequence_em as SE
+from taskextrap.llm import generate as G
+from taskextrap.report.schema import validate_results
+from taskextrap.search import likelihood as LS
+from taskextrap.tasks import strings as S
 
 TRAIN, HELD = S.split_pairs(E.SPLIT_SEED)
 
@@ -50,8 +50,11 @@ def test_every_e_step_of_an_arm_scores_only_the_candidates_it_is_given(monkeypat
     seen = []
     monkeypatch.setattr(X, "_tune", lambda lm, *a, **k: lm)
     monkeypatch.setattr("taskextrap.llm.pretrain.load_base", lambda *a, **k: "lm")
-    monkeypatch.setattr(sequence_em, "e_step", lambda lm, tasks, adapter, cands, *a, **k:
-                        seen.append(list(cands)) or ([cands[0]] * len(tasks), None))
+    monkeypatch.setattr(
+        sequence_em,
+        "e_step",
+        lambda lm, tasks, adapter, cands, *a, **k: seen.append(list(cands)) or ([cands[0]] * len(tasks), None),
+    )
     profile = X.get_profile(X.PROFILES, "tiny")
     tasks = M.em_tasks(TRAIN, 4, seed=0)
     restricted = M.em_candidates(TRAIN)
@@ -82,7 +85,7 @@ def test_known_mask_keeps_the_ceiling_of_the_share():
 
 def test_pseudo_items_show_the_label_blocks_and_the_task_own_data():
     task = M.em_tasks(TRAIN, 1, seed=0)[0]
-    a, b = task.pair
+    _a, _b = task.pair
     label = next(c for c in M.em_candidates() if S.behaviour(c) != S.behaviour(task.pair))
     items = M.pseudo_sampler([task], [label], anchored=False)(np.random.default_rng(0), 6)
     for prompt, completion in items:
@@ -168,7 +171,7 @@ def tiny_em(tmp_path_factory):
     real_nll, real_generate, real_e = LS.completion_nll, G.generate, SE.e_step
 
     def spy_nll(lm, prompts, completions, *args, **kwargs):
-        calls["scored"] += list(zip(prompts, completions))
+        calls["scored"] += list(zip(prompts, completions, strict=True))
         return real_nll(lm, prompts, completions, *args, **kwargs)
 
     def spy_generate(lm, prompts, *args, **kwargs):
@@ -208,7 +211,7 @@ def test_tiny_run_writes_every_row(tiny_em):
 
 @pytest.mark.slow
 def test_no_e_step_or_evaluation_call_receives_a_held_out_answer(tiny_em):
-    res, calls, _, _ = tiny_em
+    _res, calls, _, _ = tiny_em
     tasks, _, _ = E.held_out_tasks(X.PROFILES["tiny"].n_tasks)
     assert calls["e_tasks"] and set(calls["e_tasks"]) <= set(TRAIN)  # the E-step scores training tasks only
     assert not set(calls["e_tasks"]) & set(HELD)

@@ -13,18 +13,18 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-from taskextrap.cli import main  # noqa: E402
-from taskextrap.errors import TaskextrapError  # noqa: E402
-from taskextrap.experiments import codeio as E  # noqa: E402
-from taskextrap import sharding as SH  # noqa: E402
-from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions  # noqa: E402
-from taskextrap.experiments.runner import run_dir_name, run_experiment  # noqa: E402
-from taskextrap.sharding import Shard  # noqa: E402
-from taskextrap.llm import codeio as C  # noqa: E402
-from taskextrap.tasks import strings as S  # noqa: E402
-from taskextrap.llm import pretrain  # noqa: E402
-from taskextrap.search import likelihood as LS  # noqa: E402
-from taskextrap.report.schema import validate_results  # noqa: E402
+from taskextrap.cli import main
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments import codeio as E
+from taskextrap import sharding as SH
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions
+from taskextrap.experiments.runner import run_dir_name, run_experiment
+from taskextrap.sharding import Shard
+from taskextrap.llm import codeio as C
+from taskextrap.tasks import strings as S
+from taskextrap.llm import pretrain
+from taskextrap.search import likelihood as LS
+from taskextrap.report.schema import validate_results
 
 BLOCK = re.compile(r"--- Func_(\d\d) ---")
 LAST_INPUT = re.compile(r"In: (\S+) Out:$")  # the query line is plain in both formats
@@ -99,7 +99,7 @@ def test_tiny_run_writes_every_row(tiny_run):
 
 
 def test_tiny_run_keeps_every_final_prompt(tiny_run):
-    res, _, options, _ = tiny_run
+    _res, _, options, _ = tiny_run
     lines = (run_dir_name("codeio", options) / "prompts.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
     assert [r["method"] for r in records] == list(E.PROMPT_METHODS)  # one task, one seed
@@ -173,15 +173,19 @@ def test_a_perfect_extender_makes_rte_the_consistency_search(monkeypatch, anchor
         return _consistency_scores(lm, pair_lists)
 
     monkeypatch.setattr(LS, "total_nll", spy)
-    monkeypatch.setattr("taskextrap.llm.generate.greedy_once",
-                        lambda lm, ps, *a: prompts.extend(ps) or _perfect_answers(lm, ps, *a))
+    monkeypatch.setattr(
+        "taskextrap.llm.generate.greedy_once", lambda lm, ps, *a: prompts.extend(ps) or _perfect_answers(lm, ps, *a)
+    )
     tasks, _, _ = E.held_out_tasks(6)
     profile = dataclasses.replace(E.CODEIO_PROFILES["quick"], anchored=anchored)
     res = E.search(None, tasks, profile)
     # scoring and generation prompts of a pair are anchored exactly when the profile says so;
     # the query line is plain either way
-    assert all(("=>" in p.split(C.TARGET_HEADER)[1]) == (anchored and not isinstance(_candidate_of(p), str))
-               and p.endswith(" Out:") for p in prompts)
+    assert all(
+        ("=>" in p.split(C.TARGET_HEADER)[1]) == (anchored and not isinstance(_candidate_of(p), str))
+        and p.endswith(" Out:")
+        for p in prompts
+    )
     for i, t in enumerate(tasks):
         fits = [c for c in S.candidates() if all(S.apply(c, s) == y for s, y in t.support)]
         assert t.pair in fits and res["n_tied"][i] == len(fits)
@@ -258,14 +262,22 @@ def test_codeio_spec_and_budgets_cover_the_longest_sequences():
     fillers = ["abcdefghijklmz", "bbbbbbbbbbbbbb", "abcabcabcabcaa", "zzzzzzzzzzzzzz"]
     support = [(s, None) for s in inputs[:3]]
     # the scorer refuses a sequence longer than the model: BOS + leave-one-out prompt + completion + EOS
-    longest_loo = max(2 + len(p) + len(c) for cand in S.candidates() for anchored in (False, True)
-                      for p, c in C.loo_pairs(cand, [(s, S.apply(cand, s)) for s, _ in support], fillers, anchored))
+    longest_loo = max(
+        2 + len(p) + len(c)
+        for cand in S.candidates()
+        for anchored in (False, True)
+        for p, c in C.loo_pairs(cand, [(s, S.apply(cand, s)) for s, _ in support], fillers, anchored)
+    )
     assert longest_loo <= spec.max_len
     # generation: BOS + prompt + the completion it needs + EOS, on every real task and candidate
     tasks = E.held_out_tasks(None)[0] + E.held_out_tasks(None, E.Split("test", 0, 10_000))[0]
-    longest_gen = max(2 + len(E.query_prompt("rte", t, profile, c))
-                      + len(C.target_completion(c, t.query[0], S.apply(c, t.query[0]), anchored=True))
-                      for t in tasks[::3] for c in S.candidates())
+    longest_gen = max(
+        2
+        + len(E.query_prompt("rte", t, profile, c))
+        + len(C.target_completion(c, t.query[0], S.apply(c, t.query[0]), anchored=True))
+        for t in tasks[::3]
+        for c in S.candidates()
+    )
     assert longest_gen <= spec.max_len
 
 
@@ -314,7 +326,7 @@ def test_sharded_tiny_run_equals_the_unsharded_one(tmp_path, monkeypatch):
     def worker():
         try:
             assert run_experiment("codeio", options(tmp_path / "shared", Shard(1, 2))) is None
-        except BaseException as exc:  # reported by the main thread
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             failed.append(exc)
 
     thread = threading.Thread(target=worker)
@@ -387,8 +399,11 @@ def test_saved_prompts_are_the_prompts_the_search_answers_from():
     for anchored in (False, True):
         profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], anchored=anchored)
         adapter = C.CodeIOAdapter.of(profile)
-        assert (adapter.anchored, adapter.answer_tokens, adapter.cot_tokens) == (anchored, profile.answer_tokens,
-                                                                                profile.cot_tokens)
+        assert (adapter.anchored, adapter.answer_tokens, adapter.cot_tokens) == (
+            anchored,
+            profile.answer_tokens,
+            profile.cot_tokens,
+        )
         for t in tasks:
             for cand in (t.pair, S.candidates()[5]):
                 assert E.query_prompt("rte", t, profile, cand) == adapter.query_prompts(t, cand)[0]
@@ -419,7 +434,7 @@ def test_exact_search_is_the_consistency_search_with_no_model():
         assert res["exact-search"][i] == float(outs[0] == t.query[1])
     # one wrong support example: the least-wrong candidate still wins, enumeration order breaking ties
     t = tasks[0]
-    noisy = dataclasses.replace(t, support=(t.support[0][:1] + ("not-an-output",),) + t.support[1:])
+    noisy = dataclasses.replace(t, support=((*t.support[0][:1], "not-an-output"), *t.support[1:]))
     wrong = [sum(S.apply(c, s) != y for s, y in noisy.support) for c in S.candidates()]
     first = S.candidates()[int(np.argmin(wrong))]
     assert E.exact_search([noisy])["answers"]["exact-search"] == [S.apply(first, t.query[0])]
@@ -431,9 +446,12 @@ def test_split_options_choose_pairs_and_seeds():
     assert E.Split("test", 0).pairs() == S.split_pairs(0) and E.Split("dev", 1).pairs() == S.dev_split(1)
     tasks, novel, sizes = E.held_out_tasks(None, E.Split("dev"))
     dev_train, dev = S.dev_split(1)
-    assert [t.pair for t in tasks] == dev and sizes == {"n_test_pairs": 153, "n_train_pairs": 616,
-                                                        "n_novel_pairs": int(novel.sum())}
-    assert [t.pair for t, n in zip(tasks, novel) if n] == S.novel_test_pairs(dev_train, dev)
+    assert [t.pair for t in tasks] == dev and sizes == {
+        "n_test_pairs": 153,
+        "n_train_pairs": 616,
+        "n_novel_pairs": int(novel.sum()),
+    }
+    assert [t.pair for t, n in zip(tasks, novel, strict=True) if n] == S.novel_test_pairs(dev_train, dev)
     assert not {t.pair for t in tasks} & set(S.split_pairs(1)[1])  # no test pair under dev
 
 
@@ -448,8 +466,9 @@ def test_a_dev_run_trains_on_dev_training_pairs_and_scores_dev_tasks(tmp_path, m
         raise Stop
 
     monkeypatch.setattr(E, "run_unit", spy)
-    options = RunOptions(profile="tiny", out=tmp_path, progress=False, split="dev",
-                         extra={"model": str(_tiny_model(tmp_path / "model"))})
+    options = RunOptions(
+        profile="tiny", out=tmp_path, progress=False, split="dev", extra={"model": str(_tiny_model(tmp_path / "model"))}
+    )
     with pytest.raises(Stop):
         run_experiment("codeio", options)
     dev_train, dev = S.dev_split(1)

@@ -33,8 +33,13 @@ def paper_tasks():
 
 
 def test_answer_in_prompt_reads_every_kind_of_output_value():
-    prompt = ("Reference Functions:\n--- Func_18 ---\nIn: abc Out: cba\n" + C.TARGET_HEADER
-              + "In: abc Out: cba => CBA\n" + C.QUERY_HEADER + "In: xyz Out:")
+    prompt = (
+        "Reference Functions:\n--- Func_18 ---\nIn: abc Out: cba\n"
+        + C.TARGET_HEADER
+        + "In: abc Out: cba => CBA\n"
+        + C.QUERY_HEADER
+        + "In: xyz Out:"
+    )
     assert C.prompt_outputs(prompt) == {"cba", "CBA"}
     assert C.answer_in_prompt(prompt, "cba", "xyz")  # a block row's output (and an anchor value)
     assert C.answer_in_prompt(prompt, "CBA", "xyz")  # a shot's answer after "=>"
@@ -47,19 +52,22 @@ def test_answer_in_prompt_reads_every_kind_of_output_value():
 def test_the_checker_flags_the_old_query_aligned_format():
     split = E.Split("test", 0, 10_000)  # the earlier runs' split and draws
     tasks, _, _ = E.held_out_tasks(None, split)
-    old = [C.answer_in_prompt(_old_prompt(t.pair, t.support, t.query[0], True), t.query[1], t.query[0])
-           for t in tasks]
+    old = [C.answer_in_prompt(_old_prompt(t.pair, t.support, t.query[0], True), t.query[1], t.query[0]) for t in tasks]
     assert sum(old) == 66  # 74 counting the 8 tasks whose answer is their query input
     pair = next(t for t in tasks if t.pair[1] == "identity" and t.query[1] != t.query[0])
-    assert C.answer_in_prompt(_old_prompt(pair.pair, pair.support, pair.query[0], False), pair.query[1],
-                              pair.query[0])  # block a shows a(q), the answer
+    assert C.answer_in_prompt(
+        _old_prompt(pair.pair, pair.support, pair.query[0], False), pair.query[1], pair.query[0]
+    )  # block a shows a(q), the answer
     # the anchored query line alone gives it away: blocks on the shots only, "Out: a(q) =>"
     t = pair
     mixed = C.reference_prompt(t.pair, t.support, t.query[0], t.fillers) + f" {S.apply(t.pair[0], t.query[0])} =>"
     assert C.answer_in_prompt(mixed, t.query[1], t.query[0])
     # and the new format never shows it, on the same tasks
-    assert not any(C.answer_in_prompt(E.query_prompt(m, t, _profile(True), t.pair), t.query[1], t.query[0])
-                   for t in tasks for m in ("oracle", "rte", "few-shot", "cot-majority"))
+    assert not any(
+        C.answer_in_prompt(E.query_prompt(m, t, _profile(True), t.pair), t.query[1], t.query[0])
+        for t in tasks
+        for m in ("oracle", "rte", "few-shot", "cot-majority")
+    )
 
 
 @pytest.mark.parametrize("anchored", [True, False])
@@ -75,7 +83,9 @@ def test_no_prompt_of_any_method_shows_the_answer(paper_tasks, anchored):
         shown += [(t.pair, p) for p in prompts if C.answer_in_prompt(p, answer, q)]
         n += len(prompts)
         for c in cands:
-            for (prompt, completion), (s, y) in zip(C.loo_pairs(c, t.support, t.fillers, anchored), t.support):
+            for (prompt, completion), (s, y) in zip(
+                C.loo_pairs(c, t.support, t.fillers, anchored), t.support, strict=True
+            ):
                 assert not C.answer_in_prompt(prompt, y, s), (t.pair, c, prompt)
                 assert prompt.endswith(f"In: {s} Out:") and C.parse_cot(completion) == y
     assert n == 192 * (3 + 992) and shown == []

@@ -11,7 +11,6 @@ if importlib.util.find_spec("transformers") is None:  # skip only when it is abs
 _PATH = Path(__file__).resolve().parents[2] / "scripts" / "codeio_sft_check.py"
 
 
-
 @pytest.mark.parametrize("corpus,full", [("extender", True), ("few-shot", False)])
 def test_check_trains_what_it_is_asked_and_reports_what_was_predicted(corpus, full, monkeypatch, load_script):
     import numpy as np
@@ -83,9 +82,14 @@ def test_compare_is_paired_over_the_dev_tasks_and_refuses_runs_it_cannot_pair(lo
     # a is right on b's 45 tasks and 5 more: 0.50 against 0.45. Unpaired, that difference is
     # far inside the noise (two proportions over 100 tasks); paired, only 5 tasks differ and all
     # favour a, so the interval excludes 0.
-    runs = {"a": {"dev_hits": [1] * 50 + [0] * 50, "split_seed": 1}, "b": {"dev_hits": [1] * 45 + [0] * 55, "split_seed": 1},
-            "c": {"dev_hits": [0] * 45 + [1] * 45 + [0] * 10, "split_seed": 1}, "old": {"dev": 0.3, "split_seed": 1},
-            "other-split": {"dev_hits": [0] * 100, "split_seed": 2}, "short": {"dev_hits": [0] * 99, "split_seed": 1}}
+    runs = {
+        "a": {"dev_hits": [1] * 50 + [0] * 50, "split_seed": 1},
+        "b": {"dev_hits": [1] * 45 + [0] * 55, "split_seed": 1},
+        "c": {"dev_hits": [0] * 45 + [1] * 45 + [0] * 10, "split_seed": 1},
+        "old": {"dev": 0.3, "split_seed": 1},
+        "other-split": {"dev_hits": [0] * 100, "split_seed": 2},
+        "short": {"dev_hits": [0] * 99, "split_seed": 1},
+    }
     cmp = mod.compare({"runs": runs}, "a", "b")
     assert cmp["diff"] == pytest.approx(0.05) and cmp["n"] == 100 and cmp["clear"] and cmp["lo"] > 0
     # the same means on other tasks: b and c disagree on 90 tasks, nothing is clear
@@ -106,10 +110,15 @@ def test_compare_cli_records_the_comparison_and_errors_in_one_line(tmp_path):
     import sys
 
     out = tmp_path / "recipes.json"
-    out.write_text(json.dumps({"runs": {"a": {"dev_hits": [1, 1, 0], "split_seed": 1},
-                                        "b": {"dev_hits": [0, 1, 0], "split_seed": 1}}}))
-    run = lambda *args: subprocess.run([sys.executable, str(_PATH), *args, "--out", str(out)],  # noqa: E731
-                                       capture_output=True, text=True)
+    out.write_text(
+        json.dumps(
+            {"runs": {"a": {"dev_hits": [1, 1, 0], "split_seed": 1}, "b": {"dev_hits": [0, 1, 0], "split_seed": 1}}}
+        )
+    )
+
+    def run(*args):
+        return subprocess.run([sys.executable, str(_PATH), *args, "--out", str(out)], capture_output=True, text=True)
+
     done = run("--compare", "a", "b")
     assert done.returncode == 0 and "over 3 dev tasks" in done.stdout
     assert json.loads(out.read_text())["comparisons"]["a vs b"]["diff"] == pytest.approx(1 / 3)
@@ -121,8 +130,10 @@ def test_compare_cli_records_the_comparison_and_errors_in_one_line(tmp_path):
 
 def test_recording_a_run_again_drops_the_comparisons_that_name_it(load_script):
     mod = load_script("scripts/codeio_sft_check.py")
-    results = {"runs": {"a": {"dev": 0.1}, "b": {"dev": 0.2}, "c": {"dev": 0.3}},
-               "comparisons": {"a vs b": {"a": "a", "b": "b"}, "b vs c": {"a": "b", "b": "c"}}}
+    results = {
+        "runs": {"a": {"dev": 0.1}, "b": {"dev": 0.2}, "c": {"dev": 0.3}},
+        "comparisons": {"a vs b": {"a": "a", "b": "b"}, "b vs c": {"a": "b", "b": "c"}},
+    }
     new = mod.record(results, "a", {"dev": 0.5})
     assert new["runs"]["a"] == {"dev": 0.5} and new["runs"]["c"] == {"dev": 0.3}
     assert list(new["comparisons"]) == ["b vs c"]
@@ -133,14 +144,24 @@ def test_recipe_name_spells_every_setting_that_changes_the_run(load_script):
     import argparse
 
     mod = load_script("scripts/codeio_sft_check.py")
-    base = dict(corpus="extender", full=True, lr=5e-4, warmup=50, steps=1150, score_shots=True, anchored=False,
-                split_seed=mod.E.SPLIT_SEED)
+    base = dict(
+        corpus="extender",
+        full=True,
+        lr=5e-4,
+        warmup=50,
+        steps=1150,
+        score_shots=True,
+        anchored=False,
+        split_seed=mod.E.SPLIT_SEED,
+    )
     assert mod.recipe_name(argparse.Namespace(**base)) == "extender full lr0.0005 warmup50 steps1150 score-shots"
     anchored = mod.recipe_name(argparse.Namespace(**{**base, "anchored": True, "full": False}))
     assert anchored == "extender lora lr0.0005 warmup50 steps1150 score-shots anchored"
     other_split = mod.recipe_name(argparse.Namespace(**{**base, "split_seed": mod.E.SPLIT_SEED + 1}))
     assert other_split.endswith(f" split{mod.E.SPLIT_SEED + 1}")
     # every setting gives a different key, so no run overwrites another's record
-    names = {mod.recipe_name(argparse.Namespace(**{**base, k: v})) for k, v in
-             [("lr", 2e-4), ("warmup", 5), ("steps", 10), ("score_shots", False), ("corpus", "few-shot")]}
+    names = {
+        mod.recipe_name(argparse.Namespace(**{**base, k: v}))
+        for k, v in [("lr", 2e-4), ("warmup", 5), ("steps", 10), ("score_shots", False), ("corpus", "few-shot")]
+    }
     assert len(names) == 5 and mod.recipe_name(argparse.Namespace(**base)) not in names

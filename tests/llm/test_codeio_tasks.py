@@ -11,27 +11,53 @@ from taskextrap.tasks import strings as S
 from taskextrap.seeding import rng
 
 TABLE = [  # (primitive, input, output) from reference section 11.1
-    ("add_prefix_x", "ab", "x_ab"), ("add_suffix_y", "ab", "ab_y"),
-    ("alternate_case", "abcdef", "aBcDeF"), ("compress", "aaabb", "ab"),
-    ("concat_self", "ab", "abab"), ("duplicate_chars", "ab", "aabb"),
-    ("fancy_brackets", "ab", "«a»«b»"), ("filter_alpha", "x_a-b1«c»", "xabc"),
-    ("force_digit", "abc", "abc1"), ("force_digit", "ab3", "ab3"),
-    ("force_palindrome", "aba", "aba"), ("force_palindrome", "ab", "abba"),
-    ("identity", "abc", "abc"), ("interlace_self_rev", "abc", "acbbca"),
-    ("loop_concat_2", "ab", "abab"), ("lower_case", "aBC", "abc"), ("mirror", "aba", "abaaba"),
-    ("recursive_interlace_rev", "abc", "acbbca"), ("remove_vowels", "AbEcio", "bc"),
-    ("repeat_2", "ab", "abab"), ("reverse", "abcde", "edcba"), ("reverse_words", "ab cd", "cd ab"),
-    ("rotate_1", "abc", "bca"), ("rotate_3", "ab", "ba"), ("rotate_3", "abc", "abc"),
-    ("rotate_3", "abcde", "deabc"), ("sep_dash", "abc", "a-b-c"), ("shift_1", "azZ_", "baA_"),
-    ("shift_13", "abN", "noA"), ("shuffle", "abcdef", "afedcb"), ("shuffle", "abcdefg", "adgcfbe"),
-    ("shuffle", "ab", "ab"), ("shuffle", "", ""), ("sort", "baB", "Bab"),
+    ("add_prefix_x", "ab", "x_ab"),
+    ("add_suffix_y", "ab", "ab_y"),
+    ("alternate_case", "abcdef", "aBcDeF"),
+    ("compress", "aaabb", "ab"),
+    ("concat_self", "ab", "abab"),
+    ("duplicate_chars", "ab", "aabb"),
+    ("fancy_brackets", "ab", "«a»«b»"),
+    ("filter_alpha", "x_a-b1«c»", "xabc"),
+    ("force_digit", "abc", "abc1"),
+    ("force_digit", "ab3", "ab3"),
+    ("force_palindrome", "aba", "aba"),
+    ("force_palindrome", "ab", "abba"),
+    ("identity", "abc", "abc"),
+    ("interlace_self_rev", "abc", "acbbca"),
+    ("loop_concat_2", "ab", "abab"),
+    ("lower_case", "aBC", "abc"),
+    ("mirror", "aba", "abaaba"),
+    ("recursive_interlace_rev", "abc", "acbbca"),
+    ("remove_vowels", "AbEcio", "bc"),
+    ("repeat_2", "ab", "abab"),
+    ("reverse", "abcde", "edcba"),
+    ("reverse_words", "ab cd", "cd ab"),
+    ("rotate_1", "abc", "bca"),
+    ("rotate_3", "ab", "ba"),
+    ("rotate_3", "abc", "abc"),
+    ("rotate_3", "abcde", "deabc"),
+    ("sep_dash", "abc", "a-b-c"),
+    ("shift_1", "azZ_", "baA_"),
+    ("shift_13", "abN", "noA"),
+    ("shuffle", "abcdef", "afedcb"),
+    ("shuffle", "abcdefg", "adgcfbe"),
+    ("shuffle", "ab", "ab"),
+    ("shuffle", "", ""),
+    ("sort", "baB", "Bab"),
     ("upper_case", "ab", "AB"),
-    ("verify_even", "abc", "ab"), ("verify_even", "abcd", "abcd"),
-    ("vowel_to_num", "aEiou", "12345"), ("while_rotate_1", "abc", "bca"),
+    ("verify_even", "abc", "ab"),
+    ("verify_even", "abcd", "abcd"),
+    ("vowel_to_num", "aEiou", "12345"),
+    ("while_rotate_1", "abc", "bca"),
 ]
-KNOWN_CLASSES = [{"identity", "lower_case", "filter_alpha", "reverse_words"},
-                 {"concat_self", "loop_concat_2", "repeat_2"}, {"mirror", "force_palindrome"},
-                 {"interlace_self_rev", "recursive_interlace_rev"}, {"rotate_1", "while_rotate_1"}]
+KNOWN_CLASSES = [
+    {"identity", "lower_case", "filter_alpha", "reverse_words"},
+    {"concat_self", "loop_concat_2", "repeat_2"},
+    {"mirror", "force_palindrome"},
+    {"interlace_self_rev", "recursive_interlace_rev"},
+    {"rotate_1", "while_rotate_1"},
+]
 
 
 def _classes(items, probe):
@@ -76,9 +102,9 @@ def test_381_distinct_composites():
     assert not any(s == s[::-1] for s in probe)
     assert len(_classes(S.all_pairs(), probe)) == 381
     on_probe = _classes(S.all_pairs(), S.PROBE)
-    merged = [c for c in on_probe if ("remove_vowels", "mirror") in c][0]
+    merged = next(c for c in on_probe if ("remove_vowels", "mirror") in c)
     assert ("remove_vowels", "force_palindrome") in merged and len(on_probe) == 380
-    assert len(_classes(S.NAMES, S.PROBE + ("abccba",))) == 24  # one palindrome splits a class
+    assert len(_classes(S.NAMES, (*S.PROBE, "abccba"))) == 24  # one palindrome splits a class
 
 
 def test_apply_order_and_validation():
@@ -123,10 +149,12 @@ def test_candidates_are_not_told_the_split():
 
 def test_fewshot_prompt_format():
     prompt = C.fewshot_prompt([("ab", "ba"), ("cd", "dc")], "ef")
-    assert prompt == ("Perform the string transformation pattern seen below:\n"
-                      "In: ab Out: ba\nIn: cd Out: dc\n### Query:\nIn: ef Out:")
-    assert C.answer_completion("fe") == " fe" and C.cot_prompt([("ab", "ba")], "ef") == \
-        C.fewshot_prompt([("ab", "ba")], "ef")
+    assert prompt == (
+        "Perform the string transformation pattern seen below:\nIn: ab Out: ba\nIn: cd Out: dc\n### Query:\nIn: ef Out:"
+    )
+    assert C.answer_completion("fe") == " fe" and C.cot_prompt([("ab", "ba")], "ef") == C.fewshot_prompt(
+        [("ab", "ba")], "ef"
+    )
 
 
 def _blocks(prompt):
@@ -134,7 +162,7 @@ def _blocks(prompt):
     head = prompt.split(C.TARGET_HEADER)[0]
     parts = re.split(r"--- (Func_\d\d) ---\n", head)[1:]
     rows = [re.findall(r"In: (\S*) Out: (\S*)\n", body) for body in parts[1::2]]
-    return dict(zip(parts[::2], rows))
+    return dict(zip(parts[::2], rows, strict=True))
 
 
 FILLERS = ("fillone", "filltwo", "fillthree", "fillfour")
@@ -148,7 +176,7 @@ def test_reference_prompt_blocks_on_shots_and_fillers_never_the_query():
     assert prompt.index("Func_18") < prompt.index("Func_00")
     blocks = _blocks(prompt)
     assert list(blocks) == ["Func_18", "Func_00"]
-    for name, rows in zip(pair, blocks.values()):
+    for name, rows in zip(pair, blocks.values(), strict=True):
         assert [x for x, _ in rows] == ["abc", "hello", *FILLERS]  # shots, then fillers: 6 rows
         assert all(out == S.PRIMITIVES[name](x) for x, out in rows)  # raw inputs, never chained
     assert prompt.count("query") == 1 and prompt.endswith("In: hello Out: x_olleh\n### Query:\nIn: query Out:")
@@ -173,8 +201,9 @@ def test_anchored_prompt_anchors_shot_lines_only():
     assert C.target_completion(pair, "query", "YREUQ") == " YREUQ"
     assert C.parse_cot(C.target_completion(pair, "query", "YREUQ", anchored=True)) == "YREUQ"
     # a single has no anchor: its prompt and completion are the plain ones
-    assert C.reference_prompt("sort", shots, "q", FILLERS, anchored=True) == C.reference_prompt("sort", shots, "q",
-                                                                                                FILLERS)
+    assert C.reference_prompt("sort", shots, "q", FILLERS, anchored=True) == C.reference_prompt(
+        "sort", shots, "q", FILLERS
+    )
     assert C.target_completion("sort", "q", "q", anchored=True) == " q"
     assert C.anchor_of(pair) == "reverse" and C.anchor_of("sort") is None
 
@@ -182,7 +211,7 @@ def test_anchored_prompt_anchors_shot_lines_only():
 def test_anchored_loo_pairs_score_the_whole_anchored_completion():
     support = [("abc", "CBA"), ("de", "ED"), ("fgh", "HGF")]
     pairs = C.loo_pairs(("reverse", "upper_case"), support, FILLERS, anchored=True)
-    for (prompt, completion), (s, t) in zip(pairs, support):
+    for (prompt, completion), (s, t) in zip(pairs, support, strict=True):
         assert prompt.endswith(f"### Query:\nIn: {s} Out:") and completion == f" {s[::-1]} => {t}"
         assert s[::-1] not in prompt and t not in prompt  # the held-out line is a query exactly
 
@@ -193,18 +222,21 @@ def test_loo_pairs_treat_the_held_out_example_as_a_query():
     inputs = [s for s, _ in task.support]
     assert len(pairs) == 3
     for i, (prompt, completion) in enumerate(pairs):
-        others = inputs[:i] + inputs[i + 1:]
-        assert prompt == C.reference_prompt(task.pair, task.support[:i] + task.support[i + 1:], inputs[i],
-                                            task.fillers)
+        others = inputs[:i] + inputs[i + 1 :]
+        assert prompt == C.reference_prompt(
+            task.pair, task.support[:i] + task.support[i + 1 :], inputs[i], task.fillers
+        )
         target = re.findall(r"In: (\S*) Out:", prompt.split(C.TARGET_HEADER)[1])
-        assert target == others + [inputs[i]]
+        assert target == [*others, inputs[i]]
         assert completion == " " + task.support[i][1]
         # the blocks show the other support inputs, then fillers: never the held-out input
         assert all([x for x, _ in rows] == others + list(task.fillers[:4]) for rows in _blocks(prompt).values())
         assert prompt.count(inputs[i]) == 1
     # the prompts of every candidate with the same first function share the header and its block
-    a, b = C.loo_pairs(("reverse", "sort"), task.support, task.fillers), C.loo_pairs("reverse", task.support,
-                                                                                     task.fillers)
+    a, b = (
+        C.loo_pairs(("reverse", "sort"), task.support, task.fillers),
+        C.loo_pairs("reverse", task.support, task.fillers),
+    )
     head = C.REFERENCE_HEADER + C.reference_block("reverse", inputs[1:] + list(task.fillers[:4]))
     assert a[0][0].startswith(head) and b[0][0].startswith(head)
     with pytest.raises(TaskextrapError):
@@ -231,7 +263,7 @@ def _spy_apply(monkeypatch):
 
 
 def test_samplers_never_use_held_out_pairs(monkeypatch):
-    train, test = S.split_pairs(0)
+    train, _test = S.split_pairs(0)
     seen = _spy_apply(monkeypatch)
     g = rng(0, "samplers")
     out = C.fewshot_pairs(g, 200, train) + C.cot_pairs(g, 200, train)
@@ -265,39 +297,50 @@ def test_pretraining_texts_are_fewshot_texts_of_one_single(monkeypatch):
         scored = [t for t, on in text.pieces if on]
         assert scored == [f" {y}\n" for _, y in shots[1:]] + [f" {t}"]
     assert len(names) >= 20 and 0.2 < wide / len(texts) < 0.4
-    assert all(all(c.islower() for x in re.findall(r"In: (\S*) Out:", "".join(t for t, _ in x.pieces)) for c in x)
-               for x in C.pretraining_texts(rng(1, "corpus"), 50, p_wide=0.0))
+    assert all(
+        all(c.islower() for x in re.findall(r"In: (\S*) Out:", "".join(t for t, _ in x.pieces)) for c in x)
+        for x in C.pretraining_texts(rng(1, "corpus"), 50, p_wide=0.0)
+    )
     with pytest.raises(TaskextrapError):
         C.pretraining_texts(rng(0, "x"), 1, p_wide=2.0)
     with pytest.raises(TaskextrapError):
         C.pretraining_texts(rng(0, "x"), 1, min_shots=3, max_shots=2)
 
 
-@pytest.mark.parametrize("sampler, first, kw", [(C.fewshot_pairs, 1, {}), (C.cot_pairs, 1, {}),
-                                                (C.reference_pairs, 0, {}),
-                                                (C.reference_pairs, 0, {"anchored": True})])
+@pytest.mark.parametrize(
+    "sampler, first, kw",
+    [
+        (C.fewshot_pairs, 1, {}),
+        (C.cot_pairs, 1, {}),
+        (C.reference_pairs, 0, {}),
+        (C.reference_pairs, 0, {"anchored": True}),
+    ],
+)
 def test_score_shots_gives_the_same_text_and_scores_the_determined_answers(sampler, first, kw):
     from taskextrap.llm.sft import ScoredText
 
     train, _ = S.split_pairs(0)
     plain = sampler(rng(2, "shots"), 30, train, **kw)
     scored = sampler(rng(2, "shots"), 30, train, score_shots=True, **kw)
-    for (prompt, completion), text in zip(plain, scored):
+    for (prompt, completion), text in zip(plain, scored, strict=True):
         assert isinstance(text, ScoredText)
         assert "".join(t for t, _ in text.pieces) == prompt + completion  # same draw, same text
         answers = re.findall(r"In: \S* Out:(?: \S* =>)?( \S*\n)", prompt.split("Target Task:")[-1])
         assert len(answers) == 3
         # the completion and every shot answer the prompt determines; nothing else
-        assert [t for t, on in text.pieces if on] == answers[first:] + [completion]
+        assert [t for t, on in text.pieces if on] == [*answers[first:], completion]
 
 
 def test_scored_text_tokens_equal_the_prompt_completion_pair(char_lm):
     train, _ = S.split_pairs(0)
-    for (prompt, completion), text in zip(C.reference_pairs(rng(3, "t"), 5, train),
-                                          C.reference_pairs(rng(3, "t"), 5, train, score_shots=True)):
+    for (prompt, completion), text in zip(
+        C.reference_pairs(rng(3, "t"), 5, train),
+        C.reference_pairs(rng(3, "t"), 5, train, score_shots=True),
+        strict=True,
+    ):
         ids, labels = text.ids_and_labels(char_lm)
         assert ids == char_lm.prompt_ids(prompt) + char_lm.completion_ids(completion)
-        assert labels[-len(char_lm.completion_ids(completion)):] == char_lm.completion_ids(completion)
+        assert labels[-len(char_lm.completion_ids(completion)) :] == char_lm.completion_ids(completion)
 
 
 def test_wide_strings():
@@ -324,7 +367,7 @@ def test_make_test_tasks():
     assert [t.pair for t in tasks] == test
     for t in tasks[:20]:
         assert len(t.support) == 3 and len(t.fillers) == S.BLOCK_ROWS - 2  # enough for a leave-one-out prompt
-        assert all(S.apply(t.pair, s) == o for s, o in t.support + (t.query,))
+        assert all(S.apply(t.pair, s) == o for s, o in (*t.support, t.query))
         inputs = [s for s, _ in t.support] + [t.query[0]]
         assert len(set(t.fillers)) == len(t.fillers) and not set(t.fillers) & set(inputs)
     assert tasks == S.make_test_tasks(test, 0) and tasks != S.make_test_tasks(test, 1)
@@ -362,8 +405,12 @@ def test_primitive_prompts_use_their_own_stream():
 
 def test_primitive_accuracy_and_pretraining_check(monkeypatch):
     # A fake decoder that answers every even-indexed primitive right and the others wrong.
-    truth = {p: (i % 2 == 0, t) for stream in ("primitive-probe", "pretraining-check")
-             for i, name in enumerate(S.NAMES) for p, t in C.primitive_prompts(name, 10, 0, stream)}
+    truth = {
+        p: (i % 2 == 0, t)
+        for stream in ("primitive-probe", "pretraining-check")
+        for i, name in enumerate(S.NAMES)
+        for p, t in C.primitive_prompts(name, 10, 0, stream)
+    }
 
     def fake_generate(lm, prompts, **kw):
         return [[truth[p][1] if truth[p][0] else "wrong"] for p in prompts]

@@ -8,8 +8,8 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-from taskextrap.llm import finetune  # noqa: E402
-from taskextrap.llm.sft import CODEIO_LORA, PARITY_LORA  # noqa: E402
+from taskextrap.llm import finetune
+from taskextrap.llm.sft import CODEIO_LORA, PARITY_LORA
 
 
 @dataclass(frozen=True)
@@ -22,8 +22,14 @@ class Profile:
 
 def test_recipe_is_lora_at_the_profiles_rate_or_full_at_full_lr():
     lora = finetune.recipe(Profile(), 7, PARITY_LORA)
-    assert (lora.steps, lora.batch_size, lora.lr, lora.warmup_steps, lora.seed, lora.lora) == (40, 4, 2e-4, 5, 7,
-                                                                                               PARITY_LORA)
+    assert (lora.steps, lora.batch_size, lora.lr, lora.warmup_steps, lora.seed, lora.lora) == (
+        40,
+        4,
+        2e-4,
+        5,
+        7,
+        PARITY_LORA,
+    )
     assert lora.checkpoint_every == finetune.CHECKPOINT_EVERY
     full = finetune.recipe(Profile(), 7, CODEIO_LORA, full_lr=5e-4, full_warmup=11)
     assert (full.lr, full.warmup_steps, full.lora, full.steps) == (5e-4, 11, None, 40)

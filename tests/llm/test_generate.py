@@ -7,8 +7,8 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-from taskextrap.errors import TaskextrapError  # noqa: E402
-from taskextrap.llm.generate import generate  # noqa: E402
+from taskextrap.errors import TaskextrapError
+from taskextrap.llm.generate import generate
 
 PROMPTS = ["ab", "hello wor", "x", "a much longer prompt here", "q="]
 

@@ -14,13 +14,13 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from taskextrap.llm.model import load_model, save_model  # noqa: E402
-from taskextrap.llm.pretrain import MODELS_DIR, SPECS  # noqa: E402
-from taskextrap.llm.scorer import completion_nll  # noqa: E402
-from taskextrap.llm.tokenizer import CharTokenizer  # noqa: E402
+from taskextrap.llm.model import load_model, save_model
+from taskextrap.llm.pretrain import MODELS_DIR, SPECS
+from taskextrap.llm.scorer import completion_nll
+from taskextrap.llm.tokenizer import CharTokenizer
 
 PROMPT, COMPLETION = "x = 1011\n«anchor» 1\n y = 0é1\t\n", "0 1\n"
 
@@ -54,9 +54,22 @@ PLAIN_HF = textwrap.dedent("""
 def _plain_hf(dirs: dict, tmp_path) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # taskextrap's source is not on the path
     env["HF_HUB_OFFLINE"] = "1"
-    done = subprocess.run([sys.executable, "-c", PLAIN_HF, json.dumps({k: str(v) for k, v in dirs.items()}),
-                           PROMPT, COMPLETION, str(tmp_path)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PLAIN_HF,
+            json.dumps({k: str(v) for k, v in dirs.items()}),
+            PROMPT,
+            COMPLETION,
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -11,9 +11,9 @@ def test_total_nll_scores_each_distinct_pair_once(monkeypatch):
     calls = []
 
     def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
-        calls.append(list(zip(prompts, completions)))
+        calls.append(list(zip(prompts, completions, strict=True)))
         assert prefix_groups is None
-        return np.array([len(p) + 10 * len(c) for p, c in zip(prompts, completions)], dtype=float)
+        return np.array([len(p) + 10 * len(c) for p, c in zip(prompts, completions, strict=True)], dtype=float)
 
     monkeypatch.setattr(search, "completion_nll", fake)
     lists = [[("ab", "x"), ("abc", "y")], [("ab", "x")], [], [("ab", "x"), ("ab", "x")]]
@@ -27,7 +27,7 @@ def _record_prefix_groups(monkeypatch, score: float) -> dict:
     seen = {}
 
     def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
-        seen.update(zip(prompts, prefix_groups))
+        seen.update(zip(prompts, prefix_groups, strict=True))
         return np.full(len(prompts), score)
 
     monkeypatch.setattr(search, "completion_nll", fake)
@@ -51,8 +51,11 @@ def test_total_nll_groups_prefixes_by_given_keys_across_lists(monkeypatch):
 
 def test_prefix_keys_change_no_score(char_lm):
     """Sharing a prefix across lists is exact: the same scores as no sharing."""
-    lists = [[("In: abc Out: cba\nIn: x", " y"), ("In: abc Out: cba\nIn: zz", " q")],
-             [("In: abc Out: cba\nIn: w", " v")], [("In: d Out: d\nIn: e", " e")]]
+    lists = [
+        [("In: abc Out: cba\nIn: x", " y"), ("In: abc Out: cba\nIn: zz", " q")],
+        [("In: abc Out: cba\nIn: w", " v")],
+        [("In: d Out: d\nIn: e", " e")],
+    ]
     plain = search.total_nll(char_lm, lists)
     shared = search.total_nll(char_lm, lists, prefix_keys=[["k", "k"], ["k"], ["other"]])
     np.testing.assert_allclose(shared, plain, rtol=1e-5, atol=1e-5)
@@ -84,8 +87,12 @@ def test_candidate_scores_resume_from_saved_chunks_and_equal_one_call(char_lm, t
     whole = search.candidate_scores(char_lm, tasks, cands, loo, batch_size=4)
     chunked = search.candidate_scores(char_lm, tasks, cands, loo, batch_size=4, cache_dir=tmp_path, tasks_per_chunk=2)
     np.testing.assert_allclose(chunked, whole, rtol=1e-5)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["scores-0000.npy", "scores-0000.sha256",
-                                                           "scores-0002.npy", "scores-0002.sha256"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "scores-0000.npy",
+        "scores-0000.sha256",
+        "scores-0002.npy",
+        "scores-0002.sha256",
+    ]
     again = search.candidate_scores(None, tasks, cands, loo, batch_size=4, cache_dir=tmp_path, tasks_per_chunk=2)
     np.testing.assert_array_equal(again, chunked)  # no model needed: every chunk is read back
 
@@ -94,13 +101,18 @@ def test_candidate_scores_resume_from_saved_chunks_and_equal_one_call(char_lm, t
 
     chunk = tmp_path / "scores-0000.npy"
     original = chunk.read_bytes()
-    damages = {"truncated": original[: len(original) // 2], "empty": b"", "garbage": b"\x93NUMPY garbage",
-               "edited": original[:-8] + np.float64(7.0).tobytes()}
+    damages = {
+        "truncated": original[: len(original) // 2],
+        "empty": b"",
+        "garbage": b"\x93NUMPY garbage",
+        "edited": original[:-8] + np.float64(7.0).tobytes(),
+    }
     for how, data in damages.items():
         chunk.write_bytes(data)
         with pytest.warns(TaskextrapWarning, match="scores-0000.npy are damaged") as caught:
-            redone = search.candidate_scores(char_lm, tasks, cands, loo, batch_size=4, cache_dir=tmp_path,
-                                             tasks_per_chunk=2)
+            redone = search.candidate_scores(
+                char_lm, tasks, cands, loo, batch_size=4, cache_dir=tmp_path, tasks_per_chunk=2
+            )
         assert len(caught) == 1, how
         np.testing.assert_allclose(redone, chunked, rtol=1e-5, err_msg=how)
         again = search.candidate_scores(None, tasks, cands, loo, batch_size=4, cache_dir=tmp_path, tasks_per_chunk=2)
@@ -113,10 +125,14 @@ def _fake_scorer(monkeypatch, seed: int = 0) -> list:
     calls = []
 
     def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
-        calls.append(list(zip(prompts, completions)))
+        calls.append(list(zip(prompts, completions, strict=True)))
         # a few candidates explain the support (small NLLs), most do not
-        return np.array([np.random.default_rng([seed, *map(ord, p + c)]).exponential(1.0 if "good" in p else 6.0)
-                         for p, c in zip(prompts, completions)])
+        return np.array(
+            [
+                np.random.default_rng([seed, *map(ord, p + c)]).exponential(1.0 if "good" in p else 6.0)
+                for p, c in zip(prompts, completions, strict=True)
+            ]
+        )
 
     monkeypatch.setattr(search, "completion_nll", fake)
     return calls
@@ -141,7 +157,7 @@ def test_bounded_search_keeps_the_best_and_the_tied_with_their_scores(monkeypatc
     keep = full <= full.min(1, keepdims=True) + within
     np.testing.assert_array_equal(bounded[keep], full[keep])
     np.testing.assert_array_equal(bounded[np.isfinite(bounded)], full[np.isfinite(bounded)])
-    for f, b in zip(full, bounded):
+    for f, b in zip(full, bounded, strict=True):
         np.testing.assert_array_equal(search.tied(b, within), search.tied(f, within))
     assert n_bounded < (0.5 if within == 0 else 0.9) * n_full  # every first example, then fewer
     assert len({p for c in calls for p in c}) == n_bounded  # no pair scored twice
@@ -158,18 +174,20 @@ def test_bounded_search_with_a_real_model_matches_the_full_one(noisy_lm, tmp_pat
         return [(f"{cand}: {x} ->", f" {y}"), (f"{cand}: {y} ->", f" {x}"), (f"{cand}: {x}{y} ->", f" {y}{x}")]
 
     full = search.candidate_scores(noisy_lm, tasks, cands, loo, batch_size=4)
-    bounded = search.candidate_scores(noisy_lm, tasks, cands, loo, batch_size=4, cache_dir=tmp_path / "b",
-                                      keep_within=0.5)
+    bounded = search.candidate_scores(
+        noisy_lm, tasks, cands, loo, batch_size=4, cache_dir=tmp_path / "b", keep_within=0.5
+    )
     finite = np.isfinite(bounded)
     np.testing.assert_allclose(bounded[finite], full[finite], rtol=1e-5)
     assert (full[~finite] > full.min(1, keepdims=True).repeat(len(cands), 1)[~finite] + 0.5).all()
-    for f, b in zip(full, bounded):
+    for f, b in zip(full, bounded, strict=True):
         np.testing.assert_array_equal(search.tied(b), search.tied(f))
-    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["scores-0000-within0.5.npy",
-                                                                   "scores-0000-within0.5.sha256"]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == [
+        "scores-0000-within0.5.npy",
+        "scores-0000-within0.5.sha256",
+    ]
     search.candidate_scores(noisy_lm, tasks, cands, loo, batch_size=4, cache_dir=tmp_path / "f")
-    again = search.candidate_scores(None, tasks, cands, loo, batch_size=4, cache_dir=tmp_path / "f",
-                                    keep_within=0.5)
+    again = search.candidate_scores(None, tasks, cands, loo, batch_size=4, cache_dir=tmp_path / "f", keep_within=0.5)
     np.testing.assert_array_equal(again, full)  # no model: the full file was read
     with pytest.raises(TaskextrapError, match="keep_within"):
         search.candidate_scores(noisy_lm, tasks, cands, loo, batch_size=4, keep_within=-1.0)
@@ -182,7 +200,7 @@ def test_bounded_search_scores_a_repeated_pair_once_so_exact_ties_stay_exact(mon
     calls = []
 
     def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
-        calls.append(list(zip(prompts, completions)))  # a score that moves with the batch, as real ones do
+        calls.append(list(zip(prompts, completions, strict=True)))  # a score that moves with the batch, as real ones do
         return np.array([float(len(p) % 5) + 1e-6 * len(prompts) for p in prompts])
 
     monkeypatch.setattr(search, "completion_nll", fake)
@@ -217,8 +235,12 @@ def test_unbounded_search_gives_the_scorer_what_one_call_over_all_lists_did(monk
         return [(f"{cand[0]} {task} {j} {cand}", " y") for j in range(3)]
 
     scores = search.candidate_scores(None, tasks, cands, loo, batch_size=4, prefix_of=lambda c: c[0])
-    old = search.total_nll(None, [loo(t, c) for t in tasks for c in cands], 4,
-                           prefix_keys=search.prefix_keys(len(tasks), cands, 3, lambda c: c[0]))
+    old = search.total_nll(
+        None,
+        [loo(t, c) for t in tasks for c in cands],
+        4,
+        prefix_keys=search.prefix_keys(len(tasks), cands, 3, lambda c: c[0]),
+    )
     assert len(seen) == 2 and seen[0] == seen[1]
     np.testing.assert_array_equal(scores.ravel(), old)
 
@@ -229,4 +251,4 @@ def test_search_refuses_nan_scores_and_uneven_pair_lists(monkeypatch):
         search.candidate_scores(None, [0], ["a", "b"], _loo3, batch_size=4, keep_within=0.5)
     monkeypatch.setattr(search, "completion_nll", lambda lm, p, c, **kw: np.ones(len(p)))
     with pytest.raises(TaskextrapError, match="same number of pairs"):
-        search.candidate_scores(None, [0], ["a", "bb"], lambda t, c: _loo3(t, c)[:len(c) + 1], batch_size=4)
+        search.candidate_scores(None, [0], ["a", "bb"], lambda t, c: _loo3(t, c)[: len(c) + 1], batch_size=4)

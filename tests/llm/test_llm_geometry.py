@@ -11,14 +11,14 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-from taskextrap import audit  # noqa: E402
-from taskextrap.errors import TaskextrapError  # noqa: E402
-from taskextrap.experiments import llm_geometry as X  # noqa: E402
-from taskextrap.experiments.registry import RunOptions  # noqa: E402
-from taskextrap.experiments.runner import run_experiment  # noqa: E402
-from taskextrap.llm import geometry as G  # noqa: E402
-from taskextrap.report.schema import validate_results  # noqa: E402
-from taskextrap.tasks import strings as S  # noqa: E402
+from taskextrap import audit
+from taskextrap.errors import TaskextrapError
+from taskextrap.experiments import llm_geometry as X
+from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.runner import run_experiment
+from taskextrap.llm import geometry as G
+from taskextrap.report.schema import validate_results
+from taskextrap.tasks import strings as S
 
 
 def test_scramble_is_a_stable_permutation_without_a_rule():
@@ -37,10 +37,15 @@ def test_task_items_are_few_shot_prompts_of_the_task():
 
 
 def test_layerwise_gives_every_layer_unit_norm():
-    parts = {"base.layers.0.q.lora_A": np.array([3.0, 4.0]), "base.layers.0.v.lora_A": np.array([0.0]),
-             "base.layers.1.q.lora_A": np.array([10.0, 0.0, 0.0])}
+    parts = {
+        "base.layers.0.q.lora_A": np.array([3.0, 4.0]),
+        "base.layers.0.v.lora_A": np.array([0.0]),
+        "base.layers.1.q.lora_A": np.array([10.0, 0.0, 0.0]),
+    }
     v = G.layerwise(parts)
-    assert v.shape == (6,) and np.linalg.norm(v[:3]) == pytest.approx(1.0) and np.linalg.norm(v[3:]) == pytest.approx(1.0)
+    assert (
+        v.shape == (6,) and np.linalg.norm(v[:3]) == pytest.approx(1.0) and np.linalg.norm(v[3:]) == pytest.approx(1.0)
+    )
     with pytest.raises(TaskextrapError, match="layer index"):
         G.layerwise({"lm_head.weight": np.ones(2)})
 
@@ -84,8 +89,10 @@ def test_agreement_is_perfect_for_behaviour_itself_and_near_chance_for_noise():
     assert G.rank_agreement(d_b, d_b) == pytest.approx(1.0)
     assert G.rank_agreement(fine, d_b) > 0.3  # below 1: most pairs differ on every probe string (one big tie)
     assert G.knn_agreement(fine, d_b, 3, d_o) == pytest.approx(1.0)
-    noise = [G.knn_agreement(G.cosine_distance(np.random.default_rng(s).standard_normal((31, 50))), d_b, 3, d_o)
-             for s in range(20)]
+    noise = [
+        G.knn_agreement(G.cosine_distance(np.random.default_rng(s).standard_normal((31, 50))), d_b, 3, d_o)
+        for s in range(20)
+    ]
     assert abs(np.mean(noise) - 3 / 30) < 0.05  # chance
     with pytest.raises(TaskextrapError, match="k must"):
         G.knn_agreement(fine, d_b, 31)
@@ -97,8 +104,7 @@ def test_agreement_is_perfect_for_behaviour_itself_and_near_chance_for_noise():
 def test_tiny_run_writes_rows_and_the_figure(tmp_path):
     from taskextrap.llm.model import build_char_model, save_model
 
-    model_dir = save_model(build_char_model(d_model=16, n_layers=2, n_heads=2, max_len=1536, seed=0),
-                           tmp_path / "m")
+    model_dir = save_model(build_char_model(d_model=16, n_layers=2, n_heads=2, max_len=1536, seed=0), tmp_path / "m")
     options = RunOptions(profile="tiny", out=tmp_path / "runs", extra={"model": str(model_dir)}, progress=False)
     with audit.spy() as seen:
         res = run_experiment("llm-geometry", options)
@@ -141,6 +147,7 @@ def gamma_allowed(split_seed: int = 1):
         if isinstance(label, G.TargetContext):
             return any(set(label.examples) <= s for s in supports)
         return label in names
+
     return allowed
 
 
@@ -150,9 +157,19 @@ def test_a_target_context_embedding_uses_its_support_only():
     assert len(items) == 6 and all(i.task == G.TargetContext(tuple(support)) for i in items)
     assert all(i.task.check_item(i) for i in items)
     shown = {x for prompt, comp in items for x in prompt.replace("In:", "\n").replace("Out:", "\n").split()} | {
-        comp.strip() for _, comp in items}
-    assert shown <= {s for pair in support for s in pair} | {"Perform", "the", "string", "transformation", "pattern",
-                                                             "seen", "below:", "###", "Query:"}
+        comp.strip() for _, comp in items
+    }
+    assert shown <= {s for pair in support for s in pair} | {
+        "Perform",
+        "the",
+        "string",
+        "transformation",
+        "pattern",
+        "seen",
+        "below:",
+        "###",
+        "Query:",
+    }
     with pytest.raises(TaskextrapError, match="at least 2"):
         G.context_items(support[:1])
 
@@ -209,11 +226,11 @@ def test_the_audit_flags_a_query_embedded_into_gamma(make_char_model):
         G.embed_items(load, G.context_items(support), settings, seed=0)
     audit.check(seen, gamma_allowed(), required={"sft", "fisher"})
     with audit.spy() as seen:  # the query embedded into Gamma as one more example
-        G.embed_items(load, G.context_items(support + [query]), settings, seed=0)
+        G.embed_items(load, G.context_items([*support, query]), settings, seed=0)
     with pytest.raises(audit.LeakError, match=r"sft \(train\): target-context .*" + re.escape(repr(query[0]))) as e:
         audit.check(seen, gamma_allowed())
     assert "fisher (train)" in str(e.value)
     items = G.context_items(support)
     smuggled = audit.Tagged((fewshot_prompt(support, query[0]), answer_completion(query[1])), items[0].task)
     with audit.spy(), pytest.raises(audit.LeakError, match="consumed an item that its label does not make"):
-        G.embed_items(load, items + [smuggled], settings, seed=0)
+        G.embed_items(load, [*items, smuggled], settings, seed=0)

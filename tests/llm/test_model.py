@@ -7,12 +7,12 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from taskextrap.errors import TaskextrapError  # noqa: E402
-from taskextrap.llm.model import LanguageModel, load_model, save_model  # noqa: E402
-from taskextrap.llm.scorer import completion_nll  # noqa: E402
-from taskextrap.llm.tokenizer import CharTokenizer, HFTokenizer  # noqa: E402
+from taskextrap.errors import TaskextrapError
+from taskextrap.llm.model import LanguageModel, load_model, save_model
+from taskextrap.llm.scorer import completion_nll
+from taskextrap.llm.tokenizer import CharTokenizer, HFTokenizer
 
 PROMPTS, COMPS = ["ab", "hello", "x"], ["c", " world", "yz"]
 
@@ -38,8 +38,9 @@ def test_a_directory_of_an_earlier_version_still_loads(noisy_lm, tmp_path):
     save_model(noisy_lm, tmp_path)
     for name in ("tokenizer.json", "tokenizer_config.json"):  # as saved before: char_tokenizer.json only
         (tmp_path / name).unlink()
-    (tmp_path / "char_tokenizer.json").write_text(json.dumps({"type": "taskextrap-char",
-                                                              "alphabet": noisy_lm.tokenizer.alphabet}))
+    (tmp_path / "char_tokenizer.json").write_text(
+        json.dumps({"type": "taskextrap-char", "alphabet": noisy_lm.tokenizer.alphabet})
+    )
     back = load_model(tmp_path)
     assert isinstance(back.tokenizer, CharTokenizer) and back.prompt_ids("ab") == noisy_lm.prompt_ids("ab")
     np.testing.assert_array_equal(completion_nll(back, PROMPTS, COMPS), completion_nll(noisy_lm, PROMPTS, COMPS))
@@ -50,14 +51,15 @@ def test_load_with_hf_tokenizer(noisy_lm, make_hf_tokenizer, tmp_path):
     save_model(lm, tmp_path)
     back = load_model(tmp_path)
     assert isinstance(back.tokenizer, HFTokenizer)
-    np.testing.assert_allclose(completion_nll(back, PROMPTS, COMPS), completion_nll(noisy_lm, PROMPTS, COMPS),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        completion_nll(back, PROMPTS, COMPS), completion_nll(noisy_lm, PROMPTS, COMPS), atol=1e-6
+    )
 
 
 def test_load_errors(tmp_path):
     with pytest.raises(TaskextrapError, match="no such directory"):
         load_model(tmp_path / "missing")
-    with pytest.raises(TaskextrapError, match="config.json"):
+    with pytest.raises(TaskextrapError, match=r"config\.json"):
         load_model(tmp_path)
 
 

@@ -12,10 +12,10 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-from taskextrap.errors import TaskextrapError, TaskextrapWarning  # noqa: E402
-from taskextrap.llm.model import LanguageModel, load_model, save_model  # noqa: E402
-from taskextrap.llm.modeldir import check_model_dir, model_fingerprint  # noqa: E402
-from taskextrap.llm.tokenizer import CharTokenizer, HFTokenizer  # noqa: E402
+from taskextrap.errors import TaskextrapError, TaskextrapWarning
+from taskextrap.llm.model import LanguageModel, load_model, save_model
+from taskextrap.llm.modeldir import check_model_dir, model_fingerprint
+from taskextrap.llm.tokenizer import CharTokenizer, HFTokenizer
 
 
 def _saved(lm, root):
@@ -58,38 +58,70 @@ def _only_config(d):
 CASES = {
     "missing": (lambda d: d.rename(d.with_name("gone")), "no such directory", True),
     "a file": (lambda d: [shutil.rmtree(d), d.write_text("weights?")], "not a directory", True),
-    "random-byte weights": (lambda d: (d / "model.safetensors").write_bytes(os.urandom(4096)),
-                            "model.safetensors is not a safetensors file", True),
+    "random-byte weights": (
+        lambda d: (d / "model.safetensors").write_bytes(os.urandom(4096)),
+        "model.safetensors is not a safetensors file",
+        True,
+    ),
     "truncated weights": (_cut_weights, "model.safetensors is truncated", True),
     "only config.json": (_only_config, "no weights", True),
-    "config not JSON": (lambda d: (d / "config.json").write_text("{model_type: llama"),
-                        "config.json is not valid JSON", True),
+    "config not JSON": (
+        lambda d: (d / "config.json").write_text("{model_type: llama"),
+        "config.json is not valid JSON",
+        True,
+    ),
     "config a list": (lambda d: (d / "config.json").write_text("[1, 2]"), "config.json is a JSON list", True),
     "config without model_type": (lambda d: _edit_config(d, model_type=None), "config.json has no model_type", True),
     "unknown model_type": (lambda d: _edit_config(d, model_type="no-such-arch"), "config.json has model_type", True),
-    "tokenizer random bytes": (lambda d: (d / "tokenizer.json").write_bytes(b"\xff\x00garbage"),
-                               "tokenizer.json is not UTF-8", True),
-    "tokenizer not JSON": (lambda d: (d / "tokenizer.json").write_text('{"model": "ab'),
-                           "tokenizer.json is not valid JSON", True),
+    "tokenizer random bytes": (
+        lambda d: (d / "tokenizer.json").write_bytes(b"\xff\x00garbage"),
+        "tokenizer.json is not UTF-8",
+        True,
+    ),
+    "tokenizer not JSON": (
+        lambda d: (d / "tokenizer.json").write_text('{"model": "ab'),
+        "tokenizer.json is not valid JSON",
+        True,
+    ),
     "no tokenizer": (lambda d: [(d / n).unlink() for n in HF_FILES], "no tokenizer", True),
-    "old tokenizer random bytes": (lambda d: (_legacy(d) / "char_tokenizer.json").write_bytes(b"\xff\x00garbage"),
-                                   "char_tokenizer.json is not UTF-8", True),
-    "old tokenizer not JSON": (lambda d: (_legacy(d) / "char_tokenizer.json").write_text('{"alphabet": "ab'),
-                               "char_tokenizer.json is not valid JSON", True),
-    "old tokenizer of another kind": (lambda d: (_legacy(d) / "char_tokenizer.json").write_text('{"type": "bpe"}'),
-                                      "char_tokenizer.json is not a taskextrap-char tokenizer", True),
-    "generation config garbage": (lambda d: (d / "generation_config.json").write_text("]"),
-                                  "generation_config.json is not valid JSON", True),
-    "weights of other shapes": (lambda d: _edit_config(d, hidden_size=64, intermediate_size=256),
-                                "the weights do not fit config.json", False),
+    "old tokenizer random bytes": (
+        lambda d: (_legacy(d) / "char_tokenizer.json").write_bytes(b"\xff\x00garbage"),
+        "char_tokenizer.json is not UTF-8",
+        True,
+    ),
+    "old tokenizer not JSON": (
+        lambda d: (_legacy(d) / "char_tokenizer.json").write_text('{"alphabet": "ab'),
+        "char_tokenizer.json is not valid JSON",
+        True,
+    ),
+    "old tokenizer of another kind": (
+        lambda d: (_legacy(d) / "char_tokenizer.json").write_text('{"type": "bpe"}'),
+        "char_tokenizer.json is not a taskextrap-char tokenizer",
+        True,
+    ),
+    "generation config garbage": (
+        lambda d: (d / "generation_config.json").write_text("]"),
+        "generation_config.json is not valid JSON",
+        True,
+    ),
+    "weights of other shapes": (
+        lambda d: _edit_config(d, hidden_size=64, intermediate_size=256),
+        "the weights do not fit config.json",
+        False,
+    ),
     "weights lacking tensors": (lambda d: _edit_config(d, num_hidden_layers=3), "the weights lack 9 tensors", False),
     "tokenizer bigger than the embedding": (
         lambda d: CharTokenizer("".join(chr(c) for c in range(200, 400))).save(d),
-        "the tokenizer has 204 ids but the model's embedding only 102", False),
+        "the tokenizer has 204 ids but the model's embedding only 102",
+        False,
+    ),
     "old tokenizer bigger than the embedding": (
-        lambda d: (_legacy(d) / "char_tokenizer.json").write_text(json.dumps(
-            {"type": "taskextrap-char", "alphabet": "".join(chr(c) for c in range(200, 400))})),
-        "the tokenizer has 204 ids but the model's embedding only 102", False),
+        lambda d: (_legacy(d) / "char_tokenizer.json").write_text(
+            json.dumps({"type": "taskextrap-char", "alphabet": "".join(chr(c) for c in range(200, 400))})
+        ),
+        "the tokenizer has 204 ids but the model's embedding only 102",
+        False,
+    ),
 }
 
 
@@ -139,8 +171,9 @@ def test_a_bad_model_fails_the_cli_before_any_work(noisy_lm, tmp_path, capsys):
     d = _saved(noisy_lm, tmp_path / "m")
     _cut_weights(d)
     with pytest.raises(SystemExit) as exit_:
-        main(["reproduce", "parity", "--profile", "tiny", "--model", str(d), "--out", str(tmp_path / "runs"),
-              "--quiet"])
+        main(
+            ["reproduce", "parity", "--profile", "tiny", "--model", str(d), "--out", str(tmp_path / "runs"), "--quiet"]
+        )
     err = capsys.readouterr().err.strip()
     assert exit_.value.code == 2 and len(err.splitlines()) == 1
     assert err.startswith(f"error: cannot load model at {d}: model.safetensors is truncated")
@@ -196,4 +229,4 @@ def test_a_changed_byte_of_a_user_model_changes_its_units_and_checkpoints(noisy_
     (d / "model.safetensors").write_bytes(bytes(weights))
     run_both()
     assert [k for k, _ in keys[4:]] == ["parity unit", "codeio checkpoints"]
-    assert all(new != old for (_, new), (_, old) in zip(keys[4:], keys[:2]))
+    assert all(new != old for (_, new), (_, old) in zip(keys[4:], keys[:2], strict=True))

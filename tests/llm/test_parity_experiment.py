@@ -9,13 +9,13 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-from taskextrap import audit  # noqa: E402
-from taskextrap.experiments import parity as E  # noqa: E402
-from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, get_experiment  # noqa: E402
-from taskextrap.experiments.runner import run_experiment  # noqa: E402
-from taskextrap.errors import TaskextrapError  # noqa: E402
-from taskextrap.tasks import parity as T  # noqa: E402
-from taskextrap.report.schema import validate_results  # noqa: E402
+from taskextrap import audit
+from taskextrap.experiments import parity as E
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, get_experiment
+from taskextrap.experiments.runner import run_experiment
+from taskextrap.errors import TaskextrapError
+from taskextrap.tasks import parity as T
+from taskextrap.report.schema import validate_results
 
 
 def _rows(prompt):
@@ -27,6 +27,7 @@ def _rows(prompt):
 @pytest.mark.parametrize("space,split", [("authors", "test"), ("frontier", "test"), ("authors", "dev")])
 def test_a_perfect_extender_makes_rte_the_exact_search(monkeypatch, space, split):
     """With a scorer that charges only inconsistent labels and an exact XOR, rte == exact-search."""
+
     def scores(lm, pair_lists, batch_size=32, progress=None, prefix_keys=None):
         out = []
         for pairs in pair_lists:
@@ -34,18 +35,22 @@ def test_a_perfect_extender_makes_rte_the_exact_search(monkeypatch, space, split
         return np.array(out)
 
     monkeypatch.setattr("taskextrap.search.likelihood.total_nll", scores)
-    monkeypatch.setattr("taskextrap.llm.generate.greedy_once",  # an extender that XORs exactly
-                        lambda lm, prompts, *args: [f" {x ^ y}" for x, y in map(_rows, prompts)])
+    monkeypatch.setattr(
+        "taskextrap.llm.generate.greedy_once",  # an extender that XORs exactly
+        lambda lm, prompts, *args: [f" {x ^ y}" for x, y in map(_rows, prompts)],
+    )
     tasks = T.make_test_tasks(FRESH_TEST_SEED, split=split)[:6]
     res = E.search_space(None, tasks, space, 64, split)
     for m in ("rte", "rte-tie-vote"):
-        expect = [np.mean(T.exact_search(t, space, tie_vote=m.endswith("vote"), split=split)[0] == t.query_y)
-                  for t in tasks]
+        expect = [
+            np.mean(T.exact_search(t, space, tie_vote=m.endswith("vote"), split=split)[0] == t.query_y) for t in tasks
+        ]
         np.testing.assert_allclose(res[f"{space}/{m}"], expect)
     consistent = [T.consistent_candidates(t, space, split) for t in tasks]
     np.testing.assert_array_equal(res[f"{space}/n_tied"], [len(c) for c in consistent])
-    np.testing.assert_array_equal(res[f"{space}/found"], [T.implied_mask(*c[0]) == t.mask
-                                                          for c, t in zip(consistent, tasks)])
+    np.testing.assert_array_equal(
+        res[f"{space}/found"], [T.implied_mask(*c[0]) == t.mask for c, t in zip(consistent, tasks, strict=True)]
+    )
 
 
 def test_spaces_groups_and_registration():
@@ -92,8 +97,9 @@ def test_tiny_run_writes_every_method(tmp_path, monkeypatch):
     assert {(f"decomposition-found-{s}", "rte") for s in E.SPACES} <= set(rows)
     assert all(0.0 <= r["value"] <= 1.0 and r["metric"] == "accuracy" for r in res["rows"])
     with_paper = {(r["group"], r["method"]): r["paper_value"] for r in res["rows"] if r["paper_value"] is not None}
-    assert with_paper == pytest.approx({("size6-authors", "few-shot"): 0.5286, ("size6-authors", "rte"): 0.6607,
-                                        ("size6-authors", "oracle"): 1.0})
+    assert with_paper == pytest.approx(
+        {("size6-authors", "few-shot"): 0.5286, ("size6-authors", "rte"): 0.6607, ("size6-authors", "oracle"): 1.0}
+    )
     cfg = res["config"]
     assert cfg["split"] == "test" and cfg["test_seed"] == FRESH_TEST_SEED == 31_337
     assert [cfg["spaces"][s]["n_candidates"] for s in E.SPACES] == [448, 168, 1680]
@@ -113,8 +119,9 @@ def test_tiny_run_writes_every_method(tmp_path, monkeypatch):
 def test_tiny_dev_run_never_fits_a_size5_or_size6_mask(tmp_path, monkeypatch):
     asked = _tiny_base(monkeypatch)
     with audit.spy() as seen:
-        res = run_experiment("parity", RunOptions(profile="tiny", out=tmp_path, progress=False, split="dev",
-                                                  test_seed=7))
+        res = run_experiment(
+            "parity", RunOptions(profile="tiny", out=tmp_path, progress=False, split="dev", test_seed=7)
+        )
     assert set(asked) == {"parity-dev"}
     audit.check(seen, lambda mask: len(mask) in (2, 3, 4), required={"sft"})
     assert {len(m) for r in seen for m in r.labels} == {2, 3, 4}

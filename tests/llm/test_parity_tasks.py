@@ -65,8 +65,11 @@ def test_dev_split_is_one_level_down():
 def test_training_corpora_hold_only_the_splits_training_masks(split):
     """Every item of every fine-tuning or pretraining sampler carries its mask; none is held out."""
     sizes = T.get_split(split).train_sizes
-    items = [i for f in (P.baseline_pairs, P.extender_pairs, P.row_pairs, P.pretraining_pairs)
-             for i in f(rng(0, f.__name__), 200, split)]
+    items = [
+        i
+        for f in (P.baseline_pairs, P.extender_pairs, P.row_pairs, P.pretraining_pairs)
+        for i in f(rng(0, f.__name__), 200, split)
+    ]
     assert all(isinstance(i, audit.Tagged) for i in items) and len(items) == 800
     assert {len(i.task) for i in items} == set(sizes)
 
@@ -114,9 +117,9 @@ def test_test_tasks_deterministic_and_correct():
     assert np.array_equal(t.support_y, T.parity(t.mask, t.support_x))
     assert np.array_equal(t.query_y, T.parity(t.mask, t.query_x))
     again = T.make_test_tasks(0)
-    assert all(np.array_equal(a.query_x, b.query_x) for a, b in zip(tasks, again))
+    assert all(np.array_equal(a.query_x, b.query_x) for a, b in zip(tasks, again, strict=True))
     other = T.make_test_tasks(1)
-    assert not all(np.array_equal(a.query_x, b.query_x) for a, b in zip(tasks, other))
+    assert not all(np.array_equal(a.query_x, b.query_x) for a, b in zip(tasks, other, strict=True))
 
 
 def test_training_task_rejects_test_masks():
@@ -129,9 +132,7 @@ def test_training_task_rejects_test_masks():
 def test_baseline_prompt_format():
     sx = np.array([[1, 0, 0, 0, 0, 0, 0, 1]])
     prompt = P.baseline_prompt(sx, [1], np.zeros(8, dtype=int))
-    assert prompt == ("Instruction: Compute the Output.\n###\n"
-                      "In: 1 0 0 0 0 0 0 1\nOut: 1\n\n"
-                      "In: 0 0 0 0 0 0 0 0\nOut:")
+    assert prompt == ("Instruction: Compute the Output.\n###\nIn: 1 0 0 0 0 0 0 1\nOut: 1\n\nIn: 0 0 0 0 0 0 0 0\nOut:")
     assert P.label_completion(np.int64(0)) == " 0" and P.label_completion(1) == " 1"
     assert P.parse_label(" 1\n") == 1 and P.parse_label("x") is None
 
@@ -140,9 +141,11 @@ def test_extender_prompt_format():
     sx = np.array([[1, 1, 0, 0, 0, 0, 0, 0]])
     q = np.array([0, 1, 0, 0, 0, 0, 0, 1])
     prompt = P.extender_prompt(sx, [0], q, parent_mask=(0, 1), bit=7)
-    assert prompt == ("Instruction: Compute the Output.\n###\n"
-                      "In: 1 1 0 0 0 0 0 0\nAnchor: 0\nBit: 0\nOut: 0\n\n"
-                      "In: 0 1 0 0 0 0 0 1\nAnchor: 1\nBit: 1\nOut:")
+    assert prompt == (
+        "Instruction: Compute the Output.\n###\n"
+        "In: 1 1 0 0 0 0 0 0\nAnchor: 0\nBit: 0\nOut: 0\n\n"
+        "In: 0 1 0 0 0 0 0 1\nAnchor: 1\nBit: 1\nOut:"
+    )
 
 
 def _rows(prompt):
@@ -209,15 +212,17 @@ def test_curriculum_stage2_mixes_fewshot_and_keyed_extender_prompts():
     for prompt, completion in pairs:
         assert prompt.startswith(P.INSTRUCTION) and completion in (" 0", " 1")
     for prompt, completion in keyed:
-        key, expected = _keyed_answer(prompt)
+        _key, expected = _keyed_answer(prompt)
         assert int(completion) == expected
         assert all(a ^ b == o for a, b, o in _rows(prompt))  # shots always show the XOR
         shots.add(prompt.count("In: ") - 1)
     assert shots == set(range(6))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("transformers") is None,  # before the fixture builds a model
-                    reason="transformers is not installed: pip install 'taskextrap[llm]'")
+@pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None,  # before the fixture builds a model
+    reason="transformers is not installed: pip install 'taskextrap[llm]'",
+)
 def test_label_accuracy_reads_the_lower_nll_label(noisy_lm):
     pairs = [(p[:-1], " " + a) for p, a in P.row_pairs(rng(0, "acc"), 20)]  # short: the tiny model's 256
     acc = P.label_accuracy(noisy_lm, pairs)
@@ -233,7 +238,7 @@ def test_loo_pairs_hold_out_each_support_once():
     rows = [P.format_bits(x) for x in task.support_x]
     for i, (prompt, completion) in enumerate(pairs):
         ins = re.findall(r"In: ([01 ]+)\n", prompt)
-        assert ins[-1] == rows[i] and sorted(ins[:-1]) == sorted(rows[:i] + rows[i + 1:])
+        assert ins[-1] == rows[i] and sorted(ins[:-1]) == sorted(rows[:i] + rows[i + 1 :])
         assert completion == P.label_completion(task.support_y[i])
         # the oracle decomposition is consistent, so Anchor XOR Bit is the label on every row
         assert all(a ^ b == o for a, b, o in _rows(prompt))
@@ -247,8 +252,11 @@ def test_oracle_parent():
 
 
 def _brute_consistent(task, space, split="test"):
-    return [(m, b) for m, b in T.candidates(space, split)
-            if np.array_equal(T.parity(T.implied_mask(m, b), task.support_x), task.support_y)]
+    return [
+        (m, b)
+        for m, b in T.candidates(space, split)
+        if np.array_equal(T.parity(T.implied_mask(m, b), task.support_x), task.support_y)
+    ]
 
 
 @pytest.mark.parametrize("split", ["test", "dev"])

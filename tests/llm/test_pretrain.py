@@ -8,23 +8,26 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-from taskextrap.errors import TaskextrapError  # noqa: E402
-from taskextrap.llm import pretrain  # noqa: E402
-from taskextrap.llm.scorer import completion_nll  # noqa: E402
-from taskextrap.llm.sft import SFTConfig  # noqa: E402
+from taskextrap.errors import TaskextrapError
+from taskextrap.llm import pretrain
+from taskextrap.llm.scorer import completion_nll
+from taskextrap.llm.sft import SFTConfig
 
 
 def test_pretrain_saves_a_loadable_model(tmp_path, monkeypatch):
-    stages = (pretrain.PretrainStage("taskextrap.llm.parity:row_pairs", SFTConfig(steps=3, batch_size=2, lr=1e-3)),
-              pretrain.PretrainStage("taskextrap.llm.parity:pretraining_pairs",
-                                     SFTConfig(steps=2, batch_size=2, lr=1e-3)))
-    spec = pretrain.DefaultModelSpec("parity", "tiny", stages, check="tests_pretrain_check:check", d_model=32,
-                                     n_layers=1, n_heads=2, max_len=512)
+    stages = (
+        pretrain.PretrainStage("taskextrap.llm.parity:row_pairs", SFTConfig(steps=3, batch_size=2, lr=1e-3)),
+        pretrain.PretrainStage("taskextrap.llm.parity:pretraining_pairs", SFTConfig(steps=2, batch_size=2, lr=1e-3)),
+    )
+    spec = pretrain.DefaultModelSpec(
+        "parity", "tiny", stages, check="tests_pretrain_check:check", d_model=32, n_layers=1, n_heads=2, max_len=512
+    )
     monkeypatch.setitem(pretrain.SPECS, "parity", spec)
     monkeypatch.setattr(pretrain, "MODELS_DIR", tmp_path)
     seen = []
-    lm, log = pretrain.pretrain("parity", checkpoint_dir=tmp_path / "ckpt",
-                                progress=lambda stage, step, loss: seen.append((stage, step)))
+    lm, _log = pretrain.pretrain(
+        "parity", checkpoint_dir=tmp_path / "ckpt", progress=lambda stage, step, loss: seen.append((stage, step))
+    )
     assert seen == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
     assert (tmp_path / "ckpt" / "stage0").is_dir() and (tmp_path / "ckpt" / "stage1").is_dir()
     assert (tmp_path / "parity" / "config.json").exists()
@@ -42,7 +45,7 @@ def _n_params(lm):
 
 def test_missing_default_model_and_unknown_names_are_clear_errors(tmp_path, monkeypatch):
     monkeypatch.setattr(pretrain, "MODELS_DIR", tmp_path)
-    with pytest.raises(TaskextrapError, match="train_default_models.py parity"):
+    with pytest.raises(TaskextrapError, match=r"train_default_models\.py parity"):
         pretrain.default_model("parity")
     with pytest.raises(TaskextrapError, match="no default model"):
         pretrain.get_spec("nope")
@@ -67,20 +70,27 @@ def test_base_model_choice_labels_and_loads(noisy_lm, tmp_path, monkeypatch):
     assert choice.label("codeio") == f"{mine} dtype=bfloat16"
     assert pretrain.BaseModel(load_in_4bit=True).label("parity") == "default:parity 4bit"
     lm = pretrain.load_base("codeio", choice)
-    assert next(lm.model.parameters()).dtype.is_floating_point and str(next(lm.model.parameters()).dtype) == "torch.bfloat16"
+    assert (
+        next(lm.model.parameters()).dtype.is_floating_point
+        and str(next(lm.model.parameters()).dtype) == "torch.bfloat16"
+    )
     with pytest.raises(TaskextrapError, match="CUDA"):
         pretrain.load_base("codeio", pretrain.BaseModel(str(tmp_path / "mine"), load_in_4bit=True))
     monkeypatch.setattr(pretrain, "MODELS_DIR", tmp_path / "none")
-    with pytest.raises(TaskextrapError, match="train_default_models.py codeio"):
+    with pytest.raises(TaskextrapError, match=r"train_default_models\.py codeio"):
         pretrain.load_base("codeio")
 
 
 def _tiny_spec(n_stages, lr=1e-3):
-    stages = (pretrain.PretrainStage("taskextrap.llm.parity:row_pairs", SFTConfig(steps=3, batch_size=2, lr=lr)),
-              pretrain.PretrainStage("taskextrap.llm.parity:pretraining_pairs",
-                                     SFTConfig(steps=2, batch_size=2, lr=1e-3, seed=1)))
-    return pretrain.DefaultModelSpec("parity", "tiny", stages[:n_stages], d_model=32, n_layers=1, n_heads=2,
-                                     max_len=512)
+    stages = (
+        pretrain.PretrainStage("taskextrap.llm.parity:row_pairs", SFTConfig(steps=3, batch_size=2, lr=lr)),
+        pretrain.PretrainStage(
+            "taskextrap.llm.parity:pretraining_pairs", SFTConfig(steps=2, batch_size=2, lr=1e-3, seed=1)
+        ),
+    )
+    return pretrain.DefaultModelSpec(
+        "parity", "tiny", stages[:n_stages], d_model=32, n_layers=1, n_heads=2, max_len=512
+    )
 
 
 def test_continue_shipped_trains_only_the_new_stages(tmp_path, monkeypatch):

@@ -8,12 +8,12 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-import torch  # noqa: E402
+import torch
 
-from taskextrap.errors import TaskextrapError  # noqa: E402
-from taskextrap.llm.model import LanguageModel  # noqa: E402
-from taskextrap.llm.scorer import completion_nll  # noqa: E402
-from taskextrap.llm.tokenizer import HFTokenizer  # noqa: E402
+from taskextrap.errors import TaskextrapError
+from taskextrap.llm.model import LanguageModel
+from taskextrap.llm.scorer import completion_nll
+from taskextrap.llm.tokenizer import HFTokenizer
 
 PROMPTS = ["ab", "hello wor", "x", "ab", "a much longer prompt here", "x", "ab", "q"]
 COMPS = ["c", "ld!", "yz", "cdefg", "", "qq", "c", "a longer completion"]
@@ -29,7 +29,7 @@ def manual_nll(lm, prompt, completion, eos=True):
 
 
 def one_by_one(lm, prompts, comps, **kw):
-    return np.array([completion_nll(lm, [p], [c], **kw)[0] for p, c in zip(prompts, comps)])
+    return np.array([completion_nll(lm, [p], [c], **kw)[0] for p, c in zip(prompts, comps, strict=True)])
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
@@ -44,7 +44,7 @@ def test_batched_equals_one_by_one(noisy_lm, side, batch_size):
 def test_matches_manual_completion_only_sum(noisy_lm, eos):
     comps = [c or "z" for c in COMPS]  # eos=False needs a token to score
     got = completion_nll(noisy_lm, PROMPTS, comps, eos=eos, batch_size=3)
-    ref = [manual_nll(noisy_lm, p, c, eos=eos) for p, c in zip(PROMPTS, comps)]
+    ref = [manual_nll(noisy_lm, p, c, eos=eos) for p, c in zip(PROMPTS, comps, strict=True)]
     np.testing.assert_allclose(got, ref, atol=1e-4)
 
 
@@ -62,10 +62,17 @@ def test_prompt_conditions_the_score(noisy_lm):
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_share_prefix_equals_no_sharing(noisy_lm, side):
     prompts = PROMPTS + ["ab"] * 5 + ["zz top"] * 3
-    comps = COMPS + ["1", "22", "333", "", "x y z"] + ["a", "bb", ""]
+    comps = [*COMPS, "1", "22", "333", "", "x y z", "a", "bb", ""]
     calls = []
-    shared = completion_nll(noisy_lm, prompts, comps, batch_size=4, padding_side=side, share_prefix=True,
-                            progress=lambda done, n: calls.append((done, n)))
+    shared = completion_nll(
+        noisy_lm,
+        prompts,
+        comps,
+        batch_size=4,
+        padding_side=side,
+        share_prefix=True,
+        progress=lambda done, n: calls.append((done, n)),
+    )
     plain = completion_nll(noisy_lm, prompts, comps, batch_size=4, padding_side=side, share_prefix=False)
     np.testing.assert_allclose(shared, plain, atol=1e-4)
     assert calls[-1] == (len(prompts), len(prompts))
@@ -94,8 +101,11 @@ def test_prefix_groups_equal_no_sharing(noisy_lm, side, batch_size):
 def test_identical_long_prompts_share_one_cache(noisy_lm):
     prompts = ["a prompt long enough to share"] * 4 + ["another prompt, long enough"] * 2
     comps = ["1", "22", "", "x y z", "a", "bb"]
-    np.testing.assert_allclose(completion_nll(noisy_lm, prompts, comps, batch_size=3),
-                               completion_nll(noisy_lm, prompts, comps, share_prefix=False), atol=1e-4)
+    np.testing.assert_allclose(
+        completion_nll(noisy_lm, prompts, comps, batch_size=3),
+        completion_nll(noisy_lm, prompts, comps, share_prefix=False),
+        atol=1e-4,
+    )
 
 
 def test_prefix_groups_length_checked(char_lm):
@@ -120,8 +130,9 @@ def test_bos_exactly_once(char_lm, make_hf_tokenizer):
     assert ids[0] == 1 and ids.count(1) == 1
     # same ids, same model: the HF adapter scores like the char tokenizer
     plain = LanguageModel(char_lm.model, HFTokenizer(make_hf_tokenizer()), char_lm.device)
-    np.testing.assert_allclose(completion_nll(plain, PROMPTS, COMPS), completion_nll(char_lm, PROMPTS, COMPS),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        completion_nll(plain, PROMPTS, COMPS), completion_nll(char_lm, PROMPTS, COMPS), atol=1e-6
+    )
 
 
 def test_bad_input(char_lm):

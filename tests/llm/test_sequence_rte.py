@@ -31,6 +31,7 @@ class Adapter:
 def fake_model(monkeypatch):
     """total_nll scores a pair list by its candidate; greedy decoding answers "z" under a and c
     and "<candidate><query>" under the others."""
+
     def total_nll(lm, pair_lists, batch_size=32, progress=None, prefix_keys=None):
         return np.array([SCORES[pairs[0][0].split()[-1]] for pairs in pair_lists])
 

@@ -14,15 +14,23 @@ if importlib.util.find_spec("transformers") is None:  # skip only when it is abs
 if importlib.util.find_spec("peft") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("peft is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from taskextrap.errors import TaskextrapError, TaskextrapWarning  # noqa: E402
-from taskextrap.llm.model import save_model  # noqa: E402
-from taskextrap.llm.scorer import completion_nll  # noqa: E402
-from taskextrap.llm.sft import (  # noqa: E402
-    IGNORE, LoraSettings, ScoredText, SFTConfig, finished_checkpoint, latest_checkpoint, merge_lora, train,
-    training_batch)
+from taskextrap.errors import TaskextrapError, TaskextrapWarning
+from taskextrap.llm.model import save_model
+from taskextrap.llm.scorer import completion_nll
+from taskextrap.llm.sft import (
+    IGNORE,
+    LoraSettings,
+    ScoredText,
+    SFTConfig,
+    finished_checkpoint,
+    latest_checkpoint,
+    merge_lora,
+    train,
+    training_batch,
+)
 
 
 def last_char_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
@@ -44,7 +52,7 @@ def test_label_mask_covers_completion_only(char_lm):
     for r, (p, c) in enumerate(pairs):
         n_p, c_ids = len(char_lm.prompt_ids(p)), char_lm.completion_ids(c)
         n = n_p + len(c_ids)
-        assert (labels[r, :n_p] == IGNORE).all()                      # prompt (BOS included)
+        assert (labels[r, :n_p] == IGNORE).all()  # prompt (BOS included)
         assert labels[r, n_p:n].tolist() == c_ids == ids[r, n_p:n].tolist()  # completion + EOS
         assert (labels[r, n:] == IGNORE).all() and (mask[r, n:] == 0).all()  # padding
         assert mask[r, :n].all()
@@ -58,7 +66,7 @@ def test_scored_text_labels_its_scored_pieces_and_eos(char_lm):
     assert ids[0, :n].tolist() == [tok.bos_token_id, *tok.encode("In: ab Out: ba\nIn: cd Out: dc"), tok.eos_token_id]
     scored = [t for t in labels[0].tolist() if t != IGNORE]
     assert scored == [*tok.encode(" dc"), tok.eos_token_id]
-    assert (labels[0, n - 4:n] == ids[0, n - 4:n]).all() and mask[0, :n].all() and not mask[0, n:].any()
+    assert (labels[0, n - 4 : n] == ids[0, n - 4 : n]).all() and mask[0, :n].all() and not mask[0, n:].any()
     # a (prompt, completion) pair in the same batch keeps its completion-only labels
     assert [t for t in labels[1].tolist() if t != IGNORE] == char_lm.completion_ids("z")
 
@@ -76,7 +84,7 @@ def test_learns_last_character(make_char_model):
 def test_grad_accum_equals_big_batch(make_char_model):
     a, _ = train(make_char_model(), last_char_pairs, SFTConfig(steps=2, batch_size=8, lr=1e-3))
     b, _ = train(make_char_model(), last_char_pairs, SFTConfig(steps=2, batch_size=4, grad_accum=2, lr=1e-3))
-    for (n, p), q in zip(a.model.named_parameters(), b.model.parameters()):
+    for (n, p), q in zip(a.model.named_parameters(), b.model.parameters(), strict=True):
         torch.testing.assert_close(p, q, atol=1e-5, rtol=0, msg=n)
 
 
@@ -84,11 +92,14 @@ def test_lora_trains_adapters_only(make_char_model, tmp_path):
     base = make_char_model()
     before = state(base.model)
     cfg = SFTConfig(steps=5, batch_size=8, lr=1e-2, lora=LoraSettings(r=4, alpha=8, dropout=0.05))
-    lm, log = train(base, last_char_pairs, cfg)
+    lm, _log = train(base, last_char_pairs, cfg)
     trainable = [n for n, p in lm.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
-    after = {n.replace("base_model.model.", "").replace(".base_layer", ""): p
-             for n, p in lm.model.named_parameters() if "lora_" not in n}
+    after = {
+        n.replace("base_model.model.", "").replace(".base_layer", ""): p
+        for n, p in lm.model.named_parameters()
+        if "lora_" not in n
+    }
     assert set(after) == set(before)
     assert all(torch.equal(before[n], after[n]) for n in before)  # base weights untouched
     assert any(not torch.all(p == 0) for n, p in lm.model.named_parameters() if "lora_B" in n)  # adapters moved
@@ -108,6 +119,7 @@ def stop_after(step):
     def progress(s, loss):
         if s == step:
             raise Interrupt
+
     return progress
 
 
@@ -122,7 +134,7 @@ def test_resume_equals_uninterrupted(make_char_model, tmp_path, lora):
     lm, log = train(make_char_model(), last_char_pairs, cfg, out_dir=tmp_path)
     assert log["resumed_from"] == 5
     np.testing.assert_allclose(log["loss"], ref_log["loss"], atol=1e-5)
-    for (n, p), q in zip(ref.model.named_parameters(), lm.model.parameters()):
+    for (n, p), q in zip(ref.model.named_parameters(), lm.model.parameters(), strict=True):
         torch.testing.assert_close(p, q, atol=1e-5, rtol=0, msg=n)
     assert latest_checkpoint(tmp_path).name.endswith("00000010")
     assert finished_checkpoint(tmp_path, cfg) == latest_checkpoint(tmp_path)
@@ -159,32 +171,54 @@ def _edit_json(folder, **changes):
 def _old_format(folder):
     """As written before checkpoints carried checksums."""
     meta = json.loads((folder / "checkpoint.json").read_text())
-    (folder / "checkpoint.json").write_text(json.dumps({k: v for k, v in meta.items() if k not in ("files", "checksum")}))
+    (folder / "checkpoint.json").write_text(
+        json.dumps({k: v for k, v in meta.items() if k not in ("files", "checksum")})
+    )
 
 
 # damage -> (what it does to a checkpoint folder, the reason the warning gives)
 DAMAGE = {
-    "truncated weights": (lambda f: _cut(f / "trainable.safetensors"), "trainable.safetensors does not match its checksum"),
-    "weights with one byte changed": (lambda f: _flip_last_byte(f / "trainable.safetensors"),
-                                      "trainable.safetensors does not match its checksum"),
+    "truncated weights": (
+        lambda f: _cut(f / "trainable.safetensors"),
+        "trainable.safetensors does not match its checksum",
+    ),
+    "weights with one byte changed": (
+        lambda f: _flip_last_byte(f / "trainable.safetensors"),
+        "trainable.safetensors does not match its checksum",
+    ),
     "empty json": (lambda f: (f / "checkpoint.json").write_text(""), "checkpoint.json is empty or not JSON"),
-    "garbled json": (lambda f: (f / "checkpoint.json").write_text('{"step": 5, "lo'), "checkpoint.json is empty or not JSON"),
+    "garbled json": (
+        lambda f: (f / "checkpoint.json").write_text('{"step": 5, "lo'),
+        "checkpoint.json is empty or not JSON",
+    ),
     "json a list": (lambda f: (f / "checkpoint.json").write_text("[5]"), "checkpoint.json is not a JSON object"),
     "json edited": (lambda f: _edit_json(f, loss=[0.0] * 5), "checkpoint.json does not match its checksum"),
-    "garbage optimizer state": (lambda f: (f / "optimizer.pt").write_bytes(os.urandom(300)),
-                                "optimizer.pt does not match its checksum"),
+    "garbage optimizer state": (
+        lambda f: (f / "optimizer.pt").write_bytes(os.urandom(300)),
+        "optimizer.pt does not match its checksum",
+    ),
     "weights missing": (lambda f: (f / "trainable.safetensors").unlink(), "trainable.safetensors is missing"),
     "optimizer state missing": (lambda f: (f / "optimizer.pt").unlink(), "optimizer.pt is missing"),
     # checkpoints from before the checksums: the files themselves are parsed and checked
-    "old format, truncated weights": (lambda f: [_old_format(f), _cut(f / "trainable.safetensors")],
-                                      "trainable.safetensors is unreadable"),
-    "old format, garbage optimizer state": (lambda f: [_old_format(f), (f / "optimizer.pt").write_bytes(os.urandom(300))],
-                                            "optimizer.pt is unreadable"),
+    "old format, truncated weights": (
+        lambda f: [_old_format(f), _cut(f / "trainable.safetensors")],
+        "trainable.safetensors is unreadable",
+    ),
+    "old format, garbage optimizer state": (
+        lambda f: [_old_format(f), (f / "optimizer.pt").write_bytes(os.urandom(300))],
+        "optimizer.pt is unreadable",
+    ),
     "old format, optimizer state of another shape": (
-        lambda f: [_old_format(f), torch.save({"optimizer": {"state": {}, "param_groups": []}, "scheduler": {}},
-                                              f / "optimizer.pt")], "optimizer.pt does not fit this run's optimizer"),
-    "old format, no loss history": (lambda f: [_old_format(f), _edit_json(f, loss=None)],
-                                    "checkpoint.json has no loss history of 5 steps"),
+        lambda f: [
+            _old_format(f),
+            torch.save({"optimizer": {"state": {}, "param_groups": []}, "scheduler": {}}, f / "optimizer.pt"),
+        ],
+        "optimizer.pt does not fit this run's optimizer",
+    ),
+    "old format, no loss history": (
+        lambda f: [_old_format(f), _edit_json(f, loss=None)],
+        "checkpoint.json has no loss history of 5 steps",
+    ),
 }
 DAMAGE_CFG = SFTConfig(steps=10, batch_size=8, lr=3e-3, warmup_steps=2, checkpoint_every=5)
 

@@ -50,8 +50,10 @@ def test_codeio_items_carry_their_training_candidate(score_shots):
     assert text.rstrip().endswith(S.apply(item.task, query))
 
 
-needs_llm = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
-                               reason="transformers is not installed: pip install 'taskextrap[llm]'")
+needs_llm = pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None,
+    reason="transformers is not installed: pip install 'taskextrap[llm]'",
+)
 
 
 def _train_one_step(sampler):
@@ -76,8 +78,12 @@ def test_sft_audit_detects_a_size6_mask_in_the_corpus():
     def leaky(g, n):
         items = P.baseline_pairs(g, n - 1)
         t = T._draw_task(g, T.TEST_MASKS[3], 5, 1)  # a held-out (size-6) task, tagged honestly
-        return items + [audit.Tagged((P.baseline_prompt(t.support_x, t.support_y, t.query_x[0]),
-                                      P.label_completion(t.query_y[0])), t.mask)]
+        return [
+            *items,
+            audit.Tagged(
+                (P.baseline_prompt(t.support_x, t.support_y, t.query_x[0]), P.label_completion(t.query_y[0])), t.mask
+            ),
+        ]
 
     seen = _train_one_step(leaky)
     with pytest.raises(audit.LeakError, match=r"sft \(train\): \(" + ", ".join(map(str, T.TEST_MASKS[3]))):

@@ -8,13 +8,20 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from taskextrap.errors import TaskextrapError  # noqa: E402
-from taskextrap.llm.tokenizer import (DEFAULT_ALPHABET, LEGACY_TOKENIZER_FILE, TOKENIZER_FILE,  # noqa: E402
-                                      CharTokenizer, HFTokenizer, char_alphabet, char_tokenizer_hf,
-                                      upgrade_legacy_directory)
+from taskextrap.errors import TaskextrapError
+from taskextrap.llm.tokenizer import (
+    DEFAULT_ALPHABET,
+    LEGACY_TOKENIZER_FILE,
+    TOKENIZER_FILE,
+    CharTokenizer,
+    HFTokenizer,
+    char_alphabet,
+    char_tokenizer_hf,
+    upgrade_legacy_directory,
+)
 
 
 def scheme_ids(text: str, alphabet: str = DEFAULT_ALPHABET) -> list[int]:
@@ -28,8 +35,23 @@ def scheme_text(text: str, alphabet: str = DEFAULT_ALPHABET) -> str:
 
 
 # newline, space, «», unknowns, special-token texts (plain characters here), a long text
-CASES = ["", "f(x) = 3*x + 1\n«done»", "\n", " ", "  a  b ", "aéb", "\t", "a\tb\r\nc", "«»", "é\u2028😀",
-         "<s>", "</s><pad><unk>", "a . b , c ' s n't ?", "x" * 5000, ("abc def\n" * 400) + "é"]
+CASES = [
+    "",
+    "f(x) = 3*x + 1\n«done»",
+    "\n",
+    " ",
+    "  a  b ",
+    "aéb",
+    "\t",
+    "a\tb\r\nc",
+    "«»",
+    "é\u2028😀",
+    "<s>",
+    "</s><pad><unk>",
+    "a . b , c ' s n't ?",
+    "x" * 5000,
+    ("abc def\n" * 400) + "é",
+]
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +85,14 @@ def test_the_transformers_tokenizer_has_the_scheme_ids(text, hf):
     assert hf.decode(ids, skip_special_tokens=True) == scheme_text(text) == CharTokenizer().decode(ids)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=st.text(alphabet=st.one_of(st.sampled_from(DEFAULT_ALPHABET), st.characters(exclude_categories=["Cs"])),
-                   max_size=300))
+@settings(
+    max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    text=st.text(
+        alphabet=st.one_of(st.sampled_from(DEFAULT_ALPHABET), st.characters(exclude_categories=["Cs"])), max_size=300
+    )
+)
 def test_any_text_has_the_same_ids_under_both(text, hf):
     ids = scheme_ids(text)
     assert hf.encode(text, add_special_tokens=False) == ids == CharTokenizer().encode(text)
@@ -94,8 +121,10 @@ def test_save_load(tmp_path):
     back = CharTokenizer.load(tmp_path)
     assert back.alphabet == "xyz\n" and back.encode("zy?") == tok.encode("zy?") == [6, 5, 3]
     plain = AutoTokenizer.from_pretrained(tmp_path)  # no taskextrap code in the way
-    assert plain("zy\n")["input_ids"] == [1, 6, 5, 7] and plain.decode([1, 6, 5, 7, 2], skip_special_tokens=True) == "zy\n"
-    with pytest.raises(TaskextrapError, match="no tokenizer.json or char_tokenizer.json"):
+    assert (
+        plain("zy\n")["input_ids"] == [1, 6, 5, 7] and plain.decode([1, 6, 5, 7, 2], skip_special_tokens=True) == "zy\n"
+    )
+    with pytest.raises(TaskextrapError, match=r"no tokenizer\.json or char_tokenizer\.json"):
         CharTokenizer.load(tmp_path / "missing")
 
 
@@ -107,7 +136,7 @@ def test_directories_of_earlier_versions_still_load_and_upgrade(tmp_path):
     assert not (tmp_path / LEGACY_TOKENIZER_FILE).exists()
     new = CharTokenizer.load(tmp_path)
     assert new.alphabet == "ab\n" and new.encode("ba\nc") == old.encode("ba\nc")
-    with pytest.raises(TaskextrapError, match="no tokenizer.json or char_tokenizer.json"):
+    with pytest.raises(TaskextrapError, match=r"no tokenizer\.json or char_tokenizer\.json"):
         upgrade_legacy_directory(tmp_path)  # nothing left to upgrade
 
 

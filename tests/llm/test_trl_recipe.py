@@ -9,15 +9,16 @@ import pytest
 if importlib.util.find_spec("transformers") is None:  # skip only when it is absent, never on a broken import
     pytest.skip("transformers is not installed: pip install 'taskextrap[llm]'", allow_module_level=True)
 if importlib.util.find_spec("trl") is None:
-    pytest.skip("trl is not installed: pip install 'taskextrap[trl]' (the recipe's optional extra)",
-                allow_module_level=True)
+    pytest.skip(
+        "trl is not installed: pip install 'taskextrap[trl]' (the recipe's optional extra)", allow_module_level=True
+    )
 
-import torch  # noqa: E402
+import torch
 
-from taskextrap.errors import TaskextrapError  # noqa: E402
-from taskextrap.llm import trl_recipe as R  # noqa: E402
-from taskextrap.llm.sft import IGNORE, LoraSettings, ScoredText, SFTConfig, train, training_batch  # noqa: E402
-from taskextrap.seeding import rng  # noqa: E402
+from taskextrap.errors import TaskextrapError
+from taskextrap.llm import trl_recipe as R
+from taskextrap.llm.sft import IGNORE, LoraSettings, ScoredText, SFTConfig, train, training_batch
+from taskextrap.seeding import rng
 
 
 def mixed_pairs(g, n):
@@ -28,15 +29,23 @@ def mixed_pairs(g, n):
         if g.random() < 0.5:
             out.append(("x" * k + " -> ", "y" * int(g.integers(1, 5))))
         else:
-            out.append(ScoredText((("in: " + "a" * k + "\n", False), ("out: b", True), ("\nin: c", False),
-                                   ("\nout: " + "d" * k, True))))
+            out.append(
+                ScoredText(
+                    (
+                        ("in: " + "a" * k + "\n", False),
+                        ("out: b", True),
+                        ("\nin: c", False),
+                        ("\nout: " + "d" * k, True),
+                    )
+                )
+            )
     return out
 
 
 def test_rows_are_taskextraps_sequences_and_loss_masks(noisy_lm):
     items = mixed_pairs(rng(0, "t"), 6)
     _, _, labels = training_batch(noisy_lm, items)
-    for row, item, lab in zip(R.sft_rows(noisy_lm, items), items, labels):
+    for row, item, lab in zip(R.sft_rows(noisy_lm, items), items, labels, strict=True):
         n = len(row["input_ids"])
         assert row["completion_mask"] == [int(v != IGNORE) for v in lab[:n].tolist()]
         assert row["input_ids"][0] == 1 and row["input_ids"][-1] == 2 and row["completion_mask"][-1] == 1
@@ -44,10 +53,16 @@ def test_rows_are_taskextraps_sequences_and_loss_masks(noisy_lm):
             assert sum(row["completion_mask"]) == len(item[1]) + 1  # the completion and its EOS
 
 
-@pytest.mark.parametrize("cfg", [SFTConfig(steps=3, batch_size=2, lr=1e-3, warmup_steps=2, weight_decay=0.1),
-                                 SFTConfig(steps=3, batch_size=2, grad_accum=2, lr=1e-2, warmup_steps=1, seed=1,
-                                           lora=LoraSettings(r=4, alpha=8))],
-                         ids=["full", "lora-accumulated"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        SFTConfig(steps=3, batch_size=2, lr=1e-3, warmup_steps=2, weight_decay=0.1),
+        SFTConfig(
+            steps=3, batch_size=2, grad_accum=2, lr=1e-2, warmup_steps=1, seed=1, lora=LoraSettings(r=4, alpha=8)
+        ),
+    ],
+    ids=["full", "lora-accumulated"],
+)
 def test_sft_trainer_batches_masks_and_steps_equal_taskextraps(cfg, make_char_model, tmp_path):
     base = make_char_model(seed=3, noise=0.3)
     trainer = R.sft_trainer(copy.deepcopy(base), mixed_pairs, cfg, tmp_path)
@@ -58,7 +73,7 @@ def test_sft_trainer_batches_masks_and_steps_equal_taskextraps(cfg, make_char_mo
         items = mixed_pairs(rng(cfg.seed, "sft-batch", step), per_step)
         for k in range(0, per_step, cfg.batch_size):
             got = trainer.data_collator([data[step * per_step + k + j] for j in range(cfg.batch_size)])
-            ids, mask, labels = training_batch(base, items[k:k + cfg.batch_size])
+            ids, mask, labels = training_batch(base, items[k : k + cfg.batch_size])
             assert torch.equal(got["input_ids"], ids) and torch.equal(got["attention_mask"], mask)
             assert torch.equal(got["labels"], labels)
     trainer.train()

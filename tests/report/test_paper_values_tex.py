@@ -19,35 +19,109 @@ TEX = Path(__file__).resolve().parents[2].parent / "shared" / "paper" / "rte-pap
 # (table label, experiment, group): the printed row name -> method, and how cells are laid out:
 # "pm" = one "value \pm ci" cell per method column; "cols" = value and CI in two columns ("$\pm$ ci"
 # allowed in the CI column); "pct" = a percentage without interval.
-FAMILIES = {"Quadratic": "quadratic", "Cubic": "cubic", "Sin Trend": "sin_trend", "Tri Trend": "tri_trend",
-            "Exp": "exp"}
-PARAM_COLUMNS = ("t2v-inductive", "inductive-oracle", "strategy-a", "transductive-oracle")  # the paper's RTE: Strategy A
+FAMILIES = {
+    "Quadratic": "quadratic",
+    "Cubic": "cubic",
+    "Sin Trend": "sin_trend",
+    "Tri Trend": "tri_trend",
+    "Exp": "exp",
+}
+PARAM_COLUMNS = (
+    "t2v-inductive",
+    "inductive-oracle",
+    "strategy-a",
+    "transductive-oracle",
+)  # the paper's RTE: Strategy A
 # App. B.1.1's table: family rows of two methods, columns F4 (3-step) and F5 (4-step), no interval.
-MULTISTEP_FAMILIES = {"Quadratic": "quadratic", "Cubic": "cubic", "Exp": "exp", "Tri-Trend": "tri_trend",
-                      "Sin-Trend": "sin_trend"}
+MULTISTEP_FAMILIES = {
+    "Quadratic": "quadratic",
+    "Cubic": "cubic",
+    "Exp": "exp",
+    "Tri-Trend": "tri_trend",
+    "Sin-Trend": "sin_trend",
+}
 MULTISTEP_METHODS = {"Inductive Baseline": "sparse-inductive", "RTE": "rte-ghost"}
 TABLES = [
-    ("tab:length_results", "length", "degree9", "pm",
-     {"Naive Baseline": "sparse-inductive", "RTE": "strategy-b", "Oracle": "oracle"}),
-    ("tab:comp_aggregate", "composition", "unseen-pairs", "pm",
-     {"Naive Baseline": "sparse-inductive", "RTE": "strategy-b", "Composition Oracle": "oracle"}),
-    ("tab:parity_results", "parity", "size6-authors", "pct",
-     {"Baseline": "few-shot", "RTE": "rte", "Oracle (Known Parent)": "oracle"}),
-    ("tab:codeio_results", "codeio", "held-out-pairs", "pct",
-     {"Few-Shot Baseline": "few-shot", "CoT + Majority Vote (N=16)": "cot-majority", "RTE": "rte",
-      "Oracle": "oracle"}),
-    ("tab:param_ablation", "parameter-ablations", "quadratic", "cols",
-     {"Inductive Baseline": "sparse-inductive", "Standard Transductive (Near)": "strategy-a",
-      "Far Anchors (F1_1)": "far-anchors", "Random Anchors": "random-anchors", "Zero Shift": "zero-shift"}),
-    ("tab:length_ablations", "length-ablations", "degree9", "pm",
-     {"Inductive Baseline": "sparse-inductive", "Transductive (Standard)": "strategy-b", "Rank-3 Anchor": "rank3-anchor",
-      "Random Anchor": "random-anchors", "Zero Shift (Neural)": "zero-shift", "Upper Bound: Oracle": "oracle"}),
-    ("tab:comp_ablation", "composition-ablations", "unseen-pairs", "cols",
-     {"Inductive Baseline": "sparse-inductive", "Standard Transductive": "strategy-b",
-      "No Verification (Top-1)": "no-verification", "Random Constituents": "random-constituents",
-      "Oracle (Ground Truth)": "oracle"}),
-    ("tab:comp_extrap_multistep", "composition-depth3", "unseen-recipes", "cols",
-     {"Inductive (Base)": "sparse-inductive", "RTE (Recursive)": "rte"}),
+    (
+        "tab:length_results",
+        "length",
+        "degree9",
+        "pm",
+        {"Naive Baseline": "sparse-inductive", "RTE": "strategy-b", "Oracle": "oracle"},
+    ),
+    (
+        "tab:comp_aggregate",
+        "composition",
+        "unseen-pairs",
+        "pm",
+        {"Naive Baseline": "sparse-inductive", "RTE": "strategy-b", "Composition Oracle": "oracle"},
+    ),
+    (
+        "tab:parity_results",
+        "parity",
+        "size6-authors",
+        "pct",
+        {"Baseline": "few-shot", "RTE": "rte", "Oracle (Known Parent)": "oracle"},
+    ),
+    (
+        "tab:codeio_results",
+        "codeio",
+        "held-out-pairs",
+        "pct",
+        {
+            "Few-Shot Baseline": "few-shot",
+            "CoT + Majority Vote (N=16)": "cot-majority",
+            "RTE": "rte",
+            "Oracle": "oracle",
+        },
+    ),
+    (
+        "tab:param_ablation",
+        "parameter-ablations",
+        "quadratic",
+        "cols",
+        {
+            "Inductive Baseline": "sparse-inductive",
+            "Standard Transductive (Near)": "strategy-a",
+            "Far Anchors (F1_1)": "far-anchors",
+            "Random Anchors": "random-anchors",
+            "Zero Shift": "zero-shift",
+        },
+    ),
+    (
+        "tab:length_ablations",
+        "length-ablations",
+        "degree9",
+        "pm",
+        {
+            "Inductive Baseline": "sparse-inductive",
+            "Transductive (Standard)": "strategy-b",
+            "Rank-3 Anchor": "rank3-anchor",
+            "Random Anchor": "random-anchors",
+            "Zero Shift (Neural)": "zero-shift",
+            "Upper Bound: Oracle": "oracle",
+        },
+    ),
+    (
+        "tab:comp_ablation",
+        "composition-ablations",
+        "unseen-pairs",
+        "cols",
+        {
+            "Inductive Baseline": "sparse-inductive",
+            "Standard Transductive": "strategy-b",
+            "No Verification (Top-1)": "no-verification",
+            "Random Constituents": "random-constituents",
+            "Oracle (Ground Truth)": "oracle",
+        },
+    ),
+    (
+        "tab:comp_extrap_multistep",
+        "composition-depth3",
+        "unseen-recipes",
+        "cols",
+        {"Inductive (Base)": "sparse-inductive", "RTE (Recursive)": "rte"},
+    ),
 ]
 
 
@@ -63,7 +137,7 @@ def _rows(tex: str, label: str) -> dict[str, list[str]]:
     environment): printed row name -> its other cells (LaTeX)."""
     at = tex.index(f"\\label{{{label}}}")
     start, end = tex.rindex("\\begin{table", 0, at), tex.index("\\end{table", at)
-    body = tex[tex.index("\\midrule", start, end):tex.index("\\end{tabular}", start, end)]
+    body = tex[tex.index("\\midrule", start, end) : tex.index("\\end{tabular}", start, end)]
     rows = {}
     for line in re.split(r"\\\\", body):
         cells = [c.strip() for c in line.replace("\\midrule", "").replace("\\bottomrule", "").split("&")]
@@ -122,14 +196,14 @@ EM_SENTENCES = {  # App. B.2, "Experiments and Results": the printed sentence of
     "rte-em-warmup": r"Primitive Warm-up EM strategy, RTE achieved an accuracy of ([0-9.]+)\\%",
     "cot-majority": r"Chain-of-Thought with Majority Voting baseline \(([0-9.]+)\\%\)",
     "rte-em-semi25": r"25\\% of the ground-truth labels\) successfully reconstructed the missing task graph to "
-                     r"achieve ([0-9.]+)\\% accuracy",
+    r"achieve ([0-9.]+)\\% accuracy",
 }
 
 
 def _em_paragraph(tex: str) -> dict:
     """App. B.2's EM numbers, read from the sentences that print them."""
     start = tex.index("\\textbf{Experiments and Results.}")
-    text = " ".join(tex[start:tex.index("\\section", start)].split())
+    text = " ".join(tex[start : tex.index("\\section", start)].split())
     out = {}
     for method, pattern in EM_SENTENCES.items():
         m = re.search(pattern, text)
@@ -141,7 +215,7 @@ def _em_paragraph(tex: str) -> dict:
 def _multistep(tex: str) -> dict:
     """tab:multi_step_results: a family cell (\\multirow) heads two method rows of F4, F5 values."""
     start = tex.index("\\label{tab:multi_step_results}")
-    body = tex[tex.index("\\midrule", start):tex.index("\\end{tabular}", start)]
+    body = tex[tex.index("\\midrule", start) : tex.index("\\end{tabular}", start)]
     out, family, seen = {}, None, set()
     for line in re.split(r"\\\\", body):
         cells = [c.strip() for c in line.replace("\\midrule", "").replace("\\bottomrule", "").split("&")]
@@ -150,7 +224,7 @@ def _multistep(tex: str) -> dict:
         family = MULTISTEP_FAMILIES[_plain(cells[0])] if _plain(cells[0]) else family
         method = MULTISTEP_METHODS[_plain(cells[1])]
         seen.add((family, method))
-        for region, cell in zip(("F4", "F5"), cells[2:]):
+        for region, cell in zip(("F4", "F5"), cells[2:], strict=True):
             out[("parameter-multistep", f"{family}/{region}", method)] = (_number(cell), None)
     assert len(seen) == len(MULTISTEP_FAMILIES) * len(MULTISTEP_METHODS), sorted(seen)
     return out
@@ -178,10 +252,14 @@ def test_every_paper_value_is_the_number_the_paper_prints(tex):
 
 
 def test_every_source_names_the_table_it_was_read_from(tex):
-    labels = {(e, g): label for label, e, g, _, _ in TABLES} | {("parameter", g): "tab:param_results"
-                                                              for g in FAMILIES.values()}
-    labels |= {("parameter-multistep", f"{g}/{r}"): "tab:multi_step_results"
-               for g in MULTISTEP_FAMILIES.values() for r in ("F4", "F5")}
+    labels = {(e, g): label for label, e, g, _, _ in TABLES} | {
+        ("parameter", g): "tab:param_results" for g in FAMILIES.values()
+    }
+    labels |= {
+        ("parameter-multistep", f"{g}/{r}"): "tab:multi_step_results"
+        for g in MULTISTEP_FAMILIES.values()
+        for r in ("F4", "F5")
+    }
     labels[("codeio-em", "held-out-pairs")] = "tab:codeio_results"
     for (experiment, group, method), (_v, _ci, source) in PAPER_VALUES.items():
         if (experiment, method) in {("codeio-em", m) for m in EM_SENTENCES}:

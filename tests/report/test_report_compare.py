@@ -81,24 +81,39 @@ def test_compare_rows_rte_against_each_method_and_claims():
     kept = rows[0].replace(paper_value=1.0)
     assert kept.errors is rows[0].errors and kept["paper_value"] == 1.0 and rows[0]["paper_value"] is None
     pairs = [(c["group"], c["a"], c["b"]) for c in comps]
-    assert pairs == [("quadratic", "rte", "ctx-polyfit"), ("quadratic", "rte", "oracle"),
-                     ("v=65", "inductive-oracle", "transductive-oracle")]
+    assert pairs == [
+        ("quadratic", "rte", "ctx-polyfit"),
+        ("quadratic", "rte", "oracle"),
+        ("v=65", "inductive-oracle", "transductive-oracle"),
+    ]
     by = {c["b"]: c for c in comps}
     assert by["ctx-polyfit"]["clear"] and by["ctx-polyfit"]["winner"] == "rte"
     assert by["ctx-polyfit"]["diff"] < 0 and by["ctx-polyfit"]["n"] == 20
     assert not by["oracle"]["clear"] and by["oracle"]["winner"] is None
     assert by["transductive-oracle"]["winner"] == "transductive-oracle"  # lower mse wins
-    assert clear_claims(comps) == ["quadratic: rte beats ctx-polyfit (mse)",
-                                   "v=65: transductive-oracle beats inductive-oracle (mse)"]
-    obj = {"experiment": "parameter", "protocol": "paper", "profile": "tiny", "seeds": [0, 1],
-           "rows": [r for r in rows if "paper_value" in r], "comparisons": comps, "timing": {"wall_s": 1.0},
-           "environment": {"taskextrap": "0", "torch": "0", "device": "cpu", "git": None}, "config": {}}
+    assert clear_claims(comps) == [
+        "quadratic: rte beats ctx-polyfit (mse)",
+        "v=65: transductive-oracle beats inductive-oracle (mse)",
+    ]
+    obj = {
+        "experiment": "parameter",
+        "protocol": "paper",
+        "profile": "tiny",
+        "seeds": [0, 1],
+        "rows": [r for r in rows if "paper_value" in r],
+        "comparisons": comps,
+        "timing": {"wall_s": 1.0},
+        "environment": {"taskextrap": "0", "torch": "0", "device": "cpu", "git": None},
+        "config": {},
+    }
     validate_results(obj)
 
 
 def test_compare_rows_accuracy_higher_wins():
-    rows = [make_row("codeio", "held-out-pairs", "rte", "accuracy", np.ones((8, 2))),
-            make_row("codeio", "held-out-pairs", "few-shot", "accuracy", np.zeros((8, 2)))]
+    rows = [
+        make_row("codeio", "held-out-pairs", "rte", "accuracy", np.ones((8, 2))),
+        make_row("codeio", "held-out-pairs", "few-shot", "accuracy", np.zeros((8, 2))),
+    ]
     (c,) = compare_rows(rows)
     # every difference is 1: BCa is undefined, the percentile interval is the point [1, 1]
     assert c["diff"] == 1.0 and c["winner"] == "rte" and c["ci_method"] == "bootstrap-percentile-targets"
@@ -107,9 +122,12 @@ def test_compare_rows_accuracy_higher_wins():
 
 def test_diagnostic_metrics_are_never_compared_and_carry_no_paper_value():
     e = np.random.default_rng(1).uniform(0.1, 1.0, size=(10, 2))
-    rows = [make_row("parameter", "quadratic", m, metric, e + i)
-            for i, m in enumerate(("rte", "strategy-a")) for metric in ("entropy", "coverage")
-            if not (metric == "coverage" and i)]
+    rows = [
+        make_row("parameter", "quadratic", m, metric, e + i)
+        for i, m in enumerate(("rte", "strategy-a"))
+        for metric in ("entropy", "coverage")
+        if not (metric == "coverage" and i)
+    ]
     assert compare_rows(rows) == []
     assert all(r["paper_value"] is None for r in rows)  # strategy-a has a paper mse, not an entropy
     with pytest.raises(TaskextrapError, match="entropy"):

@@ -22,9 +22,20 @@ from taskextrap.report.schema import (
 )
 
 
-COMPARISON = {"group": "quadratic", "metric": "mse", "a": "rte", "b": "ctx-polyfit", "diff": -1.0, "lo": -1.5,
-              "hi": -0.5, "seed_diffs": [-1.1, -0.9], "n": 400, "ci_method": "t-targets", "clear": True,
-              "winner": "rte"}
+COMPARISON = {
+    "group": "quadratic",
+    "metric": "mse",
+    "a": "rte",
+    "b": "ctx-polyfit",
+    "diff": -1.0,
+    "lo": -1.5,
+    "hi": -0.5,
+    "seed_diffs": [-1.1, -0.9],
+    "n": 400,
+    "ci_method": "t-targets",
+    "clear": True,
+    "winner": "rte",
+}
 
 
 def valid_results():
@@ -34,11 +45,28 @@ def valid_results():
         "profile": "quick",
         "seeds": [0, 1, 2],
         "rows": [
-            {"group": "quadratic", "method": "rte", "metric": "mse", "value": 12.3,
-             "ci95": 1.1, "n": 1200, "paper_value": 733.0, "paper_ci95": 11.9,
-             "seed_sd": 0.5, "note": "example"},
-            {"group": "size6", "method": "rte", "metric": "accuracy", "value": 0.66,
-             "ci95": None, "n": 28, "paper_value": None, "paper_ci95": None},
+            {
+                "group": "quadratic",
+                "method": "rte",
+                "metric": "mse",
+                "value": 12.3,
+                "ci95": 1.1,
+                "n": 1200,
+                "paper_value": 733.0,
+                "paper_ci95": 11.9,
+                "seed_sd": 0.5,
+                "note": "example",
+            },
+            {
+                "group": "size6",
+                "method": "rte",
+                "metric": "accuracy",
+                "value": 0.66,
+                "ci95": None,
+                "n": 28,
+                "paper_value": None,
+                "paper_ci95": None,
+            },
         ],
         "timing": {"wall_s": 41.2, "train_s": 30.0},
         "environment": {"taskextrap": "0.1.0", "torch": "2.13.0", "device": "cpu", "git": None},
@@ -51,8 +79,9 @@ def test_valid_example_passes():
     validate_results(valid_results())
 
 
-@pytest.mark.parametrize("key", ["experiment", "protocol", "profile", "seeds", "rows",
-                                 "timing", "environment", "config"])
+@pytest.mark.parametrize(
+    "key", ["experiment", "protocol", "profile", "seeds", "rows", "timing", "environment", "config"]
+)
 def test_missing_top_level_key_rejected(key):
     obj = valid_results()
     del obj[key]
@@ -60,8 +89,7 @@ def test_missing_top_level_key_rejected(key):
         validate_results(obj)
 
 
-@pytest.mark.parametrize("key", ["group", "method", "metric", "value", "ci95", "n",
-                                 "paper_value", "paper_ci95"])
+@pytest.mark.parametrize("key", ["group", "method", "metric", "value", "ci95", "n", "paper_value", "paper_ci95"])
 def test_missing_row_key_rejected(key):
     obj = valid_results()
     del obj["rows"][0][key]
@@ -78,17 +106,17 @@ def mutate(fn):
 @pytest.mark.parametrize(
     "bad",
     [
-        lambda o: o["rows"][1].update(value=1.2),            # accuracy > 1
-        lambda o: o["rows"][1].update(value=-0.1),           # accuracy < 0
-        lambda o: o["rows"][0].update(metric="rmse"),        # unknown metric
-        lambda o: o["rows"][0].update(n=0),                  # n >= 1
-        lambda o: o["rows"][0].update(n=2.5),                # n integer
-        lambda o: o["rows"][0].update(value="12"),           # value number
-        lambda o: o["rows"][0].update(value=float("nan")),   # finite
-        lambda o: o["rows"][0].update(seed_sd="x"),          # extras typed
+        lambda o: o["rows"][1].update(value=1.2),  # accuracy > 1
+        lambda o: o["rows"][1].update(value=-0.1),  # accuracy < 0
+        lambda o: o["rows"][0].update(metric="rmse"),  # unknown metric
+        lambda o: o["rows"][0].update(n=0),  # n >= 1
+        lambda o: o["rows"][0].update(n=2.5),  # n integer
+        lambda o: o["rows"][0].update(value="12"),  # value number
+        lambda o: o["rows"][0].update(value=float("nan")),  # finite
+        lambda o: o["rows"][0].update(seed_sd="x"),  # extras typed
         lambda o: o.update(seeds=[0, "1"]),
         lambda o: o["timing"].pop("wall_s"),
-        lambda o: o["timing"].update(note="slow"),           # timing fields are numbers
+        lambda o: o["timing"].update(note="slow"),  # timing fields are numbers
         lambda o: o["environment"].update(git=3),
         lambda o: o["environment"].update(dirty="yes"),
         lambda o: o["environment"].update(source_hash=1),
@@ -107,12 +135,15 @@ def test_invalid_results_rejected_with_one_line(bad):
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("config", [
-    {"family": "myfam:bump", "family_code_hash": "0123456789abcdef"},  # a user's module:attr
-    {"family": "quadratic", "family_code_hash": None},                   # a built-in family
-    {"family": None, "family_code_hash": None},                          # the experiment's own families
-    {},                                                                  # written before runs were recorded
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"family": "myfam:bump", "family_code_hash": "0123456789abcdef"},  # a user's module:attr
+        {"family": "quadratic", "family_code_hash": None},  # a built-in family
+        {"family": None, "family_code_hash": None},  # the experiment's own families
+        {},  # written before runs were recorded
+    ],
+)
 def test_config_records_the_family_spec(config):
     validate_results(mutate(lambda o: o["config"].update(config)))
 
@@ -167,8 +198,7 @@ def test_summarize_errors_single_seed_and_single_value():
     assert s["seed_sd"] is None and s["n"] == 2 and s["seed_independent"] is False
     assert s["ci95"] == pytest.approx(T975[1] * math.sqrt(2.0) / math.sqrt(2))
     one = summarize_errors(np.array([[4.0]]))
-    assert one == {"value": 4.0, "ci95": None, "n": 1, "seed_sd": None, "ci_method": None,
-                   "seed_independent": False}
+    assert one == {"value": 4.0, "ci95": None, "n": 1, "seed_sd": None, "ci_method": None, "seed_independent": False}
     # a 1-D array is one seed
     assert summarize_errors([1.0, 3.0]) == s
 
@@ -306,13 +336,13 @@ def test_paper_values_table():
     assert paper_value("nope", "x", "y") == (None, None) and paper_source("nope", "x", "y") is None
     assert paper_value("length", "chebyshev-level5", "rte") == (None, None)
     assert "tab:param_results" in paper_source("parameter", "exp", "strategy-a")
-    for (exp, group, method), (v, ci, src) in PAPER_VALUES.items():
+    for v, ci, src in PAPER_VALUES.values():
         assert math.isfinite(v) and (ci is None or ci >= 0) and src
     groups = {g for (e, g, _m) in PAPER_VALUES if e == "parameter"}
     assert groups == {"quadratic", "cubic", "exp", "sin_trend", "tri_trend"}
     # parity: the authors' candidate space is the paper's; frontier / all rows get no paper value
     assert {g for (e, g, _m) in PAPER_VALUES if e == "parity"} == {"size6-authors"}
-    for (exp, group, method) in PAPER_VALUES:
+    for exp, group, method in PAPER_VALUES:
         if exp in ("parity", "codeio"):
             assert 0.0 <= PAPER_VALUES[(exp, group, method)][0] <= 1.0
 

@@ -27,13 +27,24 @@ from taskextrap.report.tables import (
 def run_results(experiment="parameter", value=12.5):
     rows = [
         make_row(experiment, "quadratic", "strategy-a", "mse", np.full((3, 2), value)),
-        make_row(experiment, "quadratic", "ctx-polyfit", "mse", np.array([[1.0, 2.0], [3.0, 4.0]]),
-                 note="context-only baseline"),
+        make_row(
+            experiment,
+            "quadratic",
+            "ctx-polyfit",
+            "mse",
+            np.array([[1.0, 2.0], [3.0, 4.0]]),
+            note="context-only baseline",
+        ),
         make_row("parity", "size6-authors", "rte", "accuracy", np.array([[0.5], [0.75]])),
     ]
     return {
-        "experiment": experiment, "protocol": "paper", "profile": "quick", "seeds": [0, 1],
-        "rows": rows, "timing": {"wall_s": 1.5}, "environment": environment_info(),
+        "experiment": experiment,
+        "protocol": "paper",
+        "profile": "quick",
+        "seeds": [0, 1],
+        "rows": rows,
+        "timing": {"wall_s": 1.5},
+        "environment": environment_info(),
         "config": {},
     }
 
@@ -75,8 +86,17 @@ def test_read_json_errors_are_one_line(tmp_path):
 
 @pytest.mark.parametrize(
     "v, s",
-    [(733.0, "733"), (1.2e5, "1.20e+05"), (1.53, "1.53"), (0.051, "0.0510"),
-     (7.33e-4, "7.33e-04"), (0.0, "0"), (None, "-"), (-2.5, "-2.50"), (1096.9, "1097")],
+    [
+        (733.0, "733"),
+        (1.2e5, "1.20e+05"),
+        (1.53, "1.53"),
+        (0.051, "0.0510"),
+        (7.33e-4, "7.33e-04"),
+        (0.0, "0"),
+        (None, "-"),
+        (-2.5, "-2.50"),
+        (1096.9, "1097"),
+    ],
 )
 def test_format_number(v, s):
     assert format_number(v) == s
@@ -104,12 +124,12 @@ def test_console_table_same_content_no_pipes():
     txt = console_table(res)
     assert "|" not in txt
     assert "733 ± 11.9" in txt and "12.5" in txt and "ctx-polyfit" in txt
-    lines = [l for l in txt.splitlines() if l.startswith("quadratic")]
+    lines = [line for line in txt.splitlines() if line.startswith("quadratic")]
     assert len(lines) == 2
     # aligned columns: the "ours" cell ends in the same column on both rows
-    header = next(l for l in txt.splitlines() if l.startswith("group"))
+    header = next(line for line in txt.splitlines() if line.startswith("group"))
     end = header.index("ours (value ± ci95)") + len("ours (value ± ci95)")
-    assert all(l[:end].rstrip() == l[:end] for l in lines)
+    assert all(line[:end].rstrip() == line[:end] for line in lines)
 
 
 def test_comparison_table_and_render_report(tmp_path):
@@ -118,15 +138,18 @@ def test_comparison_table_and_render_report(tmp_path):
     write_json_atomic(b / "results.json", run_results("parameter-ablations", 7.0))
     out = render_report([str(a), str(b)])
     assert out == comparison_table([read_json(a / "results.json"), read_json(b / "results.json")])
-    lines = [l for l in out.splitlines() if l.startswith("| parameter")]
+    lines = [line for line in out.splitlines() if line.startswith("| parameter")]
     assert len(lines) == 6
     assert "| parameter | paper | quick | quadratic | strategy-a | mse | 5.00 ± 0 | 0 (seed-free) | 733 ± 11.9 |" in out
-    assert "| parameter-ablations | paper | quick | quadratic | strategy-a | mse | 7.00 ± 0 | 0 (seed-free) | 1097 ± 169 |" in out
+    assert (
+        "| parameter-ablations | paper | quick | quadratic | strategy-a | mse | 7.00 ± 0 | 0 (seed-free) | 1097 ± 169 |"
+        in out
+    )
     assert "| parameter | paper | quick | quadratic | ctx-polyfit | mse | 2.50 ± 12.7 | 0.707 | - |" in out
 
 
 def test_render_report_errors(tmp_path):
-    with pytest.raises(TaskextrapError, match="no results.json"):
+    with pytest.raises(TaskextrapError, match=r"no results\.json"):
         render_report([str(tmp_path)])
     with pytest.raises(TaskextrapError, match="not a directory"):
         render_report([str(tmp_path / "nope")])
@@ -135,7 +158,7 @@ def test_render_report_errors(tmp_path):
     bad = run_results()
     bad["rows"][2]["value"] = 1.5  # accuracy out of [0, 1]
     (tmp_path / "results.json").write_text(json.dumps(bad))
-    with pytest.raises(TaskextrapError, match="results.json") as info:
+    with pytest.raises(TaskextrapError, match=r"results\.json") as info:
         render_report([str(tmp_path)])
     assert "\n" not in str(info.value)
 
@@ -143,12 +166,14 @@ def test_render_report_errors(tmp_path):
 def test_wide_table_methods_by_groups():
     from taskextrap.report.tables import wide_table
 
-    res = {"rows": [
-        {"group": "a", "method": "rte", "metric": "mse", "value": 1.0, "ci95": 0.1, "paper_value": 2.0},
-        {"group": "b", "method": "rte", "metric": "mse", "value": 3.0, "ci95": None, "paper_value": None},
-        {"group": "a", "method": "base", "metric": "mse", "value": 5.0, "ci95": 0.5, "paper_value": None},
-        {"group": "acc", "method": "rte", "metric": "accuracy", "value": 0.5, "ci95": 0.1, "paper_value": None},
-    ]}
+    res = {
+        "rows": [
+            {"group": "a", "method": "rte", "metric": "mse", "value": 1.0, "ci95": 0.1, "paper_value": 2.0},
+            {"group": "b", "method": "rte", "metric": "mse", "value": 3.0, "ci95": None, "paper_value": None},
+            {"group": "a", "method": "base", "metric": "mse", "value": 5.0, "ci95": 0.5, "paper_value": None},
+            {"group": "acc", "method": "rte", "metric": "accuracy", "value": 0.5, "ci95": 0.1, "paper_value": None},
+        ]
+    }
     text = wide_table(res)
     lines = text.splitlines()
     assert lines[0].split("|")[1:4] == [" method ", " a ", " b "]
@@ -160,12 +185,29 @@ def test_wide_table_methods_by_groups():
 def test_wide_table_prints_seed_sd():
     from taskextrap.report.tables import wide_table
 
-    res = {"rows": [
-        {"group": "a", "method": "rte", "metric": "mse", "value": 0.101, "ci95": 0.0125, "seed_sd": 0.004,
-         "paper_value": None},
-        {"group": "a", "method": "ctx-polyfit", "metric": "mse", "value": 2.0, "ci95": 0.5, "seed_sd": 0.0,
-         "seed_independent": True, "paper_value": 3.0},
-    ]}
+    res = {
+        "rows": [
+            {
+                "group": "a",
+                "method": "rte",
+                "metric": "mse",
+                "value": 0.101,
+                "ci95": 0.0125,
+                "seed_sd": 0.004,
+                "paper_value": None,
+            },
+            {
+                "group": "a",
+                "method": "ctx-polyfit",
+                "metric": "mse",
+                "value": 2.0,
+                "ci95": 0.5,
+                "seed_sd": 0.0,
+                "seed_independent": True,
+                "paper_value": 3.0,
+            },
+        ]
+    }
     text = wide_table(res)
     assert "`rte` | 0.101 ± 0.0125 (sd 0.00400) |" in text
     assert "`ctx-polyfit` | 2.00 ± 0.500 (sd 0, seed-free) (paper 3.00) |" in text
@@ -187,8 +229,14 @@ def test_results_markdown_and_console_show_paired_comparisons():
 
 def test_run_line_shows_provenance():
     res = run_results()
-    res["environment"] = {"taskextrap": "0.1.0", "torch": "2", "device": "cpu", "git": "abc1234", "dirty": True,
-                          "source_hash": "0123456789abcdef"}
+    res["environment"] = {
+        "taskextrap": "0.1.0",
+        "torch": "2",
+        "device": "cpu",
+        "git": "abc1234",
+        "dirty": True,
+        "source_hash": "0123456789abcdef",
+    }
     md = results_markdown(res)
     assert "git abc1234 (dirty)" in md and "source 0123456789abcdef" in md
 
@@ -222,13 +270,15 @@ def test_tiny_numbers_are_marked_as_a_plumbing_check():
 
 def _diagnostic_results():
     errors = np.array([[0.5, 1.0], [1.0, 0.0]])
-    rows = [make_row("parameter", "quadratic", "rte", "mse", np.full((2, 2), 3.0)),
-            make_row("parameter", "quadratic", "rte", "coverage", errors),
-            make_row("parameter", "quadratic", "rte", "interval-width", np.full((2, 2), 2.0)),
-            make_row("parameter", "quadratic", "rte", "entropy", errors),
-            make_row("parameter", "quadratic:anchor-retrieved", "rte", "accuracy", errors),
-            make_row("parameter", "quadratic:anchor-retrieved", "strategy-a", "accuracy", errors),
-            make_row("parity", "size6-authors", "rte", "accuracy", errors)]  # a result, not a diagnostic
+    rows = [
+        make_row("parameter", "quadratic", "rte", "mse", np.full((2, 2), 3.0)),
+        make_row("parameter", "quadratic", "rte", "coverage", errors),
+        make_row("parameter", "quadratic", "rte", "interval-width", np.full((2, 2), 2.0)),
+        make_row("parameter", "quadratic", "rte", "entropy", errors),
+        make_row("parameter", "quadratic:anchor-retrieved", "rte", "accuracy", errors),
+        make_row("parameter", "quadratic:anchor-retrieved", "strategy-a", "accuracy", errors),
+        make_row("parity", "size6-authors", "rte", "accuracy", errors),
+    ]  # a result, not a diagnostic
     return {**run_results(), "rows": rows}
 
 
@@ -238,9 +288,10 @@ def test_every_diagnostic_in_a_run_is_defined_once_and_results_are_not():
         f"coverage: {CAPTIONS['coverage'].removeprefix('coverage: ')}",
         f"interval-width: {CAPTIONS['interval-width']}",
         f"entropy: {CAPTIONS['entropy']}",
-        f"anchor-retrieved (accuracy): {DIAGNOSTIC_GROUPS['anchor-retrieved']}"]
+        f"anchor-retrieved (accuracy): {DIAGNOSTIC_GROUPS['anchor-retrieved']}",
+    ]
     md, text = results_markdown(results), console_table(results)
-    notes = md[md.index("## diagnostics"):md.index("_ours: mean")]
+    notes = md[md.index("## diagnostics") : md.index("_ours: mean")]
     assert notes.count("\n- ") == 4 and "entropy (nats) of the posterior" in notes and "size6" not in notes
     assert "diagnostics:\n  coverage: the share of query points" in text
     assert "## diagnostics" not in results_markdown({**results, "rows": results["rows"][:1]})  # mse only: none

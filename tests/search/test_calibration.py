@@ -39,17 +39,26 @@ def test_interval_diagnostics_separate_the_raw_and_the_calibrated_interval():
     raw = np.ones((2, 4))
     d = C.interval_diagnostics("rte", mean, 2.0 * raw, truth, scale=2.0)
     assert set(d) == set(C.interval_keys("rte"))
-    np.testing.assert_allclose(d["rte_coverage_raw"], [0.5, 1.0])      # |r| <= 1.645
-    np.testing.assert_allclose(d["rte_coverage"], [0.75, 1.0])         # |r| <= 3.29
+    np.testing.assert_allclose(d["rte_coverage_raw"], [0.5, 1.0])  # |r| <= 1.645
+    np.testing.assert_allclose(d["rte_coverage"], [0.75, 1.0])  # |r| <= 3.29
     np.testing.assert_allclose(d["rte_width"], 2 * 1.6449 * 2.0, rtol=1e-4)
     np.testing.assert_allclose(d[C.curve_key("rte", 20)], d["rte_coverage_raw"])  # scale 1 = raw
-    np.testing.assert_allclose(d[C.curve_key("rte", 30)], d["rte_coverage"])      # scale 2 = calibrated
+    np.testing.assert_allclose(d[C.curve_key("rte", 30)], d["rte_coverage"])  # scale 2 = calibrated
 
 
 def test_scales_are_looked_up_by_regime_and_protocol(monkeypatch, tmp_path):
     path = tmp_path / "scales.json"
-    path.write_text(json.dumps({"scales": {"composition/strict": {"scale": 1.5}, "parameter-objective/paper": {"scale": 2},
-                                           "parameter-objective/paper/exp": {"scale": 4}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "scales": {
+                    "composition/strict": {"scale": 1.5},
+                    "parameter-objective/paper": {"scale": 2},
+                    "parameter-objective/paper/exp": {"scale": 4},
+                }
+            }
+        )
+    )
     monkeypatch.setattr(C, "SCALES_FILE", path)
     C._scales.cache_clear()
     try:
@@ -74,8 +83,15 @@ def test_an_estimator_multiplies_its_predictive_sd_by_its_scale():
     from taskextrap.tasks.primitives import PrimitiveSet
 
     prims = PrimitiveSet.sample(n_per_family=6, rng=rng(0, "cal-prims"))
-    kw = dict(embedding="gradient", n_pairs=32, k=2, embed_dim=4, library_draws=1,
-              train=TrainConfig(steps=3, batch=64), decomposer_train=TrainConfig(steps=3, batch=16))
+    kw = dict(
+        embedding="gradient",
+        n_pairs=32,
+        k=2,
+        embed_dim=4,
+        library_draws=1,
+        train=TrainConfig(steps=3, batch=64),
+        decomposer_train=TrainConfig(steps=3, batch=16),
+    )
     one = CompositionRTE(**kw, interval_scale=1.0).fit(prims)
     x = np.linspace(-4, 4, 25)[None].repeat(2, 0)
     y = prims.compose_interp(np.array([[0], [7]]), np.array([[3], [12]]), x[:, None])[:, 0]
@@ -99,11 +115,25 @@ def test_the_batched_curve_is_covered_at_every_grid_scale():
 def test_the_calibration_table_puts_each_scale_beside_its_test_coverage(tmp_path, monkeypatch, load_script):
     tables = load_script("benchmarks/tables.py")
     monkeypatch.setattr(tables, "RESULTS", tmp_path)
-    rows = [{"group": "g", "method": m, "metric": k, "value": v, "ci95": 0.01}
-            for m, k, v in (("rte-uncalibrated", "coverage", 0.62), ("rte", "coverage", 0.83),
-                            ("rte", "interval-width", 2.9))]
+    rows = [
+        {"group": "g", "method": m, "metric": k, "value": v, "ci95": 0.01}
+        for m, k, v in (
+            ("rte-uncalibrated", "coverage", 0.62),
+            ("rte", "coverage", 0.83),
+            ("rte", "interval-width", 2.9),
+        )
+    ]
     (tmp_path / "composition-strict-quick.json").write_text(json.dumps({"rows": rows}))
-    data = {"grid": "g", "level": 0.9, "split": "dev", "profile": "quick", "command": "c",
-            "scales": {"composition/strict": {"scale": 1.87, "dev_coverage_raw": 0.68, "dev_coverage_calibrated": 0.9}}}
+    data = {
+        "grid": "g",
+        "level": 0.9,
+        "split": "dev",
+        "profile": "quick",
+        "command": "c",
+        "scales": {"composition/strict": {"scale": 1.87, "dev_coverage_raw": 0.68, "dev_coverage_calibrated": 0.9}},
+    }
     text = tables.render_interval_calibration(data)
-    assert "| `composition` | strict | g | 1.87 | 0.680 → 0.900 | 0.620 ± 0.0100 | 0.830 ± 0.0100 | 2.90 ± 0.0100 |" in text
+    assert (
+        "| `composition` | strict | g | 1.87 | 0.680 → 0.900 | 0.620 ± 0.0100 | 0.830 ± 0.0100 | 2.90 ± 0.0100 |"
+        in text
+    )

@@ -50,7 +50,7 @@ def test_refinement_never_fits_worse_and_finds_the_missing_outer_slot(problem):
     np.testing.assert_allclose(S.context_losses(prims, x, y, ref), ref_loss, rtol=1e-9, atol=1e-12)
     assert all(len({tuple(c) for c in row}) == len(row) for row in ref)  # distinct chains
     np.testing.assert_array_equal(ref[:, 0], tg.chains)
-    same, same_loss = S.refine_chains(prims, x, y, chains, loss, rounds=0)
+    same, _same_loss = S.refine_chains(prims, x, y, chains, loss, rounds=0)
     np.testing.assert_array_equal(same, chains)
 
 

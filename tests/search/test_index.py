@@ -19,7 +19,7 @@ def reference(z, lib, k):
     """The rule spelled out: sort each row's (distance, index) pairs, keep the first k."""
     idx, dist = [], []
     for row in z:
-        d = [float(np.linalg.norm(row - l)) for l in lib]
+        d = [float(np.linalg.norm(row - item)) for item in lib]
         best = sorted(range(len(lib)), key=lambda j: (d[j], j))[:k]
         idx.append(best)
         dist.append([d[j] for j in best])
@@ -63,7 +63,7 @@ def test_a_near_tie_the_index_cannot_separate_is_recomputed():
 @pytest.mark.parametrize("backend", ALL)
 def test_ties_beyond_the_candidates_are_recomputed(backend):
     # 30 equal rows: the index proposes 9 of them, maybe not the first; the answer is rows 0, 1
-    idx, dist = nearest(np.full((3, 2), 0.5), np.ones((30, 2)), 2, backend=backend)
+    idx, _dist = nearest(np.full((3, 2), 0.5), np.ones((30, 2)), 2, backend=backend)
     np.testing.assert_array_equal(idx, [[0, 1]] * 3)
 
 

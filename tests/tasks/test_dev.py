@@ -29,8 +29,15 @@ def test_dev_family_holds_out_f1_2_and_trains_on_halves_of_f1_1(name):
 
 
 def test_dev_family_of_a_single_training_region_uses_thirds():
-    fam = ParametricFamily("one", lambda x, a: a * x, (0.0, 1.0), {}, "a", {"train": (0.0, 3.0), "far": (4.0, 5.0)},
-                           train_regions=("train",))
+    fam = ParametricFamily(
+        "one",
+        lambda x, a: a * x,
+        (0.0, 1.0),
+        {},
+        "a",
+        {"train": (0.0, 3.0), "far": (4.0, 5.0)},
+        train_regions=("train",),
+    )
     dev = dev_family(fam)
     assert dev.regions == {"train_a": (0.0, 1.0), "train_b": (1.0, 2.0), DEV_REGION: (2.0, 3.0)}
 
@@ -49,8 +56,15 @@ def test_dev_ladder_and_pair_split():
 def test_parameter_dev_unit_never_fits_outside_f1_1():
     fam = PARAMETER_FAMILIES["quadratic"]
     with audit.spy() as seen:
-        unit = run_unit(dev_family(fam), get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0,
-                        embedding="gradient", anchors=2, test_seed=1)
+        unit = run_unit(
+            dev_family(fam),
+            get_protocol("paper"),
+            PARAMETER_PROFILES["tiny"],
+            seed=0,
+            embedding="gradient",
+            anchors=2,
+            test_seed=1,
+        )
     assert seen and np.isfinite(unit.errors["rte"]).all()
     f1_1_hi = fam.regions["F1_1"][1]
     for component, params in seen:
@@ -79,8 +93,9 @@ def test_dev_targets_come_from_the_dev_level_and_pair():
 
 
 def test_projectile_dev_split_extrapolates_to_v60(tmp_path):
-    res = run_experiment("projectile", RunOptions(profile="tiny", out=tmp_path, split="dev", plots=False,
-                                                  progress=False))
+    res = run_experiment(
+        "projectile", RunOptions(profile="tiny", out=tmp_path, split="dev", plots=False, progress=False)
+    )
     assert {r["group"] for r in res["rows"]} == {"v=60,theta=45"}
 
 

@@ -1,5 +1,6 @@
 """Built-in families (paper Appendix F), region bookkeeping and user-defined families."""
 
+import itertools
 import math
 
 import numpy as np
@@ -11,12 +12,17 @@ from taskextrap.tasks.builtin import PERIOD
 
 # The paper's regions of the shifted parameter and the ranges of the fixed parameters.
 EXPECTED = {
-    "quadratic": ("a", {"F1_1": (0.5, 1.5), "F1_2": (1.5, 2.5), "F2": (2.5, 3.5)},
-                  {"b": (-2.0, 2.0), "c": (-2.0, 2.0)}),
-    "exp": ("beta", {"F1_1": (0.05, 0.10), "F1_2": (0.10, 0.15), "F2": (0.15, 0.20)},
-            {"alpha": (1.0, 2.0), "c0": (-1.0, 1.0)}),
-    "cubic": ("a3", {"F1_1": (0.5, 1.5), "F1_2": (1.5, 2.5), "F2": (2.5, 3.5)},
-              {"b3": (2.0, 4.0), "c3": (-2.0, 2.0)}),
+    "quadratic": (
+        "a",
+        {"F1_1": (0.5, 1.5), "F1_2": (1.5, 2.5), "F2": (2.5, 3.5)},
+        {"b": (-2.0, 2.0), "c": (-2.0, 2.0)},
+    ),
+    "exp": (
+        "beta",
+        {"F1_1": (0.05, 0.10), "F1_2": (0.10, 0.15), "F2": (0.15, 0.20)},
+        {"alpha": (1.0, 2.0), "c0": (-1.0, 1.0)},
+    ),
+    "cubic": ("a3", {"F1_1": (0.5, 1.5), "F1_2": (1.5, 2.5), "F2": (2.5, 3.5)}, {"b3": (2.0, 4.0), "c3": (-2.0, 2.0)}),
     "sin_trend": ("s", {"F1_1": (0.1, 0.2), "F1_2": (0.2, 0.3), "F2": (0.3, 0.4)}, {"A": (0.5, 1.0)}),
     "tri_trend": ("s", {"F1_1": (0.1, 0.2), "F1_2": (0.2, 0.3), "F2": (0.3, 0.4)}, {"A": (0.5, 1.0)}),
 }
@@ -47,7 +53,7 @@ def test_builtin_regions_and_ranges_match_the_paper(name):
 def test_builtin_regions_are_disjoint_and_ordered(name):
     fam = PARAMETER_FAMILIES[name]
     spans = [fam.regions[r] for r in ("F1_1", "F1_2", "F2")]
-    for (a1, b1), (a2, b2) in zip(spans, spans[1:]):
+    for (a1, b1), (a2, b2) in itertools.pairwise(spans):
         assert a1 < b1 <= a2 < b2
     # The held-out region lies strictly beyond every training region.
     assert fam.regions["F2"][0] >= max(fam.regions[r][1] for r in fam.train_regions)
@@ -55,18 +61,18 @@ def test_builtin_regions_are_disjoint_and_ordered(name):
 
 # (family, params in param_names order, x, hand-computed value)
 FORMULA_CASES = [
-    ("quadratic", [1.0, 2.0, 3.0], 2.0, 11.0),                       # 4 + 4 + 3
-    ("quadratic", [3.0, -1.0, 0.5], 10.0, 290.5),                    # 300 - 10 + 0.5
-    ("cubic", [1.0, 3.0, 0.5], 14.0, 1.86),                          # 64/400 + 0.3*4 + 0.5
-    ("cubic", [2.0, 2.0, -1.0], 10.0, -1.0),                         # centre: c3 only
-    ("cubic", [2.0, 2.0, -1.0], 0.0, -1000 * 2 / 400 - 2.0 - 1.0),   # -5 - 2 - 1
-    ("exp", [0.1, 2.0, 0.5], 10.0, 0.5),                             # exp(0) - 1 = 0
+    ("quadratic", [1.0, 2.0, 3.0], 2.0, 11.0),  # 4 + 4 + 3
+    ("quadratic", [3.0, -1.0, 0.5], 10.0, 290.5),  # 300 - 10 + 0.5
+    ("cubic", [1.0, 3.0, 0.5], 14.0, 1.86),  # 64/400 + 0.3*4 + 0.5
+    ("cubic", [2.0, 2.0, -1.0], 10.0, -1.0),  # centre: c3 only
+    ("cubic", [2.0, 2.0, -1.0], 0.0, -1000 * 2 / 400 - 2.0 - 1.0),  # -5 - 2 - 1
+    ("exp", [0.1, 2.0, 0.5], 10.0, 0.5),  # exp(0) - 1 = 0
     ("exp", [0.1, 2.0, 0.5], 20.0, 2.0 * (math.e - 1.0) + 0.5),
     ("exp", [0.2, 1.0, -1.0], 0.0, math.exp(-2.0) - 1.0 - 1.0),
-    ("sin_trend", [0.2, 0.8], PERIOD / 4, 0.2 * PERIOD / 4 + 0.4),   # sin(pi/2) = 1
-    ("sin_trend", [0.3, 1.0], PERIOD / 2, 0.3 * PERIOD / 2),         # sin(pi) = 0
-    ("tri_trend", [0.2, 0.8], 0.0, 0.8 * 1.5),                       # tri(0) = 2
-    ("tri_trend", [0.2, 0.8], PERIOD / 2, 0.2 * PERIOD / 2 - 0.4),   # tri(1/2) = 0
+    ("sin_trend", [0.2, 0.8], PERIOD / 4, 0.2 * PERIOD / 4 + 0.4),  # sin(pi/2) = 1
+    ("sin_trend", [0.3, 1.0], PERIOD / 2, 0.3 * PERIOD / 2),  # sin(pi) = 0
+    ("tri_trend", [0.2, 0.8], 0.0, 0.8 * 1.5),  # tri(0) = 2
+    ("tri_trend", [0.2, 0.8], PERIOD / 2, 0.2 * PERIOD / 2 - 0.4),  # tri(1/2) = 0
     ("tri_trend", [0.1, 0.5], PERIOD / 4, 0.1 * PERIOD / 4 + 0.5 * 0.5),  # tri(1/4) = 1
 ]
 
@@ -135,8 +141,14 @@ def test_sample_from_unknown_region_raises():
 
 
 def _family(**overrides):
-    spec = dict(name="t", fn=lambda x, a, b: a * x + b, domain=(0.0, 1.0), fixed={"b": (0.0, 1.0)}, shift="a",
-                regions={"F1_1": (0.0, 1.0), "F1_2": (1.0, 2.0), "F2": (2.0, 3.0)})
+    spec = dict(
+        name="t",
+        fn=lambda x, a, b: a * x + b,
+        domain=(0.0, 1.0),
+        fixed={"b": (0.0, 1.0)},
+        shift="a",
+        regions={"F1_1": (0.0, 1.0), "F1_2": (1.0, 2.0), "F2": (2.0, 3.0)},
+    )
     spec.update(overrides)
     return ParametricFamily(**spec)
 
@@ -145,11 +157,14 @@ def test_valid_family_constructs():
     assert _family().held_out_regions == ("F2",)
 
 
-@pytest.mark.parametrize("regions", [
-    {"F1_1": (0.0, 1.5), "F1_2": (1.0, 2.0), "F2": (2.0, 3.0)},   # F1_1 / F1_2 overlap
-    {"F1_1": (0.0, 1.0), "F1_2": (1.0, 2.5), "F2": (2.0, 3.0)},   # F1_2 / F2 overlap
-    {"F1_1": (0.0, 3.0), "F1_2": (1.0, 1.5), "F2": (2.0, 2.5)},   # nested
-])
+@pytest.mark.parametrize(
+    "regions",
+    [
+        {"F1_1": (0.0, 1.5), "F1_2": (1.0, 2.0), "F2": (2.0, 3.0)},  # F1_1 / F1_2 overlap
+        {"F1_1": (0.0, 1.0), "F1_2": (1.0, 2.5), "F2": (2.0, 3.0)},  # F1_2 / F2 overlap
+        {"F1_1": (0.0, 3.0), "F1_2": (1.0, 1.5), "F2": (2.0, 2.5)},  # nested
+    ],
+)
 def test_overlapping_regions_are_rejected(regions):
     with pytest.raises(TaskextrapError, match="overlap"):
         _family(regions=regions)
@@ -161,12 +176,15 @@ def test_bad_domain_is_rejected(domain):
         _family(domain=domain)
 
 
-@pytest.mark.parametrize("overrides,match", [
-    (dict(fixed={"a": (0.0, 1.0), "b": (0.0, 1.0)}), "also in fixed"),
-    (dict(fixed={"b": (1.0, 0.0)}), "low <= high"),
-    (dict(regions={"F1_1": (0.0, 1.0), "F1_2": (2.0, 1.0), "F2": (2.0, 3.0)}), "low <= high"),
-    (dict(regions={"F1_1": (0.0, 1.0), "F2": (2.0, 3.0)}), "training regions"),
-])
+@pytest.mark.parametrize(
+    "overrides,match",
+    [
+        (dict(fixed={"a": (0.0, 1.0), "b": (0.0, 1.0)}), "also in fixed"),
+        (dict(fixed={"b": (1.0, 0.0)}), "low <= high"),
+        (dict(regions={"F1_1": (0.0, 1.0), "F1_2": (2.0, 1.0), "F2": (2.0, 3.0)}), "low <= high"),
+        (dict(regions={"F1_1": (0.0, 1.0), "F2": (2.0, 3.0)}), "training regions"),
+    ],
+)
 def test_inconsistent_family_specs_are_rejected(overrides, match):
     with pytest.raises(TaskextrapError, match=match):
         _family(**overrides)
@@ -175,9 +193,9 @@ def test_inconsistent_family_specs_are_rejected(overrides, match):
 def test_family_call_rejects_bad_shapes():
     fam = PARAMETER_FAMILIES["quadratic"]
     with pytest.raises(TaskextrapError):
-        fam(np.ones((2, 2)), np.ones((2, 3)))      # wrong number of parameters
+        fam(np.ones((2, 2)), np.ones((2, 3)))  # wrong number of parameters
     with pytest.raises(TaskextrapError):
-        fam(np.ones((2, 3)), np.ones((3, 3)))      # rows do not match
+        fam(np.ones((2, 3)), np.ones((3, 3)))  # rows do not match
 
 
 def test_design_md_damped_example_constructs_and_evaluates():

@@ -69,11 +69,14 @@ def test_train_steps_stay_inside_training_levels():
     assert short.train_steps == ()
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(domain=(1.0, 1.0)), "domain"),
-    (dict(train_levels=(0, 1)), "train_levels"),
-    (dict(test_level=3, train_levels=(1, 2, 3)), "test_level"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(domain=(1.0, 1.0)), "domain"),
+        (dict(train_levels=(0, 1)), "train_levels"),
+        (dict(test_level=3, train_levels=(1, 2, 3)), "test_level"),
+    ],
+)
 def test_bad_ladders_fail_with_one_line(kwargs, match):
     opts = dict(name="bad", basis=lambda x, p: x**p, domain=(-1.0, 1.0))
     opts.update(kwargs)

@@ -95,13 +95,16 @@ def test_observation_subset(tasks):
     np.testing.assert_array_equal(sub.task, [0, 2])
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(n_context=1, n_query=4),
-    dict(n_context=4, n_query=0),
-    dict(n_context=4, n_query=4, context_span=(0.5, 0.5)),
-    dict(n_context=4, n_query=4, query_span=(0.2, 1.2)),
-    dict(n_context=4, n_query=4, noise=-0.1),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(n_context=1, n_query=4),
+        dict(n_context=4, n_query=0),
+        dict(n_context=4, n_query=4, context_span=(0.5, 0.5)),
+        dict(n_context=4, n_query=4, query_span=(0.2, 1.2)),
+        dict(n_context=4, n_query=4, noise=-0.1),
+    ],
+)
 def test_invalid_protocols_are_rejected(kwargs):
     with pytest.raises(TaskextrapError):
         ObservationProtocol("bad", **kwargs)

@@ -6,8 +6,16 @@ import pytest
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import rng
 from taskextrap.tasks.observe import get_protocol
-from taskextrap.tasks.primitives import (PAPER_SPLIT, POLY, SIN, TANH, CompositionSet, PairSplit, PrimitiveSet,
-                                         PrimitiveTasks)
+from taskextrap.tasks.primitives import (
+    PAPER_SPLIT,
+    POLY,
+    SIN,
+    TANH,
+    CompositionSet,
+    PairSplit,
+    PrimitiveSet,
+    PrimitiveTasks,
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +45,7 @@ def test_interpolated_curves_match_exact_values(prims):
 
 
 def test_whole_library_interpolation_matches_per_primitive_interpolation(prims):
-    x = np.random.default_rng(1).uniform(-12, 12, size=(4, 5))   # beyond the grid too: end values held
+    x = np.random.default_rng(1).uniform(-12, 12, size=(4, 5))  # beyond the grid too: end values held
     every = prims.interp_all(x)
     assert every.shape == (4, 5, len(prims))
     for j in (0, 17, len(prims) - 1):
@@ -60,7 +68,7 @@ def test_paper_split_holds_out_the_reversed_pairs():
 def test_composition_sampling_respects_pairs_and_pool(prims):
     comp = CompositionSet.sample(prims, PAPER_SPLIT.test, 200, np.random.default_rng(0))
     names = prims.family_names
-    pairs = {(names[o], names[i]) for o, i in zip(comp.outer, comp.inner)}
+    pairs = {(names[o], names[i]) for o, i in zip(comp.outer, comp.inner, strict=True)}
     assert pairs == set(PAPER_SPLIT.test)
     pool = np.flatnonzero(np.arange(60) % 2 == 0)
     comp = CompositionSet.sample(prims, PAPER_SPLIT.train, 50, np.random.default_rng(1), pool=pool)

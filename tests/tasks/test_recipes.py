@@ -5,9 +5,20 @@ import pytest
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import rng
-from taskextrap.tasks.chains import (DEPTH3_FAMILIES, DEPTH3_GRID, IDENTITY_NAME, PAPER_RECIPE_SPLIT, ChainSet,
-                                     RecipeSplit, dev_recipe_split, holds, identity_index, padded, recipe_name,
-                                     with_identity)
+from taskextrap.tasks.chains import (
+    DEPTH3_FAMILIES,
+    DEPTH3_GRID,
+    IDENTITY_NAME,
+    PAPER_RECIPE_SPLIT,
+    ChainSet,
+    RecipeSplit,
+    dev_recipe_split,
+    holds,
+    identity_index,
+    padded,
+    recipe_name,
+    with_identity,
+)
 from taskextrap.tasks.primitives import PrimitiveSet
 
 
@@ -45,12 +56,15 @@ def test_dev_split_holds_out_a_training_relation_and_never_the_real_test_recipes
     assert not {recipe_name(r) for r in dev.shallow()} & {"poly o sin", "tanh o sin"}
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(families=("poly", "poly"), depth=3, held_out=(("poly", "poly"),)), "distinct"),
-    (dict(families=("poly", "sin"), depth=1, held_out=(("poly", "sin"),)), "depth"),
-    (dict(families=("poly", "sin"), depth=3, held_out=(("poly", "cos"),)), "held_out"),
-    (dict(families=("poly",), depth=2, held_out=(("poly", "poly"),)), "no training recipe"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(families=("poly", "poly"), depth=3, held_out=(("poly", "poly"),)), "distinct"),
+        (dict(families=("poly", "sin"), depth=1, held_out=(("poly", "sin"),)), "depth"),
+        (dict(families=("poly", "sin"), depth=3, held_out=(("poly", "cos"),)), "held_out"),
+        (dict(families=("poly",), depth=2, held_out=(("poly", "poly"),)), "no training recipe"),
+    ],
+)
 def test_bad_recipe_splits_are_one_line_errors(bad, match):
     with pytest.raises(TaskextrapError, match=match) as e:
         RecipeSplit(**bad)

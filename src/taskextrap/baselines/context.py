@@ -10,7 +10,7 @@ over tasks; none loops over tasks in Python.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from numpy.polynomial import legendre
@@ -38,7 +38,7 @@ def _sort_context(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 def _count_le(xs: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Row-wise ``searchsorted(xs[i], q[i], side='right')`` for sorted rows ``xs`` (n, k), ``q`` (n, q)."""
-    n, k = xs.shape
+    _n, k = xs.shape
     both = np.concatenate([xs, q], axis=1)
     # A stable sort keeps each context value before an equal query value, so the number of
     # context points preceding a query in the merged order is the count of context x <= query.
@@ -188,7 +188,7 @@ def library_best_fit(
     if not callable(library_fn):
         raise TaskextrapError("library_fn must be callable as library_fn(index, x)")
     x, y, q = _inputs(ctx_x, ctx_y, qry_x, min_points=1)
-    n, k = x.shape
+    n, _k = x.shape
     L = int(n_library)
     lib = np.arange(L)
     pred = np.empty_like(q)

@@ -23,8 +23,15 @@ class DiscreteInductive:
             raise TaskextrapError(f"rte must be a LengthRTE or CompositionRTE, got {type(rte).__name__}")
         rte.check_is_fitted()
         self.rte = rte
-        self.net = InductiveRegressor(rte.scaler_, rte.protocol.n_context, 0, derive_seed(rte.seed, "sparse-inductive"),
-                                      rte.train, rte.blocks, component="sparse-inductive").to(rte.device)
+        self.net = InductiveRegressor(
+            rte.scaler_,
+            rte.protocol.n_context,
+            0,
+            derive_seed(rte.seed, "sparse-inductive"),
+            rte.train,
+            rte.blocks,
+            component="sparse-inductive",
+        ).to(rte.device)
 
     def _arrays(self, pool, n, g) -> audit.Batch:
         tasks, obs = self.rte.draw_training_tasks(pool, n, g)
@@ -32,12 +39,13 @@ class DiscreteInductive:
         source = audit.Source(tasks.family, obs.params, ((0, 1, 8.0 * self.rte.noise_sd_), (2, 3, 0.0)))
         return audit.Batch((cx, cy, obs.qry_x, obs.qry_y, np.zeros((n, 0))), [source])
 
-    def fit(self, progress=None) -> "DiscreteInductive":
+    def fit(self, progress=None) -> DiscreteInductive:
         """Train on fresh training tasks from the RTE's training pool; select on its validation pool."""
         r = self.rte
         val = self._arrays(r.val_pool_, max(256, r.n_pairs // 10), rng(r.seed, "sparse-inductive-val"))
-        self.net.fit_stream(lambda g: self._arrays(r.train_pool_, r.n_pairs, g), val,
-                            rng(r.seed, "sparse-inductive-batches"), progress)
+        self.net.fit_stream(
+            lambda g: self._arrays(r.train_pool_, r.n_pairs, g), val, rng(r.seed, "sparse-inductive-batches"), progress
+        )
         return self
 
     def predict(self, ctx_x, ctx_y, qry_x) -> np.ndarray:

@@ -6,7 +6,7 @@ masks, is ``tasks.parity.exact_search``.)
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 
 def exact_search(tasks, candidates: Sequence, apply: Callable[[object, str], str]) -> tuple[list, list]:
@@ -24,7 +24,7 @@ def exact_search(tasks, candidates: Sequence, apply: Callable[[object, str], str
     best, voted = [], []
     for t in tasks:
         wrong = np.array([sum(apply(c, s) != y for s, y in t.support) for c in candidates])
-        outs = [apply(candidates[j], t.query[0]) for j in np.flatnonzero(wrong == wrong.min())]
+        outs = [apply(candidates[int(j)], t.query[0]) for j in np.flatnonzero(wrong == wrong.min())]
         best.append(outs[0])
         voted.append(vote(outs))
     return best, voted

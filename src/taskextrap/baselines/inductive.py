@@ -37,10 +37,11 @@ class InductiveBaseline:
         self.kind, self.rte = kind, rte
         d = rte.draws_
         dim = _extra(kind, rte, d.z[:1], d.obs.params[:1]).shape[1]
-        self.net = InductiveRegressor(rte.scaler_, rte.protocol.n_context, dim,
-                                      derive_seed(rte.seed, kind), rte.train, component=kind).to(rte.device)
+        self.net = InductiveRegressor(
+            rte.scaler_, rte.protocol.n_context, dim, derive_seed(rte.seed, kind), rte.train, component=kind
+        ).to(rte.device)
 
-    def fit(self, progress=None) -> "InductiveBaseline":
+    def fit(self, progress=None) -> InductiveBaseline:
         """Train on the RTE's training draws; select on its validation draws."""
         d = self.rte.draws_
 
@@ -57,7 +58,7 @@ class InductiveBaseline:
         """The trained regressor as named arrays (:meth:`restore`)."""
         return self.net.state(self.kind)
 
-    def restore(self, arrays: dict) -> "InductiveBaseline":
+    def restore(self, arrays: dict) -> InductiveBaseline:
         """This baseline trained as :meth:`state` saved it (on the same RTE's draws)."""
         self.net.load_state(arrays, self.kind)
         return self
@@ -70,8 +71,9 @@ class InductiveBaseline:
             if theta is None:
                 raise TaskextrapError("the inductive oracle needs the targets' true parameters (theta=...)")
             fam = self.rte.library_.family
-            theta = as_rows("theta", theta, len(ctx_x), len(fam.param_names),
-                            f"the true {fam.param_names} of each target")
+            theta = as_rows(
+                "theta", theta, len(ctx_x), len(fam.param_names), f"the true {fam.param_names} of each target"
+            )
         z = self.rte.embed(ctx_x, ctx_y) if self.kind == "t2v-inductive" else np.zeros((len(ctx_x), 0))
         cx, cy = sort_context(ctx_x, ctx_y)
         pred = self.net.predict(cx, cy, qry_x, _extra(self.kind, self.rte, z, theta))

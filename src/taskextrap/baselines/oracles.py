@@ -32,15 +32,18 @@ class TransductiveOracle(RTE):
     def _fit_descriptors(self, library: TaskSet, obs: Observations, first: np.ndarray) -> np.ndarray:
         return library.family.scaled_params(obs.params)
 
-    def decompose(self, ctx_x, ctx_y, k: int | None = None) -> Decomposition:
-        """Not available from a context: the oracle decomposes from the truth (:meth:`decompose_truth`)."""
-        raise TaskextrapError("the transductive oracle needs the targets' true parameters: "
-                              "use decompose_truth(ctx_x, ctx_y, theta)")
+    def decompose(self, ctx_x, ctx_y, k: int | None = None, search: str | None = None) -> Decomposition:
+        """Not available from a context, whatever ``k`` and ``search``: the oracle decomposes from the
+        truth (:meth:`decompose_truth`)."""
+        raise TaskextrapError(
+            "the transductive oracle needs the targets' true parameters: use decompose_truth(ctx_x, ctx_y, theta)"
+        )
 
     def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:
         """Not available: the oracle's shifts come from the truth (:meth:`decompose_truth`)."""
-        raise TaskextrapError("the transductive oracle decomposes from the true parameters: "
-                              "use decompose_truth(ctx_x, ctx_y, theta)")
+        raise TaskextrapError(
+            "the transductive oracle decomposes from the true parameters: use decompose_truth(ctx_x, ctx_y, theta)"
+        )
 
     def decompose_truth(self, ctx_x, ctx_y, theta, k: int | None = None) -> Decomposition:
         """The ``k`` library tasks nearest each target by true (scaled) parameters ``theta`` (n, p),
@@ -61,5 +64,6 @@ class ChainedTransductiveOracle(TransductiveOracle, ChainedRTE):
     def __post_init__(self):
         super().__post_init__()
         if self.shift_split != "linear":
-            raise TaskextrapError("the chained transductive oracle splits the true shift linearly: "
-                                  "use shift_split='linear'")
+            raise TaskextrapError(
+                "the chained transductive oracle splits the true shift linearly: use shift_split='linear'"
+            )

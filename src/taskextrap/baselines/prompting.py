@@ -9,11 +9,12 @@ reference functions and no search.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
-def few_shot(lm, prompts: list[str], max_new_tokens: int, batch_size: int,
-             parse: Callable[[str], object] | None = None) -> list:
+def few_shot(
+    lm, prompts: list[str], max_new_tokens: int, batch_size: int, parse: Callable[[str], object] | None = None
+) -> list:
     """The greedy answer of each prompt (its first line, stripped; ``parse`` of it when given);
     each distinct prompt runs once."""
     from taskextrap.llm.generate import greedy_once
@@ -31,12 +32,27 @@ def majority_answer(answers: list[str]) -> str:
     return vote(kept) if kept else ""
 
 
-def cot_majority(lm, prompts: list[str], parse: Callable[[str], str], n_samples: int, temperature: float,
-                 max_new_tokens: int, batch_size: int, seed: int) -> list[str]:
+def cot_majority(
+    lm,
+    prompts: list[str],
+    parse: Callable[[str], str],
+    n_samples: int,
+    temperature: float,
+    max_new_tokens: int,
+    batch_size: int,
+    seed: int,
+) -> list[str]:
     """The :func:`majority_answer` of ``n_samples`` chains sampled at ``temperature`` for each
     prompt, each chain's answer read by ``parse``; the sampling is seeded by ``seed``."""
     from taskextrap.llm.generate import generate
 
-    chains = generate(lm, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                      temperature=temperature, n_samples=n_samples, seed=seed)
+    chains = generate(
+        lm,
+        prompts,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        temperature=temperature,
+        n_samples=n_samples,
+        seed=seed,
+    )
     return [majority_answer([parse(c) for c in samples]) for samples in chains]

@@ -18,8 +18,9 @@ embedded from observations drawn the same way.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,8 +30,15 @@ from taskextrap import audit
 from taskextrap.embed.probe import Params, flatten, init_probe, probe_loss
 from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.seeding import torch_generator
-from taskextrap.validation import (as_float_array, check_context, check_device, check_finite_result, check_int,
-                                   check_real, describe)
+from taskextrap.validation import (
+    as_float_array,
+    check_context,
+    check_device,
+    check_finite_result,
+    check_int,
+    check_real,
+    describe,
+)
 
 # Tasks per vectorised batch. Every task's numbers are independent of the chunk it is in (each is
 # its own batched matmul), so this is a speed setting only: 256 keeps a chunk's per-task
@@ -42,8 +50,10 @@ CHUNK = 256
 def _pretrain(x: torch.Tensor, y: torch.Tensor, width: int, steps: int, seed: int) -> Params:
     """Fit one probe to all library points at once (full batch, Adam), on the device of ``x``
     (initialised on the CPU, so the same start on every device)."""
-    p = {k: v.to(x.device).requires_grad_()
-         for k, v in init_probe(width, torch_generator(seed, "probe"), xavier=True).items()}
+    p = {
+        k: v.to(x.device).requires_grad_()
+        for k, v in init_probe(width, torch_generator(seed, "probe"), xavier=True).items()
+    }
     opt = torch.optim.Adam(p.values(), lr=1e-2)
     for _ in range(steps):
         opt.zero_grad()
@@ -75,17 +85,16 @@ def _per_task_adapted(p0: Params, x: torch.Tensor, y: torch.Tensor, steps: int, 
     sizes = [v.numel() for v in p0.values()]
     flat0 = flatten(p0)
     flat = flat0.expand(n, -1).clone()
-    p = {k: v.view(n, *s) for k, v, s in zip(names, flat.split(sizes, dim=1), shapes)}  # views into flat
-    m, s, step, scale = (torch.zeros_like(flat), torch.zeros_like(flat), torch.empty_like(flat),
-                         torch.empty_like(flat))
+    p = {k: v.view(n, *s) for k, v, s in zip(names, flat.split(sizes, dim=1), shapes, strict=True)}  # views into flat
+    m, s, step, scale = (torch.zeros_like(flat), torch.zeros_like(flat), torch.empty_like(flat), torch.empty_like(flat))
     g_fn = vmap(grad(probe_loss), in_dims=(0, 0, 0))
     b1, b2, eps = 0.9, 0.999, 1e-8
     for t in range(1, steps + 1):
         g = flatten(g_fn(p, x, y))
         m.mul_(b1).add_(g, alpha=1 - b1)
         s.mul_(b2).addcmul_(g, g, value=1 - b2)
-        torch.div(m, 1 - b1**t, out=step).mul_(lr)               # lr * m_hat
-        torch.div(s, 1 - b2**t, out=scale).sqrt_().add_(eps)     # sqrt(v_hat) + eps
+        torch.div(m, 1 - b1**t, out=step).mul_(lr)  # lr * m_hat
+        torch.div(s, 1 - b2**t, out=scale).sqrt_().add_(eps)  # sqrt(v_hat) + eps
         flat.sub_(step.div_(scale))
     return flat - flat0
 
@@ -115,7 +124,7 @@ class ProxyEmbedding:
     seed: int = 0
     device: str = "cpu"
     probe_: Params | None = field(default=None, init=False, repr=False)
-    pca_: object = field(default=None, init=False, repr=False)
+    pca_: Any = field(default=None, init=False, repr=False)  # a fitted sklearn PCA
     # The last few transforms by input bytes: an experiment embeds the same target contexts for
     # several methods (decompositions, ablations, the t2v baseline); each is computed once.
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -134,8 +143,14 @@ class ProxyEmbedding:
         check_int("seed", self.seed, 0)
         self.device = check_device(self.device)
 
-    def fit(self, ctx_x: np.ndarray, ctx_y: np.ndarray, params: np.ndarray | None = None,
-            pretrain_x: np.ndarray | None = None, pretrain_y: np.ndarray | None = None) -> "ProxyEmbedding":
+    def fit(
+        self,
+        ctx_x: np.ndarray,
+        ctx_y: np.ndarray,
+        params: np.ndarray | None = None,
+        pretrain_x: np.ndarray | None = None,
+        pretrain_y: np.ndarray | None = None,
+    ) -> ProxyEmbedding:
         """Fit the probe (on ``pretrain_x/y``, default the contexts) and the PCA (on the contexts),
         from already normalised arrays.
 
@@ -155,13 +170,15 @@ class ProxyEmbedding:
             pretrain_x = as_float_array("pretrain_x", pretrain_x)
             pretrain_y = as_float_array("pretrain_y", pretrain_y)
             if pretrain_x.shape != pretrain_y.shape or pretrain_x.size == 0:
-                raise TaskextrapError(f"pretrain_x and pretrain_y must have one equal, non-empty shape, "
-                                      f"got {pretrain_x.shape} and {pretrain_y.shape}")
+                raise TaskextrapError(
+                    f"pretrain_x and pretrain_y must have one equal, non-empty shape, "
+                    f"got {pretrain_x.shape} and {pretrain_y.shape}"
+                )
         contexts = audit.Batch((ctx_x, ctx_y), [] if params is None else [audit.Source(None, np.asarray(params))])
         pretrain = None if pretrain_x is None else audit.Batch((pretrain_x, pretrain_y))
         return self._fit(contexts, pretrain, None)
 
-    def fit_observed(self, scaler, tasks, obs, m: int = 64, noise_sd: float = 0.0) -> "ProxyEmbedding":
+    def fit_observed(self, scaler, tasks, obs, m: int = 64, noise_sd: float = 0.0) -> ProxyEmbedding:
         """Fit on a library: the probe pretrained on the curves of ``tasks`` over an ``m``-point grid
         of the domain, the PCA on the contexts of ``obs`` (draws of ``tasks``); ``scaler``
         normalises both. Each reaches the leak audit as a batch whose arrays are verified against
@@ -169,11 +186,13 @@ class ProxyEmbedding:
         """
         grid = np.broadcast_to(tasks.family.grid(m), (len(tasks), m))
         curves = audit.Batch((grid, tasks.values(grid)), [audit.Source(tasks.family, tasks.params, ((0, 1, 0.0),))])
-        contexts = audit.Batch((obs.ctx_x, obs.ctx_y, obs.qry_x, obs.qry_y),
-                               [audit.Source(tasks.family, obs.params, ((0, 1, 8.0 * noise_sd), (2, 3, 0.0)))])
+        contexts = audit.Batch(
+            (obs.ctx_x, obs.ctx_y, obs.qry_x, obs.qry_y),
+            [audit.Source(tasks.family, obs.params, ((0, 1, 8.0 * noise_sd), (2, 3, 0.0)))],
+        )
         return self._fit(contexts, curves, scaler)
 
-    def _fit(self, contexts: tuple, pretrain: tuple | None, scaler) -> "ProxyEmbedding":
+    def _fit(self, contexts: tuple, pretrain: tuple | None, scaler) -> ProxyEmbedding:
         """The fit itself: each batch is reported to the leak audit where it is consumed;
         ``scaler`` (None: arrays already normalised) maps x and y before fitting."""
         from sklearn.decomposition import PCA
@@ -181,17 +200,25 @@ class ProxyEmbedding:
         sx = (lambda a: a) if scaler is None else scaler.x
         sy = (lambda a: a) if scaler is None else scaler.y
         if not GAMMAS[self.method].pretrained:
-            self.probe_ = {k: v.to(self.device) for k, v in
-                           init_probe(self.width, torch_generator(self.seed, "probe"), xavier=True).items()}
+            self.probe_ = {
+                k: v.to(self.device)
+                for k, v in init_probe(self.width, torch_generator(self.seed, "probe"), xavier=True).items()
+            }
         else:
             px, py = audit.consume("probe", contexts if pretrain is None else pretrain)[:2]
-            self.probe_ = _pretrain(self._tensor(sx(px)).reshape(-1), self._tensor(sy(py)).reshape(-1),
-                                    self.width, self.pretrain_steps, self.seed)
+            self.probe_ = _pretrain(
+                self._tensor(sx(px)).reshape(-1),
+                self._tensor(sy(py)).reshape(-1),
+                self.width,
+                self.pretrain_steps,
+                self.seed,
+            )
         self._memo.clear()
         cx, cy = audit.consume("pca", contexts)[:2]
         cx, cy = check_context(sx(cx), sy(cy))
-        raw = check_finite_result("the probe's output", self.raw(cx, cy), "the library contexts",
-                                  "are too large for the float32 probe")
+        raw = check_finite_result(
+            "the probe's output", self.raw(cx, cy), "the library contexts", "are too large for the float32 probe"
+        )
         self.pca_ = PCA(n_components=min(self.dim, *raw.shape), random_state=self.seed % 2**32).fit(raw)
         self._fit_raw = (_memo_key(cx, cy), raw)
         return self
@@ -202,19 +229,25 @@ class ProxyEmbedding:
     def state(self) -> tuple[dict, dict]:
         """The fitted embedding as named arrays (the probe's weights, the PCA's fitted arrays)
         and plain settings, for a safetensors file (:meth:`from_state` rebuilds it)."""
-        if self.pca_ is None:
+        if self.pca_ is None or self.probe_ is None:
             raise TaskextrapError("ProxyEmbedding is not fitted")
         arrays = {f"probe.{k}": v.cpu().numpy() for k, v in self.probe_.items()}
         arrays |= {f"pca.{k}": getattr(self.pca_, k) for k in self.PCA_ARRAYS}
-        meta = {"settings": {k: getattr(self, k) for k in ("method", "dim", "width", "pretrain_steps", "adapt_steps",
-                                                           "adapt_lr", "seed", "device")},
-                "probe_order": list(self.probe_),  # flatten's layout follows the dict's order
-                "pca": {k: getattr(self.pca_, k).item() if hasattr(getattr(self.pca_, k), "item") else getattr(self.pca_, k)
-                        for k in self.PCA_SCALARS}}
+        meta = {
+            "settings": {
+                k: getattr(self, k)
+                for k in ("method", "dim", "width", "pretrain_steps", "adapt_steps", "adapt_lr", "seed", "device")
+            },
+            "probe_order": list(self.probe_),  # flatten's layout follows the dict's order
+            "pca": {
+                k: getattr(self.pca_, k).item() if hasattr(getattr(self.pca_, k), "item") else getattr(self.pca_, k)
+                for k in self.PCA_SCALARS
+            },
+        }
         return arrays, meta
 
     @classmethod
-    def from_state(cls, arrays: dict, meta: dict) -> "ProxyEmbedding":
+    def from_state(cls, arrays: dict, meta: dict) -> ProxyEmbedding:
         """The embedding :meth:`state` saved: the same weights and PCA, so the same transform."""
         from sklearn.decomposition import PCA
 
@@ -236,7 +269,7 @@ class ProxyEmbedding:
         out = []
         with torch.no_grad():
             for i in range(0, len(ctx_x), CHUNK):
-                x, y = self._tensor(ctx_x[i:i + CHUNK]), self._tensor(ctx_y[i:i + CHUNK])
+                x, y = self._tensor(ctx_x[i : i + CHUNK]), self._tensor(ctx_y[i : i + CHUNK])
                 out.append(GAMMAS[self.method].per_task(self, x, y).cpu())
         return torch.cat(out).double().numpy()
 
@@ -253,8 +286,12 @@ class ProxyEmbedding:
         kept, self._fit_raw = self._fit_raw, None  # the fit's raw outputs serve one projection at most
         if kept is not None and kept[0] == _memo_key(ctx_x, ctx_y):
             return self.pca_.transform(kept[1])
-        raw = check_finite_result("the probe's output", self.raw(ctx_x, ctx_y), "ctx_x or ctx_y",
-                                  "are too large for the float32 probe (it expects normalised values)")
+        raw = check_finite_result(
+            "the probe's output",
+            self.raw(ctx_x, ctx_y),
+            "ctx_x or ctx_y",
+            "are too large for the float32 probe (it expects normalised values)",
+        )
         return self.pca_.transform(raw)
 
     def transform(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> np.ndarray:
@@ -309,8 +346,9 @@ EMBEDDINGS = tuple(GAMMAS)
 def check_embedding(name: str) -> str:
     """``name`` if it is a known Gamma estimator; a one-line TaskextrapError otherwise."""
     if name not in EMBEDDINGS:
-        raise TaskextrapError(f"unknown embedding {describe(name)}; choose from {sorted(EMBEDDINGS)}"
-                              + did_you_mean(name, EMBEDDINGS))
+        raise TaskextrapError(
+            f"unknown embedding {describe(name)}; choose from {sorted(EMBEDDINGS)}" + did_you_mean(name, EMBEDDINGS)
+        )
     return name
 
 
@@ -322,13 +360,15 @@ def mean_per_task(z: np.ndarray, task: np.ndarray, n_tasks: int) -> np.ndarray:
     return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-8)
 
 
-def fit_library_embedding(method: str, dim: int, seed: int, scaler, library, obs, m: int = 64,
-                          noise_sd: float = 0.0, device: str = "cpu") -> ProxyEmbedding:
+def fit_library_embedding(
+    method: str, dim: int, seed: int, scaler, library, obs, m: int = 64, noise_sd: float = 0.0, device: str = "cpu"
+) -> ProxyEmbedding:
     """Gamma for a library: the probe pretrained on the library's curves over an ``m``-point grid
     of the domain, the PCA fitted on the library's observed contexts ``obs`` (scaled by ``scaler``;
     ``noise_sd`` is the protocol's context noise, for the leak audit's verification).
 
     ``library`` is any task set with ``family.grid``, ``values`` and ``params`` (training tasks only).
     """
-    return ProxyEmbedding(method, dim=dim, seed=seed, device=device).fit_observed(scaler, library, obs, m=m,
-                                                                                  noise_sd=noise_sd)
+    return ProxyEmbedding(method, dim=dim, seed=seed, device=device).fit_observed(
+        scaler, library, obs, m=m, noise_sd=noise_sd
+    )

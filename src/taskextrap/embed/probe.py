@@ -11,6 +11,7 @@ Params = dict[str, torch.Tensor]
 
 def init_probe(width: int, generator: torch.Generator, xavier: bool = True) -> Params:
     """Parameters of a [1, width, width, 1] ReLU MLP (Xavier-uniform or PyTorch-default init)."""
+
     def weight(fan_out, fan_in):
         bound = math.sqrt(6.0 / (fan_in + fan_out)) if xavier else 1.0 / math.sqrt(fan_in)
         return (torch.rand(fan_out, fan_in, generator=generator, device="cpu") * 2 - 1) * bound
@@ -20,8 +21,14 @@ def init_probe(width: int, generator: torch.Generator, xavier: bool = True) -> P
             return torch.zeros(fan_out, device="cpu")
         return (torch.rand(fan_out, generator=generator, device="cpu") * 2 - 1) / math.sqrt(fan_in)
 
-    return {"w1": weight(width, 1), "b1": bias(width, 1), "w2": weight(width, width), "b2": bias(width, width),
-            "w3": weight(1, width), "b3": bias(1, width)}
+    return {
+        "w1": weight(width, 1),
+        "b1": bias(width, 1),
+        "w2": weight(width, width),
+        "b2": bias(width, width),
+        "w3": weight(1, width),
+        "b3": bias(1, width),
+    }
 
 
 def probe_forward(p: Params, x: torch.Tensor) -> torch.Tensor:

@@ -12,11 +12,15 @@ keyword: it builds the :class:`Decomposition` it wants (``decomposition_for``) a
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.validation import as_index_array, check_context, check_instance, check_query, check_scaled
+
+if TYPE_CHECKING:
+    from taskextrap.scaling import FamilyScaler
 
 
 @dataclass(frozen=True)
@@ -49,11 +53,14 @@ class Decomposition:
             raise TaskextrapError(f"a decomposition's score must have shape (targets, candidates), got {score.shape}")
         n, k = score.shape
         if anchors.shape[:2] != (n, k) or phi.shape[:2] != (n, k):
-            raise TaskextrapError(f"a decomposition's anchors {anchors.shape}, phi {phi.shape} and "
-                                  f"score {score.shape} must agree on (targets, candidates)")
+            raise TaskextrapError(
+                f"a decomposition's anchors {anchors.shape}, phi {phi.shape} and "
+                f"score {score.shape} must agree on (targets, candidates)"
+            )
         if anchors.dtype.kind not in "iu":
-            raise TaskextrapError(f"a decomposition's anchors must be integer library indices, "
-                                  f"got dtype {anchors.dtype}")
+            raise TaskextrapError(
+                f"a decomposition's anchors must be integer library indices, got dtype {anchors.dtype}"
+            )
         if not np.all(np.isfinite(phi)):
             raise TaskextrapError("a decomposition's phi contains NaN or inf")
         if not isinstance(self.extras, dict):
@@ -63,8 +70,9 @@ class Decomposition:
         if self.weights is not None:
             w = _numeric("weights", self.weights).astype(float)
             if w.shape != (n, k):
-                raise TaskextrapError(f"a decomposition's weights must have shape (targets, candidates) = {(n, k)}, "
-                                      f"got {w.shape}")
+                raise TaskextrapError(
+                    f"a decomposition's weights must have shape (targets, candidates) = {(n, k)}, got {w.shape}"
+                )
             bad = k > 0 and (w.min() < 0 or not np.allclose(w.sum(axis=1), 1.0, atol=1e-6))  # k = 0: none to weigh
             if not np.all(np.isfinite(w)) or bad:
                 raise TaskextrapError("a decomposition's weights must be finite, non-negative and sum to 1 per target")
@@ -75,13 +83,14 @@ class Decomposition:
         """Candidates per target."""
         return self.score.shape[1]
 
-    def columns(self, cols) -> "Decomposition":
+    def columns(self, cols) -> Decomposition:
         """The same targets with only the candidates ``cols`` (an index or a slice), e.g. the best
         one (``columns(0)``) for an estimator that should not average. Extras are kept."""
         indexable = (int, np.integer, slice, list, tuple, np.ndarray)
         if isinstance(cols, (bool, np.bool_)) or not isinstance(cols, indexable):
-            raise TaskextrapError(f"cols must be a candidate index, a slice or a list of indices, "
-                                  f"got {type(cols).__name__}")
+            raise TaskextrapError(
+                f"cols must be a candidate index, a slice or a list of indices, got {type(cols).__name__}"
+            )
         cols = [cols] if isinstance(cols, (int, np.integer)) else cols
         if not isinstance(cols, slice):
             cols = as_index_array("cols", cols, self.k, "candidate indices")
@@ -90,11 +99,12 @@ class Decomposition:
             weights = self.weights[:, cols]
             total = weights.sum(axis=1, keepdims=True)
             weights = np.where(total > 0, weights / np.where(total > 0, total, 1.0), 1.0 / max(weights.shape[1], 1))
-        return replace(self, anchors=self.anchors[:, cols], phi=self.phi[:, cols], score=self.score[:, cols],
-                       weights=weights)
+        return replace(
+            self, anchors=self.anchors[:, cols], phi=self.phi[:, cols], score=self.score[:, cols], weights=weights
+        )
 
     @classmethod
-    def given(cls, anchors: np.ndarray, phi: np.ndarray, extras: dict | None = None) -> "Decomposition":
+    def given(cls, anchors: np.ndarray, phi: np.ndarray, extras: dict | None = None) -> Decomposition:
         """A decomposition that was chosen, not searched (an oracle's, an ablation's): ``anchors``
         (n, k[, parts]) and ``phi`` (n, k, ...), scores NaN."""
         anchors, phi = _numeric("anchors", anchors), _numeric("phi", phi)
@@ -127,17 +137,21 @@ def check_decomposition(d, n: int, library_size: int, anchor_parts: tuple = (), 
     if d.k == 0:
         raise TaskextrapError("decomposition has no candidates: at least one per target is needed")
     if d.anchors.shape[2:] != tuple(anchor_parts):
-        raise TaskextrapError(f"decomposition anchors must have shape (n, k{''.join(f', {p}' for p in anchor_parts)}), "
-                              f"got {d.anchors.shape}")
+        raise TaskextrapError(
+            f"decomposition anchors must have shape (n, k{''.join(f', {p}' for p in anchor_parts)}), "
+            f"got {d.anchors.shape}"
+        )
     if phi_shape is not None and d.phi.shape[2:] != tuple(phi_shape):
-        raise TaskextrapError(f"decomposition phi must have shape (n, k{''.join(f', {p}' for p in phi_shape)}), "
-                              f"got {d.phi.shape}")
+        raise TaskextrapError(
+            f"decomposition phi must have shape (n, k{''.join(f', {p}' for p in phi_shape)}), got {d.phi.shape}"
+        )
     if d.anchors.min() < 0 or d.anchors.max() >= library_size:
         raise TaskextrapError(f"decomposition anchors must be library indices in [0, {library_size})")
 
 
-class Estimator:
-    """Base class of the estimators: ``fit(library)``, ``decompose``, ``predict``.
+class Fittable:
+    """What every estimator shares, whatever its targets are: ``fit(library)``, and one line
+    (:meth:`check_is_fitted`) for a method called before it.
 
     Subclasses set :attr:`fitted_attribute` to an attribute that ``fit`` sets last (so a fit
     that failed half way is not taken for a fitted estimator).
@@ -146,16 +160,37 @@ class Estimator:
     fitted_attribute = "psi_"
     library_kind = "library"  # what fit takes, for the error of an unfitted estimator
 
-    def fit(self, library, progress=None) -> "Estimator":  # pragma: no cover - abstract
+    def fit(self, library, progress=None) -> Fittable:  # pragma: no cover - abstract
         """Learn everything from ``library`` (training tasks only) and return self."""
         raise NotImplementedError
+
+    def check_is_fitted(self) -> None:
+        """A one-line error unless ``fit`` has finished."""
+        check_is_fitted(self, self.fitted_attribute, self.library_kind)
+
+
+class Estimator(Fittable):
+    """Base class of the estimators of tasks observed as arrays: ``fit(library)``,
+    ``decompose(ctx_x, ctx_y)``, ``predict(ctx_x, ctx_y, x_query)``. (The language-model
+    :class:`~taskextrap.estimators.sequence.SequenceRTE` has the same shape over task objects.)
+    """
+
+    # Declared for the type checker only (on a dataclass subclass they would be constructor
+    # fields): the protocol, a name or an object when given, an ObservationProtocol once built;
+    # and what fit sets (the pools and noise where a regime draws training relations itself).
+    protocol: Any
+    scaler_: FamilyScaler
+    noise_sd_: float
+    train_pool_: np.ndarray
+    val_pool_: np.ndarray
 
     def decompose(self, ctx_x, ctx_y) -> Decomposition:  # pragma: no cover - abstract
         """Each target's candidates, best first, from its context only."""
         raise NotImplementedError
 
-    def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None,
-                return_std: bool = False):  # pragma: no cover - abstract
+    def predict(
+        self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None, return_std: bool = False
+    ):  # pragma: no cover - abstract
         """Each target at ``x_query`` (n, q); ``decomposition`` reuses (or imposes) one. With
         ``return_std`` also the predictive standard deviation (n, q) of the posterior over
         decompositions (``search.posterior.mixture``): (mean, std)."""
@@ -165,10 +200,6 @@ class Estimator:
         """The decomposition an oracle or an ablation chooses: the given ``anchors`` (and ``phi``,
         where the regime has a continuous part), scores NaN."""
         raise NotImplementedError
-
-    def check_is_fitted(self) -> None:
-        """A one-line error unless ``fit`` has finished."""
-        check_is_fitted(self, self.fitted_attribute, self.library_kind)
 
     def _checked_context(self, ctx_x, ctx_y) -> tuple[np.ndarray, np.ndarray]:
         """The context as validated float arrays (n, n_context), within the float32 networks'
@@ -188,8 +219,9 @@ class Estimator:
 def check_progress(progress) -> None:
     """``progress`` of ``fit`` is None or a callable ``progress(step, loss)`` (called every training step)."""
     if progress is not None and not callable(progress):
-        raise TaskextrapError(f"progress must be None or callable as progress(step, loss), "
-                              f"got {type(progress).__name__}")
+        raise TaskextrapError(
+            f"progress must be None or callable as progress(step, loss), got {type(progress).__name__}"
+        )
 
 
 def check_is_fitted(estimator, attribute: str, library_kind: str = "library") -> None:

@@ -33,8 +33,16 @@ from taskextrap.scaling import FamilyScaler
 from taskextrap.search import chains as search
 from taskextrap.search.index import nearest
 from taskextrap.seeding import derive_seed, rng
-from taskextrap.tasks.chains import (IDENTITY_NAME, PAPER_RECIPE_SPLIT, Chainer, ChainSet, RecipeSplit, check_share,
-                                     identity_index, with_identity)
+from taskextrap.tasks.chains import (
+    IDENTITY_NAME,
+    PAPER_RECIPE_SPLIT,
+    Chainer,
+    ChainSet,
+    RecipeSplit,
+    check_share,
+    identity_index,
+    with_identity,
+)
 from taskextrap.tasks.observe import noise_scale
 from taskextrap.tasks.primitives import PrimitiveSet, PrimitiveTasks
 from taskextrap.validation import as_index_array, check_instance, check_int, check_optional_int, check_query
@@ -48,8 +56,10 @@ from taskextrap.validation import as_index_array, check_instance, check_int, che
 #   Psi_chain is 51% worse without it under paper), averaging 20 -> 256 chains (keep and n_average;
 #   paper -16%, strict -8%).
 # - paper: Psi_chain does not read the context (reading it: +12%); strict: it does (-2.9%).
-DEV_SETTINGS = {"paper": {"k": 60, "refine_rounds": 1, "psi_context": False},
-                "strict": {"k": 60, "refine_rounds": 1, "psi_context": True}}
+DEV_SETTINGS = {
+    "paper": {"k": 60, "refine_rounds": 1, "psi_context": False},
+    "strict": {"k": 60, "refine_rounds": 1, "psi_context": True},
+}
 
 
 def dev_settings(protocol) -> dict:
@@ -140,8 +150,12 @@ class Composition3RTE(DecomposingRTE):
     def _prepare(self, primitives: PrimitiveSet):
         """Training recipes only: the chain evaluator, pools, the scaler and Psi's value grid;
         Gamma is fitted on the primitives themselves (the identity among them)."""
-        check_instance("library", primitives, PrimitiveSet,
-                       "a PrimitiveSet for Composition3RTE.fit (see taskextrap.tasks.primitives)")
+        check_instance(
+            "library",
+            primitives,
+            PrimitiveSet,
+            "a PrimitiveSet for Composition3RTE.fit (see taskextrap.tasks.primitives)",
+        )
         names = {f.name for f in primitives.families}
         if IDENTITY_NAME in names:
             raise TaskextrapError("pass the primitives without the identity: Composition3RTE adds it (identity=True)")
@@ -153,8 +167,9 @@ class Composition3RTE(DecomposingRTE):
         deep, shallow = self.split.train, (self.split.shallow() if self.identity else ())
         self.recipes_ = deep + shallow
         share = self.pad_share if shallow else 0.0
-        self.recipe_weights_ = np.array([(1 - share) / len(deep)] * len(deep)
-                                        + [share / max(1, len(shallow))] * len(shallow))
+        self.recipe_weights_ = np.array(
+            [(1 - share) / len(deep)] * len(deep) + [share / max(1, len(shallow))] * len(shallow)
+        )
         self.composer_ = Chainer(self.primitives_, self.split.train)
         self.noise_scale_ = noise_scale(self.composer_)
         self.noise_sd_ = self.protocol.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
@@ -179,7 +194,7 @@ class Composition3RTE(DecomposingRTE):
                 continue
             if len(members) < 2:
                 raise TaskextrapError(f"family {primitives.families[f].name!r} needs at least 2 library primitives")
-            cut = max(1, int(round(self.val_fraction * len(members))))
+            cut = max(1, round(self.val_fraction * len(members)))
             val.append(members[:cut])
             train.append(members[cut:])
         return np.sort(np.concatenate(val)), np.sort(np.concatenate(train))
@@ -187,8 +202,15 @@ class Composition3RTE(DecomposingRTE):
     def draw_training_tasks(self, pool, n, g):
         """``n`` fresh training compositions (training recipes, and padded shallower ones a
         ``pad_share`` of the time) of primitives from ``pool``, and one observation of each."""
-        tasks = ChainSet.sample(self.primitives_, self.recipes_, n, g, pool=pool, train_recipes=self.split.train,
-                                weights=self.recipe_weights_)
+        tasks = ChainSet.sample(
+            self.primitives_,
+            self.recipes_,
+            n,
+            g,
+            pool=pool,
+            train_recipes=self.split.train,
+            weights=self.recipe_weights_,
+        )
         obs = self.protocol.draw(tasks, 1, g, getattr(self, "noise_scale_", None))
         return tasks, obs
 
@@ -196,20 +218,32 @@ class Composition3RTE(DecomposingRTE):
         """Psi_chain batch (qry_x, chains, ctx_x, ctx_y, qry_y) naming its compositions."""
         tasks, obs = self.draw_training_tasks(pool, n, g)
         cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
-        return audit.Batch((obs.qry_x, tasks.chains, cx, cy, obs.qry_y), [
-            audit.Source(tasks.family, obs.params, ((0, 4, 0.0), (2, 3, 8.0 * self.noise_sd_)))])
+        return audit.Batch(
+            (obs.qry_x, tasks.chains, cx, cy, obs.qry_y),
+            [audit.Source(tasks.family, obs.params, ((0, 4, 0.0), (2, 3, 8.0 * self.noise_sd_)))],
+        )
 
     def _make_operator(self) -> ChainOperator:
-        return ChainOperator(self.scaler_, self.primitives_, self.protocol.n_context, self.depth,
-                             derive_seed(self.seed, "psi"), self.train, self.value_span_, self.value_points,
-                             blocks=self.blocks, context=self.psi_context)
+        return ChainOperator(
+            self.scaler_,
+            self.primitives_,
+            self.protocol.n_context,
+            self.depth,
+            derive_seed(self.seed, "psi"),
+            self.train,
+            self.value_span_,
+            self.value_points,
+            blocks=self.blocks,
+            context=bool(self.psi_context),
+        )
 
     def _decomposer_arrays(self, pool, n, g) -> audit.Batch:
         """Decomposer batch (ctx_x, ctx_y, the slots' embeddings outermost first) naming its compositions."""
         tasks, obs = self.draw_training_tasks(pool, n, g)
         parts = np.concatenate([self.z_library_[tasks.chains[:, j]] for j in range(self.depth)], 1)
-        return audit.Batch((obs.ctx_x, obs.ctx_y, parts), [
-            audit.Source(tasks.family, obs.params, ((0, 1, 8.0 * self.noise_sd_),))])
+        return audit.Batch(
+            (obs.ctx_x, obs.ctx_y, parts), [audit.Source(tasks.family, obs.params, ((0, 1, 8.0 * self.noise_sd_),))]
+        )
 
     def _part_dims(self) -> tuple[int, ...]:
         """The decomposer's heads: one embedding per depth slot, outermost first."""
@@ -221,11 +255,14 @@ class Composition3RTE(DecomposingRTE):
         self.check_is_fitted()
         check_optional_int("k", k, 1)
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
-        k = min(self.k if k is None else k, len(self.z_library_))
+        k = self.k if k is None else k
+        assert k is not None  # self.k is chosen in __post_init__
+        k = min(k, len(self.z_library_))
         return np.stack([nearest(z, self.z_library_, k)[0] for z in self.decomposer_.predict(ctx_x, ctx_y)], axis=1)
 
-    def decompose(self, ctx_x, ctx_y, k: int | None = None, verify: bool = True,
-                  refine: int | None = None) -> Decomposition:
+    def decompose(
+        self, ctx_x, ctx_y, k: int | None = None, verify: bool = True, refine: int | None = None
+    ) -> Decomposition:
         """All k^depth chains of the slots' candidates ranked by their composed curves' context MSE
         (the best ``keep`` kept), then ``refine`` rounds (default ``refine_rounds``) of coordinate
         refinement over the library.
@@ -242,10 +279,9 @@ class Composition3RTE(DecomposingRTE):
         extras = {"candidates": cands}
         if not verify:
             kk = cands.shape[2]
-            ranks = np.array(np.unravel_index(np.arange(min(self.keep, kk ** self.depth)), (kk,) * self.depth)).T
+            ranks = np.array(np.unravel_index(np.arange(min(self.keep, kk**self.depth)), (kk,) * self.depth)).T
             chains = np.stack([cands[:, j, ranks[:, j]] for j in range(self.depth)], axis=2)
-            return self.weighted(_chains(chains, search.context_losses(self.primitives_, ctx_x, ctx_y, chains),
-                                         extras))
+            return self.weighted(_chains(chains, search.context_losses(self.primitives_, ctx_x, ctx_y, chains), extras))
         chains, loss = search.verify_chains(self.primitives_, ctx_x, ctx_y, slots, self.keep, device=self.device)
         return self.refined(ctx_x, ctx_y, _chains(chains, loss, extras), refine)
 
@@ -255,6 +291,7 @@ class Composition3RTE(DecomposingRTE):
         lets a caller keep both without verifying twice."""
         self.check_is_fitted()
         rounds = self.refine_rounds if rounds is None else check_int("rounds", rounds, 0)
+        assert rounds is not None  # self.refine_rounds is chosen in __post_init__
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         self._check(d, len(ctx_x))
         if rounds <= 0:
@@ -305,10 +342,12 @@ class Composition3RTE(DecomposingRTE):
         anchors = as_index_array("anchors", anchors, None)  # range checked by predict, which uses them
         n = len(ctx_x)
         if anchors.ndim not in (2, 3) or anchors.shape[0] != n or anchors.shape[-1] != self.depth:
-            raise TaskextrapError(f"anchors must be chains of {self.depth} primitives, shape ({n}, {self.depth}) "
-                                  f"or ({n}, a, {self.depth}); got {anchors.shape}")
+            raise TaskextrapError(
+                f"anchors must be chains of {self.depth} primitives, shape ({n}, {self.depth}) "
+                f"or ({n}, a, {self.depth}); got {anchors.shape}"
+            )
         anchors = anchors.reshape(n, -1, self.depth)
-        return Decomposition.given(anchors, np.zeros(anchors.shape[:2] + (0,)))
+        return Decomposition.given(anchors, np.zeros((*anchors.shape[:2], 0)))
 
     def _decomposition_shape(self) -> tuple[tuple, tuple]:
         """A candidate is a chain of ``depth`` primitives with no continuous part."""
@@ -323,4 +362,4 @@ class Composition3RTE(DecomposingRTE):
 
 def _chains(chains: np.ndarray, loss: np.ndarray, extras: dict) -> Decomposition:
     """A deep composition's decomposition: chains (n, c, depth), their context MSE (n, c)."""
-    return Decomposition(np.asarray(chains, dtype=np.int64), np.zeros(chains.shape[:2] + (0,)), loss, extras)
+    return Decomposition(np.asarray(chains, dtype=np.int64), np.zeros((*chains.shape[:2], 0)), loss, extras)

@@ -132,8 +132,12 @@ class CompositionRTE(DecomposingRTE):
     def _prepare(self, primitives: PrimitiveSet):
         """Training pairs only: the composer, validation / training primitives, the scaler; Gamma
         is fitted on the primitives themselves."""
-        check_instance("library", primitives, PrimitiveSet,
-                       "a PrimitiveSet for CompositionRTE.fit (see taskextrap.tasks.primitives)")
+        check_instance(
+            "library",
+            primitives,
+            PrimitiveSet,
+            "a PrimitiveSet for CompositionRTE.fit (see taskextrap.tasks.primitives)",
+        )
         self.primitives_ = primitives
         self.composer_ = Composer(primitives, self.split.train)
         self.noise_scale_ = noise_scale(self.composer_)
@@ -146,19 +150,18 @@ class CompositionRTE(DecomposingRTE):
     def _split_pool(self, primitives: PrimitiveSet) -> tuple[np.ndarray, np.ndarray]:
         """Validation primitives: ``val_fraction`` of every family (at least one each), the rest train."""
         g = rng(self.seed, "val-split")
-        val = []
+        per_family = []
         for f in range(len(primitives.families)):
             members = g.permutation(np.flatnonzero(primitives.family == f))
             if len(members) < 2:
                 raise TaskextrapError(f"family {primitives.families[f].name!r} needs at least 2 library primitives")
-            val.append(members[: max(1, int(round(self.val_fraction * len(members))))])
-        val = np.sort(np.concatenate(val))
+            per_family.append(members[: max(1, round(self.val_fraction * len(members)))])
+        val = np.sort(np.concatenate(per_family))
         return val, np.setdiff1d(np.arange(len(primitives)), val)
 
     def draw_training_tasks(self, pool, n, g):
         """``n`` fresh training-pair compositions of primitives from ``pool`` and one observation of each."""
-        tasks = CompositionSet.sample(self.primitives_, self.split.train, n, g, pool=pool,
-                                      train_pairs=self.split.train)
+        tasks = CompositionSet.sample(self.primitives_, self.split.train, n, g, pool=pool, train_pairs=self.split.train)
         obs = self.protocol.draw(tasks, 1, g, getattr(self, "noise_scale_", None))
         return tasks, obs
 
@@ -166,19 +169,28 @@ class CompositionRTE(DecomposingRTE):
         """Psi_comp batch (qry_x, outer, inner, ctx_x, ctx_y, qry_y) naming its compositions."""
         tasks, obs = self.draw_training_tasks(pool, n, g)
         cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
-        return audit.Batch((obs.qry_x, tasks.outer, tasks.inner, cx, cy, obs.qry_y), [
-            audit.Source(tasks.family, obs.params, ((0, 5, 0.0), (3, 4, 8.0 * self.noise_sd_)))])
+        return audit.Batch(
+            (obs.qry_x, tasks.outer, tasks.inner, cx, cy, obs.qry_y),
+            [audit.Source(tasks.family, obs.params, ((0, 5, 0.0), (3, 4, 8.0 * self.noise_sd_)))],
+        )
 
     def _make_operator(self) -> CompositionOperator:
-        return CompositionOperator(self.scaler_, self.primitives_, self.protocol.n_context,
-                                   derive_seed(self.seed, "psi"), self.train, blocks=self.blocks)
+        return CompositionOperator(
+            self.scaler_,
+            self.primitives_,
+            self.protocol.n_context,
+            derive_seed(self.seed, "psi"),
+            self.train,
+            blocks=self.blocks,
+        )
 
     def _decomposer_arrays(self, pool, n, g) -> audit.Batch:
         """Decomposer batch (ctx_x, ctx_y, constituent embeddings) naming its compositions."""
         tasks, obs = self.draw_training_tasks(pool, n, g)
         parts = np.concatenate([self.z_library_[tasks.outer], self.z_library_[tasks.inner]], 1)
-        return audit.Batch((obs.ctx_x, obs.ctx_y, parts), [
-            audit.Source(tasks.family, obs.params, ((0, 1, 8.0 * self.noise_sd_),))])
+        return audit.Batch(
+            (obs.ctx_x, obs.ctx_y, parts), [audit.Source(tasks.family, obs.params, ((0, 1, 8.0 * self.noise_sd_),))]
+        )
 
     def _part_dims(self) -> tuple[int, int]:
         """The decomposer's heads: the outer and the inner constituent's embedding."""
@@ -191,11 +203,14 @@ class CompositionRTE(DecomposingRTE):
         check_optional_int("k", k, 1)
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         z_outer, z_inner = self.decomposer_.predict(ctx_x, ctx_y)
-        k = min(self.k if k is None else k, len(self.z_library_))
+        k = self.k if k is None else k
+        assert k is not None  # self.k is chosen in __post_init__
+        k = min(k, len(self.z_library_))
         return nearest(z_outer, self.z_library_, k)[0], nearest(z_inner, self.z_library_, k)[0]
 
-    def decompose(self, ctx_x, ctx_y, k: int | None = None, verify: bool = True,
-                  refine: int | None = None) -> Decomposition:
+    def decompose(
+        self, ctx_x, ctx_y, k: int | None = None, verify: bool = True, refine: int | None = None
+    ) -> Decomposition:
         """Strategy B: all k*k candidate pairs ranked by their composed curves' context MSE, then
         ``refine`` rounds (default ``refine_rounds``) of coordinate refinement over the library.
 
@@ -207,10 +222,14 @@ class CompositionRTE(DecomposingRTE):
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         outer_c, inner_c = self.candidates(ctx_x, ctx_y, k)
         n, kk = outer_c.shape
-        outer = np.repeat(outer_c, kk, axis=1)   # pair (i, j) at column i*k + j
+        outer = np.repeat(outer_c, kk, axis=1)  # pair (i, j) at column i*k + j
         inner = np.tile(inner_c, (1, kk))
-        loss = np.concatenate([self._pair_losses(ctx_x[s], ctx_y[s], outer_c[s], inner_c[s])
-                               for s in (slice(i, i + VERIFY_CHUNK) for i in range(0, n, VERIFY_CHUNK))])
+        loss = np.concatenate(
+            [
+                self._pair_losses(ctx_x[s], ctx_y[s], outer_c[s], inner_c[s])
+                for s in (slice(i, i + VERIFY_CHUNK) for i in range(0, n, VERIFY_CHUNK))
+            ]
+        )
         order = np.argsort(loss, axis=1, kind="stable") if verify else np.tile(np.arange(kk * kk), (n, 1))
         take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
         d = _pairs(take(outer), take(inner), take(loss), {"outer_candidates": outer_c, "inner_candidates": inner_c})
@@ -222,13 +241,16 @@ class CompositionRTE(DecomposingRTE):
         caller keep both without verifying twice."""
         self.check_is_fitted()
         rounds = self.refine_rounds if rounds is None else check_int("rounds", rounds, 0)
+        assert rounds is not None  # self.refine_rounds is chosen in __post_init__
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         check_decomposition(d, len(ctx_x), len(self.primitives_), *self._decomposition_shape())
         if rounds <= 0:
             return self.weighted(d)
-        parts = [self._refine(ctx_x[s], ctx_y[s], d.anchors[s, :, 0], d.anchors[s, :, 1], d.score[s], rounds)
-                 for s in (slice(i, i + REFINE_CHUNK) for i in range(0, len(ctx_x), REFINE_CHUNK))]
-        outer, inner, loss = (np.concatenate(a) for a in zip(*parts))
+        parts = [
+            self._refine(ctx_x[s], ctx_y[s], d.anchors[s, :, 0], d.anchors[s, :, 1], d.score[s], rounds)
+            for s in (slice(i, i + REFINE_CHUNK) for i in range(0, len(ctx_x), REFINE_CHUNK))
+        ]
+        outer, inner, loss = (np.concatenate(a) for a in zip(*parts, strict=True))
         return self.weighted(_pairs(outer, inner, loss, d.extras))
 
     def _refine(self, ctx_x, ctx_y, outer, inner, loss, rounds, allowed: np.ndarray | None = None):
@@ -244,12 +266,17 @@ class CompositionRTE(DecomposingRTE):
         size = len(lib)
         fam = lib.family
         if allowed is None:  # unrestricted (the supervised search): no mask, no copies
-            mask = lambda v, a, b: v  # noqa: E731
+
+            def mask(v, a, b):
+                return v
         else:
-            mask = lambda v, a, b: np.where(allowed[fam[a], fam[b]], v, np.inf)  # noqa: E731
+
+            def mask(v, a, b):
+                return np.where(allowed[fam[a], fam[b]], v, np.inf)
+
         loss = mask(loss, outer, inner)
         every = np.arange(size)[None, :]
-        all_inner = lib.interp_all(ctx_x)                                    # (n, m, L): every g at the context
+        all_inner = lib.interp_all(ctx_x)  # (n, m, L): every g at the context
         o, i = outer[:, 0], inner[:, 0]
         for _ in range(rounds):
             lo = mask(self._outer_sweep(ctx_x, ctx_y, i), every, i[:, None])  # (n, L): pairs (l, i)
@@ -257,8 +284,9 @@ class CompositionRTE(DecomposingRTE):
             li = mask(self._inner_sweep(all_inner, ctx_y, o), o[:, None], every)  # (n, L): pairs (o, l)
             i = li.argmin(axis=1)
         lib_idx = np.broadcast_to(np.arange(size), (len(ctx_x), size))
-        ids = np.concatenate([outer * size + inner, lib_idx * size + i_fixed[:, None],
-                              o[:, None] * size + lib_idx], axis=1)
+        ids = np.concatenate(
+            [outer * size + inner, lib_idx * size + i_fixed[:, None], o[:, None] * size + lib_idx], axis=1
+        )
         losses = np.concatenate([loss, lo, li], axis=1)
         # The same pair can come from several sources (with the same loss): keep one copy.
         by_id = np.argsort(ids, axis=1, kind="stable")
@@ -272,7 +300,7 @@ class CompositionRTE(DecomposingRTE):
 
     def _outer_sweep(self, ctx_x, ctx_y, inner):
         """Context MSE (n, L) of (l, inner) for every library primitive l as the outer function."""
-        g = self.primitives_.interp(ctx_x, inner)                            # (n, m)
+        g = self.primitives_.interp(ctx_x, inner)  # (n, m)
         return ((self.primitives_.interp_all(g) - ctx_y[:, :, None]) ** 2).mean(axis=1)
 
     def _inner_sweep(self, all_inner, ctx_y, outer):
@@ -284,9 +312,10 @@ class CompositionRTE(DecomposingRTE):
         """Context MSE (n, k*k) of every (outer, inner) candidate pair; each inner curve is read once."""
         n, k = outer_c.shape
         m = ctx_x.shape[1]
-        g = self.primitives_.interp(np.broadcast_to(ctx_x[:, None, :], (n, k, m)), inner_c)      # (n, k, m)
-        fg = self.primitives_.interp(np.broadcast_to(g[:, None], (n, k, k, m)),
-                                     np.broadcast_to(outer_c[:, :, None], (n, k, k)))               # (n, k, k, m)
+        g = self.primitives_.interp(np.broadcast_to(ctx_x[:, None, :], (n, k, m)), inner_c)  # (n, k, m)
+        fg = self.primitives_.interp(
+            np.broadcast_to(g[:, None], (n, k, k, m)), np.broadcast_to(outer_c[:, :, None], (n, k, k))
+        )  # (n, k, k, m)
         return ((fg - ctx_y[:, None, None, :]) ** 2).mean(axis=3).reshape(n, k * k)
 
     def _true_candidates(self, targets: CompositionSet, obs):
@@ -333,10 +362,11 @@ class CompositionRTE(DecomposingRTE):
         anchors = as_index_array("anchors", anchors, None)  # range checked by predict, which uses them
         n = len(ctx_x)
         if anchors.shape[-1] != 2 or anchors.size % (2 * n):
-            raise TaskextrapError(f"anchors must be (outer, inner) pairs, shape ({n}, 2) or ({n}, a, 2); "
-                                  f"got {anchors.shape}")
+            raise TaskextrapError(
+                f"anchors must be (outer, inner) pairs, shape ({n}, 2) or ({n}, a, 2); got {anchors.shape}"
+            )
         anchors = anchors.reshape(n, -1, 2)
-        return Decomposition.given(anchors, np.zeros(anchors.shape[:2] + (0,)))
+        return Decomposition.given(anchors, np.zeros((*anchors.shape[:2], 0)))
 
     def _decomposition_shape(self) -> tuple[tuple, tuple]:
         """A candidate is an (outer, inner) pair with no continuous part: anchors (n, k, 2), phi (n, k, 0)."""
@@ -352,4 +382,4 @@ class CompositionRTE(DecomposingRTE):
 def _pairs(outer: np.ndarray, inner: np.ndarray, loss: np.ndarray, extras: dict) -> Decomposition:
     """A composition's decomposition: pairs (outer, inner) (n, c) each, their context MSE (n, c)."""
     anchors = np.stack([outer, inner], axis=2)
-    return Decomposition(anchors, np.zeros(anchors.shape[:2] + (0,)), loss, extras)
+    return Decomposition(anchors, np.zeros((*anchors.shape[:2], 0)), loss, extras)

@@ -24,7 +24,9 @@ pseudo-labelled the same way. Gamma is label-free and is fitted as in ``Composit
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,6 +39,10 @@ from taskextrap.operators.param import sort_context
 from taskextrap.search.decomposer import Decomposer
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.validation import check_int, check_real
+
+if TYPE_CHECKING:
+    from taskextrap.tasks.observe import Observations
+    from taskextrap.tasks.primitives import CompositionSet
 
 LABEL_PAIRS = ("train", "any")  # what a pseudo-label may be: a training family pair, or any library pair
 BEHAVES_TOL = 0.01  # a pseudo-label "behaves like" the truth: its composed curve's MSE <= 1% of the curve's variance
@@ -51,8 +57,8 @@ class PseudoLabels:
     ``loss`` (n,): their fit to all observed points; ``known`` (n,): the labelled tasks.
     """
 
-    tasks: object
-    obs: object
+    tasks: CompositionSet
+    obs: Observations
     labels: np.ndarray
     loss: np.ndarray
     known: np.ndarray
@@ -120,9 +126,13 @@ class EMCompositionRTE(CompositionRTE):
                 bar.phase("embedding library")
                 self._fit_embedding(tasks, scale)
             bar.phase("drawing the training set")
-            self.sets_ = {name: self._hidden_set(pool, n, name) for name, pool, n in
-                          (("train", self.train_pool_, self.n_tasks),
-                           ("val", self.val_pool_, max(64, self.n_tasks // 10)))}
+            self.sets_ = {
+                name: self._hidden_set(pool, n, name)
+                for name, pool, n in (
+                    ("train", self.train_pool_, self.n_tasks),
+                    ("val", self.val_pool_, max(64, self.n_tasks // 10)),
+                )
+            }
             self.history_ = []
             self.psi_ = self._make_operator().to(self.device)
             self.psi_.cfg = steps(self.train)  # each M-step continues the same network for its share
@@ -135,15 +145,18 @@ class EMCompositionRTE(CompositionRTE):
                     for s in self.sets_.values():
                         self._e_step(s, decomposer)
                     self.history_.append(self.label_quality(self.sets_["train"]))
-                use = lambda s: s.known if (r == 0 and self.label_share) else np.ones(len(s.labels), bool)  # noqa: E731
                 bar.phase(f"round {r + 1}/{self.em_rounds}: training Psi")
-                self.psi_.fit(*self._batches("psi", r, use), bar.callback)
+                self.psi_.fit(*self._batches("psi", r), bar.callback)
                 if decomposer is None:
-                    decomposer = Decomposer(self.scaler_, self.protocol.n_context, self._part_dims(),
-                                            derive_seed(self.seed, "decomposer"),
-                                            steps(self.decomposer_train)).to(self.device)
+                    decomposer = Decomposer(
+                        self.scaler_,
+                        self.protocol.n_context,
+                        self._part_dims(),
+                        derive_seed(self.seed, "decomposer"),
+                        steps(self.decomposer_train),
+                    ).to(self.device)
                 bar.phase(f"round {r + 1}/{self.em_rounds}: training decomposer")
-                decomposer.fit(*self._batches("decomposer", r, use), bar.callback)
+                decomposer.fit(*self._batches("decomposer", r), bar.callback)
                 self.steps_["psi"] += len(self.psi_.history)
                 self.steps_["decomposer"] += len(decomposer.history)
                 self.decomposer_ = decomposer  # decompose() is usable from the first M-step on
@@ -156,10 +169,20 @@ class EMCompositionRTE(CompositionRTE):
         fitted.check_is_fitted()
         same = ("protocol", "split", "embedding", "embed_dim", "library_draws", "val_fraction", "seed", "device")
         if fitted.primitives_ is not primitives or any(getattr(fitted, a) != getattr(self, a) for a in same):
-            raise TaskextrapError("embedded must be a CompositionRTE fitted on the same library with the same "
-                                  f"{', '.join(same)}")
-        for a in ("primitives_", "composer_", "noise_scale_", "noise_sd_", "val_pool_", "train_pool_", "scaler_",
-                  "embedding_", "z_library_"):
+            raise TaskextrapError(
+                f"embedded must be a CompositionRTE fitted on the same library with the same {', '.join(same)}"
+            )
+        for a in (
+            "primitives_",
+            "composer_",
+            "noise_scale_",
+            "noise_sd_",
+            "val_pool_",
+            "train_pool_",
+            "scaler_",
+            "embedding_",
+            "z_library_",
+        ):
             setattr(self, a, getattr(fitted, a))
 
     def _hidden_set(self, pool, n: int, name: str) -> PseudoLabels:
@@ -167,7 +190,7 @@ class EMCompositionRTE(CompositionRTE):
         g = rng(self.seed, "em", name)
         tasks, obs = self.draw_training_tasks(pool, n, g)
         known = np.zeros(n, bool)
-        known[g.permutation(n)[: int(round(self.label_share * n))]] = True
+        known[g.permutation(n)[: round(self.label_share * n)]] = True
         labels = np.stack([tasks.outer, tasks.inner], axis=1)  # read only where known
         s = PseudoLabels(tasks, obs, np.where(known[:, None], labels, -1), np.full(n, np.inf), known)
         s.loss[known] = self.context_loss_at(s.x[known], s.y[known], s.labels[known, :1], s.labels[known, 1:])[:, 0]
@@ -200,8 +223,8 @@ class EMCompositionRTE(CompositionRTE):
                 if allowed is not None:  # a disallowed start is never column 0 when an allowed one exists
                     start_loss = np.where(allowed[fam[o], fam[i]], start_loss, np.inf)
                 order = np.argsort(start_loss, axis=1, kind="stable")  # _refine starts from column 0
-                take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
-                ro, ri, rl = self._refine(x[sl], y[sl], take(o), take(i), take(start_loss), rounds, allowed)
+                o, i, start_loss = (np.take_along_axis(a, order, 1) for a in (o, i, start_loss))
+                ro, ri, rl = self._refine(x[sl], y[sl], o, i, start_loss, rounds, allowed)
                 better = rl[:, 0] < loss[sl]
                 best[sl][better] = np.stack([ro[:, 0], ri[:, 0]], axis=1)[better]
                 loss[sl][better] = rl[better, 0]
@@ -223,20 +246,31 @@ class EMCompositionRTE(CompositionRTE):
 
     def context_loss_at(self, x, y, outer, inner) -> np.ndarray:
         """MSE (n, c) of composed stored curves of pairs (n, c) at any points ``x`` (n, m)."""
-        xs = np.broadcast_to(x[:, None, :], outer.shape + (x.shape[1],))
+        xs = np.broadcast_to(x[:, None, :], (*outer.shape, x.shape[1]))
         return ((self.primitives_.compose_interp(outer, inner, xs) - y[:, None, :]) ** 2).mean(axis=2)
 
-    def _batches(self, name: str, r: int, use) -> tuple:
-        """(batch maker, validation arrays, rng) for model ``name`` in round ``r`` on the tasks ``use(s)``."""
+    def _batches(
+        self, name: str, r: int
+    ) -> tuple[Callable[[np.random.Generator], audit.Batch], audit.Batch, np.random.Generator]:
+        """(batch maker, validation arrays, rng) for model ``name`` in round ``r`` on the tasks
+        :meth:`_trusted` in that round."""
         arrays = self._psi_arrays if name == "psi" else self._g_arrays
         n = self.n_pairs if name == "psi" else self.decomposer_train.batch
         train, val = self.sets_["train"], self.sets_["val"]
-        val_idx = np.flatnonzero(use(val) & (val.labels[:, 0] >= 0))
+        val_idx = np.flatnonzero(self._trusted(val, r) & (val.labels[:, 0] >= 0))
         if len(val_idx) == 0:
             raise TaskextrapError("no labelled validation task: raise label_share or n_tasks")
-        pick = np.flatnonzero(use(train) & (train.labels[:, 0] >= 0))
-        return ((lambda g: arrays(train, pick[g.integers(len(pick), size=n)])), arrays(val, val_idx),
-                rng(self.seed, f"{name}-em-batches", r))
+        pick = np.flatnonzero(self._trusted(train, r) & (train.labels[:, 0] >= 0))
+        return (
+            (lambda g: arrays(train, pick[g.integers(len(pick), size=n)])),
+            arrays(val, val_idx),
+            rng(self.seed, f"{name}-em-batches", r),
+        )
+
+    def _trusted(self, s: PseudoLabels, r: int) -> np.ndarray:
+        """The tasks of ``s`` whose labels round ``r`` trains on: only the known ones in the first
+        round of a run given some labels, every pseudo-label after an E-step."""
+        return s.known if (r == 0 and self.label_share) else np.ones(len(s.labels), bool)
 
     def _source(self, s: PseudoLabels, idx, checks) -> list:
         """The audit source of a batch: the true tasks behind its arrays (never their labels)."""
@@ -245,8 +279,10 @@ class EMCompositionRTE(CompositionRTE):
     def _psi_arrays(self, s: PseudoLabels, idx) -> audit.Batch:
         o = s.obs.subset(idx)
         cx, cy = sort_context(o.ctx_x, o.ctx_y)
-        return audit.Batch((o.qry_x, s.labels[idx, 0], s.labels[idx, 1], cx, cy, o.qry_y),
-                           self._source(s, idx, ((0, 5, 0.0), (3, 4, 8.0 * self.noise_sd_))))
+        return audit.Batch(
+            (o.qry_x, s.labels[idx, 0], s.labels[idx, 1], cx, cy, o.qry_y),
+            self._source(s, idx, ((0, 5, 0.0), (3, 4, 8.0 * self.noise_sd_))),
+        )
 
     def _g_arrays(self, s: PseudoLabels, idx) -> audit.Batch:
         o = s.obs.subset(idx)
@@ -277,5 +313,8 @@ class EMCompositionRTE(CompositionRTE):
         behaves = ((p - t) ** 2).mean(axis=1) <= BEHAVES_TOL * np.maximum(t.var(axis=1), 1e-12)
         fam = self.primitives_.family
         held = ~self._training_pairs()[fam[got[:, 0]], fam[got[:, 1]]]
-        return {"exact": (got == truth).all(axis=1).astype(float), "behaves": behaves.astype(float),
-                "held_out_pair": held.astype(float)}
+        return {
+            "exact": (got == truth).all(axis=1).astype(float),
+            "behaves": behaves.astype(float),
+            "held_out_pair": held.astype(float),
+        }

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -39,8 +40,15 @@ from taskextrap.search.calibration import check_scale, resolved_scale
 from taskextrap.search.posterior import WEIGHTINGS, candidate_weights, mixture
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import get_protocol
-from taskextrap.validation import (check_device, check_finite_result, check_instance, check_int, check_optional_int,
-                                   check_real, describe)
+from taskextrap.validation import (
+    check_device,
+    check_finite_result,
+    check_instance,
+    check_int,
+    check_optional_int,
+    check_real,
+    describe,
+)
 
 CALIBRATION_TASKS = 512  # validation-pool tasks on which loss_scale_ and query_var_ are measured
 
@@ -57,7 +65,7 @@ class DecomposingRTE(Estimator):
             (``estimators.progress``). Not part of the repr: it changes nothing that is computed.
     """
 
-    protocol: object = "paper"
+    protocol: Any = "paper"
     embedding: str = "adapted"
     temperature: float | None = 1.0
     n_average: int | None = None
@@ -113,15 +121,18 @@ class DecomposingRTE(Estimator):
             bar.phase("training Psi")
             t = time.perf_counter()
             self.psi_ = self._make_operator().to(self.device)
-            self._fit_stream(self.psi_, self._operator_arrays, "psi", self.n_pairs, max(256, self.n_pairs // 10),
-                             bar.callback)
+            self._fit_stream(
+                self.psi_, self._operator_arrays, "psi", self.n_pairs, max(256, self.n_pairs // 10), bar.callback
+            )
             self.timing_["psi_training_s"] = time.perf_counter() - t
             bar.phase("training decomposer")
             t = time.perf_counter()
-            decomposer = Decomposer(self.scaler_, self.protocol.n_context, self._part_dims(),
-                                    derive_seed(self.seed, "decomposer"), cfg).to(self.device)
-            self._fit_stream(decomposer, self._decomposer_arrays, "decomposer", cfg.batch, max(256, cfg.batch),
-                             bar.callback)
+            decomposer = Decomposer(
+                self.scaler_, self.protocol.n_context, self._part_dims(), derive_seed(self.seed, "decomposer"), cfg
+            ).to(self.device)
+            self._fit_stream(
+                decomposer, self._decomposer_arrays, "decomposer", cfg.batch, max(256, cfg.batch), bar.callback
+            )
             self.timing_["decomposer_training_s"] = time.perf_counter() - t
             bar.phase("calibrating")
             t = time.perf_counter()
@@ -135,12 +146,35 @@ class DecomposingRTE(Estimator):
         return (the tasks Gamma is fitted on, their noise scale)."""
         raise NotImplementedError
 
+    def _make_operator(self):  # pragma: no cover - abstract
+        """Psi, untrained (a torch module with ``fit(make_arrays, val_arrays, rng, progress)``)."""
+        raise NotImplementedError
+
+    def _operator_arrays(self, pool: np.ndarray, n: int, g: np.random.Generator) -> audit.Batch:  # pragma: no cover
+        """Psi's training arrays: ``n`` fresh training-relation tasks built on library tasks of ``pool``."""
+        raise NotImplementedError
+
+    def _decomposer_arrays(self, pool: np.ndarray, n: int, g: np.random.Generator) -> audit.Batch:  # pragma: no cover
+        """The decomposer's training arrays (ctx_x, ctx_y, parts) of ``n`` fresh training-relation tasks."""
+        raise NotImplementedError
+
+    def _part_dims(self) -> tuple[int, ...]:  # pragma: no cover - abstract
+        """The widths of the decomposer's heads, one per part of a decomposition."""
+        raise NotImplementedError
+
     def _fit_embedding(self, tasks, scale: float):
         """Gamma fitted on library draws; each library task's embedding is the mean over its draws."""
         obs = self.protocol.draw(tasks, self.library_draws, rng(self.seed, "library-draws"), scale)
-        self.embedding_ = fit_library_embedding(self.embedding, self.embed_dim, derive_seed(self.seed, "probe"),
-                                                self.scaler_, tasks, obs, noise_sd=self.protocol.noise * scale,
-                                                device=self.device)
+        self.embedding_ = fit_library_embedding(
+            self.embedding,
+            self.embed_dim,
+            derive_seed(self.seed, "probe"),
+            self.scaler_,
+            tasks,
+            obs,
+            noise_sd=self.protocol.noise * scale,
+            device=self.device,
+        )
         z = self.embedding_.transform(self.scaler_.x(obs.ctx_x), self.scaler_.y(obs.ctx_y))
         self.z_library_ = mean_per_task(z, obs.task, len(tasks))
 
@@ -192,7 +226,7 @@ class DecomposingRTE(Estimator):
         w = d.weights if d.weights is not None else self._weights(d, ctx_x.shape[1])
         cols = [j for j in range(d.k) if w[:, j].any()]  # a candidate nobody weighs is never run
         preds = [self._predict_one(ctx_x, ctx_y, qry_x, d.anchors[:, j], d.phi[:, j]) for j in cols]
-        pred = preds[0] if d.k == 1 else sum(w[:, j:j + 1] * p for j, p in zip(cols, preds))
+        pred = preds[0] if d.k == 1 else sum(w[:, j : j + 1] * p for j, p in zip(cols, preds, strict=True))
         pred = check_finite_result("the prediction", pred, "ctx_x, ctx_y or x_query")
         if not return_std:
             return pred
@@ -220,8 +254,11 @@ class DecomposingRTE(Estimator):
             w[:, 0] = 1.0
             return w
         score = d.score[:, :top]
-        w[:, :top] = (np.full(score.shape, 1.0 / top) if np.isnan(score).any() else
-                      candidate_weights(score, self.weighting, self.temperature, n_points, self.loss_scale_))
+        w[:, :top] = (
+            np.full(score.shape, 1.0 / top)
+            if np.isnan(score).any()
+            else candidate_weights(score, self.weighting, self.temperature, n_points, self.loss_scale_)
+        )
         return w
 
     def _decomposition_shape(self) -> tuple[tuple, tuple]:  # pragma: no cover - abstract
@@ -235,9 +272,17 @@ class DecomposingRTE(Estimator):
 
 def _check_blocks(blocks) -> None:
     """``blocks`` as the MLP takes them: a non-empty tuple of non-empty tuples of layer widths >= 1."""
-    ok = isinstance(blocks, (tuple, list)) and len(blocks) > 0 and all(
-        isinstance(b, (tuple, list)) and len(b) > 0 and all(
-            isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in b) for b in blocks)
+    ok = (
+        isinstance(blocks, (tuple, list))
+        and len(blocks) > 0
+        and all(
+            isinstance(b, (tuple, list))
+            and len(b) > 0
+            and all(isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in b)
+            for b in blocks
+        )
+    )
     if not ok:
-        raise TaskextrapError(f"blocks must be a non-empty tuple of non-empty tuples of layer widths >= 1, "
-                              f"got {describe(blocks)}")
+        raise TaskextrapError(
+            f"blocks must be a non-empty tuple of non-empty tuples of layer widths >= 1, got {describe(blocks)}"
+        )

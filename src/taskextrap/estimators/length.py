@@ -106,8 +106,9 @@ class LengthRTE(DecomposingRTE):
         check_instance("library", library, LadderSet, "a LadderSet for LengthRTE.fit (see taskextrap.tasks.ladder)")
         ladder = library.family
         if np.any(library.level >= ladder.test_level):
-            raise TaskextrapError(f"the library contains held-out level-{ladder.test_level} tasks; "
-                                  "fit on training levels only")
+            raise TaskextrapError(
+                f"the library contains held-out level-{ladder.test_level} tasks; fit on training levels only"
+            )
         if not ladder.train_steps:
             raise TaskextrapError(f"ladder {ladder.name!r} has no extension step inside its training levels")
         self.library_, self.ladder_ = library, ladder
@@ -118,10 +119,12 @@ class LengthRTE(DecomposingRTE):
         pred = np.flatnonzero(np.isin(library.level + 1, ladder.train_steps))
         if len(pred) < 2:
             # Psi_ext and g are trained on one pool of predecessors and selected on another.
-            raise TaskextrapError(f"library has {len(pred)} task(s) whose next level is a training level; "
-                                  "LengthRTE.fit needs at least 2 (one to train on, one to validate on)")
+            raise TaskextrapError(
+                f"library has {len(pred)} task(s) whose next level is a training level; "
+                "LengthRTE.fit needs at least 2 (one to train on, one to validate on)"
+            )
         perm = rng(self.seed, "val-split").permutation(pred)
-        n_val = max(1, int(round(self.val_fraction * len(pred))))
+        n_val = max(1, round(self.val_fraction * len(pred)))
         self.val_pool_, self.train_pool_ = np.sort(perm[:n_val]), np.sort(perm[n_val:])
         return library, self.noise_scale_
 
@@ -144,21 +147,35 @@ class LengthRTE(DecomposingRTE):
         mask = np.concatenate([np.ones((n, obs.qry_x.shape[1], k)), np.broadcast_to(loo_masks(k), (n, k, k))], axis=1)
         qy = np.concatenate([obs.qry_y, targets.values(cx)], axis=1)
         arrays = (qx, lib.values(qx, parents), cx, cy, lib.values(cx, parents), mask, targets.new_coef(), qy)
-        return audit.Batch(arrays, [
-            audit.Source(targets.family, obs.params, ((0, 7, 0.0), (2, 3, 8.0 * self.noise_sd_))),
-            audit.Source(lib.family, lib.params[parents], ((0, 1, 0.0), (2, 4, 0.0)))])
+        return audit.Batch(
+            arrays,
+            [
+                audit.Source(targets.family, obs.params, ((0, 7, 0.0), (2, 3, 8.0 * self.noise_sd_))),
+                audit.Source(lib.family, lib.params[parents], ((0, 1, 0.0), (2, 4, 0.0))),
+            ],
+        )
 
     def _make_operator(self) -> ExtensionOperator:
-        return ExtensionOperator(self.scaler_, self.protocol.n_context, self.coef_half_,
-                                 derive_seed(self.seed, "psi"), self.train, self.blocks)
+        return ExtensionOperator(
+            self.scaler_,
+            self.protocol.n_context,
+            self.coef_half_,
+            derive_seed(self.seed, "psi"),
+            self.train,
+            self.blocks,
+        )
 
     def _decomposer_arrays(self, pool: np.ndarray, n: int, g: np.random.Generator) -> audit.Batch:
         """Decomposer batch (ctx_x, ctx_y, parts) naming the targets and their predecessors."""
         targets, obs = self.draw_training_tasks(pool, n, g)
         parts = np.concatenate([self.z_library_[targets.parent], targets.new_coef()[:, None] / self.coef_half_], 1)
-        return audit.Batch((obs.ctx_x, obs.ctx_y, parts), [
-            audit.Source(targets.family, obs.params, ((0, 1, 8.0 * self.noise_sd_),)),
-            audit.Source(self.library_.family, self.library_.params[targets.parent])])
+        return audit.Batch(
+            (obs.ctx_x, obs.ctx_y, parts),
+            [
+                audit.Source(targets.family, obs.params, ((0, 1, 8.0 * self.noise_sd_),)),
+                audit.Source(self.library_.family, self.library_.params[targets.parent]),
+            ],
+        )
 
     def _part_dims(self) -> tuple[int, int]:
         """The decomposer's heads: the predecessor's embedding and the new coefficient."""
@@ -174,8 +191,9 @@ class LengthRTE(DecomposingRTE):
         lo, hi = self.ladder_.coef_range
         return z, np.clip(c[:, 0] * self.coef_half_, lo, hi)
 
-    def decompose(self, ctx_x, ctx_y, k: int | None = None, verify: bool = True,
-                  screen_fraction: float | None = None) -> Decomposition:
+    def decompose(
+        self, ctx_x, ctx_y, k: int | None = None, verify: bool = True, screen_fraction: float | None = None
+    ) -> Decomposition:
         """Strategy B: candidates retrieved by the decomposer, verified on the context, best first,
         with their posterior ``weights`` (:meth:`weighted`).
 
@@ -191,9 +209,18 @@ class LengthRTE(DecomposingRTE):
         z, c_hat = self.guess(ctx_x, ctx_y)
         cand, _ = nearest(z, self.z_library_, self.screen(k, screen_fraction) if verify else k)
         cx, cy = sort_context(ctx_x, ctx_y)
-        parts = [self._verify(cx[i:i + VERIFY_CHUNK], cy[i:i + VERIFY_CHUNK], cand[i:i + VERIFY_CHUNK],
-                              c_hat[i:i + VERIFY_CHUNK], k, verify) for i in range(0, len(cx), VERIFY_CHUNK)]
-        cand, phi, loss = (np.concatenate(p) for p in zip(*parts))
+        parts = [
+            self._verify(
+                cx[i : i + VERIFY_CHUNK],
+                cy[i : i + VERIFY_CHUNK],
+                cand[i : i + VERIFY_CHUNK],
+                c_hat[i : i + VERIFY_CHUNK],
+                k,
+                verify,
+            )
+            for i in range(0, len(cx), VERIFY_CHUNK)
+        ]
+        cand, phi, loss = (np.concatenate(p) for p in zip(*parts, strict=True))
         order = np.argsort(loss, axis=1, kind="stable") if verify else np.tile(np.arange(cand.shape[1]), (len(cand), 1))
         take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
         check_finite_result("the context loss", loss, "ctx_x or ctx_y")
@@ -204,8 +231,11 @@ class LengthRTE(DecomposingRTE):
         estimator's) of the library, at least ``k``."""
         self.check_is_fitted()
         k = self.k if k is None else check_int("k", k, 1)
-        share = self.screen_fraction if screen_fraction is None else check_real("screen_fraction", screen_fraction,
-                                                                                0.0, 1.0)
+        share = (
+            self.screen_fraction
+            if screen_fraction is None
+            else check_real("screen_fraction", screen_fraction, 0.0, 1.0)
+        )
         return int(min(len(self.z_library_), max(k, np.ceil(share * len(self.z_library_)))))
 
     def _verify(self, cx, cy, cand, c_hat, k: int, search: bool):
@@ -271,9 +301,14 @@ class LengthRTE(DecomposingRTE):
         z, _ = self.guess(obs.ctx_x, obs.ctx_y)
         d = np.linalg.norm(z[:, None] - self.z_library_[None], axis=2)
         rank = (d < d[np.arange(n), targets.parent][:, None]).sum(1)
-        return {"median_rank": float(np.median(rank)), "recall_top_k": float(np.mean(rank < self.k)), "k": self.k,
-                "recall_screened": float(np.mean(rank < self.screen())), "screened": self.screen(),
-                "library_size": len(self.z_library_)}
+        return {
+            "median_rank": float(np.median(rank)),
+            "recall_top_k": float(np.mean(rank < self.k)),
+            "k": self.k,
+            "recall_screened": float(np.mean(rank < self.screen())),
+            "screened": self.screen(),
+            "library_size": len(self.z_library_),
+        }
 
     def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:
         """The decomposition naming predecessors ``anchors`` (n,) or (n, a) with coefficients

@@ -55,8 +55,9 @@ def with_steps(decomposition: Decomposition, steps) -> Decomposition:
     n, k = decomposition.score.shape
     arr = np.asarray(steps)
     if arr.dtype.kind not in "iu" or arr.ndim > 2:
-        raise TaskextrapError(f"steps must be integer step counts (one, per target or per target and anchor), "
-                              f"got {describe(steps)}")
+        raise TaskextrapError(
+            f"steps must be integer step counts (one, per target or per target and anchor), got {describe(steps)}"
+        )
     arr = arr.reshape(n, 1) if arr.ndim == 1 and arr.size == n else arr
     try:
         arr = np.broadcast_to(arr, (n, k)).astype(np.int64)
@@ -93,7 +94,7 @@ class ChainedRTE(RTE):
     """
 
     search: str = "proxy"
-    steps: object = "auto"
+    steps: int | str = "auto"
     step_quantile: float = 0.9
     step_measure: str = "shift"
     shift_split: str = "linear"
@@ -107,11 +108,13 @@ class ChainedRTE(RTE):
         _check_steps(self.steps)
         check_real("step_quantile", self.step_quantile, 0.0, 1.0, min_open=True)
         if self.step_measure not in STEP_MEASURES:
-            raise TaskextrapError(f"step_measure must be one of {list(STEP_MEASURES)}, got {describe(self.step_measure)}")
+            raise TaskextrapError(
+                f"step_measure must be one of {list(STEP_MEASURES)}, got {describe(self.step_measure)}"
+            )
         if self.shift_split not in SHIFT_SPLITS:
             raise TaskextrapError(f"shift_split must be one of {list(SHIFT_SPLITS)}, got {describe(self.shift_split)}")
 
-    def fit(self, library, progress=None, fitted: RTE | None = None) -> "ChainedRTE":
+    def fit(self, library, progress=None, fitted: RTE | None = None) -> ChainedRTE:
         """Fit Gamma and Psi as RTE does, then record the step measures of the pairs Psi trained on.
         With ``fitted``, a plain RTE of this kind already fitted on ``library`` with the same RTE
         settings, its fit is taken over (it is this fit: the chain adds inference settings only)."""
@@ -120,10 +123,13 @@ class ChainedRTE(RTE):
         else:
             self._adopt_fit(fitted, library)
         # one pass of training pairs from a stream of its own, so the fit itself is RTE's exactly
-        ctx_x, ctx_y, anc_ctx, _, _, shift, _ = self._pair_arrays(np.flatnonzero(self.draws_.train),
-                                                                  rng(self.seed, "step-measures"))[:7]
-        self.step_measures_ = {"shift": np.sort(np.linalg.norm(shift, axis=1)),
-                               "context": np.sort(self._gap(ctx_y, anc_ctx))}
+        _ctx_x, ctx_y, anc_ctx, _, _, shift, _ = self._pair_arrays(
+            np.flatnonzero(self.draws_.train), rng(self.seed, "step-measures")
+        )[:7]
+        self.step_measures_ = {
+            "shift": np.sort(np.linalg.norm(shift, axis=1)),
+            "context": np.sort(self._gap(ctx_y, anc_ctx)),
+        }
         return self
 
     def _gap(self, ctx_y: np.ndarray, anc_ctx: np.ndarray) -> np.ndarray:
@@ -159,8 +165,9 @@ class ChainedRTE(RTE):
         steps = self.step_counts(d, sx, sy)
         n, k = steps.shape
         rows = np.repeat(np.arange(n), k)  # one chain per (target, anchor), target-major
-        pred = self._chain(sx[rows], sy[rows], qry_x[rows], d.anchors.reshape(-1), d.phi.reshape(n * k, -1),
-                           steps.reshape(-1))
+        pred = self._chain(
+            sx[rows], sy[rows], qry_x[rows], d.anchors.reshape(-1), d.phi.reshape(n * k, -1), steps.reshape(-1)
+        )
         w = np.full((n, k), 1.0 / k) if d.weights is None else d.weights
         mean, std = mixture(pred.reshape(n, k, -1).transpose(1, 0, 2), w, self.query_var_)
         check_finite_result("the prediction", mean, "ctx_x, ctx_y or x_query")

@@ -18,14 +18,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from taskextrap import audit
 from taskextrap.embed import ProxyEmbedding, check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
-from taskextrap.estimators.base import (Decomposition, Estimator, check_decomposition, check_is_fitted,
-                                         check_progress)
+from taskextrap.estimators.base import Decomposition, Estimator, check_decomposition, check_is_fitted, check_progress
 from taskextrap.estimators.progress import FitProgress
 from taskextrap.operators.param import RelationalOperator, sort_context
 from taskextrap.operators.train import TrainConfig
@@ -36,15 +36,22 @@ from taskextrap.search.posterior import WEIGHTINGS, candidate_weights, mixture
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
 from taskextrap.tasks.taskset import TaskSet
-from taskextrap.validation import (as_float_array, as_index_array, check_device, check_finite_result, check_instance,
-                                   check_int, check_optional_int, check_real)
+from taskextrap.validation import (
+    as_float_array,
+    as_index_array,
+    check_device,
+    check_finite_result,
+    check_instance,
+    check_int,
+    check_optional_int,
+    check_real,
+)
 
 
 SEARCHES = ("proxy", "objective")
 # What Phase 1a (scaler, library draws, Gamma, library embeddings) reads: two RTEs that agree on
 # these share it (``fit(..., embedded=...)``); the search, Psi and inference settings may differ.
-PHASE1A_SETTINGS = ("protocol", "embedding", "n_pairs", "library_draws", "val_fraction", "embed_dim", "seed",
-                    "device")
+PHASE1A_SETTINGS = ("protocol", "embedding", "n_pairs", "library_draws", "val_fraction", "embed_dim", "seed", "device")
 POOL_DISTANCE_ENTRIES = 2**25  # draws x pool distances kept for Psi's pair draws (256 MB at most)
 OBJECTIVE_CHUNK = 512  # targets per batched objective pass: (targets x candidates x context) Psi rows
 
@@ -54,9 +61,9 @@ class Draws:
     """The library's observed draws: shared by Psi, the inductive baselines and the embedding."""
 
     obs: Observations
-    z: np.ndarray          # Gamma of each draw's own context (n_draws, dim)
-    train: np.ndarray      # boolean mask over draws: tasks used for training
-    val: np.ndarray        # boolean mask over draws: held-out *library* tasks for model selection
+    z: np.ndarray  # Gamma of each draw's own context (n_draws, dim)
+    train: np.ndarray  # boolean mask over draws: tasks used for training
+    val: np.ndarray  # boolean mask over draws: held-out *library* tasks for model selection
 
 
 @dataclass
@@ -104,7 +111,7 @@ class RTE(Estimator):
             (``estimators.progress``). Not part of the repr: it changes nothing that is computed.
     """
 
-    protocol: object = "paper"
+    protocol: Any = "paper"
     embedding: str = "gradient"
     anchors: int = 2
     n_pairs: int = 20000
@@ -169,9 +176,14 @@ class RTE(Estimator):
         check_int("retrieve", self.retrieve, 1)
         check_int("screen", self.screen, 0)
         scales = self.phi_scales
-        if not isinstance(scales, (tuple, list)) or not scales or not all(
+        if (
+            not isinstance(scales, (tuple, list))
+            or not scales
+            or not all(
                 isinstance(a, (int, float, np.integer, np.floating)) and not isinstance(a, bool) and np.isfinite(a)
-                for a in scales):
+                for a in scales
+            )
+        ):
             raise TaskextrapError(f"phi_scales must be a non-empty tuple of finite numbers, got {scales!r}")
         self.phi_scales = tuple(float(a) for a in scales)
         if self.weighting not in WEIGHTINGS:
@@ -181,7 +193,7 @@ class RTE(Estimator):
         check_int("n_average", self.n_average, 1)
 
     # ----------------------------------------------------------------------------- phase 1
-    def fit(self, library: TaskSet, progress=None, embedded: "RTE | None" = None) -> "RTE":
+    def fit(self, library: TaskSet, progress=None, embedded: RTE | None = None) -> RTE:
         """Fit Gamma and Psi on ``library`` (training-region tasks only). With ``embedded``, a
         fitted RTE of the same library and Phase-1a settings (:data:`PHASE1A_SETTINGS`), its
         scaler, library draws and Gamma are adopted instead of fitted again: the same arrays, so
@@ -196,8 +208,14 @@ class RTE(Estimator):
             else:
                 self._adopt(embedded, library)
             bar.phase("training Psi")
-            psi = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
-                                     derive_seed(self.seed, "psi"), self.train, loo=self.loo).to(self.device)
+            psi = RelationalOperator(
+                self.scaler_,
+                self.protocol.n_context,
+                self.z_library_.shape[1],
+                derive_seed(self.seed, "psi"),
+                self.train,
+                loo=bool(self.loo),
+            ).to(self.device)
             val = self._pair_arrays(np.flatnonzero(self.draws_.val), rng(self.seed, "psi-val"))
             train_idx = np.flatnonzero(self.draws_.train)
             t = time.perf_counter()
@@ -218,7 +236,7 @@ class RTE(Estimator):
         self.query_var_ = float(np.mean((pred - qry_y) ** 2))
         self.loss_scale_ = float(np.mean(psi.loo_loss(ctx_x, ctx_y, anc_ctx, shift))) if psi.loo else None
 
-    def fit_embedding(self, library: TaskSet) -> "RTE":
+    def fit_embedding(self, library: TaskSet) -> RTE:
         """Phase 1a: scalers, the library's observed draws, Gamma and the library embeddings."""
         self._check_library(library)
         held = set(library.family.held_out_regions)
@@ -233,17 +251,27 @@ class RTE(Estimator):
         self.timing_ = {"embedding_s": time.perf_counter() - t}
         return self
 
-    def _adopt(self, fitted: "RTE", library: TaskSet) -> None:
+    def _adopt(self, fitted: RTE, library: TaskSet) -> None:
         """Phase 1a of ``fitted`` (same library, same :data:`PHASE1A_SETTINGS`, same way of
         embedding the library), taken over as it is; a one-line error otherwise."""
         check_instance("embedded", fitted, RTE, "a fitted RTE")
         check_is_fitted(fitted, "embedding_")
         same = [a for a in PHASE1A_SETTINGS if getattr(fitted, a) != getattr(self, a)]
         if fitted.library_ is not library or same or type(fitted)._fit_descriptors is not type(self)._fit_descriptors:
-            raise TaskextrapError("embedded must be an RTE of the same kind fitted on the same library with the same "
-                                  f"{', '.join(PHASE1A_SETTINGS)}" + (f" (differs: {', '.join(same)})" if same else ""))
-        for a in ("library_", "noise_scale_", "noise_sd_", "scaler_", "draws_", "embedding_", "z_library_",
-                  "train_tasks_"):
+            raise TaskextrapError(
+                "embedded must be an RTE of the same kind fitted on the same library with the same "
+                f"{', '.join(PHASE1A_SETTINGS)}" + (f" (differs: {', '.join(same)})" if same else "")
+            )
+        for a in (
+            "library_",
+            "noise_scale_",
+            "noise_sd_",
+            "scaler_",
+            "draws_",
+            "embedding_",
+            "z_library_",
+            "train_tasks_",
+        ):
             setattr(self, a, getattr(fitted, a))
         self.timing_ = {"embedding_s": 0.0}  # adopted, not computed
 
@@ -253,14 +281,18 @@ class RTE(Estimator):
         scaler and its draws are not saved: :meth:`restore` redraws them from the seed."""
         self.check_is_fitted()
         arrays = {"draws.z": self.draws_.z, **self.psi_.state("psi")}
-        meta = {"estimator": repr(self), "timing": self.timing_, "query_var": self.query_var_,
-                "loss_scale": self.loss_scale_}
+        meta = {
+            "estimator": repr(self),
+            "timing": self.timing_,
+            "query_var": self.query_var_,
+            "loss_scale": self.loss_scale_,
+        }
         if getattr(self, "embedding_", None) is not None:
             emb_arrays, meta["embedding"] = self.embedding_.state()
             arrays |= {f"embedding.{k}": v for k, v in emb_arrays.items()}
         return arrays, meta
 
-    def restore(self, library: TaskSet, arrays: dict, meta: dict) -> "RTE":
+    def restore(self, library: TaskSet, arrays: dict, meta: dict) -> RTE:
         """This unfitted estimator fitted as :meth:`fitted_state` saved it, on the same
         ``library``: the same arrays, so the same numbers as the fit that saved them. A state
         of other settings is refused in one line."""
@@ -274,27 +306,37 @@ class RTE(Estimator):
         if "embedding" in meta:
             self.embedding_ = ProxyEmbedding.from_state(
                 {k.removeprefix("embedding."): v for k, v in arrays.items() if k.startswith("embedding.")},
-                meta["embedding"])
+                meta["embedding"],
+            )
         self.draws_ = self._draw_library(library, z=arrays["draws.z"])
         self.timing_ = dict(meta["timing"])
-        psi = RelationalOperator(self.scaler_, self.protocol.n_context, self.z_library_.shape[1],
-                                 derive_seed(self.seed, "psi"), self.train, loo=self.loo).to(self.device)
+        psi = RelationalOperator(
+            self.scaler_,
+            self.protocol.n_context,
+            self.z_library_.shape[1],
+            derive_seed(self.seed, "psi"),
+            self.train,
+            loo=bool(self.loo),
+        ).to(self.device)
         psi.load_state(arrays, "psi")
         self.query_var_, self.loss_scale_ = meta["query_var"], meta["loss_scale"]
         self.psi_ = psi  # set last: an estimator is fitted once this exists
         return self
 
-    def _adopt_fit(self, fitted: "RTE", library: TaskSet) -> None:
+    def _adopt_fit(self, fitted: RTE, library: TaskSet) -> None:
         """Every fitted attribute of ``fitted``, an estimator of the same kind fitted on
         ``library`` with the same settings of :class:`RTE` (a subclass such as ``ChainedRTE``
         adds inference settings only, so a plain RTE's fit is its fit); a one-line error otherwise."""
         check_instance("fitted", fitted, RTE, "a fitted RTE")
         fitted.check_is_fitted()
-        same = [f.name for f in dataclasses.fields(RTE)
-                if f.compare and getattr(fitted, f.name) != getattr(self, f.name)]  # verbose is not a setting
+        same = [
+            f.name for f in dataclasses.fields(RTE) if f.compare and getattr(fitted, f.name) != getattr(self, f.name)
+        ]  # verbose is not a setting
         if fitted.library_ is not library or same or type(fitted)._fit_descriptors is not type(self)._fit_descriptors:
-            raise TaskextrapError("fitted must be an RTE of the same kind fitted on the same library with the same "
-                                  "settings" + (f" (differs: {', '.join(same)})" if same else ""))
+            raise TaskextrapError(
+                "fitted must be an RTE of the same kind fitted on the same library with the same "
+                "settings" + (f" (differs: {', '.join(same)})" if same else "")
+            )
         self.__dict__.update({k: v for k, v in vars(fitted).items() if k.endswith("_") and not k.startswith("_")})
 
     def _check_library(self, library) -> None:
@@ -303,10 +345,12 @@ class RTE(Estimator):
         cls = type(self).__name__
         check_instance("library", library, TaskSet, f"a TaskSet for {cls}.fit (see taskextrap.tasks.TaskSet)")
         n = len(library)
-        n_train = n - int(round(self.val_fraction * n))
+        n_train = n - round(self.val_fraction * n)
         if n_train < 2:
-            raise TaskextrapError(f"library has {n} task(s): {cls}.fit needs at least 2 training tasks once "
-                                  f"val_fraction={self.val_fraction} of them are held out")
+            raise TaskextrapError(
+                f"library has {n} task(s): {cls}.fit needs at least 2 training tasks once "
+                f"val_fraction={self.val_fraction} of them are held out"
+            )
         if self.anchors > n:
             raise TaskextrapError(f"anchors={self.anchors} is more than the library's {n} tasks")
 
@@ -320,18 +364,27 @@ class RTE(Estimator):
         if z is None:
             z = self._fit_descriptors(library, obs, first)
         elif z.shape[0] != len(obs.ctx_x):
-            raise TaskextrapError(f"the saved state embeds {z.shape[0]} library draws, this library has {len(obs.ctx_x)}")
+            raise TaskextrapError(
+                f"the saved state embeds {z.shape[0]} library draws, this library has {len(obs.ctx_x)}"
+            )
         self.z_library_ = mean_per_task(z[first], obs.task[first], n)
-        val_tasks = rng(self.seed, "val-split").permutation(n)[: int(round(self.val_fraction * n))]
+        val_tasks = rng(self.seed, "val-split").permutation(n)[: round(self.val_fraction * n)]
         val = np.isin(obs.task, val_tasks)
         self.train_tasks_ = np.setdiff1d(np.arange(n), val_tasks)
         return Draws(obs, z, ~val, val)
 
     def _fit_descriptors(self, library: TaskSet, obs: Observations, first: np.ndarray) -> np.ndarray:
         """Fit Gamma (probe pretrained on the library's curves, PCA on library contexts); embed every draw."""
-        self.embedding_ = fit_library_embedding(self.embedding, self.embed_dim, derive_seed(self.seed, "probe"),
-                                                self.scaler_, library, obs.subset(first), noise_sd=self.noise_sd_,
-                                                device=self.device)
+        self.embedding_ = fit_library_embedding(
+            self.embedding,
+            self.embed_dim,
+            derive_seed(self.seed, "probe"),
+            self.scaler_,
+            library,
+            obs.subset(first),
+            noise_sd=self.noise_sd_,
+            device=self.device,
+        )
         return self.embed(obs.ctx_x, obs.ctx_y)
 
     def _pair_arrays(self, draw_idx: np.ndarray, g: np.random.Generator) -> audit.Batch:
@@ -359,15 +412,26 @@ class RTE(Estimator):
         ctx_x, ctx_y = sort_context(d.obs.ctx_x[draw_idx], d.obs.ctx_y[draw_idx])
         qry_x = d.obs.qry_x[draw_idx]
         lib = self.library_
-        arrays = (ctx_x, ctx_y, lib.values(ctx_x, anchor), qry_x, lib.values(qry_x, anchor),
-                  d.z[draw_idx] - self.z_library_[anchor], d.obs.qry_y[draw_idx])
-        target_checks = ((0, 1, 8.0 * self.noise_sd_), (3, 6, 0.0))
+        arrays: tuple[np.ndarray, ...] = (
+            ctx_x,
+            ctx_y,
+            lib.values(ctx_x, anchor),
+            qry_x,
+            lib.values(qry_x, anchor),
+            d.z[draw_idx] - self.z_library_[anchor],
+            d.obs.qry_y[draw_idx],
+        )
+        target_checks: tuple[tuple[int, int, float], ...] = ((0, 1, 8.0 * self.noise_sd_), (3, 6, 0.0))
         if self.loo:  # the leave-one-out rows' targets: the noiseless values at the context
             arrays += (lib.values(ctx_x, d.obs.task[draw_idx]),)
             target_checks += ((0, 7, 0.0),)
-        return audit.Batch(arrays, [
-            audit.Source(lib.family, d.obs.params[draw_idx], target_checks),
-            audit.Source(lib.family, lib.params[anchor], ((0, 2, 0.0), (3, 4, 0.0)))])
+        return audit.Batch(
+            arrays,
+            [
+                audit.Source(lib.family, d.obs.params[draw_idx], target_checks),
+                audit.Source(lib.family, lib.params[anchor], ((0, 2, 0.0), (3, 4, 0.0))),
+            ],
+        )
 
     def _pool_distances(self, draw_idx: np.ndarray) -> np.ndarray:
         """Proxy distances (len(draw_idx), pool) from library draws to the training pool's
@@ -421,10 +485,16 @@ class RTE(Estimator):
         anchors, dist = nearest(z, self.z_library_, min(self.retrieve, size))
         extra = min(self.screen, size - anchors.shape[1])
         if extra > 0:
-            fit = np.concatenate([np.mean((self.library_.curves(sx[i:i + OBJECTIVE_CHUNK])
-                                           - sy[i:i + OBJECTIVE_CHUNK, None]) ** 2, axis=2)
-                                  for i in range(0, len(sx), OBJECTIVE_CHUNK)])                # (n, library)
-            np.put_along_axis(fit, anchors, np.inf, axis=1)                              # already retrieved
+            fit = np.concatenate(
+                [
+                    np.mean(
+                        (self.library_.curves(sx[i : i + OBJECTIVE_CHUNK]) - sy[i : i + OBJECTIVE_CHUNK, None]) ** 2,
+                        axis=2,
+                    )
+                    for i in range(0, len(sx), OBJECTIVE_CHUNK)
+                ]
+            )  # (n, library)
+            np.put_along_axis(fit, anchors, np.inf, axis=1)  # already retrieved
             best = np.argpartition(fit, extra - 1, axis=1)[:, :extra]
             anchors = np.concatenate([anchors, best], axis=1)
             dist = np.linalg.norm(z[:, None] - self.z_library_[anchors], axis=2)
@@ -436,21 +506,32 @@ class RTE(Estimator):
         retrieved, dist = self._retrieved(z, sx, sy)
         n, r = retrieved.shape
         scales = np.asarray(self.phi_scales)
-        anchors = np.repeat(retrieved, len(scales), axis=1)                            # (n, r*S), anchor-major
+        anchors = np.repeat(retrieved, len(scales), axis=1)  # (n, r*S), anchor-major
         phi0 = z[:, None] - self.z_library_[retrieved]
         phi = (phi0[:, :, None, :] * scales[None, None, :, None]).reshape(n, r * len(scales), -1)
-        loss = np.concatenate([self._loo_losses(sx[i:i + OBJECTIVE_CHUNK], sy[i:i + OBJECTIVE_CHUNK],
-                                                anchors[i:i + OBJECTIVE_CHUNK], phi[i:i + OBJECTIVE_CHUNK])
-                               for i in range(0, n, OBJECTIVE_CHUNK)])
+        loss = np.concatenate(
+            [
+                self._loo_losses(
+                    sx[i : i + OBJECTIVE_CHUNK],
+                    sy[i : i + OBJECTIVE_CHUNK],
+                    anchors[i : i + OBJECTIVE_CHUNK],
+                    phi[i : i + OBJECTIVE_CHUNK],
+                )
+                for i in range(0, n, OBJECTIVE_CHUNK)
+            ]
+        )
         check_finite_result("the context loss", loss, "ctx_x or ctx_y")
         order = np.argsort(loss, axis=1, kind="stable")
         loss = np.take_along_axis(loss, order, 1)
-        w = candidate_weights(loss[:, : self.n_average], self.weighting, self.temperature, sx.shape[1],
-                              self.loss_scale_)
+        w = candidate_weights(
+            loss[:, : self.n_average], self.weighting, self.temperature, sx.shape[1], self.loss_scale_
+        )
         weights = np.concatenate([w, np.zeros((n, loss.shape[1] - w.shape[1]))], axis=1)
         take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
-        extras = {"phi_scale": take(np.broadcast_to(np.tile(scales, r), (n, r * len(scales)))),
-                  "proxy_distance": take(np.repeat(dist, len(scales), axis=1))}
+        extras = {
+            "phi_scale": take(np.broadcast_to(np.tile(scales, r), (n, r * len(scales)))),
+            "proxy_distance": take(np.repeat(dist, len(scales), axis=1)),
+        }
         return Decomposition(take(anchors), np.take_along_axis(phi, order[..., None], 1), loss, extras, weights)
 
     def _loo_losses(self, sx, sy, anchors, phi) -> np.ndarray:
@@ -479,8 +560,9 @@ class RTE(Estimator):
             return Decomposition.given(anchors, auto)
         phi = as_float_array("phi", phi)
         if phi.size != auto.size:
-            raise TaskextrapError(f"phi must have shape (n, a, dim) = {auto.shape} (one proxy shift per anchor), "
-                                  f"got {phi.shape}")
+            raise TaskextrapError(
+                f"phi must have shape (n, a, dim) = {auto.shape} (one proxy shift per anchor), got {phi.shape}"
+            )
         return Decomposition.given(anchors, phi.reshape(auto.shape))
 
     def _predict_inputs(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None):

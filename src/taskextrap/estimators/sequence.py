@@ -24,7 +24,8 @@ from typing import Protocol
 
 import numpy as np
 
-from taskextrap.estimators.base import Decomposition, Estimator
+from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import Decomposition, Fittable
 from taskextrap.sharding import Shard
 
 
@@ -39,8 +40,11 @@ class TaskAdapter(Protocol):
     key share their prompts' beginning, which the scorer then runs once.
     """
 
-    max_new_tokens: int
-    prefix_of: Callable[[object], Hashable] | None
+    @property
+    def max_new_tokens(self) -> int: ...
+
+    @property
+    def prefix_of(self) -> Callable[[object], Hashable] | None: ...
 
     def candidates(self) -> Sequence: ...
 
@@ -63,7 +67,7 @@ class Answers:
 
 
 @dataclass
-class SequenceRTE(Estimator):
+class SequenceRTE(Fittable):
     """RTE for language models: ``SequenceRTE(adapter, tune).fit(corpus)``, then
     ``decompose(tasks)`` and ``predict(tasks)``.
 
@@ -93,19 +97,24 @@ class SequenceRTE(Estimator):
     library_kind = "corpus"
 
     @classmethod
-    def from_extender(cls, adapter: TaskAdapter, extender, **kwargs) -> "SequenceRTE":
+    def from_extender(cls, adapter: TaskAdapter, extender, **kwargs) -> SequenceRTE:
         """An estimator whose Phase 1 is done: ``extender`` is the fine-tuned model."""
         rte = cls(adapter, **kwargs)
         rte.extender_ = extender
         return rte
 
-    def fit(self, library, progress=None) -> "SequenceRTE":
+    def fit(self, library, progress=None) -> SequenceRTE:
         """Phase 1: the extender fine-tuned on ``library`` (a training corpus) by ``tune``."""
+        if self.tune is None:
+            raise TaskextrapError(
+                "fit needs tune (corpus -> language model); an estimator made by from_extender is fitted already"
+            )
         self.extender_ = self.tune(library)
         return self
 
-    def decompose(self, tasks, cache_dir: Path | None = None, shard: Shard = Shard(),
-                  progress: str | None = None) -> Decomposition | None:
+    def decompose(
+        self, tasks, cache_dir: Path | None = None, shard: Shard = Shard(), progress: str | None = None
+    ) -> Decomposition | None:
         """Phase 2's likelihood search: every candidate of each task ranked by its summed
         leave-one-out NLL (anchors (n, C) candidate indices, best first; score (n, C), ``inf``
         past the tie tolerance when ``bounded``; phi (n, C, 0)). ``cache_dir``, ``shard`` and
@@ -115,14 +124,25 @@ class SequenceRTE(Estimator):
 
         self.check_is_fitted()
         cands = self.adapter.candidates()
-        scores = candidate_scores(self.extender_, tasks, cands, self.adapter.loo_pairs, self.batch_size, cache_dir,
-                                  self.tasks_per_chunk, self.adapter.prefix_of, shard, progress,
-                                  self.tolerance() if self.bounded else None)
+        scores = candidate_scores(
+            self.extender_,
+            tasks,
+            cands,
+            self.adapter.loo_pairs,
+            self.batch_size,
+            cache_dir,
+            self.tasks_per_chunk,
+            self.adapter.prefix_of,
+            shard,
+            progress,
+            self.tolerance() if self.bounded else None,
+        )
         if scores is None:
             return None
         order = np.argsort(scores, axis=1, kind="stable")  # best first; exact ties in enumeration order
-        return Decomposition(order, np.zeros(order.shape + (0,)), np.take_along_axis(scores, order, 1),
-                             {"scores": scores})
+        return Decomposition(
+            order, np.zeros((*order.shape, 0)), np.take_along_axis(scores, order, 1), {"scores": scores}
+        )
 
     def voters(self, decomposition: Decomposition) -> list[np.ndarray]:
         """The candidates of each task within ``tie_tol`` of its best (at most ``max_tied``), best first."""
@@ -144,21 +164,29 @@ class SequenceRTE(Estimator):
 
         self.check_is_fitted()
         d = self.decompose(tasks) if decomposition is None else decomposition
+        assert d is not None  # an unsharded search always returns it
         cands = self.adapter.candidates()
         voters = self.voters(d)
         needed = sorted({(i, int(j)) for i, v in enumerate(voters) for j in v})
         prompts = [self.adapter.query_prompts(tasks[i], cands[j]) for i, j in needed]
-        flat = greedy_once(self.extender_, [p for ps in prompts for p in ps], self.adapter.max_new_tokens,
-                           self.batch_size)
+        flat = greedy_once(
+            self.extender_, [p for ps in prompts for p in ps], self.adapter.max_new_tokens, self.batch_size
+        )
         raw, at = {}, 0
-        for key, ps in zip(needed, prompts):
-            raw[key], at = flat[at:at + len(ps)], at + len(ps)
+        for key, ps in zip(needed, prompts, strict=True):
+            raw[key], at = flat[at : at + len(ps)], at + len(ps)
         said = {key: [self.adapter.parse(c) for c in outs] for key, outs in raw.items()}
         best = [int(v[0]) for v in voters]
-        voted = [[vote([said[(i, int(j))][q] for j in v]) for q in range(len(said[(i, best[i])]))]
-                 for i, v in enumerate(voters)]
-        return Answers([said[(i, b)] for i, b in enumerate(best)], voted,
-                       [raw[(i, b)] for i, b in enumerate(best)], [[int(j) for j in v] for v in voters])
+        voted = [
+            [vote([said[(i, int(j))][q] for j in v]) for q in range(len(said[(i, best[i])]))]
+            for i, v in enumerate(voters)
+        ]
+        return Answers(
+            [said[(i, b)] for i, b in enumerate(best)],
+            voted,
+            [raw[(i, b)] for i, b in enumerate(best)],
+            [[int(j) for j in v] for v in voters],
+        )
 
     def predict(self, tasks, decomposition: Decomposition | None = None) -> list[list]:
         """The best candidate's answer to each query of each task."""

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
+from collections.abc import Callable
 
 import torch
 
@@ -34,8 +35,14 @@ def artifact_path(cache_dir: Path | None, name: str, config: dict) -> Path | Non
     return Path(cache_dir).parent / "artifacts" / f"{name}-{key}.safetensors"
 
 
-def cached_fit(cache_dir: Path | None, name: str, config: dict, fit: Callable[[], T],
-               save: Callable[[T], tuple[dict, dict]], load: Callable[[dict, dict], T]) -> tuple[T, bool]:
+def cached_fit(
+    cache_dir: Path | None,
+    name: str,
+    config: dict,
+    fit: Callable[[], T],
+    save: Callable[[T], tuple[dict, dict]],
+    load: Callable[[dict, dict], T],
+) -> tuple[T, bool]:
     """``fit()``, or the fit saved under ``name`` and ``config``: ``load(arrays, meta)`` of the
     file ``save(fitted)`` wrote. Returns (the fitted object, whether it was loaded)."""
     path = artifact_path(cache_dir, name, config)
@@ -44,8 +51,11 @@ def cached_fit(cache_dir: Path | None, name: str, config: dict, fit: Callable[[]
             return load(*read_state(path)), True
         except (TaskextrapError, KeyError, ValueError, RuntimeError) as exc:
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            warnings.warn(f"fitted models {path.name} cannot be used ({reason}); fitting them again",
-                          TaskextrapWarning, stacklevel=2)
+            warnings.warn(
+                f"fitted models {path.name} cannot be used ({reason}); fitting them again",
+                TaskextrapWarning,
+                stacklevel=2,
+            )
     fitted = fit()
     if path is not None:
         write_state_atomic(path, *save(fitted))

@@ -62,7 +62,7 @@ import math
 import time
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -83,13 +83,26 @@ TASKS_PER_CHUNK = 4  # tasks scored per call: ~12k sequences, so the token lists
 PROMPT_METHODS = ("few-shot", "cot-majority", "rte", "rte-tie-vote", "oracle")  # methods that prompt a model
 PAIR_METHODS = ("few-shot", "cot-majority", "rte", "rte-tie-vote", "exact-search", "exact-search-tie-vote", "oracle")
 GROUPS = ("held-out-pairs", "novel-pairs")  # "held-out-pairs" is the paper's Table 5 group
+ProfileT = TypeVar("ProfileT", bound=CodeIOProfile)  # codeio's profile, or codeio-em's (a subclass)
 
 CODEIO_PROFILES = {
     # quick: 6 of the 192 held-out tasks (3 novel), 150 steps per run (the paper's 1,150 would
     # take most of the budget) at a higher learning rate; the full search would score 992 x 3
     # leave-one-out sequences per task (the bounded one scores every candidate's first).
-    "quick": CodeIOProfile("quick", (0,), sft_steps=150, sft_batch=8, sft_lr=1e-3, warmup=10, n_tasks=6,
-                           base_queries=5, full_lr=1e-3, full_warmup=10, score_shots=True, anchored=True),
+    "quick": CodeIOProfile(
+        "quick",
+        (0,),
+        sft_steps=150,
+        sft_batch=8,
+        sft_lr=1e-3,
+        warmup=10,
+        n_tasks=6,
+        base_queries=5,
+        full_lr=1e-3,
+        full_warmup=10,
+        score_shots=True,
+        anchored=True,
+    ),
     # paper: the authors' ~1,150 steps of 8 (4 epochs of 2,307 examples), lr 2e-4, 5 warm-up steps;
     # all 192 held-out tasks. One seed: the full search would score 571,392 sequences per seed
     # (the bounded one about 40% of them: benchmarks/results/codeio-search.json).
@@ -99,19 +112,39 @@ CODEIO_PROFILES = {
     # benchmarks/results/codeio-recipe-dev.json, reasons in docs/design.md "Sequence models"):
     # full fine-tuning 0.353 against the paper's LoRA 0.085 (oracle exact match, 153 dev tasks);
     # anchored is kept because the plain prompt is not clearly better (paired +0.039 [-0.026, +0.105]).
-    "paper": CodeIOProfile("paper", (0,), sft_steps=1150, sft_batch=8, sft_lr=2e-4, warmup=5, full_lr=5e-4,
-                           score_shots=True, anchored=True),
+    "paper": CodeIOProfile(
+        "paper", (0,), sft_steps=1150, sft_batch=8, sft_lr=2e-4, warmup=5, full_lr=5e-4, score_shots=True, anchored=True
+    ),
     # tiny: for tests only (with a tiny model the search over all 992 candidates takes seconds).
-    "tiny": CodeIOProfile("tiny", (0,), sft_steps=2, sft_batch=2, sft_lr=2e-4, warmup=1, n_tasks=1,
-                          cot_samples=2, answer_tokens=8, cot_tokens=8, base_queries=1, max_tied=4),
+    "tiny": CodeIOProfile(
+        "tiny",
+        (0,),
+        sft_steps=2,
+        sft_batch=2,
+        sft_lr=2e-4,
+        warmup=1,
+        n_tasks=1,
+        cot_samples=2,
+        answer_tokens=8,
+        cot_tokens=8,
+        base_queries=1,
+        max_tied=4,
+    ),
 }
 
 
 # ------------------------------------------------------------------------------- models
 
 
-def fine_tune(model: BaseModel, sampler, profile: CodeIOProfile, seed: int, out_dir: Path | None,
-              device: str = "cpu", progress: str | None = None):
+def fine_tune(
+    model: BaseModel,
+    sampler,
+    profile: CodeIOProfile,
+    seed: int,
+    out_dir: Path | None,
+    device: str = "cpu",
+    progress: str | None = None,
+):
     """One run of :func:`sft_config` (``llm.finetune.fine_tune``) from a fresh copy of the base
     model (a :class:`~taskextrap.llm.pretrain.BaseModel`), a LoRA run with its adapters merged
     (1.8x faster search) unless the base is 4-bit (merging would re-quantise it).
@@ -121,8 +154,14 @@ def fine_tune(model: BaseModel, sampler, profile: CodeIOProfile, seed: int, out_
     from taskextrap.llm.finetune import fine_tune as run
     from taskextrap.llm.pretrain import load_base
 
-    return run(load_base("codeio", model, device), sampler, sft_config(profile, seed, model), out_dir, progress,
-               merge=not model.load_in_4bit)[0]
+    return run(
+        load_base("codeio", model, device),
+        sampler,
+        sft_config(profile, seed, model),
+        out_dir,
+        progress,
+        merge=not model.load_in_4bit,
+    )[0]
 
 
 def sft_config(profile: CodeIOProfile, seed: int, model: BaseModel):
@@ -142,13 +181,14 @@ def samplers(train_pairs, score_shots: bool = False, anchored: bool = False) -> 
     ``anchored``: the extender's prompts show the anchor's outputs (``C.reference_prompt``)."""
     from taskextrap.llm import codeio as C
 
-    return {"few-shot": partial(C.fewshot_pairs, train_pairs=train_pairs, score_shots=score_shots),
-            "cot": partial(C.cot_pairs, train_pairs=train_pairs, score_shots=score_shots),
-            "extender": partial(C.reference_pairs, train_pairs=train_pairs, score_shots=score_shots,
-                                anchored=anchored)}
+    return {
+        "few-shot": partial(C.fewshot_pairs, train_pairs=train_pairs, score_shots=score_shots),
+        "cot": partial(C.cot_pairs, train_pairs=train_pairs, score_shots=score_shots),
+        "extender": partial(C.reference_pairs, train_pairs=train_pairs, score_shots=score_shots, anchored=anchored),
+    }
 
 
-def for_model(profile: CodeIOProfile, model: BaseModel) -> CodeIOProfile:
+def for_model(profile: ProfileT, model: BaseModel) -> ProfileT:
     """The profile a run uses: as given for the shipped default model; for a ``--model`` the
     paper's recipe (LoRA, completion-only loss, the authors' prompts), so the default-model
     settings ``full_lr``, ``score_shots`` and ``anchored`` are switched off."""
@@ -196,7 +236,7 @@ def query_prompt(method: str, task, profile: CodeIOProfile, candidate=None) -> s
 
 def _hits(predicted: list[str], tasks) -> np.ndarray:
     """1.0 where a prediction equals its task's query output exactly, else 0.0."""
-    return np.array([float(p == t.query[1]) for p, t in zip(predicted, tasks)])
+    return np.array([float(p == t.query[1]) for p, t in zip(predicted, tasks, strict=True)])
 
 
 # ------------------------------------------------------------------------------- search
@@ -209,12 +249,26 @@ def search_estimator(extender, profile: CodeIOProfile, bounded: bool = True):
     from taskextrap.estimators.sequence import SequenceRTE
     from taskextrap.llm.codeio import CodeIOAdapter
 
-    return SequenceRTE.from_extender(CodeIOAdapter.of(profile), extender, batch_size=profile.score_batch,
-                                     max_tied=profile.max_tied, tasks_per_chunk=TASKS_PER_CHUNK, bounded=bounded)
+    return SequenceRTE.from_extender(
+        CodeIOAdapter.of(profile),
+        extender,
+        batch_size=profile.score_batch,
+        max_tied=profile.max_tied,
+        tasks_per_chunk=TASKS_PER_CHUNK,
+        bounded=bounded,
+    )
 
 
-def candidate_scores(extender, tasks, cands, profile: CodeIOProfile, cache_dir: Path | None = None,
-                     progress: bool = False, shard: Shard = Shard(), bounded: bool = True) -> np.ndarray | None:
+def candidate_scores(
+    extender,
+    tasks,
+    cands,
+    profile: CodeIOProfile,
+    cache_dir: Path | None = None,
+    progress: bool = False,
+    shard: Shard = Shard(),
+    bounded: bool = True,
+) -> np.ndarray | None:
     """Summed leave-one-out NLL of every (task, candidate), shape ``(len(tasks), len(cands))``
     (:func:`taskextrap.search.likelihood.candidate_scores`, ``TASKS_PER_CHUNK`` tasks per saved
     chunk), bounded as :func:`search_estimator`'s search (``inf`` past the tie tolerance). The
@@ -224,13 +278,30 @@ def candidate_scores(extender, tasks, cands, profile: CodeIOProfile, cache_dir: 
     from taskextrap.search.likelihood import candidate_scores as scores
 
     rte = search_estimator(extender, profile, bounded)
-    return scores(extender, tasks, cands, rte.adapter.loo_pairs, rte.batch_size, cache_dir, rte.tasks_per_chunk,
-                  rte.adapter.prefix_of, shard, "codeio search" if progress else None,
-                  rte.tolerance() if bounded else None)
+    return scores(
+        extender,
+        tasks,
+        cands,
+        rte.adapter.loo_pairs,
+        rte.batch_size,
+        cache_dir,
+        rte.tasks_per_chunk,
+        rte.adapter.prefix_of,
+        shard,
+        "codeio search" if progress else None,
+        rte.tolerance() if bounded else None,
+    )
 
 
-def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = None,
-           progress: bool = False, shard: Shard = Shard(), bounded: bool = True) -> dict[str, np.ndarray]:
+def search(
+    extender,
+    tasks,
+    profile: CodeIOProfile,
+    cache_dir: Path | None = None,
+    progress: bool = False,
+    shard: Shard = Shard(),
+    bounded: bool = True,
+) -> dict[str, Any]:
     """RTE's likelihood search over all 992 candidates, then generation
     (:class:`~taskextrap.estimators.sequence.SequenceRTE`): per-task results (for the lead of a
     ``shard``, which reads the other processes' scores).
@@ -253,8 +324,11 @@ def search(extender, tasks, profile: CodeIOProfile, cache_dir: Path | None = Non
     best = [v[0] for v in answers.voters]
     rte_said, voted = [a[0] for a in answers.best], [a[0] for a in answers.voted]
     return {
-        "rte": _hits(rte_said, tasks), "rte-tie-vote": _hits(voted, tasks),
-        "found": np.array([float(S.behaviour(cands[b]) == S.behaviour(t.pair)) for b, t in zip(best, tasks)]),
+        "rte": _hits(rte_said, tasks),
+        "rte-tie-vote": _hits(voted, tasks),
+        "found": np.array(
+            [float(S.behaviour(cands[b]) == S.behaviour(t.pair)) for b, t in zip(best, tasks, strict=True)]
+        ),
         "n_tied": np.array([len(tied(s)) for s in d.extras["scores"]], dtype=float),
         "chosen": [candidate_name(cands[b]) for b in best],
         "voters": [[candidate_name(cands[j]) for j in v] for v in answers.voters],
@@ -284,8 +358,11 @@ def exact_search(tasks) -> dict:
     from taskextrap.tasks import strings as S
 
     best, voted = search_exactly(tasks, S.candidates(), S.apply)
-    return {"exact-search": _hits(best, tasks), "exact-search-tie-vote": _hits(voted, tasks),
-            "answers": {"exact-search": best, "exact-search-tie-vote": voted}}
+    return {
+        "exact-search": _hits(best, tasks),
+        "exact-search-tie-vote": _hits(voted, tasks),
+        "answers": {"exact-search": best, "exact-search-tie-vote": voted},
+    }
 
 
 # -------------------------------------------------------------------------------- tasks
@@ -355,8 +432,17 @@ def held_out_tasks(n_tasks: int | None, split: Split = Split()) -> tuple[list, n
 # --------------------------------------------------------------------------------- unit
 
 
-def run_unit(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | None,
-             device: str = "cpu", progress: bool = False, shard: Shard = Shard(), split: Split = Split()) -> UnitResult:
+def run_unit(
+    model: BaseModel,
+    profile: CodeIOProfile,
+    tasks,
+    seed: int,
+    ckpt_dir: Path | None,
+    device: str = "cpu",
+    progress: bool = False,
+    shard: Shard = Shard(),
+    split: Split = Split(),
+) -> UnitResult:
     """The three fine-tuning runs of one seed on ``split``'s training pairs (one after another,
     so only one fine-tuned model is held at a time), every method on ``tasks`` and the
     base-model row.
@@ -383,20 +469,33 @@ def run_unit(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_di
             found = search(lm, tasks, profile, sub("search"), progress, shard)
             timing["search_s"] = time.perf_counter() - t
         del lm
+    assert found is not None  # the extender's search, whole in the lead process
     found.pop("scores")
     exact = exact_search(tasks)
     t = time.perf_counter()
     acc["base-model"] = base_model_row(model, profile, device, split.test_seed)
     timing["base_model_s"] = time.perf_counter() - t
-    extras = {"answers": {**said, **found.pop("answers"), **exact.pop("answers")},
-              "completions": {"oracle": raw["oracle"], **found.pop("completions")},
-              "chosen": found.pop("chosen"), "voters": found.pop("voters"),
-              "tasks": ["+".join(tk.pair) for tk in tasks]}
+    extras = {
+        "answers": {**said, **found.pop("answers"), **exact.pop("answers")},
+        "completions": {"oracle": raw["oracle"], **found.pop("completions")},
+        "chosen": found.pop("chosen"),
+        "voters": found.pop("voters"),
+        "tasks": ["+".join(tk.pair) for tk in tasks],
+    }
     return UnitResult({**acc, **found, **exact}, timing, extras)
 
 
-def run_worker(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_dir: Path | None, shard: Shard,
-               device: str = "cpu", progress: bool = False, split: Split = Split()) -> None:
+def run_worker(
+    model: BaseModel,
+    profile: CodeIOProfile,
+    tasks,
+    seed: int,
+    ckpt_dir: Path | None,
+    shard: Shard,
+    device: str = "cpu",
+    progress: bool = False,
+    split: Split = Split(),
+) -> None:
     """A non-lead process of a ``shard``: wait for the lead's extender (its final checkpoint),
     load it, score this process's chunks of the search and save them where the lead reads them."""
     from taskextrap.tasks import strings as S
@@ -411,17 +510,23 @@ def run_worker(model: BaseModel, profile: CodeIOProfile, tasks, seed: int, ckpt_
     candidate_scores(lm, tasks, S.candidates(), profile, Path(ckpt_dir) / "search", progress, shard)
 
 
-def base_model_row(model: BaseModel, profile: CodeIOProfile, device: str = "cpu",
-                   test_seed: int = FRESH_TEST_SEED) -> np.ndarray:
+def base_model_row(
+    model: BaseModel, profile: CodeIOProfile, device: str = "cpu", test_seed: int = FRESH_TEST_SEED
+) -> np.ndarray:
     """Greedy exact match of the base model (never fine-tuned) on each single primitive, (31,),
     on strings of the stream ``BASE_STREAM`` under ``test_seed``."""
     from taskextrap.llm import codeio as C
     from taskextrap.tasks import strings as S
     from taskextrap.llm.pretrain import load_base
 
-    acc = C.primitive_accuracy(load_base("codeio", model, device), n_per=profile.base_queries, seed=test_seed,
-                               stream=BASE_STREAM, batch_size=profile.score_batch,
-                               max_new_tokens=profile.answer_tokens)
+    acc = C.primitive_accuracy(
+        load_base("codeio", model, device),
+        n_per=profile.base_queries,
+        seed=test_seed,
+        stream=BASE_STREAM,
+        batch_size=profile.score_batch,
+        max_new_tokens=profile.answer_tokens,
+    )
     return np.array([acc[name] for name in S.NAMES])
 
 
@@ -441,8 +546,16 @@ def predict_with_completions(method: str, lm, tasks, profile: CodeIOProfile, see
         raise TaskextrapError(f"unknown codeio method {method!r}")
     prompts = [query_prompt(method, t, profile) for t in tasks]
     if method == "cot-majority":
-        voted = prompting.cot_majority(lm, prompts, parse_cot, profile.cot_samples, profile.temperature,
-                                       profile.cot_tokens, profile.score_batch, seed)
+        voted = prompting.cot_majority(
+            lm,
+            prompts,
+            parse_cot,
+            profile.cot_samples,
+            profile.temperature,
+            profile.cot_tokens,
+            profile.score_batch,
+            seed,
+        )
         return voted, voted
     if method == "oracle":
         return extender_outputs(lm, prompts, profile)
@@ -467,9 +580,15 @@ def prompt_records(tasks, profile: CodeIOProfile, seed: int, extras: dict) -> li
         for method in PROMPT_METHODS:
             names = {"rte": [extras["chosen"][i]], "rte-tie-vote": extras["voters"][i]}.get(method, [None])
             prompts = [query_prompt(method, t, profile, None if n is None else candidate_of(n)) for n in names]
-            rec = {"task": "+".join(t.pair), "method": method, "seed": seed, "prompt": prompts[0], "answer": answer,
-                   "predicted": extras["answers"][method][i],
-                   "answer_in_prompt": any(C.answer_in_prompt(p, answer, q) for p in prompts)}
+            rec = {
+                "task": "+".join(t.pair),
+                "method": method,
+                "seed": seed,
+                "prompt": prompts[0],
+                "answer": answer,
+                "predicted": extras["answers"][method][i],
+                "answer_in_prompt": any(C.answer_in_prompt(p, answer, q) for p in prompts),
+            }
             if method in extras.get("completions", {}):
                 rec["completion"] = extras["completions"][method][i]
             if method == "rte":
@@ -490,9 +609,13 @@ def write_prompts(run_dir: Path | None, records: list[dict]) -> None:
 def answer_in_prompt_values(records: list[dict], seeds, methods=PROMPT_METHODS) -> dict[str, list[np.ndarray]]:
     """Per method of ``methods`` (default: codeio's prompting methods), per seed, 1.0 for each task
     whose final prompt shows the answer (``answer-in-prompt/<method>``: a list over ``seeds``)."""
-    return {f"answer-in-prompt/{m}": [np.array([float(r["answer_in_prompt"]) for r in records
-                                                if r["method"] == m and r["seed"] == s]) for s in seeds]
-            for m in methods}
+    return {
+        f"answer-in-prompt/{m}": [
+            np.array([float(r["answer_in_prompt"]) for r in records if r["method"] == m and r["seed"] == s])
+            for s in seeds
+        ]
+        for m in methods
+    }
 
 
 # --------------------------------------------------------------------------- experiment
@@ -502,15 +625,18 @@ def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
     """Every row: each pair method on both groups (the novel group when any novel task was
     scored), the decomposition-found diagnostics, answer-in-prompt of every prompting method
     (when ``values`` has them) and the base model on single primitives."""
-    rows = []
-    for group, keep in zip(GROUPS, (None, novel)):
+    rows: list[dict] = []
+    for group, keep in zip(GROUPS, (None, novel), strict=True):
         if keep is not None and not keep.any():
             continue
         suffix = "" if keep is None else "-novel"
         rows += [accuracy_row("codeio", values[m], group, m, keep) for m in PAIR_METHODS]
         rows.append(accuracy_row("codeio", values["found"], f"decomposition-found{suffix}", "rte", keep))
-    rows += [accuracy_row("codeio", values[f"answer-in-prompt/{m}"], "answer-in-prompt", m) for m in PROMPT_METHODS
-             if f"answer-in-prompt/{m}" in values]
+    rows += [
+        accuracy_row("codeio", values[f"answer-in-prompt/{m}"], "answer-in-prompt", m)
+        for m in PROMPT_METHODS
+        if f"answer-in-prompt/{m}" in values
+    ]
     rows.append(accuracy_row("codeio", values["base-model"], "primitives", "base-model"))
     return rows
 
@@ -525,9 +651,13 @@ def ckpt_root(cache_dir: Path | None, base: dict, seed: int, name: str = "codeio
     return Path(cache_dir) / f"{name}-seed{seed}-{fingerprint(**base, seed=seed)}"
 
 
-@register("codeio", "Table 5: CodeIO string compositions with a language model (few-shot, cot-majority, rte, "
-          "exact-search, oracle)", CODEIO_PROFILES, options=("device", "extra", "shard", "test_seed", "split_seed"),
-          dev=True)
+@register(
+    "codeio",
+    "Table 5: CodeIO string compositions with a language model (few-shot, cot-majority, rte, exact-search, oracle)",
+    CODEIO_PROFILES,
+    options=("device", "extra", "shard", "test_seed", "split_seed"),
+    dev=True,
+)
 def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The CodeIO experiment: every method on the held-out (and novel) pairs of ``options.split``,
     bootstrap intervals; every final prompt goes to ``options.run_dir/prompts.jsonl``.
@@ -545,33 +675,57 @@ def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     if not shard.is_lead:
         for s in profile.seeds:
             if not unit_done(cache_dir, f"codeio-seed{s}", {**base, "seed": s}):
-                run_worker(model, profile, tasks, s, ckpt_root(cache_dir, base, s), shard, options.device,
-                           options.progress, split)
+                run_worker(
+                    model,
+                    profile,
+                    tasks,
+                    s,
+                    ckpt_root(cache_dir, base, s),
+                    shard,
+                    options.device,
+                    options.progress,
+                    split,
+                )
         return None
 
     def assemble(results):
         values, timing = gather(results, units)
-        extras = {s: results[u.name].extras for s, u in zip(profile.seeds, units)}
+        extras = {s: results[u.name].extras for s, u in zip(profile.seeds, units, strict=True)}
         records = [r for s in profile.seeds for r in prompt_records(tasks, profile, s, extras[s])]
         write_prompts(options.run_dir, records)
         values.update(answer_in_prompt_values(records, profile.seeds))
-        config = {**run_config(base, sizes, novel, tasks, split, profile, model),
-                  "mean_tied_candidates": float(np.mean(np.concatenate(values["n_tied"])))}
+        config = {
+            **run_config(base, sizes, novel, tasks, split, profile, model),
+            "mean_tied_candidates": float(np.mean(np.concatenate(values["n_tied"]))),
+        }
         return build_rows(values, novel), config, list(profile.seeds), timing
 
     return Plan(units, assemble)
 
 
-def codeio_units(options: RunOptions, cache_dir: Path | None, model: BaseModel, profile: CodeIOProfile,
-                 split: Split, tasks) -> tuple[dict, list]:
+def codeio_units(
+    options: RunOptions, cache_dir: Path | None, model: BaseModel, profile: CodeIOProfile, split: Split, tasks
+) -> tuple[dict, list]:
     """(the fingerprinted settings, one unit per seed) of the codeio experiment on ``tasks``: the
     three fine-tuning runs and every method (:func:`run_unit`). ``codeio-em`` plans the same
     units, so it reuses a finished codeio run's units and checkpoints."""
     base = codeio_base(options, model, profile, split, tasks)
     units = seed_units(
-        profile.seeds, name=lambda s: f"codeio-seed{s}", config=lambda s: {**base, "seed": s},
-        compute=lambda s, _: run_unit(model, profile, tasks, s, ckpt_root(cache_dir, base, s), options.device,
-                                      options.progress, options.shard, split))
+        profile.seeds,
+        name=lambda s: f"codeio-seed{s}",
+        config=lambda s: {**base, "seed": s},
+        compute=lambda s, _: run_unit(
+            model,
+            profile,
+            tasks,
+            s,
+            ckpt_root(cache_dir, base, s),
+            options.device,
+            options.progress,
+            options.shard,
+            split,
+        ),
+    )
     return base, units
 
 
@@ -580,24 +734,39 @@ def codeio_base(options: RunOptions, model: BaseModel, profile: CodeIOProfile, s
     folder, :func:`ckpt_root`): a unit or checkpoint of other settings is never reused."""
     from taskextrap.llm import codeio as C
 
-    return {"experiment": "codeio", "profile": profile.to_dict(), "model": model.label("codeio"),
-            "split": split.name, "test_seed": split.test_seed, "split_seed": split.split_seed,
-            "prompt_format": C.PROMPT_FORMAT, "tasks": ["+".join(t.pair) for t in tasks],
-            "threads": options.unit_cpus}  # as units.bind adds it: shards and checkpoints find the unit's key
+    return {
+        "experiment": "codeio",
+        "profile": profile.to_dict(),
+        "model": model.label("codeio"),
+        "split": split.name,
+        "test_seed": split.test_seed,
+        "split_seed": split.split_seed,
+        "prompt_format": C.PROMPT_FORMAT,
+        "tasks": ["+".join(t.pair) for t in tasks],
+        "threads": options.unit_cpus,
+    }  # as units.bind adds it: shards and checkpoints find the unit's key
 
 
-def run_config(base: dict, sizes: dict, novel: np.ndarray, tasks, split: Split, profile: CodeIOProfile,
-               model: BaseModel) -> dict:
+def run_config(
+    base: dict, sizes: dict, novel: np.ndarray, tasks, split: Split, profile: CodeIOProfile, model: BaseModel
+) -> dict:
     """The results' config of a codeio run: its settings, split sizes and how it trained and searched."""
     from taskextrap.search.likelihood import DEFAULT_TIE_TOL
     from taskextrap.tasks import strings as S
 
-    return {**base, **sizes, "novel": novel.tolist(), "subsample": _subsample_note(len(tasks), sizes, split),
-            "n_candidates": _n_candidates(), "block_rows": S.BLOCK_ROWS,
-            "fine_tuning": "lora" if sft_config(profile, 0, model).lora else f"full (lr {profile.full_lr})",
-            "loss": "shot answers and completion" if profile.score_shots else "completion",
-            "tie_tol_nats": DEFAULT_TIE_TOL, "max_tied": profile.max_tied,
-            "base_model_queries_per_primitive": profile.base_queries}
+    return {
+        **base,
+        **sizes,
+        "novel": novel.tolist(),
+        "subsample": _subsample_note(len(tasks), sizes, split),
+        "n_candidates": _n_candidates(),
+        "block_rows": S.BLOCK_ROWS,
+        "fine_tuning": "lora" if sft_config(profile, 0, model).lora else f"full (lr {profile.full_lr})",
+        "loss": "shot answers and completion" if profile.score_shots else "completion",
+        "tie_tol_nats": DEFAULT_TIE_TOL,
+        "max_tied": profile.max_tied,
+        "base_model_queries_per_primitive": profile.base_queries,
+    }
 
 
 def _subsample_note(n: int, sizes: dict, split: Split = Split()) -> str:
@@ -605,8 +774,10 @@ def _subsample_note(n: int, sizes: dict, split: Split = Split()) -> str:
     total, what = sizes["n_test_pairs"], "held-out" if split.name == "test" else "dev"
     if n >= total:
         return f"all {total} {what} pairs"
-    return (f"{n} of the {total} {what} pairs: ceil({n}/2) novel pairs and the rest from the other "
-            f"{what} pairs, evenly spaced in split order (experiments.codeio.subsample)")
+    return (
+        f"{n} of the {total} {what} pairs: ceil({n}/2) novel pairs and the rest from the other "
+        f"{what} pairs, evenly spaced in split order (experiments.codeio.subsample)"
+    )
 
 
 def _n_candidates() -> int:

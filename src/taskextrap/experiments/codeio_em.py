@@ -39,7 +39,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -103,20 +103,39 @@ def phase_steps(total: int, rounds: int) -> tuple[int, int]:
 # ------------------------------------------------------------------------------------ arm
 
 
-def _tune(lm, sampler, profile: CodeIOEMProfile, model: BaseModel, seed: int, steps: int, phase: str,
-          out_dir: Path | None, progress: bool):
+def _tune(
+    lm,
+    sampler,
+    profile: CodeIOEMProfile,
+    model: BaseModel,
+    seed: int,
+    steps: int,
+    phase: str,
+    out_dir: Path | None,
+    progress: bool,
+):
     """One phase of an EM arm: ``steps`` of codeio's recipe (``codeio.sft_config``) from the current
     model, with the phase's own seed and a warm-up of at most a fifth of its steps; LoRA merged."""
     from taskextrap.llm.finetune import fine_tune
 
     cfg = E.sft_config(profile, seed, model)
-    cfg = dataclasses.replace(cfg, steps=steps, seed=derive_seed(seed, "codeio-em", phase),
-                              warmup_steps=min(cfg.warmup_steps, steps // 5))
+    cfg = dataclasses.replace(
+        cfg, steps=steps, seed=derive_seed(seed, "codeio-em", phase), warmup_steps=min(cfg.warmup_steps, steps // 5)
+    )
     return fine_tune(lm, sampler, cfg, out_dir, phase if progress else None, merge=cfg.lora is not None)[0]
 
 
-def run_arm(model: BaseModel, profile: CodeIOEMProfile, share: float, train_tasks, seed: int,
-            out_dir: Path | None, device: str = "cpu", progress: bool = False, candidates=None):
+def run_arm(
+    model: BaseModel,
+    profile: CodeIOEMProfile,
+    share: float,
+    train_tasks,
+    seed: int,
+    out_dir: Path | None,
+    device: str = "cpu",
+    progress: bool = False,
+    candidates=None,
+):
     """(final model, pseudo-label quality after each E-step, steps taken) of one EM arm.
 
     ``share`` 0: primitive warm-up start; otherwise that share of ``train_tasks`` keeps its label
@@ -135,22 +154,34 @@ def run_arm(model: BaseModel, profile: CodeIOEMProfile, share: float, train_task
     sub = (lambda name: None) if out_dir is None else (lambda name: Path(out_dir) / name)
     start, m = phase_steps(profile.sft_steps, profile.em_rounds)
     known = M.known_mask(len(train_tasks), share, seed)
-    labels = [t.pair if k else None for t, k in zip(train_tasks, known)]
+    labels = [t.pair if k else None for t, k in zip(train_tasks, known, strict=True)]
     p_single = P_SINGLE if share == 0 else 0.0
     if share == 0:
         first = M.single_sampler(profile.score_shots, profile.anchored)
     else:
-        first = M.pseudo_sampler([t for t, k in zip(train_tasks, known) if k], [t.pair for t, k in zip(train_tasks, known) if k],
-                                 0.0, profile.score_shots, profile.anchored)
+        first = M.pseudo_sampler(
+            [t for t, k in zip(train_tasks, known, strict=True) if k],
+            [t.pair for t, k in zip(train_tasks, known, strict=True) if k],
+            0.0,
+            profile.score_shots,
+            profile.anchored,
+        )
     lm = _tune(load_base("codeio", model, device), first, profile, model, seed, start, "start", sub("start"), progress)
     steps, history = start, []
     unknown = [i for i, k in enumerate(known) if not k]
     for r in range(1, profile.em_rounds + 1):
         if unknown:
-            guessed, _ = e_step(lm, [train_tasks[i] for i in unknown], C.CodeIOAdapter.of(profile),
-                                M.em_candidates() if candidates is None else candidates,
-                                profile.em_loo, profile.score_batch, sub(f"e{r}"), f"e-step {r}" if progress else None)
-            for i, lab in zip(unknown, guessed):
+            guessed, _ = e_step(
+                lm,
+                [train_tasks[i] for i in unknown],
+                C.CodeIOAdapter.of(profile),
+                M.em_candidates() if candidates is None else candidates,
+                profile.em_loo,
+                profile.score_batch,
+                sub(f"e{r}"),
+                f"e-step {r}" if progress else None,
+            )
+            for i, lab in zip(unknown, guessed, strict=True):
                 labels[i] = lab
             history.append(M.label_quality(train_tasks, labels, ~known))
         corpus = M.pseudo_sampler(train_tasks, labels, p_single, profile.score_shots, profile.anchored)
@@ -159,8 +190,16 @@ def run_arm(model: BaseModel, profile: CodeIOEMProfile, share: float, train_task
     return lm, history, steps
 
 
-def run_unit(model: BaseModel, profile: CodeIOEMProfile, tasks, seed: int, ckpt_dir: Path | None,
-             device: str = "cpu", progress: bool = False, split: E.Split = E.Split()) -> UnitResult:
+def run_unit(
+    model: BaseModel,
+    profile: CodeIOEMProfile,
+    tasks,
+    seed: int,
+    ckpt_dir: Path | None,
+    device: str = "cpu",
+    progress: bool = False,
+    split: E.Split = E.Split(),
+) -> UnitResult:
     """Both EM arms of one seed on ``split``'s training pairs, each answering ``tasks`` by the search."""
     from taskextrap.llm import codeio_em as M
 
@@ -168,7 +207,12 @@ def run_unit(model: BaseModel, profile: CodeIOEMProfile, tasks, seed: int, ckpt_
     train_tasks = M.em_tasks(train_pairs, profile.em_tasks, seed)
     candidates = M.em_candidates(train_pairs)  # pseudo-labels among the pairs a supervised run sees
     values, timing = {}, {}
-    extras = {"answers": {}, "completions": {}, "chosen": {}, "train_tasks": ["+".join(t.pair) for t in train_tasks]}
+    extras: dict[str, Any] = {
+        "answers": {},
+        "completions": {},
+        "chosen": {},
+        "train_tasks": ["+".join(t.pair) for t in train_tasks],
+    }
     for arm, share in ARMS.items():
         t = time.perf_counter()
         out = None if ckpt_dir is None else Path(ckpt_dir) / arm
@@ -202,10 +246,19 @@ def prompt_records(tasks, profile: CodeIOEMProfile, seed: int, extras: dict) -> 
         for i, t in enumerate(tasks):
             cand = extras["chosen"][arm][i]
             prompt = E.query_prompt("rte", t, profile, E.candidate_of(cand))
-            out.append({"task": "+".join(t.pair), "method": arm, "seed": seed, "prompt": prompt, "answer": t.query[1],
-                        "predicted": extras["answers"][arm][i], "candidate": cand,
-                        "completion": extras["completions"][arm][i],
-                        "answer_in_prompt": C.answer_in_prompt(prompt, t.query[1], t.query[0])})
+            out.append(
+                {
+                    "task": "+".join(t.pair),
+                    "method": arm,
+                    "seed": seed,
+                    "prompt": prompt,
+                    "answer": t.query[1],
+                    "predicted": extras["answers"][arm][i],
+                    "candidate": cand,
+                    "completion": extras["completions"][arm][i],
+                    "answer_in_prompt": C.answer_in_prompt(prompt, t.query[1], t.query[0]),
+                }
+            )
     return out
 
 
@@ -215,16 +268,19 @@ def prompt_records(tasks, profile: CodeIOEMProfile, seed: int, extras: dict) -> 
 def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
     """Accuracy of the codeio methods and the EM arms on both groups, decomposition-found of every
     RTE arm, answer-in-prompt of the EM arms and the pseudo-label fractions after each E-step."""
-    rows = []
-    for group, keep in zip(E.GROUPS, (None, novel)):
+    rows: list[dict] = []
+    for group, keep in zip(E.GROUPS, (None, novel), strict=True):
         if keep is not None and not keep.any():
             continue
         suffix = "" if keep is None else "-novel"
         rows += [accuracy_row("codeio-em", values[m], group, m, keep) for m in (*CODEIO_METHODS, *ARMS)]
         rows.append(accuracy_row("codeio-em", values["found"], f"decomposition-found{suffix}", "rte", keep))
         rows += [accuracy_row("codeio-em", values[f"found|{a}"], f"decomposition-found{suffix}", a, keep) for a in ARMS]
-    rows += [accuracy_row("codeio-em", values[f"answer-in-prompt/{a}"], "answer-in-prompt", a) for a in ARMS
-             if f"answer-in-prompt/{a}" in values]
+    rows += [
+        accuracy_row("codeio-em", values[f"answer-in-prompt/{a}"], "answer-in-prompt", a)
+        for a in ARMS
+        if f"answer-in-prompt/{a}" in values
+    ]
     for key in sorted(k for k in values if k.count("|") == 2):
         arm, step, kind = key.split("|")
         group = "pseudo-labels" if kind == "behaves" else "pseudo-labels-exact"
@@ -232,9 +288,15 @@ def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
     return rows
 
 
-@register("codeio-em", "App. B.2: CodeIO relational fine-tuning without meta-labels (EM with primitive warm-up, "
-          "25% labels) beside codeio's methods", PROFILES, options=("device", "extra", "test_seed", "split_seed"),
-          dev=True, in_all=False)
+@register(
+    "codeio-em",
+    "App. B.2: CodeIO relational fine-tuning without meta-labels (EM with primitive warm-up, "
+    "25% labels) beside codeio's methods",
+    PROFILES,
+    options=("device", "extra", "test_seed", "split_seed"),
+    dev=True,
+    in_all=False,
+)
 def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The codeio units of the same settings, one EM unit per seed, and their rows; every final
     prompt of every method goes to ``options.run_dir/prompts.jsonl``."""
@@ -247,28 +309,54 @@ def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
     split = E.Split.of(options)
     tasks, novel, sizes = E.held_out_tasks(profile.n_tasks, split)
     codeio_base, codeio_units = E.codeio_units(options, cache_dir, model, codeio_profile, split, tasks)
-    base = {**codeio_base, "experiment": "codeio-em", "profile": profile.to_dict(), "arms": ARMS, "p_single": P_SINGLE,
-            "label_pairs": "train"}  # the E-step's candidates: the split's training pairs (issue 36)
+    base = {
+        **codeio_base,
+        "experiment": "codeio-em",
+        "profile": profile.to_dict(),
+        "arms": ARMS,
+        "p_single": P_SINGLE,
+        "label_pairs": "train",
+    }  # the E-step's candidates: the split's training pairs (issue 36)
     em_units = seed_units(
-        profile.seeds, name=lambda s: f"codeio-em-seed{s}", config=lambda s: {**base, "seed": s},
-        compute=lambda s, _: run_unit(model, profile, tasks, s, E.ckpt_root(cache_dir, base, s, "codeio-em"), options.device,
-                                      options.progress, split))
+        profile.seeds,
+        name=lambda s: f"codeio-em-seed{s}",
+        config=lambda s: {**base, "seed": s},
+        compute=lambda s, _: run_unit(
+            model,
+            profile,
+            tasks,
+            s,
+            E.ckpt_root(cache_dir, base, s, "codeio-em"),
+            options.device,
+            options.progress,
+            split,
+        ),
+    )
 
     def assemble(results):
         values, timing = gather(results, codeio_units + em_units)
         records = []
-        for s, cu, eu in zip(profile.seeds, codeio_units, em_units):
+        for s, cu, eu in zip(profile.seeds, codeio_units, em_units, strict=True):
             records += E.prompt_records(tasks, codeio_profile, s, results[cu.name].extras)
             records += prompt_records(tasks, profile, s, results[eu.name].extras)
         E.write_prompts(options.run_dir, records)
         values.update(E.answer_in_prompt_values(records, profile.seeds, ARMS))
         start, m = phase_steps(profile.sft_steps, profile.em_rounds)
-        config = {**E.run_config(base, sizes, novel, tasks, split, codeio_profile, model),
-                  "em": {"tasks": profile.em_tasks, "rounds": profile.em_rounds, "loo": profile.em_loo,
-                         "candidates": len(em_candidates(split.pairs()[0])), "label_pairs": "train", "start_steps": start, "m_steps": m,
-                         "steps_every_arm": profile.sft_steps},
-                  "em_train_tasks": results[em_units[0].name].extras["train_tasks"],
-                  "steps_taken": results[em_units[0].name].extras["steps"]}
+        config = {
+            **E.run_config(base, sizes, novel, tasks, split, codeio_profile, model),
+            "em": {
+                "tasks": profile.em_tasks,
+                "rounds": profile.em_rounds,
+                "loo": profile.em_loo,
+                "candidates": len(em_candidates(split.pairs()[0])),
+                "label_pairs": "train",
+                "start_steps": start,
+                "m_steps": m,
+                "steps_every_arm": profile.sft_steps,
+            },
+            "em_train_tasks": results[em_units[0].name].extras["train_tasks"],
+            "steps_taken": results[em_units[0].name].extras["steps"],
+        }
         if plot_dir is not None:
             plot_pseudo_labels(Path(plot_dir) / FIGURE, values, profile.em_rounds)
         return build_rows(values, novel), config, list(profile.seeds), timing
@@ -289,5 +377,11 @@ def plot_pseudo_labels(path: Path, values: dict, rounds: int) -> Path | None:
                 curves[f"{arm}: {what}"] = [float(np.mean(np.concatenate(values[k]))) for k in keys]
     if not curves:
         return None
-    return plot_curves(path, np.arange(1, rounds + 1), curves, title="codeio-em: pseudo-labels after each E-step",
-                       xlabel="E-step", ylabel="share of unlabelled training tasks")
+    return plot_curves(
+        path,
+        np.arange(1, rounds + 1),
+        curves,
+        title="codeio-em: pseudo-labels after each E-step",
+        xlabel="E-step",
+        ylabel="share of unlabelled training tasks",
+    )

@@ -21,9 +21,20 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.estimators.composition import CompositionRTE
-from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_profiles, entropy_rows, fit_and_score,
-                                             interval_rows, mse_rows, plot_examples, primitive_set_config,
-                                             retrieval_rows, set_group, set_streams)
+from taskextrap.experiments.discrete import (
+    LIBRARY_SEED,
+    Settings,
+    discrete_profiles,
+    entropy_rows,
+    fit_and_score,
+    interval_rows,
+    mse_rows,
+    plot_examples,
+    primitive_set_config,
+    retrieval_rows,
+    set_group,
+    set_streams,
+)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
@@ -37,19 +48,37 @@ from taskextrap.tasks.observe import Observations, noise_scale
 from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionFamily, CompositionSet, PrimitiveSet
 from taskextrap.tasks.registry import get_primitive_set
 
-METHODS = ("rte", "strategy-b", "sparse-inductive", "oracle", "verified-composition", "ctx-interp", "ctx-polyfit",
-           "library-best-fit")
-ABLATION_METHODS = ("rte", "strategy-b", "no-averaging", "no-refinement", "no-verification", "random-constituents",
-                    "sparse-inductive", "oracle")
+METHODS = (
+    "rte",
+    "strategy-b",
+    "sparse-inductive",
+    "oracle",
+    "verified-composition",
+    "ctx-interp",
+    "ctx-polyfit",
+    "library-best-fit",
+)
+ABLATION_METHODS = (
+    "rte",
+    "strategy-b",
+    "no-averaging",
+    "no-refinement",
+    "no-verification",
+    "random-constituents",
+    "sparse-inductive",
+    "oracle",
+)
 ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
 GROUP = "unseen-pairs"
 
 
-COMPOSITION_PROFILES = discrete_profiles({  # (seeds, primitives per family, Psi pairs per pass, targets, draws)
-    "quick": ((0,), 500, 4000, 200, 2),
-    "paper": ((0, 1, 2), 3000, 10000, 500, 4),
-    "tiny": ((0,), 10, 200, 6, 2),  # for tests only: seconds
-})
+COMPOSITION_PROFILES = discrete_profiles(
+    {  # (seeds, primitives per family, Psi pairs per pass, targets, draws)
+        "quick": ((0,), 500, 4000, 200, 2),
+        "paper": ((0, 1, 2), 3000, 10000, 500, 4),
+        "tiny": ((0,), 10, 200, 6, 2),  # for tests only: seconds
+    }
+)
 
 
 def get_set(option: str | None) -> CompositionFamily:
@@ -65,31 +94,54 @@ def make_library(n_per_family: int, primitive_set: CompositionFamily = POLY_SIN_
     return primitive_set.library(n_per_family, rng(LIBRARY_SEED, "primitives", *streams, "library"))
 
 
-def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: int, split=PAPER_SPLIT,
-                 test_seed: int = FRESH_TEST_SEED,
-                 streams: tuple[str, ...] = ()) -> tuple[CompositionSet, Observations]:
+def make_targets(
+    primitives: PrimitiveSet,
+    protocol,
+    n_targets: int,
+    n_draws: int,
+    split=PAPER_SPLIT,
+    test_seed: int = FRESH_TEST_SEED,
+    streams: tuple[str, ...] = (),
+) -> tuple[CompositionSet, Observations]:
     """Held-out-pair compositions of library primitives and their draws, from the test stream
     ``test_seed`` (keyed by the held-out pairs, so a dev split draws its own, and by ``streams``:
     a primitive set's :func:`~taskextrap.experiments.discrete.set_streams`)."""
     held = [*streams, *(f"{o}-{i}" for o, i in split.test)]
-    targets = CompositionSet.sample(primitives, split.test, n_targets, rng(test_seed, "composition", *held, "targets"),
-                                    train_pairs=split.train)
-    obs = protocol.draw(targets, n_draws, rng(test_seed, "composition", *held, protocol.name, "draws"),
-                        noise_scale(targets.family))
+    targets = CompositionSet.sample(
+        primitives, split.test, n_targets, rng(test_seed, "composition", *held, "targets"), train_pairs=split.train
+    )
+    obs = protocol.draw(
+        targets, n_draws, rng(test_seed, "composition", *held, protocol.name, "draws"), noise_scale(targets.family)
+    )
     return targets, obs
 
 
-def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str, split=PAPER_SPLIT,
-             device: str = "cpu") -> CompositionRTE:
+def make_rte(
+    protocol, profile: DiscreteProfile, seed: int, embedding: str, split=PAPER_SPLIT, device: str = "cpu"
+) -> CompositionRTE:
     """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint); no
     progress bar of its own (the run has one over its units)."""
-    return CompositionRTE(protocol=protocol, split=split, embedding=embedding, n_pairs=profile.n_pairs,
-                          train=profile.train, decomposer_train=profile.decomposer_train, seed=seed, device=device,
-                          verbose=False)
+    return CompositionRTE(
+        protocol=protocol,
+        split=split,
+        embedding=embedding,
+        n_pairs=profile.n_pairs,
+        train=profile.train,
+        decomposer_train=profile.decomposer_train,
+        seed=seed,
+        device=device,
+        verbose=False,
+    )
 
 
-def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: PrimitiveSet,
-                targets: CompositionSet, obs: Observations, seed: int) -> tuple[dict, dict]:
+def predict_all(
+    rte: CompositionRTE,
+    inductive: DiscreteInductive,
+    primitives: PrimitiveSet,
+    targets: CompositionSet,
+    obs: Observations,
+    seed: int,
+) -> tuple[dict, dict]:
     """Predictions of every method at the query points, and per-draw diagnostics: retrieval and
     the coverage of rte's 90% predictive interval.
 
@@ -119,18 +171,29 @@ def predict_all(rte: CompositionRTE, inductive: DiscreteInductive, primitives: P
         "ctx-polyfit": ctx_polyfit(cx, cy, qx),
         "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: primitives.exact(x, i), len(primitives))[0],
     }
-    retrieval = {"pair_top1": ((best[:, 0] == true_o) & (best[:, 1] == true_i)).astype(float),
-                 "pair_top1_unrefined": ((best_plain[:, 0] == true_o) & (best_plain[:, 1] == true_i)).astype(float),
-                 "pair_in_candidates": ((outer_c == true_o[:, None]).any(1) & (inner_c == true_i[:, None]).any(1)
-                                        ).astype(float),
-                 **interval_diagnostics("rte", mean, std, obs.qry_y, rte.calibrated_scale()),
-                 "rte_entropy": entropy(rte.weighted(d).weights)}
+    weights = rte.weighted(d).weights
+    assert weights is not None  # weighted() fills them
+    retrieval = {
+        "pair_top1": ((best[:, 0] == true_o) & (best[:, 1] == true_i)).astype(float),
+        "pair_top1_unrefined": ((best_plain[:, 0] == true_o) & (best_plain[:, 1] == true_i)).astype(float),
+        "pair_in_candidates": ((outer_c == true_o[:, None]).any(1) & (inner_c == true_i[:, None]).any(1)).astype(float),
+        **interval_diagnostics("rte", mean, std, obs.qry_y, rte.calibrated_scale()),
+        "rte_entropy": entropy(weights),
+    }
     return preds, retrieval
 
 
-def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str,
-             plot_dir: Path | None = None, split=PAPER_SPLIT, test_seed: int = FRESH_TEST_SEED, device: str = "cpu",
-             primitive_set: CompositionFamily = POLY_SIN_TANH) -> UnitResult:
+def run_unit(
+    protocol,
+    profile: DiscreteProfile,
+    seed: int,
+    embedding: str,
+    plot_dir: Path | None = None,
+    split=PAPER_SPLIT,
+    test_seed: int = FRESH_TEST_SEED,
+    device: str = "cpu",
+    primitive_set: CompositionFamily = POLY_SIN_TANH,
+) -> UnitResult:
     """Fit RTE and the baseline for one training seed on ``split.train`` (a split of
     ``primitive_set``'s families); evaluate every method on targets of the held-out pairs
     ``split.test`` drawn from ``test_seed``."""
@@ -139,9 +202,16 @@ def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str,
     targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed, streams)
     stem = "-".join(("composition", *streams, protocol.name))
     plot = None if plot_dir is None else lambda rte: _plot(plot_dir, stem, rte, primitives, targets, obs)
-    unit = fit_and_score(primitives, make_rte(protocol, profile, seed, embedding, split, device), targets, obs,
-                         predict_all,
-                         ALL_METHODS, seed, plot)
+    unit = fit_and_score(
+        primitives,
+        make_rte(protocol, profile, seed, embedding, split, device),
+        targets,
+        obs,
+        predict_all,
+        ALL_METHODS,
+        seed,
+        plot,
+    )
     # Which held-out pair each target belongs to, for the per-pair breakdown of the table.
     unit.errors["pair_id"] = np.array([split.test.index(tuple(p)) for p in targets.pair], dtype=float)
     return unit
@@ -150,34 +220,60 @@ def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str,
 def _plot(plot_dir, stem, rte, primitives, targets, obs):
     def curves(sub, grid):
         d = rte.decompose(sub.ctx_x, sub.ctx_y)
-        return {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
-                "verified composition": rte.compose(grid, d.anchors[:, 0, 0], d.anchors[:, 0, 1]),
-                "ctx-interp": ctx_interp(sub.ctx_x, sub.ctx_y, grid)}
+        return {
+            "RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
+            "verified composition": rte.compose(grid, d.anchors[:, 0, 0], d.anchors[:, 0, 1]),
+            "ctx-interp": ctx_interp(sub.ctx_x, sub.ctx_y, grid),
+        }
 
-    plot_examples(plot_dir, stem, np.linspace(*primitives.domain, 200), targets, obs,
-                  curves, [f"{o} o {i}" for o, i in targets.pair[:4]], rte.z_library_,
-                  primitives.family_names.astype(str), "primitives: proxy embedding by family", target_labels=[])
+    plot_examples(
+        plot_dir,
+        stem,
+        np.linspace(primitives.domain[0], primitives.domain[1], 200),
+        targets,
+        obs,
+        curves,
+        [f"{o} o {i}" for o, i in targets.pair[:4]],
+        rte.z_library_,
+        primitives.family_names.astype(str),
+        "primitives: proxy embedding by family",
+        target_labels=[],
+    )
 
 
 def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_dir: Path | None) -> Plan:
     settings = Settings.of(options, COMPOSITION_PROFILES, "composition")
-    profile, protocol, embedding, test_seed = (settings.profile, settings.protocol, settings.embedding,
-                                               settings.test_seed)
+    profile, protocol, embedding, test_seed = (
+        settings.profile,
+        settings.protocol,
+        settings.embedding,
+        settings.test_seed,
+    )
     primitive_set = get_set(options.family)
     split = dev_pair_split(primitive_set.split) if settings.dev else primitive_set.split
     streams = set_streams(primitive_set, POLY_SIN_TANH)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
-    base = dict(experiment="composition", split=split, protocol=protocol, profile=profile.to_dict(),
-                embedding=embedding, test_seed=test_seed)
+    base = dict(
+        experiment="composition",
+        split=split,
+        protocol=protocol,
+        profile=profile.to_dict(),
+        embedding=embedding,
+        test_seed=test_seed,
+    )
     if streams:  # another set than the default: its families' code and ranges key its units
         base["primitives"] = primitive_set_config(primitive_set)
     stem = "-".join(("composition", *streams, protocol.name))
     units = settings.units(
-        stem, base,
+        stem,
+        base,
         estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split, settings.device),
-        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed, settings.device,
-                                          primitive_set),
-        plot_dir=plot_dir, plot_file=f"{stem}-predictions.png")
+        compute=lambda s, plots: run_unit(
+            protocol, profile, s, embedding, plots, split, test_seed, settings.device, primitive_set
+        ),
+        plot_dir=plot_dir,
+        plot_file=f"{stem}-predictions.png",
+    )
 
     rte_scale = make_rte(protocol, profile, 0, embedding, split).calibrated_scale()
 
@@ -190,18 +286,31 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
             pair_id = errors["pair_id"][0]
             for j, (o, i) in enumerate(split.test if len(split.test) > 1 else ()):
                 for m in ("rte", "sparse-inductive", "verified-composition"):
-                    out.append(make_row(experiment, group(f"{o} o {i}"), m, "mse",
-                                        np.stack(errors[m], axis=1)[pair_id == j]))
-        out += retrieval_rows(experiment, errors, group("pair-retrieved"), (
-            ("rte", "pair_top1"), ("no-refinement", "pair_top1_unrefined"),
-            ("top-k-candidates", "pair_in_candidates")))
-        config = {"primitive_set": {"spec": options.family or primitive_set.name,
-                                    **primitive_set_config(primitive_set)},
-                  "pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
-                  "profile": profile.to_dict(), "embedding": embedding, "library_seed": LIBRARY_SEED,
-                  "test_seed": test_seed, "units": "shared with composition / composition-ablations under OUT/units",
-                  "interval_scale": rte_scale,
-                  "coverage_by_scale": {group(GROUP): {"rte": pooled_curve(errors, "rte")}}}
+                    out.append(
+                        make_row(experiment, group(f"{o} o {i}"), m, "mse", np.stack(errors[m], axis=1)[pair_id == j])
+                    )
+        out += retrieval_rows(
+            experiment,
+            errors,
+            group("pair-retrieved"),
+            (
+                ("rte", "pair_top1"),
+                ("no-refinement", "pair_top1_unrefined"),
+                ("top-k-candidates", "pair_in_candidates"),
+            ),
+        )
+        config = {
+            "primitive_set": {"spec": options.family or primitive_set.name, **primitive_set_config(primitive_set)},
+            "pairs": {"train": split.train, "test": split.test},
+            "protocol": {**vars(protocol)},
+            "profile": profile.to_dict(),
+            "embedding": embedding,
+            "library_seed": LIBRARY_SEED,
+            "test_seed": test_seed,
+            "units": "shared with composition / composition-ablations under OUT/units",
+            "interval_scale": rte_scale,
+            "coverage_by_scale": {group(GROUP): {"rte": pooled_curve(errors, "rte")}},
+        }
         return out, config, list(profile.seeds), timing
 
     return Plan(units, assemble)
@@ -210,15 +319,29 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
 COMPOSITION_OPTIONS = ("protocol", "family", "embedding", "test_seed", "device")
 
 
-@register("composition", "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)",
-          COMPOSITION_PROFILES, options=COMPOSITION_OPTIONS, regime="composition", dev=True, family=get_set)
+@register(
+    "composition",
+    "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)",
+    COMPOSITION_PROFILES,
+    options=COMPOSITION_OPTIONS,
+    regime="composition",
+    dev=True,
+    family=get_set,
+)
 def run_composition(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition experiment: rte, sparse-inductive, oracle, verified-composition and sanity baselines."""
     return _run("composition", METHODS, options, plot_dir)
 
 
-@register("composition-ablations", "App. K.3: composition ablations (no verification, random constituents)",
-          COMPOSITION_PROFILES, options=COMPOSITION_OPTIONS, regime="composition", dev=True, family=get_set)
+@register(
+    "composition-ablations",
+    "App. K.3: composition ablations (no verification, random constituents)",
+    COMPOSITION_PROFILES,
+    options=COMPOSITION_OPTIONS,
+    regime="composition",
+    dev=True,
+    family=get_set,
+)
 def run_composition_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The composition ablations: the same fits as ``composition`` (shared unit cache), other rows."""
     return _run("composition-ablations", ABLATION_METHODS, options, None)

@@ -20,9 +20,18 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.estimators.chain import Composition3RTE
-from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, fit_and_score, interval_rows, mse_rows,
-                                             plot_examples, primitive_set_config, retrieval_rows, set_group,
-                                             set_streams)
+from taskextrap.experiments.discrete import (
+    LIBRARY_SEED,
+    Settings,
+    fit_and_score,
+    interval_rows,
+    mse_rows,
+    plot_examples,
+    primitive_set_config,
+    retrieval_rows,
+    set_group,
+    set_streams,
+)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
@@ -38,8 +47,17 @@ from taskextrap.tasks.registry import get_primitive_set
 
 EXPERIMENT = "composition-depth3"
 REGIME = "composition-depth3"  # its protocol table (tasks.observe.REGIME_PROTOCOLS)
-METHODS = ("rte", "sparse-inductive", "oracle", "verified-composition", "no-verification", "no-refinement",
-           "ctx-interp", "ctx-polyfit", "library-best-fit")
+METHODS = (
+    "rte",
+    "sparse-inductive",
+    "oracle",
+    "verified-composition",
+    "no-verification",
+    "no-refinement",
+    "ctx-interp",
+    "ctx-polyfit",
+    "library-best-fit",
+)
 GROUP = "unseen-recipes"
 BREAKDOWN = ("rte", "sparse-inductive", "verified-composition")  # per held-out recipe
 SEARCH_SETTINGS = ("k", "keep", "refine_rounds", "n_average", "temperature", "identity", "pad_share", "psi_context")
@@ -51,8 +69,16 @@ DEPTH3_TEST_SEED = 31_338
 
 
 def _profile(name, seeds, n_library, n_pairs, n_targets, n_draws, psi, decomposer):
-    return DiscreteProfile(name, seeds, n_library=n_library, n_pairs=n_pairs, n_targets=n_targets, n_draws=n_draws,
-                           train=psi, decomposer_train=decomposer)
+    return DiscreteProfile(
+        name,
+        seeds,
+        n_library=n_library,
+        n_pairs=n_pairs,
+        n_targets=n_targets,
+        n_draws=n_draws,
+        train=psi,
+        decomposer_train=decomposer,
+    )
 
 
 # n_library: primitives per family (the paper: 500); n_pairs: compositions per pass of Psi_chain's
@@ -60,12 +86,36 @@ def _profile(name, seeds, n_library, n_pairs, n_targets, n_draws, psi, decompose
 # 2,048; the decomposer's, compositions of 512. The authors train each network 25,000 steps of 64
 # compositions; the paper profile's budgets are what 2 CPU cores do in about 30 minutes per protocol.
 DEPTH3_PROFILES = {
-    "quick": _profile("quick", (0,), 500, 2000, 200, 2, TrainConfig(steps=2000, batch=2048, eval_every=100),
-                      TrainConfig(steps=1500, batch=512, eval_every=100)),
-    "paper": _profile("paper", (0, 1, 2), 500, 8000, 1000, 1, TrainConfig(steps=6000, batch=2048, eval_every=200),
-                      TrainConfig(steps=3000, batch=512, eval_every=100)),
-    "tiny": _profile("tiny", (0,), 8, 100, 6, 1, TrainConfig(steps=10, batch=256, eval_every=5),
-                     TrainConfig(steps=10, batch=64, eval_every=5)),  # for tests only: seconds
+    "quick": _profile(
+        "quick",
+        (0,),
+        500,
+        2000,
+        200,
+        2,
+        TrainConfig(steps=2000, batch=2048, eval_every=100),
+        TrainConfig(steps=1500, batch=512, eval_every=100),
+    ),
+    "paper": _profile(
+        "paper",
+        (0, 1, 2),
+        500,
+        8000,
+        1000,
+        1,
+        TrainConfig(steps=6000, batch=2048, eval_every=200),
+        TrainConfig(steps=3000, batch=512, eval_every=100),
+    ),
+    "tiny": _profile(
+        "tiny",
+        (0,),
+        8,
+        100,
+        6,
+        1,
+        TrainConfig(steps=10, batch=256, eval_every=5),
+        TrainConfig(steps=10, batch=64, eval_every=5),
+    ),  # for tests only: seconds
 }
 
 
@@ -82,40 +132,63 @@ def make_library(n_per_family: int, primitive_set: CompositionFamily = POLY_SIN_
     return primitive_set.library(n_per_family, rng(LIBRARY_SEED, "primitives-depth3", *streams, "library"))
 
 
-def make_targets(primitives: PrimitiveSet, protocol, n_targets: int, n_draws: int,
-                 split: RecipeSplit = PAPER_RECIPE_SPLIT,
-                 test_seed: int = FRESH_TEST_SEED, streams: tuple[str, ...] = ()) -> tuple[ChainSet, Observations]:
+def make_targets(
+    primitives: PrimitiveSet,
+    protocol,
+    n_targets: int,
+    n_draws: int,
+    split: RecipeSplit = PAPER_RECIPE_SPLIT,
+    test_seed: int = FRESH_TEST_SEED,
+    streams: tuple[str, ...] = (),
+) -> tuple[ChainSet, Observations]:
     """Held-out-recipe chains of library primitives and their draws, from the test stream
     ``test_seed`` (keyed by the held-out recipes, so a dev split draws its own, and by ``streams``:
     a primitive set's :func:`~taskextrap.experiments.discrete.set_streams`)."""
     held = [*streams, *sorted(recipe_name(r) for r in split.test)]
-    targets = ChainSet.sample(primitives, split.test, n_targets, rng(test_seed, EXPERIMENT, *held, "targets"),
-                              train_recipes=split.train)
-    obs = protocol.draw(targets, n_draws, rng(test_seed, EXPERIMENT, *held, protocol.name, "draws"),
-                        noise_scale(targets.family))
+    targets = ChainSet.sample(
+        primitives, split.test, n_targets, rng(test_seed, EXPERIMENT, *held, "targets"), train_recipes=split.train
+    )
+    obs = protocol.draw(
+        targets, n_draws, rng(test_seed, EXPERIMENT, *held, protocol.name, "draws"), noise_scale(targets.family)
+    )
     return targets, obs
 
 
-def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str,
-             split: RecipeSplit = PAPER_RECIPE_SPLIT, device: str = "cpu") -> Composition3RTE:
+def make_rte(
+    protocol,
+    profile: DiscreteProfile,
+    seed: int,
+    embedding: str,
+    split: RecipeSplit = PAPER_RECIPE_SPLIT,
+    device: str = "cpu",
+) -> Composition3RTE:
     """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint); no
     progress bar of its own (the run has one over its units)."""
-    return Composition3RTE(protocol=protocol, split=split, embedding=embedding, n_pairs=profile.n_pairs,
-                           train=profile.train, decomposer_train=profile.decomposer_train, seed=seed, device=device,
-                           verbose=False)
+    return Composition3RTE(
+        protocol=protocol,
+        split=split,
+        embedding=embedding,
+        n_pairs=profile.n_pairs,
+        train=profile.train,
+        decomposer_train=profile.decomposer_train,
+        seed=seed,
+        device=device,
+        verbose=False,
+    )
 
 
-def predict_all(rte: Composition3RTE, inductive, primitives: PrimitiveSet, targets: ChainSet, obs: Observations,
-                seed: int) -> tuple[dict, dict]:
+def predict_all(
+    rte: Composition3RTE, inductive, primitives: PrimitiveSet, targets: ChainSet, obs: Observations, seed: int
+) -> tuple[dict, dict]:
     """Predictions of every method at the query points, and per-draw diagnostics: retrieval and
     the coverage of rte's 90% predictive interval."""
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     plain = rte.decompose(cx, cy, refine=0)  # the paper's search: k^3 verification only
     d = rte.refined(cx, cy, plain)
     mean, std = rte.predict(cx, cy, qx, d, return_std=True)
-    cands = d.extras["candidates"]                                   # (n, depth, k)
-    truth = targets.chains[obs.task]                                 # (n, depth)
-    given = lambda chains: rte.decomposition_for(cx, cy, chains)     # noqa: E731
+    cands = d.extras["candidates"]  # (n, depth, k)
+    truth = targets.chains[obs.task]  # (n, depth)
+    given = lambda chains: rte.decomposition_for(cx, cy, chains)  # noqa: E731
     preds = {
         "rte": mean,
         "no-refinement": rte.predict(cx, cy, qx, plain),
@@ -127,18 +200,28 @@ def predict_all(rte: Composition3RTE, inductive, primitives: PrimitiveSet, targe
         "ctx-polyfit": ctx_polyfit(cx, cy, qx),
         "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: primitives.exact(x, i), len(primitives))[0],
     }
-    retrieval = {"chain_top1": (d.anchors[:, 0] == truth).all(axis=1).astype(float),
-                 "chain_top1_unrefined": (plain.anchors[:, 0] == truth).all(axis=1).astype(float),
-                 "chain_in_candidates": (cands == truth[:, :, None]).any(axis=2).all(axis=1).astype(float),
-                 **interval_diagnostics("rte", mean, std, obs.qry_y, rte.calibrated_scale())}
+    retrieval = {
+        "chain_top1": (d.anchors[:, 0] == truth).all(axis=1).astype(float),
+        "chain_top1_unrefined": (plain.anchors[:, 0] == truth).all(axis=1).astype(float),
+        "chain_in_candidates": (cands == truth[:, :, None]).any(axis=2).all(axis=1).astype(float),
+        **interval_diagnostics("rte", mean, std, obs.qry_y, rte.calibrated_scale()),
+    }
     for j, slot in enumerate(SLOTS):  # where retrieval loses the chain: each slot's recall
-        retrieval[f"{slot}_in_candidates"] = (cands[:, j] == truth[:, j:j + 1]).any(axis=1).astype(float)
+        retrieval[f"{slot}_in_candidates"] = (cands[:, j] == truth[:, j : j + 1]).any(axis=1).astype(float)
     return preds, retrieval
 
 
-def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str, plot_dir: Path | None = None,
-             split: RecipeSplit = PAPER_RECIPE_SPLIT, test_seed: int = FRESH_TEST_SEED, device: str = "cpu",
-             primitive_set: CompositionFamily = POLY_SIN_TANH_RESCALED) -> UnitResult:
+def run_unit(
+    protocol,
+    profile: DiscreteProfile,
+    seed: int,
+    embedding: str,
+    plot_dir: Path | None = None,
+    split: RecipeSplit = PAPER_RECIPE_SPLIT,
+    test_seed: int = FRESH_TEST_SEED,
+    device: str = "cpu",
+    primitive_set: CompositionFamily = POLY_SIN_TANH_RESCALED,
+) -> UnitResult:
     """Fit RTE and the baseline for one training seed on ``split.train`` (a recipe split of
     ``primitive_set``'s families); evaluate every method on chains of the held-out recipes
     ``split.test`` drawn from ``test_seed``."""
@@ -147,9 +230,16 @@ def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str, plot
     targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed, streams)
     stem = "-".join((EXPERIMENT, *streams, protocol.name))
     plot = None if plot_dir is None else lambda rte: _plot(plot_dir, stem, rte, primitives, targets, obs)
-    unit = fit_and_score(primitives, make_rte(protocol, profile, seed, embedding, split, device), targets, obs,
-                         predict_all,
-                         METHODS, seed, plot)
+    unit = fit_and_score(
+        primitives,
+        make_rte(protocol, profile, seed, embedding, split, device),
+        targets,
+        obs,
+        predict_all,
+        METHODS,
+        seed,
+        plot,
+    )
     # Which held-out recipe each target belongs to, for the per-recipe breakdown of the table.
     unit.errors["recipe_id"] = np.array([split.test.index(tuple(r)) for r in targets.recipe], dtype=float)
     return unit
@@ -158,18 +248,36 @@ def run_unit(protocol, profile: DiscreteProfile, seed: int, embedding: str, plot
 def _plot(plot_dir, stem, rte, primitives, targets, obs):
     def curves(sub, grid):
         d = rte.decompose(sub.ctx_x, sub.ctx_y)
-        return {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
-                "verified composition": rte.compose(grid, d.anchors[:, 0]),
-                "ctx-interp": ctx_interp(sub.ctx_x, sub.ctx_y, grid)}
+        return {
+            "RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
+            "verified composition": rte.compose(grid, d.anchors[:, 0]),
+            "ctx-interp": ctx_interp(sub.ctx_x, sub.ctx_y, grid),
+        }
 
-    plot_examples(plot_dir, stem, np.linspace(*primitives.domain, 200), targets, obs,
-                  curves, list(targets.region[:4]), rte.z_library_, rte.primitives_.family_names.astype(str),
-                  "primitives: proxy embedding by family", target_labels=[])
+    plot_examples(
+        plot_dir,
+        stem,
+        np.linspace(primitives.domain[0], primitives.domain[1], 200),
+        targets,
+        obs,
+        curves,
+        list(targets.region[:4]),
+        rte.z_library_,
+        rte.primitives_.family_names.astype(str),
+        "primitives: proxy embedding by family",
+        target_labels=[],
+    )
 
 
-@register(EXPERIMENT, "App. B.1.2: depth-3 compositions (train 21 recipes, test the 6 that apply tanh to a sin output)",
-          DEPTH3_PROFILES, options=("protocol", "family", "embedding", "test_seed", "device"), regime=REGIME, dev=True,
-          family=get_set)
+@register(
+    EXPERIMENT,
+    "App. B.1.2: depth-3 compositions (train 21 recipes, test the 6 that apply tanh to a sin output)",
+    DEPTH3_PROFILES,
+    options=("protocol", "family", "embedding", "test_seed", "device"),
+    regime=REGIME,
+    dev=True,
+    family=get_set,
+)
 def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None) -> Plan:
     """The depth-3 experiment: rte, sparse-inductive, oracle, verified-composition, no-verification,
     no-refinement, the sanity baselines and how often the true chain is found."""
@@ -182,17 +290,27 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
     split = dev_recipe_split(recipes) if settings.dev else recipes
     streams = set_streams(primitive_set, POLY_SIN_TANH_RESCALED)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH_RESCALED)  # a results group of this set
-    base = dict(experiment=EXPERIMENT, split=repr(split), protocol=protocol, profile=profile.to_dict(),
-                embedding=embedding, test_seed=test_seed)
+    base = dict(
+        experiment=EXPERIMENT,
+        split=repr(split),
+        protocol=protocol,
+        profile=profile.to_dict(),
+        embedding=embedding,
+        test_seed=test_seed,
+    )
     if streams:  # another set than the default: its families' code and ranges key its units
         base["primitives"] = primitive_set_config(primitive_set)
     stem = "-".join((EXPERIMENT, *streams, protocol.name))
     units = settings.units(
-        stem, base,
+        stem,
+        base,
         estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split, settings.device),
-        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, plots, split, test_seed, settings.device,
-                                          primitive_set),
-        plot_dir=plot_dir, plot_file=f"{stem}-predictions.png")
+        compute=lambda s, plots: run_unit(
+            protocol, profile, s, embedding, plots, split, test_seed, settings.device, primitive_set
+        ),
+        plot_dir=plot_dir,
+        plot_file=f"{stem}-predictions.png",
+    )
 
     chosen = make_rte(protocol, profile, 0, embedding, split)  # the settings every unit's estimator has
 
@@ -203,24 +321,42 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
         recipe_id = errors["recipe_id"][0]
         for j, recipe in enumerate(split.test):
             for m in BREAKDOWN if (recipe_id == j).any() else ():  # (a tiny run may miss a recipe)
-                out.append(make_row(EXPERIMENT, group(recipe_name(recipe)), m, "mse",
-                                    np.stack(errors[m], axis=1)[recipe_id == j]))
-        out += retrieval_rows(EXPERIMENT, errors, group("chain-retrieved"), (
-            ("rte", "chain_top1"), ("no-refinement", "chain_top1_unrefined"),
-            ("top-k-candidates", "chain_in_candidates"),
-            *((f"top-k-{slot}", f"{slot}_in_candidates") for slot in SLOTS)))
-        per_seed = [float(np.mean(a) / np.mean(b)) for a, b in zip(errors["rte"], errors["sparse-inductive"])]
-        config = {"primitive_set": {"spec": options.family or primitive_set.name,
-                                    **primitive_set_config(primitive_set)},
-                  "recipes": {"train": [recipe_name(r) for r in split.train],
-                              "test": [recipe_name(r) for r in split.test],
-                              "held_out_relations": [f"{f} o {g}" for f, g in split.held_out]},
-                  "protocol": {**vars(protocol)}, "profile": profile.to_dict(), "embedding": embedding,
-                  "library_seed": LIBRARY_SEED, "test_seed": test_seed,
-                  "search": {k: getattr(chosen, k) for k in SEARCH_SETTINGS},
-                  "interval_scale": chosen.calibrated_scale(),
-                  "coverage_by_scale": {group(GROUP): {"rte": pooled_curve(errors, "rte")}},
-                  "rte_over_sparse_inductive": {"per_seed": per_seed, "mean": float(np.mean(per_seed))}}
+                out.append(
+                    make_row(
+                        EXPERIMENT, group(recipe_name(recipe)), m, "mse", np.stack(errors[m], axis=1)[recipe_id == j]
+                    )
+                )
+        out += retrieval_rows(
+            EXPERIMENT,
+            errors,
+            group("chain-retrieved"),
+            (
+                ("rte", "chain_top1"),
+                ("no-refinement", "chain_top1_unrefined"),
+                ("top-k-candidates", "chain_in_candidates"),
+                *((f"top-k-{slot}", f"{slot}_in_candidates") for slot in SLOTS),
+            ),
+        )
+        per_seed = [
+            float(np.mean(a) / np.mean(b)) for a, b in zip(errors["rte"], errors["sparse-inductive"], strict=True)
+        ]
+        config = {
+            "primitive_set": {"spec": options.family or primitive_set.name, **primitive_set_config(primitive_set)},
+            "recipes": {
+                "train": [recipe_name(r) for r in split.train],
+                "test": [recipe_name(r) for r in split.test],
+                "held_out_relations": [f"{f} o {g}" for f, g in split.held_out],
+            },
+            "protocol": {**vars(protocol)},
+            "profile": profile.to_dict(),
+            "embedding": embedding,
+            "library_seed": LIBRARY_SEED,
+            "test_seed": test_seed,
+            "search": {k: getattr(chosen, k) for k in SEARCH_SETTINGS},
+            "interval_scale": chosen.calibrated_scale(),
+            "coverage_by_scale": {group(GROUP): {"rte": pooled_curve(errors, "rte")}},
+            "rte_over_sparse_inductive": {"per_seed": per_seed, "mean": float(np.mean(per_seed))},
+        }
         return out, config, list(profile.seeds), timing
 
     return Plan(units, assemble)

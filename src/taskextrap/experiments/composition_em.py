@@ -31,8 +31,15 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, library_best_fit
 from taskextrap.estimators.composition_em import EMCompositionRTE
-from taskextrap.experiments.composition import (COMPOSITION_OPTIONS, COMPOSITION_PROFILES, GROUP, get_set,
-                                                make_library, make_rte, make_targets)
+from taskextrap.experiments.composition import (
+    COMPOSITION_OPTIONS,
+    COMPOSITION_PROFILES,
+    GROUP,
+    get_set,
+    make_library,
+    make_rte,
+    make_targets,
+)
 from taskextrap.experiments.discrete import Settings, mse_rows, primitive_set_config, set_group, set_streams
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather, per_target
@@ -45,33 +52,58 @@ ARMS = {"rte-fixed-labels": 1.0, "rte-em-warmup": 0.0, "rte-em-semi25": 0.25}  #
 METHODS = ("rte", *ARMS, "ctx-interp", "library-best-fit")
 EM_ROUNDS = 3
 # Pseudo-label quality rows (fractions of the unlabelled training tasks) per label_quality kind.
-LABEL_GROUPS = {"behaves": "pseudo-labels", "exact": "pseudo-labels-exact",
-                "held_out_pair": "pseudo-labels-held-out-pair"}
+LABEL_GROUPS = {
+    "behaves": "pseudo-labels",
+    "exact": "pseudo-labels-exact",
+    "held_out_pair": "pseudo-labels-held-out-pair",
+}
 
 
-def make_em(protocol, profile, seed: int, embedding: str, share: float, split=PAPER_SPLIT,
-            device: str = "cpu") -> EMCompositionRTE:
+def make_em(
+    protocol, profile, seed: int, embedding: str, share: float, split=PAPER_SPLIT, device: str = "cpu"
+) -> EMCompositionRTE:
     """An EM arm with the supervised estimator's settings; its fixed training set holds as many
     tasks as one of the supervised estimator's batches of Psi pairs."""
     base = make_rte(protocol, profile, seed, embedding, split, device)
-    return EMCompositionRTE(**{f: getattr(base, f) for f in base.__dataclass_fields__}, label_share=share,
-                            n_tasks=profile.n_pairs, em_rounds=EM_ROUNDS)
+    return EMCompositionRTE(
+        **{f: getattr(base, f) for f in base.__dataclass_fields__},
+        label_share=share,
+        n_tasks=profile.n_pairs,
+        em_rounds=EM_ROUNDS,
+    )
 
 
-def run_unit(protocol, profile, seed: int, embedding: str, split=PAPER_SPLIT, test_seed: int | None = None,
-             device: str = "cpu", primitive_set: CompositionFamily = POLY_SIN_TANH) -> UnitResult:
+def run_unit(
+    protocol,
+    profile,
+    seed: int,
+    embedding: str,
+    split=PAPER_SPLIT,
+    test_seed: int | None = None,
+    device: str = "cpu",
+    primitive_set: CompositionFamily = POLY_SIN_TANH,
+) -> UnitResult:
     """Fit the supervised RTE and the EM arms (sharing its label-free Gamma) for one seed on the
     library of ``primitive_set``; score all."""
     t0 = time.perf_counter()
     primitives = make_library(profile.n_library, primitive_set)
-    targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split,
-                                **({} if test_seed is None else {"test_seed": test_seed}),
-                                streams=set_streams(primitive_set, POLY_SIN_TANH))
+    targets, obs = make_targets(
+        primitives,
+        protocol,
+        profile.n_targets,
+        profile.n_draws,
+        split,
+        **({} if test_seed is None else {"test_seed": test_seed}),
+        streams=set_streams(primitive_set, POLY_SIN_TANH),
+    )
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     rte = make_rte(protocol, profile, seed, embedding, split, device).fit(primitives)
     timing = {"supervised_s": time.perf_counter() - t0}
-    preds = {"rte": rte.predict(cx, cy, qx), "ctx-interp": ctx_interp(cx, cy, qx),
-             "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: primitives.exact(x, i), len(primitives))[0]}
+    preds = {
+        "rte": rte.predict(cx, cy, qx),
+        "ctx-interp": ctx_interp(cx, cy, qx),
+        "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: primitives.exact(x, i), len(primitives))[0],
+    }
     n = len(targets)
     extra = {}
     for arm, share in ARMS.items():
@@ -88,9 +120,16 @@ def run_unit(protocol, profile, seed: int, embedding: str, split=PAPER_SPLIT, te
     return UnitResult(errors, timing)
 
 
-@register("composition-em", "Beyond the paper: composition with hidden training labels, EM pseudo-labels "
-          "(warm-up, 25% labels) beside supervised RTE", COMPOSITION_PROFILES,
-          options=COMPOSITION_OPTIONS, regime="composition", dev=True, family=get_set)
+@register(
+    "composition-em",
+    "Beyond the paper: composition with hidden training labels, EM pseudo-labels "
+    "(warm-up, 25% labels) beside supervised RTE",
+    COMPOSITION_PROFILES,
+    options=COMPOSITION_OPTIONS,
+    regime="composition",
+    dev=True,
+    family=get_set,
+)
 def run_composition_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """One unit per seed; rows are the held-out-pair MSE of every arm and the pseudo-label quality."""
     settings = Settings.of(options, COMPOSITION_PROFILES, "composition")
@@ -99,16 +138,28 @@ def run_composition_em(options: RunOptions, cache_dir: Path | None, plot_dir: Pa
     split = dev_pair_split(primitive_set.split) if settings.dev else primitive_set.split
     streams = set_streams(primitive_set, POLY_SIN_TANH)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
-    base = dict(experiment="composition-em", split=split, protocol=protocol, profile=profile.to_dict(),
-                embedding=embedding, test_seed=settings.test_seed, em_rounds=EM_ROUNDS, arms=ARMS)
+    base = dict(
+        experiment="composition-em",
+        split=split,
+        protocol=protocol,
+        profile=profile.to_dict(),
+        embedding=embedding,
+        test_seed=settings.test_seed,
+        em_rounds=EM_ROUNDS,
+        arms=ARMS,
+    )
     if streams:  # another set than the default: its families' code and ranges key its units
         base["primitives"] = primitive_set_config(primitive_set)
     units = settings.units(
-        "-".join(("composition-em", *streams, protocol.name)), base,
+        "-".join(("composition-em", *streams, protocol.name)),
+        base,
         estimator_of=lambda s: make_em(protocol, profile, s, embedding, 0.0, split, settings.device),
-        compute=lambda s, plots: run_unit(protocol, profile, s, embedding, split, settings.test_seed, settings.device,
-                                          primitive_set),
-        plot_dir=None, plot_file=None)
+        compute=lambda s, plots: run_unit(
+            protocol, profile, s, embedding, split, settings.test_seed, settings.device, primitive_set
+        ),
+        plot_dir=None,
+        plot_file=None,
+    )
 
     def assemble(results):
         errors, timing = gather(results, units)
@@ -116,14 +167,27 @@ def run_composition_em(options: RunOptions, cache_dir: Path | None, plot_dir: Pa
         for key in sorted(k for k in errors if "|" in k):
             arm, step, kind = key.split("|")
             if len(errors[key][0]):  # the fixed-labels arm has no unlabelled task
-                rows.append(make_row("composition-em", group(LABEL_GROUPS[kind]), f"{arm}:{step}", "fraction",
-                                     np.stack(errors[key], axis=1)))
-        config = {"primitive_set": {"spec": options.family or primitive_set.name,
-                                    **primitive_set_config(primitive_set)},
-                  "pairs": {"train": split.train, "test": split.test}, "protocol": {**vars(protocol)},
-                  "profile": profile.to_dict(), "embedding": embedding, "test_seed": settings.test_seed,
-                  "em_rounds": EM_ROUNDS, "label_shares": ARMS, "label_pairs": EMCompositionRTE.label_pairs,
-                  "steps": "every RTE arm: the profile's Psi and decomposer steps (EM: in em_rounds equal M-steps)"}
+                rows.append(
+                    make_row(
+                        "composition-em",
+                        group(LABEL_GROUPS[kind]),
+                        f"{arm}:{step}",
+                        "fraction",
+                        np.stack(errors[key], axis=1),
+                    )
+                )
+        config = {
+            "primitive_set": {"spec": options.family or primitive_set.name, **primitive_set_config(primitive_set)},
+            "pairs": {"train": split.train, "test": split.test},
+            "protocol": {**vars(protocol)},
+            "profile": profile.to_dict(),
+            "embedding": embedding,
+            "test_seed": settings.test_seed,
+            "em_rounds": EM_ROUNDS,
+            "label_shares": ARMS,
+            "label_pairs": EMCompositionRTE.label_pairs,
+            "steps": "every RTE arm: the profile's Psi and decomposer steps (EM: in em_rounds equal M-steps)",
+        }
         return rows, config, list(profile.seeds), timing
 
     return Plan(units, assemble)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -39,9 +39,19 @@ _TRAIN = {
 def discrete_profiles(sizes: dict[str, tuple]) -> dict[str, DiscreteProfile]:
     """A regime's profile table from ``{name: (seeds, n_library, n_pairs, n_targets, n_draws)}``
     and the shared optimiser settings of each profile."""
-    return {name: DiscreteProfile(name, seeds, n_library=n_library, n_pairs=n_pairs, n_targets=n_targets,
-                                  n_draws=n_draws, train=_TRAIN[name][0], decomposer_train=_TRAIN[name][1])
-            for name, (seeds, n_library, n_pairs, n_targets, n_draws) in sizes.items()}
+    return {
+        name: DiscreteProfile(
+            name,
+            seeds,
+            n_library=n_library,
+            n_pairs=n_pairs,
+            n_targets=n_targets,
+            n_draws=n_draws,
+            train=_TRAIN[name][0],
+            decomposer_train=_TRAIN[name][1],
+        )
+        for name, (seeds, n_library, n_pairs, n_targets, n_draws) in sizes.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -60,19 +70,36 @@ class Settings:
     @classmethod
     def of(cls, options: RunOptions, profiles: dict[str, DiscreteProfile], regime: str) -> Settings:
         """The settings of ``options`` for ``regime`` ("length" or "composition")."""
-        return cls(get_profile(profiles, options.profile).with_seeds(options.seeds, options.seed),
-                   get_protocol(options.protocol, regime), options.embedding or DEFAULT_EMBEDDING,
-                   options.seed_of_tests, options.split == "dev", options.device)
+        return cls(
+            get_profile(profiles, options.profile).with_seeds(options.seeds, options.seed),
+            get_protocol(options.protocol, regime),
+            options.embedding or DEFAULT_EMBEDDING,
+            options.seed_of_tests,
+            options.split == "dev",
+            options.device,
+        )
 
-    def units(self, stem: str, base: dict, estimator_of: Callable, compute: Callable,
-              plot_dir: Path | None, plot_file: str | None) -> list[Unit]:
+    def units(
+        self,
+        stem: str,
+        base: dict,
+        estimator_of: Callable,
+        compute: Callable,
+        plot_dir: Path | None,
+        plot_file: str | None,
+    ) -> list[Unit]:
         """One unit per seed (``units.seed_units``): unit ``<stem>[-dev]-seed<s>``, keyed by
         ``base``, the seed and the estimator's repr (``estimator_of(seed)``); ``compute(seed,
         plots)`` runs one unit."""
         name = stem + ("-dev" if self.dev else "")
-        return seed_units(self.profile.seeds, name=lambda s: f"{name}-seed{s}",
-                          config=lambda s: {**base, "seed": s, "estimator": repr(estimator_of(s))},
-                          compute=compute, plot_dir=plot_dir, plot_file=plot_file)
+        return seed_units(
+            self.profile.seeds,
+            name=lambda s: f"{name}-seed{s}",
+            config=lambda s: {**base, "seed": s, "estimator": repr(estimator_of(s))},
+            compute=compute,
+            plot_dir=plot_dir,
+            plot_file=plot_file,
+        )
 
 
 def set_streams(primitive_set: CompositionFamily, default: CompositionFamily) -> tuple[str, ...]:
@@ -93,14 +120,24 @@ def primitive_set_config(primitive_set: CompositionFamily) -> dict:
     ranges and the code of its ``fn`` (``provenance.callable_hash``: an edited formula is another
     unit), the pair split, the domain, the curve grid and the held-out relations at depth 3."""
     recipes = primitive_set.recipe_split
-    return {"name": primitive_set.name,
-            "families": {f.name: {"params": {k: list(v) for k, v in f.params.items()},
-                                  "fn": getattr(f.fn, "__qualname__", ""), "fn_code": callable_hash(f.fn)}
-                         for f in primitive_set.families},
-            "pairs": {"train": [list(p) for p in primitive_set.split.train],
-                      "test": [list(p) for p in primitive_set.split.test]},
-            "domain": list(primitive_set.domain), "grid": list(primitive_set.grid),
-            "held_out_relations": None if recipes is None else [f"{f} o {g}" for f, g in recipes.held_out]}
+    return {
+        "name": primitive_set.name,
+        "families": {
+            f.name: {
+                "params": {k: list(v) for k, v in f.params.items()},
+                "fn": getattr(f.fn, "__qualname__", ""),
+                "fn_code": callable_hash(f.fn),
+            }
+            for f in primitive_set.families
+        },
+        "pairs": {
+            "train": [list(p) for p in primitive_set.split.train],
+            "test": [list(p) for p in primitive_set.split.test],
+        },
+        "domain": list(primitive_set.domain),
+        "grid": list(primitive_set.grid),
+        "held_out_relations": None if recipes is None else [f"{f} o {g}" for f, g in recipes.held_out],
+    }
 
 
 def mse_rows(experiment: str, errors: dict, group: str, methods) -> list:
@@ -119,9 +156,11 @@ def interval_rows(experiment: str, errors: dict, group: str, method: str, prefix
     (``prefix``): the share of each target's (draw, query) points inside the calibrated 90%
     interval, inside the raw one (``METHOD-uncalibrated``), and the calibrated interval's width."""
     pick = lambda k: np.stack(errors[k], axis=1)  # noqa: E731
-    return [make_row(experiment, group, method, "coverage", pick(f"{prefix}_coverage")),
-            make_row(experiment, group, f"{method}-uncalibrated", "coverage", pick(f"{prefix}_coverage_raw")),
-            make_row(experiment, group, method, "interval-width", pick(f"{prefix}_width"))]
+    return [
+        make_row(experiment, group, method, "coverage", pick(f"{prefix}_coverage")),
+        make_row(experiment, group, f"{method}-uncalibrated", "coverage", pick(f"{prefix}_coverage_raw")),
+        make_row(experiment, group, method, "interval-width", pick(f"{prefix}_width")),
+    ]
 
 
 def entropy_rows(experiment: str, errors: dict, group: str, pairs) -> list:
@@ -130,8 +169,9 @@ def entropy_rows(experiment: str, errors: dict, group: str, pairs) -> list:
     return [make_row(experiment, group, m, "entropy", np.stack(errors[k], axis=1)) for m, k in pairs]
 
 
-def fit_and_score(library, estimator, targets, obs, predict_all: Callable, methods, seed: int,
-                  plot: Callable | None = None) -> UnitResult:
+def fit_and_score(
+    library, estimator, targets, obs, predict_all: Callable, methods, seed: int, plot: Callable | None = None
+) -> UnitResult:
     """Fit ``estimator`` on ``library`` and the inductive baseline beside it, then score every
     method of ``methods`` on the targets' query points.
 
@@ -157,8 +197,19 @@ def fit_and_score(library, estimator, targets, obs, predict_all: Callable, metho
     return UnitResult(errors, timing)
 
 
-def plot_examples(plot_dir: Path, stem: str, x: np.ndarray, targets, obs, curves: Callable, titles: list[str],
-                  z: np.ndarray, labels: np.ndarray, embedding_title: str, **embedding_kw) -> None:
+def plot_examples(
+    plot_dir: Path,
+    stem: str,
+    x: np.ndarray,
+    targets,
+    obs,
+    curves: Callable,
+    titles: list[str],
+    z: np.ndarray,
+    labels: np.ndarray,
+    embedding_title: str,
+    **embedding_kw,
+) -> None:
     """The first draw of the first (up to) four targets with ``curves(sub_obs, grid)`` (name ->
     (n, m) predictions on the grid ``x``), and the library's proxy embedding ``z`` by ``labels``;
     written to ``plot_dir/stem-predictions.png`` and ``stem-embedding.png``."""
@@ -169,6 +220,13 @@ def plot_examples(plot_dir: Path, stem: str, x: np.ndarray, targets, obs, curves
     sub = obs.subset(idx)
     grid = np.broadcast_to(x, (len(idx), len(x)))
     truth = targets.subset(np.arange(len(idx))).values(grid)
-    plot_predictions(plot_dir / f"{stem}-predictions.png", x, truth, curves(sub, grid), sub.ctx_x, sub.ctx_y,
-                     titles=titles[: len(idx)])
+    plot_predictions(
+        plot_dir / f"{stem}-predictions.png",
+        x,
+        truth,
+        curves(sub, grid),
+        sub.ctx_x,
+        sub.ctx_y,
+        titles=titles[: len(idx)],
+    )
     plot_embedding(plot_dir / f"{stem}-embedding.png", z, labels, embedding_title, **embedding_kw)

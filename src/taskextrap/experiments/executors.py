@@ -16,6 +16,7 @@ checkpoints, which go under ``--out`` like a serial run's.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sys
 import tempfile
@@ -26,14 +27,28 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import plotfiles
-from taskextrap.experiments.units import (Unit, UnitResult, cached_unit, check_unit_path, load_unit, lock_path,
-                                          save_unit, unit_lock)
+from taskextrap.experiments.units import (
+    Unit,
+    UnitResult,
+    cached_unit,
+    check_unit_path,
+    load_unit,
+    lock_path,
+    save_unit,
+    unit_lock,
+)
 
 EXECUTORS = ("serial", "ray")
 
 
-def run_units(units: list[Unit], cache_dir: Path | None, executor: str = "serial", progress: bool = True,
-              unit_cpus: int = 1, device: str = "cpu") -> dict[tuple[str, str], UnitResult]:
+def run_units(
+    units: list[Unit],
+    cache_dir: Path | None,
+    executor: str = "serial",
+    progress: bool = True,
+    unit_cpus: int = 1,
+    device: str = "cpu",
+) -> dict[tuple[str, str], UnitResult]:
     """Run (or read back from ``cache_dir``) every unit of ``units``; returns the results by
     ``(unit name, fingerprint)``. A unit listed twice (``parameter`` and ``parameter-ablations``
     share their fits) runs once.
@@ -66,10 +81,14 @@ def _run_serial(units: dict, cache_dir: Path | None, progress: bool, threads: in
     with threads_limited(threads), _progress(len(units), progress) as bar:
         for k, unit in units.items():
             bar.set_postfix_str(unit.name, refresh=False)
-            results[k] = cached_unit(cache_dir, unit.name, unit.config, lambda: _compute(unit),
-                                     force=lambda: unit.needs_plots)
+            results[k] = _cached(unit, cache_dir)
             bar.update()
     return results
+
+
+def _cached(unit: Unit, cache_dir: Path | None) -> UnitResult:
+    """The unit's saved result, or computed and saved (again when its figures are missing)."""
+    return cached_unit(cache_dir, unit.name, unit.config, lambda: _compute(unit), force=lambda: unit.needs_plots)
 
 
 def _compute(unit: Unit) -> UnitResult:
@@ -102,6 +121,7 @@ def threads_limited(n: int):
 
 # --- Ray ----------------------------------------------------------------------------------------
 
+
 def _run_ray(units: dict, cache_dir: Path | None, progress: bool, unit_cpus: int, device: str) -> dict:
     results, todo = {}, []
     for k, unit in units.items():
@@ -114,8 +134,9 @@ def _run_ray(units: dict, cache_dir: Path | None, progress: bool, unit_cpus: int
         return results
     ray, started = _connect()
     try:
-        remote = ray.remote(compute_unit).options(num_cpus=unit_cpus, num_gpus=1 if device.startswith("cuda") else 0,
-                                                  max_retries=0)
+        remote = ray.remote(compute_unit).options(
+            num_cpus=unit_cpus, num_gpus=1 if device.startswith("cuda") else 0, max_retries=0
+        )
         with ExitStack() as held, _progress(len(units), progress) as bar:
             bar.update(len(results))
             mine = [k for k in todo if _try_lock(held, cache_dir, units[k])]
@@ -152,8 +173,9 @@ def _try_lock(held: ExitStack, cache_dir: Path | None, unit: Unit) -> bool:
     return True
 
 
-def _dispatch(ray, remote, keys: list, units: dict, cache_dir: Path | None, unit_cpus: int, results: dict,
-              bar) -> list[TaskextrapError]:
+def _dispatch(
+    ray, remote, keys: list, units: dict, cache_dir: Path | None, unit_cpus: int, results: dict, bar
+) -> list[TaskextrapError]:
     """Run the units ``keys`` as Ray tasks, saving and storing each result as it arrives;
     returns the failures (the other units still finish and are saved)."""
     pending = {remote.remote(_spec(units[k], unit_cpus)): k for k in keys}
@@ -183,18 +205,35 @@ def _connect():
     where = f"the Ray cluster at {address}" if address else "a local Ray instance (set RAY_ADDRESS for a cluster)"
     print(f"executor: {where}", file=sys.stderr, flush=True)
     try:
-        ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
-                 configure_logging=True)
-    except Exception as exc:  # ConnectionError, a bad address, a cluster that is down
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            logging_level=logging.ERROR,
+            log_to_driver=False,
+            configure_logging=True,
+        )
+    except Exception as exc:  # noqa: BLE001 - ConnectionError, a bad address, a cluster that is down
         raise TaskextrapError(f"cannot start or reach {where}: {_last_line(exc)}") from None
     return ray, True
 
 
 def _spec(unit: Unit, unit_cpus: int) -> dict:
     """The plain data a Ray task rebuilds ``unit`` from."""
+    if unit.origin is None:
+        raise TaskextrapError(
+            f"unit {unit.name} has no origin (experiments.units.bind): a Ray task rebuilds a unit "
+            "from the experiment and options that planned it"
+        )
     name, options = unit.origin
-    return {"experiment": name, "options": options_to_dict(options), "unit": unit.name, "key": unit.key,
-            "plots": unit.plot_dir is not None, "threads": unit_cpus, "sys_path": list(sys.path)}
+    return {
+        "experiment": name,
+        "options": options_to_dict(options),
+        "unit": unit.name,
+        "key": unit.key,
+        "plots": unit.plot_dir is not None,
+        "threads": unit_cpus,
+        "sys_path": list(sys.path),
+    }
 
 
 def _receive(ray, ref, unit: Unit, key: str, cache_dir: Path | None) -> UnitResult:
@@ -202,12 +241,15 @@ def _receive(ray, ref, unit: Unit, key: str, cache_dir: Path | None) -> UnitResu
     file (the driver is the only writer of the unit cache)."""
     try:
         record = ray.get(ref)
-    except Exception as exc:  # ray.exceptions.RayTaskError and friends: one line, the units done are kept
-        raise TaskextrapError(f"unit {unit.name} failed on Ray: {_last_line(exc)} (the other units are "
-                              "saved; rerun to resume)") from None
+    except Exception as exc:  # noqa: BLE001 - RayTaskError and friends: one line, the units done are kept
+        raise TaskextrapError(
+            f"unit {unit.name} failed on Ray: {_last_line(exc)} (the other units are saved; rerun to resume)"
+        ) from None
     if record["fingerprint"] != key:
-        raise TaskextrapError(f"unit {unit.name} came back with another fingerprint: the Ray workers run other "
-                              "taskextrap code or settings than this process; install the same version on them")
+        raise TaskextrapError(
+            f"unit {unit.name} came back with another fingerprint: the Ray workers run other "
+            "taskextrap code or settings than this process; install the same version on them"
+        )
     drawn = record.pop("plots")
     if unit.plot_dir is not None:
         plotfiles.record(unit.plot_dir, unit.draw_id, drawn)

@@ -14,10 +14,20 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
+from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.length import LengthRTE
-from taskextrap.experiments.discrete import (LIBRARY_SEED, Settings, discrete_profiles, entropy_rows, fit_and_score,
-                                             interval_rows, mse_rows, plot_examples, retrieval_rows)
+from taskextrap.experiments.discrete import (
+    LIBRARY_SEED,
+    Settings,
+    discrete_profiles,
+    entropy_rows,
+    fit_and_score,
+    interval_rows,
+    mse_rows,
+    plot_examples,
+    retrieval_rows,
+)
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
@@ -31,17 +41,27 @@ from taskextrap.tasks.observe import Observations, noise_scale
 from taskextrap.tasks.registry import check_ladder, resolve
 
 METHODS = ("rte", "strategy-b", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
-ABLATION_METHODS = ("rte", "strategy-b", "no-averaging", "rank3-anchor", "random-anchors", "zero-shift", "sparse-inductive",
-                    "oracle")
+ABLATION_METHODS = (
+    "rte",
+    "strategy-b",
+    "no-averaging",
+    "rank3-anchor",
+    "random-anchors",
+    "zero-shift",
+    "sparse-inductive",
+    "oracle",
+)
 ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
 GROUP = "degree9"
 
 
-LENGTH_PROFILES = discrete_profiles({  # (seeds, tasks per level, Psi pairs per pass, targets, draws)
-    "quick": ((0,), 250, 6000, 100, 8),
-    "paper": ((0, 1, 2), 1000, 20000, 200, 16),
-    "tiny": ((0,), 12, 300, 6, 2),  # for tests only: seconds
-})
+LENGTH_PROFILES = discrete_profiles(
+    {  # (seeds, tasks per level, Psi pairs per pass, targets, draws)
+        "quick": ((0,), 250, 6000, 100, 8),
+        "paper": ((0, 1, 2), 1000, 20000, 200, 16),
+        "tiny": ((0,), 12, 300, 6, 2),  # for tests only: seconds
+    }
+)
 
 
 def make_library(ladder: Ladder, n_per_level: int) -> LadderSet:
@@ -49,8 +69,9 @@ def make_library(ladder: Ladder, n_per_level: int) -> LadderSet:
     return LadderSet.sample_library(ladder, n_per_level, rng(LIBRARY_SEED, ladder.name, "library"))
 
 
-def make_targets(library: LadderSet, protocol, n_targets: int, n_draws: int,
-                 test_seed: int = FRESH_TEST_SEED) -> tuple[LadderSet, Observations]:
+def make_targets(
+    library: LadderSet, protocol, n_targets: int, n_draws: int, test_seed: int = FRESH_TEST_SEED
+) -> tuple[LadderSet, Observations]:
     """Held-out-level targets: one extension step of library tasks at the top training level,
     from the test stream ``test_seed`` (keyed by the held-out level, so a dev ladder draws its own)."""
     ladder = library.family
@@ -59,20 +80,30 @@ def make_targets(library: LadderSet, protocol, n_targets: int, n_draws: int,
     if len(top) == 0:
         raise TaskextrapError(f"ladder {ladder.name!r}: the library has no level-{ladder.test_level - 1} task")
     targets = LadderSet.extend(library, top[g.integers(len(top), size=n_targets)], g)
-    obs = protocol.draw(targets, n_draws, rng(test_seed, ladder.name, ladder.test_level, protocol.name, "draws"),
-                        noise_scale(ladder))
+    obs = protocol.draw(
+        targets, n_draws, rng(test_seed, ladder.name, ladder.test_level, protocol.name, "draws"), noise_scale(ladder)
+    )
     return targets, obs
 
 
 def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str, device: str = "cpu") -> LengthRTE:
     """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint); no
     progress bar of its own (the run has one over its units)."""
-    return LengthRTE(protocol=protocol, embedding=embedding, n_pairs=profile.n_pairs, train=profile.train,
-                     decomposer_train=profile.decomposer_train, seed=seed, device=device, verbose=False)
+    return LengthRTE(
+        protocol=protocol,
+        embedding=embedding,
+        n_pairs=profile.n_pairs,
+        train=profile.train,
+        decomposer_train=profile.decomposer_train,
+        seed=seed,
+        device=device,
+        verbose=False,
+    )
 
 
-def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet, targets: LadderSet,
-                obs: Observations, seed: int) -> tuple[dict[str, np.ndarray], dict]:
+def predict_all(
+    rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet, targets: LadderSet, obs: Observations, seed: int
+) -> tuple[dict[str, np.ndarray], dict]:
     """Predictions of every method at the query points, and per-draw diagnostics: retrieval and
     the coverage of rte's 90% predictive interval.
 
@@ -96,71 +127,130 @@ def predict_all(rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet
         "sparse-inductive": inductive.predict(cx, cy, qx),
         "ctx-interp": ctx_interp(cx, cy, qx),
         "ctx-polyfit": ctx_polyfit(cx, cy, qx),
-        "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: library.values(x, i), len(library),
-                                             library_grid=library.values_at)[0],
+        "library-best-fit": library_best_fit(
+            cx, cy, qx, lambda i, x: library.values(x, i), len(library), library_grid=library.values_at
+        )[0],
     }
-    retrieval = {"parent_top1": (d.anchors[:, 0] == parent).astype(float),
-                 "parent_in_topk": (d.anchors == parent[:, None]).any(1).astype(float),
-                 **interval_diagnostics("rte", mean, std, obs.qry_y, rte.calibrated_scale()),
-                 "rte_entropy": entropy(rte.weighted(d).weights)}
+    weights = rte.weighted(d).weights
+    assert weights is not None  # weighted() fills them
+    retrieval = {
+        "parent_top1": (d.anchors[:, 0] == parent).astype(float),
+        "parent_in_topk": (d.anchors == parent[:, None]).any(1).astype(float),
+        **interval_diagnostics("rte", mean, std, obs.qry_y, rte.calibrated_scale()),
+        "rte_entropy": entropy(weights),
+    }
     return preds, retrieval
 
 
-def run_unit(ladder: Ladder, protocol, profile: DiscreteProfile, seed: int, embedding: str,
-             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED, device: str = "cpu") -> UnitResult:
+def run_unit(
+    ladder: Ladder,
+    protocol,
+    profile: DiscreteProfile,
+    seed: int,
+    embedding: str,
+    plot_dir: Path | None = None,
+    test_seed: int = FRESH_TEST_SEED,
+    device: str = "cpu",
+) -> UnitResult:
     """Fit RTE and the baseline for one training seed and evaluate every method on the targets
     of ``test_seed``."""
     library = make_library(ladder, profile.n_library)
     targets, obs = make_targets(library, protocol, profile.n_targets, profile.n_draws, test_seed)
     plot = None if plot_dir is None else lambda rte: _plot(plot_dir, ladder, protocol, rte, library, targets, obs)
-    return fit_and_score(library, make_rte(protocol, profile, seed, embedding, device), targets, obs, predict_all,
-                         ALL_METHODS, seed, plot)
+    return fit_and_score(
+        library,
+        make_rte(protocol, profile, seed, embedding, device),
+        targets,
+        obs,
+        predict_all,
+        ALL_METHODS,
+        seed,
+        plot,
+    )
 
 
 def _plot(plot_dir, ladder, protocol, rte, library, targets, obs):
     def curves(sub, grid):
         d = rte.decompose(sub.ctx_x, sub.ctx_y)
-        return {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
-                "retrieved predecessor": library.values(grid, d.anchors[:, 0]),
-                "ctx-polyfit": ctx_polyfit(sub.ctx_x, sub.ctx_y, grid)}
+        return {
+            "RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
+            "retrieved predecessor": library.values(grid, d.anchors[:, 0]),
+            "ctx-polyfit": ctx_polyfit(sub.ctx_x, sub.ctx_y, grid),
+        }
 
-    plot_examples(plot_dir, f"{ladder.name}-{protocol.name}", ladder.grid(200), targets, obs, curves,
-                  [f"level {ladder.test_level} target {i}" for i in range(4)], rte.z_library_,
-                  library.region.astype(str), f"{ladder.name}: proxy embedding of the library by level")
+    plot_examples(
+        plot_dir,
+        f"{ladder.name}-{protocol.name}",
+        ladder.grid(200),
+        targets,
+        obs,
+        curves,
+        [f"level {ladder.test_level} target {i}" for i in range(4)],
+        rte.z_library_,
+        library.region.astype(str),
+        f"{ladder.name}: proxy embedding of the library by level",
+    )
 
 
 def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_dir: Path | None) -> Plan:
     settings = Settings.of(options, LENGTH_PROFILES, "length")
-    profile, protocol, embedding, test_seed = (settings.profile, settings.protocol, settings.embedding,
-                                               settings.test_seed)
+    profile, protocol, embedding, test_seed = (
+        settings.profile,
+        settings.protocol,
+        settings.embedding,
+        settings.test_seed,
+    )
     ladder = get_ladder(options.family)
     if settings.dev:
         ladder = dev_ladder(ladder)
-    base = dict(experiment="length", ladder=ladder.name, basis=getattr(ladder.basis, "__qualname__", ""),
-                basis_code=callable_hash(ladder.basis), domain=ladder.domain, coef_range=ladder.coef_range, levels=ladder.train_levels,
-                test_level=ladder.test_level, protocol=protocol, profile=profile.to_dict(),
-                embedding=embedding, test_seed=test_seed)
+    base = dict(
+        experiment="length",
+        ladder=ladder.name,
+        basis=getattr(ladder.basis, "__qualname__", ""),
+        basis_code=callable_hash(ladder.basis),
+        domain=ladder.domain,
+        coef_range=ladder.coef_range,
+        levels=ladder.train_levels,
+        test_level=ladder.test_level,
+        protocol=protocol,
+        profile=profile.to_dict(),
+        embedding=embedding,
+        test_seed=test_seed,
+    )
     units = settings.units(
-        f"length-{ladder.name}-{protocol.name}", base,
+        f"length-{ladder.name}-{protocol.name}",
+        base,
         estimator_of=lambda s: make_rte(protocol, profile, s, embedding, settings.device),
         compute=lambda s, plots: run_unit(ladder, protocol, profile, s, embedding, plots, test_seed, settings.device),
-        plot_dir=plot_dir, plot_file=f"{ladder.name}-{protocol.name}-predictions.png")
+        plot_dir=plot_dir,
+        plot_file=f"{ladder.name}-{protocol.name}-predictions.png",
+    )
 
     def assemble(results):
         errors, timing = gather(results, units)
-        config = {"ladder": ladder.name, "protocol": {**vars(protocol)}, "profile": profile.to_dict(),
-                  "train_levels": list(ladder.train_levels), "test_level": ladder.test_level,
-                  "embedding": embedding, "library_seed": LIBRARY_SEED, "test_seed": test_seed,
-                  "units": "shared with length / length-ablations under OUT/units",
-                  "interval_scale": make_rte(protocol, profile, 0, embedding).calibrated_scale(),
-                  "coverage_by_scale": {group_name(ladder): {"rte": pooled_curve(errors, "rte")}}}
+        config = {
+            "ladder": ladder.name,
+            "protocol": {**vars(protocol)},
+            "profile": profile.to_dict(),
+            "train_levels": list(ladder.train_levels),
+            "test_level": ladder.test_level,
+            "embedding": embedding,
+            "library_seed": LIBRARY_SEED,
+            "test_seed": test_seed,
+            "units": "shared with length / length-ablations under OUT/units",
+            "interval_scale": make_rte(protocol, profile, 0, embedding).calibrated_scale(),
+            "coverage_by_scale": {group_name(ladder): {"rte": pooled_curve(errors, "rte")}},
+        }
         rows = mse_rows(experiment, errors, group_name(ladder), methods)
         if experiment == "length":  # rte's calibration beside its MSE
             rows += interval_rows(experiment, errors, group_name(ladder), "rte", "rte")
             rows += entropy_rows(experiment, errors, group_name(ladder), (("rte", "rte_entropy"),))
         rows += retrieval_rows(
-            experiment, errors, "predecessor-retrieved",
-            (("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk")))
+            experiment,
+            errors,
+            "predecessor-retrieved",
+            (("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk")),
+        )
         return rows, config, list(profile.seeds), timing
 
     return Plan(units, assemble)
@@ -186,15 +276,29 @@ def get_ladder(option: str | None) -> Ladder:
 LENGTH_OPTIONS = ("protocol", "family", "embedding", "test_seed", "device")
 
 
-@register("length", "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)",
-          LENGTH_PROFILES, options=LENGTH_OPTIONS, regime="length", dev=True, family=get_ladder)
+@register(
+    "length",
+    "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)",
+    LENGTH_PROFILES,
+    options=LENGTH_OPTIONS,
+    regime="length",
+    dev=True,
+    family=get_ladder,
+)
 def run_length(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The length experiment: rte, sparse-inductive, oracle and the context-only baselines."""
     return _run("length", METHODS, options, plot_dir)
 
 
-@register("length-ablations", "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)",
-          LENGTH_PROFILES, options=LENGTH_OPTIONS, regime="length", dev=True, family=get_ladder)
+@register(
+    "length-ablations",
+    "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)",
+    LENGTH_PROFILES,
+    options=LENGTH_OPTIONS,
+    regime="length",
+    dev=True,
+    family=get_ladder,
+)
 def run_length_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The length ablations: the same fits as ``length`` (shared unit cache), other rows."""
     return _run("length-ablations", ABLATION_METHODS, options, None)

@@ -75,8 +75,10 @@ def embed_all(load, fit: FisherSettings, seed: int, progress: bool = False) -> t
     from taskextrap.tasks.strings import NAMES
 
     tasks = [*NAMES, SCRAMBLE]
-    vecs = [embed_task(load, t, fit, derive_seed(seed, "geometry", t))
-            for t in tqdm(tasks, desc="llm-geometry", unit="task", disable=not progress)]
+    vecs = [
+        embed_task(load, t, fit, derive_seed(seed, "geometry", t))
+        for t in tqdm(tasks, desc="llm-geometry", unit="task", disable=not progress)
+    ]
     return list(NAMES), np.stack(vecs[:-1]), vecs[-1]
 
 
@@ -89,18 +91,23 @@ def measures(z: np.ndarray, d_behave: np.ndarray, d_out: np.ndarray, k: int) -> 
     return {"spearman": rank_agreement(d, d_behave), "fraction": knn_agreement(d, d_behave, k, d_out)}
 
 
-def run_seed(load, profile: GeometryProfile, seed: int, plots: Path | None = None,
-             progress: bool = False) -> UnitResult:
+def run_seed(
+    load, profile: GeometryProfile, seed: int, plots: Path | None = None, progress: bool = False
+) -> UnitResult:
     """Every task's embedding for one seed, the measures of each method, and the figure."""
     from taskextrap.llm.geometry import behavioural_distance, centre, output_distance, rank_agreement
 
     t = time.perf_counter()
     names, raw, null = embed_all(load, profile.fit, seed, progress)
-    maps = {"fisher": centre(raw, null), "fisher-uncentred": centre(raw, None),
-            "random": rng(seed, "geometry", "random").standard_normal(raw.shape)}
+    maps = {
+        "fisher": centre(raw, null),
+        "fisher-uncentred": centre(raw, None),
+        "random": rng(seed, "geometry", "random").standard_normal(raw.shape),
+    }
     d_behave, d_out = behavioural_distance(names), output_distance(names)
-    values = {f"{m}|{k}": np.array([v]) for m, z in maps.items()
-              for k, v in measures(z, d_behave, d_out, profile.k).items()}
+    values = {
+        f"{m}|{k}": np.array([v]) for m, z in maps.items() for k, v in measures(z, d_behave, d_out, profile.k).items()
+    }
     if plots is not None:
         from sklearn.manifold import TSNE
 
@@ -117,8 +124,17 @@ def run_seed(load, profile: GeometryProfile, seed: int, plots: Path | None = Non
 # ------------------------------------------------------------------ the embedding as Gamma
 
 
-def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int, ckpt: Path | None,
-               device: str = "cpu", progress: bool = False, split=None) -> UnitResult:
+def gamma_unit(
+    model,
+    profile: GeometryProfile,
+    codeio_profile,
+    tasks,
+    seed: int,
+    ckpt: Path | None,
+    device: str = "cpu",
+    progress: bool = False,
+    split=None,
+) -> UnitResult:
     """The Fisher embedding as Gamma for the CodeIO search, on ``tasks`` of ``split``.
 
     The supervised extender of ``codeio`` (same recipe and seed) and its exhaustive search give
@@ -140,8 +156,15 @@ def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int
     sub = (lambda name: None) if ckpt is None else (lambda name: Path(ckpt) / name)
     timing, values = {}, {}
     t = time.perf_counter()
-    lm = E.fine_tune(model, E.corpora(codeio_profile, model, split.pairs()[0])["extender"], codeio_profile, seed,
-                     sub("extender"), device, "extender" if progress else None)
+    lm = E.fine_tune(
+        model,
+        E.corpora(codeio_profile, model, split.pairs()[0])["extender"],
+        codeio_profile,
+        seed,
+        sub("extender"),
+        device,
+        "extender" if progress else None,
+    )
     timing["sft_s"] = time.perf_counter() - t
     t = time.perf_counter()
     full = E.search(lm, tasks, codeio_profile, sub("search"), progress, bounded=False)  # arg-mins over subsets
@@ -157,15 +180,17 @@ def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int
     null = G.embed_like_context(load, G.SCRAMBLE, 3, profile.fit, derive_seed(seed, "gamma", G.SCRAMBLE))
     timing["gamma_library_s"] = time.perf_counter() - t
     adapter = CodeIOAdapter.of(codeio_profile)
-    chosen = {(g, m): [] for g in GAMMAS for m in profile.gamma_m}
-    recall = {(g, m): [] for g in GAMMAS for m in profile.gamma_m}
+    chosen: dict[tuple[str, int], list] = {(g, m): [] for g in GAMMAS for m in profile.gamma_m}
+    recall: dict[tuple[str, int], list[float]] = {(g, m): [] for g in GAMMAS for m in profile.gamma_m}
     agree, timing["gamma_embed_s"] = [], 0.0
     for i, task in enumerate(tasks):
         t = time.perf_counter()
         # labelled with the support's examples (G.TargetContext): the leak audit rejects a query among them
         v = G.embed_items(load, G.context_items(task.support), profile.fit, derive_seed(seed, "gamma-target", i))
-        order = {"fisher": G.nearest_primitives(v - null, lib - null[None, :]),
-                 "random": rng(seed, "geometry", "gamma-random", i).permutation(len(names))}
+        order = {
+            "fisher": G.nearest_primitives(v - null, lib - null[None, :]),
+            "random": rng(seed, "geometry", "gamma-random", i).permutation(len(names)),
+        }
         timing["gamma_embed_s"] += time.perf_counter() - t
         truth = S.behaviour(task.pair)
         for g in GAMMAS:
@@ -176,15 +201,18 @@ def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int
                 recall[(g, m)].append(float(any(S.behaviour(c) == truth for c in allowed)))
                 if g == "fisher":  # the restricted search on its own: its time, and the same choice
                     t = time.perf_counter()
-                    own = candidate_scores(lm, [task], allowed, adapter.loo_pairs, codeio_profile.score_batch,
-                                           prefix_of=adapter.prefix_of)[0]
+                    own = candidate_scores(
+                        lm, [task], allowed, adapter.loo_pairs, codeio_profile.score_batch, prefix_of=adapter.prefix_of
+                    )
+                    assert own is not None  # an unsharded search always returns them
                     timing[f"fisher_m{m}_search_s"] = timing.get(f"fisher_m{m}_search_s", 0.0) + time.perf_counter() - t
-                    agree.append(allowed[int(np.argmin(own))] == best)
+                    agree.append(allowed[int(np.argmin(own[0]))] == best)
     t = time.perf_counter()
     keys = sorted({(i, S.as_candidate(c)) for (g, m), cs in chosen.items() for i, c in enumerate(cs)}, key=str)
-    _, said = E.extender_outputs(lm, [E.query_prompt("rte", tasks[i], codeio_profile, c) for i, c in keys],
-                                 codeio_profile)
-    answer = dict(zip(keys, said))
+    _, said = E.extender_outputs(
+        lm, [E.query_prompt("rte", tasks[i], codeio_profile, c) for i, c in keys], codeio_profile
+    )
+    answer = dict(zip(keys, said, strict=True))
     timing["gamma_answer_s"] = time.perf_counter() - t
     values["rte"] = full["rte"]
     values["exact-search"] = E.exact_search(tasks)["exact-search"]
@@ -194,12 +222,16 @@ def gamma_unit(model, profile: GeometryProfile, codeio_profile, tasks, seed: int
     for (g, m), cs in chosen.items():
         said_of[f"rte-gamma-{g}-m{m}"] = [answer[(i, S.as_candidate(c))] for i, c in enumerate(cs)]
         chosen_names[f"rte-gamma-{g}-m{m}"] = [E.candidate_name(S.as_candidate(c)) for c in cs]
-        values[f"rte-gamma-{g}-m{m}"] = np.array([float(a == t.query[1]) for a, t in
-                                                 zip(said_of[f"rte-gamma-{g}-m{m}"], tasks)])
+        values[f"rte-gamma-{g}-m{m}"] = np.array(
+            [float(a == t.query[1]) for a, t in zip(said_of[f"rte-gamma-{g}-m{m}"], tasks, strict=True)]
+        )
         values[f"recall|rte-gamma-{g}-m{m}"] = np.array(recall[(g, m)])
     values["recall|rte"] = np.ones(len(tasks))  # the exhaustive search keeps every candidate
-    return UnitResult(values, timing, {"restricted_agrees": float(np.mean(agree)) if agree else 1.0,
-                                       "chosen": chosen_names, "answers": said_of})
+    return UnitResult(
+        values,
+        timing,
+        {"restricted_agrees": float(np.mean(agree)) if agree else 1.0, "chosen": chosen_names, "answers": said_of},
+    )
 
 
 def prompt_records(tasks, codeio_profile, seed: int, extras: dict) -> list[dict]:
@@ -211,12 +243,21 @@ def prompt_records(tasks, codeio_profile, seed: int, extras: dict) -> list[dict]
 
     out = []
     for method, names in extras["chosen"].items():
-        for i, (t, name) in enumerate(zip(tasks, names)):
+        for i, (t, name) in enumerate(zip(tasks, names, strict=True)):
             q, answer = t.query
             prompt = E.query_prompt("rte", t, codeio_profile, E.candidate_of(name))
-            out.append({"task": "+".join(t.pair), "method": method, "seed": seed, "candidate": name,
-                        "prompt": prompt, "answer": answer, "predicted": extras["answers"][method][i],
-                        "answer_in_prompt": C.answer_in_prompt(prompt, answer, q)})
+            out.append(
+                {
+                    "task": "+".join(t.pair),
+                    "method": method,
+                    "seed": seed,
+                    "candidate": name,
+                    "prompt": prompt,
+                    "answer": answer,
+                    "predicted": extras["answers"][method][i],
+                    "answer_in_prompt": C.answer_in_prompt(prompt, answer, q),
+                }
+            )
     return out
 
 
@@ -224,15 +265,22 @@ def _gamma_rows(values: dict, profile: GeometryProfile) -> list[dict]:
     from taskextrap.report.schema import accuracy_row
 
     methods = ["rte", *(f"rte-gamma-{g}-m{m}" for g in GAMMAS for m in profile.gamma_m)]
-    rows = [accuracy_row("llm-geometry", values[m], "held-out-pairs", m) for m in [*methods, "exact-search"]]
+    rows: list[dict] = [
+        accuracy_row("llm-geometry", values[m], "held-out-pairs", m) for m in [*methods, "exact-search"]
+    ]
     rows += [accuracy_row("llm-geometry", values[f"recall|{m}"], "candidate-recall", m) for m in methods]
     rows += [accuracy_row("llm-geometry", values[f"answer-in-prompt/{m}"], "answer-in-prompt", m) for m in methods]
     return rows
 
 
-@register("llm-geometry", "App. J: empirical-Fisher task embedding of the CodeIO model's string primitives "
-          "(PCA, t-SNE, cosine map; agreement with behaviour), and as Gamma for the CodeIO search",
-          PROFILES, options=("device", "extra", "test_seed", "split_seed"), dev=True)
+@register(
+    "llm-geometry",
+    "App. J: empirical-Fisher task embedding of the CodeIO model's string primitives "
+    "(PCA, t-SNE, cosine map; agreement with behaviour), and as Gamma for the CodeIO search",
+    PROFILES,
+    options=("device", "extra", "test_seed", "split_seed"),
+    dev=True,
+)
 def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """Per seed, the geometry unit (rows of group ``primitives``) and the Gamma unit (accuracy on
     the codeio tasks of ``options.split`` and candidate recall of each Gamma)."""
@@ -249,43 +297,69 @@ def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path
         return load_base("codeio", model, options.device)
 
     base = {"experiment": "llm-geometry", "profile": profile.to_dict(), "model": model.label("codeio")}
-    units = seed_units(profile.seeds, name=lambda s: f"llm-geometry-seed{s}", config=lambda s: {**base, "seed": s},
-                       compute=lambda s, plots: run_seed(load, profile, s, plots, options.progress),
-                       plot_dir=plot_dir, plot_file=FIGURE)
+    units = seed_units(
+        profile.seeds,
+        name=lambda s: f"llm-geometry-seed{s}",
+        config=lambda s: {**base, "seed": s},
+        compute=lambda s, plots: run_seed(load, profile, s, plots, options.progress),
+        plot_dir=plot_dir,
+        plot_file=FIGURE,
+    )
     codeio_base = E.codeio_base(options, model, codeio_profile, split, tasks)
     gbase = {**base, "codeio": codeio_base}
 
     def ckpt(s: int) -> Path | None:  # codeio's extender and search of the same settings
         return E.ckpt_root(cache_dir, codeio_base, s)
 
-    gamma = seed_units(profile.seeds, name=lambda s: f"llm-geometry-gamma-seed{s}", config=lambda s: {**gbase, "seed": s},
-                       compute=lambda s, _: gamma_unit(model, profile, codeio_profile, tasks, s, ckpt(s), options.device,
-                                                       options.progress, split))
+    gamma = seed_units(
+        profile.seeds,
+        name=lambda s: f"llm-geometry-gamma-seed{s}",
+        config=lambda s: {**gbase, "seed": s},
+        compute=lambda s, _: gamma_unit(
+            model, profile, codeio_profile, tasks, s, ckpt(s), options.device, options.progress, split
+        ),
+    )
 
     def assemble(results):
         values, timing = gather(results, units)
-        rows = []
+        rows: list[dict] = []
         for method in METHODS:
             for metric in ("spearman", "fraction"):
-                rows.append(make_row("llm-geometry", GROUP, method, metric, np.stack(values[f"{method}|{metric}"], axis=1)))
+                rows.append(
+                    make_row("llm-geometry", GROUP, method, metric, np.stack(values[f"{method}|{metric}"], axis=1))
+                )
         gvalues, gtiming = gather(results, gamma)
-        records = [r for s, u in zip(profile.seeds, gamma)
-                   for r in prompt_records(tasks, codeio_profile, s, results[u.name].extras)]
+        records = [
+            r
+            for s, u in zip(profile.seeds, gamma, strict=True)
+            for r in prompt_records(tasks, codeio_profile, s, results[u.name].extras)
+        ]
         E.write_prompts(options.run_dir, records)
         gvalues.update(E.answer_in_prompt_values(records, profile.seeds, {r["method"] for r in records}))
         rows += _gamma_rows(gvalues, profile)
         n = len(tasks) * len(profile.seeds)
-        per_task = {"exhaustive": gtiming["exhaustive_search_s"] / n,
-                    **{f"fisher-m{m}": gtiming[f"fisher_m{m}_search_s"] / n for m in profile.gamma_m},
-                    "gamma_embedding": gtiming["gamma_embed_s"] / n}
-        config = {**base, "fit": dataclasses.asdict(profile.fit), "k": profile.k, "tasks": "31 primitives + scramble",
-                  "embedding_dim": results[units[0].name].extras["dim"],
-                  "spearman_ceiling": results[units[0].name].extras["ceiling"],
-                  "behavioural_distance": "share of tasks.strings.PROBE (200 strings) where outputs differ",
-                  "gamma": {**{k: codeio_base[k] for k in ("split", "test_seed", "split_seed", "tasks", "profile")},
-                            **sizes, "m": list(profile.gamma_m), "search_s_per_task": per_task,
-                            "library_embedding_s": gtiming["gamma_library_s"],
-                            "restricted_search_agrees": [results[u.name].extras["restricted_agrees"] for u in gamma]}}
+        per_task = {
+            "exhaustive": gtiming["exhaustive_search_s"] / n,
+            **{f"fisher-m{m}": gtiming[f"fisher_m{m}_search_s"] / n for m in profile.gamma_m},
+            "gamma_embedding": gtiming["gamma_embed_s"] / n,
+        }
+        config = {
+            **base,
+            "fit": dataclasses.asdict(profile.fit),
+            "k": profile.k,
+            "tasks": "31 primitives + scramble",
+            "embedding_dim": results[units[0].name].extras["dim"],
+            "spearman_ceiling": results[units[0].name].extras["ceiling"],
+            "behavioural_distance": "share of tasks.strings.PROBE (200 strings) where outputs differ",
+            "gamma": {
+                **{k: codeio_base[k] for k in ("split", "test_seed", "split_seed", "tasks", "profile")},
+                **sizes,
+                "m": list(profile.gamma_m),
+                "search_s_per_task": per_task,
+                "library_embedding_s": gtiming["gamma_library_s"],
+                "restricted_search_agrees": [results[u.name].extras["restricted_agrees"] for u in gamma],
+            },
+        }
         return rows, config, list(profile.seeds), {**timing, **gtiming}
 
     return Plan(units + gamma, assemble, reference="rte")

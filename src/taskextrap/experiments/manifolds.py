@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -101,7 +102,7 @@ class UnitEnergy:
     """A family whose every curve is scaled to unit L2 norm over the inputs it is evaluated at
     (App. H, length panel: shape, not magnitude). Delegates grid, domain and audit labels."""
 
-    family: object
+    family: Any  # a ladder (or any family with domain, grid, task_labels and training_labels)
 
     @property
     def domain(self):
@@ -170,7 +171,7 @@ class PanelTasks:
     """The tasks of one panel as the embedding and the scaler see them (``family``, ``params``,
     ``values``), with each task's class name and its ordinal parameter (degree, a; NaN if none)."""
 
-    family: object
+    family: Any  # a family: UnitEnergy, SinPoly or a ParametricFamily
     params: np.ndarray
     label: np.ndarray
     order: np.ndarray
@@ -194,20 +195,29 @@ def panel_tasks(panel: str, n: int, seed: int, dev: bool = False) -> tuple[Panel
         lib = LadderSet.sample_library(ladder, n, g)
         held = ladder.sample_coefs(ladder.test_level, n, g)
         fam = UnitEnergy(ladder)
-        return (PanelTasks(fam, lib.params, lib.region, lib.level.astype(float)),
-                PanelTasks(fam, held, ladder.task_labels(held), np.full(n, float(ladder.test_level))), 20)
+        return (
+            PanelTasks(fam, lib.params, lib.region, lib.level.astype(float)),
+            PanelTasks(fam, held, ladder.task_labels(held), np.full(n, float(ladder.test_level))),
+            20,
+        )
     if panel == "composition":
-        fam = SinPoly()
-        train = np.concatenate([fam.sample(0, n, g), fam.sample(1, n, g)])
-        held = fam.sample(3 if dev else 2, n, g)
-        return (PanelTasks(fam, train, fam.task_labels(train), np.full(len(train), np.nan)),
-                PanelTasks(fam, held, fam.task_labels(held), np.full(n, np.nan)), 50)
+        sin_poly = SinPoly()
+        train = np.concatenate([sin_poly.sample(0, n, g), sin_poly.sample(1, n, g)])
+        held_rows = sin_poly.sample(3 if dev else 2, n, g)
+        return (
+            PanelTasks(sin_poly, train, sin_poly.task_labels(train), np.full(len(train), np.nan)),
+            PanelTasks(sin_poly, held_rows, sin_poly.task_labels(held_rows), np.full(n, np.nan)),
+            50,
+        )
     if panel == "parametric":
-        fam = dev_family(QUADRATIC) if dev else QUADRATIC
-        lib = TaskSet.sample(fam, {r: n for r in fam.train_regions}, g)
-        held = TaskSet.sample(fam, {r: n for r in fam.regions if r not in fam.train_regions}, g)
-        return (PanelTasks(fam, lib.params, lib.region, lib.params[:, 0]),
-                PanelTasks(fam, held.params, held.region, held.params[:, 0]), 20)
+        family = dev_family(QUADRATIC) if dev else QUADRATIC
+        library = TaskSet.sample(family, {r: n for r in family.train_regions}, g)
+        held_out = TaskSet.sample(family, {r: n for r in family.regions if r not in family.train_regions}, g)
+        return (
+            PanelTasks(family, library.params, library.region, library.params[:, 0]),
+            PanelTasks(family, held_out.params, held_out.region, held_out.params[:, 0]),
+            20,
+        )
     raise ValueError(f"unknown panel {panel!r}")
 
 
@@ -219,8 +229,9 @@ def _observed(tasks: PanelTasks, m: int) -> Observations:
     return Observations(np.arange(len(tasks)), tasks.params, x, y, x, y)
 
 
-def embeddings(train: PanelTasks, held: PanelTasks, m: int, profile: ManifoldProfile, seed: int,
-               device: str = "cpu") -> dict:
+def embeddings(
+    train: PanelTasks, held: PanelTasks, m: int, profile: ManifoldProfile, seed: int, device: str = "cpu"
+) -> dict:
     """Each representation of train + held-out tasks, fitted on ``train`` only, as
     ``{name: (high-dimensional vectors, PCA coordinates)}``:
 
@@ -234,15 +245,23 @@ def embeddings(train: PanelTasks, held: PanelTasks, m: int, profile: ManifoldPro
     from sklearn.decomposition import PCA
 
     scaler = FamilyScaler.fit(train, m=m)
-    emb = ProxyEmbedding("gradient", dim=min(profile.pca_dim, len(train)), width=profile.width,
-                         pretrain_steps=profile.pretrain_steps, seed=derive_seed(seed, "manifolds-probe"), device=device)
+    emb = ProxyEmbedding(
+        "gradient",
+        dim=min(profile.pca_dim, len(train)),
+        width=profile.width,
+        pretrain_steps=profile.pretrain_steps,
+        seed=derive_seed(seed, "manifolds-probe"),
+        device=device,
+    )
     emb.fit_observed(scaler, train, _observed(train, m), m=m)
     obs = [_observed(tasks, m) for tasks in (train, held)]
     xy = [(scaler.x(o.ctx_x), scaler.y(o.ctx_y)) for o in obs]
     grads = np.concatenate([emb.raw(x, y) for x, y in xy])
     coords = np.concatenate([emb.project(x, y) for x, y in xy])
-    fit_x, fit_y = audit.consume("curve-pca", audit.Batch(
-        (obs[0].ctx_x, obs[0].ctx_y), [audit.Source(train.family, train.params, ((0, 1, 0.0),))]))
+    _fit_x, fit_y = audit.consume(
+        "curve-pca",
+        audit.Batch((obs[0].ctx_x, obs[0].ctx_y), [audit.Source(train.family, train.params, ((0, 1, 0.0),))]),
+    )
     pca = PCA(n_components=min(profile.pca_dim, m, len(train)), random_state=0).fit(scaler.y(fit_y))
     curves = np.concatenate([y for _, y in xy])
     return {"gradient": (grads, coords), "curve": (curves, pca.transform(curves))}
@@ -315,8 +334,10 @@ def readout_measures(z: np.ndarray, train: PanelTasks, held: PanelTasks, degree:
     order = np.concatenate([train.order, held.order])
     r = readout(z, order, n_train, degree)
     last = train.label == _ordered_regions(train)[-1]
-    return {"spearman": float(spearmanr(r, order).statistic),
-            "fraction": float(np.mean(r[n_train:] > np.median(r[:n_train][last])))}
+    return {
+        "spearman": float(spearmanr(r, order).statistic),
+        "fraction": float(np.mean(r[n_train:] > np.median(r[:n_train][last]))),
+    }
 
 
 def measures(panel: str, raw: np.ndarray, z: np.ndarray, train: PanelTasks, held: PanelTasks) -> dict:
@@ -330,7 +351,7 @@ def run_seed(profile: ManifoldProfile, seed: int, dev: bool = False, device: str
     """Every panel and representation on one seed: {(panel, representation): (2-D map, class
     labels, held-out labels, measures)}. With ``dev``, the dev split's panels, and every other
     read-out's measures under ``<representation>-<name>-readout`` (measures only, no map)."""
-    out = {}
+    out: dict[tuple[str, str], tuple] = {}
     for panel in PANELS:
         train, held, m = panel_tasks(panel, profile.n_per_class, seed, dev)
         labels, held_labels = np.concatenate([train.label, held.label]), sorted(set(held.label))
@@ -339,8 +360,12 @@ def run_seed(profile: ManifoldProfile, seed: int, dev: bool = False, device: str
             out[panel, rep] = (z, labels, held_labels, measures(panel, high, z, train, held))
             if dev and panel != "composition":  # the read-outs the dev split did not choose
                 for name in READOUTS.keys() - {READOUT}:
-                    out[panel, f"{rep}-{name}-readout"] = (None, None, None,
-                                                           readout_measures(z, train, held, READOUTS[name]))
+                    out[panel, f"{rep}-{name}-readout"] = (
+                        None,
+                        None,
+                        None,
+                        readout_measures(z, train, held, READOUTS[name]),
+                    )
     return out
 
 
@@ -362,8 +387,13 @@ def title(panel: str, labels: np.ndarray, held: list[str]) -> str:
     return f"{panel}: {what}, {MAP_TITLES[MAP_NAMES[panel]]}"
 
 
-@register("manifolds", "App. H: 2-D maps of the gradient embedding (length, composition, parametric), "
-          "fitted on training tasks only", MANIFOLD_PROFILES, options=("device",), dev=True)
+@register(
+    "manifolds",
+    "App. H: 2-D maps of the gradient embedding (length, composition, parametric), fitted on training tasks only",
+    MANIFOLD_PROFILES,
+    options=("device",),
+    dev=True,
+)
 def run_manifolds(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """One unit per seed computes the three panels (the dev split's with ``--split dev``); rows are
     their diagnostics (module docstring)."""
@@ -377,16 +407,31 @@ def run_manifolds(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
             from taskextrap.report.plots import plot_maps
 
             for rep, name in FIGURES.items():
-                plot_maps(plots / name, [(f"{rep}: {title(p, lab, held)}", z, lab, held)
-                                         for (p, r), (z, lab, held, _) in maps.items() if r == rep])
-        errors = {f"{p}|{rep}|{k}": np.array([v])
-                  for (p, rep), (*_, meas) in maps.items() for k, v in meas.items()}
+                plot_maps(
+                    plots / name,
+                    [
+                        (f"{rep}: {title(p, lab, held)}", z, lab, held)
+                        for (p, r), (z, lab, held, _) in maps.items()
+                        if r == rep
+                    ],
+                )
+        errors = {f"{p}|{rep}|{k}": np.array([v]) for (p, rep), (*_, meas) in maps.items() for k, v in meas.items()}
         return UnitResult(errors, {"total_s": time.perf_counter() - t})
 
-    units = seed_units(profile.seeds, name=lambda s: f"manifolds-seed{s}",
-                       config=lambda s: {"experiment": "manifolds", "profile": profile.to_dict(), "seed": s,
-                                         "split": options.split, "device": options.device},
-                       compute=compute, plot_dir=plot_dir, plot_file="manifolds.png")
+    units = seed_units(
+        profile.seeds,
+        name=lambda s: f"manifolds-seed{s}",
+        config=lambda s: {
+            "experiment": "manifolds",
+            "profile": profile.to_dict(),
+            "seed": s,
+            "split": options.split,
+            "device": options.device,
+        },
+        compute=compute,
+        plot_dir=plot_dir,
+        plot_file="manifolds.png",
+    )
 
     def assemble(results):
         errs, timing = gather(results, units)
@@ -394,10 +439,15 @@ def run_manifolds(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
         for key, e in errs.items():
             panel, method, metric = key.split("|")
             rows.append(make_row("manifolds", panel, method, metric, np.stack(e, axis=1)))
-        config = {"profile": profile.to_dict(), "panels": list(PANELS),
-                  "fitted_on": "training tasks only; held-out tasks projected afterwards",
-                  "maps": MAP_NAMES, "isomap_neighbours": {"length": 15, "length-regime": 15, "composition": 20},
-                  "readout": READOUT, "readouts": READOUTS}
+        config = {
+            "profile": profile.to_dict(),
+            "panels": list(PANELS),
+            "fitted_on": "training tasks only; held-out tasks projected afterwards",
+            "maps": MAP_NAMES,
+            "isomap_neighbours": {"length": 15, "length-regime": 15, "composition": 20},
+            "readout": READOUT,
+            "readouts": READOUTS,
+        }
         return rows, config, list(profile.seeds), timing
 
     return Plan(units, assemble)

@@ -79,8 +79,19 @@ def chained_variant(protocol) -> str:
     """The dev-chosen variant behind ``rte-chained`` under ``protocol``."""
     return CHAINED.get(protocol.name, CHAINED["paper"])
 
-METHODS = ("rte-chained", "rte-ghost", "rte", "transductive-oracle", "sparse-inductive", "t2v-inductive",
-           "inductive-oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
+
+METHODS = (
+    "rte-chained",
+    "rte-ghost",
+    "rte",
+    "transductive-oracle",
+    "sparse-inductive",
+    "t2v-inductive",
+    "inductive-oracle",
+    "ctx-interp",
+    "ctx-polyfit",
+    "library-best-fit",
+)
 REFERENCE = "rte-chained"  # the paired comparisons of a run are against it
 
 
@@ -100,11 +111,11 @@ def choose_variant(rows) -> str:
     return min(scores, key=lambda v: (scores[v], list(DEV_VARIANTS).index(v)))
 
 
-def get_multistep_family(spec: "str | ParametricFamily") -> ParametricFamily:
+def get_multistep_family(spec: str | ParametricFamily) -> ParametricFamily:
     """A built-in family with F3-F5 (``tasks.builtin.MULTISTEP_FAMILIES``) by name, or a user's
     family (``module:attr`` or the object) that defines training regions F1_1, F1_2 and the
     held-out regions F2, F3, F4, F5 (see ``tasks.builtin.with_far_regions``)."""
-    return get_family(spec, MULTISTEP_FAMILIES, ("F2",) + FAR_REGIONS, EXPERIMENT)
+    return get_family(spec, MULTISTEP_FAMILIES, ("F2", *FAR_REGIONS), EXPERIMENT)
 
 
 def families_for(option: str | None, split: str = "test") -> list[ParametricFamily]:
@@ -129,12 +140,14 @@ def paper_steps(region: str) -> int:
     return PAPER_STEPS[region.removeprefix("dev-")]
 
 
-def make_targets(family: ParametricFamily, region: str, protocol, n_targets: int, n_draws: int,
-                 test_seed: int) -> tuple[TaskSet, Observations]:
+def make_targets(
+    family: ParametricFamily, region: str, protocol, n_targets: int, n_draws: int, test_seed: int
+) -> tuple[TaskSet, Observations]:
     """Targets of ``region`` and their draws from the test stream (no training seed touches it)."""
     targets = TaskSet.sample(family, {region: n_targets}, rng(test_seed, family.name, region, "targets"))
-    obs = protocol.draw(targets, n_draws, rng(test_seed, family.name, region, protocol.name, "draws"),
-                        noise_scale(family))
+    obs = protocol.draw(
+        targets, n_draws, rng(test_seed, family.name, region, protocol.name, "draws"), noise_scale(family)
+    )
     return targets, obs
 
 
@@ -149,8 +162,16 @@ def variant(model: ChainedRTE, steps, quantile: float | None, measure: str | Non
     return out
 
 
-def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
-               cache_dir: Path | None = None, device: str = "cpu"):
+def fit_models(
+    family,
+    protocol,
+    profile: ParameterProfile,
+    seed: int,
+    embedding: str,
+    anchors: int,
+    cache_dir: Path | None = None,
+    device: str = "cpu",
+):
     """The chained RTE, the chained transductive oracle and the inductive baselines: the
     parameter experiment's fits of the same library (``parameter.library_fits``, loaded from
     the artifacts beside ``cache_dir`` when that experiment saved them), chained."""
@@ -158,22 +179,28 @@ def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding
     common = P.common_settings(protocol, profile, seed, anchors, device)
     t = time.perf_counter()
     rte = ChainedRTE(embedding=embedding, **common).fit(library, fitted=fits["strategy-a"])
-    models = {"rte": rte, "transductive-oracle": ChainedTransductiveOracle(**common).fit(
-        library, fitted=fits["transductive-oracle"])}
+    models = {
+        "rte": rte,
+        "transductive-oracle": ChainedTransductiveOracle(**common).fit(library, fitted=fits["transductive-oracle"]),
+    }
     models |= {kind: fits[kind] for kind in INDUCTIVE_KINDS}  # trained on the same draws as rte's
     timing["chain_s"] = time.perf_counter() - t
     return library, models, timing
 
 
-def predict_region(models: dict, library: TaskSet, obs: Observations, region: str,
-                   methods: tuple[str, ...]) -> dict[str, np.ndarray]:
+def predict_region(
+    models: dict, library: TaskSet, obs: Observations, region: str, methods: tuple[str, ...]
+) -> dict[str, np.ndarray]:
     """Predictions (n_draws_total, q) of ``methods`` on draws ``obs`` of targets in ``region``."""
     rte: ChainedRTE = models["rte"]
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     d = rte.decompose(cx, cy)
     paper = with_steps(d, paper_steps(region))
-    settings = {**DEV_VARIANTS, "rte-chained": DEV_VARIANTS[chained_variant(rte.protocol)],
-                "rte-ghost": DEV_VARIANTS["chain-paper-linear"]}
+    settings = {
+        **DEV_VARIANTS,
+        "rte-chained": DEV_VARIANTS[chained_variant(rte.protocol)],
+        "rte-ghost": DEV_VARIANTS["chain-paper-linear"],
+    }
     out = {}
     for m in methods:
         if m == "rte":
@@ -183,7 +210,9 @@ def predict_region(models: dict, library: TaskSet, obs: Observations, region: st
             out[m] = variant(rte, *settings[m]).predict(cx, cy, qx, paper if steps == "paper" else d)
         elif m == "transductive-oracle":
             oracle = models[m]
-            out[m] = oracle.predict(cx, cy, qx, with_steps(oracle.decompose_truth(cx, cy, obs.params), paper_steps(region)))
+            out[m] = oracle.predict(
+                cx, cy, qx, with_steps(oracle.decompose_truth(cx, cy, obs.params), paper_steps(region))
+            )
         elif m in INDUCTIVE_KINDS:
             out[m] = models[m].predict(cx, cy, qx, theta=obs.params)
         elif m == "ctx-interp":
@@ -202,9 +231,18 @@ def methods_for(family: ParametricFamily) -> tuple[str, ...]:
     return METHODS + tuple(DEV_VARIANTS) if is_dev(family) else METHODS
 
 
-def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
-             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED, cache_dir: Path | None = None,
-             device: str = "cpu") -> UnitResult:
+def run_unit(
+    family,
+    protocol,
+    profile: ParameterProfile,
+    seed: int,
+    embedding: str,
+    anchors: int,
+    plot_dir: Path | None = None,
+    test_seed: int = FRESH_TEST_SEED,
+    cache_dir: Path | None = None,
+    device: str = "cpu",
+) -> UnitResult:
     """Fit once on ``family``'s library with training seed ``seed``; score every method on the
     targets of each far region. Errors are keyed ``"<region>|<method>"``."""
     t0 = time.perf_counter()
@@ -213,13 +251,14 @@ def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: 
     errors, examples = {}, []
     t = time.perf_counter()
     for region in target_regions(family):
-        targets, obs = make_targets(family, region, protocol, profile.n_targets, profile.n_draws, test_seed)
+        _targets, obs = make_targets(family, region, protocol, profile.n_targets, profile.n_draws, test_seed)
         preds = predict_region(models, library, obs, region, methods)
         errors.update({f"{region}|{m}": per_target_mse(preds[m], obs, profile.n_targets) for m in methods})
         examples.append((region, obs.subset([0])))
     timing["evaluation_s"] = time.perf_counter() - t
-    steps = {m: variant(models["rte"], *DEV_VARIANTS[m]).step_size()
-             for m in DEV_VARIANTS if DEV_VARIANTS[m][0] == "auto"}
+    steps = {
+        m: variant(models["rte"], *DEV_VARIANTS[m]).step_size() for m in DEV_VARIANTS if DEV_VARIANTS[m][0] == "auto"
+    }
     if plot_dir is not None:
         t = time.perf_counter()
         _plot(plot_dir, family, protocol, models, library, examples)
@@ -232,68 +271,121 @@ def _plot(plot_dir, family, protocol, models, library, examples):
     from taskextrap.report.plots import plot_predictions
 
     grid = family.grid(200)
-    truth, preds, cx, cy, titles = [], {}, [], [], []
+    truth, cx, cy, titles = [], [], [], []
+    preds: dict[str, list] = {}
     for region, ex in examples:
         g = grid[None]
         truth.append(family(ex.params, g)[0])
-        for m, p in predict_region(models, library, Observations(ex.task, ex.params, ex.ctx_x, ex.ctx_y, g,
-                                                                  family(ex.params, g)),
-                                   region, ("rte-chained", "rte-ghost", "rte", "sparse-inductive")).items():
+        for m, p in predict_region(
+            models,
+            library,
+            Observations(ex.task, ex.params, ex.ctx_x, ex.ctx_y, g, family(ex.params, g)),
+            region,
+            ("rte-chained", "rte-ghost", "rte", "sparse-inductive"),
+        ).items():
             preds.setdefault(m, []).append(p[0])
         cx.append(ex.ctx_x[0])
         cy.append(ex.ctx_y[0])
         titles.append(f"{region}: {family.shift}={ex.params[0, 0]:.3g}")
-    plot_predictions(plot_dir / f"{family.name}-{protocol.name}-multistep.png", grid, np.array(truth),
-                     {m: np.array(v) for m, v in preds.items()}, cx, cy, titles=titles)
+    plot_predictions(
+        plot_dir / f"{family.name}-{protocol.name}-multistep.png",
+        grid,
+        np.array(truth),
+        {m: np.array(v) for m, v in preds.items()},
+        cx,
+        cy,
+        titles=titles,
+    )
 
 
 def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, device: str = "cpu") -> dict:
     """Everything that determines a unit's numbers (its cache fingerprint): the parameter unit's
     settings, with this experiment's regions, methods and chain settings."""
-    return {**P.unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, device),
-            "experiment": EXPERIMENT, "target_region": target_regions(family), "methods": methods_for(family),
-            "chained": DEV_VARIANTS[chained_variant(protocol)], "paper_steps": PAPER_STEPS}
+    return {
+        **P.unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, device),
+        "experiment": EXPERIMENT,
+        "target_region": target_regions(family),
+        "methods": methods_for(family),
+        "chained": DEV_VARIANTS[chained_variant(protocol)],
+        "paper_steps": PAPER_STEPS,
+    }
 
 
-def family_units(family, protocol, profile, embedding: str, anchors: int, plot_dir: Path | None,
-                 test_seed: int, cache_dir: Path | None = None, device: str = "cpu") -> list[Unit]:
+def family_units(
+    family,
+    protocol,
+    profile,
+    embedding: str,
+    anchors: int,
+    plot_dir: Path | None,
+    test_seed: int,
+    cache_dir: Path | None = None,
+    device: str = "cpu",
+) -> list[Unit]:
     """One unit per training seed of ``family`` (the first seed draws the plot)."""
     tag = f"{family.name}-{protocol.name}" + ("-dev" if is_dev(family) else "")
     return seed_units(
-        profile.seeds, name=lambda s: f"{EXPERIMENT}-{tag}-seed{s}",
+        profile.seeds,
+        name=lambda s: f"{EXPERIMENT}-{tag}-seed{s}",
         config=lambda s: unit_config(family, protocol, profile, s, embedding, anchors, test_seed, device),
-        compute=lambda s, plots: run_unit(family, protocol, profile, s, embedding, anchors, plots, test_seed,
-                                          cache_dir, device),
-        plot_dir=plot_dir, plot_file=f"{family.name}-{protocol.name}-multistep.png")
+        compute=lambda s, plots: run_unit(
+            family, protocol, profile, s, embedding, anchors, plots, test_seed, cache_dir, device
+        ),
+        plot_dir=plot_dir,
+        plot_file=f"{family.name}-{protocol.name}-multistep.png",
+    )
 
 
-@register(EXPERIMENT, "App. B.1.1: multi-step parameter extrapolation to F3, F4, F5 (chained RTE, ghost context)",
-          PARAMETER_PROFILES, options=("protocol", "family", "embedding", "anchors", "test_seed", "device"),
-          regime="parameter", dev=True, family=get_multistep_family)
+@register(
+    EXPERIMENT,
+    "App. B.1.1: multi-step parameter extrapolation to F3, F4, F5 (chained RTE, ghost context)",
+    PARAMETER_PROFILES,
+    options=("protocol", "family", "embedding", "anchors", "test_seed", "device"),
+    regime="parameter",
+    dev=True,
+    family=get_multistep_family,
+)
 def run_multistep(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None) -> Plan:
     """Every family's units, and the rows "<family>/<region>" x method built from them."""
     families = families_for(options.family, options.split)
     embedding, profile, protocol = P.run_settings(options)
-    units = {f.name: family_units(f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests,
-                                  cache_dir, options.device) for f in families}
+    units = {
+        f.name: family_units(
+            f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests, cache_dir, options.device
+        )
+        for f in families
+    }
 
     def assemble(results):
-        rows, timing, step_sizes = [], {}, {}
+        rows, step_sizes = [], {}
+        timing: dict[str, float] = {}
         for f in families:
             errors, t = gather(results, units[f.name])
             for k, v in t.items():
                 timing[k] = timing.get(k, 0.0) + v
             step_sizes[f.name] = [results[u.name].extras.get("auto_step_size") for u in units[f.name]]
             for region in target_regions(f):
-                rows += [P.paper_checked(make_row(EXPERIMENT, f"{f.name}/{region}", m, "mse",
-                                                 np.stack(errors[f"{region}|{m}"], axis=1)), f, MULTISTEP_FAMILIES)
-                         for m in methods_for(f)]
-        config = {"families": [f.name for f in families], "protocol": {**vars(protocol)},
-                  "profile": profile.to_dict(), "embedding": embedding, "anchors": options.anchors,
-                  "test_seed": options.seed_of_tests, "regions": {f.name: dict(f.regions) for f in families},
-                  "paper_steps": PAPER_STEPS,
-                  "chained": {"variant": chained_variant(protocol), "settings": DEV_VARIANTS[chained_variant(protocol)]},
-                  "dev_variants": DEV_VARIANTS, "auto_step_size": step_sizes}
+                rows += [
+                    P.paper_checked(
+                        make_row(EXPERIMENT, f"{f.name}/{region}", m, "mse", np.stack(errors[f"{region}|{m}"], axis=1)),
+                        f,
+                        MULTISTEP_FAMILIES,
+                    )
+                    for m in methods_for(f)
+                ]
+        config = {
+            "families": [f.name for f in families],
+            "protocol": {**vars(protocol)},
+            "profile": profile.to_dict(),
+            "embedding": embedding,
+            "anchors": options.anchors,
+            "test_seed": options.seed_of_tests,
+            "regions": {f.name: dict(f.regions) for f in families},
+            "paper_steps": PAPER_STEPS,
+            "chained": {"variant": chained_variant(protocol), "settings": DEV_VARIANTS[chained_variant(protocol)]},
+            "dev_variants": DEV_VARIANTS,
+            "auto_step_size": step_sizes,
+        }
         return rows, config, list(profile.seeds), timing
 
     return Plan([u for f in families for u in units[f.name]], assemble, reference=REFERENCE)

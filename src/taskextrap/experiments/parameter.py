@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,8 +38,19 @@ from taskextrap.provenance import callable_hash
 from taskextrap.tasks.registry import get_family
 from taskextrap.tasks.taskset import TaskSet
 
-METHODS = ("rte", "strategy-a", "sparse-inductive", "t2v-inductive", "inductive-oracle", "transductive-oracle",
-           "random-anchors", "zero-shift", "ctx-interp", "ctx-polyfit", "library-best-fit")
+METHODS = (
+    "rte",
+    "strategy-a",
+    "sparse-inductive",
+    "t2v-inductive",
+    "inductive-oracle",
+    "transductive-oracle",
+    "random-anchors",
+    "zero-shift",
+    "ctx-interp",
+    "ctx-polyfit",
+    "library-best-fit",
+)
 # The decomposition objective (paper Eq. 3; ``RTE(search="objective")``) in the variants scored on
 # the dev split (F1_1 -> F1_2): anchors retrieved by proxy distance (``retrieve``), more screened
 # by their own context fit over the whole library (``screen``), shifts at multiples of the proxy
@@ -54,24 +66,45 @@ OBJECTIVE_VARIANTS = {
 # a test holds CHOSEN to those files): the widest search under both protocols.
 CHOSEN = {"paper": "objective-r16-s16", "strict": "objective-r16-s16"}
 # Dev rows: every variant, and Strategy A with the objective's Psi (trained with leave-one-out rows).
-DEV_METHODS = tuple(f"rte-{v}" for v in OBJECTIVE_VARIANTS) + ("strategy-a-loo",)
+DEV_METHODS = (*(f"rte-{v}" for v in OBJECTIVE_VARIANTS), "strategy-a-loo")
 INTERVAL_METHODS = ("rte", "strategy-a")  # methods with a predictive interval: a coverage row each
 ORACLES = ("inductive-oracle", "transductive-oracle")
 # Appendix K.1 (quadratic): every row on the same targets and draws as the main table's.
 ABLATION_FAMILY = "quadratic"
 ABLATION_METHODS = ("rte", "strategy-a", "far-anchors", "random-anchors", "zero-shift", "sparse-inductive")
-ALL_METHODS = METHODS + ("far-anchors",)
+ALL_METHODS = (*METHODS, "far-anchors")
 TARGET_REGION = "F2"  # the real held-out region; the dev split holds out DEV_REGION instead
 DEFAULT_EMBEDDING = "gradient"  # measured: see benchmarks/run.py
 
 PARAMETER_PROFILES = {
-    "quick": ParameterProfile("quick", (0,), n_library=50, n_pairs=6000, n_targets=100, n_draws=8,
-                              train=TrainConfig(steps=500, batch=2048, eval_every=50)),
-    "paper": ParameterProfile("paper", (0, 1, 2), n_library=100, n_pairs=20000, n_targets=400, n_draws=32,
-                              train=TrainConfig(steps=1000, batch=4096, eval_every=100)),
+    "quick": ParameterProfile(
+        "quick",
+        (0,),
+        n_library=50,
+        n_pairs=6000,
+        n_targets=100,
+        n_draws=8,
+        train=TrainConfig(steps=500, batch=2048, eval_every=50),
+    ),
+    "paper": ParameterProfile(
+        "paper",
+        (0, 1, 2),
+        n_library=100,
+        n_pairs=20000,
+        n_targets=400,
+        n_draws=32,
+        train=TrainConfig(steps=1000, batch=4096, eval_every=100),
+    ),
     # For tests only: seconds, not minutes.
-    "tiny": ParameterProfile("tiny", (0,), n_library=12, n_pairs=400, n_targets=6, n_draws=2,
-                             train=TrainConfig(steps=20, batch=256, eval_every=10)),
+    "tiny": ParameterProfile(
+        "tiny",
+        (0,),
+        n_library=12,
+        n_pairs=400,
+        n_targets=6,
+        n_draws=2,
+        train=TrainConfig(steps=20, batch=256, eval_every=10),
+    ),
 }
 
 
@@ -85,14 +118,16 @@ def target_region(family: ParametricFamily) -> str:
     return DEV_REGION if DEV_REGION in family.regions else TARGET_REGION
 
 
-def make_targets(family: ParametricFamily, protocol, n_targets: int, n_draws: int,
-                 test_seed: int) -> tuple[TaskSet, Observations]:
+def make_targets(
+    family: ParametricFamily, protocol, n_targets: int, n_draws: int, test_seed: int
+) -> tuple[TaskSet, Observations]:
     """Held-out targets (region :func:`target_region`) and their context/query draws, from the
     test stream ``test_seed``, which no training seed touches."""
     region = target_region(family)
     targets = TaskSet.sample(family, {region: n_targets}, rng(test_seed, family.name, region, "targets"))
-    obs = protocol.draw(targets, n_draws, rng(test_seed, family.name, region, protocol.name, "draws"),
-                        noise_scale(family))
+    obs = protocol.draw(
+        targets, n_draws, rng(test_seed, family.name, region, protocol.name, "draws"), noise_scale(family)
+    )
     return targets, obs
 
 
@@ -102,8 +137,19 @@ def common_settings(protocol, profile: ParameterProfile, seed: int, anchors: int
     Strategy A never reads, at the values of the fits' cache fingerprints (the estimator's repr;
     RTE's defaults before they became the objective's), and no progress bar of their own (the
     run has one over its units)."""
-    return dict(protocol=protocol, n_pairs=profile.n_pairs, train=profile.train, seed=seed, anchors=anchors,
-                device=device, search="proxy", retrieve=8, screen=0, phi_scales=(0.5, 1.0, 1.5, 2.0), verbose=False)
+    return dict(
+        protocol=protocol,
+        n_pairs=profile.n_pairs,
+        train=profile.train,
+        seed=seed,
+        anchors=anchors,
+        device=device,
+        search="proxy",
+        retrieve=8,
+        screen=0,
+        phi_scales=(0.5, 1.0, 1.5, 2.0),
+        verbose=False,
+    )
 
 
 def variant_scores(rows) -> dict[str, float]:
@@ -114,8 +160,10 @@ def variant_scores(rows) -> dict[str, float]:
     by = {(r["group"], r["method"]): r["value"] for r in rows if r["metric"] == "mse"}
     groups = sorted({g for g, m in by if m == "strategy-a"})
     scores = {"strategy-a": 0.0}
-    scores |= {v: float(np.mean([np.log(by[(g, f"rte-{v}")] / by[(g, "strategy-a")]) for g in groups]))
-               for v in OBJECTIVE_VARIANTS}
+    scores |= {
+        v: float(np.mean([np.log(by[(g, f"rte-{v}")] / by[(g, "strategy-a")]) for g in groups]))
+        for v in OBJECTIVE_VARIANTS
+    }
     return scores
 
 
@@ -131,32 +179,48 @@ def chosen_variant(protocol) -> str:
     return CHOSEN.get(protocol.name, CHOSEN["strict" if protocol.noise > 0 else "paper"])
 
 
-def make_rte(protocol, profile: ParameterProfile, seed: int, embedding: str = DEFAULT_EMBEDDING,
-             anchors: int = RTE.anchors, search: str = "proxy", device: str = "cpu") -> RTE:
+def make_rte(
+    protocol,
+    profile: ParameterProfile,
+    seed: int,
+    embedding: str = DEFAULT_EMBEDDING,
+    anchors: int = RTE.anchors,
+    search: str = "proxy",
+    device: str = "cpu",
+) -> RTE:
     """The unfitted RTE of a unit (the same for test runs and the dev-choice sweeps): Strategy A
     (``search="proxy"``, the paper's Psi) or the objective in the protocol's chosen variant."""
     variant = chosen_variant(protocol)
-    settings = {} if search == "proxy" or variant == "strategy-a" else {"search": search,
-                                                                           **OBJECTIVE_VARIANTS[variant]}
+    settings = {} if search == "proxy" or variant == "strategy-a" else {"search": search, **OBJECTIVE_VARIANTS[variant]}
     return RTE(embedding=embedding, **{**common_settings(protocol, profile, seed, anchors, device), **settings})
 
 
 LIBRARY_FITS = ("strategy-a", "transductive-oracle", *INDUCTIVE_KINDS)  # fitted alike by parameter-multistep
 
 
-def library_fits(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
-                 cache_dir: Path | None = None, device: str = "cpu") -> tuple[TaskSet, dict, dict]:
+def library_fits(
+    family,
+    protocol,
+    profile: ParameterProfile,
+    seed: int,
+    embedding: str,
+    anchors: int,
+    cache_dir: Path | None = None,
+    device: str = "cpu",
+) -> tuple[TaskSet, dict, dict]:
     """The library and the models ``parameter`` and ``parameter-multistep`` fit alike on it
     (:data:`LIBRARY_FITS`: Strategy A's RTE, the transductive oracle, the inductive baselines),
     with their timing. Saved as one artifact beside the unit cache ``cache_dir``
     (:mod:`.artifacts`), so the second experiment loads what the first fitted: the same numbers."""
     library = make_library(family, profile.n_library, seed)
     common = common_settings(protocol, profile, seed, anchors, device)
-    timing = {}
+    timing: dict[str, float] = {}
 
     def fit() -> dict:
         t = time.perf_counter()
-        models = {"strategy-a": make_rte(protocol, profile, seed, embedding, anchors, device=device).fit(library)}
+        models: dict[str, Any] = {
+            "strategy-a": make_rte(protocol, profile, seed, embedding, anchors, device=device).fit(library)
+        }
         timing.update(rte_fit_s=time.perf_counter() - t, embedding_s=models["strategy-a"].timing_["embedding_s"])
         t = time.perf_counter()
         models["transductive-oracle"] = TransductiveOracle(**common).fit(library)
@@ -166,7 +230,8 @@ def library_fits(family, protocol, profile: ParameterProfile, seed: int, embeddi
         return models
 
     def save(models: dict) -> tuple[dict, dict]:
-        arrays, meta = {}, {}
+        arrays: dict[str, np.ndarray] = {}
+        meta: dict[str, dict] = {}
         for name in ("strategy-a", "transductive-oracle"):
             a, meta[name] = models[name].fitted_state()
             arrays |= {f"{name}/{k}": v for k, v in a.items()}
@@ -176,30 +241,45 @@ def library_fits(family, protocol, profile: ParameterProfile, seed: int, embeddi
 
     def load(arrays: dict, meta: dict) -> dict:
         of = lambda name: {k.removeprefix(f"{name}/"): v for k, v in arrays.items() if k.startswith(f"{name}/")}  # noqa: E731
-        models = {"strategy-a": make_rte(protocol, profile, seed, embedding, anchors, device=device).restore(
-                      library, of("strategy-a"), meta["strategy-a"]),
-                  "transductive-oracle": TransductiveOracle(**common).restore(
-                      library, of("transductive-oracle"), meta["transductive-oracle"])}
+        models: dict[str, Any] = {
+            "strategy-a": make_rte(protocol, profile, seed, embedding, anchors, device=device).restore(
+                library, of("strategy-a"), meta["strategy-a"]
+            ),
+            "transductive-oracle": TransductiveOracle(**common).restore(
+                library, of("transductive-oracle"), meta["transductive-oracle"]
+            ),
+        }
         for kind in INDUCTIVE_KINDS:
             models[kind] = InductiveBaseline(kind, models["strategy-a"]).restore(arrays)
         return models
 
     t = time.perf_counter()
-    config = {**unit_config(family, protocol, profile, seed, embedding, anchors, None, device),
-              "experiment": "library-fits",
-              "profile": {k: v for k, v in profile.to_dict().items() if k in ("n_library", "n_pairs", "train")}}
+    config = {
+        **unit_config(family, protocol, profile, seed, embedding, anchors, None, device),
+        "experiment": "library-fits",
+        "profile": {k: v for k, v in profile.to_dict().items() if k in ("n_library", "n_pairs", "train")},
+    }
     config.pop("target_region"), config.pop("test_seed")
     # a fit sees the training regions only: parameter-multistep's families (F3-F5 added) share it
     config["regions"] = {r: family.regions[r] for r in family.train_regions}
-    models, loaded = cached_fit(cache_dir, f"parameter-fits-{family.name}-{protocol.name}-seed{seed}", config,
-                                fit, save, load)
+    models, loaded = cached_fit(
+        cache_dir, f"parameter-fits-{family.name}-{protocol.name}-seed{seed}", config, fit, save, load
+    )
     if loaded:
         timing["fits_loaded_s"] = time.perf_counter() - t
     return library, models, timing
 
 
-def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
-               cache_dir: Path | None = None, device: str = "cpu"):
+def fit_models(
+    family,
+    protocol,
+    profile: ParameterProfile,
+    seed: int,
+    embedding: str,
+    anchors: int,
+    cache_dir: Path | None = None,
+    device: str = "cpu",
+):
     """Fit RTE (the objective, and Strategy A with the paper's Psi), the transductive oracle and
     the inductive baselines on one library (the fits it shares with parameter-multistep from
     :func:`library_fits`)."""
@@ -209,16 +289,29 @@ def fit_models(family, protocol, profile: ParameterProfile, seed: int, embedding
     if chosen_variant(protocol) != "strategy-a" or target_region(family) == DEV_REGION:
         t = time.perf_counter()
         # the objective's fit (its Psi has leave-one-out rows): the headline's, or the dev rows'
-        settings = {**common_settings(protocol, profile, seed, anchors, device), "search": "objective",
-                    **OBJECTIVE_VARIANTS[next(iter(OBJECTIVE_VARIANTS))]}
+        settings = {
+            **common_settings(protocol, profile, seed, anchors, device),
+            "search": "objective",
+            **OBJECTIVE_VARIANTS[next(iter(OBJECTIVE_VARIANTS))],
+        }
         objective = RTE(embedding=embedding, **settings).fit(library, embedded=strategy_a)
         timing["objective_fit_s"] = time.perf_counter() - t
-    rte = strategy_a if chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
+    rte = strategy_a if objective is None or chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
     return library, {**models, "rte": rte, "objective": objective}, timing
 
 
-def predict_method(method: str, models: dict, library: TaskSet, ctx_x, ctx_y, qry_x, theta, seed: int,
-                   decomposition: Decomposition | None = None, return_std: bool = False):
+def predict_method(
+    method: str,
+    models: dict,
+    library: TaskSet,
+    ctx_x,
+    ctx_y,
+    qry_x,
+    theta,
+    seed: int,
+    decomposition: Decomposition | None = None,
+    return_std: bool = False,
+):
     """Predictions (n, q) of one method; ``decomposition`` (Strategy A's) may be passed to reuse
     it. ``return_std`` (the methods of :data:`INTERVAL_METHODS`): (mean, std)."""
     rte: RTE = models["strategy-a"]  # the ablations are the paper's ablations of Strategy A
@@ -231,25 +324,29 @@ def predict_method(method: str, models: dict, library: TaskSet, ctx_x, ctx_y, qr
         return rte.predict(ctx_x, ctx_y, qry_x, decomposition, return_std=return_std)
     if method.startswith("rte-objective-"):
         settings = OBJECTIVE_VARIANTS[method.removeprefix("rte-")]
-        return _with_settings(models["objective"], settings,
-                              lambda m: m.predict(ctx_x, ctx_y, qry_x, return_std=return_std))
+        return _with_settings(
+            models["objective"], settings, lambda m: m.predict(ctx_x, ctx_y, qry_x, return_std=return_std)
+        )
     if method == "strategy-a-loo":
         objective = models["objective"]
-        return objective.predict(ctx_x, ctx_y, qry_x, objective.decompose(ctx_x, ctx_y, search="proxy"),
-                                 return_std=return_std)
+        return objective.predict(
+            ctx_x, ctx_y, qry_x, objective.decompose(ctx_x, ctx_y, search="proxy"), return_std=return_std
+        )
     if method == "transductive-oracle":
         oracle = models[method]
         return oracle.predict(ctx_x, ctx_y, qry_x, oracle.decompose_truth(ctx_x, ctx_y, theta))
     if method in ("sparse-inductive", "t2v-inductive", "inductive-oracle"):
         return models[method].predict(ctx_x, ctx_y, qry_x, theta=theta)
     if method == "random-anchors":
+        assert anchors is not None  # decomposed above
         random_anchors = rng(seed, "random-anchors").integers(len(library), size=anchors.shape)
         return rte.predict(ctx_x, ctx_y, qry_x, rte.decomposition_for(ctx_x, ctx_y, random_anchors))
     if method == "far-anchors":
         far = far_anchors(rte, library, ctx_x, ctx_y)
         return rte.predict(ctx_x, ctx_y, qry_x, rte.decomposition_for(ctx_x, ctx_y, far))
     if method == "zero-shift":
-        zero = np.zeros(anchors.shape + (rte.embed_dim,))
+        assert anchors is not None  # decomposed above
+        zero = np.zeros((*anchors.shape, rte.embed_dim))
         return rte.predict(ctx_x, ctx_y, qry_x, rte.decomposition_for(ctx_x, ctx_y, anchors, zero))
     if method == "ctx-interp":
         return ctx_interp(ctx_x, ctx_y, qry_x)
@@ -291,8 +388,9 @@ def methods_of(family: ParametricFamily) -> tuple[str, ...]:
     return ALL_METHODS + (DEV_METHODS if target_region(family) == DEV_REGION else ())
 
 
-def predict_all(models: dict, library: TaskSet, obs: Observations, seed: int,
-                methods: tuple[str, ...] = ALL_METHODS) -> tuple[dict, dict, dict]:
+def predict_all(
+    models: dict, library: TaskSet, obs: Observations, seed: int, methods: tuple[str, ...] = ALL_METHODS
+) -> tuple[dict, dict, dict]:
     """Predictions (n_draws_total, q) of every method at the query points, the predictive sd of
     those with an interval (:data:`INTERVAL_METHODS` and the dev variants), and per-draw
     diagnostics (:func:`diagnostics`) of ``rte`` and ``strategy-a``."""
@@ -301,8 +399,11 @@ def predict_all(models: dict, library: TaskSet, obs: Observations, seed: int,
     d_rte = d if models["rte"] is models["strategy-a"] else models["rte"].decompose(cx, cy)
     preds, stds = {}, {}
     for m in methods:
-        out = (models["rte"].predict(cx, cy, qx, d_rte, return_std=True) if m == "rte" else
-               predict_method(m, models, library, cx, cy, qx, obs.params, seed, d, return_std=has_interval(m)))
+        out = (
+            models["rte"].predict(cx, cy, qx, d_rte, return_std=True)
+            if m == "rte"
+            else predict_method(m, models, library, cx, cy, qx, obs.params, seed, d, return_std=has_interval(m))
+        )
         preds[m], stds[m] = out if has_interval(m) else (out, None)
     truth = models["transductive-oracle"].decompose_truth(cx, cy, obs.params).anchors
     diag = {**diagnostics("rte", d_rte, truth), **diagnostics("strategy-a", d, truth)}
@@ -316,7 +417,10 @@ def diagnostics(method: str, d: Decomposition, truth_anchors: np.ndarray) -> dic
     nearest the target in true parameters: how often the search found a right anchor."""
     w = np.full(d.score.shape, 1.0 / d.k) if d.weights is None else d.weights
     top = d.anchors[np.arange(len(w)), np.argmax(w, axis=1)]
-    return {entropy_key(method): entropy(w), anchor_key(method): (truth_anchors == top[:, None]).any(axis=1).astype(float)}
+    return {
+        entropy_key(method): entropy(w),
+        anchor_key(method): (truth_anchors == top[:, None]).any(axis=1).astype(float),
+    }
 
 
 def entropy_key(method: str) -> str:
@@ -339,9 +443,18 @@ def per_target_mse(pred: np.ndarray, obs: Observations, n_targets: int) -> np.nd
     return per_target((pred - obs.qry_y) ** 2, n_targets)
 
 
-def run_unit(family, protocol, profile: ParameterProfile, seed: int, embedding: str, anchors: int,
-             plot_dir: Path | None = None, test_seed: int = FRESH_TEST_SEED, cache_dir: Path | None = None,
-             device: str = "cpu") -> UnitResult:
+def run_unit(
+    family,
+    protocol,
+    profile: ParameterProfile,
+    seed: int,
+    embedding: str,
+    anchors: int,
+    plot_dir: Path | None = None,
+    test_seed: int = FRESH_TEST_SEED,
+    cache_dir: Path | None = None,
+    device: str = "cpu",
+) -> UnitResult:
     """Fit and evaluate every method for one family and one training seed on the targets of
     ``test_seed`` (the held-out region of ``family``: F2, or ``dev`` for a dev family); the fits
     shared with parameter-multistep come from the artifacts beside ``cache_dir`` when saved."""
@@ -385,8 +498,9 @@ def interval_scale_of(method: str, models: dict) -> float:
 def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):
     from taskextrap.report.plots import plot_embedding, plot_predictions
 
-    baselines = [m for m in METHODS if m not in ORACLES and m not in ("rte", "strategy-a", "random-anchors",
-                                                                       "zero-shift")]
+    baselines = [
+        m for m in METHODS if m not in ORACLES and m not in ("rte", "strategy-a", "random-anchors", "zero-shift")
+    ]
     best = min(baselines, key=lambda m: float(errors[m].mean()))
     n_draws = len(obs) // len(targets)
     idx = np.arange(min(4, len(targets))) * n_draws  # the first draw of the first targets
@@ -394,24 +508,54 @@ def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):
     grid = np.broadcast_to(family.grid(200), (len(idx), 200))
     truth = targets.values(grid, np.arange(len(idx)))
     rte = models["rte"]
-    preds = {"RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid),
-             best: predict_method(best, models, library, sub.ctx_x, sub.ctx_y, grid, sub.params, 0)}
+    preds = {
+        "RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid),
+        best: predict_method(best, models, library, sub.ctx_x, sub.ctx_y, grid, sub.params, 0),
+    }
     titles = [f"{family.shift}={p:.3g}" for p in targets.params[: len(idx), 0]]
-    plot_predictions(plot_dir / f"{family.name}-{protocol.name}-predictions.png", family.grid(200), truth, preds,
-                     sub.ctx_x, sub.ctx_y, titles=titles)
-    z_targets = rte.embed(obs.ctx_x[:: n_draws], obs.ctx_y[:: n_draws])
+    plot_predictions(
+        plot_dir / f"{family.name}-{protocol.name}-predictions.png",
+        family.grid(200),
+        truth,
+        preds,
+        sub.ctx_x,
+        sub.ctx_y,
+        titles=titles,
+    )
+    z_targets = rte.embed(obs.ctx_x[::n_draws], obs.ctx_y[::n_draws])
     z = np.concatenate([rte.z_library_, z_targets])
-    labels = np.concatenate([library.region.astype(str), np.full(len(z_targets), f"{target_region(family)} (context only)")])
-    plot_embedding(plot_dir / f"{family.name}-{protocol.name}-embedding.png", z, labels,
-                   f"{family.name}: proxy embedding ({rte.embedding}, {protocol.name} protocol)")
+    labels = np.concatenate(
+        [library.region.astype(str), np.full(len(z_targets), f"{target_region(family)} (context only)")]
+    )
+    plot_embedding(
+        plot_dir / f"{family.name}-{protocol.name}-embedding.png",
+        z,
+        labels,
+        f"{family.name}: proxy embedding ({rte.embedding}, {protocol.name} protocol)",
+    )
 
 
 def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, device: str = "cpu") -> dict:
     """Everything that determines a unit's numbers (its cache fingerprint)."""
-    return dict(experiment="parameter", family=family.name, fn=getattr(family.fn, "__qualname__", ""),
-                fn_code=callable_hash(family.fn), domain=family.domain, shift=family.shift, fixed=dict(family.fixed), regions=dict(family.regions),
-                train_regions=family.train_regions, protocol=protocol, profile=profile.to_dict(), seed=seed,
-                embedding=embedding, anchors=anchors, test_seed=test_seed, target_region=target_region(family), device=device)
+    return dict(
+        experiment="parameter",
+        family=family.name,
+        fn=getattr(family.fn, "__qualname__", ""),
+        fn_code=callable_hash(family.fn),
+        domain=family.domain,
+        shift=family.shift,
+        fixed=dict(family.fixed),
+        regions=dict(family.regions),
+        train_regions=family.train_regions,
+        protocol=protocol,
+        profile=profile.to_dict(),
+        seed=seed,
+        embedding=embedding,
+        anchors=anchors,
+        test_seed=test_seed,
+        target_region=target_region(family),
+        device=device,
+    )
 
 
 def search_config(family, protocol) -> dict:
@@ -420,17 +564,32 @@ def search_config(family, protocol) -> dict:
     return dict(objective=OBJECTIVE_VARIANTS.get(chosen_variant(protocol), "strategy-a"), methods=methods_of(family))
 
 
-def family_units(family, protocol, profile, embedding: str, anchors: int, plot_dir: Path | None,
-                 test_seed: int, cache_dir: Path | None = None, device: str = "cpu") -> list[Unit]:
+def family_units(
+    family,
+    protocol,
+    profile,
+    embedding: str,
+    anchors: int,
+    plot_dir: Path | None,
+    test_seed: int,
+    cache_dir: Path | None = None,
+    device: str = "cpu",
+) -> list[Unit]:
     """One unit per training seed of ``family`` (the first seed draws the plots)."""
     tag = f"{family.name}-{protocol.name}" + ("-dev" if target_region(family) == DEV_REGION else "")
     return seed_units(
-        profile.seeds, name=lambda s: f"parameter-{tag}-seed{s}",
-        config=lambda s: {**unit_config(family, protocol, profile, s, embedding, anchors, test_seed, device),
-                          **search_config(family, protocol)},
-        compute=lambda s, plots: run_unit(family, protocol, profile, s, embedding, anchors, plots, test_seed,
-                                          cache_dir, device),
-        plot_dir=plot_dir, plot_file=f"{family.name}-{protocol.name}-predictions.png")
+        profile.seeds,
+        name=lambda s: f"parameter-{tag}-seed{s}",
+        config=lambda s: {
+            **unit_config(family, protocol, profile, s, embedding, anchors, test_seed, device),
+            **search_config(family, protocol),
+        },
+        compute=lambda s, plots: run_unit(
+            family, protocol, profile, s, embedding, anchors, plots, test_seed, cache_dir, device
+        ),
+        plot_dir=plot_dir,
+        plot_file=f"{family.name}-{protocol.name}-predictions.png",
+    )
 
 
 def paper_checked(row: dict, family: ParametricFamily, builtins: dict = PARAMETER_FAMILIES) -> dict:
@@ -456,34 +615,73 @@ def run_settings(options: RunOptions) -> tuple[str, ParameterProfile, object]:
     return embedding, profile, get_protocol(options.protocol)
 
 
-def _run(experiment: str, methods: tuple[str, ...], families: list[ParametricFamily], options: RunOptions,
-         plot_dir: Path | None, cache_dir: Path | None = None) -> Plan:
+def _run(
+    experiment: str,
+    methods: tuple[str, ...],
+    families: list[ParametricFamily],
+    options: RunOptions,
+    plot_dir: Path | None,
+    cache_dir: Path | None = None,
+) -> Plan:
     embedding, profile, protocol = run_settings(options)
-    units = {f.name: family_units(f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests,
-                                  cache_dir, options.device) for f in families}
+    units = {
+        f.name: family_units(
+            f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests, cache_dir, options.device
+        )
+        for f in families
+    }
 
     def assemble(results):
-        errors, timing = {}, {}
+        errors: dict[str, dict] = {}
+        timing: dict[str, float] = {}
         for family in families:
             errors[family.name], family_timing = gather(results, units[family.name])
             for k, v in family_timing.items():
                 timing[k] = timing.get(k, 0.0) + v
-        rows = [paper_checked(make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1)), f)
-                for f in families for m in methods + _dev_rows(f, methods)]
-        rows += [paper_checked(row, f) for f in families for m in methods + _dev_rows(f, methods) if has_interval(m)
-                 for row in interval_rows(experiment, errors[f.name], f.name, m, interval_prefix(m))]
-        rows += [paper_checked(row, f) for f in families for row in diagnostic_rows(experiment, f.name, errors[f.name])
-                 if row["method"] in methods]
-        config = {"families": [f.name for f in families], "protocol": {**vars(protocol)},
-                  "objective": {"variant": chosen_variant(protocol),
-                                **OBJECTIVE_VARIANTS.get(chosen_variant(protocol), {"search": "proxy"})},
-                  "profile": profile.to_dict(), "embedding": embedding, "anchors": options.anchors,
-                  "test_seed": options.seed_of_tests, "regions": {f.name: dict(f.regions) for f in families},
-                  "target_region": {f.name: target_region(f) for f in families},
-                  "coverage_by_scale": {f.name: {m: pooled_curve(errors[f.name], interval_prefix(m))
-                                                 for m in methods if m in INTERVAL_METHODS} for f in families},
-                  "interval_scale": {f.name: {m: interval_scale(f"parameter-{search_of(m, protocol)}", protocol, f.name)
-                                              for m in methods if m in INTERVAL_METHODS} for f in families}}
+        rows = [
+            paper_checked(make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1)), f)
+            for f in families
+            for m in methods + _dev_rows(f, methods)
+        ]
+        rows += [
+            paper_checked(row, f)
+            for f in families
+            for m in methods + _dev_rows(f, methods)
+            if has_interval(m)
+            for row in interval_rows(experiment, errors[f.name], f.name, m, interval_prefix(m))
+        ]
+        rows += [
+            paper_checked(row, f)
+            for f in families
+            for row in diagnostic_rows(experiment, f.name, errors[f.name])
+            if row["method"] in methods
+        ]
+        config = {
+            "families": [f.name for f in families],
+            "protocol": {**vars(protocol)},
+            "objective": {
+                "variant": chosen_variant(protocol),
+                **OBJECTIVE_VARIANTS.get(chosen_variant(protocol), {"search": "proxy"}),
+            },
+            "profile": profile.to_dict(),
+            "embedding": embedding,
+            "anchors": options.anchors,
+            "test_seed": options.seed_of_tests,
+            "regions": {f.name: dict(f.regions) for f in families},
+            "target_region": {f.name: target_region(f) for f in families},
+            "coverage_by_scale": {
+                f.name: {m: pooled_curve(errors[f.name], interval_prefix(m)) for m in methods if m in INTERVAL_METHODS}
+                for f in families
+            },
+            "interval_scale": {
+                f.name: {
+                    m: interval_scale(f"parameter-{search_of(m, protocol)}", protocol, f.name)
+                    for m in methods
+                    if m in INTERVAL_METHODS
+                }
+                for f in families
+            },
+        }
         return rows, config, list(profile.seeds), timing
 
     return Plan([u for f in families for u in units[f.name]], assemble)
@@ -495,7 +693,8 @@ def diagnostic_rows(experiment: str, group: str, errors: dict) -> list:
     of ``rte`` and ``strategy-a`` (group ``<group>:anchor-retrieved``)."""
     return [make_row(experiment, group, "rte", "entropy", np.stack(errors[entropy_key("rte")], axis=1))] + [
         make_row(experiment, f"{group}:anchor-retrieved", m, "accuracy", np.stack(errors[anchor_key(m)], axis=1))
-        for m in ("rte", "strategy-a")]
+        for m in ("rte", "strategy-a")
+    ]
 
 
 def _dev_rows(family: ParametricFamily, methods: tuple[str, ...]) -> tuple[str, ...]:
@@ -506,15 +705,29 @@ def _dev_rows(family: ParametricFamily, methods: tuple[str, ...]) -> tuple[str, 
 PARAMETER_OPTIONS = ("protocol", "family", "embedding", "anchors", "test_seed", "device")
 
 
-@register("parameter", "Table 1: parameter extrapolation on five families (F1 library -> F2 targets)",
-          PARAMETER_PROFILES, options=PARAMETER_OPTIONS, regime="parameter", dev=True, family=get_family)
+@register(
+    "parameter",
+    "Table 1: parameter extrapolation on five families (F1 library -> F2 targets)",
+    PARAMETER_PROFILES,
+    options=PARAMETER_OPTIONS,
+    regime="parameter",
+    dev=True,
+    family=get_family,
+)
 def run_parameter(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The parameter experiment's plan: every family's units and the rows built from them."""
     return _run("parameter", METHODS, families_for(options.family, options.split), options, plot_dir, cache_dir)
 
 
-@register("parameter-ablations", "App. K.1: parameter ablations on quadratic (far / random anchors, zero shift)",
-          PARAMETER_PROFILES, options=PARAMETER_OPTIONS, regime="parameter", dev=True, family=get_family)
+@register(
+    "parameter-ablations",
+    "App. K.1: parameter ablations on quadratic (far / random anchors, zero shift)",
+    PARAMETER_PROFILES,
+    options=PARAMETER_OPTIONS,
+    regime="parameter",
+    dev=True,
+    family=get_family,
+)
 def run_parameter_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The quadratic ablations: the same fits as ``parameter`` (shared unit cache), other rows."""
     family = families_for(options.family or ABLATION_FAMILY, options.split)

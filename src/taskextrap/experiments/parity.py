@@ -71,13 +71,21 @@ def base_model_name(split: str) -> str:
 PARITY_PROFILES = {
     "quick": LLMProfile("quick", (0,), sft_steps=150, sft_batch=16, sft_lr=2e-4, warmup=15, n_tasks_wide=8),
     "paper": LLMProfile("paper", (0, 1, 2), sft_steps=600, sft_batch=16, sft_lr=2e-4, warmup=50),
-    "tiny": LLMProfile("tiny", (0,), sft_steps=2, sft_batch=2, sft_lr=2e-4, warmup=1, n_tasks=1, n_tasks_wide=1,
-                       score_batch=32),
+    "tiny": LLMProfile(
+        "tiny", (0,), sft_steps=2, sft_batch=2, sft_lr=2e-4, warmup=1, n_tasks=1, n_tasks_wide=1, score_batch=32
+    ),
 }
 
 
-def fine_tune(model: BaseModel, sampler, profile: LLMProfile, seed: int, out_dir: Path | None, device: str = "cpu",
-              split: str = "test"):
+def fine_tune(
+    model: BaseModel,
+    sampler,
+    profile: LLMProfile,
+    seed: int,
+    out_dir: Path | None,
+    device: str = "cpu",
+    split: str = "test",
+):
     """(model, log) of one LoRA run (the paper's parity settings, ``llm.finetune``) from a fresh
     copy of the base model (a :class:`~taskextrap.llm.pretrain.BaseModel`; the default one is
     that of ``split``)."""
@@ -98,7 +106,7 @@ def search_space(extender, tasks, space: str, batch_size: int, split: str = "tes
     rte = SequenceRTE.from_extender(ParityAdapter(space, split), extender, batch_size=batch_size)
     answers = rte.answer(tasks, rte.decompose(tasks))
     cands = T.candidates(space, split)
-    acc = {m: [] for m in SEARCH_METHODS}
+    acc: dict[str, list[float]] = {m: [] for m in SEARCH_METHODS}
     found, n_tied = [], []
     for i, t in enumerate(tasks):
         acc["rte"].append(np.mean(np.array(answers.best[i]) == t.query_y))
@@ -113,8 +121,15 @@ def search_space(extender, tasks, space: str, batch_size: int, split: str = "tes
     return out
 
 
-def run_unit(model: BaseModel, profile: LLMProfile, seed: int, ckpt_dir: Path | None, device: str = "cpu",
-             split: str = "test", test_seed: int = FRESH_TEST_SEED) -> UnitResult:
+def run_unit(
+    model: BaseModel,
+    profile: LLMProfile,
+    seed: int,
+    ckpt_dir: Path | None,
+    device: str = "cpu",
+    split: str = "test",
+    test_seed: int = FRESH_TEST_SEED,
+) -> UnitResult:
     """Both LoRA runs of one seed on ``split``'s training masks, then every method on its held-out
     tasks (drawn from ``test_seed``)."""
     from taskextrap.llm import parity as P
@@ -128,10 +143,12 @@ def run_unit(model: BaseModel, profile: LLMProfile, seed: int, ckpt_dir: Path | 
     extender, _ = tune(functools.partial(P.extender_pairs, split=split), out_dir=ckpt_dir and ckpt_dir / "extender")
     timing["sft_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    errors = {"few-shot": _accuracy(fewshot, tasks, lambda tk: [P.baseline_prompt(tk.support_x, tk.support_y, q)
-                                                                 for q in tk.query_x], profile),
-              "oracle": _accuracy(extender, tasks, lambda tk: P.query_prompts(tk, *T.oracle_parent(tk.mask)),
-                                  profile)}
+    errors = {
+        "few-shot": _accuracy(
+            fewshot, tasks, lambda tk: [P.baseline_prompt(tk.support_x, tk.support_y, q) for q in tk.query_x], profile
+        ),
+        "oracle": _accuracy(extender, tasks, lambda tk: P.query_prompts(tk, *T.oracle_parent(tk.mask)), profile),
+    }
     timing["baseline_eval_s"] = time.perf_counter() - t
     for space in SPACES:
         t = time.perf_counter()
@@ -156,7 +173,7 @@ def _rows(errors, split: str) -> list[dict]:
     """The table, one group per space (authors first): few-shot, the searches, oracle; then the
     decomposition-found diagnostics. few-shot and oracle use no candidate space: the same values
     stand in every group, so each group compares its rte with them (paper values: authors only)."""
-    rows = []
+    rows: list[dict] = []
     for space in SPACES:
         group = group_of(space, split)
         rows.append(accuracy_row("parity", errors["few-shot"], group, "few-shot"))
@@ -168,19 +185,24 @@ def _rows(errors, split: str) -> list[dict]:
 
 def _spaces_config(split: str) -> dict:
     """Per space: its row group, candidate count and what it assumes (for results.json)."""
-    from taskextrap.llm import parity as P
     from taskextrap.tasks import parity as T
 
-    return {s: {"group": group_of(s, split), "n_candidates": len(T.candidates(s, split)),
-                "assumes": T.SPACE_ASSUMPTIONS[s]} for s in SPACES}
+    return {
+        s: {"group": group_of(s, split), "n_candidates": len(T.candidates(s, split)), "assumes": T.SPACE_ASSUMPTIONS[s]}
+        for s in SPACES
+    }
 
 
-@register("parity", "Table 4: sparse parity |S| = 6 with a language model (few-shot, rte, exact-search, oracle)",
-          PARITY_PROFILES, options=("device", "extra", "test_seed"), dev=True)
+@register(
+    "parity",
+    "Table 4: sparse parity |S| = 6 with a language model (few-shot, rte, exact-search, oracle)",
+    PARITY_PROFILES,
+    options=("device", "extra", "test_seed"),
+    dev=True,
+)
 def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The parity experiment on ``options.split``: every candidate space, bootstrap intervals over
     the held-out tasks (test: 28 of size 6; dev: 56 of size 5), drawn from ``options.seed_of_tests``."""
-    from taskextrap.llm import parity as P
     from taskextrap.tasks import parity as T
     from taskextrap.llm.pretrain import BaseModel
     from taskextrap.search.likelihood import DEFAULT_TIE_TOL
@@ -190,24 +212,44 @@ def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     model = BaseModel.from_extra(options.extra)
     profile = get_profile(PARITY_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
     # "threads" as units.bind adds it: the checkpoints are named by the unit's own key
-    base = {"experiment": "parity", "profile": profile.to_dict(), "model": model.label(base_model_name(split)),
-            "split": split, "test_seed": test_seed, "threads": options.unit_cpus}
+    base = {
+        "experiment": "parity",
+        "profile": profile.to_dict(),
+        "model": model.label(base_model_name(split)),
+        "split": split,
+        "test_seed": test_seed,
+        "threads": options.unit_cpus,
+    }
     tag = "parity" if split == "test" else f"parity-{split}"
     units = seed_units(
-        profile.seeds, name=lambda s: f"{tag}-seed{s}", config=lambda s: {**base, "seed": s},
+        profile.seeds,
+        name=lambda s: f"{tag}-seed{s}",
+        config=lambda s: {**base, "seed": s},
         # the checkpoints are named by the unit's fingerprint too: other settings or other code
         # never resume from them
-        compute=lambda s, _: run_unit(model, profile, s,
-                                      cache_dir and cache_dir / f"{tag}-sft-seed{s}-{fingerprint(**base, seed=s)}",
-                                      options.device, split, test_seed))
+        compute=lambda s, _: run_unit(
+            model,
+            profile,
+            s,
+            cache_dir and cache_dir / f"{tag}-sft-seed{s}-{fingerprint(**base, seed=s)}",
+            options.device,
+            split,
+            test_seed,
+        ),
+    )
 
     def assemble(results):
         errors, timing = gather(results, units)
-        config = {**base, "train_sizes": list(sp.train_sizes), "target_size": sp.target_size,
-                  "spaces": _spaces_config(split),
-                  "few_shot_and_oracle": "use no candidate space: the same values in every space's group",
-                  "tie_tol_nats": DEFAULT_TIE_TOL, "n_tasks_wide": profile.n_tasks_wide,
-                  "mean_tied_candidates": {s: float(np.mean(np.concatenate(errors[f"{s}/n_tied"]))) for s in SPACES}}
+        config = {
+            **base,
+            "train_sizes": list(sp.train_sizes),
+            "target_size": sp.target_size,
+            "spaces": _spaces_config(split),
+            "few_shot_and_oracle": "use no candidate space: the same values in every space's group",
+            "tie_tol_nats": DEFAULT_TIE_TOL,
+            "n_tasks_wide": profile.n_tasks_wide,
+            "mean_tied_candidates": {s: float(np.mean(np.concatenate(errors[f"{s}/n_tied"]))) for s in SPACES},
+        }
         return _rows(errors, split), config, list(profile.seeds), timing
 
     return Plan(units, assemble)

@@ -5,6 +5,7 @@ table of profiles (``PARAMETER_PROFILES`` in ``experiments.parameter``, ...) and
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import Any, ClassVar
 
 from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.operators.train import TrainConfig
@@ -15,6 +16,8 @@ MAX_SEEDS = 1000  # far beyond any run (the paper uses 3): a typo is refused, no
 
 class SeededProfile:
     """Shared behaviour of every experiment's profile dataclass (fields ``name`` and ``seeds``)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # for the type checker: every subclass is a dataclass
 
     def to_dict(self) -> dict:
         """The profile as plain data (recorded in results and in unit fingerprints)."""

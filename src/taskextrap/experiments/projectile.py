@@ -69,16 +69,23 @@ def run_seed(steps: int, seed: int, dev: bool = False, device: str = "cpu"):
         i = g.integers(len(library), size=64)
         x = g.uniform(*fam.domain, size=(64, 16))
         y = library.values(x, i)
-        feats = np.concatenate([x[..., None] / X_SCALE,
-                                np.broadcast_to(_norm_theta(library.params[i])[:, None], (64, 16, 2))], axis=2)
+        feats = np.concatenate(
+            [x[..., None] / X_SCALE, np.broadcast_to(_norm_theta(library.params[i])[:, None], (64, 16, 2))], axis=2
+        )
         return feats.reshape(-1, 3).astype(np.float32), (y / Y_SCALE).reshape(-1, 1).astype(np.float32)
 
     def transductive_batch(g):
         a, t = g.integers(len(library), size=(2, 64))
         x = g.uniform(*fam.domain, size=(64, 16))
         dtheta = _norm_theta(library.params[t]) - _norm_theta(library.params[a])
-        feats = np.concatenate([x[..., None] / X_SCALE, library.values(x, a)[..., None] / Y_SCALE,
-                                np.broadcast_to(dtheta[:, None], (64, 16, 2))], axis=2)
+        feats = np.concatenate(
+            [
+                x[..., None] / X_SCALE,
+                library.values(x, a)[..., None] / Y_SCALE,
+                np.broadcast_to(dtheta[:, None], (64, 16, 2)),
+            ],
+            axis=2,
+        )
         # As Psi everywhere in taskextrap, the transductive net predicts target - anchor.
         resid = (library.values(x, t) - library.values(x, a)) / Y_SCALE
         return feats.reshape(-1, 4).astype(np.float32), resid.reshape(-1, 1).astype(np.float32)
@@ -102,8 +109,13 @@ def run_seed(steps: int, seed: int, dev: bool = False, device: str = "cpu"):
     return x[0], truth, y_anchor, ind, tr, library.params[anchor]
 
 
-@register("projectile", "Fig. 1: inductive vs transductive extrapolation of a cannon trajectory to v = 65",
-          PROJECTILE_PROFILES, options=("device",), dev=True)
+@register(
+    "projectile",
+    "Fig. 1: inductive vs transductive extrapolation of a cannon trajectory to v = 65",
+    PROJECTILE_PROFILES,
+    options=("device",),
+    dev=True,
+)
 def run_projectile(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """Train both Fig. 1 models per seed (one unit each); rows are the MSE on the target trajectory."""
     profile = get_profile(PROJECTILE_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
@@ -114,31 +126,54 @@ def run_projectile(options: RunOptions, cache_dir: Path | None, plot_dir: Path |
     def compute(seed: int, plots: Path | None) -> UnitResult:
         t = time.perf_counter()
         x, truth, y_anchor, ind, tr, anchor = run_seed(steps, seed, dev, options.device)
-        errors = {"inductive-oracle": np.array([np.mean((ind - truth) ** 2)]),
-                  "transductive-oracle": np.array([np.mean((tr - truth) ** 2)])}
+        errors = {
+            "inductive-oracle": np.array([np.mean((ind - truth) ** 2)]),
+            "transductive-oracle": np.array([np.mean((tr - truth) ** 2)]),
+        }
         if plots is not None:
             from taskextrap.report.plots import plot_curves
 
-            plot_curves(plots / "projectile.png", x,
-                        {f"target v={v:g} (truth)": truth, f"anchor v={anchor[0]:.1f}, theta={anchor[1]:.1f}": y_anchor,
-                         "inductive (x, v, theta)": ind, "transductive (x, y_anchor, dv, dtheta)": tr},
-                        title=f"Fig. 1: extrapolating to v = {v:g}, theta = {theta:g} (trained on v in [{v_lo:g}, {v_hi:g}])",
-                        xlabel="distance x (m)", ylabel="height y (m)")
+            plot_curves(
+                plots / "projectile.png",
+                x,
+                {
+                    f"target v={v:g} (truth)": truth,
+                    f"anchor v={anchor[0]:.1f}, theta={anchor[1]:.1f}": y_anchor,
+                    "inductive (x, v, theta)": ind,
+                    "transductive (x, y_anchor, dv, dtheta)": tr,
+                },
+                title=f"Fig. 1: extrapolating to v = {v:g}, theta = {theta:g} (trained on v in [{v_lo:g}, {v_hi:g}])",
+                xlabel="distance x (m)",
+                ylabel="height y (m)",
+            )
         return UnitResult(errors, {"total_s": time.perf_counter() - t})
 
-    units = seed_units(seeds, name=lambda s: "projectile" + ("-dev" if dev else "") + f"-seed{s}",
-                       config=lambda s: {"experiment": "projectile", "steps": steps, "seed": s, "dev": dev,
-                                         "device": options.device},
-                       compute=compute, plot_dir=plot_dir, plot_file="projectile.png")
+    units = seed_units(
+        seeds,
+        name=lambda s: "projectile" + ("-dev" if dev else "") + f"-seed{s}",
+        config=lambda s: {"experiment": "projectile", "steps": steps, "seed": s, "dev": dev, "device": options.device},
+        compute=compute,
+        plot_dir=plot_dir,
+        plot_file="projectile.png",
+    )
 
     def assemble(results):
         errs, timing = gather(results, units)
-        notes = {"inductive-oracle": "Fig. 1 (A) inductive MLP on (x, v, theta)",
-                 "transductive-oracle": "Fig. 1 (B) transductive MLP on (x, y_anchor, dv, dtheta)"}
-        rows = [make_row("projectile", f"v={v:g},theta={theta:g}", m, "mse", np.stack(e, axis=1), note=notes[m])
-                for m, e in errs.items()]
-        config = {"library": f"200 tasks, v ~ U({v_lo:g}, {v_hi:g}), theta ~ U(40, 50)", "steps": steps,
-                  "batch": "64 x 16 points", "lr": 5e-3, "target": [float(v), float(theta)]}
+        notes = {
+            "inductive-oracle": "Fig. 1 (A) inductive MLP on (x, v, theta)",
+            "transductive-oracle": "Fig. 1 (B) transductive MLP on (x, y_anchor, dv, dtheta)",
+        }
+        rows = [
+            make_row("projectile", f"v={v:g},theta={theta:g}", m, "mse", np.stack(e, axis=1), note=notes[m])
+            for m, e in errs.items()
+        ]
+        config = {
+            "library": f"200 tasks, v ~ U({v_lo:g}, {v_hi:g}), theta ~ U(40, 50)",
+            "steps": steps,
+            "batch": "64 x 16 points",
+            "lr": 5e-3,
+            "target": [float(v), float(theta)],
+        }
         return rows, config, list(seeds), timing
 
     return Plan(units, assemble)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.sharding import Shard
@@ -18,9 +18,15 @@ FRESH_TEST_SEED = 31_337
 # The options only some experiments take, with the command-line flags that set them. Every
 # experiment takes the others (profile, seeds, out, split, plots, progress).
 OPTION_FLAGS = {
-    "protocol": "--protocol", "family": "--family", "embedding": "--embedding", "anchors": "--anchors",
-    "device": "--device", "extra": "--model/--dtype/--load-in-4bit", "shard": "--shard",
-    "test_seed": "--test-seed", "split_seed": "--split-seed",
+    "protocol": "--protocol",
+    "family": "--family",
+    "embedding": "--embedding",
+    "anchors": "--anchors",
+    "device": "--device",
+    "extra": "--model/--dtype/--load-in-4bit",
+    "shard": "--shard",
+    "test_seed": "--test-seed",
+    "split_seed": "--split-seed",
 }
 
 
@@ -60,8 +66,9 @@ class RunOptions:
         if self.seed is not None and self.seeds is not None:
             raise TaskextrapError("give --seeds N (seeds 0..N-1) or --seed S (that one seed), not both")
         if self.executor == "ray" and self.shard.count > 1:
-            raise TaskextrapError("--executor ray does not combine with --shard (or torchrun/Slurm ranks): "
-                                  "Ray spreads the units itself")
+            raise TaskextrapError(
+                "--executor ray does not combine with --shard (or torchrun/Slurm ranks): Ray spreads the units itself"
+            )
 
     def given(self) -> set[str]:
         """The experiment-specific options set to something other than their defaults (see
@@ -95,7 +102,7 @@ class Experiment:
     dev: bool = False  # has a dev split (--split dev)
     family: Callable | None = None  # resolves and checks a --family spec (raises TaskextrapError)
 
-    def check(self, options: "RunOptions") -> None:
+    def check(self, options: RunOptions) -> None:
         """A one-line error for an option this experiment does not take, a ``--model`` directory
         (or hub model, ``llm.hub.resolve_model``) that fails the cheap checks
         (``llm.modeldir.check_model_dir``), an unknown profile or
@@ -104,17 +111,24 @@ class Experiment:
         refused = sorted(options.given() - self.options)
         if refused:
             takes = ", ".join(OPTION_FLAGS[o] for o in sorted(self.options))
-            raise TaskextrapError(f"{self.name} does not take {', '.join(OPTION_FLAGS[o] for o in refused)}; "
-                                  + (f"of the experiment-specific options it takes {takes}" if takes
-                                     else "it takes no experiment-specific option"))
+            raise TaskextrapError(
+                f"{self.name} does not take {', '.join(OPTION_FLAGS[o] for o in refused)}; "
+                + (
+                    f"of the experiment-specific options it takes {takes}"
+                    if takes
+                    else "it takes no experiment-specific option"
+                )
+            )
         if options.extra.get("model") is not None:  # a bad --model fails now, not after minutes of work
             from taskextrap.llm.hub import resolve_model
             from taskextrap.llm.modeldir import check_model_dir
 
             check_model_dir(resolve_model(options.extra["model"]))  # a hub id is fetched (or found cached) here
         if options.profile not in self.profiles:
-            raise TaskextrapError(f"unknown profile {options.profile!r} for {self.name}; choose from "
-                                  f"{', '.join(sorted(self.profiles))}" + did_you_mean(options.profile, self.profiles))
+            raise TaskextrapError(
+                f"unknown profile {options.profile!r} for {self.name}; choose from "
+                f"{', '.join(sorted(self.profiles))}" + did_you_mean(options.profile, self.profiles)
+            )
         if options.seeds is not None or options.seed is not None:  # bounded: a typo is refused here
             self.profiles[options.profile].with_seeds(options.seeds, options.seed)
         if self.regime is not None:
@@ -128,15 +142,25 @@ class Experiment:
         if options.family is not None and self.family is not None:
             self.family(options.family)  # imported and evaluated on a small sample, before any work
         if options.split == "dev" and not self.dev:
-            raise TaskextrapError(f"{self.name} has no dev split yet; dev splits: "
-                                  f"{', '.join(n for n, e in EXPERIMENTS.items() if e.dev) or 'none'}")
+            raise TaskextrapError(
+                f"{self.name} has no dev split yet; dev splits: "
+                f"{', '.join(n for n, e in EXPERIMENTS.items() if e.dev) or 'none'}"
+            )
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
-def register(name: str, description: str, profiles: dict, options=(), regime: str | None = None,
-             in_all: bool = True, dev: bool = False, family: Callable | None = None):
+def register(
+    name: str,
+    description: str,
+    profiles: dict,
+    options=(),
+    regime: str | None = None,
+    in_all: bool = True,
+    dev: bool = False,
+    family: Callable | None = None,
+):
     """Decorator that registers an experiment function under ``name`` (see :class:`Experiment`).
 
     ``in_all=False`` keeps it out of ``reproduce all`` (e.g. while its default model is not shipped);
@@ -149,9 +173,9 @@ def register(name: str, description: str, profiles: dict, options=(), regime: st
         raise ValueError(f"unknown experiment options {sorted(unknown)}")
 
     def deco(fn):
-        EXPERIMENTS[name] = Experiment(name, fn, description, profiles, frozenset(options), regime, in_all, dev,
-                                       family)
+        EXPERIMENTS[name] = Experiment(name, fn, description, profiles, frozenset(options), regime, in_all, dev, family)
         return fn
+
     return deco
 
 
@@ -159,8 +183,10 @@ def get_experiment(name: str) -> Experiment:
     """The experiment ``name`` (importing the built-in experiment modules on first use)."""
     _load_builtin()
     if name not in EXPERIMENTS:
-        raise TaskextrapError(f"unknown experiment {name!r}; choose from {sorted(EXPERIMENTS)} or 'all'"
-                              + did_you_mean(name, [*EXPERIMENTS, "all"]))
+        raise TaskextrapError(
+            f"unknown experiment {name!r}; choose from {sorted(EXPERIMENTS)} or 'all'"
+            + did_you_mean(name, [*EXPERIMENTS, "all"])
+        )
     return EXPERIMENTS[name]
 
 
@@ -173,9 +199,23 @@ def all_experiments(in_all_only: bool = False) -> list[str]:
 # The built-in experiments in the order the paper presents them (`taskextrap list`, the help):
 # Fig. 1, Table 1 and its appendices, Table 2, Table 3, Table 4, Table 5, then the appendix-only
 # ones. `reproduce all` runs them in _load_builtin's order instead, chosen for cache reuse.
-PAPER_ORDER = ("projectile", "parameter", "parameter-ablations", "parameter-multistep", "length", "length-ablations",
-               "composition", "composition-ablations", "composition-depth3", "composition-em", "parity", "codeio",
-               "codeio-em", "manifolds", "llm-geometry")
+PAPER_ORDER = (
+    "projectile",
+    "parameter",
+    "parameter-ablations",
+    "parameter-multistep",
+    "length",
+    "length-ablations",
+    "composition",
+    "composition-ablations",
+    "composition-depth3",
+    "composition-em",
+    "parity",
+    "codeio",
+    "codeio-em",
+    "manifolds",
+    "llm-geometry",
+)
 
 
 def paper_order() -> list[str]:

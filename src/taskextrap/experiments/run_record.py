@@ -34,18 +34,46 @@ from taskextrap.experiments.registry import OPTION_FLAGS, RunOptions
 # The RunOptions fields that decide a run, recorded and read back. Not recorded: ``out`` (where
 # it goes), ``run_dir`` (set by the runner), ``progress`` (display only) and ``shard`` (how one
 # run is split over processes, which comes from the launcher again).
-RUN_FIELDS = ("profile", "protocol", "family", "seeds", "seed", "split", "test_seed", "split_seed", "embedding",
-              "anchors", "device", "extra", "executor", "unit_cpus", "plots")
+RUN_FIELDS = (
+    "profile",
+    "protocol",
+    "family",
+    "seeds",
+    "seed",
+    "split",
+    "test_seed",
+    "split_seed",
+    "embedding",
+    "anchors",
+    "device",
+    "extra",
+    "executor",
+    "unit_cpus",
+    "plots",
+)
 
 # Fields that may change between two runs into one folder: a later run with more seeds grows the
 # same run (each seed is a cached unit, so the earlier results are one rerun away), and the
 # executor and the plots do not change a number.
 SAME_RUN_ANYWAY = frozenset({"seeds", "executor", "plots"})
 
-_KINDS = {"profile": str, "protocol": str, "family": (str, type(None)), "seeds": (int, type(None)),
-          "seed": (int, type(None)), "split": str, "test_seed": (int, type(None)), "split_seed": (int, type(None)),
-          "embedding": (str, type(None)), "anchors": int, "device": str, "extra": dict, "executor": str,
-          "unit_cpus": int, "plots": bool}
+_KINDS = {
+    "profile": str,
+    "protocol": str,
+    "family": (str, type(None)),
+    "seeds": (int, type(None)),
+    "seed": (int, type(None)),
+    "split": str,
+    "test_seed": (int, type(None)),
+    "split_seed": (int, type(None)),
+    "embedding": (str, type(None)),
+    "anchors": int,
+    "device": str,
+    "extra": dict,
+    "executor": str,
+    "unit_cpus": int,
+    "plots": bool,
+}
 _EXTRA_KEYS = {"model": str, "dtype": str, "load_in_4bit": bool}
 _PROVENANCE = ("code_hash", "family_code_hash", "taskextrap")
 _DEFAULTS = RunOptions()
@@ -111,8 +139,10 @@ def read_saved_run(path: str | Path) -> tuple[dict, Path]:
         raise TaskextrapError(f"--from {file}: not a readable config.yaml ({type(exc).__name__})") from None
     record = config.get("run") if isinstance(config, dict) else None
     if record is None:
-        raise TaskextrapError(f"--from {file}: it has no 'run' section (written before taskextrap recorded its "
-                              "runs); run its experiment again with the options it lists")
+        raise TaskextrapError(
+            f"--from {file}: it has no 'run' section (written before taskextrap recorded its "
+            "runs); run its experiment again with the options it lists"
+        )
     _check_record(record, file)
     return record, file.parent
 
@@ -130,8 +160,9 @@ def _check_record(record, file: Path) -> None:
             raise TaskextrapError(f"--from {file}: run.{field} is {value!r}, not a value of that option")
     for key, value in record.get("extra", {}).items():
         if key not in _EXTRA_KEYS or not _is(value, _EXTRA_KEYS[key]):
-            raise TaskextrapError(f"--from {file}: run.extra.{key} is {value!r}, not a --model/--dtype/--load-in-4bit "
-                                  "value")
+            raise TaskextrapError(
+                f"--from {file}: run.extra.{key} is {value!r}, not a --model/--dtype/--load-in-4bit value"
+            )
 
 
 def _is(value, kinds) -> bool:
@@ -151,12 +182,17 @@ def options_from_record(record: dict, **given) -> tuple[str, RunOptions]:
 def warn_if_code_changed(record: dict, current: dict) -> None:
     """One :class:`TaskextrapWarning` when the saved run's code (the package's, or a user
     family's) is not the code about to run it again: its numbers may differ."""
-    changed = [f"{what} {record.get(key)} -> {current.get(key)}"
-               for key, what in (("code_hash", "taskextrap code"), ("family_code_hash", "family code"))
-               if record.get(key) != current.get(key)]
+    changed = [
+        f"{what} {record.get(key)} -> {current.get(key)}"
+        for key, what in (("code_hash", "taskextrap code"), ("family_code_hash", "family code"))
+        if record.get(key) != current.get(key)
+    ]
     if changed:
-        warnings.warn(f"the saved run was made by other code ({'; '.join(changed)}): its numbers may differ from "
-                      "this run's", TaskextrapWarning, stacklevel=2)
+        warnings.warn(
+            f"the saved run was made by other code ({'; '.join(changed)}): its numbers may differ from this run's",
+            TaskextrapWarning,
+            stacklevel=2,
+        )
 
 
 def saved_record(run_dir: Path) -> dict | None:
@@ -186,8 +222,10 @@ def check_same_run(run_dir: Path, record: dict) -> None:
         default = None if field == "experiment" else _plain(getattr(_DEFAULTS, field))
         before, now = saved.get(field, default), record.get(field, default)
         if before != now:
-            raise TaskextrapError(f"{run_dir} holds the results of a run with {_setting(field, before)}, not "
-                                  f"{_setting(field, now)}: run into another --out, or remove that folder")
+            raise TaskextrapError(
+                f"{run_dir} holds the results of a run with {_setting(field, before)}, not "
+                f"{_setting(field, now)}: run into another --out, or remove that folder"
+            )
 
 
 def _setting(field: str, value) -> str:

@@ -54,8 +54,9 @@ def run_experiments(runs: list[tuple]) -> list[dict | None]:
     cache_dirs = {p.cache_dir for p in planned if p is not None}
     if len(cache_dirs) > 1:
         raise TaskextrapError("runs executed together must share one --out")
-    results = run_units(units, next(iter(cache_dirs), None), first.executor, first.progress, first.unit_cpus,
-                        first.device)
+    results = run_units(
+        units, next(iter(cache_dirs), None), first.executor, first.progress, first.unit_cpus, first.device
+    )
     wall = time.perf_counter() - t
     shared = {"runs_sharing_wall": float(len(runs))} if len(runs) > 1 else {}
     return [None if p is None else write_run(p, results, wall, shared) for p in planned]
@@ -114,18 +115,28 @@ def write_run(run: PlannedRun, results: dict, wall_s: float, timing_extra: dict 
     if options.split == "dev":  # the paper's numbers belong to its own (test) tasks only
         rows = [r.replace(paper_value=None, paper_ci95=None) for r in rows]
     results = {
-        "experiment": run.name, "protocol": options.protocol, "profile": options.profile, "seeds": seeds,
-        "rows": rows, "comparisons": comparisons,
+        "experiment": run.name,
+        "protocol": options.protocol,
+        "profile": options.profile,
+        "seeds": seeds,
+        "rows": rows,
+        "comparisons": comparisons,
         "timing": {"wall_s": wall_s + time.perf_counter() - t, **timing, **(timing_extra or {})},
         "environment": environment_info(options.device),
-        "config": {**config, "split": options.split, "test_seed": config.get("test_seed", options.seed_of_tests),
-                   "family": options.family, "family_code_hash": run.record.get("family_code_hash")},
+        "config": {
+            **config,
+            "split": options.split,
+            "test_seed": config.get("test_seed", options.seed_of_tests),
+            "family": options.family,
+            "family_code_hash": run.record.get("family_code_hash"),
+        },
     }
     validate_results(results)
     write_json_atomic(run.out_dir / "results.json", results)
     write_text_atomic(run.out_dir / "results.md", results_markdown(results))
-    write_text_atomic(run.out_dir / "config.yaml", yaml.safe_dump(_plain({"run": run.record, **config}),
-                                                                 sort_keys=False))
+    write_text_atomic(
+        run.out_dir / "config.yaml", yaml.safe_dump(_plain({"run": run.record, **config}), sort_keys=False)
+    )
     plotfiles.prune(plot_dir, {u.draw_id for u in run.plan.units}, drawn_now)
     return results
 
@@ -175,7 +186,7 @@ def family_tag(spec: str) -> str:
     longer than 60 characters is cut and ends with 8 hex digits of its hash, so it stays unique."""
     tag = re.sub(r"[^A-Za-z0-9._]", "_", spec.replace(":", "."))
     if len(tag) > _TAG_LIMIT:
-        tag = f"{tag[:_TAG_LIMIT - 9]}.{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
+        tag = f"{tag[: _TAG_LIMIT - 9]}.{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
     return tag
 
 

@@ -10,8 +10,9 @@ from taskextrap.experiments.registry import SPLITS, RunOptions, all_experiments,
 from taskextrap.experiments.units import load_unit
 
 
-def sweep_runs(experiments: list[str], protocols: list[str], splits: list[str],
-               options: RunOptions) -> list[tuple[str, RunOptions, None]]:
+def sweep_runs(
+    experiments: list[str], protocols: list[str], splits: list[str], options: RunOptions
+) -> list[tuple[str, RunOptions, None]]:
     """The runs of a sweep, as ``(experiment, options, None)`` for
     :func:`taskextrap.experiments.runner.run_experiments`: every experiment (``all``: those
     ``reproduce all`` runs) under every protocol of ``protocols`` when it takes a protocol (else
@@ -21,13 +22,13 @@ def sweep_runs(experiments: list[str], protocols: list[str], splits: list[str],
         raise TaskextrapError(f"unknown split {unknown[0]!r}; choose from {', '.join(SPLITS)}")
     names = []
     for e in experiments:
-        for n in (all_experiments(in_all_only=True) if e == "all" else [e]):
+        for n in all_experiments(in_all_only=True) if e == "all" else [e]:
             if n not in names:
                 names.append(n)
     runs = []
     for name in names:
         experiment = get_experiment(name)
-        for protocol in (protocols if "protocol" in experiment.options else ["paper"]):
+        for protocol in protocols if "protocol" in experiment.options else ["paper"]:
             for split in splits:
                 if split == "dev" and not experiment.dev:
                     continue
@@ -54,4 +55,4 @@ def unit_listing(planned) -> str:
             status = ("to run (its plots are missing)" if unit.needs_plots else "cached") if cached else "to run"
             lines.append(f"{run.out_dir.name:40s} {unit.name:48s} {status}")
     todo = sum("to run" in line for line in lines)
-    return "\n".join(lines + [f"{len(lines)} units, {todo} to run"])
+    return "\n".join([*lines, f"{len(lines)} units, {todo} to run"])

@@ -20,6 +20,7 @@ run leaves no lock that blocks the next.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -28,7 +29,7 @@ import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -103,8 +104,7 @@ def _saved_unit(path: Path | None, key: str) -> dict | None:
     try:
         saved = read_json(path)
     except TaskextrapError as exc:
-        warnings.warn(f"unit {path.name} is unreadable ({exc}); recomputing it", TaskextrapWarning,
-                      stacklevel=3)
+        warnings.warn(f"unit {path.name} is unreadable ({exc}); recomputing it", TaskextrapWarning, stacklevel=3)
         return None
     why = _damage(saved, key)
     if why is not None:
@@ -133,8 +133,11 @@ def load_unit(cache_dir: Path | None, name: str, key: str) -> UnitResult | None:
     saved = _saved_unit(_unit_path(cache_dir, name, key), key)
     if saved is None:
         return None
-    return UnitResult({m: np.asarray(v) for m, v in saved["errors"].items()}, saved["timing"],
-                      {**saved.get("extras", {}), "resumed": True})
+    return UnitResult(
+        {m: np.asarray(v) for m, v in saved["errors"].items()},
+        saved["timing"],
+        {**saved.get("extras", {}), "resumed": True},
+    )
 
 
 def unit_record(config: dict, unit: UnitResult) -> dict:
@@ -142,10 +145,16 @@ def unit_record(config: dict, unit: UnitResult) -> dict:
     configuration, fingerprint, the package's source hash and a checksum of the numbers."""
     errors = {m: np.asarray(e).tolist() for m, e in unit.errors.items()}
     plain = json.loads(json.dumps(config, sort_keys=True, default=str))  # for readers such as benchmarks/paired.py
-    saved = json.loads(json.dumps({"errors": errors, "timing": unit.timing, "extras": unit.extras},
-                                  default=json_default))  # the checksum is of what a reader parses back
-    return {"fingerprint": fingerprint(**config), "source_hash": source_hash(), "config": plain, **saved,
-            "checksum": checksum(saved["errors"], saved["timing"], saved["extras"])}
+    saved = json.loads(
+        json.dumps({"errors": errors, "timing": unit.timing, "extras": unit.extras}, default=json_default)
+    )  # the checksum is of what a reader parses back
+    return {
+        "fingerprint": fingerprint(**config),
+        "source_hash": source_hash(),
+        "config": plain,
+        **saved,
+        "checksum": checksum(saved["errors"], saved["timing"], saved["extras"]),
+    }
 
 
 def save_unit(cache_dir: Path | None, name: str, record: dict) -> None:
@@ -189,8 +198,13 @@ def _say(line: str) -> None:
     tqdm.write(line, file=sys.stderr)
 
 
-def cached_unit(cache_dir: Path | None, name: str, config: dict, compute: Callable[[], UnitResult],
-                force: bool | Callable[[], bool] = False) -> UnitResult:
+def cached_unit(
+    cache_dir: Path | None,
+    name: str,
+    config: dict,
+    compute: Callable[[], UnitResult],
+    force: bool | Callable[[], bool] = False,
+) -> UnitResult:
     """``compute()`` unless ``cache_dir/name-<fingerprint>.json`` holds its result; then save it.
 
     The unit's lock (:func:`unit_lock`) is held from the look-up to the save, so a unit another
@@ -274,15 +288,27 @@ def bind(units: list[Unit], experiment: str, options) -> list[Unit]:
     return units
 
 
-def seed_units(seeds, name: Callable[[int], str], config: Callable[[int], dict],
-               compute: Callable[[int, Path | None], UnitResult], plot_dir: Path | None = None,
-               plot_file: str | None = None) -> list[Unit]:
+def seed_units(
+    seeds,
+    name: Callable[[int], str],
+    config: Callable[[int], dict],
+    compute: Callable[[int, Path | None], UnitResult],
+    plot_dir: Path | None = None,
+    plot_file: str | None = None,
+) -> list[Unit]:
     """One :class:`Unit` per training seed; the first seed draws ``plot_file`` into ``plot_dir``
     when the run makes plots (``plot_dir`` not None)."""
     seeds = list(seeds)
     draws = plot_dir is not None and plot_file is not None
-    return [Unit(name(s), config(s), (lambda plots, s=s: compute(s, plots)),
-                 *((plot_dir, plot_file) if draws and s == seeds[0] else (None, None))) for s in seeds]
+    return [
+        Unit(
+            name(s),
+            config(s),
+            functools.partial(compute, s),
+            *((plot_dir, plot_file) if draws and s == seeds[0] else (None, None)),
+        )
+        for s in seeds
+    ]
 
 
 def gather(results: dict[str, UnitResult], units: list[Unit]) -> tuple[dict[str, list], dict[str, float]]:

@@ -31,8 +31,18 @@ import numpy as np
 from taskextrap.audit import Tagged
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import rng
-from taskextrap.tasks.strings import (BLOCK_ROWS, NAMES, PRIMITIVES, apply, as_candidate, examples,
-                                      filler_strings, functions_of, masked_name, random_strings)
+from taskextrap.tasks.strings import (
+    BLOCK_ROWS,
+    NAMES,
+    PRIMITIVES,
+    apply,
+    as_candidate,
+    examples,
+    filler_strings,
+    functions_of,
+    masked_name,
+    random_strings,
+)
 
 # --------------------------------------------------------------------------------- prompts
 
@@ -142,8 +152,13 @@ def loo_pairs(candidate, support, fillers, anchored: bool = False) -> list[tuple
     support = list(support)
     if not support:
         raise TaskextrapError("loo_pairs needs at least one support example")
-    return [(reference_prompt(candidate, support[:i] + support[i + 1:], s_i, fillers, anchored),
-             target_completion(candidate, s_i, t_i, anchored)) for i, (s_i, t_i) in enumerate(support)]
+    return [
+        (
+            reference_prompt(candidate, support[:i] + support[i + 1 :], s_i, fillers, anchored),
+            target_completion(candidate, s_i, t_i, anchored),
+        )
+        for i, (s_i, t_i) in enumerate(support)
+    ]
 
 
 def prompt_outputs(prompt: str) -> set[str]:
@@ -193,8 +208,9 @@ def _pick(g: np.random.Generator, items):
 
 
 def _train_list(train_pairs) -> list[tuple[str, str]]:
-    pairs = [as_candidate(p) for p in train_pairs]
-    if not pairs or any(isinstance(p, str) for p in pairs):
+    candidates = [as_candidate(p) for p in train_pairs]
+    pairs = [p for p in candidates if not isinstance(p, str)]
+    if not pairs or len(pairs) != len(candidates):
         raise TaskextrapError("train_pairs must be a non-empty list of (a, b) pairs")
     return pairs
 
@@ -217,8 +233,9 @@ def wide_strings(g: np.random.Generator, n: int, min_len: int = 1, max_len: int 
     return ["".join(g.choice(_WIDE, size=int(k), p=_WIDE_P)) for k in lengths]
 
 
-def pretraining_texts(g: np.random.Generator, n: int, p_wide: float = 0.25, min_shots: int = 2,
-                      max_shots: int = 6) -> list:
+def pretraining_texts(
+    g: np.random.Generator, n: int, p_wide: float = 0.25, min_shots: int = 2, max_shots: int = 6
+) -> list:
     """Pretraining corpus of the default codeio model: few-shot texts of one random single primitive.
 
     Each text is a plain few-shot prompt (``min_shots``..``max_shots`` shots, then the query)
@@ -241,8 +258,9 @@ def pretraining_texts(g: np.random.Generator, n: int, p_wide: float = 0.25, min_
     return out
 
 
-def scored_text(prefix: str, shots, query_in: str, completion: str, first_scored: int,
-                anchor: str | None = None, task=None):
+def scored_text(
+    prefix: str, shots, query_in: str, completion: str, first_scored: int, anchor: str | None = None, task=None
+):
     """``prefix + _target_section(shots, query_in, anchor) + completion`` as a
     :class:`~taskextrap.llm.sft.ScoredText` that scores the completion and the answer of every
     shot from index ``first_scored`` on (" t\n"): several examples' worth of signal per sequence.
@@ -273,8 +291,11 @@ def fewshot_pairs(g: np.random.Generator, n: int, train_pairs, score_shots: bool
     for _ in range(n):
         pair = _pick(g, pairs)
         *shots, (q, t) = examples(g, pair, 4)
-        out.append(scored_text(FEWSHOT_HEADER, shots, q, answer_completion(t), 1, task=pair) if score_shots
-                   else Tagged((fewshot_prompt(shots, q), answer_completion(t)), pair))
+        out.append(
+            scored_text(FEWSHOT_HEADER, shots, q, answer_completion(t), 1, task=pair)
+            if score_shots
+            else Tagged((fewshot_prompt(shots, q), answer_completion(t)), pair)
+        )
     return out
 
 
@@ -290,13 +311,22 @@ def cot_pairs(g: np.random.Generator, n: int, train_pairs, score_shots: bool = F
         pair = _pick(g, pairs)
         *shots, (q, t) = examples(g, pair, 4)
         completion = cot_completion(apply(pair[0], q), t)
-        out.append(scored_text(FEWSHOT_HEADER, shots, q, completion, 1, task=pair) if score_shots
-                   else Tagged((cot_prompt(shots, q), completion), pair))
+        out.append(
+            scored_text(FEWSHOT_HEADER, shots, q, completion, 1, task=pair)
+            if score_shots
+            else Tagged((cot_prompt(shots, q), completion), pair)
+        )
     return out
 
 
-def reference_pairs(g: np.random.Generator, n: int, train_pairs, p_single: float = 0.2,
-                    score_shots: bool = False, anchored: bool = False) -> list:
+def reference_pairs(
+    g: np.random.Generator,
+    n: int,
+    train_pairs,
+    p_single: float = 0.2,
+    score_shots: bool = False,
+    anchored: bool = False,
+) -> list:
     """Relational training items: the reference prompt of the true candidate, its blocks on the
     shot inputs and fillers (never the query), and :func:`target_completion`.
 
@@ -339,8 +369,9 @@ def reference_item(g: np.random.Generator, label, source=None, score_shots: bool
 # ------------------------------------------------------------------- executing primitives
 
 
-def primitive_prompts(name: str, n: int, seed: int, stream: str = "primitive-probe",
-                      n_shots: int = 3) -> list[tuple[str, str]]:
+def primitive_prompts(
+    name: str, n: int, seed: int, stream: str = "primitive-probe", n_shots: int = 3
+) -> list[tuple[str, str]]:
     """n few-shot prompts (n_shots shots + a query) of the single primitive ``name``, with answers.
 
     Strings come from ``rng(seed, "codeio", stream, name)``: a stream of its own, never one a
@@ -356,8 +387,9 @@ def primitive_prompts(name: str, n: int, seed: int, stream: str = "primitive-pro
     return out
 
 
-def primitive_accuracy(lm, n_per: int = 10, seed: int = 0, stream: str = "primitive-probe",
-                       batch_size: int = 32, max_new_tokens: int = 48) -> dict[str, float]:
+def primitive_accuracy(
+    lm, n_per: int = 10, seed: int = 0, stream: str = "primitive-probe", batch_size: int = 32, max_new_tokens: int = 48
+) -> dict[str, float]:
     """Greedy exact match of ``lm`` on ``n_per`` few-shot prompts of each primitive: {name: accuracy}.
 
     The default budget of 48 new tokens covers the longest single output (42 characters).
@@ -367,7 +399,7 @@ def primitive_accuracy(lm, n_per: int = 10, seed: int = 0, stream: str = "primit
     items = [(name, p, t) for name in NAMES for p, t in primitive_prompts(name, n_per, seed, stream)]
     outputs = generate(lm, [p for _, p, _ in items], max_new_tokens=max_new_tokens, batch_size=batch_size)
     hits: dict[str, list[bool]] = {name: [] for name in NAMES}
-    for (name, _, answer), out in zip(items, outputs):
+    for (name, _, answer), out in zip(items, outputs, strict=True):
         hits[name].append(out[0] == answer)
     return {name: float(np.mean(h)) for name, h in hits.items()}
 
@@ -396,7 +428,7 @@ class CodeIOAdapter:
     cot_tokens: int = 180
 
     @classmethod
-    def of(cls, profile) -> "CodeIOAdapter":
+    def of(cls, profile) -> CodeIOAdapter:
         """The adapter of a ``CodeIOProfile`` (its ``anchored`` and generation budgets)."""
         return cls(anchored=profile.anchored, answer_tokens=profile.answer_tokens, cot_tokens=profile.cot_tokens)
 

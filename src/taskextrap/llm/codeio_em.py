@@ -33,7 +33,6 @@ function are equally right), *exact* when it is the true pair.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 
@@ -95,9 +94,11 @@ def label_quality(tasks, labels, keep: np.ndarray | None = None) -> dict[str, np
     """Per pseudo-labelled task (``keep``: which tasks count, default all), 1.0 where its label
     ``behaves`` like the true pair on PROBE and where it is ``exact``ly the true pair."""
     keep = np.ones(len(tasks), dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
-    pairs = [(t.pair, tuple(lab)) for t, lab, k in zip(tasks, labels, keep) if k]
-    return {"behaves": np.array([float(S.behaviour(p) == S.behaviour(lab)) for p, lab in pairs]),
-            "exact": np.array([float(p == lab) for p, lab in pairs])}
+    pairs = [(t.pair, tuple(lab)) for t, lab, k in zip(tasks, labels, keep, strict=True) if k]
+    return {
+        "behaves": np.array([float(S.behaviour(p) == S.behaviour(lab)) for p, lab in pairs]),
+        "exact": np.array([float(p == lab) for p, lab in pairs]),
+    }
 
 
 # --------------------------------------------------------------------------------- samplers
@@ -108,8 +109,11 @@ def single_sampler(score_shots: bool = False, anchored: bool = False):
     from taskextrap.llm.codeio import reference_item
 
     def sample(g: np.random.Generator, n: int) -> list:
-        return [reference_item(g, S.NAMES[int(g.integers(len(S.NAMES)))], score_shots=score_shots, anchored=anchored)
-                for _ in range(n)]
+        return [
+            reference_item(g, S.NAMES[int(g.integers(len(S.NAMES)))], score_shots=score_shots, anchored=anchored)
+            for _ in range(n)
+        ]
+
     return sample
 
 
@@ -136,5 +140,5 @@ def pseudo_sampler(tasks, labels, p_single: float = 0.0, score_shots: bool = Fal
                 i = int(g.integers(len(sources)))
                 out.append(reference_item(g, labels[i], sources[i], score_shots, anchored))
         return out
-    return sample
 
+    return sample

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 CHECKPOINT_EVERY = 100  # steps between checkpoints: a killed run loses at most this many
 
 
-def recipe(profile, seed: int, lora: LoraSettings, full_lr: float | None = None,
-           full_warmup: int | None = None) -> SFTConfig:
+def recipe(
+    profile, seed: int, lora: LoraSettings, full_lr: float | None = None, full_warmup: int | None = None
+) -> SFTConfig:
     """The settings of one run of ``profile`` (an ``LLMProfile``: ``sft_steps``, ``sft_batch``,
     ``sft_lr``, ``warmup``) under ``seed``: LoRA ``lora`` at ``sft_lr``, or with ``full_lr``
     every parameter at that rate with ``full_warmup`` warm-up steps (default: the profile's
@@ -29,13 +30,25 @@ def recipe(profile, seed: int, lora: LoraSettings, full_lr: float | None = None,
 
     full = full_lr is not None
     warmup = full_warmup if full and full_warmup is not None else profile.warmup
-    return SFTConfig(steps=profile.sft_steps, batch_size=profile.sft_batch, lr=full_lr if full else profile.sft_lr,
-                     warmup_steps=warmup, seed=seed,
-                     checkpoint_every=CHECKPOINT_EVERY, lora=None if full else lora)
+    return SFTConfig(
+        steps=profile.sft_steps,
+        batch_size=profile.sft_batch,
+        lr=profile.sft_lr if full_lr is None else full_lr,
+        warmup_steps=warmup,
+        seed=seed,
+        checkpoint_every=CHECKPOINT_EVERY,
+        lora=None if full else lora,
+    )
 
 
-def fine_tune(base: LanguageModel, sampler, cfg: SFTConfig, out_dir: Path | None = None,
-              progress: str | None = None, merge: bool = False) -> tuple[LanguageModel, dict]:
+def fine_tune(
+    base: LanguageModel,
+    sampler,
+    cfg: SFTConfig,
+    out_dir: Path | None = None,
+    progress: str | None = None,
+    merge: bool = False,
+) -> tuple[LanguageModel, dict]:
     """(fine-tuned model, training log) of ``base`` (trained in place: pass a fresh copy) on
     ``sampler(g, n)`` under ``cfg``, resuming from ``out_dir``'s checkpoints.
 

@@ -17,8 +17,16 @@ from taskextrap.llm.scorer import _pad, _positions
 from taskextrap.seeding import torch_generator
 
 
-def generate(lm: LanguageModel, prompts: Sequence[str], max_new_tokens: int = 64, batch_size: int = 32,
-             temperature: float = 0.0, n_samples: int = 1, seed: int = 0, stop: str | None = "\n") -> list[list[str]]:
+def generate(
+    lm: LanguageModel,
+    prompts: Sequence[str],
+    max_new_tokens: int = 64,
+    batch_size: int = 32,
+    temperature: float = 0.0,
+    n_samples: int = 1,
+    seed: int = 0,
+    stop: str | None = "\n",
+) -> list[list[str]]:
     """For each prompt, ``n_samples`` completions, each cut at the first ``stop`` and stripped.
 
     Greedy when ``temperature == 0`` (then the samples are identical), else sampling from the
@@ -39,13 +47,12 @@ def generate(lm: LanguageModel, prompts: Sequence[str], max_new_tokens: int = 64
     texts: list[str] = []
     with torch.inference_mode():
         for k in range(0, len(rows), batch_size):
-            ids = _decode_batch(lm, rows[k:k + batch_size], max_new_tokens, temperature, gen, stop)
+            ids = _decode_batch(lm, rows[k : k + batch_size], max_new_tokens, temperature, gen, stop)
             texts += [_cut(lm.tokenizer.decode(t), stop) for t in ids]
-    return [texts[i * reps:(i + 1) * reps] * (n_samples // reps) for i in range(len(prompts))]
+    return [texts[i * reps : (i + 1) * reps] * (n_samples // reps) for i in range(len(prompts))]
 
 
-def greedy_once(lm: LanguageModel, prompts: Sequence[str], max_new_tokens: int = 64,
-                batch_size: int = 32) -> list[str]:
+def greedy_once(lm: LanguageModel, prompts: Sequence[str], max_new_tokens: int = 64, batch_size: int = 32) -> list[str]:
     """The greedy completion of each prompt (as ``generate``), decoding each distinct prompt once.
 
     Searches ask for the same prompt many times (tied candidates, repeated queries); the
@@ -53,7 +60,7 @@ def greedy_once(lm: LanguageModel, prompts: Sequence[str], max_new_tokens: int =
     """
     distinct = list(dict.fromkeys(prompts))
     outputs = generate(lm, distinct, max_new_tokens=max_new_tokens, batch_size=batch_size)
-    got = {p: o[0] for p, o in zip(distinct, outputs)}
+    got = {p: o[0] for p, o in zip(distinct, outputs, strict=True)}
     return [got[p] for p in prompts]
 
 
@@ -64,8 +71,14 @@ def _cut(text: str, stop: str | None) -> str:
     return text.strip()
 
 
-def _decode_batch(lm: LanguageModel, prompts: list[list[int]], max_new_tokens: int, temperature: float,
-                  gen: torch.Generator | None, stop: str | None) -> list[list[int]]:
+def _decode_batch(
+    lm: LanguageModel,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    temperature: float,
+    gen: torch.Generator | None,
+    stop: str | None,
+) -> list[list[int]]:
     """New token ids of each left-padded prompt (EOS excluded), decoded together with one cache."""
     tok = lm.tokenizer
     ids, mask = _pad(prompts, tok.pad_token_id, "left", lm.device)
@@ -74,8 +87,14 @@ def _decode_batch(lm: LanguageModel, prompts: list[list[int]], max_new_tokens: i
     done = [False] * len(prompts)
     cache = None
     for _ in range(max_new_tokens):
-        out = lm.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
-                       use_cache=True, logits_to_keep=1)
+        out = lm.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=pos,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         cache = out.past_key_values
         nxt = _next_tokens(out.logits[:, -1], temperature, gen)
         for r, t in enumerate(nxt.tolist()):
@@ -86,7 +105,7 @@ def _decode_batch(lm: LanguageModel, prompts: list[list[int]], max_new_tokens: i
             else:
                 out_ids[r].append(t)
                 # stop text may span tokens: check the decoded tail, not the token
-                done[r] = bool(stop) and stop in tok.decode(out_ids[r][-len(stop) - 8:])
+                done[r] = bool(stop and stop in tok.decode(out_ids[r][-len(stop) - 8 :]))
         if all(done):
             break
         # finished rows keep decoding (their tokens are dropped) so the batch stays rectangular

@@ -80,8 +80,14 @@ class FisherSettings:
         """The :class:`~taskextrap.llm.sft.SFTConfig` of the LoRA fit."""
         from taskextrap.llm.sft import LoraSettings, SFTConfig
 
-        return SFTConfig(steps=self.steps, batch_size=self.batch, lr=self.lr, warmup_steps=min(5, self.steps // 5),
-                         seed=seed, lora=LoraSettings(self.r, self.alpha, 0.0, self.modules))
+        return SFTConfig(
+            steps=self.steps,
+            batch_size=self.batch,
+            lr=self.lr,
+            warmup_steps=min(5, self.steps // 5),
+            seed=seed,
+            lora=LoraSettings(self.r, self.alpha, 0.0, self.modules),
+        )
 
 
 def fit_lora(base, task, settings: FisherSettings, seed: int):
@@ -108,10 +114,11 @@ def fisher(lm, items) -> dict[str, np.ndarray]:
     for item in items:
         ids, mask, lab = training_batch(lm, [item])
         logits = lm.model(input_ids=ids, attention_mask=mask).logits[:, :-1]
-        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), lab[:, 1:].reshape(-1),
-                                                 ignore_index=IGNORE)
+        loss = torch.nn.functional.cross_entropy(
+            logits.float().reshape(-1, logits.shape[-1]), lab[:, 1:].reshape(-1), ignore_index=IGNORE
+        )
         grads = torch.autograd.grad(loss, list(params.values()))
-        for (n, _), gr in zip(params.items(), grads):
+        for (n, _), gr in zip(params.items(), grads, strict=True):
             total[n] += gr.detach() ** 2
     return {n: (t / len(items)).flatten().cpu().numpy().astype(np.float64) for n, t in total.items()}
 
@@ -184,8 +191,12 @@ def output_distance(tasks, probe=None) -> np.ndarray:
     d = np.zeros((n, n))
     for i in range(n):
         for j in range(i + 1, n):
-            d[i, j] = d[j, i] = np.mean([1.0 - SequenceMatcher(None, a, b).ratio() if a != b else 0.0
-                                         for a, b in zip(out[i], out[j])])
+            d[i, j] = d[j, i] = np.mean(
+                [
+                    1.0 - SequenceMatcher(None, a, b).ratio() if a != b else 0.0
+                    for a, b in zip(out[i], out[j], strict=True)
+                ]
+            )
     return d
 
 
@@ -236,7 +247,7 @@ def _context_texts(support: list) -> list[tuple[str, str]]:
 
     out = []
     for i, (q, t) in enumerate(support):
-        rest = support[:i] + support[i + 1:]
+        rest = support[:i] + support[i + 1 :]
         out += [(fewshot_prompt(list(shots), q), answer_completion(t)) for shots in permutations(rest)]
     return out
 

@@ -11,6 +11,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -24,7 +25,7 @@ from taskextrap.llm.tokenizer import LEGACY_TOKENIZER_FILE, CharTokenizer, HFTok
 class LanguageModel:
     """A Hugging Face causal LM (``model``), its ``tokenizer`` and the ``device`` inputs go to."""
 
-    model: torch.nn.Module
+    model: Any  # a transformers PreTrainedModel, or a peft PeftModel wrapping one
     tokenizer: CharTokenizer | HFTokenizer
     device: torch.device
 
@@ -49,15 +50,21 @@ class LanguageModel:
         """Longest sequence the model's positions cover, when its config says."""
         return getattr(self.model.config, "max_position_embeddings", None)
 
-    def eval(self) -> "LanguageModel":
+    def eval(self) -> LanguageModel:
         """Put the model in eval mode (no dropout); return self."""
         self.model.eval()
         return self
 
 
-def build_char_model(tokenizer: CharTokenizer | None = None, d_model: int = 128, n_layers: int = 4,
-                     n_heads: int = 4, d_ff: int | None = None, max_len: int = 1024,
-                     seed: int = 0) -> LanguageModel:
+def build_char_model(
+    tokenizer: CharTokenizer | None = None,
+    d_model: int = 128,
+    n_layers: int = 4,
+    n_heads: int = 4,
+    d_ff: int | None = None,
+    max_len: int = 1024,
+    seed: int = 0,
+) -> LanguageModel:
     """A small Llama-architecture model over a character vocabulary, initialised from ``seed``.
 
     Built from a local config (no hub); embeddings are tied to the output layer. ``d_ff``
@@ -71,11 +78,19 @@ def build_char_model(tokenizer: CharTokenizer | None = None, d_model: int = 128,
     tok = tokenizer or CharTokenizer()
     if d_model % n_heads:
         raise TaskextrapError(f"d_model={d_model} is not a multiple of n_heads={n_heads}")
-    config = LlamaConfig(vocab_size=tok.vocab_size, hidden_size=d_model, intermediate_size=d_ff or 4 * d_model,
-                         num_hidden_layers=n_layers, num_attention_heads=n_heads, num_key_value_heads=n_heads,
-                         max_position_embeddings=max_len, tie_word_embeddings=True,
-                         pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
-                         eos_token_id=tok.eos_token_id)
+    config = LlamaConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=d_model,
+        intermediate_size=d_ff or 4 * d_model,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        num_key_value_heads=n_heads,
+        max_position_embeddings=max_len,
+        tie_word_embeddings=True,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     # fork_rng: seed the initialisation without touching the caller's global torch RNG
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(seed, "char-model-init"))
@@ -104,8 +119,13 @@ def save_model(lm: LanguageModel, directory: str | os.PathLike) -> Path:
     return out
 
 
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", dtype=None,
-               load_in_4bit: bool = False, chat: bool = False) -> LanguageModel:
+def load_model(
+    path: str | os.PathLike,
+    device: str | torch.device = "cpu",
+    dtype=None,
+    load_in_4bit: bool = False,
+    chat: bool = False,
+) -> LanguageModel:
     """Load a causal LM from a local directory, in eval mode.
 
     The tokenizer is the directory's own (``AutoTokenizer``): a :class:`CharTokenizer` when it is
@@ -124,8 +144,11 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", dtyp
     require("transformers")
     root = check_model_dir(path)
     device = torch.device(device)
-    kwargs = {"local_files_only": True, "output_loading_info": True,
-              "ignore_mismatched_sizes": True}  # mismatches come back in the loading info: refused below
+    kwargs = {
+        "local_files_only": True,
+        "output_loading_info": True,
+        "ignore_mismatched_sizes": True,
+    }  # mismatches come back in the loading info: refused below
     if any(root.glob("*.safetensors")):
         kwargs["use_safetensors"] = True  # never unpickle weights when safetensors are there
     if dtype is not None:
@@ -144,12 +167,15 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", dtyp
         raise model_error(path, f"its tokenizer cannot be loaded ({_one_line(exc)})") from None
     n_embed = model.get_input_embeddings().num_embeddings
     if tok.vocab_size > n_embed:
-        raise model_error(path, f"the tokenizer has {tok.vocab_size} ids but the model's embedding only {n_embed} "
-                                "(tokenizer and weights of different models?)")
+        raise model_error(
+            path,
+            f"the tokenizer has {tok.vocab_size} ids but the model's embedding only {n_embed} "
+            "(tokenizer and weights of different models?)",
+        )
     return LanguageModel(model.eval(), tok, device)
 
 
-def _from_pretrained(root: Path, kwargs: dict) -> torch.nn.Module:
+def _from_pretrained(root: Path, kwargs: dict) -> Any:
     """``AutoModelForCausalLM.from_pretrained`` with its multi-line load report silenced; weights
     missing from the files or shaped otherwise than the config says raise a one-line error."""
     from transformers import AutoModelForCausalLM
@@ -159,24 +185,36 @@ def _from_pretrained(root: Path, kwargs: dict) -> torch.nn.Module:
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # its report is a table; what matters in it is raised below
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(root, **kwargs)
+        # (model, loading info) under output_loading_info=True, a return transformers' annotations omit
+        loaded: Any = AutoModelForCausalLM.from_pretrained(root, **kwargs)
     finally:
         hf_logging.set_verbosity(verbosity)
+    model, info = loaded
     mismatched = sorted(info.get("mismatched_keys") or [], key=str)
     if mismatched:
         first = mismatched[0]  # (name, shape in the weights, shape the config gives)
-        example = (f"{first[0]}: {list(first[1])} in the weights, {list(first[2])} in the config"
-                   if isinstance(first, (tuple, list)) and len(first) == 3 else str(first))
-        raise TaskextrapError(f"the weights do not fit config.json: {len(mismatched)} tensors have other shapes "
-                              f"(e.g. {example})")
+        example = (
+            f"{first[0]}: {list(first[1])} in the weights, {list(first[2])} in the config"
+            if isinstance(first, (tuple, list)) and len(first) == 3
+            else str(first)
+        )
+        raise TaskextrapError(
+            f"the weights do not fit config.json: {len(mismatched)} tensors have other shapes (e.g. {example})"
+        )
     missing = sorted(info.get("missing_keys") or [])
     if missing:
-        raise TaskextrapError(f"the weights lack {len(missing)} tensors the config's architecture needs "
-                              f"(e.g. {missing[0]}): weights and config.json of different models?")
+        raise TaskextrapError(
+            f"the weights lack {len(missing)} tensors the config's architecture needs "
+            f"(e.g. {missing[0]}): weights and config.json of different models?"
+        )
     unexpected = sorted(info.get("unexpected_keys") or [])
     if unexpected:
-        warnings.warn(f"model at {root}: {len(unexpected)} tensors of the weights are not used by config.json's "
-                      f"architecture and were dropped (e.g. {unexpected[0]})", TaskextrapWarning, stacklevel=4)
+        warnings.warn(
+            f"model at {root}: {len(unexpected)} tensors of the weights are not used by config.json's "
+            f"architecture and were dropped (e.g. {unexpected[0]})",
+            TaskextrapWarning,
+            stacklevel=4,
+        )
     return model
 
 
@@ -198,8 +236,11 @@ def _one_line(exc: BaseException) -> str:
     message alone, e.g. ``'added_tokens'``, says little) after its type name."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = lines[0] if lines else ""
-    if not text or (not isinstance(exc, TaskextrapError)
-                    and isinstance(exc, (LookupError, TypeError, AttributeError, ValueError)) and len(text) < 40):
+    if not text or (
+        not isinstance(exc, TaskextrapError)
+        and isinstance(exc, (LookupError, TypeError, AttributeError, ValueError))
+        and len(text) < 40
+    ):
         text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
 

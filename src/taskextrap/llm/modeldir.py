@@ -27,8 +27,15 @@ CHAR_TOKENIZER_FILE = "char_tokenizer.json"
 CHAR_TOKENIZER_TYPE = "taskextrap-char"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt", ".gguf", ".onnx")
 # files a load reads that must be JSON objects when present
-JSON_OBJECTS = (CONFIG_FILE, CHAR_TOKENIZER_FILE, "tokenizer.json", "tokenizer_config.json",
-                "special_tokens_map.json", "added_tokens.json", "generation_config.json")
+JSON_OBJECTS = (
+    CONFIG_FILE,
+    CHAR_TOKENIZER_FILE,
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "generation_config.json",
+)
 # any one of these is enough for transformers' AutoTokenizer to find a tokenizer
 HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "tokenizer_config.json")
 _MAX_HEADER = 100 * 2**20  # the safetensors library's own limit on a header's size
@@ -70,7 +77,7 @@ def _problem(root: Path) -> str | None:
     for name in JSON_OBJECTS:
         if (root / name).is_file():
             data, why = _json_object(root / name)
-            if why is not None:
+            if data is None:
                 return why
             parsed[name] = data
     why = _config_problem(parsed[CONFIG_FILE])

@@ -10,6 +10,7 @@ size reaches a fit. The pretraining corpora are named by the shipped models' pre
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,8 +45,7 @@ def parse_label(text: str) -> int | None:
 
 def baseline_prompt(support_x, support_y, query_x) -> str:
     """Plain prompt: instruction, "In: bits\\nOut: y\\n\\n" per shot, then "In: <query>\\nOut:"."""
-    shots = "".join(f"In: {format_bits(x)}\nOut: {int(y)}\n\n"
-                    for x, y in zip(support_x, support_y))
+    shots = "".join(f"In: {format_bits(x)}\nOut: {int(y)}\n\n" for x, y in zip(support_x, support_y, strict=True))
     return f"{INSTRUCTION}{shots}In: {format_bits(query_x)}\nOut:"
 
 
@@ -57,16 +57,15 @@ def extender_prompt(support_x, support_y, query_x, parent_mask, bit: int) -> str
     check_bit(bit)
     rows = np.concatenate([np.atleast_2d(support_x), np.atleast_2d(query_x)]).astype(np.int64)
     anchors, bits = parity(parent_mask, rows), rows[:, bit]
-    lines = [f"In: {format_bits(x)}\nAnchor: {a}\nBit: {b}\n"
-             for x, a, b in zip(rows, anchors, bits)]
-    shots = "".join(f"{line}Out: {int(y)}\n\n" for line, y in zip(lines[:-1], support_y))
+    lines = [f"In: {format_bits(x)}\nAnchor: {a}\nBit: {b}\n" for x, a, b in zip(rows, anchors, bits, strict=True)]
+    shots = "".join(f"{line}Out: {int(y)}\n\n" for line, y in zip(lines[:-1], support_y, strict=True))
     return f"{INSTRUCTION}{shots}{lines[-1]}Out:"
 
 
 # ---------------------------------------------------------------------- training samplers
 
 
-def baseline_pairs(g: np.random.Generator, n: int, split: str = "test") -> list[tuple[str, str]]:
+def baseline_pairs(g: np.random.Generator, n: int, split: str = "test") -> list[Tagged]:
     """n (prompt, completion) pairs: a random training mask of ``split``, 5 support + 1 query fresh vectors.
 
     Every pair carries its mask as ``.task`` (:class:`taskextrap.audit.Tagged`) for the leak audit.
@@ -74,8 +73,9 @@ def baseline_pairs(g: np.random.Generator, n: int, split: str = "test") -> list[
     out = []
     for _ in range(n):
         t = sample_training_task(g, split=split)
-        out.append(Tagged((baseline_prompt(t.support_x, t.support_y, t.query_x[0]),
-                           label_completion(t.query_y[0])), t.mask))
+        out.append(
+            Tagged((baseline_prompt(t.support_x, t.support_y, t.query_x[0]), label_completion(t.query_y[0])), t.mask)
+        )
     return out
 
 
@@ -91,14 +91,18 @@ def _extender_draw(g: np.random.Generator, n_shots: int, split: str = "test"):
     return t, parent, bit
 
 
-def extender_pairs(g: np.random.Generator, n: int, split: str = "test") -> list[tuple[str, str]]:
+def extender_pairs(g: np.random.Generator, n: int, split: str = "test") -> list[Tagged]:
     """n extender (prompt, completion) pairs on random training tasks of ``split``: 5 shots + 1
     query; each carries its (target) mask as ``.task``."""
     out = []
     for _ in range(n):
         t, parent, bit = _extender_draw(g, 5, split)
-        out.append(Tagged((extender_prompt(t.support_x, t.support_y, t.query_x[0], parent, bit),
-                           label_completion(t.query_y[0])), t.mask))
+        out.append(
+            Tagged(
+                (extender_prompt(t.support_x, t.support_y, t.query_x[0], parent, bit), label_completion(t.query_y[0])),
+                t.mask,
+            )
+        )
     return out
 
 
@@ -108,8 +112,7 @@ def extender_pairs(g: np.random.Generator, n: int, split: str = "test") -> list[
 AUX_KEYS = ("CpA:", "CpB:")
 
 
-def _keyed_pair(g: np.random.Generator, n_shots: int, instruction: bool,
-                split: str = "test") -> tuple[str, int, Mask]:
+def _keyed_pair(g: np.random.Generator, n_shots: int, instruction: bool, split: str = "test") -> tuple[str, int, Mask]:
     """An extender prompt whose query key is "Out:", "CpA:" or "CpB:" (one third each), its answer
     and the task's mask."""
     t, parent, bit = _extender_draw(g, n_shots, split)
@@ -118,11 +121,11 @@ def _keyed_pair(g: np.random.Generator, n_shots: int, instruction: bool,
     key = ("Out:", *AUX_KEYS)[int(g.integers(3))]
     answer = {"Out:": anchor ^ value, "CpA:": anchor, "CpB:": value}[key]
     if not instruction:
-        prompt = prompt[len(INSTRUCTION):]
+        prompt = prompt[len(INSTRUCTION) :]
     return prompt[: -len("Out:")] + key, answer, t.mask
 
 
-def row_pairs(g: np.random.Generator, n: int, split: str = "test") -> list[tuple[str, str]]:
+def row_pairs(g: np.random.Generator, n: int, split: str = "test") -> list[Tagged]:
     """Curriculum stage 1 of the default model: one extender row, no instruction, no shots.
 
     The query key asks for the XOR ("Out:") or for one of its inputs ("CpA:" copies the Anchor,
@@ -139,7 +142,7 @@ def row_pairs(g: np.random.Generator, n: int, split: str = "test") -> list[tuple
     return out
 
 
-def pretraining_pairs(g: np.random.Generator, n: int, split: str = "test") -> list[tuple[str, str]]:
+def pretraining_pairs(g: np.random.Generator, n: int, split: str = "test") -> list[Tagged]:
     """Curriculum stage 2 (the full prompt format), training masks of ``split`` only (``llm.pretrain``).
 
     Half plain few-shot pairs (5 shots + query), half keyed extender prompts with the
@@ -155,7 +158,7 @@ def pretraining_pairs(g: np.random.Generator, n: int, split: str = "test") -> li
     return out
 
 
-def label_accuracy(lm, pairs: list[tuple[str, str]], batch_size: int = 64) -> float:
+def label_accuracy(lm, pairs: Sequence[tuple], batch_size: int = 64) -> float:
     """Share of (prompt, " y") pairs where the model gives " y" a lower NLL than the other label."""
     from taskextrap.llm.scorer import completion_nll
 
@@ -172,17 +175,19 @@ def pretraining_check(lm, split: str = "test") -> dict[str, float]:
     (plain few-shot) is near 0.5, since 5 shots cannot identify a mask.
     """
     g = rng(0, "parity", "pretraining-check")
-    return {"extender_accuracy": label_accuracy(lm, extender_pairs(g, 500, split)),
-            "baseline_accuracy": label_accuracy(lm, baseline_pairs(g, 500, split))}
+    return {
+        "extender_accuracy": label_accuracy(lm, extender_pairs(g, 500, split)),
+        "baseline_accuracy": label_accuracy(lm, baseline_pairs(g, 500, split)),
+    }
 
 
 # The dev base model's corpora and check (``llm.pretrain`` names corpora "module:function").
-def dev_row_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
+def dev_row_pairs(g: np.random.Generator, n: int) -> list[Tagged]:
     """:func:`row_pairs` on the dev split's training masks (sizes 2-4)."""
     return row_pairs(g, n, "dev")
 
 
-def dev_pretraining_pairs(g: np.random.Generator, n: int) -> list[tuple[str, str]]:
+def dev_pretraining_pairs(g: np.random.Generator, n: int) -> list[Tagged]:
     """:func:`pretraining_pairs` on the dev split's training masks (sizes 2-4)."""
     return pretraining_pairs(g, n, "dev")
 
@@ -198,8 +203,7 @@ def loo_pairs(task: ParityTask, parent, bit: int) -> list[tuple[str, str]]:
     out = []
     for i in range(n):
         keep = [j for j in range(n) if j != i]
-        prompt = extender_prompt(task.support_x[keep], task.support_y[keep], task.support_x[i],
-                                 parent, bit)
+        prompt = extender_prompt(task.support_x[keep], task.support_y[keep], task.support_x[i], parent, bit)
         out.append((prompt, label_completion(task.support_y[i])))
     return out
 

@@ -27,7 +27,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.llm.sft import SFTConfig
@@ -81,12 +81,19 @@ _CODEIO = "taskextrap.llm.codeio"
 def _parity_spec(name: str, prefix: str, masks: str) -> DefaultModelSpec:
     """The parity recipe on the corpora ``{prefix}row_pairs`` / ``{prefix}pretraining_pairs``."""
     return DefaultModelSpec(
-        name, f"extender rows (copy Anchor, copy Bit, XOR), then few-shot and extender prompts over {masks}",
-        stages=(PretrainStage(f"{_PARITY}:{prefix}row_pairs",
-                              SFTConfig(steps=3000, batch_size=32, lr=6e-4, warmup_steps=50, seed=0)),
-                PretrainStage(f"{_PARITY}:{prefix}pretraining_pairs",
-                              SFTConfig(steps=600, batch_size=32, lr=5e-4, warmup_steps=20, seed=0))),
-        check=f"{_PARITY}:{prefix}pretraining_check")
+        name,
+        f"extender rows (copy Anchor, copy Bit, XOR), then few-shot and extender prompts over {masks}",
+        stages=(
+            PretrainStage(
+                f"{_PARITY}:{prefix}row_pairs", SFTConfig(steps=3000, batch_size=32, lr=6e-4, warmup_steps=50, seed=0)
+            ),
+            PretrainStage(
+                f"{_PARITY}:{prefix}pretraining_pairs",
+                SFTConfig(steps=600, batch_size=32, lr=5e-4, warmup_steps=20, seed=0),
+            ),
+        ),
+        check=f"{_PARITY}:{prefix}pretraining_check",
+    )
 
 
 SPECS = {
@@ -101,20 +108,32 @@ SPECS = {
     # which RoPE positions allow without error). Stages 1-3
     # continue with warm restarts; each stage's own seed gives it fresh texts.
     "codeio": DefaultModelSpec(
-        "codeio", "few-shot texts of one single string primitive on random strings (a-z, and a quarter on "
-                  "a wider alphabet), every answer after the first scored; no pair at all",
-        stages=(PretrainStage(f"{_CODEIO}:pretraining_texts",
-                              SFTConfig(steps=1500, batch_size=32, lr=1e-3, warmup_steps=100, seed=0)),
-                PretrainStage(f"{_CODEIO}:pretraining_texts",
-                              SFTConfig(steps=4200, batch_size=32, lr=1e-3, warmup_steps=100, seed=1,
-                                        checkpoint_every=300)),
-                PretrainStage(f"{_CODEIO}:pretraining_texts",
-                              SFTConfig(steps=1500, batch_size=32, lr=5e-4, warmup_steps=50, seed=2,
-                                        checkpoint_every=300)),
-                PretrainStage(f"{_CODEIO}:pretraining_texts",
-                              SFTConfig(steps=1500, batch_size=32, lr=3e-4, warmup_steps=50, seed=3,
-                                        checkpoint_every=300))),
-        check=f"{_CODEIO}:pretraining_check", d_model=128, n_layers=4, n_heads=4, max_len=1536),
+        "codeio",
+        "few-shot texts of one single string primitive on random strings (a-z, and a quarter on "
+        "a wider alphabet), every answer after the first scored; no pair at all",
+        stages=(
+            PretrainStage(
+                f"{_CODEIO}:pretraining_texts", SFTConfig(steps=1500, batch_size=32, lr=1e-3, warmup_steps=100, seed=0)
+            ),
+            PretrainStage(
+                f"{_CODEIO}:pretraining_texts",
+                SFTConfig(steps=4200, batch_size=32, lr=1e-3, warmup_steps=100, seed=1, checkpoint_every=300),
+            ),
+            PretrainStage(
+                f"{_CODEIO}:pretraining_texts",
+                SFTConfig(steps=1500, batch_size=32, lr=5e-4, warmup_steps=50, seed=2, checkpoint_every=300),
+            ),
+            PretrainStage(
+                f"{_CODEIO}:pretraining_texts",
+                SFTConfig(steps=1500, batch_size=32, lr=3e-4, warmup_steps=50, seed=3, checkpoint_every=300),
+            ),
+        ),
+        check=f"{_CODEIO}:pretraining_check",
+        d_model=128,
+        n_layers=4,
+        n_heads=4,
+        max_len=1536,
+    ),
 }
 
 
@@ -125,8 +144,13 @@ def get_spec(name: str) -> DefaultModelSpec:
     return SPECS[name]
 
 
-def pretrain(name: str, out_dir: Path | None = None, checkpoint_dir: Path | None = None, progress=None,
-             continue_shipped: bool = False):
+def pretrain(
+    name: str,
+    out_dir: Path | None = None,
+    checkpoint_dir: Path | None = None,
+    progress=None,
+    continue_shipped: bool = False,
+):
     """Build and pretrain default model ``name`` stage by stage; save it to ``out_dir`` (default:
     the package's) with a training log (per-stage losses and wall times, and the check's result).
 
@@ -144,25 +168,42 @@ def pretrain(name: str, out_dir: Path | None = None, checkpoint_dir: Path | None
     if continue_shipped:
         lm, stages = _shipped_prefix(spec)
     else:
-        lm = build_char_model(d_model=spec.d_model, n_layers=spec.n_layers, n_heads=spec.n_heads,
-                              max_len=spec.max_len, seed=spec.seed)
+        lm = build_char_model(
+            d_model=spec.d_model, n_layers=spec.n_layers, n_heads=spec.n_heads, max_len=spec.max_len, seed=spec.seed
+        )
     for k, stage in enumerate(spec.stages):
         if k < len(stages):
             continue
         t = time.perf_counter()
         report = None if progress is None else (lambda step, loss, k=k: progress(k, step, loss))
-        lm, info = train(lm, stage.sampler(), stage.train, progress=report,
-                         out_dir=None if checkpoint_dir is None else Path(checkpoint_dir) / f"stage{k}")
+        lm, info = train(
+            lm,
+            stage.sampler(),
+            stage.train,
+            progress=report,
+            out_dir=None if checkpoint_dir is None else Path(checkpoint_dir) / f"stage{k}",
+        )
         if stage.train.lora is not None:
             lm = merge_lora(lm)
         tail = info["loss"][-50:]
-        stages.append({"corpus": stage.corpus, "wall_s": time.perf_counter() - t, "resumed_from": info["resumed_from"],
-                       "final_loss": float(sum(tail) / max(1, len(tail))), "loss": info["loss"]})
+        stages.append(
+            {
+                "corpus": stage.corpus,
+                "wall_s": time.perf_counter() - t,
+                "resumed_from": info["resumed_from"],
+                "final_loss": float(sum(tail) / max(1, len(tail))),
+                "loss": info["loss"],
+            }
+        )
     check = spec.check_fn()
     out_dir = Path(out_dir) if out_dir is not None else MODELS_DIR / name
     save_model(lm, out_dir)
-    log = {"spec": asdict(spec), "wall_s": time.perf_counter() - t0, "stages": stages,
-           "check": check(lm) if check is not None else {}}
+    log = {
+        "spec": asdict(spec),
+        "wall_s": time.perf_counter() - t0,
+        "stages": stages,
+        "check": check(lm) if check is not None else {},
+    }
     (out_dir / TRAINING_LOG).write_text(json.dumps(log))
     return lm, log
 
@@ -196,10 +237,11 @@ def _default_dir(name: str) -> Path:
     get_spec(name)
     path = MODELS_DIR / name
     if not (path / "config.json").exists():
-        raise TaskextrapError(f"the default {name} model is missing from {path}; "
-                              f"train it with: python scripts/train_default_models.py {name}")
+        raise TaskextrapError(
+            f"the default {name} model is missing from {path}; "
+            f"train it with: python scripts/train_default_models.py {name}"
+        )
     return path
-
 
 
 @dataclass(frozen=True)
@@ -214,7 +256,7 @@ class BaseModel:
     load_in_4bit: bool = False
 
     @classmethod
-    def from_extra(cls, extra: dict) -> "BaseModel":
+    def from_extra(cls, extra: dict) -> BaseModel:
         """The choice recorded in ``RunOptions.extra`` by the CLI."""
         return cls(extra.get("model"), extra.get("dtype"), bool(extra.get("load_in_4bit", False)))
 
@@ -239,10 +281,11 @@ class BaseModel:
         another path is computed afresh, never reused. A default model's label is as it always
         was (its files are also in the package's source hash), so existing units stay valid.
         """
-        if self.path is not None:
+        directory = self.directory()
+        if directory is not None:
             from taskextrap.llm.modeldir import model_fingerprint
 
-            out = f"{self.path}@{model_fingerprint(self.directory())[:16]}"
+            out = f"{self.path}@{model_fingerprint(directory)[:16]}"
         else:
             out = f"default:{name}{_weights_tag(name)}"
         if self.dtype is not None:
@@ -268,5 +311,5 @@ def load_base(name: str, model: BaseModel | None = None, device: str = "cpu"):
     from taskextrap.llm.model import load_model
 
     model = model or BaseModel()
-    path = model.directory() if model.path is not None else _default_dir(name)
+    path = model.directory() or _default_dir(name)  # a given model's folder, else the shipped default
     return load_model(path, device=device, dtype=model.dtype, load_in_4bit=model.load_in_4bit)

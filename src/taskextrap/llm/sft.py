@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -59,8 +60,12 @@ class LoraSettings:
 
 PARITY_LORA = LoraSettings(r=16, alpha=32, dropout=0.05)  # the paper's parity runs
 # the paper's CodeIO runs: adapters on the attention and the MLP projections, as the authors' code
-CODEIO_LORA = LoraSettings(r=32, alpha=16, dropout=0.0,
-                           target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
+CODEIO_LORA = LoraSettings(
+    r=32,
+    alpha=16,
+    dropout=0.0,
+    target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+)
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,7 @@ class ScoredText:
             piece = tok.encode(text)
             ids += piece
             labels += piece if scored else [IGNORE] * len(piece)
-        return ids + [tok.eos_token_id], labels + [tok.eos_token_id]
+        return [*ids, tok.eos_token_id], [*labels, tok.eos_token_id]
 
 
 def training_batch(lm: LanguageModel, pairs: list) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -124,9 +129,9 @@ def training_batch(lm: LanguageModel, pairs: list) -> tuple[torch.Tensor, torch.
     """
     seqs, labels = [], []
     for item in pairs:
-        ids, lab = ids_and_labels(lm, item)
-        seqs.append(ids)
-        labels.append(lab)
+        item_ids, item_labels = ids_and_labels(lm, item)
+        seqs.append(item_ids)
+        labels.append(item_labels)
     ids, mask = _pad(seqs, lm.tokenizer.pad_token_id, "right", lm.device)
     lab, _ = _pad(labels, IGNORE, "right", lm.device)
     return ids, mask, lab
@@ -144,17 +149,23 @@ def ids_and_labels(lm: LanguageModel, item) -> tuple[list[int], list[int]]:
     return p + c, [IGNORE] * len(p) + c
 
 
-def train(lm: LanguageModel, sample_pairs: SamplePairs, cfg: SFTConfig, out_dir: str | os.PathLike | None = None,
-          progress: Callable[[int, float], None] | None = None) -> tuple[LanguageModel, dict]:
+def train(
+    lm: LanguageModel,
+    sample_pairs: SamplePairs,
+    cfg: SFTConfig,
+    out_dir: str | os.PathLike | None = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> tuple[LanguageModel, dict]:
     """Fine-tune ``lm`` on pairs from ``sample_pairs(g, n)``; return the model (eval mode) and a log.
 
     Step ``s`` draws its pairs with ``taskextrap.seeding.rng(cfg.seed, "sft-batch", s)``. With
     ``out_dir``, checkpoints are written every ``cfg.checkpoint_every`` steps and at the end, and
     a later call with the same config resumes from the latest usable one (the model passed in
     must be the same starting model; a damaged checkpoint is deleted with a one-line warning and
-    the one before it, or a fresh start, is used, with the same result). ``lm.model`` is trained in place; with LoRA it is wrapped by peft
-    and the wrapped model is returned. The log holds ``loss`` (each step's mean completion-token
-    loss, resumed steps included), ``wall_time_s`` of this call and ``resumed_from``.
+    the one before it, or a fresh start, is used, with the same result). ``lm.model`` is trained
+    in place; with LoRA it is wrapped by peft and the wrapped model is returned. The log holds
+    ``loss`` (each step's mean completion-token loss, resumed steps included), ``wall_time_s`` of
+    this call and ``resumed_from``.
     ``progress(step, loss)`` is called after each step. Each step's items are reported to the
     leak audit by the ``task`` they carry (:class:`taskextrap.audit.Tagged`, ``ScoredText.task``).
     """
@@ -165,7 +176,8 @@ def train(lm: LanguageModel, sample_pairs: SamplePairs, cfg: SFTConfig, out_dir:
     params = [p for p in model.parameters() if p.requires_grad]
     opt = _optimizer(model, cfg)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg))
-    start, history = 0, []
+    start = 0
+    history: list[float] = []
     if out_dir is not None:
         start, history = _resume(Path(out_dir), model, opt, sched, cfg)
     t0 = time.perf_counter()
@@ -214,8 +226,9 @@ def _cuda_devices(device: torch.device) -> list[int]:
     return [device.index if device.index is not None else torch.cuda.current_device()]
 
 
-def _prepare_model(model: torch.nn.Module, cfg: SFTConfig, device: torch.device) -> torch.nn.Module:
-    """The model to train: itself (all parameters) or a peft LoRA wrapper with seeded adapters."""
+def _prepare_model(model: Any, cfg: SFTConfig, device: torch.device) -> Any:
+    """The model to train (a transformers model): itself (all parameters) or a peft LoRA wrapper with
+    seeded adapters."""
     if cfg.lora is None:
         for p in model.parameters():
             p.requires_grad_(True)
@@ -225,8 +238,14 @@ def _prepare_model(model: torch.nn.Module, cfg: SFTConfig, device: torch.device)
 
     if hasattr(model, "peft_config"):
         raise TaskextrapError("the model already has a LoRA adapter: merge it or pass the base model")
-    lora = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
-                      target_modules=list(cfg.lora.target_modules), task_type="CAUSAL_LM")
+    lora = LoraConfig(
+        r=cfg.lora.r,
+        # peft annotates lora_alpha as int; it is a scale (lora_alpha / r): a float works the same
+        lora_alpha=cfg.lora.alpha,  # type: ignore[arg-type]
+        lora_dropout=cfg.lora.dropout,
+        target_modules=list(cfg.lora.target_modules),
+        task_type="CAUSAL_LM",
+    )
     # the adapters' random init must not depend on earlier draws from the global RNG
     with torch.random.fork_rng(devices=_cuda_devices(device)), warnings.catch_warnings():
         # peft reads a transformers attribute deprecated in v5; the warning is not ours to fix
@@ -237,7 +256,8 @@ def _prepare_model(model: torch.nn.Module, cfg: SFTConfig, device: torch.device)
 
 def _optimizer(model: torch.nn.Module, cfg: SFTConfig) -> torch.optim.AdamW:
     """AdamW; biases and norm gains (1-d parameters) get no weight decay, as usual."""
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for p in model.parameters():
         if p.requires_grad:
             (decay if p.ndim >= 2 else no_decay).append(p)
@@ -259,14 +279,15 @@ def _lr_lambda(cfg: SFTConfig) -> Callable[[int], float]:
 
 def _step(lm: LanguageModel, pairs, params, opt, sched, cfg: SFTConfig) -> float:
     """One optimiser step over ``grad_accum`` micro-batches; return the mean completion-token loss."""
-    micro = [training_batch(lm, pairs[k:k + cfg.batch_size]) for k in range(0, len(pairs), cfg.batch_size)]
+    micro = [training_batch(lm, pairs[k : k + cfg.batch_size]) for k in range(0, len(pairs), cfg.batch_size)]
     # normalise by the step's token count, so accumulation equals one big batch
     n_tokens = sum(int((lab[:, 1:] != IGNORE).sum()) for _, _, lab in micro)
     total = 0.0
     for ids, mask, lab in micro:
         logits = lm.model(input_ids=ids, attention_mask=mask).logits[:, :-1]
-        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
-                                                 lab[:, 1:].reshape(-1), ignore_index=IGNORE, reduction="sum")
+        loss = torch.nn.functional.cross_entropy(
+            logits.float().reshape(-1, logits.shape[-1]), lab[:, 1:].reshape(-1), ignore_index=IGNORE, reduction="sum"
+        )
         (loss / n_tokens).backward()
         total += float(loss.detach())
     if cfg.max_grad_norm is not None:
@@ -299,8 +320,13 @@ def _save_checkpoint(out: Path, model, opt, sched, cfg: SFTConfig, step: int, hi
     files = {CKPT_WEIGHTS: weights, CKPT_STATE: buffer.getvalue()}
     for name, data in files.items():
         write_bytes_atomic(folder / name, data)  # a crash never leaves a half-written file
-    meta = {"step": step, "fingerprint": cfg.fingerprint(), "loss": history, "config": dataclasses.asdict(cfg),
-            "files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}}
+    meta = {
+        "step": step,
+        "fingerprint": cfg.fingerprint(),
+        "loss": history,
+        "config": dataclasses.asdict(cfg),
+        "files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
+    }
     write_text_atomic(folder / CKPT_JSON, json.dumps({**meta, "checksum": _meta_checksum(meta)}))
     for old in out.glob(f"{CKPT_PREFIX}*"):
         if old != folder and old.is_dir():
@@ -333,8 +359,12 @@ def finished_checkpoint(out_dir: str | os.PathLike, cfg: SFTConfig) -> Path | No
     folder = latest_checkpoint(out_dir) if Path(out_dir).is_dir() else None
     if folder is None:
         return None
-    meta, why = _read_meta(folder)
-    return folder if why is None and meta.get("fingerprint") == cfg.fingerprint() and meta["step"] == cfg.steps else None
+    meta, _ = _read_meta(folder)
+    return (
+        folder
+        if meta is not None and meta.get("fingerprint") == cfg.fingerprint() and meta["step"] == cfg.steps
+        else None
+    )
 
 
 class _Damaged(Exception):
@@ -371,7 +401,7 @@ def _load_checkpoint(folder: Path, model, opt, sched, cfg: SFTConfig) -> tuple[i
     history). Raises :class:`_Damaged` when it cannot be used, having changed nothing; a
     checkpoint of another config or model (intact, so no damage) is a one-line TaskextrapError."""
     meta, why = _read_meta(folder)
-    if why is not None:
+    if meta is None:
         raise _Damaged(why)
     if meta["fingerprint"] != cfg.fingerprint():
         raise TaskextrapError(f"{folder.parent} holds a checkpoint of a different training config: use another out_dir")
@@ -382,8 +412,11 @@ def _load_checkpoint(folder: Path, model, opt, sched, cfg: SFTConfig) -> tuple[i
         try:
             data[name] = (folder / name).read_bytes()
         except OSError as exc:
-            raise _Damaged(f"{name} is missing" if isinstance(exc, FileNotFoundError)
-                           else f"cannot read {name} ({exc.strerror or type(exc).__name__})") from None
+            raise _Damaged(
+                f"{name} is missing"
+                if isinstance(exc, FileNotFoundError)
+                else f"cannot read {name} ({exc.strerror or type(exc).__name__})"
+            ) from None
         expected = meta.get("files", {}).get(name) if isinstance(meta.get("files"), dict) else None
         if expected is not None and hashlib.sha256(data[name]).hexdigest() != expected:
             raise _Damaged(f"{name} does not match its checksum (truncated, edited or damaged)")
@@ -399,8 +432,10 @@ def _load_checkpoint(folder: Path, model, opt, sched, cfg: SFTConfig) -> tuple[i
         raise TaskextrapError(f"the checkpoint in {folder} does not match this model's trainable parameters")
     for name, t in weights.items():
         if t.shape != trainable[name].shape or t.dtype != trainable[name].dtype:
-            raise _Damaged(f"{CKPT_WEIGHTS} holds {name} as {t.dtype} {list(t.shape)}, the model has "
-                           f"{trainable[name].dtype} {list(trainable[name].shape)}")
+            raise _Damaged(
+                f"{CKPT_WEIGHTS} holds {name} as {t.dtype} {list(t.shape)}, the model has "
+                f"{trainable[name].dtype} {list(trainable[name].shape)}"
+            )
     device = next(model.parameters()).device
     try:  # weights_only: the file is never unpickled as arbitrary objects
         state = torch.load(io.BytesIO(data[CKPT_STATE]), map_location=device, weights_only=True)
@@ -408,8 +443,11 @@ def _load_checkpoint(folder: Path, model, opt, sched, cfg: SFTConfig) -> tuple[i
         # an UnpicklingError's message is a long essay on weights_only: say what it means here
         why = "not a torch.save file of plain tensors" if isinstance(exc, pickle.UnpicklingError) else _first_line(exc)
         raise _Damaged(f"{CKPT_STATE} is unreadable ({why})") from None
-    if not (isinstance(state, dict) and isinstance(state.get("optimizer"), dict)
-            and isinstance(state.get("scheduler"), dict)):
+    if not (
+        isinstance(state, dict)
+        and isinstance(state.get("optimizer"), dict)
+        and isinstance(state.get("scheduler"), dict)
+    ):
         raise _Damaged(f"{CKPT_STATE} holds no optimizer and scheduler state")
     fresh = copy.deepcopy((opt.state_dict(), sched.state_dict()))
     try:
@@ -448,6 +486,9 @@ def _resume(out: Path, model, opt, sched, cfg: SFTConfig) -> tuple[int, list[flo
         except _Damaged as exc:
             shutil.rmtree(folder, ignore_errors=True)
             then = f"resuming from {folders[k + 1].name}" if k + 1 < len(folders) else "restarting this run from step 0"
-            warnings.warn(f"fine-tuning checkpoint {folder} is damaged ({exc}): deleted it, {then}",
-                          TaskextrapWarning, stacklevel=3)
+            warnings.warn(
+                f"fine-tuning checkpoint {folder} is damaged ({exc}): deleted it, {then}",
+                TaskextrapWarning,
+                stacklevel=3,
+            )
     return 0, []

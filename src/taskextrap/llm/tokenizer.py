@@ -72,11 +72,18 @@ def char_tokenizer_hf(alphabet: str = DEFAULT_ALPHABET):
     backend.pre_tokenizer = pre_tokenizers.Split(Regex(_ONE_CHARACTER), behavior="isolated")
     backend.decoder = decoders.Fuse()
     bos = SPECIAL_TOKENS[BOS]
-    backend.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B",
-                                                           special_tokens=[(bos, BOS)])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token=SPECIAL_TOKENS[PAD], bos_token=bos,
-                                   eos_token=SPECIAL_TOKENS[EOS], unk_token=SPECIAL_TOKENS[UNK],
-                                   split_special_tokens=True, clean_up_tokenization_spaces=False)
+    backend.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", pair=f"{bos} $A $B", special_tokens=[(bos, BOS)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token=SPECIAL_TOKENS[PAD],
+        bos_token=bos,
+        eos_token=SPECIAL_TOKENS[EOS],
+        unk_token=SPECIAL_TOKENS[UNK],
+        split_special_tokens=True,
+        clean_up_tokenization_spaces=False,
+    )
 
 
 def char_alphabet(tokenizer) -> str | None:
@@ -97,8 +104,11 @@ def char_alphabet(tokenizer) -> str | None:
     except TaskextrapError:
         return None
     same_ids = [tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id]
-    if (same_ids != [PAD, BOS, EOS, UNK] or not getattr(tokenizer, "split_special_tokens", False)
-            or getattr(tokenizer, "clean_up_tokenization_spaces", True)):
+    if (
+        same_ids != [PAD, BOS, EOS, UNK]
+        or not getattr(tokenizer, "split_special_tokens", False)
+        or getattr(tokenizer, "clean_up_tokenization_spaces", True)
+    ):
         return None
     return alphabet if _pipeline(backend) == _pipeline(expected.backend_tokenizer) else None
 
@@ -170,8 +180,9 @@ class HFTokenizer:
         """The prompt as one user chat turn plus the generation prompt when ``chat``, else unchanged."""
         if not self.chat:
             return text
-        return self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                                  add_generation_prompt=True)
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+        )
 
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the tokenizer's files into ``directory`` (``save_pretrained``); return the folder."""
@@ -200,7 +211,7 @@ class CharTokenizer(HFTokenizer):
         super().__init__(char_tokenizer_hf(alphabet) if tokenizer is None else tokenizer, add_bos=True)
 
     @classmethod
-    def from_hf(cls, tokenizer) -> "CharTokenizer | None":
+    def from_hf(cls, tokenizer) -> CharTokenizer | None:
         """``tokenizer`` (a loaded ``transformers`` tokenizer) as a CharTokenizer when it is one
         (:func:`char_alphabet`), else None."""
         alphabet = char_alphabet(tokenizer)
@@ -235,7 +246,7 @@ class CharTokenizer(HFTokenizer):
         return out
 
     @classmethod
-    def load(cls, directory: str | os.PathLike) -> "CharTokenizer":
+    def load(cls, directory: str | os.PathLike) -> CharTokenizer:
         """The character tokenizer saved in ``directory``: its ``tokenizer.json`` (what
         :meth:`save` writes), else the older ``char_tokenizer.json``."""
         root = Path(directory)
@@ -253,7 +264,7 @@ class CharTokenizer(HFTokenizer):
         return cls.load_legacy(root)
 
     @classmethod
-    def load_legacy(cls, directory: str | os.PathLike) -> "CharTokenizer":
+    def load_legacy(cls, directory: str | os.PathLike) -> CharTokenizer:
         """Read the ``char_tokenizer.json`` of a directory saved by earlier versions."""
         path = Path(directory) / LEGACY_TOKENIZER_FILE
         if not path.is_file():

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from taskextrap.errors import TaskextrapError
 
 if TYPE_CHECKING:
     from taskextrap.llm.model import LanguageModel
-    from taskextrap.llm.sft import LoraSettings, SamplePairs, SFTConfig
+    from taskextrap.llm.sft import SamplePairs, SFTConfig
 
 MISSING_TRL = "trl is not installed: pip install 'taskextrap[trl]'"
 
@@ -91,28 +91,51 @@ def trainer_config(cfg: SFTConfig, output_dir: str | os.PathLike, **overrides):
 
     from trl import SFTConfig as TRLConfig
 
-    settings = dict(output_dir=str(output_dir), per_device_train_batch_size=cfg.batch_size,
-                    gradient_accumulation_steps=cfg.grad_accum, max_steps=cfg.steps, num_train_epochs=1,
-                    learning_rate=cfg.lr, lr_scheduler_type="cosine", warmup_steps=cfg.warmup_steps,
-                    weight_decay=cfg.weight_decay,
-                    max_grad_norm=0.0 if cfg.max_grad_norm is None else cfg.max_grad_norm,
-                    seed=cfg.seed, completion_only_loss=True, max_length=None,
-                    train_sampling_strategy="sequential", bf16=False, fp16=False, gradient_checkpointing=False,
-                    report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True)
+    settings: dict[str, Any] = dict(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.grad_accum,
+        max_steps=cfg.steps,
+        num_train_epochs=1,
+        learning_rate=cfg.lr,
+        lr_scheduler_type="cosine",
+        warmup_steps=cfg.warmup_steps,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=0.0 if cfg.max_grad_norm is None else cfg.max_grad_norm,
+        seed=cfg.seed,
+        completion_only_loss=True,
+        max_length=None,
+        train_sampling_strategy="sequential",
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
+    )
     settings.update(overrides)
     from transformers import TrainingArguments
 
     if "train_sampling_strategy" not in TrainingArguments.__dataclass_fields__:
-        raise TaskextrapError("the trl recipe needs a transformers whose TrainingArguments has train_sampling_strategy "
-                              "(to read the steps in order): pip install -U transformers")
+        raise TaskextrapError(
+            "the trl recipe needs a transformers whose TrainingArguments has train_sampling_strategy "
+            "(to read the steps in order): pip install -U transformers"
+        )
     with warnings.catch_warnings():
         # transformers 5 calls gradient_checkpointing a deprecated alias; trl's own default sets it
         warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category=FutureWarning)
         return TRLConfig(**settings)
 
 
-def sft_trainer(lm: LanguageModel, sample_pairs: SamplePairs, cfg: SFTConfig, output_dir: str | os.PathLike,
-                own_optimizer: bool = True, **overrides):
+def sft_trainer(
+    lm: LanguageModel,
+    sample_pairs: SamplePairs,
+    cfg: SFTConfig,
+    output_dir: str | os.PathLike,
+    own_optimizer: bool = True,
+    **overrides,
+):
     """A ``trl.SFTTrainer`` that fine-tunes ``lm`` as :func:`taskextrap.llm.sft.train` would;
     call ``.train()`` on it, then use ``trainer.model`` (``lm.model`` itself, trained in place,
     or its peft LoRA wrapper: merge it with ``merge_and_unload()``).
@@ -137,11 +160,16 @@ def sft_trainer(lm: LanguageModel, sample_pairs: SamplePairs, cfg: SFTConfig, ou
     _check_config(cfg)
     dataset = sft_dataset(lm, sample_pairs, cfg)
     model = _prepare_model(lm.model, cfg, lm.device)
-    optimizers = (None, None)
+    optimizers: tuple[torch.optim.Optimizer | None, torch.optim.lr_scheduler.LambdaLR | None] = (None, None)
     if own_optimizer:
         opt = _optimizer(model, cfg)
         optimizers = (opt, torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(cfg)))
     if lm.device.type == "cpu":
         overrides = {"use_cpu": True, "dataloader_pin_memory": False, **overrides}
-    return SFTTrainer(model=model, args=trainer_config(cfg, output_dir, **overrides), train_dataset=dataset,
-                      processing_class=tokenizer, optimizers=optimizers)
+    return SFTTrainer(
+        model=model,
+        args=trainer_config(cfg, output_dir, **overrides),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        optimizers=optimizers,
+    )

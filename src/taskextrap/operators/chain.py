@@ -36,9 +36,9 @@ class _Unrolled(nn.Module):
 
     def forward(self, rows: torch.Tensor) -> torch.Tensor:
         r, d = self.points, self.depth
-        s, ctx, states = rows[:, :1], rows[:, 1 + d * r:], []
+        s, ctx, states = rows[:, :1], rows[:, 1 + d * r :], []
         for i in range(d):
-            s = self.step(torch.cat([s, rows[:, 1 + i * r:1 + (i + 1) * r], ctx], dim=1))
+            s = self.step(torch.cat([s, rows[:, 1 + i * r : 1 + (i + 1) * r], ctx], dim=1))
             states.append(s)
         return torch.cat(states, dim=1)
 
@@ -52,9 +52,19 @@ class ChainOperator(_PointwiseNet):
     training primitives' outputs); ``points`` its size.
     """
 
-    def __init__(self, scaler: FamilyScaler, primitives: PrimitiveSet, n_context: int, depth: int, seed: int,
-                 cfg: TrainConfig, value_span: tuple[float, float], points: int = 49, blocks=POINTWISE_BLOCKS,
-                 context: bool = False):
+    def __init__(
+        self,
+        scaler: FamilyScaler,
+        primitives: PrimitiveSet,
+        n_context: int,
+        depth: int,
+        seed: int,
+        cfg: TrainConfig,
+        value_span: tuple[float, float],
+        points: int = 49,
+        blocks=POINTWISE_BLOCKS,
+        context: bool = False,
+    ):
         super().__init__(1 + points + (2 * n_context if context else 0), seed, cfg, blocks)  # the step network
         self.step = self.net
         self.net = _Unrolled(self.step, depth, points)
@@ -80,9 +90,10 @@ class ChainOperator(_PointwiseNet):
             out.append(self.scaler.y(v).reshape(-1))
         return np.stack(out, axis=1).astype(np.float32)
 
-    def fit(self, make_arrays, val_arrays, rng, progress=None) -> "ChainOperator":
+    def fit(self, make_arrays, val_arrays, rng, progress=None) -> ChainOperator:
         """Train on arrays (qry_x, chains, ctx_x, ctx_y, qry_y) from ``make_arrays(rng)``: every
         intermediate state is scored (the last one is ``qry_y``)."""
+
         def to_rows(a):
             qry_x, chains, ctx_x, ctx_y, _qry_y = a
             chains = np.asarray(chains).astype(int)

@@ -20,8 +20,17 @@ from taskextrap.tasks.primitives import PrimitiveSet
 class CompositionOperator(_PointwiseNet):
     """Psi_comp(x_q, f(x_q), g(x_q), f on range grid, g on domain grid, context) -> h(x_q)."""
 
-    def __init__(self, scaler: FamilyScaler, primitives: PrimitiveSet, n_context: int, seed: int, cfg: TrainConfig,
-                 range_points: int = 33, domain_points: int = 17, blocks=POINTWISE_BLOCKS):
+    def __init__(
+        self,
+        scaler: FamilyScaler,
+        primitives: PrimitiveSet,
+        n_context: int,
+        seed: int,
+        cfg: TrainConfig,
+        range_points: int = 33,
+        domain_points: int = 17,
+        blocks=POINTWISE_BLOCKS,
+    ):
         lo, hi = primitives.grid[0], primitives.grid[-1]
         half = min(8.0, -lo, hi)  # inner values stay within about +-7 for the built-in primitives
         self.range_grid = np.linspace(-half, half, range_points)
@@ -37,16 +46,23 @@ class CompositionOperator(_PointwiseNet):
         f_curve = p.interp(np.broadcast_to(self.range_grid, (n, len(self.range_grid))), outer)
         g_curve = p.interp(np.broadcast_to(self.domain_grid, (n, len(self.domain_grid))), inner)
         per_task = np.concatenate([s.y(f_curve), s.y(g_curve), s.x(ctx_x), s.y(ctx_y)], axis=1)
-        cols = [s.x(qry_x)[..., None], s.y(f_q)[..., None], s.y(g_q)[..., None],
-                np.broadcast_to(per_task[:, None, :], (n, q, per_task.shape[1]))]
+        cols = [
+            s.x(qry_x)[..., None],
+            s.y(f_q)[..., None],
+            s.y(g_q)[..., None],
+            np.broadcast_to(per_task[:, None, :], (n, q, per_task.shape[1])),
+        ]
         return np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
 
-    def fit(self, make_arrays, val_arrays, rng, progress=None) -> "CompositionOperator":
+    def fit(self, make_arrays, val_arrays, rng, progress=None) -> CompositionOperator:
         """Train on arrays (qry_x, outer, inner, ctx_x, ctx_y, qry_y) from ``make_arrays(rng)``."""
+
         def to_rows(a):
             qry_x, outer, inner, ctx_x, ctx_y, qry_y = a
-            return (self.features(qry_x, outer, inner, ctx_x, ctx_y),
-                    self.scaler.y(qry_y).reshape(-1).astype(np.float32))
+            return (
+                self.features(qry_x, outer, inner, ctx_x, ctx_y),
+                self.scaler.y(qry_y).reshape(-1).astype(np.float32),
+            )
 
         self._train_batches(make_arrays, val_arrays, to_rows, rng, progress)
         return self

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
-from taskextrap.operators.param import _PointwiseNet, loo_masks  # noqa: F401 (loo_masks: re-exported)
+from taskextrap.operators.param import _PointwiseNet, loo_masks
 from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
 
@@ -24,8 +24,15 @@ from taskextrap.scaling import FamilyScaler
 class ExtensionOperator(_PointwiseNet):
     """Psi_ext(x_q, pred(x_q), ctx_x, pred(ctx_x), mask * (ctx_y - pred(ctx_x)), mask, phi) -> target - pred."""
 
-    def __init__(self, scaler: FamilyScaler, n_context: int, coef_half: float, seed: int, cfg: TrainConfig,
-                 blocks=POINTWISE_BLOCKS):
+    def __init__(
+        self,
+        scaler: FamilyScaler,
+        n_context: int,
+        coef_half: float,
+        seed: int,
+        cfg: TrainConfig,
+        blocks=POINTWISE_BLOCKS,
+    ):
         super().__init__(3 + 4 * n_context, seed, cfg, blocks)
         self.scaler, self.n_context, self.coef_half = scaler, n_context, coef_half
 
@@ -40,13 +47,19 @@ class ExtensionOperator(_PointwiseNet):
         mask = np.broadcast_to(mask if mask.ndim == 3 else mask[:, None, :], (n, q, k))
         resid = np.broadcast_to(s.dy(ctx_y - pred_ctx)[:, None, :], (n, q, k)) * mask
         per_task = np.concatenate([s.x(ctx_x), s.y(pred_ctx)], axis=1)
-        cols = [s.x(qry_x)[..., None], s.y(pred_q)[..., None],
-                np.broadcast_to(per_task[:, None, :], (n, q, 2 * k)), resid, mask,
-                np.broadcast_to((np.asarray(phi, dtype=float) / self.coef_half)[:, None, None], (n, q, 1))]
+        cols = [
+            s.x(qry_x)[..., None],
+            s.y(pred_q)[..., None],
+            np.broadcast_to(per_task[:, None, :], (n, q, 2 * k)),
+            resid,
+            mask,
+            np.broadcast_to((np.asarray(phi, dtype=float) / self.coef_half)[:, None, None], (n, q, 1)),
+        ]
         return np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
 
-    def fit(self, make_arrays, val_arrays, rng, progress=None) -> "ExtensionOperator":
+    def fit(self, make_arrays, val_arrays, rng, progress=None) -> ExtensionOperator:
         """Train on arrays (qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi, qry_y) from ``make_arrays(rng)``."""
+
         def to_rows(a):
             qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi, qry_y = a
             rows = self.features(qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi)

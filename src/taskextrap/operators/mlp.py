@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import torch
 from torch import nn
@@ -16,8 +18,8 @@ POINTWISE_BLOCKS = ((128, 128, 64), (64, 64, 32), (64,))
 
 # Rows per forward pass at prediction: 4096 keep the activations in cache (faster than 65536
 # rows on one CPU thread: benchmarks/results/kernels.json). A CPU matrix product rounds the
-# last (row count mod 8) rows of a pass with another kernel; 4096 divides 65536, the size before, so the same rows come last
-# and every prediction keeps its bits (tests/test_speed.py).
+# last (row count mod 8) rows of a pass with another kernel; 4096 divides 65536, the size before,
+# so the same rows come last and every prediction keeps its bits (tests/test_speed.py).
 PREDICT_CHUNK = 4096
 
 
@@ -26,14 +28,14 @@ def predict_rows(net, rows: np.ndarray, device: torch.device | str = "cpu", chun
     ``chunk`` rows at a time moved to ``device`` (the network's); the outputs (n, out) come
     back on the CPU."""
     with torch.no_grad():
-        out = [net(torch.from_numpy(rows[i:i + chunk]).to(device)) for i in range(0, len(rows), chunk)]
+        out = [net(torch.from_numpy(rows[i : i + chunk]).to(device)) for i in range(0, len(rows), chunk)]
     return torch.cat(out).cpu()
 
 
 def mlp(sizes: list[int]) -> nn.Sequential:
     """Linear layers with ReLU between them and a linear output."""
     layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+    for i, (a, b) in enumerate(itertools.pairwise(sizes)):
         layers.append(nn.Linear(a, b))
         if i < len(sizes) - 2:
             layers.append(nn.ReLU())

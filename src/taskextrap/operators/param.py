@@ -12,7 +12,8 @@ output stay in the range seen in training even though the target's own values do
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from typing import Any, Self
 
 import numpy as np
 import torch
@@ -47,8 +48,8 @@ def _stack(blocks: list[np.ndarray], n: int, q: int) -> np.ndarray:
     widths = [b.shape[-1] for b in blocks]
     out = np.empty((n, q, sum(widths)), np.float32)
     j = 0
-    for b, w in zip(blocks, widths):
-        out[:, :, j:j + w] = b
+    for b, w in zip(blocks, widths, strict=True):
+        out[:, :, j : j + w] = b
         j += w
     return out.reshape(n * q, -1)
 
@@ -64,48 +65,66 @@ class _PointwiseNet:
     component = "psi"  # the name this network reports to the leak audit
 
     def __init__(self, n_features: int, seed: int, cfg: TrainConfig, blocks=PARAMETER_BLOCKS):
-        self.net = block_mlp(n_features, 1, seed, blocks)
+        self.net: torch.nn.Module = block_mlp(n_features, 1, seed, blocks)  # ChainOperator unrolls it
         self.device = torch.device("cpu")  # where the network runs (:meth:`to`): rows are moved there
         self.cfg = cfg
         self.history: list[float] = []
 
-    def to(self, device) -> "_PointwiseNet":
+    def to(self, device) -> Self:
         """Run the network on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``); returns self."""
         self.device = torch.device(device)
         self.net.to(self.device)
         return self
 
-    def _train_batches(self, make_batch: Callable[[np.random.Generator], tuple], val_batch: tuple | None,
-                       to_rows: Callable[[tuple], tuple[np.ndarray, np.ndarray]], rng: np.random.Generator,
-                       progress=None):
+    def _train_batches(
+        self,
+        make_batch: Callable[[np.random.Generator], tuple],
+        val_batch: tuple | None,
+        to_rows: Callable[[tuple], tuple[np.ndarray, np.ndarray]],
+        rng: np.random.Generator,
+        progress=None,
+    ):
         """Train on rows of batches from ``make_batch(rng)`` (a fresh one whenever a pass is used up),
         selecting on ``val_batch``; every batch is reported to the leak audit (``audit.consume``)
         as it is turned into the rows the optimiser or the model selection sees."""
+
         def rows(batch, stage):
             return to_rows(audit.consume(self.component, batch, stage))
 
-        self._train(lambda r: rows(make_batch(r), "train"), None if val_batch is None else rows(val_batch, "val"),
-                    rng, progress)
+        self._train(
+            lambda r: rows(make_batch(r), "train"), None if val_batch is None else rows(val_batch, "val"), rng, progress
+        )
 
-    def _train(self, make_rows: Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]],
-               val_rows: tuple[np.ndarray, np.ndarray] | None, rng: np.random.Generator, progress=None):
+    def _train(
+        self,
+        make_rows: Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]],
+        val_rows: tuple[np.ndarray, np.ndarray] | None,
+        rng: np.random.Generator,
+        progress=None,
+    ):
         """Train on rows from ``make_rows`` (called again for a fresh pass when one is used up);
         targets are (rows,) or (rows, outputs)."""
-        state = {"x": None, "y": None, "pos": 0}
+        state: dict[str, Any] = {"x": None, "y": None, "pos": 0}
 
         def make_batch(_step):
             if state["x"] is None or state["pos"] + self.cfg.batch > len(state["x"]):
                 x, y = make_rows(rng)
                 perm = rng.permutation(len(x))
-                state.update(x=torch.from_numpy(x[perm]).to(self.device),
-                             y=torch.from_numpy(_column(y)[perm]).to(self.device), pos=0)
+                state.update(
+                    x=torch.from_numpy(x[perm]).to(self.device),
+                    y=torch.from_numpy(_column(y)[perm]).to(self.device),
+                    pos=0,
+                )
             sl = slice(state["pos"], state["pos"] + self.cfg.batch)
             state["pos"] += self.cfg.batch
             return state["x"][sl], state["y"][sl]
 
         val = None
         if val_rows is not None:
-            val = (torch.from_numpy(val_rows[0]).to(self.device), torch.from_numpy(_column(val_rows[1])).to(self.device))
+            val = (
+                torch.from_numpy(val_rows[0]).to(self.device),
+                torch.from_numpy(_column(val_rows[1])).to(self.device),
+            )
         self.net.train()
         self.history = train_regressor(self.net, make_batch, val, self.cfg, progress)
         self.net.eval()
@@ -117,8 +136,11 @@ class _PointwiseNet:
 
     def load_state(self, arrays: dict, prefix: str) -> None:
         """Weights and history from :meth:`state`'s arrays, into this (same-shaped) network."""
-        net = {k.removeprefix(f"{prefix}.net."): torch.from_numpy(v.copy()).to(self.device) for k, v in arrays.items()
-               if k.startswith(f"{prefix}.net.")}
+        net = {
+            k.removeprefix(f"{prefix}.net."): torch.from_numpy(v.copy()).to(self.device)
+            for k, v in arrays.items()
+            if k.startswith(f"{prefix}.net.")
+        }
         self.net.load_state_dict(net)
         self.net.eval()
         self.history = arrays[f"{prefix}.history"].tolist()
@@ -137,8 +159,9 @@ class RelationalOperator(_PointwiseNet):
     (:meth:`loo_loss`).
     """
 
-    def __init__(self, scaler: FamilyScaler, n_context: int, shift_dim: int, seed: int, cfg: TrainConfig,
-                 loo: bool = False):
+    def __init__(
+        self, scaler: FamilyScaler, n_context: int, shift_dim: int, seed: int, cfg: TrainConfig, loo: bool = False
+    ):
         super().__init__(2 + (4 if loo else 3) * n_context + shift_dim, seed, cfg)
         self.scaler, self.loo = scaler, loo
 
@@ -155,12 +178,16 @@ class RelationalOperator(_PointwiseNet):
         mask = np.broadcast_to(mask, (n, q, k))
         resid = s.dy(ctx_y - anc_ctx)[:, None, :] * mask
         per_task = np.concatenate([s.x(ctx_x), s.y(anc_ctx)], axis=1)
-        return _stack([s.x(qry_x)[..., None], s.y(anc_q)[..., None], per_task[:, None], resid, mask,
-                       np.asarray(shift)[:, None]], n, q)
+        return _stack(
+            [s.x(qry_x)[..., None], s.y(anc_q)[..., None], per_task[:, None], resid, mask, np.asarray(shift)[:, None]],
+            n,
+            q,
+        )
 
-    def fit(self, make_batch_arrays, val_arrays, rng, progress=None) -> "RelationalOperator":
+    def fit(self, make_batch_arrays, val_arrays, rng, progress=None) -> RelationalOperator:
         """Train on arrays (ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y) from the callables;
         a ``loo`` operator's arrays end with the target's noiseless values at the context, ctx_true."""
+
         def to_rows(a):
             ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y = a[:7]
             rows = self.features(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift)
@@ -194,8 +221,16 @@ class RelationalOperator(_PointwiseNet):
 class InductiveRegressor(_PointwiseNet):
     """y(x_q) from the context alone, optionally with a task descriptor (proxy embedding or true theta)."""
 
-    def __init__(self, scaler: FamilyScaler, n_context: int, extra_dim: int, seed: int, cfg: TrainConfig,
-                 blocks=PARAMETER_BLOCKS, component: str = "inductive"):
+    def __init__(
+        self,
+        scaler: FamilyScaler,
+        n_context: int,
+        extra_dim: int,
+        seed: int,
+        cfg: TrainConfig,
+        blocks=PARAMETER_BLOCKS,
+        component: str = "inductive",
+    ):
         super().__init__(1 + 2 * n_context + extra_dim, seed, cfg, blocks)
         self.scaler, self.component = scaler, component
 
@@ -208,14 +243,14 @@ class InductiveRegressor(_PointwiseNet):
         ctx_x, ctx_y, qry_x, qry_y, extra = batch
         return self.features(ctx_x, ctx_y, qry_x, extra), self.scaler.y(qry_y).reshape(-1).astype(np.float32)
 
-    def fit(self, train: tuple, val: tuple, rng, progress=None) -> "InductiveRegressor":
+    def fit(self, train: tuple, val: tuple, rng, progress=None) -> InductiveRegressor:
         """Train on fixed draws ``train`` = (ctx_x, ctx_y, qry_x, qry_y, extra); select on ``val``
         (the same arrays of held-out library tasks). Both are reported to the leak audit once."""
         rows = self._rows(audit.consume(self.component, train, "train"))
         self._train(lambda r: rows, self._rows(audit.consume(self.component, val, "val")), rng, progress)
         return self
 
-    def fit_stream(self, make_arrays, val, rng, progress=None) -> "InductiveRegressor":
+    def fit_stream(self, make_arrays, val, rng, progress=None) -> InductiveRegressor:
         """Train on fresh arrays (ctx_x, ctx_y, qry_x, qry_y, extra) from ``make_arrays(rng)`` each pass."""
         self._train_batches(make_arrays, val, self._rows, rng, progress)
         return self

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -35,9 +35,13 @@ class TrainConfig:
         check_int("TrainConfig.eval_every", self.eval_every, 1)
 
 
-def train_regressor(model: nn.Module, make_batch: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
-                    val: tuple[torch.Tensor, torch.Tensor] | None, cfg: TrainConfig,
-                    progress: Callable[[int, float], None] | None = None) -> list[float]:
+def train_regressor(
+    model: nn.Module,
+    make_batch: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+    val: tuple[torch.Tensor, torch.Tensor] | None,
+    cfg: TrainConfig,
+    progress: Callable[[int, float], None] | None = None,
+) -> list[float]:
     """Minimise MSE of ``model`` on batches from ``make_batch(step)``; return the loss history.
 
     When ``val`` is given (inputs, targets from held-out *training-region* tasks), the weights

@@ -18,7 +18,8 @@ difference of two methods removes the spread between targets that both share. DE
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -30,8 +31,9 @@ __all__ = ["paired_difference", "compare_rows", "clear_claims", "REFERENCE_METHO
 REFERENCE_METHOD = "rte"
 
 
-def paired_difference(errors_a: Any, errors_b: Any, metric: str = "mse", n_boot: int = 10000,
-                      seed: int = 0) -> dict[str, Any]:
+def paired_difference(
+    errors_a: Any, errors_b: Any, metric: str = "mse", n_boot: int = 10000, seed: int = 0
+) -> dict[str, Any]:
     """The paired difference ``A - B`` of two methods' per-(target, seed) errors on the same targets.
 
     ``errors_a`` and ``errors_b`` have the same shape ``(n_targets, n_seeds)`` (a 1-D array is one
@@ -58,8 +60,16 @@ def paired_difference(errors_a: Any, errors_b: Any, metric: str = "mse", n_boot:
     excludes_zero = iv["lo"] is not None and (iv["lo"] > 0 or iv["hi"] < 0)
     same_sign = diff != 0 and all(np.sign(v) == np.sign(diff) for v in seed_diffs)
     ci95 = None if iv["lo"] is None else float((iv["hi"] - iv["lo"]) / 2.0)
-    return {"diff": diff, "lo": iv["lo"], "hi": iv["hi"], "ci95": ci95, "n": iv["n"],
-            "ci_method": iv["ci_method"], "seed_diffs": seed_diffs, "clear": bool(excludes_zero and same_sign)}
+    return {
+        "diff": diff,
+        "lo": iv["lo"],
+        "hi": iv["hi"],
+        "ci95": ci95,
+        "n": iv["n"],
+        "ci_method": iv["ci_method"],
+        "seed_diffs": seed_diffs,
+        "clear": bool(excludes_zero and same_sign),
+    }
 
 
 def _better(metric: str, diff: float, a: str, b: str) -> str:
@@ -69,35 +79,53 @@ def _better(metric: str, diff: float, a: str, b: str) -> str:
 
 
 def compare_rows(rows: Iterable[dict], reference: str = REFERENCE_METHOD) -> list[dict[str, Any]]:
-    """Paired comparisons of a results table: in each (group, metric) but the diagnostics (``coverage``, ``entropy``), ``reference`` (``rte``;
-    the group's first method where it has no ``rte`` row) against every other method.
+    """Paired comparisons of a results table: in each (group, metric) but the diagnostics
+    (``coverage``, ``entropy``), ``reference`` (``rte``; the group's first method where it has no
+    ``rte`` row) against every other method.
 
     Every row must carry its per-(target, seed) array (``row.errors``, set by
     :func:`~taskextrap.report.schema.make_row`; ``ResultRow.replace`` keeps it, a ``{**row}``
     copy does not): a row without one raises, so no comparison is silently left out. Rows whose
-    arrays differ in shape from the reference's (other targets) are not compared. Each entry is ``{"group", "metric", "a", "b", "diff", "lo", "hi", "seed_diffs",
-    "n", "ci_method", "clear", "winner"}`` with ``diff = a - b`` from :func:`paired_difference`
+    arrays differ in shape from the reference's (other targets) are not compared. Each entry is
+    ``{"group", "metric", "a", "b", "diff", "lo", "hi", "seed_diffs", "n", "ci_method", "clear",
+    "winner"}`` with ``diff = a - b`` from :func:`paired_difference`
     and ``winner`` the better method when the comparison is ``clear`` (else None).
     """
-    by_key: dict[tuple[str, str], list[dict]] = {}
+    by_key: dict[tuple[str, str], list[tuple[dict, np.ndarray]]] = {}  # (row, its errors)
     for r in rows:
-        if getattr(r, "errors", None) is None:
-            raise TaskextrapError(f"row {r['group']}/{r['method']} has no per-target errors to compare "
-                                  "(build rows with make_row; copy them with ResultRow.replace)")
-        by_key.setdefault((r["group"], r["metric"]), []).append(r)
+        errors = getattr(r, "errors", None)
+        if errors is None:
+            raise TaskextrapError(
+                f"row {r['group']}/{r['method']} has no per-target errors to compare "
+                "(build rows with make_row; copy them with ResultRow.replace)"
+            )
+        by_key.setdefault((r["group"], r["metric"]), []).append((r, errors))
     out = []
     for (group, metric), sel in by_key.items():
         if metric in DIAGNOSTIC_METRICS:  # calibration and spread, not scores where lower is better
             continue
-        ref = next((r for r in sel if r["method"] == reference), sel[0])
-        for other in sel:
-            if other is ref or other["method"] == ref["method"] or other.errors.shape != ref.errors.shape:
+        ref, ref_errors = next((pair for pair in sel if pair[0]["method"] == reference), sel[0])
+        for other, other_errors in sel:
+            if other is ref or other["method"] == ref["method"] or other_errors.shape != ref_errors.shape:
                 continue
-            p = paired_difference(ref.errors, other.errors, metric)
+            p = paired_difference(ref_errors, other_errors, metric)
             winner = _better(metric, p["diff"], ref["method"], other["method"]) if p["clear"] else None
-            out.append({"group": group, "metric": metric, "a": ref["method"], "b": other["method"],
-                        "diff": p["diff"], "lo": p["lo"], "hi": p["hi"], "seed_diffs": p["seed_diffs"],
-                        "n": p["n"], "ci_method": p["ci_method"], "clear": p["clear"], "winner": winner})
+            out.append(
+                {
+                    "group": group,
+                    "metric": metric,
+                    "a": ref["method"],
+                    "b": other["method"],
+                    "diff": p["diff"],
+                    "lo": p["lo"],
+                    "hi": p["hi"],
+                    "seed_diffs": p["seed_diffs"],
+                    "n": p["n"],
+                    "ci_method": p["ci_method"],
+                    "clear": p["clear"],
+                    "winner": winner,
+                }
+            )
     return out
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,9 +45,7 @@ def _finite(name: str, arr: np.ndarray) -> np.ndarray:
 
 def _per_task(name: str, value: Any, n_tasks: int) -> list[np.ndarray]:
     """Split ``value`` ((n_tasks, k) array, (k,) shared array, or a list of 1-D arrays)."""
-    if isinstance(value, (list, tuple)) and len(value) == n_tasks and all(
-        np.ndim(v) == 1 for v in value
-    ):
+    if isinstance(value, (list, tuple)) and len(value) == n_tasks and all(np.ndim(v) == 1 for v in value):
         return [np.asarray(v, dtype=float).ravel() for v in value]
     arr = np.asarray(value, dtype=float)
     if arr.ndim == 1:
@@ -91,9 +90,7 @@ def plot_predictions(
     cy = _per_task("ctx_y", ctx_y, n_tasks)
     for i in range(n_tasks):
         if cx[i].shape != cy[i].shape:
-            raise TaskextrapError(
-                f"ctx_x and ctx_y differ in shape for task {i}: {cx[i].shape} vs {cy[i].shape}"
-            )
+            raise TaskextrapError(f"ctx_x and ctx_y differ in shape for task {i}: {cx[i].shape} vs {cy[i].shape}")
     qx = None if qry_x is None else _per_task("qry_x", qry_x, n_tasks)
     if titles is not None and len(titles) < min(n_tasks, MAX_PANELS):
         raise TaskextrapError(f"titles has {len(titles)} entries for {min(n_tasks, MAX_PANELS)} panels")
@@ -117,8 +114,7 @@ def plot_predictions(
             series.append((name, "scatter", qx, [arr[i] for i in range(n_tasks)]))
         else:
             raise TaskextrapError(
-                f"preds[{name!r}] has {arr.shape[1]} points per task: expected {m} (x_grid) "
-                "or the length of qry_x"
+                f"preds[{name!r}] has {arr.shape[1]} points per task: expected {m} (x_grid) or the length of qry_x"
             )
 
     n_panels = min(n_tasks, MAX_PANELS)
@@ -168,7 +164,7 @@ def pca_2d(z: Any) -> tuple[np.ndarray, np.ndarray]:
 def plot_embedding(
     path: str | os.PathLike,
     z: Any,
-    labels: Sequence[str],
+    labels: Iterable[Any],
     title: str,
     target_labels: Iterable[str] | None = None,
 ) -> Path:
@@ -179,13 +175,11 @@ def plot_embedding(
     with ``"F2"`` is a target, or pass ``target_labels`` explicitly. Writes a PNG atomically and
     returns its path.
     """
-    labels = [str(l) for l in labels]
+    labels = [str(label) for label in labels]
     coords, ratio = pca_2d(z)
     if len(labels) != coords.shape[0]:
         raise TaskextrapError(f"labels has {len(labels)} entries for {coords.shape[0]} embeddings")
-    targets = (
-        {l for l in labels if l.startswith("F2")} if target_labels is None else set(target_labels)
-    )
+    targets = {label for label in labels if label.startswith("F2")} if target_labels is None else set(target_labels)
     fig = _new_figure(5.5, 4.5)
     ax = fig.subplots()
     _scatter_classes(ax, coords, labels, targets)
@@ -202,17 +196,25 @@ def _scatter_classes(ax, coords: np.ndarray, labels: Sequence[str], targets: set
     """Scatter ``coords`` (n, 2) one colour per label in order of appearance: targets (held-out
     classes) as outlined stars above dots."""
     order: list[str] = []
-    for l in labels:
-        if l not in order:
-            order.append(l)
+    for label in labels:
+        if label not in order:
+            order.append(label)
     lab = np.asarray(labels)
     for k, name in enumerate(order):
         sel = lab == name
         is_target = name in targets
-        ax.scatter(coords[sel, 0], coords[sel, 1], s=60 if is_target else 18, marker="*" if is_target else "o",
-                   color=f"C{k % 10}", edgecolors="black" if is_target else "none", linewidths=0.5,
-                   alpha=0.95 if is_target else 0.7, label=f"{name} (held out)" if is_target else name,
-                   zorder=3 if is_target else 2)
+        ax.scatter(
+            coords[sel, 0],
+            coords[sel, 1],
+            s=60 if is_target else 18,
+            marker="*" if is_target else "o",
+            color=f"C{k % 10}",
+            edgecolors="black" if is_target else "none",
+            linewidths=0.5,
+            alpha=0.95 if is_target else 0.7,
+            label=f"{name} (held out)" if is_target else name,
+            zorder=3 if is_target else 2,
+        )
 
 
 def plot_maps(path: str | os.PathLike, panels: Sequence[tuple[str, Any, Sequence[str], Iterable[str]]]) -> Path:
@@ -222,12 +224,14 @@ def plot_maps(path: str | os.PathLike, panels: Sequence[tuple[str, Any, Sequence
         raise TaskextrapError("plot_maps needs at least one panel")
     fig = _new_figure(5.0 * len(panels), 4.5)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (title, coords, labels, held) in zip(axes, panels):
+    for ax, (title, coords, labels, held) in zip(axes, panels, strict=True):
         coords = _finite(f"coords of {title!r}", np.asarray(coords, dtype=float))
-        labels = [str(l) for l in labels]
+        labels = [str(label) for label in labels]
         if coords.ndim != 2 or coords.shape[1] != 2 or len(labels) != len(coords):
-            raise TaskextrapError(f"panel {title!r}: coords must have shape (n, 2) with one label per row, "
-                                  f"got {coords.shape} and {len(labels)} labels")
+            raise TaskextrapError(
+                f"panel {title!r}: coords must have shape (n, 2) with one label per row, "
+                f"got {coords.shape} and {len(labels)} labels"
+            )
         _scatter_classes(ax, coords, labels, set(held))
         ax.set_title(str(title), fontsize=9)
         ax.grid(alpha=0.3)
@@ -284,15 +288,17 @@ def plot_task_geometry(path: str | os.PathLike, names: Sequence[str], z: Any, ts
     tsne = _finite("tsne", np.asarray(tsne, dtype=float))
     names = [str(n) for n in names]
     if z.ndim != 2 or len(names) != len(z) or tsne.shape != (len(z), 2):
-        raise TaskextrapError(f"need one name and one t-SNE point per embedding row, got {len(names)} names, "
-                              f"z {z.shape}, tsne {tsne.shape}")
+        raise TaskextrapError(
+            f"need one name and one t-SNE point per embedding row, got {len(names)} names, "
+            f"z {z.shape}, tsne {tsne.shape}"
+        )
     coords, ratio = pca_2d(z)
     u = z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-300)
     fig = _new_figure(17.0, 5.5)
     axes = fig.subplots(1, 3)
     for ax, xy, sub in ((axes[0], coords, f"PCA ({100 * ratio.sum():.0f}% var.)"), (axes[1], tsne, "t-SNE")):
         ax.scatter(xy[:, 0], xy[:, 1], s=14, color="C0")
-        for (x, y), n in zip(xy, names):
+        for (x, y), n in zip(xy, names, strict=True):
             ax.annotate(n, (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
         ax.set_title(f"{title}: {sub}", fontsize=9)
         ax.grid(alpha=0.3)

@@ -75,24 +75,56 @@ __all__ = [
 
 # ``coverage``: the share of query points inside a method's 90% predictive interval
 # (``search.posterior.covered``), per target; a calibration check, never a paired comparison.
-METRICS = ("mse", "accuracy", "coverage", "interval-width", "entropy", "trustworthiness", "spearman", "silhouette",
-           "fraction", "relative-distance")
+METRICS = (
+    "mse",
+    "accuracy",
+    "coverage",
+    "interval-width",
+    "entropy",
+    "trustworthiness",
+    "spearman",
+    "silhouette",
+    "fraction",
+    "relative-distance",
+)
 # diagnostics, not scores: no paper value, no paired comparison (coverage: the share of query
 # points inside a 90% predictive interval; interval-width: its mean width, in the target's units;
 # entropy: of the posterior over decompositions, nats;
 # the others describe a 2-D map of the proxy space, ``experiments.manifolds``: trustworthiness
 # of the map, Spearman correlation of a read-out with the true parameter, silhouette of the
 # task classes, a fraction of held-out tasks, a distance relative to a training step)
-DIAGNOSTIC_METRICS = ("coverage", "interval-width", "entropy", "trustworthiness", "spearman", "silhouette",
-                      "fraction", "relative-distance")
+DIAGNOSTIC_METRICS = (
+    "coverage",
+    "interval-width",
+    "entropy",
+    "trustworthiness",
+    "spearman",
+    "silhouette",
+    "fraction",
+    "relative-distance",
+)
 # the range each bounded metric must lie in
-METRIC_RANGES = {"accuracy": (0.0, 1.0), "coverage": (0.0, 1.0), "trustworthiness": (0.0, 1.0),
-                 "fraction": (0.0, 1.0), "spearman": (-1.0, 1.0), "silhouette": (-1.0, 1.0),
-                 "entropy": (0.0, math.inf), "relative-distance": (0.0, math.inf), "interval-width": (0.0, math.inf)}
+METRIC_RANGES = {
+    "accuracy": (0.0, 1.0),
+    "coverage": (0.0, 1.0),
+    "trustworthiness": (0.0, 1.0),
+    "fraction": (0.0, 1.0),
+    "spearman": (-1.0, 1.0),
+    "silhouette": (-1.0, 1.0),
+    "entropy": (0.0, math.inf),
+    "relative-distance": (0.0, math.inf),
+    "interval-width": (0.0, math.inf),
+}
 # How a row's interval was computed (the module docstring); "bootstrap-targets" is the hand-written
 # percentile bootstrap of files written before scipy.stats.bootstrap, still accepted when read.
-CI_METHODS = ("t-targets", "bootstrap-bca-targets", "bootstrap-percentile-targets", "bootstrap-targets",
-              "t-seeds", "given")
+CI_METHODS = (
+    "t-targets",
+    "bootstrap-bca-targets",
+    "bootstrap-percentile-targets",
+    "bootstrap-targets",
+    "t-seeds",
+    "given",
+)
 
 _NUM = {"type": "number"}
 _NUM_OR_NULL = {"type": ["number", "null"]}
@@ -226,9 +258,7 @@ def validate_results(obj: Any) -> None:
     validator = Draft202012Validator(RESULTS_SCHEMA)
     error = best_match(validator.iter_errors(obj))
     if error is not None:
-        raise TaskextrapError(
-            _one_line(f"invalid results at {_where(error.absolute_path)}: {error.message}")
-        )
+        raise TaskextrapError(_one_line(f"invalid results at {_where(error.absolute_path)}: {error.message}"))
     for i, row in enumerate(obj["rows"]):
         for key in ("value", "ci95", "seed_sd", "paper_value", "paper_ci95"):
             v = row.get(key)
@@ -254,9 +284,7 @@ def _as_errors(errors: Any) -> np.ndarray:
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2:
-        raise TaskextrapError(
-            f"errors must have shape (n_tasks, n_seeds), got an array of shape {arr.shape}"
-        )
+        raise TaskextrapError(f"errors must have shape (n_tasks, n_seeds), got an array of shape {arr.shape}")
     if arr.size == 0:
         raise TaskextrapError("errors is empty: need at least one (test task, seed) error")
     if not np.all(np.isfinite(arr)):
@@ -317,8 +345,16 @@ def bootstrap_mean(values: Any, n_boot: int = 10000, seed: int = 0) -> dict[str,
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            res = stats.bootstrap((v,), np.mean, n_resamples=n_boot, batch=batch, vectorized=True,
-                                  confidence_level=0.95, method=method, rng=np.random.default_rng(seed))
+            res = stats.bootstrap(
+                (v,),
+                np.mean,
+                n_resamples=n_boot,
+                batch=batch,
+                vectorized=True,
+                confidence_level=0.95,
+                method=method,
+                rng=np.random.default_rng(seed),
+            )
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
         degenerate = any(issubclass(w.category, (stats.DegenerateDataWarning, RuntimeWarning)) for w in caught)
         if method == "percentile" or (math.isfinite(lo) and math.isfinite(hi) and not degenerate):
@@ -346,8 +382,7 @@ def interval_units(errors: Any) -> tuple[np.ndarray, str]:
     return arr[0], "seeds"
 
 
-def mean_interval(errors: Any, metric: str = "mse", n_boot: int = 10000,
-                  seed: int = 0) -> dict[str, Any]:
+def mean_interval(errors: Any, metric: str = "mse", n_boot: int = 10000, seed: int = 0) -> dict[str, Any]:
     """The mean of ``errors`` (shape ``(n_targets, n_seeds)``) and its 95% interval under the
     module's rule: ``{"mean", "lo", "hi", "n", "ci_method"}`` (``lo``/``hi``/``ci_method`` None
     when only one value is available). ``accuracy`` over targets uses the bootstrap of
@@ -357,14 +392,16 @@ def mean_interval(errors: Any, metric: str = "mse", n_boot: int = 10000,
     arr = _as_errors(errors)
     units, kind = interval_units(arr)
     mean = float(arr.mean())
-    out = {"mean": mean, "lo": None, "hi": None, "n": int(units.size), "ci_method": None}
+    out: dict[str, Any] = {"mean": mean, "lo": None, "hi": None, "n": int(units.size), "ci_method": None}
     if units.size < 2:
         return out
     if metric == "accuracy" and kind == "targets":
         iv = bootstrap_mean(units, n_boot=n_boot, seed=seed)
+        assert iv is not None  # two or more values
         out.update(lo=iv["lo"], hi=iv["hi"], ci_method=f"bootstrap-{iv['method']}-targets")
     else:
         h = t_halfwidth(units)
+        assert h is not None  # two or more values
         out.update(lo=mean - h, hi=mean + h, ci_method=f"t-{kind}")
     return out
 
@@ -390,8 +427,14 @@ def summarize_errors(errors: Any, metric: str = "mse") -> dict[str, Any]:
     else:
         seed_sd = float(arr.mean(axis=0).std(ddof=1))
     ci95 = None if iv["lo"] is None else float((iv["hi"] - iv["lo"]) / 2.0)
-    return {"value": iv["mean"], "ci95": ci95, "n": iv["n"], "seed_sd": seed_sd,
-            "ci_method": iv["ci_method"], "seed_independent": independent}
+    return {
+        "value": iv["mean"],
+        "ci95": ci95,
+        "n": iv["n"],
+        "seed_sd": seed_sd,
+        "ci_method": iv["ci_method"],
+        "seed_independent": independent,
+    }
 
 
 def bootstrap_ci95(errors: Any, n_boot: int = 10000, seed: int = 0) -> float | None:
@@ -415,7 +458,7 @@ class ResultRow(dict):
 
     errors: np.ndarray | None = None
 
-    def replace(self, **changes: Any) -> "ResultRow":
+    def replace(self, **changes: Any) -> ResultRow:
         """A copy with ``changes`` applied that keeps ``errors`` (``{**row}`` would drop it)."""
         out = ResultRow({**self, **changes})
         out.errors = self.errors
@@ -425,9 +468,7 @@ class ResultRow(dict):
 _FIXED_ROW_KEYS = frozenset({"group", "method", "metric", "value", "n", "paper_value", "paper_ci95"})
 
 
-def make_row(
-    experiment: str, group: str, method: str, metric: str, errors: Any, **extra: Any
-) -> ResultRow:
+def make_row(experiment: str, group: str, method: str, metric: str, errors: Any, **extra: Any) -> ResultRow:
     """Build one results.json row from per-(test target, seed) errors.
 
     ``value``, ``ci95``, ``n``, ``seed_sd``, ``ci_method`` and ``seed_independent`` come from
@@ -448,7 +489,9 @@ def make_row(
     stats = summarize_errors(arr, metric)
     lo, hi = METRIC_RANGES.get(metric, (-math.inf, math.inf))
     if not lo - 1e-12 <= stats["value"] <= hi + 1e-12:
-        span = "a fraction in [0, 1]" if (lo, hi) == (0.0, 1.0) else (">= 0" if hi == math.inf else f"in [{lo:g}, {hi:g}]")
+        span = (
+            "a fraction in [0, 1]" if (lo, hi) == (0.0, 1.0) else (">= 0" if hi == math.inf else f"in [{lo:g}, {hi:g}]")
+        )
         raise TaskextrapError(f"{metric} for {group}/{method} is {stats['value']:.4g}; it must be {span}")
     # the paper prints errors and accuracies, never a diagnostic: its value is not this row's
     pv, pci = (None, None) if metric in DIAGNOSTIC_METRICS else paper_value(experiment, group, method)
@@ -504,17 +547,17 @@ def environment_info(device: str = "cpu") -> dict[str, Any]:
         import taskextrap
 
         version = str(taskextrap.__version__)
-    except Exception:
+    except Exception:  # noqa: BLE001 - the environment record is best effort, never a failed run
         version = "unknown"
     try:
         import torch
 
         torch_version = str(torch.__version__)
-    except Exception:
+    except Exception:  # noqa: BLE001 - as above
         torch_version = "unavailable"
     try:
         src_hash = provenance.source_hash()
-    except Exception:
+    except Exception:  # noqa: BLE001 - as above
         src_hash = None
     return {
         "taskextrap": version,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.files import read_json
@@ -49,62 +50,68 @@ COMPARISON_FOOTNOTE = (
 # Diagnostics note of results.md (:func:`diagnostic_definitions`). A dict value holds one text per
 # experiment (the first whose name starts the run's or file's name).
 CAPTIONS: dict[str, str | dict[str, str]] = {
-            "coverage": "coverage: the share of query points inside the 90% predictive interval (0.9 when "
-                        "calibrated); `-uncalibrated`: the raw posterior interval, before the dev-chosen scale "
-                        "(search.calibration)",
-            "interval-width": "mean width of the 90% predictive interval, in the target's units",
-            "entropy": "entropy (nats) of the posterior over candidate decompositions: 0 when one candidate "
-                       "holds all the weight, log k when k share it",
-            "trustworthiness": "trustworthiness of the 2-D map (1: its neighbourhoods are neighbourhoods of the "
-                               "high-dimensional space; about 0.5 for a random map)",
-            "spearman": {"manifolds": "Spearman correlation of the map's read-out with the true parameter, held-out "
-                                      "tasks included (composition: distance from the sin centroid against "
-                                      "sin < sin∘poly < poly; on the dev split poly∘sin takes sin∘poly's place). "
-                                      "`-linear-readout` rows (dev split only): a linear read-out in place of "
-                                      "the quadratic one",
-                         "llm-geometry": "Spearman correlation of the embedding's cosine distances with the "
-                                         "behavioural distances (share of probe strings where two primitives "
-                                         "differ) over all 465 pairs; 0 for a random embedding"},
-            "fraction": {"manifolds": "share of held-out tasks whose read-out lies beyond the last training level "
-                                      "or region",
-                         "composition-em": "share of the unlabelled training tasks whose pseudo-label, after E-step N "
-                                           "(ARM:eN), behaves like the true pair (pseudo-labels), is it "
-                                           "(pseudo-labels-exact) or has a held-out family pair "
-                                           "(pseudo-labels-held-out-pair, reported by the runs that restrict "
-                                           "pseudo-labels to training pairs, as every run since issue 36 does)",
-                         "codeio-em": "share of the unlabelled training composites whose pseudo-label, after E-step N "
-                                      "(ARM:eN), behaves like the true pair on the probe strings (pseudo-labels) or "
-                                      "is it (pseudo-labels-exact)",
-                         "llm-geometry": "k-nearest-neighbour agreement (k = 3): share of each primitive's 3 nearest "
-                                         "neighbours in the embedding that are among its 3 nearest in behaviour "
-                                         "(chance 0.1)"},
-            "silhouette": "silhouette of the three classes in the map (1: separate, 0: overlapping)",
-            "relative-distance": "distance of the held-out centroid from F1_2 + (F1_2 − F1_1), in units of that "
-                                 "step (0: the step lands exactly on F2; on the dev split the halves of F1_1 "
-                                 "step to F1_2, twice as wide, where an exact linear map gives 0.5)"}
+    "coverage": "coverage: the share of query points inside the 90% predictive interval (0.9 when "
+    "calibrated); `-uncalibrated`: the raw posterior interval, before the dev-chosen scale "
+    "(search.calibration)",
+    "interval-width": "mean width of the 90% predictive interval, in the target's units",
+    "entropy": "entropy (nats) of the posterior over candidate decompositions: 0 when one candidate "
+    "holds all the weight, log k when k share it",
+    "trustworthiness": "trustworthiness of the 2-D map (1: its neighbourhoods are neighbourhoods of the "
+    "high-dimensional space; about 0.5 for a random map)",
+    "spearman": {
+        "manifolds": "Spearman correlation of the map's read-out with the true parameter, held-out "
+        "tasks included (composition: distance from the sin centroid against "
+        "sin < sin∘poly < poly; on the dev split poly∘sin takes sin∘poly's place). "
+        "`-linear-readout` rows (dev split only): a linear read-out in place of "
+        "the quadratic one",
+        "llm-geometry": "Spearman correlation of the embedding's cosine distances with the "
+        "behavioural distances (share of probe strings where two primitives "
+        "differ) over all 465 pairs; 0 for a random embedding",
+    },
+    "fraction": {
+        "manifolds": "share of held-out tasks whose read-out lies beyond the last training level or region",
+        "composition-em": "share of the unlabelled training tasks whose pseudo-label, after E-step N "
+        "(ARM:eN), behaves like the true pair (pseudo-labels), is it "
+        "(pseudo-labels-exact) or has a held-out family pair "
+        "(pseudo-labels-held-out-pair, reported by the runs that restrict "
+        "pseudo-labels to training pairs, as every run since issue 36 does)",
+        "codeio-em": "share of the unlabelled training composites whose pseudo-label, after E-step N "
+        "(ARM:eN), behaves like the true pair on the probe strings (pseudo-labels) or "
+        "is it (pseudo-labels-exact)",
+        "llm-geometry": "k-nearest-neighbour agreement (k = 3): share of each primitive's 3 nearest "
+        "neighbours in the embedding that are among its 3 nearest in behaviour "
+        "(chance 0.1)",
+    },
+    "silhouette": "silhouette of the three classes in the map (1: separate, 0: overlapping)",
+    "relative-distance": "distance of the held-out centroid from F1_2 + (F1_2 − F1_1), in units of that "
+    "step (0: the step lands exactly on F2; on the dev split the halves of F1_1 "
+    "step to F1_2, twice as wide, where an exact linear map gives 0.5)",
+}
 
 # The accuracy-style diagnostic groups (what the search found, not what it scored), by the group's
 # name after any "<family>:" or "<set>:" prefix; a name that starts with a key counts as that key
 # (``decomposition-found-novel``). The other accuracy groups are results (parity, codeio).
 DIAGNOSTIC_GROUPS = {
     "anchor-retrieved": "share of targets whose highest-weighted anchor is among the library tasks nearest the "
-                        "target in true parameters: how often the search found a right anchor",
+    "target in true parameters: how often the search found a right anchor",
     "predecessor-retrieved": "share of targets whose chosen anchor is the target's true predecessor one level down "
-                             "(`top-k-candidates`: the predecessor is among the k candidates)",
+    "(`top-k-candidates`: the predecessor is among the k candidates)",
     "pair-retrieved": "share of targets whose chosen decomposition is the true (outer, inner) pair "
-                      "(`no-refinement`: before refinement; `top-k-candidates`: the true pair is among the candidates)",
+    "(`no-refinement`: before refinement; `top-k-candidates`: the true pair is among the candidates)",
     "chain-retrieved": "share of targets whose chosen depth-3 chain is the true one (`top-k-candidates`: the true "
-                       "chain is among the candidates; `top-k-SLOT`: that slot's true primitive is)",
+    "chain is among the candidates; `top-k-SLOT`: that slot's true primitive is)",
     "decomposition-found": "share of tasks whose chosen candidate behaves like the true decomposition on the probe "
-                           "inputs (`-novel`: the novel pairs only; parity: per candidate space)",
+    "inputs (`-novel`: the novel pairs only; parity: per candidate space)",
     "answer-in-prompt": "share of tasks whose final prompt shows the query's answer: 0 by construction (a leak check)",
     "candidate-recall": "share of tasks whose true pair (by behaviour) is among the candidates the embedding keeps",
     "primitives": "the base model, before any fine-tuning, executing each single primitive from 3 shots on fresh "
-                  "strings",
+    "strings",
 }
 
-TINY_NOTE = ("profile tiny: a plumbing check (seconds-sized fits on a few tasks), not results; its numbers say that "
-             "the pipeline runs, nothing about the methods.")
+TINY_NOTE = (
+    "profile tiny: a plumbing check (seconds-sized fits on a few tasks), not results; its numbers say that "
+    "the pipeline runs, nothing about the methods."
+)
 
 
 def caption(metric: str, experiment: str) -> str | None:
@@ -199,12 +206,12 @@ def _text_table(headers: list[str], rows: list[list[str]], right: Iterable[int] 
     right = set(right)
     widths = [len(h) for h in headers]
     for r in rows:
-        widths = [max(w, len(str(c))) for w, c in zip(widths, r)]
+        widths = [max(w, len(str(c))) for w, c in zip(widths, r, strict=True)]
 
     def fmt(cells: list[str]) -> str:
         out = [
             str(c).rjust(w) if i in right else str(c).ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths))
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ]
         return "  ".join(out).rstrip()
 
@@ -262,9 +269,17 @@ _COMPARE_HEADERS = ["group", "metric", "a", "b", "a − b [95% interval]", "per 
 
 def _comparison_cells(c: dict) -> list[str]:
     interval = "" if c.get("lo") is None else f" [{format_number(c['lo'])}, {format_number(c['hi'])}]"
-    return [str(c["group"]), str(c["metric"]), str(c["a"]), str(c["b"]), format_number(c["diff"]) + interval,
-            ", ".join(format_number(v) for v in c["seed_diffs"]), str(c["n"]), "yes" if c["clear"] else "no",
-            c.get("winner") or MISSING]
+    return [
+        str(c["group"]),
+        str(c["metric"]),
+        str(c["a"]),
+        str(c["b"]),
+        format_number(c["diff"]) + interval,
+        ", ".join(format_number(v) for v in c["seed_diffs"]),
+        str(c["n"]),
+        "yes" if c["clear"] else "no",
+        c.get("winner") or MISSING,
+    ]
 
 
 def comparisons_markdown(comparisons: list[dict]) -> str:
@@ -343,14 +358,14 @@ def console_table(results: dict) -> str:
     out.append(CI_FOOTNOTE)
     if results.get("comparisons"):
         out += ["", "[paired comparisons]"]
-        out.append(_text_table(_COMPARE_HEADERS, [_comparison_cells(c) for c in results["comparisons"]],
-                               right=(4, 5, 6)))
+        out.append(
+            _text_table(_COMPARE_HEADERS, [_comparison_cells(c) for c in results["comparisons"]], right=(4, 5, 6))
+        )
         out.append(COMPARISON_FOOTNOTE)
     return "\n".join(out)
 
 
-_COMPARISON_HEADERS = ["experiment", "protocol", "profile", "group", "method", "metric", "ours", "seed sd",
-                       "paper"]
+_COMPARISON_HEADERS = ["experiment", "protocol", "profile", "group", "method", "metric", "ours", "seed sd", "paper"]
 
 
 def comparison_table(results_list: list[dict]) -> str:
@@ -395,8 +410,11 @@ def load_results(directory: str | os.PathLike) -> dict:
         path = d / "results.json"
     if not path.is_file():
         runs = sorted(p.parent.name for p in d.glob("*/results.json"))
-        hint = (f"its run directories: {', '.join(runs[:5])}" if runs else
-                "a run directory is OUT/<experiment>-<protocol>-<profile> of `taskextrap reproduce ... --out OUT`")
+        hint = (
+            f"its run directories: {', '.join(runs[:5])}"
+            if runs
+            else "a run directory is OUT/<experiment>-<protocol>-<profile> of `taskextrap reproduce ... --out OUT`"
+        )
         raise TaskextrapError(f"no results.json in {d} ({hint})")
     obj = read_json(path)
     try:

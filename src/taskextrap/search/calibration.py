@@ -69,15 +69,16 @@ def check_scale(value) -> float | None:
 
 def resolved_scale(value, regime: str, protocol, group: str | None = None) -> float:
     """An estimator's ``interval_scale``: ``value`` when given, else the looked-up one."""
-    return interval_scale(regime, protocol, group) if value is None else float(check_scale(value))
+    scale = check_scale(value)
+    return interval_scale(regime, protocol, group) if scale is None else scale
 
 
 def coverage_curve(mean: np.ndarray, std: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """Per-target coverage (n, len(SCALE_GRID)) of the interval mean ± z·s·std at every grid
     scale s: the query points of each target (row) inside it."""
     z = float(norm.ppf(0.5 + INTERVAL_LEVEL / 2.0))
-    gap = np.abs(np.asarray(truth, dtype=float) - mean)[..., None]                  # (n, q, 1)
-    half = z * np.asarray(std, dtype=float)[..., None] * np.asarray(SCALE_GRID)     # (n, q, scales)
+    gap = np.abs(np.asarray(truth, dtype=float) - mean)[..., None]  # (n, q, 1)
+    half = z * np.asarray(std, dtype=float)[..., None] * np.asarray(SCALE_GRID)  # (n, q, scales)
     return (gap <= half).mean(axis=1)  # every scale in one comparison, as covered() at each
 
 
@@ -98,22 +99,29 @@ def curve_key(prefix: str, i: int) -> str:
 
 def interval_keys(prefix: str) -> list[str]:
     """The keys :func:`interval_diagnostics` writes for ``prefix``."""
-    return [f"{prefix}_coverage", f"{prefix}_coverage_raw", f"{prefix}_width",
-            *(curve_key(prefix, i) for i in range(len(SCALE_GRID)))]
+    return [
+        f"{prefix}_coverage",
+        f"{prefix}_coverage_raw",
+        f"{prefix}_width",
+        *(curve_key(prefix, i) for i in range(len(SCALE_GRID))),
+    ]
 
 
-def interval_diagnostics(prefix: str, mean: np.ndarray, std: np.ndarray, truth: np.ndarray,
-                         scale: float) -> dict[str, np.ndarray]:
+def interval_diagnostics(
+    prefix: str, mean: np.ndarray, std: np.ndarray, truth: np.ndarray, scale: float
+) -> dict[str, np.ndarray]:
     """Per-draw interval diagnostics of a method whose calibrated sd is ``std`` (raw sd times
     ``scale``): ``{prefix}_coverage`` (calibrated), ``{prefix}_coverage_raw``, ``{prefix}_width``
     (mean width of the 90% interval) and the raw interval's coverage at every grid scale."""
     z = float(norm.ppf(0.5 + INTERVAL_LEVEL / 2.0))
     raw = np.asarray(std, dtype=float) / scale
     curve = coverage_curve(mean, raw, truth)
-    return {f"{prefix}_coverage": covered(mean, std, truth).mean(axis=1),
-            f"{prefix}_coverage_raw": covered(mean, raw, truth).mean(axis=1),
-            f"{prefix}_width": 2.0 * z * np.asarray(std, dtype=float).mean(axis=1),
-            **{curve_key(prefix, i): curve[:, i] for i in range(len(SCALE_GRID))}}
+    return {
+        f"{prefix}_coverage": covered(mean, std, truth).mean(axis=1),
+        f"{prefix}_coverage_raw": covered(mean, raw, truth).mean(axis=1),
+        f"{prefix}_width": 2.0 * z * np.asarray(std, dtype=float).mean(axis=1),
+        **{curve_key(prefix, i): curve[:, i] for i in range(len(SCALE_GRID))},
+    }
 
 
 def pooled_curve(errors: dict, prefix: str, rows: np.ndarray | None = None) -> list[float]:

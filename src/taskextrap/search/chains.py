@@ -56,28 +56,30 @@ def _inner_values(primitives: PrimitiveSet, x: np.ndarray, inner: list[np.ndarra
     v = x[None, :]
     for cand in reversed(inner):
         p, m = v.shape
-        v = primitives.interp(np.broadcast_to(v[None], (len(cand), p, m)),
-                              np.broadcast_to(cand[:, None], (len(cand), p))).reshape(len(cand) * p, m)
+        v = primitives.interp(
+            np.broadcast_to(v[None], (len(cand), p, m)), np.broadcast_to(cand[:, None], (len(cand), p))
+        ).reshape(len(cand) * p, m)
     return v
 
 
-def _outer_losses(primitives: PrimitiveSet, v: np.ndarray, y: np.ndarray, outer: np.ndarray,
-                  max_floats: int, device: str = "cpu") -> torch.Tensor:
+def _outer_losses(
+    primitives: PrimitiveSet, v: np.ndarray, y: np.ndarray, outer: np.ndarray, max_floats: int, device: str = "cpu"
+) -> torch.Tensor:
     """Context MSE (k_1, p) of every outer candidate applied to every row of ``v`` (p, m), on ``device``."""
     p, m = v.shape
     k = len(outer)
     table = torch.from_numpy(primitives.curves[outer].T.astype(np.float32)).to(device)  # (G, k) grid-major
-    lerp = torch.cat([table[:-1], table[1:] - table[:-1]], dim=1).contiguous()       # (G-1, 2k): value, slope
-    pos, t = primitives.locate(v)
-    pos, t = torch.from_numpy(pos).to(device), torch.from_numpy(t.astype(np.float32)).to(device)
+    lerp = torch.cat([table[:-1], table[1:] - table[:-1]], dim=1).contiguous()  # (G-1, 2k): value, slope
+    where, frac = primitives.locate(v)
+    pos, t = torch.from_numpy(where).to(device), torch.from_numpy(frac.astype(np.float32)).to(device)
     target = torch.from_numpy(np.asarray(y, dtype=np.float32)).to(device)[:, None]
     out = torch.empty((p, k), dtype=torch.float32, device=device)
     rows = max(1, max_floats // (m * k))
     for a in range(0, p, rows):
-        g = torch.index_select(lerp, 0, pos[a:a + rows].reshape(-1))                  # (r*m, 2k)
-        f = torch.addcmul(g[:, :k], t[a:a + rows].reshape(-1, 1), g[:, k:]).view(-1, m, k)
+        g = torch.index_select(lerp, 0, pos[a : a + rows].reshape(-1))  # (r*m, 2k)
+        f = torch.addcmul(g[:, :k], t[a : a + rows].reshape(-1, 1), g[:, k:]).view(-1, m, k)
         f.sub_(target).square_()
-        out[a:a + rows] = f.sum(dim=1).div_(m)
+        out[a : a + rows] = f.sum(dim=1).div_(m)
     return out.T
 
 
@@ -94,13 +96,31 @@ def _check(primitives: PrimitiveSet, ctx_x, ctx_y, candidates) -> list[np.ndarra
     return cands
 
 
-def chain_losses(primitives: PrimitiveSet, ctx_x: np.ndarray, ctx_y: np.ndarray, candidates,
-                 max_floats: int = MAX_FLOATS, device: str = "cpu") -> np.ndarray:
+def chain_losses(
+    primitives: PrimitiveSet,
+    ctx_x: np.ndarray,
+    ctx_y: np.ndarray,
+    candidates,
+    max_floats: int = MAX_FLOATS,
+    device: str = "cpu",
+) -> np.ndarray:
     """Context MSE (n, k_1 * ... * k_d) of every chain of the slots' ``candidates`` ((n, k_j)
     each, outermost first), C order over the slots; batched (float32 outer slot, on ``device``)."""
     cands = _check(primitives, ctx_x, ctx_y, candidates)
-    out = [_outer_losses(primitives, _inner_values(primitives, ctx_x[i], [c[i] for c in cands[1:]]), ctx_y[i],
-                         cands[0][i], max_floats, device).reshape(-1).cpu().numpy() for i in range(len(ctx_x))]
+    out = [
+        _outer_losses(
+            primitives,
+            _inner_values(primitives, ctx_x[i], [c[i] for c in cands[1:]]),
+            ctx_y[i],
+            cands[0][i],
+            max_floats,
+            device,
+        )
+        .reshape(-1)
+        .cpu()
+        .numpy()
+        for i in range(len(ctx_x))
+    ]
     return np.stack(out).astype(float)
 
 
@@ -118,8 +138,15 @@ def chain_losses_loop(primitives: PrimitiveSet, ctx_x: np.ndarray, ctx_y: np.nda
     return out
 
 
-def verify_chains(primitives: PrimitiveSet, ctx_x: np.ndarray, ctx_y: np.ndarray, candidates, keep: int,
-                  max_floats: int = MAX_FLOATS, device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+def verify_chains(
+    primitives: PrimitiveSet,
+    ctx_x: np.ndarray,
+    ctx_y: np.ndarray,
+    candidates,
+    keep: int,
+    max_floats: int = MAX_FLOATS,
+    device: str = "cpu",
+) -> tuple[np.ndarray, np.ndarray]:
     """The best ``keep`` chains of every target among all chains of the slots' ``candidates``
     ((n, k_j) each, outermost first): (chains (n, keep, d) outermost first, context MSE (n, keep)
     in float64), best first. Each target's chains are scored in one batched evaluation on ``device``."""
@@ -131,11 +158,17 @@ def verify_chains(primitives: PrimitiveSet, ctx_x: np.ndarray, ctx_y: np.ndarray
     n = len(ctx_x)
     chains = np.empty((n, keep, len(cands)), dtype=np.int64)
     for i in range(n):
-        loss = _outer_losses(primitives, _inner_values(primitives, ctx_x[i], [c[i] for c in cands[1:]]),
-                             ctx_y[i], cands[0][i], max_floats, device).reshape(-1)
+        loss = _outer_losses(
+            primitives,
+            _inner_values(primitives, ctx_x[i], [c[i] for c in cands[1:]]),
+            ctx_y[i],
+            cands[0][i],
+            max_floats,
+            device,
+        ).reshape(-1)
         best = torch.topk(loss, keep, largest=False, sorted=True).indices.cpu().numpy()
         slots = np.unravel_index(best, shape)
-        chains[i] = np.stack([c[i][s] for c, s in zip(cands, slots)], axis=1)
+        chains[i] = np.stack([c[i][s] for c, s in zip(cands, slots, strict=True)], axis=1)
     return _ranked(primitives, ctx_x, ctx_y, chains)
 
 
@@ -148,17 +181,24 @@ def _ranked(primitives, ctx_x, ctx_y, chains) -> tuple[np.ndarray, np.ndarray]:
 
 def _sweep(primitives: PrimitiveSet, ctx_x, ctx_y, chains: np.ndarray, slot: int) -> np.ndarray:
     """Context MSE (n, L) of ``chains`` (n, d) with slot ``slot`` replaced by every library primitive."""
-    n, m = ctx_x.shape
+    n, _m = ctx_x.shape
     size = len(primitives)
-    inner = chain_values(primitives, ctx_x, chains[:, slot + 1:])                   # (n, m)
-    v = np.moveaxis(primitives.interp_all(inner), 2, 1)                              # (n, L, m)
+    inner = chain_values(primitives, ctx_x, chains[:, slot + 1 :])  # (n, m)
+    v = np.moveaxis(primitives.interp_all(inner), 2, 1)  # (n, L, m)
     for j in range(slot - 1, -1, -1):
-        v = primitives.interp(v, np.broadcast_to(chains[:, j:j + 1], (n, size)))
+        v = primitives.interp(v, np.broadcast_to(chains[:, j : j + 1], (n, size)))
     return ((v - ctx_y[:, None, :]) ** 2).mean(axis=2)
 
 
-def refine_chains(primitives: PrimitiveSet, ctx_x: np.ndarray, ctx_y: np.ndarray, chains: np.ndarray,
-                  loss: np.ndarray, rounds: int, keep: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def refine_chains(
+    primitives: PrimitiveSet,
+    ctx_x: np.ndarray,
+    ctx_y: np.ndarray,
+    chains: np.ndarray,
+    loss: np.ndarray,
+    rounds: int,
+    keep: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Coordinate refinement of each target's best chain over the whole library, then re-ranking.
 
     Each round re-chooses every slot in turn (outermost first) with the others fixed, by context
@@ -170,27 +210,29 @@ def refine_chains(primitives: PrimitiveSet, ctx_x: np.ndarray, ctx_y: np.ndarray
     keep = chains.shape[1] if keep is None else check_int("keep", keep, 1)
     if rounds == 0:
         return chains[:, :keep], loss[:, :keep]
-    parts = [_refine(primitives, ctx_x[s], ctx_y[s], chains[s], loss[s], rounds, keep)
-             for s in (slice(i, i + REFINE_CHUNK) for i in range(0, len(ctx_x), REFINE_CHUNK))]
+    parts = [
+        _refine(primitives, ctx_x[s], ctx_y[s], chains[s], loss[s], rounds, keep)
+        for s in (slice(i, i + REFINE_CHUNK) for i in range(0, len(ctx_x), REFINE_CHUNK))
+    ]
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def _refine(primitives, ctx_x, ctx_y, chains, loss, rounds, keep):
-    n, _, d = chains.shape
+    _n, _, d = chains.shape
     size = len(primitives)
     best = chains[:, 0].copy()
     found_c, found_l = [], []
     for r in range(rounds):
         for slot in range(d):
-            sweep = _sweep(primitives, ctx_x, ctx_y, best, slot)                     # (n, L)
+            sweep = _sweep(primitives, ctx_x, ctx_y, best, slot)  # (n, L)
             if r == rounds - 1:
                 alt = np.repeat(best[:, None, :], size, axis=1)
                 alt[:, :, slot] = np.arange(size)
                 found_c.append(alt)
                 found_l.append(sweep)
             best[:, slot] = sweep.argmin(axis=1)
-    all_c = np.concatenate([chains] + found_c, axis=1)
-    all_l = np.concatenate([loss] + found_l, axis=1)
+    all_c = np.concatenate([chains, *found_c], axis=1)
+    all_l = np.concatenate([loss, *found_l], axis=1)
     # The same chain can come from several sources (with the same loss): keep one copy.
     ids = np.zeros(all_c.shape[:2], dtype=np.int64)
     for j in range(d):

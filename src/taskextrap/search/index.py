@@ -50,8 +50,9 @@ def _extra(k: int) -> int:
     return max(8, k // 8)
 
 
-def nearest(z: np.ndarray, library_z: np.ndarray, k: int, chunk: int = 4096,
-            backend: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def nearest(
+    z: np.ndarray, library_z: np.ndarray, k: int, chunk: int = 4096, backend: str = "auto"
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` library rows nearest each row of ``z``: (indices (n, k), distances (n, k)).
 
     Nearest first; equal distances in the order of the library index (lowest first). Distances
@@ -76,12 +77,14 @@ def nearest(z: np.ndarray, library_z: np.ndarray, k: int, chunk: int = 4096,
     lib_norm = float(np.sqrt((library_z**2).sum(1)).max())
     idx, dist = [], []
     for i in range(0, len(z), chunk):
-        zc = z[i:i + chunk]
+        zc = z[i : i + chunk]
         cand, approx_d2 = search(zc, k_c)
         top, d = _rerank(zc, library_z, cand, k)
         if k_c < n_lib:
             scale = (np.sqrt((zc**2).sum(1)) + lib_norm) ** 2
-            bound = approx_d2.max(axis=1) - _TOL[backend] * scale  # every non-candidate's squared distance is above this
+            bound = (
+                approx_d2.max(axis=1) - _TOL[backend] * scale
+            )  # every non-candidate's squared distance is above this
             redo = ~(d[:, -1] ** 2 * (1 + 1e-12) < bound)
             if redo.any():
                 top[redo], d[redo] = nearest_exact(zc[redo], library_z, k)
@@ -98,8 +101,8 @@ def _rerank(z: np.ndarray, library_z: np.ndarray, cand: np.ndarray, k: int) -> t
     step = max(1, BUDGET // max(1, cand.shape[1] * library_z.shape[1]))
     idx, dist = [], []
     for i in range(0, len(z), step):
-        c = cand[i:i + step]
-        d = np.linalg.norm(z[i:i + step, None] - library_z[c], axis=2)
+        c = cand[i : i + step]
+        d = np.linalg.norm(z[i : i + step, None] - library_z[c], axis=2)
         order = np.lexsort((c, d), axis=-1)[:, :k]
         idx.append(np.take_along_axis(c, order, 1))
         dist.append(np.take_along_axis(d, order, 1))
@@ -121,12 +124,16 @@ def _index(backend: str, library_z: np.ndarray):
     if backend == "numpy":
         sq_lib = (library_z**2).sum(1)
 
-        def search(zc, c):
+        def numpy_search(zc, c):
             d2 = np.maximum((zc**2).sum(1)[:, None] - 2 * zc @ library_z.T + sq_lib[None], 0.0)
-            part = (np.argpartition(d2, c - 1, axis=1)[:, :c] if c < len(library_z)
-                    else np.broadcast_to(np.arange(len(library_z)), d2.shape))
+            part = (
+                np.argpartition(d2, c - 1, axis=1)[:, :c]
+                if c < len(library_z)
+                else np.broadcast_to(np.arange(len(library_z)), d2.shape)
+            )
             return part, np.take_along_axis(d2, part, 1)
-        return search
+
+        return numpy_search
     if backend == "faiss":
         try:
             import faiss
@@ -135,15 +142,17 @@ def _index(backend: str, library_z: np.ndarray):
         index = faiss.IndexFlatL2(library_z.shape[1])
         index.add(np.ascontiguousarray(library_z, dtype=np.float32))
 
-        def search(zc, c):
+        def faiss_search(zc, c):
             d2, part = index.search(np.ascontiguousarray(zc, dtype=np.float32), c)
             return part.astype(np.intp), d2.astype(float)
-        return search
+
+        return faiss_search
     from sklearn.neighbors import NearestNeighbors
 
     index = NearestNeighbors(algorithm=backend).fit(library_z)
 
-    def search(zc, c):
+    def sklearn_search(zc, c):
         d, part = index.kneighbors(zc, c)
         return part, d**2
-    return search
+
+    return sklearn_search

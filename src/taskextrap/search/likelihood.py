@@ -29,12 +29,14 @@ the scorer together so batches stay full.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import warnings
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -46,13 +48,19 @@ from taskextrap.sharding import Shard, wait_for
 from taskextrap.validation import check_real
 
 Pair = tuple[str, str]
+H = TypeVar("H", bound=Hashable)  # a prediction: an answer string, a label
 
 DEFAULT_TIE_TOL = 0.5  # nats, summed over the support: far below one wrong label's cost (~ln 2 and up)
 
 
-def total_nll(lm: LanguageModel, pair_lists: Sequence[Sequence[Pair]], batch_size: int = 32,
-              progress: Callable[[int, int], None] | None = None, share_within_list: bool = False,
-              prefix_keys: Sequence[Sequence[Hashable]] | None = None) -> np.ndarray:
+def total_nll(
+    lm: LanguageModel,
+    pair_lists: Sequence[Sequence[Pair]],
+    batch_size: int = 32,
+    progress: Callable[[int, int], None] | None = None,
+    share_within_list: bool = False,
+    prefix_keys: Sequence[Sequence[Hashable]] | None = None,
+) -> np.ndarray:
     """Summed completion NLL of each list of (prompt, completion) pairs, shape ``(len(pair_lists),)``.
 
     Identical pairs, within a list or across lists, are scored once. With ``share_within_list``
@@ -64,7 +72,7 @@ def total_nll(lm: LanguageModel, pair_lists: Sequence[Sequence[Pair]], batch_siz
     """
     if prefix_keys is not None and [len(k) for k in prefix_keys] != [len(p) for p in pair_lists]:
         raise TaskextrapError("prefix_keys must hold one key per pair, shaped as pair_lists")
-    index: dict[Pair, int] = {}
+    index: dict[tuple[str, ...], int] = {}
     group: list[Hashable] = []  # the prefix group of each distinct pair
     owners = []
     for k, pairs in enumerate(pair_lists):
@@ -80,8 +88,14 @@ def total_nll(lm: LanguageModel, pair_lists: Sequence[Sequence[Pair]], batch_siz
         return np.zeros(len(pair_lists))
     unique = list(index)
     share = share_within_list or prefix_keys is not None
-    nll = completion_nll(lm, [p for p, _ in unique], [c for _, c in unique], batch_size=batch_size,
-                         prefix_groups=group if share else None, progress=progress)
+    nll = completion_nll(
+        lm,
+        [p for p, _ in unique],
+        [c for _, c in unique],
+        batch_size=batch_size,
+        prefix_groups=group if share else None,
+        progress=progress,
+    )
     return np.array([nll[ids].sum() if ids else 0.0 for ids in owners])
 
 
@@ -95,7 +109,7 @@ def tied(scores: np.ndarray, tol: float = DEFAULT_TIE_TOL) -> np.ndarray:
     return keep[np.argsort(scores[keep], kind="stable")]
 
 
-def vote(predictions: Sequence[Hashable]) -> Hashable:
+def vote(predictions: Sequence[H]) -> H:
     """The most common prediction; among equally common ones, the first seen (the best-scored)."""
     if not predictions:
         raise TaskextrapError("vote needs at least one prediction")
@@ -104,11 +118,19 @@ def vote(predictions: Sequence[Hashable]) -> Hashable:
     return next(p for p in predictions if counts[p] == top)
 
 
-def candidate_scores(lm: LanguageModel, tasks: Sequence, candidates: Sequence,
-                     loo_pairs: Callable[[object, object], list[Pair]], batch_size: int,
-                     cache_dir: Path | None = None, tasks_per_chunk: int | None = None,
-                     prefix_of: Callable[[object], Hashable] | None = None, shard: Shard = Shard(),
-                     progress: str | None = None, keep_within: float | None = None) -> np.ndarray | None:
+def candidate_scores(
+    lm: LanguageModel,
+    tasks: Sequence,
+    candidates: Sequence,
+    loo_pairs: Callable[[object, object], list[Pair]],
+    batch_size: int,
+    cache_dir: Path | None = None,
+    tasks_per_chunk: int | None = None,
+    prefix_of: Callable[[object], Hashable] | None = None,
+    shard: Shard = Shard(),
+    progress: str | None = None,
+    keep_within: float | None = None,
+) -> np.ndarray | None:
     """Summed leave-one-out NLL of every (task, candidate): shape ``(len(tasks), len(candidates))``.
 
     ``loo_pairs(task, candidate)`` gives a candidate's (prompt, completion) pairs on a task's
@@ -138,18 +160,20 @@ def candidate_scores(lm: LanguageModel, tasks: Sequence, candidates: Sequence,
     starts = range(0, len(tasks), size)
     n_loo = len(loo_pairs(tasks[0], candidates[0])) if len(tasks) and len(candidates) else 0
     mine = [k for i, k in enumerate(starts) if shard.owns(i)]
-    n_mine = sum(len(tasks[k:k + size]) for k in mine)
+    n_mine = sum(len(tasks[k : k + size]) for k in mine)
     bar = tqdm(total=n_mine * len(candidates) * n_loo, desc=progress, unit="seq", disable=progress is None)
     score = _ChunkScorer(lm, candidates, loo_pairs, batch_size, prefix_of, n_loo, bar, keep_within)
-    rows = {k: score(tasks[k:k + size], cache_dir, k) for k in mine}
+    rows = {k: score(tasks[k : k + size], cache_dir, k) for k in mine}
     bar.close()
     if not shard.is_lead:
         return None
     for i, k in enumerate(starts):
         if k not in rows:
-            shape, path = (len(tasks[k:k + size]), len(candidates)), _chunk_path(cache_dir, k, keep_within)
-            rows[k] = wait_for(lambda: _saved_chunk(cache_dir, k, keep_within, shape),
-                               f"{path} (shard {i % shard.count}/{shard.count})")
+            shape, path = (len(tasks[k : k + size]), len(candidates)), _chunk_path(cache_dir, k, keep_within)
+            rows[k] = wait_for(
+                functools.partial(_saved_chunk, cache_dir, k, keep_within, shape),
+                f"{path} (shard {i % shard.count}/{shard.count})",
+            )
     return np.concatenate([rows[k] for k in starts]) if rows else np.zeros((0, len(candidates)))
 
 
@@ -172,7 +196,7 @@ class _ChunkScorer:
             raise TaskextrapError(f"loo_pairs must give every candidate the same number of pairs ({self.n_loo})")
         self.memo = {}  # every distinct pair of the chunk, scored once across the stages
         if self.keep_within is None or self.n_loo < 2:  # one example: nothing to bound
-            scores = self._score(pairs, np.ones(shape + (self.n_loo,), dtype=bool)).sum(2)
+            scores = self._score(pairs, np.ones((*shape, self.n_loo), dtype=bool)).sum(2)
         else:
             scores = self._bounded(pairs, shape)
         path = _chunk_path(cache_dir, start, self.keep_within)
@@ -210,13 +234,13 @@ class _ChunkScorer:
         scores = total_nll(self.lm, lists, self.batch_size, progress=tick, prefix_keys=keys)
         if np.isnan(scores).any():  # checked before any bound reads it
             raise TaskextrapError("the scorer gave NaN for a leave-one-out pair: no score to rank candidates by")
-        self.memo.update(zip((tuple(p[0]) for p in lists), scores))
+        self.memo.update(zip((tuple(p[0]) for p in lists), scores, strict=True))
 
     def _bounded(self, pairs, shape: tuple[int, int]) -> np.ndarray:
         """The branch and bound of the module docstring: exact scores of every candidate that can
         be within ``keep_within`` of its task's best, ``inf`` for the others."""
         n_loo = self.n_loo
-        done = np.zeros(shape + (n_loo,), dtype=bool)
+        done = np.zeros((*shape, n_loo), dtype=bool)
         first = done.copy()
         first[:, :, 0] = True
         part = self._score(pairs, first)
@@ -261,8 +285,9 @@ def _chunk_path(cache_dir: Path | None, start: int, keep_within: float | None = 
     return Path(cache_dir) / f"scores-{start:04d}{bound}.npy"
 
 
-def _saved_chunk(cache_dir: Path | None, start: int, keep_within: float | None,
-                 shape: tuple[int, int]) -> np.ndarray | None:
+def _saved_chunk(
+    cache_dir: Path | None, start: int, keep_within: float | None, shape: tuple[int, int]
+) -> np.ndarray | None:
     """A chunk's saved scores: the full search's file, or else the file of a search bounded by
     the same ``keep_within`` (full scores answer a bounded search too)."""
     bounds = [None] if keep_within is None else [None, keep_within]
@@ -289,8 +314,9 @@ def _saved_scores(path: Path | None, shape: tuple[int, int]) -> np.ndarray | Non
     except (OSError, ValueError, EOFError) as exc:
         why = f"unreadable: {type(exc).__name__}"
     if why is not None:
-        warnings.warn(f"search scores {path} are damaged ({why}); scoring that chunk again", TaskextrapWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"search scores {path} are damaged ({why}); scoring that chunk again", TaskextrapWarning, stacklevel=2
+        )
         return None
     return saved if saved.shape == shape else None
 

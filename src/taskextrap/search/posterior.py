@@ -68,8 +68,9 @@ def likelihood_weights(loss: np.ndarray, n_points: int, scale: float, temperatur
     return w / w.sum(axis=1, keepdims=True)
 
 
-def candidate_weights(loss: np.ndarray, weighting: str, temperature: float | None, n_points: int,
-                      scale: float | None) -> np.ndarray:
+def candidate_weights(
+    loss: np.ndarray, weighting: str, temperature: float | None, n_points: int, scale: float | None
+) -> np.ndarray:
     """The posterior (n, k) of ``weighting`` (one of :data:`WEIGHTINGS`) over candidates with
     context losses ``loss`` (n, k) sorted best first; ``scale`` is needed for ``likelihood``."""
     if weighting not in WEIGHTINGS:
@@ -86,7 +87,7 @@ def mixture(preds: np.ndarray, weights: np.ndarray, model_var=0.0) -> tuple[np.n
     ``preds`` (k, n, q) mixed with ``weights`` (n, k), each candidate with its own error variance
     ``model_var`` (a scalar or (n, q)) around its prediction."""
     preds = np.asarray(preds, dtype=float)
-    w = np.asarray(weights, dtype=float).T[..., None]            # (k, n, 1)
+    w = np.asarray(weights, dtype=float).T[..., None]  # (k, n, 1)
     mean = (w * preds).sum(axis=0)
     var = (w * (preds - mean) ** 2).sum(axis=0) + model_var
     return mean, np.sqrt(np.maximum(var, 0.0))

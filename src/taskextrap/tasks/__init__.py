@@ -8,6 +8,20 @@ from taskextrap.tasks.primitives import CompositionFamily, PairSplit, PrimitiveF
 from taskextrap.tasks.registry import get_family, get_primitive_set
 from taskextrap.tasks.taskset import TaskSet
 
-__all__ = ["PARAMETER_FAMILIES", "PRIMITIVE_SETS", "PROJECTILE", "PROTOCOLS", "CompositionFamily", "Ladder",
-           "ObservationProtocol", "Observations", "PairSplit", "ParametricFamily", "PrimitiveFamily", "TaskSet",
-           "get_family", "get_primitive_set", "get_protocol"]
+__all__ = [
+    "PARAMETER_FAMILIES",
+    "PRIMITIVE_SETS",
+    "PROJECTILE",
+    "PROTOCOLS",
+    "CompositionFamily",
+    "Ladder",
+    "ObservationProtocol",
+    "Observations",
+    "PairSplit",
+    "ParametricFamily",
+    "PrimitiveFamily",
+    "TaskSet",
+    "get_family",
+    "get_primitive_set",
+    "get_protocol",
+]

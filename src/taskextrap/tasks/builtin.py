@@ -50,30 +50,60 @@ def _three_regions(lo: float, width: float) -> dict[str, tuple[float, float]]:
 
 
 QUADRATIC = ParametricFamily(
-    name="quadratic", fn=_quadratic, domain=(0.0, 20.0), shift="a",
-    fixed={"b": (-2.0, 2.0), "c": (-2.0, 2.0)}, regions=_three_regions(0.5, 1.0),
-    description="a x^2 + b x + c")
+    name="quadratic",
+    fn=_quadratic,
+    domain=(0.0, 20.0),
+    shift="a",
+    fixed={"b": (-2.0, 2.0), "c": (-2.0, 2.0)},
+    regions=_three_regions(0.5, 1.0),
+    description="a x^2 + b x + c",
+)
 CUBIC = ParametricFamily(
-    name="cubic", fn=_cubic, domain=(0.0, 20.0), shift="a3",
-    fixed={"b3": (2.0, 4.0), "c3": (-2.0, 2.0)}, regions=_three_regions(0.5, 1.0),
-    description="(a3/400)(x-10)^3 + (b3/10)(x-10) + c3")
+    name="cubic",
+    fn=_cubic,
+    domain=(0.0, 20.0),
+    shift="a3",
+    fixed={"b3": (2.0, 4.0), "c3": (-2.0, 2.0)},
+    regions=_three_regions(0.5, 1.0),
+    description="(a3/400)(x-10)^3 + (b3/10)(x-10) + c3",
+)
 EXP = ParametricFamily(
-    name="exp", fn=_exp, domain=(0.0, 20.0), shift="beta",
-    fixed={"alpha": (1.0, 2.0), "c0": (-1.0, 1.0)}, regions=_three_regions(0.05, 0.05),
-    description="alpha (exp(beta (x-10)) - 1) + c0")
+    name="exp",
+    fn=_exp,
+    domain=(0.0, 20.0),
+    shift="beta",
+    fixed={"alpha": (1.0, 2.0), "c0": (-1.0, 1.0)},
+    regions=_three_regions(0.05, 0.05),
+    description="alpha (exp(beta (x-10)) - 1) + c0",
+)
 SIN_TREND = ParametricFamily(
-    name="sin_trend", fn=_sin_trend, domain=(0.0, 20.0), shift="s",
-    fixed={"A": (0.5, 1.0)}, regions=_three_regions(0.1, 0.1),
-    description="s x + 0.5 A sin(2 pi x / P), P = 20/7")
+    name="sin_trend",
+    fn=_sin_trend,
+    domain=(0.0, 20.0),
+    shift="s",
+    fixed={"A": (0.5, 1.0)},
+    regions=_three_regions(0.1, 0.1),
+    description="s x + 0.5 A sin(2 pi x / P), P = 20/7",
+)
 TRI_TREND = ParametricFamily(
-    name="tri_trend", fn=_tri_trend, domain=(0.0, 20.0), shift="s",
-    fixed={"A": (0.5, 1.0)}, regions=_three_regions(0.1, 0.1),
-    description="s x + A (tri(x) - 0.5), tri(u) = 2|2 frac(u/P) - 1|, P = 20/7")
+    name="tri_trend",
+    fn=_tri_trend,
+    domain=(0.0, 20.0),
+    shift="s",
+    fixed={"A": (0.5, 1.0)},
+    regions=_three_regions(0.1, 0.1),
+    description="s x + A (tri(x) - 0.5), tri(u) = 2|2 frac(u/P) - 1|, P = 20/7",
+)
 PROJECTILE = ParametricFamily(
-    name="projectile", fn=_projectile, domain=(0.0, 450.0), shift="v",
-    fixed={"theta": (40.0, 50.0)}, regions={"train": (30.0, 60.0), "target": (65.0, 65.0)},
+    name="projectile",
+    fn=_projectile,
+    domain=(0.0, 450.0),
+    shift="v",
+    fixed={"theta": (40.0, 50.0)},
+    regions={"train": (30.0, 60.0), "target": (65.0, 65.0)},
     train_regions=("train",),
-    description="x tan(theta) - g x^2 / (2 v^2 cos^2 theta), g = 9.81 (theta in degrees)")
+    description="x tan(theta) - g x^2 / (2 v^2 cos^2 theta), g = 9.81 (theta in degrees)",
+)
 
 PARAMETER_FAMILIES = {f.name: f for f in (QUADRATIC, CUBIC, EXP, SIN_TREND, TRI_TREND)}
 
@@ -103,11 +133,19 @@ MULTISTEP_FAMILIES = {name: with_far_regions(f) for name, f in PARAMETER_FAMILIE
 # depth-3 primitives, each rescaled to [-5, 5] on the domain (reference §8.1), the default of
 # composition-depth3.
 POLY_SIN_TANH = CompositionFamily(
-    "poly-sin-tanh", PRIMITIVE_FAMILIES, PAPER_SPLIT, recipe_split=PAPER_RECIPE_SPLIT,
-    description="a x^2 + b x + c, A sin(w x + phi), A tanh(w (x - c)) on [-5, 5]")
+    "poly-sin-tanh",
+    PRIMITIVE_FAMILIES,
+    PAPER_SPLIT,
+    recipe_split=PAPER_RECIPE_SPLIT,
+    description="a x^2 + b x + c, A sin(w x + phi), A tanh(w (x - c)) on [-5, 5]",
+)
 POLY_SIN_TANH_RESCALED = CompositionFamily(
-    "poly-sin-tanh-rescaled", DEPTH3_FAMILIES, PAPER_SPLIT,
-    grid=(-6.0, 6.0, 601), recipe_split=PAPER_RECIPE_SPLIT,  # the curves of DEPTH3_GRID
-    description="poly, sin, tanh each rescaled to [-5, 5] on [-5, 5] (the depth-3 primitives)")
+    "poly-sin-tanh-rescaled",
+    DEPTH3_FAMILIES,
+    PAPER_SPLIT,
+    grid=(-6.0, 6.0, 601),
+    recipe_split=PAPER_RECIPE_SPLIT,  # the curves of DEPTH3_GRID
+    description="poly, sin, tanh each rescaled to [-5, 5] on [-5, 5] (the depth-3 primitives)",
+)
 
 PRIMITIVE_SETS = {s.name: s for s in (POLY_SIN_TANH, POLY_SIN_TANH_RESCALED)}

@@ -23,6 +23,7 @@ over 100 evenly spaced points of the domain are exactly -5 and +5.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,11 +40,11 @@ def rescaled(raw, domain=(-5.0, 5.0), points: int = 100, span=(-5.0, 5.0)):
     """``fn(x, **params)`` of ``raw`` mapped affinely so that its min and max over ``points``
     evenly spaced inputs of ``domain`` are ``span`` (the authors' depth-3 primitives). Exact at
     any x: each call recomputes the primitive's own min and max on the fixed grid."""
-    grid = np.linspace(*domain, points)
+    grid = np.linspace(domain[0], domain[1], points)
     lo_s, hi_s = span
 
     def fn(x, **params):
-        ref = np.asarray(raw(grid, **params), dtype=float)      # (n, points) for (n, 1) parameters
+        ref = np.asarray(raw(grid, **params), dtype=float)  # (n, points) for (n, 1) parameters
         lo, hi = ref.min(axis=-1, keepdims=True), ref.max(axis=-1, keepdims=True)
         return lo_s + (hi_s - lo_s) * (raw(x, **params) - lo) / (hi - lo)
 
@@ -62,9 +63,11 @@ def _tanh(x, w, c):
     return np.tanh(w * (x - c))
 
 
-_RAW = {"poly": (_poly, {"a": (-1.0, 1.0), "b": (-1.0, 1.0), "c": (-1.0, 1.0)}),
-        "sin": (_sin, {"w": (0.5, 1.5), "phi": (0.0, np.pi)}),
-        "tanh": (_tanh, {"w": (0.5, 2.0), "c": (-2.0, 2.0)})}
+_RAW: dict[str, tuple[Callable[..., np.ndarray], dict[str, tuple[float, float]]]] = {
+    "poly": (_poly, {"a": (-1.0, 1.0), "b": (-1.0, 1.0), "c": (-1.0, 1.0)}),
+    "sin": (_sin, {"w": (0.5, 1.5), "phi": (0.0, np.pi)}),
+    "tanh": (_tanh, {"w": (0.5, 2.0), "c": (-2.0, 2.0)}),
+}
 
 # The authors' depth-3 families, rescaled to [-5, 5] on the domain (reference §8.1), and the same
 # families without the rescaling (whose poly o poly o poly chains reach |h| ~ 10^4).
@@ -88,7 +91,7 @@ def holds(recipe, relation) -> bool:
     """Whether ``relation`` (f, g) -- f applied directly to a g output -- occurs in ``recipe``
     (identities removed: tanh o identity o sin applies tanh to a sin output)."""
     r = reduced(recipe)
-    return any(tuple(r[i:i + 2]) == tuple(relation) for i in range(len(r) - 1))
+    return any(tuple(r[i : i + 2]) == tuple(relation) for i in range(len(r) - 1))
 
 
 def padded(recipe, depth: int) -> tuple[str, ...]:
@@ -100,8 +103,11 @@ def padded(recipe, depth: int) -> tuple[str, ...]:
 
 
 def _check_names(what: str, names, allow_empty: bool = False) -> tuple[str, ...]:
-    ok = isinstance(names, (tuple, list)) and (allow_empty or len(names) > 0) and all(
-        isinstance(f, str) and f for f in names)
+    ok = (
+        isinstance(names, (tuple, list))
+        and (allow_empty or len(names) > 0)
+        and all(isinstance(f, str) and f for f in names)
+    )
     if not ok:
         raise TaskextrapError(f"{what} must be a non-empty tuple of family names, got {describe(names)}")
     return tuple(names)
@@ -139,10 +145,17 @@ class RecipeSplit:
         if IDENTITY_NAME in families or len(set(families)) != len(families):
             raise TaskextrapError(f"recipe split families must be distinct and not {IDENTITY_NAME!r}, got {families}")
         check_int("recipe split depth", self.depth, 2, 6)
-        if not isinstance(self.held_out, (tuple, list)) or not self.held_out or not all(
-                isinstance(r, (tuple, list)) and len(r) == 2 and all(f in families for f in r) for r in self.held_out):
-            raise TaskextrapError(f"held_out must be a non-empty tuple of (f, g) relations of the families "
-                                  f"{families}, got {describe(self.held_out)}")
+        if (
+            not isinstance(self.held_out, (tuple, list))
+            or not self.held_out
+            or not all(
+                isinstance(r, (tuple, list)) and len(r) == 2 and all(f in families for f in r) for r in self.held_out
+            )
+        ):
+            raise TaskextrapError(
+                f"held_out must be a non-empty tuple of (f, g) relations of the families "
+                f"{families}, got {describe(self.held_out)}"
+            )
         held = tuple(tuple(r) for r in self.held_out)
         recipes = list(itertools.product(families, repeat=self.depth))
         test = tuple(r for r in recipes if any(holds(r, rel) for rel in held))
@@ -158,8 +171,11 @@ class RecipeSplit:
         ``depth`` with the identity (outermost first)."""
         out = []
         for d in range(1, self.depth):
-            out += [padded(r, self.depth) for r in itertools.product(self.families, repeat=d)
-                    if not any(holds(r, rel) for rel in self.held_out)]
+            out += [
+                padded(r, self.depth)
+                for r in itertools.product(self.families, repeat=d)
+                if not any(holds(r, rel) for rel in self.held_out)
+            ]
         return tuple(out)
 
     def training_labels(self, identity: bool = True) -> set[str]:
@@ -186,7 +202,7 @@ def dev_recipe_split(split: RecipeSplit) -> RecipeSplit:
     (for the paper's split: poly applied to a sin output; 6 dev recipes, 15 train)."""
     candidates = [(f, g) for f in split.families for g in split.families if f != g and (f, g) not in split.held_out]
     for rel in candidates:
-        dev = RecipeSplit(split.families, split.depth, split.held_out + (rel,))
+        dev = RecipeSplit(split.families, split.depth, (*split.held_out, rel))
         targets = tuple(r for r in split.train if holds(r, rel))
         if targets and len(dev.train) > 0:
             return DevRecipeSplit(split.families, split.depth, dev.held_out, targets=targets)
@@ -218,10 +234,16 @@ def with_identity(primitives: PrimitiveSet) -> PrimitiveSet:
         return primitives
     width = 0 if primitives.params is None else primitives.params.shape[1]
     params = None if primitives.params is None else np.vstack([primitives.params, np.zeros((1, width))])
-    families = tuple(primitives.families) + (IDENTITY,)
-    return PrimitiveSet(families, np.append(primitives.family, len(primitives.families)), params,
-                        primitives.grid, np.vstack([primitives.curves, primitives.grid[None]]), primitives.domain,
-                        primitives.name)
+    families = (*primitives.families, IDENTITY)
+    return PrimitiveSet(
+        families,
+        np.append(primitives.family, len(primitives.families)),
+        params,
+        primitives.grid,
+        np.vstack([primitives.curves, primitives.grid[None]]),
+        primitives.domain,
+        primitives.name,
+    )
 
 
 def identity_index(primitives: PrimitiveSet) -> int | None:
@@ -291,8 +313,16 @@ class ChainSet:
         return np.array([recipe_name(r) for r in self.recipe], dtype=object)
 
     @classmethod
-    def sample(cls, primitives: PrimitiveSet, recipes, n: int, rng: np.random.Generator,
-               pool: np.ndarray | None = None, train_recipes=None, weights=None) -> "ChainSet":
+    def sample(
+        cls,
+        primitives: PrimitiveSet,
+        recipes,
+        n: int,
+        rng: np.random.Generator,
+        pool: np.ndarray | None = None,
+        train_recipes=None,
+        weights=None,
+    ) -> ChainSet:
         """``n`` chains: a recipe from ``recipes`` (uniform, or by ``weights``), then members of
         ``pool`` (default all) of each slot's family. ``train_recipes`` (default ``recipes``) are
         the recipes the noise scale is measured on."""
@@ -332,7 +362,7 @@ class ChainSet:
         params = self.params if index is None else self.params[index]
         return self.family(params, x)
 
-    def subset(self, index) -> "ChainSet":
+    def subset(self, index) -> ChainSet:
         """The tasks at ``index`` (an index array or boolean mask)."""
         return ChainSet(self.family, self.params[index], self.recipe[index])
 

@@ -35,7 +35,7 @@ def dev_family(family: ParametricFamily) -> ParametricFamily:
     halves (``<name>_a``, ``<name>_b``), and a family with a single training region is cut into
     thirds (two train, the last is ``dev``). Held-out regions of the real split are dropped.
     """
-    spans = sorted(((family.regions[r], r) for r in family.train_regions))
+    spans = sorted((family.regions[r], r) for r in family.train_regions)
     if any(lo == hi for (lo, hi), _ in spans):
         raise TaskextrapError(f"family {family.name!r}: a dev split needs training regions of non-zero width")
     if len(spans) == 1:
@@ -47,7 +47,7 @@ def dev_family(family: ParametricFamily) -> ParametricFamily:
         train = {name: span for span, name in spans[:-1]}
         held = spans[-1][0]
         if len(train) == 1:
-            (name, (lo, hi)), = train.items()
+            ((name, (lo, hi)),) = train.items()
             mid = (lo + hi) / 2
             train = {f"{name}_a": (lo, mid), f"{name}_b": (mid, hi)}
     return dataclasses.replace(family, regions={**train, DEV_REGION: held}, train_regions=tuple(train))
@@ -87,7 +87,9 @@ def dev_pair_split(split: PairSplit) -> PairSplit:
     pairs = [(outer, inner) for outer, inner in split.train]
     cross = [p for p in pairs if p[0] != p[1]]
     if not cross or len(pairs) < 2:
-        raise TaskextrapError("a dev pair split needs a training pair of two different families and another "
-                              f"training pair to train on; the split trains on {pairs}")
+        raise TaskextrapError(
+            "a dev pair split needs a training pair of two different families and another "
+            f"training pair to train on; the split trains on {pairs}"
+        )
     held = cross[0]
     return PairSplit(train=tuple(p for p in pairs if p != held), test=(held,))

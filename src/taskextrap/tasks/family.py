@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import inspect
-from collections.abc import Mapping
-from typing import Callable
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.validation import (as_float_array, check_callable, check_int, check_range, check_rng, check_str,
-                                   check_instance, describe)
+from taskextrap.validation import (
+    as_float_array,
+    check_callable,
+    check_int,
+    check_range,
+    check_rng,
+    check_str,
+    check_instance,
+    describe,
+)
 
 TRAIN_REGIONS = ("F1_1", "F1_2")
 TEST_REGION = "F2"
@@ -73,8 +81,12 @@ class ParametricFamily:
         check_instance(f"{where}: regions", self.regions, Mapping, "a dict {region: (low, high)}")
         if not self.regions:
             raise TaskextrapError(f"{where}: regions is empty; name at least the training regions")
-        if isinstance(self.train_regions, str) or not isinstance(self.train_regions, (tuple, list)) \
-                or not self.train_regions or not all(isinstance(r, str) for r in self.train_regions):
+        if (
+            isinstance(self.train_regions, str)
+            or not isinstance(self.train_regions, (tuple, list))
+            or not self.train_regions
+            or not all(isinstance(r, str) for r in self.train_regions)
+        ):
             raise TaskextrapError(f"{where}: train_regions must be a non-empty tuple of region names")
         check_str(f"{where}: description", self.description, allow_empty=True)
         if self.shift in self.fixed:
@@ -88,7 +100,7 @@ class ParametricFamily:
         if missing:
             raise TaskextrapError(f"family {self.name!r}: training regions {missing} are not in regions")
         spans = sorted(self.regions.items(), key=lambda kv: kv[1])
-        for (n1, (a1, b1)), (n2, (a2, b2)) in zip(spans, spans[1:]):
+        for (n1, (_, b1)), (n2, (a2, _)) in itertools.pairwise(spans):
             if a2 < b1:
                 raise TaskextrapError(f"family {self.name!r}: regions {n1!r} and {n2!r} overlap")
 
@@ -101,8 +113,9 @@ class ParametricFamily:
         try:
             sig.bind(None, **{name: None for name in self.param_names})
         except TypeError:
-            raise TaskextrapError(f"family {self.name!r}: fn must accept fn(x, {', '.join(self.param_names)}), "
-                                  f"its signature is {sig}") from None
+            raise TaskextrapError(
+                f"family {self.name!r}: fn must accept fn(x, {', '.join(self.param_names)}), its signature is {sig}"
+            ) from None
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -160,7 +173,8 @@ class ParametricFamily:
         params = as_float_array("params", params)
         if params.ndim != 2 or params.shape[1] != len(self.param_names):
             raise TaskextrapError(
-                f"family {self.name!r}: params must have shape (n, {len(self.param_names)}), got {params.shape}")
+                f"family {self.name!r}: params must have shape (n, {len(self.param_names)}), got {params.shape}"
+            )
         return params
 
     def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -175,8 +189,10 @@ class ParametricFamily:
         if y.dtype.kind not in "biuf":
             raise TaskextrapError(f"family {self.name!r}: fn returned dtype {y.dtype}, not real numbers")
         if y.shape != x.shape:  # a broadcast (n, 1) or scalar would hide a formula that ignores x
-            raise TaskextrapError(f"family {self.name!r}: fn returned shape {y.shape} for x of shape {x.shape}; "
-                                  "it must return exactly x's shape (numpy-vectorised over x)")
+            raise TaskextrapError(
+                f"family {self.name!r}: fn returned shape {y.shape} for x of shape {x.shape}; "
+                "it must return exactly x's shape (numpy-vectorised over x)"
+            )
         return np.array(y, dtype=float)
 
     def grid(self, m: int) -> np.ndarray:

@@ -12,13 +12,22 @@ The built-in polynomial ladder has basis (x/5)^p on [-5, 5] with normalised coef
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.validation import (as_float_array, as_index_array, check_callable, check_instance, check_int,
-                                   check_range, check_rng, check_str, describe)
+from taskextrap.validation import (
+    as_float_array,
+    as_index_array,
+    check_callable,
+    check_instance,
+    check_int,
+    check_range,
+    check_rng,
+    check_str,
+    describe,
+)
 
 
 @dataclass(frozen=True)
@@ -68,11 +77,17 @@ class Ladder:
         check_range(f"ladder {self.name!r}: domain", self.domain)
         check_range(f"ladder {self.name!r}: coef_range", self.coef_range)
         levels = self.train_levels
-        if isinstance(levels, (str, bytes)) or not hasattr(levels, "__iter__") or not levels \
-                or not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in levels) \
-                or min(levels) < 1:
-            raise TaskextrapError(f"ladder {self.name!r}: train_levels must be levels >= 1 (a non-empty tuple of "
-                                  f"integers), got {describe(levels)}")
+        if (
+            isinstance(levels, (str, bytes))
+            or not hasattr(levels, "__iter__")
+            or not levels
+            or not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in levels)
+            or min(levels) < 1
+        ):
+            raise TaskextrapError(
+                f"ladder {self.name!r}: train_levels must be levels >= 1 (a non-empty tuple of "
+                f"integers), got {describe(levels)}"
+            )
         check_int(f"ladder {self.name!r}: test_level", self.test_level, 1)
         if self.test_level <= max(self.train_levels):
             raise TaskextrapError(f"ladder {self.name!r}: test_level must be above every training level")
@@ -119,8 +134,10 @@ class Ladder:
     def _term(self, x: np.ndarray, p: int) -> np.ndarray:
         term = np.asarray(self.basis(x, p))
         if term.shape != x.shape:  # a broadcast scalar or (n, 1) would hide a basis that ignores x
-            raise TaskextrapError(f"ladder {self.name!r}: basis term {p} returned shape {term.shape} for x of shape "
-                                  f"{x.shape}; it must return exactly x's shape (np.ones_like(x) for a constant)")
+            raise TaskextrapError(
+                f"ladder {self.name!r}: basis term {p} returned shape {term.shape} for x of shape "
+                f"{x.shape}; it must return exactly x's shape (np.ones_like(x) for a constant)"
+            )
         return term
 
     def __call__(self, coefs: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -162,8 +179,9 @@ class LadderSet:
         check_instance("family", self.family, Ladder, "a Ladder (see taskextrap.tasks.ladder)")
         n = len(self.params) if hasattr(self.params, "__len__") else -1
         if np.ndim(self.params) != 2 or np.shape(self.params)[1] != self.family.n_coefs:
-            raise TaskextrapError(f"params must have shape (n_tasks, {self.family.n_coefs}), "
-                                  f"got {np.shape(self.params)}")
+            raise TaskextrapError(
+                f"params must have shape (n_tasks, {self.family.n_coefs}), got {np.shape(self.params)}"
+            )
         if np.shape(self.level) != (n,) or np.shape(self.parent) != (n,):
             raise TaskextrapError(f"level and parent must hold one value per task ({n})")
 
@@ -176,7 +194,7 @@ class LadderSet:
         return np.array([f"level-{d}" for d in self.level], dtype=object)
 
     @classmethod
-    def sample_library(cls, ladder: Ladder, n_per_level: int, rng: np.random.Generator) -> "LadderSet":
+    def sample_library(cls, ladder: Ladder, n_per_level: int, rng: np.random.Generator) -> LadderSet:
         """``n_per_level`` independent tasks of every training level."""
         check_instance("ladder", ladder, Ladder, "a Ladder (see taskextrap.tasks.ladder)")
         check_int("n_per_level", n_per_level, 1)
@@ -186,7 +204,7 @@ class LadderSet:
         return cls(ladder, coefs, level, np.full(len(coefs), -1))
 
     @classmethod
-    def extend(cls, library: "LadderSet", parents: np.ndarray, rng: np.random.Generator) -> "LadderSet":
+    def extend(cls, library: LadderSet, parents: np.ndarray, rng: np.random.Generator) -> LadderSet:
         """One extension step of each library task ``parents``: a fresh coefficient at level + 1."""
         check_instance("library", library, LadderSet, "a LadderSet (see taskextrap.tasks.ladder)")
         parents = as_index_array("parents", parents, len(library))
@@ -201,7 +219,7 @@ class LadderSet:
         coefs[np.arange(len(parents)), level] = rng.uniform(*ladder.coef_range, size=len(parents))
         return cls(ladder, coefs, level, parents)
 
-    def subset(self, index) -> "LadderSet":
+    def subset(self, index) -> LadderSet:
         """The tasks at ``index`` (an index array or boolean mask)."""
         return LadderSet(self.family, self.params[index], self.level[index], self.parent[index])
 

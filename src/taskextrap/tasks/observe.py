@@ -35,10 +35,9 @@ class Observations:
     def __len__(self) -> int:
         return len(self.task)
 
-    def subset(self, index) -> "Observations":
+    def subset(self, index) -> Observations:
         """The draws at ``index``."""
-        return Observations(*(getattr(self, f)[index] for f in
-                              ("task", "params", "ctx_x", "ctx_y", "qry_x", "qry_y")))
+        return Observations(*(getattr(self, f)[index] for f in ("task", "params", "ctx_x", "ctx_y", "qry_x", "qry_y")))
 
 
 @dataclass(frozen=True)
@@ -77,15 +76,17 @@ class ObservationProtocol:
         a, b = lo + span[0] * (hi - lo), lo + span[1] * (hi - lo)
         return rng.uniform(a, b, size=shape)
 
-    def draw(self, tasks: TaskSet, n_draws: int, rng: np.random.Generator,
-             noise_scale: float | None = None) -> Observations:
+    def draw(
+        self, tasks: TaskSet, n_draws: int, rng: np.random.Generator, noise_scale: float | None = None
+    ) -> Observations:
         """``n_draws`` independent context/query draws of every task in ``tasks``.
 
         ``noise_scale`` is the family's output range; it is required when ``noise > 0``.
         """
         if not all(hasattr(tasks, a) for a in ("family", "params", "__len__")):
-            raise TaskextrapError(f"tasks must be a task set (TaskSet, LadderSet, CompositionSet), "
-                                  f"got {type(tasks).__name__}")
+            raise TaskextrapError(
+                f"tasks must be a task set (TaskSet, LadderSet, CompositionSet), got {type(tasks).__name__}"
+            )
         check_int("n_draws", n_draws, 1)
         check_rng("rng", rng)
         if noise_scale is not None:
@@ -108,8 +109,9 @@ PROTOCOLS = {
     # 16 uniform points, 8 context + 8 queries, interleaved (the authors' convention).
     "paper": ObservationProtocol("paper", n_context=8, n_query=8),
     # 5 noisy context points in the first half, queries in the second half.
-    "strict": ObservationProtocol("strict", n_context=5, n_query=8, context_span=(0.0, 0.5),
-                                  query_span=(0.5, 1.0), noise=0.02),
+    "strict": ObservationProtocol(
+        "strict", n_context=5, n_query=8, context_span=(0.0, 0.5), query_span=(0.5, 1.0), noise=0.02
+    ),
 }
 
 # Each regime's protocols; the paper's point counts differ between regimes (reference §5.1, §7.1).
@@ -120,27 +122,30 @@ REGIME_PROTOCOLS = {
         "paper": ObservationProtocol("paper", n_context=8, n_query=8),
         # 8 noisy context points in the first half (a degree-9 polynomial has 10 coefficients,
         # so the context alone cannot pin it down); queries in the second half.
-        "strict": ObservationProtocol("strict", n_context=8, n_query=8, context_span=(0.0, 0.5),
-                                      query_span=(0.5, 1.0), noise=0.02),
+        "strict": ObservationProtocol(
+            "strict", n_context=8, n_query=8, context_span=(0.0, 0.5), query_span=(0.5, 1.0), noise=0.02
+        ),
     },
     "composition": {
         # 50 uniform points: 25 context + 25 queries.
         "paper": ObservationProtocol("paper", n_context=25, n_query=25),
         # 12 noisy context points in the first half; queries in the second half.
-        "strict": ObservationProtocol("strict", n_context=12, n_query=25, context_span=(0.0, 0.5),
-                                      query_span=(0.5, 1.0), noise=0.02),
+        "strict": ObservationProtocol(
+            "strict", n_context=12, n_query=25, context_span=(0.0, 0.5), query_span=(0.5, 1.0), noise=0.02
+        ),
     },
     "composition-depth3": {
         # 100 uniform points: 50 context + 50 queries (reference §8.1).
         "paper": ObservationProtocol("paper", n_context=50, n_query=50),
         # 25 noisy context points in the first half; 50 queries in the second half.
-        "strict": ObservationProtocol("strict", n_context=25, n_query=50, context_span=(0.0, 0.5),
-                                      query_span=(0.5, 1.0), noise=0.02),
+        "strict": ObservationProtocol(
+            "strict", n_context=25, n_query=50, context_span=(0.0, 0.5), query_span=(0.5, 1.0), noise=0.02
+        ),
     },
 }
 
 
-def get_protocol(spec: "str | ObservationProtocol", regime: str = "parameter") -> ObservationProtocol:
+def get_protocol(spec: str | ObservationProtocol, regime: str = "parameter") -> ObservationProtocol:
     """A protocol by name (from ``regime``'s table), or the protocol itself."""
     if isinstance(spec, ObservationProtocol):
         return spec

@@ -72,8 +72,10 @@ def _make_split(name: str, train_sizes: tuple[int, ...], target_size: int) -> Pa
     return ParitySplit(name, train_sizes, target_size, train, _masks_of_size(target_size))
 
 
-SPLITS: dict[str, ParitySplit] = {"test": _make_split("test", TRAIN_SIZES, TEST_SIZE),
-                                  "dev": _make_split("dev", (2, 3, 4), 5)}
+SPLITS: dict[str, ParitySplit] = {
+    "test": _make_split("test", TRAIN_SIZES, TEST_SIZE),
+    "dev": _make_split("dev", (2, 3, 4), 5),
+}
 TRAIN_MASKS: tuple[Mask, ...] = SPLITS["test"].train_masks
 TEST_MASKS: tuple[Mask, ...] = SPLITS["test"].target_masks
 
@@ -140,8 +142,9 @@ def mask_indicator(mask) -> np.ndarray:
     return out
 
 
-def sample_training_task(g: np.random.Generator, mask=None, n_support: int = 5,
-                         n_query: int = 1, split: str = "test") -> ParityTask:
+def sample_training_task(
+    g: np.random.Generator, mask=None, n_support: int = 5, n_query: int = 1, split: str = "test"
+) -> ParityTask:
     """A training task of ``split``: mask (random from its training masks if None), fresh vectors from g."""
     _check_counts(n_support, n_query)
     sp = get_split(split)
@@ -173,9 +176,9 @@ SPACES = ("authors", "frontier", "all")
 # What each candidate space assumes (recorded in results.json).
 SPACE_ASSUMPTIONS = {
     "authors": "the authors' code's space (reference 10.4): every frontier-size mask x every bit 0-7; "
-               "implies masks one size above or below the frontier",
+    "implies masks one size above or below the frontier",
     "frontier": "the target lies one step beyond the training frontier (the length regime's assumption): "
-                "every frontier-size mask x every bit it lacks",
+    "every frontier-size mask x every bit it lacks",
     "all": "every training mask x every bit 0-7 (the paper's wording)",
 }
 
@@ -207,7 +210,7 @@ def oracle_parent(mask) -> Candidate:
     return mask[1:], mask[0]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _implied_matrix(space: str, split: str) -> np.ndarray:
     # One 0/1 row per candidate of the space: the implied mask as an indicator over the 8 bits.
     m = np.stack([mask_indicator(implied_mask(parent, bit)) for parent, bit in candidates(space, split)])
@@ -219,7 +222,7 @@ def consistent_candidates(task: ParityTask, space: str, split: str = "test") -> 
     """The candidates whose implied parity matches every support label, in enumeration order."""
     split = get_split(split).name
     fits = _support_errors(task, _implied_matrix(space, split)) == 0
-    return [c for c, ok in zip(candidates(space, split), fits) if ok]
+    return [c for c, ok in zip(candidates(space, split), fits, strict=True) if ok]
 
 
 def _support_errors(task: ParityTask, implied: np.ndarray) -> np.ndarray:
@@ -227,8 +230,7 @@ def _support_errors(task: ParityTask, implied: np.ndarray) -> np.ndarray:
     return (pred != np.asarray(task.support_y)[:, None]).sum(axis=0)
 
 
-def exact_search(task: ParityTask, space: str, tie_vote: bool = False,
-                 split: str = "test") -> tuple[np.ndarray, int]:
+def exact_search(task: ParityTask, space: str, tie_vote: bool = False, split: str = "test") -> tuple[np.ndarray, int]:
     """LLM-free search: (query predictions, number of consistent candidates).
 
     Predicts with the first consistent candidate in enumeration order or, with tie_vote, the

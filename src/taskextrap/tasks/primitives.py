@@ -15,13 +15,23 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.validation import (as_float_array, as_index_array, check_callable, check_instance, check_int,
-                                   check_range, check_rng, check_str, describe)
+from taskextrap.validation import (
+    as_float_array,
+    as_index_array,
+    check_callable,
+    check_instance,
+    check_int,
+    check_range,
+    check_rng,
+    check_str,
+    describe,
+)
 
 if TYPE_CHECKING:
     from taskextrap.tasks.chains import RecipeSplit
@@ -30,10 +40,12 @@ if TYPE_CHECKING:
 def _check_pairs(name: str, pairs, allow_empty: bool = False) -> None:
     """``pairs`` must be a tuple (or list) of (outer family, inner family) name pairs."""
     ok = not isinstance(pairs, (str, bytes)) and isinstance(pairs, (tuple, list)) and (allow_empty or len(pairs) > 0)
-    if not ok or not all(isinstance(p, (tuple, list)) and len(p) == 2 and all(isinstance(f, str) for f in p)
-                         for p in pairs):
-        raise TaskextrapError(f"{name} must be a non-empty tuple of (outer family, inner family) name pairs, "
-                              f"got {describe(pairs)}")
+    if not ok or not all(
+        isinstance(p, (tuple, list)) and len(p) == 2 and all(isinstance(f, str) for f in p) for p in pairs
+    ):
+        raise TaskextrapError(
+            f"{name} must be a non-empty tuple of (outer family, inner family) name pairs, got {describe(pairs)}"
+        )
 
 
 def _check_grid(grid) -> np.ndarray:
@@ -94,24 +106,30 @@ class PrimitiveFamily:
     def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Values (n, m) of the functions ``params`` (n, p) at ``x`` (n, m); a one-line error naming
         the family if ``fn`` returns another shape than x's or values that are not real numbers."""
-        kwargs = {k: params[:, i:i + 1] for i, k in enumerate(self.params)}
+        kwargs = {k: params[:, i : i + 1] for i, k in enumerate(self.params)}
         out = np.asarray(self.fn(x, **kwargs))
         if out.dtype.kind not in "biuf":
-            raise TaskextrapError(f"primitive family {self.name!r}: fn returned {out.dtype} values; "
-                                  "it must return real numbers")
+            raise TaskextrapError(
+                f"primitive family {self.name!r}: fn returned {out.dtype} values; it must return real numbers"
+            )
         if out.shape != np.shape(x):  # a broadcast (n, 1) or scalar would hide a formula that ignores x
-            raise TaskextrapError(f"primitive family {self.name!r}: fn returned shape {out.shape} for x of shape "
-                                  f"{np.shape(x)}; it must return exactly x's shape (numpy-vectorised over x)")
+            raise TaskextrapError(
+                f"primitive family {self.name!r}: fn returned shape {out.shape} for x of shape "
+                f"{np.shape(x)}; it must return exactly x's shape (numpy-vectorised over x)"
+            )
         return np.array(out, dtype=float)  # a copy: fn may return x itself (the identity)
 
 
 # Ranges of the authors' composition experiment (reference §7.1).
-POLY = PrimitiveFamily("poly", lambda x, a, b, c: a * x**2 + b * x + c,
-                       {"a": (-0.1, 0.1), "b": (-0.5, 0.5), "c": (-2.0, 2.0)})
-SIN = PrimitiveFamily("sin", lambda x, A, w, phi: A * np.sin(w * x + phi),
-                      {"A": (0.5, 2.0), "w": (0.5, 1.5), "phi": (0.0, np.pi)})
-TANH = PrimitiveFamily("tanh", lambda x, A, w, c: A * np.tanh(w * (x - c)),
-                       {"A": (1.0, 3.0), "w": (0.5, 2.0), "c": (-2.0, 2.0)})
+POLY = PrimitiveFamily(
+    "poly", lambda x, a, b, c: a * x**2 + b * x + c, {"a": (-0.1, 0.1), "b": (-0.5, 0.5), "c": (-2.0, 2.0)}
+)
+SIN = PrimitiveFamily(
+    "sin", lambda x, A, w, phi: A * np.sin(w * x + phi), {"A": (0.5, 2.0), "w": (0.5, 1.5), "phi": (0.0, np.pi)}
+)
+TANH = PrimitiveFamily(
+    "tanh", lambda x, A, w, c: A * np.tanh(w * (x - c)), {"A": (1.0, 3.0), "w": (0.5, 2.0), "c": (-2.0, 2.0)}
+)
 PRIMITIVE_FAMILIES = (POLY, SIN, TANH)
 
 
@@ -160,9 +178,10 @@ class PairSplit:
 
 
 # The paper's split (Appendix F): train on P o S, test on S o P, and so on.
-PAPER_SPLIT = PairSplit(train=(("poly", "poly"), ("sin", "sin"), ("tanh", "tanh"),
-                               ("poly", "sin"), ("sin", "tanh"), ("tanh", "poly")),
-                        test=(("sin", "poly"), ("tanh", "sin"), ("poly", "tanh")))
+PAPER_SPLIT = PairSplit(
+    train=(("poly", "poly"), ("sin", "sin"), ("tanh", "tanh"), ("poly", "sin"), ("sin", "tanh"), ("tanh", "poly")),
+    test=(("sin", "poly"), ("tanh", "sin"), ("poly", "tanh")),
+)
 
 
 _SET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # it names unit files, plots and result groups
@@ -222,18 +241,26 @@ class CompositionFamily:
 
         check_str("CompositionFamily name", self.name)
         if not _SET_NAME.fullmatch(self.name):
-            raise TaskextrapError(f"primitive set name {self.name!r} must be letters, digits, '-', '_' or '.' "
-                                  "(it names files and result groups)")
+            raise TaskextrapError(
+                f"primitive set name {self.name!r} must be letters, digits, '-', '_' or '.' "
+                "(it names files and result groups)"
+            )
         where = f"primitive set {self.name!r}"
         families = self.families
-        if isinstance(families, (str, bytes)) or not isinstance(families, (tuple, list)) or not all(
-                isinstance(f, PrimitiveFamily) for f in families):
-            raise TaskextrapError(f"{where}: families must be a tuple of PrimitiveFamily objects, got "
-                                  f"{describe(families)}")
+        if (
+            isinstance(families, (str, bytes))
+            or not isinstance(families, (tuple, list))
+            or not all(isinstance(f, PrimitiveFamily) for f in families)
+        ):
+            raise TaskextrapError(
+                f"{where}: families must be a tuple of PrimitiveFamily objects, got {describe(families)}"
+            )
         names = [f.name for f in families]
         if len(names) < 2:
-            raise TaskextrapError(f"{where}: needs at least 2 primitive families (a held-out pair must differ "
-                                  f"from every training pair), got {len(names)}")
+            raise TaskextrapError(
+                f"{where}: needs at least 2 primitive families (a held-out pair must differ "
+                f"from every training pair), got {len(names)}"
+            )
         if len(set(names)) != len(names) or IDENTITY_NAME in names:
             raise TaskextrapError(f"{where}: family names must be distinct and not {IDENTITY_NAME!r}, got {names}")
         check_instance(f"{where}: split", self.split, PairSplit, "a PairSplit (see taskextrap.tasks.primitives)")
@@ -241,8 +268,12 @@ class CompositionFamily:
         check_range(f"{where}: domain", self.domain)
         self._check_grid(where)
         if self.recipe_split is not None:
-            check_instance(f"{where}: recipe_split", self.recipe_split, RecipeSplit,
-                           "a RecipeSplit (see taskextrap.tasks.chains) or None")
+            check_instance(
+                f"{where}: recipe_split",
+                self.recipe_split,
+                RecipeSplit,
+                "a RecipeSplit (see taskextrap.tasks.chains) or None",
+            )
             if self.recipe_split.depth != 3:
                 raise TaskextrapError(f"{where}: recipe_split must have depth 3, got {self.recipe_split.depth}")
             self._check_names("its recipe split", self.recipe_split.families, names)
@@ -254,11 +285,14 @@ class CompositionFamily:
         """``named`` (the families a split names) must be exactly the set's ``names``."""
         unknown, unnamed = [f for f in named if f not in names], [f for f in names if f not in named]
         if unknown:
-            raise TaskextrapError(f"primitive set {self.name!r}: {what} names {unknown}, not families of the set "
-                                  f"{names}")
+            raise TaskextrapError(
+                f"primitive set {self.name!r}: {what} names {unknown}, not families of the set {names}"
+            )
         if unnamed:
-            raise TaskextrapError(f"primitive set {self.name!r}: {what} names no pair of {unnamed}; every family "
-                                  "of the set must be in some pair")
+            raise TaskextrapError(
+                f"primitive set {self.name!r}: {what} names no pair of {unnamed}; every family "
+                "of the set must be in some pair"
+            )
 
     def _check_grid(self, where: str) -> None:
         grid = self.grid
@@ -280,7 +314,7 @@ class CompositionFamily:
         lo, hi, points = self.grid
         return np.linspace(lo, hi, points)
 
-    def library(self, n_per_family: int, rng: np.random.Generator) -> "PrimitiveSet":
+    def library(self, n_per_family: int, rng: np.random.Generator) -> PrimitiveSet:
         """A library of ``n_per_family`` primitives of every family (:meth:`PrimitiveSet.sample`)."""
         return PrimitiveSet.sample(self.families, n_per_family, rng, domain=self.domain, grid=self.curve_grid())
 
@@ -303,12 +337,16 @@ class PrimitiveSet:
     name: str = "primitives"
 
     def __post_init__(self):
-        if isinstance(self.families, (str, bytes)) or not isinstance(self.families, (tuple, list)) or not all(
-                isinstance(f, PrimitiveFamily) for f in self.families):
+        if (
+            isinstance(self.families, (str, bytes))
+            or not isinstance(self.families, (tuple, list))
+            or not all(isinstance(f, PrimitiveFamily) for f in self.families)
+        ):
             raise TaskextrapError("families must be a tuple of PrimitiveFamily objects")
         if np.ndim(self.family) != 1:
-            raise TaskextrapError(f"family must be a 1-D array of indices into families, "
-                                  f"got shape {np.shape(self.family)}")
+            raise TaskextrapError(
+                f"family must be a 1-D array of indices into families, got shape {np.shape(self.family)}"
+            )
         if len(self.family):
             as_index_array("family", self.family, len(self.families), "indices into families")
         grid = _check_grid(self.grid)
@@ -324,14 +362,24 @@ class PrimitiveSet:
         return len(self.family)
 
     @classmethod
-    def sample(cls, families=PRIMITIVE_FAMILIES, n_per_family: int = 100, rng: np.random.Generator | None = None,
-               domain=(-5.0, 5.0), grid=None) -> "PrimitiveSet":
+    def sample(
+        cls,
+        families=PRIMITIVE_FAMILIES,
+        n_per_family: int = 100,
+        rng: np.random.Generator | None = None,
+        domain=(-5.0, 5.0),
+        grid=None,
+    ) -> PrimitiveSet:
         """``n_per_family`` primitives of each family, curves stored on ``grid`` (default [-10, 10], 401 points).
 
         A family whose ``fn`` returns another shape than x's, or whose every sampled function is
         constant in x, is refused in one line naming it."""
-        if isinstance(families, (str, bytes)) or not isinstance(families, (tuple, list)) or not families or not all(
-                isinstance(f, PrimitiveFamily) for f in families):
+        if (
+            isinstance(families, (str, bytes))
+            or not isinstance(families, (tuple, list))
+            or not families
+            or not all(isinstance(f, PrimitiveFamily) for f in families)
+        ):
             raise TaskextrapError("families must be a non-empty tuple of PrimitiveFamily objects")
         check_int("n_per_family", n_per_family, 1)
         rng = check_rng("rng", rng) if rng is not None else np.random.default_rng(0)
@@ -340,19 +388,22 @@ class PrimitiveSet:
         width = max(len(f.params) for f in families)
         params = np.zeros((n_per_family * len(families), width))
         for i, fam in enumerate(families):
-            params[i * n_per_family:(i + 1) * n_per_family, : len(fam.params)] = fam.sample(n_per_family, rng)
+            params[i * n_per_family : (i + 1) * n_per_family, : len(fam.params)] = fam.sample(n_per_family, rng)
         family = np.repeat(np.arange(len(families)), n_per_family)
         prims = cls(tuple(families), family, params, grid, np.zeros((len(family), len(grid))), tuple(domain))
         curves = prims.exact(np.broadcast_to(grid, (len(family), len(grid))))
         for i, fam in enumerate(families):  # exact() has checked each family's shapes; this costs one pass
             if not np.ptp(curves[family == i], axis=1).any():
-                raise TaskextrapError(f"primitive family {fam.name!r}: fn does not depend on x (every sampled "
-                                      "function is constant over the curve grid)")
+                raise TaskextrapError(
+                    f"primitive family {fam.name!r}: fn does not depend on x (every sampled "
+                    "function is constant over the curve grid)"
+                )
         return cls(prims.families, family, params, grid, curves, tuple(domain))
 
     @classmethod
-    def from_curves(cls, names: list[str], family: np.ndarray, grid: np.ndarray, curves: np.ndarray,
-                    domain=(-5.0, 5.0)) -> "PrimitiveSet":
+    def from_curves(
+        cls, names: list[str], family: np.ndarray, grid: np.ndarray, curves: np.ndarray, domain=(-5.0, 5.0)
+    ) -> PrimitiveSet:
         """A library known only by sampled curves (n, G) on ``grid``; ``family`` indexes ``names``."""
         if isinstance(names, (str, bytes)) or not isinstance(names, (tuple, list)) or not names:
             raise TaskextrapError(f"names must be a non-empty list of family names, got {describe(names)}")
@@ -423,7 +474,7 @@ class PrimitiveSet:
         pos, t = self._locate(x)
         # Grid-major table: each gathered row is contiguous over the library (cache-friendly).
         table = self._curves_by_grid
-        lo, hi = table[pos], table[pos + 1]                                   # s + (L,)
+        lo, hi = table[pos], table[pos + 1]  # s + (L,)
         return lo + t[..., None] * (hi - lo)
 
     @functools.cached_property
@@ -498,9 +549,15 @@ class CompositionSet:
         return np.array([f"{o} o {i}" for o, i in self.pair], dtype=object)
 
     @classmethod
-    def sample(cls, primitives: PrimitiveSet, pairs: tuple[tuple[str, str], ...], n: int,
-               rng: np.random.Generator, pool: np.ndarray | None = None,
-               train_pairs: tuple[tuple[str, str], ...] | None = None) -> "CompositionSet":
+    def sample(
+        cls,
+        primitives: PrimitiveSet,
+        pairs: tuple[tuple[str, str], ...],
+        n: int,
+        rng: np.random.Generator,
+        pool: np.ndarray | None = None,
+        train_pairs: tuple[tuple[str, str], ...] | None = None,
+    ) -> CompositionSet:
         """``n`` compositions: a family pair uniform over ``pairs``, then members of ``pool`` (default all).
 
         ``train_pairs`` (default ``pairs``) are the pairs the noise scale is measured on.
@@ -531,7 +588,7 @@ class CompositionSet:
         params = self.params if index is None else self.params[index]
         return self.family(params, x)
 
-    def subset(self, index) -> "CompositionSet":
+    def subset(self, index) -> CompositionSet:
         """The tasks at ``index`` (an index array or boolean mask)."""
         return CompositionSet(self.family, self.params[index], self.pair[index])
 
@@ -575,7 +632,7 @@ class PrimitiveTasks:
     params: np.ndarray
 
     @classmethod
-    def of(cls, primitives: PrimitiveSet) -> "PrimitiveTasks":
+    def of(cls, primitives: PrimitiveSet) -> PrimitiveTasks:
         """Every primitive of the library, as a task set."""
         return cls(_PrimitiveEval(primitives), np.arange(len(primitives), dtype=float)[:, None])
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Mapping
+from typing import TypeVar
 
 import numpy as np
 
@@ -21,6 +23,8 @@ from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES, PRIMITIVE_SETS
 from taskextrap.tasks.family import ParametricFamily
 from taskextrap.tasks.primitives import CompositionFamily
+
+T = TypeVar("T")
 
 # The sample a user's family is checked on: a few tasks of every region at a few inputs.
 CHECK_TASKS, CHECK_POINTS = 8, 16
@@ -43,24 +47,28 @@ def load_object(spec: str, what: str):
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name == module_name or module_name.startswith(f"{exc.name}."):
-            raise TaskextrapError(f"cannot load {what} {spec!r}: cannot import module {module_name!r} "
-                                  "(is its folder on PYTHONPATH?)") from None
-        raise TaskextrapError(f"cannot load {what} {spec!r}: importing {module_name!r} failed: "
-                              f"{_one_line(exc)}") from None
-    except (Exception, SystemExit) as exc:  # the user's module raised while it was imported
-        raise TaskextrapError(f"cannot load {what} {spec!r}: importing {module_name!r} failed: "
-                              f"{_one_line(exc)}") from None
+            raise TaskextrapError(
+                f"cannot load {what} {spec!r}: cannot import module {module_name!r} (is its folder on PYTHONPATH?)"
+            ) from None
+        raise TaskextrapError(
+            f"cannot load {what} {spec!r}: importing {module_name!r} failed: {_one_line(exc)}"
+        ) from None
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's module raised while it was imported
+        raise TaskextrapError(
+            f"cannot load {what} {spec!r}: importing {module_name!r} failed: {_one_line(exc)}"
+        ) from None
     obj = module
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
-        except Exception:  # AttributeError, or a module __getattr__ that raises
-            raise TaskextrapError(f"cannot load {what} {spec!r}: module {module_name!r} has no attribute "
-                                  f"{attr!r}") from None
+        except Exception:  # noqa: BLE001 - AttributeError, or a module __getattr__ that raises
+            raise TaskextrapError(
+                f"cannot load {what} {spec!r}: module {module_name!r} has no attribute {attr!r}"
+            ) from None
     return obj
 
 
-def resolve(spec, kind: type, builtins: dict, what: str):
+def resolve(spec, kind: type[T], builtins: Mapping[str, T], what: str) -> T:
     """The ``kind`` object ``spec`` names: an instance of ``kind`` as it is, a built-in name (a key
     of ``builtins``), or a user's ``module:attr`` naming an instance of ``kind`` (never called,
     even when it is callable). Anything else is a one-line TaskextrapError that says what was
@@ -72,17 +80,24 @@ def resolve(spec, kind: type, builtins: dict, what: str):
     if ":" in spec:
         obj = load_object(spec, what)
         if not isinstance(obj, kind):
-            raise TaskextrapError(f"{spec!r} is a {type(obj).__name__}, not a {kind.__module__}.{kind.__name__}: "
-                                  f"point module:attr at a {kind.__name__} object")
+            raise TaskextrapError(
+                f"{spec!r} is a {type(obj).__name__}, not a {kind.__module__}.{kind.__name__}: "
+                f"point module:attr at a {kind.__name__} object"
+            )
         return obj
     if spec not in builtins:
-        raise TaskextrapError(f"unknown {what} {spec!r}; choose from {sorted(builtins)} or module:attr"
-                              + did_you_mean(spec, builtins))
+        raise TaskextrapError(
+            f"unknown {what} {spec!r}; choose from {sorted(builtins)} or module:attr" + did_you_mean(spec, builtins)
+        )
     return builtins[spec]
 
 
-def get_family(spec: "str | ParametricFamily", builtins: dict | None = None,
-               held_out: tuple[str, ...] = ("F2",), experiment: str = "parameter") -> ParametricFamily:
+def get_family(
+    spec: str | ParametricFamily,
+    builtins: Mapping[str, ParametricFamily] | None = None,
+    held_out: tuple[str, ...] = ("F2",),
+    experiment: str = "parameter",
+) -> ParametricFamily:
     """Return the family named ``spec``: a name among ``builtins`` (default: the Table-1 families),
     ``module:attr``, or a family itself (:func:`resolve`); a user's family must have the training
     regions F1_1, F1_2 and the ``held_out`` regions ``experiment`` scores, and pass
@@ -92,9 +107,11 @@ def get_family(spec: "str | ParametricFamily", builtins: dict | None = None,
     if builtins.get(family.name) is family:
         return family
     if set(family.train_regions) != {"F1_1", "F1_2"} or any(r not in family.regions for r in held_out):
-        raise TaskextrapError(f"{_label(spec, family.name)}: the {experiment} experiment needs regions named exactly "
-                              f"F1_1, F1_2 (train_regions) and {', '.join(held_out)} (held out), got regions "
-                              f"{sorted(family.regions)} with train_regions {sorted(family.train_regions)}")
+        raise TaskextrapError(
+            f"{_label(spec, family.name)}: the {experiment} experiment needs regions named exactly "
+            f"F1_1, F1_2 (train_regions) and {', '.join(held_out)} (held out), got regions "
+            f"{sorted(family.regions)} with train_regions {sorted(family.train_regions)}"
+        )
     check_family(family, _label(spec, family.name))
     return family
 
@@ -124,8 +141,10 @@ def check_family(family: ParametricFamily, label: str | None = None) -> None:
         if region in family.train_regions:
             training.append(y)
     if np.ptp(np.concatenate(training)) == 0:  # every scale and noise level is relative to this spread
-        raise TaskextrapError(f"{label}: its outputs do not vary over the training regions "
-                              f"({', '.join(family.train_regions)}): there is nothing to learn")
+        raise TaskextrapError(
+            f"{label}: its outputs do not vary over the training regions "
+            f"({', '.join(family.train_regions)}): there is nothing to learn"
+        )
 
 
 def check_ladder(ladder, label: str | None = None) -> None:
@@ -135,7 +154,9 @@ def check_ladder(ladder, label: str | None = None) -> None:
     (n, 1) or scalar is refused), a non-real value or NaN/inf, and for a term p >= 1 that does
     not depend on x (term 0 is the constant term, ``x ** 0`` in the polynomial ladder)."""
     label = label or f"ladder {ladder.name!r}"
-    x = np.sort(np.random.default_rng(0).uniform(*ladder.domain, size=(CHECK_TASKS, CHECK_POINTS)), axis=1)
+    x = np.sort(
+        np.random.default_rng(0).uniform(ladder.domain[0], ladder.domain[1], size=(CHECK_TASKS, CHECK_POINTS)), axis=1
+    )
     for p in range(ladder.n_coefs):
         what = f"{label}: basis term {p} (level {p})"
         y = _check_values(functools.partial(ladder.basis, x, p), x.shape, what)
@@ -143,8 +164,9 @@ def check_ladder(ladder, label: str | None = None) -> None:
             raise TaskextrapError(f"{what} does not depend on x; only term 0 (the constant term) may be constant")
 
 
-def get_primitive_set(spec: "str | CompositionFamily", builtins: dict | None = None,
-                      depth3: bool = False) -> CompositionFamily:
+def get_primitive_set(
+    spec: str | CompositionFamily, builtins: Mapping[str, CompositionFamily] | None = None, depth3: bool = False
+) -> CompositionFamily:
     """Return the primitive set named ``spec``: a name among ``builtins`` (default: the built-in
     sets, :data:`taskextrap.tasks.builtin.PRIMITIVE_SETS`), ``module:attr`` of a user's
     :class:`~taskextrap.tasks.primitives.CompositionFamily`, or a set itself (:func:`resolve`).
@@ -154,8 +176,10 @@ def get_primitive_set(spec: "str | CompositionFamily", builtins: dict | None = N
     primitive_set = resolve(spec, CompositionFamily, builtins, "primitive set")
     label = f"primitive set {spec!r}" if isinstance(spec, str) else f"primitive set {primitive_set.name!r}"
     if depth3 and primitive_set.recipe_split is None:
-        raise TaskextrapError(f"{label}: composition-depth3 needs its recipe_split (a depth-3 "
-                              "taskextrap.tasks.chains.RecipeSplit over its families), it has none")
+        raise TaskextrapError(
+            f"{label}: composition-depth3 needs its recipe_split (a depth-3 "
+            "taskextrap.tasks.chains.RecipeSplit over its families), it has none"
+        )
     if builtins.get(primitive_set.name) is not primitive_set:
         check_primitives(primitive_set, label)
     return primitive_set
@@ -189,14 +213,16 @@ def _check_values(evaluate, shape: tuple, what: str) -> np.ndarray:
     try:
         with np.errstate(all="ignore"):  # a NaN or inf is reported below, once, by name
             raw = evaluate()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the user's formula raises, one line naming it
         raise TaskextrapError(f"{what} raised {_one_line(exc)}") from None
     out = np.asarray(raw)
     if out.dtype.kind not in "biuf":
         raise TaskextrapError(f"{what} returned {out.dtype} values; it must return real numbers")
     if out.shape != tuple(shape):  # exactly x's shape: a broadcastable (n, 1) or scalar hides a formula bug
-        raise TaskextrapError(f"{what} returned shape {out.shape} for inputs x of shape {tuple(shape)}; "
-                              "it must return exactly x's shape (numpy-vectorised over x)")
+        raise TaskextrapError(
+            f"{what} returned shape {out.shape} for inputs x of shape {tuple(shape)}; "
+            "it must return exactly x's shape (numpy-vectorised over x)"
+        )
     if not np.all(np.isfinite(out)):
         raise TaskextrapError(f"{what} returned NaN or inf on its own domain")
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import groupby
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -56,7 +56,7 @@ def _reverse(s: str) -> str:
 
 
 def _interlace(a: str, b: str) -> str:
-    return "".join(x + y for x, y in zip(a, b))
+    return "".join(x + y for x, y in zip(a, b, strict=False))
 
 
 def _recursive_interlace(a: str, b: str) -> str:
@@ -179,8 +179,7 @@ def apply(candidate, s: str) -> str:
 _ALPHABET = np.array(list("abcdefghijklmnopqrstuvwxyz"))
 
 
-def random_strings(g: np.random.Generator, n: int, min_len: int = 6,
-                   max_len: int = 14) -> list[str]:
+def random_strings(g: np.random.Generator, n: int, min_len: int = 6, max_len: int = 14) -> list[str]:
     """n random lowercase a-z strings, length uniform in [min_len, max_len]."""
     if not 1 <= min_len <= max_len:
         raise TaskextrapError(f"need 1 <= min_len <= max_len, got {min_len}, {max_len}")
@@ -202,7 +201,7 @@ def split_pairs(seed: int = 0, test_fraction: float = 0.2) -> tuple[list, list]:
         raise TaskextrapError(f"test_fraction must lie in (0, 1), got {test_fraction}")
     pairs = all_pairs()
     order = rng(seed, "codeio", "split").permutation(len(pairs))
-    held = set(order[: int(math.floor(test_fraction * len(pairs)))].tolist())
+    held = set(order[: math.floor(test_fraction * len(pairs))].tolist())
     train = [p for i, p in enumerate(pairs) if i not in held]
     test = [p for i, p in enumerate(pairs) if i in held]
     return train, test
@@ -215,7 +214,7 @@ def dev_split(seed: int = 0, dev_fraction: float = 0.2) -> tuple[list, list]:
         raise TaskextrapError(f"dev_fraction must lie in (0, 1), got {dev_fraction}")
     train, _ = split_pairs(seed)
     order = rng(seed, "codeio", "dev-split").permutation(len(train))
-    held = set(order[: int(math.floor(dev_fraction * len(train)))].tolist())
+    held = set(order[: math.floor(dev_fraction * len(train))].tolist())
     return ([p for i, p in enumerate(train) if i not in held], [p for i, p in enumerate(train) if i in held])
 
 
@@ -240,8 +239,8 @@ def novel_test_pairs(train, test, probe=None) -> list[tuple[str, str]]:
     return [tuple(p) for p in test if behaviour(p, probe) not in seen]
 
 
-
 # ------------------------------------------------------------------ examples and test tasks
+
 
 def examples(g: np.random.Generator, candidate, k: int) -> list[tuple[str, str]]:
     """k fresh strings and the candidate's outputs (a sampler's last one serves as its query)."""
@@ -251,15 +250,14 @@ def examples(g: np.random.Generator, candidate, k: int) -> list[tuple[str, str]]
 def filler_strings(g: np.random.Generator, n: int, exclude=()) -> list[str]:
     """n distinct random strings (:func:`random_strings`), none of them in ``exclude`` (the
     task's own inputs): the filler rows of reference blocks."""
-    taken, out = set(exclude), []
+    taken: set[str] = set(exclude)
+    out: list[str] = []
     while len(out) < n:
         (s,) = random_strings(g, 1)
         if s not in taken:
             taken.add(s)
             out.append(s)
     return out
-
-
 
 
 @dataclass(frozen=True)
@@ -282,8 +280,10 @@ def make_test_tasks(test_pairs, seed: int, n_support: int = 3, stream: str = "te
     if n_support < 1:
         raise TaskextrapError(f"n_support must be >= 1, got {n_support}")
     tasks = []
-    for pair in test_pairs:
-        pair = as_candidate(pair)
+    for candidate in test_pairs:
+        pair = as_candidate(candidate)
+        if isinstance(pair, str):
+            raise TaskextrapError(f"test_pairs: a test task is a pair of primitives, got the single {pair!r}")
         g = rng(seed, "codeio", stream, *pair)
         *support, query = examples(g, pair, n_support + 1)
         fillers = filler_strings(g, max(0, BLOCK_ROWS - n_support + 1), [s for s, _ in support] + [query[0]])

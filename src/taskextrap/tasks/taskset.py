@@ -25,23 +25,26 @@ class TaskSet:
         params = as_float_array("params", self.params)
         p = len(self.family.param_names)
         if params.ndim != 2 or params.shape[1] != p:
-            raise TaskextrapError(f"params must have shape (n_tasks, {p}) for family {self.family.name!r}, "
-                                  f"got {params.shape}")
+            raise TaskextrapError(
+                f"params must have shape (n_tasks, {p}) for family {self.family.name!r}, got {params.shape}"
+            )
         if np.shape(self.region) != (len(params),):
-            raise TaskextrapError(f"region must hold one region name per task ({len(params)}), "
-                                  f"got shape {np.shape(self.region)}")
+            raise TaskextrapError(
+                f"region must hold one region name per task ({len(params)}), got shape {np.shape(self.region)}"
+            )
         object.__setattr__(self, "params", params)  # frozen: the validated float array replaces the input
 
     def __len__(self) -> int:
         return len(self.params)
 
     @classmethod
-    def sample(cls, family: ParametricFamily, counts: dict[str, int], rng: np.random.Generator) -> "TaskSet":
+    def sample(cls, family: ParametricFamily, counts: dict[str, int], rng: np.random.Generator) -> TaskSet:
         """Draw ``counts[region]`` tasks from each region, region by region in the given order."""
         check_instance("family", family, ParametricFamily, "a ParametricFamily (see taskextrap.tasks)")
         if not isinstance(counts, Mapping) or not counts:
-            raise TaskextrapError(f"counts must be a non-empty dict {{region: number of tasks}}, "
-                                  f"got {describe(counts)}")
+            raise TaskextrapError(
+                f"counts must be a non-empty dict {{region: number of tasks}}, got {describe(counts)}"
+            )
         for name, n in counts.items():
             check_int(f"counts[{name!r}]", n, 1)
         check_rng("rng", rng)
@@ -51,7 +54,7 @@ class TaskSet:
             region += [name] * n
         return cls(family, np.concatenate(params), np.array(region, dtype=object))
 
-    def subset(self, index) -> "TaskSet":
+    def subset(self, index) -> TaskSet:
         """The tasks at ``index`` (an index array or boolean mask)."""
         return TaskSet(self.family, self.params[index], self.region[index])
 
