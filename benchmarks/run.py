@@ -92,6 +92,7 @@ def bench_length_embeddings(seed: int = 0) -> dict:
                 train=TrainConfig(steps=1, batch=512),
                 decomposer_train=prof.decomposer_train,
                 seed=seed,
+                verbose=False,  # this loop prints a line per fit
             )
             q = model.fit(library).retrieval_quality()
             q["wall_s"] = time.perf_counter() - t

@@ -23,20 +23,13 @@ N_PER_REGION = 10
 
 def tiny_rte(**kwargs):
     """An unfitted Strategy A RTE with tiny sizes, quiet; keyword arguments override these. The
-    objective's settings are those the tests were written for (8 retrieved anchors, no screen,
-    shifts 0.5 to 2 times the proxy difference), not RTE's defaults (the dev-chosen variant)."""
+    objective's settings are those the tests were written for (``LEGACY_OBJECTIVE``: 8 retrieved
+    anchors, no screen, shifts 0.5 to 2 times the proxy difference), not RTE's defaults (the
+    dev-chosen variant)."""
     from taskextrap.estimators.parameter import RTE
+    from taskextrap.experiments.parameter import LEGACY_OBJECTIVE
 
-    opts = dict(
-        n_pairs=300,
-        train=TINY_TRAIN,
-        seed=0,
-        search="proxy",
-        retrieve=8,
-        screen=0,
-        phi_scales=(0.5, 1.0, 1.5, 2.0),
-        verbose=False,
-    )
+    opts = dict(n_pairs=300, train=TINY_TRAIN, seed=0, search="proxy", **LEGACY_OBJECTIVE, verbose=False)
     opts.update(kwargs)
     return RTE(**opts)
 

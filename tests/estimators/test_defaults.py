@@ -195,9 +195,39 @@ def test_a_verbose_fit_past_the_delay_shows_its_phases_and_loss_on_stderr(
     calls = []
     model.fit(library, progress=lambda step, loss: calls.append(step))
     out, err = capsys.readouterr()
-    assert out == "" and f"{kind}: " in err and "training Psi" in err and "loss=" in err and f"{steps}/{steps}" in err
+    assert out == "" and f"{kind}: " in err and "training Psi" in err and "loss=" in err and f"/{steps} " in err
     assert ("training decomposer" in err) == (kind != "RTE")
     assert len(calls) == steps  # the user's callback still gets every step
+    assert "\n" not in err and err.endswith("\r")  # the bar is cleared when the fit ends: no line left
+
+
+def test_fits_in_a_loop_leave_no_line_behind(monkeypatch, capsys):
+    monkeypatch.setattr(P, "DELAY_S", 0.0)
+    for _ in range(3):
+        with P.FitProgress(True, 4, name="RTE") as bar:
+            bar.phase("training Psi")
+            for step in range(4):
+                bar(step, 0.5)
+    err = capsys.readouterr().err
+    assert "RTE: training Psi" in err and "\n" not in err
+
+
+def test_a_redraw_between_steps_keeps_the_rate_right(monkeypatch, capsys):
+    """The clock's redraw records the step count with the time, as tqdm does: the next rate is
+    the steps since the redraw over the time since it (64 steps/s here, on a made-up clock)."""
+    monkeypatch.setattr(P, "DELAY_S", 0.0)
+    monkeypatch.setattr(P, "REDRAW_S", 3600.0)  # no redraw but the one below
+    now = [0.0]
+    with P.FitProgress(True, 100, name="RTE") as progress:
+        bar = progress.bar
+        bar._time = lambda: now[0]
+        bar.start_t = bar.last_print_t = 0.0
+        for step in range(12):  # 1/64 s per step (exact in binary); tqdm draws every 0.1 s
+            now[0] += 1 / 64
+            progress(step, 0.5)
+            if step == 3:
+                progress._draw_if_due()  # the clock's redraw, between two of tqdm's own draws
+        assert bar.format_dict["rate"] == pytest.approx(64.0)
 
 
 @pytest.mark.parametrize("kind", ("RTE", "LengthRTE"))

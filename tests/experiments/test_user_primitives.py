@@ -12,16 +12,23 @@ import pytest
 
 from taskextrap.cli import main
 from taskextrap.experiments import composition, composition_depth3 as D3, composition_em
-from taskextrap.experiments.discrete import LIBRARY_SEED
+from taskextrap.experiments.discrete import LIBRARY_SEED, set_streams
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions
 from taskextrap.experiments.runner import plan_run
 from taskextrap.report.schema import validate_results
 from taskextrap.seeding import rng
-from taskextrap.tasks.builtin import POLY_SIN_TANH
+from taskextrap.tasks.builtin import POLY_SIN_TANH, POLY_SIN_TANH_RESCALED
 from taskextrap.tasks.chains import DEPTH3_FAMILIES, DEPTH3_GRID, PAPER_RECIPE_SPLIT, ChainSet, recipe_name
 from taskextrap.tasks.dev import dev_pair_split
 from taskextrap.tasks.observe import get_protocol, noise_scale
-from taskextrap.tasks.primitives import PAPER_SPLIT, PRIMITIVE_FAMILIES, CompositionSet, PrimitiveSet
+from taskextrap.tasks.primitives import (
+    PAPER_SPLIT,
+    PRIMITIVE_FAMILIES,
+    CompositionFamily,
+    CompositionSet,
+    PairSplit,
+    PrimitiveSet,
+)
 
 # The README's "your own primitive set": two families, one held-out pair, a depth-3 recipe split.
 USER_SET = textwrap.dedent("""
@@ -249,8 +256,24 @@ def test_a_dev_split_that_cannot_be_built_is_one_line(user_module, tmp_path, cap
         capsys,
     )
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert "a dev pair split needs a training pair of two different families and another training pair" in err
+    assert (
+        "error: primitive set 'onetrain:waves': a dev split holds out a training pair of two different "
+        "families and trains on the others, but it trains on ['sin o bump']: no other training pair to train on"
+    ) in err
     assert not list((tmp_path / "runs").rglob("results.json"))
+
+
+def test_a_dev_recipe_split_that_cannot_be_built_is_one_line_naming_the_set(user_module, tmp_path, capsys):
+    user_module(
+        "bothheld", USER_SET.replace('held_out=(("bump", "sin"),)', 'held_out=(("bump", "sin"), ("sin", "bump"))')
+    )
+    out = tmp_path / "runs"
+    args = ["--family", "bothheld:waves", "--split", "dev", "--profile", "tiny", "--no-plots", "--out", str(out)]
+    code, err = run_cli(["reproduce", "composition-depth3", *args, "--quiet"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("error: primitive set 'bothheld:waves': a dev split holds out one more cross-family relation")
+    assert "every cross-family relation is held out already" in err
+    assert not list(out.rglob("results.json"))
 
 
 # --- plans: the user's split, dev split and code key the units; the default is unchanged ---------
@@ -355,3 +378,65 @@ def test_another_set_draws_its_own_library_and_targets(user_module):
     assert list(dict.fromkeys(lib.family_names)) == ["sin", "bump"]
     lookalike = composition.make_library(5, dataclasses.replace(POLY_SIN_TANH))  # equal fields, another object
     assert not np.array_equal(lookalike.curves, composition.make_library(5).curves)
+
+
+# --- a set of several held-out pairs: every pair of a tiny run has targets or no row --------------
+
+THREE_FAMILIES = textwrap.dedent("""
+    import numpy as np
+    from taskextrap.tasks import CompositionFamily, PairSplit, PrimitiveFamily
+
+    sin = PrimitiveFamily("sin", lambda x, A, w: A * np.sin(w * x), {"A": (0.5, 2.0), "w": (0.5, 1.5)})
+    bump = PrimitiveFamily("bump", lambda x, a, w: a * np.exp(-(w * x) ** 2), {"a": (0.5, 2.0), "w": (0.2, 1.0)})
+    ramp = PrimitiveFamily("ramp", lambda x, a, b: a * x + b, {"a": (0.2, 1.0), "b": (-1.0, 1.0)})
+    waves = CompositionFamily("waves", (sin, bump, ramp), PairSplit(train=TRAIN, test=TEST))
+""")
+FAMILIES = ("sin", "bump", "ramp")
+
+
+def _per_pair_groups(user_module, tmp_path, capsys, train, test) -> set[str]:
+    """The per-pair groups of a tiny composition run on a three-family set split into ``train``
+    and ``test`` pairs (test seed 1: the old uniform draws missed a pair of four there)."""
+    user_module("threefam", THREE_FAMILIES.replace("TRAIN", repr(train)).replace("TEST", repr(test)))
+    out = tmp_path / "runs"
+    args = ["--family", "threefam:waves", "--profile", "tiny", "--no-plots", "--out", str(out), "--quiet"]
+    code, err = run_cli(["reproduce", "composition", *args, "--test-seed", "1"], capsys)
+    assert code == 0, err
+    rows = results_of(out, "composition")["rows"]
+    return {r["group"] for r in rows if r["method"] == "rte" and r["metric"] == "mse"} - {"waves:unseen-pairs"}
+
+
+def test_a_users_set_of_several_held_out_pairs_scores_every_pair_in_a_tiny_run(user_module, tmp_path, capsys):
+    """A user's set draws the tiny profile's 6 targets evenly over its 4 held-out pairs (the
+    built-in sets keep their uniform draws), so every pair has a row of its own."""
+    train = (("sin", "sin"), ("bump", "bump"), ("ramp", "ramp"), ("sin", "bump"), ("bump", "ramp"))
+    test = (("bump", "sin"), ("ramp", "bump"), ("sin", "ramp"), ("ramp", "sin"))
+    assert _per_pair_groups(user_module, tmp_path, capsys, train, test) == {f"waves:{o} o {i}" for o, i in test}
+
+
+def test_a_held_out_pair_without_a_target_has_no_row(user_module, tmp_path, capsys):
+    """7 held-out pairs, 6 targets: the pair left without one is left out of the breakdown."""
+    train = (("sin", "sin"), ("bump", "ramp"))
+    test = tuple((o, i) for o in FAMILIES for i in FAMILIES if (o, i) not in train)
+    groups = _per_pair_groups(user_module, tmp_path, capsys, train, test)
+    assert len(groups) == 6 and groups < {f"waves:{o} o {i}" for o, i in test}
+
+
+def test_a_users_set_never_draws_the_default_sets_streams():
+    """A user's set named like a held-out pair of the default, whose own held-out pairs are the
+    default's others, would name exactly the default's target and draw streams without its tag."""
+    lookalike = CompositionFamily(
+        "sin-poly",
+        PRIMITIVE_FAMILIES,
+        PairSplit(train=(*PAPER_SPLIT.train, ("sin", "poly")), test=(("tanh", "sin"), ("poly", "tanh"))),
+    )
+    assert set_streams(lookalike, POLY_SIN_TANH) == ("set=sin-poly",)
+    protocol = get_protocol("paper", "composition")
+    lib = composition.make_library(6)
+    tiny = composition.COMPOSITION_PROFILES["tiny"]
+    _, mine = composition.make_set_targets(lib, protocol, tiny, lookalike.split, FRESH_TEST_SEED, lookalike)
+    _, default = composition.make_set_targets(lib, protocol, tiny, PAPER_SPLIT, FRESH_TEST_SEED, POLY_SIN_TANH)
+    assert not np.array_equal(mine.ctx_x, default.ctx_x)  # the same stream would place the same context points
+    builtin = POLY_SIN_TANH_RESCALED  # another built-in set keeps its plain name in its streams
+    assert set_streams(builtin, POLY_SIN_TANH) == (builtin.name,)
+    assert set_streams(dataclasses.replace(builtin), POLY_SIN_TANH) == (f"set={builtin.name}",)

@@ -286,9 +286,18 @@ def test_dev_splits_of_a_users_set():
     assert set(dev.test) <= set(recipes.train) and not set(dev.train) & set(recipes.test)
     with pytest.raises(
         TaskextrapError,
-        match="a dev pair split needs a training pair of two different families and another training pair",
+        match=r"^primitive set 'waves': a dev split holds out a training pair of two different families .* "
+        r"trains on \['sin o bump'\]: no other training pair to train on$",
     ):
-        dev_pair_split(PairSplit(train=(("sin", "bump"),), test=(("bump", "sin"),)))
+        dev_pair_split(PairSplit(train=(("sin", "bump"),), test=(("bump", "sin"),)), "primitive set 'waves'")
+    with pytest.raises(TaskextrapError, match=r"^the pair split: .*: no training pair of two different families$"):
+        dev_pair_split(PairSplit(train=(("sin", "sin"), ("bump", "bump")), test=(("bump", "sin"),)))
+    both = RecipeSplit(("sin", "bump"), 3, (("bump", "sin"), ("sin", "bump")))
+    with pytest.raises(TaskextrapError, match=r"^primitive set 'waves': .*every cross-family relation is held out"):
+        dev_recipe_split(both, "primitive set 'waves'")
+    only = RecipeSplit(("a", "b"), 2, (("a", "a"), ("b", "b"), ("b", "a")))  # trains on a o b alone
+    with pytest.raises(TaskextrapError, match=r"^the recipe split: .*no other cross-family relation \(a o b\) is held"):
+        dev_recipe_split(only)
 
 
 # --- the docstring examples of the public task objects run ---------------------------------------

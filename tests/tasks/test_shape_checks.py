@@ -1,6 +1,7 @@
 """Shape checks that hold for ladders and parametric families: a basis term p >= 1 or a formula that
 ignores x, or returns a broadcastable (n, 1) or scalar instead of x's shape, is refused in one line
-naming it, at check time (the command line) and when the Python API evaluates it."""
+naming it, at check time (the command line, and from Python the first task set of a family or
+ladder) and when the Python API evaluates it."""
 
 import dataclasses
 
@@ -8,9 +9,11 @@ import numpy as np
 import pytest
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.provenance import callable_hash
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
-from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder
+from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
 from taskextrap.tasks.registry import check_ladder, get_family
+from taskextrap.tasks.taskset import TaskSet
 
 
 def ladder(basis) -> Ladder:
@@ -104,3 +107,74 @@ def test_the_region_rule_is_stated_in_the_error():
         r"\['a', 'b'\]",
     ):
         get_family(renamed)
+
+
+# --- the Python API holds the docstrings' rules too: the first task set checks its family ----------
+
+
+def test_a_task_set_of_a_family_that_ignores_x_is_refused_from_python():
+    flat = dataclasses.replace(PARAMETER_FAMILIES["quadratic"], name="flat", fn=lambda x, a, b, c: a + 0.0 * x)
+    with pytest.raises(TaskextrapError, match=r"^family 'flat', region 'F1_1': its formula does not depend on x"):
+        TaskSet.sample(flat, {"F1_1": 4}, np.random.default_rng(0))
+    params = np.ones((2, 3))
+    with pytest.raises(TaskextrapError, match="does not depend on x"):  # a task set built by hand too
+        TaskSet(flat, params, np.array(["F1_1", "F1_1"], dtype=object))
+
+
+def test_a_task_set_of_a_family_that_is_not_finite_is_refused_from_python():
+    log = dataclasses.replace(PARAMETER_FAMILIES["quadratic"], name="log", fn=lambda x, a, b, c: a * np.log(x - 10.0))
+    with pytest.raises(TaskextrapError, match=r"^family 'log', region 'F1_1': its formula returned NaN or inf"):
+        TaskSet.sample(log, {"F1_1": 4}, np.random.default_rng(0))
+
+
+def test_a_ladder_set_of_a_constant_term_is_refused_from_python():
+    const = ladder(lambda x, p: np.full_like(x, 0.5) if p == 2 else x**p)
+    with pytest.raises(TaskextrapError, match=r"^ladder 'mine': basis term 2 \(level 2\) does not depend on x"):
+        LadderSet.sample_library(const, 3, np.random.default_rng(0))
+
+
+def test_a_family_and_a_ladder_are_checked_once_per_object():
+    calls = []
+    quadratic = PARAMETER_FAMILIES["quadratic"]
+    counted = dataclasses.replace(quadratic, fn=lambda x, a, b, c: calls.append(1) or quadratic.fn(x, a, b, c))
+    library = TaskSet.sample(counted, {"F1_1": 3, "F1_2": 3}, np.random.default_rng(0))
+    checked = len(calls)
+    assert checked == len(counted.regions)  # once per region
+    library.subset([0, 1])
+    TaskSet.sample(counted, {"F2": 2}, np.random.default_rng(1))
+    assert len(calls) == checked  # no second check of the same object
+    terms = []
+    mine = ladder(lambda x, p: terms.append(p) or x**p)
+    LadderSet.extend(LadderSet.sample_library(mine, 2, np.random.default_rng(0)), [0], np.random.default_rng(1))
+    assert terms == list(range(mine.n_coefs))
+
+
+def test_the_check_changes_no_draw_and_no_repr():
+    quadratic = PARAMETER_FAMILIES["quadratic"]
+    fresh = dataclasses.replace(quadratic)  # not checked yet
+    tasks = TaskSet.sample(fresh, {"F1_1": 5, "F2": 3}, np.random.default_rng(7))
+    g = np.random.default_rng(7)
+    expected = np.concatenate([fresh.sample_params("F1_1", 5, g), fresh.sample_params("F2", 3, g)])
+    assert np.array_equal(tasks.params, expected)
+    assert repr(fresh) == repr(quadratic) and fresh == quadratic
+    coefs = LadderSet.sample_library(dataclasses.replace(POLYNOMIAL_LADDER), 2, np.random.default_rng(3)).params
+    g = np.random.default_rng(3)
+    assert np.array_equal(coefs, np.concatenate([POLYNOMIAL_LADDER.sample_coefs(d, 2, g) for d in range(1, 9)]))
+
+
+def test_the_check_leaves_no_trace_in_the_code_hash_of_a_formula_that_reads_the_family():
+    """The memo is kept beside the family, not in it: the hash of a user's formula that reads a
+    family object (``provenance.callable_hash`` hashes its attributes) is the same before and
+    after that family was checked, so a unit's key does not depend on it."""
+    base = dataclasses.replace(PARAMETER_FAMILIES["quadratic"])
+    namespace = {"BASE": base}
+    exec("def doubled(x, a, b, c):\n    return 2.0 * BASE.fn(x, a, b, c)\n", namespace)
+    before, attributes = callable_hash(namespace["doubled"]), dict(vars(base))
+    base.check()
+    assert callable_hash(namespace["doubled"]) == before and vars(base) == attributes
+
+
+def test_a_domain_too_wide_to_draw_from_is_one_line():
+    wide = dataclasses.replace(PARAMETER_FAMILIES["quadratic"], name="wide", domain=(-1.7e308, 1.7e308))
+    with pytest.raises(TaskextrapError, match=r"^family 'wide': its domain .* is too wide to draw inputs from$"):
+        wide.check()

@@ -2,6 +2,11 @@
 naming the phase that runs ("embedding library", "training Psi", ...) and the last training
 loss. A fit that ends within :data:`DELAY_S` seconds prints nothing; ``verbose=False`` on the
 estimator turns the bar off (the experiments do: they have a bar over their units).
+
+The bar is cleared when the fit ends (tqdm's ``leave=False``): it shows that a long fit is alive
+and how far it has got, while what the fit found stays on the estimator (``timing_`` and the
+fitted attributes); fits in a loop (seeds, a sweep, a notebook cell) would otherwise leave one
+finished bar per fit on the screen.
 """
 
 from __future__ import annotations
@@ -34,9 +39,19 @@ class FitProgress:
         if verbose:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, desc=name, unit="step", delay=DELAY_S, file=sys.stderr, dynamic_ncols=True)
+            self.bar = tqdm(
+                total=total,
+                desc=name,
+                unit="step",
+                delay=DELAY_S,
+                file=sys.stderr,
+                dynamic_ncols=True,
+                leave=False,
+            )
             # tqdm draws a delayed bar only when a step ends: the embedding has none, so a thread
-            # draws it (and ticks its clock) while a phase without steps runs past the delay
+            # draws it (and ticks its clock) while a phase without steps runs past the delay; the
+            # lock keeps its draws and the fit's steps from interleaving
+            self._lock = threading.Lock()
             self._closed = threading.Event()
             self._redraw = threading.Thread(target=self._redraw_while_open, daemon=True)
             self._redraw.start()
@@ -49,24 +64,28 @@ class FitProgress:
 
     def __call__(self, step: int, loss: float) -> None:
         """One training step: the bar moves on and shows ``loss``; the user's callback is called."""
-        self.bar.set_postfix_str(f"loss={loss:.4g}", refresh=False)
-        self.bar.update(1)
+        with self._lock:
+            self.bar.set_postfix_str(f"loss={loss:.4g}", refresh=False)
+            self.bar.update(1)
         if self.user is not None:
             self.user(step, loss)
 
     def phase(self, description: str) -> None:
         """Name the phase that runs now (redrawn at once when the bar is already shown)."""
         if self.bar is not None:
-            self.bar.set_description_str(f"{self.name}: {description}", refresh=False)
+            with self._lock:
+                self.bar.set_description_str(f"{self.name}: {description}", refresh=False)
             self._draw_if_due()
 
     def _draw_if_due(self) -> None:
-        """Draw the bar when the fit has run past the delay (and mark it drawn, so that closing
-        it ends its line)."""
-        bar = self.bar
-        now = bar._time()
-        if now - bar.start_t >= bar.delay and bar.refresh():
-            bar.last_print_t = now
+        """Draw the bar when the fit has run past the delay, and record the draw as tqdm records
+        its own (the step count with the time: tqdm's rate is the steps since the last draw over
+        the time since it, and closing clears a bar once drawn)."""
+        with self._lock:
+            bar = self.bar
+            now = bar._time()
+            if now - bar.start_t >= bar.delay and bar.refresh():
+                bar.last_print_n, bar.last_print_t = bar.n, now
 
     def _redraw_while_open(self) -> None:
         while not self._closed.wait(REDRAW_S):

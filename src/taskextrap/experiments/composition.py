@@ -8,7 +8,9 @@ targets and draws.
 
 ``--family`` names another primitive set (a ``tasks.primitives.CompositionFamily``: a built-in
 name or a user's ``module:attr``), checked on a small sample before any work; its library and
-targets come from streams of its own name, its units, plots and result groups carry its name.
+targets come from streams of its own name (``set=<name>`` for a user's set), its units, plots and
+result groups carry its name. A user's set spreads its targets evenly over its held-out pairs
+(the built-in sets draw each target's pair uniformly, as the paper's runs did).
 """
 
 from __future__ import annotations
@@ -30,10 +32,13 @@ from taskextrap.experiments.discrete import (
     interval_rows,
     mse_rows,
     plot_examples,
-    primitive_set_config,
+    is_builtin_set,
     retrieval_rows,
     set_group,
+    set_record,
+    set_stem,
     set_streams,
+    set_unit_key,
 )
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
@@ -45,7 +50,7 @@ from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import POLY_SIN_TANH
 from taskextrap.tasks.dev import dev_pair_split
 from taskextrap.tasks.observe import Observations, noise_scale
-from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionFamily, CompositionSet, PrimitiveSet
+from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionFamily, CompositionSet, PairSplit, PrimitiveSet
 from taskextrap.tasks.registry import get_primitive_set
 
 METHODS = (
@@ -70,6 +75,7 @@ ABLATION_METHODS = (
 )
 ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
 GROUP = "unseen-pairs"
+BREAKDOWN = ("rte", "sparse-inductive", "verified-composition")  # per held-out pair
 
 
 COMPOSITION_PROFILES = discrete_profiles(
@@ -88,6 +94,15 @@ def get_set(option: str | None) -> CompositionFamily:
     return get_primitive_set(option or POLY_SIN_TANH.name)
 
 
+def get_split(primitive_set: CompositionFamily, dev: bool, spec: str | None = None) -> PairSplit:
+    """The pair split a run on ``primitive_set`` trains and scores on: the set's own, or with
+    ``dev`` its dev split (:func:`taskextrap.tasks.dev.dev_pair_split`; a set that cannot have one
+    is refused in one line naming it as ``spec``, the ``--family`` given, or its name)."""
+    if not dev:
+        return primitive_set.split
+    return dev_pair_split(primitive_set.split, f"primitive set {spec or primitive_set.name!r}")
+
+
 def make_library(n_per_family: int, primitive_set: CompositionFamily = POLY_SIN_TANH) -> PrimitiveSet:
     """The primitive library of ``primitive_set``, from a fixed stream."""
     streams = set_streams(primitive_set, POLY_SIN_TANH)
@@ -102,18 +117,48 @@ def make_targets(
     split=PAPER_SPLIT,
     test_seed: int = FRESH_TEST_SEED,
     streams: tuple[str, ...] = (),
+    balanced: bool = False,
 ) -> tuple[CompositionSet, Observations]:
     """Held-out-pair compositions of library primitives and their draws, from the test stream
     ``test_seed`` (keyed by the held-out pairs, so a dev split draws its own, and by ``streams``:
-    a primitive set's :func:`~taskextrap.experiments.discrete.set_streams`)."""
+    a primitive set's :func:`~taskextrap.experiments.discrete.set_streams`). ``balanced`` spreads
+    the targets evenly over the held-out pairs (a user's set: with a few targets, uniform draws
+    may give a pair none); the built-in sets draw each target's pair uniformly, as they always did."""
     held = [*streams, *(f"{o}-{i}" for o, i in split.test)]
     targets = CompositionSet.sample(
-        primitives, split.test, n_targets, rng(test_seed, "composition", *held, "targets"), train_pairs=split.train
+        primitives,
+        split.test,
+        n_targets,
+        rng(test_seed, "composition", *held, "targets"),
+        train_pairs=split.train,
+        balanced=balanced,
     )
     obs = protocol.draw(
         targets, n_draws, rng(test_seed, "composition", *held, protocol.name, "draws"), noise_scale(targets.family)
     )
     return targets, obs
+
+
+def make_set_targets(
+    primitives: PrimitiveSet,
+    protocol,
+    profile: DiscreteProfile,
+    split: PairSplit,
+    test_seed: int,
+    primitive_set: CompositionFamily,
+) -> tuple[CompositionSet, Observations]:
+    """A unit's targets and draws (:func:`make_targets` at the profile's sizes) on the library of
+    ``primitive_set``: from its streams, spread evenly over the held-out pairs for a user's set."""
+    return make_targets(
+        primitives,
+        protocol,
+        profile.n_targets,
+        profile.n_draws,
+        split,
+        test_seed,
+        set_streams(primitive_set, POLY_SIN_TANH),
+        balanced=not is_builtin_set(primitive_set),
+    )
 
 
 def make_rte(
@@ -197,10 +242,9 @@ def run_unit(
     """Fit RTE and the baseline for one training seed on ``split.train`` (a split of
     ``primitive_set``'s families); evaluate every method on targets of the held-out pairs
     ``split.test`` drawn from ``test_seed``."""
-    streams = set_streams(primitive_set, POLY_SIN_TANH)
     primitives = make_library(profile.n_library, primitive_set)
-    targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed, streams)
-    stem = "-".join(("composition", *streams, protocol.name))
+    targets, obs = make_set_targets(primitives, protocol, profile, split, test_seed, primitive_set)
+    stem = set_stem("composition", primitive_set, POLY_SIN_TANH, protocol)
     plot = None if plot_dir is None else lambda rte: _plot(plot_dir, stem, rte, primitives, targets, obs)
     unit = fit_and_score(
         primitives,
@@ -250,8 +294,7 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
         settings.test_seed,
     )
     primitive_set = get_set(options.family)
-    split = dev_pair_split(primitive_set.split) if settings.dev else primitive_set.split
-    streams = set_streams(primitive_set, POLY_SIN_TANH)
+    split = get_split(primitive_set, settings.dev, options.family)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
     base = dict(
         experiment="composition",
@@ -260,10 +303,9 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
         profile=profile.to_dict(),
         embedding=embedding,
         test_seed=test_seed,
+        **set_unit_key(primitive_set, POLY_SIN_TANH),
     )
-    if streams:  # another set than the default: its families' code and ranges key its units
-        base["primitives"] = primitive_set_config(primitive_set)
-    stem = "-".join(("composition", *streams, protocol.name))
+    stem = set_stem("composition", primitive_set, POLY_SIN_TANH, protocol)
     units = settings.units(
         stem,
         base,
@@ -285,7 +327,7 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
             out += entropy_rows(experiment, errors, group(GROUP), (("rte", "rte_entropy"),))
             pair_id = errors["pair_id"][0]
             for j, (o, i) in enumerate(split.test if len(split.test) > 1 else ()):
-                for m in ("rte", "sparse-inductive", "verified-composition"):
+                for m in BREAKDOWN if (pair_id == j).any() else ():  # (a tiny run may draw a pair no target)
                     out.append(
                         make_row(experiment, group(f"{o} o {i}"), m, "mse", np.stack(errors[m], axis=1)[pair_id == j])
                     )
@@ -300,7 +342,7 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
             ),
         )
         config = {
-            "primitive_set": {"spec": options.family or primitive_set.name, **primitive_set_config(primitive_set)},
+            "primitive_set": set_record(primitive_set, options.family),
             "pairs": {"train": split.train, "test": split.test},
             "protocol": {**vars(protocol)},
             "profile": profile.to_dict(),

@@ -27,10 +27,12 @@ from taskextrap.experiments.discrete import (
     interval_rows,
     mse_rows,
     plot_examples,
-    primitive_set_config,
     retrieval_rows,
     set_group,
+    set_record,
+    set_stem,
     set_streams,
+    set_unit_key,
 )
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
@@ -124,6 +126,15 @@ def get_set(option: str | None) -> CompositionFamily:
     another built-in name, or a user's ``module:attr``; it must carry a depth-3 recipe split
     (:func:`taskextrap.tasks.registry.get_primitive_set`)."""
     return get_primitive_set(option or POLY_SIN_TANH_RESCALED.name, depth3=True)
+
+
+def get_split(primitive_set: CompositionFamily, dev: bool, spec: str | None = None) -> RecipeSplit:
+    """The recipe split a run on ``primitive_set`` trains and scores on: the set's own, or with
+    ``dev`` its dev split (:func:`taskextrap.tasks.chains.dev_recipe_split`; a set that cannot have
+    one is refused in one line naming it as ``spec``, the ``--family`` given, or its name)."""
+    recipes = primitive_set.recipe_split
+    assert recipes is not None  # get_set refuses a set without one
+    return dev_recipe_split(recipes, f"primitive set {spec or primitive_set.name!r}") if dev else recipes
 
 
 def make_library(n_per_family: int, primitive_set: CompositionFamily = POLY_SIN_TANH_RESCALED) -> PrimitiveSet:
@@ -228,7 +239,7 @@ def run_unit(
     streams = set_streams(primitive_set, POLY_SIN_TANH_RESCALED)
     primitives = make_library(profile.n_library, primitive_set)
     targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed, streams)
-    stem = "-".join((EXPERIMENT, *streams, protocol.name))
+    stem = set_stem(EXPERIMENT, primitive_set, POLY_SIN_TANH_RESCALED, protocol)
     plot = None if plot_dir is None else lambda rte: _plot(plot_dir, stem, rte, primitives, targets, obs)
     unit = fit_and_score(
         primitives,
@@ -285,10 +296,7 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
     profile, protocol, embedding = settings.profile, settings.protocol, settings.embedding
     test_seed = DEPTH3_TEST_SEED if options.test_seed is None else settings.test_seed
     primitive_set = get_set(options.family)
-    recipes = primitive_set.recipe_split
-    assert recipes is not None  # get_set refuses a set without one
-    split = dev_recipe_split(recipes) if settings.dev else recipes
-    streams = set_streams(primitive_set, POLY_SIN_TANH_RESCALED)
+    split = get_split(primitive_set, settings.dev, options.family)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH_RESCALED)  # a results group of this set
     base = dict(
         experiment=EXPERIMENT,
@@ -297,10 +305,9 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
         profile=profile.to_dict(),
         embedding=embedding,
         test_seed=test_seed,
+        **set_unit_key(primitive_set, POLY_SIN_TANH_RESCALED),
     )
-    if streams:  # another set than the default: its families' code and ranges key its units
-        base["primitives"] = primitive_set_config(primitive_set)
-    stem = "-".join((EXPERIMENT, *streams, protocol.name))
+    stem = set_stem(EXPERIMENT, primitive_set, POLY_SIN_TANH_RESCALED, protocol)
     units = settings.units(
         stem,
         base,
@@ -341,7 +348,7 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
             float(np.mean(a) / np.mean(b)) for a, b in zip(errors["rte"], errors["sparse-inductive"], strict=True)
         ]
         config = {
-            "primitive_set": {"spec": options.family or primitive_set.name, **primitive_set_config(primitive_set)},
+            "primitive_set": set_record(primitive_set, options.family),
             "recipes": {
                 "train": [recipe_name(r) for r in split.train],
                 "test": [recipe_name(r) for r in split.test],

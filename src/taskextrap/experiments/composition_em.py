@@ -36,16 +36,16 @@ from taskextrap.experiments.composition import (
     COMPOSITION_PROFILES,
     GROUP,
     get_set,
+    get_split,
     make_library,
     make_rte,
-    make_targets,
+    make_set_targets,
 )
-from taskextrap.experiments.discrete import Settings, mse_rows, primitive_set_config, set_group, set_streams
-from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.discrete import Settings, mse_rows, set_group, set_record, set_stem, set_unit_key
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather, per_target
 from taskextrap.report.schema import make_row
 from taskextrap.tasks.builtin import POLY_SIN_TANH
-from taskextrap.tasks.dev import dev_pair_split
 from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionFamily
 
 ARMS = {"rte-fixed-labels": 1.0, "rte-em-warmup": 0.0, "rte-em-semi25": 0.25}  # label share of each EM arm
@@ -87,14 +87,8 @@ def run_unit(
     library of ``primitive_set``; score all."""
     t0 = time.perf_counter()
     primitives = make_library(profile.n_library, primitive_set)
-    targets, obs = make_targets(
-        primitives,
-        protocol,
-        profile.n_targets,
-        profile.n_draws,
-        split,
-        **({} if test_seed is None else {"test_seed": test_seed}),
-        streams=set_streams(primitive_set, POLY_SIN_TANH),
+    targets, obs = make_set_targets(
+        primitives, protocol, profile, split, FRESH_TEST_SEED if test_seed is None else test_seed, primitive_set
     )
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     rte = make_rte(protocol, profile, seed, embedding, split, device).fit(primitives)
@@ -135,8 +129,7 @@ def run_composition_em(options: RunOptions, cache_dir: Path | None, plot_dir: Pa
     settings = Settings.of(options, COMPOSITION_PROFILES, "composition")
     profile, protocol, embedding = settings.profile, settings.protocol, settings.embedding
     primitive_set = get_set(options.family)
-    split = dev_pair_split(primitive_set.split) if settings.dev else primitive_set.split
-    streams = set_streams(primitive_set, POLY_SIN_TANH)
+    split = get_split(primitive_set, settings.dev, options.family)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
     base = dict(
         experiment="composition-em",
@@ -147,11 +140,10 @@ def run_composition_em(options: RunOptions, cache_dir: Path | None, plot_dir: Pa
         test_seed=settings.test_seed,
         em_rounds=EM_ROUNDS,
         arms=ARMS,
+        **set_unit_key(primitive_set, POLY_SIN_TANH),
     )
-    if streams:  # another set than the default: its families' code and ranges key its units
-        base["primitives"] = primitive_set_config(primitive_set)
     units = settings.units(
-        "-".join(("composition-em", *streams, protocol.name)),
+        set_stem("composition-em", primitive_set, POLY_SIN_TANH, protocol),
         base,
         estimator_of=lambda s: make_em(protocol, profile, s, embedding, 0.0, split, settings.device),
         compute=lambda s, plots: run_unit(
@@ -177,7 +169,7 @@ def run_composition_em(options: RunOptions, cache_dir: Path | None, plot_dir: Pa
                     )
                 )
         config = {
-            "primitive_set": {"spec": options.family or primitive_set.name, **primitive_set_config(primitive_set)},
+            "primitive_set": set_record(primitive_set, options.family),
             "pairs": {"train": split.train, "test": split.test},
             "protocol": {**vars(protocol)},
             "profile": profile.to_dict(),

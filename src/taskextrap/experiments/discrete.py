@@ -22,6 +22,7 @@ from taskextrap.experiments.units import Unit, UnitResult, per_target, seed_unit
 from taskextrap.operators.train import TrainConfig
 from taskextrap.provenance import callable_hash
 from taskextrap.report.schema import make_row
+from taskextrap.tasks.builtin import PRIMITIVE_SETS
 from taskextrap.tasks.observe import ObservationProtocol, get_protocol
 from taskextrap.tasks.primitives import CompositionFamily
 
@@ -102,17 +103,48 @@ class Settings:
         )
 
 
+def is_builtin_set(primitive_set: CompositionFamily) -> bool:
+    """Whether ``primitive_set`` is one of the built-in sets (:data:`taskextrap.tasks.builtin.PRIMITIVE_SETS`)
+    itself, not a user's set (an equal copy of a built-in one included)."""
+    return PRIMITIVE_SETS.get(primitive_set.name) is primitive_set
+
+
 def set_streams(primitive_set: CompositionFamily, default: CompositionFamily) -> tuple[str, ...]:
-    """What a primitive set adds to the names of a composition experiment's random streams, units
-    and plots: nothing for the experiment's built-in ``default`` (its library, targets and unit
-    files are those of the runs before ``--family`` existed), its name for any other set."""
-    return () if primitive_set is default else (primitive_set.name,)
+    """What a primitive set adds to the names of a composition experiment's random streams:
+    nothing for the experiment's built-in ``default`` (its library, targets and draws are those of
+    the runs before ``--family`` existed), its name for another built-in set, and ``set=<name>``
+    for a user's set (a component no held-out pair's name is, so a user's set never draws the
+    default's streams, whatever its name and pairs)."""
+    if primitive_set is default:
+        return ()
+    return (primitive_set.name,) if is_builtin_set(primitive_set) else (f"set={primitive_set.name}",)
+
+
+def set_stem(experiment: str, primitive_set: CompositionFamily, default: CompositionFamily, protocol) -> str:
+    """The stem of a composition experiment's unit and plot names: ``<experiment>-<protocol>`` for
+    the built-in ``default`` set, ``<experiment>-<set name>-<protocol>`` for any other set. One
+    function for the units and the plots they draw, so the two never disagree."""
+    named = () if primitive_set is default else (primitive_set.name,)
+    return "-".join((experiment, *named, protocol.name))
 
 
 def set_group(primitive_set: CompositionFamily, default: CompositionFamily, group: str) -> str:
     """A results group of a composition experiment: ``group`` for the built-in ``default`` set (the
     rows the paper's values stand beside), ``<set name>:<group>`` for any other set."""
     return group if primitive_set is default else f"{primitive_set.name}:{group}"
+
+
+def set_unit_key(primitive_set: CompositionFamily, default: CompositionFamily) -> dict:
+    """What a primitive set adds to a unit's key: nothing for the built-in ``default`` (its units'
+    keys are those of the runs before ``--family`` existed), ``{"primitives": ...}`` for any other
+    set (:func:`primitive_set_config`: its families' code and ranges key its units)."""
+    return {} if primitive_set is default else {"primitives": primitive_set_config(primitive_set)}
+
+
+def set_record(primitive_set: CompositionFamily, spec: str | None) -> dict:
+    """A run config's ``primitive_set`` entry: the ``--family`` spec as given (the set's name when
+    none was) and :func:`primitive_set_config`."""
+    return {"spec": spec or primitive_set.name, **primitive_set_config(primitive_set)}
 
 
 def primitive_set_config(primitive_set: CompositionFamily) -> dict:

@@ -38,7 +38,7 @@ from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_ladder
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
 from taskextrap.tasks.observe import Observations, noise_scale
-from taskextrap.tasks.registry import check_ladder, resolve
+from taskextrap.tasks.registry import resolve
 
 METHODS = ("rte", "strategy-b", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
 ABLATION_METHODS = (
@@ -269,7 +269,7 @@ def get_ladder(option: str | None) -> Ladder:
     (:func:`taskextrap.tasks.registry.check_ladder`)."""
     ladder = resolve(option or POLYNOMIAL_LADDER.name, Ladder, {POLYNOMIAL_LADDER.name: POLYNOMIAL_LADDER}, "ladder")
     if ladder is not POLYNOMIAL_LADDER:
-        check_ladder(ladder, f"ladder {option!r}")
+        ladder.check(f"ladder {option!r}")
     return ladder
 
 

@@ -195,18 +195,30 @@ class RecipeSplit:
 PAPER_RECIPE_SPLIT = RecipeSplit(("poly", "sin", "tanh"), 3, (("tanh", "sin"),))
 
 
-def dev_recipe_split(split: RecipeSplit) -> RecipeSplit:
+def dev_recipe_split(split: RecipeSplit, label: str = "the recipe split") -> RecipeSplit:
     """The recipe split's dev split: the first cross-family relation (f, g), in the order of the
     families, that is not held out already is held out too; its training recipes become the dev
     targets and the remaining training recipes train. The real held-out recipes stay out of both
-    (for the paper's split: poly applied to a sin output; 6 dev recipes, 15 train)."""
+    (for the paper's split: poly applied to a sin output; 6 dev recipes, 15 train). A split that
+    has no such relation is refused in one line that starts with ``label`` (what the split
+    belongs to, e.g. ``primitive set 'waves:waves'``)."""
     candidates = [(f, g) for f in split.families for g in split.families if f != g and (f, g) not in split.held_out]
     for rel in candidates:
-        dev = RecipeSplit(split.families, split.depth, (*split.held_out, rel))
         targets = tuple(r for r in split.train if holds(r, rel))
-        if targets and len(dev.train) > 0:
+        if targets and any(not holds(r, rel) for r in split.train):  # dev targets, and recipes to train on
+            dev = RecipeSplit(split.families, split.depth, (*split.held_out, rel))
             return DevRecipeSplit(split.families, split.depth, dev.held_out, targets=targets)
-    raise TaskextrapError("a dev recipe split needs a cross-family relation whose recipes train")
+    why = (
+        "every cross-family relation is held out already"
+        if not candidates
+        else "no other cross-family relation ("
+        + ", ".join(f"{f} o {g}" for f, g in candidates)
+        + ") is held by some training recipes and not by others"
+    )
+    raise TaskextrapError(
+        f"{label}: a dev split holds out one more cross-family relation, whose training recipes become "
+        f"the dev targets while the other training recipes train; {why}"
+    )
 
 
 @dataclass(frozen=True)

@@ -79,17 +79,19 @@ def dev_ladder(ladder: Ladder) -> Ladder:
     return dataclasses.replace(ladder, train_levels=levels[:-1], test_level=levels[-1])
 
 
-def dev_pair_split(split: PairSplit) -> PairSplit:
+def dev_pair_split(split: PairSplit, label: str = "the pair split") -> PairSplit:
     """The pair split's dev split: the first cross-family training pair (outer != inner) is held
     out, the other training pairs train. The real held-out pairs are not part of it. Any pair
     split works (a user's primitive set's too) that has a cross-family training pair and at
-    least one other training pair."""
+    least one other training pair; any other is refused in one line that starts with ``label``
+    (what the split belongs to, e.g. ``primitive set 'waves:waves'``)."""
     pairs = [(outer, inner) for outer, inner in split.train]
     cross = [p for p in pairs if p[0] != p[1]]
     if not cross or len(pairs) < 2:
+        why = "no training pair of two different families" if not cross else "no other training pair to train on"
         raise TaskextrapError(
-            "a dev pair split needs a training pair of two different families and another "
-            f"training pair to train on; the split trains on {pairs}"
+            f"{label}: a dev split holds out a training pair of two different families and trains on "
+            f"the others, but it trains on {[f'{o} o {i}' for o, i in pairs]}: {why}"
         )
     held = cross[0]
     return PairSplit(train=tuple(p for p in pairs if p != held), test=(held,))

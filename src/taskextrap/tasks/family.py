@@ -34,7 +34,8 @@ class ParametricFamily:
         fn: numpy-vectorised formula ``fn(x, **params)``: ``x`` has shape (n, m) (n tasks, m inputs
             each) and every parameter (``shift`` and each ``fixed`` one, passed by name) shape
             (n, 1); it must return exactly x's shape (n, m) of finite real numbers and depend on x.
-            A broadcastable (n, 1) or scalar is refused in one line naming the family.
+            A broadcastable (n, 1) or scalar is refused in one line naming the family; the rest is
+            checked on a small sample (:meth:`check`) the first time a ``TaskSet`` holds the family.
         domain: (low, high) interval of the input x.
         fixed: ranges of the other parameters, drawn uniformly and identically in every region.
         shift: the name of the parameter whose range defines the regions.
@@ -116,6 +117,19 @@ class ParametricFamily:
             raise TaskextrapError(
                 f"family {self.name!r}: fn must accept fn(x, {', '.join(self.param_names)}), its signature is {sig}"
             ) from None
+
+    def check(self, label: str | None = None) -> None:
+        """Evaluate the formula once on a small sample of every region
+        (:func:`taskextrap.tasks.registry.check_family`): a one-line TaskextrapError that starts
+        with ``label`` (default ``family '<name>'``) and names the region if it raises, returns
+        another shape than x's, a non-real or non-finite value, or does not depend on x.
+
+        Every ``TaskSet`` of the family runs it (``--family`` runs it first), once per family
+        object: a family that passed is not evaluated again. It draws from its own generator,
+        never from a run's streams, so it changes no number a run computes."""
+        from taskextrap.tasks.registry import check_family, check_once  # the registry imports this module
+
+        check_once(self, lambda: check_family(self, label))
 
     @property
     def param_names(self) -> tuple[str, ...]:

@@ -42,7 +42,8 @@ class Ladder:
         basis: ``basis(x, p)`` -> the p-th term at ``x``, for p = 0 .. ``test_level``: ``x`` has
             shape (n, m) and ``p`` is an int; it must return exactly x's shape (n, m) of finite
             real numbers (a scalar or a broadcastable (n, 1) is refused, even for the constant
-            term: write ``np.ones_like(x)``), and every term p >= 1 must depend on x.
+            term: write ``np.ones_like(x)``), and every term p >= 1 must depend on x (checked on a
+            small sample, :meth:`check`, the first time a ``LadderSet`` holds the ladder).
         domain: (lo, hi) of the input.
         coef_range: range of every normalised coefficient (and of the extension shift phi).
         train_levels: levels >= 1 the library holds; extension steps used for training stay inside
@@ -91,6 +92,19 @@ class Ladder:
         check_int(f"ladder {self.name!r}: test_level", self.test_level, 1)
         if self.test_level <= max(self.train_levels):
             raise TaskextrapError(f"ladder {self.name!r}: test_level must be above every training level")
+
+    def check(self, label: str | None = None) -> None:
+        """Evaluate the basis once for every term on a small sample
+        (:func:`taskextrap.tasks.registry.check_ladder`): a one-line TaskextrapError that starts
+        with ``label`` (default ``ladder '<name>'``) and names the term if it raises, returns
+        another shape than x's, a non-real or non-finite value, or (p >= 1) does not depend on x.
+
+        Every ``LadderSet`` of the ladder runs it (``--family`` runs it first), once per ladder
+        object: a ladder that passed is not evaluated again. It draws from its own generator,
+        never from a run's streams, so it changes no number a run computes."""
+        from taskextrap.tasks.registry import check_ladder, check_once  # the registry imports this module
+
+        check_once(self, lambda: check_ladder(self, label))
 
     @property
     def n_coefs(self) -> int:
@@ -177,6 +191,7 @@ class LadderSet:
 
     def __post_init__(self):
         check_instance("family", self.family, Ladder, "a Ladder (see taskextrap.tasks.ladder)")
+        self.family.check()
         n = len(self.params) if hasattr(self.params, "__len__") else -1
         if np.ndim(self.params) != 2 or np.shape(self.params)[1] != self.family.n_coefs:
             raise TaskextrapError(

@@ -557,10 +557,13 @@ class CompositionSet:
         rng: np.random.Generator,
         pool: np.ndarray | None = None,
         train_pairs: tuple[tuple[str, str], ...] | None = None,
+        balanced: bool = False,
     ) -> CompositionSet:
         """``n`` compositions: a family pair uniform over ``pairs``, then members of ``pool`` (default all).
 
-        ``train_pairs`` (default ``pairs``) are the pairs the noise scale is measured on.
+        ``train_pairs`` (default ``pairs``) are the pairs the noise scale is measured on. With
+        ``balanced`` every pair gets ``n // len(pairs)`` compositions or one more, in random order
+        (so with ``n >= len(pairs)`` none is left without), instead of a uniform draw each.
         """
         check_instance("primitives", primitives, PrimitiveSet, "a PrimitiveSet (see taskextrap.tasks.primitives)")
         _check_pairs("pairs", pairs)
@@ -574,7 +577,8 @@ class CompositionSet:
         missing = {f for p in pairs for f in p} - set(by_family)
         if missing:
             raise TaskextrapError(f"no library primitive of family {sorted(missing)}")
-        which = rng.integers(len(pairs), size=n)
+        check_instance("balanced", balanced, bool, "True or False")
+        which = rng.permutation(np.arange(n) % len(pairs)) if balanced else rng.integers(len(pairs), size=n)
         out = np.empty((n, 2), dtype=int)
         for j, (fo, fi) in enumerate(pairs):
             rows = np.flatnonzero(which == j)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Mapping
+import math
+import weakref
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import numpy as np
@@ -112,7 +114,7 @@ def get_family(
             f"F1_1, F1_2 (train_regions) and {', '.join(held_out)} (held out), got regions "
             f"{sorted(family.regions)} with train_regions {sorted(family.train_regions)}"
         )
-    check_family(family, _label(spec, family.name))
+    family.check(_label(spec, family.name))
     return family
 
 
@@ -132,7 +134,7 @@ def check_family(family: ParametricFamily, label: str | None = None) -> None:
     training = []
     for region in family.regions:
         params = family.sample_params(region, CHECK_TASKS, rng)
-        x = np.sort(rng.uniform(*family.domain, size=(CHECK_TASKS, CHECK_POINTS)), axis=1)
+        x = _inputs(rng, family.domain, label)
         kwargs = {name: params[:, i : i + 1] for i, name in enumerate(family.param_names)}
         what = f"{label}, region {region!r}: its formula"
         y = _check_values(functools.partial(family.fn, x, **kwargs), x.shape, what)
@@ -154,9 +156,7 @@ def check_ladder(ladder, label: str | None = None) -> None:
     (n, 1) or scalar is refused), a non-real value or NaN/inf, and for a term p >= 1 that does
     not depend on x (term 0 is the constant term, ``x ** 0`` in the polynomial ladder)."""
     label = label or f"ladder {ladder.name!r}"
-    x = np.sort(
-        np.random.default_rng(0).uniform(ladder.domain[0], ladder.domain[1], size=(CHECK_TASKS, CHECK_POINTS)), axis=1
-    )
+    x = _inputs(np.random.default_rng(0), ladder.domain, label)
     for p in range(ladder.n_coefs):
         what = f"{label}: basis term {p} (level {p})"
         y = _check_values(functools.partial(ladder.basis, x, p), x.shape, what)
@@ -205,6 +205,38 @@ def check_primitives(primitive_set: CompositionFamily, label: str | None = None)
         y = _check_values(functools.partial(family.fn, x, **kwargs), x.shape, f"{what}: its fn")
         if not np.ptp(y, axis=1).any():
             raise TaskextrapError(f"{what}: its fn does not depend on x (each function is constant over the grid)")
+
+
+# Objects whose check passed, by id (a weak reference tells a live object from a new one at a
+# reused id). Kept beside the objects, not in them: an attribute would change the code hash of
+# any user formula that reads the object (``provenance.callable_hash`` hashes an instance's
+# attributes), so a unit's key would depend on whether the object had been checked yet.
+_PASSED: dict[int, weakref.ref] = {}
+
+
+def check_once(obj, check: Callable[[], None]) -> None:
+    """Run ``check()`` (which raises if ``obj`` is unfit) unless it passed for this very object
+    before; memoised by identity, so equal copies are checked on their own."""
+    key = id(obj)
+    ref = _PASSED.get(key)
+    if ref is not None and ref() is obj:
+        return
+    check()
+
+    def forget(_ref: weakref.ref) -> None:  # the object is gone: its id may name another one next
+        _PASSED.pop(key, None)
+
+    _PASSED[key] = weakref.ref(obj, forget)
+
+
+def _inputs(rng: np.random.Generator, domain: tuple[float, float], label: str) -> np.ndarray:
+    """:data:`CHECK_TASKS` rows of :data:`CHECK_POINTS` sorted inputs drawn uniformly over
+    ``domain``; a one-line TaskextrapError if the domain is too wide to draw from (its width
+    overflows a float)."""
+    lo, hi = domain
+    if not math.isfinite(float(hi) - float(lo)):
+        raise TaskextrapError(f"{label}: its domain {tuple(domain)} is too wide to draw inputs from")
+    return np.sort(rng.uniform(lo, hi, size=(CHECK_TASKS, CHECK_POINTS)), axis=1)
 
 
 def _check_values(evaluate, shape: tuple, what: str) -> np.ndarray:

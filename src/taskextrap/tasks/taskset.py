@@ -14,7 +14,9 @@ from taskextrap.validation import as_float_array, as_index_array, check_instance
 
 @dataclass(frozen=True)
 class TaskSet:
-    """Tasks ``params`` (n, p) of ``family``, with the region each was drawn from."""
+    """Tasks ``params`` (n, p) of ``family``, with the region each was drawn from.
+
+    The first task set of a family checks its formula (:meth:`ParametricFamily.check`)."""
 
     family: ParametricFamily
     params: np.ndarray
@@ -22,6 +24,7 @@ class TaskSet:
 
     def __post_init__(self):
         check_instance("family", self.family, ParametricFamily, "a ParametricFamily (see taskextrap.tasks)")
+        self.family.check()
         params = as_float_array("params", self.params)
         p = len(self.family.param_names)
         if params.ndim != 2 or params.shape[1] != p:
