@@ -160,9 +160,45 @@ def test_list_prints_experiments():
     )
     assert "ladders (length, length-ablations): polynomial\n" in res.stdout
     assert (
-        "primitive sets (composition, composition-ablations, composition-em, composition-depth3): "
+        "primitive sets (composition, composition-ablations, composition-depth3, composition-em): "
         "poly-sin-tanh (poly/sin/tanh), poly-sin-tanh-rescaled (poly/sin/tanh)"
     ) in res.stdout
+
+
+def test_list_groups_the_experiments_taking_a_family_by_what_their_resolver_returns(monkeypatch, capsys):
+    """The lists of experiments beside each kind of --family come from the registry: a new
+    experiment taking a ladder is listed with the ladders, one of a new kind on a line of its own."""
+    import dataclasses
+
+    from taskextrap.experiments import registry
+    from taskextrap.tasks import Ladder
+
+    class Shapes:
+        """A new kind of family."""
+
+    def get_shapes(spec: str) -> Shapes:
+        return Shapes()
+
+    def get_mystery(spec: str) -> "NoSuchName":  # noqa: F821 - an annotation the registry cannot resolve
+        return None
+
+    def get_ladder(spec: str) -> Ladder:
+        return None
+
+    registry.get_experiment("length")  # the built-ins registered before the stand-ins
+    length = registry.EXPERIMENTS["length"]
+    for name, resolver in (("ladder-too", get_ladder), ("shapes", get_shapes), ("mystery", get_mystery)):
+        monkeypatch.setitem(
+            registry.EXPERIMENTS, name, dataclasses.replace(length, name=name, family=resolver, in_all=False)
+        )
+    assert registry.family_kind(registry.EXPERIMENTS["shapes"]) is Shapes
+    assert registry.family_kind(registry.EXPERIMENTS["mystery"]) is None
+    assert registry.family_kind(registry.EXPERIMENTS["projectile"]) is None  # takes no --family
+    with pytest.raises(SystemExit):
+        main(["list"])
+    out = capsys.readouterr().out
+    assert "  ladders (length, length-ablations, ladder-too): polynomial\n" in out
+    assert "  Shapes (shapes): none\n" in out and "  other objects (mystery): none\n" in out
 
 
 def test_help_lists_every_experiment_and_cuts_nothing_off(capsys):
@@ -318,6 +354,27 @@ def test_reproduce_all_runs_every_experiment(tmp_path):
     # llm-geometry runs first and searches exhaustively; its saved scores answer codeio's bounded search
     search = next(tmp_path.glob("units/codeio-seed0-*/search"))
     assert sorted(p.name for p in search.glob("*.npy")) == ["scores-0000.npy"]
+
+
+def test_reproduce_all_refuses_a_folder_of_another_configuration_before_the_first_experiment(
+    tmp_path, capsys, monkeypatch
+):
+    """A folder of another configuration is refused before anything runs, not when its
+    experiment's turn comes (hours into a paper run)."""
+    import yaml
+
+    from taskextrap.experiments import runner
+    from taskextrap.experiments.registry import all_experiments
+
+    last = all_experiments(in_all_only=True)[-1]
+    folder = tmp_path / f"{last}-paper-tiny"
+    folder.mkdir()
+    (folder / "config.yaml").write_text(yaml.safe_dump({"run": {"experiment": last, "profile": "tiny", "anchors": 3}}))
+    monkeypatch.setattr(runner, "run_experiment", lambda *a, **k: pytest.fail("an experiment ran first"))
+    code, err = _run_main(["reproduce", "all", "--profile", "tiny", "--out", str(tmp_path), "--quiet"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: {folder} holds a run with --anchors 3; this run has --anchors 2: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [folder.name]
 
 
 def _run_main(argv, capsys):

@@ -14,7 +14,7 @@ from taskextrap import __version__
 from taskextrap.cli import main
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.registry import RunOptions, all_experiments
-from taskextrap.experiments.runner import family_tag, run_dir_name, run_experiment
+from taskextrap.experiments.runner import family_tag, run_dir_name, run_experiment, run_experiments
 from taskextrap.provenance import callable_hash, source_hash
 from taskextrap.report.schema import validate_results
 
@@ -96,8 +96,20 @@ def test_a_family_names_its_runs_folder(tmp_path):
 
 
 def test_family_tags_are_file_name_safe_and_stay_distinct():
-    assert family_tag("pkg.mod:Families.bump") == "pkg.mod.Families.bump"
-    assert family_tag("mod:fam ily/../x") == "mod.fam_ily_.._x"
+    import hashlib
+
+    def hex8(spec):
+        return hashlib.sha256(spec.encode()).hexdigest()[:8]
+
+    # kept as they are: built-in names (with their '-') and a module:attr of plain names
+    for name in ("quadratic", "sin_trend", "polynomial", "poly-sin-tanh", "poly-sin-tanh-rescaled"):
+        assert family_tag(name) == name
+    assert family_tag("myfam:bump") == "myfam.bump" and family_tag("my-fam:bump_2") == "my-fam.bump_2"
+    # made safe, which loses information: the spec's hash keeps them apart
+    assert family_tag("pkg.mod:Families.bump") == f"pkg.mod.Families.bump.{hex8('pkg.mod:Families.bump')}"
+    assert family_tag("mod:fam ily/../x") == f"mod.fam_ily_.._x.{hex8('mod:fam ily/../x')}"
+    specs = ("a.b:c", "a:b.c", "a.b.c", "a:b", "a.b", "a-b", "a_b", "a b", "a/b", "a:b:c")
+    assert len({family_tag(s) for s in specs}) == len(specs)
     long_a, long_b = "a" * 80 + ":x", "a" * 80 + ":y"
     assert len(family_tag(long_a)) == 60 and family_tag(long_a) != family_tag(long_b)
     assert "/" not in family_tag("a/b:c") and ":" not in family_tag("a:b")
@@ -176,11 +188,11 @@ def test_a_folder_of_another_configuration_is_refused_in_one_line_before_any_wor
             capsys,
         )
         assert code == 2 and err.count("\n") == 1
-        assert err.startswith(
-            f"error: {tmp_path / 'parameter-paper-tiny-quadratic'} holds the results of a run with "
-            "no --embedding, not --embedding 'fisher': run into another --out"
+        assert err == (
+            f"error: {tmp_path / 'parameter-paper-tiny-quadratic'} holds a run with no --embedding; this run "
+            "has --embedding 'fisher': run into another --out, or remove that folder\n"
         )
-        with pytest.raises(TaskextrapError, match="with --family 'quadratic', not --family 'exp'"):
+        with pytest.raises(TaskextrapError, match="with --family 'quadratic'; this run has --family 'exp'"):
             run_experiment("parameter", _opts(tmp_path, family="exp"), out_dir=results.parent)
     assert results.read_bytes() == before
     # more seeds, another executor or no plots is the same run: it grows (each seed a cached unit)
@@ -194,6 +206,66 @@ def test_the_same_spec_under_changed_code_runs_again_with_fresh_numbers(tmp_path
     assert _mse(second) != _mse(first)
     assert second["config"]["family_code_hash"] != first["config"]["family_code_hash"]
     assert _run_section(tmp_path / FOLDER)["family_code_hash"] == second["config"]["family_code_hash"]
+
+
+def test_fewer_seeds_into_a_folder_of_more_are_refused(tmp_path):
+    run_experiment("parameter", _opts(tmp_path, family="quadratic", seeds=2))
+    results = tmp_path / "parameter-paper-tiny-quadratic" / "results.json"
+    before = results.read_bytes()
+    for fewer in ({"seeds": 1}, {}):  # --seeds 1, and the profile's own seeds (tiny: seed 0)
+        with pytest.raises(TaskextrapError) as e:
+            run_experiment("parameter", _opts(tmp_path, family="quadratic", **fewer))
+        assert str(e.value) == (
+            f"{results.parent} holds a run with seeds 0, 1; this run has seeds 0, which would drop some "
+            "(give --seeds 2 or more): run into another --out, or remove that folder"
+        )
+    assert results.read_bytes() == before
+
+
+def test_a_run_is_recorded_before_its_units_run_and_refuses_others_meanwhile(tmp_path, monkeypatch):
+    """config.yaml's run section is written when the run is planned: a run of another
+    configuration, started while this one runs or after it was killed, is refused too."""
+    from taskextrap.experiments import parameter
+
+    folder = tmp_path / "parameter-paper-tiny-quadratic"
+    seen = []
+
+    def killed(*args, **kwargs):  # the run is stopped while its first unit runs
+        seen.append(_run_section(folder))
+        raise RuntimeError("killed")
+
+    with monkeypatch.context() as m:
+        m.setattr(parameter, "run_unit", killed)
+        with pytest.raises(RuntimeError, match="killed"):
+            run_experiment("parameter", _opts(tmp_path, family="quadratic"))
+    assert seen and seen[0]["family"] == "quadratic" and seen[0]["code_hash"] == source_hash()
+    assert not (folder / "results.json").exists()
+    with pytest.raises(TaskextrapError, match="holds a run with no --embedding; this run has --embedding 'fisher'"):
+        run_experiment("parameter", _opts(tmp_path, family="quadratic", embedding="fisher"))
+    # the same run, started again, finishes there; config.yaml then has the experiment's own record too
+    run_experiment("parameter", _opts(tmp_path, family="quadratic"))
+    config = yaml.safe_load((folder / "config.yaml").read_text())
+    assert config["run"]["family"] == "quadratic" and config["families"] == ["quadratic"]
+
+
+def test_a_run_refused_while_planning_leaves_no_folder_behind(tmp_path, monkeypatch):
+    import dataclasses
+
+    from taskextrap.experiments import registry
+
+    def refuse(options, cache_dir, plot_dir):  # e.g. a dev split the user's family cannot make
+        raise TaskextrapError("no dev split can be made of this family")
+
+    parameter = registry.get_experiment("parameter")
+    monkeypatch.setitem(registry.EXPERIMENTS, "parameter", dataclasses.replace(parameter, run=refuse))
+    with pytest.raises(TaskextrapError, match="no dev split can be made"):
+        run_experiment("parameter", _opts(tmp_path / "runs", family="quadratic"))
+    assert not (tmp_path / "runs").exists()
+    # runs planned together (a sweep): the runs planned before the refused one leave none either
+    runs = [(n, _opts(tmp_path / "runs", family="quadratic"), None) for n in ("parameter-ablations", "parameter")]
+    with pytest.raises(TaskextrapError, match="no dev split can be made"):
+        run_experiments(runs)
+    assert not (tmp_path / "runs").exists()
 
 
 # --- stale plots -------------------------------------------------------------------------------------
@@ -240,6 +312,63 @@ def test_prune_keeps_the_runs_units_figures_and_what_it_drew_now(tmp_path):
         "assembled.png",
     ]
     assert plotfiles.drawn(tmp_path) == {"unit-a": ["a.png", "a2.png"]}
+
+
+def test_a_run_without_plots_leaves_the_folders_figures_alone(tmp_path):
+    folder = tmp_path / "parameter-paper-tiny-quadratic"
+    run_experiment("parameter", _opts(tmp_path, family="quadratic", plots=True))
+    (folder / "plots" / "assembled.png").write_bytes(b"\x89PNG a figure drawn from assembled results")
+    pngs = {p.name: p.read_bytes() for p in (folder / "plots").glob("*.png")}
+    run_experiment("parameter", _opts(tmp_path, family="quadratic", plots=False))
+    assert {p.name: p.read_bytes() for p in (folder / "plots").glob("*.png")} == pngs
+
+
+def test_figures_are_written_and_listed_under_the_manifest_lock(tmp_path, monkeypatch):
+    """A prune in another process takes the same lock: it never sees a figure written but not
+    listed yet (and removes it)."""
+    from filelock import FileLock, Timeout
+
+    from taskextrap import files
+    from taskextrap.experiments import plotfiles
+
+    locked, write = {}, files.write_bytes_atomic
+
+    def write_and_look(path, data):
+        probe = FileLock(str(tmp_path / ".plots.lock"))
+        try:
+            probe.acquire(timeout=0)
+        except Timeout:
+            locked[path.name] = True
+        else:
+            probe.release()
+            locked[path.name] = False
+        return write(path, data)
+
+    monkeypatch.setattr(files, "write_bytes_atomic", write_and_look)
+    plotfiles.record(tmp_path, "unit-a", {"a.png": b"1", "b.png": b"2"})
+    assert locked["a.png"] and locked["b.png"]
+    assert plotfiles.drawn(tmp_path) == {"unit-a": ["a.png", "b.png"]}
+
+
+def test_a_unit_draws_outside_the_run_folder_and_prune_removes_stale_drawing_folders(tmp_path):
+    import time
+
+    from taskextrap.experiments import plotfiles
+
+    plots = tmp_path / "plots"
+    with plotfiles.drawing(plots, "unit-a") as folder:
+        assert plots not in folder.parents
+        (folder / "a.png").write_bytes(b"1")
+    assert not folder.exists() and (plots / "a.png").read_bytes() == b"1"
+    assert plotfiles.drawn(plots) == {"unit-a": ["a.png"]}
+    left, recent = plots / ".drawing-left", plots / ".drawing-recent"  # by killed processes of older code
+    for stale in (left, recent):
+        stale.mkdir()
+        (stale / "half.png").write_bytes(b"2")
+    two_hours_ago = time.time() - 7200
+    os.utime(left, (two_hours_ago, two_hours_ago))
+    assert plotfiles.prune(plots, ["unit-a"]) == []
+    assert not left.exists() and recent.exists() and (plots / "a.png").exists()
 
 
 # --- reproduce --from ------------------------------------------------------------------------------------

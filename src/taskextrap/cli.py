@@ -28,8 +28,6 @@ def list_cmd():
     """List the registered experiments in the paper's order, their profiles and the options each takes."""
     from taskextrap.embed import EMBEDDINGS
     from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS, paper_order
-    from taskextrap.tasks.builtin import PARAMETER_FAMILIES, PRIMITIVE_SETS
-    from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
     from taskextrap.tasks.observe import REGIME_PROTOCOLS
 
     for name in paper_order():
@@ -38,13 +36,36 @@ def list_cmd():
         click.echo(f"{name:22s} {e.description}\n{'':22s} profiles: {', '.join(e.profiles)}; takes: {takes}")
     protocols = sorted({p for table in REGIME_PROTOCOLS.values() for p in table})
     click.echo(f"\nprotocols: {', '.join(protocols)}; embeddings: {', '.join(EMBEDDINGS)}")
+    click.echo("\n--family takes a built-in name or a module:attr of your own:")
+    for label, names, builtins in _family_kinds():
+        click.echo(f"  {label} ({', '.join(names)}): {builtins}")
+
+
+def _family_kinds() -> list[tuple[str, list[str], str]]:
+    """``(what --family names, the experiments taking it, its built-in names)`` for each kind of
+    ``--family`` (:func:`taskextrap.experiments.registry.family_kind`), experiments in the paper's
+    order; a kind without built-ins, or an experiment whose resolver does not say, shows none."""
+    from taskextrap.experiments.registry import EXPERIMENTS, family_kind, paper_order
+    from taskextrap.tasks import CompositionFamily, Ladder, ParametricFamily
+    from taskextrap.tasks.builtin import PARAMETER_FAMILIES, PRIMITIVE_SETS
+    from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
+
     sets = ", ".join(f"{s.name} ({'/'.join(f.name for f in s.families)})" for s in PRIMITIVE_SETS.values())
-    click.echo(
-        "\n--family takes a built-in name or a module:attr of your own:\n"
-        f"  families (parameter, parameter-ablations, parameter-multistep): {', '.join(PARAMETER_FAMILIES)}\n"
-        f"  ladders (length, length-ablations): {POLYNOMIAL_LADDER.name}\n"
-        f"  primitive sets (composition, composition-ablations, composition-em, composition-depth3): {sets}"
-    )
+    known = {
+        ParametricFamily: ("families", ", ".join(PARAMETER_FAMILIES)),
+        Ladder: ("ladders", POLYNOMIAL_LADDER.name),
+        CompositionFamily: ("primitive sets", sets),
+    }
+    groups: dict = {}
+    for name in paper_order():
+        e = EXPERIMENTS[name]
+        if "family" in e.options:
+            groups.setdefault(family_kind(e), []).append(name)
+    listed = []
+    for kind, names in groups.items():
+        label, builtins = known.get(kind, (getattr(kind, "__name__", "other objects"), "none"))
+        listed.append((label, names, builtins))
+    return listed
 
 
 class _ReproduceCommand(click.Command):
@@ -287,7 +308,7 @@ def reproduce(
       paper  the paper's sizes and seeds: 25 to 40 min per experiment, codeio over an hour
     """
     from taskextrap.experiments.registry import all_experiments
-    from taskextrap.experiments.runner import run_dir_name, run_experiment
+    from taskextrap.experiments.runner import check_run_folders, run_dir_name, run_experiment
     from taskextrap.report.tables import console_table
 
     if saved is not None:
@@ -313,6 +334,8 @@ def reproduce(
         for name in names:  # every option checked against every experiment before anything runs
             _check(name, options)
         runs = [(name, options, None) for name in names]
+    if len(runs) > 1:  # 'all' refuses a folder of another configuration now, not hours in (one run: as planned)
+        check_run_folders(runs)
     for name, options, out_dir in runs:
         results = run_experiment(name, options, out_dir)
         if results is None:

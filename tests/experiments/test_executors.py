@@ -4,6 +4,7 @@ one-seed runs (Slurm arrays) and the launchers' ranks."""
 import json
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -361,3 +362,160 @@ def test_threads_limited_sets_every_pool_and_restores_torch():
         assert any(p["internal_api"] == "openblas" for p in pools)  # SciPy's BLAS is loaded and limited too
         assert all(p["num_threads"] == 1 for p in pools)
     assert torch.get_num_threads() == before
+
+
+# --- the Ray driver's locks, with Ray's driver API stood in for ----------------------------------
+
+
+class FakeRay:
+    """Ray's driver API as the executor uses it: a task runs its unit here when it is fetched;
+    ``ready[name]()`` says whether the task of unit ``name`` has finished (default: at once)."""
+
+    def __init__(self, units, ready=None):
+        self.units = {u.name: u for u in units}
+        self.ready = ready or {}
+        self.started = []  # the units handed to "Ray"
+
+    def remote(self, fn_or_spec):
+        """``ray.remote(fn)`` (then ``.options(...)``), and ``.remote(spec)``: a task, named by its unit."""
+        if callable(fn_or_spec):
+            return self
+        self.started.append(fn_or_spec["unit"])
+        return fn_or_spec["unit"]
+
+    def options(self, **kwargs):
+        return self
+
+    def wait(self, refs, num_returns=1, timeout=None):
+        give_up = time.monotonic() + (20.0 if timeout is None else timeout)
+        while time.monotonic() < give_up:
+            done = [r for r in refs if self.ready.get(r, lambda: True)()]
+            if done:
+                return done[:num_returns], [r for r in refs if r not in done[:num_returns]]
+            time.sleep(0.02)
+        assert timeout is not None, f"the driver waits for {refs}, which never finish"
+        return [], refs
+
+    def get(self, name):
+        from taskextrap.experiments.units import unit_record
+
+        unit = self.units[name]
+        return {**unit_record(unit.config, unit.compute(None)), "plots": {}}
+
+    def shutdown(self):
+        pass
+
+
+def _stand_in_units(tmp_path, n=2):
+    from taskextrap.experiments.units import Unit, UnitResult
+
+    return [
+        Unit(
+            f"stand-in-seed{s}",
+            {"experiment": "stand-in", "seed": s},
+            lambda plots, s=s: UnitResult({"m": np.array([0.5 + s])}, {"t": 1.0}),
+            origin=("stand-in", RunOptions(out=tmp_path)),
+        )
+        for s in range(n)
+    ]
+
+
+@pytest.fixture
+def fake_ray(monkeypatch):
+    """``install(ray)``: the executor connects to ``ray`` (a :class:`FakeRay`) instead of Ray;
+    ``on_connect`` runs first (what another process does while Ray starts)."""
+
+    def install(ray, on_connect=lambda: None):
+        def connect():
+            on_connect()
+            return ray, True
+
+        monkeypatch.setattr(executors, "_connect", connect)
+        return ray
+
+    return install
+
+
+def _lock_is_free(cache, unit) -> bool:
+    from filelock import FileLock, Timeout
+
+    from taskextrap.experiments.units import lock_path
+
+    lock = FileLock(str(lock_path(cache, unit.name, unit.key)))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return False
+    lock.release()
+    return True
+
+
+def test_the_ray_driver_releases_a_units_lock_once_it_is_saved(tmp_path, fake_ray):
+    """A process waiting for a unit the Ray driver finished reads it at once, not after the
+    whole Ray run: the second unit's task finishes only once the first unit's lock is free."""
+    cache = tmp_path / "units"
+    first, second = units = _stand_in_units(tmp_path)
+    ray = fake_ray(FakeRay(units, ready={second.name: lambda: _lock_is_free(cache, first)}))
+    results = run_units(units, cache, "ray", progress=False)
+    assert ray.started == [first.name, second.name] and len(results) == 2
+    assert _lock_is_free(cache, first) and _lock_is_free(cache, second)
+
+
+# Another process holding the second unit while it waits for the first: once the driver saved
+# the first, it takes the first unit's lock (with a time limit, so a driver that holds the first
+# while it waits for the second fails the test instead of hanging it), then saves the second
+# unit with numbers of its own.
+HOLDS_THE_SECOND = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    from filelock import FileLock, Timeout
+    from taskextrap.experiments.units import UnitResult, lock_path, save_unit, unit_lock, unit_record, fingerprint
+
+    cache = sys.argv[1]
+    first, second = ({"experiment": "stand-in", "seed": s} for s in (0, 1))
+    first_key = fingerprint(**first)
+    with unit_lock(cache, "stand-in-seed1", fingerprint(**second)):
+        print("locked", flush=True)
+        give_up = time.monotonic() + 30
+        while not (lock_path(cache, "stand-in-seed0", first_key).with_suffix(".json")).exists():
+            if time.monotonic() > give_up:
+                sys.exit(4)
+            time.sleep(0.02)
+        try:
+            FileLock(str(lock_path(cache, "stand-in-seed0", first_key))).acquire(timeout=15)
+        except Timeout:
+            sys.exit(3)
+        save_unit(cache, "stand-in-seed1", unit_record(second, UnitResult({"m": np.array([7.0])}, {"t": 1.0})))
+""")
+
+
+def test_two_drivers_that_split_the_units_do_not_wait_for_each_other(tmp_path, fake_ray, capfd):
+    import subprocess
+
+    cache = tmp_path / "units"
+    first, second = units = _stand_in_units(tmp_path)
+    other = subprocess.Popen([sys.executable, "-c", HOLDS_THE_SECOND, str(cache)], stdout=subprocess.PIPE, text=True)
+    assert other.stdout.readline().strip() == "locked"
+    ray = fake_ray(FakeRay(units))
+    results = run_units(units, cache, "ray", progress=False)
+    assert other.wait(timeout=60) == 0  # it got the first unit's lock while this driver waited for the second
+    got = results[(second.name, second.key)]
+    assert got.extras.get("resumed") and got.errors["m"].tolist() == [7.0]  # read back, not computed here
+    assert ray.started == [first.name]
+    lock = cache / f"{second.name}-{second.key}.lock"
+    assert f"waiting for unit {second.name}, computed by another process (it holds {lock})" in capfd.readouterr().err
+
+
+def test_a_unit_saved_while_ray_starts_is_read_back_not_computed(tmp_path, fake_ray):
+    from taskextrap.experiments.units import UnitResult, save_unit, unit_record
+
+    cache = tmp_path / "units"
+    first, second = units = _stand_in_units(tmp_path)
+
+    def another_process_saves_the_first():
+        save_unit(cache, first.name, unit_record(first.config, UnitResult({"m": np.array([9.0])}, {"t": 1.0})))
+
+    ray = fake_ray(FakeRay(units), on_connect=another_process_saves_the_first)
+    results = run_units(units, cache, "ray", progress=False)
+    assert ray.started == [second.name]
+    assert results[(first.name, first.key)].errors["m"].tolist() == [9.0]

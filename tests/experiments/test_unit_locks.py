@@ -1,6 +1,7 @@
 """One lock per unit: two processes sharing ``--out`` compute a unit once, and a killed holder's
 lock does not block the next run."""
 
+import errno
 import json
 import os
 import signal
@@ -73,7 +74,8 @@ def test_two_processes_compute_a_unit_once_and_get_the_same_result(tmp_path):
     assert first.returncode == 0 and second.returncode == 0, out
     assert len(counter.read_text().splitlines()) == 1  # computed once
     assert json.loads(out[0][0]) == json.loads(out[1][0])  # the second read the first one's result
-    assert out[1][1].strip() == "waiting for unit stand-in-seed0, computed by another process"
+    (lock,) = cache.glob("stand-in-seed0-*.lock")
+    assert out[1][1].strip() == f"waiting for unit stand-in-seed0, computed by another process (it holds {lock})"
     assert len(list(cache.glob("stand-in-seed0-*.json"))) == 1
 
 
@@ -141,3 +143,62 @@ def test_two_runs_of_an_experiment_into_one_out_compute_each_unit_once(tmp_path)
     assert table(out[0][0]) == table(out[1][0])
     results = json.loads((tmp_path / "runs" / "parameter-paper-tiny-quadratic" / "results.json").read_text())
     assert results["seeds"] == [0, 1]
+
+
+# --- file systems without flock -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        NotImplementedError("FileSystem does not appear to support flock; use SoftFileLock instead"),
+        OSError(errno.ENOLCK, "No locks available"),  # NFS without a lock manager
+    ],
+)
+def test_without_file_locks_units_and_plots_are_written_unlocked_after_one_warning(tmp_path, monkeypatch, failure):
+    import filelock
+
+    from taskextrap.errors import TaskextrapWarning
+    from taskextrap.experiments import locks, plotfiles
+    from taskextrap.experiments.units import UnitResult, cached_unit, load_unit
+
+    class NoFlock:
+        def __init__(self, path, *args, **kwargs):
+            pass
+
+        def acquire(self, *args, **kwargs):
+            raise failure
+
+        def release(self):
+            pytest.fail("released a lock that was never taken")
+
+    monkeypatch.setattr(filelock, "FileLock", NoFlock)
+    monkeypatch.setattr(locks, "_warned", set())
+    with pytest.warns(TaskextrapWarning) as caught:
+        for seed in (0, 1):
+            config = {**CONFIG, "seed": seed}
+            cached_unit(tmp_path / "units", f"stand-in-seed{seed}", config, lambda: UnitResult({"m": [1.0]}, {}))
+            assert load_unit(tmp_path / "units", f"stand-in-seed{seed}", fingerprint(**config)) is not None
+        plotfiles.record(tmp_path / "plots", "unit-a", {"a.png": b"1"})
+        assert plotfiles.prune(tmp_path / "plots", ["unit-a"]) == []
+    assert [str(w.message) for w in caught] == [
+        f"{tmp_path / 'units'} is on a file system without file locks (flock): running without them, so two "
+        "processes sharing this --out may compute a unit twice"
+    ]  # one line, not one per lock or folder
+
+
+def test_another_lock_failure_is_not_taken_for_a_file_system_without_locks(tmp_path, monkeypatch):
+    import filelock
+
+    from taskextrap.experiments.units import unit_lock
+
+    class Broken:
+        def __init__(self, path, *args, **kwargs):
+            pass
+
+        def acquire(self, *args, **kwargs):
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(filelock, "FileLock", Broken)
+    with pytest.raises(OSError, match="Input/output error"), unit_lock(tmp_path, "stand-in-seed0", "k"):
+        pytest.fail("ran without its lock")

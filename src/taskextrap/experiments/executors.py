@@ -4,10 +4,11 @@
 Either way the driver, this process, owns the unit cache: it reads the finished units, hands
 out the missing ones, writes each result as it arrives and returns them by unit, so the rows an
 experiment assembles from them come out in the plan's order and results.json is the same as a
-serial run's. It holds each unit's lock (``units.unit_lock``) while the unit is computed, so two
-runs sharing ``--out``, under either executor, never compute a unit twice. A Ray task gets plain
-data only (the experiment's name, its options and the unit's
-name) and rebuilds the unit from the experiment's plan, so no user code or closure is shipped;
+serial run's. It holds each unit's lock (``units.unit_lock``) from its cache look-up to its save,
+and only then, so two runs sharing ``--out``, under either executor, never compute a unit twice
+nor wait for each other longer than a unit takes. A Ray task gets plain data only (the
+experiment's name, its options and the unit's name) and rebuilds the unit from the
+experiment's plan, so no user code or closure is shipped;
 it returns the unit's record (plain JSON data) and its figures as bytes, so the workers need no
 disk shared with the driver, except for the language-model experiments' fine-tuning
 checkpoints, which go under ``--out`` like a serial run's.
@@ -20,7 +21,8 @@ import logging
 import os
 import sys
 import tempfile
-from contextlib import ExitStack, contextmanager
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +35,9 @@ from taskextrap.experiments.units import (
     cached_unit,
     check_unit_path,
     load_unit,
-    lock_path,
+    new_unit_lock,
     save_unit,
-    unit_lock,
+    say_waiting,
 )
 
 EXECUTORS = ("serial", "ray")
@@ -123,13 +125,8 @@ def threads_limited(n: int):
 
 
 def _run_ray(units: dict, cache_dir: Path | None, progress: bool, unit_cpus: int, device: str) -> dict:
-    results, todo = {}, []
-    for k, unit in units.items():
-        saved = None if unit.needs_plots else load_unit(cache_dir, unit.name, k[1])
-        if saved is not None:
-            results[k] = saved
-        else:
-            todo.append(k)
+    results = {k: saved for k, unit in units.items() if (saved := _saved(unit, cache_dir)) is not None}
+    todo = [k for k in units if k not in results]
     if not todo:
         return results
     ray, started = _connect()
@@ -137,18 +134,9 @@ def _run_ray(units: dict, cache_dir: Path | None, progress: bool, unit_cpus: int
         remote = ray.remote(compute_unit).options(
             num_cpus=unit_cpus, num_gpus=1 if device.startswith("cuda") else 0, max_retries=0
         )
-        with ExitStack() as held, _progress(len(units), progress) as bar:
+        with _progress(len(units), progress) as bar:
             bar.update(len(results))
-            mine = [k for k in todo if _try_lock(held, cache_dir, units[k])]
-            failed = _dispatch(ray, remote, mine, units, cache_dir, unit_cpus, results, bar)
-            for k in (k for k in todo if k not in mine):  # another process holds it: wait, then read its result
-                with unit_lock(cache_dir, units[k].name, k[1]):
-                    saved = None if units[k].needs_plots else load_unit(cache_dir, units[k].name, k[1])
-                    if saved is None:  # that process failed or was stopped: compute it here
-                        failed += _dispatch(ray, remote, [k], units, cache_dir, unit_cpus, results, bar)
-                        continue
-                    results[k] = saved
-                    bar.update()
+            failed = _Driver(ray, remote, units, cache_dir, unit_cpus, results, bar).run(todo)
     finally:
         if started:
             ray.shutdown()
@@ -157,39 +145,83 @@ def _run_ray(units: dict, cache_dir: Path | None, progress: bool, unit_cpus: int
     return results
 
 
-def _try_lock(held: ExitStack, cache_dir: Path | None, unit: Unit) -> bool:
-    """Take ``unit``'s lock without waiting, held until ``held`` closes; False when another
-    process holds it (it is computing the unit)."""
-    if cache_dir is None:
-        return True
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(lock_path(cache_dir, unit.name, unit.key)))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        return False
-    held.callback(lock.release)
-    return True
+def _saved(unit: Unit, cache_dir: Path | None) -> UnitResult | None:
+    """``unit``'s saved result, or None when it is not saved or must be drawn again."""
+    return None if unit.needs_plots else load_unit(cache_dir, unit.name, unit.key)
 
 
-def _dispatch(
-    ray, remote, keys: list, units: dict, cache_dir: Path | None, unit_cpus: int, results: dict, bar
-) -> list[TaskextrapError]:
-    """Run the units ``keys`` as Ray tasks, saving and storing each result as it arrives;
-    returns the failures (the other units still finish and are saved)."""
-    pending = {remote.remote(_spec(units[k], unit_cpus)): k for k in keys}
-    failed = []
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        k = pending.pop(done[0])
+_POLL_S = 0.5  # how often a unit another process holds is looked at again
+
+
+class _Driver:
+    """Runs a list of units as Ray tasks, saving and storing each result as it arrives.
+
+    A unit's lock is taken without waiting and held only from its cache look-up to its save, as
+    on the serial path. A unit another process holds is looked at again every :data:`_POLL_S`
+    seconds, never waited for with a lock held, so two drivers that split the units between them
+    never wait for each other; once free, it is read back when that process saved it, else
+    computed here.
+    """
+
+    def __init__(self, ray, remote, units: dict, cache_dir: Path | None, unit_cpus: int, results: dict, bar):
+        self.ray, self.remote, self.units, self.cache_dir, self.unit_cpus = ray, remote, units, cache_dir, unit_cpus
+        self.results, self.bar = results, bar
+        self.pending: dict = {}  # Ray task -> its unit's key
+        self.failed: list[TaskextrapError] = []
+        self.told: set = set()  # the units said to be waited for
+        self.locks: dict = {}  # unit key -> its lock
+        self.waiting: list = []  # not started: not tried yet, or another process holds it
+
+    def run(self, todo: list) -> list[TaskextrapError]:
+        """Run the units ``todo`` (keys of ``units``); returns the failures (the other units
+        still finish and are saved)."""
+        self.locks = {k: new_unit_lock(self.cache_dir, self.units[k].name, k[1]) for k in todo}
+        self.waiting = list(todo)
         try:
-            results[k] = _receive(ray, done[0], units[k], k[1], cache_dir)
-        except TaskextrapError as exc:
-            failed.append(exc)
-        bar.set_postfix_str(units[k].name, refresh=False)
-        bar.update()
-    return failed
+            while self.waiting or self.pending:
+                self._start_free_units()
+                self._collect()
+        finally:  # an error, or an interrupt, leaves no unit locked
+            for lock in self.locks.values():
+                lock.release()
+        return self.failed
+
+    def _start_free_units(self) -> None:
+        """Lock every waiting unit that is free; read it back if it was saved meanwhile (by
+        another process, since the look-up before Ray started), else hand it to Ray."""
+        for k in list(self.waiting):
+            unit, lock = self.units[k], self.locks[k]
+            if not lock.acquire(wait=False):
+                if k not in self.told:  # once per unit, as the serial path says it
+                    say_waiting(unit.name, lock)
+                    self.told.add(k)
+                continue
+            self.waiting.remove(k)
+            saved = _saved(unit, self.cache_dir)
+            if saved is None:
+                self.pending[self.remote.remote(_spec(unit, self.unit_cpus))] = k
+                continue
+            lock.release()
+            self.results[k] = saved
+            self.bar.update()
+
+    def _collect(self) -> None:
+        """Receive a finished task (waiting at most :data:`_POLL_S` while units are waited for),
+        save it and release its lock."""
+        if not self.pending:
+            time.sleep(_POLL_S)
+            return
+        done, _ = self.ray.wait(list(self.pending), num_returns=1, timeout=_POLL_S if self.waiting else None)
+        for ref in done:
+            k = self.pending.pop(ref)
+            try:
+                self.results[k] = _receive(self.ray, ref, self.units[k], k[1], self.cache_dir)
+            except TaskextrapError as exc:
+                self.failed.append(exc)
+            finally:
+                self.locks[k].release()
+            self.bar.set_postfix_str(self.units[k].name, refresh=False)
+            self.bar.update()
 
 
 def _connect():

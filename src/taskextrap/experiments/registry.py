@@ -225,6 +225,21 @@ def paper_order() -> list[str]:
     return [n for n in PAPER_ORDER if n in names] + [n for n in names if n not in PAPER_ORDER]
 
 
+def family_kind(experiment: Experiment) -> type | None:
+    """The kind of object ``experiment``'s ``--family`` names: the class its resolver returns
+    (``ParametricFamily``, ``Ladder``, ``CompositionFamily``, read off the resolver's return
+    annotation), or None when it takes no ``--family`` or its resolver does not say."""
+    import typing
+
+    if experiment.family is None:
+        return None
+    try:
+        kind = typing.get_type_hints(experiment.family).get("return")
+    except (NameError, TypeError):  # an annotation naming what the resolver's module cannot see
+        return None
+    return kind if isinstance(kind, type) else None
+
+
 def _load_builtin():
     # Imported for their registration side effect, in the order `reproduce all` runs them.
     # llm-geometry registers before codeio: its search is exhaustive (it takes arg-mins over

@@ -18,15 +18,18 @@ package's code (``code_hash``, :func:`taskextrap.provenance.source_hash`), for a
       family_code_hash: fedcba9876543210
       taskextrap: 0.1.0
 
-From it ``taskextrap reproduce --from DIR`` runs the same experiment with the same options
-again (:func:`read_saved_run`, :func:`options_from_record`), and a run into a folder whose
-record names another configuration is refused before any work (:func:`check_same_run`).
+The record is written when the run is planned, before any unit runs (:func:`claim_run`), and
+again with the results. From it ``taskextrap reproduce --from DIR`` runs the same experiment
+with the same options again (:func:`read_saved_run`, :func:`options_from_record`), and a run
+into a folder whose record names another configuration, finished or not, is refused before any
+work (:func:`check_same_run`).
 """
 
 from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import NoReturn
 
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
 from taskextrap.experiments.registry import OPTION_FLAGS, RunOptions
@@ -53,7 +56,7 @@ RUN_FIELDS = (
 )
 
 # Fields that may change between two runs into one folder: a later run with more seeds grows the
-# same run (each seed is a cached unit, so the earlier results are one rerun away), and the
+# same run (each seed is a cached unit; fewer seeds are refused: check_same_run), and the
 # executor and the plots do not change a number.
 SAME_RUN_ANYWAY = frozenset({"seeds", "executor", "plots"})
 
@@ -209,10 +212,12 @@ def saved_record(run_dir: Path) -> dict | None:
 
 
 def check_same_run(run_dir: Path, record: dict) -> None:
-    """A one-line error, before any work, when ``run_dir`` holds the results of another
-    configuration than ``record``'s (another experiment, family spec, profile, embedding, ...):
-    a run never silently replaces another's. The same configuration under changed code (a
-    user's module edited) is the same run: it is written again with fresh numbers."""
+    """A one-line error, before any work, when ``run_dir`` holds a run (finished, in progress or
+    killed: :func:`claim_run`) of another configuration than ``record``'s (another experiment,
+    family spec, profile, embedding, ...) or of seeds that ``record``'s do not include: a run
+    never silently replaces another's. More seeds grow the same run, and the same configuration
+    under changed code (a user's module edited) is the same run: it is written again with fresh
+    numbers."""
     saved = saved_record(run_dir)
     if saved is None:
         return
@@ -222,10 +227,50 @@ def check_same_run(run_dir: Path, record: dict) -> None:
         default = None if field == "experiment" else _plain(getattr(_DEFAULTS, field))
         before, now = saved.get(field, default), record.get(field, default)
         if before != now:
-            raise TaskextrapError(
-                f"{run_dir} holds the results of a run with {_setting(field, before)}, not "
-                f"{_setting(field, now)}: run into another --out, or remove that folder"
-            )
+            _refuse(run_dir, _setting(field, before), _setting(field, now))
+    before_seeds, now_seeds = _seeds(record, saved), _seeds(record, record)
+    if not now_seeds >= before_seeds:
+        _refuse(
+            run_dir,
+            f"seeds {_listed(before_seeds)}",
+            f"seeds {_listed(now_seeds)}, which would drop some (give --seeds {max(before_seeds) + 1} or more)",
+        )
+
+
+def _refuse(run_dir: Path, before: str, now: str) -> NoReturn:
+    raise TaskextrapError(
+        f"{run_dir} holds a run with {before}; this run has {now}: run into another --out, or remove that folder"
+    )
+
+
+def _seeds(record: dict, seeds_of: dict) -> set[int]:
+    """The training seeds of ``seeds_of``'s ``--seeds``/``--seed`` under ``record``'s experiment
+    and profile (its profile's own seeds when neither is given)."""
+    from taskextrap.experiments.registry import get_experiment
+
+    profile = get_experiment(record["experiment"]).profiles[record.get("profile", _DEFAULTS.profile)]
+    return set(profile.with_seeds(seeds_of.get("seeds"), seeds_of.get("seed")).seeds)
+
+
+def _listed(seeds: set[int]) -> str:
+    return ", ".join(map(str, sorted(seeds)))
+
+
+def claim_run(run_dir: Path, record: dict) -> None:
+    """Check ``run_dir`` (:func:`check_same_run`) and, when it holds no run yet, write ``record``
+    as its config.yaml (atomically) before any unit runs, so a run of another configuration
+    started while this one runs, or after it was killed, is refused too. A folder holding the
+    same run keeps its config.yaml until the run's results replace it. A lock on the folder
+    (``.run.lock``) makes the check and the write one step for processes started together."""
+    import yaml
+
+    from taskextrap.experiments.locks import Lock
+    from taskextrap.files import write_text_atomic
+
+    with Lock(Path(run_dir) / ".run.lock"):
+        check_same_run(run_dir, record)
+        if saved_record(run_dir) is None:
+            write_text_atomic(Path(run_dir) / "config.yaml", yaml.safe_dump({"run": record}, sort_keys=False))
 
 
 def _setting(field: str, value) -> str:

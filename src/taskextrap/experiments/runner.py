@@ -14,7 +14,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import plotfiles
 from taskextrap.experiments.executors import run_units
 from taskextrap.experiments.registry import RunOptions, get_experiment
-from taskextrap.experiments.run_record import check_same_run, run_record
+from taskextrap.experiments.run_record import check_same_run, claim_run, run_record
 from taskextrap.experiments.units import Plan, bind
 from taskextrap.report.compare import compare_rows
 from taskextrap.files import write_json_atomic, write_text_atomic
@@ -49,11 +49,14 @@ def run_experiments(runs: list[tuple]) -> list[dict | None]:
     each run's results are written. Returns each run's results (None for a non-lead shard)."""
     first = runs[0][1]
     t = time.perf_counter()
-    planned = [plan_run(name, options, out_dir) for name, options, out_dir in runs]
-    units = [u for p in planned if p is not None for u in p.plan.units]
+    planned = [_plan(name, options, out_dir, checks=True) for name, options, out_dir in runs]
     cache_dirs = {p.cache_dir for p in planned if p is not None}
     if len(cache_dirs) > 1:
         raise TaskextrapError("runs executed together must share one --out")
+    for run in planned:  # once every run is planned: a run refused while planning leaves no folder of the others
+        if run is not None:
+            open_run(run)
+    units = [u for p in planned if p is not None for u in p.plan.units]
     results = run_units(
         units, next(iter(cache_dirs), None), first.executor, first.progress, first.unit_cpus, first.device
     )
@@ -76,20 +79,38 @@ class PlannedRun:
 
 
 def plan_run(name: str, options: RunOptions, out_dir: Path | None = None, make_dirs: bool = True) -> PlannedRun | None:
-    """Check experiment ``name`` under ``options``, make its folders (unless ``make_dirs`` is
-    False: only to list the units) and list its units (None for a non-lead shard, whose part is
-    done inside the experiment). A folder that holds another configuration's results is refused
-    here, before any work (:func:`~taskextrap.experiments.run_record.check_same_run`)."""
+    """Check experiment ``name`` under ``options``, list its units and make its folders (unless
+    ``make_dirs`` is False: only to list the units); None for a non-lead shard, whose part is
+    done inside the experiment.
+
+    Before anything is created or computed, a folder that holds another configuration's run is
+    refused (:func:`~taskextrap.experiments.run_record.check_same_run`) and so is an ``--out``
+    that cannot be created (:func:`check_creatable`). The folders are made once the plan is
+    built (:func:`open_run`), so a run refused while planning (a dev split its family cannot
+    make, say) leaves no empty folder behind.
+    """
+    run = _plan(name, options, out_dir, checks=make_dirs)
+    if run is not None and make_dirs:
+        open_run(run)
+    return run
+
+
+def _plan(name: str, options: RunOptions, out_dir: Path | None, checks: bool) -> PlannedRun | None:
+    """:func:`plan_run` without making the run's folders (with ``checks``: its folder and
+    ``--out`` are checked first)."""
     experiment = get_experiment(name)
     experiment.check(options)
     out_dir = Path(out_dir or run_dir_name(name, options))
     record = run_record(name, options)
-    if make_dirs and options.shard.index == 0:  # the lead writes the results, so it alone checks them
-        check_same_run(out_dir, record)
     options = dataclasses.replace(options, run_dir=out_dir)
     cache_dir, plot_dir = Path(options.out) / "units", (out_dir / "plots" if options.plots else None)
-    for folder in (out_dir, cache_dir) if make_dirs else ():  # before any work: a bad --out fails now
-        check_writable(folder)
+    if checks:
+        if options.shard.is_lead:  # the lead writes the results, so it alone checks the folder
+            check_same_run(out_dir, record)
+        for folder in (out_dir, cache_dir):  # a bad --out fails now, before any work
+            check_creatable(folder)
+        if not options.shard.is_lead:  # its part of the work is done while planning, into the unit cache
+            check_writable(cache_dir)
     plan = experiment.run(options, cache_dir, plot_dir)
     if plan is None:  # a non-lead process of a sharded run
         return None
@@ -97,12 +118,34 @@ def plan_run(name: str, options: RunOptions, out_dir: Path | None = None, make_d
     return PlannedRun(name, options, out_dir, cache_dir, plan, record)
 
 
+def open_run(run: PlannedRun) -> None:
+    """Make ``run``'s folder and the unit cache (a one-line error when they cannot be written)
+    and write the run's record into its config.yaml before any unit runs
+    (:func:`~taskextrap.experiments.run_record.claim_run`)."""
+    for folder in (run.out_dir, run.cache_dir):
+        check_writable(folder)
+    if run.options.shard.is_lead:
+        claim_run(run.out_dir, run.record)
+
+
+def check_run_folders(runs: list[tuple]) -> None:
+    """:func:`~taskextrap.experiments.run_record.check_same_run` for every run of ``runs``
+    (``(name, options, out_dir or None)``, as :func:`run_experiments` takes them): a command
+    that runs several experiments one after another refuses a folder of another configuration
+    before the first starts, not when that experiment's turn comes."""
+    for name, options, out_dir in runs:
+        if options.shard.is_lead:
+            check_same_run(Path(out_dir or run_dir_name(name, options)), run_record(name, options))
+
+
 def write_run(run: PlannedRun, results: dict, wall_s: float, timing_extra: dict | None = None) -> dict:
     """Assemble ``run``'s rows from the units' ``results`` (by (name, fingerprint)) and write
-    results.json, results.md and config.yaml (its ``run`` section first) into its folder, then
-    remove from its plots/ the plots of other runs (:func:`taskextrap.experiments.plotfiles.prune`);
-    returns the results. ``wall_s`` is the time its units took (of all runs executed together,
-    which ``timing_extra`` then says)."""
+    results.json, results.md and config.yaml (its ``run`` section first) into its folder, then,
+    when the run makes plots, remove from its plots/ the plots of other runs
+    (:func:`taskextrap.experiments.plotfiles.prune`; a ``--no-plots`` run leaves plots/ as it
+    is: it draws nothing, so it cannot tell a figure of its own from another's); returns the
+    results. ``wall_s`` is the time its units took (of all runs executed together, which
+    ``timing_extra`` then says)."""
     import yaml
 
     t = time.perf_counter()
@@ -137,8 +180,21 @@ def write_run(run: PlannedRun, results: dict, wall_s: float, timing_extra: dict 
     write_text_atomic(
         run.out_dir / "config.yaml", yaml.safe_dump(_plain({"run": run.record, **config}), sort_keys=False)
     )
-    plotfiles.prune(plot_dir, {u.draw_id for u in run.plan.units}, drawn_now)
+    if options.plots:
+        plotfiles.prune(plot_dir, {u.draw_id for u in run.plan.units}, drawn_now)
     return results
+
+
+def check_creatable(folder: Path) -> None:
+    """A one-line :class:`TaskextrapError` when ``folder`` cannot be created or written into
+    (a file in the way, no permission, a read-only disk), found without creating anything: the
+    nearest part of its path that exists must be a folder this process may write into."""
+    folder = Path(folder)
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        raise TaskextrapError(f"cannot write to {folder}: {existing} is a file (choose another --out)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise TaskextrapError(f"cannot write to {folder}: {existing} is not writable (choose another --out)")
 
 
 def check_writable(folder: Path) -> None:
@@ -178,16 +234,23 @@ def run_dir_name(name: str, options: RunOptions) -> Path:
 
 
 _TAG_LIMIT = 60  # characters of a family's part of a folder name (a long module path is shortened)
+_TAG_SAFE = re.compile(r"[A-Za-z0-9_-]+(:[A-Za-z0-9_-]+)?")  # specs the folder name shows exactly
 
 
 def family_tag(spec: str) -> str:
-    """A ``--family`` spec as part of a folder name: ``:`` becomes ``.`` and any character other
-    than a letter, digit, ``.`` or ``_`` becomes ``_`` (``myfam:bump`` -> ``myfam.bump``); a spec
-    longer than 60 characters is cut and ends with 8 hex digits of its hash, so it stays unique."""
-    tag = re.sub(r"[^A-Za-z0-9._]", "_", spec.replace(":", "."))
-    if len(tag) > _TAG_LIMIT:
-        tag = f"{tag[: _TAG_LIMIT - 9]}.{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
-    return tag
+    """A ``--family`` spec as part of a folder name, never the same for two specs.
+
+    A built-in name (letters, digits, ``_`` and ``-``: ``quadratic``, ``poly-sin-tanh``) is kept
+    as it is, and so is a ``module:attr`` of such names, with ``.`` for ``:`` (``myfam:bump`` ->
+    ``myfam.bump``). Any other spec is made file-name safe (``:`` becomes ``.``, a character
+    other than a letter, digit, ``.``, ``_`` or ``-`` becomes ``_``) and, since that loses
+    information (``a.b:c`` and ``a:b.c`` would both be ``a.b.c``), ends with ``.`` and 8 hex
+    digits of the spec's hash; so does a tag cut at 60 characters.
+    """
+    tag = re.sub(r"[^A-Za-z0-9._-]", "_", spec.replace(":", "."))
+    if _TAG_SAFE.fullmatch(spec) and len(tag) <= _TAG_LIMIT:
+        return tag
+    return f"{tag[: _TAG_LIMIT - 9]}.{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
 
 
 def _model_parts(extra: dict) -> list[str]:

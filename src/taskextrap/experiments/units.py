@@ -13,9 +13,9 @@ recomputed and replaced, never used.
 
 Each unit has a lock file beside it (``name-<fingerprint>.lock``, :func:`unit_lock`), held from
 the cache look-up to the save: two processes started on the same ``--out`` never compute a unit
-twice; the second waits, then reads the first one's result. The lock is the operating system's
-(``flock``, through ``filelock``), which the kernel releases when its process dies, so a killed
-run leaves no lock that blocks the next.
+twice; the second waits, with one line naming the lock file, then reads the first one's result.
+The lock is the operating system's (:mod:`taskextrap.experiments.locks`), which the kernel
+releases when its process dies, so a killed run leaves no lock that blocks the next.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
+from taskextrap.experiments.locks import Lock
 from taskextrap.provenance import source_hash
 from taskextrap.files import json_default, read_json, write_json_atomic
 
@@ -169,26 +170,31 @@ def lock_path(cache_dir: Path, name: str, key: str) -> Path:
     return Path(cache_dir) / f"{name}-{key}.lock"
 
 
+def new_unit_lock(cache_dir: Path | None, name: str, key: str) -> Lock:
+    """The lock of unit ``name`` with fingerprint ``key`` (:func:`lock_path`), not taken yet; no
+    lock at all without a cache."""
+    return Lock(None if cache_dir is None else lock_path(cache_dir, name, key))
+
+
 @contextmanager
 def unit_lock(cache_dir: Path | None, name: str, key: str) -> Iterator[None]:
     """Hold unit ``name``'s lock (:func:`lock_path`) for the block (nothing without a cache).
-    When another process holds it, one line on stderr says so, then this one waits for it."""
-    if cache_dir is None:
-        yield
-        return
-    from filelock import FileLock, Timeout
-
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)  # not every filelock version creates the folder
-    lock = FileLock(str(lock_path(cache_dir, name, key)))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        _say(f"waiting for unit {name}, computed by another process")
+    When another process holds it, one line on stderr says so (:func:`say_waiting`), then this
+    one waits for it."""
+    lock = new_unit_lock(cache_dir, name, key)
+    if not lock.acquire(wait=False):
+        say_waiting(name, lock)
         lock.acquire()
     try:
         yield
     finally:
         lock.release()
+
+
+def say_waiting(name: str, lock: Lock) -> None:
+    """The line that says unit ``name`` is being computed by another process, and which lock
+    file it holds (``fuser`` or ``lsof`` on it names that process, if it hung)."""
+    _say(f"waiting for unit {name}, computed by another process (it holds {lock.path})")
 
 
 def _say(line: str) -> None:
