@@ -6,7 +6,7 @@ Heavy modules (torch, sklearn) are imported lazily so that ``taskextrap --help``
 __version__ = "0.1.0"
 
 _LAZY = {
-    "RTE": "taskextrap.estimators.parameter",  # parameter regime, Strategy A
+    "RTE": "taskextrap.estimators.parameter",  # parameter regime: the objective (Eq. 3), or Strategy A
     "LengthRTE": "taskextrap.estimators.length",  # length regime, Strategy B
     "CompositionRTE": "taskextrap.estimators.composition",  # compositional regime, Strategy B
     "Decomposition": "taskextrap.estimators.base",

@@ -281,3 +281,12 @@ def test_mixture_and_coverage_formulas():
     assert inside.tolist() == [[True, False]]  # z(0.95) = 1.645
     with pytest.raises(TaskextrapError, match="level"):
         covered(mean, std, mean, level=1.0)
+
+
+def test_k_is_refused_by_the_objective_search_and_kept_by_the_proxy_search(objective_rte, quad_targets):
+    """``k`` sets Strategy A's candidates; the objective's come from retrieve and screen, so a
+    ``k`` given to it would be ignored: one line says so instead."""
+    _, obs = quad_targets
+    with pytest.raises(TaskextrapError, match=r"k sets the candidates of search='proxy'.*retrieve and screen"):
+        objective_rte.decompose(obs.ctx_x, obs.ctx_y, k=3)
+    assert objective_rte.decompose(obs.ctx_x, obs.ctx_y, k=3, search="proxy").k == 3

@@ -463,13 +463,19 @@ class RTE(Estimator):
         proxy space, the shifts phi (n, k, dim) from them to the target, scored by proxy distance.
         "objective" (Eq. 3): the ``retrieve`` nearest anchors with shifts ``phi_scales`` times
         their proxy difference, scored by Psi's leave-one-out context loss, with the posterior
-        over them in ``weights`` (its best ``n_average`` only; ``k`` is not used).
+        over them in ``weights`` (its best ``n_average`` only). ``k`` belongs to the proxy search:
+        with the objective it is refused (its candidates are set by ``retrieve`` and ``screen``).
         """
         self.check_is_fitted()
         check_optional_int("k", k, 1)
         search = self.search if search is None else search
         if search not in SEARCHES:
             raise TaskextrapError(f"search must be one of {list(SEARCHES)}, got {search!r}")
+        if k is not None and search == "objective":  # silently ignored before: say what sets the candidates
+            raise TaskextrapError(
+                "k sets the candidates of search='proxy' (Strategy A); the objective's are set by "
+                "retrieve and screen (RTE(retrieve=..., screen=...)), or pass search='proxy'"
+            )
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         z = self.embed(ctx_x, ctx_y)
         if search == "proxy":
