@@ -18,7 +18,7 @@
 # predicts it with an interval, plots all three and compares RTE with a context-only baseline.
 #
 # Run it as a notebook (`jupytext --to notebook docs/tutorial.py`, then open it) or as a script
-# (`python docs/tutorial.py`). With the default sizes it takes a few minutes on a laptop CPU;
+# (`python docs/tutorial.py`). With the default sizes it takes under a minute on a laptop CPU;
 # `TASKEXTRAP_TUTORIAL=tiny` makes every fit seconds long (the test suite runs it that way: the
 # numbers are then a plumbing check, not results).
 
