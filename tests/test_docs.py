@@ -38,3 +38,23 @@ def test_no_page_points_outside_the_repository():
     assert not hits, (
         "pointers to files outside the repository (link docs/results-schema.md or docs/design.md):\n" + "\n".join(hits)
     )
+
+
+def test_the_readme_is_a_front_door():
+    """At most 150 lines, the two commands first, and every repository link in it resolves
+    (GitHub renders the README, which the site's strict build does not check)."""
+    from pymdownx.slugs import slugify
+
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    first_block = text.split("```")[1]
+    assert first_block.splitlines()[1].startswith("make demo") and first_block.splitlines()[2].startswith("make test")
+    slug = slugify(case="lower")
+    broken = []
+    for target in re.findall(r"\]\(([^)#]+)(?:#([^)]+))?\)", text):
+        path, anchor = ROOT / target[0], target[1]
+        if not path.exists():
+            broken.append(target[0])
+        elif anchor and anchor not in {slug(h.strip(), "-") for h in re.findall(r"^#+ (.*)$", path.read_text(), re.M)}:
+            broken.append(f"{target[0]}#{anchor}")
+    assert not broken, f"README links that do not resolve: {broken}"
