@@ -6,18 +6,18 @@
     python benchmarks/tables.py --check README.md docs/results.md    # exit 1 if a block is stale
 
 A table block in a markdown file is the text between ``<!-- table: NAME [metric=M] [groups=A,B]
-[methods=A,B] [claims=no] -->`` and ``<!-- /table -->``, each on a line of its own (an empty block
-is filled by ``--sync``): the tables of ``benchmarks/results/NAME.json`` (``render``), or only its
-``metric`` rows, the given groups and the given methods (in that order, with the paired claims
-between them); ``claims=no`` leaves out the paired claims, for a second block of the
-same file on one page (its coverage table under its mse table) that would repeat them word for word;
-a ``scripts/dev_choices.py`` or ``scripts/codeio_sft_check.py`` file renders as its table of
-variants. ``<!-- table: headline FILE:GROUP+GROUP ... -->`` renders one summary row per (file,
-group): ``rte`` beside the paper's main baseline and the paper's RTE, and the methods that clearly
-beat ``rte`` (``render_headline``); ``<!-- table: versus [before=DIR] FILE:GROUP ... -->`` the
-paired verdicts of ``rte`` against every sanity baseline (``render_versus``). ``--sync`` regenerates
-the blocks, ``--check`` (run by the test suite) fails when a block differs from what its committed
-results file renders, so no table in the docs can drift from the numbers a committed command wrote.
+[methods=A,B] -->`` and ``<!-- /table -->``, each on a line of its own (an empty block is filled by
+``--sync``): the tables of ``benchmarks/results/NAME.json`` (``render``), or only its ``metric``
+rows, the given groups and the given methods (in that order), each with the paired claims on what it
+shows (those metrics, groups and methods: a coverage block under an mse block of the same file
+repeats none of the mse block's claims); a ``scripts/dev_choices.py`` or
+``scripts/codeio_sft_check.py`` file renders as its table of variants. ``<!-- table: headline
+FILE:GROUP+GROUP ... -->`` renders one summary row per (file, group): ``rte`` beside the paper's
+main baseline and the paper's RTE, and the methods that clearly beat ``rte`` (``render_headline``);
+``<!-- table: versus [before=DIR] FILE:GROUP ... -->`` the paired verdicts of ``rte`` against every
+sanity baseline (``render_versus``). ``--sync`` regenerates the blocks, ``--check`` (run by the test
+suite) fails when a block differs from what its committed results file renders, so no table in the
+docs can drift from the numbers a committed command wrote.
 
 Each name is a JSON file under benchmarks/results/ written by benchmarks/run.py; for each one the
 coverage rows (the share of query points inside a 90% predictive interval) and the accuracy-style
@@ -64,10 +64,9 @@ def render(
     groups: list[str] | None = None,
     heading: bool = True,
     data: dict | None = None,
-    claims: bool = True,
 ) -> str:
     """The tables of one results file (``metrics``, and only ``groups`` when given), with its
-    footnotes: the interval rule, the clear paired claims (unless ``claims`` is False), the split
+    footnotes: the interval rule, the clear paired claims on those metrics and groups, the split
     and seeds, the wall time. ``data`` is the parsed file when the caller has read it already."""
     data = data if data is not None else json.loads((RESULTS / f"{name}.json").read_text())
     parts = [f"#### {name}"] if heading else []
@@ -95,8 +94,10 @@ def render(
             "",
             f"_split `{config['split']}`, test seed {config.get('test_seed')}, training seeds {data.get('seeds')}._",
         ]
-    comparisons = [c for c in data.get("comparisons") or [] if groups is None or c["group"] in groups]
-    if comparisons and claims:
+    comparisons = [
+        c for c in data.get("comparisons") or [] if c["metric"] in metrics and (groups is None or c["group"] in groups)
+    ]
+    if comparisons:
         clear = grouped_claims(comparisons)
         unclear = sum(not c["clear"] for c in comparisons)
         parts += [
@@ -749,7 +750,7 @@ def render_em_diagnosis(data: dict) -> str:
 
 
 def render_spec(spec: str) -> str:
-    """The block body of a spec ``NAME [metric=M] [groups=A,B] [claims=no]`` (see the module docstring)."""
+    """The block body of a spec ``NAME [metric=M] [groups=A,B] [methods=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
     if name == "headline":
         return render_headline(opts)
@@ -790,16 +791,14 @@ def render_spec(spec: str) -> str:
     if data and all(isinstance(v, dict) and "inclusive_pct" in v for v in data.values()) and not opts:
         return render_profile(data)
     kw = dict(o.split("=", 1) for o in opts)
-    unknown = set(kw) - {"metric", "groups", "claims", "methods"}
+    unknown = set(kw) - {"metric", "groups", "methods"}
     if unknown:
         raise SystemExit(f"table block {spec!r}: unknown option(s) {sorted(unknown)}")
-    if kw.get("claims", "yes") not in ("yes", "no"):
-        raise SystemExit(f"table block {spec!r}: claims must be yes or no, got {kw['claims']!r}")
     metrics = (kw["metric"],) if "metric" in kw else METRIC_ORDER
     groups = kw["groups"].split(",") if "groups" in kw else None
     if "methods" in kw:
         data = only_methods(data, kw["methods"].split(","), spec)
-    return render(name, metrics, groups, heading=False, data=data, claims=kw.get("claims", "yes") == "yes")
+    return render(name, metrics, groups, heading=False, data=data)
 
 
 def only_methods(data: dict, methods: list[str], spec: str) -> dict:

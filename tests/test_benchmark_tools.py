@@ -161,17 +161,17 @@ def test_table_blocks_sync_and_check(tmp_path, monkeypatch):
     assert mod.sync(md, check=True) == []
 
 
-def test_table_block_claims_no_prints_the_claims_once_per_file(tmp_path, monkeypatch):
+def test_a_table_blocks_claims_are_on_its_own_metric_so_a_file_prints_each_claim_once(tmp_path, monkeypatch):
     mod = _load("tables.py")
     rows = [
         {"group": "g", "method": m, "metric": metric, "value": v, "ci95": 0.1, "n": 3}
         for m, v in (("rte", 0.5), ("ctx-polyfit", 0.9))
-        for metric in ("mse", "coverage")
+        for metric in ("mse", "coverage", "accuracy")
     ]
     comps = [
         {
             "group": "g",
-            "metric": "mse",
+            "metric": metric,
             "a": "rte",
             "b": "ctx-polyfit",
             "diff": -0.4,
@@ -182,20 +182,22 @@ def test_table_block_claims_no_prints_the_claims_once_per_file(tmp_path, monkeyp
             "clear": True,
             "winner": "rte",
         }
+        for metric in ("mse", "accuracy")
     ]
     (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "comparisons": comps, "timing": {"wall_s": 90.0}}))
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
     md = tmp_path / "doc.md"
-    md.write_text(
-        "<!-- table: x metric=mse -->\n<!-- /table -->\n<!-- table: x metric=coverage claims=no -->\n<!-- /table -->\n"
-    )
+    md.write_text("<!-- table: x metric=mse -->\n<!-- /table -->\n<!-- table: x metric=coverage -->\n<!-- /table -->\n")
     mod.sync(md)
     text = md.read_text()
     assert text.count("rte beats ctx-polyfit (g)") == 1 and text.count("_wall 1.5 min") == 2
-    assert text.index("rte beats ctx-polyfit") < text.index("claims=no")  # under the mse table, not the coverage one
-    assert "clear paired claims" in mod.render_spec("x metric=coverage claims=yes")
-    with pytest.raises(SystemExit, match="claims must be yes or no"):
-        mod.render_spec("x claims=maybe")
+    assert text.index("rte beats ctx-polyfit") < text.index("metric=coverage")  # under the mse table only
+    assert "(accuracy)" not in text  # the accuracy claim is not the mse table's
+    assert "rte beats ctx-polyfit (accuracy) (g)" in mod.render_spec("x metric=accuracy")
+    whole = mod.render_spec("x")
+    assert "rte beats ctx-polyfit (g)" in whole and "rte beats ctx-polyfit (accuracy) (g)" in whole
+    with pytest.raises(SystemExit, match="unknown option"):
+        mod.render_spec("x claims=no")
 
 
 def test_committed_docs_tables_match_their_results_files():
