@@ -36,7 +36,7 @@ ANCHOR = {
     "wall_s": 1114.0,
     "per_family_seed_s": 1114.0 / 5,
     "threads": 2,
-    "source": "issue 35 (measured on this machine class); shared/reference/authors-implementation.md §2",
+    "source": "issue 35: the authors' script timed on this machine class",
 }
 
 # One unit per experiment: name -> (extra CLI arguments, what the unit is). The language-model
