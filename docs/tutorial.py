@@ -18,12 +18,13 @@
 # predicts it with an interval, plots all three and compares RTE with a context-only baseline.
 #
 # Run it as a notebook (`jupytext --to notebook docs/tutorial.py`, then open it) or as a script
-# (`python docs/tutorial.py`). With the default sizes it takes under a minute on a laptop CPU;
+# (`python docs/tutorial.py`). With the default sizes it takes about 25 s on a 2-core laptop;
 # `TASKEXTRAP_TUTORIAL=tiny` makes every fit seconds long (the test suite runs it that way: the
 # numbers are then a plumbing check, not results).
 
 # %%
 import os
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -31,10 +32,14 @@ import numpy as np
 from taskextrap import RTE
 from taskextrap.baselines.context import ctx_polyfit
 from taskextrap.operators.train import TrainConfig
+from taskextrap.report import paired_difference
 from taskextrap.tasks import ParametricFamily, TaskSet, get_protocol
 from taskextrap.tasks.observe import noise_scale
 
 TINY = os.environ.get("TASKEXTRAP_TUTORIAL") == "tiny"
+# the figure goes beside this script, except from a notebook (no __file__) or a tiny run (which
+# must not replace the committed figure): then into the working folder
+HERE = Path(__file__).parent if "__file__" in globals() and not TINY else Path.cwd()
 N_LIBRARY, N_TARGETS = (12, 6) if TINY else (100, 50)  # library tasks per training region; targets
 SIZES = dict(n_pairs=400, train=TrainConfig(steps=20, batch=256, eval_every=10)) if TINY else {}  # {}: RTE's own
 
@@ -66,8 +71,8 @@ print(f"library: {len(library)} tasks with omega in [0.5, 1.1]; targets: {len(ta
 #
 # `RTE()` is the method of the paper's tables: a proxy embedding Γ of each task's context, and a
 # relational operator Ψ trained on pairs of *library* tasks to map (anchor, shift, context) to
-# the target's values. Its defaults are the `paper` profile's sizes (about half a minute here on
-# a laptop CPU). A fit longer than a few seconds shows a progress bar (`verbose=False` hides it).
+# the target's values. Its defaults are the `paper` profile's sizes (the fit is most of the
+# tutorial's 25 s). A fit longer than a few seconds shows a progress bar (`verbose=False` hides it).
 
 # %%
 rte = RTE(protocol="paper", seed=0, **SIZES).fit(library)
@@ -133,7 +138,8 @@ emb.plot(*p_target, "*", color="black", ms=12, label="target, from its context")
 fig.colorbar(points, ax=emb, label="omega of library tasks")
 emb.set_title("proxy space: anchor + shift phi (arrow)", fontsize=9)
 emb.legend(fontsize=8)
-fig.savefig("tutorial-prediction.png", dpi=120, bbox_inches="tight")  # also kept as a file
+# also kept as a file: beside this script when run as one, else in the notebook's folder
+fig.savefig(HERE / "tutorial-prediction.png", dpi=120, bbox_inches="tight")
 plt.show()
 
 # %% [markdown]
@@ -146,11 +152,11 @@ plt.show()
 # %%
 rte_mse = ((rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d) - obs.qry_y) ** 2).mean(axis=1)
 poly_mse = ((ctx_polyfit(obs.ctx_x, obs.ctx_y, obs.qry_x) - obs.qry_y) ** 2).mean(axis=1)
-diff = rte_mse - poly_mse
-half = 1.96 * diff.std(ddof=1) / np.sqrt(len(diff))
+pair = paired_difference(rte_mse, poly_mse)  # the tables' rule: a 95% interval over targets
 print(
-    f"MSE over {len(diff)} targets: RTE {rte_mse.mean():.4f}, ctx-polyfit {poly_mse.mean():.4f}; "
-    f"paired difference {diff.mean():+.4f} ± {half:.4f} (95%); RTE lower on {np.mean(diff < 0):.0%} of targets"
+    f"MSE over {pair['n']} targets: RTE {rte_mse.mean():.4f}, ctx-polyfit {poly_mse.mean():.4f}; "
+    f"paired difference {pair['diff']:+.4f} [{pair['lo']:.4f}, {pair['hi']:.4f}] (95%): "
+    f"{'clear' if pair['clear'] else 'not clear'}; RTE lower on {np.mean(rte_mse < poly_mse):.0%} of targets"
 )
 
 # %% [markdown]
