@@ -10,9 +10,9 @@ import pytest
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.provenance import callable_hash
-from taskextrap.tasks.builtin import PARAMETER_FAMILIES
+from taskextrap.tasks.builtin import PARAMETER_FAMILIES, PRIMITIVE_SETS
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
-from taskextrap.tasks.registry import check_ladder, get_family
+from taskextrap.tasks.registry import check_ladder, get_family, get_primitive_set
 from taskextrap.tasks.taskset import TaskSet
 
 
@@ -178,3 +178,22 @@ def test_a_domain_too_wide_to_draw_from_is_one_line():
     wide = dataclasses.replace(PARAMETER_FAMILIES["quadratic"], name="wide", domain=(-1.7e308, 1.7e308))
     with pytest.raises(TaskextrapError, match=r"^family 'wide': its domain .* is too wide to draw inputs from$"):
         wide.check()
+
+
+def test_a_primitive_grid_too_wide_to_draw_from_is_one_line():
+    wide = dataclasses.replace(PRIMITIVE_SETS["poly-sin-tanh"], name="wide", grid=(-1.7e308, 1.7e308, 401))
+    with pytest.raises(TaskextrapError, match=r"^primitive set 'wide': its domain .* is too wide to draw inputs from$"):
+        get_primitive_set(wide)
+
+
+def test_a_primitive_set_is_checked_once_per_object(monkeypatch):
+    import taskextrap.tasks.registry as registry
+
+    calls = []
+    monkeypatch.setattr(registry, "check_primitives", lambda s, label=None: calls.append(s.name))
+    own = dataclasses.replace(PRIMITIVE_SETS["poly-sin-tanh"], name="own")
+    for _ in range(3):
+        assert get_primitive_set(own) is own
+    get_primitive_set(dataclasses.replace(own))  # an equal copy is another object: checked on its own
+    get_primitive_set(PRIMITIVE_SETS["poly-sin-tanh"])  # a built-in set is never checked
+    assert calls == ["own", "own"]

@@ -180,8 +180,8 @@ def get_primitive_set(
             f"{label}: composition-depth3 needs its recipe_split (a depth-3 "
             "taskextrap.tasks.chains.RecipeSplit over its families), it has none"
         )
-    if builtins.get(primitive_set.name) is not primitive_set:
-        check_primitives(primitive_set, label)
+    if builtins.get(primitive_set.name) is not primitive_set:  # checked once per object, as families are
+        check_once(primitive_set, lambda: check_primitives(primitive_set, label))
     return primitive_set
 
 
@@ -191,7 +191,8 @@ def check_primitives(primitive_set: CompositionFamily, label: str | None = None)
     inner function's outputs, anywhere on the grid); a one-line TaskextrapError naming the set
     and the primitive family if ``fn`` raises, returns something of another shape than its input
     ``x`` (n, m) (a broadcastable (n, 1) or scalar included), a non-real value or NaN/inf, or
-    does not depend on x (every sampled function constant), or if the family has no parameter."""
+    does not depend on x (every sampled function constant), or if the family has no parameter
+    or the grid is too wide to draw inputs from."""
     label = label or f"primitive set {primitive_set.name!r}"
     rng = np.random.default_rng(0)
     lo, hi, _ = primitive_set.grid
@@ -200,7 +201,7 @@ def check_primitives(primitive_set: CompositionFamily, label: str | None = None)
         if not family.params:
             raise TaskextrapError(f"{what}: params is empty; a family needs at least one parameter to sample")
         params = family.sample(CHECK_TASKS, rng)
-        x = np.sort(rng.uniform(lo, hi, size=(CHECK_TASKS, CHECK_POINTS)), axis=1)
+        x = _inputs(rng, (lo, hi), label)
         kwargs = {name: params[:, i : i + 1] for i, name in enumerate(family.params)}
         y = _check_values(functools.partial(family.fn, x, **kwargs), x.shape, f"{what}: its fn")
         if not np.ptp(y, axis=1).any():
