@@ -234,11 +234,13 @@ def test_a_redraw_between_steps_keeps_the_rate_right(monkeypatch, capsys):
 def test_a_quiet_fit_or_one_shorter_than_the_delay_prints_nothing(
     kind, quad_library, ladder, primitives, monkeypatch, capsys
 ):
-    model, library, _ = _fits(quad_library, ladder, primitives)[kind]
+    model, library, steps = _fits(quad_library, ladder, primitives)[kind]
     monkeypatch.setattr(P, "DELAY_S", 0.0)
     model.verbose = False
-    model.fit(library)
+    calls = []
+    model.fit(library, progress=lambda step, loss: calls.append(step))
     assert capsys.readouterr() == ("", "")
+    assert len(calls) == steps  # no bar, but the user's callback still gets every step
     monkeypatch.setattr(P, "DELAY_S", 60.0)
     model.verbose = True
     model.fit(library)

@@ -26,6 +26,7 @@ from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.experiments.discrete import (
     LIBRARY_SEED,
     Settings,
+    estimator_settings,
     discrete_profiles,
     entropy_rows,
     fit_and_score,
@@ -164,18 +165,12 @@ def make_set_targets(
 def make_rte(
     protocol, profile: DiscreteProfile, seed: int, embedding: str, split=PAPER_SPLIT, device: str = "cpu"
 ) -> CompositionRTE:
-    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint); no
-    progress bar of its own (the run has one over its units)."""
+    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
     return CompositionRTE(
         protocol=protocol,
         split=split,
         embedding=embedding,
-        n_pairs=profile.n_pairs,
-        train=profile.train,
-        decomposer_train=profile.decomposer_train,
-        seed=seed,
-        device=device,
-        verbose=False,
+        **estimator_settings(profile, seed, device),
     )
 
 

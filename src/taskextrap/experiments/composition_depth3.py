@@ -23,6 +23,7 @@ from taskextrap.estimators.chain import Composition3RTE
 from taskextrap.experiments.discrete import (
     LIBRARY_SEED,
     Settings,
+    estimator_settings,
     fit_and_score,
     interval_rows,
     mse_rows,
@@ -173,18 +174,12 @@ def make_rte(
     split: RecipeSplit = PAPER_RECIPE_SPLIT,
     device: str = "cpu",
 ) -> Composition3RTE:
-    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint); no
-    progress bar of its own (the run has one over its units)."""
+    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
     return Composition3RTE(
         protocol=protocol,
         split=split,
         embedding=embedding,
-        n_pairs=profile.n_pairs,
-        train=profile.train,
-        decomposer_train=profile.decomposer_train,
-        seed=seed,
-        device=device,
-        verbose=False,
+        **estimator_settings(profile, seed, device),
     )
 
 

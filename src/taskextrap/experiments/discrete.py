@@ -55,6 +55,20 @@ def discrete_profiles(sizes: dict[str, tuple]) -> dict[str, DiscreteProfile]:
     }
 
 
+def estimator_settings(profile: DiscreteProfile, seed: int, device: str) -> dict:
+    """The settings a unit's estimator takes from its profile and unit, in every discrete regime:
+    the profile's sizes, the training seed and the device, and no progress bar of its own (the
+    run has one over its units)."""
+    return {
+        "n_pairs": profile.n_pairs,
+        "train": profile.train,
+        "decomposer_train": profile.decomposer_train,
+        "seed": seed,
+        "device": device,
+        "verbose": False,
+    }
+
+
 @dataclass(frozen=True)
 class Settings:
     """What a discrete-regime run reads from its options: the profile (with ``--seeds``), the

@@ -20,6 +20,7 @@ from taskextrap.estimators.length import LengthRTE
 from taskextrap.experiments.discrete import (
     LIBRARY_SEED,
     Settings,
+    estimator_settings,
     discrete_profiles,
     entropy_rows,
     fit_and_score,
@@ -87,17 +88,11 @@ def make_targets(
 
 
 def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str, device: str = "cpu") -> LengthRTE:
-    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint); no
-    progress bar of its own (the run has one over its units)."""
+    """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
     return LengthRTE(
         protocol=protocol,
         embedding=embedding,
-        n_pairs=profile.n_pairs,
-        train=profile.train,
-        decomposer_train=profile.decomposer_train,
-        seed=seed,
-        device=device,
-        verbose=False,
+        **estimator_settings(profile, seed, device),
     )
 
 

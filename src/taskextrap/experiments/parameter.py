@@ -290,11 +290,8 @@ def fit_models(
     if chosen_variant(protocol) != "strategy-a" or target_region(family) == DEV_REGION:
         t = time.perf_counter()
         # the objective's fit (its Psi has leave-one-out rows): the headline's, or the dev rows'
-        settings = {
-            **common_settings(protocol, profile, seed, anchors, device),
-            "search": "objective",
-            **OBJECTIVE_VARIANTS[next(iter(OBJECTIVE_VARIANTS))],
-        }
+        # (the variants differ in inference settings only, set on this one fit: _chosen, _with_settings)
+        settings = {**common_settings(protocol, profile, seed, anchors, device), "search": "objective"}
         objective = RTE(embedding=embedding, **settings).fit(library, embedded=strategy_a)
         timing["objective_fit_s"] = time.perf_counter() - t
     rte = strategy_a if objective is None or chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
