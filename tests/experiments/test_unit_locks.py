@@ -202,3 +202,23 @@ def test_another_lock_failure_is_not_taken_for_a_file_system_without_locks(tmp_p
     monkeypatch.setattr(filelock, "FileLock", Broken)
     with pytest.raises(OSError, match="Input/output error"), unit_lock(tmp_path, "stand-in-seed0", "k"):
         pytest.fail("ran without its lock")
+
+
+def test_a_saved_unit_is_read_without_taking_its_lock(tmp_path, monkeypatch):
+    """A finished unit is read back as it is: no lock file, no wait behind a process holding it."""
+    import numpy as np
+
+    from taskextrap.experiments import units
+
+    cache = tmp_path / "units"
+    result = units.UnitResult({"m": np.array([0.25])}, {"t": 1.0})
+    units.cached_unit(cache, "stand-in-seed0", CONFIG, lambda: result)
+    for lock in cache.glob("*.lock"):
+        lock.unlink()
+
+    def no_lock(*args):
+        raise AssertionError("a saved unit took its lock")
+
+    monkeypatch.setattr(units, "unit_lock", no_lock)
+    again = units.cached_unit(cache, "stand-in-seed0", CONFIG, lambda: pytest.fail("recomputed"))
+    assert again.errors["m"].tolist() == [0.25] and not list(cache.glob("*.lock"))

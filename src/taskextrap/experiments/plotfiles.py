@@ -16,7 +16,6 @@ folder, left behind by a killed process, once an hour old; other files are left 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -26,7 +25,8 @@ from pathlib import Path
 from collections.abc import Iterable, Iterator
 
 from taskextrap.experiments.locks import Lock
-from taskextrap.files import write_json_atomic
+from taskextrap.errors import TaskextrapError
+from taskextrap.files import read_json, write_json_atomic
 
 MANIFEST = ".plots.json"  # unit id -> the files it drew
 _LOCK = ".plots.lock"  # held while the manifest is read and rewritten (two processes may share a run)
@@ -37,8 +37,8 @@ def drawn(plot_dir: Path) -> dict[str, list[str]]:
     """The manifest of ``plot_dir``: unit id -> the files that unit drew (empty when there is
     none, or it cannot be read: then every drawing unit draws again)."""
     try:
-        data = json.loads((Path(plot_dir) / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(Path(plot_dir) / MANIFEST)
+    except TaskextrapError:
         return {}
     if not isinstance(data, dict):
         return {}

@@ -34,32 +34,15 @@ from typing import NoReturn
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
 from taskextrap.experiments.registry import OPTION_FLAGS, RunOptions
 
-# The RunOptions fields that decide a run, recorded and read back. Not recorded: ``out`` (where
-# it goes), ``run_dir`` (set by the runner), ``progress`` (display only) and ``shard`` (how one
-# run is split over processes, which comes from the launcher again).
-RUN_FIELDS = (
-    "profile",
-    "protocol",
-    "family",
-    "seeds",
-    "seed",
-    "split",
-    "test_seed",
-    "split_seed",
-    "embedding",
-    "anchors",
-    "device",
-    "extra",
-    "executor",
-    "unit_cpus",
-    "plots",
-)
-
 # Fields that may change between two runs into one folder: a later run with more seeds grows the
 # same run (each seed is a cached unit; fewer seeds are refused: check_same_run), and the
 # executor and the plots do not change a number.
 SAME_RUN_ANYWAY = frozenset({"seeds", "executor", "plots"})
 
+# The RunOptions fields that decide a run, recorded and read back, and the YAML kinds a saved
+# value may have. Not recorded: ``out`` (where it goes), ``run_dir`` (set by the runner),
+# ``progress`` (display only) and ``shard`` (how one run is split over processes, which comes from
+# the launcher again).
 _KINDS = {
     "profile": str,
     "protocol": str,
@@ -77,6 +60,7 @@ _KINDS = {
     "unit_cpus": int,
     "plots": bool,
 }
+RUN_FIELDS = tuple(_KINDS)
 _EXTRA_KEYS = {"model": str, "dtype": str, "load_in_4bit": bool}
 _PROVENANCE = ("code_hash", "family_code_hash", "taskextrap")
 _DEFAULTS = RunOptions()
@@ -88,7 +72,7 @@ def run_record(name: str, options: RunOptions) -> dict:
     from taskextrap import __version__
     from taskextrap.provenance import source_hash
 
-    record = {"experiment": name, **{f: _plain(getattr(options, f)) for f in RUN_FIELDS}}
+    record = {"experiment": name, **{f: plain(getattr(options, f)) for f in RUN_FIELDS}}
     record["device"] = _recorded_device(options)
     record["code_hash"] = source_hash()
     family_hash = family_code_hash(options.family)
@@ -119,28 +103,31 @@ def _recorded_device(options: RunOptions) -> str:
     return options.device
 
 
-def _plain(value):
-    """A field's value as YAML writes and reads it back (a path as text, a dict copied)."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return str(value) if isinstance(value, Path) else value
+def plain(obj):
+    """``obj`` as plain YAML-safe types, as config.yaml writes it and reads it back: dicts with
+    text keys, lists for tuples, and text for anything that is not a number, text, bool or None
+    (a path)."""
+    if isinstance(obj, dict):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return str(obj)
 
 
 def read_saved_run(path: str | Path) -> tuple[dict, Path]:
     """The record of the run saved at ``path`` (a run folder, or its config.yaml) and its folder;
     a one-line :class:`TaskextrapError` when there is no config.yaml, it cannot be read, or it
     has no ``run`` section (a run written before runs were recorded) or a malformed one."""
-    import yaml
-
     path = Path(path)
     file = path / "config.yaml" if path.is_dir() else path
     if not file.is_file():
         raise TaskextrapError(f"--from {path}: no such run folder or config.yaml")
     try:
-        config = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise TaskextrapError(f"--from {file}: not a readable config.yaml ({type(exc).__name__})") from None
-    record = config.get("run") if isinstance(config, dict) else None
+        record = _run_section(file)
+    except _Unreadable as exc:
+        raise TaskextrapError(f"--from {file}: not a readable config.yaml ({exc})") from None
     if record is None:
         raise TaskextrapError(
             f"--from {file}: it has no 'run' section (written before taskextrap recorded its "
@@ -198,33 +185,46 @@ def warn_if_code_changed(record: dict, current: dict) -> None:
         )
 
 
-def saved_record(run_dir: Path) -> dict | None:
-    """The record in ``run_dir/config.yaml``, or None when there is none (no file, a file
-    that cannot be read, a run written before runs were recorded)."""
+class _Unreadable(Exception):
+    """A config.yaml that cannot be read as YAML (its message: the reason's type)."""
+
+
+def _run_section(file: Path):
+    """The ``run`` section of the config.yaml ``file`` (None when it has none); :class:`_Unreadable`
+    when the file cannot be read or parsed."""
     import yaml
 
     try:
-        config = yaml.safe_load((Path(run_dir) / "config.yaml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        config = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise _Unreadable(type(exc).__name__) from None
+    return config.get("run") if isinstance(config, dict) else None
+
+
+def saved_record(run_dir: Path) -> dict | None:
+    """The record in ``run_dir/config.yaml``, or None when there is none (no file, a file
+    that cannot be read, a run written before runs were recorded)."""
+    try:
+        record = _run_section(Path(run_dir) / "config.yaml")
+    except _Unreadable:
         return None
-    record = config.get("run") if isinstance(config, dict) else None
     return record if isinstance(record, dict) else None
 
 
-def check_same_run(run_dir: Path, record: dict) -> None:
+def check_same_run(run_dir: Path, record: dict) -> dict | None:
     """A one-line error, before any work, when ``run_dir`` holds a run (finished, in progress or
     killed: :func:`claim_run`) of another configuration than ``record``'s (another experiment,
     family spec, profile, embedding, ...) or of seeds that ``record``'s do not include: a run
     never silently replaces another's. More seeds grow the same run, and the same configuration
     under changed code (a user's module edited) is the same run: it is written again with fresh
-    numbers."""
+    numbers. Returns the saved record (None when the folder holds no run)."""
     saved = saved_record(run_dir)
     if saved is None:
-        return
+        return None
     for field in ("experiment", *RUN_FIELDS):
         if field in SAME_RUN_ANYWAY:
             continue
-        default = None if field == "experiment" else _plain(getattr(_DEFAULTS, field))
+        default = None if field == "experiment" else plain(getattr(_DEFAULTS, field))
         before, now = saved.get(field, default), record.get(field, default)
         if before != now:
             _refuse(run_dir, _setting(field, before), _setting(field, now))
@@ -235,6 +235,7 @@ def check_same_run(run_dir: Path, record: dict) -> None:
             f"seeds {_listed(before_seeds)}",
             f"seeds {_listed(now_seeds)}, which would drop some (give --seeds {max(before_seeds) + 1} or more)",
         )
+    return saved
 
 
 def _refuse(run_dir: Path, before: str, now: str) -> NoReturn:
@@ -268,8 +269,7 @@ def claim_run(run_dir: Path, record: dict) -> None:
     from taskextrap.files import write_text_atomic
 
     with Lock(Path(run_dir) / ".run.lock"):
-        check_same_run(run_dir, record)
-        if saved_record(run_dir) is None:
+        if check_same_run(run_dir, record) is None:
             write_text_atomic(Path(run_dir) / "config.yaml", yaml.safe_dump({"run": record}, sort_keys=False))
 
 

@@ -14,7 +14,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import plotfiles
 from taskextrap.experiments.executors import run_units
 from taskextrap.experiments.registry import RunOptions, get_experiment
-from taskextrap.experiments.run_record import check_same_run, claim_run, run_record
+from taskextrap.experiments.run_record import check_same_run, claim_run, plain, run_record
 from taskextrap.experiments.units import Plan, bind
 from taskextrap.report.compare import compare_rows
 from taskextrap.files import write_json_atomic, write_text_atomic
@@ -178,7 +178,7 @@ def write_run(run: PlannedRun, results: dict, wall_s: float, timing_extra: dict 
     write_json_atomic(run.out_dir / "results.json", results)
     write_text_atomic(run.out_dir / "results.md", results_markdown(results))
     write_text_atomic(
-        run.out_dir / "config.yaml", yaml.safe_dump(_plain({"run": run.record, **config}), sort_keys=False)
+        run.out_dir / "config.yaml", yaml.safe_dump(plain({"run": run.record, **config}), sort_keys=False)
     )
     if options.plots:
         plotfiles.prune(plot_dir, {u.draw_id for u in run.plan.units}, drawn_now)
@@ -270,14 +270,3 @@ def _model_parts(extra: dict) -> list[str]:
     if extra.get("load_in_4bit"):
         parts.append("4bit")
     return parts
-
-
-def _plain(obj):
-    """Config as plain YAML-safe types."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, (str, int, float, bool)) or obj is None:
-        return obj
-    return str(obj)

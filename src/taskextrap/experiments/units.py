@@ -213,18 +213,25 @@ def cached_unit(
 ) -> UnitResult:
     """``compute()`` unless ``cache_dir/name-<fingerprint>.json`` holds its result; then save it.
 
-    The unit's lock (:func:`unit_lock`) is held from the look-up to the save, so a unit another
-    process is computing is waited for and read back, not computed again. ``force`` recomputes
-    it even when cached; given as a function, it is asked once the lock is held (the other
-    process may have drawn the plots that were missing).
+    A saved unit is read without its lock (saves are atomic). Otherwise the unit's lock
+    (:func:`unit_lock`) is held from a second look-up to the save, so a unit another process is
+    computing is waited for and read back, not computed again. ``force`` recomputes it even when
+    cached; given as a function, it is asked again once the lock is held (the other process may
+    have drawn the plots that were missing).
     """
     key = fingerprint(**config)
     check_unit_path(cache_dir, name, key)
+
+    def saved() -> UnitResult | None:
+        return None if (force() if callable(force) else force) else load_unit(cache_dir, name, key)
+
+    done = saved()
+    if done is not None:
+        return done
     with unit_lock(cache_dir, name, key):
-        if not (force() if callable(force) else force):
-            saved = load_unit(cache_dir, name, key)
-            if saved is not None:
-                return saved
+        done = saved()
+        if done is not None:
+            return done
         unit = compute()
         if cache_dir is not None:
             save_unit(cache_dir, name, unit_record(config, unit))
