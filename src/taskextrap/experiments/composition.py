@@ -30,6 +30,7 @@ from taskextrap.experiments.discrete import (
     discrete_profiles,
     entropy_rows,
     fit_and_score,
+    held_out_rows,
     interval_rows,
     mse_rows,
     plot_examples,
@@ -44,7 +45,6 @@ from taskextrap.experiments.discrete import (
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
-from taskextrap.report.schema import make_row
 from taskextrap.search.calibration import interval_diagnostics, pooled_curve
 from taskextrap.search.posterior import entropy
 from taskextrap.seeding import rng
@@ -320,12 +320,9 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
         if experiment == "composition":  # rte's calibration beside its MSE; one group per held-out pair
             out += interval_rows(experiment, errors, group(GROUP), "rte", "rte")
             out += entropy_rows(experiment, errors, group(GROUP), (("rte", "rte_entropy"),))
-            pair_id = errors["pair_id"][0]
-            for j, (o, i) in enumerate(split.test if len(split.test) > 1 else ()):
-                for m in BREAKDOWN if (pair_id == j).any() else ():  # (a tiny run may draw a pair no target)
-                    out.append(
-                        make_row(experiment, group(f"{o} o {i}"), m, "mse", np.stack(errors[m], axis=1)[pair_id == j])
-                    )
+            if len(split.test) > 1:
+                pairs = [group(f"{o} o {i}") for o, i in split.test]
+                out += held_out_rows(experiment, errors, errors["pair_id"][0], pairs, BREAKDOWN)
         out += retrieval_rows(
             experiment,
             errors,

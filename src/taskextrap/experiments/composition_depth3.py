@@ -25,6 +25,7 @@ from taskextrap.experiments.discrete import (
     Settings,
     estimator_settings,
     fit_and_score,
+    held_out_rows,
     interval_rows,
     mse_rows,
     plot_examples,
@@ -39,7 +40,6 @@ from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.operators.train import TrainConfig
-from taskextrap.report.schema import make_row
 from taskextrap.search.calibration import interval_diagnostics, pooled_curve
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import POLY_SIN_TANH_RESCALED
@@ -320,14 +320,8 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
         errors, timing = gather(results, units)
         out = mse_rows(EXPERIMENT, errors, group(GROUP), METHODS)
         out += interval_rows(EXPERIMENT, errors, group(GROUP), "rte", "rte")
-        recipe_id = errors["recipe_id"][0]
-        for j, recipe in enumerate(split.test):
-            for m in BREAKDOWN if (recipe_id == j).any() else ():  # (a tiny run may miss a recipe)
-                out.append(
-                    make_row(
-                        EXPERIMENT, group(recipe_name(recipe)), m, "mse", np.stack(errors[m], axis=1)[recipe_id == j]
-                    )
-                )
+        recipes = [group(recipe_name(recipe)) for recipe in split.test]
+        out += held_out_rows(EXPERIMENT, errors, errors["recipe_id"][0], recipes, BREAKDOWN)
         out += retrieval_rows(
             EXPERIMENT,
             errors,

@@ -191,6 +191,18 @@ def mse_rows(experiment: str, errors: dict, group: str, methods) -> list:
     return [make_row(experiment, group, m, "mse", np.stack(errors[m], axis=1)) for m in methods]
 
 
+def held_out_rows(experiment: str, errors: dict, ids: np.ndarray, groups, methods) -> list:
+    """The mse row of each method on each held-out pair or recipe: group ``groups[j]`` holds the
+    targets whose ``ids`` (n_targets,) is j. A group without targets (a tiny run may draw none
+    for some pair) gets no row."""
+    rows = []
+    for j, name in enumerate(groups):
+        held = ids == j
+        if held.any():
+            rows += [make_row(experiment, name, m, "mse", np.stack(errors[m], axis=1)[held]) for m in methods]
+    return rows
+
+
 def retrieval_rows(experiment: str, errors: dict, group: str, pairs) -> list:
     """An accuracy row on ``group`` per (method, errors key) of ``pairs``: how often the search
     retrieved the true decomposition."""

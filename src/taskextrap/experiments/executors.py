@@ -125,7 +125,8 @@ def threads_limited(n: int):
 
 
 def _run_ray(units: dict, cache_dir: Path | None, progress: bool, unit_cpus: int, device: str) -> dict:
-    results = {k: saved for k, unit in units.items() if (saved := _saved(unit, cache_dir)) is not None}
+    # a first look without the locks (the driver looks again under each unit's lock, and reports damage)
+    results = {k: saved for k, unit in units.items() if (saved := _saved(unit, cache_dir, report=False)) is not None}
     todo = [k for k in units if k not in results]
     if not todo:
         return results
@@ -145,9 +146,10 @@ def _run_ray(units: dict, cache_dir: Path | None, progress: bool, unit_cpus: int
     return results
 
 
-def _saved(unit: Unit, cache_dir: Path | None) -> UnitResult | None:
-    """``unit``'s saved result, or None when it is not saved or must be drawn again."""
-    return None if unit.needs_plots else load_unit(cache_dir, unit.name, unit.key)
+def _saved(unit: Unit, cache_dir: Path | None, report: bool = True) -> UnitResult | None:
+    """``unit``'s saved result, or None when it is not saved or must be drawn again (``report``:
+    :func:`~taskextrap.experiments.units.load_unit`'s)."""
+    return None if unit.needs_plots else load_unit(cache_dir, unit.name, unit.key, report)
 
 
 _POLL_S = 0.5  # how often a unit another process holds is looked at again

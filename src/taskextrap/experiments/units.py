@@ -97,19 +97,22 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _saved_unit(path: Path | None, key: str) -> dict | None:
+def _saved_unit(path: Path | None, key: str, report: bool = True) -> dict | None:
     """The saved unit at ``path`` when it exists, is intact and its fingerprint is ``key``; a
-    damaged one is reported in one warning and treated as missing (it is then recomputed)."""
+    damaged one is treated as missing (it is then recomputed) and, with ``report``, named in one
+    warning."""
     if path is None or not path.exists():
         return None
     try:
         saved = read_json(path)
     except TaskextrapError as exc:
-        warnings.warn(f"unit {path.name} is unreadable ({exc}); recomputing it", TaskextrapWarning, stacklevel=3)
+        if report:
+            warnings.warn(f"unit {path.name} is unreadable ({exc}); recomputing it", TaskextrapWarning, stacklevel=3)
         return None
     why = _damage(saved, key)
     if why is not None:
-        warnings.warn(f"unit {path.name} is damaged ({why}); recomputing it", TaskextrapWarning, stacklevel=3)
+        if report:
+            warnings.warn(f"unit {path.name} is damaged ({why}); recomputing it", TaskextrapWarning, stacklevel=3)
         return None
     return saved
 
@@ -128,10 +131,11 @@ def check_unit_path(cache_dir: Path | None, name: str, key: str) -> None:
         raise TaskextrapError(f"cannot write unit {path}: a directory of that name is in the way; remove it")
 
 
-def load_unit(cache_dir: Path | None, name: str, key: str) -> UnitResult | None:
+def load_unit(cache_dir: Path | None, name: str, key: str, report: bool = True) -> UnitResult | None:
     """The cached result of unit ``name`` with fingerprint ``key``, or None (no cache, not
-    computed yet, or damaged: then a one-line warning)."""
-    saved = _saved_unit(_unit_path(cache_dir, name, key), key)
+    computed yet, or damaged: then a one-line warning, unless ``report`` is False: a first look
+    without the unit's lock, which the look under it repeats)."""
+    saved = _saved_unit(_unit_path(cache_dir, name, key), key, report)
     if saved is None:
         return None
     return UnitResult(
@@ -222,14 +226,14 @@ def cached_unit(
     key = fingerprint(**config)
     check_unit_path(cache_dir, name, key)
 
-    def saved() -> UnitResult | None:
-        return None if (force() if callable(force) else force) else load_unit(cache_dir, name, key)
+    def saved(report: bool) -> UnitResult | None:
+        return None if (force() if callable(force) else force) else load_unit(cache_dir, name, key, report)
 
-    done = saved()
+    done = saved(report=False)  # damage is reported once, by the look under the lock
     if done is not None:
         return done
     with unit_lock(cache_dir, name, key):
-        done = saved()
+        done = saved(report=True)
         if done is not None:
             return done
         unit = compute()
