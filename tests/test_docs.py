@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 # the design notes and the reference outside the repository (../shared/...), which users never get
 OUTSIDE = re.compile(r"(\.\./)?shared/(reference|paper)|DESIGN\.md")
@@ -58,3 +60,37 @@ def test_the_readme_is_a_front_door():
         elif anchor and anchor not in {slug(h.strip(), "-") for h in re.findall(r"^#+ (.*)$", path.read_text(), re.M)}:
             broken.append(f"{target[0]}#{anchor}")
     assert not broken, f"README links that do not resolve: {broken}"
+
+
+def _readme_block(heading: str) -> str:
+    """The first python block under the README's ``## heading``."""
+    section = (ROOT / "README.md").read_text().split(f"## {heading}\n", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readmes_own_tasks_module_builds_what_the_command_line_takes(tmp_path, monkeypatch):
+    """The README's "Your own tasks" module, as written there: each object passes the checks its
+    ``--family`` passes on the command line (the experiments' own resolvers)."""
+    from taskextrap.experiments.composition import get_set
+    from taskextrap.experiments.length import get_ladder
+    from taskextrap.experiments.parameter import families_for
+
+    (tmp_path / "mymodule.py").write_text(_readme_block("Your own tasks"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import mymodule
+
+    assert families_for("mymodule:damped") == [mymodule.damped]
+    assert get_ladder("mymodule:fourier") is mymodule.fourier
+    waves = get_set("mymodule:waves")
+    assert waves is mymodule.waves and waves.split.test == (("bump", "sin"),)
+
+
+@pytest.mark.slow
+def test_the_readmes_python_example_runs(tmp_path):
+    """The README's "Python in a minute" block, as written there, in a fresh process."""
+    script = tmp_path / "example.py"
+    script.write_text(_readme_block("Python in a minute"))
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("anchors: [") and "MSE: " in done.stdout
