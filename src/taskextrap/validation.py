@@ -166,6 +166,22 @@ def as_float_array(name: str, a) -> np.ndarray:
     return arr
 
 
+def check_output(out, shape: tuple, what: str, x_word: str = "x", hint: str = "numpy-vectorised over x") -> np.ndarray:
+    """``out``, what a user's formula (``what``: "family 'f': fn", ...) returned for inputs of
+    ``shape``, as an array; a one-line error if it is not real numbers or not exactly that shape
+    (a broadcast (n, 1) or scalar would hide a formula that ignores x). ``x_word`` names the
+    inputs in the message and ``hint`` says how to return x's shape."""
+    out = np.asarray(out)
+    if out.dtype.kind not in "biuf":
+        raise TaskextrapError(f"{what} returned {out.dtype} values; it must return real numbers")
+    if out.shape != tuple(shape):
+        raise TaskextrapError(
+            f"{what} returned shape {out.shape} for {x_word} of shape {tuple(shape)}; "
+            f"it must return exactly x's shape ({hint})"
+        )
+    return out
+
+
 def as_2d_float(name: str, a, width: int | None = None) -> np.ndarray:
     """``a`` as a finite float array of shape (n, m), n >= 1 and m >= 1; a 1-D array is one row."""
     arr = as_float_array(name, a)

@@ -63,6 +63,13 @@ def test_the_python_api_refuses_a_basis_term_of_another_shape():
     assert POLYNOMIAL_LADDER.basis_matrix(x).shape == (2, 5, 10)
 
 
+def test_the_python_api_refuses_a_basis_term_of_text():
+    """Families, ladders and primitives share one output check (validation.check_output)."""
+    text = ladder(lambda x, p: np.full(x.shape, "a") if p == 1 else x**p)
+    with pytest.raises(TaskextrapError, match=r"^ladder 'mine': basis term 1 returned <U1 values; it must return real"):
+        text(np.ones((2, 5)), np.zeros((2, 5)))
+
+
 def test_the_polynomial_ladder_values_are_unchanged():
     x = np.random.default_rng(0).uniform(-5.0, 5.0, size=(6, 9))
     before = np.stack([np.broadcast_to(POLYNOMIAL_LADDER.basis(x, p), x.shape) for p in range(10)], axis=-1)

@@ -14,6 +14,7 @@ from taskextrap.validation import (
     as_float_array,
     check_callable,
     check_int,
+    check_output,
     check_range,
     check_rng,
     check_str,
@@ -199,14 +200,7 @@ class ParametricFamily:
         if x.ndim != 2 or x.shape[0] != params.shape[0]:
             raise TaskextrapError(f"family {self.name!r}: x must have shape ({params.shape[0]}, m), got {x.shape}")
         kwargs = {name: params[:, i : i + 1] for i, name in enumerate(self.param_names)}
-        y = np.asarray(self.fn(x, **kwargs))
-        if y.dtype.kind not in "biuf":
-            raise TaskextrapError(f"family {self.name!r}: fn returned dtype {y.dtype}, not real numbers")
-        if y.shape != x.shape:  # a broadcast (n, 1) or scalar would hide a formula that ignores x
-            raise TaskextrapError(
-                f"family {self.name!r}: fn returned shape {y.shape} for x of shape {x.shape}; "
-                "it must return exactly x's shape (numpy-vectorised over x)"
-            )
+        y = check_output(self.fn(x, **kwargs), x.shape, f"family {self.name!r}: fn")
         return np.array(y, dtype=float)
 
     def grid(self, m: int) -> np.ndarray:

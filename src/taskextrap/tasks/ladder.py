@@ -23,6 +23,7 @@ from taskextrap.validation import (
     check_callable,
     check_instance,
     check_int,
+    check_output,
     check_range,
     check_rng,
     check_str,
@@ -146,13 +147,9 @@ class Ladder:
         return np.stack([self._term(x, p) for p in range(self.n_coefs)], axis=-1)
 
     def _term(self, x: np.ndarray, p: int) -> np.ndarray:
-        term = np.asarray(self.basis(x, p))
-        if term.shape != x.shape:  # a broadcast scalar or (n, 1) would hide a basis that ignores x
-            raise TaskextrapError(
-                f"ladder {self.name!r}: basis term {p} returned shape {term.shape} for x of shape "
-                f"{x.shape}; it must return exactly x's shape (np.ones_like(x) for a constant)"
-            )
-        return term
+        return check_output(
+            self.basis(x, p), x.shape, f"ladder {self.name!r}: basis term {p}", hint="np.ones_like(x) for a constant"
+        )
 
     def __call__(self, coefs: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Values of tasks ``coefs`` (n, n_coefs) at ``x`` (n, m) -> (n, m)."""

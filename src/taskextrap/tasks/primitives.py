@@ -27,6 +27,7 @@ from taskextrap.validation import (
     check_callable,
     check_instance,
     check_int,
+    check_output,
     check_range,
     check_rng,
     check_str,
@@ -107,16 +108,7 @@ class PrimitiveFamily:
         """Values (n, m) of the functions ``params`` (n, p) at ``x`` (n, m); a one-line error naming
         the family if ``fn`` returns another shape than x's or values that are not real numbers."""
         kwargs = {k: params[:, i : i + 1] for i, k in enumerate(self.params)}
-        out = np.asarray(self.fn(x, **kwargs))
-        if out.dtype.kind not in "biuf":
-            raise TaskextrapError(
-                f"primitive family {self.name!r}: fn returned {out.dtype} values; it must return real numbers"
-            )
-        if out.shape != np.shape(x):  # a broadcast (n, 1) or scalar would hide a formula that ignores x
-            raise TaskextrapError(
-                f"primitive family {self.name!r}: fn returned shape {out.shape} for x of shape "
-                f"{np.shape(x)}; it must return exactly x's shape (numpy-vectorised over x)"
-            )
+        out = check_output(self.fn(x, **kwargs), np.shape(x), f"primitive family {self.name!r}: fn")
         return np.array(out, dtype=float)  # a copy: fn may return x itself (the identity)
 
 

@@ -25,6 +25,7 @@ from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES, PRIMITIVE_SETS
 from taskextrap.tasks.family import ParametricFamily
 from taskextrap.tasks.primitives import CompositionFamily
+from taskextrap.validation import check_output
 
 T = TypeVar("T")
 
@@ -248,14 +249,7 @@ def _check_values(evaluate, shape: tuple, what: str) -> np.ndarray:
             raw = evaluate()
     except Exception as exc:  # noqa: BLE001 - whatever the user's formula raises, one line naming it
         raise TaskextrapError(f"{what} raised {_one_line(exc)}") from None
-    out = np.asarray(raw)
-    if out.dtype.kind not in "biuf":
-        raise TaskextrapError(f"{what} returned {out.dtype} values; it must return real numbers")
-    if out.shape != tuple(shape):  # exactly x's shape: a broadcastable (n, 1) or scalar hides a formula bug
-        raise TaskextrapError(
-            f"{what} returned shape {out.shape} for inputs x of shape {tuple(shape)}; "
-            "it must return exactly x's shape (numpy-vectorised over x)"
-        )
+    out = check_output(raw, shape, what, x_word="inputs x")
     if not np.all(np.isfinite(out)):
         raise TaskextrapError(f"{what} returned NaN or inf on its own domain")
     return out
