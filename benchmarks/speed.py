@@ -180,8 +180,10 @@ def run(experiments, label: str, threads: int, device: str, checkout: Path = ROO
     return doc
 
 
-PHASES = (
+PHASES = (  # the keys of units' timing, old and new (a before column keeps the keys of its commit)
     "embedding_s",
+    "setup_s",
+    "training_s",
     "rte_fit_s",
     "fits_loaded_s",
     "objective_fit_s",

@@ -133,7 +133,7 @@ def test_speed_benchmark_times_a_unit_and_renders_its_table(load_script, tmp_pat
     speed = load_script("benchmarks/speed.py")
     record = speed.time_unit("parameter", threads=1, profile="tiny")
     assert record["wall_s"] > 0 and record["peak_rss_mb"] > 0 and record["threads"] == 1
-    assert {"rte_fit_s", "embedding_s", "evaluation_s"} <= set(record["timing"])
+    assert {"training_s", "embedding_s", "evaluation_s"} <= set(record["timing"])
     assert "--profile tiny" in record["command"] and "--family cubic" in record["command"]
     doc = {
         "anchor": speed.ANCHOR,
@@ -145,7 +145,7 @@ def test_speed_benchmark_times_a_unit_and_renders_its_table(load_script, tmp_pat
     table = speed.table(doc)
     assert "| `parameter` | cubic, seed 0 | 30 | 10 | 3.0x |" in table and "223 s per family-seed" in table
     shared = speed.time_unit("parameter-multistep:after-parameter", threads=1, profile="tiny")
-    assert "fits_loaded_s" in shared["timing"] and "rte_fit_s" not in shared["timing"]
+    assert "fits_loaded_s" in shared["timing"] and "embedding_s" not in shared["timing"]
     out = tmp_path / "speed.json"
     out.write_text(json.dumps(doc))
     assert speed.load(out)["labels"]["after"]["parameter"]["wall_s"] == 10.0
@@ -227,7 +227,7 @@ def test_multistep_loads_the_parameter_experiments_fits_and_scores_the_same(tmp_
     _, alone = run("parameter-multistep", tmp_path / "alone")
     run("parameter", tmp_path / "shared")
     res, shared = run("parameter-multistep", tmp_path / "shared")
-    assert "fits_loaded_s" in res["timing"] and "rte_fit_s" not in res["timing"]
+    assert "fits_loaded_s" in res["timing"] and "embedding_s" not in res["timing"]
     assert shared == alone
 
 

@@ -117,8 +117,8 @@ def test_psi_predicts_the_target_minus_anchor_residual(fitted_rte, quad_targets,
     batch = rte._pair_arrays(np.flatnonzero(rte.draws_.val), np.random.default_rng(0))
     op = RelationalOperator(rte.scaler_, rte.protocol.n_context, rte.z_library_.shape[1], 0, rte.train)
     seen = {}
-    monkeypatch.setattr(op, "_train", lambda make_rows, val_rows, rng, progress=None: seen.update(val=val_rows))
-    op.fit(lambda g: batch, batch, np.random.default_rng(0))
+    monkeypatch.setattr(op, "_job", lambda make_rows, val_rows, rng, progress=None: seen.update(val=val_rows))
+    op.fit_job(lambda g: batch, batch, np.random.default_rng(0))
     _ctx_x, _ctx_y, _anc_ctx, _qry_x, anc_q, _shift, qry_y = batch
     np.testing.assert_allclose(seen["val"][1], rte.scaler_.dy(qry_y - anc_q).reshape(-1), rtol=1e-6, atol=1e-6)
     assert not np.allclose(seen["val"][1], rte.scaler_.y(qry_y).reshape(-1))  # not the target itself

@@ -9,19 +9,22 @@ import numpy as np
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import PendingFit, check_is_fitted
 from taskextrap.estimators.decomposing import DecomposingRTE
+from taskextrap.operators.train import train_jobs
 from taskextrap.operators.param import InductiveRegressor, sort_context
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.validation import check_finite_result
 
 
 class DiscreteInductive:
-    """``sparse-inductive`` for ladders and compositions, fitted beside a fitted LengthRTE or CompositionRTE."""
+    """``sparse-inductive`` for ladders and compositions, fitted beside a LengthRTE or
+    CompositionRTE (fitted, or begun with ``begin_fit``: its pools and scaler are what it reads)."""
 
     def __init__(self, rte):
         if not isinstance(rte, DecomposingRTE):
             raise TaskextrapError(f"rte must be a LengthRTE or CompositionRTE, got {type(rte).__name__}")
-        rte.check_is_fitted()
+        check_is_fitted(rte, "train_pool_")
         self.rte = rte
         self.net = InductiveRegressor(
             rte.scaler_,
@@ -41,12 +44,18 @@ class DiscreteInductive:
 
     def fit(self, progress=None) -> DiscreteInductive:
         """Train on fresh training tasks from the RTE's training pool; select on its validation pool."""
+        train_jobs(self.begin_fit(progress).jobs)
+        return self
+
+    def begin_fit(self, progress=None) -> PendingFit:
+        """:meth:`fit`'s training as a job, to train beside other fits' networks
+        (``estimators.base.fit_together``)."""
         r = self.rte
         val = self._arrays(r.val_pool_, max(256, r.n_pairs // 10), rng(r.seed, "sparse-inductive-val"))
-        self.net.fit_stream(
+        job = self.net.fit_stream_job(
             lambda g: self._arrays(r.train_pool_, r.n_pairs, g), val, rng(r.seed, "sparse-inductive-batches"), progress
         )
-        return self
+        return PendingFit([job], lambda: None)
 
     def predict(self, ctx_x, ctx_y, qry_x) -> np.ndarray:
         """Predictions (n, q) from the context alone."""

@@ -10,7 +10,9 @@ import numpy as np
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import PendingFit, check_is_fitted
 from taskextrap.estimators.parameter import RTE
+from taskextrap.operators.train import train_jobs
 from taskextrap.operators.param import InductiveRegressor, sort_context
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.validation import as_rows, check_finite_result, check_instance, describe
@@ -27,13 +29,14 @@ def _extra(kind: str, rte: RTE, z: np.ndarray, params: np.ndarray) -> np.ndarray
 
 
 class InductiveBaseline:
-    """One inductive regressor of ``kind``, fitted on a fitted RTE's library draws."""
+    """One inductive regressor of ``kind``, fitted on an RTE's library draws (an RTE whose
+    Phase 1a is done: fitted, or begun with ``begin_fit``)."""
 
     def __init__(self, kind: str, rte: RTE):
         if kind not in INDUCTIVE_KINDS:
             raise TaskextrapError(f"unknown inductive kind {describe(kind)}; choose from {list(INDUCTIVE_KINDS)}")
         check_instance("rte", rte, RTE, "an RTE fitted on the library")
-        rte.check_is_fitted()
+        check_is_fitted(rte, "draws_")
         self.kind, self.rte = kind, rte
         d = rte.draws_
         dim = _extra(kind, rte, d.z[:1], d.obs.params[:1]).shape[1]
@@ -43,6 +46,12 @@ class InductiveBaseline:
 
     def fit(self, progress=None) -> InductiveBaseline:
         """Train on the RTE's training draws; select on its validation draws."""
+        train_jobs(self.begin_fit(progress).jobs)
+        return self
+
+    def begin_fit(self, progress=None) -> PendingFit:
+        """:meth:`fit`'s training as a job, to train beside other fits' networks
+        (``estimators.base.fit_together``)."""
         d = self.rte.draws_
 
         def arrays(mask):
@@ -51,8 +60,8 @@ class InductiveBaseline:
             source = audit.Source(self.rte.library_.family, o.params, ((0, 1, 8.0 * self.rte.noise_sd_), (2, 3, 0.0)))
             return audit.Batch((cx, cy, o.qry_x, o.qry_y, _extra(self.kind, self.rte, d.z[mask], o.params)), [source])
 
-        self.net.fit(arrays(d.train), arrays(d.val), rng=rng(self.rte.seed, self.kind, "batches"), progress=progress)
-        return self
+        job = self.net.fit_job(arrays(d.train), arrays(d.val), rng(self.rte.seed, self.kind, "batches"), progress)
+        return PendingFit([job], lambda: None)
 
     def state(self) -> dict:
         """The trained regressor as named arrays (:meth:`restore`)."""

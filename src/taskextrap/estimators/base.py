@@ -11,6 +11,8 @@ keyword: it builds the :class:`Decomposition` it wants (``decomposition_for``) a
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -147,6 +149,30 @@ def check_decomposition(d, n: int, library_size: int, anchor_parts: tuple = (), 
         )
     if d.anchors.min() < 0 or d.anchors.max() >= library_size:
         raise TaskextrapError(f"decomposition anchors must be library indices in [0, {library_size})")
+
+
+@dataclass
+class PendingFit:
+    """A fit whose networks are still to be trained (an estimator's ``begin_fit``): train its
+    ``jobs`` (``operators.train.train_jobs``, beside other fits' jobs), then call ``finish()``,
+    which completes the fit (calibration, the fitted attributes). :func:`fit_together` does both."""
+
+    jobs: list
+    finish: Callable[[], Any]
+
+
+def fit_together(pending: Sequence[PendingFit], stacked: bool | None = None) -> float:
+    """Train the networks of several fits at once (stacked by architecture on a GPU, one after
+    another on a CPU: ``operators.train.train_jobs``), then finish each fit in order; returns
+    the seconds the training took."""
+    from taskextrap.operators.train import train_jobs
+
+    t = time.perf_counter()
+    train_jobs([j for p in pending for j in p.jobs], stacked)
+    seconds = time.perf_counter() - t
+    for p in pending:
+        p.finish()
+    return seconds
 
 
 class Fittable:

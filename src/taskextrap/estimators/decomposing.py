@@ -31,10 +31,10 @@ import numpy as np
 from taskextrap import audit
 from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
-from taskextrap.estimators.base import Decomposition, Estimator, check_decomposition, check_progress
+from taskextrap.estimators.base import Decomposition, Estimator, PendingFit, check_decomposition, check_progress
 from taskextrap.estimators.progress import FitProgress
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
-from taskextrap.operators.train import TrainConfig
+from taskextrap.operators.train import Job, TrainConfig, job_seconds, train_jobs
 from taskextrap.search.decomposer import Decomposer
 from taskextrap.search.calibration import check_scale, resolved_scale
 from taskextrap.search.posterior import WEIGHTINGS, candidate_weights, mixture
@@ -113,33 +113,44 @@ class DecomposingRTE(Estimator):
         check_progress(progress)
         cfg = self.decomposer_train
         with FitProgress(self.verbose, self.train.steps + cfg.steps, progress, type(self).__name__) as bar:
-            tasks, scale = self._prepare(library)
             bar.phase("embedding library")
+            pending = self.begin_fit(library, bar.callback)
             t = time.perf_counter()
-            self._fit_embedding(tasks, scale)
-            self.timing_ = {"embedding_s": time.perf_counter() - t}
-            bar.phase("training Psi")
-            t = time.perf_counter()
-            self.psi_ = self._make_operator().to(self.device)
-            self._fit_stream(
-                self.psi_, self._operator_arrays, "psi", self.n_pairs, max(256, self.n_pairs // 10), bar.callback
-            )
-            self.timing_["psi_training_s"] = time.perf_counter() - t
-            bar.phase("training decomposer")
-            t = time.perf_counter()
-            decomposer = Decomposer(
-                self.scaler_, self.protocol.n_context, self._part_dims(), derive_seed(self.seed, "decomposer"), cfg
-            ).to(self.device)
-            self._fit_stream(
-                decomposer, self._decomposer_arrays, "decomposer", cfg.batch, max(256, cfg.batch), bar.callback
-            )
-            self.timing_["decomposer_training_s"] = time.perf_counter() - t
+            psi, decomposer = train_jobs(pending.jobs, phase=bar.phase)
+            self.timing_["training_s"] = time.perf_counter() - t
+            self.timing_ |= job_seconds({"psi_training_s": psi, "decomposer_training_s": decomposer})
             bar.phase("calibrating")
+            pending.finish()
+        return self
+
+    def begin_fit(self, library, progress=None) -> PendingFit:
+        """:meth:`fit` up to the training of its networks: Gamma fitted, and Psi's and the
+        decomposer's training as jobs, to train beside other fits' networks
+        (``estimators.base.fit_together``); the pending fit's ``finish()`` calibrates and
+        completes the fit."""
+        tasks, scale = self._prepare(library)
+        t = time.perf_counter()
+        self._fit_embedding(tasks, scale)
+        self.timing_ = {"embedding_s": time.perf_counter() - t}
+        self.psi_ = self._make_operator().to(self.device)
+        psi = self._stream_job(
+            self.psi_, self._operator_arrays, "psi", self.n_pairs, max(256, self.n_pairs // 10), progress
+        )
+        cfg = self.decomposer_train
+        decomposer = Decomposer(
+            self.scaler_, self.protocol.n_context, self._part_dims(), derive_seed(self.seed, "decomposer"), cfg
+        ).to(self.device)
+        g = self._stream_job(
+            decomposer, self._decomposer_arrays, "decomposer", cfg.batch, max(256, cfg.batch), progress
+        )
+
+        def finish() -> None:
             t = time.perf_counter()
             self.loss_scale_, self.query_var_ = self._calibrate()
             self.timing_["calibration_s"] = time.perf_counter() - t
-        self.decomposer_ = decomposer  # set last: an estimator is fitted once this exists
-        return self
+            self.decomposer_ = decomposer  # set last: an estimator is fitted once this exists
+
+        return PendingFit([psi, g], finish)
 
     def _prepare(self, library):  # pragma: no cover - abstract
         """Check ``library``, set the library, scaler, noise and the train / validation pools;
@@ -178,11 +189,13 @@ class DecomposingRTE(Estimator):
         z = self.embedding_.transform(self.scaler_.x(obs.ctx_x), self.scaler_.y(obs.ctx_y))
         self.z_library_ = mean_per_task(z, obs.task, len(tasks))
 
-    def _fit_stream(self, model, arrays, name: str, n_train: int, n_val: int, progress):
-        """Train ``model`` on fresh batches of ``n_train`` tasks from the training pool, selected
-        on ``n_val`` tasks from the validation pool (streams named after ``name``)."""
+    def _stream_job(self, model, arrays, name: str, n_train: int, n_val: int, progress) -> Job:
+        """``model``'s training job on fresh batches of ``n_train`` tasks from the training pool,
+        selected on ``n_val`` tasks from the validation pool (streams named after ``name``)."""
         val = arrays(self.val_pool_, n_val, rng(self.seed, f"{name}-val"))
-        model.fit(lambda g: arrays(self.train_pool_, n_train, g), val, rng(self.seed, f"{name}-batches"), progress)
+        return model.fit_job(
+            lambda g: arrays(self.train_pool_, n_train, g), val, rng(self.seed, f"{name}-batches"), progress
+        )
 
     def _calibrate(self, n: int = CALIBRATION_TASKS) -> tuple[float, float]:
         """(mean context loss, mean squared query error of Psi) of the true decomposition, on

@@ -25,10 +25,17 @@ import numpy as np
 from taskextrap import audit
 from taskextrap.embed import ProxyEmbedding, check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
-from taskextrap.estimators.base import Decomposition, Estimator, check_decomposition, check_is_fitted, check_progress
+from taskextrap.estimators.base import (
+    Decomposition,
+    Estimator,
+    PendingFit,
+    check_decomposition,
+    check_is_fitted,
+    check_progress,
+)
 from taskextrap.estimators.progress import FitProgress
 from taskextrap.operators.param import RelationalOperator, sort_context
-from taskextrap.operators.train import TrainConfig
+from taskextrap.operators.train import TrainConfig, train_jobs
 from taskextrap.scaling import FamilyScaler
 from taskextrap.search.index import nearest
 from taskextrap.search.calibration import check_scale, resolved_scale
@@ -204,27 +211,39 @@ class RTE(Estimator):
         with FitProgress(self.verbose, self.train.steps, progress, type(self).__name__) as bar:
             if embedded is None:
                 bar.phase("embedding library")
-                self.fit_embedding(library)
-            else:
-                self._adopt(embedded, library)
-            bar.phase("training Psi")
-            psi = RelationalOperator(
-                self.scaler_,
-                self.protocol.n_context,
-                self.z_library_.shape[1],
-                derive_seed(self.seed, "psi"),
-                self.train,
-                loo=bool(self.loo),
-            ).to(self.device)
-            val = self._pair_arrays(np.flatnonzero(self.draws_.val), rng(self.seed, "psi-val"))
-            train_idx = np.flatnonzero(self.draws_.train)
+            pending = self.begin_fit(library, embedded, bar.callback)
             t = time.perf_counter()
-            psi.fit(lambda g: self._pair_arrays(train_idx, g), val, rng(self.seed, "psi-batches"), bar.callback)
+            train_jobs(pending.jobs, phase=bar.phase)
             self.timing_["psi_training_s"] = time.perf_counter() - t
             bar.phase("calibrating")
-            self._calibrate(psi, val)
-        self.psi_ = psi  # set last: an estimator is fitted once this exists
+            pending.finish()
         return self
+
+    def begin_fit(self, library: TaskSet, embedded: RTE | None = None, progress=None) -> PendingFit:
+        """:meth:`fit` up to Psi's training: Phase 1a (or ``embedded``'s), and Psi's training as
+        a job, to train beside other fits' networks (``estimators.base.fit_together``); the
+        pending fit's ``finish()`` calibrates and completes the fit."""
+        if embedded is None:
+            self.fit_embedding(library)
+        else:
+            self._adopt(embedded, library)
+        psi = RelationalOperator(
+            self.scaler_,
+            self.protocol.n_context,
+            self.z_library_.shape[1],
+            derive_seed(self.seed, "psi"),
+            self.train,
+            loo=bool(self.loo),
+        ).to(self.device)
+        val = self._pair_arrays(np.flatnonzero(self.draws_.val), rng(self.seed, "psi-val"))
+        train_idx = np.flatnonzero(self.draws_.train)
+        job = psi.fit_job(lambda g: self._pair_arrays(train_idx, g), val, rng(self.seed, "psi-batches"), progress)
+
+        def finish() -> None:
+            self._calibrate(psi, val)
+            self.psi_ = psi  # set last: an estimator is fitted once this exists
+
+        return PendingFit([job], finish)
 
     def _calibrate(self, psi: RelationalOperator, val: tuple) -> None:
         """Psi's own error on the validation pairs (held-out *library* tasks, never targets):

@@ -16,10 +16,11 @@ from collections.abc import Callable
 import numpy as np
 
 from taskextrap.baselines.discrete import DiscreteInductive
+from taskextrap.estimators.base import fit_together
 from taskextrap.experiments.profiles import DiscreteProfile, get_profile
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.units import Unit, UnitResult, per_target, seed_units
-from taskextrap.operators.train import TrainConfig
+from taskextrap.operators.train import TrainConfig, job_seconds
 from taskextrap.provenance import callable_hash
 from taskextrap.report.schema import make_row
 from taskextrap.tasks.builtin import PRIMITIVE_SETS
@@ -230,19 +231,25 @@ def entropy_rows(experiment: str, errors: dict, group: str, pairs) -> list:
 def fit_and_score(
     library, estimator, targets, obs, predict_all: Callable, methods, seed: int, plot: Callable | None = None
 ) -> UnitResult:
-    """Fit ``estimator`` on ``library`` and the inductive baseline beside it, then score every
-    method of ``methods`` on the targets' query points.
+    """Fit ``estimator`` on ``library`` and the inductive baseline beside it (their networks
+    trained together: ``estimators.base.fit_together``), then score every method of
+    ``methods`` on the targets' query points.
 
     ``predict_all(rte, inductive, library, targets, obs, seed)`` returns (predictions per method,
     per-draw retrieval diagnostics); errors and diagnostics are averaged per target.
     ``plot(rte)`` draws the unit's figures.
     """
     t0 = time.perf_counter()
-    rte = estimator.fit(library)
-    timing = dict(rte.timing_)
-    t = time.perf_counter()
-    inductive = DiscreteInductive(rte).fit()
-    timing["baselines_fit_s"] = time.perf_counter() - t
+    rte = estimator
+    pending = rte.begin_fit(library)
+    inductive = DiscreteInductive(rte)
+    baseline = inductive.begin_fit()
+    training = fit_together([pending, baseline])  # every network of the unit at once (stacked on a GPU)
+    psi, decomposer = pending.jobs
+    timing = {**rte.timing_, "training_s": training}
+    timing |= job_seconds(
+        {"psi_training_s": psi, "decomposer_training_s": decomposer, "baselines_fit_s": baseline.jobs[0]}
+    )
     t = time.perf_counter()
     preds, retrieval = predict_all(rte, inductive, library, targets, obs, seed)
     timing["evaluation_s"] = time.perf_counter() - t

@@ -9,6 +9,7 @@ training seed, so every method and seed is scored on the same tasks.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +18,14 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.inductive import INDUCTIVE_KINDS, InductiveBaseline
 from taskextrap.baselines.oracles import TransductiveOracle
-from taskextrap.estimators.base import Decomposition
+from taskextrap.estimators.base import Decomposition, PendingFit, fit_together
 from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.artifacts import cached_fit
 from taskextrap.experiments.discrete import interval_rows
 from taskextrap.experiments.profiles import ParameterProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_target, seed_units
-from taskextrap.operators.train import TrainConfig
+from taskextrap.operators.train import TrainConfig, job_seconds
 from taskextrap.report.schema import make_row
 from taskextrap.search.index import nearest
 from taskextrap.search.calibration import interval_diagnostics, interval_scale, pooled_curve
@@ -208,26 +209,36 @@ def library_fits(
     anchors: int,
     cache_dir: Path | None = None,
     device: str = "cpu",
+    also: Callable[[RTE], dict[str, PendingFit]] | None = None,
 ) -> tuple[TaskSet, dict, dict]:
     """The library and the models ``parameter`` and ``parameter-multistep`` fit alike on it
     (:data:`LIBRARY_FITS`: Strategy A's RTE, the transductive oracle, the inductive baselines),
     with their timing. Saved as one artifact beside the unit cache ``cache_dir``
-    (:mod:`.artifacts`), so the second experiment loads what the first fitted: the same numbers."""
+    (:mod:`.artifacts`), so the second experiment loads what the first fitted: the same numbers.
+
+    ``also(strategy_a)`` gives further fits by name, begun on Strategy A's Phase 1a
+    (``parameter``'s objective RTE): their networks train together with these
+    (``estimators.base.fit_together``; one stacked model on a GPU), or alone when these are
+    loaded; they are not part of the artifact.
+    """
     library = make_library(family, profile.n_library, seed)
     common = common_settings(protocol, profile, seed, anchors, device)
     timing: dict[str, float] = {}
 
     def fit() -> dict:
         t = time.perf_counter()
-        models: dict[str, Any] = {
-            "strategy-a": make_rte(protocol, profile, seed, embedding, anchors, device=device).fit(library)
-        }
-        timing.update(rte_fit_s=time.perf_counter() - t, embedding_s=models["strategy-a"].timing_["embedding_s"])
-        t = time.perf_counter()
-        models["transductive-oracle"] = TransductiveOracle(**common).fit(library)
+        models: dict[str, Any] = {"strategy-a": make_rte(protocol, profile, seed, embedding, anchors, device=device)}
+        pending = {"strategy-a": models["strategy-a"].begin_fit(library)}
+        timing["embedding_s"] = models["strategy-a"].timing_["embedding_s"]
+        models["transductive-oracle"] = TransductiveOracle(**common)
+        pending["transductive-oracle"] = models["transductive-oracle"].begin_fit(library)
         for kind in INDUCTIVE_KINDS:
-            models[kind] = InductiveBaseline(kind, models["strategy-a"]).fit()
-        timing["baselines_fit_s"] = time.perf_counter() - t
+            models[kind] = InductiveBaseline(kind, models["strategy-a"])
+            pending[kind] = models[kind].begin_fit()
+        pending |= also(models["strategy-a"]) if also is not None else {}
+        timing["setup_s"] = time.perf_counter() - t - timing["embedding_s"]
+        timing["training_s"] = fit_together(list(pending.values()))
+        timing.update(job_seconds({f"{name}_training_s": p.jobs[0] for name, p in pending.items()}))
         return models
 
     def save(models: dict) -> tuple[dict, dict]:
@@ -268,6 +279,8 @@ def library_fits(
     )
     if loaded:
         timing["fits_loaded_s"] = time.perf_counter() - t
+        if also is not None:  # nothing to train beside: the further fits train alone
+            timing["training_s"] = fit_together(list(also(models["strategy-a"]).values()))
     return library, models, timing
 
 
@@ -284,16 +297,16 @@ def fit_models(
     """Fit RTE (the objective, and Strategy A with the paper's Psi), the transductive oracle and
     the inductive baselines on one library (the fits it shares with parameter-multistep from
     :func:`library_fits`)."""
-    library, models, timing = library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir, device)
-    strategy_a = models["strategy-a"]
     objective = None
     if chosen_variant(protocol) != "strategy-a" or target_region(family) == DEV_REGION:
-        t = time.perf_counter()
         # the objective's fit (its Psi has leave-one-out rows): the headline's, or the dev rows'
-        # (the variants differ in inference settings only, set on this one fit: _chosen, _with_settings)
+        # (the variants differ in inference settings only, set on this one fit: _chosen,
+        # _with_settings); it adopts Strategy A's Phase 1a and trains beside the library's fits
         settings = {**common_settings(protocol, profile, seed, anchors, device), "search": "objective"}
-        objective = RTE(embedding=embedding, **settings).fit(library, embedded=strategy_a)
-        timing["objective_fit_s"] = time.perf_counter() - t
+        objective = RTE(embedding=embedding, **settings)
+    also = None if objective is None else lambda sa: {"objective": objective.begin_fit(sa.library_, embedded=sa)}
+    library, models, timing = library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir, device, also)
+    strategy_a = models["strategy-a"]
     rte = strategy_a if objective is None or chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
     return library, {**models, "rte": rte, "objective": objective}, timing
 

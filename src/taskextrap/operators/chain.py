@@ -21,7 +21,7 @@ from torch import nn
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS, predict_rows
 from taskextrap.operators.param import _PointwiseNet
-from taskextrap.operators.train import TrainConfig
+from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.tasks.primitives import PrimitiveSet
 
@@ -90,8 +90,8 @@ class ChainOperator(_PointwiseNet):
             out.append(self.scaler.y(v).reshape(-1))
         return np.stack(out, axis=1).astype(np.float32)
 
-    def fit(self, make_arrays, val_arrays, rng, progress=None) -> ChainOperator:
-        """Train on arrays (qry_x, chains, ctx_x, ctx_y, qry_y) from ``make_arrays(rng)``: every
+    def fit_job(self, make_arrays, val_arrays, rng, progress=None) -> Job:
+        """Training on arrays (qry_x, chains, ctx_x, ctx_y, qry_y) from ``make_arrays(rng)``: every
         intermediate state is scored (the last one is ``qry_y``)."""
 
         def to_rows(a):
@@ -99,8 +99,7 @@ class ChainOperator(_PointwiseNet):
             chains = np.asarray(chains).astype(int)
             return self.features(qry_x, chains, ctx_x, ctx_y), self.states(qry_x, chains)
 
-        self._train_batches(make_arrays, val_arrays, to_rows, rng, progress)
-        return self
+        return self._batch_job(make_arrays, val_arrays, to_rows, rng, progress)
 
     def predict(self, qry_x, chains, ctx_x, ctx_y) -> np.ndarray:
         """Predicted h at ``qry_x`` (n, q)."""

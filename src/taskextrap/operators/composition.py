@@ -12,7 +12,7 @@ import numpy as np
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
 from taskextrap.operators.param import _PointwiseNet
-from taskextrap.operators.train import TrainConfig
+from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.tasks.primitives import PrimitiveSet
 
@@ -54,8 +54,8 @@ class CompositionOperator(_PointwiseNet):
         ]
         return np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
 
-    def fit(self, make_arrays, val_arrays, rng, progress=None) -> CompositionOperator:
-        """Train on arrays (qry_x, outer, inner, ctx_x, ctx_y, qry_y) from ``make_arrays(rng)``."""
+    def fit_job(self, make_arrays, val_arrays, rng, progress=None) -> Job:
+        """Training on arrays (qry_x, outer, inner, ctx_x, ctx_y, qry_y) from ``make_arrays(rng)``."""
 
         def to_rows(a):
             qry_x, outer, inner, ctx_x, ctx_y, qry_y = a
@@ -64,8 +64,7 @@ class CompositionOperator(_PointwiseNet):
                 self.scaler.y(qry_y).reshape(-1).astype(np.float32),
             )
 
-        self._train_batches(make_arrays, val_arrays, to_rows, rng, progress)
-        return self
+        return self._batch_job(make_arrays, val_arrays, to_rows, rng, progress)
 
     def predict(self, qry_x, outer, inner, ctx_x, ctx_y) -> np.ndarray:
         """Predicted h at ``qry_x`` (n, q)."""

@@ -17,7 +17,7 @@ import numpy as np
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
 from taskextrap.operators.param import _PointwiseNet, loo_masks
-from taskextrap.operators.train import TrainConfig
+from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 
 
@@ -57,16 +57,15 @@ class ExtensionOperator(_PointwiseNet):
         ]
         return np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
 
-    def fit(self, make_arrays, val_arrays, rng, progress=None) -> ExtensionOperator:
-        """Train on arrays (qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi, qry_y) from ``make_arrays(rng)``."""
+    def fit_job(self, make_arrays, val_arrays, rng, progress=None) -> Job:
+        """Training on arrays (qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi, qry_y) from ``make_arrays(rng)``."""
 
         def to_rows(a):
             qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi, qry_y = a
             rows = self.features(qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi)
             return rows, self.scaler.dy(qry_y - pred_q).reshape(-1).astype(np.float32)
 
-        self._train_batches(make_arrays, val_arrays, to_rows, rng, progress)
-        return self
+        return self._batch_job(make_arrays, val_arrays, to_rows, rng, progress)
 
     def predict(self, qry_x, pred_q, ctx_x, ctx_y, pred_ctx, phi, mask=None) -> np.ndarray:
         """Predicted target values (n, q); ``mask`` defaults to the whole context."""

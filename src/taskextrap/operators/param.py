@@ -13,7 +13,7 @@ output stay in the range seen in training even though the target's own values do
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Self
 
 import numpy as np
 import torch
@@ -21,7 +21,8 @@ import torch
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.mlp import PARAMETER_BLOCKS, block_mlp, predict_rows
-from taskextrap.operators.train import TrainConfig, train_regressor
+from taskextrap.operators.streams import RowStream, column
+from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 
 
@@ -54,11 +55,6 @@ def _stack(blocks: list[np.ndarray], n: int, q: int) -> np.ndarray:
     return out.reshape(n * q, -1)
 
 
-def _column(y: np.ndarray) -> np.ndarray:
-    """Targets as (rows, outputs): one output per row (rows,) becomes a column."""
-    return y[:, None] if y.ndim == 1 else y
-
-
 class _PointwiseNet:
     """Shared fit/predict plumbing: a block MLP from feature rows to one output per row."""
 
@@ -76,57 +72,58 @@ class _PointwiseNet:
         self.net.to(self.device)
         return self
 
-    def _train_batches(
+    def fit(self, *args, **kwargs) -> Self:
+        """Train the network alone: :meth:`fit_job`'s job, run (its arguments are ``fit_job``'s)."""
+        self.fit_job(*args, **kwargs).run()
+        return self
+
+    def fit_job(self, *args, **kwargs) -> Job:  # pragma: no cover - every network defines it
+        """The network's training as a job, to run alone (:meth:`fit`) or beside other networks
+        (``operators.train.train_jobs``)."""
+        raise NotImplementedError
+
+    def _batch_job(
         self,
         make_batch: Callable[[np.random.Generator], tuple],
         val_batch: tuple | None,
         to_rows: Callable[[tuple], tuple[np.ndarray, np.ndarray]],
         rng: np.random.Generator,
         progress=None,
-    ):
-        """Train on rows of batches from ``make_batch(rng)`` (a fresh one whenever a pass is used up),
-        selecting on ``val_batch``; every batch is reported to the leak audit (``audit.consume``)
-        as it is turned into the rows the optimiser or the model selection sees."""
+    ) -> Job:
+        """The training job on rows of batches from ``make_batch(rng)`` (a fresh one whenever a
+        pass is used up), selecting on ``val_batch``; every batch is reported to the leak audit
+        (``audit.consume``) as it is turned into the rows the optimiser or the model selection sees."""
 
         def rows(batch, stage):
             return to_rows(audit.consume(self.component, batch, stage))
 
-        self._train(
+        return self._job(
             lambda r: rows(make_batch(r), "train"), None if val_batch is None else rows(val_batch, "val"), rng, progress
         )
 
-    def _train(
+    def _job(
         self,
         make_rows: Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]],
         val_rows: tuple[np.ndarray, np.ndarray] | None,
         rng: np.random.Generator,
         progress=None,
-    ):
-        """Train on rows from ``make_rows`` (called again for a fresh pass when one is used up);
-        targets are (rows,) or (rows, outputs)."""
-        state: dict[str, Any] = {"x": None, "y": None, "pos": 0}
-
-        def make_batch(_step):
-            if state["x"] is None or state["pos"] + self.cfg.batch > len(state["x"]):
-                x, y = make_rows(rng)
-                perm = rng.permutation(len(x))
-                state.update(
-                    x=torch.from_numpy(x[perm]).to(self.device),
-                    y=torch.from_numpy(_column(y)[perm]).to(self.device),
-                    pos=0,
-                )
-            sl = slice(state["pos"], state["pos"] + self.cfg.batch)
-            state["pos"] += self.cfg.batch
-            return state["x"][sl], state["y"][sl]
-
+    ) -> Job:
+        """The training job on rows from ``make_rows`` (called again for a fresh pass when one is
+        used up; ``operators.streams.RowStream``); targets are (rows,) or (rows, outputs). Train
+        it with ``job.run()`` or beside other networks (``operators.train.train_jobs``)."""
         val = None
         if val_rows is not None:
             val = (
                 torch.from_numpy(val_rows[0]).to(self.device),
-                torch.from_numpy(_column(val_rows[1])).to(self.device),
+                torch.from_numpy(column(val_rows[1])).to(self.device),
             )
         self.net.train()
-        self.history = train_regressor(self.net, make_batch, val, self.cfg, progress)
+        stream = RowStream(make_rows, rng, self.cfg.batch, self.cfg.steps, self.device)
+        name = "Psi" if self.component == "psi" else self.component
+        return Job(self.net, stream, val, self.cfg, progress, name, done=self._trained)
+
+    def _trained(self, job: Job) -> None:
+        self.history = job.history
         self.net.eval()
 
     def state(self, prefix: str) -> dict:
@@ -184,9 +181,10 @@ class RelationalOperator(_PointwiseNet):
             q,
         )
 
-    def fit(self, make_batch_arrays, val_arrays, rng, progress=None) -> RelationalOperator:
-        """Train on arrays (ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y) from the callables;
-        a ``loo`` operator's arrays end with the target's noiseless values at the context, ctx_true."""
+    def fit_job(self, make_batch_arrays, val_arrays, rng, progress=None) -> Job:
+        """Training on arrays (ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y) from
+        ``make_batch_arrays(rng)``, selected on ``val_arrays``; a ``loo`` operator's arrays end
+        with the target's noiseless values at the context, ctx_true."""
 
         def to_rows(a):
             ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y = a[:7]
@@ -199,8 +197,7 @@ class RelationalOperator(_PointwiseNet):
                 target = np.concatenate([target, self.scaler.dy(a[7] - anc_ctx).reshape(-1)])
             return rows, target.astype(np.float32)
 
-        self._train_batches(make_batch_arrays, val_arrays, to_rows, rng, progress)
-        return self
+        return self._batch_job(make_batch_arrays, val_arrays, to_rows, rng, progress)
 
     def predict(self, ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, mask=None) -> np.ndarray:
         """Predicted target values (n, q) at ``qry_x`` (``mask``: see :meth:`features`)."""
@@ -243,17 +240,20 @@ class InductiveRegressor(_PointwiseNet):
         ctx_x, ctx_y, qry_x, qry_y, extra = batch
         return self.features(ctx_x, ctx_y, qry_x, extra), self.scaler.y(qry_y).reshape(-1).astype(np.float32)
 
-    def fit(self, train: tuple, val: tuple, rng, progress=None) -> InductiveRegressor:
-        """Train on fixed draws ``train`` = (ctx_x, ctx_y, qry_x, qry_y, extra); select on ``val``
-        (the same arrays of held-out library tasks). Both are reported to the leak audit once."""
+    def fit_job(self, train: tuple, val: tuple, rng, progress=None) -> Job:
+        """Training on fixed draws ``train`` = (ctx_x, ctx_y, qry_x, qry_y, extra), selected on
+        ``val`` (the same arrays of held-out library tasks). Both are reported to the leak audit once."""
         rows = self._rows(audit.consume(self.component, train, "train"))
-        self._train(lambda r: rows, self._rows(audit.consume(self.component, val, "val")), rng, progress)
-        return self
+        return self._job(lambda r: rows, self._rows(audit.consume(self.component, val, "val")), rng, progress)
 
     def fit_stream(self, make_arrays, val, rng, progress=None) -> InductiveRegressor:
         """Train on fresh arrays (ctx_x, ctx_y, qry_x, qry_y, extra) from ``make_arrays(rng)`` each pass."""
-        self._train_batches(make_arrays, val, self._rows, rng, progress)
+        self.fit_stream_job(make_arrays, val, rng, progress).run()
         return self
+
+    def fit_stream_job(self, make_arrays, val, rng, progress=None) -> Job:
+        """:meth:`fit_stream`'s training, as a job to train beside other networks (``train_jobs``)."""
+        return self._batch_job(make_arrays, val, self._rows, rng, progress)
 
     def predict(self, ctx_x, ctx_y, qry_x, extra) -> np.ndarray:
         """Predicted values (n, q)."""

@@ -1,9 +1,20 @@
-"""A short, readable regression training loop with validation-based model selection."""
+"""A short, readable regression training loop with validation-based model selection, and the
+entry point that trains every network of a unit at once (:func:`train_jobs`).
+
+A :class:`Job` is one network with its batch stream, validation rows, optimiser settings and
+progress callback. :func:`train_jobs` trains a list of them: on a CPU one after another with
+:func:`train_regressor`, exactly as each network trained alone before (the same bits); on a GPU
+as stacked models, one per architecture (``operators.stacked``: batched matrix products over a
+network axis, one optimiser, no host sync inside the step loop). Every network keeps its own
+stream and generator, so its data never depend on which networks train beside it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from collections.abc import Callable
+import os
+import time
+from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -68,3 +79,86 @@ def train_regressor(
     if best_state is not None:
         model.load_state_dict(best_state)
     return history
+
+
+@dataclass
+class Job:
+    """One network to train: ``net`` (an ``nn.Module`` on its device), ``batches(step)`` ->
+    (inputs, targets) on that device, ``val`` (inputs, targets) for model selection (or None),
+    the optimiser settings ``cfg``, the ``progress(step, loss)`` callback and a ``name`` for
+    reports. :func:`train_jobs` fills ``history`` (the training loss of every step) and
+    ``seconds`` (its own training time; None when it trained stacked with others, whose time
+    it shares), then calls ``done(job)`` (the network's owner takes its history and leaves
+    training mode)."""
+
+    net: nn.Module
+    batches: Callable[[int], tuple[torch.Tensor, torch.Tensor]]
+    val: tuple[torch.Tensor, torch.Tensor] | None
+    cfg: TrainConfig
+    progress: Callable[[int, float], None] | None = None
+    name: str = "network"
+    done: Callable[[Job], None] | None = None
+    history: list[float] = field(default_factory=list)
+    seconds: float | None = None
+
+    def run(self) -> Job:
+        """Train this job alone (:func:`train_jobs`)."""
+        train_jobs([self])
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        """Where the network's parameters are."""
+        return next(self.net.parameters()).device
+
+
+def train_jobs(
+    jobs: Sequence[Job], stacked: bool | None = None, phase: Callable[[str], None] | None = None
+) -> list[Job]:
+    """Train every job; each ends with its best-validation weights and its ``history``.
+    ``phase(description)`` hears what trains now ("training Psi", ...; a progress bar's phase).
+
+    ``stacked`` None (default): stacked on a GPU, one after another on a CPU (where a stacked
+    step is slower than separate ones and separate ones keep every bit). ``stacked=True`` runs
+    the stacked path on any device (the tests run it on the CPU); networks that cannot be
+    stacked (another layer than Linear and ReLU, or alone of their architecture) train alone.
+    """
+    jobs = list(jobs)
+    if stacked is None:
+        stacked = STACKED if STACKED is not None else any(j.device.type == "cuda" for j in jobs)
+    try:
+        if stacked:
+            from taskextrap.operators.stacked import train_stacked
+
+            if phase is not None:
+                phase("training " + ", ".join(j.name for j in jobs))
+            train_stacked(jobs)
+        else:
+            for job in jobs:
+                if phase is not None:
+                    phase(f"training {job.name}")
+                t = time.perf_counter()
+                job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress)
+                job.seconds = time.perf_counter() - t
+    finally:
+        for job in jobs:  # a stream's producer thread ends with its training
+            close = getattr(job.batches, "close", None)
+            if close is not None:
+                close()
+    for job in jobs:
+        if job.done is not None:
+            job.done(job)
+    return jobs
+
+
+# The path train_jobs takes when not told: None stacks on a GPU only; True or False forces it
+# (tests and the operation counters run the stacked path on a CPU). TASKEXTRAP_STACKED=1 or 0
+# sets it for a process.
+STACKED: bool | None = {"1": True, "0": False}.get(os.environ.get("TASKEXTRAP_STACKED", ""))
+
+
+def job_seconds(jobs: dict[str, Job]) -> dict[str, float]:
+    """``{key: seconds}`` of each job of ``jobs`` (timing key -> job) that trained alone: the
+    phases of a unit's timing. Jobs trained stacked share one time, which their caller records
+    as ``training_s``."""
+    return {key: j.seconds for key, j in jobs.items() if j.seconds is not None}

@@ -17,7 +17,8 @@ from torch import nn
 from taskextrap import audit
 from taskextrap.operators.mlp import mlp
 from taskextrap.operators.param import sort_context
-from taskextrap.operators.train import TrainConfig, train_regressor
+from taskextrap.operators.streams import RowStream
+from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 
 DECOMPOSER_HIDDEN = (256, 128, 64)
@@ -42,11 +43,14 @@ class Decomposer:
         self.net.to(self.device)
         return self
 
-    def inputs(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> torch.Tensor:
-        """Sorted, scaled context rows (n, 2k)."""
+    def rows(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> np.ndarray:
+        """Sorted, scaled context rows (n, 2k), float32."""
         sx, sy = sort_context(ctx_x, ctx_y)
-        rows = np.concatenate([self.scaler.x(sx), self.scaler.y(sy)], axis=1).astype(np.float32)
-        return torch.from_numpy(rows).to(self.device)
+        return np.concatenate([self.scaler.x(sx), self.scaler.y(sy)], axis=1).astype(np.float32)
+
+    def inputs(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> torch.Tensor:
+        """:meth:`rows` on the network's device."""
+        return torch.from_numpy(self.rows(ctx_x, ctx_y)).to(self.device)
 
     def fit(
         self,
@@ -55,26 +59,38 @@ class Decomposer:
         rng: np.random.Generator,
         progress=None,
     ) -> Decomposer:
-        """Train on (ctx_x, ctx_y, parts (n, sum(part_dims))) from ``make_arrays(rng)``; one call per batch.
+        """Train alone: :meth:`fit_job`'s job, run."""
+        self.fit_job(make_arrays, val_arrays, rng, progress).run()
+        return self
+
+    def fit_job(
+        self,
+        make_arrays: Callable[[np.random.Generator], tuple],
+        val_arrays: tuple,
+        rng: np.random.Generator,
+        progress=None,
+    ) -> Job:
+        """Training on (ctx_x, ctx_y, parts (n, sum(part_dims))) from ``make_arrays(rng)``, one
+        call per step, selected on ``val_arrays``: a job to run alone or beside other networks
+        (``operators.train.train_jobs``).
 
         Every batch and ``val_arrays`` are reported to the leak audit (``audit.consume``) as they
-        become the tensors the optimiser and the model selection see.
+        become the rows the optimiser and the model selection see.
         """
 
-        def to_tensors(a, stage):
+        def to_rows(a, stage):
             ctx_x, ctx_y, parts = audit.consume("decomposer", a, stage)
-            return self.inputs(ctx_x, ctx_y), torch.from_numpy(np.asarray(parts, dtype=np.float32)).to(self.device)
+            return self.rows(ctx_x, ctx_y), np.asarray(parts, dtype=np.float32)
 
+        vx, vy = to_rows(val_arrays, "val")
+        val = (torch.from_numpy(vx).to(self.device), torch.from_numpy(vy).to(self.device))
+        stream = RowStream(lambda g: to_rows(make_arrays(g), "train"), rng, None, self.cfg.steps, self.device)
         self.net.train()
-        self.history = train_regressor(
-            self.net,
-            lambda _s: to_tensors(make_arrays(rng), "train"),
-            to_tensors(val_arrays, "val"),
-            self.cfg,
-            progress,
-        )
+        return Job(self.net, stream, val, self.cfg, progress, "decomposer", done=self._trained)
+
+    def _trained(self, job: Job) -> None:
+        self.history = job.history
         self.net.eval()
-        return self
 
     def predict(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> list[np.ndarray]:
         """The predicted parts, one (n, dim) array per head."""

@@ -1,0 +1,169 @@
+"""A network's training rows, served batch by batch on its device.
+
+A *pass* is a block of rows from ``make_rows(rng)``, permuted by the same generator; it is used
+up ``batch`` rows at a time before the next pass is drawn (a pass shorter than a batch serves
+one short batch). These are exactly the batches the training loop drew for itself before
+streams existed, so a network trains on the same rows in the same order whichever way it is
+trained (alone on a CPU, or stacked with others on a GPU: ``operators.stacked``).
+
+A pass reaches the device in one copy. With ``prefetch`` a producer thread draws the next pass
+while the current one trains (on a 2-core machine the other core builds rows while torch runs
+on one): the generator is used by that one thread in the same order as without it, so the rows
+keep every bit. On a GPU the pass is pinned and copied asynchronously, so the step loop never
+waits for the host. The producer draws exactly the passes the steps use up, no more (a pass
+serves ``max(1, rows // batch)`` batches), so nothing is drawn or audited that training does
+not see.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+Rows = tuple[np.ndarray, np.ndarray]
+# Whether streams draw their next pass on a producer thread by default (same rows either way).
+PREFETCH = True
+
+
+def column(y: np.ndarray) -> np.ndarray:
+    """Targets as (rows, outputs): one output per row (rows,) becomes a column."""
+    return y[:, None] if y.ndim == 1 else y
+
+
+class RowStream:
+    """The batches of one network: ``stream(step)`` returns that step's (inputs, targets) on
+    ``device``, inputs float32 (rows, features), targets (rows, outputs).
+
+    Args:
+        make_rows: ``make_rows(rng)`` -> (inputs (rows, features), targets (rows,) or (rows, outputs)), numpy.
+        rng: the stream's generator (passes and their permutations are drawn from it).
+        batch: rows per step; None: every step is one whole pass, in its order (a fresh batch
+            of tasks per step, as the decomposer trains).
+        steps: steps the stream serves (passes are drawn until they cover these).
+        device: where the batches are used.
+        permute: shuffle each pass (False: a pass is served in its order, e.g. one pass per step).
+        prefetch: draw the next pass on a producer thread (default :data:`PREFETCH`).
+    """
+
+    def __init__(
+        self,
+        make_rows: Callable[[np.random.Generator], Rows],
+        rng: np.random.Generator,
+        batch: int | None,
+        steps: int,
+        device: torch.device | str = "cpu",
+        permute: bool = True,
+        prefetch: bool | None = None,
+    ):
+        self.make_rows, self.rng, self.batch, self.steps = make_rows, rng, batch, steps
+        self.device = torch.device(device)
+        self.permute = permute and batch is not None
+        self.prefetch = PREFETCH if prefetch is None else prefetch
+        self.width: int | None = None  # inputs zero-padded to this many columns (stacked training)
+        self._pass: tuple[torch.Tensor, torch.Tensor] | None = None  # the pass being served
+        self._pos = 0
+        self._producer: _Producer | None = None
+
+    def pad_to(self, width: int) -> None:
+        """Serve inputs zero-padded on the right to ``width`` columns (before the first batch)."""
+        if self._pass is not None or self._producer is not None:
+            raise RuntimeError("pad_to must be called before the first batch")
+        self.width = width
+
+    def __call__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.batch is None:
+            return self._next_pass()
+        if self._pass is None or self._pos + self.batch > len(self._pass[0]):
+            self._pass = self._next_pass()
+            self._pos = 0
+        x, y = self._pass
+        sl = slice(self._pos, self._pos + self.batch)
+        self._pos += self.batch
+        return x[sl], y[sl]
+
+    def _next_pass(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.prefetch:
+            return self._draw()
+        if self._producer is None:
+            self._producer = _Producer(self._draw, self.batch, self.steps)
+        return self._producer.take()
+
+    def _draw(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """One pass: rows from ``make_rows``, permuted, on the device (pinned and asynchronous on a GPU)."""
+        x, y = self.make_rows(self.rng)
+        y = column(y)
+        if self.permute:
+            perm = self.rng.permutation(len(x))
+            x, y = x[perm], y[perm]
+        if self.width is not None and x.shape[1] < self.width:
+            x = np.pad(x, ((0, 0), (0, self.width - x.shape[1])))
+        return _to_device(x, self.device), _to_device(y, self.device)
+
+    def close(self) -> None:
+        """Stop the producer (it is a daemon thread: an abandoned stream never blocks exit)."""
+        if self._producer is not None:
+            self._producer.close()
+            self._producer = None
+
+
+def _to_device(a: np.ndarray, device: torch.device) -> torch.Tensor:
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    if device.type == "cuda":  # pinned, so the copy is asynchronous and the host never waits
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
+def served_batches(rows: int, batch: int | None) -> int:
+    """Batches a pass of ``rows`` rows serves: whole batches, or one short batch (one batch:
+    the whole pass, when ``batch`` is None)."""
+    return 1 if batch is None else max(1, rows // batch)
+
+
+class _Producer:
+    """Draws passes on a thread, one ahead of the consumer: the next pass is built while the
+    current one trains, and never more than that (two passes in memory at most). It stops once
+    its passes serve ``steps`` batches of ``batch`` rows: the passes the loop would draw itself."""
+
+    _END = object()  # no pass follows
+
+    def __init__(self, draw: Callable[[], tuple[torch.Tensor, torch.Tensor]], batch: int | None, steps: int):
+        self._draw, self._batch, self._steps = draw, batch, steps
+        self._passes: queue.SimpleQueue = queue.SimpleQueue()  # passes, an error, or _END
+        self._wanted = threading.Semaphore(1)  # the consumer took the last pass: draw the next
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="taskextrap-rows")
+        self._thread.start()
+
+    def _run(self) -> None:
+        served = 0
+        while served < self._steps:
+            self._wanted.acquire()
+            if self._stop.is_set():
+                return
+            try:
+                x, y = self._draw()
+            except Exception as e:  # noqa: BLE001 - handed to the consumer and raised in its thread
+                self._passes.put(e)
+                return
+            self._passes.put((x, y))
+            served += served_batches(len(x), self._batch)
+        self._passes.put(self._END)
+
+    def take(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next pass (waits for the producer); the producer then starts on the one after."""
+        item = self._passes.get()
+        if isinstance(item, Exception):
+            raise item
+        if item is self._END:
+            raise RuntimeError("the row stream is used up: it serves only the steps it was made for")
+        self._wanted.release()
+        return item
+
+    def close(self) -> None:
+        """Stop after the pass being drawn (if any)."""
+        self._stop.set()
+        self._wanted.release()
