@@ -7,12 +7,19 @@ its table (``python benchmarks/speed.py --table``).
     python benchmarks/speed.py --label before --only parameter  # one experiment, under a label
     python benchmarks/speed.py --device cuda --label gpu        # the GPU column
     python benchmarks/speed.py --table                          # print the markdown table
+    python benchmarks/speed.py --count parameter                # operators per training step (JSON)
 
 A label (``before``, ``after``, ``gpu``) keeps one record per experiment; a rerun under the same
 label replaces that experiment's record only, so the before and after columns are measured
 separately, each at its own commit (recorded). Units run in a fresh process each, one after
 another: nothing is cached between them (their ``--out`` is a new temporary folder), so a unit's
 wall time includes its imports and every fit it needs.
+
+Each record also carries the unit's step counters (``counters``, issue 44): aten operators and
+host reads per training step of all its networks together on the stacked (GPU) path, counted on
+the CPU on the unit's networks at the ``tiny`` profile (the same networks; batch sizes do not
+change the count) with the paper profiles' validation interval (:data:`COUNT_INTERVAL`); and on
+a GPU the mean SM utilisation ``nvidia-smi dmon`` read during the unit (``gpu_util``).
 
 The anchor is the authors' Table 1 script measured on this machine class (issue 35: 1,114 s for
 one training seed of the five families with 2 threads, 223 s per family-seed): the one number in
@@ -22,8 +29,10 @@ this file that a person typed in, with that source.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,6 +82,7 @@ CPU_DEFAULT = (
 )  # the ablations share their main experiment's
 # units; the rest (composition-em, the language models: hours on a CPU) run when named
 SEEDLESS = ("projectile",)  # experiments whose profile has no --seed
+COUNT_INTERVAL = 100  # steps between validations in the paper profiles (the depth-3 Psi: 200)
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,8 +147,9 @@ def time_unit(
             subprocess.run(command(after), env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         cmd = command(experiment)
         t = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
+        with gpu_utilisation(device) as util:
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t
         err = proc.stderr.read()
         if os.waitstatus_to_exitcode(status) != 0:
@@ -148,6 +159,8 @@ def time_unit(
     return {
         "unit": unit,
         "wall_s": round(wall, 2),
+        "counters": step_counters(experiment, extra, checkout),
+        **({"gpu_util": util} if util else {}),
         "timing": timing,
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
@@ -157,6 +170,75 @@ def time_unit(
         "command": " ".join(["taskextrap", *cmd[3:]]).replace(out, "TMP"),
         "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+
+
+def step_counters(experiment: str, extra: list[str], checkout: Path = ROOT) -> dict | None:
+    """Operators and host reads per training step of the unit's networks together on the stacked
+    path (``operators.counting``), counted in a fresh process with ``checkout``'s package on its
+    ``tiny`` unit; None when that package has no counters (a commit before issue 44)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(checkout) / "src")}
+    proc = subprocess.run(
+        [sys.executable, __file__, "--count", experiment, *extra], env=env, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"error: counting {experiment} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def count_unit(experiment: str, extra: list[str]) -> dict | None:
+    """:func:`step_counters` in this process: the ``tiny`` unit of ``experiment`` runs, and every
+    group of networks it trains is counted (the largest, all of a unit's networks, first)."""
+    try:
+        from taskextrap.operators import train
+        from taskextrap.operators.counting import count_training_steps
+    except ImportError:
+        return None
+    from taskextrap.experiments.registry import RunOptions
+    from taskextrap.experiments.runner import run_experiment
+
+    family = extra[extra.index("--family") + 1] if "--family" in extra else None
+    counts: list[dict] = []
+    train.OBSERVERS.append(lambda jobs: counts.append(count_training_steps(jobs, COUNT_INTERVAL)))
+    with tempfile.TemporaryDirectory(prefix="count-") as out:
+        options = RunOptions(profile="tiny", out=Path(out), family=family, plots=False, progress=False)
+        run_experiment(experiment, options)
+    counts.sort(key=lambda c: -c["networks"])
+    return {**counts[0], "other_trainings": counts[1:]} if counts else None
+
+
+@contextlib.contextmanager
+def gpu_utilisation(device: str):
+    """While the block runs on a CUDA ``device``, ``nvidia-smi dmon`` samples the GPU's SM
+    utilisation every second; the dict yielded is filled at the end with the mean over the
+    samples (``sm_mean_pct``) and their count (empty on a CPU or without nvidia-smi)."""
+    util: dict = {}
+    if not device.startswith("cuda") or shutil.which("nvidia-smi") is None:
+        yield util
+        return
+    index = device.partition(":")[2] or "0"
+    proc = subprocess.Popen(
+        ["nvidia-smi", "dmon", "-s", "u", "-d", "1", "-i", index], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        yield util
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+        util.update(parse_dmon(out))
+
+
+def parse_dmon(text: str) -> dict:
+    """The mean SM utilisation of ``nvidia-smi dmon -s u`` output (its ``sm`` column, in %)."""
+    header = next((line.lstrip("# ").split() for line in text.splitlines() if line.startswith("# gpu")), None)
+    if header is None or "sm" not in header:
+        return {}
+    col = header.index("sm")
+    samples = [
+        float(parts[col])
+        for parts in (line.split() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+        if len(parts) > col and parts[col].replace(".", "", 1).isdigit()
+    ]
+    return {"sm_mean_pct": round(sum(samples) / len(samples), 1), "samples": len(samples)} if samples else {}
 
 
 def load(path: Path = OUT) -> dict:
@@ -208,6 +290,8 @@ def table(doc: dict, before: str = "before", after: str = "after") -> str:
         "speed-up",
         *[f"{o} (s)" for o in others],
         f"{after}: phases (s)",
+        "ops / step (networks)",
+        "host reads / step",
         "peak MB",
         "threads",
     ]
@@ -223,11 +307,9 @@ def table(doc: dict, before: str = "before", after: str = "after") -> str:
             f"{rb['wall_s']:.0f}" if rb else "",
             f"{ra['wall_s']:.0f}" if ra else "",
             speedup,
-            *[
-                f"{labels[o][name]['wall_s']:.0f} ({labels[o][name]['device']})" if name in labels[o] else ""
-                for o in others
-            ],
+            *[_other(labels[o].get(name)) for o in others],
             phases,
+            *_counter_cells(ref.get("counters")),
             f"{ref['peak_rss_mb']:.0f}",
             str(ref["threads"]),
         ]
@@ -242,6 +324,22 @@ def table(doc: dict, before: str = "before", after: str = "after") -> str:
         f"{anchor['per_family_seed_s']:.0f} s per family-seed ({anchor['source']})._",
     ]
     return "\n".join(lines)
+
+
+def _other(record: dict | None) -> str:
+    """A further column's cell: wall time, device and (on a GPU) the mean SM utilisation."""
+    if record is None:
+        return ""
+    util = record.get("gpu_util", {}).get("sm_mean_pct")
+    return f"{record['wall_s']:.0f} ({record['device']}" + (f", SM {util:.0f}%)" if util is not None else ")")
+
+
+def _counter_cells(counters: dict | None) -> list[str]:
+    """Operators per step (networks stacked) and host reads per step, or blanks (no counters)."""
+    if not counters:
+        return ["", ""]
+    alone = f", {counters['trained_alone']} alone" if counters["trained_alone"] else ""
+    return [f"{counters['ops_per_step']:.0f} ({counters['networks']}{alone})", f"{counters['host_reads_per_step']:.0f}"]
 
 
 def main(argv=None):
@@ -264,7 +362,18 @@ def main(argv=None):
     )
     ap.add_argument("--out", type=Path, default=OUT, help="the speed.json to update")
     ap.add_argument("--table", action="store_true", help="print the markdown table of speed.json and exit")
-    args = ap.parse_args(argv)
+    ap.add_argument(
+        "--count",
+        nargs="+",
+        metavar=("EXPERIMENT", "ARGS"),
+        help="print the step counters of EXPERIMENT's tiny unit as JSON (ARGS: e.g. --family cubic) and exit",
+    )
+    args, rest = ap.parse_known_args(argv)
+    if args.count:
+        print(json.dumps(count_unit(args.count[0], args.count[1:] + rest)))
+        return
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.table:
         print(table(load(args.out)))
         return

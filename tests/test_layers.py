@@ -12,7 +12,7 @@ ROOT = Path(taskextrap.__file__).parent
 
 # Lowest first. A name is a subpackage (a folder) or a top-level module.
 LAYERS = [
-    {"errors", "seeding", "validation", "provenance", "files", "audit", "sharding"},  # foundations
+    {"errors", "seeding", "validation", "provenance", "files", "audit", "sharding", "lanes"},  # foundations
     {"tasks"},  # families, libraries, protocols
     {"scaling"},  # scalers fitted on a library
     {"embed"},  # Gamma

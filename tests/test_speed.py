@@ -2,6 +2,8 @@
 float32 rows give the same values as the straightforward computation; and benchmarks/speed.py."""
 
 import json
+import os
+import time
 
 import numpy as np
 import pytest
@@ -135,6 +137,9 @@ def test_speed_benchmark_times_a_unit_and_renders_its_table(load_script, tmp_pat
     assert record["wall_s"] > 0 and record["peak_rss_mb"] > 0 and record["threads"] == 1
     assert {"training_s", "embedding_s", "evaluation_s"} <= set(record["timing"])
     assert "--profile tiny" in record["command"] and "--family cubic" in record["command"]
+    counters = record["counters"]  # the six networks of the unit, stacked: few operators, no host read
+    assert counters["networks"] == 6 and counters["stacked_groups"] == 1 and counters["host_reads_per_step"] == 0
+    assert 0 < counters["ops_per_step"] <= 150 and "gpu_util" not in record  # a CPU run
     doc = {
         "anchor": speed.ANCHOR,
         "labels": {
@@ -144,6 +149,7 @@ def test_speed_benchmark_times_a_unit_and_renders_its_table(load_script, tmp_pat
     }
     table = speed.table(doc)
     assert "| `parameter` | cubic, seed 0 | 30 | 10 | 3.0x |" in table and "223 s per family-seed" in table
+    assert f"| {counters['ops_per_step']:.0f} (6) | 0 |" in table
     shared = speed.time_unit("parameter-multistep:after-parameter", threads=1, profile="tiny")
     assert "fits_loaded_s" in shared["timing"] and "embedding_s" not in shared["timing"]
     out = tmp_path / "speed.json"
@@ -260,3 +266,31 @@ def test_the_profile_summary_counts_inclusive_and_own_samples(load_script):
         "predict (param.py)": 20.0,
     }
     assert s["self_pct"]["backward (graph.py)"] == 60.0 and s["self_pct"]["fit (train.py)"] == 20.0
+
+
+DMON = """# gpu    sm   mem   enc   dec   jpg   ofa
+# Idx     %     %     %     %     %     %
+    0    40    10     0     0     0     0
+    0    60    12     0     0     0     0
+    0     -     -     -     -     -     -
+"""
+
+
+def test_dmon_output_gives_the_mean_sm_utilisation(load_script):
+    speed = load_script("benchmarks/speed.py")
+    assert speed.parse_dmon(DMON) == {"sm_mean_pct": 50.0, "samples": 2}
+    assert speed.parse_dmon("no header") == {} and speed.parse_dmon("# gpu sm\n") == {}
+
+
+def test_gpu_utilisation_samples_nvidia_smi_only_on_a_cuda_device(load_script, tmp_path, monkeypatch):
+    speed = load_script("benchmarks/speed.py")
+    fake = tmp_path / "nvidia-smi"  # prints dmon's lines, then samples until it is stopped
+    fake.write_text("#!/bin/sh\nprintf '%s' '" + DMON + "'\nexec sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with speed.gpu_utilisation("cuda:0") as util:
+        time.sleep(0.3)
+    assert util == {"sm_mean_pct": 50.0, "samples": 2}
+    with speed.gpu_utilisation("cpu") as util:
+        pass
+    assert util == {}

@@ -64,10 +64,10 @@ def test_coefficient_search_finds_the_minimum_of_the_context_loss(fitted, target
     _, obs = targets
     best = 0.37  # a loss whose minimum lies between grid points: the fine pass must find it
 
-    def loss(ctx_x, ctx_y, pred_ctx, phi):
-        return (phi - best) ** 2 + 0.01 * np.abs(pred_ctx).mean(axis=1)
+    def loss(ctx_x, ctx_y, pred_ctx, phis):  # (n, candidates, m) values, (n, candidates, grid) coefficients
+        return (phis - best) ** 2 + 0.01 * np.abs(pred_ctx).mean(axis=2)[..., None]
 
-    monkeypatch.setattr(fitted.psi_, "loo_loss", loss)
+    monkeypatch.setattr(fitted.psi_, "loo_loss_grid", loss)
     d = fitted.decompose(obs.ctx_x, obs.ctx_y, k=3)
     step = 4 / (fitted.c_grid - 1)
     assert np.all(np.abs(d.phi - best) <= step / 6 + 1e-9)
@@ -208,3 +208,22 @@ def test_calibration_uses_validation_pool_tasks_only(library):
     ((pool, tasks),) = drawn
     assert pool is rte.val_pool_ and set(tasks.parent) <= set(rte.val_pool_)
     assert not set(tasks.parent) & set(rte.train_pool_)
+
+
+@pytest.mark.parametrize("m", [8, 5])
+def test_the_grid_of_leave_one_out_losses_is_loo_loss_on_repeated_rows_bit_for_bit(fitted, m):
+    """The verification's rows, scaled once per target and candidate and written in float32,
+    are those of loo_loss on every (target, candidate, coefficient) repeated into its own rows."""
+    g = np.random.default_rng(m)
+    n, c, grid = 5, 7, 4
+    cx = np.sort(g.uniform(-5, 5, (n, m)), 1)
+    cy, pred_ctx, phis = g.normal(size=(n, m)), g.normal(size=(n, c, m)), g.uniform(-1, 1, (n, c, grid))
+    rep = lambda a: np.repeat(a, c * grid, axis=0)  # noqa: E731
+    pc = np.repeat(pred_ctx.reshape(n * c, m), grid, axis=0)
+    psi = fitted.psi_
+    if m != psi.n_context:  # a network for m context points (the strict protocol has 5)
+        from taskextrap.operators.extension import ExtensionOperator
+
+        psi = ExtensionOperator(psi.scaler, m, psi.coef_half, 0, psi.cfg)
+    direct = psi.loo_loss(rep(cx), rep(cy), pc, phis.reshape(-1)).reshape(n, c, grid)
+    assert np.array_equal(psi.loo_loss_grid(cx, cy, pred_ctx, phis), direct)

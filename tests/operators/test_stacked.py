@@ -189,3 +189,35 @@ def test_cuda_graph_steps_match_eager_stacked_steps(monkeypatch):
     for a, b in zip(eager, graphed, strict=True):
         np.testing.assert_allclose(_flat(b.net).cpu(), _flat(a.net).cpu(), atol=1e-4)
         np.testing.assert_allclose(b.history, a.history, rtol=1e-3, atol=1e-6)
+
+
+def test_unrolled_networks_stack_and_train_as_they_train_alone():
+    """Psi_chain's unrolled step network (operators.chain.Unrolled) stacks too: the same states
+    and weights within float tolerance."""
+    from taskextrap.operators.chain import Unrolled
+
+    depth, points, ctx = 3, 5, 4
+    width = 1 + depth * points + ctx
+
+    def jobs():
+        out = []
+        for i in range(2):
+            net = Unrolled(block_mlp(1 + points + ctx, 1, seed=i, blocks=POINTWISE_BLOCKS), depth, points)
+
+            def rows(g):
+                x = g.normal(size=(300, width)).astype(np.float32)
+                return x, np.tanh(x[:, :depth]).astype(np.float32)
+
+            vx, vy = rows(np.random.default_rng(50 + i))
+            stream = RowStream(rows, np.random.default_rng(i), CFG.batch, CFG.steps, prefetch=False)
+            out.append(Job(net, stream, (torch.from_numpy(vx), torch.from_numpy(vy)), CFG))
+        return out
+
+    assert S.architecture(jobs()[0].net)[0] == "unrolled" and S.input_width(jobs()[0].net) == width
+    separate, together = jobs(), jobs()
+    train_jobs(separate, stacked=False)
+    train_jobs(together, stacked=True)
+    for a, b in zip(separate, together, strict=True):
+        assert b.seconds is None  # stacked, not trained alone
+        np.testing.assert_allclose(_flat(b.net), _flat(a.net), atol=1e-4)
+        np.testing.assert_allclose(b.history, a.history, rtol=1e-4, atol=1e-6)

@@ -29,6 +29,7 @@ from torch.func import grad, vmap
 from taskextrap import audit
 from taskextrap.embed.probe import Params, flatten, init_probe, probe_loss
 from taskextrap.errors import TaskextrapError, did_you_mean
+from taskextrap.lanes import map_lanes
 from taskextrap.seeding import torch_generator
 from taskextrap.validation import (
     as_float_array,
@@ -266,12 +267,13 @@ class ProxyEmbedding:
         if self.probe_ is None:
             raise TaskextrapError("ProxyEmbedding is not fitted")
         ctx_x, ctx_y = check_context(ctx_x, ctx_y)
-        out = []
-        with torch.no_grad():
-            for i in range(0, len(ctx_x), CHUNK):
+
+        def chunk(i: int) -> torch.Tensor:  # a task's output does not depend on its chunk
+            with torch.no_grad():
                 x, y = self._tensor(ctx_x[i : i + CHUNK]), self._tensor(ctx_y[i : i + CHUNK])
-                out.append(GAMMAS[self.method].per_task(self, x, y).cpu())
-        return torch.cat(out).double().numpy()
+                return GAMMAS[self.method].per_task(self, x, y).cpu()
+
+        return torch.cat(map_lanes(chunk, range(0, len(ctx_x), CHUNK), self.device)).double().numpy()
 
     def _tensor(self, a: np.ndarray) -> torch.Tensor:
         """A numpy array as a float32 tensor on the probe's device."""

@@ -22,6 +22,7 @@ import numpy as np
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
+from taskextrap.lanes import map_lanes
 from taskextrap.estimators.base import Decomposition, check_decomposition
 from taskextrap.estimators.decomposing import DecomposingRTE
 from taskextrap.operators.composition import CompositionOperator
@@ -224,12 +225,12 @@ class CompositionRTE(DecomposingRTE):
         n, kk = outer_c.shape
         outer = np.repeat(outer_c, kk, axis=1)  # pair (i, j) at column i*k + j
         inner = np.tile(inner_c, (1, kk))
-        loss = np.concatenate(
-            [
-                self._pair_losses(ctx_x[s], ctx_y[s], outer_c[s], inner_c[s])
-                for s in (slice(i, i + VERIFY_CHUNK) for i in range(0, n, VERIFY_CHUNK))
-            ]
-        )
+
+        def chunk(i: int) -> np.ndarray:  # one chunk of targets: the same numbers in any lane
+            s = slice(i, i + VERIFY_CHUNK)
+            return self._pair_losses(ctx_x[s], ctx_y[s], outer_c[s], inner_c[s])
+
+        loss = np.concatenate(map_lanes(chunk, range(0, n, VERIFY_CHUNK)))
         order = np.argsort(loss, axis=1, kind="stable") if verify else np.tile(np.arange(kk * kk), (n, 1))
         take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
         d = _pairs(take(outer), take(inner), take(loss), {"outer_candidates": outer_c, "inner_candidates": inner_c})
@@ -246,10 +247,12 @@ class CompositionRTE(DecomposingRTE):
         check_decomposition(d, len(ctx_x), len(self.primitives_), *self._decomposition_shape())
         if rounds <= 0:
             return self.weighted(d)
-        parts = [
-            self._refine(ctx_x[s], ctx_y[s], d.anchors[s, :, 0], d.anchors[s, :, 1], d.score[s], rounds)
-            for s in (slice(i, i + REFINE_CHUNK) for i in range(0, len(ctx_x), REFINE_CHUNK))
-        ]
+
+        def chunk(i: int):  # one chunk of targets: the same numbers in any lane
+            s = slice(i, i + REFINE_CHUNK)
+            return self._refine(ctx_x[s], ctx_y[s], d.anchors[s, :, 0], d.anchors[s, :, 1], d.score[s], rounds)
+
+        parts = map_lanes(chunk, range(0, len(ctx_x), REFINE_CHUNK))
         outer, inner, loss = (np.concatenate(a) for a in zip(*parts, strict=True))
         return self.weighted(_pairs(outer, inner, loss, d.extras))
 

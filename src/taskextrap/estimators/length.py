@@ -21,6 +21,7 @@ import numpy as np
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
+from taskextrap.lanes import map_lanes
 from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.decomposing import DecomposingRTE
 from taskextrap.operators.extension import ExtensionOperator, loo_masks
@@ -209,17 +210,12 @@ class LengthRTE(DecomposingRTE):
         z, c_hat = self.guess(ctx_x, ctx_y)
         cand, _ = nearest(z, self.z_library_, self.screen(k, screen_fraction) if verify else k)
         cx, cy = sort_context(ctx_x, ctx_y)
-        parts = [
-            self._verify(
-                cx[i : i + VERIFY_CHUNK],
-                cy[i : i + VERIFY_CHUNK],
-                cand[i : i + VERIFY_CHUNK],
-                c_hat[i : i + VERIFY_CHUNK],
-                k,
-                verify,
-            )
-            for i in range(0, len(cx), VERIFY_CHUNK)
-        ]
+
+        def chunk(i: int):  # one chunk of targets: the same numbers in any lane
+            sl = slice(i, i + VERIFY_CHUNK)
+            return self._verify(cx[sl], cy[sl], cand[sl], c_hat[sl], k, verify)
+
+        parts = map_lanes(chunk, range(0, len(cx), VERIFY_CHUNK), self.device)
         cand, phi, loss = (np.concatenate(p) for p in zip(*parts, strict=True))
         order = np.argsort(loss, axis=1, kind="stable") if verify else np.tile(np.arange(cand.shape[1]), (len(cand), 1))
         take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
@@ -278,12 +274,8 @@ class LengthRTE(DecomposingRTE):
 
     def _loss(self, cx, cy, pred_ctx, phis) -> np.ndarray:
         """Leave-one-out context loss (n, k, g) of candidates ``pred_ctx`` (n, k, m) with coefficients ``phis``."""
-        n, k, m = pred_ctx.shape
-        g = phis.shape[2]
-        rep = lambda a: np.repeat(a, k * g, axis=0)  # noqa: E731  task rows -> (task, candidate, c) rows
-        pc = np.repeat(pred_ctx.reshape(n * k, m), g, axis=0)
-        loss = self.psi_.loo_loss(rep(cx), rep(cy), pc, np.broadcast_to(phis, (n, k, g)).reshape(-1))
-        return loss.reshape(n, k, g)
+        n, k, _ = pred_ctx.shape
+        return self.psi_.loo_loss_grid(cx, cy, pred_ctx, np.broadcast_to(phis, (n, k, phis.shape[2])))
 
     def retrieval_quality(self, n: int = 512, seed: int = 0) -> dict:
         """How well the decomposer's embedding finds the predecessor, on held-out *training* steps.

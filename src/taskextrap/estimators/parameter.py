@@ -25,6 +25,7 @@ import numpy as np
 from taskextrap import audit
 from taskextrap.embed import ProxyEmbedding, check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
+from taskextrap.lanes import map_lanes
 from taskextrap.estimators.base import (
     Decomposition,
     Estimator,
@@ -534,17 +535,12 @@ class RTE(Estimator):
         anchors = np.repeat(retrieved, len(scales), axis=1)  # (n, r*S), anchor-major
         phi0 = z[:, None] - self.z_library_[retrieved]
         phi = (phi0[:, :, None, :] * scales[None, None, :, None]).reshape(n, r * len(scales), -1)
-        loss = np.concatenate(
-            [
-                self._loo_losses(
-                    sx[i : i + OBJECTIVE_CHUNK],
-                    sy[i : i + OBJECTIVE_CHUNK],
-                    anchors[i : i + OBJECTIVE_CHUNK],
-                    phi[i : i + OBJECTIVE_CHUNK],
-                )
-                for i in range(0, n, OBJECTIVE_CHUNK)
-            ]
-        )
+
+        def chunk(i: int) -> np.ndarray:  # one chunk of targets: the same numbers in any lane
+            sl = slice(i, i + OBJECTIVE_CHUNK)
+            return self._loo_losses(sx[sl], sy[sl], anchors[sl], phi[sl])
+
+        loss = np.concatenate(map_lanes(chunk, range(0, n, OBJECTIVE_CHUNK), self.device))
         check_finite_result("the context loss", loss, "ctx_x or ctx_y")
         order = np.argsort(loss, axis=1, kind="stable")
         loss = np.take_along_axis(loss, order, 1)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from taskextrap import lanes
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import plotfiles
 from taskextrap.experiments.units import (
@@ -307,7 +308,12 @@ def compute_unit(spec: dict) -> dict:
         if p not in sys.path:
             sys.path.insert(0, p)
     options = options_from_dict(spec["options"])
-    with threads_limited(int(spec["threads"])), tempfile.TemporaryDirectory(prefix="taskextrap-plots-") as tmp:
+    # Ray runs as many tasks at once as the machine has CPUs for: a task's lanes would take other units' cores
+    with (
+        threads_limited(int(spec["threads"])),
+        lanes.limited(1),
+        tempfile.TemporaryDirectory(prefix="taskextrap-plots-") as tmp,
+    ):
         plots = Path(tmp) if spec["plots"] else None
         unit = find_unit(spec["experiment"], options, spec["unit"], plots)
         record = unit_record(unit.config, unit.compute(plots))

@@ -20,13 +20,13 @@ import torch
 from torch import nn
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS, predict_rows
-from taskextrap.operators.param import _PointwiseNet
+from taskextrap.operators.param import _PointwiseNet, _stack
 from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.tasks.primitives import PrimitiveSet
 
 
-class _Unrolled(nn.Module):
+class Unrolled(nn.Module):
     """Rows [s_0, the curve of each slot innermost first (depth x R), the context (maybe none)]
     -> the depth states; every step reads [state, its slot's curve, the context]."""
 
@@ -67,7 +67,7 @@ class ChainOperator(_PointwiseNet):
     ):
         super().__init__(1 + points + (2 * n_context if context else 0), seed, cfg, blocks)  # the step network
         self.step = self.net
-        self.net = _Unrolled(self.step, depth, points)
+        self.net = Unrolled(self.step, depth, points)
         self.scaler, self.primitives, self.depth, self.context = scaler, primitives, depth, context
         self.value_grid = np.linspace(*value_span, points)
 
@@ -78,9 +78,9 @@ class ChainOperator(_PointwiseNet):
         n, q = qry_x.shape
         grid = np.broadcast_to(self.value_grid, (n, len(self.value_grid)))
         blocks = [s.y(p.interp(grid, chains[:, j])) for j in range(self.depth - 1, -1, -1)]  # innermost first
-        per_task = np.concatenate(blocks + ([s.x(ctx_x), s.y(ctx_y)] if self.context else []), axis=1)
-        cols = [s.y(qry_x)[..., None], np.broadcast_to(per_task[:, None, :], (n, q, per_task.shape[1]))]
-        return np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
+        per_task = blocks + ([s.x(ctx_x), s.y(ctx_y)] if self.context else [])
+        # written straight into float32 rows: the values of a float64 concatenation cast once
+        return _stack([s.y(qry_x)[..., None], *(b[:, None] for b in per_task)], n, q)
 
     def states(self, qry_x, chains) -> np.ndarray:
         """The true states (n*q, depth) of chains at the queries, innermost first, scaled."""

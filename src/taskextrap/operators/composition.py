@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
-from taskextrap.operators.param import _PointwiseNet
+from taskextrap.operators.param import _PointwiseNet, _stack
 from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.tasks.primitives import PrimitiveSet
@@ -45,14 +45,11 @@ class CompositionOperator(_PointwiseNet):
         f_q, g_q = p.interp(qry_x, outer), p.interp(qry_x, inner)
         f_curve = p.interp(np.broadcast_to(self.range_grid, (n, len(self.range_grid))), outer)
         g_curve = p.interp(np.broadcast_to(self.domain_grid, (n, len(self.domain_grid))), inner)
-        per_task = np.concatenate([s.y(f_curve), s.y(g_curve), s.x(ctx_x), s.y(ctx_y)], axis=1)
-        cols = [
-            s.x(qry_x)[..., None],
-            s.y(f_q)[..., None],
-            s.y(g_q)[..., None],
-            np.broadcast_to(per_task[:, None, :], (n, q, per_task.shape[1])),
-        ]
-        return np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
+        per_task = [s.y(f_curve), s.y(g_curve), s.x(ctx_x), s.y(ctx_y)]
+        # written straight into float32 rows: the values of a float64 concatenation cast once
+        return _stack(
+            [s.x(qry_x)[..., None], s.y(f_q)[..., None], s.y(g_q)[..., None], *(b[:, None] for b in per_task)], n, q
+        )
 
     def fit_job(self, make_arrays, val_arrays, rng, progress=None) -> Job:
         """Training on arrays (qry_x, outer, inner, ctx_x, ctx_y, qry_y) from ``make_arrays(rng)``."""

@@ -90,7 +90,13 @@ def _stand_in(job: Job) -> Job:
     """``job`` on a copy of its network with batches of its real shape (zeros) and its own
     validation rows: counting never touches the real network or its stream."""
     net = copy.deepcopy(job.net)
-    width = next(m for m in net.modules() if isinstance(m, torch.nn.Linear)).in_features
+    # the rows' width: the validation rows' (a network such as Psi_chain reads wider rows than
+    # its first layer), else the first layer's
+    width = (
+        job.val[0].shape[1]
+        if job.val is not None
+        else next(m for m in net.modules() if isinstance(m, torch.nn.Linear)).in_features
+    )
     out = 1 if job.val is None else job.val[1].shape[1]
     rows = 4 * job.cfg.batch
 
@@ -101,18 +107,20 @@ def _stand_in(job: Job) -> Job:
     return Job(net, stream, job.val, job.cfg, name=job.name)
 
 
-def count_training_steps(jobs: Sequence[Job]) -> dict:
+def count_training_steps(jobs: Sequence[Job], interval: int | None = None) -> dict:
     """Operators and host reads per training step of ``jobs`` together on the stacked path
     (``operators.stacked``): after one validation interval of warm-up, the next interval is
-    counted (its validation step included) and divided by its steps. Networks that cannot be
-    stacked are counted as they train alone (``train_regressor``: a host read every step).
+    counted (its validation step included) and divided by its steps. ``interval``: the steps
+    between validations to count with (default the jobs' own ``eval_every``; a tiny profile's
+    networks counted at the paper profile's interval report the paper's figure). Networks that
+    cannot be stacked are counted as they train alone (``train_regressor``: a host read every step).
     Returns ``{"ops_per_step", "host_reads_per_step", "networks", "stacked_groups",
     "trained_alone", "top_ops"}``."""
     from taskextrap.operators.stacked import stack, step_groups
     from taskextrap.operators.train import train_regressor
 
-    interval = max(j.cfg.eval_every for j in jobs)
-    stand_ins = [_stand_in(replace_cfg(j, 2 * interval)) for j in jobs]
+    interval = interval or max(j.cfg.eval_every for j in jobs)
+    stand_ins = [_stand_in(replace_cfg(j, 2 * interval, interval)) for j in jobs]
     groups, alone = stack(stand_ins)
     step_groups(groups, range(interval))
     with counting() as c:
@@ -129,6 +137,6 @@ def count_training_steps(jobs: Sequence[Job]) -> dict:
     }
 
 
-def replace_cfg(job: Job, steps: int) -> Job:
-    """``job`` with ``steps`` training steps (its other settings kept)."""
-    return Job(job.net, job.batches, job.val, replace(job.cfg, steps=steps), name=job.name)
+def replace_cfg(job: Job, steps: int, eval_every: int) -> Job:
+    """``job`` with ``steps`` training steps validated every ``eval_every`` (its other settings kept)."""
+    return Job(job.net, job.batches, job.val, replace(job.cfg, steps=steps, eval_every=eval_every), name=job.name)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
-from taskextrap.operators.param import _PointwiseNet, loo_masks
+from taskextrap.operators.param import _PointwiseNet, _stack, loo_masks
 from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 
@@ -45,17 +45,22 @@ class ExtensionOperator(_PointwiseNet):
         n, q = qry_x.shape
         k = ctx_x.shape[1]
         mask = np.broadcast_to(mask if mask.ndim == 3 else mask[:, None, :], (n, q, k))
-        resid = np.broadcast_to(s.dy(ctx_y - pred_ctx)[:, None, :], (n, q, k)) * mask
-        per_task = np.concatenate([s.x(ctx_x), s.y(pred_ctx)], axis=1)
-        cols = [
-            s.x(qry_x)[..., None],
-            s.y(pred_q)[..., None],
-            np.broadcast_to(per_task[:, None, :], (n, q, 2 * k)),
-            resid,
-            mask,
-            np.broadcast_to((np.asarray(phi, dtype=float) / self.coef_half)[:, None, None], (n, q, 1)),
-        ]
-        return np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
+        resid = s.dy(ctx_y - pred_ctx)[:, None, :] * mask
+        phi = (np.asarray(phi, dtype=float) / self.coef_half)[:, None, None]
+        # written straight into float32 rows: the values of a float64 concatenation cast once
+        return _stack(
+            [
+                s.x(qry_x)[..., None],
+                s.y(pred_q)[..., None],
+                s.x(ctx_x)[:, None],
+                s.y(pred_ctx)[:, None],
+                resid,
+                mask,
+                phi,
+            ],
+            n,
+            q,
+        )
 
     def fit_job(self, make_arrays, val_arrays, rng, progress=None) -> Job:
         """Training on arrays (qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi, qry_y) from ``make_arrays(rng)``."""
@@ -80,3 +85,31 @@ class ExtensionOperator(_PointwiseNet):
         masks = np.broadcast_to(loo_masks(k)[None], (n, k, k))
         pred = self.predict(ctx_x, pred_ctx, ctx_x, ctx_y, pred_ctx, phi, mask=masks)
         return ((pred - ctx_y) ** 2).mean(axis=1)
+
+    def loo_loss_grid(self, ctx_x, ctx_y, pred_ctx, phis) -> np.ndarray:
+        """:meth:`loo_loss` of every candidate of every target (the verification's search):
+        targets' context ``ctx_x``, ``ctx_y`` (n, m), candidates' values there ``pred_ctx``
+        (n, c, m), coefficients ``phis`` (n, c, g) -> losses (n, c, g).
+
+        The same rows, in the same order, as :meth:`loo_loss` on every (target, candidate,
+        coefficient) repeated into rows of its own, so the same numbers; but each value is
+        scaled once per target or candidate and written straight into the float32 rows, not
+        computed again for each of the g * m rows that share it."""
+        s = self.scaler
+        n, c, m = pred_ctx.shape
+        g = phis.shape[2]
+        out = np.empty((n, c, g, m, 3 + 4 * m), np.float32)
+        sx, sy_pred = s.x(ctx_x), s.y(pred_ctx)
+        mask = loo_masks(m)  # row j of a (task, candidate, coefficient) hides context point j
+        resid = s.dy(ctx_y[:, None, :] - pred_ctx)[:, :, None, :] * mask  # (n, c, m rows, m)
+        out[..., 0] = sx[:, None, None, :]
+        out[..., 1] = sy_pred[:, :, None, :]
+        out[..., 2 : 2 + m] = sx[:, None, None, None, :]
+        out[..., 2 + m : 2 + 2 * m] = sy_pred[:, :, None, None, :]
+        out[..., 2 + 2 * m : 2 + 3 * m] = resid[:, :, None]
+        out[..., 2 + 3 * m : 2 + 4 * m] = mask
+        out[..., 2 + 4 * m] = (np.asarray(phis, dtype=float) / self.coef_half)[..., None]
+        raw = self._predict_rows(out.reshape(n * c * g * m, -1), n * c * g)  # (tasks, m), task-major
+        pred = np.broadcast_to(pred_ctx[:, :, None, :], (n, c, g, m)).reshape(n * c * g, m) + s.dy_inv(raw)
+        err = pred - np.broadcast_to(ctx_y[:, None, None, :], (n, c, g, m)).reshape(n * c * g, m)
+        return (err**2).mean(axis=1).reshape(n, c, g)

@@ -8,6 +8,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from taskextrap.lanes import map_lanes
+
 # Parameter-extrapolation backbone: [D_in, 64, 64, 16] -> [16, 64, 64, 16] -> [16, 128, D_out].
 PARAMETER_BLOCKS = ((64, 64, 16), (64, 64, 16), (128,))
 # Length and composition backbone: [D_in, 256, 256, 128] -> [128, 128, 64] -> [64, 64, D_out].
@@ -26,10 +28,14 @@ PREDICT_CHUNK = 4096
 def predict_rows(net, rows: np.ndarray, device: torch.device | str = "cpu", chunk: int = PREDICT_CHUNK) -> torch.Tensor:
     """``net`` (any callable on a batch of rows) on feature ``rows`` (n, d) without gradients,
     ``chunk`` rows at a time moved to ``device`` (the network's); the outputs (n, out) come
-    back on the CPU."""
-    with torch.no_grad():
-        out = [net(torch.from_numpy(rows[i : i + chunk]).to(device)) for i in range(0, len(rows), chunk)]
-    return torch.cat(out).cpu()
+    back on the CPU. On a CPU the chunks run in lanes (``taskextrap.lanes``): each chunk is the
+    same pass whichever lane runs it, so the outputs keep their bits."""
+
+    def one(i: int) -> torch.Tensor:
+        with torch.no_grad():
+            return net(torch.from_numpy(rows[i : i + chunk]).to(device))
+
+    return torch.cat(map_lanes(one, range(0, len(rows), chunk), device)).cpu()
 
 
 def mlp(sizes: list[int]) -> nn.Sequential:

@@ -35,6 +35,7 @@ from typing import cast
 import torch
 from torch import nn
 
+from taskextrap.operators.chain import Unrolled
 from taskextrap.operators.streams import RowStream
 from taskextrap.operators.train import Job, TrainConfig
 
@@ -59,7 +60,10 @@ def layers(net: nn.Module) -> list[nn.Module] | None:
 
 
 def input_width(net: nn.Module) -> int:
-    """The input width of a stackable network (its first Linear layer's)."""
+    """The input width of a stackable network (its first Linear layer's; an unrolled network's
+    rows: the start, every slot's curve and the context)."""
+    if isinstance(net, Unrolled):
+        return 1 + net.depth * net.points + (input_width(net.step) - 1 - net.points)
     leaves = layers(net)
     if not leaves or not isinstance(leaves[0], nn.Linear):
         raise ValueError("not a chain of Linear and ReLU layers")
@@ -68,7 +72,11 @@ def input_width(net: nn.Module) -> int:
 
 def architecture(net: nn.Module) -> tuple | None:
     """What must agree for networks to stack: each layer's kind and widths, the first layer's
-    input width excepted (it is padded); None when ``net`` cannot be stacked."""
+    input width excepted (it is padded); an unrolled network's depth, points and exact widths
+    (its rows are sliced by position, so they cannot be padded). None when ``net`` cannot be stacked."""
+    if isinstance(net, Unrolled):
+        step = architecture(net.step)
+        return None if step is None else ("unrolled", net.depth, net.points, input_width(net.step), step)
     leaves = layers(net)
     if leaves is None:
         return None
@@ -139,6 +147,35 @@ class StackedMLP:
                 for n, lin in enumerate(lins):
                     lin.weight.copy_(w[n, : lin.in_features].T)
                     lin.bias.copy_(b[n, 0])
+
+
+class StackedUnrolled:
+    """Unrolled networks (``operators.chain.Unrolled``: one step network applied ``depth``
+    times) of one architecture as one model: their step networks stacked, applied to the rows
+    (N, rows, width) as each network applies its own, every state kept (N, rows, depth)."""
+
+    def __init__(self, nets: Sequence[nn.Module], width: int):
+        first = cast(Unrolled, nets[0])
+        self.depth, self.points = first.depth, first.points
+        self.step = StackedMLP([cast(Unrolled, n).step for n in nets], input_width(first.step))
+        self.params = self.step.params
+
+    def __call__(self, x: torch.Tensor, params: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
+        r, d = self.points, self.depth
+        s, ctx, states = x[..., :1], x[..., 1 + d * r :], []
+        for i in range(d):
+            s = self.step(torch.cat([s, x[..., 1 + i * r : 1 + (i + 1) * r], ctx], dim=-1), params)
+            states.append(s)
+        return torch.cat(states, dim=-1)
+
+    def write_back(self, params: Sequence[torch.Tensor] | None = None) -> None:
+        """Copy the stacked step weights into each network's step network."""
+        self.step.write_back(params)
+
+
+def stacked_model(nets: Sequence[nn.Module], width: int) -> StackedMLP | StackedUnrolled:
+    """The stacked model of ``nets`` (one :func:`architecture`), inputs ``width`` wide."""
+    return StackedUnrolled(nets, width) if isinstance(nets[0], Unrolled) else StackedMLP(nets, width)
 
 
 class StackedAdam:
@@ -220,7 +257,7 @@ class _Group:
         for j in self.jobs:  # a stream pads its passes once; other callables are padded per step
             if isinstance(j.batches, RowStream):
                 j.batches.pad_to(self.width)
-        self.model = StackedMLP([j.net for j in jobs], self.width)
+        self.model = stacked_model([j.net for j in jobs], self.width)
         self.graphed = GRAPHS and self.device.type == "cuda"
         self.opt = StackedAdam(self.model.params, self.cfg.weight_decay)
         self.lrs = learning_rates(self.cfg)

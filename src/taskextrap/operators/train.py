@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from taskextrap.lanes import map_lanes
 from taskextrap.validation import check_int, check_real
 
 
@@ -118,12 +119,16 @@ def train_jobs(
     """Train every job; each ends with its best-validation weights and its ``history``.
     ``phase(description)`` hears what trains now ("training Psi", ...; a progress bar's phase).
 
-    ``stacked`` None (default): stacked on a GPU, one after another on a CPU (where a stacked
-    step is slower than separate ones and separate ones keep every bit). ``stacked=True`` runs
-    the stacked path on any device (the tests run it on the CPU); networks that cannot be
+    ``stacked`` None (default): stacked on a GPU; on a CPU each network alone as
+    :func:`train_regressor` trains it (where a stacked step is slower and separate ones keep
+    every bit), as many at once as there are lanes (``taskextrap.lanes``: the cores the unit's
+    torch threads leave idle; each network's numbers are the same whichever lane it runs in).
+    ``stacked=True`` runs the stacked path on any device (the tests run it on the CPU); networks that cannot be
     stacked (another layer than Linear and ReLU, or alone of their architecture) train alone.
     """
     jobs = list(jobs)
+    for observe in OBSERVERS:
+        observe(jobs)
     if stacked is None:
         stacked = STACKED if STACKED is not None else any(j.device.type == "cuda" for j in jobs)
     try:
@@ -134,12 +139,7 @@ def train_jobs(
                 phase("training " + ", ".join(j.name for j in jobs))
             train_stacked(jobs)
         else:
-            for job in jobs:
-                if phase is not None:
-                    phase(f"training {job.name}")
-                t = time.perf_counter()
-                job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress)
-                job.seconds = time.perf_counter() - t
+            map_lanes(lambda job: _train_alone(job, phase), jobs)
     finally:
         for job in jobs:  # a stream's producer thread ends with its training
             close = getattr(job.batches, "close", None)
@@ -150,6 +150,20 @@ def train_jobs(
             job.done(job)
     return jobs
 
+
+def _train_alone(job: Job, phase: Callable[[str], None] | None = None) -> None:
+    """``job`` trained by :func:`train_regressor` (announced to ``phase`` as it starts), timed:
+    one lane's work."""
+    if phase is not None:
+        phase(f"training {job.name}")
+    t = time.perf_counter()
+    job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress)
+    job.seconds = time.perf_counter() - t
+
+
+# Called with every list of jobs train_jobs receives, before it trains them (benchmarks/speed.py
+# counts a unit's operations per step on its networks: operators.counting).
+OBSERVERS: list[Callable[[list[Job]], None]] = []
 
 # The path train_jobs takes when not told: None stacks on a GPU only; True or False forces it
 # (tests and the operation counters run the stacked path on a CPU). TASKEXTRAP_STACKED=1 or 0

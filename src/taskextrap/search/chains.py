@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.lanes import map_lanes
 from taskextrap.tasks.primitives import PrimitiveSet
 from taskextrap.validation import check_int
 
@@ -107,21 +108,12 @@ def chain_losses(
     """Context MSE (n, k_1 * ... * k_d) of every chain of the slots' ``candidates`` ((n, k_j)
     each, outermost first), C order over the slots; batched (float32 outer slot, on ``device``)."""
     cands = _check(primitives, ctx_x, ctx_y, candidates)
-    out = [
-        _outer_losses(
-            primitives,
-            _inner_values(primitives, ctx_x[i], [c[i] for c in cands[1:]]),
-            ctx_y[i],
-            cands[0][i],
-            max_floats,
-            device,
-        )
-        .reshape(-1)
-        .cpu()
-        .numpy()
-        for i in range(len(ctx_x))
-    ]
-    return np.stack(out).astype(float)
+
+    def losses(i: int) -> np.ndarray:  # one target: the same numbers in any lane
+        inner = _inner_values(primitives, ctx_x[i], [c[i] for c in cands[1:]])
+        return _outer_losses(primitives, inner, ctx_y[i], cands[0][i], max_floats, device).reshape(-1).cpu().numpy()
+
+    return np.stack(map_lanes(losses, range(len(ctx_x)), device)).astype(float)
 
 
 def chain_losses_loop(primitives: PrimitiveSet, ctx_x: np.ndarray, ctx_y: np.ndarray, candidates) -> np.ndarray:
@@ -155,9 +147,8 @@ def verify_chains(
     check_int("max_floats", max_floats, 1)
     shape = tuple(c.shape[1] for c in cands)
     keep = min(keep, math.prod(shape))
-    n = len(ctx_x)
-    chains = np.empty((n, keep, len(cands)), dtype=np.int64)
-    for i in range(n):
+
+    def best_chains(i: int) -> np.ndarray:  # one target: the same numbers in any lane
         loss = _outer_losses(
             primitives,
             _inner_values(primitives, ctx_x[i], [c[i] for c in cands[1:]]),
@@ -168,7 +159,11 @@ def verify_chains(
         ).reshape(-1)
         best = torch.topk(loss, keep, largest=False, sorted=True).indices.cpu().numpy()
         slots = np.unravel_index(best, shape)
-        chains[i] = np.stack([c[i][s] for c, s in zip(cands, slots, strict=True)], axis=1)
+        return np.stack([c[i][s] for c, s in zip(cands, slots, strict=True)], axis=1)
+
+    chains = np.empty((len(ctx_x), keep, len(cands)), dtype=np.int64)
+    for i, best in enumerate(map_lanes(best_chains, range(len(ctx_x)), device)):
+        chains[i] = best
     return _ranked(primitives, ctx_x, ctx_y, chains)
 
 
@@ -210,10 +205,12 @@ def refine_chains(
     keep = chains.shape[1] if keep is None else check_int("keep", keep, 1)
     if rounds == 0:
         return chains[:, :keep], loss[:, :keep]
-    parts = [
-        _refine(primitives, ctx_x[s], ctx_y[s], chains[s], loss[s], rounds, keep)
-        for s in (slice(i, i + REFINE_CHUNK) for i in range(0, len(ctx_x), REFINE_CHUNK))
-    ]
+
+    def chunk(i: int):  # one chunk of targets: the same numbers in any lane
+        s = slice(i, i + REFINE_CHUNK)
+        return _refine(primitives, ctx_x[s], ctx_y[s], chains[s], loss[s], rounds, keep)
+
+    parts = map_lanes(chunk, range(0, len(ctx_x), REFINE_CHUNK))
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 

@@ -1,0 +1,88 @@
+"""Lanes run independent pieces side by side and change no bit: each piece is the same
+computation with the same thread count whichever lane runs it."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from taskextrap import lanes as L
+from taskextrap.operators.mlp import block_mlp, predict_rows
+
+
+def test_map_lanes_keeps_the_order_and_uses_several_threads(monkeypatch):
+    monkeypatch.setenv("TASKEXTRAP_LANES", "3")
+    seen = set()
+    barrier = threading.Barrier(3, timeout=10)  # passes only if three items run at once
+
+    def work(i):
+        seen.add(threading.current_thread().name)
+        barrier.wait()
+        return i * i
+
+    assert L.map_lanes(work, range(3)) == [0, 1, 4]
+    assert len(seen) == 3
+
+
+def test_map_lanes_runs_inline_with_one_lane_inside_a_lane_or_off_the_cpu(monkeypatch):
+    main = threading.current_thread().name
+    monkeypatch.setenv("TASKEXTRAP_LANES", "1")
+    assert L.map_lanes(lambda i: threading.current_thread().name, range(2)) == [main, main]
+    monkeypatch.setenv("TASKEXTRAP_LANES", "2")
+    assert L.map_lanes(lambda i: threading.current_thread().name, range(2), device="cuda:0") == [main, main]
+    nested = L.map_lanes(lambda i: L.map_lanes(lambda j: threading.current_thread().name, range(2)), range(2))
+    assert all(inner[0] == inner[1] != main for inner in nested)  # a lane runs its own pieces inline
+
+
+def test_an_error_in_a_lane_is_raised_to_the_caller(monkeypatch):
+    monkeypatch.setenv("TASKEXTRAP_LANES", "2")
+
+    def work(i):
+        if i == 1:
+            raise ValueError("piece 1 failed")
+        return i
+
+    with pytest.raises(ValueError, match="piece 1 failed"):
+        L.map_lanes(work, range(4))
+
+
+def test_the_lane_count_comes_from_the_environment_or_the_cores(monkeypatch):
+    monkeypatch.setenv("TASKEXTRAP_LANES", "nope")
+    with pytest.raises(ValueError, match="TASKEXTRAP_LANES"):
+        L.lanes()
+    monkeypatch.delenv("TASKEXTRAP_LANES")
+    assert L.lanes() >= 1
+
+
+@pytest.mark.parametrize("lanes", ["1", "2"])
+def test_predictions_and_training_keep_their_bits_in_lanes(monkeypatch, lanes):
+    from taskextrap.operators.train import Job, TrainConfig, train_jobs
+
+    def run():
+        net = block_mlp(6, 1, seed=0).eval()
+        rows = np.random.default_rng(0).normal(size=(20000, 6)).astype(np.float32)
+        cfg = TrainConfig(steps=6, batch=128, eval_every=3)
+        jobs = []
+        for i in range(3):
+            g = np.random.default_rng(i)
+            x = torch.from_numpy(g.normal(size=(512, 6)).astype(np.float32))
+            jobs.append(Job(block_mlp(6, 1, seed=i), lambda s, x=x: (x[:128], x[:128, :1]), (x, x[:, :1]), cfg))
+        train_jobs(jobs)
+        return predict_rows(net, rows, chunk=4096), [torch.cat([p.flatten() for p in j.net.parameters()]) for j in jobs]
+
+    monkeypatch.setenv("TASKEXTRAP_LANES", "1")
+    alone = run()
+    monkeypatch.setenv("TASKEXTRAP_LANES", lanes)
+    beside = run()
+    assert torch.equal(alone[0], beside[0])
+    assert all(torch.equal(a, b) for a, b in zip(alone[1], beside[1], strict=True))
+
+
+def test_a_limited_block_runs_its_pieces_inline(monkeypatch):
+    monkeypatch.setenv("TASKEXTRAP_LANES", "2")
+    main = threading.current_thread().name
+    with L.limited(1):
+        assert L.lanes() == 1
+        assert L.map_lanes(lambda i: threading.current_thread().name, range(2)) == [main, main]
+    assert L.lanes() == 2
