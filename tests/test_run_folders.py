@@ -143,6 +143,7 @@ def test_config_records_the_run_and_results_name_the_family_spec(tmp_path, user_
         "extra": {},
         "executor": "serial",
         "unit_cpus": 1,
+        "units_per_gpu": 1,
         "plots": False,
         "code_hash": source_hash(),
         "family_code_hash": family_hash,
@@ -388,7 +389,10 @@ def test_from_runs_a_saved_run_again_and_refuses_other_options(tmp_path, capsys,
     assert _mse(json.loads((tmp_path / "again" / FOLDER / "results.json").read_text())) == _mse(first)
     assert list((tmp_path / "again" / "units").glob("*.json"))
     for argv, needle in (
-        (["--profile", "quick"], "drop --profile (beside --from give only --out, --quiet or --executor)"),
+        (
+            ["--profile", "quick"],
+            "drop --profile (beside --from give only --out, --quiet, --executor or --units-per-gpu)",
+        ),
         (["--family", "quadratic", "--no-plots"], "drop --family, --no-plots"),
         (["--seed", "1"], "drop --seed "),
     ):

@@ -84,7 +84,7 @@ class _ReproduceCommand(click.Command):
             "Language-model experiments (parity, codeio, codeio-em, llm-geometry)",
             ("model", "dtype", "load_in_4bit", "split_seed"),
         ),
-        ("Scaling out (GPUs, Ray, Slurm, torchrun)", ("device", "executor", "unit_cpus", "shard")),
+        ("Scaling out (GPUs, Ray, Slurm, torchrun)", ("device", "executor", "unit_cpus", "units_per_gpu", "shard")),
     )
 
     def format_options(self, ctx, formatter):
@@ -178,6 +178,14 @@ def _run_options(f):
                 help="Torch threads of each unit under either executor (under Ray also the CPUs its task "
                 "declares). The thread count moves a float's last digits, so it is part of a unit's "
                 "key: the same N gives the same numbers serially, under Ray and on any machine.",
+            ),
+            click.option(
+                "--units-per-gpu",
+                type=click.IntRange(1, 64),
+                default=1,
+                show_default=True,
+                help="With --executor ray and --device cuda: how many units share one GPU at once (each "
+                "Ray task declares 1/N of a GPU), so small units do not leave a large GPU idle.",
             ),
             click.option(
                 "--test-seed",
@@ -350,7 +358,7 @@ def reproduce(
 
 # What may be given beside --from: where the run goes and how it is shown or executed, none of
 # which changes its numbers (the executors give the same results: experiments.executors).
-_WITH_FROM = ("saved", "out", "quiet", "executor")
+_WITH_FROM = ("saved", "out", "quiet", "executor", "units_per_gpu")
 
 
 def _saved_run(ctx, experiment: str | None, path: str):
@@ -375,12 +383,14 @@ def _saved_run(ctx, experiment: str | None, path: str):
     if given:
         raise TaskextrapError(
             f"--from runs the saved run with the options it recorded: drop {', '.join(given)} "
-            "(beside --from give only --out, --quiet or --executor)"
+            "(beside --from give only --out, --quiet, --executor or --units-per-gpu)"
         )
     record, folder = read_saved_run(path)
     on_command_line = {n: ctx.get_parameter_source(n) is ParameterSource.COMMANDLINE for n in _WITH_FROM}
     out = _out_folder(ctx.params["out"]) if on_command_line["out"] else folder.parent
-    overrides = {"executor": ctx.params["executor"]} if on_command_line["executor"] else {}
+    overrides = {k: ctx.params[k] for k in ("executor", "units_per_gpu") if on_command_line[k]}
+    if overrides.get("executor") == "serial":  # units share a GPU only as Ray tasks
+        overrides.setdefault("units_per_gpu", 1)
     name, options = options_from_record(record, out=out, progress=not ctx.params["quiet"], **overrides)
     shard = _shard(None, [name])
     options = dataclasses.replace(options, shard=shard, device=shard.device(options.device))
@@ -459,6 +469,7 @@ def _options(common: dict, **specific):
         test_seed=common["test_seed"],
         executor=common["executor"],
         unit_cpus=common["unit_cpus"],
+        units_per_gpu=common["units_per_gpu"],
         **specific,
     )
 

@@ -519,3 +519,33 @@ def test_a_unit_saved_while_ray_starts_is_read_back_not_computed(tmp_path, fake_
     results = run_units(units, cache, "ray", progress=False)
     assert ray.started == [second.name]
     assert results[(first.name, first.key)].errors["m"].tolist() == [9.0]
+
+
+class _OptionsRay(FakeRay):
+    """FakeRay that records the resources each task declares."""
+
+    def __init__(self, units):
+        super().__init__(units)
+        self.declared = []
+
+    def options(self, **kwargs):
+        self.declared.append(kwargs)
+        return self
+
+
+@pytest.mark.parametrize(("device", "per_gpu", "gpus"), [("cpu", 1, 0), ("cuda", 1, 1.0), ("cuda:0", 4, 0.25)])
+def test_ray_tasks_declare_a_share_of_a_gpu(tmp_path, fake_ray, device, per_gpu, gpus):
+    units = _stand_in_units(tmp_path)
+    ray = fake_ray(_OptionsRay(units))
+    run_units(units, tmp_path / "units", "ray", progress=False, unit_cpus=2, device=device, units_per_gpu=per_gpu)
+    assert ray.declared == [{"num_cpus": 2, "num_gpus": gpus, "max_retries": 0}]
+
+
+def test_units_per_gpu_is_refused_without_ray_and_a_gpu():
+    from taskextrap.errors import TaskextrapError
+    from taskextrap.experiments.registry import RunOptions
+
+    RunOptions(executor="ray", device="cuda", units_per_gpu=4)
+    for bad in (dict(units_per_gpu=4), dict(executor="ray", units_per_gpu=4), dict(units_per_gpu=0)):
+        with pytest.raises(TaskextrapError, match=r"units.per.gpu"):
+            RunOptions(**bad)

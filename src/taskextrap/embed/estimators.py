@@ -46,6 +46,9 @@ from taskextrap.validation import (
 # parameter tensors (256 x 4.3k floats, 4.4 MB) in cache, faster than 2048 for ``adapted``
 # (benchmarks/results/kernels.json).
 CHUNK = 256
+# On a GPU one chunk is one set of kernel launches per adaptation step whatever its tasks: the
+# whole width at once (a task's embedding does not depend on its chunk: tests/test_speed.py).
+GPU_CHUNK = 1 << 14
 
 
 def _pretrain(x: torch.Tensor, y: torch.Tensor, width: int, steps: int, seed: int) -> Params:
@@ -270,10 +273,11 @@ class ProxyEmbedding:
 
         def chunk(i: int) -> torch.Tensor:  # a task's output does not depend on its chunk
             with torch.no_grad():
-                x, y = self._tensor(ctx_x[i : i + CHUNK]), self._tensor(ctx_y[i : i + CHUNK])
+                x, y = self._tensor(ctx_x[i : i + size]), self._tensor(ctx_y[i : i + size])
                 return GAMMAS[self.method].per_task(self, x, y).cpu()
 
-        return torch.cat(map_lanes(chunk, range(0, len(ctx_x), CHUNK), self.device)).double().numpy()
+        size = CHUNK if torch.device(self.device).type == "cpu" else GPU_CHUNK
+        return torch.cat(map_lanes(chunk, range(0, len(ctx_x), size), self.device)).double().numpy()
 
     def _tensor(self, a: np.ndarray) -> torch.Tensor:
         """A numpy array as a float32 tensor on the probe's device."""

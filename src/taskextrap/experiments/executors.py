@@ -51,6 +51,7 @@ def run_units(
     progress: bool = True,
     unit_cpus: int = 1,
     device: str = "cpu",
+    units_per_gpu: int = 1,
 ) -> dict[tuple[str, str], UnitResult]:
     """Run (or read back from ``cache_dir``) every unit of ``units``; returns the results by
     ``(unit name, fingerprint)``. A unit listed twice (``parameter`` and ``parameter-ablations``
@@ -58,8 +59,9 @@ def run_units(
 
     ``executor`` is ``serial`` or ``ray``. Every unit runs with ``unit_cpus`` torch threads (the
     thread count moves a float's last digits, so the numbers are the same under either executor
-    and on any machine); under Ray each unit is a task declaring ``unit_cpus`` CPUs and one GPU
-    when ``device`` is a CUDA device.
+    and on any machine); under Ray each unit is a task declaring ``unit_cpus`` CPUs and, when
+    ``device`` is a CUDA device, ``1 / units_per_gpu`` of a GPU: that many units share each GPU
+    at once (a small unit leaves most of a large GPU idle).
     """
     if executor not in EXECUTORS:
         raise TaskextrapError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
@@ -69,7 +71,7 @@ def run_units(
     for name, key in distinct:  # a folder in a unit's place fails now, before any work
         check_unit_path(cache_dir, name, key)
     if executor == "ray":
-        return _run_ray(distinct, cache_dir, progress, unit_cpus, device)
+        return _run_ray(distinct, cache_dir, progress, unit_cpus, device, units_per_gpu)
     return _run_serial(distinct, cache_dir, progress, unit_cpus)
 
 
@@ -125,7 +127,9 @@ def threads_limited(n: int):
 # --- Ray ----------------------------------------------------------------------------------------
 
 
-def _run_ray(units: dict, cache_dir: Path | None, progress: bool, unit_cpus: int, device: str) -> dict:
+def _run_ray(
+    units: dict, cache_dir: Path | None, progress: bool, unit_cpus: int, device: str, units_per_gpu: int = 1
+) -> dict:
     # a first look without the locks (the driver looks again under each unit's lock, and reports damage)
     results = {k: saved for k, unit in units.items() if (saved := _saved(unit, cache_dir, report=False)) is not None}
     todo = [k for k in units if k not in results]
@@ -133,9 +137,8 @@ def _run_ray(units: dict, cache_dir: Path | None, progress: bool, unit_cpus: int
         return results
     ray, started = _connect()
     try:
-        remote = ray.remote(compute_unit).options(
-            num_cpus=unit_cpus, num_gpus=1 if device.startswith("cuda") else 0, max_retries=0
-        )
+        gpus = 1 / units_per_gpu if device.startswith("cuda") else 0  # Ray packs 1/N-GPU tasks N to a GPU
+        remote = ray.remote(compute_unit).options(num_cpus=unit_cpus, num_gpus=gpus, max_retries=0)
         with _progress(len(units), progress) as bar:
             bar.update(len(results))
             failed = _Driver(ray, remote, units, cache_dir, unit_cpus, results, bar).run(todo)

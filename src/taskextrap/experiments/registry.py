@@ -53,6 +53,7 @@ class RunOptions:
     seed: int | None = None  # one training seed (a Slurm array task's), instead of the first ``seeds``
     executor: str = "serial"  # where the units run: "serial" (this process) or "ray" (experiments.executors)
     unit_cpus: int = 1  # torch threads of each unit (under Ray also the CPUs its task declares); in its key
+    units_per_gpu: int = 1  # Ray tasks sharing one GPU at once (each declares 1/N of a GPU); not in a key
 
     def __post_init__(self):
         if self.split not in SPLITS:
@@ -63,6 +64,13 @@ class RunOptions:
             raise TaskextrapError(f"unknown executor {self.executor!r}; choose from {', '.join(EXECUTORS)}")
         if isinstance(self.unit_cpus, bool) or not isinstance(self.unit_cpus, int) or self.unit_cpus < 1:
             raise TaskextrapError(f"unit_cpus must be a whole number >= 1, got {self.unit_cpus!r}")
+        if isinstance(self.units_per_gpu, bool) or not isinstance(self.units_per_gpu, int) or self.units_per_gpu < 1:
+            raise TaskextrapError(f"units_per_gpu must be a whole number >= 1, got {self.units_per_gpu!r}")
+        if self.units_per_gpu > 1 and (self.executor != "ray" or not self.device.startswith("cuda")):
+            raise TaskextrapError(
+                "--units-per-gpu shares a GPU between units run as Ray tasks: "
+                "give it with --executor ray and --device cuda"
+            )
         if self.seed is not None and self.seeds is not None:
             raise TaskextrapError("give --seeds N (seeds 0..N-1) or --seed S (that one seed), not both")
         if self.executor == "ray" and self.shard.count > 1:

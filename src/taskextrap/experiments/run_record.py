@@ -36,8 +36,8 @@ from taskextrap.experiments.registry import OPTION_FLAGS, RunOptions
 
 # Fields that may change between two runs into one folder: a later run with more seeds grows the
 # same run (each seed is a cached unit; fewer seeds are refused: check_same_run), and the
-# executor and the plots do not change a number.
-SAME_RUN_ANYWAY = frozenset({"seeds", "executor", "plots"})
+# executor, how many of its units share a GPU and the plots do not change a number.
+SAME_RUN_ANYWAY = frozenset({"seeds", "executor", "units_per_gpu", "plots"})
 
 # The RunOptions fields that decide a run, recorded and read back, and the YAML kinds a saved
 # value may have. Not recorded: ``out`` (where it goes), ``run_dir`` (set by the runner),
@@ -58,6 +58,7 @@ _KINDS = {
     "extra": dict,
     "executor": str,
     "unit_cpus": int,
+    "units_per_gpu": int,
     "plots": bool,
 }
 RUN_FIELDS = tuple(_KINDS)

@@ -58,7 +58,13 @@ def run_experiments(runs: list[tuple]) -> list[dict | None]:
             open_run(run)
     units = [u for p in planned if p is not None for u in p.plan.units]
     results = run_units(
-        units, next(iter(cache_dirs), None), first.executor, first.progress, first.unit_cpus, first.device
+        units,
+        next(iter(cache_dirs), None),
+        first.executor,
+        first.progress,
+        first.unit_cpus,
+        first.device,
+        first.units_per_gpu,
     )
     wall = time.perf_counter() - t
     shared = {"runs_sharing_wall": float(len(runs))} if len(runs) > 1 else {}

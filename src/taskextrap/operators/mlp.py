@@ -23,13 +23,19 @@ POINTWISE_BLOCKS = ((128, 128, 64), (64, 64, 32), (64,))
 # last (row count mod 8) rows of a pass with another kernel; 4096 divides 65536, the size before,
 # so the same rows come last and every prediction keeps its bits (tests/test_speed.py).
 PREDICT_CHUNK = 4096
+# On a GPU a pass is one kernel launch per layer whatever its rows: few large passes keep it busy
+# (a GPU rounds differently from a CPU anyway, so its pass size changes no CPU number).
+GPU_PREDICT_CHUNK = 1 << 18
 
 
-def predict_rows(net, rows: np.ndarray, device: torch.device | str = "cpu", chunk: int = PREDICT_CHUNK) -> torch.Tensor:
+def predict_rows(net, rows: np.ndarray, device: torch.device | str = "cpu", chunk: int | None = None) -> torch.Tensor:
     """``net`` (any callable on a batch of rows) on feature ``rows`` (n, d) without gradients,
-    ``chunk`` rows at a time moved to ``device`` (the network's); the outputs (n, out) come
-    back on the CPU. On a CPU the chunks run in lanes (``taskextrap.lanes``): each chunk is the
-    same pass whichever lane runs it, so the outputs keep their bits."""
+    ``chunk`` rows at a time (default :data:`PREDICT_CHUNK` on a CPU, :data:`GPU_PREDICT_CHUNK`
+    elsewhere) moved to ``device`` (the network's); the outputs (n, out) come back on the CPU.
+    On a CPU the chunks run in lanes (``taskextrap.lanes``): each chunk is the same pass
+    whichever lane runs it, so the outputs keep their bits."""
+    on_cpu = torch.device(device).type == "cpu"
+    chunk = chunk or (PREDICT_CHUNK if on_cpu else GPU_PREDICT_CHUNK)
 
     def one(i: int) -> torch.Tensor:
         with torch.no_grad():

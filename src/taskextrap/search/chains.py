@@ -148,7 +148,7 @@ def verify_chains(
     shape = tuple(c.shape[1] for c in cands)
     keep = min(keep, math.prod(shape))
 
-    def best_chains(i: int) -> np.ndarray:  # one target: the same numbers in any lane
+    def best(i: int) -> torch.Tensor:  # one target's best chains (keep,), on the device; the same in any lane
         loss = _outer_losses(
             primitives,
             _inner_values(primitives, ctx_x[i], [c[i] for c in cands[1:]]),
@@ -157,14 +157,16 @@ def verify_chains(
             max_floats,
             device,
         ).reshape(-1)
-        best = torch.topk(loss, keep, largest=False, sorted=True).indices.cpu().numpy()
-        slots = np.unravel_index(best, shape)
-        return np.stack([c[i][s] for c, s in zip(cands, slots, strict=True)], axis=1)
+        return torch.topk(loss, keep, largest=False, sorted=True).indices
 
-    chains = np.empty((len(ctx_x), keep, len(cands)), dtype=np.int64)
-    for i, best in enumerate(map_lanes(best_chains, range(len(ctx_x)), device)):
-        chains[i] = best
-    return _ranked(primitives, ctx_x, ctx_y, chains)
+    n = len(ctx_x)
+    if n == 0:
+        return _ranked(primitives, ctx_x, ctx_y, np.empty((0, keep, len(cands)), dtype=np.int64))
+    # every target's indices come back in one transfer (on a GPU, no sync per target)
+    index = torch.stack(map_lanes(best, range(n), device)).cpu().numpy()  # (n, keep)
+    slots = np.unravel_index(index, shape)
+    chains = np.stack([np.take_along_axis(c, s, 1) for c, s in zip(cands, slots, strict=True)], axis=2)
+    return _ranked(primitives, ctx_x, ctx_y, chains.astype(np.int64, copy=False))
 
 
 def _ranked(primitives, ctx_x, ctx_y, chains) -> tuple[np.ndarray, np.ndarray]:
