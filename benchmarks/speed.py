@@ -106,12 +106,19 @@ def commit(root: Path = ROOT) -> str:
 
 
 def time_unit(
-    experiment: str, threads: int = 1, device: str = "cpu", checkout: Path = ROOT, profile: str = "paper"
+    experiment: str,
+    threads: int = 1,
+    device: str = "cpu",
+    checkout: Path = ROOT,
+    profile: str = "paper",
+    keep: Path | None = None,
 ) -> dict:
     """Run one ``paper`` unit of ``experiment`` in a fresh process with the package of
     ``checkout`` (another worktree gives the before column); its record: wall time of the
     process, the unit's per-phase timing (from its results.json), peak resident memory, threads,
-    device, the checkout's commit and the command. (``profile``: ``tiny`` for the tests.)"""
+    device, the checkout's commit and the command. (``profile``: ``tiny`` for the tests.)
+    ``keep``: a folder the unit's results.json is copied to (as ``<experiment>.json``), for
+    ``scripts/same_results.py`` between two columns."""
     extra, unit = UNITS[experiment]
     experiment, _, after = experiment.partition(":after-")
     with tempfile.TemporaryDirectory(prefix="speed-") as out:
@@ -154,7 +161,11 @@ def time_unit(
         err = proc.stderr.read()
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"error: {experiment} failed:\n{err[-2000:]}")
-        results = json.loads(next(Path(out).glob(f"{experiment}-*/results.json")).read_text())
+        results_file = next(Path(out).glob(f"{experiment}-*/results.json"))
+        results = json.loads(results_file.read_text())
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(results_file, keep / f"{experiment}.json")
     timing = {k: round(float(v), 2) for k, v in results["timing"].items()}
     return {
         "unit": unit,
@@ -246,16 +257,24 @@ def load(path: Path = OUT) -> dict:
     return json.loads(path.read_text()) if path.exists() else {"anchor": ANCHOR, "labels": {}}
 
 
-def run(experiments, label: str, threads: int, device: str, checkout: Path = ROOT, path: Path = OUT) -> dict:
+def run(
+    experiments,
+    label: str,
+    threads: int,
+    device: str,
+    checkout: Path = ROOT,
+    path: Path = OUT,
+    keep: Path | None = None,
+) -> dict:
     """Time each experiment's unit and write it under ``label`` in ``path`` after each one (an
-    interrupted benchmark keeps what it measured)."""
+    interrupted benchmark keeps what it measured); ``keep``: see :func:`time_unit`."""
     from taskextrap.files import write_json_atomic
 
     doc = load(path)
     doc["anchor"] = ANCHOR
     for name in experiments:
         print(f"speed: {name} ({UNITS[name][1]}, {threads} thread(s), {device}) ...", flush=True)
-        record = time_unit(name, threads, device, checkout)
+        record = time_unit(name, threads, device, checkout, keep=keep)
         doc.setdefault("labels", {}).setdefault(label, {})[name] = record
         write_json_atomic(path, doc)
         print(f"speed: {name}: {record['wall_s']:.1f} s, peak {record['peak_rss_mb']:.0f} MB", flush=True)
@@ -362,6 +381,7 @@ def main(argv=None):
     )
     ap.add_argument("--out", type=Path, default=OUT, help="the speed.json to update")
     ap.add_argument("--table", action="store_true", help="print the markdown table of speed.json and exit")
+    ap.add_argument("--keep", type=Path, default=None, help="copy each unit's results.json into this folder")
     ap.add_argument(
         "--count",
         nargs="+",
@@ -377,7 +397,7 @@ def main(argv=None):
     if args.table:
         print(table(load(args.out)))
         return
-    run(args.only or CPU_DEFAULT, args.label, args.threads, args.device, args.checkout, args.out)
+    run(args.only or CPU_DEFAULT, args.label, args.threads, args.device, args.checkout, args.out, args.keep)
     print(table(load(args.out)))
 
 
