@@ -13,7 +13,8 @@ from taskextrap.embed import estimators as E
 from taskextrap.embed.probe import init_probe
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.mlp import block_mlp, predict_rows
-from taskextrap.operators.param import _rows, _stack
+from taskextrap.operators.param import _rows
+from taskextrap.operators.rows import RowBlocks
 from taskextrap.seeding import torch_generator
 
 
@@ -71,7 +72,14 @@ def test_rows_are_written_in_float32_with_the_values_of_a_float64_concatenation(
     expected = np.concatenate(cols, axis=2).reshape(n * q, -1).astype(np.float32)
     out = _rows(per_query, per_task)
     assert out.dtype == np.float32 and np.array_equal(out, expected)
-    assert np.array_equal(_stack([per_query[0][..., None], per_task[0][:, None]], n, q), expected[:, [0, 2, 3, 4, 5]])
+    blocks = RowBlocks.of([per_query[0][..., None], per_task[0][:, None]], n, q)
+    assert np.array_equal(blocks.numpy(), expected[:, [0, 2, 3, 4, 5]])
+    # a masked block (values, 0/1 mask) multiplied in float32 is the float64 product cast once,
+    # signed zeros included
+    resid, mask = g.normal(size=(n, 1, 4)), (g.random((1, q, 4)) < 0.5).astype(float)
+    masked = RowBlocks.of([(resid, mask)], n, q).numpy()
+    want = np.broadcast_to(resid * mask, (n, q, 4)).reshape(n * q, 4).astype(np.float32)
+    assert np.array_equal(masked, want) and np.array_equal(np.signbit(masked), np.signbit(want))
 
 
 def test_predicting_in_chunks_of_a_few_hundred_rows_or_more_gives_the_rows_of_one_pass():

@@ -26,13 +26,13 @@ def _rows(d, n=300):
     return make
 
 
-def _jobs(widths=(42, 50, 17), cfg=CFG, blocks=PARAMETER_BLOCKS, rows=300, progress=None, val=True):
+def _jobs(widths=(42, 50, 17), cfg=CFG, blocks=PARAMETER_BLOCKS, rows=300, progress=None, val=True, device="cpu"):
     out = []
     for i, d in enumerate(widths):
         vx, vy = _rows(d, 100)(np.random.default_rng(100 + i))
-        stream = RowStream(_rows(d, rows), np.random.default_rng(i), cfg.batch, cfg.steps, prefetch=False)
-        v = (torch.from_numpy(vx), torch.from_numpy(vy[:, None])) if val else None
-        out.append(Job(block_mlp(d, 1, seed=i, blocks=blocks), stream, v, cfg, progress))
+        stream = RowStream(_rows(d, rows), np.random.default_rng(i), cfg.batch, cfg.steps, device, prefetch=False)
+        v = (torch.from_numpy(vx).to(device), torch.from_numpy(vy[:, None]).to(device)) if val else None
+        out.append(Job(block_mlp(d, 1, seed=i, blocks=blocks).to(device), stream, v, cfg, progress))
     return out
 
 
@@ -174,21 +174,38 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 @pytest.mark.gpu
 @gpu
-def test_cuda_graph_steps_match_eager_stacked_steps(monkeypatch):
-    def run(graphs):
-        monkeypatch.setattr(S, "GRAPHS", graphs)
-        jobs = _jobs(cfg=TrainConfig(steps=30, batch=64, eval_every=10))
-        for j in jobs:
-            j.net.to("cuda")
-            j.batches.device = torch.device("cuda")
-            j.val = tuple(t.to("cuda") for t in j.val)
-        train_jobs(jobs, stacked=True)
-        return jobs
+def test_cuda_graph_steps_match_eager_stacked_steps_and_the_cpu(monkeypatch):
+    cfg = TrainConfig(steps=30, batch=64, eval_every=10)
 
-    eager, graphed = run(False), run(True)
-    for a, b in zip(eager, graphed, strict=True):
+    def run(graphs, device="cuda"):
+        monkeypatch.setattr(S, "GRAPHS", graphs)
+        return train_jobs(_jobs(cfg=cfg, device=device), stacked=device == "cuda")
+
+    eager, graphed, cpu = run(False), run(True), run(False, "cpu")
+    for a, b, c in zip(eager, graphed, cpu, strict=True):
         np.testing.assert_allclose(_flat(b.net).cpu(), _flat(a.net).cpu(), atol=1e-4)
         np.testing.assert_allclose(b.history, a.history, rtol=1e-3, atol=1e-6)
+        np.testing.assert_allclose(_flat(a.net).cpu(), _flat(c.net), atol=1e-3)  # GPU against CPU: rounding only
+
+
+@pytest.mark.gpu
+@gpu
+def test_a_unit_on_the_gpu_trains_its_networks_stacked_and_scores_like_the_cpu(tmp_path):
+    """The parameter experiment's tiny unit on CUDA: every network trained stacked, rows made
+    on the device, and the rows within float noise of the CPU's."""
+    from taskextrap.experiments.registry import RunOptions
+    from taskextrap.experiments.runner import run_experiment
+
+    def rows(device):
+        opts = RunOptions(
+            profile="tiny", family="cubic", out=tmp_path / device, device=device, plots=False, progress=False
+        )
+        return {(r["method"], r["metric"]): r["value"] for r in run_experiment("parameter", opts)["rows"]}
+
+    gpu_rows, cpu_rows = rows("cuda"), rows("cpu")
+    assert gpu_rows.keys() == cpu_rows.keys()
+    for key, value in cpu_rows.items():
+        assert np.isclose(gpu_rows[key], value, rtol=0.2, atol=1e-3), key
 
 
 def test_unrolled_networks_stack_and_train_as_they_train_alone():

@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS, predict_rows
-from taskextrap.operators.param import _PointwiseNet, _stack
+from taskextrap.operators.param import _PointwiseNet
+from taskextrap.operators.rows import RowBlocks
 from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.tasks.primitives import PrimitiveSet
@@ -74,13 +75,16 @@ class ChainOperator(_PointwiseNet):
     def features(self, qry_x, chains, ctx_x, ctx_y) -> np.ndarray:
         """Rows (n*q, d) for queries (n, q), chains (n, depth) outermost first and the sorted
         context (n, k) (read only with ``context``)."""
+        return self.feature_blocks(qry_x, chains, ctx_x, ctx_y).numpy()
+
+    def feature_blocks(self, qry_x, chains, ctx_x, ctx_y) -> RowBlocks:
+        """:meth:`features` as the blocks the rows broadcast from (``operators.rows``)."""
         s, p = self.scaler, self.primitives
         n, q = qry_x.shape
         grid = np.broadcast_to(self.value_grid, (n, len(self.value_grid)))
         blocks = [s.y(p.interp(grid, chains[:, j])) for j in range(self.depth - 1, -1, -1)]  # innermost first
         per_task = blocks + ([s.x(ctx_x), s.y(ctx_y)] if self.context else [])
-        # written straight into float32 rows: the values of a float64 concatenation cast once
-        return _stack([s.y(qry_x)[..., None], *(b[:, None] for b in per_task)], n, q)
+        return RowBlocks.of([s.y(qry_x)[..., None], *(b[:, None] for b in per_task)], n, q)
 
     def states(self, qry_x, chains) -> np.ndarray:
         """The true states (n*q, depth) of chains at the queries, innermost first, scaled."""
@@ -97,7 +101,7 @@ class ChainOperator(_PointwiseNet):
         def to_rows(a):
             qry_x, chains, ctx_x, ctx_y, _qry_y = a
             chains = np.asarray(chains).astype(int)
-            return self.features(qry_x, chains, ctx_x, ctx_y), self.states(qry_x, chains)
+            return self.feature_blocks(qry_x, chains, ctx_x, ctx_y), self.states(qry_x, chains)
 
         return self._batch_job(make_arrays, val_arrays, to_rows, rng, progress)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
-from taskextrap.operators.param import _PointwiseNet, _stack
+from taskextrap.operators.param import _PointwiseNet
+from taskextrap.operators.rows import RowBlocks
 from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.tasks.primitives import PrimitiveSet
@@ -40,16 +41,18 @@ class CompositionOperator(_PointwiseNet):
 
     def features(self, qry_x, outer, inner, ctx_x, ctx_y) -> np.ndarray:
         """Rows (n*q, d) for queries (n, q), constituents (n,) and sorted context (n, k)."""
+        return self.feature_blocks(qry_x, outer, inner, ctx_x, ctx_y).numpy()
+
+    def feature_blocks(self, qry_x, outer, inner, ctx_x, ctx_y) -> RowBlocks:
+        """:meth:`features` as the blocks the rows broadcast from (``operators.rows``)."""
         s, p = self.scaler, self.primitives
         n, q = qry_x.shape
         f_q, g_q = p.interp(qry_x, outer), p.interp(qry_x, inner)
         f_curve = p.interp(np.broadcast_to(self.range_grid, (n, len(self.range_grid))), outer)
         g_curve = p.interp(np.broadcast_to(self.domain_grid, (n, len(self.domain_grid))), inner)
+        per_query = [s.x(qry_x)[..., None], s.y(f_q)[..., None], s.y(g_q)[..., None]]
         per_task = [s.y(f_curve), s.y(g_curve), s.x(ctx_x), s.y(ctx_y)]
-        # written straight into float32 rows: the values of a float64 concatenation cast once
-        return _stack(
-            [s.x(qry_x)[..., None], s.y(f_q)[..., None], s.y(g_q)[..., None], *(b[:, None] for b in per_task)], n, q
-        )
+        return RowBlocks.of([*per_query, *(b[:, None] for b in per_task)], n, q)
 
     def fit_job(self, make_arrays, val_arrays, rng, progress=None) -> Job:
         """Training on arrays (qry_x, outer, inner, ctx_x, ctx_y, qry_y) from ``make_arrays(rng)``."""
@@ -57,7 +60,7 @@ class CompositionOperator(_PointwiseNet):
         def to_rows(a):
             qry_x, outer, inner, ctx_x, ctx_y, qry_y = a
             return (
-                self.features(qry_x, outer, inner, ctx_x, ctx_y),
+                self.feature_blocks(qry_x, outer, inner, ctx_x, ctx_y),
                 self.scaler.y(qry_y).reshape(-1).astype(np.float32),
             )
 

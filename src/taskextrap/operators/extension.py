@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
-from taskextrap.operators.param import _PointwiseNet, _stack, loo_masks
+from taskextrap.operators.param import _PointwiseNet, loo_masks
+from taskextrap.operators.rows import RowBlocks
 from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 
@@ -41,33 +42,25 @@ class ExtensionOperator(_PointwiseNet):
 
         ``mask`` may also be (n, q, k): one mask per query row (leave-one-out scoring).
         """
+        return self.feature_blocks(qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi).numpy()
+
+    def feature_blocks(self, qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi) -> RowBlocks:
+        """:meth:`features` as the blocks the rows broadcast from (``operators.rows``): float32
+        values of the float64 arithmetic, each rounded once."""
         s = self.scaler
         n, q = qry_x.shape
-        k = ctx_x.shape[1]
-        mask = np.broadcast_to(mask if mask.ndim == 3 else mask[:, None, :], (n, q, k))
-        resid = s.dy(ctx_y - pred_ctx)[:, None, :] * mask
+        mask = mask if mask.ndim == 3 else mask[:, None, :]
+        resid = (s.dy(ctx_y - pred_ctx)[:, None, :], mask)  # hidden points' residuals are zeroed
         phi = (np.asarray(phi, dtype=float) / self.coef_half)[:, None, None]
-        # written straight into float32 rows: the values of a float64 concatenation cast once
-        return _stack(
-            [
-                s.x(qry_x)[..., None],
-                s.y(pred_q)[..., None],
-                s.x(ctx_x)[:, None],
-                s.y(pred_ctx)[:, None],
-                resid,
-                mask,
-                phi,
-            ],
-            n,
-            q,
-        )
+        blocks = [s.x(qry_x)[..., None], s.y(pred_q)[..., None], s.x(ctx_x)[:, None], s.y(pred_ctx)[:, None]]
+        return RowBlocks.of([*blocks, resid, mask, phi], n, q)
 
     def fit_job(self, make_arrays, val_arrays, rng, progress=None) -> Job:
         """Training on arrays (qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi, qry_y) from ``make_arrays(rng)``."""
 
         def to_rows(a):
             qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi, qry_y = a
-            rows = self.features(qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi)
+            rows = self.feature_blocks(qry_x, pred_q, ctx_x, ctx_y, pred_ctx, mask, phi)
             return rows, self.scaler.dy(qry_y - pred_q).reshape(-1).astype(np.float32)
 
         return self._batch_job(make_arrays, val_arrays, to_rows, rng, progress)

@@ -21,7 +21,8 @@ import torch
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.mlp import PARAMETER_BLOCKS, block_mlp, predict_rows
-from taskextrap.operators.streams import RowStream, column
+from taskextrap.operators.rows import RowBlocks
+from taskextrap.operators.streams import Rows, RowStream, as_tensor, column
 from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 
@@ -39,20 +40,12 @@ def loo_masks(n_context: int) -> np.ndarray:
 
 def _rows(per_query: list[np.ndarray], per_task: list[np.ndarray]) -> np.ndarray:
     """Stack (n, q) per-query columns and (n, d) per-task blocks into (n*q, features) rows."""
-    return _stack([c[..., None] for c in per_query] + [b[:, None, :] for b in per_task], *per_query[0].shape)
+    return _row_blocks(per_query, per_task).numpy()
 
 
-def _stack(blocks: list[np.ndarray], n: int, q: int) -> np.ndarray:
-    """Blocks broadcastable to (n, q, w_i) side by side as float32 rows (n*q, sum w_i), written
-    straight into one float32 array: the same values as concatenating in float64 and casting
-    (each value is rounded once either way), without the float64 copy."""
-    widths = [b.shape[-1] for b in blocks]
-    out = np.empty((n, q, sum(widths)), np.float32)
-    j = 0
-    for b, w in zip(blocks, widths, strict=True):
-        out[:, :, j : j + w] = b
-        j += w
-    return out.reshape(n * q, -1)
+def _row_blocks(per_query: list[np.ndarray], per_task: list[np.ndarray]) -> RowBlocks:
+    """(n, q) per-query columns and (n, d) per-task blocks as the blocks of (n*q, features) rows."""
+    return RowBlocks.of([c[..., None] for c in per_query] + [b[:, None, :] for b in per_task], *per_query[0].shape)
 
 
 class _PointwiseNet:
@@ -86,7 +79,7 @@ class _PointwiseNet:
         self,
         make_batch: Callable[[np.random.Generator], tuple],
         val_batch: tuple | None,
-        to_rows: Callable[[tuple], tuple[np.ndarray, np.ndarray]],
+        to_rows: Callable[[tuple], Rows],
         rng: np.random.Generator,
         progress=None,
     ) -> Job:
@@ -103,8 +96,8 @@ class _PointwiseNet:
 
     def _job(
         self,
-        make_rows: Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]],
-        val_rows: tuple[np.ndarray, np.ndarray] | None,
+        make_rows: Callable[[np.random.Generator], Rows],
+        val_rows: Rows | None,
         rng: np.random.Generator,
         progress=None,
     ) -> Job:
@@ -113,10 +106,7 @@ class _PointwiseNet:
         it with ``job.run()`` or beside other networks (``operators.train.train_jobs``)."""
         val = None
         if val_rows is not None:
-            val = (
-                torch.from_numpy(val_rows[0]).to(self.device),
-                torch.from_numpy(column(val_rows[1])).to(self.device),
-            )
+            val = (as_tensor(val_rows[0], self.device), as_tensor(column(val_rows[1]), self.device))
         self.net.train()
         stream = RowStream(make_rows, rng, self.cfg.batch, self.cfg.steps, self.device)
         name = "Psi" if self.component == "psi" else self.component
@@ -166,20 +156,20 @@ class RelationalOperator(_PointwiseNet):
         """Feature rows (n*q, d); ``ctx_x``/``ctx_y``/``anc_ctx`` must share one sorted order.
         A ``loo`` operator also takes ``mask`` (n, k), or (n, q, k) for one mask per query
         (default: the whole context)."""
+        return self.feature_blocks(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, mask).numpy()
+
+    def feature_blocks(self, ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, mask=None) -> RowBlocks:
+        """:meth:`features` as the blocks the rows broadcast from (``operators.rows``); a mask of
+        shape (1, q, k) is the same for every task."""
         s = self.scaler
         if not self.loo:
-            return _rows([s.x(qry_x), s.y(anc_q)], [s.x(ctx_x), s.y(anc_ctx), s.dy(ctx_y - anc_ctx), shift])
+            return _row_blocks([s.x(qry_x), s.y(anc_q)], [s.x(ctx_x), s.y(anc_ctx), s.dy(ctx_y - anc_ctx), shift])
         n, q = qry_x.shape
         k = ctx_x.shape[1]
-        mask = np.ones((n, 1, k)) if mask is None else (mask if mask.ndim == 3 else mask[:, None, :])
-        mask = np.broadcast_to(mask, (n, q, k))
-        resid = s.dy(ctx_y - anc_ctx)[:, None, :] * mask
-        per_task = np.concatenate([s.x(ctx_x), s.y(anc_ctx)], axis=1)
-        return _stack(
-            [s.x(qry_x)[..., None], s.y(anc_q)[..., None], per_task[:, None], resid, mask, np.asarray(shift)[:, None]],
-            n,
-            q,
-        )
+        mask = np.ones((1, 1, k)) if mask is None else (mask if mask.ndim == 3 else mask[:, None, :])
+        resid = (s.dy(ctx_y - anc_ctx)[:, None, :], mask)  # hidden points' residuals are zeroed
+        blocks = [s.x(qry_x)[..., None], s.y(anc_q)[..., None], s.x(ctx_x)[:, None], s.y(anc_ctx)[:, None]]
+        return RowBlocks.of([*blocks, resid, mask, np.asarray(shift)[:, None]], n, q)
 
     def fit_job(self, make_batch_arrays, val_arrays, rng, progress=None) -> Job:
         """Training on arrays (ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y) from
@@ -188,12 +178,12 @@ class RelationalOperator(_PointwiseNet):
 
         def to_rows(a):
             ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y = a[:7]
-            rows = self.features(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift)
+            rows = self.feature_blocks(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift)
             target = self.scaler.dy(qry_y - anc_q).reshape(-1)
             if self.loo:  # each context point predicted with itself hidden
                 k = ctx_x.shape[1]
-                masks = np.broadcast_to(loo_masks(k), (len(ctx_x), k, k))
-                rows = np.concatenate([rows, self.features(ctx_x, ctx_y, anc_ctx, ctx_x, anc_ctx, shift, masks)])
+                loo = self.feature_blocks(ctx_x, ctx_y, anc_ctx, ctx_x, anc_ctx, shift, loo_masks(k)[None])
+                rows = rows.concat(loo)
                 target = np.concatenate([target, self.scaler.dy(a[7] - anc_ctx).reshape(-1)])
             return rows, target.astype(np.float32)
 
@@ -233,12 +223,16 @@ class InductiveRegressor(_PointwiseNet):
 
     def features(self, ctx_x, ctx_y, qry_x, extra) -> np.ndarray:
         """Feature rows (n*q, d) for sorted context and per-task descriptors ``extra`` (n, e)."""
-        s = self.scaler
-        return _rows([s.x(qry_x)], [s.x(ctx_x), s.y(ctx_y), extra])
+        return self.feature_blocks(ctx_x, ctx_y, qry_x, extra).numpy()
 
-    def _rows(self, batch: tuple) -> tuple[np.ndarray, np.ndarray]:
+    def feature_blocks(self, ctx_x, ctx_y, qry_x, extra) -> RowBlocks:
+        """:meth:`features` as the blocks the rows broadcast from (``operators.rows``)."""
+        s = self.scaler
+        return _row_blocks([s.x(qry_x)], [s.x(ctx_x), s.y(ctx_y), extra])
+
+    def _rows(self, batch: tuple) -> tuple[RowBlocks, np.ndarray]:
         ctx_x, ctx_y, qry_x, qry_y, extra = batch
-        return self.features(ctx_x, ctx_y, qry_x, extra), self.scaler.y(qry_y).reshape(-1).astype(np.float32)
+        return self.feature_blocks(ctx_x, ctx_y, qry_x, extra), self.scaler.y(qry_y).reshape(-1).astype(np.float32)
 
     def fit_job(self, train: tuple, val: tuple, rng, progress=None) -> Job:
         """Training on fixed draws ``train`` = (ctx_x, ctx_y, qry_x, qry_y, extra), selected on

@@ -24,7 +24,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-Rows = tuple[np.ndarray, np.ndarray]
+from taskextrap.operators.rows import RowBlocks
+
+Rows = tuple[np.ndarray | RowBlocks, np.ndarray]  # (inputs or their blocks, targets)
 # Whether streams draw their next pass on a producer thread by default (same rows either way).
 PREFETCH = True
 
@@ -39,7 +41,8 @@ class RowStream:
     ``device``, inputs float32 (rows, features), targets (rows, outputs).
 
     Args:
-        make_rows: ``make_rows(rng)`` -> (inputs (rows, features), targets (rows,) or (rows, outputs)), numpy.
+        make_rows: ``make_rows(rng)`` -> (inputs (rows, features) or their ``RowBlocks``, targets
+            (rows,) or (rows, outputs)), numpy.
         rng: the stream's generator (passes and their permutations are drawn from it).
         batch: rows per step; None: every step is one whole pass, in its order (a fresh batch
             of tasks per step, as the decomposer trains).
@@ -47,6 +50,8 @@ class RowStream:
         device: where the batches are used.
         permute: shuffle each pass (False: a pass is served in its order, e.g. one pass per step).
         prefetch: draw the next pass on a producer thread (default :data:`PREFETCH`).
+        device_rows: make rows given as blocks on the device and permute them there (default:
+            off the CPU; True runs that path on a CPU too, which the tests do).
     """
 
     def __init__(
@@ -58,13 +63,16 @@ class RowStream:
         device: torch.device | str = "cpu",
         permute: bool = True,
         prefetch: bool | None = None,
+        device_rows: bool | None = None,
     ):
         self.make_rows, self.rng, self.batch, self.steps = make_rows, rng, batch, steps
         self.device = torch.device(device)
         self.permute = permute and batch is not None
         self.prefetch = PREFETCH if prefetch is None else prefetch
+        self.device_rows = self.device.type != "cpu" if device_rows is None else device_rows
         self.width: int | None = None  # inputs zero-padded to this many columns (stacked training)
         self._pass: tuple[torch.Tensor, torch.Tensor] | None = None  # the pass being served
+        self._sent: tuple | None = None  # (the last pass's host rows, their device copy)
         self._pos = 0
         self._producer: _Producer | None = None
 
@@ -93,21 +101,54 @@ class RowStream:
         return self._producer.take()
 
     def _draw(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """One pass: rows from ``make_rows``, permuted, on the device (pinned and asynchronous on a GPU)."""
+        """One pass: rows from ``make_rows``, permuted, on the device. Rows given as blocks
+        (``operators.rows.RowBlocks``) are made on the device when it is not the CPU, from
+        blocks sent once (pinned and asynchronous), and permuted there; rows that are the same
+        array as the last pass's (a fixed training set) are sent once and permuted there."""
         x, y = self.make_rows(self.rng)
         y = column(y)
-        if self.permute:
-            perm = self.rng.permutation(len(x))
+        perm = self.rng.permutation(len(x)) if self.permute else None
+        if self.device_rows:
+            xd = self._on_device(x)
+            yd = _to_device(np.ascontiguousarray(y), self.device)
+            if perm is not None:
+                index = _to_device(perm, self.device)
+                xd, yd = xd[index], yd[index]
+            return xd, yd
+        x = x.numpy() if isinstance(x, RowBlocks) else x
+        if perm is not None:
             x, y = x[perm], y[perm]
         if self.width is not None and x.shape[1] < self.width:
             x = np.pad(x, ((0, 0), (0, self.width - x.shape[1])))
         return _to_device(x, self.device), _to_device(y, self.device)
+
+    def _on_device(self, x) -> torch.Tensor:
+        """The pass's inputs on the device, ``width`` wide: made there from blocks, or sent,
+        once for a fixed set of rows."""
+        if self._sent is not None and self._sent[0] is x:
+            return self._sent[1]
+        if isinstance(x, RowBlocks):
+            xd = x.torch(self.device, max(self.width or 0, x.width))
+        else:
+            pad = 0 if self.width is None else max(0, self.width - x.shape[1])
+            xd = _to_device(np.pad(x, ((0, 0), (0, pad))) if pad else x, self.device)
+        self._sent = (x, xd)
+        return xd
 
     def close(self) -> None:
         """Stop the producer (it is a daemon thread: an abandoned stream never blocks exit)."""
         if self._producer is not None:
             self._producer.close()
             self._producer = None
+
+
+def as_tensor(x, device: torch.device | str) -> torch.Tensor:
+    """Rows (an array or ``RowBlocks``) as a float32 tensor on ``device``: blocks are made into
+    rows there (on a CPU, on the host as always)."""
+    device = torch.device(device)
+    if isinstance(x, RowBlocks):
+        return torch.from_numpy(x.numpy()) if device.type == "cpu" else x.torch(device)
+    return _to_device(np.asarray(x), device)
 
 
 def _to_device(a: np.ndarray, device: torch.device) -> torch.Tensor:

@@ -1,0 +1,94 @@
+"""Which paired claims of one set of runs hold in another: a GPU's tables beside the CPU's.
+
+    python scripts/claims_hold.py CPU GPU [--markdown FILE]   # two results.json files or folders
+
+A GPU trains and rounds differently from a CPU, so its tables are not the CPU's bit for bit
+(``scripts/same_results.py`` says where they differ); what must survive is every claim. For each
+paired comparison that is clear in either run (its interval excludes 0 and every seed agrees:
+``report.compare``), this says whether it is clear in both with the same winner; and it puts
+every row's value and interval side by side. Prints the markdown (or writes it to FILE) and
+exits 1 when a claim clear in one run is not clear in the other, so a prepared GPU session
+(``scripts/gpu_check.sh``) stops on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# a sibling script, not a package: import it from its folder
+from same_results import _results_files
+
+
+def _fmt(value, ci) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}" + (f" ± {ci:.2g}" if ci is not None else "")
+
+
+def compare(a: dict, b: dict, names: tuple[str, str] = ("CPU", "GPU")) -> tuple[list[str], int, int]:
+    """The markdown lines comparing two parsed results files, the number of claims clear in
+    either run, and how many of them hold in both (same winner, clear in both)."""
+    key = lambda c: (c["group"], c["metric"], c["a"], c["b"])  # noqa: E731
+    ca, cb = {key(c): c for c in a.get("comparisons") or []}, {key(c): c for c in b.get("comparisons") or []}
+    claims = sorted(
+        k for k in ca.keys() | cb.keys() if (ca.get(k) or {}).get("clear") or (cb.get(k) or {}).get("clear")
+    )
+    lines = [f"| group | metric | claim | {names[0]} | {names[1]} | holds in both |", "|---|---|---|---|---|---|"]
+    held = 0
+    for k in claims:
+        x, y = ca.get(k), cb.get(k)
+
+        def cell(c):
+            if c is None:
+                return "not compared"
+            verdict = f"{c['winner']} clearly" if c.get("clear") else "not clear"
+            return f"{verdict}, {c['diff']:.3g} [{c['lo']:.3g}, {c['hi']:.3g}]" if c.get("lo") is not None else verdict
+
+        ok = x is not None and y is not None and x.get("clear") and y.get("clear") and x["winner"] == y["winner"]
+        held += bool(ok)
+        lines.append(f"| {k[0]} | {k[1]} | {k[2]} vs {k[3]} | {cell(x)} | {cell(y)} | {'yes' if ok else '**no**'} |")
+    rows_a = {(r["group"], r["method"], r["metric"]): r for r in a.get("rows") or []}
+    rows_b = {(r["group"], r["method"], r["metric"]): r for r in b.get("rows") or []}
+    lines += ["", f"| group | method | metric | {names[0]} | {names[1]} |", "|---|---|---|---|---|"]
+    for k in sorted(rows_a.keys() | rows_b.keys()):
+        ra, rb = rows_a.get(k, {}), rows_b.get(k, {})
+        va, vb = _fmt(ra.get("value"), ra.get("ci95")), _fmt(rb.get("value"), rb.get("ci95"))
+        lines.append(f"| {k[0]} | {k[1]} | {k[2]} | {va} | {vb} |")
+    return lines, len(claims), held
+
+
+def main(argv=None) -> int:
+    """Command line: compare CPU and GPU; exit 1 when a claim does not hold in both."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cpu", type=Path)
+    ap.add_argument("gpu", type=Path)
+    ap.add_argument("--names", nargs=2, default=("CPU", "GPU"), help="the two columns' names")
+    ap.add_argument("--markdown", type=Path, default=None, help="write the markdown here instead of printing it")
+    args = ap.parse_args(argv)
+    if args.cpu.is_file() and args.gpu.is_file():
+        pairs = [(args.gpu.name, args.cpu, args.gpu)]
+    else:
+        a, b = _results_files(args.cpu), _results_files(args.gpu)
+        pairs = [(name, a[name], b[name]) for name in sorted(a.keys() & b.keys())]
+    out, total, held = [], 0, 0
+    for name, x, y in pairs:
+        lines, n, h = compare(json.loads(x.read_text()), json.loads(y.read_text()), tuple(args.names))
+        out += [f"## {name}", "", f"{h} of {n} clear claims hold in both.", "", *lines, ""]
+        total, held = total + n, held + h
+    out.insert(0, f"{held} of {total} clear claims hold in both runs ({len(pairs)} results files).\n")
+    text = "\n".join(out)
+    if args.markdown is not None:
+        args.markdown.write_text(text)
+    else:
+        print(text)
+    print(f"{held} of {total} clear claims hold in both", file=sys.stderr)
+    return 0 if held == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
