@@ -210,10 +210,13 @@ def test_calibration_uses_validation_pool_tasks_only(library):
     assert not set(tasks.parent) & set(rte.train_pool_)
 
 
-@pytest.mark.parametrize("m", [8, 5])
-def test_the_grid_of_leave_one_out_losses_is_loo_loss_on_repeated_rows_bit_for_bit(fitted, m):
-    """The verification's rows, scaled once per target and candidate and written in float32,
-    are those of loo_loss on every (target, candidate, coefficient) repeated into its own rows."""
+@pytest.mark.parametrize(("m", "chunk"), [(8, None), (5, None), (8, 100), (5, 37)])
+def test_the_grid_of_leave_one_out_losses_is_loo_loss_on_repeated_rows_bit_for_bit(fitted, m, chunk, monkeypatch):
+    """The verification's rows, scaled once per target and candidate and written in float32 a
+    prediction pass at a time (also passes that end inside a task's m rows), are those of
+    loo_loss on every (target, candidate, coefficient) repeated into its own rows."""
+    if chunk is not None:
+        monkeypatch.setattr("taskextrap.operators.mlp.PREDICT_CHUNK", chunk)
     g = np.random.default_rng(m)
     n, c, grid = 5, 7, 4
     cx = np.sort(g.uniform(-5, 5, (n, m)), 1)
@@ -227,3 +230,22 @@ def test_the_grid_of_leave_one_out_losses_is_loo_loss_on_repeated_rows_bit_for_b
         psi = ExtensionOperator(psi.scaler, m, psi.coef_half, 0, psi.cfg)
     direct = psi.loo_loss(rep(cx), rep(cy), pc, phis.reshape(-1)).reshape(n, c, grid)
     assert np.array_equal(psi.loo_loss_grid(cx, cy, pred_ctx, phis), direct)
+
+
+def test_grid_rows_are_the_same_rows_whichever_slices_ask_for_them():
+    from taskextrap.operators.extension import LooGridRows
+
+    g = np.random.default_rng(3)
+    n, c, grid, m = 3, 4, 2, 5
+    rows = LooGridRows(
+        g.normal(size=(n, m)), g.normal(size=(n, c, m)), g.normal(size=(n, c, m)), g.normal(size=(n, c, grid))
+    )
+    whole = rows[0 : len(rows)]
+    assert whole.shape == (n * c * grid * m, 3 + 4 * m) and whole.dtype == np.float32
+    for a, b in [(0, 7), (7, 23), (3, 4), (len(rows) - 6, len(rows)), (11, 11)]:
+        assert np.array_equal(rows[a:b], whole[a:b])
+    task = whole[:m].reshape(m, -1)  # target 0, candidate 0, coefficient 0: row j hides point j
+    assert np.array_equal(task[:, 2 + 3 * m : 2 + 4 * m], 1 - np.eye(m))
+    assert np.all(task[:, 2 + 2 * m : 2 + 3 * m][np.eye(m, dtype=bool)] == 0)
+    with pytest.raises(ValueError, match="contiguous"):
+        rows[0:10:2]

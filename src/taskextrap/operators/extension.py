@@ -86,23 +86,55 @@ class ExtensionOperator(_PointwiseNet):
 
         The same rows, in the same order, as :meth:`loo_loss` on every (target, candidate,
         coefficient) repeated into rows of its own, so the same numbers; but each value is
-        scaled once per target or candidate and written straight into the float32 rows, not
-        computed again for each of the g * m rows that share it."""
+        scaled once per target or candidate, and the rows are written a prediction pass at a
+        time (:class:`LooGridRows`) rather than all n * c * g * m of them at once."""
         s = self.scaler
         n, c, m = pred_ctx.shape
         g = phis.shape[2]
-        out = np.empty((n, c, g, m, 3 + 4 * m), np.float32)
-        sx, sy_pred = s.x(ctx_x), s.y(pred_ctx)
-        mask = loo_masks(m)  # row j of a (task, candidate, coefficient) hides context point j
-        resid = s.dy(ctx_y[:, None, :] - pred_ctx)[:, :, None, :] * mask  # (n, c, m rows, m)
-        out[..., 0] = sx[:, None, None, :]
-        out[..., 1] = sy_pred[:, :, None, :]
-        out[..., 2 : 2 + m] = sx[:, None, None, None, :]
-        out[..., 2 + m : 2 + 2 * m] = sy_pred[:, :, None, None, :]
-        out[..., 2 + 2 * m : 2 + 3 * m] = resid[:, :, None]
-        out[..., 2 + 3 * m : 2 + 4 * m] = mask
-        out[..., 2 + 4 * m] = (np.asarray(phis, dtype=float) / self.coef_half)[..., None]
-        raw = self._predict_rows(out.reshape(n * c * g * m, -1), n * c * g)  # (tasks, m), task-major
+        dres = s.dy(ctx_y[:, None, :] - pred_ctx)
+        rows = LooGridRows(s.x(ctx_x), s.y(pred_ctx), dres, np.asarray(phis, dtype=float) / self.coef_half)
+        raw = self._predict_rows(rows, n * c * g)  # (tasks, m), task-major
         pred = np.broadcast_to(pred_ctx[:, :, None, :], (n, c, g, m)).reshape(n * c * g, m) + s.dy_inv(raw)
         err = pred - np.broadcast_to(ctx_y[:, None, None, :], (n, c, g, m)).reshape(n * c * g, m)
         return (err**2).mean(axis=1).reshape(n, c, g)
+
+
+class LooGridRows:
+    """The rows of :meth:`ExtensionOperator.loo_loss_grid`, (n*c*g*m, 3 + 4m), made a slice at a
+    time: ``len`` and ``rows[a:b]`` (a float32 array) are all a prediction pass reads
+    (``operators.mlp.predict_rows``), so its passes see the very rows a whole array would hold,
+    while memory holds one pass (the length screen's whole array was about 1 GB per 256
+    targets). A (target, candidate, coefficient) is a "task" of m rows, row j hiding point j.
+
+    ``sx`` (n, m) scaled context inputs, ``sy_pred`` (n, c, m) scaled candidate values there,
+    ``dres`` (n, c, m) scaled residuals, ``phi`` (n, c, g) normalised coefficients."""
+
+    def __init__(self, sx: np.ndarray, sy_pred: np.ndarray, dres: np.ndarray, phi: np.ndarray):
+        self.sx, self.sy_pred, self.dres, self.phi = sx, sy_pred, dres, phi
+        self.n, self.c, self.m = sy_pred.shape
+        self.g = phi.shape[2]
+        self.mask = loo_masks(self.m)
+
+    def __len__(self) -> int:
+        return self.n * self.c * self.g * self.m
+
+    def __getitem__(self, sl: slice) -> np.ndarray:
+        start, stop, step = sl.indices(len(self))
+        if step != 1:
+            raise ValueError("LooGridRows takes contiguous slices only")
+        t0, t1 = start // self.m, -(-stop // self.m)  # the tasks the rows belong to
+        return self._tasks(t0, t1)[start - t0 * self.m : stop - t0 * self.m]
+
+    def _tasks(self, t0: int, t1: int) -> np.ndarray:
+        m, t = self.m, np.arange(t0, t1)
+        i, j, h = t // (self.c * self.g), (t // self.g) % self.c, t % self.g
+        sx, sy = self.sx[i], self.sy_pred[i, j]  # (T, m)
+        out = np.empty((len(t), m, 3 + 4 * m), np.float32)
+        out[..., 0] = sx
+        out[..., 1] = sy
+        out[..., 2 : 2 + m] = sx[:, None, :]
+        out[..., 2 + m : 2 + 2 * m] = sy[:, None, :]
+        out[..., 2 + 2 * m : 2 + 3 * m] = self.dres[i, j][:, None, :] * self.mask  # hidden points zeroed
+        out[..., 2 + 3 * m : 2 + 4 * m] = self.mask
+        out[..., 2 + 4 * m] = self.phi[i, j, h][:, None]
+        return out.reshape(len(t) * m, -1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -28,8 +29,18 @@ PREDICT_CHUNK = 4096
 GPU_PREDICT_CHUNK = 1 << 18
 
 
-def predict_rows(net, rows: np.ndarray, device: torch.device | str = "cpu", chunk: int | None = None) -> torch.Tensor:
-    """``net`` (any callable on a batch of rows) on feature ``rows`` (n, d) without gradients,
+class SlicedRows(Protocol):
+    """Rows a pass at a time: an array, or rows made when a pass asks for them
+    (``operators.extension.LooGridRows``)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, sl: slice, /) -> np.ndarray: ...
+
+
+def predict_rows(net, rows: SlicedRows, device: torch.device | str = "cpu", chunk: int | None = None) -> torch.Tensor:
+    """``net`` (any callable on a batch of rows) on feature ``rows`` (n, d; an array or any
+    :class:`SlicedRows`) without gradients,
     ``chunk`` rows at a time (default :data:`PREDICT_CHUNK` on a CPU, :data:`GPU_PREDICT_CHUNK`
     elsewhere) moved to ``device`` (the network's); the outputs (n, out) come back on the CPU.
     On a CPU the chunks run in lanes (``taskextrap.lanes``): each chunk is the same pass

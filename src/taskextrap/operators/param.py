@@ -20,7 +20,7 @@ import torch
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
-from taskextrap.operators.mlp import PARAMETER_BLOCKS, block_mlp, predict_rows
+from taskextrap.operators.mlp import PARAMETER_BLOCKS, SlicedRows, block_mlp, predict_rows
 from taskextrap.operators.rows import RowBlocks
 from taskextrap.operators.streams import Rows, RowStream, as_tensor, column
 from taskextrap.operators.train import Job, TrainConfig
@@ -132,7 +132,7 @@ class _PointwiseNet:
         self.net.eval()
         self.history = arrays[f"{prefix}.history"].tolist()
 
-    def _predict_rows(self, rows: np.ndarray, n: int) -> np.ndarray:
+    def _predict_rows(self, rows: SlicedRows, n: int) -> np.ndarray:
         return predict_rows(self.net, rows, self.device).numpy().astype(float).reshape(n, -1)
 
 
