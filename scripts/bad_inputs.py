@@ -864,7 +864,7 @@ def tiny_length(**kw):
 def length_targets(model, library):
     g = np.random.default_rng(5)
     top = np.flatnonzero(library.level == library.level.max())[:3]
-    return model.protocol.draw(LadderSet.extend(library, top, g), 2, g)
+    return model.resolved("protocol").draw(LadderSet.extend(library, top, g), 2, g)
 
 
 def run_length(model, library=None):
@@ -885,7 +885,7 @@ def tiny_composition(**kw):
 
 def composition_targets(model, prims):
     targets = CompositionSet.sample(prims, PAPER_SPLIT.test, 4, np.random.default_rng(3))
-    return model.protocol.draw(targets, 1, np.random.default_rng(4))
+    return model.resolved("protocol").draw(targets, 1, np.random.default_rng(4))
 
 
 def run_composition(model, prims=None):

@@ -125,7 +125,7 @@ def search_report(prob: Problem, slots: list[np.ndarray], refine_from: int = 1, 
     t = time.perf_counter()
     chains, loss = S.verify_chains(rte.primitives_, cx, cy, slots, rte.keep)
     d = _chains(chains, loss, {"candidates": np.stack(slots, 1)})
-    rounds = rte.refine_rounds if rounds is None else rounds
+    rounds = rte.refine_rounds_ if rounds is None else rounds
     if refine_from == 1:
         d = rte.refined(cx, cy, d, rounds)
     else:  # refine each of the best ``refine_from`` verified chains from its own start, then re-rank all
@@ -191,7 +191,7 @@ def train_decomposer(rte, z_lib: np.ndarray, loss: str, steps: int, batch: int, 
     torch.manual_seed(seed)
     depth, dim = rte.depth, z_lib.shape[1]
     net = torch.nn.Sequential(
-        mlp([2 * rte.protocol.n_context, *DECOMPOSER_HIDDEN]),
+        mlp([2 * rte.protocol_.n_context, *DECOMPOSER_HIDDEN]),
         torch.nn.ReLU(),
         torch.nn.Linear(DECOMPOSER_HIDDEN[-1], depth * dim),
     )
@@ -275,7 +275,7 @@ def main(argv=None) -> int:
         np.broadcast_to(x, (len(rte.primitives_), DOMAIN_POINTS)), np.arange(len(rte.primitives_))
     )
     prob = Problem(rte, curves, obs, targets.chains[obs.task], vobs, vt.chains[vobs.task])
-    k = rte.k
+    k = rte.k_
     report = {
         "protocol": args.protocol,
         "profile": args.profile,

@@ -102,6 +102,10 @@ def leak_held_out_pairs(monkeypatch):
     trains on its held-out pairs too (a mutation that the leak audit must name)."""
     from taskextrap.tasks.primitives import PairSplit
 
+    # the swap below is seen by every thread: with one lane, no other network's stream draws
+    # while the mutated method runs (two lanes would let the decomposer's see the swapped split)
+    monkeypatch.setenv("TASKEXTRAP_LANES", "1")
+
     def patch(cls, method: str) -> None:
         honest = getattr(cls, method)
 

@@ -68,7 +68,7 @@ def length():
     g = np.random.default_rng(5)
     targets = LadderSet.extend(library, np.flatnonzero(library.level == 8)[:3], g)
     model = LengthRTE(n_pairs=150, k=3, train=TRAIN, decomposer_train=DECOMPOSER, seed=0).fit(library)
-    return model, library, model.protocol.draw(targets, 1, g)
+    return model, library, model.resolved("protocol").draw(targets, 1, g)
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def composition():
     prims = PrimitiveSet.sample(n_per_family=6, rng=rng(0, "api-prims"))
     targets = CompositionSet.sample(prims, PAPER_SPLIT.test, 3, np.random.default_rng(3))
     model = CompositionRTE(n_pairs=120, k=3, train=TRAIN, decomposer_train=DECOMPOSER, seed=0).fit(prims)
-    return model, prims, model.protocol.draw(targets, 1, np.random.default_rng(4))
+    return model, prims, model.resolved("protocol").draw(targets, 1, np.random.default_rng(4))
 
 
 REGIMES = ["parameter", "length", "composition"]
@@ -216,7 +216,7 @@ def test_huge_values_are_refused_with_the_reason(parameter):
 )
 def test_every_method_before_fit_says_call_fit_first(make, calls):
     model = make()
-    x = np.ones((1, model.protocol.n_context))
+    x = np.ones((1, model.resolved("protocol").n_context))
     args = {
         "predict": (x, x, x),
         "decompose": (x, x),

@@ -189,7 +189,7 @@ def test_audit_detects_f2_targets_in_psi_model_selection(make_rte, quad_library,
         batch = honest(self, draw_idx, g)
         if not np.array_equal(draw_idx, np.flatnonzero(self.draws_.val)):
             return batch
-        obs = self.protocol.draw(_f2_tasks(len(draw_idx)), 1, np.random.default_rng(2))
+        obs = self.protocol_.draw(_f2_tasks(len(draw_idx)), 1, np.random.default_rng(2))
         cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
         target, anchor = batch.sources
         arrays = (cx, cy, FAM(anchor.params, cx), obs.qry_x, FAM(anchor.params, obs.qry_x), batch[5], obs.qry_y)

@@ -200,13 +200,20 @@ def test_a_folder_of_another_configuration_is_refused_in_one_line_before_any_wor
     assert run_experiment("parameter", _opts(tmp_path, family="quadratic", seeds=2))["seeds"] == [0, 1]
 
 
-def test_the_same_spec_under_changed_code_runs_again_with_fresh_numbers(tmp_path, user_family):
+def test_the_same_spec_under_changed_code_is_refused_and_runs_elsewhere(tmp_path, user_family):
+    """An edited family (same module:attr, other code) does not replace the run of the code before
+    (a one-line refusal naming both code hashes); into another --out it runs, with fresh numbers."""
     first = run_experiment("parameter", _opts(tmp_path, family=SPEC))
+    results = tmp_path / FOLDER / "results.json"
+    before = results.read_bytes()
     user_family("10")  # the user edits the formula: same spec, other code
-    second = run_experiment("parameter", _opts(tmp_path, family=SPEC))
+    with pytest.raises(TaskextrapError, match=r"of code [0-9a-f]+; this run has its code changed to [0-9a-f]+") as e:
+        run_experiment("parameter", _opts(tmp_path, family=SPEC))
+    assert "\n" not in str(e.value) and "another --out" in str(e.value)
+    assert results.read_bytes() == before
+    second = run_experiment("parameter", _opts(tmp_path / "edited", family=SPEC))
     assert _mse(second) != _mse(first)
     assert second["config"]["family_code_hash"] != first["config"]["family_code_hash"]
-    assert _run_section(tmp_path / FOLDER)["family_code_hash"] == second["config"]["family_code_hash"]
 
 
 def test_fewer_seeds_into_a_folder_of_more_are_refused(tmp_path):
@@ -430,14 +437,17 @@ def test_from_warns_once_when_the_code_changed_and_runs(tmp_path, capsys, user_f
     folder = tmp_path / FOLDER
     saved = _run_section(folder)
     user_family("10")  # the user edits the family's module, then runs the saved run again
-    code, _, err = _main(["reproduce", "--from", folder, "--quiet"], capsys)
+    code, _, err = _main(["reproduce", "--from", folder, "--quiet"], capsys)  # into its own folder: refused
+    assert code == 2 and err.count("\n") == 1 and "the family's code changed since this run" in err
+    assert "give --out" in err and _run_section(folder) == saved
+    code, _, err = _main(["reproduce", "--from", folder, "--out", tmp_path / "edited", "--quiet"], capsys)
     assert code == 0, err
     (line,) = err.strip().splitlines()
     assert line.startswith(
         f"warning: the saved run was made by other code (family code {saved['family_code_hash']} -> "
     )
     assert line.endswith("its numbers may differ from this run's")
-    assert _run_section(folder)["family_code_hash"] != saved["family_code_hash"]
+    assert _run_section(tmp_path / "edited" / FOLDER)["family_code_hash"] != saved["family_code_hash"]
 
 
 @pytest.mark.slow
@@ -474,8 +484,11 @@ def test_from_in_real_processes_after_an_edit(tmp_path):
     folder = tmp_path / "runs" / FOLDER
     before = json.loads((folder / "results.json").read_text())
     (mods / f"{MODULE}.py").write_text(family_module("10"))
-    again = taskextrap("reproduce", "--from", folder, "--quiet")
+    refused = taskextrap("reproduce", "--from", folder, "--quiet")
+    assert refused.returncode == 2 and "give --out" in refused.stderr
+    again = taskextrap("reproduce", "--from", folder, "--out", tmp_path / "edited", "--quiet")
     assert again.returncode == 0, again.stderr
     (line,) = again.stderr.strip().splitlines()
     assert line.startswith("warning: the saved run was made by other code (family code ")
-    assert _mse(json.loads((folder / "results.json").read_text())) != _mse(before)
+    assert _mse(json.loads((tmp_path / "edited" / FOLDER / "results.json").read_text())) != _mse(before)
+    assert json.loads((folder / "results.json").read_text()) == before

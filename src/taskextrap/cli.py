@@ -364,8 +364,9 @@ _WITH_FROM = ("saved", "out", "quiet", "executor", "units_per_gpu")
 def _saved_run(ctx, experiment: str | None, path: str):
     """``(name, options, run folder or None)`` of the saved run at ``path`` (``--from``): its
     record read back (:mod:`taskextrap.experiments.run_record`) and checked like a new run's;
-    a one-line error for any option given beside it but those of :data:`_WITH_FROM`, and one
-    warning when the code that made it is not this code."""
+    a one-line error for any option given beside it but those of :data:`_WITH_FROM` and for a
+    user family whose code changed since, run into the same folder; one warning when the code
+    that made it is not this code."""
     import dataclasses
 
     from click.core import ParameterSource
@@ -399,7 +400,14 @@ def _saved_run(ctx, experiment: str | None, path: str):
     except TaskextrapError as exc:
         raise TaskextrapError(f"--from {path}: run.device: {exc}") from None
     _check(name, options)
-    warn_if_code_changed(record, run_record(name, options))
+    now = run_record(name, options)
+    before_code, now_code = record.get("family_code_hash"), now.get("family_code_hash")
+    if not on_command_line["out"] and before_code is not None and now_code not in (None, before_code):
+        raise TaskextrapError(
+            f"--from {path}: the family's code changed since this run ({before_code} -> {now_code}), "
+            "so its results would be replaced by other code's: give --out to run it into another folder"
+        )
+    warn_if_code_changed(record, now)
     return name, options, None if on_command_line["out"] else folder
 
 

@@ -143,7 +143,9 @@ def read_json(path: str | os.PathLike) -> Any:
 
 def write_state_atomic(path: str | os.PathLike, arrays: dict, meta: dict) -> Path:
     """Write named numpy ``arrays`` and JSON-able ``meta`` as one safetensors file, atomically
-    (a fitted model's state: weights, never pickles)."""
+    (a fitted model's state: weights, never pickles). Each array comes back in its memory layout
+    (:func:`read_state`): a matrix product rounds by layout, so the layout is part of getting the
+    same numbers back."""
     from safetensors.numpy import save
 
     try:
@@ -151,19 +153,29 @@ def write_state_atomic(path: str | os.PathLike, arrays: dict, meta: dict) -> Pat
     except (TypeError, ValueError) as exc:
         raise TaskextrapError(f"cannot write {path}: {exc}") from None
     arrays = {k: np.asarray(v) for k, v in arrays.items()}
-    # Column-major arrays (scikit-learn's PCA components) come back column-major: a matrix
-    # product rounds by memory layout, so the layout is part of getting the same numbers back.
+    # A view into a larger array (scikit-learn's PCA components are rows of a column-major
+    # matrix) is saved as that array and re-made as the same view of it.
+    views = {}
+    for k, v in arrays.items():
+        base = v.base if isinstance(v.base, np.ndarray) else None
+        contiguous = v.flags.c_contiguous or v.flags.f_contiguous
+        if v.ndim > 1 and not contiguous and base is not None and (base.flags.c_contiguous or base.flags.f_contiguous):
+            offset = v.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+            views[k] = {"shape": list(v.shape), "strides": list(v.strides), "offset": offset}
+            arrays[k] = base
+    # Column-major arrays come back column-major.
     fortran = [k for k, v in arrays.items() if v.ndim > 1 and v.flags.f_contiguous and not v.flags.c_contiguous]
     data = save(
         {k: np.ascontiguousarray(v) for k, v in arrays.items()},
-        metadata={"meta": header, "fortran": json.dumps(fortran)},
+        metadata={"meta": header, "fortran": json.dumps(fortran), "views": json.dumps(views)},
     )
     return write_bytes_atomic(path, data)
 
 
 def read_state(path: str | os.PathLike) -> tuple[dict, dict]:
-    """The arrays and meta of a :func:`write_state_atomic` file; a one-line
-    :class:`TaskextrapError` when it is missing, truncated or not such a file."""
+    """The arrays and meta of a :func:`write_state_atomic` file, each array in the layout it was
+    written from; a one-line :class:`TaskextrapError` when it is missing, truncated or not such
+    a file."""
     from safetensors import safe_open
 
     p = Path(path)
@@ -173,7 +185,19 @@ def read_state(path: str | os.PathLike) -> tuple[dict, dict]:
         with safe_open(str(p), framework="numpy") as f:
             header = f.metadata() or {}
             meta, fortran = json.loads(header["meta"]), set(json.loads(header.get("fortran", "[]")))
+            views = json.loads(header.get("views", "{}"))
             arrays = {k: np.asfortranarray(f.get_tensor(k)) if k in fortran else f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open has keys() but is not iterable
+        for k, view in views.items():
+            arrays[k] = _view(arrays[k], view)
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for a damaged file
         raise TaskextrapError(f"cannot read {p}: not a readable state file ({type(exc).__name__})") from None
     return arrays, meta
+
+
+def _view(base: np.ndarray, view: dict) -> np.ndarray:
+    """The view ``{"shape", "strides", "offset"}`` of ``base`` (checked to lie inside it)."""
+    shape, strides, offset = tuple(view["shape"]), tuple(view["strides"]), int(view["offset"])
+    last = offset + sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) + base.itemsize
+    if offset < 0 or min(strides) <= 0 or min(shape) < 1 or last > base.nbytes:
+        raise ValueError("a view outside its array")
+    return np.ndarray(shape, base.dtype, buffer=base, offset=offset, strides=strides)

@@ -50,7 +50,7 @@ def fitted(prims):
 @pytest.fixture(scope="module")
 def targets(prims, fitted):
     tg = ChainSet.sample(prims, PAPER_RECIPE_SPLIT.test, 4, np.random.default_rng(3))
-    return tg, fitted.protocol.draw(tg, 1, np.random.default_rng(4))
+    return tg, fitted.protocol_.draw(tg, 1, np.random.default_rng(4))
 
 
 def test_no_fit_sees_a_held_out_recipe_and_shallower_ones_are_padded_with_the_identity(fitted):
@@ -70,6 +70,7 @@ def test_no_fit_sees_a_held_out_recipe_and_shallower_ones_are_padded_with_the_id
 
 def test_without_identity_no_padding_and_no_identity_primitive(prims):
     model = Composition3RTE(**{**TINY, "identity": False})
+    model._resolve()
     model._prepare(prims)
     assert IDENTITY_NAME not in set(model.primitives_.family_names) and model.identity_ is None
     tasks, _ = model.draw_training_tasks(model.train_pool_, 200, np.random.default_rng(0))
@@ -121,7 +122,8 @@ def test_oracle_and_bad_inputs(fitted, targets, prims):
         with pytest.raises(TaskextrapError, match=match) as e:
             call()
         assert "\n" not in str(e.value)
-    assert (Composition3RTE().psi_context, Composition3RTE(protocol="strict").psi_context) == (False, True)  # dev
+    dev = (Composition3RTE().resolved("psi_context"), Composition3RTE(protocol="strict").resolved("psi_context"))
+    assert dev == (False, True)
     with pytest.raises(TaskextrapError, match="not fitted"):
         Composition3RTE().decompose(obs.ctx_x, obs.ctx_y)
 

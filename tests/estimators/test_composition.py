@@ -35,7 +35,7 @@ def fitted(prims):
 @pytest.fixture(scope="module")
 def targets(prims, fitted):
     tg = CompositionSet.sample(prims, PAPER_SPLIT.test, 5, np.random.default_rng(3))
-    return tg, fitted.protocol.draw(tg, 1, np.random.default_rng(4))
+    return tg, fitted.protocol_.draw(tg, 1, np.random.default_rng(4))
 
 
 def test_no_fit_sees_a_held_out_pair(fitted, prims):
@@ -73,7 +73,7 @@ def test_refinement_keeps_distinct_pairs_ranked_and_never_fits_worse(fitted, tar
     d = fitted.decompose(obs.ctx_x, obs.ctx_y)
     np.testing.assert_array_equal(fitted.refined(obs.ctx_x, obs.ctx_y, plain).score, d.score)
     assert fitted.refined(obs.ctx_x, obs.ctx_y, plain, rounds=0) is plain
-    assert fitted.refine_rounds > 0 and d.score.shape == plain.score.shape
+    assert fitted.refine_rounds_ > 0 and d.score.shape == plain.score.shape
     assert np.all(d.score[:, 0] <= plain.score[:, 0] + 1e-12)
     assert np.all(np.diff(d.score, axis=1) >= 0)
     np.testing.assert_allclose(fitted.context_loss(obs.ctx_x, obs.ctx_y, d.anchors[..., 0], d.anchors[..., 1]), d.score)
@@ -101,7 +101,7 @@ def test_verification_recovers_the_true_pair_when_it_is_a_candidate(fitted, targ
     tg, obs = targets
 
     def with_truth(ctx_x, ctx_y, k=None):
-        k = fitted.k if k is None else k
+        k = fitted.k_ if k is None else k
         g = np.random.default_rng(0)
         outer = g.integers(len(fitted.primitives_), size=(len(ctx_x), k))
         inner = g.integers(len(fitted.primitives_), size=(len(ctx_x), k))
@@ -161,7 +161,8 @@ def test_unset_k_and_refine_rounds_take_the_protocols_dev_chosen_settings():
 
     for name in ("paper", "strict"):
         model = CompositionRTE(protocol=name)
-        assert (model.k, model.refine_rounds) == (DEV_SETTINGS[name]["k"], DEV_SETTINGS[name]["refine_rounds"])
+        chosen = DEV_SETTINGS[name]
+        assert (model.resolved("k"), model.resolved("refine_rounds")) == (chosen["k"], chosen["refine_rounds"])
     assert DEV_SETTINGS["paper"] != DEV_SETTINGS["strict"]
     # Explicit values win; a protocol of another name follows its noise.
     assert (

@@ -58,7 +58,7 @@ def test_rte_is_the_parameter_experiments_rte_row_under_the_paper_profile(protoc
     """RTE() is the objective in the dev-chosen variant (CHOSEN) with the paper profile's sizes:
     the estimator the experiment's ``rte`` row is built as (every setting, the seed 0 unit's)."""
     rte = RTE(protocol=protocol)
-    assert (rte.search, rte.loo) == ("objective", True)
+    assert (rte.search, rte.resolved("loo")) == ("objective", True)
     variant = X.OBJECTIVE_VARIANTS[X.CHOSEN[protocol]]
     assert {k: getattr(rte, k) for k in variant} == variant
     paper = X.PARAMETER_PROFILES["paper"]
@@ -70,7 +70,7 @@ def test_strategy_a_is_the_proxy_search_and_ignores_the_objectives_settings(make
     """RTE(search="proxy") is Strategy A (Psi without leave-one-out rows, the nearest anchors,
     equal weights); the objective's settings, which the experiments pin for their fingerprints,
     change none of its numbers."""
-    assert (RTE(search="proxy").search, RTE(search="proxy").loo) == ("proxy", False)
+    assert (RTE(search="proxy").search, RTE(search="proxy").resolved("loo")) == ("proxy", False)
     _, obs = quad_targets
     pinned = make_rte().fit(quad_library)  # retrieve 8, screen 0, shifts 0.5..2 (the experiments' Strategy A)
     plain = RTE(search="proxy", n_pairs=300, train=TINY_TRAIN, seed=0, verbose=False).fit(quad_library)
@@ -86,7 +86,8 @@ def test_the_chain_and_the_oracles_default_to_strategy_as_search_with_rtes_sizes
     paper = X.PARAMETER_PROFILES["paper"]
     for cls in (ChainedRTE, TransductiveOracle, ChainedTransductiveOracle):
         model = cls()
-        assert (model.search, model.loo, model.n_pairs, model.train) == ("proxy", False, paper.n_pairs, paper.train)
+        settings = (model.search, model.resolved("loo"), model.n_pairs, model.train)
+        assert settings == ("proxy", False, paper.n_pairs, paper.train)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

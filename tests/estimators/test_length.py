@@ -35,7 +35,7 @@ def targets(library):
     g = np.random.default_rng(5)
     top = np.flatnonzero(library.level == 8)
     tg = LadderSet.extend(library, top[:3], g)
-    return tg, LengthRTE(**TINY).protocol.draw(tg, 2, g)
+    return tg, LengthRTE(**TINY).resolved("protocol").draw(tg, 2, g)
 
 
 def test_decompose_ranks_verified_candidates(fitted, targets):

@@ -25,7 +25,7 @@ def _one_line(exc_info):
 
 def test_fit_sets_state(fitted_rte, quad_library):
     rte = fitted_rte
-    assert rte.protocol is get_protocol("paper")
+    assert rte.protocol_ is get_protocol("paper")
     assert rte.z_library_.shape == (len(quad_library), 16)
     np.testing.assert_allclose(np.linalg.norm(rte.z_library_, axis=1), 1.0, atol=1e-9)
     assert len(rte.psi_.history) == 15
@@ -115,7 +115,7 @@ def test_psi_predicts_the_target_minus_anchor_residual(fitted_rte, quad_targets,
     rte = fitted_rte
     # training: the regression target of every row is the scaled target - anchor residual
     batch = rte._pair_arrays(np.flatnonzero(rte.draws_.val), np.random.default_rng(0))
-    op = RelationalOperator(rte.scaler_, rte.protocol.n_context, rte.z_library_.shape[1], 0, rte.train)
+    op = RelationalOperator(rte.scaler_, rte.protocol_.n_context, rte.z_library_.shape[1], 0, rte.train)
     seen = {}
     monkeypatch.setattr(op, "_job", lambda make_rows, val_rows, rng, progress=None: seen.update(val=val_rows))
     op.fit_job(lambda g: batch, batch, np.random.default_rng(0))
@@ -198,8 +198,9 @@ def test_bad_queries_give_one_line_errors(fitted_rte, quad_targets):
 
 def test_strict_protocol_rte_wants_five_context_points(make_rte):
     rte = make_rte(protocol="strict")
-    assert rte.protocol.n_context == 5
-    rte.psi_ = object()  # pretend fitted: the count is checked before anything is used
+    assert rte.resolved("protocol").n_context == 5
+    rte._resolve()  # pretend fitted: the count is checked before anything is used
+    rte.psi_ = object()
     with pytest.raises(TaskextrapError, match="5 points"):
         rte.decompose(np.ones((2, 8)), np.ones((2, 8)))
 

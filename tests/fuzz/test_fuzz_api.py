@@ -128,7 +128,7 @@ def composition_rte():
 
 
 def _fuzz_estimator(model, data, domain):
-    ctx_x, ctx_y, x_query = data.draw(contexts(model.protocol.n_context, domain))
+    ctx_x, ctx_y, x_query = data.draw(contexts(model.resolved("protocol").n_context, domain))
     pred = check_call(lambda: model.predict(ctx_x, ctx_y, x_query))
     if pred is not None:  # (targets, queries); a 1-D x_query is one row shared by every target
         assert pred.ndim == 2 and pred.shape[1] == np.shape(x_query)[-1]
@@ -159,7 +159,7 @@ def test_composition_rte_predict_and_decompose(composition_rte, data):
 @FUZZ
 @given(anchors=hostile_array(max_dims=3), phi=hostile_array(max_dims=3), data=st.data())
 def test_rte_decomposition_for(fitted_rte, anchors, phi, data):
-    ctx_x, ctx_y, x_query = data.draw(contexts(fitted_rte.protocol.n_context, (-5.0, 5.0)))
+    ctx_x, ctx_y, x_query = data.draw(contexts(fitted_rte.protocol_.n_context, (-5.0, 5.0)))
     d = check_call(lambda: fitted_rte.decomposition_for(ctx_x, ctx_y, anchors, phi).phi)
     if d is not None:
         check_call(

@@ -324,3 +324,78 @@ def test_every_diagnostic_the_committed_results_hold_has_a_definition():
                 assert caption(row["metric"], path.stem), (path.name, row["metric"])
             seen.add(row["metric"])
     assert {"coverage", "entropy", "interval-width", "accuracy", "spearman", "fraction"} <= seen
+
+
+def test_the_verdict_opens_the_tables_with_what_rte_clearly_beats_and_loses_to():
+    from taskextrap.report.tables import verdict_lines
+
+    rows = [
+        make_row("parameter", "quadratic", m, "mse", np.full((3, 2), v))
+        for m, v in (("rte", 0.5), ("ctx-polyfit", 2.0), ("library-best-fit", 0.25), ("strategy-a", 0.6))
+    ]
+
+    def pair(a, b, winner):  # a paired comparison as report.compare writes it (clear when it has a winner)
+        paired = {"diff": 0.1, "lo": 0.05, "hi": 0.2, "seed_diffs": [0.1, 0.1], "n": 3}
+        return {
+            "group": "quadratic",
+            "metric": "mse",
+            "a": a,
+            "b": b,
+            "clear": winner is not None,
+            "winner": winner,
+            **paired,
+        }
+
+    comparisons = [
+        pair("rte", "ctx-polyfit", "rte"),
+        pair("rte", "library-best-fit", "library-best-fit"),
+        pair("rte", "strategy-a", None),
+        pair("strategy-a", "ctx-polyfit", "strategy-a"),
+    ]
+    results = {**run_results(), "rows": rows, "comparisons": comparisons}
+    (line,) = verdict_lines(results)
+    assert line == (
+        "quadratic (mse): rte 0.500; clearly beats ctx-polyfit 2.00; "
+        "is clearly beaten by library-best-fit 0.250; not clear against 1"
+    )
+    md, text = results_markdown(results), console_table(results)
+    assert md.index("## verdict") < md.index("## mse") and f"- {line}" in md
+    assert text.index("verdict:") < text.index("[mse]") and f"  {line}" in text
+    assert verdict_lines({**results, "comparisons": comparisons[3:]}) == []  # no comparison of rte: no verdict
+    assert "verdict" not in results_markdown(run_results())
+
+
+def test_a_state_file_gives_every_array_back_in_its_memory_layout(tmp_path):
+    """A matrix product rounds by memory layout: C, column-major and a view into a larger
+    column-major matrix (a PCA's components) come back as they were; a view pointing outside
+    its array (a damaged header) is a one-line error."""
+    import json as _json
+
+    from taskextrap.files import read_state, write_state_atomic
+
+    g = np.random.default_rng(0)
+    big = np.asfortranarray(g.normal(size=(26, 40)))
+    arrays = {"c": g.normal(size=(3, 5)), "f": np.asfortranarray(g.normal(size=(4, 6))), "view": big[:16]}
+    assert not (arrays["view"].flags.c_contiguous or arrays["view"].flags.f_contiguous)
+    write_state_atomic(tmp_path / "s.safetensors", arrays, {"note": 1})
+    back, meta = read_state(tmp_path / "s.safetensors")
+    assert meta == {"note": 1}
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(back[k], v)
+        assert back[k].strides == v.strides, k
+    x = g.normal(size=(7, 40))
+    np.testing.assert_array_equal(x @ back["view"].T, x @ arrays["view"].T)
+    # a header whose view reaches past its array
+    from safetensors.numpy import load_file, save_file
+
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "s.safetensors"), framework="numpy") as f:
+        header = dict(f.metadata())
+    views = _json.loads(header["views"])
+    views["view"]["shape"] = [16, 400]
+    header["views"] = _json.dumps(views)
+    save_file(load_file(tmp_path / "s.safetensors"), tmp_path / "bad.safetensors", metadata=header)
+    with pytest.raises(TaskextrapError, match="not a readable state file") as e:
+        read_state(tmp_path / "bad.safetensors")
+    assert "\n" not in str(e.value)

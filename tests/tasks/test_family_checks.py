@@ -163,13 +163,14 @@ def test_callable_hash_follows_code_constants_globals_and_closures(user_module):
 def test_a_changed_user_formula_changes_the_unit_key_and_the_numbers(user_module, tmp_path):
     profile = PARAMETER_PROFILES["tiny"]
     keys, values = [], []
-    for formula in ("a * (x - b) ** 2 + c", "a * (x - b) ** 2 + 2 * c"):
+    for i, formula in enumerate(("a * (x - b) ** 2 + c", "a * (x - b) ** 2 + 2 * c")):
         user_module("myformula", family_module(formula))
         family = get_family("myformula:FAM")
         keys.append(unit_config(family, "paper", profile, 0, "gradient", 2, 1)["fn_code"])
-        res = run_experiment(
+        res = run_experiment(  # one unit cache; each code's run in a folder of its own (the old one is refused)
             "parameter",
             RunOptions(profile="tiny", out=tmp_path / "runs", family="myformula:FAM", progress=False, plots=False),
+            out_dir=tmp_path / "runs" / f"edit{i}",
         )
         values.append({r["method"]: r["value"] for r in res["rows"] if r["metric"] == "mse"})
     assert keys[0] != keys[1]

@@ -28,7 +28,7 @@ class DiscreteInductive:
         self.rte = rte
         self.net = InductiveRegressor(
             rte.scaler_,
-            rte.protocol.n_context,
+            rte.protocol_.n_context,
             0,
             derive_seed(rte.seed, "sparse-inductive"),
             rte.train,

@@ -41,7 +41,7 @@ class InductiveBaseline:
         d = rte.draws_
         dim = _extra(kind, rte, d.z[:1], d.obs.params[:1]).shape[1]
         self.net = InductiveRegressor(
-            rte.scaler_, rte.protocol.n_context, dim, derive_seed(rte.seed, kind), rte.train, component=kind
+            rte.scaler_, rte.protocol_.n_context, dim, derive_seed(rte.seed, kind), rte.train, component=kind
         ).to(rte.device)
 
     def fit(self, progress=None) -> InductiveBaseline:

@@ -18,7 +18,7 @@ from taskextrap.tasks.taskset import TaskSet
 from taskextrap.validation import as_rows
 
 
-@dataclass
+@dataclass(eq=False)
 class TransductiveOracle(RTE):
     """RTE with a perfect proxy: the anchor is the library task nearest by true theta and the
     shift is the full true delta-theta. It trains its own Psi on library pairs with true shifts.
@@ -55,7 +55,7 @@ class TransductiveOracle(RTE):
         return self._nearest(fam.scaled_params(theta), k)
 
 
-@dataclass
+@dataclass(eq=False)
 class ChainedTransductiveOracle(TransductiveOracle, ChainedRTE):
     """The transductive oracle chained like :class:`ChainedRTE`: anchors by true theta, the
     true shift split linearly over the steps (its proxy is theta itself, so ``re-embed`` has no

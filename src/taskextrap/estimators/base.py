@@ -11,14 +11,17 @@ keyword: it builds the :class:`Decomposition` it wants (``decomposition_for``) a
 
 from __future__ import annotations
 
+import abc
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from taskextrap.errors import TaskextrapError
+from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.validation import as_index_array, check_context, check_instance, check_query, check_scaled
 
 if TYPE_CHECKING:
@@ -175,24 +178,106 @@ def fit_together(pending: Sequence[PendingFit], stacked: bool | None = None) -> 
     return seconds
 
 
-class Fittable:
-    """What every estimator shares, whatever its targets are: ``fit(library)``, and one line
-    (:meth:`check_is_fitted`) for a method called before it.
+class Fittable(abc.ABC):
+    """What every estimator shares, whatever its targets are: ``fit(library)``, one line
+    (:meth:`check_is_fitted`) for a method called before it, and scikit-learn's parameter
+    contract: the constructor arguments are stored exactly as given (``get_params``,
+    ``set_params``, ``sklearn.base.clone``); what they resolve to (a protocol's name to the
+    protocol, a None to the dev-chosen value) is set by ``fit`` as attributes ending in ``_``.
 
-    Subclasses set :attr:`fitted_attribute` to an attribute that ``fit`` sets last (so a fit
-    that failed half way is not taken for a fitted estimator).
+    Subclasses are dataclasses whose fields are the constructor arguments. They set
+    :attr:`fitted_attribute` to an attribute that ``fit`` sets last (so a fit that failed half
+    way is not taken for a fitted estimator), and check their arguments in :meth:`_settings`,
+    which runs at construction (a bad argument is a one-line error there) and again in ``fit``.
     """
 
     fitted_attribute = "psi_"
     library_kind = "library"  # what fit takes, for the error of an unfitted estimator
 
-    def fit(self, library, progress=None) -> Fittable:  # pragma: no cover - abstract
+    def __post_init__(self):
+        self._settings()
+
+    def _settings(self) -> dict[str, Any]:
+        """Check every constructor argument (a one-line error for a bad one) and return what
+        ``fit`` resolves from them, by argument name (``fit`` sets each as ``<name>_``)."""
+        return {}
+
+    def _resolve(self) -> None:
+        """Set the resolved arguments (:meth:`_settings`) as fitted attributes ``<name>_``."""
+        for name, value in self._settings().items():
+            setattr(self, f"{name}_", value)
+
+    def resolved(self, name: str):
+        """The argument ``name`` as ``fit`` uses it: its resolved value where it has one (a
+        protocol object for a protocol's name, a dev-chosen value for None), else as given."""
+        settings = self._settings()
+        return settings[name] if name in settings else getattr(self, name)
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor arguments, as given (scikit-learn's ``get_params``; ``deep`` is
+        accepted for compatibility: no argument is itself an estimator)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}  # type: ignore[arg-type]
+
+    def set_params(self, **params) -> Fittable:
+        """Set constructor arguments by name (scikit-learn's ``set_params``) and return self. An
+        unknown name or a bad value is a one-line error and changes nothing. A fitted estimator
+        keeps its fit: call ``fit`` again for the new arguments to take effect there."""
+        valid = self.get_params()
+        unknown = sorted(set(params) - set(valid))
+        if unknown:
+            raise TaskextrapError(
+                f"{type(self).__name__} has no parameter {', '.join(map(repr, unknown))}; "
+                f"its parameters: {', '.join(valid)}" + did_you_mean(unknown[0], valid)
+            )
+        before = {name: valid[name] for name in params}
+        for name, value in params.items():
+            setattr(self, name, value)
+        try:
+            self._settings()
+        except TaskextrapError:
+            for name, value in before.items():
+                setattr(self, name, value)
+            raise
+        return self
+
+    def __eq__(self, other) -> bool:
+        """One class with the same arguments, compared as ``fit`` resolves them (``protocol="paper"``
+        equals the paper protocol's object; ``k=None`` equals the dev-chosen k). ``verbose`` and
+        other fields that change nothing computed are not compared."""
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a dataclass with eq
+
+    def _compared(self) -> list:
+        settings = self._settings()
+        return [settings.get(f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.compare]  # type: ignore[arg-type]
+
+    @abc.abstractmethod
+    def fit(self, library, progress=None) -> Fittable:
         """Learn everything from ``library`` (training tasks only) and return self."""
-        raise NotImplementedError
 
     def check_is_fitted(self) -> None:
         """A one-line error unless ``fit`` has finished."""
         check_is_fitted(self, self.fitted_attribute, self.library_kind)
+
+    def save_pretrained(self, folder) -> Path:
+        """Write this fitted estimator into ``folder``: ``config.json`` (its arguments, its
+        library's description, the taskextrap version and source hash) and ``model.safetensors``
+        (what the fit learned and the library's tasks); ``from_pretrained`` reads it back
+        (``estimators.saving``). Returns the folder."""
+        from taskextrap.estimators.saving import save_pretrained
+
+        return save_pretrained(self, folder)
+
+    @classmethod
+    def from_pretrained(cls, folder):
+        """The fitted estimator ``save_pretrained`` wrote into ``folder``, from its two files alone
+        (no library drawn again, nothing fitted): the same predictions and intervals."""
+        from taskextrap.estimators.saving import load_pretrained
+
+        return load_pretrained(folder, cls)
 
 
 class Estimator(Fittable):
@@ -202,35 +287,39 @@ class Estimator(Fittable):
     """
 
     # Declared for the type checker only (on a dataclass subclass they would be constructor
-    # fields): the protocol, a name or an object when given, an ObservationProtocol once built;
-    # and what fit sets (the pools and noise where a regime draws training relations itself).
+    # fields): the protocol, a name or an object as given, and the ObservationProtocol fit
+    # resolves it to; what fit sets (the pools and noise where a regime draws training relations).
     protocol: Any
+    protocol_: Any  # an ObservationProtocol (its draw takes every regime's task set)
+    loo_: bool  # RTE's, resolved from its search when None
+    phi_scales_: tuple[float, ...]  # RTE's, as floats
+    k_: int  # the composition estimators', dev-chosen when None
+    refine_rounds_: int
+    psi_context_: bool  # Composition3RTE's
     scaler_: FamilyScaler
     noise_sd_: float
     train_pool_: np.ndarray
     val_pool_: np.ndarray
 
-    def decompose(self, ctx_x, ctx_y) -> Decomposition:  # pragma: no cover - abstract
+    @abc.abstractmethod
+    def decompose(self, ctx_x, ctx_y) -> Decomposition:
         """Each target's candidates, best first, from its context only."""
-        raise NotImplementedError
 
-    def predict(
-        self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None, return_std: bool = False
-    ):  # pragma: no cover - abstract
+    @abc.abstractmethod
+    def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None, return_std: bool = False):
         """Each target at ``x_query`` (n, q); ``decomposition`` reuses (or imposes) one. With
         ``return_std`` also the predictive standard deviation (n, q) of the posterior over
         decompositions (``search.posterior.mixture``): (mean, std)."""
-        raise NotImplementedError
 
-    def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:  # pragma: no cover - abstract
+    @abc.abstractmethod
+    def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:
         """The decomposition an oracle or an ablation chooses: the given ``anchors`` (and ``phi``,
         where the regime has a continuous part), scores NaN."""
-        raise NotImplementedError
 
     def _checked_context(self, ctx_x, ctx_y) -> tuple[np.ndarray, np.ndarray]:
         """The context as validated float arrays (n, n_context), within the float32 networks'
         range once scaled (``validation.MAX_SCALED``). Needs the fitted scaler."""
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol.n_context)
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol_.n_context)
         check_scaled("ctx_x", self.scaler_.x(ctx_x))
         check_scaled("ctx_y", self.scaler_.y(ctx_y))
         return ctx_x, ctx_y

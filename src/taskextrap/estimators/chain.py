@@ -70,7 +70,7 @@ def dev_settings(protocol) -> dict:
     return DEV_SETTINGS["strict" if protocol.noise > 0 else "paper"]
 
 
-@dataclass
+@dataclass(eq=False)
 class Composition3RTE(DecomposingRTE):
     """RTE for deep compositions: ``Composition3RTE(...).fit(primitives).predict(ctx_x, ctx_y, x_query)``.
 
@@ -127,24 +127,27 @@ class Composition3RTE(DecomposingRTE):
     regime = "composition-depth3"
     library_kind = "primitives"
 
-    def __post_init__(self):
-        super().__post_init__()
-        chosen = dev_settings(self.protocol)
-        self.k = chosen["k"] if self.k is None else self.k
-        self.refine_rounds = chosen["refine_rounds"] if self.refine_rounds is None else self.refine_rounds
-        self.psi_context = chosen["psi_context"] if self.psi_context is None else self.psi_context
+    def _settings(self) -> dict:
+        """The base class's, and ``k``, ``refine_rounds`` and ``psi_context`` resolved from the
+        protocol's dev-chosen values when None (``k_``, ``refine_rounds_``, ``psi_context_``)."""
+        settings = super()._settings()
+        chosen = dev_settings(settings["protocol"])
+        k = chosen["k"] if self.k is None else self.k
+        refine_rounds = chosen["refine_rounds"] if self.refine_rounds is None else self.refine_rounds
+        psi_context = chosen["psi_context"] if self.psi_context is None else self.psi_context
         check_int("depth", self.depth, 2, 6)
-        check_int("k", self.k, 1)
+        check_int("k", k, 1)
         check_int("keep", self.keep, 1)
-        check_int("refine_rounds", self.refine_rounds, 0)
-        for name in ("identity", "psi_context"):
-            if not isinstance(getattr(self, name), bool):
-                raise TaskextrapError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        check_int("refine_rounds", refine_rounds, 0)
+        for name, value in (("identity", self.identity), ("psi_context", psi_context)):
+            if not isinstance(value, bool):
+                raise TaskextrapError(f"{name} must be True or False, got {value!r}")
         check_share("pad_share", self.pad_share)
         check_instance("split", self.split, RecipeSplit, "a RecipeSplit (see taskextrap.tasks.chains)")
         if self.split.depth != self.depth:
             raise TaskextrapError(f"the recipe split has depth {self.split.depth}, the estimator {self.depth}")
         check_int("value_points", self.value_points, 2)
+        return settings | {"k": k, "refine_rounds": refine_rounds, "psi_context": psi_context}
 
     # ----------------------------------------------------------------------------- phase 1
     def _prepare(self, primitives: PrimitiveSet):
@@ -172,7 +175,7 @@ class Composition3RTE(DecomposingRTE):
         )
         self.composer_ = Chainer(self.primitives_, self.split.train)
         self.noise_scale_ = noise_scale(self.composer_)
-        self.noise_sd_ = self.protocol.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
+        self.noise_sd_ = self.protocol_.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
         self.val_pool_, self.train_pool_ = self._split_pool(self.primitives_)
         self.scaler_ = FamilyScaler.fit(self.draw_training_tasks(self.train_pool_, 512, rng(self.seed, "scaler"))[0])
         dom = np.linspace(*self.primitives_.domain, 100)
@@ -211,7 +214,7 @@ class Composition3RTE(DecomposingRTE):
             train_recipes=self.split.train,
             weights=self.recipe_weights_,
         )
-        obs = self.protocol.draw(tasks, 1, g, getattr(self, "noise_scale_", None))
+        obs = self.protocol_.draw(tasks, 1, g, getattr(self, "noise_scale_", None))
         return tasks, obs
 
     def _operator_arrays(self, pool, n, g) -> audit.Batch:
@@ -227,14 +230,14 @@ class Composition3RTE(DecomposingRTE):
         return ChainOperator(
             self.scaler_,
             self.primitives_,
-            self.protocol.n_context,
+            self.protocol_.n_context,
             self.depth,
             derive_seed(self.seed, "psi"),
             self.train,
             self.value_span_,
             self.value_points,
             blocks=self.blocks,
-            context=bool(self.psi_context),
+            context=bool(self.psi_context_),
         )
 
     def _decomposer_arrays(self, pool, n, g) -> audit.Batch:
@@ -255,8 +258,8 @@ class Composition3RTE(DecomposingRTE):
         self.check_is_fitted()
         check_optional_int("k", k, 1)
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
-        k = self.k if k is None else k
-        assert k is not None  # self.k is chosen in __post_init__
+        k = self.k_ if k is None else k
+        assert k is not None  # self.k_ is resolved by fit
         k = min(k, len(self.z_library_))
         return np.stack([nearest(z, self.z_library_, k)[0] for z in self.decomposer_.predict(ctx_x, ctx_y)], axis=1)
 
@@ -290,8 +293,8 @@ class Composition3RTE(DecomposingRTE):
         coordinate refinement over the library, with its posterior ``weights`` (:meth:`weighted`);
         lets a caller keep both without verifying twice."""
         self.check_is_fitted()
-        rounds = self.refine_rounds if rounds is None else check_int("rounds", rounds, 0)
-        assert rounds is not None  # self.refine_rounds is chosen in __post_init__
+        rounds = self.refine_rounds_ if rounds is None else check_int("rounds", rounds, 0)
+        assert rounds is not None  # self.refine_rounds_ is chosen in __post_init__
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         self._check(d, len(ctx_x))
         if rounds <= 0:

@@ -60,7 +60,7 @@ def dev_settings(protocol) -> dict:
     return DEV_SETTINGS["strict" if protocol.noise > 0 else "paper"]
 
 
-@dataclass
+@dataclass(eq=False)
 class CompositionRTE(DecomposingRTE):
     """RTE for compositions: ``CompositionRTE(...).fit(primitives).predict(ctx_x, ctx_y, x_query)``.
 
@@ -120,14 +120,17 @@ class CompositionRTE(DecomposingRTE):
     regime = "composition"
     library_kind = "primitives"
 
-    def __post_init__(self):
-        super().__post_init__()
-        chosen = dev_settings(self.protocol)
-        self.k = chosen["k"] if self.k is None else self.k
-        self.refine_rounds = chosen["refine_rounds"] if self.refine_rounds is None else self.refine_rounds
-        check_int("k", self.k, 1)
-        check_int("refine_rounds", self.refine_rounds, 0)
+    def _settings(self) -> dict:
+        """The base class's, and ``k`` and ``refine_rounds`` resolved from the protocol's
+        dev-chosen values when None (``k_``, ``refine_rounds_``)."""
+        settings = super()._settings()
+        chosen = dev_settings(settings["protocol"])
+        k = chosen["k"] if self.k is None else self.k
+        refine_rounds = chosen["refine_rounds"] if self.refine_rounds is None else self.refine_rounds
+        check_int("k", k, 1)
+        check_int("refine_rounds", refine_rounds, 0)
         check_instance("split", self.split, PairSplit, "a PairSplit (see taskextrap.tasks.primitives)")
+        return settings | {"k": k, "refine_rounds": refine_rounds}
 
     # ----------------------------------------------------------------------------- phase 1
     def _prepare(self, primitives: PrimitiveSet):
@@ -142,7 +145,7 @@ class CompositionRTE(DecomposingRTE):
         self.primitives_ = primitives
         self.composer_ = Composer(primitives, self.split.train)
         self.noise_scale_ = noise_scale(self.composer_)
-        self.noise_sd_ = self.protocol.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
+        self.noise_sd_ = self.protocol_.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
         self.val_pool_, self.train_pool_ = self._split_pool(primitives)
         self.scaler_ = FamilyScaler.fit(self.draw_training_tasks(self.train_pool_, 512, rng(self.seed, "scaler"))[0])
         tasks = PrimitiveTasks.of(primitives)
@@ -163,7 +166,7 @@ class CompositionRTE(DecomposingRTE):
     def draw_training_tasks(self, pool, n, g):
         """``n`` fresh training-pair compositions of primitives from ``pool`` and one observation of each."""
         tasks = CompositionSet.sample(self.primitives_, self.split.train, n, g, pool=pool, train_pairs=self.split.train)
-        obs = self.protocol.draw(tasks, 1, g, getattr(self, "noise_scale_", None))
+        obs = self.protocol_.draw(tasks, 1, g, getattr(self, "noise_scale_", None))
         return tasks, obs
 
     def _operator_arrays(self, pool, n, g) -> audit.Batch:
@@ -179,7 +182,7 @@ class CompositionRTE(DecomposingRTE):
         return CompositionOperator(
             self.scaler_,
             self.primitives_,
-            self.protocol.n_context,
+            self.protocol_.n_context,
             derive_seed(self.seed, "psi"),
             self.train,
             blocks=self.blocks,
@@ -204,8 +207,8 @@ class CompositionRTE(DecomposingRTE):
         check_optional_int("k", k, 1)
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         z_outer, z_inner = self.decomposer_.predict(ctx_x, ctx_y)
-        k = self.k if k is None else k
-        assert k is not None  # self.k is chosen in __post_init__
+        k = self.k_ if k is None else k
+        assert k is not None  # self.k_ is resolved by fit
         k = min(k, len(self.z_library_))
         return nearest(z_outer, self.z_library_, k)[0], nearest(z_inner, self.z_library_, k)[0]
 
@@ -241,8 +244,8 @@ class CompositionRTE(DecomposingRTE):
         refinement over the library, with its posterior ``weights`` (:meth:`weighted`); lets a
         caller keep both without verifying twice."""
         self.check_is_fitted()
-        rounds = self.refine_rounds if rounds is None else check_int("rounds", rounds, 0)
-        assert rounds is not None  # self.refine_rounds is chosen in __post_init__
+        rounds = self.refine_rounds_ if rounds is None else check_int("rounds", rounds, 0)
+        assert rounds is not None  # self.refine_rounds_ is chosen in __post_init__
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         check_decomposition(d, len(ctx_x), len(self.primitives_), *self._decomposition_shape())
         if rounds <= 0:

@@ -74,7 +74,7 @@ class PseudoLabels:
         return np.concatenate([self.obs.ctx_y, self.obs.qry_y], axis=1)
 
 
-@dataclass
+@dataclass(eq=False)
 class EMCompositionRTE(CompositionRTE):
     """``CompositionRTE`` fitted with hidden labels (module docstring).
 
@@ -101,8 +101,9 @@ class EMCompositionRTE(CompositionRTE):
     sweeps: int = 3
     label_pairs: str = "train"
 
-    def __post_init__(self):
-        super().__post_init__()
+    def _settings(self) -> dict:
+        """The base class's checks, and this estimator's own arguments'."""
+        settings = super()._settings()
         if self.label_pairs not in LABEL_PAIRS:
             raise TaskextrapError(f"label_pairs must be one of {', '.join(LABEL_PAIRS)}, got {self.label_pairs!r}")
         check_real("label_share", self.label_share, 0.0, 1.0)
@@ -110,12 +111,14 @@ class EMCompositionRTE(CompositionRTE):
         check_int("em_rounds", self.em_rounds, 1)
         check_int("restarts", self.restarts, 1)
         check_int("sweeps", self.sweeps, 1)
+        return settings
 
     # ----------------------------------------------------------------------------- phase 1
     def fit(self, primitives, progress=None, embedded: CompositionRTE | None = None):
         """Gamma (or, with ``embedded``, the label-free state of a fitted ``CompositionRTE`` of the
         same library, protocol, embedding and seed: pools, scaler, Gamma), then EM."""
         check_progress(progress)
+        self._resolve()  # (again in _adopt: a fit's first step either way)
         steps = lambda cfg: replace(cfg, steps=max(1, math.ceil(cfg.steps / self.em_rounds)))  # noqa: E731
         total = self.em_rounds * (steps(self.train).steps + steps(self.decomposer_train).steps)
         with FitProgress(self.verbose, total, progress, type(self).__name__) as bar:
@@ -150,7 +153,7 @@ class EMCompositionRTE(CompositionRTE):
                 if decomposer is None:
                     decomposer = Decomposer(
                         self.scaler_,
-                        self.protocol.n_context,
+                        self.protocol_.n_context,
                         self._part_dims(),
                         derive_seed(self.seed, "decomposer"),
                         steps(self.decomposer_train),
@@ -167,8 +170,9 @@ class EMCompositionRTE(CompositionRTE):
     def _adopt(self, fitted: CompositionRTE, primitives) -> None:
         """Take the label-free state (library, pools, scaler, Gamma) of a fitted CompositionRTE."""
         fitted.check_is_fitted()
+        self._resolve()
         same = ("protocol", "split", "embedding", "embed_dim", "library_draws", "val_fraction", "seed", "device")
-        if fitted.primitives_ is not primitives or any(getattr(fitted, a) != getattr(self, a) for a in same):
+        if fitted.primitives_ is not primitives or any(fitted.resolved(a) != self.resolved(a) for a in same):
             raise TaskextrapError(
                 f"embedded must be a CompositionRTE fitted on the same library with the same {', '.join(same)}"
             )

@@ -53,7 +53,7 @@ from taskextrap.validation import (
 CALIBRATION_TASKS = 512  # validation-pool tasks on which loss_scale_ and query_var_ are measured
 
 
-@dataclass
+@dataclass(eq=False)
 class DecomposingRTE(Estimator):
     """Base class of :class:`~taskextrap.estimators.length.LengthRTE` and
     :class:`~taskextrap.estimators.composition.CompositionRTE` (see their Args). Its sizes
@@ -85,10 +85,12 @@ class DecomposingRTE(Estimator):
     regime = ""  # the protocol table a protocol name is looked up in
     fitted_attribute = "decomposer_"
 
-    def __post_init__(self):
-        self.protocol = get_protocol(self.protocol, self.regime)
-        self.device = check_device(self.device)
-        self.interval_scale = check_scale(self.interval_scale)
+    def _settings(self) -> dict:
+        """Every constructor argument checked (a one-line error for a bad one); ``fit`` resolves
+        the protocol (``protocol_``, from this regime's table when given by name)."""
+        protocol = get_protocol(self.protocol, self.regime)
+        check_device(self.device)
+        check_scale(self.interval_scale)
         check_embedding(self.embedding)
         if self.temperature is not None:
             check_real("temperature", self.temperature, 0.0, min_open=True)
@@ -104,6 +106,7 @@ class DecomposingRTE(Estimator):
         _check_blocks(self.blocks)
         check_int("seed", self.seed, 0)
         check_instance("verbose", self.verbose, bool, "True or False")
+        return {"protocol": protocol}
 
     # ----------------------------------------------------------------------------- phase 1
     def fit(self, library, progress=None):
@@ -128,6 +131,7 @@ class DecomposingRTE(Estimator):
         decomposer's training as jobs, to train beside other fits' networks
         (``estimators.base.fit_together``); the pending fit's ``finish()`` calibrates and
         completes the fit."""
+        self._resolve()
         tasks, scale = self._prepare(library)
         t = time.perf_counter()
         self._fit_embedding(tasks, scale)
@@ -138,7 +142,7 @@ class DecomposingRTE(Estimator):
         )
         cfg = self.decomposer_train
         decomposer = Decomposer(
-            self.scaler_, self.protocol.n_context, self._part_dims(), derive_seed(self.seed, "decomposer"), cfg
+            self.scaler_, self.protocol_.n_context, self._part_dims(), derive_seed(self.seed, "decomposer"), cfg
         ).to(self.device)
         g = self._stream_job(
             decomposer, self._decomposer_arrays, "decomposer", cfg.batch, max(256, cfg.batch), progress
@@ -175,7 +179,7 @@ class DecomposingRTE(Estimator):
 
     def _fit_embedding(self, tasks, scale: float):
         """Gamma fitted on library draws; each library task's embedding is the mean over its draws."""
-        obs = self.protocol.draw(tasks, self.library_draws, rng(self.seed, "library-draws"), scale)
+        obs = self.protocol_.draw(tasks, self.library_draws, rng(self.seed, "library-draws"), scale)
         self.embedding_ = fit_library_embedding(
             self.embedding,
             self.embed_dim,
@@ -183,7 +187,7 @@ class DecomposingRTE(Estimator):
             self.scaler_,
             tasks,
             obs,
-            noise_sd=self.protocol.noise * scale,
+            noise_sd=self.protocol_.noise * scale,
             device=self.device,
         )
         z = self.embedding_.transform(self.scaler_.x(obs.ctx_x), self.scaler_.y(obs.ctx_y))
@@ -248,12 +252,12 @@ class DecomposingRTE(Estimator):
     def calibrated_scale(self) -> float:
         """The multiplier of the predictive sd: ``interval_scale``, or the regime's dev-chosen one
         for this protocol (``search.calibration``)."""
-        return resolved_scale(self.interval_scale, self.regime, self.protocol)
+        return resolved_scale(self.interval_scale, self.regime, self.resolved("protocol"))
 
     def weighted(self, d: Decomposition) -> Decomposition:
         """``d`` with its posterior ``weights`` filled from its scores (:meth:`_weights`); ``d``
         itself when it carries these already."""
-        w = self._weights(d, self.protocol.n_context)
+        w = self._weights(d, self.protocol_.n_context)
         return d if d.weights is not None and np.array_equal(d.weights, w) else replace(d, weights=w)
 
     def _weights(self, d: Decomposition, n_points: int) -> np.ndarray:

@@ -36,7 +36,7 @@ from taskextrap.validation import as_index_array, as_rows, check_finite_result, 
 VERIFY_CHUNK = 256  # targets per batched verification pass: bounds memory
 
 
-@dataclass
+@dataclass(eq=False)
 class LengthRTE(DecomposingRTE):
     """RTE for ladders: ``LengthRTE(...).fit(library).predict(ctx_x, ctx_y, x_query)``.
 
@@ -95,11 +95,13 @@ class LengthRTE(DecomposingRTE):
 
     regime = "length"
 
-    def __post_init__(self):
-        super().__post_init__()
+    def _settings(self) -> dict:
+        """The base class's checks, and this estimator's own arguments'."""
+        settings = super()._settings()
         check_int("k", self.k, 1)
         check_int("c_grid", self.c_grid, 2)
         check_real("screen_fraction", self.screen_fraction, 0.0, 1.0)
+        return settings
 
     # ----------------------------------------------------------------------------- phase 1
     def _prepare(self, library: LadderSet):
@@ -114,7 +116,7 @@ class LengthRTE(DecomposingRTE):
             raise TaskextrapError(f"ladder {ladder.name!r} has no extension step inside its training levels")
         self.library_, self.ladder_ = library, ladder
         self.noise_scale_ = noise_scale(ladder)
-        self.noise_sd_ = self.protocol.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
+        self.noise_sd_ = self.protocol_.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
         self.scaler_ = FamilyScaler.fit(library)
         self.coef_half_ = (ladder.coef_range[1] - ladder.coef_range[0]) / 2
         pred = np.flatnonzero(np.isin(library.level + 1, ladder.train_steps))
@@ -132,7 +134,7 @@ class LengthRTE(DecomposingRTE):
     def draw_training_tasks(self, pool: np.ndarray, n: int, g: np.random.Generator):
         """``n`` fresh extension steps of predecessors from ``pool`` and one observation of each."""
         targets = LadderSet.extend(self.library_, pool[g.integers(len(pool), size=n)], g)
-        return targets, self.protocol.draw(targets, 1, g, self.noise_scale_)
+        return targets, self.protocol_.draw(targets, 1, g, self.noise_scale_)
 
     def _operator_arrays(self, pool: np.ndarray, n: int, g: np.random.Generator) -> audit.Batch:
         """Psi_ext arrays: query rows with the whole context, plus leave-one-out rows at the context points.
@@ -159,7 +161,7 @@ class LengthRTE(DecomposingRTE):
     def _make_operator(self) -> ExtensionOperator:
         return ExtensionOperator(
             self.scaler_,
-            self.protocol.n_context,
+            self.protocol_.n_context,
             self.coef_half_,
             derive_seed(self.seed, "psi"),
             self.train,

@@ -75,7 +75,7 @@ def _check_steps(steps) -> None:
         raise TaskextrapError(f"steps must be 'auto' or an int from 1 to {MAX_STEPS}, got {describe(steps)}")
 
 
-@dataclass
+@dataclass(eq=False)
 class ChainedRTE(RTE):
     """RTE reaching far targets in several in-distribution steps (App. B.1.1), scikit-learn style.
 
@@ -103,8 +103,9 @@ class ChainedRTE(RTE):
         """Chained prediction has no dev-chosen interval scale of its own (1.0 unless given)."""
         return "parameter-multistep"
 
-    def __post_init__(self):
-        super().__post_init__()
+    def _settings(self) -> dict:
+        """The base class's checks, and this estimator's own arguments'."""
+        settings = super()._settings()
         _check_steps(self.steps)
         check_real("step_quantile", self.step_quantile, 0.0, 1.0, min_open=True)
         if self.step_measure not in STEP_MEASURES:
@@ -113,6 +114,7 @@ class ChainedRTE(RTE):
             )
         if self.shift_split not in SHIFT_SPLITS:
             raise TaskextrapError(f"shift_split must be one of {list(SHIFT_SPLITS)}, got {describe(self.shift_split)}")
+        return settings
 
     def fit(self, library, progress=None, fitted: RTE | None = None) -> ChainedRTE:
         """Fit Gamma and Psi as RTE does, then record the step measures of the pairs Psi trained on.
@@ -122,7 +124,19 @@ class ChainedRTE(RTE):
             super().fit(library, progress)
         else:
             self._adopt_fit(fitted, library)
-        # one pass of training pairs from a stream of its own, so the fit itself is RTE's exactly
+        self._measure_steps()
+        return self
+
+    def restore(self, library, arrays: dict, meta: dict) -> ChainedRTE:
+        """RTE's :meth:`~taskextrap.estimators.parameter.RTE.restore`, and the step measures
+        measured again (they are a function of the restored draws and the seed)."""
+        super().restore(library, arrays, meta)
+        self._measure_steps()
+        return self
+
+    def _measure_steps(self) -> None:
+        """The step measures of the pairs Psi trains on: one pass of training pairs from a
+        stream of its own, so the fit itself is RTE's exactly."""
         _ctx_x, ctx_y, anc_ctx, _, _, shift, _ = self._pair_arrays(
             np.flatnonzero(self.draws_.train), rng(self.seed, "step-measures")
         )[:7]
@@ -130,7 +144,6 @@ class ChainedRTE(RTE):
             "shift": np.sort(np.linalg.norm(shift, axis=1)),
             "context": np.sort(self._gap(ctx_y, anc_ctx)),
         }
-        return self
 
     def _gap(self, ctx_y: np.ndarray, anc_ctx: np.ndarray) -> np.ndarray:
         """Root-mean-square context gap to the anchor in Psi's scaled units, per row."""

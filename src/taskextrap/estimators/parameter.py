@@ -74,7 +74,7 @@ class Draws:
     val: np.ndarray  # boolean mask over draws: held-out *library* tasks for model selection
 
 
-@dataclass
+@dataclass(eq=False)
 class RTE(Estimator):
     """Relational Task Extrapolator, scikit-learn style: ``RTE(...).fit(library).predict(...)``.
 
@@ -142,11 +142,14 @@ class RTE(Estimator):
     interval_scale: float | None = None
     verbose: bool = field(default=True, repr=False, compare=False)
 
-    def __post_init__(self):
-        self.protocol = get_protocol(self.protocol)
-        self.device = check_device(self.device)
-        self._check_search()
-        self.interval_scale = check_scale(self.interval_scale)
+    def _settings(self) -> dict:
+        """Every constructor argument checked (a one-line error for a bad one), and what ``fit``
+        resolves from them: the protocol object, ``loo`` (None: exactly when the search is the
+        objective) and ``phi_scales`` as floats (``protocol_``, ``loo_``, ``phi_scales_``)."""
+        protocol = get_protocol(self.protocol)
+        check_device(self.device)
+        loo, phi_scales = self._check_search()
+        check_scale(self.interval_scale)
         check_embedding(self.embedding)
         check_int("anchors", self.anchors, 1)
         check_int("n_pairs", self.n_pairs, 1)
@@ -158,6 +161,7 @@ class RTE(Estimator):
         check_instance("train", self.train, TrainConfig, "a TrainConfig (see taskextrap.operators.train)")
         check_int("seed", self.seed, 0)
         check_instance("verbose", self.verbose, bool, "True or False")
+        return {"protocol": protocol, "loo": loo, "phi_scales": phi_scales}
 
     def calibration_regime(self) -> str:
         """The key of this estimator's dev-chosen interval scale (``search.calibration``): the
@@ -169,17 +173,17 @@ class RTE(Estimator):
         """The multiplier of the predictive sd: ``interval_scale``, or the dev-chosen one of the
         library's family (by name) or of the regime, for this protocol (``search.calibration``)."""
         self.check_is_fitted()
-        return resolved_scale(self.interval_scale, self.calibration_regime(), self.protocol, self.library_.family.name)
+        return resolved_scale(self.interval_scale, self.calibration_regime(), self.protocol_, self.library_.family.name)
 
-    def _check_search(self) -> None:
-        """The search settings: one-line errors for bad ones; ``loo`` resolved from ``search``."""
+    def _check_search(self) -> tuple[bool, tuple[float, ...]]:
+        """The search settings: one-line errors for bad ones; ``loo`` resolved from ``search``
+        and ``phi_scales`` as floats."""
         if self.search not in SEARCHES:
             raise TaskextrapError(f"search must be one of {list(SEARCHES)}, got {self.search!r}")
-        if self.loo is None:
-            self.loo = self.search == "objective"
-        if not isinstance(self.loo, (bool, np.bool_)):
-            raise TaskextrapError(f"loo must be True, False or None, got {type(self.loo).__name__}")
-        if self.search == "objective" and not self.loo:
+        loo = self.search == "objective" if self.loo is None else self.loo
+        if not isinstance(loo, (bool, np.bool_)):
+            raise TaskextrapError(f"loo must be True, False or None, got {type(loo).__name__}")
+        if self.search == "objective" and not loo:
             raise TaskextrapError("search='objective' scores Psi's leave-one-out context loss: it needs loo=True")
         check_int("retrieve", self.retrieve, 1)
         check_int("screen", self.screen, 0)
@@ -193,12 +197,12 @@ class RTE(Estimator):
             )
         ):
             raise TaskextrapError(f"phi_scales must be a non-empty tuple of finite numbers, got {scales!r}")
-        self.phi_scales = tuple(float(a) for a in scales)
         if self.weighting not in WEIGHTINGS:
             raise TaskextrapError(f"weighting must be one of {list(WEIGHTINGS)}, got {self.weighting!r}")
         if self.temperature is not None:
             check_real("temperature", self.temperature, 0.0, min_open=True)
         check_int("n_average", self.n_average, 1)
+        return bool(loo), tuple(float(a) for a in scales)
 
     # ----------------------------------------------------------------------------- phase 1
     def fit(self, library: TaskSet, progress=None, embedded: RTE | None = None) -> RTE:
@@ -230,11 +234,11 @@ class RTE(Estimator):
             self._adopt(embedded, library)
         psi = RelationalOperator(
             self.scaler_,
-            self.protocol.n_context,
+            self.protocol_.n_context,
             self.z_library_.shape[1],
             derive_seed(self.seed, "psi"),
             self.train,
-            loo=bool(self.loo),
+            loo=bool(self.loo_),
         ).to(self.device)
         val = self._pair_arrays(np.flatnonzero(self.draws_.val), rng(self.seed, "psi-val"))
         train_idx = np.flatnonzero(self.draws_.train)
@@ -258,13 +262,14 @@ class RTE(Estimator):
 
     def fit_embedding(self, library: TaskSet) -> RTE:
         """Phase 1a: scalers, the library's observed draws, Gamma and the library embeddings."""
+        self._resolve()
         self._check_library(library)
         held = set(library.family.held_out_regions)
         if any(r in held for r in library.region):
             raise TaskextrapError("the library contains held-out-region tasks; fit on training regions only")
         self.library_ = library
         self.noise_scale_ = noise_scale(library.family)
-        self.noise_sd_ = self.protocol.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
+        self.noise_sd_ = self.protocol_.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
         self.scaler_ = FamilyScaler.fit(library)
         t = time.perf_counter()
         self.draws_ = self._draw_library(library)
@@ -276,7 +281,8 @@ class RTE(Estimator):
         embedding the library), taken over as it is; a one-line error otherwise."""
         check_instance("embedded", fitted, RTE, "a fitted RTE")
         check_is_fitted(fitted, "embedding_")
-        same = [a for a in PHASE1A_SETTINGS if getattr(fitted, a) != getattr(self, a)]
+        self._resolve()
+        same = [a for a in PHASE1A_SETTINGS if fitted.resolved(a) != self.resolved(a)]
         if fitted.library_ is not library or same or type(fitted)._fit_descriptors is not type(self)._fit_descriptors:
             raise TaskextrapError(
                 "embedded must be an RTE of the same kind fitted on the same library with the same "
@@ -318,10 +324,11 @@ class RTE(Estimator):
         of other settings is refused in one line."""
         if meta.get("estimator") != repr(self):
             raise TaskextrapError(f"the saved state is of another estimator or settings than {type(self).__name__}")
+        self._resolve()
         self._check_library(library)
         self.library_ = library
         self.noise_scale_ = noise_scale(library.family)
-        self.noise_sd_ = self.protocol.noise * self.noise_scale_
+        self.noise_sd_ = self.protocol_.noise * self.noise_scale_
         self.scaler_ = FamilyScaler.fit(library)
         if "embedding" in meta:
             self.embedding_ = ProxyEmbedding.from_state(
@@ -332,11 +339,11 @@ class RTE(Estimator):
         self.timing_ = dict(meta["timing"])
         psi = RelationalOperator(
             self.scaler_,
-            self.protocol.n_context,
+            self.protocol_.n_context,
             self.z_library_.shape[1],
             derive_seed(self.seed, "psi"),
             self.train,
-            loo=bool(self.loo),
+            loo=bool(self.loo_),
         ).to(self.device)
         psi.load_state(arrays, "psi")
         self.query_var_, self.loss_scale_ = meta["query_var"], meta["loss_scale"]
@@ -349,8 +356,9 @@ class RTE(Estimator):
         adds inference settings only, so a plain RTE's fit is its fit); a one-line error otherwise."""
         check_instance("fitted", fitted, RTE, "a fitted RTE")
         fitted.check_is_fitted()
+        self._resolve()
         same = [
-            f.name for f in dataclasses.fields(RTE) if f.compare and getattr(fitted, f.name) != getattr(self, f.name)
+            f.name for f in dataclasses.fields(RTE) if f.compare and fitted.resolved(f.name) != self.resolved(f.name)
         ]  # verbose is not a setting
         if fitted.library_ is not library or same or type(fitted)._fit_descriptors is not type(self)._fit_descriptors:
             raise TaskextrapError(
@@ -379,7 +387,7 @@ class RTE(Estimator):
         restored state's embeddings of these same draws, nothing fitted)."""
         n = len(library)
         per_task = max(self.library_draws, int(np.ceil(self.n_pairs / n)))
-        obs = self.protocol.draw(library, per_task, rng(self.seed, "library-draws"), self.noise_scale_)
+        obs = self.protocol_.draw(library, per_task, rng(self.seed, "library-draws"), self.noise_scale_)
         first = np.tile(np.arange(per_task) < self.library_draws, n)
         if z is None:
             z = self._fit_descriptors(library, obs, first)
@@ -442,7 +450,7 @@ class RTE(Estimator):
             d.obs.qry_y[draw_idx],
         )
         target_checks: tuple[tuple[int, int, float], ...] = ((0, 1, 8.0 * self.noise_sd_), (3, 6, 0.0))
-        if self.loo:  # the leave-one-out rows' targets: the noiseless values at the context
+        if self.loo_:  # the leave-one-out rows' targets: the noiseless values at the context
             arrays += (lib.values(ctx_x, d.obs.task[draw_idx]),)
             target_checks += ((0, 7, 0.0),)
         return audit.Batch(
@@ -531,7 +539,7 @@ class RTE(Estimator):
         context loss, the posterior over the best ``n_average`` in ``weights``."""
         retrieved, dist = self._retrieved(z, sx, sy)
         n, r = retrieved.shape
-        scales = np.asarray(self.phi_scales)
+        scales = np.asarray(self.phi_scales_)
         anchors = np.repeat(retrieved, len(scales), axis=1)  # (n, r*S), anchor-major
         phi0 = z[:, None] - self.z_library_[retrieved]
         phi = (phi0[:, :, None, :] * scales[None, None, :, None]).reshape(n, r * len(scales), -1)

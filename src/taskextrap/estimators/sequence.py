@@ -66,7 +66,7 @@ class Answers:
     voters: list[list[int]]
 
 
-@dataclass
+@dataclass(eq=False)
 class SequenceRTE(Fittable):
     """RTE for language models: ``SequenceRTE(adapter, tune).fit(corpus)``, then
     ``decompose(tasks)`` and ``predict(tasks)``.

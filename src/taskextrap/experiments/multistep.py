@@ -198,7 +198,7 @@ def predict_region(
     paper = with_steps(d, paper_steps(region))
     settings = {
         **DEV_VARIANTS,
-        "rte-chained": DEV_VARIANTS[chained_variant(rte.protocol)],
+        "rte-chained": DEV_VARIANTS[chained_variant(rte.protocol_)],
         "rte-ghost": DEV_VARIANTS["chain-paper-linear"],
     }
     out = {}

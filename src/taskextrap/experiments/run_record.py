@@ -21,8 +21,8 @@ package's code (``code_hash``, :func:`taskextrap.provenance.source_hash`), for a
 The record is written when the run is planned, before any unit runs (:func:`claim_run`), and
 again with the results. From it ``taskextrap reproduce --from DIR`` runs the same experiment
 with the same options again (:func:`read_saved_run`, :func:`options_from_record`), and a run
-into a folder whose record names another configuration, finished or not, is refused before any
-work (:func:`check_same_run`).
+into a folder whose record names another configuration (or a user family whose code changed),
+finished or not, is refused before any work (:func:`check_same_run`).
 """
 
 from __future__ import annotations
@@ -215,10 +215,11 @@ def saved_record(run_dir: Path) -> dict | None:
 def check_same_run(run_dir: Path, record: dict) -> dict | None:
     """A one-line error, before any work, when ``run_dir`` holds a run (finished, in progress or
     killed: :func:`claim_run`) of another configuration than ``record``'s (another experiment,
-    family spec, profile, embedding, ...) or of seeds that ``record``'s do not include: a run
-    never silently replaces another's. More seeds grow the same run, and the same configuration
-    under changed code (a user's module edited) is the same run: it is written again with fresh
-    numbers. Returns the saved record (None when the folder holds no run)."""
+    family spec, profile, embedding, ...), of a user family whose code has changed since (the
+    same ``module:attr``, its formula or regions edited: ``family_code_hash``) or of seeds that
+    ``record``'s do not include: a run never silently replaces another's. More seeds grow the
+    same run, and the same configuration under changed package code is the same run: it is
+    written again with fresh numbers. Returns the saved record (None when the folder holds no run)."""
     saved = saved_record(run_dir)
     if saved is None:
         return None
@@ -229,6 +230,10 @@ def check_same_run(run_dir: Path, record: dict) -> dict | None:
         before, now = saved.get(field, default), record.get(field, default)
         if before != now:
             _refuse(run_dir, _setting(field, before), _setting(field, now))
+    before, now = saved.get("family_code_hash"), record.get("family_code_hash")
+    if before is not None and now is not None and before != now:
+        family = record.get("family")
+        _refuse(run_dir, f"--family {family!r} of code {before}", f"its code changed to {now} (the module was edited)")
     before_seeds, now_seeds = _seeds(record, saved), _seeds(record, record)
     if not now_seeds >= before_seeds:
         _refuse(

@@ -294,11 +294,41 @@ def _notes(rows: list[dict]) -> list[str]:
     return [f"{r['group']} / {r['method']}: {r['note']}" for r in rows if r.get("note")]
 
 
+def verdict_lines(results: dict, method: str = "rte") -> list[str]:
+    """What a reader looks for first, one line per group and metric: the methods ``method``
+    clearly beats and those that clearly beat it (paired comparisons, ``report.compare``: the
+    interval over targets excludes 0 and every seed agrees), each with both methods' values, and
+    how many comparisons are not clear. Empty when ``method`` has no paired comparison."""
+    values = {(r["group"], r["metric"], r["method"]): r.get("value") for r in results.get("rows", [])}
+    cells: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for c in results.get("comparisons") or []:
+        if c.get("a") != method:
+            continue
+        key = (c["group"], c["metric"])
+        kind = "unclear" if not c.get("clear") else ("beats" if c.get("winner") == method else "loses")
+        other = values.get((*key, c["b"]))
+        cells.setdefault(key, {"beats": [], "loses": [], "unclear": []})[kind].append(
+            f"{c['b']} {format_number(other)}"
+        )
+    lines = []
+    for (group, metric), kinds in cells.items():
+        parts = [f"{group} ({metric}): {method} {format_number(values.get((group, metric, method)))}"]
+        if kinds["beats"]:
+            parts.append(f"clearly beats {', '.join(kinds['beats'])}")
+        if kinds["loses"]:
+            parts.append(f"is clearly beaten by {', '.join(kinds['loses'])}")
+        if kinds["unclear"]:
+            parts.append(f"not clear against {len(kinds['unclear'])}")
+        lines.append("; ".join(parts))
+    return lines
+
+
 def results_markdown(results: dict) -> str:
     """Render one run's results as markdown: our numbers beside the paper's.
 
     A title line names experiment, protocol, profile and seeds (a ``tiny`` run is marked as a
-    plumbing check, :data:`TINY_NOTE`); then one table per metric
+    plumbing check, :data:`TINY_NOTE`); the verdict, one line per group (:func:`verdict_lines`);
+    then one table per metric
     (``group | method | ours (value ± ci95) | seed sd | paper (value ± ci) | n``) with rows in
     the order given, any row notes, the definition of every diagnostic the rows hold
     (:func:`diagnostic_definitions`), a footnote explaining the intervals, and the paired
@@ -311,6 +341,9 @@ def results_markdown(results: dict) -> str:
     run = _run_line(results)
     if run:
         out += [run, ""]
+    verdict = verdict_lines(results)
+    if verdict:
+        out += ["## verdict", ""] + [f"- {_md_escape(v)}" for v in verdict] + [""]
     if not rows:
         out += ["(no result rows)", ""]
     for metric in _metrics_in_order(rows):
@@ -332,7 +365,7 @@ def results_markdown(results: dict) -> str:
 def console_table(results: dict) -> str:
     """Render one run's results as a plain-text aligned table for a terminal.
 
-    Same content as :func:`results_markdown` (title, the tiny profile's note, one table per
+    Same content as :func:`results_markdown` (title, the tiny profile's note, the verdict, one table per
     metric, notes, diagnostics, footnote, paired comparisons) without markdown syntax.
     """
     rows = results.get("rows", [])
@@ -343,6 +376,9 @@ def console_table(results: dict) -> str:
     if run:
         out.append(run)
     out.append("")
+    verdict = verdict_lines(results)
+    if verdict:
+        out += ["verdict:"] + [f"  {v}" for v in verdict] + [""]
     if not rows:
         out += ["(no result rows)", ""]
     for metric in _metrics_in_order(rows):

@@ -1,0 +1,263 @@
+"""Fitted estimators saved to a folder and loaded back, as PEFT and transformers do it.
+
+``est.save_pretrained(folder)`` writes two files:
+
+- ``config.json``: the estimator's class, its constructor arguments as given (``get_params``,
+  in a JSON form that keeps their types: a tuple stays a tuple, a ``TrainConfig`` a
+  ``TrainConfig``), how to find its library again (a built-in family's name or a user family's
+  ``module:attr``, with the hash of its code), the file format, the taskextrap version and the
+  hash of the package source that fitted it;
+- ``model.safetensors``: every array the fit learned (weights, embeddings, calibration) and the
+  library's own arrays (its tasks' parameters and regions), never a pickle.
+
+``Class.from_pretrained(folder)`` rebuilds the estimator from these files alone: the library is
+not drawn again (its tasks are read back), nothing is fitted, and the predictions and intervals
+are those of the estimator that was saved, to the bit, under the same taskextrap source. A
+folder of another format, a damaged or missing file, a missing array or a library whose family
+cannot be found is a one-line error; another taskextrap source or a user family whose code
+changed is one warning line (its numbers may differ).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from taskextrap.errors import TaskextrapError, TaskextrapWarning
+from taskextrap.files import read_json, read_state, write_json_atomic, write_state_atomic
+
+FORMAT = 1  # the folder layout and the meaning of its fields; another value is refused
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+
+
+# ----------------------------------------------------------------------------- arguments
+
+
+def _value_types() -> dict[str, type]:
+    """The argument types a config may hold, by name: an allow-list, so that loading a config
+    only ever builds these (never an arbitrary class named in a file)."""
+    from taskextrap.operators.train import TrainConfig
+    from taskextrap.tasks.chains import RecipeSplit
+    from taskextrap.tasks.observe import ObservationProtocol
+    from taskextrap.tasks.primitives import PairSplit
+
+    return {t.__name__: t for t in (TrainConfig, ObservationProtocol, PairSplit, RecipeSplit)}
+
+
+def encode(value: Any, where: str = "argument") -> Any:
+    """``value`` as JSON that :func:`decode` turns back into an equal value of the same type:
+    numbers, strings, None, lists, dicts of strings, tuples (``{"tuple": [...]}``) and the
+    dataclasses of :func:`_value_types` (``{"type": name, "fields": {...}}``)."""
+    types = _value_types()
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, tuple):
+        return {"tuple": [encode(v, where) for v in value]}
+    if isinstance(value, list):
+        return [encode(v, where) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"dict": {k: encode(v, where) for k, v in value.items()}}
+    if type(value).__name__ in types and type(value) is types[type(value).__name__]:
+        fields = {f.name: encode(getattr(value, f.name), where) for f in dataclasses.fields(value) if f.init}  # type: ignore[arg-type]
+        return {"type": type(value).__name__, "fields": fields}
+    raise TaskextrapError(
+        f"{where} is a {type(value).__name__}, which a saved config cannot hold "
+        f"(numbers, strings, tuples, lists and {', '.join(types)} can)"
+    )
+
+
+def decode(value: Any) -> Any:
+    """The value :func:`encode` wrote."""
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if set(value) == {"tuple"}:
+        return tuple(decode(v) for v in value["tuple"])
+    if set(value) == {"dict"}:
+        return {k: decode(v) for k, v in value["dict"].items()}
+    types = _value_types()
+    if set(value) == {"type", "fields"} and value["type"] in types:
+        return types[value["type"]](**{k: decode(v) for k, v in value["fields"].items()})
+    raise TaskextrapError(f"a saved argument {json.dumps(value)[:60]} is not one this taskextrap writes")
+
+
+# ----------------------------------------------------------------------------- libraries
+
+
+def library_state(library) -> tuple[dict[str, np.ndarray], dict]:
+    """A parameter-regime library (a ``TaskSet``) as arrays (its tasks' parameters and region
+    indices) and a description (how to find its family again, and the regions' names)."""
+    from taskextrap.tasks.taskset import TaskSet
+
+    if not isinstance(library, TaskSet):
+        raise TaskextrapError(f"saving a library of {type(library).__name__} is not supported yet (a TaskSet is)")
+    regions = sorted(set(library.region.tolist()))
+    arrays = {
+        "library.params": library.params,
+        "library.region": np.array([regions.index(r) for r in library.region], dtype=np.int64),
+    }
+    family = library.family
+    return arrays, {"kind": "TaskSet", "family": family_spec(family), "family_name": family.name, "regions": regions}
+
+
+def family_spec(family: Any) -> dict[str, str]:
+    """How to find ``family`` again: a built-in's name, or ``module:attr`` of a user family defined
+    at the top level of an importable module (with its code's hash); a one-line error otherwise."""
+    from taskextrap.provenance import callable_hash
+    from taskextrap.tasks.builtin import MULTISTEP_FAMILIES, PARAMETER_FAMILIES
+
+    name = family.name
+    for table, builtins in (("parameter", PARAMETER_FAMILIES), ("multistep", MULTISTEP_FAMILIES)):
+        if builtins.get(name) is family:
+            return {"builtin": name, "table": table}
+    module = getattr(family.fn, "__module__", None)
+    attrs = [a for a, v in vars(sys.modules.get(module) or object()).items() if v is family] if module else []
+    if not attrs or module == "__main__":
+        raise TaskextrapError(
+            f"family {family.name!r} cannot be found again when the model is loaded: define it at the top "
+            "level of an importable module (not __main__), so that it is module:attr"
+        )
+    return {"module_attr": f"{module}:{attrs[0]}", "code_hash": callable_hash(family.fn)}
+
+
+def library_from_state(arrays: dict[str, np.ndarray], desc: dict):
+    """The library :func:`library_state` saved: the same tasks of the same family."""
+    from taskextrap.provenance import callable_hash
+    from taskextrap.tasks.builtin import MULTISTEP_FAMILIES, PARAMETER_FAMILIES
+    from taskextrap.tasks.registry import load_object
+    from taskextrap.tasks.taskset import ParametricFamily, TaskSet
+
+    if desc.get("kind") != "TaskSet":
+        raise TaskextrapError(f"the saved library is of kind {desc.get('kind')!r}, which this taskextrap cannot load")
+    spec = desc["family"]
+    if "builtin" in spec:
+        table = {"parameter": PARAMETER_FAMILIES, "multistep": MULTISTEP_FAMILIES}[spec["table"]]
+        family = table[spec["builtin"]]
+    else:
+        family = load_object(spec["module_attr"], "family")
+        if not isinstance(family, ParametricFamily):
+            raise TaskextrapError(f"{spec['module_attr']} is a {type(family).__name__}, not the saved family")
+        if callable_hash(family.fn) != spec["code_hash"]:
+            warnings.warn(
+                f"family {spec['module_attr']} changed since the model was saved (code {spec['code_hash']} -> "
+                f"{callable_hash(family.fn)}): its predictions may differ",
+                TaskextrapWarning,
+                stacklevel=3,
+            )
+    regions = np.array(desc["regions"], dtype=object)[arrays["library.region"]]
+    return TaskSet(family, arrays["library.params"], np.asarray(regions.tolist()))
+
+
+# ----------------------------------------------------------------------------- folders
+
+
+def save_pretrained(estimator, folder: str | Path) -> Path:
+    """Write fitted ``estimator`` into ``folder`` (created; its two files replaced atomically):
+    see the module's description. Returns the folder."""
+    from taskextrap import __version__
+    from taskextrap.provenance import source_hash
+
+    if type(estimator) not in _saveable().values():
+        raise TaskextrapError(
+            f"saving a {type(estimator).__name__} is not supported yet; these can be saved: "
+            f"{', '.join(sorted(_saveable()))}"
+        )
+    estimator.check_is_fitted()
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise TaskextrapError(f"cannot save into {folder}: it is a file, not a folder")
+    state, meta = estimator.fitted_state()
+    lib_arrays, library = library_state(estimator.library_)
+    params = {k: encode(v, f"{type(estimator).__name__}({k}=...)") for k, v in estimator.get_params().items()}
+    config = {
+        "format": FORMAT,
+        "class": type(estimator).__name__,
+        "params": params,
+        "library": library,
+        "state": meta,
+        "taskextrap": __version__,
+        "source_hash": source_hash(),
+    }
+    write_state_atomic(folder / WEIGHTS, {**state, **lib_arrays}, {"format": FORMAT, "class": config["class"]})
+    write_json_atomic(folder / CONFIG, config)
+    return folder
+
+
+def load_pretrained(folder: str | Path, expected: type | None = None):
+    """The fitted estimator :func:`save_pretrained` wrote into ``folder`` (of class ``expected``
+    or a subclass, when given)."""
+    from taskextrap.provenance import source_hash
+
+    folder = Path(folder)
+    if expected is not None:
+        _estimator_class(None, expected)  # a class that cannot be loaded fails before any file is read
+    if not (folder / CONFIG).is_file():
+        raise TaskextrapError(f"{folder} holds no saved model: {CONFIG} is missing (save one with save_pretrained)")
+    config = read_json(folder / CONFIG)
+    if not isinstance(config, dict) or config.get("format") != FORMAT:
+        got = config.get("format") if isinstance(config, dict) else None
+        raise TaskextrapError(f"{folder / CONFIG} is of format {got!r}; this taskextrap reads format {FORMAT}")
+    cls = _estimator_class(config.get("class"), expected)
+    if expected is not None and not issubclass(cls, expected):
+        raise TaskextrapError(f"{folder} holds a {cls.__name__}, not a {expected.__name__}")
+    if config.get("source_hash") != source_hash():
+        warnings.warn(
+            f"{folder} was saved by other taskextrap code ({config.get('taskextrap')}, source "
+            f"{config.get('source_hash')}; this is {source_hash()}): its predictions may differ",
+            TaskextrapWarning,
+            stacklevel=3,
+        )
+    arrays, header = read_state(folder / WEIGHTS)
+    if header.get("class") != cls.__name__:
+        raise TaskextrapError(f"{folder / WEIGHTS} is not the weights of {folder / CONFIG} (another model's?)")
+    try:
+        estimator = cls(**{k: decode(v) for k, v in config["params"].items()})
+        library = library_from_state(arrays, config["library"])
+        return estimator.restore(library, arrays, config["state"])
+    except KeyError as exc:
+        raise TaskextrapError(f"{folder} is incomplete: {exc.args[0]!r} is missing") from None
+    except RuntimeError as exc:  # torch's load_state_dict: a weight missing or of another shape
+        reason = " ".join(str(exc).split())
+        raise TaskextrapError(f"{folder} is incomplete or damaged: {reason[:200]}") from None
+    except TypeError as exc:
+        raise TaskextrapError(f"{folder / CONFIG} does not fit {cls.__name__}: {exc}") from None
+
+
+def _saveable() -> dict[str, type]:
+    """The estimator classes that save and load, by name: ``RTE`` and every subclass of it that
+    is loaded (``ChainedRTE``, the transductive oracles); a config can name nothing else."""
+    from taskextrap.estimators.multistep import ChainedRTE  # noqa: F401 - a subclass to find
+    from taskextrap.estimators.parameter import RTE
+
+    found: dict[str, type] = {}
+    todo: list[type] = [RTE]
+    while todo:
+        cls = todo.pop()
+        found[cls.__name__] = cls
+        todo += cls.__subclasses__()
+    return found
+
+
+def _estimator_class(name, expected: type | None) -> type:
+    """The estimator class a config names: ``expected`` or a subclass of it that is loaded."""
+    classes = _saveable()
+    if expected is not None and expected.__name__ not in classes:
+        raise TaskextrapError(f"{expected.__name__} cannot be loaded yet; these can: {', '.join(sorted(classes))}")
+    if name is None and expected is not None:
+        return expected
+    if name not in classes:
+        raise TaskextrapError(
+            f"a saved model of class {name!r} cannot be loaded (saveable: {', '.join(sorted(classes))}; "
+            "import the module that defines it first)"
+        )
+    return classes[name]

@@ -1,0 +1,207 @@
+"""save_pretrained / from_pretrained: a fitted estimator from its folder alone, the same numbers."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from taskextrap.baselines.oracles import TransductiveOracle
+from taskextrap.errors import TaskextrapError, TaskextrapWarning
+from taskextrap.estimators.length import LengthRTE
+from taskextrap.estimators.multistep import ChainedRTE
+from taskextrap.estimators.parameter import RTE
+from taskextrap.estimators.saving import CONFIG, WEIGHTS, decode, encode
+from taskextrap.files import read_state, write_state_atomic
+from taskextrap.operators.train import TrainConfig
+from taskextrap.seeding import rng
+from taskextrap.tasks import PARAMETER_FAMILIES, ObservationProtocol, TaskSet, get_protocol
+
+TRAIN = TrainConfig(steps=8, batch=256, eval_every=4)
+FAM = PARAMETER_FAMILIES["quadratic"]
+
+
+@pytest.fixture(scope="module")
+def library():
+    return TaskSet.sample(FAM, {"F1_1": 8, "F1_2": 8}, rng(0, "saving-library"))
+
+
+@pytest.fixture(scope="module")
+def obs():
+    return get_protocol("paper").draw(TaskSet.sample(FAM, {"F2": 4}, rng(0, "saving-targets")), 1, rng(1))
+
+
+@pytest.fixture(scope="module")
+def fitted(library):
+    return RTE(n_pairs=200, train=TRAIN, seed=0, phi_scales=(1.0, 2.0), verbose=False).fit(library)
+
+
+def _one_line(excinfo):
+    assert "\n" not in str(excinfo.value)
+
+
+def _numbers(model, obs):
+    mean, std = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+    d = model.decompose(obs.ctx_x, obs.ctx_y)
+    return mean, std, d.anchors, d.phi, d.score
+
+
+def test_a_saved_rte_loads_with_the_same_predictions_intervals_and_decompositions(fitted, obs, tmp_path):
+    folder = fitted.save_pretrained(tmp_path / "model")
+    assert sorted(p.name for p in folder.iterdir()) == [CONFIG, WEIGHTS]
+    config = json.loads((folder / CONFIG).read_text())
+    assert config["class"] == "RTE" and config["library"]["family"] == {"builtin": "quadratic", "table": "parameter"}
+    assert config["params"]["phi_scales"] == {"tuple": [1.0, 2.0]}
+    loaded = RTE.from_pretrained(folder)
+    assert loaded == fitted and repr(loaded) == repr(fitted) and loaded.calibrated_scale() == fitted.calibrated_scale()
+    for a, b in zip(_numbers(loaded, obs), _numbers(fitted, obs), strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(loaded.library_.params, fitted.library_.params)
+
+
+def test_a_fresh_process_loads_the_folder_alone(fitted, obs, tmp_path):
+    folder = fitted.save_pretrained(tmp_path / "model")
+    np.savez(tmp_path / "ctx.npz", x=obs.ctx_x, y=obs.ctx_y, q=obs.qry_x)
+    script = textwrap.dedent(
+        f"""
+        import numpy as np
+        from taskextrap import RTE
+        d = np.load({str(tmp_path / "ctx.npz")!r})
+        model = RTE.from_pretrained({str(folder)!r})
+        mean, std = model.predict(d["x"], d["y"], d["q"], return_std=True)
+        np.savez({str(tmp_path / "out.npz")!r}, mean=mean, std=std)
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    out = np.load(tmp_path / "out.npz")
+    mean, std = fitted.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+    np.testing.assert_array_equal(out["mean"], mean)
+    np.testing.assert_array_equal(out["std"], std)
+
+
+def test_a_chained_rte_keeps_its_step_measures(library, obs, tmp_path):
+    chained = ChainedRTE(n_pairs=200, train=TRAIN, seed=0, steps=2, verbose=False).fit(library)
+    loaded = ChainedRTE.from_pretrained(chained.save_pretrained(tmp_path / "chain"))
+    for key, value in chained.step_measures_.items():
+        np.testing.assert_array_equal(loaded.step_measures_[key], value)
+    np.testing.assert_array_equal(
+        loaded.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), chained.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+    )
+    with pytest.raises(TaskextrapError, match="holds a ChainedRTE, not a TransductiveOracle") as e:
+        TransductiveOracle.from_pretrained(tmp_path / "chain")
+    _one_line(e)
+    assert type(RTE.from_pretrained(tmp_path / "chain")) is ChainedRTE  # a subclass loads through its base
+
+
+def test_a_user_family_is_found_again_by_module_attr_and_a_changed_one_warns(tmp_path, monkeypatch, obs):
+    module = tmp_path / "savedfam.py"
+    source = """
+        import numpy as np
+        from taskextrap.tasks import ParametricFamily
+        bump = ParametricFamily(
+            name="bump", fn=lambda x, A, w: A * np.exp(-((w * x) ** 2)) + {c} * x, domain=(-3.0, 3.0),
+            fixed={{"A": (0.5, 1.5)}}, shift="w", regions={{"F1_1": (0.5, 0.8), "F1_2": (0.8, 1.1), "F2": (1.1, 1.4)}})
+        """
+    module.write_text(textwrap.dedent(source.format(c="0.1")))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import savedfam
+
+    library = TaskSet.sample(savedfam.bump, {"F1_1": 8, "F1_2": 8}, rng(0, "saving-user"))
+    model = RTE(n_pairs=200, train=TRAIN, seed=0, verbose=False).fit(library)
+    folder = model.save_pretrained(tmp_path / "user")
+    spec = json.loads((folder / CONFIG).read_text())["library"]["family"]
+    assert spec["module_attr"] == "savedfam:bump" and len(spec["code_hash"]) == 16
+    targets = get_protocol("paper").draw(TaskSet.sample(savedfam.bump, {"F2": 3}, rng(0, "saving-user-t")), 1, rng(1))
+    loaded = RTE.from_pretrained(folder)
+    np.testing.assert_array_equal(
+        loaded.predict(targets.ctx_x, targets.ctx_y, targets.qry_x),
+        model.predict(targets.ctx_x, targets.ctx_y, targets.qry_x),
+    )
+    module.write_text(textwrap.dedent(source.format(c="0.2")))  # the user edits the formula
+    monkeypatch.delitem(sys.modules, "savedfam")
+    with pytest.warns(TaskextrapWarning, match="savedfam:bump changed since the model was saved"):
+        RTE.from_pretrained(folder)
+
+
+def test_what_cannot_be_saved_or_loaded_is_one_line(fitted, library, tmp_path):
+    cases = [
+        (lambda: RTE(n_pairs=200).save_pretrained(tmp_path / "x"), "RTE is not fitted"),
+        (lambda: LengthRTE().save_pretrained(tmp_path / "x"), "saving a LengthRTE is not supported yet"),
+        (lambda: LengthRTE.from_pretrained(tmp_path / "x"), "LengthRTE cannot be loaded yet"),
+        (lambda: RTE.from_pretrained(tmp_path / "nothing"), "holds no saved model: config.json is missing"),
+    ]
+    (tmp_path / "file").write_text("x")
+    cases.append((lambda: fitted.save_pretrained(tmp_path / "file"), "it is a file, not a folder"))
+    for call, match in cases:
+        with pytest.raises(TaskextrapError, match=match) as e:
+            call()
+        _one_line(e)
+
+
+def _saved(fitted, tmp_path, name):
+    return fitted.save_pretrained(tmp_path / name)
+
+
+@pytest.mark.parametrize(
+    "damage, match",
+    [
+        (lambda f: (f / WEIGHTS).write_bytes((f / WEIGHTS).read_bytes()[:1000]), "not a readable state file"),
+        (lambda f: (f / WEIGHTS).unlink(), "file not found"),
+        (lambda f: (f / CONFIG).write_text("{not json"), "invalid JSON"),
+        (lambda f: _edit_config(f, format=2), "of format 2; this taskextrap reads format 1"),
+        (lambda f: _edit_config(f, **{"class": "Pickle"}), "class 'Pickle' cannot be loaded"),
+        (lambda f: _edit_config(f, params={"nope": 1}), "does not fit RTE"),
+        (lambda f: _drop_array(f, "psi.net.0.0.weight"), "is incomplete or damaged: .*0.0.weight"),
+        (lambda f: _drop_array(f, "library.params"), "is incomplete: 'library.params' is missing"),
+    ],
+)
+def test_a_damaged_folder_is_one_line(fitted, tmp_path, damage, match):
+    folder = _saved(fitted, tmp_path, "model")
+    damage(folder)
+    with pytest.raises(TaskextrapError, match=match) as e:
+        RTE.from_pretrained(folder)
+    _one_line(e)
+
+
+def _edit_config(folder, **changes):
+    config = json.loads((folder / CONFIG).read_text())
+    (folder / CONFIG).write_text(json.dumps({**config, **changes}))
+
+
+def _drop_array(folder, key):
+    arrays, meta = read_state(folder / WEIGHTS)
+    del arrays[key]
+    write_state_atomic(folder / WEIGHTS, arrays, meta)
+
+
+def test_other_taskextrap_code_warns_once(fitted, tmp_path, monkeypatch):
+    folder = _saved(fitted, tmp_path, "model")
+    monkeypatch.setattr("taskextrap.provenance.source_hash", lambda: "0000000000000000")
+    with pytest.warns(TaskextrapWarning, match="saved by other taskextrap code") as record:
+        RTE.from_pretrained(folder)
+    assert len(record) == 1 and "\n" not in str(record[0].message)
+
+
+def test_arguments_keep_their_types_through_json():
+    values = [
+        None,
+        3,
+        0.5,
+        "paper",
+        (0.5, 1.0),
+        [1, (2, 3)],
+        {"a": (1,)},
+        TrainConfig(steps=5),
+        ObservationProtocol("mine", 6, 10, (0.0, 0.5), (0.5, 1.0), 0.01),
+        np.float64(2.5),
+    ]
+    for value in values:
+        back = decode(json.loads(json.dumps(encode(value))))
+        assert back == value and type(back) is (float if isinstance(value, np.floating) else type(value))
+    with pytest.raises(TaskextrapError, match="which a saved config cannot hold") as e:
+        encode(object(), "RTE(x=...)")
+    _one_line(e)
+    with pytest.raises(TaskextrapError, match="not one this taskextrap writes"):
+        decode({"type": "os.system", "fields": {}})
