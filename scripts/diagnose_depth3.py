@@ -125,7 +125,7 @@ def search_report(prob: Problem, slots: list[np.ndarray], refine_from: int = 1, 
     t = time.perf_counter()
     chains, loss = S.verify_chains(rte.primitives_, cx, cy, slots, rte.keep)
     d = _chains(chains, loss, {"candidates": np.stack(slots, 1)})
-    rounds = rte.refine_rounds_ if rounds is None else rounds
+    rounds = rte.resolved("refine_rounds") if rounds is None else rounds
     if refine_from == 1:
         d = rte.refined(cx, cy, d, rounds)
     else:  # refine each of the best ``refine_from`` verified chains from its own start, then re-rank all
@@ -275,7 +275,7 @@ def main(argv=None) -> int:
         np.broadcast_to(x, (len(rte.primitives_), DOMAIN_POINTS)), np.arange(len(rte.primitives_))
     )
     prob = Problem(rte, curves, obs, targets.chains[obs.task], vobs, vt.chains[vobs.task])
-    k = rte.k_
+    k = rte.resolved("k")
     report = {
         "protocol": args.protocol,
         "profile": args.profile,

@@ -73,7 +73,7 @@ def test_refinement_keeps_distinct_pairs_ranked_and_never_fits_worse(fitted, tar
     d = fitted.decompose(obs.ctx_x, obs.ctx_y)
     np.testing.assert_array_equal(fitted.refined(obs.ctx_x, obs.ctx_y, plain).score, d.score)
     assert fitted.refined(obs.ctx_x, obs.ctx_y, plain, rounds=0) is plain
-    assert fitted.refine_rounds_ > 0 and d.score.shape == plain.score.shape
+    assert fitted.resolved("refine_rounds") > 0 and d.score.shape == plain.score.shape
     assert np.all(d.score[:, 0] <= plain.score[:, 0] + 1e-12)
     assert np.all(np.diff(d.score, axis=1) >= 0)
     np.testing.assert_allclose(fitted.context_loss(obs.ctx_x, obs.ctx_y, d.anchors[..., 0], d.anchors[..., 1]), d.score)
@@ -101,7 +101,7 @@ def test_verification_recovers_the_true_pair_when_it_is_a_candidate(fitted, targ
     tg, obs = targets
 
     def with_truth(ctx_x, ctx_y, k=None):
-        k = fitted.k_ if k is None else k
+        k = fitted.resolved("k") if k is None else k
         g = np.random.default_rng(0)
         outer = g.integers(len(fitted.primitives_), size=(len(ctx_x), k))
         inner = g.integers(len(fitted.primitives_), size=(len(ctx_x), k))

@@ -277,3 +277,24 @@ def test_a_fitted_estimator_clones_unfitted_and_keeps_its_fit(case):
     assert copy.copy(fitted.get_params()) == fitted.get_params()
     names = set(fitted_attributes(fitted))
     assert "protocol_" in names and fitted.protocol_ is fitted.resolved("protocol")
+
+
+def test_an_inference_argument_set_after_fit_counts(case):
+    """k, refine_rounds and phi_scales are read when a target is decomposed (the experiments'
+    inference variants set them on a fitted estimator); training arguments are fit's."""
+    _, fitted, _, obs = case
+    if type(fitted) is RTE and fitted.search == "objective":
+        name, value = "phi_scales", (1.0,)  # one shift per candidate anchor instead of four
+    elif type(fitted) is CompositionRTE:
+        name, value = "k", 2  # 2 x 2 verified pairs
+    else:
+        pytest.skip("no inference argument that changes the candidates' count")
+    before = getattr(fitted, name)
+    k_before = fitted.decompose(obs.ctx_x, obs.ctx_y).k
+    try:
+        fitted.set_params(**{name: value})
+        k_after = fitted.decompose(obs.ctx_x, obs.ctx_y).k
+        assert k_after == (k_before // len(before) if name == "phi_scales" else 4)
+        assert not hasattr(fitted, f"{name}_")
+    finally:
+        fitted.set_params(**{name: before})

@@ -202,10 +202,17 @@ class Fittable(abc.ABC):
         ``fit`` resolves from them, by argument name (``fit`` sets each as ``<name>_``)."""
         return {}
 
+    # Arguments read when a target is decomposed or predicted, not when the networks are trained
+    # (a set_params after fit counts, as the experiments' inference variants rely on): fit does
+    # not freeze them into ``<name>_``; the estimator reads ``resolved(name)`` where it uses them.
+    inference_arguments: tuple[str, ...] = ()
+
     def _resolve(self) -> None:
-        """Set the resolved arguments (:meth:`_settings`) as fitted attributes ``<name>_``."""
+        """Set the resolved training arguments (:meth:`_settings`, less
+        :attr:`inference_arguments`) as fitted attributes ``<name>_``."""
         for name, value in self._settings().items():
-            setattr(self, f"{name}_", value)
+            if name not in self.inference_arguments:
+                setattr(self, f"{name}_", value)
 
     def resolved(self, name: str):
         """The argument ``name`` as ``fit`` uses it: its resolved value where it has one (a
@@ -292,9 +299,6 @@ class Estimator(Fittable):
     protocol: Any
     protocol_: Any  # an ObservationProtocol (its draw takes every regime's task set)
     loo_: bool  # RTE's, resolved from its search when None
-    phi_scales_: tuple[float, ...]  # RTE's, as floats
-    k_: int  # the composition estimators', dev-chosen when None
-    refine_rounds_: int
     psi_context_: bool  # Composition3RTE's
     scaler_: FamilyScaler
     noise_sd_: float

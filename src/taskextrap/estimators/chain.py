@@ -124,12 +124,15 @@ class Composition3RTE(DecomposingRTE):
     value_points: int = 49
     psi_context: bool | None = None
 
+    inference_arguments = ("k", "refine_rounds")
+
     regime = "composition-depth3"
     library_kind = "primitives"
 
     def _settings(self) -> dict:
         """The base class's, and ``k``, ``refine_rounds`` and ``psi_context`` resolved from the
-        protocol's dev-chosen values when None (``k_``, ``refine_rounds_``, ``psi_context_``)."""
+        protocol's dev-chosen values when None (``fit`` sets ``psi_context_``; ``k`` and
+        ``refine_rounds`` are read when a target is decomposed, so a later ``set_params`` counts)."""
         settings = super()._settings()
         chosen = dev_settings(settings["protocol"])
         k = chosen["k"] if self.k is None else self.k
@@ -258,8 +261,7 @@ class Composition3RTE(DecomposingRTE):
         self.check_is_fitted()
         check_optional_int("k", k, 1)
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
-        k = self.k_ if k is None else k
-        assert k is not None  # self.k_ is resolved by fit
+        k = self.resolved("k") if k is None else k
         k = min(k, len(self.z_library_))
         return np.stack([nearest(z, self.z_library_, k)[0] for z in self.decomposer_.predict(ctx_x, ctx_y)], axis=1)
 
@@ -293,8 +295,7 @@ class Composition3RTE(DecomposingRTE):
         coordinate refinement over the library, with its posterior ``weights`` (:meth:`weighted`);
         lets a caller keep both without verifying twice."""
         self.check_is_fitted()
-        rounds = self.refine_rounds_ if rounds is None else check_int("rounds", rounds, 0)
-        assert rounds is not None  # self.refine_rounds_ is chosen in __post_init__
+        rounds = self.resolved("refine_rounds") if rounds is None else check_int("rounds", rounds, 0)
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         self._check(d, len(ctx_x))
         if rounds <= 0:

@@ -117,12 +117,15 @@ class CompositionRTE(DecomposingRTE):
     refine_rounds: int | None = None
     split: PairSplit = PAPER_SPLIT
 
+    inference_arguments = ("k", "refine_rounds")
+
     regime = "composition"
     library_kind = "primitives"
 
     def _settings(self) -> dict:
         """The base class's, and ``k`` and ``refine_rounds`` resolved from the protocol's
-        dev-chosen values when None (``k_``, ``refine_rounds_``)."""
+        dev-chosen values when None (read when a target is decomposed, so a later ``set_params``
+        counts)."""
         settings = super()._settings()
         chosen = dev_settings(settings["protocol"])
         k = chosen["k"] if self.k is None else self.k
@@ -207,8 +210,7 @@ class CompositionRTE(DecomposingRTE):
         check_optional_int("k", k, 1)
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         z_outer, z_inner = self.decomposer_.predict(ctx_x, ctx_y)
-        k = self.k_ if k is None else k
-        assert k is not None  # self.k_ is resolved by fit
+        k = self.resolved("k") if k is None else k
         k = min(k, len(self.z_library_))
         return nearest(z_outer, self.z_library_, k)[0], nearest(z_inner, self.z_library_, k)[0]
 
@@ -244,8 +246,7 @@ class CompositionRTE(DecomposingRTE):
         refinement over the library, with its posterior ``weights`` (:meth:`weighted`); lets a
         caller keep both without verifying twice."""
         self.check_is_fitted()
-        rounds = self.refine_rounds_ if rounds is None else check_int("rounds", rounds, 0)
-        assert rounds is not None  # self.refine_rounds_ is chosen in __post_init__
+        rounds = self.resolved("refine_rounds") if rounds is None else check_int("rounds", rounds, 0)
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
         check_decomposition(d, len(ctx_x), len(self.primitives_), *self._decomposition_shape())
         if rounds <= 0:

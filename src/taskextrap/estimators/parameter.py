@@ -142,10 +142,14 @@ class RTE(Estimator):
     interval_scale: float | None = None
     verbose: bool = field(default=True, repr=False, compare=False)
 
+    inference_arguments = ("phi_scales",)
+
     def _settings(self) -> dict:
         """Every constructor argument checked (a one-line error for a bad one), and what ``fit``
         resolves from them: the protocol object, ``loo`` (None: exactly when the search is the
-        objective) and ``phi_scales`` as floats (``protocol_``, ``loo_``, ``phi_scales_``)."""
+        objective) and ``phi_scales`` as floats. ``fit`` sets ``protocol_`` and ``loo_`` (training
+        settings); ``phi_scales`` is read when a target is decomposed (an inference setting: a later
+        ``set_params`` counts)."""
         protocol = get_protocol(self.protocol)
         check_device(self.device)
         loo, phi_scales = self._check_search()
@@ -539,7 +543,7 @@ class RTE(Estimator):
         context loss, the posterior over the best ``n_average`` in ``weights``."""
         retrieved, dist = self._retrieved(z, sx, sy)
         n, r = retrieved.shape
-        scales = np.asarray(self.phi_scales_)
+        scales = np.asarray(self.resolved("phi_scales"))
         anchors = np.repeat(retrieved, len(scales), axis=1)  # (n, r*S), anchor-major
         phi0 = z[:, None] - self.z_library_[retrieved]
         phi = (phi0[:, :, None, :] * scales[None, None, :, None]).reshape(n, r * len(scales), -1)
