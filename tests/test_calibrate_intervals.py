@@ -52,3 +52,20 @@ def test_a_test_split_file_is_refused(tmp_path, load_script):
     _write(tmp_path, "parameter", "paper", {"f": {"rte": [1.0] * len(SCALE_GRID)}}, split="test")
     with pytest.raises(SystemExit, match="not a dev run"):
         mod.calibrate("quick", tmp_path)
+
+
+def test_a_runs_record_says_where_its_interval_scale_came_from():
+    from taskextrap.search.calibration import scale_source
+    from taskextrap.tasks import get_protocol
+
+    paper = get_protocol("paper")
+    assert scale_source("parameter-objective", paper, "cubic") == (
+        "chosen on cubic's own dev split (parameter-objective/paper/cubic)"
+    )
+    assert scale_source("length", paper).startswith("chosen on the dev splits of polynomial-level8 (length/paper)")
+    borrowed = scale_source("length", paper, None, builtin=False, tasks="chebyshev")
+    assert (
+        borrowed.startswith("borrowed: chosen on the built-in dev splits of polynomial-level8")
+        and "not on chebyshev" in borrowed
+    )
+    assert scale_source("no-such-regime", paper) == "none chosen for no-such-regime/paper: 1.0, the raw interval"

@@ -43,9 +43,9 @@ from taskextrap.experiments.discrete import (
     set_unit_key,
 )
 from taskextrap.experiments.profiles import DiscreteProfile
-from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, builtin_spec, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
-from taskextrap.search.calibration import interval_diagnostics, pooled_curve
+from taskextrap.search.calibration import interval_diagnostics, pooled_curve, scale_source
 from taskextrap.search.posterior import entropy
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import POLY_SIN_TANH
@@ -343,6 +343,9 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
             "test_seed": test_seed,
             "units": "shared with composition / composition-ablations under OUT/units",
             "interval_scale": rte_scale,
+            "interval_scale_source": scale_source(
+                "composition", protocol, None, builtin_spec(options), primitive_set.name
+            ),
             "coverage_by_scale": {group(GROUP): {"rte": pooled_curve(errors, "rte")}},
         }
         return out, config, list(profile.seeds), timing

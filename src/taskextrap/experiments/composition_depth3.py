@@ -37,10 +37,10 @@ from taskextrap.experiments.discrete import (
     set_unit_key,
 )
 from taskextrap.experiments.profiles import DiscreteProfile
-from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, builtin_spec, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.operators.train import TrainConfig
-from taskextrap.search.calibration import interval_diagnostics, pooled_curve
+from taskextrap.search.calibration import interval_diagnostics, pooled_curve, scale_source
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import POLY_SIN_TANH_RESCALED
 from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, ChainSet, RecipeSplit, dev_recipe_split, recipe_name
@@ -350,6 +350,9 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
             "test_seed": test_seed,
             "search": {k: getattr(chosen, k) for k in SEARCH_SETTINGS},
             "interval_scale": chosen.calibrated_scale(),
+            "interval_scale_source": scale_source(
+                "composition-depth3", protocol, None, builtin_spec(options), primitive_set.name
+            ),
             "coverage_by_scale": {group(GROUP): {"rte": pooled_curve(errors, "rte")}},
             "rte_over_sparse_inductive": {"per_seed": per_seed, "mean": float(np.mean(per_seed))},
         }

@@ -30,10 +30,10 @@ from taskextrap.experiments.discrete import (
     retrieval_rows,
 )
 from taskextrap.experiments.profiles import DiscreteProfile
-from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, builtin_spec, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.provenance import callable_hash
-from taskextrap.search.calibration import interval_diagnostics, pooled_curve
+from taskextrap.search.calibration import interval_diagnostics, pooled_curve, scale_source
 from taskextrap.search.posterior import entropy
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_ladder
@@ -234,6 +234,7 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
             "test_seed": test_seed,
             "units": "shared with length / length-ablations under OUT/units",
             "interval_scale": make_rte(protocol, profile, 0, embedding).calibrated_scale(),
+            "interval_scale_source": scale_source("length", protocol, None, builtin_spec(options), ladder.name),
             "coverage_by_scale": {group_name(ladder): {"rte": pooled_curve(errors, "rte")}},
         }
         rows = mse_rows(experiment, errors, group_name(ladder), methods)

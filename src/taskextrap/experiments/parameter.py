@@ -23,12 +23,12 @@ from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.artifacts import cached_fit
 from taskextrap.experiments.discrete import interval_rows
 from taskextrap.experiments.profiles import ParameterProfile, get_profile
-from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, builtin_spec, register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_target, seed_units
 from taskextrap.operators.train import TrainConfig, job_seconds
 from taskextrap.report.schema import make_row
 from taskextrap.search.index import nearest
-from taskextrap.search.calibration import interval_diagnostics, interval_scale, pooled_curve
+from taskextrap.search.calibration import interval_diagnostics, interval_scale, pooled_curve, scale_source
 from taskextrap.search.posterior import entropy
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
@@ -687,6 +687,14 @@ def _run(
             "interval_scale": {
                 f.name: {
                     m: interval_scale(f"parameter-{search_of(m, protocol)}", protocol, f.name)
+                    for m in methods
+                    if m in INTERVAL_METHODS
+                }
+                for f in families
+            },
+            "interval_scale_source": {
+                f.name: {
+                    m: scale_source(f"parameter-{search_of(m, protocol)}", protocol, f.name, builtin_spec(options))
                     for m in methods
                     if m in INTERVAL_METHODS
                 }

@@ -90,6 +90,13 @@ class RunOptions:
         return FRESH_TEST_SEED if self.test_seed is None else int(self.test_seed)
 
 
+def builtin_spec(options: RunOptions) -> bool:
+    """Whether the run's tasks are built-in ones (no ``--family``, or a built-in's name), not a
+    user's ``module:attr``: what decides whether a dev-chosen interval scale was chosen for them
+    (``search.calibration.scale_source``)."""
+    return options.family is None or ":" not in str(options.family)
+
+
 @dataclass(frozen=True)
 class Experiment:
     """A registered experiment: ``run(options, cache_dir, plot_dir) -> (rows, config, seeds, timing)``;

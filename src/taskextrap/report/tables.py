@@ -242,6 +242,23 @@ def _run_line(results: dict) -> str | None:
     return "; ".join(parts) if parts else None
 
 
+def scale_notes(results: dict) -> list[str]:
+    """One line per distinct borrowed interval scale of the run (``config["interval_scale_source"]``,
+    ``search.calibration.scale_source``): a user's tasks whose 90% intervals use a scale chosen on
+    other tasks' dev splits, said where the tables are read."""
+    found: list[str] = []
+
+    def walk(value) -> None:
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, str) and value.startswith("borrowed") and value not in found:
+            found.append(value)
+
+    walk((results.get("config") or {}).get("interval_scale_source"))
+    return [f"interval scale {s}" for s in found]
+
+
 def _metrics_in_order(rows: list[dict]) -> list[str]:
     seen: list[str] = []
     for r in rows:
@@ -341,6 +358,7 @@ def results_markdown(results: dict) -> str:
     run = _run_line(results)
     if run:
         out += [run, ""]
+    out += [f"**{_md_escape(n)}**" for n in scale_notes(results)] + ([""] if scale_notes(results) else [])
     verdict = verdict_lines(results)
     if verdict:
         out += ["## verdict", ""] + [f"- {_md_escape(v)}" for v in verdict] + [""]
@@ -376,6 +394,7 @@ def console_table(results: dict) -> str:
     if run:
         out.append(run)
     out.append("")
+    out += scale_notes(results) + ([""] if scale_notes(results) else [])
     verdict = verdict_lines(results)
     if verdict:
         out += ["verdict:"] + [f"  {v}" for v in verdict] + [""]

@@ -73,6 +73,31 @@ def resolved_scale(value, regime: str, protocol, group: str | None = None) -> fl
     return interval_scale(regime, protocol, group) if scale is None else scale
 
 
+def scale_source(
+    regime: str, protocol, group: str | None = None, builtin: bool = True, tasks: str | None = None
+) -> str:
+    """Why :func:`interval_scale` gives the scale it gives, in one line, for a run's record: chosen
+    on ``group``'s own dev split, on the regime's dev split (of the built-in tasks), **borrowed**
+    (``builtin=False``: a user's family, ladder or primitive set gets the scale chosen on the
+    built-in tasks' dev splits; nothing says it covers 90% of the user's tasks), or none (1.0,
+    the raw interval). ``tasks`` names the tasks in the message (default: ``group``)."""
+    scales = _scales()
+    tasks = tasks or group or "these tasks"
+    own = scale_key(regime, protocol, group) if group is not None else None
+    if own is not None and own in scales:
+        return f"chosen on {group}'s own dev split ({own})"
+    key = scale_key(regime, protocol)
+    if key not in scales:
+        return f"none chosen for {key}: 1.0, the raw interval"
+    groups = ", ".join(scales[key].get("dev_groups", {})) or "the regime's"
+    if builtin:
+        return f"chosen on the dev splits of {groups} ({key})"
+    return (
+        f"borrowed: chosen on the built-in dev splits of {groups} ({key}), not on {tasks}; "
+        "its coverage on them is not known"
+    )
+
+
 def coverage_curve(mean: np.ndarray, std: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """Per-target coverage (n, len(SCALE_GRID)) of the interval mean ± z·s·std at every grid
     scale s: the query points of each target (row) inside it."""
