@@ -10,6 +10,7 @@ import pytest
 
 from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
+from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.estimators.length import LengthRTE
 from taskextrap.estimators.multistep import ChainedRTE
 from taskextrap.estimators.parameter import RTE
@@ -128,8 +129,8 @@ def test_a_user_family_is_found_again_by_module_attr_and_a_changed_one_warns(tmp
 def test_what_cannot_be_saved_or_loaded_is_one_line(fitted, library, tmp_path):
     cases = [
         (lambda: RTE(n_pairs=200).save_pretrained(tmp_path / "x"), "RTE is not fitted"),
-        (lambda: LengthRTE().save_pretrained(tmp_path / "x"), "saving a LengthRTE is not supported yet"),
-        (lambda: LengthRTE.from_pretrained(tmp_path / "x"), "LengthRTE cannot be loaded yet"),
+        (lambda: CompositionRTE().save_pretrained(tmp_path / "x"), "saving a CompositionRTE is not supported yet"),
+        (lambda: CompositionRTE.from_pretrained(tmp_path / "x"), "CompositionRTE cannot be loaded yet"),
         (lambda: RTE.from_pretrained(tmp_path / "nothing"), "holds no saved model: config.json is missing"),
     ]
     (tmp_path / "file").write_text("x")
@@ -205,3 +206,44 @@ def test_arguments_keep_their_types_through_json():
     _one_line(e)
     with pytest.raises(TaskextrapError, match="not one this taskextrap writes"):
         decode({"type": "os.system", "fields": {}})
+
+
+def test_a_saved_length_rte_loads_with_the_same_numbers_in_a_fresh_process(tmp_path):
+    from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
+
+    library = LadderSet.sample_library(POLYNOMIAL_LADDER, 6, rng(0, "saving-ladder"))
+    g = np.random.default_rng(5)
+    targets = LadderSet.extend(library, np.flatnonzero(library.level == 8)[:3], g)
+    dec = TrainConfig(steps=8, batch=64, eval_every=4)
+    model = LengthRTE(n_pairs=200, k=4, train=TRAIN, decomposer_train=dec, seed=0, verbose=False).fit(library)
+    obs = model.protocol_.draw(targets, 2, g)
+    folder = model.save_pretrained(tmp_path / "length")
+    assert json.loads((folder / CONFIG).read_text())["library"]["family"] == {
+        "builtin": "polynomial",
+        "table": "ladder",
+    }
+    np.savez(tmp_path / "ctx.npz", x=obs.ctx_x, y=obs.ctx_y, q=obs.qry_x)
+    script = textwrap.dedent(
+        f"""
+        import numpy as np
+        from taskextrap import LengthRTE
+        d = np.load({str(tmp_path / "ctx.npz")!r})
+        model = LengthRTE.from_pretrained({str(folder)!r})
+        mean, std = model.predict(d["x"], d["y"], d["q"], return_std=True)
+        dec = model.decompose(d["x"], d["y"])
+        np.savez({str(tmp_path / "out.npz")!r}, mean=mean, std=std, anchors=dec.anchors, phi=dec.phi)
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    out = np.load(tmp_path / "out.npz")
+    mean, std = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+    d = model.decompose(obs.ctx_x, obs.ctx_y)
+    for key, value in (("mean", mean), ("std", std), ("anchors", d.anchors), ("phi", d.phi)):
+        np.testing.assert_array_equal(out[key], value)
+    other = LadderSet.sample_library(POLYNOMIAL_LADDER, 7, rng(1, "saving-ladder"))
+    arrays, meta = model.fitted_state()
+    with pytest.raises(TaskextrapError, match="fitted on another library") as e:
+        LengthRTE(n_pairs=200, k=4, train=TRAIN, decomposer_train=dec, seed=0, verbose=False).restore(
+            other, arrays, meta
+        )
+    _one_line(e)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from taskextrap import audit
-from taskextrap.embed import check_embedding, fit_library_embedding, mean_per_task
+from taskextrap.embed import ProxyEmbedding, check_embedding, fit_library_embedding, mean_per_task
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import Decomposition, Estimator, PendingFit, check_decomposition, check_progress
 from taskextrap.estimators.progress import FitProgress
@@ -155,6 +155,62 @@ class DecomposingRTE(Estimator):
             self.decomposer_ = decomposer  # set last: an estimator is fitted once this exists
 
         return PendingFit([psi, g], finish)
+
+    def fitted_state(self) -> tuple[dict, dict]:
+        """The fit as named arrays and plain meta (``estimators.saving``): Gamma, the library's
+        embeddings, Psi, the decomposer, the pools and the calibration. The library, its scaler
+        and pools are made again from the library by :meth:`restore` (and checked)."""
+        self.check_is_fitted()
+        emb_arrays, emb_meta = self.embedding_.state()
+        arrays = {
+            **{f"embedding.{k}": v for k, v in emb_arrays.items()},
+            "z_library": self.z_library_,
+            "train_pool": np.asarray(self.train_pool_),
+            "val_pool": np.asarray(self.val_pool_),
+            **self.psi_.state("psi"),
+            **self.decomposer_.state("decomposer"),
+        }
+        meta = {
+            "estimator": repr(self),
+            "embedding": emb_meta,
+            "timing": self.timing_,
+            "loss_scale": self.loss_scale_,
+            "query_var": self.query_var_,
+        }
+        return arrays, meta
+
+    def restore(self, library, arrays: dict, meta: dict):
+        """This unfitted estimator fitted as :meth:`fitted_state` saved it, on the same
+        ``library``: the same arrays, so the same numbers. A state of other settings, or of
+        another library (its pools differ), is refused in one line."""
+        if meta.get("estimator") != repr(self):
+            raise TaskextrapError(f"the saved state is of another estimator or settings than {type(self).__name__}")
+        self._resolve()
+        self._prepare(library)
+        if not (
+            np.array_equal(self.train_pool_, arrays["train_pool"])
+            and np.array_equal(self.val_pool_, arrays["val_pool"])
+        ):
+            raise TaskextrapError("the saved state was fitted on another library (its training pools differ)")
+        self.embedding_ = ProxyEmbedding.from_state(
+            {k.removeprefix("embedding."): v for k, v in arrays.items() if k.startswith("embedding.")},
+            meta["embedding"],
+        )
+        self.z_library_ = arrays["z_library"]
+        self.psi_ = self._make_operator().to(self.device)
+        self.psi_.load_state(arrays, "psi")
+        decomposer = Decomposer(
+            self.scaler_,
+            self.protocol_.n_context,
+            self._part_dims(),
+            derive_seed(self.seed, "decomposer"),
+            self.decomposer_train,
+        ).to(self.device)
+        decomposer.load_state(arrays, "decomposer")
+        self.timing_ = dict(meta["timing"])
+        self.loss_scale_, self.query_var_ = meta["loss_scale"], meta["query_var"]
+        self.decomposer_ = decomposer  # set last: an estimator is fitted once this exists
+        return self
 
     def _prepare(self, library):  # pragma: no cover - abstract
         """Check ``library``, set the library, scaler, noise and the train / validation pools;

@@ -8,7 +8,8 @@
   ``module:attr``, with the hash of its code), the file format, the taskextrap version and the
   hash of the package source that fitted it;
 - ``model.safetensors``: every array the fit learned (weights, embeddings, calibration) and the
-  library's own arrays (its tasks' parameters and regions), never a pickle.
+  library's own arrays (a ``TaskSet``'s parameters and regions, a ``LadderSet``'s coefficients,
+  levels and parents), never a pickle.
 
 ``Class.from_pretrained(folder)`` rebuilds the estimator from these files alone: the library is
 not drawn again (its tasks are read back), nothing is fitted, and the predictions and intervals
@@ -95,67 +96,97 @@ def decode(value: Any) -> Any:
 
 
 def library_state(library) -> tuple[dict[str, np.ndarray], dict]:
-    """A parameter-regime library (a ``TaskSet``) as arrays (its tasks' parameters and region
-    indices) and a description (how to find its family again, and the regions' names)."""
+    """A library as arrays (its tasks: parameters and regions of a ``TaskSet``; coefficients,
+    levels and parents of a ``LadderSet``) and a description (how to find its family or ladder
+    again, the regions' names)."""
+    from taskextrap.tasks.ladder import LadderSet
     from taskextrap.tasks.taskset import TaskSet
 
-    if not isinstance(library, TaskSet):
-        raise TaskextrapError(f"saving a library of {type(library).__name__} is not supported yet (a TaskSet is)")
-    regions = sorted(set(library.region.tolist()))
-    arrays = {
-        "library.params": library.params,
-        "library.region": np.array([regions.index(r) for r in library.region], dtype=np.int64),
-    }
-    family = library.family
-    return arrays, {"kind": "TaskSet", "family": family_spec(family), "family_name": family.name, "regions": regions}
+    if isinstance(library, TaskSet):
+        regions = sorted(set(library.region.tolist()))
+        arrays = {
+            "library.params": library.params,
+            "library.region": np.array([regions.index(r) for r in library.region], dtype=np.int64),
+        }
+        return arrays, {"kind": "TaskSet", "family": task_spec(library.family), "regions": regions}
+    if isinstance(library, LadderSet):
+        arrays = {"library.params": library.params, "library.level": library.level, "library.parent": library.parent}
+        return arrays, {"kind": "LadderSet", "family": task_spec(library.family)}
+    raise TaskextrapError(
+        f"saving a library of {type(library).__name__} is not supported yet (a TaskSet or LadderSet is)"
+    )
 
 
-def family_spec(family: Any) -> dict[str, str]:
-    """How to find ``family`` again: a built-in's name, or ``module:attr`` of a user family defined
-    at the top level of an importable module (with its code's hash); a one-line error otherwise."""
-    from taskextrap.provenance import callable_hash
+def _builtins() -> dict[str, dict[str, Any]]:
+    """The built-in families and ladders a saved library may name, by table."""
     from taskextrap.tasks.builtin import MULTISTEP_FAMILIES, PARAMETER_FAMILIES
+    from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
 
-    name = family.name
-    for table, builtins in (("parameter", PARAMETER_FAMILIES), ("multistep", MULTISTEP_FAMILIES)):
-        if builtins.get(name) is family:
+    return {
+        "parameter": PARAMETER_FAMILIES,
+        "multistep": MULTISTEP_FAMILIES,
+        "ladder": {POLYNOMIAL_LADDER.name: POLYNOMIAL_LADDER},
+    }
+
+
+def _code(obj) -> Any:
+    """The user code a family or ladder computes with (its formula, or its basis)."""
+    return getattr(obj, "fn", None) or obj.basis
+
+
+def task_spec(obj: Any) -> dict[str, str]:
+    """How to find a family or ladder ``obj`` again: a built-in's name, or ``module:attr`` of one
+    defined at the top level of an importable module (with its code's hash); a one-line error
+    otherwise."""
+    from taskextrap.provenance import callable_hash
+
+    name = obj.name
+    for table, builtins in _builtins().items():
+        if builtins.get(name) is obj:
             return {"builtin": name, "table": table}
-    module = getattr(family.fn, "__module__", None)
-    attrs = [a for a, v in vars(sys.modules.get(module) or object()).items() if v is family] if module else []
+    module = getattr(_code(obj), "__module__", None)
+    attrs = [a for a, v in vars(sys.modules.get(module) or object()).items() if v is obj] if module else []
     if not attrs or module == "__main__":
         raise TaskextrapError(
-            f"family {family.name!r} cannot be found again when the model is loaded: define it at the top "
-            "level of an importable module (not __main__), so that it is module:attr"
+            f"{type(obj).__name__} {name!r} cannot be found again when the model is loaded: define it at the "
+            "top level of an importable module (not __main__), so that it is module:attr"
         )
-    return {"module_attr": f"{module}:{attrs[0]}", "code_hash": callable_hash(family.fn)}
+    return {"module_attr": f"{module}:{attrs[0]}", "code_hash": callable_hash(_code(obj))}
+
+
+def _task_object(spec: dict, kind: type):
+    """The family or ladder :func:`task_spec` described (a warning when its code changed)."""
+    from taskextrap.provenance import callable_hash
+    from taskextrap.tasks.registry import load_object
+
+    if "builtin" in spec:
+        return _builtins()[spec["table"]][spec["builtin"]]
+    obj = load_object(spec["module_attr"], kind.__name__)
+    if not isinstance(obj, kind):
+        raise TaskextrapError(f"{spec['module_attr']} is a {type(obj).__name__}, not the saved {kind.__name__}")
+    if callable_hash(_code(obj)) != spec["code_hash"]:
+        warnings.warn(
+            f"{spec['module_attr']} changed since the model was saved (code {spec['code_hash']} -> "
+            f"{callable_hash(_code(obj))}): its predictions may differ",
+            TaskextrapWarning,
+            stacklevel=4,
+        )
+    return obj
 
 
 def library_from_state(arrays: dict[str, np.ndarray], desc: dict):
-    """The library :func:`library_state` saved: the same tasks of the same family."""
-    from taskextrap.provenance import callable_hash
-    from taskextrap.tasks.builtin import MULTISTEP_FAMILIES, PARAMETER_FAMILIES
-    from taskextrap.tasks.registry import load_object
+    """The library :func:`library_state` saved: the same tasks of the same family or ladder."""
+    from taskextrap.tasks.ladder import Ladder, LadderSet
     from taskextrap.tasks.taskset import ParametricFamily, TaskSet
 
-    if desc.get("kind") != "TaskSet":
-        raise TaskextrapError(f"the saved library is of kind {desc.get('kind')!r}, which this taskextrap cannot load")
-    spec = desc["family"]
-    if "builtin" in spec:
-        table = {"parameter": PARAMETER_FAMILIES, "multistep": MULTISTEP_FAMILIES}[spec["table"]]
-        family = table[spec["builtin"]]
-    else:
-        family = load_object(spec["module_attr"], "family")
-        if not isinstance(family, ParametricFamily):
-            raise TaskextrapError(f"{spec['module_attr']} is a {type(family).__name__}, not the saved family")
-        if callable_hash(family.fn) != spec["code_hash"]:
-            warnings.warn(
-                f"family {spec['module_attr']} changed since the model was saved (code {spec['code_hash']} -> "
-                f"{callable_hash(family.fn)}): its predictions may differ",
-                TaskextrapWarning,
-                stacklevel=3,
-            )
-    regions = np.array(desc["regions"], dtype=object)[arrays["library.region"]]
-    return TaskSet(family, arrays["library.params"], np.asarray(regions.tolist()))
+    if desc.get("kind") == "TaskSet":
+        family = _task_object(desc["family"], ParametricFamily)
+        regions = np.array(desc["regions"], dtype=object)[arrays["library.region"]]
+        return TaskSet(family, arrays["library.params"], np.asarray(regions.tolist()))
+    if desc.get("kind") == "LadderSet":
+        ladder = _task_object(desc["family"], Ladder)
+        return LadderSet(ladder, arrays["library.params"], arrays["library.level"], arrays["library.parent"])
+    raise TaskextrapError(f"the saved library is of kind {desc.get('kind')!r}, which this taskextrap cannot load")
 
 
 # ----------------------------------------------------------------------------- folders
@@ -234,13 +265,15 @@ def load_pretrained(folder: str | Path, expected: type | None = None):
 
 
 def _saveable() -> dict[str, type]:
-    """The estimator classes that save and load, by name: ``RTE`` and every subclass of it that
-    is loaded (``ChainedRTE``, the transductive oracles); a config can name nothing else."""
+    """The estimator classes that save and load, by name: ``RTE``, ``LengthRTE`` and every
+    subclass of them that is loaded (``ChainedRTE``, the transductive oracles); a config can name
+    nothing else."""
+    from taskextrap.estimators.length import LengthRTE
     from taskextrap.estimators.multistep import ChainedRTE  # noqa: F401 - a subclass to find
     from taskextrap.estimators.parameter import RTE
 
     found: dict[str, type] = {}
-    todo: list[type] = [RTE]
+    todo: list[type] = [RTE, LengthRTE]
     while todo:
         cls = todo.pop()
         found[cls.__name__] = cls

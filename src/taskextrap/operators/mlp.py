@@ -80,3 +80,22 @@ def _blocks(d_in: int, d_out: int, blocks) -> nn.Sequential:
         modules.append(mlp(sizes))
         sizes_in = sizes[-1]
     return nn.Sequential(*modules)
+
+
+def network_state(net: nn.Module, history: list[float], prefix: str) -> dict[str, np.ndarray]:
+    """A trained network's weights and loss history as named arrays under ``prefix``."""
+    arrays = {f"{prefix}.net.{k}": v.detach().cpu().numpy() for k, v in net.state_dict().items()}
+    return arrays | {f"{prefix}.history": np.asarray(history, dtype=np.float64)}
+
+
+def load_network_state(net: nn.Module, arrays: dict, prefix: str, device) -> list[float]:
+    """Load :func:`network_state`'s weights into ``net`` (same shape; evaluation mode); returns
+    the loss history."""
+    weights = {
+        k.removeprefix(f"{prefix}.net."): torch.from_numpy(v.copy()).to(device)
+        for k, v in arrays.items()
+        if k.startswith(f"{prefix}.net.")
+    }
+    net.load_state_dict(weights)
+    net.eval()
+    return arrays[f"{prefix}.history"].tolist()

@@ -20,7 +20,14 @@ import torch
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
-from taskextrap.operators.mlp import PARAMETER_BLOCKS, SlicedRows, block_mlp, predict_rows
+from taskextrap.operators.mlp import (
+    PARAMETER_BLOCKS,
+    SlicedRows,
+    block_mlp,
+    load_network_state,
+    network_state,
+    predict_rows,
+)
 from taskextrap.operators.rows import RowBlocks
 from taskextrap.operators.streams import Rows, RowStream, as_tensor, column
 from taskextrap.operators.train import Job, TrainConfig
@@ -118,19 +125,11 @@ class _PointwiseNet:
 
     def state(self, prefix: str) -> dict:
         """The trained network's weights and loss history as named arrays under ``prefix``."""
-        arrays = {f"{prefix}.net.{k}": v.detach().cpu().numpy() for k, v in self.net.state_dict().items()}
-        return arrays | {f"{prefix}.history": np.asarray(self.history, dtype=np.float64)}
+        return network_state(self.net, self.history, prefix)
 
     def load_state(self, arrays: dict, prefix: str) -> None:
         """Weights and history from :meth:`state`'s arrays, into this (same-shaped) network."""
-        net = {
-            k.removeprefix(f"{prefix}.net."): torch.from_numpy(v.copy()).to(self.device)
-            for k, v in arrays.items()
-            if k.startswith(f"{prefix}.net.")
-        }
-        self.net.load_state_dict(net)
-        self.net.eval()
-        self.history = arrays[f"{prefix}.history"].tolist()
+        self.history = load_network_state(self.net, arrays, prefix, self.device)
 
     def _predict_rows(self, rows: SlicedRows, n: int) -> np.ndarray:
         return predict_rows(self.net, rows, self.device).numpy().astype(float).reshape(n, -1)

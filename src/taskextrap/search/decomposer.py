@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from taskextrap import audit
-from taskextrap.operators.mlp import mlp
+from taskextrap.operators.mlp import load_network_state, mlp, network_state
 from taskextrap.operators.param import sort_context
 from taskextrap.operators.streams import RowStream
 from taskextrap.operators.train import Job, TrainConfig
@@ -36,6 +36,14 @@ class Decomposer:
         self.scaler, self.part_dims, self.cfg = scaler, tuple(part_dims), cfg
         self.history: list[float] = []
         self.device = torch.device("cpu")
+
+    def state(self, prefix: str) -> dict:
+        """The trained network's weights and loss history as named arrays under ``prefix``."""
+        return network_state(self.net, self.history, prefix)
+
+    def load_state(self, arrays: dict, prefix: str) -> None:
+        """Weights and history from :meth:`state`'s arrays, into this (same-shaped) network."""
+        self.history = load_network_state(self.net, arrays, prefix, self.device)
 
     def to(self, device) -> Decomposer:
         """Run the network on ``device``; returns self."""
