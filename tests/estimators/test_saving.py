@@ -10,7 +10,9 @@ import pytest
 
 from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
+from taskextrap.estimators.chain import Composition3RTE
 from taskextrap.estimators.composition import CompositionRTE
+from taskextrap.estimators.composition_em import EMCompositionRTE
 from taskextrap.estimators.length import LengthRTE
 from taskextrap.estimators.multistep import ChainedRTE
 from taskextrap.estimators.parameter import RTE
@@ -129,8 +131,8 @@ def test_a_user_family_is_found_again_by_module_attr_and_a_changed_one_warns(tmp
 def test_what_cannot_be_saved_or_loaded_is_one_line(fitted, library, tmp_path):
     cases = [
         (lambda: RTE(n_pairs=200).save_pretrained(tmp_path / "x"), "RTE is not fitted"),
-        (lambda: CompositionRTE().save_pretrained(tmp_path / "x"), "saving a CompositionRTE is not supported yet"),
-        (lambda: CompositionRTE.from_pretrained(tmp_path / "x"), "CompositionRTE cannot be loaded yet"),
+        (lambda: Composition3RTE().save_pretrained(tmp_path / "x"), "saving a Composition3RTE is not supported yet"),
+        (lambda: EMCompositionRTE.from_pretrained(tmp_path / "x"), "EMCompositionRTE cannot be loaded yet"),
         (lambda: RTE.from_pretrained(tmp_path / "nothing"), "holds no saved model: config.json is missing"),
     ]
     (tmp_path / "file").write_text("x")
@@ -247,3 +249,20 @@ def test_a_saved_length_rte_loads_with_the_same_numbers_in_a_fresh_process(tmp_p
             other, arrays, meta
         )
     _one_line(e)
+
+
+def test_a_saved_composition_rte_loads_its_primitives_and_the_same_numbers(tmp_path):
+    from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionSet, PrimitiveSet
+
+    prims = PrimitiveSet.sample(n_per_family=8, rng=rng(0, "saving-prims"))
+    dec = TrainConfig(steps=8, batch=64, eval_every=4)
+    model = CompositionRTE(n_pairs=150, k=3, train=TRAIN, decomposer_train=dec, seed=0, verbose=False).fit(prims)
+    targets = CompositionSet.sample(prims, PAPER_SPLIT.test, 4, np.random.default_rng(3))
+    obs = model.protocol_.draw(targets, 1, np.random.default_rng(4))
+    folder = model.save_pretrained(tmp_path / "composition")
+    families = json.loads((folder / CONFIG).read_text())["library"]["families"]
+    assert [f["builtin"] for f in families] == ["poly", "sin", "tanh"]
+    loaded = CompositionRTE.from_pretrained(folder)
+    np.testing.assert_array_equal(loaded.primitives_.curves, prims.curves)
+    for a, b in zip(_numbers(loaded, obs), _numbers(model, obs), strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -193,6 +193,7 @@ class Fittable(abc.ABC):
 
     fitted_attribute = "psi_"
     library_kind = "library"  # what fit takes, for the error of an unfitted estimator
+    saveable = False  # save_pretrained / from_pretrained work (estimators.saving); a subclass inherits it
 
     def __post_init__(self):
         self._settings()

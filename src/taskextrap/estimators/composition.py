@@ -118,6 +118,7 @@ class CompositionRTE(DecomposingRTE):
     split: PairSplit = PAPER_SPLIT
 
     inference_arguments = ("k", "refine_rounds")
+    saveable = True
 
     regime = "composition"
     library_kind = "primitives"

@@ -99,6 +99,8 @@ class EMCompositionRTE(CompositionRTE):
     em_rounds: int = 3
     restarts: int = 4
     sweeps: int = 3
+
+    saveable = False  # its EM state (pseudo-labels, history) is not saved yet
     label_pairs: str = "train"
 
     def _settings(self) -> dict:

@@ -94,6 +94,7 @@ class LengthRTE(DecomposingRTE):
     c_grid: int = 17
 
     regime = "length"
+    saveable = True
 
     def _settings(self) -> dict:
         """The base class's checks, and this estimator's own arguments'."""

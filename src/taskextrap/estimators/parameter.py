@@ -143,6 +143,7 @@ class RTE(Estimator):
     verbose: bool = field(default=True, repr=False, compare=False)
 
     inference_arguments = ("phi_scales",)
+    saveable = True
 
     def _settings(self) -> dict:
         """Every constructor argument checked (a one-line error for a bad one), and what ``fit``

@@ -9,7 +9,7 @@
   hash of the package source that fitted it;
 - ``model.safetensors``: every array the fit learned (weights, embeddings, calibration) and the
   library's own arrays (a ``TaskSet``'s parameters and regions, a ``LadderSet``'s coefficients,
-  levels and parents), never a pickle.
+  levels and parents, a ``PrimitiveSet``'s families, parameters and curves), never a pickle.
 
 ``Class.from_pretrained(folder)`` rebuilds the estimator from these files alone: the library is
 not drawn again (its tasks are read back), nothing is fitted, and the predictions and intervals
@@ -100,6 +100,7 @@ def library_state(library) -> tuple[dict[str, np.ndarray], dict]:
     levels and parents of a ``LadderSet``) and a description (how to find its family or ladder
     again, the regions' names)."""
     from taskextrap.tasks.ladder import LadderSet
+    from taskextrap.tasks.primitives import PrimitiveSet
     from taskextrap.tasks.taskset import TaskSet
 
     if isinstance(library, TaskSet):
@@ -112,6 +113,17 @@ def library_state(library) -> tuple[dict[str, np.ndarray], dict]:
     if isinstance(library, LadderSet):
         arrays = {"library.params": library.params, "library.level": library.level, "library.parent": library.parent}
         return arrays, {"kind": "LadderSet", "family": task_spec(library.family)}
+    if isinstance(library, PrimitiveSet):
+        arrays = {"library.family": library.family, "library.grid": library.grid, "library.curves": library.curves}
+        if library.params is not None:
+            arrays["library.params"] = library.params
+        desc = {
+            "kind": "PrimitiveSet",
+            "families": [task_spec(f) for f in library.families],
+            "domain": list(library.domain),
+            "name": library.name,
+        }
+        return arrays, desc
     raise TaskextrapError(
         f"saving a library of {type(library).__name__} is not supported yet (a TaskSet or LadderSet is)"
     )
@@ -120,12 +132,17 @@ def library_state(library) -> tuple[dict[str, np.ndarray], dict]:
 def _builtins() -> dict[str, dict[str, Any]]:
     """The built-in families and ladders a saved library may name, by table."""
     from taskextrap.tasks.builtin import MULTISTEP_FAMILIES, PARAMETER_FAMILIES
+    from taskextrap.tasks.chains import DEPTH3_FAMILIES, RAW_DEPTH3_FAMILIES
     from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
+    from taskextrap.tasks.primitives import PRIMITIVE_FAMILIES
 
     return {
         "parameter": PARAMETER_FAMILIES,
         "multistep": MULTISTEP_FAMILIES,
         "ladder": {POLYNOMIAL_LADDER.name: POLYNOMIAL_LADDER},
+        "primitive": {f.name: f for f in PRIMITIVE_FAMILIES},
+        "primitive-depth3": {f.name: f for f in DEPTH3_FAMILIES},
+        "primitive-depth3-raw": {f.name: f for f in RAW_DEPTH3_FAMILIES},
     }
 
 
@@ -177,6 +194,7 @@ def _task_object(spec: dict, kind: type):
 def library_from_state(arrays: dict[str, np.ndarray], desc: dict):
     """The library :func:`library_state` saved: the same tasks of the same family or ladder."""
     from taskextrap.tasks.ladder import Ladder, LadderSet
+    from taskextrap.tasks.primitives import PrimitiveFamily, PrimitiveSet
     from taskextrap.tasks.taskset import ParametricFamily, TaskSet
 
     if desc.get("kind") == "TaskSet":
@@ -186,6 +204,18 @@ def library_from_state(arrays: dict[str, np.ndarray], desc: dict):
     if desc.get("kind") == "LadderSet":
         ladder = _task_object(desc["family"], Ladder)
         return LadderSet(ladder, arrays["library.params"], arrays["library.level"], arrays["library.parent"])
+    if desc.get("kind") == "PrimitiveSet":
+        families = tuple(_task_object(spec, PrimitiveFamily) for spec in desc["families"])
+        params = arrays.get("library.params")
+        return PrimitiveSet(
+            families,
+            arrays["library.family"],
+            params,
+            arrays["library.grid"],
+            arrays["library.curves"],
+            tuple(desc["domain"]),
+            desc["name"],
+        )
     raise TaskextrapError(f"the saved library is of kind {desc.get('kind')!r}, which this taskextrap cannot load")
 
 
@@ -208,7 +238,7 @@ def save_pretrained(estimator, folder: str | Path) -> Path:
     if folder.exists() and not folder.is_dir():
         raise TaskextrapError(f"cannot save into {folder}: it is a file, not a folder")
     state, meta = estimator.fitted_state()
-    lib_arrays, library = library_state(estimator.library_)
+    lib_arrays, library = library_state(getattr(estimator, "library_", None) or estimator.primitives_)
     params = {k: encode(v, f"{type(estimator).__name__}({k}=...)") for k, v in estimator.get_params().items()}
     config = {
         "format": FORMAT,
@@ -265,18 +295,20 @@ def load_pretrained(folder: str | Path, expected: type | None = None):
 
 
 def _saveable() -> dict[str, type]:
-    """The estimator classes that save and load, by name: ``RTE``, ``LengthRTE`` and every
-    subclass of them that is loaded (``ChainedRTE``, the transductive oracles); a config can name
-    nothing else."""
-    from taskextrap.estimators.length import LengthRTE
-    from taskextrap.estimators.multistep import ChainedRTE  # noqa: F401 - a subclass to find
-    from taskextrap.estimators.parameter import RTE
+    """The estimator classes that save and load, by name: the loaded estimator classes whose
+    ``saveable`` is True (``RTE``, ``ChainedRTE``, the transductive oracles, ``LengthRTE``,
+    ``CompositionRTE``); a config can name nothing else."""
+    from taskextrap.estimators.base import Fittable
+    from taskextrap.estimators.composition import CompositionRTE  # noqa: F401 - classes to find
+    from taskextrap.estimators.length import LengthRTE  # noqa: F401
+    from taskextrap.estimators.multistep import ChainedRTE  # noqa: F401
 
     found: dict[str, type] = {}
-    todo: list[type] = [RTE, LengthRTE]
+    todo: list[type] = [Fittable]
     while todo:
         cls = todo.pop()
-        found[cls.__name__] = cls
+        if getattr(cls, "saveable", False) and not getattr(cls, "__abstractmethods__", None):
+            found[cls.__name__] = cls
         todo += cls.__subclasses__()
     return found
 
