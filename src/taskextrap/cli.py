@@ -371,7 +371,13 @@ def _saved_run(ctx, experiment: str | None, path: str):
 
     from click.core import ParameterSource
 
-    from taskextrap.experiments.run_record import options_from_record, read_saved_run, run_record, warn_if_code_changed
+    from taskextrap.experiments.run_record import (
+        family_code_changed,
+        options_from_record,
+        read_saved_run,
+        run_record,
+        warn_if_code_changed,
+    )
 
     given = [
         max(p.opts, key=len)
@@ -401,10 +407,10 @@ def _saved_run(ctx, experiment: str | None, path: str):
         raise TaskextrapError(f"--from {path}: run.device: {exc}") from None
     _check(name, options)
     now = run_record(name, options)
-    before_code, now_code = record.get("family_code_hash"), now.get("family_code_hash")
-    if not on_command_line["out"] and before_code is not None and now_code not in (None, before_code):
+    changed = family_code_changed(record, now)
+    if changed and not on_command_line["out"]:
         raise TaskextrapError(
-            f"--from {path}: the family's code changed since this run ({before_code} -> {now_code}), "
+            f"--from {path}: the family's code changed since this run ({changed[0]} -> {changed[1]}), "
             "so its results would be replaced by other code's: give --out to run it into another folder"
         )
     warn_if_code_changed(record, now)

@@ -233,12 +233,15 @@ def test_the_grid_of_leave_one_out_losses_is_loo_loss_on_repeated_rows_bit_for_b
 
 
 def test_grid_rows_are_the_same_rows_whichever_slices_ask_for_them():
-    from taskextrap.operators.extension import LooGridRows
+    from taskextrap.operators.extension import ExtensionOperator, LooGridRows
+    from taskextrap.operators.train import TrainConfig
+    from taskextrap.scaling import FamilyScaler
 
     g = np.random.default_rng(3)
     n, c, grid, m = 3, 4, 2, 5
+    op = ExtensionOperator(FamilyScaler(0.0, 5.0, 0.0, 2.0), m, 1.5, 0, TrainConfig())
     rows = LooGridRows(
-        g.normal(size=(n, m)), g.normal(size=(n, c, m)), g.normal(size=(n, c, m)), g.normal(size=(n, c, grid))
+        op, g.normal(size=(n, m)), g.normal(size=(n, m)), g.normal(size=(n, c, m)), g.normal(size=(n, c, grid))
     )
     whole = rows[0 : len(rows)]
     assert whole.shape == (n * c * grid * m, 3 + 4 * m) and whole.dtype == np.float32

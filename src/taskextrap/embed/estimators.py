@@ -230,13 +230,14 @@ class ProxyEmbedding:
     PCA_ARRAYS = ("components_", "mean_", "explained_variance_", "explained_variance_ratio_", "singular_values_")
     PCA_SCALARS = ("n_components_", "n_features_in_", "n_samples_", "noise_variance_")
 
-    def state(self) -> tuple[dict, dict]:
-        """The fitted embedding as named arrays (the probe's weights, the PCA's fitted arrays)
-        and plain settings, for a safetensors file (:meth:`from_state` rebuilds it)."""
+    def state(self, prefix: str = "") -> tuple[dict, dict]:
+        """The fitted embedding as named arrays (the probe's weights, the PCA's fitted arrays,
+        each name after ``prefix``) and plain settings, for a safetensors file (:meth:`from_state`
+        rebuilds it)."""
         if self.pca_ is None or self.probe_ is None:
             raise TaskextrapError("ProxyEmbedding is not fitted")
-        arrays = {f"probe.{k}": v.cpu().numpy() for k, v in self.probe_.items()}
-        arrays |= {f"pca.{k}": getattr(self.pca_, k) for k in self.PCA_ARRAYS}
+        arrays = {f"{prefix}probe.{k}": v.cpu().numpy() for k, v in self.probe_.items()}
+        arrays |= {f"{prefix}pca.{k}": getattr(self.pca_, k) for k in self.PCA_ARRAYS}
         meta = {
             "settings": {
                 k: getattr(self, k)
@@ -251,15 +252,17 @@ class ProxyEmbedding:
         return arrays, meta
 
     @classmethod
-    def from_state(cls, arrays: dict, meta: dict) -> ProxyEmbedding:
-        """The embedding :meth:`state` saved: the same weights and PCA, so the same transform."""
+    def from_state(cls, arrays: dict, meta: dict, prefix: str = "") -> ProxyEmbedding:
+        """The embedding :meth:`state` saved (under ``prefix``): the same weights and PCA, so the
+        same transform."""
         from sklearn.decomposition import PCA
 
         emb = cls(**meta["settings"])
-        emb.probe_ = {k: torch.from_numpy(arrays[f"probe.{k}"].copy()).to(emb.device) for k in meta["probe_order"]}
+        probe = meta["probe_order"]
+        emb.probe_ = {k: torch.from_numpy(arrays[f"{prefix}probe.{k}"].copy()).to(emb.device) for k in probe}
         pca = PCA(n_components=meta["pca"]["n_components_"], random_state=emb.seed % 2**32)
         for k in cls.PCA_ARRAYS:
-            setattr(pca, k, arrays[f"pca.{k}"].copy(order="K"))  # the saved layout (read_state keeps it)
+            setattr(pca, k, arrays[f"{prefix}pca.{k}"].copy(order="K"))  # the saved layout (read_state keeps it)
         for k, v in meta["pca"].items():
             setattr(pca, k, np.float64(v) if k == "noise_variance_" else v)
         emb.pca_ = pca

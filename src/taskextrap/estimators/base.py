@@ -270,6 +270,12 @@ class Fittable(abc.ABC):
         """A one-line error unless ``fit`` has finished."""
         check_is_fitted(self, self.fitted_attribute, self.library_kind)
 
+    def _check_state(self, meta: dict) -> None:
+        """A one-line error unless the saved state ``meta`` (an estimator's ``fitted_state``) was
+        written by an estimator of this class and these arguments (its repr)."""
+        if meta.get("estimator") != repr(self):
+            raise TaskextrapError(f"the saved state is of another estimator or settings than {type(self).__name__}")
+
     def save_pretrained(self, folder) -> Path:
         """Write this fitted estimator into ``folder``: ``config.json`` (its arguments, its
         library's description, the taskextrap version and source hash) and ``model.safetensors``

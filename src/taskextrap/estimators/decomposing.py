@@ -141,9 +141,7 @@ class DecomposingRTE(Estimator):
             self.psi_, self._operator_arrays, "psi", self.n_pairs, max(256, self.n_pairs // 10), progress
         )
         cfg = self.decomposer_train
-        decomposer = Decomposer(
-            self.scaler_, self.protocol_.n_context, self._part_dims(), derive_seed(self.seed, "decomposer"), cfg
-        ).to(self.device)
+        decomposer = self._make_decomposer()
         g = self._stream_job(
             decomposer, self._decomposer_arrays, "decomposer", cfg.batch, max(256, cfg.batch), progress
         )
@@ -161,9 +159,9 @@ class DecomposingRTE(Estimator):
         embeddings, Psi, the decomposer, the pools and the calibration. The library, its scaler
         and pools are made again from the library by :meth:`restore` (and checked)."""
         self.check_is_fitted()
-        emb_arrays, emb_meta = self.embedding_.state()
+        emb_arrays, emb_meta = self.embedding_.state("embedding.")
         arrays = {
-            **{f"embedding.{k}": v for k, v in emb_arrays.items()},
+            **emb_arrays,
             "z_library": self.z_library_,
             "train_pool": np.asarray(self.train_pool_),
             "val_pool": np.asarray(self.val_pool_),
@@ -183,8 +181,7 @@ class DecomposingRTE(Estimator):
         """This unfitted estimator fitted as :meth:`fitted_state` saved it, on the same
         ``library``: the same arrays, so the same numbers. A state of other settings, or of
         another library (its pools differ), is refused in one line."""
-        if meta.get("estimator") != repr(self):
-            raise TaskextrapError(f"the saved state is of another estimator or settings than {type(self).__name__}")
+        self._check_state(meta)
         self._resolve()
         self._prepare(library)
         if not (
@@ -192,25 +189,21 @@ class DecomposingRTE(Estimator):
             and np.array_equal(self.val_pool_, arrays["val_pool"])
         ):
             raise TaskextrapError("the saved state was fitted on another library (its training pools differ)")
-        self.embedding_ = ProxyEmbedding.from_state(
-            {k.removeprefix("embedding."): v for k, v in arrays.items() if k.startswith("embedding.")},
-            meta["embedding"],
-        )
+        self.embedding_ = ProxyEmbedding.from_state(arrays, meta["embedding"], "embedding.")
         self.z_library_ = arrays["z_library"]
         self.psi_ = self._make_operator().to(self.device)
         self.psi_.load_state(arrays, "psi")
-        decomposer = Decomposer(
-            self.scaler_,
-            self.protocol_.n_context,
-            self._part_dims(),
-            derive_seed(self.seed, "decomposer"),
-            self.decomposer_train,
-        ).to(self.device)
+        decomposer = self._make_decomposer()
         decomposer.load_state(arrays, "decomposer")
         self.timing_ = dict(meta["timing"])
         self.loss_scale_, self.query_var_ = meta["loss_scale"], meta["query_var"]
         self.decomposer_ = decomposer  # set last: an estimator is fitted once this exists
         return self
+
+    def _make_decomposer(self) -> Decomposer:
+        """The decomposer g, untrained, on the estimator's device (fit trains it; restore loads it)."""
+        cfg, seed = self.decomposer_train, derive_seed(self.seed, "decomposer")
+        return Decomposer(self.scaler_, self.protocol_.n_context, self._part_dims(), seed, cfg).to(self.device)
 
     def _prepare(self, library):  # pragma: no cover - abstract
         """Check ``library``, set the library, scaler, noise and the train / validation pools;

@@ -237,14 +237,7 @@ class RTE(Estimator):
             self.fit_embedding(library)
         else:
             self._adopt(embedded, library)
-        psi = RelationalOperator(
-            self.scaler_,
-            self.protocol_.n_context,
-            self.z_library_.shape[1],
-            derive_seed(self.seed, "psi"),
-            self.train,
-            loo=bool(self.loo_),
-        ).to(self.device)
+        psi = self._make_psi()
         val = self._pair_arrays(np.flatnonzero(self.draws_.val), rng(self.seed, "psi-val"))
         train_idx = np.flatnonzero(self.draws_.train)
         job = psi.fit_job(lambda g: self._pair_arrays(train_idx, g), val, rng(self.seed, "psi-batches"), progress)
@@ -254,6 +247,17 @@ class RTE(Estimator):
             self.psi_ = psi  # set last: an estimator is fitted once this exists
 
         return PendingFit([job], finish)
+
+    def _make_psi(self) -> RelationalOperator:
+        """Psi, untrained, on the estimator's device (fit trains it; restore loads its weights)."""
+        return RelationalOperator(
+            self.scaler_,
+            self.protocol_.n_context,
+            self.z_library_.shape[1],
+            derive_seed(self.seed, "psi"),
+            self.train,
+            loo=bool(self.loo_),
+        ).to(self.device)
 
     def _calibrate(self, psi: RelationalOperator, val: tuple) -> None:
         """Psi's own error on the validation pairs (held-out *library* tasks, never targets):
@@ -267,19 +271,24 @@ class RTE(Estimator):
 
     def fit_embedding(self, library: TaskSet) -> RTE:
         """Phase 1a: scalers, the library's observed draws, Gamma and the library embeddings."""
-        self._resolve()
         self._check_library(library)
         held = set(library.family.held_out_regions)
         if any(r in held for r in library.region):
             raise TaskextrapError("the library contains held-out-region tasks; fit on training regions only")
-        self.library_ = library
-        self.noise_scale_ = noise_scale(library.family)
-        self.noise_sd_ = self.protocol_.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
-        self.scaler_ = FamilyScaler.fit(library)
+        self._set_library(library)
         t = time.perf_counter()
         self.draws_ = self._draw_library(library)
         self.timing_ = {"embedding_s": time.perf_counter() - t}
         return self
+
+    def _set_library(self, library: TaskSet) -> None:
+        """The resolved arguments, and what the (checked) library alone gives: itself, its noise
+        scale and the scaler (fit and restore share it)."""
+        self._resolve()
+        self.library_ = library
+        self.noise_scale_ = noise_scale(library.family)
+        self.noise_sd_ = self.protocol_.noise * self.noise_scale_  # context noise (the leak audit's tolerance)
+        self.scaler_ = FamilyScaler.fit(library)
 
     def _adopt(self, fitted: RTE, library: TaskSet) -> None:
         """Phase 1a of ``fitted`` (same library, same :data:`PHASE1A_SETTINGS`, same way of
@@ -319,37 +328,22 @@ class RTE(Estimator):
             "loss_scale": self.loss_scale_,
         }
         if getattr(self, "embedding_", None) is not None:
-            emb_arrays, meta["embedding"] = self.embedding_.state()
-            arrays |= {f"embedding.{k}": v for k, v in emb_arrays.items()}
+            emb_arrays, meta["embedding"] = self.embedding_.state("embedding.")
+            arrays |= emb_arrays
         return arrays, meta
 
     def restore(self, library: TaskSet, arrays: dict, meta: dict) -> RTE:
         """This unfitted estimator fitted as :meth:`fitted_state` saved it, on the same
         ``library``: the same arrays, so the same numbers as the fit that saved them. A state
         of other settings is refused in one line."""
-        if meta.get("estimator") != repr(self):
-            raise TaskextrapError(f"the saved state is of another estimator or settings than {type(self).__name__}")
-        self._resolve()
+        self._check_state(meta)
         self._check_library(library)
-        self.library_ = library
-        self.noise_scale_ = noise_scale(library.family)
-        self.noise_sd_ = self.protocol_.noise * self.noise_scale_
-        self.scaler_ = FamilyScaler.fit(library)
+        self._set_library(library)
         if "embedding" in meta:
-            self.embedding_ = ProxyEmbedding.from_state(
-                {k.removeprefix("embedding."): v for k, v in arrays.items() if k.startswith("embedding.")},
-                meta["embedding"],
-            )
+            self.embedding_ = ProxyEmbedding.from_state(arrays, meta["embedding"], "embedding.")
         self.draws_ = self._draw_library(library, z=arrays["draws.z"])
         self.timing_ = dict(meta["timing"])
-        psi = RelationalOperator(
-            self.scaler_,
-            self.protocol_.n_context,
-            self.z_library_.shape[1],
-            derive_seed(self.seed, "psi"),
-            self.train,
-            loo=bool(self.loo_),
-        ).to(self.device)
+        psi = self._make_psi()
         psi.load_state(arrays, "psi")
         self.query_var_, self.loss_scale_ = meta["query_var"], meta["loss_scale"]
         self.psi_ = psi  # set last: an estimator is fitted once this exists

@@ -228,7 +228,7 @@ def save_pretrained(estimator, folder: str | Path) -> Path:
     from taskextrap import __version__
     from taskextrap.provenance import source_hash
 
-    if type(estimator) not in _saveable().values():
+    if not getattr(estimator, "saveable", False):
         raise TaskextrapError(
             f"saving a {type(estimator).__name__} is not supported yet; these can be saved: "
             f"{', '.join(sorted(_saveable()))}"
@@ -238,7 +238,8 @@ def save_pretrained(estimator, folder: str | Path) -> Path:
     if folder.exists() and not folder.is_dir():
         raise TaskextrapError(f"cannot save into {folder}: it is a file, not a folder")
     state, meta = estimator.fitted_state()
-    lib_arrays, library = library_state(getattr(estimator, "library_", None) or estimator.primitives_)
+    lib = estimator.library_ if hasattr(estimator, "library_") else estimator.primitives_  # composition's
+    lib_arrays, library = library_state(lib)
     params = {k: encode(v, f"{type(estimator).__name__}({k}=...)") for k, v in estimator.get_params().items()}
     config = {
         "format": FORMAT,
@@ -260,15 +261,15 @@ def load_pretrained(folder: str | Path, expected: type | None = None):
     from taskextrap.provenance import source_hash
 
     folder = Path(folder)
-    if expected is not None:
-        _estimator_class(None, expected)  # a class that cannot be loaded fails before any file is read
+    if expected is not None and not getattr(expected, "saveable", False):  # before any file is read
+        raise TaskextrapError(f"{expected.__name__} cannot be loaded yet; these can: {', '.join(sorted(_saveable()))}")
     if not (folder / CONFIG).is_file():
         raise TaskextrapError(f"{folder} holds no saved model: {CONFIG} is missing (save one with save_pretrained)")
     config = read_json(folder / CONFIG)
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         got = config.get("format") if isinstance(config, dict) else None
         raise TaskextrapError(f"{folder / CONFIG} is of format {got!r}; this taskextrap reads format {FORMAT}")
-    cls = _estimator_class(config.get("class"), expected)
+    cls = _estimator_class(config.get("class"))
     if expected is not None and not issubclass(cls, expected):
         raise TaskextrapError(f"{folder} holds a {cls.__name__}, not a {expected.__name__}")
     if config.get("source_hash") != source_hash():
@@ -313,13 +314,9 @@ def _saveable() -> dict[str, type]:
     return found
 
 
-def _estimator_class(name, expected: type | None) -> type:
-    """The estimator class a config names: ``expected`` or a subclass of it that is loaded."""
+def _estimator_class(name) -> type:
+    """The saveable estimator class a config names."""
     classes = _saveable()
-    if expected is not None and expected.__name__ not in classes:
-        raise TaskextrapError(f"{expected.__name__} cannot be loaded yet; these can: {', '.join(sorted(classes))}")
-    if name is None and expected is not None:
-        return expected
     if name not in classes:
         raise TaskextrapError(
             f"a saved model of class {name!r} cannot be loaded (saveable: {', '.join(sorted(classes))}; "

@@ -230,10 +230,14 @@ def check_same_run(run_dir: Path, record: dict) -> dict | None:
         before, now = saved.get(field, default), record.get(field, default)
         if before != now:
             _refuse(run_dir, _setting(field, before), _setting(field, now))
-    before, now = saved.get("family_code_hash"), record.get("family_code_hash")
-    if before is not None and now is not None and before != now:
+    changed = family_code_changed(saved, record)
+    if changed:
         family = record.get("family")
-        _refuse(run_dir, f"--family {family!r} of code {before}", f"its code changed to {now} (the module was edited)")
+        _refuse(
+            run_dir,
+            f"--family {family!r} of code {changed[0]}",
+            f"its code changed to {changed[1]} (the module was edited)",
+        )
     before_seeds, now_seeds = _seeds(record, saved), _seeds(record, record)
     if not now_seeds >= before_seeds:
         _refuse(
@@ -242,6 +246,13 @@ def check_same_run(run_dir: Path, record: dict) -> dict | None:
             f"seeds {_listed(now_seeds)}, which would drop some (give --seeds {max(before_seeds) + 1} or more)",
         )
     return saved
+
+
+def family_code_changed(saved: dict, record: dict) -> tuple[str, str] | None:
+    """(the saved run's, this run's) ``family_code_hash`` when a user family's code changed
+    between them, else None (no user family, or the same code)."""
+    before, now = saved.get("family_code_hash"), record.get("family_code_hash")
+    return (before, now) if before is not None and now is not None and before != now else None
 
 
 def _refuse(run_dir: Path, before: str, now: str) -> NoReturn:

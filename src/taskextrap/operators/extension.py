@@ -85,14 +85,13 @@ class ExtensionOperator(_PointwiseNet):
         (n, c, m), coefficients ``phis`` (n, c, g) -> losses (n, c, g).
 
         The same rows, in the same order, as :meth:`loo_loss` on every (target, candidate,
-        coefficient) repeated into rows of its own, so the same numbers; but each value is
-        scaled once per target or candidate, and the rows are written a prediction pass at a
-        time (:class:`LooGridRows`) rather than all n * c * g * m of them at once."""
+        coefficient) repeated into rows of its own, so the same numbers; but the rows are written
+        a prediction pass at a time (:class:`LooGridRows`) rather than all n * c * g * m of them
+        at once."""
         s = self.scaler
         n, c, m = pred_ctx.shape
         g = phis.shape[2]
-        dres = s.dy(ctx_y[:, None, :] - pred_ctx)
-        rows = LooGridRows(s.x(ctx_x), s.y(pred_ctx), dres, np.asarray(phis, dtype=float) / self.coef_half)
+        rows = LooGridRows(self, ctx_x, ctx_y, pred_ctx, phis)
         raw = self._predict_rows(rows, n * c * g)  # (tasks, m), task-major
         pred = np.broadcast_to(pred_ctx[:, :, None, :], (n, c, g, m)).reshape(n * c * g, m) + s.dy_inv(raw)
         err = pred - np.broadcast_to(ctx_y[:, None, None, :], (n, c, g, m)).reshape(n * c * g, m)
@@ -104,16 +103,17 @@ class LooGridRows:
     time: ``len`` and ``rows[a:b]`` (a float32 array) are all a prediction pass reads
     (``operators.mlp.predict_rows``), so its passes see the very rows a whole array would hold,
     while memory holds one pass (the length screen's whole array was about 1 GB per 256
-    targets). A (target, candidate, coefficient) is a "task" of m rows, row j hiding point j.
+    targets). A (target, candidate, coefficient) is a "task" of m rows, row j hiding point j;
+    a pass's tasks are written by the operator's own :meth:`~ExtensionOperator.feature_blocks`.
 
-    ``sx`` (n, m) scaled context inputs, ``sy_pred`` (n, c, m) scaled candidate values there,
-    ``dres`` (n, c, m) scaled residuals, ``phi`` (n, c, g) normalised coefficients."""
+    ``ctx_x``, ``ctx_y`` (n, m) the targets' contexts, ``pred_ctx`` (n, c, m) the candidates'
+    values there, ``phis`` (n, c, g) their coefficients."""
 
-    def __init__(self, sx: np.ndarray, sy_pred: np.ndarray, dres: np.ndarray, phi: np.ndarray):
-        self.sx, self.sy_pred, self.dres, self.phi = sx, sy_pred, dres, phi
-        self.n, self.c, self.m = sy_pred.shape
-        self.g = phi.shape[2]
-        self.mask = loo_masks(self.m)
+    def __init__(self, op: ExtensionOperator, ctx_x, ctx_y, pred_ctx, phis):
+        self.op, self.ctx_x, self.ctx_y, self.pred_ctx, self.phis = op, ctx_x, ctx_y, pred_ctx, phis
+        self.n, self.c, self.m = pred_ctx.shape
+        self.g = phis.shape[2]
+        self.masks = loo_masks(self.m)[None]  # (1, m rows, m points): the same for every task
 
     def __len__(self) -> int:
         return self.n * self.c * self.g * self.m
@@ -126,15 +126,7 @@ class LooGridRows:
         return self._tasks(t0, t1)[start - t0 * self.m : stop - t0 * self.m]
 
     def _tasks(self, t0: int, t1: int) -> np.ndarray:
-        m, t = self.m, np.arange(t0, t1)
+        t = np.arange(t0, t1)
         i, j, h = t // (self.c * self.g), (t // self.g) % self.c, t % self.g
-        sx, sy = self.sx[i], self.sy_pred[i, j]  # (T, m)
-        out = np.empty((len(t), m, 3 + 4 * m), np.float32)
-        out[..., 0] = sx
-        out[..., 1] = sy
-        out[..., 2 : 2 + m] = sx[:, None, :]
-        out[..., 2 + m : 2 + 2 * m] = sy[:, None, :]
-        out[..., 2 + 2 * m : 2 + 3 * m] = self.dres[i, j][:, None, :] * self.mask  # hidden points zeroed
-        out[..., 2 + 3 * m : 2 + 4 * m] = self.mask
-        out[..., 2 + 4 * m] = self.phi[i, j, h][:, None]
-        return out.reshape(len(t) * m, -1)
+        cx, pred = self.ctx_x[i], self.pred_ctx[i, j]  # each context point is a query of its task
+        return self.op.feature_blocks(cx, pred, cx, self.ctx_y[i], pred, self.masks, self.phis[i, j, h]).numpy()

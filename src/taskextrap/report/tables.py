@@ -358,7 +358,8 @@ def results_markdown(results: dict) -> str:
     run = _run_line(results)
     if run:
         out += [run, ""]
-    out += [f"**{_md_escape(n)}**" for n in scale_notes(results)] + ([""] if scale_notes(results) else [])
+    notes = scale_notes(results)
+    out += [f"**{_md_escape(n)}**" for n in notes] + ([""] if notes else [])
     verdict = verdict_lines(results)
     if verdict:
         out += ["## verdict", ""] + [f"- {_md_escape(v)}" for v in verdict] + [""]
@@ -394,7 +395,8 @@ def console_table(results: dict) -> str:
     if run:
         out.append(run)
     out.append("")
-    out += scale_notes(results) + ([""] if scale_notes(results) else [])
+    notes = scale_notes(results)
+    out += notes + ([""] if notes else [])
     verdict = verdict_lines(results)
     if verdict:
         out += ["verdict:"] + [f"  {v}" for v in verdict] + [""]
