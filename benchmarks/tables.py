@@ -749,6 +749,90 @@ def render_em_diagnosis(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_interpolants(data: dict) -> str:
+    """``observed-interpolants.json`` (benchmarks/observed.py): each interpolant's error reading
+    dev-library tasks between their observed points, per family, noise and density, and the choice."""
+    kinds = list(data["pooled_nmse"])
+    cells = sorted({(r["family"], r["noise"], r["points"]) for r in data["cells"]}, key=lambda c: (c[1], c[0], c[2]))
+    err = {(r["family"], r["noise"], r["points"], r["interpolant"]): r["nmse"] for r in data["cells"]}
+    lines = ["| family | noise | points | " + " | ".join(kinds) + " |", "|---|---:|---:|" + "---:|" * len(kinds)]
+    for f, nz, m in cells:
+        best = min(err[(f, nz, m, k)] for k in kinds)
+        row = [
+            (f"**{fmt(err[(f, nz, m, k)])}**" if err[(f, nz, m, k)] == best else fmt(err[(f, nz, m, k)])) for k in kinds
+        ]
+        lines.append(f"| {f} | {nz:g} | {m} | " + " | ".join(row) + " |")
+    rel = ", ".join(f"{k} {data['relative_to_best'][k]:.3g}" for k in kinds)
+    lines.append("")
+    lines.append(
+        f"Error over the best interpolant of each row, geometric mean: {rel}; chosen: **{data['chosen']}** "
+        f"(`{data['command']}`, seed {data['seed']}, {data['wall_s']} s)."
+    )
+    return "\n".join(lines)
+
+
+def render_context_sizes(data: dict) -> str:
+    """``context-sizes.json`` (benchmarks/observed.py): dev MSE and rte's 90% coverage against the
+    number of context points, rte (as fitted, and with ``min_context=4``) beside ``ctx-polyfit``
+    and ``library-best-fit``; a paired verdict of rte against each (✓ rte clearly better, ✗ clearly
+    worse, · no clear difference)."""
+
+    def mark(p):
+        return "·" if not p["clear"] else ("✓" if p["diff"] < 0 else "✗")
+
+    lines = [
+        "| family | protocol | rte fit | context | rte | coverage | ctx-polyfit | library-best-fit |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in data["cells"]:
+        fitted = "as is" if r["min_context"] is None else f"min_context={r['min_context']}"
+        m = r["mse"]
+        lines.append(
+            f"| {r['family']} | {r['protocol']} | {fitted} | {r['context']} | {fmt(m['rte'])} | {r['coverage']:.3f} | "
+            f"{fmt(m['ctx-polyfit'])} {mark(r['rte-ctx-polyfit'])} | "
+            f"{fmt(m['library-best-fit'])} {mark(r['rte-library-best-fit'])} |"
+        )
+    lines.append("")
+    lines.append(
+        f"{data['targets']} dev targets per family, one seed (`{data['command']}`, seed {data['seed']}, "
+        f"{data['wall_s']} s); the mark after a baseline: ✓ rte clearly better, ✗ clearly worse, · no clear "
+        "difference (paired over targets)."
+    )
+    return "\n".join(lines)
+
+
+def render_elnino(data: dict) -> str:
+    """``elnino.json`` (examples/elnino.py): per question, each method's MSE over the targets (mean
+    over seeds, with the seeds' sd), rte's paired verdict against it, and rte's interval coverage."""
+    out = []
+    for question, q in data["questions"].items():
+        seeds = ", ".join(str(s) for s in q["seeds"])
+        out.append(
+            f"**{question}** (protocol `{q['protocol']}`, context: {q['context_size']} {q['context']} months, "
+            f"{q['targets']} target years, seeds {seeds}):"
+        )
+        out.append("")
+        out.append("| method | MSE | seed sd | rte − method: 95% interval over targets | clear in every seed |")
+        out.append("|---|---:|---:|---|---|")
+        comps = {c["b"]: c for c in q["comparisons"]}
+        for method, mse in q["mse"].items():
+            sd = q["mse_seed_sd"][method]
+            c = comps.get(method)
+            iv = "" if c is None else f"{fmt(c['diff'])} [{fmt(c['lo'])}, {fmt(c['hi'])}]"
+            clear = "" if c is None else ("yes: " + c["winner"] + " better" if c["clear"] else "no")
+            out.append(f"| `{method}` | {fmt(mse)} | {'-' if sd is None else fmt(sd)} | {iv} | {clear} |")
+        cov = ", ".join(f"{v:.3f}" for v in q["coverage"])
+        dev = ", ".join(f"{v:.3f}" for v in q["dev_coverage"])
+        out.append("")
+        out.append(
+            f"rte's 90% interval covers {cov} of the target queries by seed (dev split: {dev}; scales "
+            f"{', '.join(f'{v:g}' for v in q['interval_scale'])})."
+        )
+        out.append("")
+    out.append(f"`{data['command']}`: {data['wall_s']} s on 2 CPU cores.")
+    return "\n".join(out)
+
+
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B] [methods=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
@@ -784,6 +868,12 @@ def render_spec(spec: str) -> str:
         return render_interval_calibration(data)
     if "alternatives" in data and "eps_chain" in data and not opts:
         return render_depth3_diagnosis(data)
+    if name == "elnino" and not opts:
+        return render_elnino(data)
+    if "relative_to_best" in data and not opts:
+        return render_interpolants(data)
+    if name == "context-sizes" and not opts:
+        return render_context_sizes(data)
     if "modes" in data and "agreement" in data and not opts:
         return render_codeio_search(data)
     if "anchor" in data and "labels" in data and not opts:

@@ -22,6 +22,7 @@ LAYERS = [
     {"estimators"},  # the estimator contract
     {"baselines"},  # inductive, oracles, context-only
     {"report"},  # results schema, tables, plots
+    {"workflow"},  # fit / predict / evaluate on a user's observed tasks
     {"experiments"},  # registered experiments
     {"cli"},  # the command line
 ]

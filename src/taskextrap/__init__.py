@@ -14,6 +14,8 @@ _LAZY = {
     "Ladder": "taskextrap.tasks.ladder",
     "LadderSet": "taskextrap.tasks.ladder",
     "PrimitiveSet": "taskextrap.tasks.primitives",
+    "ObservedTasks": "taskextrap.tasks.observed",  # tasks from data files: a library without a formula
+    "read_tasks": "taskextrap.tasks.observed",
     "TaskextrapError": "taskextrap.errors",
 }
 

@@ -1,4 +1,4 @@
-"""Command line: ``taskextrap list | reproduce EXPERIMENT | report DIR...``.
+"""Command line: ``taskextrap list | reproduce EXPERIMENT | report DIR... | fit | predict | evaluate``.
 
 Heavy imports happen inside the commands so that ``--help`` stays fast. Every user error ends
 the process with a one-line message and a non-zero exit status.
@@ -541,6 +541,159 @@ def _model_extra(model, dtype, load_in_4bit, device: str = "cpu") -> dict:
     if load_in_4bit:
         extra["load_in_4bit"] = True
     return extra
+
+
+def _column_options(f):
+    """The options naming a data table's columns (fit, predict and evaluate share them)."""
+    for option in reversed(
+        [
+            click.option("--task-col", default="task", show_default=True, help="The column naming each row's task."),
+            click.option("--x-col", default="x", show_default=True, help="The input column."),
+            click.option("--y-col", default="y", show_default=True, help="The output column."),
+            click.option(
+                "--split-col",
+                default=None,
+                help="A column labelling each task: 'train' tasks are the library, any other label is held out.",
+            ),
+            click.option(
+                "--param-cols", default="", help="Comma-separated columns of known task parameters (constant per task)."
+            ),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def _columns(kw: dict):
+    from taskextrap.workflow import Columns
+
+    params = tuple(c for c in _comma_list([kw.pop("param_cols")]) if c)
+    return Columns(kw.pop("task_col"), kw.pop("x_col"), kw.pop("y_col"), kw.pop("split_col"), params)
+
+
+@cli.command(short_help="Fit RTE on your own observed tasks (CSV, Parquet, NPZ) and save it.")
+@click.option(
+    "--data",
+    multiple=True,
+    required=True,
+    type=click.Path(path_type=Path),
+    help="A table of observations (repeatable).",
+)
+@click.option("--regime", default="parameter", show_default=True, help="The regime (parameter; see docs/own-data.md).")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="The model folder to write.")
+@_column_options
+@click.option("--protocol", default="paper", show_default=True, help="paper or strict: how library tasks are observed.")
+@click.option("--min-context", type=int, default=None, help="The fewest context points the model will read.")
+@click.option("--steps", type=int, default=None, help="Psi's training steps (default: RTE's, 1000).")
+@click.option("--pairs", type=int, default=None, help="Training pairs per pass (default: RTE's, 20000).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", default="cpu", show_default=True)
+@click.option(
+    "--interpolant", default="pchip", show_default=True, help="How an observed task is read between its points."
+)
+@click.option(
+    "--outside", default="error", show_default=True, help="A read outside a task's observed range: error or hold."
+)
+@click.option(
+    "--calibrate/--no-calibrate",
+    default=True,
+    show_default=True,
+    help="Choose the interval scale on a dev split of the library's own tasks (a second fit).",
+)
+@click.option("--dev-order", default=None, help="A known parameter: hold out its largest tasks for the dev split.")
+@click.option(
+    "--context-size",
+    type=int,
+    default=None,
+    help="Context points of the dev split's targets (default: the protocol's); as you will predict.",
+)
+@click.option(
+    "--context", "how", default="random", show_default=True, help="The dev targets' context: random or first (by x)."
+)
+@click.option("--name", default=None, help="The library's name (default: the first file's stem).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, quiet, context_size, how, **kw):
+    """Fit RTE on the observed tasks of --data (one row per observation) and save the model into
+    --out (config.json, model.safetensors, fit.json), with its interval scale chosen on a dev
+    split of the library's own tasks."""
+    from taskextrap.operators.train import TrainConfig
+    from taskextrap.workflow import fit_observed
+
+    if regime != "parameter":
+        raise TaskextrapError(
+            f"fit reads the parameter regime's data so far, not {regime!r} (a composition library from data: "
+            "PrimitiveSet.from_curves in Python)"
+        )
+    columns = _columns(kw)
+    settings: dict = {"protocol": protocol, "seed": seed, "device": check_device(device), "min_context": min_context}
+    if steps is not None:
+        settings["train"] = TrainConfig(steps=steps, batch=4096, eval_every=min(100, steps))
+    if pairs is not None:
+        settings["n_pairs"] = pairs
+    name = kw.pop("name") or Path(data[0]).stem
+    _, record = fit_observed(
+        list(data), columns, out, settings, kw.pop("calibrate"), kw.pop("dev_order"), context_size, how,
+        kw.pop("interpolant"), kw.pop("outside"), name, verbose=not quiet,
+    )  # fmt: skip
+    click.echo(
+        f"library: {record['tasks']['library']} tasks on x in [{record['domain'][0]:g}, {record['domain'][1]:g}]"
+    )
+    if "dev" in record:
+        d = record["dev"]
+        click.echo(
+            f"interval scale {d['interval_scale']:g}, chosen on the dev split ({d['split']}): "
+            f"90% interval covers {d['coverage']:.3f} of {d['targets']} dev targets' queries "
+            f"(raw {d['coverage_raw']:.3f})"
+        )
+    shown = ", ".join(f"{k}={v}" for k, v in record["settings"].items() if k != "verbose")
+    click.echo(f"settings: {shown}")
+    click.echo(f"saved: {out} (fit {record['fit_s']:.1f} s, total {record['total_s']:.1f} s)")
+
+
+@cli.command(short_help="Predict targets from their contexts with a saved model.")
+@click.option("--model", required=True, type=click.Path(path_type=Path), help="A folder fit wrote.")
+@click.option("--context", required=True, type=click.Path(path_type=Path), help="Targets' context points (task, x, y).")
+@click.option("--query", default=None, type=click.Path(path_type=Path), help="Query inputs (task, x); default a grid.")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="The predictions CSV to write.")
+@_column_options
+def predict(model, context, query, out, **kw):
+    """Per query point: the mean, the 90% interval's bounds, and the candidate used (anchor task,
+    its posterior weight and shift scale)."""
+    from taskextrap.workflow import predict_observed, write_predictions
+
+    columns = _columns(kw)
+    rows = predict_observed(model, context, query, columns)
+    write_predictions(rows, out)
+    click.echo(f"written: {out} ({len(rows['task'])} predictions of {len(set(rows['task'].tolist()))} targets)")
+
+
+@cli.command(short_help="Evaluate a saved model on held-out targets beside the sanity baselines.")
+@click.option("--model", required=True, type=click.Path(path_type=Path), help="A folder fit wrote.")
+@click.option("--data", required=True, type=click.Path(path_type=Path), help="Held-out targets' observations.")
+@click.option("--context-size", type=int, default=8, show_default=True, help="Context points per target.")
+@click.option(
+    "--context",
+    "how",
+    default="random",
+    show_default=True,
+    help="Which points are the context: random or first (by x).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the random contexts.")
+@click.option("--out", default=None, type=click.Path(path_type=Path), help="Also write the evaluation as JSON.")
+@_column_options
+def evaluate(model, data, context_size, how, seed, out, **kw):
+    """Split every target's points into a context and queries, predict with rte, ctx-polyfit,
+    ctx-interp and library-best-fit, and print the verdict, the errors and the paired
+    differences over targets."""
+    from taskextrap.files import write_json_atomic
+    from taskextrap.workflow import evaluate_observed, evaluation_table
+
+    columns = _columns(kw)
+    result = evaluate_observed(model, data, context_size, columns, how, seed)
+    click.echo(evaluation_table(result))
+    if out is not None:
+        write_json_atomic(out, result)
+        click.echo(f"written: {out}")
 
 
 @cli.command(short_help="Render one table from several runs' results.")

@@ -162,9 +162,9 @@ def _bad_inputs(obs):
         "inf": (inf_x, cy, "NaN or inf"),
         "empty": (np.zeros((len(cx), 0)), np.zeros((len(cx), 0)), "empty"),
         "empty-1d": (np.array([]), np.array([]), "empty"),
-        "shape-points": (cx, cy[:, :7], "8 points"),
+        "shape-points": (cx, cy[:, :7], "same shape"),
         "shape-rows": (cx, cy[:-1], "same shape"),
-        "wrong-count": (cx[:, :5], cy[:, :5], "8 points"),
+        "wrong-count": (cx[:, :5], cy[:, :5], "reads at least 8"),
         "3d": (cx[None], cy[None], "shape"),
         "text": (np.array([["a"] * 8]), np.ones((1, 8)), "numeric"),
     }
@@ -201,8 +201,8 @@ def test_strict_protocol_rte_wants_five_context_points(make_rte):
     assert rte.resolved("protocol").n_context == 5
     rte._resolve()  # pretend fitted: the count is checked before anything is used
     rte.psi_ = object()
-    with pytest.raises(TaskextrapError, match="5 points"):
-        rte.decompose(np.ones((2, 8)), np.ones((2, 8)))
+    with pytest.raises(TaskextrapError, match="reads at least 5"):
+        rte.decompose(np.ones((2, 3)), np.ones((2, 3)))
 
 
 @pytest.mark.parametrize(

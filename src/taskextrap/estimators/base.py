@@ -276,22 +276,24 @@ class Fittable(abc.ABC):
         if meta.get("estimator") != repr(self):
             raise TaskextrapError(f"the saved state is of another estimator or settings than {type(self).__name__}")
 
-    def save_pretrained(self, folder) -> Path:
+    def save_pretrained(self, folder, library: bool = True) -> Path:
         """Write this fitted estimator into ``folder``: ``config.json`` (its arguments, its
         library's description, the taskextrap version and source hash) and ``model.safetensors``
-        (what the fit learned and the library's tasks); ``from_pretrained`` reads it back
-        (``estimators.saving``). Returns the folder."""
+        (what the fit learned and the library's tasks; with ``library=False`` only their
+        fingerprint); ``from_pretrained`` reads it back (``estimators.saving``). Returns the folder."""
         from taskextrap.estimators.saving import save_pretrained
 
-        return save_pretrained(self, folder)
+        return save_pretrained(self, folder, library)
 
     @classmethod
-    def from_pretrained(cls, folder):
+    def from_pretrained(cls, folder, library=None):
         """The fitted estimator ``save_pretrained`` wrote into ``folder``, from its two files alone
-        (no library drawn again, nothing fitted): the same predictions and intervals."""
+        (no library drawn again, nothing fitted): the same predictions and intervals. ``library``
+        (optional; needed for a folder saved without its library): the library the estimator was
+        fitted on, checked to hold the saved tasks and used as it is (the same object)."""
         from taskextrap.estimators.saving import load_pretrained
 
-        return load_pretrained(folder, cls)
+        return load_pretrained(folder, cls, library)
 
 
 class Estimator(Fittable):
@@ -306,6 +308,7 @@ class Estimator(Fittable):
     protocol: Any
     protocol_: Any  # an ObservationProtocol (its draw takes every regime's task set)
     loo_: bool  # RTE's, resolved from its search when None
+    min_context_: int  # RTE's fewest context points, resolved from the protocol when None
     psi_context_: bool  # Composition3RTE's
     scaler_: FamilyScaler
     noise_sd_: float

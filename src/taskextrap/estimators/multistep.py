@@ -99,6 +99,8 @@ class ChainedRTE(RTE):
     step_measure: str = "shift"
     shift_split: str = "linear"
 
+    any_context_size = False  # each chained step reads Psi's own n_context points
+
     def calibration_regime(self) -> str:
         """Chained prediction has no dev-chosen interval scale of its own (1.0 unless given)."""
         return "parameter-multistep"

@@ -47,12 +47,14 @@ from taskextrap.tasks.taskset import TaskSet
 from taskextrap.validation import (
     as_float_array,
     as_index_array,
+    check_context,
     check_device,
     check_finite_result,
     check_instance,
     check_int,
     check_optional_int,
     check_real,
+    check_scaled,
 )
 
 
@@ -112,6 +114,12 @@ class RTE(Estimator):
         seed: seeds every stream (draws, probe, network, batches).
         device: where Gamma's probe and Psi run ("cpu", "cuda", "cuda:N"); inputs and outputs stay
             numpy. Every network is initialised on the CPU, so a device changes rounding only.
+        min_context: the fewest context points ``decompose`` and ``predict`` read. None (default):
+            the protocol's ``n_context``, the size Psi reads; a smaller number trains Psi with
+            a random number of context points hidden (down to ``min_context``; it needs the
+            leave-one-out rows' masks, ``loo=True``), and a context of fewer points than
+            ``n_context`` is read with the missing ones hidden. A context of more points is
+            always read, as the average over subsets of ``n_context`` points (:meth:`views`).
         interval_scale: multiplier of the predictive sd of ``predict(..., return_std=True)``: None
             (default) the scale chosen on this regime's dev split for the protocol
             (``search.calibration``; 1.0 where none was chosen), or a number > 0.
@@ -139,11 +147,13 @@ class RTE(Estimator):
     n_average: int = 4
     seed: int = 0
     device: str = "cpu"
+    min_context: int | None = None
     interval_scale: float | None = None
     verbose: bool = field(default=True, repr=False, compare=False)
 
     inference_arguments = ("phi_scales",)
     saveable = True
+    any_context_size = True  # decompose and predict read contexts of any size (ChainedRTE: n_context only)
 
     def _settings(self) -> dict:
         """Every constructor argument checked (a one-line error for a bad one), and what ``fit``
@@ -166,7 +176,31 @@ class RTE(Estimator):
         check_instance("train", self.train, TrainConfig, "a TrainConfig (see taskextrap.operators.train)")
         check_int("seed", self.seed, 0)
         check_instance("verbose", self.verbose, bool, "True or False")
-        return {"protocol": protocol, "loo": loo, "phi_scales": phi_scales}
+        return {
+            "protocol": protocol,
+            "loo": loo,
+            "phi_scales": phi_scales,
+            "min_context": self._check_min_context(protocol, loo),
+        }
+
+    def _check_min_context(self, protocol, loo: bool) -> int:
+        """``min_context`` resolved (None: the protocol's ``n_context``), with one-line errors."""
+        n = protocol.n_context
+        if self.min_context is None:
+            return n
+        check_int("min_context", self.min_context, 1)
+        if self.min_context > n:
+            raise TaskextrapError(f"min_context={self.min_context} is more than the protocol's n_context={n}")
+        if self.min_context < n and not (loo and self.any_context_size):
+            raise TaskextrapError(
+                f"min_context={self.min_context} < n_context={n} trains Psi with hidden context points, which "
+                + (
+                    "needs loo=True (search='objective')"
+                    if self.any_context_size
+                    else f"{type(self).__name__} does not read"
+                )
+            )
+        return self.min_context
 
     def calibration_regime(self) -> str:
         """The key of this estimator's dev-chosen interval scale (``search.calibration``): the
@@ -265,9 +299,10 @@ class RTE(Estimator):
         decomposition), and ``loss_scale_``, its mean leave-one-out loss on the context (the
         residual variance the objective's likelihood expects of a correct decomposition)."""
         ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y = val[:7]
-        pred = psi.predict(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift)
+        present = val[8:9]  # with min_context: the mask of the points present (contexts of every size)
+        pred = psi.predict(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, *present)
         self.query_var_ = float(np.mean((pred - qry_y) ** 2))
-        self.loss_scale_ = float(np.mean(psi.loo_loss(ctx_x, ctx_y, anc_ctx, shift))) if psi.loo else None
+        self.loss_scale_ = float(np.mean(psi.loo_loss(ctx_x, ctx_y, anc_ctx, shift, *present))) if psi.loo else None
 
     def fit_embedding(self, library: TaskSet) -> RTE:
         """Phase 1a: scalers, the library's observed draws, Gamma and the library embeddings."""
@@ -452,6 +487,8 @@ class RTE(Estimator):
         if self.loo_:  # the leave-one-out rows' targets: the noiseless values at the context
             arrays += (lib.values(ctx_x, d.obs.task[draw_idx]),)
             target_checks += ((0, 7, 0.0),)
+        if self.min_context_ < ctx_x.shape[1]:  # drawn last: the other arrays are those of a full context
+            arrays += (present_masks(g, n, ctx_x.shape[1], self.min_context_),)
         return audit.Batch(
             arrays,
             [
@@ -476,6 +513,53 @@ class RTE(Estimator):
         return cached[2][draw_idx]
 
     # ----------------------------------------------------------------------------- phase 2
+    def _checked_context(self, ctx_x, ctx_y) -> tuple[np.ndarray, np.ndarray]:
+        """The context as validated arrays (n, m): ``m`` from ``min_context_`` up (any number
+        above ``n_context`` too, :meth:`views`), or exactly ``n_context`` for an estimator that
+        reads no other size."""
+        if not self.any_context_size:
+            return super()._checked_context(ctx_x, ctx_y)
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y)
+        k, low = self.protocol_.n_context, self.min_context_
+        if ctx_x.shape[1] < low:
+            hint = (
+                f"fit with RTE(min_context={ctx_x.shape[1]}) to read fewer"
+                if ctx_x.shape[1] >= 1 and self.loo_
+                else "give more points"
+            )
+            raise TaskextrapError(
+                f"ctx_x has {ctx_x.shape[1]} point(s) per task; this {type(self).__name__} reads at least "
+                f"{low} (its Psi was trained on {k}-point contexts{'' if low == k else f', down to {low}'}): {hint}"
+            )
+        check_scaled("ctx_x", self.scaler_.x(ctx_x))
+        check_scaled("ctx_y", self.scaler_.y(ctx_y))
+        return ctx_x, ctx_y
+
+    def views(self, sx: np.ndarray, sy: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """A sorted context (n, m) as the ``n_context``-point contexts Psi reads, with a mask of
+        the points present (None: all): itself when ``m == n_context``; ``ceil(m / n_context)``
+        interleaved subsets covering every point when larger (predictions and context losses
+        are averaged over them); when smaller, the context padded with hidden points spread over
+        the protocol's context span (their x carries no information about the target: only
+        the anchor is read there)."""
+        n, m = sx.shape
+        k = self.protocol_.n_context
+        if m == k:
+            return [(sx, sy, None)]
+        if m > k:
+            s = -(-m // k)
+            idx = [np.floor((np.arange(k) + j / s) * m / k).astype(int) for j in range(s)]
+            return [(sx[:, i], sy[:, i], None) for i in idx]
+        lo, hi = self.library_.family.domain
+        a, b = self.protocol_.context_span
+        pad = lo + (a + (b - a) * (np.arange(k - m) + 0.5) / (k - m)) * (hi - lo)
+        vx = np.concatenate([sx, np.broadcast_to(pad, (n, k - m))], axis=1)
+        vy = np.concatenate([sy, np.zeros((n, k - m))], axis=1)
+        present = np.concatenate([np.ones((n, m)), np.zeros((n, k - m))], axis=1)
+        order = np.argsort(vx, axis=1, kind="stable")
+        take = lambda v: np.take_along_axis(v, order, 1)  # noqa: E731
+        return [(take(vx), take(vy), take(present))]
+
     def embed(self, ctx_x, ctx_y) -> np.ndarray:
         """Gamma of each context (n, dim): computed from the context points only."""
         check_is_fitted(self, "embedding_")
@@ -565,9 +649,13 @@ class RTE(Estimator):
     def _loo_losses(self, sx, sy, anchors, phi) -> np.ndarray:
         """Psi's leave-one-out context loss (n, c) of candidates ``anchors`` (n, c) with shifts ``phi`` (n, c, dim)."""
         n, c = anchors.shape
-        rx, ry = np.repeat(sx, c, axis=0), np.repeat(sy, c, axis=0)
-        anc_ctx = self.library_.values(rx, anchors.reshape(-1))
-        return self.psi_.loo_loss(rx, ry, anc_ctx, phi.reshape(n * c, -1)).reshape(n, c)
+        losses = []
+        for vx, vy, present in self.views(sx, sy):
+            rx, ry = np.repeat(vx, c, axis=0), np.repeat(vy, c, axis=0)
+            anc_ctx = self.library_.values(rx, anchors.reshape(-1))
+            extra = () if present is None else (np.repeat(present, c, axis=0),)
+            losses.append(self.psi_.loo_loss(rx, ry, anc_ctx, phi.reshape(n * c, -1), *extra).reshape(n, c))
+        return losses[0] if len(losses) == 1 else np.mean(losses, axis=0)
 
     def _nearest(self, z: np.ndarray, k: int | None) -> Decomposition:
         """The ``k`` library tasks nearest positions ``z`` (n, dim), nearest first, with shifts."""
@@ -621,7 +709,21 @@ class RTE(Estimator):
     def _predict_one(self, sx, sy, qry_x, anchors, phi) -> np.ndarray:
         """Psi from one anchor (n,) with shift phi (n, dim) per target."""
         lib = self.library_
-        return self.psi_.predict(sx, sy, lib.values(sx, anchors), qry_x, lib.values(qry_x, anchors), phi)
+        anc_q = lib.values(qry_x, anchors)
+        preds = [
+            self.psi_.predict(vx, vy, lib.values(vx, anchors), qry_x, anc_q, phi, *(() if p is None else (p,)))
+            for vx, vy, p in self.views(sx, sy)
+        ]
+        return preds[0] if len(preds) == 1 else np.mean(preds, axis=0)
+
+
+def present_masks(g: np.random.Generator, n: int, k: int, low: int) -> np.ndarray:
+    """(n, k) masks of the context points Psi sees in training when it learns to read contexts
+    of ``low`` to ``k`` points: each row hides a uniform number of its points in [0, k - low],
+    chosen uniformly."""
+    hidden = g.integers(0, k - low + 1, size=n)
+    rank = np.argsort(g.random((n, k)), axis=1).argsort(axis=1)
+    return (rank >= hidden[:, None]).astype(float)
 
 
 def _per_target(name: str, a: np.ndarray, n: int) -> np.ndarray:

@@ -8,8 +8,9 @@
   ``module:attr``, with the hash of its code), the file format, the taskextrap version and the
   hash of the package source that fitted it;
 - ``model.safetensors``: every array the fit learned (weights, embeddings, calibration) and the
-  library's own arrays (a ``TaskSet``'s parameters and regions, a ``LadderSet``'s coefficients,
-  levels and parents, a ``PrimitiveSet``'s families, parameters and curves), never a pickle.
+  library's own arrays (a ``TaskSet``'s parameters and regions, an observed library's points,
+  a ``LadderSet``'s coefficients, levels and parents, a ``PrimitiveSet``'s families, parameters
+  and curves), never a pickle.
 
 ``Class.from_pretrained(folder)`` rebuilds the estimator from these files alone: the library is
 not drawn again (its tasks are read back), nothing is fitted, and the predictions and intervals
@@ -36,6 +37,7 @@ from taskextrap.files import read_json, read_state, write_json_atomic, write_sta
 FORMAT = 1  # the folder layout and the meaning of its fields; another value is refused
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
+OBSERVED_PREFIX = "library.observed."  # an observed library's points (tasks.observed)
 
 
 # ----------------------------------------------------------------------------- arguments
@@ -100,6 +102,7 @@ def library_state(library) -> tuple[dict[str, np.ndarray], dict]:
     levels and parents of a ``LadderSet``) and a description (how to find its family or ladder
     again, the regions' names)."""
     from taskextrap.tasks.ladder import LadderSet
+    from taskextrap.tasks.observed import ObservedFamily
     from taskextrap.tasks.primitives import PrimitiveSet
     from taskextrap.tasks.taskset import TaskSet
 
@@ -109,6 +112,9 @@ def library_state(library) -> tuple[dict[str, np.ndarray], dict]:
             "library.params": library.params,
             "library.region": np.array([regions.index(r) for r in library.region], dtype=np.int64),
         }
+        if isinstance(library.family, ObservedFamily):  # observed data: the points themselves are saved
+            observed, family = library.family.state(OBSERVED_PREFIX)
+            return arrays | observed, {"kind": "TaskSet", "family": family, "regions": regions}
         return arrays, {"kind": "TaskSet", "family": task_spec(library.family), "regions": regions}
     if isinstance(library, LadderSet):
         arrays = {"library.params": library.params, "library.level": library.level, "library.parent": library.parent}
@@ -127,6 +133,27 @@ def library_state(library) -> tuple[dict[str, np.ndarray], dict]:
     raise TaskextrapError(
         f"saving a library of {type(library).__name__} is not supported yet (a TaskSet or LadderSet is)"
     )
+
+
+def library_fingerprint(library) -> str:
+    """A hash of a library's tasks (their arrays, its kind and its families' names): two libraries
+    with the same fingerprint hold the same tasks."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    family = getattr(library, "family", None)
+    names = [f.name for f in getattr(library, "families", ())] or [getattr(family, "name", "")]
+    h.update(f"{type(library).__name__}|{'|'.join(names)}".encode())
+    arrays = {k: getattr(library, k, None) for k in ("params", "region", "level", "parent", "family", "grid", "curves")}
+    tasks = getattr(family, "tasks", None)  # an observed library's points
+    if tasks is not None:
+        arrays |= {"x": tasks.x, "y": tasks.y, "offsets": tasks.offsets}
+    for k, v in sorted(arrays.items()):
+        if isinstance(v, np.ndarray):
+            a = np.ascontiguousarray(v.astype(str) if v.dtype == object else v)
+            h.update(f"{k}{a.shape}{a.dtype}".encode())
+            h.update(a.data)
+    return h.hexdigest()
 
 
 def _builtins() -> dict[str, dict[str, Any]]:
@@ -194,11 +221,15 @@ def _task_object(spec: dict, kind: type):
 def library_from_state(arrays: dict[str, np.ndarray], desc: dict):
     """The library :func:`library_state` saved: the same tasks of the same family or ladder."""
     from taskextrap.tasks.ladder import Ladder, LadderSet
+    from taskextrap.tasks.observed import ObservedFamily
     from taskextrap.tasks.primitives import PrimitiveFamily, PrimitiveSet
     from taskextrap.tasks.taskset import ParametricFamily, TaskSet
 
     if desc.get("kind") == "TaskSet":
-        family = _task_object(desc["family"], ParametricFamily)
+        if "observed" in desc["family"]:
+            family = ObservedFamily.from_state(arrays, desc["family"], OBSERVED_PREFIX)
+        else:
+            family = _task_object(desc["family"], ParametricFamily)
         regions = np.array(desc["regions"], dtype=object)[arrays["library.region"]]
         return TaskSet(family, arrays["library.params"], np.asarray(regions.tolist()))
     if desc.get("kind") == "LadderSet":
@@ -222,9 +253,11 @@ def library_from_state(arrays: dict[str, np.ndarray], desc: dict):
 # ----------------------------------------------------------------------------- folders
 
 
-def save_pretrained(estimator, folder: str | Path) -> Path:
+def save_pretrained(estimator, folder: str | Path, library: bool = True) -> Path:
     """Write fitted ``estimator`` into ``folder`` (created; its two files replaced atomically):
-    see the module's description. Returns the folder."""
+    see the module's description. ``library=False`` writes the library's fingerprint instead of
+    the library (for fits whose loader has the library at hand: the experiments' shared fits;
+    ``load_pretrained`` then needs it). Returns the folder."""
     from taskextrap import __version__
     from taskextrap.provenance import source_hash
 
@@ -239,13 +272,16 @@ def save_pretrained(estimator, folder: str | Path) -> Path:
         raise TaskextrapError(f"cannot save into {folder}: it is a file, not a folder")
     state, meta = estimator.fitted_state()
     lib = estimator.library_ if hasattr(estimator, "library_") else estimator.primitives_  # composition's
-    lib_arrays, library = library_state(lib)
+    if library:
+        lib_arrays, desc = library_state(lib)
+    else:
+        lib_arrays, desc = {}, {"kind": "supplied", "fingerprint": library_fingerprint(lib)}
     params = {k: encode(v, f"{type(estimator).__name__}({k}=...)") for k, v in estimator.get_params().items()}
     config = {
         "format": FORMAT,
         "class": type(estimator).__name__,
         "params": params,
-        "library": library,
+        "library": desc,
         "state": meta,
         "taskextrap": __version__,
         "source_hash": source_hash(),
@@ -255,9 +291,10 @@ def save_pretrained(estimator, folder: str | Path) -> Path:
     return folder
 
 
-def load_pretrained(folder: str | Path, expected: type | None = None):
+def load_pretrained(folder: str | Path, expected: type | None = None, library=None):
     """The fitted estimator :func:`save_pretrained` wrote into ``folder`` (of class ``expected``
-    or a subclass, when given)."""
+    or a subclass, when given). ``library``: the library it was fitted on, used instead of the
+    saved copy (the same tasks, or a one-line error); needed when it was saved without one."""
     from taskextrap.provenance import source_hash
 
     folder = Path(folder)
@@ -284,8 +321,7 @@ def load_pretrained(folder: str | Path, expected: type | None = None):
         raise TaskextrapError(f"{folder / WEIGHTS} is not the weights of {folder / CONFIG} (another model's?)")
     try:
         estimator = cls(**{k: decode(v) for k, v in config["params"].items()})
-        library = library_from_state(arrays, config["library"])
-        return estimator.restore(library, arrays, config["state"])
+        return estimator.restore(_library(folder, arrays, config["library"], library), arrays, config["state"])
     except KeyError as exc:
         raise TaskextrapError(f"{folder} is incomplete: {exc.args[0]!r} is missing") from None
     except RuntimeError as exc:  # torch's load_state_dict: a weight missing or of another shape
@@ -293,6 +329,20 @@ def load_pretrained(folder: str | Path, expected: type | None = None):
         raise TaskextrapError(f"{folder} is incomplete or damaged: {reason[:200]}") from None
     except TypeError as exc:
         raise TaskextrapError(f"{folder / CONFIG} does not fit {cls.__name__}: {exc}") from None
+
+
+def _library(folder: Path, arrays: dict, desc: dict, given):
+    """The library a saved estimator is restored on: the saved one, or ``given`` once it is
+    checked to hold the same tasks."""
+    supplied = desc.get("kind") == "supplied"
+    if given is None:
+        if supplied:
+            raise TaskextrapError(f"{folder} was saved without its library: pass from_pretrained(folder, library=...)")
+        return library_from_state(arrays, desc)
+    saved = desc["fingerprint"] if supplied else library_fingerprint(library_from_state(arrays, desc))
+    if library_fingerprint(given) != saved:
+        raise TaskextrapError(f"the library given is not the one {folder} was fitted on (its tasks differ)")
+    return given
 
 
 def _saveable() -> dict[str, type]:

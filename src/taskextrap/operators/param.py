@@ -173,15 +173,18 @@ class RelationalOperator(_PointwiseNet):
     def fit_job(self, make_batch_arrays, val_arrays, rng, progress=None) -> Job:
         """Training on arrays (ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y) from
         ``make_batch_arrays(rng)``, selected on ``val_arrays``; a ``loo`` operator's arrays end
-        with the target's noiseless values at the context, ctx_true."""
+        with the target's noiseless values at the context, ctx_true, and, to learn contexts of
+        fewer points, a mask (n, k) of the points present (the others hidden in every row)."""
 
         def to_rows(a):
             ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y = a[:7]
-            rows = self.feature_blocks(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift)
+            present = a[8] if len(a) > 8 else None
+            rows = self.feature_blocks(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, present)
             target = self.scaler.dy(qry_y - anc_q).reshape(-1)
             if self.loo:  # each context point predicted with itself hidden
                 k = ctx_x.shape[1]
-                loo = self.feature_blocks(ctx_x, ctx_y, anc_ctx, ctx_x, anc_ctx, shift, loo_masks(k)[None])
+                masks = loo_masks(k)[None] if present is None else present[:, None, :] * loo_masks(k)[None]
+                loo = self.feature_blocks(ctx_x, ctx_y, anc_ctx, ctx_x, anc_ctx, shift, masks)
                 rows = rows.concat(loo)
                 target = np.concatenate([target, self.scaler.dy(a[7] - anc_ctx).reshape(-1)])
             return rows, target.astype(np.float32)
@@ -193,15 +196,20 @@ class RelationalOperator(_PointwiseNet):
         rows = self.features(ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, mask)
         return anc_q + self.scaler.dy_inv(self._predict_rows(rows, len(qry_x)))
 
-    def loo_loss(self, ctx_x, ctx_y, anc_ctx, shift) -> np.ndarray:
+    def loo_loss(self, ctx_x, ctx_y, anc_ctx, shift, present=None) -> np.ndarray:
         """Leave-one-out context loss (n,) of a ``loo`` operator: each context point predicted
-        with itself hidden, mean squared error to ``ctx_y``."""
+        with itself hidden, mean squared error to ``ctx_y`` (over the points ``present`` (n, k),
+        all by default, the others hidden in every row)."""
         if not self.loo:
             raise TaskextrapError("this Psi was trained without leave-one-out rows: fit RTE with loo=True")
         n, k = ctx_x.shape
-        masks = np.broadcast_to(loo_masks(k), (n, k, k))
+        if present is None:
+            masks = np.broadcast_to(loo_masks(k), (n, k, k))
+            pred = self.predict(ctx_x, ctx_y, anc_ctx, ctx_x, anc_ctx, shift, masks)
+            return ((pred - ctx_y) ** 2).mean(axis=1)
+        masks = present[:, None, :] * loo_masks(k)[None]
         pred = self.predict(ctx_x, ctx_y, anc_ctx, ctx_x, anc_ctx, shift, masks)
-        return ((pred - ctx_y) ** 2).mean(axis=1)
+        return (((pred - ctx_y) ** 2) * present).sum(axis=1) / present.sum(axis=1)
 
 
 class InductiveRegressor(_PointwiseNet):

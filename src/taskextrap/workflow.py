@@ -1,0 +1,406 @@
+"""RTE on one's own observed tasks: fit, predict and evaluate (the CLI's ``fit``, ``predict``,
+``evaluate``; the same functions from Python).
+
+- :func:`fit_observed`: a library from data files (``tasks.observed``), RTE fitted on it and
+  saved as a folder (``save_pretrained``) with ``fit.json`` beside it: the data read, the
+  settings, the times, and the interval scale chosen on the data's own **dev split** (library
+  tasks held out of a first fit; the real targets are never read).
+- :func:`predict_observed`: a saved model, targets' contexts (any number of points each) and
+  query inputs -> per query the mean, the interval's bounds and level, and the candidate used
+  (anchor task and shift).
+- :func:`evaluate_observed`: a saved model and held-out targets' observations -> each target's
+  context (``context_size`` points) and queries (the rest), rte beside the sanity baselines
+  (``ctx-polyfit``, ``ctx-interp``, ``library-best-fit``) with paired differences over targets.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from taskextrap.errors import TaskextrapError
+from taskextrap.files import write_json_atomic, write_text_atomic
+from taskextrap.search.posterior import INTERVAL_LEVEL
+from taskextrap.tasks.observed import ObservedTasks, read_tasks
+from taskextrap.validation import check_int
+
+FIT_RECORD = "fit.json"
+CONTEXT_CHOICES = ("random", "first")  # which of a target's points are its context
+DEV_FRACTION = 0.2  # library tasks held out for the dev split
+BASELINES = ("ctx-polyfit", "ctx-interp", "library-best-fit")
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which columns of a table hold what (``read_tasks``'s arguments)."""
+
+    task: str = "task"
+    x: str = "x"
+    y: str = "y"
+    split: str | None = None
+    params: tuple[str, ...] = ()
+
+    def read(self, data, min_points: int = 3) -> ObservedTasks:
+        return read_tasks(data, self.task, self.x, self.y, self.split, self.params, min_points)
+
+
+# ----------------------------------------------------------------------------- contexts and queries
+
+
+@dataclass(frozen=True)
+class TargetSplit:
+    """Targets' contexts (n, c) and queries padded to one width (n, q) with a mask of the real ones."""
+
+    ids: np.ndarray
+    ctx_x: np.ndarray
+    ctx_y: np.ndarray
+    qry_x: np.ndarray
+    qry_y: np.ndarray
+    mask: np.ndarray  # (n, q) True where a query is real (a target's padding repeats its own points)
+    dropped: int  # observations outside the library's domain, not used
+
+
+def split_targets(tasks: ObservedTasks, size: int, how: str, domain: tuple[float, float], seed: int = 0) -> TargetSplit:
+    """Each target's observations inside ``domain`` split into ``size`` context points (``how``:
+    "random", drawn with ``seed``; "first", the smallest x) and the rest as queries. A target with
+    fewer than ``size + 1`` points inside the domain is one line naming it."""
+    check_int("context size", size, 1)
+    if how not in CONTEXT_CHOICES:
+        raise TaskextrapError(f"context must be one of {list(CONTEXT_CHOICES)}, got {how!r}")
+    g = np.random.default_rng(seed)
+    lo, hi = domain
+    parts, dropped = [], 0
+    for i in range(len(tasks)):
+        x, y = tasks.points(i)
+        inside = (x >= lo) & (x <= hi)
+        dropped += int((~inside).sum())
+        x, y = x[inside], y[inside]
+        if len(x) < size + 1:
+            raise TaskextrapError(
+                f"target {tasks.ids[i]!r} has {len(x)} point(s) inside the library's domain [{lo:g}, {hi:g}]; "
+                f"a context of {size} and one query need {size + 1}"
+            )
+        pick = np.arange(size) if how == "first" else np.sort(g.choice(len(x), size, replace=False))
+        rest = np.setdiff1d(np.arange(len(x)), pick)
+        parts.append((x[pick], y[pick], x[rest], y[rest]))
+    q = max(len(p[2]) for p in parts)
+    pad = lambda a: np.concatenate([a, np.resize(a, q - len(a))])  # noqa: E731 - repeats the target's own points
+    return TargetSplit(
+        tasks.ids,
+        np.stack([p[0] for p in parts]),
+        np.stack([p[1] for p in parts]),
+        np.stack([pad(p[2]) for p in parts]),
+        np.stack([pad(p[3]) for p in parts]),
+        np.stack([np.arange(q) < len(p[2]) for p in parts]),
+        dropped,
+    )
+
+
+def _target_mse(pred: np.ndarray, split: TargetSplit) -> np.ndarray:
+    return (((pred - split.qry_y) ** 2) * split.mask).sum(axis=1) / split.mask.sum(axis=1)
+
+
+def _target_coverage(mean, std, split: TargetSplit) -> np.ndarray:
+    from taskextrap.search.posterior import covered
+
+    return (covered(mean, std, split.qry_y) * split.mask).sum(axis=1) / split.mask.sum(axis=1)
+
+
+# ----------------------------------------------------------------------------- fit
+
+
+def dev_split(
+    tasks: ObservedTasks, order_by: str | None, fraction: float, seed: int
+) -> tuple[ObservedTasks, ObservedTasks, str]:
+    """The dev split of a library's tasks: (dev library, dev targets, how it was made). With
+    ``order_by`` (a known parameter) the top ``fraction`` of the tasks by it are held out, a
+    pseudo-extrapolation as the built-in dev splits; otherwise a random ``fraction`` (which is
+    an interpolation split: it says so)."""
+    n = len(tasks)
+    k = max(1, round(fraction * n))
+    if n - k < 2:
+        raise TaskextrapError(f"a dev split needs at least 3 library tasks, got {n}")
+    if order_by is not None:
+        if order_by not in tasks.param_names:
+            raise TaskextrapError(f"--dev-order {order_by!r} is not a known parameter; have {list(tasks.param_names)}")
+        order = np.argsort(tasks.params[:, tasks.param_names.index(order_by)], kind="stable")
+        how = f"the {k} library tasks of largest {order_by} held out (a pseudo-extrapolation)"
+    else:
+        order = np.random.default_rng(seed).permutation(n)
+        how = f"{k} random library tasks held out (an interpolation split: give --dev-order for an extrapolation one)"
+    return tasks.subset(np.sort(order[: n - k])), tasks.subset(np.sort(order[n - k :])), how
+
+
+def fit_observed(
+    data,
+    columns: Columns = Columns(),
+    out: str | Path | None = None,
+    settings: dict | None = None,
+    calibrate: bool = True,
+    dev_order: str | None = None,
+    context_size: int | None = None,
+    context: str = "random",
+    interpolant: str = "pchip",
+    outside: str = "error",
+    name: str = "observed",
+    verbose: bool = True,
+):
+    """Fit RTE on the library tasks of ``data`` (every task, or those labelled ``train`` when the
+    table has a split column) and save it into ``out`` (when given) with ``fit.json``.
+
+    ``settings`` are RTE's constructor arguments (``protocol``, ``min_context``, sizes, seed,
+    device). With ``calibrate`` the interval scale is chosen first on the data's dev split
+    (:func:`dev_split`): an RTE of the same settings fitted on the dev library, its raw 90%
+    interval's coverage of the dev targets' queries (contexts of ``context_size`` points, default
+    the protocol's, chosen as ``context`` says: "random" or "first", as you will evaluate) at every
+    grid scale, and the smallest scale reaching 90% (``search.calibration.choose_scale``).
+    Returns (the fitted RTE, the fit record)."""
+    from taskextrap.estimators.parameter import RTE
+    from taskextrap.search.calibration import SCALE_GRID, choose_scale
+
+    t0 = time.perf_counter()
+    tasks = columns.read(data)
+    library_tasks = tasks.with_split("train")
+    settings = dict(settings or {})
+    settings.setdefault("verbose", verbose)
+    record: dict[str, Any] = {
+        "data": [str(d) for d in (data if isinstance(data, (list, tuple)) else [data])],
+        "columns": vars(columns) | {"params": list(columns.params)},
+        "tasks": {"library": len(library_tasks), "held_out": len(tasks) - len(library_tasks)},
+        "interpolant": interpolant,
+        "outside": outside,
+    }
+    if calibrate and "interval_scale" not in settings:
+        dev_lib, dev_tgt, how = dev_split(library_tasks, dev_order, DEV_FRACTION, settings.get("seed", 0))
+        dev_rte = RTE(**settings).fit(dev_lib.library(name, interpolant, outside))
+        size = context_size or dev_rte.protocol_.n_context
+        split = split_targets(dev_tgt, size, context, dev_rte.library_.family.domain, seed=1)
+        mean, std = dev_rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
+        curve = _masked_curve(mean, std / dev_rte.calibrated_scale(), split)  # the raw interval's
+        scale = choose_scale(curve)
+        reached = float(curve[SCALE_GRID.index(scale)])
+        settings["interval_scale"] = scale
+        record["dev"] = {
+            "split": how,
+            "targets": len(dev_tgt),
+            "context_size": size,
+            "context": context,
+            "coverage_raw": float(curve[SCALE_GRID.index(1.0)]) if 1.0 in SCALE_GRID else None,
+            "interval_scale": scale,
+            "coverage": reached,
+            "within_0.85_0.95": bool(0.85 <= reached <= 0.95),
+            "mse": float(_target_mse(mean, split).mean()),
+        }
+    library = library_tasks.library(name, interpolant, outside)
+    t1 = time.perf_counter()
+    rte = RTE(**settings).fit(library)
+    record["fit_s"] = round(time.perf_counter() - t1, 2)
+    record["total_s"] = round(time.perf_counter() - t0, 2)
+    record["domain"] = list(library.family.domain)
+    record["settings"] = {k: repr(v) for k, v in rte.get_params().items()}
+    record["interval_scale_source"] = (
+        "chosen on this data's dev split" if "dev" in record else "given" if "interval_scale" in settings else
+        "borrowed: the parameter regime's scale, chosen on the built-in families' dev splits"
+    )  # fmt: skip
+    if out is not None:
+        rte.save_pretrained(out)
+        write_json_atomic(Path(out) / FIT_RECORD, record)
+    return rte, record
+
+
+def _masked_curve(mean, raw, split: TargetSplit) -> np.ndarray:
+    """The raw interval's coverage at every grid scale over the real queries of every target."""
+    from taskextrap.search.calibration import coverage_curve
+
+    per_query = coverage_curve(mean.reshape(-1, 1), raw.reshape(-1, 1), split.qry_y.reshape(-1, 1))  # (n*q, S)
+    return per_query[split.mask.reshape(-1)].mean(axis=0)
+
+
+# ----------------------------------------------------------------------------- predict
+
+
+def predict_observed(model: str | Path, context, query=None, columns: Columns = Columns(), grid: int = 50) -> dict:
+    """Predictions of a saved model for the targets of ``context`` (a table of task, x, y; any
+    number of points per target) at the inputs of ``query`` (a table of task, x; default
+    ``grid`` points over the library's domain for each target). Returns columns (task, x, mean,
+    lower, upper, level, anchor, anchor_weight, phi_scale) as arrays."""
+    from scipy.stats import norm
+
+    from taskextrap.estimators.parameter import RTE
+
+    rte = RTE.from_pretrained(model)
+    lib = rte.library_
+    lo, hi = lib.family.domain
+    ctx = columns.read(context, min_points=1)
+    queries = _queries(query, columns, ctx, (lo, hi), grid)
+    z = float(norm.ppf(0.5 + INTERVAL_LEVEL / 2))
+    out: dict[str, list] = {
+        k: [] for k in ("task", "x", "mean", "lower", "upper", "level", "anchor", "anchor_weight", "phi_scale")
+    }
+    sizes = ctx.counts()
+    for size in np.unique(sizes):  # contexts of one size are predicted together
+        idx = np.flatnonzero(sizes == size)
+        cx = np.stack([ctx.points(int(i))[0] for i in idx])
+        cy = np.stack([ctx.points(int(i))[1] for i in idx])
+        _check_inside(cx, (lo, hi), ctx.ids[idx], "context")
+        qs = [queries[ctx.ids[i]] for i in idx]
+        q = max(len(v) for v in qs)
+        qx = np.stack([np.resize(v, q) for v in qs])
+        d = rte.decompose(cx, cy)
+        mean, std = rte.predict(cx, cy, qx, decomposition=d, return_std=True)
+        best = np.argmax(d.weights, axis=1) if d.weights is not None else np.zeros(len(idx), dtype=int)
+        for r, i in enumerate(idx):
+            m = len(qs[r])
+            anchor = lib.family.tasks.ids[int(lib.params[d.anchors[r, best[r]], 0])]
+            w = 1.0 if d.weights is None else float(d.weights[r, best[r]])
+            scale = d.extras.get("phi_scale")
+            out["task"] += [ctx.ids[i]] * m
+            out["x"] += qs[r].tolist()
+            out["mean"] += mean[r, :m].tolist()
+            out["lower"] += (mean[r, :m] - z * std[r, :m]).tolist()
+            out["upper"] += (mean[r, :m] + z * std[r, :m]).tolist()
+            out["level"] += [INTERVAL_LEVEL] * m
+            out["anchor"] += [anchor] * m
+            out["anchor_weight"] += [w] * m
+            out["phi_scale"] += [float(scale[r, best[r]]) if scale is not None else 1.0] * m
+    return {k: np.array(v, dtype=object if k in ("task", "anchor") else float) for k, v in out.items()}
+
+
+def _queries(query, columns: Columns, ctx: ObservedTasks, domain, grid: int) -> dict[str, np.ndarray]:
+    """Each target's query inputs: from the query table (task and x columns), or a grid."""
+    if query is None:
+        lo, hi = domain
+        return {t: np.linspace(lo, hi, grid) for t in ctx.ids}
+    from taskextrap.tasks.observed import _concat, _numbers, _read_one, _column
+
+    table = _concat([_read_one(q) for q in (query if isinstance(query, (list, tuple)) else [query])])
+    ids = np.array([str(v) for v in _column(table, columns.task, "task")], dtype=object)
+    xs = _numbers(table, columns.x, "x")
+    out = {}
+    for t in ctx.ids:
+        sel = ids == t
+        if not sel.any():
+            raise TaskextrapError(f"the query table has no row for target {t!r} (it has a context)")
+        out[t] = xs[sel]
+    extra = sorted(set(ids.tolist()) - set(ctx.ids.tolist()))
+    if extra:
+        raise TaskextrapError(f"the query table names target {extra[0]!r}, which has no context")
+    _check_inside(np.concatenate(list(out.values()))[None], domain, ["a query"], "query")
+    return out
+
+
+def _check_inside(x: np.ndarray, domain, ids, what: str) -> None:
+    lo, hi = domain
+    bad = np.argwhere((x < lo) | (x > hi))
+    if len(bad):
+        r, c = bad[0]
+        raise TaskextrapError(
+            f"{what} x={x[r, c]:g} of target {ids[r]!r} is outside the library's domain [{lo:g}, {hi:g}]: "
+            "the model reads its anchors there and never extrapolates them"
+        )
+
+
+def write_predictions(columns: dict, path: str | Path) -> Path:
+    """The predictions as a CSV file, written atomically."""
+    names = list(columns)
+    lines = [",".join(names)]
+    for i in range(len(columns["task"])):
+        lines.append(",".join(_cell(columns[k][i]) for k in names))
+    return write_text_atomic(path, "\n".join(lines) + "\n")
+
+
+def _cell(v) -> str:
+    if isinstance(v, str):
+        return '"' + v.replace('"', '""') + '"' if any(c in v for c in ',"\n') else v
+    return repr(float(v))
+
+
+# ----------------------------------------------------------------------------- evaluate
+
+
+def evaluate_observed(
+    model: str | Path, data, context_size: int, columns: Columns = Columns(), how: str = "random", seed: int = 0
+) -> dict:
+    """rte beside the sanity baselines on the targets of ``data``: every target's points inside
+    the library's domain split into ``context_size`` context points and queries
+    (:func:`split_targets`); per method the mean squared error over targets, rte's interval
+    coverage, and paired differences rte - baseline over targets (one fitted model: the
+    interval is over targets, ``report.compare.paired_difference``)."""
+    from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
+    from taskextrap.estimators.parameter import RTE
+    from taskextrap.report.compare import paired_difference
+
+    t0 = time.perf_counter()
+    rte = RTE.from_pretrained(model)
+    lib = rte.library_
+    targets = columns.read(data, min_points=1)
+    split = split_targets(targets, context_size, how, lib.family.domain, seed)
+    mean, std = rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
+    preds = {
+        "rte": mean,
+        "ctx-polyfit": ctx_polyfit(split.ctx_x, split.ctx_y, split.qry_x),
+        "ctx-interp": ctx_interp(split.ctx_x, split.ctx_y, split.qry_x),
+        "library-best-fit": library_best_fit(
+            split.ctx_x, split.ctx_y, split.qry_x, lambda i, x: lib.values(x, i), len(lib)
+        )[0],
+    }
+    errors = {k: _target_mse(v, split) for k, v in preds.items()}
+    coverage = _target_coverage(mean, std, split)
+    comparisons = []
+    for b in BASELINES:
+        p = paired_difference(errors["rte"], errors[b], "mse")
+        winner = None if not p["clear"] else ("rte" if p["diff"] < 0 else b)
+        comparisons.append({"a": "rte", "b": b, "diff": p["diff"], "lo": p["lo"], "hi": p["hi"], "clear": p["clear"],
+                            "winner": winner})  # fmt: skip
+    return {
+        "model": str(model),
+        "targets": len(split.ids),
+        "context_size": context_size,
+        "context": how,
+        "seed": seed,
+        "dropped_outside_domain": split.dropped,
+        "mse": {k: float(v.mean()) for k, v in errors.items()},
+        "per_target_mse": {k: v.tolist() for k, v in errors.items()},
+        "coverage": float(coverage.mean()),
+        "level": INTERVAL_LEVEL,
+        "interval_scale": rte.calibrated_scale(),
+        "comparisons": comparisons,
+        "verdict": verdict(comparisons, errors),
+        "wall_s": round(time.perf_counter() - t0, 2),
+    }
+
+
+def verdict(comparisons: Sequence[dict], errors: dict) -> str:
+    """One line: the baselines rte clearly beats and those that clearly beat it, with the MSEs."""
+    beats = [c["b"] for c in comparisons if c["winner"] == "rte"]
+    loses = [c["b"] for c in comparisons if c["winner"] not in (None, "rte")]
+    m = lambda k: f"{k} {float(np.mean(errors[k])):.4g}"  # noqa: E731
+    parts = [f"{m('rte')} clearly beats {', '.join(m(b) for b in beats) if beats else 'none'}"]
+    if loses:
+        parts.append(f"clearly loses to {', '.join(m(b) for b in loses)}")
+    ties = [c["b"] for c in comparisons if c["winner"] is None]
+    if ties:
+        parts.append(f"no clear difference from {', '.join(ties)}")
+    return "; ".join(parts)
+
+
+def evaluation_table(result: dict) -> str:
+    """The evaluation as text: the verdict, then one row per method and per comparison."""
+    lines = [f"verdict: {result['verdict']}", ""]
+    lines.append(f"{result['targets']} targets, contexts of {result['context_size']} points ({result['context']}); "
+                 f"rte's {result['level']:.0%} interval covers {result['coverage']:.3f} of the queries "
+                 f"(scale {result['interval_scale']:.4g})")  # fmt: skip
+    lines.append(f"{'method':18s} {'mse':>12s}")
+    for k, v in result["mse"].items():
+        lines.append(f"{k:18s} {v:12.5g}")
+    lines.append("")
+    lines.append(f"{'rte - baseline':24s} {'diff':>11s} {'95% interval over targets':>28s} clear")
+    for c in result["comparisons"]:
+        iv = "-" if c["lo"] is None else f"[{c['lo']:.4g}, {c['hi']:.4g}]"
+        lines.append(f"{'rte - ' + c['b']:24s} {c['diff']:11.4g} {iv:>28s} {'yes' if c['clear'] else 'no'}")
+    return "\n".join(lines)

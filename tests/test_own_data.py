@@ -1,0 +1,162 @@
+"""One's own data end to end: fit from a CSV, save, load in a new process, predict, evaluate."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from taskextrap.cli import main
+from taskextrap.errors import TaskextrapError
+from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet
+from taskextrap.tasks.observed import ObservedTasks
+from taskextrap.workflow import Columns, dev_split, evaluate_observed, predict_observed, split_targets
+
+FAMILY = PARAMETER_FAMILIES["cubic"]
+TINY = ["--steps", "5", "--pairs", "200", "--quiet"]
+
+
+def _write(path, rows, header):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+def _observations(tasks, prefix, m, g, split=None):
+    rows = []
+    for i in range(len(tasks)):
+        x = np.sort(g.uniform(*FAMILY.domain, m))
+        x[0], x[-1] = FAMILY.domain
+        y = tasks.values(x[None], [i])[0]
+        rows += [
+            [f"{prefix}{i}", a, b, tasks.params[i, 0]] + ([split] if split else []) for a, b in zip(x, y, strict=True)
+        ]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A library CSV (24 tasks, 16 points each, known shift) and a targets CSV (5 held-out tasks)."""
+    d = tmp_path_factory.mktemp("own")
+    g = np.random.default_rng(0)
+    lib = TaskSet.sample(FAMILY, {"F1_1": 12, "F1_2": 12}, g)
+    tgt = TaskSet.sample(FAMILY, {"F2": 5}, g)
+    _write(d / "library.csv", _observations(lib, "lib", 16, g), ["task", "x", "y", "shift"])
+    _write(d / "targets.csv", _observations(tgt, "tgt", 20, g), ["task", "x", "y", "shift"])
+    ctx = [r[:3] for r in _observations(tgt, "tgt", 20, g)]
+    _write(
+        d / "ctx.csv",
+        [r for i, r in enumerate(ctx) if i % 20 < 8 or (i // 20 == 1 and i % 20 < 12)],
+        ["task", "x", "y"],
+    )
+    _write(d / "q.csv", [[f"tgt{t}", v] for t in range(5) for v in (1.5, 10.0, 19.0)], ["task", "x"])
+    return d
+
+
+@pytest.fixture(scope="module")
+def model(files):
+    out = files / "model"
+    with pytest.raises(SystemExit) as e:
+        main(["fit", "--data", str(files / "library.csv"), "--out", str(out), "--param-cols", "shift",
+              "--dev-order", "shift", *TINY])  # fmt: skip
+    assert e.value.code == 0
+    return out
+
+
+def test_fit_saves_the_model_and_a_record_of_the_data_settings_and_dev_scale(model):
+    assert {p.name for p in model.iterdir()} >= {"config.json", "model.safetensors", "fit.json"}
+    record = json.loads((model / "fit.json").read_text())
+    assert record["tasks"] == {"library": 24, "held_out": 0}
+    assert record["dev"]["targets"] == 5 and "largest shift" in record["dev"]["split"]
+    assert record["interval_scale_source"] == "chosen on this data's dev split"
+    config = json.loads((model / "config.json").read_text())
+    assert config["params"]["interval_scale"] == record["dev"]["interval_scale"]
+    assert "observed" in config["library"]["family"]
+
+
+def test_a_new_process_predicts_what_the_fitting_one_does(files, model):
+    out = files / "pred.csv"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    cmd = [sys.executable, "-m", "taskextrap.cli", "predict", "--model", str(model),
+           "--context", str(files / "ctx.csv"), "--query", str(files / "q.csv"), "--out", str(out)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 15 and set(rows[0]) == {"task", "x", "mean", "lower", "upper", "level", "anchor",
+                                                "anchor_weight", "phi_scale"}  # fmt: skip
+    here = predict_observed(model, files / "ctx.csv", files / "q.csv")
+    got = {(r["task"], float(r["x"])): (float(r["mean"]), float(r["upper"])) for r in rows}
+    for t, x, m, u in zip(here["task"], here["x"], here["mean"], here["upper"], strict=True):
+        assert got[(t, x)] == (m, u)  # to the bit, through the CSV's repr
+    assert all(float(r["lower"]) < float(r["mean"]) < float(r["upper"]) for r in rows)
+    assert {r["anchor"] for r in rows} <= {f"lib{i}" for i in range(24)}
+
+
+def test_evaluate_prints_a_verdict_and_paired_differences(files, model, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--model", str(model), "--data", str(files / "targets.csv"), "--context-size", "8",
+              "--out", str(files / "eval.json")])  # fmt: skip
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("verdict: rte ") and "rte - library-best-fit" in text
+    result = json.loads((files / "eval.json").read_text())
+    assert result["targets"] == 5 and set(result["mse"]) == {"rte", "ctx-polyfit", "ctx-interp", "library-best-fit"}
+    assert 0.0 <= result["coverage"] <= 1.0
+
+
+def test_evaluate_with_other_context_sizes_and_the_first_points(files, model):
+    for how in ("random", "first"):
+        r = evaluate_observed(model, files / "targets.csv", 16, Columns(), how)
+        assert r["context_size"] == 16 and r["targets"] == 5 and np.isfinite(r["mse"]["rte"])
+    with pytest.raises(TaskextrapError, match="reads at least 8"):  # the model was fitted without min_context
+        evaluate_observed(model, files / "targets.csv", 4, Columns())
+
+
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["fit", "--data", "{d}/library.csv", "--out", "{d}/m2", "--regime", "composition"], "parameter regime"),
+        (["fit", "--data", "{d}/nothing.csv", "--out", "{d}/m2"], "no such file"),
+        (["fit", "--data", "{d}/library.csv", "--out", "{d}/m2", "--y-col", "value"], "no y column 'value'"),
+        (["evaluate", "--model", "{d}/model", "--data", "{d}/targets.csv", "--context-size", "20"], "need 21"),
+        (["predict", "--model", "{d}/model", "--context", "{d}/ctx.csv", "--query", "{d}/bad_q.csv", "--out", "{d}/p"],
+         "outside the library's domain"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(files, model, capsys, argv, match):
+    _write(
+        files / "bad_q.csv", [["tgt0", 0.5], ["tgt1", 27.0]] + [[f"tgt{t}", 0.5] for t in range(2, 5)], ["task", "x"]
+    )
+    with pytest.raises(SystemExit) as e:
+        main([a.format(d=files) for a in argv])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and match in err and "\n" not in err
+
+
+def test_dev_split_holds_out_the_largest_known_parameter_or_a_random_share():
+    cols = {"task": np.repeat(list("abcdefghij"), 3), "x": np.tile([0.0, 1.0, 2.0], 10),
+            "y": np.arange(30.0), "p": np.repeat(np.arange(10.0)[::-1], 3)}  # fmt: skip
+    data = ObservedTasks.from_columns(cols, params=["p"])
+    lib, held, how = dev_split(data, "p", 0.2, 0)
+    assert held.ids.tolist() == ["a", "b"] and len(lib) == 8 and "pseudo-extrapolation" in how
+    _, held, how = dev_split(data, None, 0.2, 0)
+    assert len(held) == 2 and "interpolation split" in how
+    with pytest.raises(TaskextrapError, match="not a known parameter"):
+        dev_split(data, "q", 0.2, 0)
+
+
+def test_split_targets_drops_points_outside_the_domain_and_pads_queries():
+    cols = {"task": np.repeat(["a", "b"], [6, 8]), "x": np.r_[np.arange(6.0), np.arange(8.0) - 1],
+            "y": np.arange(14.0)}  # fmt: skip
+    s = split_targets(ObservedTasks.from_columns(cols), 3, "first", (0.0, 5.0))
+    assert s.dropped == 2 and s.ctx_x.tolist() == [[0, 1, 2], [0, 1, 2]]
+    assert s.mask.sum(axis=1).tolist() == [3, 3] and s.qry_x.shape == (2, 3)
