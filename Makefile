@@ -36,7 +36,7 @@ test-slow: $(STAMP)
 
 # ruff (lint and format) on the package, tests, benchmarks, scripts and the docs build's hook;
 # mypy on the package (pyproject.toml's [tool.mypy]). .pre-commit-config.yaml runs the same.
-LINT_PATHS := src tests benchmarks scripts docs/hooks.py docs/tutorial.py
+LINT_PATHS := src tests benchmarks scripts examples docs/hooks.py docs/tutorial.py
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)

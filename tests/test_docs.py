@@ -72,7 +72,6 @@ def test_the_readmes_own_tasks_module_builds_what_the_command_line_takes(tmp_pat
     """The README's "Your own tasks" module, as written there: each object passes the checks its
     ``--family`` passes on the command line (the experiments' own resolvers)."""
     from taskextrap.experiments.composition import get_set
-    from taskextrap.experiments.length import get_ladder
     from taskextrap.experiments.parameter import families_for
 
     (tmp_path / "mymodule.py").write_text(_readme_block("Your own tasks"))
@@ -80,7 +79,6 @@ def test_the_readmes_own_tasks_module_builds_what_the_command_line_takes(tmp_pat
     import mymodule
 
     assert families_for("mymodule:damped") == [mymodule.damped]
-    assert get_ladder("mymodule:fourier") is mymodule.fourier
     waves = get_set("mymodule:waves")
     assert waves is mymodule.waves and waves.split.test == (("bump", "sin"),)
 

@@ -210,6 +210,7 @@ def test_a_fitted_rte_saved_and_restored_predicts_the_same_bits(kind, make_rte, 
 def test_a_damaged_artifact_is_refitted_with_a_warning_and_a_good_one_is_loaded(tmp_path):
     from taskextrap.errors import TaskextrapWarning
     from taskextrap.experiments.artifacts import artifact_path, cached_fit
+    from taskextrap.files import read_state, write_state_atomic
 
     calls = []
 
@@ -217,12 +218,25 @@ def test_a_damaged_artifact_is_refitted_with_a_warning_and_a_good_one_is_loaded(
         calls.append(1)
         return np.arange(3.0)
 
-    args = (tmp_path / "units", "thing", {"a": 1}, fit, lambda v: ({"v": v}, {}), lambda a, m: a["v"])
+    def save(v, folder):
+        write_state_atomic(folder / "v.safetensors", {"v": v}, {})
+
+    args = (
+        tmp_path / "units",
+        "thing",
+        {"a": 1},
+        fit,
+        save,
+        lambda folder: read_state(folder / "v.safetensors")[0]["v"],
+    )
     value, loaded = cached_fit(*args)
     assert not loaded and calls == [1]
+    folder = artifact_path(tmp_path / "units", "thing", {"a": 1})
+    assert sorted(p.name for p in folder.iterdir()) == ["complete", "v.safetensors"]
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no temporary folder left
     value, loaded = cached_fit(*args)
     assert loaded and calls == [1] and np.array_equal(value, np.arange(3.0))
-    artifact_path(tmp_path / "units", "thing", {"a": 1}).write_bytes(b"\x00garbage")
+    (folder / "v.safetensors").write_bytes(b"\x00garbage")
     with pytest.warns(TaskextrapWarning, match="cannot be used"):
         value, loaded = cached_fit(*args)
     assert not loaded and calls == [1, 1] and np.array_equal(value, np.arange(3.0))

@@ -131,8 +131,7 @@ def test_a_user_family_is_found_again_by_module_attr_and_a_changed_one_warns(tmp
 def test_what_cannot_be_saved_or_loaded_is_one_line(fitted, library, tmp_path):
     cases = [
         (lambda: RTE(n_pairs=200).save_pretrained(tmp_path / "x"), "RTE is not fitted"),
-        (lambda: Composition3RTE().save_pretrained(tmp_path / "x"), "saving a Composition3RTE is not supported yet"),
-        (lambda: EMCompositionRTE.from_pretrained(tmp_path / "x"), "EMCompositionRTE cannot be loaded yet"),
+        (lambda: Composition3RTE().save_pretrained(tmp_path / "x"), "Composition3RTE is not fitted"),
         (lambda: RTE.from_pretrained(tmp_path / "nothing"), "holds no saved model: config.json is missing"),
     ]
     (tmp_path / "file").write_text("x")
@@ -264,5 +263,86 @@ def test_a_saved_composition_rte_loads_its_primitives_and_the_same_numbers(tmp_p
     assert [f["builtin"] for f in families] == ["poly", "sin", "tanh"]
     loaded = CompositionRTE.from_pretrained(folder)
     np.testing.assert_array_equal(loaded.primitives_.curves, prims.curves)
+    for a, b in zip(_numbers(loaded, obs), _numbers(model, obs), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_saved_composition3_rte_keeps_the_primitives_as_given_and_the_same_numbers(tmp_path):
+    from taskextrap.estimators.chain import Composition3RTE
+    from taskextrap.tasks.chains import DEPTH3_FAMILIES, DEPTH3_GRID, PAPER_RECIPE_SPLIT, ChainSet
+    from taskextrap.tasks.primitives import PrimitiveSet
+
+    prims = PrimitiveSet.sample(DEPTH3_FAMILIES, 6, rng(0, "saving-depth3"), grid=DEPTH3_GRID)
+    dec = TrainConfig(steps=6, batch=64, eval_every=3)
+    model = Composition3RTE(n_pairs=80, k=3, keep=8, train=TrainConfig(steps=6, batch=256, eval_every=3),
+                            decomposer_train=dec, seed=0, verbose=False).fit(prims)  # fmt: skip
+    obs = model.protocol_.draw(ChainSet.sample(prims, PAPER_RECIPE_SPLIT.test, 3, np.random.default_rng(3)), 1,
+                               np.random.default_rng(4))  # fmt: skip
+    folder = model.save_pretrained(tmp_path / "depth3")
+    loaded = Composition3RTE.from_pretrained(folder)
+    assert "identity" not in loaded.library_.family_names  # saved as given, added again on load
+    assert len(loaded.primitives_) == len(model.primitives_) == len(prims) + 1
+    for a, b in zip(_numbers(loaded, obs), _numbers(model, obs), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_saved_em_composition_rte_keeps_its_labels_history_and_numbers(tmp_path):
+    from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionSet, PrimitiveSet
+
+    prims = PrimitiveSet.sample(n_per_family=8, rng=rng(0, "saving-em"))
+    dec = TrainConfig(steps=4, batch=64, eval_every=2)
+    model = EMCompositionRTE(n_pairs=150, n_tasks=80, em_rounds=2, k=3, train=TRAIN, decomposer_train=dec,
+                             seed=0, verbose=False).fit(prims)  # fmt: skip
+    obs = model.protocol_.draw(CompositionSet.sample(prims, PAPER_SPLIT.test, 4, np.random.default_rng(3)), 1,
+                               np.random.default_rng(4))  # fmt: skip
+    loaded = EMCompositionRTE.from_pretrained(model.save_pretrained(tmp_path / "em"))
+    for name in ("train", "val"):
+        np.testing.assert_array_equal(loaded.sets_[name].labels, model.sets_[name].labels)
+        np.testing.assert_array_equal(loaded.sets_[name].obs.ctx_x, model.sets_[name].obs.ctx_x)
+    assert loaded.steps_ == model.steps_ and len(loaded.history_) == len(model.history_) == 2
+    np.testing.assert_array_equal(loaded.history_[1]["exact"], model.history_[1]["exact"])
+    for a, b in zip(_numbers(loaded, obs), _numbers(model, obs), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_fit_saved_without_its_library_loads_onto_the_same_library_only(fitted, library, obs, tmp_path):
+    from taskextrap.tasks.dev import dev_family
+
+    folder = fitted.save_pretrained(tmp_path / "bare", library=False)
+    config = json.loads((folder / CONFIG).read_text())
+    assert config["library"]["kind"] == "supplied" and "library.params" not in read_state(folder / WEIGHTS)[0]
+    with pytest.raises(TaskextrapError, match="saved without its library: pass from_pretrained"):
+        RTE.from_pretrained(folder)
+    loaded = RTE.from_pretrained(folder, library=library)
+    assert loaded.library_ is library
+    for a, b in zip(_numbers(loaded, obs), _numbers(fitted, obs), strict=True):
+        np.testing.assert_array_equal(a, b)
+    other = TaskSet(library.family, library.params[::-1], library.region[::-1])
+    for f in (folder, fitted.save_pretrained(tmp_path / "whole")):
+        with pytest.raises(TaskextrapError, match="library given is not the one"):
+            RTE.from_pretrained(f, library=other)
+    # a family no name finds again (a dev split's) can still be saved for a loader that has it
+    dev = dev_family(library.family)
+    dev_lib = TaskSet.sample(dev, {r: 8 for r in dev.train_regions}, rng(0, "saving-dev"))
+    model = RTE(n_pairs=200, train=TRAIN, seed=0, verbose=False).fit(dev_lib)
+    assert (
+        RTE.from_pretrained(model.save_pretrained(tmp_path / "dev", library=False), library=dev_lib).library_ is dev_lib
+    )
+
+
+def test_an_observed_library_is_saved_with_its_points_and_read_the_same(tmp_path, obs):
+    from taskextrap.tasks.observed import ObservedTasks
+
+    fam = PARAMETER_FAMILIES["quadratic"]
+    tasks = TaskSet.sample(fam, {"F1_1": 8, "F1_2": 8}, rng(0, "saving-observed"))
+    x = np.sort(np.random.default_rng(0).uniform(*fam.domain, size=(len(tasks), 12)), axis=1)
+    x[:, 0], x[:, -1] = fam.domain
+    data = ObservedTasks.from_columns(
+        {"task": np.repeat(np.arange(len(tasks)), 12), "x": x.reshape(-1), "y": tasks.values(x).reshape(-1)}
+    )
+    model = RTE(n_pairs=200, train=TRAIN, seed=0, verbose=False).fit(data.library(interpolant="linear"))
+    loaded = RTE.from_pretrained(model.save_pretrained(tmp_path / "observed"))
+    assert loaded.library_.family.interpolants.kind == "linear"
+    np.testing.assert_array_equal(loaded.library_.family.tasks.y, data.y)
     for a, b in zip(_numbers(loaded, obs), _numbers(model, obs), strict=True):
         np.testing.assert_array_equal(a, b)

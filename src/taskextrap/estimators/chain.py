@@ -125,6 +125,7 @@ class Composition3RTE(DecomposingRTE):
     psi_context: bool | None = None
 
     inference_arguments = ("k", "refine_rounds")
+    saveable = True
 
     regime = "composition-depth3"
     library_kind = "primitives"
@@ -168,6 +169,7 @@ class Composition3RTE(DecomposingRTE):
         missing = set(self.split.families) - set(primitives.family_names)
         if missing:
             raise TaskextrapError(f"the library has no primitive of the split's families {sorted(missing)}")
+        self.library_ = primitives  # as given: what save_pretrained writes and restore takes
         self.primitives_ = with_identity(primitives) if self.identity else primitives
         self.identity_ = identity_index(self.primitives_)
         deep, shallow = self.split.train, (self.split.shallow() if self.identity else ())

@@ -24,6 +24,7 @@ pseudo-labelled the same way. Gamma is label-free and is fitted as in ``Composit
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -100,7 +101,7 @@ class EMCompositionRTE(CompositionRTE):
     restarts: int = 4
     sweeps: int = 3
 
-    saveable = False  # its EM state (pseudo-labels, history) is not saved yet
+    saveable = True
     label_pairs: str = "train"
 
     def _settings(self) -> dict:
@@ -120,6 +121,7 @@ class EMCompositionRTE(CompositionRTE):
         """Gamma (or, with ``embedded``, the label-free state of a fitted ``CompositionRTE`` of the
         same library, protocol, embedding and seed: pools, scaler, Gamma), then EM."""
         check_progress(progress)
+        t0 = time.perf_counter()
         self._resolve()  # (again in _adopt: a fit's first step either way)
         steps = lambda cfg: replace(cfg, steps=max(1, math.ceil(cfg.steps / self.em_rounds)))  # noqa: E731
         total = self.em_rounds * (steps(self.train).steps + steps(self.decomposer_train).steps)
@@ -131,13 +133,7 @@ class EMCompositionRTE(CompositionRTE):
                 bar.phase("embedding library")
                 self._fit_embedding(tasks, scale)
             bar.phase("drawing the training set")
-            self.sets_ = {
-                name: self._hidden_set(pool, n, name)
-                for name, pool, n in (
-                    ("train", self.train_pool_, self.n_tasks),
-                    ("val", self.val_pool_, max(64, self.n_tasks // 10)),
-                )
-            }
+            self.sets_ = {name: self._hidden_set(pool, n, name) for name, pool, n in self._fixed_sets()}
             self.history_ = []
             self.psi_ = self._make_operator().to(self.device)
             self.psi_.cfg = steps(self.train)  # each M-step continues the same network for its share
@@ -167,7 +163,39 @@ class EMCompositionRTE(CompositionRTE):
                 self.decomposer_ = decomposer  # decompose() is usable from the first M-step on
             bar.phase("calibrating")
             self.loss_scale_, self.query_var_ = self._calibrate()
+        self.timing_ = {"fit_s": time.perf_counter() - t0}
         return self
+
+    def fitted_state(self) -> tuple[dict, dict]:
+        """CompositionRTE's state, and the EM's own: each fixed set's final labels and their loss,
+        each round's label quality (``history_``) and the steps each network took."""
+        arrays, meta = super().fitted_state()
+        for name, s in self.sets_.items():
+            arrays[f"em.{name}.labels"], arrays[f"em.{name}.loss"] = s.labels, s.loss
+        for r, quality in enumerate(self.history_):
+            arrays |= {f"em.history.{r}.{k}": np.asarray(v) for k, v in quality.items()}
+        meta["em"] = {"history": [sorted(q) for q in self.history_], "steps": self.steps_}
+        return arrays, meta
+
+    def restore(self, primitives, arrays: dict, meta: dict):
+        """CompositionRTE's restore, and the fixed sets drawn again from the seed (the same draws)
+        with their saved labels, the history and the step counts."""
+        super().restore(primitives, arrays, meta)
+        self.sets_ = {}
+        for name, pool, n in self._fixed_sets():
+            s = self._hidden_set(pool, n, name)
+            s.labels, s.loss = arrays[f"em.{name}.labels"], arrays[f"em.{name}.loss"]
+            self.sets_[name] = s
+        self.history_ = [
+            {k: arrays[f"em.history.{r}.{k}"] for k in keys} for r, keys in enumerate(meta["em"]["history"])
+        ]
+        self.steps_ = dict(meta["em"]["steps"])
+        return self
+
+    def _fixed_sets(self) -> tuple[tuple[str, np.ndarray, int], ...]:
+        """(name, pool, size) of the fixed training sets: ``n_tasks`` training compositions, and a
+        tenth as many (at least 64) validation ones."""
+        return ("train", self.train_pool_, self.n_tasks), ("val", self.val_pool_, max(64, self.n_tasks // 10))
 
     def _adopt(self, fitted: CompositionRTE, primitives) -> None:
         """Take the label-free state (library, pools, scaler, Gamma) of a fitted CompositionRTE."""

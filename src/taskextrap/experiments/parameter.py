@@ -25,6 +25,8 @@ from taskextrap.experiments.discrete import interval_rows
 from taskextrap.experiments.profiles import ParameterProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, builtin_spec, register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_target, seed_units
+from taskextrap.errors import TaskextrapError
+from taskextrap.files import read_state, write_state_atomic
 from taskextrap.operators.train import TrainConfig, job_seconds
 from taskextrap.report.schema import make_row
 from taskextrap.search.index import nearest
@@ -241,26 +243,21 @@ def library_fits(
         timing.update(job_seconds({f"{name}_training_s": p.jobs[0] for name, p in pending.items()}))
         return models
 
-    def save(models: dict) -> tuple[dict, dict]:
-        arrays: dict[str, np.ndarray] = {}
-        meta: dict[str, dict] = {}
+    def save(models: dict, folder: Path) -> None:
         for name in ("strategy-a", "transductive-oracle"):
-            a, meta[name] = models[name].fitted_state()
-            arrays |= {f"{name}/{k}": v for k, v in a.items()}
-        for kind in INDUCTIVE_KINDS:
-            arrays |= models[kind].state()
-        return arrays, meta
+            models[name].save_pretrained(folder / name, library=False)  # the library is at hand on load
+        arrays = {k: v for kind in INDUCTIVE_KINDS for k, v in models[kind].state().items()}
+        write_state_atomic(folder / "inductive.safetensors", arrays, {})
 
-    def load(arrays: dict, meta: dict) -> dict:
-        of = lambda name: {k.removeprefix(f"{name}/"): v for k, v in arrays.items() if k.startswith(f"{name}/")}  # noqa: E731
+    def load(folder: Path) -> dict:
         models: dict[str, Any] = {
-            "strategy-a": make_rte(protocol, profile, seed, embedding, anchors, device=device).restore(
-                library, of("strategy-a"), meta["strategy-a"]
-            ),
-            "transductive-oracle": TransductiveOracle(**common).restore(
-                library, of("transductive-oracle"), meta["transductive-oracle"]
-            ),
+            "strategy-a": RTE.from_pretrained(folder / "strategy-a", library=library),
+            "transductive-oracle": TransductiveOracle.from_pretrained(folder / "transductive-oracle", library=library),
         }
+        expected = make_rte(protocol, profile, seed, embedding, anchors, device=device).get_params()
+        if models["strategy-a"].get_params() != expected:  # the key covers them: a folder of other settings
+            raise TaskextrapError("the saved Strategy A RTE has other settings")
+        arrays = read_state(folder / "inductive.safetensors")[0]
         for kind in INDUCTIVE_KINDS:
             models[kind] = InductiveBaseline(kind, models["strategy-a"]).restore(arrays)
         return models

@@ -1,0 +1,25 @@
+"""The worked example on real data runs end to end at tiny sizes (its committed numbers come from
+the full run, ``python examples/elnino.py``)."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_elnino_example_runs_at_tiny_sizes(tmp_path):
+    pytest.importorskip("statsmodels")
+    example = runpy.run_path(str(ROOT / "examples" / "elnino.py"))
+    example["main"](["--tiny", "--out", str(tmp_path / "elnino.json"), "--csv", str(tmp_path / "data")])
+    doc = json.loads((tmp_path / "elnino.json").read_text())
+    assert set(doc["questions"]) == {"interpolate", "forecast"}
+    for q in doc["questions"].values():
+        assert q["targets"] == 16 and set(q["mse"]) == {"rte", "ctx-polyfit", "ctx-interp", "library-best-fit"}
+        assert {c["b"] for c in q["comparisons"]} == {"ctx-polyfit", "ctx-interp", "library-best-fit"}
+    library = (tmp_path / "data" / "library.csv").read_text().splitlines()
+    assert library[0] == "year,month,sst" and len(library) == 1 + 45 * 12  # 1950-1994, 12 months each
