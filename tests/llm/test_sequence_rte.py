@@ -68,3 +68,20 @@ def test_decompose_ranks_every_candidate_and_answer_votes_the_tied_ones(fake_mod
     assert capped.answer(["t1"]).voted == [["bq1", "bq2"]]  # b and c tie 1-1: the best one's answer
     strict = SequenceRTE.from_extender(Adapter(), fake_model, tie_tol=0.0)
     assert [v.tolist() for v in strict.voters(d)] == [[1]] * 2
+
+
+def test_a_saved_sequence_rte_loads_with_its_adapter_and_scores_the_same(char_lm, tmp_path):
+    pytest.importorskip("transformers")
+    rte = SequenceRTE.from_extender(Adapter(), char_lm, batch_size=3, tie_tol=0.25)
+    folder = rte.save_pretrained(tmp_path / "seq")
+    assert (folder / "config.json").is_file() and (folder / "extender" / "model.safetensors").is_file()
+    with pytest.raises(TaskextrapError, match="needs the task adapter"):
+        SequenceRTE.from_pretrained(folder)
+    loaded = SequenceRTE.from_pretrained(folder, adapter=Adapter())
+    assert (loaded.batch_size, loaded.tie_tol, loaded.tune) == (3, 0.25, None)
+    tasks = ["t1", "t22"]
+    a, b = loaded.decompose(tasks), rte.decompose(tasks)
+    np.testing.assert_array_equal(a.score, b.score)
+    np.testing.assert_array_equal(a.anchors, b.anchors)
+    with pytest.raises(TaskextrapError, match="not fitted"):
+        SequenceRTE(Adapter()).save_pretrained(tmp_path / "x")

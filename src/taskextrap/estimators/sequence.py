@@ -17,6 +17,7 @@ contexts of these regimes are strings.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
-from taskextrap.errors import TaskextrapError
+from taskextrap.errors import TaskextrapError, TaskextrapWarning
 from taskextrap.estimators.base import Decomposition, Fittable
 from taskextrap.sharding import Shard
 
@@ -102,6 +103,72 @@ class SequenceRTE(Fittable):
         rte = cls(adapter, **kwargs)
         rte.extender_ = extender
         return rte
+
+    SAVED_ARGUMENTS = ("batch_size", "tie_tol", "max_tied", "tasks_per_chunk", "bounded")
+    EXTENDER = "extender"  # the fine-tuned model's folder inside a saved estimator's
+
+    def save_pretrained(self, folder, library: bool = True) -> Path:
+        """Write this fitted estimator into ``folder``: ``config.json`` (its arguments but the
+        adapter and ``tune``, which are code; the taskextrap version and source hash) and the
+        fine-tuned extender in ``folder/extender`` (``llm.model.save_model``: transformers'
+        formats, safetensors weights). ``library`` is accepted for the common signature (the
+        training corpus is not needed to predict). Returns the folder."""
+        from taskextrap import __version__
+        from taskextrap.estimators.saving import FORMAT, encode
+        from taskextrap.files import write_json_atomic
+        from taskextrap.llm.model import save_model
+        from taskextrap.provenance import source_hash
+
+        self.check_is_fitted()
+        folder = Path(folder)
+        if folder.exists() and not folder.is_dir():
+            raise TaskextrapError(f"cannot save into {folder}: it is a file, not a folder")
+        save_model(self.extender_, folder / self.EXTENDER)
+        config = {
+            "format": FORMAT,
+            "class": type(self).__name__,
+            "params": {k: encode(getattr(self, k), f"SequenceRTE({k}=...)") for k in self.SAVED_ARGUMENTS},
+            "adapter": type(self.adapter).__name__,
+            "taskextrap": __version__,
+            "source_hash": source_hash(),
+        }
+        write_json_atomic(folder / "config.json", config)
+        return folder
+
+    @classmethod
+    def from_pretrained(cls, folder, library=None, adapter: TaskAdapter | None = None) -> SequenceRTE:
+        """The estimator :meth:`save_pretrained` wrote into ``folder``, with its task ``adapter``
+        (code, so given again: the same class as saved); ``tune`` is None (it is fitted)."""
+        from taskextrap.estimators.saving import FORMAT, decode
+        from taskextrap.files import read_json
+        from taskextrap.llm.model import load_model
+        from taskextrap.provenance import source_hash
+
+        folder = Path(folder)
+        if adapter is None:
+            raise TaskextrapError(
+                "SequenceRTE.from_pretrained needs the task adapter: from_pretrained(folder, adapter=...)"
+            )
+        if not (folder / "config.json").is_file():
+            raise TaskextrapError(
+                f"{folder} holds no saved model: config.json is missing (save one with save_pretrained)"
+            )
+        config = read_json(folder / "config.json")
+        if not isinstance(config, dict) or config.get("format") != FORMAT or config.get("class") != cls.__name__:
+            raise TaskextrapError(f"{folder / 'config.json'} is not a saved {cls.__name__} of format {FORMAT}")
+        if config.get("adapter") != type(adapter).__name__:
+            raise TaskextrapError(
+                f"{folder} was saved with a {config.get('adapter')} adapter, not a {type(adapter).__name__}"
+            )
+        if config.get("source_hash") != source_hash():
+            warnings.warn(
+                f"{folder} was saved by other taskextrap code (source {config.get('source_hash')}; this is "
+                f"{source_hash()}): its predictions may differ",
+                TaskextrapWarning,
+                stacklevel=2,
+            )
+        params = {k: decode(v) for k, v in config["params"].items()}
+        return cls.from_extender(adapter, load_model(folder / cls.EXTENDER), **params)
 
     def fit(self, library, progress=None) -> SequenceRTE:
         """Phase 1: the extender fine-tuned on ``library`` (a training corpus) by ``tune``."""
