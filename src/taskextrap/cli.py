@@ -622,7 +622,7 @@ def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, qu
     if regime != "parameter":
         raise TaskextrapError(
             f"fit reads the parameter regime's data so far, not {regime!r} (a composition library from data: "
-            "PrimitiveSet.from_curves in Python)"
+            "read_tasks(..., group='family').primitives() in Python, docs/own-data.md)"
         )
     columns = _columns(kw)
     settings: dict = {"protocol": protocol, "seed": seed, "device": check_device(device), "min_context": min_context}

@@ -173,3 +173,38 @@ def test_an_observed_family_draws_no_new_tasks_and_spreads_its_values():
     assert fam.output_range(np.random.default_rng(0)) == pytest.approx(data.y.max() - data.y.min())
     with pytest.raises(TaskextrapError, match="integer"):
         fam(np.array([[0.5]]), np.array([[1.0]]))
+
+
+def test_observed_primitives_make_a_composition_library_that_fits_and_saves(tmp_path):
+    from taskextrap.estimators.composition import CompositionRTE
+    from taskextrap.errors import TaskextrapWarning
+    from taskextrap.operators.train import TrainConfig
+    from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionSet, PrimitiveSet
+
+    truth = PrimitiveSet.sample(n_per_family=6, rng=np.random.default_rng(0))
+    g = np.random.default_rng(1)
+    cols = {"task": [], "x": [], "y": [], "family": []}
+    for i in range(len(truth)):
+        x = np.sort(g.uniform(-5, 5, 40))
+        x[0], x[-1] = -5.0, 5.0
+        cols["task"] += [f"p{i}"] * 40
+        cols["x"] += list(x)
+        cols["y"] += list(truth.exact(x[None], np.array([i]))[0])
+        cols["family"] += [truth.families[truth.family[i]].name] * 40
+    data = ObservedTasks.from_columns({k: np.array(v) for k, v in cols.items()}, group="family")
+    with pytest.warns(TaskextrapWarning, match="beyond their common observed x range"):
+        prims = data.primitives(points=120)
+    assert list(prims.family_names) == list(truth.family_names) and prims.domain == (-5.0, 5.0)
+    np.testing.assert_allclose(prims.curves[:, [0, -1]], truth.exact(np.broadcast_to([[-5.0, 5.0]], (18, 2))))
+    dec = TrainConfig(steps=4, batch=64, eval_every=2)
+    model = CompositionRTE(n_pairs=120, k=3, train=TrainConfig(steps=4, batch=256, eval_every=2),
+                           decomposer_train=dec, seed=0, verbose=False).fit(prims)  # fmt: skip
+    obs = model.protocol_.draw(CompositionSet.sample(prims, PAPER_SPLIT.test, 3, np.random.default_rng(3)), 1,
+                               np.random.default_rng(4))  # fmt: skip
+    loaded = CompositionRTE.from_pretrained(model.save_pretrained(tmp_path / "comp"))
+    np.testing.assert_array_equal(loaded.primitives_.curves, prims.curves)
+    np.testing.assert_array_equal(
+        loaded.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+    )
+    with pytest.raises(TaskextrapError, match="needs each task's family"):
+        ObservedTasks.from_columns(_columns()).primitives()

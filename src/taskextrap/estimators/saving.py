@@ -123,9 +123,10 @@ def library_state(library) -> tuple[dict[str, np.ndarray], dict]:
         arrays = {"library.family": library.family, "library.grid": library.grid, "library.curves": library.curves}
         if library.params is not None:
             arrays["library.params"] = library.params
+        known_by_curves = library.params is None  # from_curves: families are names only, no formula to find
         desc = {
             "kind": "PrimitiveSet",
-            "families": [task_spec(f) for f in library.families],
+            "families": [{"curves_only": f.name} if known_by_curves else task_spec(f) for f in library.families],
             "domain": list(library.domain),
             "name": library.name,
         }
@@ -236,6 +237,12 @@ def library_from_state(arrays: dict[str, np.ndarray], desc: dict):
         ladder = _task_object(desc["family"], Ladder)
         return LadderSet(ladder, arrays["library.params"], arrays["library.level"], arrays["library.parent"])
     if desc.get("kind") == "PrimitiveSet":
+        if all("curves_only" in spec for spec in desc["families"]):  # a library known by its curves alone
+            names = [spec["curves_only"] for spec in desc["families"]]
+            lib = PrimitiveSet.from_curves(
+                names, arrays["library.family"], arrays["library.grid"], arrays["library.curves"], tuple(desc["domain"])
+            )
+            return dataclasses.replace(lib, name=desc["name"])
         families = tuple(_task_object(spec, PrimitiveFamily) for spec in desc["families"])
         params = arrays.get("library.params")
         return PrimitiveSet(

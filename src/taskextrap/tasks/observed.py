@@ -178,6 +178,7 @@ def read_tasks(
     split: str | None = None,
     params: Sequence[str] = (),
     min_points: int = MIN_POINTS,
+    group: str | None = None,
 ) -> ObservedTasks:
     """Observed tasks from a long table: ``data`` is a path (``.csv``, ``.parquet``, ``.npz``), a
     pandas DataFrame, a dict of 1-D arrays, or a list of these (their columns must agree).
@@ -190,6 +191,8 @@ def read_tasks(
             ``"train"``; anything else is held out), constant within a task.
         params: optional columns of known task parameters, constant within a task.
         min_points: the fewest observations a task may have.
+        group: an optional column naming each task's group, constant within a task: a primitive's
+            family for a composition library (:meth:`ObservedTasks.primitives`).
 
     Bad data is one line naming the file and row: a value that is not a finite number, a task
     with fewer than ``min_points`` points, one x twice within a task, a label or parameter that
@@ -202,7 +205,7 @@ def read_tasks(
     if len(xs) != 1:
         raise TaskextrapError(f"the parameter regime reads one x column, got {len(xs)}: {xs}")
     table = _concat([_read_one(item) for item in items])
-    return ObservedTasks._from_table(table, task, xs[0], y, split, tuple(params), min_points)
+    return ObservedTasks._from_table(table, task, xs[0], y, split, tuple(params), min_points, group)
 
 
 # ----------------------------------------------------------------------------- observed tasks
@@ -221,6 +224,7 @@ class ObservedTasks:
     params: np.ndarray  # (n, len(param_names)) known task parameters (may have 0 columns)
     param_names: tuple[str, ...] = ()
     names: tuple[str, str] = ("x", "y")  # the x and y columns' names
+    group: np.ndarray | None = None  # (n,) each task's group (a primitive's family), when read
 
     @classmethod
     def from_columns(cls, columns: Mapping, **kwargs) -> ObservedTasks:
@@ -228,10 +232,11 @@ class ObservedTasks:
         return read_tasks(dict(columns), **kwargs)
 
     @classmethod
-    def _from_table(cls, table, task, x, y, split, params, min_points) -> ObservedTasks:
+    def _from_table(cls, table, task, x, y, split, params, min_points, group=None) -> ObservedTasks:
         ids = np.array([str(v) for v in _column(table, task, "task")], dtype=object)
         xv, yv = _numbers(table, x, "x"), _numbers(table, y, "y")
         labels = None if split is None else np.array([str(v) for v in _column(table, split, "split")], dtype=object)
+        groups = None if group is None else np.array([str(v) for v in _column(table, group, "group")], dtype=object)
         known = (
             np.stack([_numbers(table, p, "parameter") for p in params], axis=1) if params else np.zeros((len(xv), 0))
         )
@@ -240,7 +245,7 @@ class ObservedTasks:
         rows_of: dict[str, list[int]] = {t: [] for t in order_ids}
         for i, t in enumerate(ids):
             rows_of[t].append(i)
-        xs, ys, offsets, split_out, params_out = [], [], [0], [], []
+        xs, ys, offsets, split_out, params_out, group_out = [], [], [0], [], [], []
         for t in order_ids:
             rows = np.array(rows_of[t])
             if len(rows) < min_points:
@@ -256,7 +261,7 @@ class ObservedTasks:
                     f"{table.where(a)} and row {table.line[b]}: task {t!r} has x={xv[a]:g} twice "
                     "(average repeated measurements first)"
                 )
-            for name, col in (("split", labels), *((p, known[:, j]) for j, p in enumerate(params))):
+            for name, col in (("split", labels), ("group", groups), *((p, known[:, j]) for j, p in enumerate(params))):
                 if col is not None and len(set(col[rows].tolist())) > 1:
                     changed = rows[np.flatnonzero(col[rows] != col[rows[0]])[0]]
                     raise TaskextrapError(
@@ -268,6 +273,7 @@ class ObservedTasks:
             offsets.append(offsets[-1] + len(rows))
             split_out.append(TRAIN_LABEL if labels is None else labels[rows[0]])
             params_out.append(known[rows[0]])
+            group_out.append(None if groups is None else groups[rows[0]])
         return cls(
             np.array(order_ids, dtype=object),
             np.concatenate(xs),
@@ -277,6 +283,7 @@ class ObservedTasks:
             np.array(params_out).reshape(len(order_ids), len(params)),
             tuple(params),
             (x, y),
+            None if groups is None else np.array(group_out, dtype=object),
         )
 
     def __len__(self) -> int:
@@ -299,7 +306,7 @@ class ObservedTasks:
         cat = lambda k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0)  # noqa: E731
         return dataclasses.replace(
             self, ids=self.ids[index], x=cat(0), y=cat(1), offsets=offsets, split=self.split[index],
-            params=self.params[index],
+            params=self.params[index], group=None if self.group is None else self.group[index],
         )  # fmt: skip
 
     def with_split(self, label: str) -> ObservedTasks:
@@ -328,6 +335,37 @@ class ObservedTasks:
             family, np.arange(len(tasks), dtype=float)[:, None], np.full(len(tasks), TRAIN_LABEL, dtype=object)
         )
 
+    def primitives(
+        self, points: int = 200, interpolant: str = INTERPOLANTS[0], name: str = "observed", label: str = TRAIN_LABEL
+    ):
+        """The tasks labelled ``label`` as a composition library (``PrimitiveSet.from_curves``):
+        each task a primitive of its group's family (``read_tasks(..., group=...)``), its curve
+        read through ``interpolant`` at ``points`` inputs over the range every task was observed
+        on. An outer primitive is read at its inner's values; where they leave that range its end
+        value is held (the ``PrimitiveSet`` convention), which a one-line warning says."""
+        import warnings
+
+        from taskextrap.errors import TaskextrapWarning
+        from taskextrap.tasks.primitives import PrimitiveSet
+
+        if self.group is None:
+            raise TaskextrapError("a composition library needs each task's family: read_tasks(..., group='family')")
+        tasks = self.with_split(label)
+        family = ObservedFamily.of(tasks, name, interpolant, "error")
+        grid = np.linspace(*family.domain, check_points(points))
+        curves = family.interpolants(np.arange(len(tasks)), np.broadcast_to(grid, (len(tasks), len(grid))))
+        names = list(dict.fromkeys(tasks.group.tolist()))
+        lo, hi = family.domain
+        if curves.min() < lo or curves.max() > hi:
+            warnings.warn(
+                f"the primitives' values span [{curves.min():g}, {curves.max():g}], beyond their common observed "
+                f"x range [{lo:g}, {hi:g}]: a composition reads an outer primitive there at its end value",
+                TaskextrapWarning,
+                stacklevel=2,
+            )
+        index = np.array([names.index(g) for g in tasks.group])
+        return PrimitiveSet.from_curves(names, index, grid, curves, (lo, hi))
+
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
         """The tasks as named arrays for a safetensors file (ids and labels go in the JSON)."""
         return {
@@ -339,7 +377,7 @@ class ObservedTasks:
 
     def description(self) -> dict:
         return {"ids": self.ids.tolist(), "split": self.split.tolist(), "param_names": list(self.param_names),
-                "names": list(self.names)}  # fmt: skip
+                "names": list(self.names), "group": None if self.group is None else self.group.tolist()}  # fmt: skip
 
     @classmethod
     def from_arrays(cls, arrays: dict, desc: dict, prefix: str) -> ObservedTasks:
@@ -353,7 +391,14 @@ class ObservedTasks:
             arrays[f"{prefix}params"],
             tuple(desc["param_names"]),
             tuple(desc["names"]),
+            None if desc.get("group") is None else np.array(desc["group"], dtype=object),
         )
+
+
+def check_points(points) -> int:
+    from taskextrap.validation import check_int
+
+    return check_int("points", points, 2)
 
 
 # ----------------------------------------------------------------------------- interpolants
