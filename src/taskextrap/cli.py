@@ -76,7 +76,19 @@ class _ReproduceCommand(click.Command):
     OPTION_GROUPS = (
         (
             "Common options",
-            ("profile", "seeds", "seed", "out", "split", "protocol", "family", "quiet", "no_plots", "help"),
+            (
+                "profile",
+                "seeds",
+                "seed",
+                "out",
+                "split",
+                "calibrate",
+                "protocol",
+                "family",
+                "quiet",
+                "no_plots",
+                "help",
+            ),
         ),
         ("Re-running a saved run", ("saved",)),
         ("The synthetic regimes' methods (parameter, length, composition)", ("embedding", "anchors", "test_seed")),
@@ -280,6 +292,12 @@ def _run_options(f):
     default=None,
     help="codeio: seed of the split of the 961 pairs [default: 1; 0 gives the split of the earlier runs].",
 )
+@click.option(
+    "--calibrate",
+    is_flag=True,
+    help="Run the dev split first and choose rte's interval scale on it, then the test split with that "
+    "scale (parameter, length, composition, composition-depth3; for a --family of your own).",
+)
 @_run_options
 @click.pass_context
 def reproduce(
@@ -296,6 +314,7 @@ def reproduce(
     shard,
     split,
     split_seed,
+    calibrate,
     **common,
 ):
     """Run EXPERIMENT (or 'all', or the saved run of --from) and write results.json, results.md,
@@ -342,6 +361,16 @@ def reproduce(
         for name in names:  # every option checked against every experiment before anything runs
             _check(name, options)
         runs = [(name, options, None) for name in names]
+    if calibrate:
+        from taskextrap.experiments.runner import calibrate_on_dev
+
+        if saved is not None or experiment == "all" or split != "test":
+            raise TaskextrapError(
+                "--calibrate runs one experiment's dev split, then its test split: not with --from, all or --split dev"
+            )
+        options, note = calibrate_on_dev(experiment, options)
+        click.echo(note)
+        runs = [(experiment, options, None)]
     if len(runs) > 1:  # 'all' refuses a folder of another configuration now, not hours in (one run: as planned)
         check_run_folders(runs)
     for name, options, out_dir in runs:

@@ -33,6 +33,7 @@ from taskextrap.experiments.discrete import (
     held_out_rows,
     interval_rows,
     mse_rows,
+    own_dev_scale,
     plot_examples,
     is_builtin_set,
     retrieval_rows,
@@ -316,6 +317,14 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
 
     def assemble(results):
         errors, timing = gather(results, units)
+        errors, scale, source = own_dev_scale(
+            options,
+            errors,
+            "rte",
+            "rte",
+            rte_scale,
+            scale_source("composition", protocol, None, builtin_spec(options), primitive_set.name),
+        )
         out = mse_rows(experiment, errors, group(GROUP), methods)
         if experiment == "composition":  # rte's calibration beside its MSE; one group per held-out pair
             out += interval_rows(experiment, errors, group(GROUP), "rte", "rte")
@@ -342,10 +351,8 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
             "library_seed": LIBRARY_SEED,
             "test_seed": test_seed,
             "units": "shared with composition / composition-ablations under OUT/units",
-            "interval_scale": rte_scale,
-            "interval_scale_source": scale_source(
-                "composition", protocol, None, builtin_spec(options), primitive_set.name
-            ),
+            "interval_scale": scale,
+            "interval_scale_source": source,
             "coverage_by_scale": {group(GROUP): {"rte": pooled_curve(errors, "rte")}},
         }
         return out, config, list(profile.seeds), timing

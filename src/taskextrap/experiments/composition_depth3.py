@@ -28,6 +28,7 @@ from taskextrap.experiments.discrete import (
     held_out_rows,
     interval_rows,
     mse_rows,
+    own_dev_scale,
     plot_examples,
     retrieval_rows,
     set_group,
@@ -318,6 +319,14 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
 
     def assemble(results):
         errors, timing = gather(results, units)
+        errors, scale, source = own_dev_scale(
+            options,
+            errors,
+            "rte",
+            "rte",
+            chosen.calibrated_scale(),
+            scale_source("composition-depth3", protocol, None, builtin_spec(options), primitive_set.name),
+        )
         out = mse_rows(EXPERIMENT, errors, group(GROUP), METHODS)
         out += interval_rows(EXPERIMENT, errors, group(GROUP), "rte", "rte")
         recipes = [group(recipe_name(recipe)) for recipe in split.test]
@@ -349,10 +358,8 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
             "library_seed": LIBRARY_SEED,
             "test_seed": test_seed,
             "search": {k: getattr(chosen, k) for k in SEARCH_SETTINGS},
-            "interval_scale": chosen.calibrated_scale(),
-            "interval_scale_source": scale_source(
-                "composition-depth3", protocol, None, builtin_spec(options), primitive_set.name
-            ),
+            "interval_scale": scale,
+            "interval_scale_source": source,
             "coverage_by_scale": {group(GROUP): {"rte": pooled_curve(errors, "rte")}},
             "rte_over_sparse_inductive": {"per_seed": per_seed, "mean": float(np.mean(per_seed))},
         }

@@ -210,6 +210,24 @@ def retrieval_rows(experiment: str, errors: dict, group: str, pairs) -> list:
     return [make_row(experiment, group, m, "accuracy", np.stack(errors[k], axis=1)) for m, k in pairs]
 
 
+OWN_DEV_SOURCE = (
+    "chosen on this family's own dev split (reproduce --calibrate): the smallest grid scale whose raw 90% "
+    "interval covers 90% of its dev targets' query points"
+)
+
+
+def own_dev_scale(options: RunOptions, errors: dict, method: str, prefix: str, used: float, source: str):
+    """``(errors, scale, source)`` of ``method``'s interval: with a scale chosen on the family's own
+    dev split (``options.interval_scales``), the errors read at it (``search.calibration.recalibrated``),
+    that scale and :data:`OWN_DEV_SOURCE`; otherwise as the units computed them, at ``used``."""
+    from taskextrap.search.calibration import recalibrated
+
+    scale = (options.interval_scales or {}).get(method)
+    if scale is None:
+        return errors, used, source
+    return recalibrated(errors, prefix, scale, used), scale, OWN_DEV_SOURCE
+
+
 def interval_rows(experiment: str, errors: dict, group: str, method: str, prefix: str) -> list:
     """``method``'s interval on ``group`` from the keys of ``search.calibration.interval_diagnostics``
     (``prefix``): the share of each target's (draw, query) points inside the calibrated 90%

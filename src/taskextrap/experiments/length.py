@@ -26,6 +26,7 @@ from taskextrap.experiments.discrete import (
     fit_and_score,
     interval_rows,
     mse_rows,
+    own_dev_scale,
     plot_examples,
     retrieval_rows,
 )
@@ -223,6 +224,14 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
 
     def assemble(results):
         errors, timing = gather(results, units)
+        errors, scale, source = own_dev_scale(
+            options,
+            errors,
+            "rte",
+            "rte",
+            make_rte(protocol, profile, 0, embedding).calibrated_scale(),
+            scale_source("length", protocol, None, builtin_spec(options), ladder.name),
+        )
         config = {
             "ladder": ladder.name,
             "protocol": {**vars(protocol)},
@@ -233,8 +242,8 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
             "library_seed": LIBRARY_SEED,
             "test_seed": test_seed,
             "units": "shared with length / length-ablations under OUT/units",
-            "interval_scale": make_rte(protocol, profile, 0, embedding).calibrated_scale(),
-            "interval_scale_source": scale_source("length", protocol, None, builtin_spec(options), ladder.name),
+            "interval_scale": scale,
+            "interval_scale_source": source,
             "coverage_by_scale": {group_name(ladder): {"rte": pooled_curve(errors, "rte")}},
         }
         rows = mse_rows(experiment, errors, group_name(ladder), methods)

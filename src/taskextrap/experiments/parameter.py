@@ -21,7 +21,7 @@ from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.estimators.base import Decomposition, PendingFit, fit_together
 from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.artifacts import cached_fit
-from taskextrap.experiments.discrete import interval_rows
+from taskextrap.experiments.discrete import interval_rows, own_dev_scale
 from taskextrap.experiments.profiles import ParameterProfile, get_profile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, builtin_spec, register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_target, seed_units
@@ -642,10 +642,23 @@ def _run(
     def assemble(results):
         errors: dict[str, dict] = {}
         timing: dict[str, float] = {}
+        scales: dict[str, dict] = {}
+        sources: dict[str, dict] = {}
         for family in families:
             errors[family.name], family_timing = gather(results, units[family.name])
             for k, v in family_timing.items():
                 timing[k] = timing.get(k, 0.0) + v
+            scales[family.name], sources[family.name] = {}, {}
+            for m in (m for m in methods if m in INTERVAL_METHODS):
+                regime = f"parameter-{search_of(m, protocol)}"
+                errors[family.name], scales[family.name][m], sources[family.name][m] = own_dev_scale(
+                    options,
+                    errors[family.name],
+                    m,
+                    interval_prefix(m),
+                    interval_scale(regime, protocol, family.name),
+                    scale_source(regime, protocol, family.name, builtin_spec(options)),
+                )
         rows = [
             paper_checked(make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1)), f)
             for f in families
@@ -681,22 +694,8 @@ def _run(
                 f.name: {m: pooled_curve(errors[f.name], interval_prefix(m)) for m in methods if m in INTERVAL_METHODS}
                 for f in families
             },
-            "interval_scale": {
-                f.name: {
-                    m: interval_scale(f"parameter-{search_of(m, protocol)}", protocol, f.name)
-                    for m in methods
-                    if m in INTERVAL_METHODS
-                }
-                for f in families
-            },
-            "interval_scale_source": {
-                f.name: {
-                    m: scale_source(f"parameter-{search_of(m, protocol)}", protocol, f.name, builtin_spec(options))
-                    for m in methods
-                    if m in INTERVAL_METHODS
-                }
-                for f in families
-            },
+            "interval_scale": scales,
+            "interval_scale_source": sources,
         }
         return rows, config, list(profile.seeds), timing
 

@@ -54,6 +54,9 @@ class RunOptions:
     executor: str = "serial"  # where the units run: "serial" (this process) or "ray" (experiments.executors)
     unit_cpus: int = 1  # torch threads of each unit (under Ray also the CPUs its task declares); in its key
     units_per_gpu: int = 1  # Ray tasks sharing one GPU at once (each declares 1/N of a GPU); not in a key
+    # {method: scale} chosen on this family's own dev split (reproduce --calibrate): the intervals'
+    # coverage rows are read from the raw curve at that scale (search.calibration.recalibrated)
+    interval_scales: dict | None = None
 
     def __post_init__(self):
         if self.split not in SPLITS:

@@ -60,6 +60,7 @@ _KINDS = {
     "unit_cpus": int,
     "units_per_gpu": int,
     "plots": bool,
+    "interval_scales": (dict, type(None)),
 }
 RUN_FIELDS = tuple(_KINDS)
 _EXTRA_KEYS = {"model": str, "dtype": str, "load_in_4bit": bool}

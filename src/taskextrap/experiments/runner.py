@@ -41,6 +41,36 @@ def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) 
     return run_experiments([(name, options, out_dir)])[0]
 
 
+CALIBRATED = ("parameter", "length", "composition", "composition-depth3")  # experiments --calibrate serves
+
+
+def calibrate_on_dev(name: str, options: RunOptions) -> tuple[RunOptions, str]:
+    """``reproduce --calibrate``: experiment ``name``'s dev split run (its own folder; the units
+    cache is shared), rte's interval scale chosen on it per method
+    (``search.calibration.own_dev_scales``: the smallest grid scale whose raw interval covers 90%
+    of the dev targets' query points), and the options of the test run that applies them (its
+    folder ends in ``-calibrated``), with one line saying what was chosen."""
+    import numpy as np
+
+    from taskextrap.search.calibration import SCALE_GRID, own_dev_scales
+
+    if name not in CALIBRATED:
+        raise TaskextrapError(f"--calibrate serves {', '.join(CALIBRATED)}, not {name}")
+    dev = run_experiment(name, dataclasses.replace(options, split="dev"))
+    if dev is None:
+        raise TaskextrapError("--calibrate needs the dev run's results in this process (not a non-lead shard)")
+    curves = dev["config"]["coverage_by_scale"]
+    scales = own_dev_scales(curves)
+    reached = {
+        m: float(np.mean([c[m][SCALE_GRID.index(s)] for c in curves.values() if m in c])) for m, s in scales.items()
+    }
+    note = "interval scales chosen on the dev split ({}): {}".format(
+        run_dir_name(name, dataclasses.replace(options, split="dev")),
+        ", ".join(f"{m} {s:g} (covers {reached[m]:.3f} there)" for m, s in scales.items()),
+    )
+    return dataclasses.replace(options, interval_scales=scales), note
+
+
 def run_experiments(runs: list[tuple]) -> list[dict | None]:
     """Run several experiments as one pool of units: ``runs`` is a list of ``(name, options,
     out_dir or None)`` whose options share one executor, thread count, device and ``--out``;
@@ -235,6 +265,8 @@ def run_dir_name(name: str, options: RunOptions) -> Path:
         parts.append(f"split{options.split_seed}")
     if options.seed is not None:  # one seed of an array job: its results.json stands beside the others'
         parts.append(f"seed{options.seed}")
+    if options.interval_scales is not None:  # intervals from the family's own dev split: beside the others
+        parts.append("calibrated")
     parts += _model_parts(options.extra)
     return Path(options.out) / "-".join(parts)
 

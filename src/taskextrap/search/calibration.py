@@ -117,6 +117,29 @@ def choose_scale(coverage: np.ndarray, level: float = INTERVAL_LEVEL) -> float:
     return SCALE_GRID[int(ok[0])] if len(ok) else SCALE_GRID[-1]
 
 
+def recalibrated(errors: dict, prefix: str, scale: float, used: float) -> dict:
+    """A run's gathered ``errors`` (key -> per-seed arrays) with ``prefix``'s calibrated coverage
+    and interval width as they are at grid scale ``scale`` instead of the ``used`` one: the
+    coverage is the raw curve's at ``scale`` (recorded per target for every grid scale), the width
+    scales linearly. Nothing is computed again."""
+    if scale not in SCALE_GRID:
+        raise TaskextrapError(f"interval scale {scale} is not on the calibration grid (search.calibration.SCALE_GRID)")
+    out = dict(errors)
+    out[f"{prefix}_coverage"] = errors[curve_key(prefix, SCALE_GRID.index(scale))]
+    out[f"{prefix}_width"] = [np.asarray(w) * scale / used for w in errors[f"{prefix}_width"]]
+    return out
+
+
+def own_dev_scales(coverage_by_scale: dict, level: float = INTERVAL_LEVEL) -> dict[str, float]:
+    """{method: scale} from a dev run's ``config["coverage_by_scale"]`` ({group: {method: curve}}):
+    per method, the smallest grid scale whose coverage, averaged over the groups, reaches ``level``."""
+    curves: dict[str, list] = {}
+    for per_method in coverage_by_scale.values():
+        for method, curve in per_method.items():
+            curves.setdefault(method, []).append(curve)
+    return {m: choose_scale(np.mean(c, axis=0), level) for m, c in curves.items()}
+
+
 def curve_key(prefix: str, i: int) -> str:
     """The key of a method's per-target coverage at grid scale ``SCALE_GRID[i]`` among a unit's errors."""
     return f"{prefix}_coverage@{i}"

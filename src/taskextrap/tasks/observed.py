@@ -351,11 +351,13 @@ class ObservedTasks:
         if self.group is None:
             raise TaskextrapError("a composition library needs each task's family: read_tasks(..., group='family')")
         tasks = self.with_split(label)
+        groups = self.group[self.split == label]
         family = ObservedFamily.of(tasks, name, interpolant, "error")
-        grid = np.linspace(*family.domain, check_points(points))
-        curves = family.interpolants(np.arange(len(tasks)), np.broadcast_to(grid, (len(tasks), len(grid))))
-        names = list(dict.fromkeys(tasks.group.tolist()))
+        assert family.interpolants is not None
         lo, hi = family.domain
+        grid = np.linspace(lo, hi, check_points(points))
+        curves = family.interpolants(np.arange(len(tasks)), np.broadcast_to(grid, (len(tasks), len(grid))))
+        names = list(dict.fromkeys(groups.tolist()))
         if curves.min() < lo or curves.max() > hi:
             warnings.warn(
                 f"the primitives' values span [{curves.min():g}, {curves.max():g}], beyond their common observed "
@@ -363,7 +365,7 @@ class ObservedTasks:
                 TaskextrapWarning,
                 stacklevel=2,
             )
-        index = np.array([names.index(g) for g in tasks.group])
+        index = np.array([names.index(g) for g in groups])
         return PrimitiveSet.from_curves(names, index, grid, curves, (lo, hi))
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
