@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # make test-slow (CI runs it too): six tiny fits
 def test_the_elnino_example_runs_at_tiny_sizes(tmp_path):
     pytest.importorskip("statsmodels")
     example = runpy.run_path(str(ROOT / "examples" / "elnino.py"))
