@@ -833,6 +833,34 @@ def render_elnino(data: dict) -> str:
     return "\n".join(out)
 
 
+def render_own_dev(data: dict) -> str:
+    """``own-dev-calibration.json`` (benchmarks/own_dev.py): rte's 90% coverage of a user family's
+    test points with the borrowed scale and with the one chosen on its own dev split."""
+
+    def rte_scale(v):  # a number (one group), or {group: {method: scale}} (the parameter regime)
+        while isinstance(v, dict):
+            v = v["rte"] if "rte" in v else next(iter(v.values()))
+        return v
+
+    def only(d: dict) -> float:
+        (v,) = d.values()
+        return v
+
+    lines = [
+        "| case | raw | borrowed scale | its coverage | own-dev scale | its coverage | reached on dev |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for case, c in data["cases"].items():
+        b, o = c["borrowed"], c["own_dev"]
+        lines.append(
+            f"| {case} | {only(c['raw_coverage']):.3f} | {rte_scale(b['scale']):g} | {only(b['coverage']):.3f} | "
+            f"{rte_scale(o['scale']):g} | {only(o['coverage']):.3f} | {only(o['dev_coverage']):.3f} |"
+        )
+    lines.append("")
+    lines.append(f"`{data['command']}`: {data['profile']} profile, seed {data['seed']}, paper protocol.")
+    return "\n".join(lines)
+
+
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B] [methods=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
@@ -868,6 +896,8 @@ def render_spec(spec: str) -> str:
         return render_interval_calibration(data)
     if "alternatives" in data and "eps_chain" in data and not opts:
         return render_depth3_diagnosis(data)
+    if name == "own-dev-calibration" and not opts:
+        return render_own_dev(data)
     if name == "elnino" and not opts:
         return render_elnino(data)
     if "relative_to_best" in data and not opts:

@@ -29,3 +29,12 @@ def _sine_basis(x, p):
 
 # a trigonometric ladder: levels 1-5 in the library, level 6 (one more frequency) held out
 sine = Ladder("sine", basis=_sine_basis, domain=(-np.pi, np.pi), train_levels=(1, 2, 3, 4, 5), test_level=6)
+
+
+def _chebyshev_basis(x, p):
+    """Term p of the Chebyshev ladder: T_p(x)."""
+    return np.cos(p * np.arccos(np.clip(x, -1.0, 1.0)))
+
+
+# the ladder of the interval-calibration finding (issue 45): levels 1-4 in the library, 5 held out
+chebyshev = Ladder("chebyshev", basis=_chebyshev_basis, domain=(-1.0, 1.0), train_levels=(1, 2, 3, 4), test_level=5)
