@@ -252,3 +252,37 @@ def test_search_refuses_nan_scores_and_uneven_pair_lists(monkeypatch):
     monkeypatch.setattr(search, "completion_nll", lambda lm, p, c, **kw: np.ones(len(p)))
     with pytest.raises(TaskextrapError, match="same number of pairs"):
         search.candidate_scores(None, [0], ["a", "bb"], lambda t, c: _loo3(t, c)[: len(c) + 1], batch_size=4)
+
+
+def test_bounded_search_refuses_negative_scores_which_would_drop_the_true_best(monkeypatch):
+    """The issue-46 case: per-pair scores [5, -4, 0.1] against [0.5, 0.5, 0.5] sum to 1.1 and 1.5,
+    but after the first pair the bound would drop the first candidate (5 > 0.5 + tolerance)."""
+    table = {"a": [5.0, -4.0, 0.1], "b": [0.5, 0.5, 0.5]}
+
+    def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
+        return np.array([table[p.split()[0]][int(p.split()[-1])] for p in prompts])
+
+    monkeypatch.setattr(search, "completion_nll", fake)
+    full = search.candidate_scores(None, [0], ["a", "b"], _loo3, batch_size=4)
+    np.testing.assert_allclose(full, [[1.1, 1.5]])  # the full search ranks a first
+    with pytest.raises(TaskextrapError, match=r"negative score \(-4\).*non-negative NLLs"):
+        search.candidate_scores(None, [0], ["a", "b"], _loo3, batch_size=4, keep_within=0.5)
+
+
+def test_with_a_batch_dependent_scorer_the_bounded_scores_match_only_up_to_the_rounding(monkeypatch):
+    """Where the guarantee ends: a pair's score moves with its batch (here by 1e-6 per pair in the
+    call), so the bounded search's scores differ from the full one's by that much, not 0; the best
+    stays the best when the gap to the others is larger than the rounding."""
+
+    def fake(lm, prompts, completions, batch_size=32, progress=None, prefix_groups=None):
+        base = [1.0 if "good0" in p else 3.0 + (len(p) % 7) for p in prompts]
+        return np.array(base) + 1e-6 * len(prompts)
+
+    monkeypatch.setattr(search, "completion_nll", fake)
+    cands = ["good0", *(f"bad{i}" for i in range(20))]
+    full = search.candidate_scores(None, [0, 1], cands, _loo3, batch_size=4)
+    bounded = search.candidate_scores(None, [0, 1], cands, _loo3, batch_size=4, keep_within=0.5)
+    finite = np.isfinite(bounded)
+    assert not np.array_equal(bounded[finite], full[finite])  # other batches: other rounding
+    np.testing.assert_allclose(bounded[finite], full[finite], atol=1e-3)
+    np.testing.assert_array_equal(bounded.argmin(1), full.argmin(1))

@@ -81,9 +81,11 @@ class SequenceRTE(Fittable):
         max_tied: at most this many of them (best first); None: all.
         tasks_per_chunk: targets scored per saved chunk of the search (None: all at once).
         bounded: score exactly only the candidates that can be within ``tie_tol`` of the best
-            (``candidate_scores``'s branch and bound): the same best and tied candidates with the
-            same scores, the others ``inf``. False scores every candidate (what a
-            posterior over all candidates, or an arg-min over a subset of them, needs).
+            (``candidate_scores``'s branch and bound, which needs non-negative NLLs): the full
+            search's best and tied candidates with its scores up to batch rounding (a pair's NLL
+            moves by up to ~6e-05 nats with its batch, so a candidate that close to the tie
+            boundary can fall either way), the others ``inf``. False scores every candidate (what
+            a posterior over all candidates, or an arg-min over a subset of them, needs).
     """
 
     adapter: TaskAdapter

@@ -12,13 +12,20 @@ chunk's scores are saved as they finish, so an interrupted search resumes, and t
 be split over several processes (:class:`~taskextrap.sharding.Shard`).
 
 With ``keep_within`` the search is a branch and bound: a candidate's score is a sum of
-non-negative leave-one-out NLLs, so the examples scored so far bound it from below. Every
-candidate's first example is scored; a few candidates per task are then scored whole, which
-bounds the best score from above; each further example is scored only for the candidates whose
-lower bound is still within ``keep_within`` of the best complete score. A candidate left out can
-be neither the arg-min nor within ``keep_within`` of it: the arg-min, the tied set and their
-scores are those of the full search; a candidate left out scores ``inf`` (one scored whole
-anyway keeps its score).
+leave-one-out NLLs, each **non-negative** (a negative one is refused in one line: it would make a
+partial sum no lower bound), so the examples scored so far bound it from below. Every candidate's
+first example is scored; a few candidates per task are then scored whole, which bounds the best
+score from above; each further example is scored only for the candidates whose lower bound is
+still within ``keep_within`` of the best complete score. A candidate left out scores ``inf`` (one
+scored whole anyway keeps its score).
+
+What is kept, exactly: if every pair's NLL were the same whatever batch it is scored in, the
+arg-min, the tied set and their scores would be the full search's. A real model's NLL moves with
+its batch (padding, kernel choice: up to about 6e-05 nats per pair on CPU, docs/performance.md),
+and the bounded search scores pairs in other batches than the full one: its scores equal the
+full search's up to that rounding, and a candidate whose score lies within that rounding of the
+tie boundary (or of the best) can fall on either side. Pairs repeated across candidates are
+scored once, so exact ties stay exact (and in enumeration order).
 
 Different candidates often produce identical prompts (two parity parents with the same parity
 on the five support rows, say); every distinct (prompt, completion) pair of a chunk is scored
@@ -234,6 +241,11 @@ class _ChunkScorer:
         scores = total_nll(self.lm, lists, self.batch_size, progress=tick, prefix_keys=keys)
         if np.isnan(scores).any():  # checked before any bound reads it
             raise TaskextrapError("the scorer gave NaN for a leave-one-out pair: no score to rank candidates by")
+        if self.keep_within is not None and (scores < 0).any():  # a partial sum would bound nothing
+            raise TaskextrapError(
+                f"the scorer gave a negative score ({scores.min():.3g}) for a leave-one-out pair: the bounded "
+                "search needs non-negative NLLs (score every candidate: bounded=False / keep_within=None)"
+            )
         self.memo.update(zip((tuple(p[0]) for p in lists), scores, strict=True))
 
     def _bounded(self, pairs, shape: tuple[int, int]) -> np.ndarray:
