@@ -145,6 +145,7 @@ def test_config_records_the_run_and_results_name_the_family_spec(tmp_path, user_
         "unit_cpus": 1,
         "units_per_gpu": 1,
         "plots": False,
+        "interval_scales": None,
         "code_hash": source_hash(),
         "family_code_hash": family_hash,
         "taskextrap": __version__,
@@ -502,3 +503,15 @@ def test_from_in_real_processes_after_an_edit(tmp_path):
     assert line.startswith("warning: the saved run was made by other code (family code ")
     assert _mse(json.loads((tmp_path / "edited" / FOLDER / "results.json").read_text())) != _mse(before)
     assert json.loads((folder / "results.json").read_text()) == before
+
+
+def test_a_cached_rerun_reports_the_units_compute_time_beside_its_own(tmp_path, capsys):
+    from taskextrap.report.tables import console_table
+
+    first = run_experiment("parameter", _opts(tmp_path, family="exp"))
+    again = run_experiment("parameter", _opts(tmp_path, family="exp"))
+    computed = first["timing"]["unit_s"]
+    assert again["timing"]["unit_s"] == computed  # read back with the units
+    again["timing"]["wall_s"] = computed / 10  # a re-run reading every unit back is this much faster
+    assert f"(its units took {computed:.1f} s when computed)" in console_table(again)
+    assert "when computed" not in console_table(first)

@@ -261,3 +261,17 @@ def test_a_phase_without_training_steps_is_shown_once_past_the_delay(make_rte, q
     monkeypatch.setattr(RTE, "fit_embedding", slow)
     make_rte(verbose=True).fit(quad_library)
     assert "RTE: embedding library" in capsys.readouterr().err
+
+
+def test_a_phase_without_steps_shows_its_name_and_clock_not_a_step_count(monkeypatch, capsys):
+    monkeypatch.setattr(P, "DELAY_S", 0.0)
+    with P.FitProgress(True, 1000, name="RTE") as bar:
+        bar.phase("embedding library")
+        bar._draw_if_due()
+        before = capsys.readouterr().err
+        bar.phase("training Psi")
+        bar(0, 0.5)
+        bar._draw_if_due()
+        after = capsys.readouterr().err
+    assert "RTE: embedding library [" in before and "/1000" not in before
+    assert "RTE: training Psi" in after and "1/1000" in after and "loss=0.5" in after

@@ -16,6 +16,7 @@ import threading
 from typing import Any, Self
 
 DELAY_S = 2.0  # a fit shorter than this prints nothing (tqdm's ``delay``)
+STEPLESS_FORMAT = "{desc} [{elapsed}]"  # a phase without training steps: its name and the clock, no count
 REDRAW_S = 1.0  # how often a phase without training steps (the embedding) redraws the bar's clock
 
 
@@ -47,6 +48,7 @@ class FitProgress:
                 file=sys.stderr,
                 dynamic_ncols=True,
                 leave=False,
+                bar_format=STEPLESS_FORMAT,  # until the first training step (phase)
             )
             # tqdm draws a delayed bar only when a step ends: the embedding has none, so a thread
             # draws it (and ticks its clock) while a phase without steps runs past the delay; the
@@ -65,16 +67,21 @@ class FitProgress:
     def __call__(self, step: int, loss: float) -> None:
         """One training step: the bar moves on and shows ``loss``; the user's callback is called."""
         with self._lock:
+            self.bar.bar_format = None  # steps run: tqdm's own bar (count, rate, time left) from now on
             self.bar.set_postfix_str(f"loss={loss:.4g}", refresh=False)
             self.bar.update(1)
         if self.user is not None:
             self.user(step, loss)
 
     def phase(self, description: str) -> None:
-        """Name the phase that runs now (redrawn at once when the bar is already shown)."""
+        """Name the phase that runs now (redrawn at once when the bar is already shown). Until
+        the fit's first training step the bar shows the phase and its clock only: an embedding
+        phase is not "0/1000 steps" (the steps are the training's, later)."""
         if self.bar is not None:
             with self._lock:
                 self.bar.set_description_str(f"{self.name}: {description}", refresh=False)
+                if self.bar.n == 0:  # no training step yet: no "0/N" for steps that come later
+                    self.bar.bar_format = STEPLESS_FORMAT
             self._draw_if_due()
 
     def _draw_if_due(self) -> None:

@@ -100,9 +100,18 @@ def _compute(unit: Unit) -> UnitResult:
     """Run ``unit`` here; the figures it draws go into its plot folder, listed as its own
     (:func:`taskextrap.experiments.plotfiles.drawing`)."""
     if unit.plot_dir is None:
-        return unit.compute(None)
+        return timed_compute(unit, None)
     with plotfiles.drawing(unit.plot_dir, unit.draw_id) as folder:
-        return unit.compute(folder)
+        return timed_compute(unit, folder)
+
+
+def timed_compute(unit: Unit, plot_dir: Path | None) -> UnitResult:
+    """``unit.compute(plot_dir)`` with the seconds it took in its timing as ``unit_s``: saved with
+    the unit, so a run that reads it from the cache still reports what computing it cost."""
+    t = time.perf_counter()
+    result = unit.compute(plot_dir)
+    result.timing["unit_s"] = time.perf_counter() - t
+    return result
 
 
 @contextmanager
@@ -319,7 +328,7 @@ def compute_unit(spec: dict) -> dict:
     ):
         plots = Path(tmp) if spec["plots"] else None
         unit = find_unit(spec["experiment"], options, spec["unit"], plots)
-        record = unit_record(unit.config, unit.compute(plots))
+        record = unit_record(unit.config, timed_compute(unit, plots))
         record["plots"] = {} if plots is None else {f.name: f.read_bytes() for f in sorted(plots.iterdir())}
     return record
 

@@ -231,8 +231,13 @@ def _title(results: dict) -> str:
 def _run_line(results: dict) -> str | None:
     parts = []
     wall = results.get("timing", {}).get("wall_s")
+    computed = results.get("timing", {}).get("unit_s")  # the units' own compute time, cached or not
     if wall is not None:
-        parts.append(f"wall time {wall:.1f} s")
+        # units read back from the cache (or run side by side): their own compute time too
+        resumed = computed is not None and computed > 1.5 * wall
+        parts.append(
+            f"wall time {wall:.1f} s" + (f" (its units took {computed:.1f} s when computed)" if resumed else "")
+        )
     env = results.get("environment") or {}
     for key in ("taskextrap", "torch", "device", "git"):
         if env.get(key) is not None:
