@@ -264,3 +264,27 @@ def test_a_four_bit_base_is_refused(tmp_path):
     model = BaseModel(path=str(tmp_path), load_in_4bit=True)
     with pytest.raises(TaskextrapError, match="4-bit"):
         X.run_arm(model, X.PROFILES["tiny"], 0.0, M.em_tasks(TRAIN, 1, 0), 0, None)
+
+
+def test_an_em_unit_hands_its_e_steps_only_training_pairs_and_records_what_ran(monkeypatch):
+    """Fast (no model): run_unit's arms get the split's training pairs as candidates, the unit
+    records the list that ran, and the results record is derived from that list, so an E-step
+    over every pair (held-out ones included) shows as label_pairs "any"."""
+    given = []
+
+    def fake_arm(model, profile, share, train_tasks, seed, out, device, progress, candidates):
+        given.append(list(candidates))
+        return object(), [], 0
+
+    found = {"rte": np.zeros(2), "found": np.zeros(2), "answers": {"rte": []}, "completions": {"rte": []}, "chosen": []}
+    monkeypatch.setattr(X, "run_arm", fake_arm)
+    monkeypatch.setattr(E, "search", lambda *a, **k: found)
+    split = E.Split()
+    train, _ = split.pairs()
+    profile = X.PROFILES["tiny"]
+    unit = X.run_unit(None, profile, [], 0, None, split=split)
+    assert len(given) == len(X.ARMS) and all(set(c) <= set(map(tuple, train)) for c in given)
+    record = X.label_record(unit.extras["candidates"], train)
+    assert record == {"candidates": len(given[0]), "label_pairs": "train", "held_out_candidates": 0}
+    every = ["+".join(p) for p in M.em_candidates()]  # what an E-step over every pair would have run
+    assert X.label_record(every, train)["label_pairs"] == "any"

@@ -212,6 +212,7 @@ def run_unit(
         "completions": {},
         "chosen": {},
         "train_tasks": ["+".join(t.pair) for t in train_tasks],
+        "candidates": ["+".join(p) for p in candidates],  # what the E-steps ran over: the record reads it
     }
     for arm, share in ARMS.items():
         t = time.perf_counter()
@@ -288,6 +289,15 @@ def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
     return rows
 
 
+def label_record(ran: list[str], train_pairs) -> dict:
+    """What the E-steps' candidates were, from the list that ran (a unit's ``extras``): their
+    count, and ``label_pairs`` "train" when every one is a training pair of the split, else
+    "any" with the held-out pairs among them counted."""
+    train = {"+".join(p) for p in train_pairs}
+    held = [c for c in ran if c not in train]
+    return {"candidates": len(ran), "label_pairs": "any" if held else "train", "held_out_candidates": len(held)}
+
+
 @register(
     "codeio-em",
     "App. B.2: CodeIO relational fine-tuning without meta-labels (EM with primitive warm-up, "
@@ -300,7 +310,6 @@ def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
 def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The codeio units of the same settings, one EM unit per seed, and their rows; every final
     prompt of every method goes to ``options.run_dir/prompts.jsonl``."""
-    from taskextrap.llm.codeio_em import em_candidates
     from taskextrap.llm.pretrain import BaseModel
 
     model = BaseModel.from_extra(options.extra)
@@ -348,8 +357,7 @@ def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
                 "tasks": profile.em_tasks,
                 "rounds": profile.em_rounds,
                 "loo": profile.em_loo,
-                "candidates": len(em_candidates(split.pairs()[0])),
-                "label_pairs": "train",
+                **label_record(results[em_units[0].name].extras["candidates"], split.pairs()[0]),
                 "start_steps": start,
                 "m_steps": m,
                 "steps_every_arm": profile.sft_steps,
