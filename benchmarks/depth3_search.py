@@ -1,6 +1,6 @@
 """The depth-3 decomposition search: time per target of verifying every one of the k^3 chains
-(k = 60: 216,000 chains) in one batched evaluation (``search.chains.verify_chains``) against the
-plain Python-loop reference of the same search (``search.chains.chain_losses_loop``: ``np.interp``
+(k = 60: 216,000 chains) in one batched evaluation (``search.chain_search.verify_chains``) against the
+plain Python-loop reference of the same search (``search.chain_search.chain_losses_loop``: ``np.interp``
 chain by chain, the authors' way). Writes benchmarks/results/depth3-search.json.
 
     python benchmarks/depth3_search.py                 # about a minute on 2 cores
@@ -29,7 +29,7 @@ import torch
 from taskextrap.experiments import composition_depth3 as D3
 from taskextrap.files import write_json_atomic
 from taskextrap.report.schema import environment_info
-from taskextrap.search import chains as S
+from taskextrap.search import chain_search as S
 from taskextrap.seeding import rng
 from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, dev_recipe_split, with_identity
 from taskextrap.tasks.observe import get_protocol

@@ -279,7 +279,7 @@ def render_depth3_search(data: dict) -> str:
     ]
     for threads, r in b.items():
         lines.append(
-            f"| batched (`search.chains.verify_chains`) | {threads} | {r['n_targets']} | "
+            f"| batched (`search.chain_search.verify_chains`) | {threads} | {r['n_targets']} | "
             f"{r['ms_per_target']:.1f} | {fmt(r['found_true_chain'])} |"
         )
     lines.append(

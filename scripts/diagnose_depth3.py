@@ -50,7 +50,7 @@ from taskextrap.experiments import composition_depth3 as D3
 from taskextrap.files import write_json_atomic
 from taskextrap.operators.mlp import mlp
 from taskextrap.report.schema import environment_info
-from taskextrap.search import chains as S
+from taskextrap.search import chain_search as S
 from taskextrap.search.decomposer import DECOMPOSER_HIDDEN
 from taskextrap.seeding import rng
 from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, dev_recipe_split

@@ -104,7 +104,7 @@ def test_length_regime_creates_every_tensor_on_the_asked_device(embedding):
 
 def test_depth3_composition_and_its_search_create_every_tensor_on_the_asked_device():
     from taskextrap.experiments.composition_depth3 import make_library, make_targets
-    from taskextrap.estimators.chain import Composition3RTE
+    from taskextrap.estimators.composition_depth3 import Composition3RTE
     from taskextrap.tasks.observe import get_protocol
 
     primitives = make_library(4)

@@ -60,3 +60,15 @@ def test_no_import_points_upward():
             f"{path.relative_to(ROOT)} imports {name}" for name in _imported_parts(path) if LEVEL[name] > LEVEL[part]
         ]
     assert not upward, "\n".join(upward)
+
+
+def test_no_module_is_imported_under_a_one_letter_name():
+    """``import ... as X`` hides what a name holds: the package imports modules under their names."""
+    import re
+
+    bad = [
+        f"{path.relative_to(ROOT)}: {m.group(0)}"
+        for path in sorted(ROOT.rglob("*.py"))
+        for m in re.finditer(r"import [a-z_0-9]+ as [A-Za-z]\b", path.read_text())
+    ]
+    assert not bad, bad

@@ -13,7 +13,7 @@ from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.parameter import INTERVAL_METHODS, METHODS, run_unit
 from taskextrap.experiments.parameter import PARAMETER_PROFILES
-from taskextrap.operators.param import sort_context
+from taskextrap.operators.parameter import sort_context
 from taskextrap.operators.train import TrainConfig
 from taskextrap.estimators import parameter as rte_module
 from taskextrap.estimators.parameter import RTE

@@ -13,7 +13,7 @@ from taskextrap.embed import estimators as E
 from taskextrap.embed.probe import init_probe
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.mlp import block_mlp, predict_rows
-from taskextrap.operators.param import _rows
+from taskextrap.operators.parameter import _rows
 from taskextrap.operators.rows import RowBlocks
 from taskextrap.seeding import torch_generator
 

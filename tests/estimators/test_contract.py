@@ -15,7 +15,7 @@ from taskextrap.errors import TaskextrapError
 from sklearn.base import clone
 
 from taskextrap.estimators.base import Decomposition, Estimator, Fittable, fitted_attributes
-from taskextrap.estimators.chain import Composition3RTE
+from taskextrap.estimators.composition_depth3 import Composition3RTE
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.estimators.composition_em import EMCompositionRTE
 from taskextrap.estimators.length import LengthRTE

@@ -11,7 +11,7 @@ from conftest import TINY_TRAIN
 from taskextrap.baselines.oracles import ChainedTransductiveOracle, TransductiveOracle
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators import progress as P
-from taskextrap.estimators.chain import Composition3RTE
+from taskextrap.estimators.composition_depth3 import Composition3RTE
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.estimators.composition_em import EMCompositionRTE
 from taskextrap.estimators.length import LengthRTE

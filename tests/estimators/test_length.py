@@ -6,7 +6,7 @@ import pytest
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.train import TrainConfig
-from taskextrap.operators.param import sort_context
+from taskextrap.operators.parameter import sort_context
 from taskextrap.search.index import nearest
 from taskextrap.estimators.length import LengthRTE
 from taskextrap.seeding import rng

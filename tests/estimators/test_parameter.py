@@ -110,7 +110,7 @@ def test_psi_predicts_the_target_minus_anchor_residual(fitted_rte, quad_targets,
     dy(target - anchor) and its prediction is anchor + dy_inv(network output)."""
     import torch
 
-    from taskextrap.operators.param import RelationalOperator
+    from taskextrap.operators.parameter import RelationalOperator
 
     rte = fitted_rte
     # training: the regression target of every row is the scaled target - anchor residual

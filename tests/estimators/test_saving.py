@@ -10,7 +10,7 @@ import pytest
 
 from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
-from taskextrap.estimators.chain import Composition3RTE
+from taskextrap.estimators.composition_depth3 import Composition3RTE
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.estimators.composition_em import EMCompositionRTE
 from taskextrap.estimators.length import LengthRTE
@@ -268,7 +268,7 @@ def test_a_saved_composition_rte_loads_its_primitives_and_the_same_numbers(tmp_p
 
 
 def test_a_saved_composition3_rte_keeps_the_primitives_as_given_and_the_same_numbers(tmp_path):
-    from taskextrap.estimators.chain import Composition3RTE
+    from taskextrap.estimators.composition_depth3 import Composition3RTE
     from taskextrap.tasks.chains import DEPTH3_FAMILIES, DEPTH3_GRID, PAPER_RECIPE_SPLIT, ChainSet
     from taskextrap.tasks.primitives import PrimitiveSet
 

@@ -9,7 +9,7 @@ import torch
 from taskextrap.operators.chain import ChainOperator
 from taskextrap.operators.composition import CompositionOperator
 from taskextrap.operators.extension import ExtensionOperator
-from taskextrap.operators.param import RelationalOperator, loo_masks
+from taskextrap.operators.parameter import RelationalOperator, loo_masks
 from taskextrap.operators.train import TrainConfig, train_regressor
 from taskextrap.scaling import FamilyScaler
 from taskextrap.tasks.primitives import PrimitiveSet

@@ -21,7 +21,7 @@ def _make_rows(sizes, calls):
 
 
 def _loop_batches(make_rows, g, batch, steps):
-    """The loop before streams (operators/param.py at 5bc8dc0), as the reference."""
+    """The loop before streams (operators/parameter.py at 5bc8dc0), as the reference."""
     state = {"x": None, "pos": 0}
     out = []
     for _ in range(steps):

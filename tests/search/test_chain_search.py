@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.search import chains as S
+from taskextrap.search import chain_search as S
 from taskextrap.seeding import rng
 from taskextrap.tasks.chains import DEPTH3_FAMILIES, DEPTH3_GRID, PAPER_RECIPE_SPLIT, ChainSet, with_identity
 from taskextrap.tasks.primitives import PrimitiveSet

@@ -13,7 +13,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import PendingFit, check_is_fitted
 from taskextrap.estimators.parameter import RTE
 from taskextrap.operators.train import train_jobs
-from taskextrap.operators.param import InductiveRegressor, sort_context
+from taskextrap.operators.parameter import InductiveRegressor, sort_context
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.validation import as_rows, check_finite_result, check_instance, describe
 

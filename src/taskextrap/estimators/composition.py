@@ -26,7 +26,7 @@ from taskextrap.lanes import map_lanes
 from taskextrap.estimators.base import Decomposition, check_decomposition
 from taskextrap.estimators.decomposing import DecomposingRTE
 from taskextrap.operators.composition import CompositionOperator
-from taskextrap.operators.param import sort_context
+from taskextrap.operators.parameter import sort_context
 from taskextrap.scaling import FamilyScaler
 from taskextrap.search.index import nearest
 from taskextrap.seeding import derive_seed, rng

@@ -36,7 +36,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import check_progress
 from taskextrap.estimators.composition import REFINE_CHUNK, CompositionRTE
 from taskextrap.estimators.progress import FitProgress
-from taskextrap.operators.param import sort_context
+from taskextrap.operators.parameter import sort_context
 from taskextrap.search.decomposer import Decomposer
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.validation import check_int, check_real

@@ -35,7 +35,7 @@ from taskextrap.estimators.base import (
     check_progress,
 )
 from taskextrap.estimators.progress import FitProgress
-from taskextrap.operators.param import RelationalOperator, sort_context
+from taskextrap.operators.parameter import RelationalOperator, sort_context
 from taskextrap.operators.train import TrainConfig, train_jobs
 from taskextrap.scaling import FamilyScaler
 from taskextrap.search.index import nearest

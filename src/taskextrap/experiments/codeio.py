@@ -178,13 +178,15 @@ def sft_config(profile: CodeIOProfile, seed: int, model: BaseModel):
 def samplers(train_pairs, score_shots: bool = False, anchored: bool = False) -> dict:
     """The three training corpora, each ``sample(g, n)`` over the training pairs only;
     ``score_shots``: their items also score the shot answers their prompts determine;
-    ``anchored``: the extender's prompts show the anchor's outputs (``C.reference_prompt``)."""
-    from taskextrap.llm import codeio as C
+    ``anchored``: the extender's prompts show the anchor's outputs (``codeio_llm.reference_prompt``)."""
+    from taskextrap.llm import codeio as codeio_llm
 
     return {
-        "few-shot": partial(C.fewshot_pairs, train_pairs=train_pairs, score_shots=score_shots),
-        "cot": partial(C.cot_pairs, train_pairs=train_pairs, score_shots=score_shots),
-        "extender": partial(C.reference_pairs, train_pairs=train_pairs, score_shots=score_shots, anchored=anchored),
+        "few-shot": partial(codeio_llm.fewshot_pairs, train_pairs=train_pairs, score_shots=score_shots),
+        "cot": partial(codeio_llm.cot_pairs, train_pairs=train_pairs, score_shots=score_shots),
+        "extender": partial(
+            codeio_llm.reference_pairs, train_pairs=train_pairs, score_shots=score_shots, anchored=anchored
+        ),
     }
 
 
@@ -222,16 +224,20 @@ def extender_outputs(lm, prompts: list[str], profile: CodeIOProfile) -> tuple[li
 def query_prompt(method: str, task, profile: CodeIOProfile, candidate=None) -> str:
     """The prompt a method answers ``task``'s query from: the plain few-shot / CoT prompt, or the
     reference prompt of the true pair (``oracle``) or of ``candidate`` (``rte``, ``rte-tie-vote``)."""
-    from taskextrap.llm import codeio as C
+    from taskextrap.llm import codeio as codeio_llm
 
     q = task.query[0]
     if method in ("few-shot", "cot-majority"):
-        return C.fewshot_prompt(task.support, q) if method == "few-shot" else C.cot_prompt(task.support, q)
+        return (
+            codeio_llm.fewshot_prompt(task.support, q)
+            if method == "few-shot"
+            else codeio_llm.cot_prompt(task.support, q)
+        )
     if method == "oracle":
         candidate = task.pair
     elif method not in ("rte", "rte-tie-vote") or candidate is None:
         raise TaskextrapError(f"no prompt for codeio method {method!r} (candidate {candidate!r})")
-    return C.CodeIOAdapter.of(profile).query_prompts(task, candidate)[0]  # the prompt the search answers from
+    return codeio_llm.CodeIOAdapter.of(profile).query_prompts(task, candidate)[0]  # the prompt the search answers from
 
 
 def _hits(predicted: list[str], tasks) -> np.ndarray:
@@ -315,7 +321,7 @@ def search(
     the candidates that cannot be within the tie tolerance of the best).
     """
     from taskextrap.search.likelihood import tied
-    from taskextrap.tasks import strings as S
+    from taskextrap.tasks import strings as string_tasks
 
     rte = search_estimator(extender, profile, bounded)
     d = rte.decompose(tasks, cache_dir, shard, "codeio search" if progress else None)
@@ -327,7 +333,10 @@ def search(
         "rte": _hits(rte_said, tasks),
         "rte-tie-vote": _hits(voted, tasks),
         "found": np.array(
-            [float(S.behaviour(cands[b]) == S.behaviour(t.pair)) for b, t in zip(best, tasks, strict=True)]
+            [
+                float(string_tasks.behaviour(cands[b]) == string_tasks.behaviour(t.pair))
+                for b, t in zip(best, tasks, strict=True)
+            ]
         ),
         "n_tied": np.array([len(tied(s)) for s in d.extras["scores"]], dtype=float),
         "chosen": [candidate_name(cands[b]) for b in best],
@@ -340,9 +349,9 @@ def search(
 
 def candidate_name(candidate) -> str:
     """A candidate as text: "a+b" for a pair, "a" for a single (:func:`candidate_of` reverses it)."""
-    from taskextrap.tasks import strings as S
+    from taskextrap.tasks import strings as string_tasks
 
-    return "+".join(S.functions_of(candidate))
+    return "+".join(string_tasks.functions_of(candidate))
 
 
 def candidate_of(name: str):
@@ -355,9 +364,9 @@ def exact_search(tasks) -> dict:
     """The 992 candidates executed in Python on each task's support (``baselines.exact``): per
     task, ``exact-search`` and ``exact-search-tie-vote`` accuracies, and ``answers`` of both."""
     from taskextrap.baselines.exact import exact_search as search_exactly
-    from taskextrap.tasks import strings as S
+    from taskextrap.tasks import strings as string_tasks
 
-    best, voted = search_exactly(tasks, S.candidates(), S.apply)
+    best, voted = search_exactly(tasks, string_tasks.candidates(), string_tasks.apply)
     return {
         "exact-search": _hits(best, tasks),
         "exact-search-tie-vote": _hits(voted, tasks),
@@ -408,11 +417,15 @@ class Split:
 
     def pairs(self) -> tuple[list, list]:
         """(pairs the three runs train on, pairs the tasks are drawn from)."""
-        from taskextrap.tasks import strings as S
+        from taskextrap.tasks import strings as string_tasks
 
         if self.name not in ("test", "dev"):
             raise TaskextrapError(f"unknown codeio split {self.name!r}; choose test or dev")
-        return S.split_pairs(self.split_seed) if self.name == "test" else S.dev_split(self.split_seed)
+        return (
+            string_tasks.split_pairs(self.split_seed)
+            if self.name == "test"
+            else string_tasks.dev_split(self.split_seed)
+        )
 
 
 def held_out_tasks(n_tasks: int | None, split: Split = Split()) -> tuple[list, np.ndarray, dict]:
@@ -420,11 +433,11 @@ def held_out_tasks(n_tasks: int | None, split: Split = Split()) -> tuple[list, n
 
     Novel pairs behave unlike every pair the runs train on and every single. Dev tasks come
     from a stream of their own ("dev"), test tasks from "test" (the earlier runs' draws)."""
-    from taskextrap.tasks import strings as S
+    from taskextrap.tasks import strings as string_tasks
 
     train, held = split.pairs()
-    novel = set(S.novel_test_pairs(train, held))
-    tasks = subsample(S.make_test_tasks(held, split.test_seed, stream=split.name), novel, n_tasks)
+    novel = set(string_tasks.novel_test_pairs(train, held))
+    tasks = subsample(string_tasks.make_test_tasks(held, split.test_seed, stream=split.name), novel, n_tasks)
     sizes = {"n_test_pairs": len(held), "n_novel_pairs": len(novel), "n_train_pairs": len(train)}
     return tasks, np.array([t.pair in novel for t in tasks]), sizes
 
@@ -498,7 +511,7 @@ def run_worker(
 ) -> None:
     """A non-lead process of a ``shard``: wait for the lead's extender (its final checkpoint),
     load it, score this process's chunks of the search and save them where the lead reads them."""
-    from taskextrap.tasks import strings as S
+    from taskextrap.tasks import strings as string_tasks
     from taskextrap.llm.sft import finished_checkpoint
 
     if ckpt_dir is None:
@@ -507,7 +520,7 @@ def run_worker(
     cfg = sft_config(profile, seed, model)
     wait_for(lambda: finished_checkpoint(out, cfg), f"the lead's extender in {out}")
     lm = fine_tune(model, corpora(profile, model, split.pairs()[0])["extender"], profile, seed, out, device)
-    candidate_scores(lm, tasks, S.candidates(), profile, Path(ckpt_dir) / "search", progress, shard)
+    candidate_scores(lm, tasks, string_tasks.candidates(), profile, Path(ckpt_dir) / "search", progress, shard)
 
 
 def base_model_row(
@@ -515,11 +528,11 @@ def base_model_row(
 ) -> np.ndarray:
     """Greedy exact match of the base model (never fine-tuned) on each single primitive, (31,),
     on strings of the stream ``BASE_STREAM`` under ``test_seed``."""
-    from taskextrap.llm import codeio as C
-    from taskextrap.tasks import strings as S
+    from taskextrap.llm import codeio as codeio_llm
+    from taskextrap.tasks import strings as string_tasks
     from taskextrap.llm.pretrain import load_base
 
-    acc = C.primitive_accuracy(
+    acc = codeio_llm.primitive_accuracy(
         load_base("codeio", model, device),
         n_per=profile.base_queries,
         seed=test_seed,
@@ -527,7 +540,7 @@ def base_model_row(
         batch_size=profile.score_batch,
         max_new_tokens=profile.answer_tokens,
     )
-    return np.array([acc[name] for name in S.NAMES])
+    return np.array([acc[name] for name in string_tasks.NAMES])
 
 
 def predict(method: str, lm, tasks, profile: CodeIOProfile, seed: int) -> list[str]:
@@ -572,7 +585,7 @@ def prompt_records(tasks, profile: CodeIOProfile, seed: int, extras: dict) -> li
     answer_in_prompt (``llm.codeio.answer_in_prompt``). rte also gives its candidate and
     completion; rte-tie-vote gives ``prompts`` and ``candidates``, one per voting candidate (its
     ``prompt`` is the best-scored one's), and answer_in_prompt is true when any of them shows it."""
-    from taskextrap.llm import codeio as C
+    from taskextrap.llm import codeio as codeio_llm
 
     out = []
     for i, t in enumerate(tasks):
@@ -587,7 +600,7 @@ def prompt_records(tasks, profile: CodeIOProfile, seed: int, extras: dict) -> li
                 "prompt": prompts[0],
                 "answer": answer,
                 "predicted": extras["answers"][method][i],
-                "answer_in_prompt": any(C.answer_in_prompt(p, answer, q) for p in prompts),
+                "answer_in_prompt": any(codeio_llm.answer_in_prompt(p, answer, q) for p in prompts),
             }
             if method in extras.get("completions", {}):
                 rec["completion"] = extras["completions"][method][i]
@@ -732,7 +745,7 @@ def codeio_units(
 def codeio_base(options: RunOptions, model: BaseModel, profile: CodeIOProfile, split: Split, tasks) -> dict:
     """Everything that changes a codeio unit's numbers (its fingerprint, and that of its checkpoint
     folder, :func:`ckpt_root`): a unit or checkpoint of other settings is never reused."""
-    from taskextrap.llm import codeio as C
+    from taskextrap.llm import codeio as codeio_llm
 
     return {
         "experiment": "codeio",
@@ -741,7 +754,7 @@ def codeio_base(options: RunOptions, model: BaseModel, profile: CodeIOProfile, s
         "split": split.name,
         "test_seed": split.test_seed,
         "split_seed": split.split_seed,
-        "prompt_format": C.PROMPT_FORMAT,
+        "prompt_format": codeio_llm.PROMPT_FORMAT,
         "tasks": ["+".join(t.pair) for t in tasks],
         "threads": options.unit_cpus,
     }  # as units.bind adds it: shards and checkpoints find the unit's key
@@ -752,7 +765,7 @@ def run_config(
 ) -> dict:
     """The results' config of a codeio run: its settings, split sizes and how it trained and searched."""
     from taskextrap.search.likelihood import DEFAULT_TIE_TOL
-    from taskextrap.tasks import strings as S
+    from taskextrap.tasks import strings as string_tasks
 
     return {
         **base,
@@ -760,7 +773,7 @@ def run_config(
         "novel": novel.tolist(),
         "subsample": _subsample_note(len(tasks), sizes, split),
         "n_candidates": _n_candidates(),
-        "block_rows": S.BLOCK_ROWS,
+        "block_rows": string_tasks.BLOCK_ROWS,
         "fine_tuning": "lora" if sft_config(profile, 0, model).lora else f"full (lr {profile.full_lr})",
         "loss": "shot answers and completion" if profile.score_shots else "completion",
         "tie_tol_nats": DEFAULT_TIE_TOL,
@@ -781,6 +794,6 @@ def _subsample_note(n: int, sizes: dict, split: Split = Split()) -> str:
 
 
 def _n_candidates() -> int:
-    from taskextrap.tasks import strings as S
+    from taskextrap.tasks import strings as string_tasks
 
-    return len(S.candidates())
+    return len(string_tasks.candidates())

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments import codeio as E
+from taskextrap.experiments import codeio as codeio_exp
 from taskextrap.experiments.profiles import CodeIOProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units
@@ -76,7 +76,7 @@ class CodeIOEMProfile(CodeIOProfile):
 
 
 def _em(name: str, **em) -> CodeIOEMProfile:
-    return CodeIOEMProfile(**{**dataclasses.asdict(E.CODEIO_PROFILES[name]), **em})
+    return CodeIOEMProfile(**{**dataclasses.asdict(codeio_exp.CODEIO_PROFILES[name]), **em})
 
 
 PROFILES = {
@@ -118,7 +118,7 @@ def _tune(
     model, with the phase's own seed and a warm-up of at most a fifth of its steps; LoRA merged."""
     from taskextrap.llm.finetune import fine_tune
 
-    cfg = E.sft_config(profile, seed, model)
+    cfg = codeio_exp.sft_config(profile, seed, model)
     cfg = dataclasses.replace(
         cfg, steps=steps, seed=derive_seed(seed, "codeio-em", phase), warmup_steps=min(cfg.warmup_steps, steps // 5)
     )
@@ -143,8 +143,8 @@ def run_arm(
     non-trivial pair, ``llm.codeio_em.em_candidates``). ``out_dir`` keeps every phase's checkpoints and
     every E-step's scores, so a rerun resumes."""
     from taskextrap.estimators.sequence_em import e_step
-    from taskextrap.llm import codeio as C
-    from taskextrap.llm import codeio_em as M
+    from taskextrap.llm import codeio as codeio_llm
+    from taskextrap.llm import codeio_em as codeio_em_llm
     from taskextrap.llm.pretrain import load_base
 
     if candidates is not None and not candidates:
@@ -153,13 +153,13 @@ def run_arm(
         raise TaskextrapError("codeio-em chains fine-tuning runs, which a 4-bit base cannot merge; drop --load-in-4bit")
     sub = (lambda name: None) if out_dir is None else (lambda name: Path(out_dir) / name)
     start, m = phase_steps(profile.sft_steps, profile.em_rounds)
-    known = M.known_mask(len(train_tasks), share, seed)
+    known = codeio_em_llm.known_mask(len(train_tasks), share, seed)
     labels = [t.pair if k else None for t, k in zip(train_tasks, known, strict=True)]
     p_single = P_SINGLE if share == 0 else 0.0
     if share == 0:
-        first = M.single_sampler(profile.score_shots, profile.anchored)
+        first = codeio_em_llm.single_sampler(profile.score_shots, profile.anchored)
     else:
-        first = M.pseudo_sampler(
+        first = codeio_em_llm.pseudo_sampler(
             [t for t, k in zip(train_tasks, known, strict=True) if k],
             [t.pair for t, k in zip(train_tasks, known, strict=True) if k],
             0.0,
@@ -174,8 +174,8 @@ def run_arm(
             guessed, _ = e_step(
                 lm,
                 [train_tasks[i] for i in unknown],
-                C.CodeIOAdapter.of(profile),
-                M.em_candidates() if candidates is None else candidates,
+                codeio_llm.CodeIOAdapter.of(profile),
+                codeio_em_llm.em_candidates() if candidates is None else candidates,
                 profile.em_loo,
                 profile.score_batch,
                 sub(f"e{r}"),
@@ -183,8 +183,8 @@ def run_arm(
             )
             for i, lab in zip(unknown, guessed, strict=True):
                 labels[i] = lab
-            history.append(M.label_quality(train_tasks, labels, ~known))
-        corpus = M.pseudo_sampler(train_tasks, labels, p_single, profile.score_shots, profile.anchored)
+            history.append(codeio_em_llm.label_quality(train_tasks, labels, ~known))
+        corpus = codeio_em_llm.pseudo_sampler(train_tasks, labels, p_single, profile.score_shots, profile.anchored)
         lm = _tune(lm, corpus, profile, model, seed, m, f"m{r}", sub(f"m{r}"), progress)
         steps += m
     return lm, history, steps
@@ -198,14 +198,14 @@ def run_unit(
     ckpt_dir: Path | None,
     device: str = "cpu",
     progress: bool = False,
-    split: E.Split = E.Split(),
+    split: codeio_exp.Split = codeio_exp.Split(),
 ) -> UnitResult:
     """Both EM arms of one seed on ``split``'s training pairs, each answering ``tasks`` by the search."""
-    from taskextrap.llm import codeio_em as M
+    from taskextrap.llm import codeio_em as codeio_em_llm
 
     train_pairs = split.pairs()[0]
-    train_tasks = M.em_tasks(train_pairs, profile.em_tasks, seed)
-    candidates = M.em_candidates(train_pairs)  # pseudo-labels among the pairs a supervised run sees
+    train_tasks = codeio_em_llm.em_tasks(train_pairs, profile.em_tasks, seed)
+    candidates = codeio_em_llm.em_candidates(train_pairs)  # pseudo-labels among the pairs a supervised run sees
     values, timing = {}, {}
     extras: dict[str, Any] = {
         "answers": {},
@@ -220,7 +220,7 @@ def run_unit(
         lm, history, steps = run_arm(model, profile, share, train_tasks, seed, out, device, progress, candidates)
         timing[f"{arm}_train_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        found = E.search(lm, tasks, profile, None if out is None else out / "search", progress)
+        found = codeio_exp.search(lm, tasks, profile, None if out is None else out / "search", progress)
         timing[f"{arm}_search_s"] = time.perf_counter() - t
         values[arm], values[f"found|{arm}"] = found["rte"], found["found"]
         for r, quality in enumerate(history, 1):
@@ -240,13 +240,13 @@ def run_unit(
 def prompt_records(tasks, profile: CodeIOEMProfile, seed: int, extras: dict) -> list[dict]:
     """Every EM arm's final prompt of one seed (as ``codeio.prompt_records``): task, method, seed,
     prompt, answer, predicted, answer_in_prompt, candidate and completion."""
-    from taskextrap.llm import codeio as C
+    from taskextrap.llm import codeio as codeio_llm
 
     out = []
     for arm in ARMS:
         for i, t in enumerate(tasks):
             cand = extras["chosen"][arm][i]
-            prompt = E.query_prompt("rte", t, profile, E.candidate_of(cand))
+            prompt = codeio_exp.query_prompt("rte", t, profile, codeio_exp.candidate_of(cand))
             out.append(
                 {
                     "task": "+".join(t.pair),
@@ -257,7 +257,7 @@ def prompt_records(tasks, profile: CodeIOEMProfile, seed: int, extras: dict) -> 
                     "predicted": extras["answers"][arm][i],
                     "candidate": cand,
                     "completion": extras["completions"][arm][i],
-                    "answer_in_prompt": C.answer_in_prompt(prompt, t.query[1], t.query[0]),
+                    "answer_in_prompt": codeio_llm.answer_in_prompt(prompt, t.query[1], t.query[0]),
                 }
             )
     return out
@@ -270,7 +270,7 @@ def build_rows(values: dict, novel: np.ndarray) -> list[dict]:
     """Accuracy of the codeio methods and the EM arms on both groups, decomposition-found of every
     RTE arm, answer-in-prompt of the EM arms and the pseudo-label fractions after each E-step."""
     rows: list[dict] = []
-    for group, keep in zip(E.GROUPS, (None, novel), strict=True):
+    for group, keep in zip(codeio_exp.GROUPS, (None, novel), strict=True):
         if keep is not None and not keep.any():
             continue
         suffix = "" if keep is None else "-novel"
@@ -313,11 +313,13 @@ def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
     from taskextrap.llm.pretrain import BaseModel
 
     model = BaseModel.from_extra(options.extra)
-    profile = E.for_model(get_profile(PROFILES, options.profile).with_seeds(options.seeds, options.seed), model)
+    profile = codeio_exp.for_model(
+        get_profile(PROFILES, options.profile).with_seeds(options.seeds, options.seed), model
+    )
     codeio_profile = profile.codeio()
-    split = E.Split.of(options)
-    tasks, novel, sizes = E.held_out_tasks(profile.n_tasks, split)
-    codeio_base, codeio_units = E.codeio_units(options, cache_dir, model, codeio_profile, split, tasks)
+    split = codeio_exp.Split.of(options)
+    tasks, novel, sizes = codeio_exp.held_out_tasks(profile.n_tasks, split)
+    codeio_base, codeio_units = codeio_exp.codeio_units(options, cache_dir, model, codeio_profile, split, tasks)
     base = {
         **codeio_base,
         "experiment": "codeio-em",
@@ -335,7 +337,7 @@ def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
             profile,
             tasks,
             s,
-            E.ckpt_root(cache_dir, base, s, "codeio-em"),
+            codeio_exp.ckpt_root(cache_dir, base, s, "codeio-em"),
             options.device,
             options.progress,
             split,
@@ -346,13 +348,13 @@ def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
         values, timing = gather(results, codeio_units + em_units)
         records = []
         for s, cu, eu in zip(profile.seeds, codeio_units, em_units, strict=True):
-            records += E.prompt_records(tasks, codeio_profile, s, results[cu.name].extras)
+            records += codeio_exp.prompt_records(tasks, codeio_profile, s, results[cu.name].extras)
             records += prompt_records(tasks, profile, s, results[eu.name].extras)
-        E.write_prompts(options.run_dir, records)
-        values.update(E.answer_in_prompt_values(records, profile.seeds, ARMS))
+        codeio_exp.write_prompts(options.run_dir, records)
+        values.update(codeio_exp.answer_in_prompt_values(records, profile.seeds, ARMS))
         start, m = phase_steps(profile.sft_steps, profile.em_rounds)
         config = {
-            **E.run_config(base, sizes, novel, tasks, split, codeio_profile, model),
+            **codeio_exp.run_config(base, sizes, novel, tasks, split, codeio_profile, model),
             "em": {
                 "tasks": profile.em_tasks,
                 "rounds": profile.em_rounds,

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
-from taskextrap.estimators.chain import Composition3RTE
+from taskextrap.estimators.composition_depth3 import Composition3RTE
 from taskextrap.experiments.discrete import (
     LIBRARY_SEED,
     Settings,

@@ -146,19 +146,19 @@ def gamma_unit(
     restricted search chooses the arg-min of the same leave-one-out scores over its candidates;
     the Fisher Gamma's search is also run on its own, for its time.
     """
-    from taskextrap.experiments import codeio as E
-    from taskextrap.llm import geometry as G
+    from taskextrap.experiments import codeio as codeio_exp
+    from taskextrap.llm import geometry as geometry
     from taskextrap.llm.codeio import CodeIOAdapter
     from taskextrap.llm.pretrain import load_base
     from taskextrap.search.likelihood import candidate_scores
-    from taskextrap.tasks import strings as S
+    from taskextrap.tasks import strings as string_tasks
 
     sub = (lambda name: None) if ckpt is None else (lambda name: Path(ckpt) / name)
     timing, values = {}, {}
     t = time.perf_counter()
-    lm = E.fine_tune(
+    lm = codeio_exp.fine_tune(
         model,
-        E.corpora(codeio_profile, model, split.pairs()[0])["extender"],
+        codeio_exp.corpora(codeio_profile, model, split.pairs()[0])["extender"],
         codeio_profile,
         seed,
         sub("extender"),
@@ -167,17 +167,19 @@ def gamma_unit(
     )
     timing["sft_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    full = E.search(lm, tasks, codeio_profile, sub("search"), progress, bounded=False)  # arg-mins over subsets
+    full = codeio_exp.search(lm, tasks, codeio_profile, sub("search"), progress, bounded=False)  # arg-mins over subsets
     timing["exhaustive_search_s"] = time.perf_counter() - t
-    cands, scores = S.candidates(), full["scores"]
+    cands, scores = string_tasks.candidates(), full["scores"]
 
     def load():
         return load_base("codeio", model, device)
 
     t = time.perf_counter()
-    names = list(S.NAMES)
-    lib = np.stack([G.embed_like_context(load, n, 3, profile.fit, derive_seed(seed, "gamma", n)) for n in names])
-    null = G.embed_like_context(load, G.SCRAMBLE, 3, profile.fit, derive_seed(seed, "gamma", G.SCRAMBLE))
+    names = list(string_tasks.NAMES)
+    lib = np.stack([geometry.embed_like_context(load, n, 3, profile.fit, derive_seed(seed, "gamma", n)) for n in names])
+    null = geometry.embed_like_context(
+        load, geometry.SCRAMBLE, 3, profile.fit, derive_seed(seed, "gamma", geometry.SCRAMBLE)
+    )
     timing["gamma_library_s"] = time.perf_counter() - t
     adapter = CodeIOAdapter.of(codeio_profile)
     chosen: dict[tuple[str, int], list] = {(g, m): [] for g in GAMMAS for m in profile.gamma_m}
@@ -185,20 +187,22 @@ def gamma_unit(
     agree, timing["gamma_embed_s"] = [], 0.0
     for i, task in enumerate(tasks):
         t = time.perf_counter()
-        # labelled with the support's examples (G.TargetContext): the leak audit rejects a query among them
-        v = G.embed_items(load, G.context_items(task.support), profile.fit, derive_seed(seed, "gamma-target", i))
+        # labelled with the support's examples (geometry.TargetContext): the leak audit rejects a query among them
+        v = geometry.embed_items(
+            load, geometry.context_items(task.support), profile.fit, derive_seed(seed, "gamma-target", i)
+        )
         order = {
-            "fisher": G.nearest_primitives(v - null, lib - null[None, :]),
+            "fisher": geometry.nearest_primitives(v - null, lib - null[None, :]),
             "random": rng(seed, "geometry", "gamma-random", i).permutation(len(names)),
         }
         timing["gamma_embed_s"] += time.perf_counter() - t
-        truth = S.behaviour(task.pair)
+        truth = string_tasks.behaviour(task.pair)
         for g in GAMMAS:
             for m in profile.gamma_m:
-                allowed = G.restricted_candidates(order[g], names, m)
-                best = G.restricted_choice(scores[i], cands, allowed)
+                allowed = geometry.restricted_candidates(order[g], names, m)
+                best = geometry.restricted_choice(scores[i], cands, allowed)
                 chosen[(g, m)].append(best)
-                recall[(g, m)].append(float(any(S.behaviour(c) == truth for c in allowed)))
+                recall[(g, m)].append(float(any(string_tasks.behaviour(c) == truth for c in allowed)))
                 if g == "fisher":  # the restricted search on its own: its time, and the same choice
                     t = time.perf_counter()
                     own = candidate_scores(
@@ -208,20 +212,22 @@ def gamma_unit(
                     timing[f"fisher_m{m}_search_s"] = timing.get(f"fisher_m{m}_search_s", 0.0) + time.perf_counter() - t
                     agree.append(allowed[int(np.argmin(own[0]))] == best)
     t = time.perf_counter()
-    keys = sorted({(i, S.as_candidate(c)) for (g, m), cs in chosen.items() for i, c in enumerate(cs)}, key=str)
-    _, said = E.extender_outputs(
-        lm, [E.query_prompt("rte", tasks[i], codeio_profile, c) for i, c in keys], codeio_profile
+    keys = sorted(
+        {(i, string_tasks.as_candidate(c)) for (g, m), cs in chosen.items() for i, c in enumerate(cs)}, key=str
+    )
+    _, said = codeio_exp.extender_outputs(
+        lm, [codeio_exp.query_prompt("rte", tasks[i], codeio_profile, c) for i, c in keys], codeio_profile
     )
     answer = dict(zip(keys, said, strict=True))
     timing["gamma_answer_s"] = time.perf_counter() - t
     values["rte"] = full["rte"]
-    values["exact-search"] = E.exact_search(tasks)["exact-search"]
+    values["exact-search"] = codeio_exp.exact_search(tasks)["exact-search"]
     # each method's chosen candidate and answer per task: enough to rebuild its final prompts
     chosen_names = {"rte": full["chosen"]}
     said_of = {"rte": full["answers"]["rte"]}
     for (g, m), cs in chosen.items():
-        said_of[f"rte-gamma-{g}-m{m}"] = [answer[(i, S.as_candidate(c))] for i, c in enumerate(cs)]
-        chosen_names[f"rte-gamma-{g}-m{m}"] = [E.candidate_name(S.as_candidate(c)) for c in cs]
+        said_of[f"rte-gamma-{g}-m{m}"] = [answer[(i, string_tasks.as_candidate(c))] for i, c in enumerate(cs)]
+        chosen_names[f"rte-gamma-{g}-m{m}"] = [codeio_exp.candidate_name(string_tasks.as_candidate(c)) for c in cs]
         values[f"rte-gamma-{g}-m{m}"] = np.array(
             [float(a == t.query[1]) for a, t in zip(said_of[f"rte-gamma-{g}-m{m}"], tasks, strict=True)]
         )
@@ -238,14 +244,14 @@ def prompt_records(tasks, codeio_profile, seed: int, extras: dict) -> list[dict]
     """Every final prompt of one Gamma unit (as ``codeio.prompt_records``): one record per (task,
     search method) with keys task, method, seed, candidate, prompt, answer, predicted and
     answer_in_prompt (``llm.codeio.answer_in_prompt``)."""
-    from taskextrap.experiments import codeio as E
-    from taskextrap.llm import codeio as C
+    from taskextrap.experiments import codeio as codeio_exp
+    from taskextrap.llm import codeio as codeio_llm
 
     out = []
     for method, names in extras["chosen"].items():
         for i, (t, name) in enumerate(zip(tasks, names, strict=True)):
             q, answer = t.query
-            prompt = E.query_prompt("rte", t, codeio_profile, E.candidate_of(name))
+            prompt = codeio_exp.query_prompt("rte", t, codeio_profile, codeio_exp.candidate_of(name))
             out.append(
                 {
                     "task": "+".join(t.pair),
@@ -255,7 +261,7 @@ def prompt_records(tasks, codeio_profile, seed: int, extras: dict) -> list[dict]
                     "prompt": prompt,
                     "answer": answer,
                     "predicted": extras["answers"][method][i],
-                    "answer_in_prompt": C.answer_in_prompt(prompt, answer, q),
+                    "answer_in_prompt": codeio_llm.answer_in_prompt(prompt, answer, q),
                 }
             )
     return out
@@ -284,14 +290,14 @@ def _gamma_rows(values: dict, profile: GeometryProfile) -> list[dict]:
 def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """Per seed, the geometry unit (rows of group ``primitives``) and the Gamma unit (accuracy on
     the codeio tasks of ``options.split`` and candidate recall of each Gamma)."""
-    from taskextrap.experiments import codeio as E
+    from taskextrap.experiments import codeio as codeio_exp
     from taskextrap.llm.pretrain import BaseModel, load_base
 
     model = BaseModel.from_extra(options.extra)
     profile = get_profile(PROFILES, options.profile).with_seeds(options.seeds, options.seed)
-    codeio_profile = E.for_model(E.CODEIO_PROFILES[options.profile], model)
-    split = E.Split.of(options)
-    tasks, _, sizes = E.held_out_tasks(codeio_profile.n_tasks, split)
+    codeio_profile = codeio_exp.for_model(codeio_exp.CODEIO_PROFILES[options.profile], model)
+    split = codeio_exp.Split.of(options)
+    tasks, _, sizes = codeio_exp.held_out_tasks(codeio_profile.n_tasks, split)
 
     def load():
         return load_base("codeio", model, options.device)
@@ -305,11 +311,11 @@ def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path
         plot_dir=plot_dir,
         plot_file=FIGURE,
     )
-    codeio_base = E.codeio_base(options, model, codeio_profile, split, tasks)
+    codeio_base = codeio_exp.codeio_base(options, model, codeio_profile, split, tasks)
     gbase = {**base, "codeio": codeio_base}
 
     def ckpt(s: int) -> Path | None:  # codeio's extender and search of the same settings
-        return E.ckpt_root(cache_dir, codeio_base, s)
+        return codeio_exp.ckpt_root(cache_dir, codeio_base, s)
 
     gamma = seed_units(
         profile.seeds,
@@ -334,8 +340,8 @@ def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path
             for s, u in zip(profile.seeds, gamma, strict=True)
             for r in prompt_records(tasks, codeio_profile, s, results[u.name].extras)
         ]
-        E.write_prompts(options.run_dir, records)
-        gvalues.update(E.answer_in_prompt_values(records, profile.seeds, {r["method"] for r in records}))
+        codeio_exp.write_prompts(options.run_dir, records)
+        gvalues.update(codeio_exp.answer_in_prompt_values(records, profile.seeds, {r["method"] for r in records}))
         rows += _gamma_rows(gvalues, profile)
         n = len(tasks) * len(profile.seeds)
         per_task = {

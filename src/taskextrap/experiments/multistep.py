@@ -33,7 +33,7 @@ from taskextrap.baselines.inductive import INDUCTIVE_KINDS
 from taskextrap.baselines.oracles import ChainedTransductiveOracle
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.multistep import ChainedRTE, with_steps
-from taskextrap.experiments import parameter as P
+from taskextrap.experiments import parameter as parameter_exp
 from taskextrap.experiments.parameter import PARAMETER_PROFILES, per_target_mse
 from taskextrap.experiments.profiles import ParameterProfile
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
@@ -175,8 +175,10 @@ def fit_models(
     """The chained RTE, the chained transductive oracle and the inductive baselines: the
     parameter experiment's fits of the same library (``parameter.library_fits``, loaded from
     the artifacts beside ``cache_dir`` when that experiment saved them), chained."""
-    library, fits, timing = P.library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir, device)
-    common = P.common_settings(protocol, profile, seed, anchors, device)
+    library, fits, timing = parameter_exp.library_fits(
+        family, protocol, profile, seed, embedding, anchors, cache_dir, device
+    )
+    common = parameter_exp.common_settings(protocol, profile, seed, anchors, device)
     t = time.perf_counter()
     rte = ChainedRTE(embedding=embedding, **common).fit(library, fitted=fits["strategy-a"])
     models = {
@@ -302,7 +304,7 @@ def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, 
     """Everything that determines a unit's numbers (its cache fingerprint): the parameter unit's
     settings, with this experiment's regions, methods and chain settings."""
     return {
-        **P.unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, device),
+        **parameter_exp.unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, device),
         "experiment": EXPERIMENT,
         "target_region": target_regions(family),
         "methods": methods_for(family),
@@ -348,7 +350,7 @@ def family_units(
 def run_multistep(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None) -> Plan:
     """Every family's units, and the rows "<family>/<region>" x method built from them."""
     families = families_for(options.family, options.split)
-    embedding, profile, protocol = P.run_settings(options)
+    embedding, profile, protocol = parameter_exp.run_settings(options)
     units = {
         f.name: family_units(
             f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests, cache_dir, options.device
@@ -366,7 +368,7 @@ def run_multistep(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
             step_sizes[f.name] = [results[u.name].extras.get("auto_step_size") for u in units[f.name]]
             for region in target_regions(f):
                 rows += [
-                    P.paper_checked(
+                    parameter_exp.paper_checked(
                         make_row(EXPERIMENT, f"{f.name}/{region}", m, "mse", np.stack(errors[f"{region}|{m}"], axis=1)),
                         f,
                         MULTISTEP_FAMILIES,

@@ -101,19 +101,19 @@ def search_space(extender, tasks, space: str, batch_size: int, split: str = "tes
     per-task accuracies, whether the best candidate implies the true mask, and the tie count."""
     from taskextrap.estimators.sequence import SequenceRTE
     from taskextrap.llm.parity import ParityAdapter
-    from taskextrap.tasks import parity as T
+    from taskextrap.tasks import parity as parity_tasks
 
     rte = SequenceRTE.from_extender(ParityAdapter(space, split), extender, batch_size=batch_size)
     answers = rte.answer(tasks, rte.decompose(tasks))
-    cands = T.candidates(space, split)
+    cands = parity_tasks.candidates(space, split)
     acc: dict[str, list[float]] = {m: [] for m in SEARCH_METHODS}
     found, n_tied = [], []
     for i, t in enumerate(tasks):
         acc["rte"].append(np.mean(np.array(answers.best[i]) == t.query_y))
         acc["rte-tie-vote"].append(np.mean(np.array(answers.voted[i]) == t.query_y))
         for m, tv in (("exact-search", False), ("exact-search-tie-vote", True)):
-            acc[m].append(np.mean(T.exact_search(t, space, tie_vote=tv, split=split)[0] == t.query_y))
-        found.append(float(T.implied_mask(*cands[answers.voters[i][0]]) == t.mask))
+            acc[m].append(np.mean(parity_tasks.exact_search(t, space, tie_vote=tv, split=split)[0] == t.query_y))
+        found.append(float(parity_tasks.implied_mask(*cands[answers.voters[i][0]]) == t.mask))
         n_tied.append(len(answers.voters[i]))
     out = {f"{space}/{m}": np.array(v) for m, v in acc.items()}
     out[f"{space}/found"] = np.array(found)
@@ -132,22 +132,31 @@ def run_unit(
 ) -> UnitResult:
     """Both LoRA runs of one seed on ``split``'s training masks, then every method on its held-out
     tasks (drawn from ``test_seed``)."""
-    from taskextrap.llm import parity as P
-    from taskextrap.tasks import parity as T
+    from taskextrap.llm import parity as parity_llm
+    from taskextrap.tasks import parity as parity_tasks
 
     timing = {}
-    tasks = T.make_test_tasks(test_seed, split=split)[: profile.n_tasks]
+    tasks = parity_tasks.make_test_tasks(test_seed, split=split)[: profile.n_tasks]
     t = time.perf_counter()
     tune = functools.partial(fine_tune, model, profile=profile, seed=seed, device=device, split=split)
-    fewshot, _ = tune(functools.partial(P.baseline_pairs, split=split), out_dir=ckpt_dir and ckpt_dir / "few-shot")
-    extender, _ = tune(functools.partial(P.extender_pairs, split=split), out_dir=ckpt_dir and ckpt_dir / "extender")
+    fewshot, _ = tune(
+        functools.partial(parity_llm.baseline_pairs, split=split), out_dir=ckpt_dir and ckpt_dir / "few-shot"
+    )
+    extender, _ = tune(
+        functools.partial(parity_llm.extender_pairs, split=split), out_dir=ckpt_dir and ckpt_dir / "extender"
+    )
     timing["sft_s"] = time.perf_counter() - t
     t = time.perf_counter()
     errors = {
         "few-shot": _accuracy(
-            fewshot, tasks, lambda tk: [P.baseline_prompt(tk.support_x, tk.support_y, q) for q in tk.query_x], profile
+            fewshot,
+            tasks,
+            lambda tk: [parity_llm.baseline_prompt(tk.support_x, tk.support_y, q) for q in tk.query_x],
+            profile,
         ),
-        "oracle": _accuracy(extender, tasks, lambda tk: P.query_prompts(tk, *T.oracle_parent(tk.mask)), profile),
+        "oracle": _accuracy(
+            extender, tasks, lambda tk: parity_llm.query_prompts(tk, *parity_tasks.oracle_parent(tk.mask)), profile
+        ),
     }
     timing["baseline_eval_s"] = time.perf_counter() - t
     for space in SPACES:
@@ -185,10 +194,14 @@ def _rows(errors, split: str) -> list[dict]:
 
 def _spaces_config(split: str) -> dict:
     """Per space: its row group, candidate count and what it assumes (for results.json)."""
-    from taskextrap.tasks import parity as T
+    from taskextrap.tasks import parity as parity_tasks
 
     return {
-        s: {"group": group_of(s, split), "n_candidates": len(T.candidates(s, split)), "assumes": T.SPACE_ASSUMPTIONS[s]}
+        s: {
+            "group": group_of(s, split),
+            "n_candidates": len(parity_tasks.candidates(s, split)),
+            "assumes": parity_tasks.SPACE_ASSUMPTIONS[s],
+        }
         for s in SPACES
     }
 
@@ -203,12 +216,12 @@ def _spaces_config(split: str) -> dict:
 def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
     """The parity experiment on ``options.split``: every candidate space, bootstrap intervals over
     the held-out tasks (test: 28 of size 6; dev: 56 of size 5), drawn from ``options.seed_of_tests``."""
-    from taskextrap.tasks import parity as T
+    from taskextrap.tasks import parity as parity_tasks
     from taskextrap.llm.pretrain import BaseModel
     from taskextrap.search.likelihood import DEFAULT_TIE_TOL
 
     split, test_seed = options.split, options.seed_of_tests
-    sp = T.get_split(split)
+    sp = parity_tasks.get_split(split)
     model = BaseModel.from_extra(options.extra)
     profile = get_profile(PARITY_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
     # "threads" as units.bind adds it: the checkpoints are named by the unit's own key

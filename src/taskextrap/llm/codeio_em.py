@@ -38,14 +38,14 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import rng
-from taskextrap.tasks import strings as S
+from taskextrap.tasks import strings as string_tasks
 
 
 def trivial_primitives() -> tuple[str, ...]:
     """Primitives that act as the identity on the task inputs (``identity``, and ``lower_case``
     on lowercase strings): a pair with one of them is a single in disguise."""
-    same = S.behaviour("identity")
-    return tuple(n for n in S.NAMES if S.behaviour(n) == same)
+    same = string_tasks.behaviour("identity")
+    return tuple(n for n in string_tasks.NAMES if string_tasks.behaviour(n) == same)
 
 
 def em_candidates(train_pairs=None) -> list[tuple[str, str]]:
@@ -57,14 +57,18 @@ def em_candidates(train_pairs=None) -> list[tuple[str, str]]:
     None: every pair, the held-out ones too (the E-step before issue 36)."""
     skip = set(trivial_primitives())
     allowed = None if train_pairs is None else set(map(tuple, train_pairs))
-    return [p for p in S.all_pairs() if p[0] not in skip and p[1] not in skip and (allowed is None or p in allowed)]
+    return [
+        p
+        for p in string_tasks.all_pairs()
+        if p[0] not in skip and p[1] not in skip and (allowed is None or p in allowed)
+    ]
 
 
 def composite_pairs(train_pairs) -> list[tuple[str, str]]:
     """The training pairs that are real compositions: their behaviour differs from every single
     (a pair like (identity, reverse) is the single reverse and has no non-trivial decomposition)."""
-    singles = {S.behaviour(n) for n in S.NAMES}
-    return [tuple(p) for p in train_pairs if S.behaviour(tuple(p)) not in singles]
+    singles = {string_tasks.behaviour(n) for n in string_tasks.NAMES}
+    return [tuple(p) for p in train_pairs if string_tasks.behaviour(tuple(p)) not in singles]
 
 
 def em_tasks(train_pairs, n: int, seed: int):
@@ -75,7 +79,7 @@ def em_tasks(train_pairs, n: int, seed: int):
     if not 1 <= n <= len(pool):
         raise TaskextrapError(f"em_tasks must lie in [1, {len(pool)}] (composite training pairs), got {n}")
     picked = sorted(rng(seed, "codeio", "em-tasks").choice(len(pool), size=n, replace=False))
-    return S.make_test_tasks([pool[i] for i in picked], seed, stream="em-train")
+    return string_tasks.make_test_tasks([pool[i] for i in picked], seed, stream="em-train")
 
 
 def known_mask(n: int, share: float, seed: int) -> np.ndarray:
@@ -96,7 +100,7 @@ def label_quality(tasks, labels, keep: np.ndarray | None = None) -> dict[str, np
     keep = np.ones(len(tasks), dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
     pairs = [(t.pair, tuple(lab)) for t, lab, k in zip(tasks, labels, keep, strict=True) if k]
     return {
-        "behaves": np.array([float(S.behaviour(p) == S.behaviour(lab)) for p, lab in pairs]),
+        "behaves": np.array([float(string_tasks.behaviour(p) == string_tasks.behaviour(lab)) for p, lab in pairs]),
         "exact": np.array([float(p == lab) for p, lab in pairs]),
     }
 
@@ -110,7 +114,12 @@ def single_sampler(score_shots: bool = False, anchored: bool = False):
 
     def sample(g: np.random.Generator, n: int) -> list:
         return [
-            reference_item(g, S.NAMES[int(g.integers(len(S.NAMES)))], score_shots=score_shots, anchored=anchored)
+            reference_item(
+                g,
+                string_tasks.NAMES[int(g.integers(len(string_tasks.NAMES)))],
+                score_shots=score_shots,
+                anchored=anchored,
+            )
             for _ in range(n)
         ]
 

@@ -33,7 +33,7 @@ from taskextrap import audit
 from taskextrap.audit import Tagged
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import rng
-from taskextrap.tasks import strings as S
+from taskextrap.tasks import strings as string_tasks
 
 SCRAMBLE = "scramble"  # the null task of scramble centring
 _LAYER = re.compile(r"layers\.(\d+)\.")
@@ -47,7 +47,7 @@ def scramble(s: str) -> str:
 
 def run_task(task, s: str) -> str:
     """The output of ``task`` (a primitive, a pair or :data:`SCRAMBLE`) on ``s``."""
-    return scramble(s) if task == SCRAMBLE else S.apply(task, s)
+    return scramble(s) if task == SCRAMBLE else string_tasks.apply(task, s)
 
 
 def task_items(g: np.random.Generator, task, n: int, n_shots: int = 3) -> list:
@@ -57,7 +57,7 @@ def task_items(g: np.random.Generator, task, n: int, n_shots: int = 3) -> list:
 
     out = []
     for _ in range(n):
-        strings = S.random_strings(g, n_shots + 1)
+        strings = string_tasks.random_strings(g, n_shots + 1)
         *shots, (q, t) = [(x, run_task(task, x)) for x in strings]
         out.append(Tagged((fewshot_prompt(shots, q), answer_completion(t)), task))
     return out
@@ -161,7 +161,7 @@ def cosine_distance(z: np.ndarray) -> np.ndarray:
 
 def behavioural_distance(tasks, probe=None) -> np.ndarray:
     """The share of probe strings (default ``tasks.strings.PROBE``) on which two tasks' outputs differ."""
-    probe = S.PROBE if probe is None else probe
+    probe = string_tasks.PROBE if probe is None else probe
     out = np.array([[run_task(t, s) for s in probe] for t in tasks], dtype=object)
     return np.array([[float(np.mean(out[i] != out[j])) for j in range(len(tasks))] for i in range(len(tasks))])
 
@@ -185,7 +185,7 @@ def output_distance(tasks, probe=None) -> np.ndarray:
     :func:`behavioural_distance` (most pairs differ on every probe string)."""
     from difflib import SequenceMatcher
 
-    probe = S.PROBE if probe is None else probe
+    probe = string_tasks.PROBE if probe is None else probe
     out = [[run_task(t, s) for s in probe] for t in tasks]
     n = len(tasks)
     d = np.zeros((n, n))
@@ -279,7 +279,7 @@ def embed_like_context(load, task, n_support: int, settings: FisherSettings, see
     """A library task's vector made the way a target's is (:func:`context_items` of ``n_support``
     fresh examples), so that both sit in the same space."""
     g = rng(seed, "geometry", "library", str(task))
-    examples = [(s, run_task(task, s)) for s in S.random_strings(g, n_support)]
+    examples = [(s, run_task(task, s)) for s in string_tasks.random_strings(g, n_support)]
     return embed_items(load, context_items(examples, task), settings, seed)
 
 
@@ -297,13 +297,13 @@ def restricted_choice(scores: np.ndarray, candidates: list, allowed: list):
     if scores.shape != (len(candidates),):
         raise TaskextrapError(f"scores must have one value per candidate ({len(candidates)}), got {scores.shape}")
     index = _candidate_index(tuple(candidates))
-    cols = [index[S.as_candidate(c)] for c in allowed]
+    cols = [index[string_tasks.as_candidate(c)] for c in allowed]
     return allowed[int(np.argmin(scores[cols]))]
 
 
 @lru_cache(maxsize=4)
 def _candidate_index(candidates: tuple) -> dict:
-    return {S.as_candidate(c): j for j, c in enumerate(candidates)}
+    return {string_tasks.as_candidate(c): j for j, c in enumerate(candidates)}
 
 
 def restricted_candidates(order, names, m: int) -> list:

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS, predict_rows
-from taskextrap.operators.param import _PointwiseNet
+from taskextrap.operators.pointwise import PointwiseNet
 from taskextrap.operators.rows import RowBlocks
 from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
@@ -44,7 +44,7 @@ class Unrolled(nn.Module):
         return torch.cat(states, dim=1)
 
 
-class ChainOperator(_PointwiseNet):
+class ChainOperator(PointwiseNet):
     """Psi_chain(x_q, curves of the chain's primitives[, context]) -> the states r_d(x_q), ...,
     h(x_q) (innermost first); the prediction is the last state. The context is read only with
     ``context=True``.

@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
-from taskextrap.operators.param import _PointwiseNet
+from taskextrap.operators.pointwise import PointwiseNet
 from taskextrap.operators.rows import RowBlocks
 from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.tasks.primitives import PrimitiveSet
 
 
-class CompositionOperator(_PointwiseNet):
+class CompositionOperator(PointwiseNet):
     """Psi_comp(x_q, f(x_q), g(x_q), f on range grid, g on domain grid, context) -> h(x_q)."""
 
     def __init__(

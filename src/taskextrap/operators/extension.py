@@ -16,13 +16,14 @@ from __future__ import annotations
 import numpy as np
 
 from taskextrap.operators.mlp import POINTWISE_BLOCKS
-from taskextrap.operators.param import _PointwiseNet, loo_masks
+from taskextrap.operators.parameter import loo_masks
+from taskextrap.operators.pointwise import PointwiseNet
 from taskextrap.operators.rows import RowBlocks
 from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 
 
-class ExtensionOperator(_PointwiseNet):
+class ExtensionOperator(PointwiseNet):
     """Psi_ext(x_q, pred(x_q), ctx_x, pred(ctx_x), mask * (ctx_y - pred(ctx_x)), mask, phi) -> target - pred."""
 
     def __init__(

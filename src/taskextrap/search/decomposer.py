@@ -16,7 +16,7 @@ from torch import nn
 
 from taskextrap import audit
 from taskextrap.operators.mlp import load_network_state, mlp, network_state
-from taskextrap.operators.param import sort_context
+from taskextrap.operators.parameter import sort_context
 from taskextrap.operators.streams import RowStream
 from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler

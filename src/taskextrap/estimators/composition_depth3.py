@@ -11,7 +11,7 @@ depth slot from the sorted context in one forward pass.
 Phase 2: g proposes z_1 .. z_d; the top-k library primitives nearest each are the slot's
 candidates; verification composes every one of the k^d ordered chains from stored library
 curves at the context inputs and ranks them by context MSE, one batched evaluation per target
-(``search.chains.verify_chains``). Coordinate refinement then sweeps the whole library for one
+(``search.chain_search.verify_chains``). Coordinate refinement then sweeps the whole library for one
 slot at a time (``refine_rounds``). Psi_chain predicts the queries from the best chains' curves
 and the context, averaged over the chains that explain the context about equally well.
 """
@@ -27,10 +27,10 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import Decomposition, check_decomposition
 from taskextrap.estimators.decomposing import DecomposingRTE
 from taskextrap.operators.chain import ChainOperator
-from taskextrap.operators.param import sort_context
+from taskextrap.operators.parameter import sort_context
 from taskextrap.operators.train import TrainConfig
 from taskextrap.scaling import FamilyScaler
-from taskextrap.search import chains as search
+from taskextrap.search import chain_search as search
 from taskextrap.search.index import nearest
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.chains import (

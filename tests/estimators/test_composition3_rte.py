@@ -8,9 +8,9 @@ import pytest
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import Decomposition
-from taskextrap.estimators.chain import Composition3RTE
+from taskextrap.estimators.composition_depth3 import Composition3RTE
 from taskextrap.operators.train import TrainConfig
-from taskextrap.search.chains import chain_losses_loop
+from taskextrap.search.chain_search import chain_losses_loop
 from taskextrap.seeding import rng
 from taskextrap.tasks.chains import (
     DEPTH3_FAMILIES,

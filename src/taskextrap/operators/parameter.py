@@ -12,24 +12,16 @@ output stay in the range seen in training even though the target's own values do
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Self
 
 import numpy as np
-import torch
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.operators.mlp import (
     PARAMETER_BLOCKS,
-    SlicedRows,
-    block_mlp,
-    load_network_state,
-    network_state,
-    predict_rows,
 )
+from taskextrap.operators.pointwise import PointwiseNet
 from taskextrap.operators.rows import RowBlocks
-from taskextrap.operators.streams import Rows, RowStream, as_tensor, column
 from taskextrap.operators.train import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 
@@ -55,87 +47,7 @@ def _row_blocks(per_query: list[np.ndarray], per_task: list[np.ndarray]) -> RowB
     return RowBlocks.of([c[..., None] for c in per_query] + [b[:, None, :] for b in per_task], *per_query[0].shape)
 
 
-class _PointwiseNet:
-    """Shared fit/predict plumbing: a block MLP from feature rows to one output per row."""
-
-    component = "psi"  # the name this network reports to the leak audit
-
-    def __init__(self, n_features: int, seed: int, cfg: TrainConfig, blocks=PARAMETER_BLOCKS):
-        self.net: torch.nn.Module = block_mlp(n_features, 1, seed, blocks)  # ChainOperator unrolls it
-        self.device = torch.device("cpu")  # where the network runs (:meth:`to`): rows are moved there
-        self.cfg = cfg
-        self.history: list[float] = []
-
-    def to(self, device) -> Self:
-        """Run the network on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``); returns self."""
-        self.device = torch.device(device)
-        self.net.to(self.device)
-        return self
-
-    def fit(self, *args, **kwargs) -> Self:
-        """Train the network alone: :meth:`fit_job`'s job, run (its arguments are ``fit_job``'s)."""
-        self.fit_job(*args, **kwargs).run()
-        return self
-
-    def fit_job(self, *args, **kwargs) -> Job:  # pragma: no cover - every network defines it
-        """The network's training as a job, to run alone (:meth:`fit`) or beside other networks
-        (``operators.train.train_jobs``)."""
-        raise NotImplementedError
-
-    def _batch_job(
-        self,
-        make_batch: Callable[[np.random.Generator], tuple],
-        val_batch: tuple | None,
-        to_rows: Callable[[tuple], Rows],
-        rng: np.random.Generator,
-        progress=None,
-    ) -> Job:
-        """The training job on rows of batches from ``make_batch(rng)`` (a fresh one whenever a
-        pass is used up), selecting on ``val_batch``; every batch is reported to the leak audit
-        (``audit.consume``) as it is turned into the rows the optimiser or the model selection sees."""
-
-        def rows(batch, stage):
-            return to_rows(audit.consume(self.component, batch, stage))
-
-        return self._job(
-            lambda r: rows(make_batch(r), "train"), None if val_batch is None else rows(val_batch, "val"), rng, progress
-        )
-
-    def _job(
-        self,
-        make_rows: Callable[[np.random.Generator], Rows],
-        val_rows: Rows | None,
-        rng: np.random.Generator,
-        progress=None,
-    ) -> Job:
-        """The training job on rows from ``make_rows`` (called again for a fresh pass when one is
-        used up; ``operators.streams.RowStream``); targets are (rows,) or (rows, outputs). Train
-        it with ``job.run()`` or beside other networks (``operators.train.train_jobs``)."""
-        val = None
-        if val_rows is not None:
-            val = (as_tensor(val_rows[0], self.device), as_tensor(column(val_rows[1]), self.device))
-        self.net.train()
-        stream = RowStream(make_rows, rng, self.cfg.batch, self.cfg.steps, self.device)
-        name = "Psi" if self.component == "psi" else self.component
-        return Job(self.net, stream, val, self.cfg, progress, name, done=self._trained)
-
-    def _trained(self, job: Job) -> None:
-        self.history = job.history
-        self.net.eval()
-
-    def state(self, prefix: str) -> dict:
-        """The trained network's weights and loss history as named arrays under ``prefix``."""
-        return network_state(self.net, self.history, prefix)
-
-    def load_state(self, arrays: dict, prefix: str) -> None:
-        """Weights and history from :meth:`state`'s arrays, into this (same-shaped) network."""
-        self.history = load_network_state(self.net, arrays, prefix, self.device)
-
-    def _predict_rows(self, rows: SlicedRows, n: int) -> np.ndarray:
-        return predict_rows(self.net, rows, self.device).numpy().astype(float).reshape(n, -1)
-
-
-class RelationalOperator(_PointwiseNet):
+class RelationalOperator(PointwiseNet):
     """Psi(x_q, anchor(x_q), context x, anchor(context x), context y - anchor, shift) -> target - anchor.
 
     With ``loo`` Psi also reads a mask over the context (the residual of a hidden point is zeroed
@@ -212,7 +124,7 @@ class RelationalOperator(_PointwiseNet):
         return (((pred - ctx_y) ** 2) * present).sum(axis=1) / present.sum(axis=1)
 
 
-class InductiveRegressor(_PointwiseNet):
+class InductiveRegressor(PointwiseNet):
     """y(x_q) from the context alone, optionally with a task descriptor (proxy embedding or true theta)."""
 
     def __init__(
