@@ -170,7 +170,7 @@ def test_list_groups_the_experiments_taking_a_family_by_what_their_resolver_retu
     experiment taking a ladder is listed with the ladders, one of a new kind on a line of its own."""
     import dataclasses
 
-    from taskextrap.experiments import registry
+    from taskextrap.experiments import catalogue, registry
     from taskextrap.tasks import Ladder
 
     class Shapes:
@@ -185,7 +185,7 @@ def test_list_groups_the_experiments_taking_a_family_by_what_their_resolver_retu
     def get_ladder(spec: str) -> Ladder:
         return None
 
-    registry.get_experiment("length")  # the built-ins registered before the stand-ins
+    catalogue.get_experiment("length")  # the built-ins registered before the stand-ins
     length = registry.EXPERIMENTS["length"]
     for name, resolver in (("ladder-too", get_ladder), ("shapes", get_shapes), ("mystery", get_mystery)):
         monkeypatch.setitem(
@@ -202,7 +202,8 @@ def test_list_groups_the_experiments_taking_a_family_by_what_their_resolver_retu
 
 
 def test_help_lists_every_experiment_and_cuts_nothing_off(capsys):
-    from taskextrap.experiments.registry import EXPERIMENTS, all_experiments
+    from taskextrap.experiments.registry import EXPERIMENTS
+    from taskextrap.experiments.catalogue import all_experiments
 
     with pytest.raises(SystemExit):
         main(["reproduce", "--help"])
@@ -273,7 +274,8 @@ def test_reproduce_help_groups_its_options_common_first_with_examples_and_times(
 def test_list_follows_the_paper_and_reproduce_all_keeps_its_order():
     """In a fresh process, as a user runs it (registration follows the import order, and a test
     process may have imported an experiment module first)."""
-    from taskextrap.experiments.registry import EXPERIMENTS, paper_order
+    from taskextrap.experiments.registry import EXPERIMENTS
+    from taskextrap.experiments.catalogue import paper_order
 
     res = subprocess.run(
         [
@@ -281,7 +283,7 @@ def test_list_follows_the_paper_and_reproduce_all_keeps_its_order():
             "-c",
             textwrap.dedent("""
         from taskextrap.cli import cli
-        from taskextrap.experiments.registry import all_experiments
+        from taskextrap.experiments.catalogue import all_experiments
         cli.main(args=["list"], standalone_mode=False)
         print("all:", *all_experiments(in_all_only=True))
     """),
@@ -364,7 +366,7 @@ def test_reproduce_all_refuses_a_folder_of_another_configuration_before_the_firs
     import yaml
 
     from taskextrap.experiments import runner
-    from taskextrap.experiments.registry import all_experiments
+    from taskextrap.experiments.catalogue import all_experiments
 
     last = all_experiments(in_all_only=True)[-1]
     folder = tmp_path / f"{last}-paper-tiny"

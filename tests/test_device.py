@@ -148,7 +148,8 @@ def test_a_missing_gpu_is_one_line_from_the_estimator_and_the_command_line(make_
 
 
 def test_every_experiment_takes_device_and_keys_its_units_by_it(tmp_path):
-    from taskextrap.experiments.registry import EXPERIMENTS, RunOptions, all_experiments
+    from taskextrap.experiments.registry import EXPERIMENTS, RunOptions
+    from taskextrap.experiments.catalogue import all_experiments
     from taskextrap.experiments.runner import plan_run
 
     assert all("device" in EXPERIMENTS[name].options for name in all_experiments())

@@ -72,3 +72,89 @@ def test_no_module_is_imported_under_a_one_letter_name():
         for m in re.finditer(r"import [a-z_0-9]+ as [A-Za-z]\b", path.read_text())
     ]
     assert not bad, bad
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (at the top or inside a function)."""
+    mods = {
+        ".".join(p.relative_to(ROOT.parent).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in ROOT.rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m, p in mods.items():
+        for node in _runtime_nodes(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("taskextrap"):
+                for a in node.names:
+                    name = f"{node.module}.{a.name}"
+                    graph[m].add(name if name in mods else node.module)
+            elif isinstance(node, ast.Import):
+                graph[m].update(a.name for a in node.names if a.name.startswith("taskextrap"))
+    return {m: {t for t in ts if t in mods and t != m} for m, ts in graph.items()}
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node of ``tree`` but those under ``if TYPE_CHECKING:`` (imports for annotations only,
+    which never run)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and getattr(child.test, "id", None) == "TYPE_CHECKING":
+                todo += child.orelse
+                continue
+            todo.append(child)
+
+
+def _circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_experiments_wing_and_the_tasks_have_no_import_circle():
+    """The registry and the run's options import no experiment; the catalogue, above them all,
+    imports every one (issue 46: the registry used to import all of them back). A family checks
+    itself through tasks.checks, and a primitive set its recipe split through tasks.recipes,
+    which import neither the family, the registry, the primitives nor the chains."""
+    parts = ("taskextrap.experiments", "taskextrap.tasks")
+    found = [c for c in _circles(_import_graph()) if any(m.startswith(parts) for m in c)]
+    assert not found, found
+
+
+def test_a_second_experiment_of_one_name_is_refused():
+    import pytest
+
+    from taskextrap.errors import TaskextrapError
+    from taskextrap.experiments.catalogue import get_experiment
+    from taskextrap.experiments.registry import register
+
+    get_experiment("length")
+    with pytest.raises(TaskextrapError, match="an experiment named 'length' is registered already"):
+        register("length", "again", {})(lambda options, cache_dir, plot_dir: None)

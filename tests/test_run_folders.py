@@ -13,7 +13,8 @@ import yaml
 from taskextrap import __version__
 from taskextrap.cli import main
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.registry import RunOptions, all_experiments
+from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.catalogue import all_experiments
 from taskextrap.experiments.runner import family_tag, run_dir_name, run_experiment, run_experiments
 from taskextrap.provenance import callable_hash, source_hash
 from taskextrap.report.schema import validate_results
@@ -270,12 +271,12 @@ def test_a_run_is_recorded_before_its_units_run_and_refuses_others_meanwhile(tmp
 def test_a_run_refused_while_planning_leaves_no_folder_behind(tmp_path, monkeypatch):
     import dataclasses
 
-    from taskextrap.experiments import registry
+    from taskextrap.experiments import catalogue, registry
 
     def refuse(options, cache_dir, plot_dir):  # e.g. a dev split the user's family cannot make
         raise TaskextrapError("no dev split can be made of this family")
 
-    parameter = registry.get_experiment("parameter")
+    parameter = catalogue.get_experiment("parameter")
     monkeypatch.setitem(registry.EXPERIMENTS, "parameter", dataclasses.replace(parameter, run=refuse))
     with pytest.raises(TaskextrapError, match="no dev split can be made"):
         run_experiment("parameter", _opts(tmp_path / "runs", family="quadratic"))

@@ -27,7 +27,8 @@ def cli():
 def list_cmd():
     """List the registered experiments in the paper's order, their profiles and the options each takes."""
     from taskextrap.embed import EMBEDDINGS
-    from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS, paper_order
+    from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS
+    from taskextrap.experiments.catalogue import paper_order
     from taskextrap.tasks.observe import REGIME_PROTOCOLS
 
     for name in paper_order():
@@ -45,7 +46,8 @@ def _family_kinds() -> list[tuple[str, list[str], str]]:
     """``(what --family names, the experiments taking it, its built-in names)`` for each kind of
     ``--family`` (:func:`taskextrap.experiments.registry.family_kind`), experiments in the paper's
     order; a kind without built-ins, or an experiment whose resolver does not say, shows none."""
-    from taskextrap.experiments.registry import EXPERIMENTS, family_kind, paper_order
+    from taskextrap.experiments.registry import EXPERIMENTS, family_kind
+    from taskextrap.experiments.catalogue import paper_order
     from taskextrap.tasks import CompositionFamily, Ladder, ParametricFamily
     from taskextrap.tasks.builtin import PARAMETER_FAMILIES, PRIMITIVE_SETS
     from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
@@ -116,7 +118,8 @@ class _ReproduceCommand(click.Command):
                     formatter.write_dl(rows)
 
     def format_epilog(self, ctx, formatter):
-        from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS, paper_order
+        from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS
+        from taskextrap.experiments.catalogue import paper_order
 
         rows = []
         for name in paper_order():
@@ -334,7 +337,7 @@ def reproduce(
       quick  1 seed: 1 to 20 min per experiment (parameter 1.5, codeio 16)
       paper  the paper's sizes and seeds: 25 to 40 min per experiment, codeio over an hour
     """
-    from taskextrap.experiments.registry import all_experiments
+    from taskextrap.experiments.catalogue import all_experiments
     from taskextrap.experiments.runner import check_run_folders, run_dir_name, run_experiment
     from taskextrap.report.tables import console_table
 
@@ -532,7 +535,7 @@ def _shard(text: str | None, names: list[str]):
     several processes on an experiment that runs in one get a one-line error, not N copies."""
     import os
 
-    from taskextrap.experiments.registry import get_experiment
+    from taskextrap.experiments.catalogue import get_experiment
     from taskextrap.sharding import Shard
 
     if text is not None:
@@ -552,7 +555,7 @@ def _shard(text: str | None, names: list[str]):
 
 
 def _check(name: str, options) -> None:
-    from taskextrap.experiments.registry import get_experiment
+    from taskextrap.experiments.catalogue import get_experiment
 
     get_experiment(name).check(options)
 

@@ -11,7 +11,8 @@ from taskextrap.experiments.executors import run_units
 from taskextrap.experiments.parameter import INTERVAL_METHODS, METHODS, families_for, family_units
 from taskextrap.experiments.parameter import PARAMETER_PROFILES
 from taskextrap.experiments.profiles import get_profile
-from taskextrap.experiments.registry import RunOptions, all_experiments, get_experiment
+from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.catalogue import all_experiments, get_experiment
 from taskextrap.experiments.runner import run_experiment
 from taskextrap.report.schema import validate_results
 from taskextrap.tasks import PARAMETER_FAMILIES, get_protocol
@@ -123,7 +124,8 @@ def test_far_anchors_come_from_the_far_region(fitted_rte, quad_library, quad_tar
 
 
 def test_every_experiment_registers_its_profiles_and_options():
-    from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS, RunOptions, all_experiments
+    from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS, RunOptions
+    from taskextrap.experiments.catalogue import all_experiments
 
     for name in all_experiments():
         e = EXPERIMENTS[name]

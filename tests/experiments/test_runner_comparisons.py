@@ -23,7 +23,8 @@ def _fake(options, cache_dir, plot_dir):
 
 @pytest.mark.parametrize("split", ["test", "dev"])
 def test_runner_writes_comparisons_and_provenance(tmp_path, monkeypatch, split):
-    registry._load_builtin()
+    import taskextrap.experiments.catalogue  # noqa: F401 - every built-in registered
+
     monkeypatch.setitem(registry.EXPERIMENTS, "fake", Experiment("fake", _fake, "a test", {"quick": None}, dev=True))
     res = run_experiment("fake", RunOptions(out=tmp_path, split=split, plots=False, progress=False))
     (c,) = res["comparisons"]  # the dev split copies the rows; the comparisons are made before

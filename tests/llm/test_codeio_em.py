@@ -253,7 +253,7 @@ def test_the_figure_is_skipped_without_an_e_step(tmp_path):
 
 
 def test_codeio_em_is_run_by_name_not_by_reproduce_all():
-    from taskextrap.experiments.registry import all_experiments
+    from taskextrap.experiments.catalogue import all_experiments
 
     assert "codeio-em" in all_experiments() and "codeio-em" not in all_experiments(in_all_only=True)
 

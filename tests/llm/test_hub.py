@@ -152,7 +152,8 @@ def test_no_network_is_one_line_and_quick(tmp_path):
 
 def test_a_cached_hub_model_is_used_offline(noisy_lm, offline_cache, tmp_path, monkeypatch):
     from taskextrap.experiments import parity
-    from taskextrap.experiments.registry import RunOptions, get_experiment
+    from taskextrap.experiments.registry import RunOptions
+    from taskextrap.experiments.catalogue import get_experiment
     from taskextrap.experiments.runner import run_dir_name
     from taskextrap.llm.modeldir import model_fingerprint
     from taskextrap.llm.pretrain import BaseModel, load_base

@@ -11,7 +11,8 @@ if importlib.util.find_spec("transformers") is None:  # skip only when it is abs
 
 from taskextrap import audit
 from taskextrap.experiments import parity as E
-from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, get_experiment
+from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions
+from taskextrap.experiments.catalogue import get_experiment
 from taskextrap.experiments.runner import run_experiment
 from taskextrap.errors import TaskextrapError
 from taskextrap.tasks import parity as T

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap import lanes
+from taskextrap.experiments.options import EXECUTORS
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import plotfiles
 from taskextrap.experiments.units import (
@@ -40,8 +41,6 @@ from taskextrap.experiments.units import (
     save_unit,
     say_waiting,
 )
-
-EXECUTORS = ("serial", "ray")
 
 
 def run_units(
@@ -336,7 +335,7 @@ def compute_unit(spec: dict) -> dict:
 def find_unit(experiment: str, options, name: str, plot_dir: Path | None) -> Unit:
     """Unit ``name`` of ``experiment``'s plan under ``options`` (plots, when it draws any, into
     ``plot_dir``)."""
-    from taskextrap.experiments.registry import get_experiment
+    from taskextrap.experiments.catalogue import get_experiment
 
     from taskextrap.experiments.units import bind
 

@@ -1,7 +1,7 @@
 """What a run folder records about the run that wrote it, and what is done with it.
 
 Every run writes its record as the ``run`` section of its ``config.yaml``: the experiment, every
-:class:`~taskextrap.experiments.registry.RunOptions` field that decides the run (:data:`RUN_FIELDS`,
+:class:`~taskextrap.experiments.options.RunOptions` field that decides the run (:data:`RUN_FIELDS`,
 as given: ``family`` is the ``--family`` spec exactly, e.g. ``myfam:bump``), the hash of the
 package's code (``code_hash``, :func:`taskextrap.provenance.source_hash`), for a user's
 ``module:attr`` family the hash of its code (``family_code_hash``,
@@ -265,7 +265,7 @@ def _refuse(run_dir: Path, before: str, now: str) -> NoReturn:
 def _seeds(record: dict, seeds_of: dict) -> set[int]:
     """The training seeds of ``seeds_of``'s ``--seeds``/``--seed`` under ``record``'s experiment
     and profile (its profile's own seeds when neither is given)."""
-    from taskextrap.experiments.registry import get_experiment
+    from taskextrap.experiments.catalogue import get_experiment
 
     profile = get_experiment(record["experiment"]).profiles[record.get("profile", _DEFAULTS.profile)]
     return set(profile.with_seeds(seeds_of.get("seeds"), seeds_of.get("seed")).seeds)

@@ -13,7 +13,8 @@ from pathlib import Path
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import plotfiles
 from taskextrap.experiments.executors import run_units
-from taskextrap.experiments.registry import RunOptions, get_experiment
+from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.catalogue import get_experiment
 from taskextrap.experiments.run_record import check_same_run, claim_run, plain, run_record
 from taskextrap.experiments.units import Plan, bind
 from taskextrap.report.compare import compare_rows

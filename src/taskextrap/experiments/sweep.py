@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.registry import SPLITS, RunOptions, all_experiments, get_experiment
+from taskextrap.experiments.registry import SPLITS, RunOptions
+from taskextrap.experiments.catalogue import all_experiments, get_experiment
 from taskextrap.experiments.units import load_unit
 
 

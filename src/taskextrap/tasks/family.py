@@ -128,7 +128,7 @@ class ParametricFamily:
         Every ``TaskSet`` of the family runs it (``--family`` runs it first), once per family
         object: a family that passed is not evaluated again. It draws from its own generator,
         never from a run's streams, so it changes no number a run computes."""
-        from taskextrap.tasks.registry import check_family, check_once  # the registry imports this module
+        from taskextrap.tasks.checks import check_family, check_once
 
         check_once(self, lambda: check_family(self, label))
 

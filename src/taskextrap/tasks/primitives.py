@@ -35,7 +35,7 @@ from taskextrap.validation import (
 )
 
 if TYPE_CHECKING:
-    from taskextrap.tasks.chains import RecipeSplit
+    from taskextrap.tasks.recipes import RecipeSplit
 
 
 def _check_pairs(name: str, pairs, allow_empty: bool = False) -> None:
@@ -229,7 +229,7 @@ class CompositionFamily:
     description: str = field(default="", compare=False)
 
     def __post_init__(self):
-        from taskextrap.tasks.chains import IDENTITY_NAME, RecipeSplit  # chains imports this module
+        from taskextrap.tasks.recipes import IDENTITY_NAME, RecipeSplit
 
         check_str("CompositionFamily name", self.name)
         if not _SET_NAME.fullmatch(self.name):
