@@ -706,7 +706,7 @@ def test_fit_progress_columns_values_and_protocol_lookups(parameter):
     "call, match",
     [
         (
-            lambda: __import__("taskextrap.experiments.registry", fromlist=["x"]).get_experiment("paramter"),
+            lambda: __import__("taskextrap.experiments.catalogue", fromlist=["x"]).get_experiment("paramter"),
             r"unknown experiment 'paramter'.*; did you mean 'parameter'\?$",
         ),
         (

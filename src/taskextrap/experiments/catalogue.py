@@ -14,22 +14,23 @@ from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.experiments import composition, length, multistep, parameter, parity, llm_geometry  # noqa: F401
 from taskextrap.experiments import codeio, projectile  # noqa: F401
 from taskextrap.experiments import codeio_em, composition_depth3, composition_em, manifolds  # noqa: F401
-from taskextrap.experiments.registry import EXPERIMENTS, PAPER_ORDER, Experiment
+from taskextrap.experiments import registry
+from taskextrap.experiments.registry import PAPER_ORDER, Experiment
 
 
 def get_experiment(name: str) -> Experiment:
     """The experiment ``name``."""
-    if name not in EXPERIMENTS:
+    if name not in registry.EXPERIMENTS:
         raise TaskextrapError(
-            f"unknown experiment {name!r}; choose from {sorted(EXPERIMENTS)} or 'all'"
-            + did_you_mean(name, [*EXPERIMENTS, "all"])
+            f"unknown experiment {name!r}; choose from {sorted(registry.EXPERIMENTS)} or 'all'"
+            + did_you_mean(name, [*registry.EXPERIMENTS, "all"])
         )
-    return EXPERIMENTS[name]
+    return registry.EXPERIMENTS[name]
 
 
 def all_experiments(in_all_only: bool = False) -> list[str]:
     """Names of every registered experiment (only those ``reproduce all`` runs, with ``in_all_only``)."""
-    return [n for n, e in EXPERIMENTS.items() if e.in_all or not in_all_only]
+    return [n for n, e in registry.EXPERIMENTS.items() if e.in_all or not in_all_only]
 
 
 def paper_order() -> list[str]:
