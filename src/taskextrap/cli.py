@@ -664,9 +664,8 @@ def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, qu
         settings["n_pairs"] = pairs
     name = kw.pop("name") or Path(data[0]).stem
     _, record = fit_observed(
-        list(data), columns, out, settings, kw.pop("calibrate"), kw.pop("dev_order"), context_size, how,
-        kw.pop("interpolant"), kw.pop("outside"), name, verbose=not quiet,
-    )  # fmt: skip
+        list(data), columns, out, settings, context_size=context_size, context=how, verbose=not quiet, name=name, **kw
+    )
     click.echo(
         f"library: {record['tasks']['library']} tasks on x in [{record['domain'][0]:g}, {record['domain'][1]:g}]"
     )

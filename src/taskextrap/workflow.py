@@ -26,7 +26,7 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.files import write_json_atomic, write_text_atomic
 from taskextrap.search.posterior import INTERVAL_LEVEL
-from taskextrap.tasks.observed import ObservedTasks, read_tasks
+from taskextrap.tasks.observed import ObservedTasks, read_table, read_tasks
 from taskextrap.validation import check_int
 
 FIT_RECORD = "fit.json"
@@ -276,11 +276,8 @@ def _queries(query, columns: Columns, ctx: ObservedTasks, domain, grid: int) -> 
     if query is None:
         lo, hi = domain
         return {t: np.linspace(lo, hi, grid) for t in ctx.ids}
-    from taskextrap.tasks.observed import _concat, _numbers, _read_one, _column
-
-    table = _concat([_read_one(q) for q in (query if isinstance(query, (list, tuple)) else [query])])
-    ids = np.array([str(v) for v in _column(table, columns.task, "task")], dtype=object)
-    xs = _numbers(table, columns.x, "x")
+    table = read_table(query)
+    ids, xs = table.text(columns.task, "task"), table.numbers(columns.x, "x")
     out = {}
     for t in ctx.ids:
         sel = ids == t

@@ -331,12 +331,18 @@ class Estimator(Fittable):
         where the regime has a continuous part), scores NaN."""
 
     def _checked_context(self, ctx_x, ctx_y) -> tuple[np.ndarray, np.ndarray]:
-        """The context as validated float arrays (n, n_context), within the float32 networks'
-        range once scaled (``validation.MAX_SCALED``). Needs the fitted scaler."""
-        ctx_x, ctx_y = check_context(ctx_x, ctx_y, self.protocol_.n_context)
+        """The context as validated float arrays (n, m) of a size the estimator reads
+        (:meth:`_sized_context`), within the float32 networks' range once scaled
+        (``validation.MAX_SCALED``). Needs the fitted scaler."""
+        ctx_x, ctx_y = self._sized_context(ctx_x, ctx_y)
         check_scaled("ctx_x", self.scaler_.x(ctx_x))
         check_scaled("ctx_y", self.scaler_.y(ctx_y))
         return ctx_x, ctx_y
+
+    def _sized_context(self, ctx_x, ctx_y) -> tuple[np.ndarray, np.ndarray]:
+        """The context as float arrays of the protocol's ``n_context`` points per task (a one-line
+        error otherwise); an estimator that reads other sizes overrides this."""
+        return check_context(ctx_x, ctx_y, self.protocol_.n_context)
 
     def _checked_query(self, x_query, n: int) -> np.ndarray:
         """Query inputs as a validated float array (n, q), within range once scaled."""

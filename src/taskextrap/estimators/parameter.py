@@ -54,7 +54,6 @@ from taskextrap.validation import (
     check_int,
     check_optional_int,
     check_real,
-    check_scaled,
 )
 
 
@@ -513,26 +512,20 @@ class RTE(Estimator):
         return cached[2][draw_idx]
 
     # ----------------------------------------------------------------------------- phase 2
-    def _checked_context(self, ctx_x, ctx_y) -> tuple[np.ndarray, np.ndarray]:
-        """The context as validated arrays (n, m): ``m`` from ``min_context_`` up (any number
-        above ``n_context`` too, :meth:`views`), or exactly ``n_context`` for an estimator that
-        reads no other size."""
+    def _sized_context(self, ctx_x, ctx_y) -> tuple[np.ndarray, np.ndarray]:
+        """The context as float arrays (n, m): ``m`` from ``min_context_`` up (any number above
+        ``n_context`` too, :meth:`views`), or exactly ``n_context`` for an estimator that reads no
+        other size."""
         if not self.any_context_size:
-            return super()._checked_context(ctx_x, ctx_y)
+            return super()._sized_context(ctx_x, ctx_y)
         ctx_x, ctx_y = check_context(ctx_x, ctx_y)
-        k, low = self.protocol_.n_context, self.min_context_
-        if ctx_x.shape[1] < low:
-            hint = (
-                f"fit with RTE(min_context={ctx_x.shape[1]}) to read fewer"
-                if ctx_x.shape[1] >= 1 and self.loo_
-                else "give more points"
-            )
+        m, k, low = ctx_x.shape[1], self.protocol_.n_context, self.min_context_
+        if m < low:
+            hint = f"fit with RTE(min_context={m}) to read fewer" if self.loo_ else "give more points"
             raise TaskextrapError(
-                f"ctx_x has {ctx_x.shape[1]} point(s) per task; this {type(self).__name__} reads at least "
+                f"ctx_x has {m} point(s) per task; this {type(self).__name__} reads at least "
                 f"{low} (its Psi was trained on {k}-point contexts{'' if low == k else f', down to {low}'}): {hint}"
             )
-        check_scaled("ctx_x", self.scaler_.x(ctx_x))
-        check_scaled("ctx_y", self.scaler_.y(ctx_y))
         return ctx_x, ctx_y
 
     def views(self, sx: np.ndarray, sy: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:

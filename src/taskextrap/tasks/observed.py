@@ -37,6 +37,7 @@ import numpy as np
 from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.tasks.family import ParametricFamily
 from taskextrap.tasks.taskset import TaskSet
+from taskextrap.validation import check_int
 
 INTERPOLANTS = ("pchip", "linear", "cubic")  # the first is the default (chosen on dev)
 OUTSIDE = ("error", "hold")
@@ -57,7 +58,35 @@ class Table:
     line: np.ndarray  # (rows,) row number in its file (CSV: the line; others: 1-based row)
 
     def where(self, i: int) -> str:
+        """Where row ``i`` came from, for an error message: ``<file> row <n>``."""
         return f"{self.source[i]} row {self.line[i]}"
+
+    def column(self, name: str, role: str) -> np.ndarray:
+        """Column ``name`` (its ``role`` in the message when it is missing, with a close name)."""
+        if name not in self.columns:
+            raise TaskextrapError(
+                f"{self.source[0]}: no {role} column {name!r}; its columns are {sorted(self.columns)}"
+                + did_you_mean(name, self.columns)
+            )
+        return self.columns[name]
+
+    def text(self, name: str, role: str) -> np.ndarray:
+        """Column ``name`` as strings (task ids, labels)."""
+        return np.array([str(v) for v in self.column(name, role)], dtype=object)
+
+    def numbers(self, name: str, role: str) -> np.ndarray:
+        """Column ``name`` as finite floats: one line naming the file and row of the first bad value."""
+        raw = self.column(name, role)
+        out = np.empty(len(raw))
+        for i, v in enumerate(raw):
+            try:
+                out[i] = float(v)
+            except (TypeError, ValueError):
+                raise TaskextrapError(f"{self.where(i)}: {role} column {name!r} holds {v!r}, not a number") from None
+        bad = np.flatnonzero(~np.isfinite(out))
+        if len(bad):
+            raise TaskextrapError(f"{self.where(bad[0])}: {role} column {name!r} is {out[bad[0]]} (NaN or inf)")
+        return out
 
 
 def _read_csv(path: Path) -> Table:
@@ -134,6 +163,15 @@ def _read_one(item) -> Table:
     )
 
 
+def read_table(data) -> Table:
+    """A long table from a path (``.csv``, ``.parquet``, ``.npz``), a DataFrame, a dict of 1-D
+    arrays or a list of these (their columns must agree), with where each row came from."""
+    items = list(data) if isinstance(data, (list, tuple)) else [data]
+    if not items:
+        raise TaskextrapError("no table given: give at least one file, DataFrame or dict of arrays")
+    return _concat([_read_one(item) for item in items])
+
+
 def _concat(tables: list[Table]) -> Table:
     first = tables[0]
     for t in tables[1:]:
@@ -144,30 +182,6 @@ def _concat(tables: list[Table]) -> Table:
             )
     cols = {k: np.concatenate([t.columns[k].astype(object) for t in tables]) for k in first.columns}
     return Table(cols, np.concatenate([t.source for t in tables]), np.concatenate([t.line for t in tables]))
-
-
-def _column(table: Table, name: str, role: str) -> np.ndarray:
-    if name not in table.columns:
-        raise TaskextrapError(
-            f"{table.source[0]}: no {role} column {name!r}; its columns are {sorted(table.columns)}"
-            + did_you_mean(name, table.columns)
-        )
-    return table.columns[name]
-
-
-def _numbers(table: Table, name: str, role: str) -> np.ndarray:
-    """Column ``name`` as finite floats: one line naming the file and row of the first bad value."""
-    raw = _column(table, name, role)
-    out = np.empty(len(raw))
-    for i, v in enumerate(raw):
-        try:
-            out[i] = float(v)
-        except (TypeError, ValueError):
-            raise TaskextrapError(f"{table.where(i)}: {role} column {name!r} holds {v!r}, not a number") from None
-    bad = np.flatnonzero(~np.isfinite(out))
-    if len(bad):
-        raise TaskextrapError(f"{table.where(bad[0])}: {role} column {name!r} is {out[bad[0]]} (NaN or inf)")
-    return out
 
 
 def read_tasks(
@@ -198,13 +212,10 @@ def read_tasks(
     with fewer than ``min_points`` points, one x twice within a task, a label or parameter that
     changes within a task, files whose columns differ, an empty file.
     """
-    items = list(data) if isinstance(data, (list, tuple)) else [data]
-    if not items:
-        raise TaskextrapError("read_tasks needs at least one file, DataFrame or dict of arrays")
     xs = [x] if isinstance(x, str) else list(x)
     if len(xs) != 1:
         raise TaskextrapError(f"the parameter regime reads one x column, got {len(xs)}: {xs}")
-    table = _concat([_read_one(item) for item in items])
+    table = read_table(data)
     return ObservedTasks._from_table(table, task, xs[0], y, split, tuple(params), min_points, group)
 
 
@@ -233,13 +244,11 @@ class ObservedTasks:
 
     @classmethod
     def _from_table(cls, table, task, x, y, split, params, min_points, group=None) -> ObservedTasks:
-        ids = np.array([str(v) for v in _column(table, task, "task")], dtype=object)
-        xv, yv = _numbers(table, x, "x"), _numbers(table, y, "y")
-        labels = None if split is None else np.array([str(v) for v in _column(table, split, "split")], dtype=object)
-        groups = None if group is None else np.array([str(v) for v in _column(table, group, "group")], dtype=object)
-        known = (
-            np.stack([_numbers(table, p, "parameter") for p in params], axis=1) if params else np.zeros((len(xv), 0))
-        )
+        ids = table.text(task, "task")
+        xv, yv = table.numbers(x, "x"), table.numbers(y, "y")
+        labels = None if split is None else table.text(split, "split")
+        groups = None if group is None else table.text(group, "group")
+        known = np.stack([table.numbers(p, "parameter") for p in params], axis=1) if params else np.zeros((len(xv), 0))
         uniq, first = np.unique(ids, return_index=True)
         order_ids = uniq[np.argsort(first)]  # tasks in the order they first appear
         rows_of: dict[str, list[int]] = {t: [] for t in order_ids}
@@ -355,7 +364,7 @@ class ObservedTasks:
         family = ObservedFamily.of(tasks, name, interpolant, "error")
         assert family.interpolants is not None
         lo, hi = family.domain
-        grid = np.linspace(lo, hi, check_points(points))
+        grid = np.linspace(lo, hi, check_int("points", points, 2))
         curves = family.interpolants(np.arange(len(tasks)), np.broadcast_to(grid, (len(tasks), len(grid))))
         names = list(dict.fromkeys(groups.tolist()))
         if curves.min() < lo or curves.max() > hi:
@@ -378,6 +387,7 @@ class ObservedTasks:
         }
 
     def description(self) -> dict:
+        """The tasks' ids, labels and column names as plain JSON (:meth:`from_arrays` reads them)."""
         return {"ids": self.ids.tolist(), "split": self.split.tolist(), "param_names": list(self.param_names),
                 "names": list(self.names), "group": None if self.group is None else self.group.tolist()}  # fmt: skip
 
@@ -395,12 +405,6 @@ class ObservedTasks:
             tuple(desc["names"]),
             None if desc.get("group") is None else np.array(desc["group"], dtype=object),
         )
-
-
-def check_points(points) -> int:
-    from taskextrap.validation import check_int
-
-    return check_int("points", points, 2)
 
 
 # ----------------------------------------------------------------------------- interpolants
@@ -435,6 +439,8 @@ class Interpolants:
 
     @classmethod
     def of(cls, tasks: ObservedTasks, kind: str, outside: str) -> Interpolants:
+        """Every task's interpolant of ``kind`` (:data:`INTERPOLANTS`), reads outside a task's
+        range handled by ``outside`` (:data:`OUTSIDE`): one-line errors for other values."""
         if kind not in INTERPOLANTS:
             raise TaskextrapError(
                 f"unknown interpolant {kind!r}; choose from {list(INTERPOLANTS)}" + did_you_mean(kind, INTERPOLANTS)
@@ -496,6 +502,8 @@ class ObservedFamily(ParametricFamily):
 
     @classmethod
     def of(cls, tasks: ObservedTasks, name: str, interpolant: str, outside: str) -> ObservedFamily:
+        """The family of ``tasks`` (at least 2, sharing an x range: one-line errors otherwise),
+        named ``name``, each read through ``interpolant`` with ``outside``'s rule."""
         if len(tasks) < 2:
             raise TaskextrapError(f"a library needs at least 2 observed tasks, got {len(tasks)}")
         lows = np.array([tasks.points(i)[0][0] for i in range(len(tasks))])
@@ -528,10 +536,13 @@ class ObservedFamily(ParametricFamily):
 
     @property
     def tasks(self) -> ObservedTasks:
+        """The observed tasks the family reads."""
         assert self.interpolants is not None
         return self.interpolants.tasks
 
     def __call__(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Tasks ``params`` (n, 1): task indices, at inputs ``x`` (n, m) -> (n, m), each through its
+        interpolant (a one-line error for an index that is not a task's)."""
         params = self._params(params)
         x = np.asarray(x, dtype=float)
         if x.ndim != 2 or x.shape[0] != params.shape[0]:
@@ -543,6 +554,7 @@ class ObservedFamily(ParametricFamily):
         return self.interpolants(idx, x)
 
     def sample_params(self, region: str, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Refused in one line: observed tasks have no formula to draw new ones from."""
         raise TaskextrapError(
             f"family {self.name!r} is observed data: it has no formula to draw new tasks from (its tasks are the "
             "observed ones; ObservedTasks.library gives them)"
