@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 OUT = Path(__file__).parent / "results" / "codeio-search.json"
-PAPER_TASKS = 192  # held-out tasks of the paper profile's search (experiments/codeio.py)
+PAPER_TASKS = 192  # held-out tasks of the paper profile's search (sequence_runs/codeio.py)
 
 
 @contextlib.contextmanager
@@ -49,15 +49,8 @@ def measure(n_tasks: int, profile_name: str, cache: Path, threads: int) -> dict:
     dev tasks; the record described in the module docstring."""
     import torch
 
-    from taskextrap.experiments.codeio import (
-        CODEIO_PROFILES,
-        Split,
-        corpora,
-        fine_tune,
-        for_model,
-        held_out_tasks,
-        search_estimator,
-    )
+    from taskextrap.experiments.codeio import CODEIO_PROFILES
+    from taskextrap.sequence_runs.codeio import Split, corpora, fine_tune, for_model, held_out_tasks, search_estimator
     from taskextrap.experiments.profiles import get_profile
     from taskextrap.llm.codeio import CodeIOAdapter
     from taskextrap.llm.pretrain import BaseModel

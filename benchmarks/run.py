@@ -176,7 +176,8 @@ def bench_codeio_scoring(n_tasks: int = 1, n_plain: int = 128, split=None) -> di
     of the default seeds; ``Split("test", 0, 10_000)`` gives the task of the earlier benchmark).
     ``n_plain=0`` skips the no-sharing run.
     """
-    from taskextrap.experiments.codeio import CODEIO_PROFILES, Split, held_out_tasks
+    from taskextrap.experiments.codeio import CODEIO_PROFILES
+    from taskextrap.sequence_runs.codeio import Split, held_out_tasks
     from taskextrap.llm import codeio as C
     from taskextrap.tasks import strings as S
     from taskextrap.llm.pretrain import default_model

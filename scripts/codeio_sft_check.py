@@ -32,6 +32,7 @@ import torch
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import codeio as E
+from taskextrap.sequence_runs import codeio as codeio_runs
 from taskextrap.tasks import strings as S
 from taskextrap.llm.pretrain import BaseModel, load_base
 from taskextrap.llm.sft import CODEIO_LORA, merge_lora, train
@@ -54,31 +55,31 @@ def check(
     seed: int = 0,
     score_shots: bool = False,
     anchored: bool = False,
-    split_seed: int = E.SPLIT_SEED,
+    split_seed: int = codeio_runs.SPLIT_SEED,
 ) -> dict:
     """Train one run on the dev-training pairs; return {"sft_s", "final_loss" (mean of the last
     50 steps), "train", "dev", "dev_hits"}: exact match on training-pair and dev tasks, and the
     dev tasks' hits (1/0, in task order) for paired comparisons."""
     profile = dataclasses.replace(E.CODEIO_PROFILES["paper"], anchored=anchored)
     cfg = dataclasses.replace(
-        E.sft_config(profile, seed, BaseModel()),
+        codeio_runs.sft_config(profile, seed, BaseModel()),
         steps=steps,
         lr=lr,
         warmup_steps=warmup,
         lora=None if full else CODEIO_LORA,
     )
-    split = E.Split("dev", split_seed)
+    split = codeio_runs.Split("dev", split_seed)
     dev_train, _ = split.pairs()
     t = time.perf_counter()
-    lm, log = train(load_base("codeio", BaseModel()), E.samplers(dev_train, score_shots, anchored)[corpus], cfg)
+    lm, log = train(load_base("codeio", BaseModel()), codeio_runs.samplers(dev_train, score_shots, anchored)[corpus], cfg)
     out = {"sft_s": time.perf_counter() - t, "final_loss": float(np.mean(log["loss"][-50:]))}
     lm = lm if full else merge_lora(lm)
     method = "oracle" if corpus == "extender" else "few-shot"
     for name, tasks in (
         ("train", S.make_test_tasks(dev_train[::train_every], TRAIN_STRINGS_SEED, stream="train")),
-        ("dev", E.held_out_tasks(None, split)[0][::dev_every]),
+        ("dev", codeio_runs.held_out_tasks(None, split)[0][::dev_every]),
     ):
-        said = E.predict(method, lm, tasks, profile, seed)
+        said = codeio_runs.predict(method, lm, tasks, profile, seed)
         out[name + "_hits"] = [int(a == tk.query[1]) for a, tk in zip(said, tasks, strict=True)]
         out[name] = float(np.mean(out[name + "_hits"]))
     del out["train_hits"]  # only the dev tasks are compared
@@ -121,7 +122,7 @@ def main():
     ap.add_argument("--full", action="store_true", help="train every parameter (default: the paper's LoRA)")
     ap.add_argument("--score-shots", action="store_true", help="the loss also covers the shot answers")
     ap.add_argument("--anchored", action="store_true", help="the extender's shot lines show a(x) before ' =>'")
-    ap.add_argument("--split-seed", type=int, default=E.SPLIT_SEED, help="seed of the pair split")
+    ap.add_argument("--split-seed", type=int, default=codeio_runs.SPLIT_SEED, help="seed of the pair split")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=OUT, help="results file the run is added to")
     args = ap.parse_args()
@@ -181,7 +182,7 @@ def recipe_name(args) -> str:
         f"steps{args.steps}",
     ]
     parts += [flag for flag, on in (("score-shots", args.score_shots), ("anchored", args.anchored)) if on]
-    return " ".join(parts + ([f"split{args.split_seed}"] if args.split_seed != E.SPLIT_SEED else []))
+    return " ".join(parts + ([f"split{args.split_seed}"] if args.split_seed != codeio_runs.SPLIT_SEED else []))
 
 
 if __name__ == "__main__":

@@ -103,6 +103,7 @@ def codeio(profile_name: str, n_tasks: int, n_loo: int, cache: Path) -> dict:
     """The E-step's arg-min and the true pair's rank under the base, warm-up and supervised models."""
     from taskextrap.estimators.sequence_em import e_step
     from taskextrap.experiments import codeio as E
+    from taskextrap.sequence_runs import codeio as codeio_runs
     from taskextrap.experiments import codeio_em as X
     from taskextrap.experiments.profiles import get_profile
     from taskextrap.llm import codeio_em as M
@@ -110,8 +111,8 @@ def codeio(profile_name: str, n_tasks: int, n_loo: int, cache: Path) -> dict:
     from taskextrap.llm.pretrain import BaseModel, load_base
 
     model = BaseModel()
-    profile = E.for_model(get_profile(X.PROFILES, profile_name), model)
-    split = E.Split("dev")
+    profile = codeio_runs.for_model(get_profile(X.PROFILES, profile_name), model)
+    split = codeio_runs.Split("dev")
     train_pairs = split.pairs()[0]
     tasks = M.em_tasks(train_pairs, n_tasks, 0)
     candidates = M.em_candidates(train_pairs)
@@ -130,9 +131,9 @@ def codeio(profile_name: str, n_tasks: int, n_loo: int, cache: Path) -> dict:
             cache / f"warmup-{profile_name}",
             False,
         ),
-        f"supervised extender ({profile.sft_steps} steps, every label)": lambda: E.fine_tune(
+        f"supervised extender ({profile.sft_steps} steps, every label)": lambda: codeio_runs.fine_tune(
             model,
-            E.corpora(profile, model, train_pairs)["extender"],
+            codeio_runs.corpora(profile, model, train_pairs)["extender"],
             profile.codeio(),
             0,
             cache / f"extender-{profile_name}",

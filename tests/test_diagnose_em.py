@@ -29,12 +29,13 @@ def test_codeio_counts_the_true_pairs_rank_among_the_candidates(tmp_path, monkey
     mod = load_script("scripts/diagnose_em.py")
     from taskextrap.estimators import sequence_em
     from taskextrap.experiments import codeio as E
+    from taskextrap.sequence_runs import codeio as codeio_runs
     from taskextrap.experiments import codeio_em as X
     from taskextrap.llm import pretrain
 
     monkeypatch.setattr(pretrain, "load_base", lambda *a, **k: "base")
     monkeypatch.setattr(X, "_tune", lambda *a, **k: "warm")
-    monkeypatch.setattr(E, "fine_tune", lambda *a, **k: "sup")
+    monkeypatch.setattr(codeio_runs, "fine_tune", lambda *a, **k: "sup")
     place = {"base": 5, "warm": 1, "sup": 0}  # how many candidates score below the truth, per model
 
     def fake_e_step(lm, tasks, adapter, cands, *a, **k):

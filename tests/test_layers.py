@@ -1,7 +1,8 @@
 """No import points upward: the package's parts form layers in the order data flows
 (family -> library -> Gamma -> Psi and language models -> search -> estimator -> baselines ->
 results -> experiments -> command line), and a module imports only from its own layer or below.
-Imports inside functions count too."""
+Imports inside functions count too; imports for annotations only (under ``if TYPE_CHECKING:``,
+which never run) do not."""
 
 import ast
 from pathlib import Path
@@ -21,6 +22,7 @@ LAYERS = [
     {"search"},  # index, decomposer, likelihood search
     {"estimators"},  # the estimator contract
     {"baselines"},  # inductive, oracles, context-only
+    {"sequence_runs"},  # a sequence-model experiment's seed: fine-tuning runs, methods, prompt records
     {"report"},  # results schema, tables, plots
     {"workflow"},  # fit / predict / evaluate on a user's observed tasks
     {"experiments"},  # registered experiments
@@ -35,7 +37,7 @@ def _part(path: Path) -> str:
 
 
 def _imported_parts(path: Path):
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "taskextrap":
             names = node.module.split(".")[1:2] or [a.name for a in node.names]
         elif isinstance(node, ast.Import):

@@ -6,6 +6,10 @@ import hashlib
 
 import numpy as np
 
+# The final tables are drawn from this seed, which no development run used. The tables before
+# the integrity review used 10_000 (``--test-seed 10000`` reproduces them).
+FRESH_TEST_SEED = 31_337
+
 
 def derive_seed(seed: int, *names: str | int) -> int:
     """A 63-bit seed derived from ``seed`` and a path of names.

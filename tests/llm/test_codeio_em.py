@@ -12,6 +12,7 @@ if importlib.util.find_spec("transformers") is None:  # skip only when it is abs
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import codeio as E
+from taskextrap.sequence_runs import codeio as codeio_runs
 from taskextrap.experiments import codeio_em as X
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
@@ -23,7 +24,7 @@ from taskextrap.report.schema import validate_results
 from taskextrap.search import likelihood as LS
 from taskextrap.tasks import strings as S
 
-TRAIN, HELD = S.split_pairs(E.SPLIT_SEED)
+TRAIN, HELD = S.split_pairs(codeio_runs.SPLIT_SEED)
 
 
 def test_candidates_exclude_singles_and_identity_like_constituents():
@@ -212,7 +213,7 @@ def test_tiny_run_writes_every_row(tiny_em):
 @pytest.mark.slow
 def test_no_e_step_or_evaluation_call_receives_a_held_out_answer(tiny_em):
     _res, calls, _, _ = tiny_em
-    tasks, _, _ = E.held_out_tasks(X.PROFILES["tiny"].n_tasks)
+    tasks, _, _ = codeio_runs.held_out_tasks(X.PROFILES["tiny"].n_tasks)
     assert calls["e_tasks"] and set(calls["e_tasks"]) <= set(TRAIN)  # the E-step scores training tasks only
     assert not set(calls["e_tasks"]) & set(HELD)
     assert calls["scored"] and calls["generated"]
@@ -238,7 +239,7 @@ def test_the_audit_names_a_held_out_pair_injected_into_the_em_tasks(tmp_path):
     from taskextrap.llm.pretrain import BaseModel
 
     model = BaseModel(path=str(_tiny_model(tmp_path / "model")))
-    profile = E.for_model(X.PROFILES["tiny"], model)
+    profile = codeio_runs.for_model(X.PROFILES["tiny"], model)
     leaky = S.make_test_tasks([HELD[0]], 0, stream="em-train")  # a held-out pair among the EM tasks
     with audit.spy() as seen:
         X.run_arm(model, profile, 0.0, leaky, 0, None)
@@ -278,8 +279,8 @@ def test_an_em_unit_hands_its_e_steps_only_training_pairs_and_records_what_ran(m
 
     found = {"rte": np.zeros(2), "found": np.zeros(2), "answers": {"rte": []}, "completions": {"rte": []}, "chosen": []}
     monkeypatch.setattr(X, "run_arm", fake_arm)
-    monkeypatch.setattr(E, "search", lambda *a, **k: found)
-    split = E.Split()
+    monkeypatch.setattr(codeio_runs, "search", lambda *a, **k: found)
+    split = codeio_runs.Split()
     train, _ = split.pairs()
     profile = X.PROFILES["tiny"]
     unit = X.run_unit(None, profile, [], 0, None, split=split)

@@ -16,6 +16,7 @@ if importlib.util.find_spec("transformers") is None:  # skip only when it is abs
 from taskextrap.cli import main
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import codeio as E
+from taskextrap.sequence_runs import codeio as codeio_runs
 from taskextrap import sharding as SH
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions
 from taskextrap.experiments.runner import run_dir_name, run_experiment
@@ -71,9 +72,9 @@ def test_tiny_run_writes_every_row(tiny_run):
     res, _, options, _ = tiny_run
     validate_results(res)
     got = {(r["group"], r["method"]) for r in res["rows"]}
-    want = {(g, m) for g in E.GROUPS for m in E.PAIR_METHODS}
+    want = {(g, m) for g in E.GROUPS for m in codeio_runs.PAIR_METHODS}
     want |= {("decomposition-found", "rte"), ("decomposition-found-novel", "rte"), ("primitives", "base-model")}
-    want |= {("answer-in-prompt", m) for m in E.PROMPT_METHODS}
+    want |= {("answer-in-prompt", m) for m in codeio_runs.PROMPT_METHODS}
     assert got == want  # the one tiny task is novel, so both groups appear
     assert {("held-out-pairs", "exact-search"), ("novel-pairs", "exact-search-tie-vote")} <= got
     assert all(0.0 <= r["value"] <= 1.0 and r["metric"] == "accuracy" for r in res["rows"])
@@ -93,7 +94,7 @@ def test_tiny_run_writes_every_row(tiny_run):
     saved = json.loads(unit.read_text())
     extras = saved["extras"]
     assert extras["tasks"] == cfg["tasks"] and len(extras["chosen"]) == 1 and len(extras["voters"]) == 1
-    assert set(extras["answers"]) == set(E.PAIR_METHODS)
+    assert set(extras["answers"]) == set(codeio_runs.PAIR_METHODS)
     # the unit's fingerprint covers the prompt format, the split and both seeds
     assert {"prompt_format", "split", "split_seed", "test_seed"} <= set(saved["config"])
 
@@ -102,16 +103,16 @@ def test_tiny_run_keeps_every_final_prompt(tiny_run):
     _res, _, options, _ = tiny_run
     lines = (run_dir_name("codeio", options) / "prompts.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
-    assert [r["method"] for r in records] == list(E.PROMPT_METHODS)  # one task, one seed
-    (task,) = E.held_out_tasks(1)[0]
-    profile = E.for_model(E.CODEIO_PROFILES["tiny"], pretrain.BaseModel("/a/model"))
+    assert [r["method"] for r in records] == list(codeio_runs.PROMPT_METHODS)  # one task, one seed
+    (task,) = codeio_runs.held_out_tasks(1)[0]
+    profile = codeio_runs.for_model(E.CODEIO_PROFILES["tiny"], pretrain.BaseModel("/a/model"))
     for r in records:
         assert {"task", "method", "seed", "prompt", "answer", "predicted", "answer_in_prompt"} <= set(r)
         assert r["task"] == "+".join(task.pair) and r["seed"] == 0 and r["answer"] == task.query[1]
         assert r["answer_in_prompt"] is False and r["prompt"].endswith(f"In: {task.query[0]} Out:")
     by = {r["method"]: r for r in records}
-    assert by["oracle"]["prompt"] == E.query_prompt("oracle", task, profile)
-    assert by["rte"]["prompt"] == E.query_prompt("rte", task, profile, E.candidate_of(by["rte"]["candidate"]))
+    assert by["oracle"]["prompt"] == codeio_runs.query_prompt("oracle", task, profile)
+    assert by["rte"]["prompt"] == codeio_runs.query_prompt("rte", task, profile, codeio_runs.candidate_of(by["rte"]["candidate"]))
     assert by["rte-tie-vote"]["prompts"][0] == by["rte"]["prompt"]
     assert by["few-shot"]["prompt"] == C.fewshot_prompt(task.support, task.query[0])
 
@@ -120,7 +121,7 @@ def test_search_scores_every_candidate_never_the_held_out_list(tiny_run):
     _, seen, _, _ = tiny_run
     scored = seen["scored"]  # one entry per leave-one-out pair (three per candidate at most)
     assert set(scored) == set(S.candidates()) and max(Counter(scored).values()) <= 3
-    train, test = S.split_pairs(E.SPLIT_SEED)
+    train, test = S.split_pairs(codeio_runs.SPLIT_SEED)
     assert set(train) <= set(scored) and set(test) <= set(scored)
 
 
@@ -139,7 +140,7 @@ def test_rerun_resumes_from_the_unit_cache(tiny_run, monkeypatch):
     written = run_dir_name("codeio", options) / "prompts.jsonl"
     before = written.read_text()
     written.unlink()
-    monkeypatch.setattr(E, "run_unit", lambda *a, **k: pytest.fail("the finished unit was recomputed"))
+    monkeypatch.setattr(codeio_runs, "run_seed", lambda *a, **k: pytest.fail("the finished unit was recomputed"))
     assert run_experiment("codeio", options)["rows"] == res["rows"]
     assert written.read_text() == before  # a resumed run rebuilds prompts.jsonl from the unit's extras
 
@@ -176,9 +177,9 @@ def test_a_perfect_extender_makes_rte_the_consistency_search(monkeypatch, anchor
     monkeypatch.setattr(
         "taskextrap.llm.generate.greedy_once", lambda lm, ps, *a: prompts.extend(ps) or _perfect_answers(lm, ps, *a)
     )
-    tasks, _, _ = E.held_out_tasks(6)
+    tasks, _, _ = codeio_runs.held_out_tasks(6)
     profile = dataclasses.replace(E.CODEIO_PROFILES["quick"], anchored=anchored)
-    res = E.search(None, tasks, profile)
+    res = codeio_runs.search(None, tasks, profile)
     # scoring and generation prompts of a pair are anchored exactly when the profile says so;
     # the query line is plain either way
     assert all(
@@ -204,13 +205,13 @@ def test_search_scores_resume_from_finished_chunks(tmp_path, monkeypatch):
         return np.arange(len(pair_lists), dtype=float)
 
     monkeypatch.setattr(LS, "total_nll", scores)
-    tasks, _, _ = E.held_out_tasks(E.TASKS_PER_CHUNK + 1)
+    tasks, _, _ = codeio_runs.held_out_tasks(codeio_runs.TASKS_PER_CHUNK + 1)
     cands = S.candidates()[:7]
-    first = E.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path, bounded=False)
-    assert first.shape == (len(tasks), 7) and calls == [E.TASKS_PER_CHUNK * 7 * 3, 7 * 3]  # one list per pair
-    again = E.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path, bounded=False)
+    first = codeio_runs.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path, bounded=False)
+    assert first.shape == (len(tasks), 7) and calls == [codeio_runs.TASKS_PER_CHUNK * 7 * 3, 7 * 3]  # one list per pair
+    again = codeio_runs.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path, bounded=False)
     assert len(calls) == 2 and np.array_equal(first, again)
-    bounded = E.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path)
+    bounded = codeio_runs.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path)
     assert len(calls) == 2 and np.array_equal(bounded, first)  # the full scores answer a bounded search
 
 
@@ -222,22 +223,22 @@ def test_cot_majority_samples_the_profiles_chains_and_votes(monkeypatch):
         return [["ab => x", "ba => y", "cd => y", "junk"] for _ in prompts]
 
     monkeypatch.setattr("taskextrap.llm.generate.generate", fake_generate)
-    tasks, _, _ = E.held_out_tasks(2)
-    assert E.predict("cot-majority", None, tasks, E.CODEIO_PROFILES["quick"], seed=3) == ["y", "y"]
+    tasks, _, _ = codeio_runs.held_out_tasks(2)
+    assert codeio_runs.predict("cot-majority", None, tasks, E.CODEIO_PROFILES["quick"], seed=3) == ["y", "y"]
     assert calls[0]["n_samples"] == 16 and calls[0]["temperature"] == 0.7 and calls[0]["seed"] == 3
     assert calls[0]["max_new_tokens"] == E.CODEIO_PROFILES["quick"].cot_tokens
 
 
 def test_subsample_is_deterministic_and_holds_novel_pairs():
-    train, test = S.split_pairs(E.SPLIT_SEED)
+    train, test = S.split_pairs(codeio_runs.SPLIT_SEED)
     novel = set(S.novel_test_pairs(train, test))
     tasks = S.make_test_tasks(test, FRESH_TEST_SEED)
     for n in (1, 3, 24):
-        picked = E.subsample(tasks, novel, n)
-        assert len(picked) == n and picked == E.subsample(tasks, novel, n)
+        picked = codeio_runs.subsample(tasks, novel, n)
+        assert len(picked) == n and picked == codeio_runs.subsample(tasks, novel, n)
         assert sum(t.pair in novel for t in picked) == -(-n // 2)
         assert [t for t in tasks if t in picked] == picked  # split order kept
-    assert E.subsample(tasks, novel, None) == tasks and E.subsample(tasks, novel, 500) == tasks
+    assert codeio_runs.subsample(tasks, novel, None) == tasks and codeio_runs.subsample(tasks, novel, 500) == tasks
 
 
 def test_missing_default_model_is_a_one_line_error(tmp_path, monkeypatch, capsys):
@@ -270,10 +271,10 @@ def test_codeio_spec_and_budgets_cover_the_longest_sequences():
     )
     assert longest_loo <= spec.max_len
     # generation: BOS + prompt + the completion it needs + EOS, on every real task and candidate
-    tasks = E.held_out_tasks(None)[0] + E.held_out_tasks(None, E.Split("test", 0, 10_000))[0]
+    tasks = codeio_runs.held_out_tasks(None)[0] + codeio_runs.held_out_tasks(None, codeio_runs.Split("test", 0, 10_000))[0]
     longest_gen = max(
         2
-        + len(E.query_prompt("rte", t, profile, c))
+        + len(codeio_runs.query_prompt("rte", t, profile, c))
         + len(C.target_completion(c, t.query[0], S.apply(c, t.query[0]), anchored=True))
         for t in tasks[::3]
         for c in S.candidates()
@@ -286,34 +287,34 @@ def test_sharded_search_equals_the_unsharded_one(tmp_path, monkeypatch):
         return np.array([float(len(p[0][0]) + len(p[0][1])) for p in pair_lists])  # any deterministic score
 
     monkeypatch.setattr(LS, "total_nll", scores)
-    tasks, _, _ = E.held_out_tasks(2 * E.TASKS_PER_CHUNK + 1)  # three chunks
+    tasks, _, _ = codeio_runs.held_out_tasks(2 * codeio_runs.TASKS_PER_CHUNK + 1)  # three chunks
     cands, profile = S.candidates()[:5], E.CODEIO_PROFILES["tiny"]
-    whole = E.candidate_scores(None, tasks, cands, profile, tmp_path / "one")
-    worker = E.candidate_scores(None, tasks, cands, profile, tmp_path / "two", shard=Shard(1, 2))
+    whole = codeio_runs.candidate_scores(None, tasks, cands, profile, tmp_path / "one")
+    worker = codeio_runs.candidate_scores(None, tasks, cands, profile, tmp_path / "two", shard=Shard(1, 2))
     assert worker is None and sorted(p.name for p in (tmp_path / "two").glob("*.npy")) == ["scores-0004-within0.5.npy"]
-    lead = E.candidate_scores(None, tasks, cands, profile, tmp_path / "two", shard=Shard(0, 2))
+    lead = codeio_runs.candidate_scores(None, tasks, cands, profile, tmp_path / "two", shard=Shard(0, 2))
     assert np.array_equal(whole, lead)
-    full = E.candidate_scores(None, tasks, cands, profile, tmp_path / "one", bounded=False)
+    full = codeio_runs.candidate_scores(None, tasks, cands, profile, tmp_path / "one", bounded=False)
     kept = np.isfinite(whole)  # the bounded search: the full scores wherever it scored whole
     assert np.array_equal(whole[kept], full[kept]) and (whole.argmin(1) == full.argmin(1)).all()
     with pytest.raises(TaskextrapError, match="shares"):
-        E.candidate_scores(None, tasks, cands, profile, None, shard=Shard(0, 2))
+        codeio_runs.candidate_scores(None, tasks, cands, profile, None, shard=Shard(0, 2))
 
 
 def test_lead_gives_up_on_a_missing_shard(tmp_path, monkeypatch):
     monkeypatch.setattr(LS, "total_nll", lambda lm, lists, *a, **k: np.zeros(len(lists)))
     monkeypatch.setattr(SH, "WAIT_LIMIT_S", 0.05)
     monkeypatch.setattr(SH, "POLL_S", 0.01)
-    tasks, _, _ = E.held_out_tasks(E.TASKS_PER_CHUNK + 1)
+    tasks, _, _ = codeio_runs.held_out_tasks(codeio_runs.TASKS_PER_CHUNK + 1)
     with pytest.raises(TaskextrapError, match=r"scores-0004-within0.5.npy \(shard 1/2\)"):
-        E.candidate_scores(None, tasks, S.candidates()[:3], E.CODEIO_PROFILES["tiny"], tmp_path, shard=Shard(0, 2))
+        codeio_runs.candidate_scores(None, tasks, S.candidates()[:3], E.CODEIO_PROFILES["tiny"], tmp_path, shard=Shard(0, 2))
 
 
 @pytest.mark.slow
 def test_sharded_tiny_run_equals_the_unsharded_one(tmp_path, monkeypatch):
     """A lead and a worker in two threads, sharing --out, write the unsharded run's rows."""
     model_dir = _tiny_model(tmp_path / "model")
-    monkeypatch.setattr(E, "TASKS_PER_CHUNK", 1)
+    monkeypatch.setattr(codeio_runs, "TASKS_PER_CHUNK", 1)
     monkeypatch.setitem(E.CODEIO_PROFILES, "tiny", dataclasses.replace(E.CODEIO_PROFILES["tiny"], n_tasks=2))
     monkeypatch.setattr(SH, "POLL_S", 0.05)
 
@@ -343,12 +344,12 @@ def test_default_model_trains_every_parameter_a_user_model_gets_the_papers_lora(
     from taskextrap.llm.sft import CODEIO_LORA
 
     paper = E.CODEIO_PROFILES["paper"]
-    user = E.sft_config(paper, 0, pretrain.BaseModel("/some/7b"))
+    user = codeio_runs.sft_config(paper, 0, pretrain.BaseModel("/some/7b"))
     assert (user.lora, user.lr, user.warmup_steps) == (CODEIO_LORA, paper.sft_lr, paper.warmup)
-    default = E.sft_config(paper, 0, pretrain.BaseModel())
+    default = codeio_runs.sft_config(paper, 0, pretrain.BaseModel())
     assert (default.lora, default.lr, default.warmup_steps) == (None, paper.full_lr, paper.full_warmup)
     assert default.steps == user.steps and default.batch_size == user.batch_size
-    assert E.sft_config(E.CODEIO_PROFILES["tiny"], 0, pretrain.BaseModel()).lora == CODEIO_LORA  # no full_lr
+    assert codeio_runs.sft_config(E.CODEIO_PROFILES["tiny"], 0, pretrain.BaseModel()).lora == CODEIO_LORA  # no full_lr
 
 
 def test_full_fine_tuning_returns_a_plain_model_with_every_weight_trained(tmp_path, monkeypatch):
@@ -358,7 +359,7 @@ def test_full_fine_tuning_returns_a_plain_model_with_every_weight_trained(tmp_pa
     before = {k: v.clone() for k, v in start.model.state_dict().items()}
     monkeypatch.setattr(pretrain, "load_base", lambda name, model, device="cpu": start)
     profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], full_lr=1e-2, full_warmup=0)
-    lm = E.fine_tune(pretrain.BaseModel(), E.samplers(S.split_pairs(0)[0])["extender"], profile, 0, tmp_path / "ft")
+    lm = codeio_runs.fine_tune(pretrain.BaseModel(), codeio_runs.samplers(S.split_pairs(0)[0])["extender"], profile, 0, tmp_path / "ft")
     assert not hasattr(lm.model, "merge_and_unload")  # no peft wrapper
     after = lm.model.state_dict()
     assert set(after) == set(before)
@@ -368,8 +369,8 @@ def test_full_fine_tuning_returns_a_plain_model_with_every_weight_trained(tmp_pa
 
 def test_a_user_model_gets_the_papers_recipe():
     paper = dataclasses.replace(E.CODEIO_PROFILES["paper"], score_shots=True, anchored=True)
-    assert E.for_model(paper, pretrain.BaseModel()) is paper
-    user = E.for_model(paper, pretrain.BaseModel("/some/7b"))
+    assert codeio_runs.for_model(paper, pretrain.BaseModel()) is paper
+    user = codeio_runs.for_model(paper, pretrain.BaseModel("/some/7b"))
     assert (user.full_lr, user.score_shots, user.anchored) == (None, False, False)
     assert dataclasses.replace(user, full_lr=paper.full_lr, score_shots=True, anchored=True) == paper
 
@@ -382,20 +383,20 @@ def test_oracle_prompts_and_budgets_follow_the_profile(monkeypatch):
         return seen.extend(ps) or [""] * len(ps)
 
     monkeypatch.setattr("taskextrap.llm.generate.greedy_once", fake_greedy)
-    tasks, _, _ = E.held_out_tasks(4)
+    tasks, _, _ = codeio_runs.held_out_tasks(4)
     profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], answer_tokens=11, cot_tokens=22)
     for anchored, budget in ((False, 11), (True, 22)):
         seen.clear()
-        E.predict("oracle", None, tasks, dataclasses.replace(profile, anchored=anchored), 0)
+        codeio_runs.predict("oracle", None, tasks, dataclasses.replace(profile, anchored=anchored), 0)
         assert seen == [C.reference_prompt(t.pair, t.support, t.query[0], t.fillers, anchored) for t in tasks]
         assert budgets[-1] == budget  # anchored, the extender writes " a(q) => b(a(q))"
     budgets.clear()
-    E.predict("few-shot", None, tasks, profile, 0)
+    codeio_runs.predict("few-shot", None, tasks, profile, 0)
     assert budgets == [11]
 
 
 def test_saved_prompts_are_the_prompts_the_search_answers_from():
-    tasks, _, _ = E.held_out_tasks(3)
+    tasks, _, _ = codeio_runs.held_out_tasks(3)
     for anchored in (False, True):
         profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], anchored=anchored)
         adapter = C.CodeIOAdapter.of(profile)
@@ -406,7 +407,7 @@ def test_saved_prompts_are_the_prompts_the_search_answers_from():
         )
         for t in tasks:
             for cand in (t.pair, S.candidates()[5]):
-                assert E.query_prompt("rte", t, profile, cand) == adapter.query_prompts(t, cand)[0]
+                assert codeio_runs.query_prompt("rte", t, profile, cand) == adapter.query_prompts(t, cand)[0]
 
 
 def test_shot_answers_are_scored_for_the_default_model_only():
@@ -416,15 +417,15 @@ def test_shot_answers_are_scored_for_the_default_model_only():
     g = np.random.default_rng(0)
     train = S.split_pairs(0)[0]
     for corpus in ("few-shot", "cot", "extender"):
-        assert isinstance(E.corpora(profile, pretrain.BaseModel(), train)[corpus](g, 1)[0], ScoredText)
-        assert isinstance(E.corpora(profile, pretrain.BaseModel("/some/7b"), train)[corpus](g, 1)[0], tuple)
+        assert isinstance(codeio_runs.corpora(profile, pretrain.BaseModel(), train)[corpus](g, 1)[0], ScoredText)
+        assert isinstance(codeio_runs.corpora(profile, pretrain.BaseModel("/some/7b"), train)[corpus](g, 1)[0], tuple)
         plain = dataclasses.replace(profile, score_shots=False)
-        assert isinstance(E.corpora(plain, pretrain.BaseModel(), train)[corpus](g, 1)[0], tuple)
+        assert isinstance(codeio_runs.corpora(plain, pretrain.BaseModel(), train)[corpus](g, 1)[0], tuple)
 
 
 def test_exact_search_is_the_consistency_search_with_no_model():
-    tasks, _, _ = E.held_out_tasks(12)
-    res = E.exact_search(tasks)
+    tasks, _, _ = codeio_runs.held_out_tasks(12)
+    res = codeio_runs.exact_search(tasks)
     for i, t in enumerate(tasks):
         fits = [c for c in S.candidates() if all(S.apply(c, s) == y for s, y in t.support)]
         assert t.pair in fits  # the true pair always fits, so the fewest wrong is zero
@@ -437,14 +438,14 @@ def test_exact_search_is_the_consistency_search_with_no_model():
     noisy = dataclasses.replace(t, support=((*t.support[0][:1], "not-an-output"), *t.support[1:]))
     wrong = [sum(S.apply(c, s) != y for s, y in noisy.support) for c in S.candidates()]
     first = S.candidates()[int(np.argmin(wrong))]
-    assert E.exact_search([noisy])["answers"]["exact-search"] == [S.apply(first, t.query[0])]
+    assert codeio_runs.exact_search([noisy])["answers"]["exact-search"] == [S.apply(first, t.query[0])]
 
 
 def test_split_options_choose_pairs_and_seeds():
-    assert E.Split.of(RunOptions()) == E.Split("test", 1, FRESH_TEST_SEED)  # fresh defaults
-    assert E.Split.of(RunOptions(split="dev", split_seed=0, test_seed=10_000)) == E.Split("dev", 0, 10_000)
-    assert E.Split("test", 0).pairs() == S.split_pairs(0) and E.Split("dev", 1).pairs() == S.dev_split(1)
-    tasks, novel, sizes = E.held_out_tasks(None, E.Split("dev"))
+    assert E.split_of(RunOptions()) == codeio_runs.Split("test", 1, FRESH_TEST_SEED)  # fresh defaults
+    assert E.split_of(RunOptions(split="dev", split_seed=0, test_seed=10_000)) == codeio_runs.Split("dev", 0, 10_000)
+    assert codeio_runs.Split("test", 0).pairs() == S.split_pairs(0) and codeio_runs.Split("dev", 1).pairs() == S.dev_split(1)
+    tasks, novel, sizes = codeio_runs.held_out_tasks(None, codeio_runs.Split("dev"))
     dev_train, dev = S.dev_split(1)
     assert [t.pair for t in tasks] == dev and sizes == {
         "n_test_pairs": 153,
@@ -462,20 +463,20 @@ def test_a_dev_run_trains_on_dev_training_pairs_and_scores_dev_tasks(tmp_path, m
         pass
 
     def spy(model, profile, tasks, seed, ckpt_dir, device="cpu", progress=False, shard=None, split=None):
-        seen.update(tasks=tasks, split=split, ckpt=ckpt_dir, corpora=E.corpora(profile, model, split.pairs()[0]))
+        seen.update(tasks=tasks, split=split, ckpt=ckpt_dir, corpora=codeio_runs.corpora(profile, model, split.pairs()[0]))
         raise Stop
 
-    monkeypatch.setattr(E, "run_unit", spy)
+    monkeypatch.setattr(codeio_runs, "run_seed", spy)
     options = RunOptions(
         profile="tiny", out=tmp_path, progress=False, split="dev", extra={"model": str(_tiny_model(tmp_path / "model"))}
     )
     with pytest.raises(Stop):
         run_experiment("codeio", options)
     dev_train, dev = S.dev_split(1)
-    assert seen["split"] == E.Split("dev", 1, FRESH_TEST_SEED) and {t.pair for t in seen["tasks"]} <= set(dev)
+    assert seen["split"] == codeio_runs.Split("dev", 1, FRESH_TEST_SEED) and {t.pair for t in seen["tasks"]} <= set(dev)
     assert seen["corpora"]["extender"].keywords["train_pairs"] == dev_train
     test_ckpt = []
-    monkeypatch.setattr(E, "run_unit", lambda *a, **k: test_ckpt.append(a[4]) or (_ for _ in ()).throw(Stop))
+    monkeypatch.setattr(codeio_runs, "run_seed", lambda *a, **k: test_ckpt.append(a[4]) or (_ for _ in ()).throw(Stop))
     with pytest.raises(Stop):
         run_experiment("codeio", dataclasses.replace(options, split="test"))
     with pytest.raises(Stop):

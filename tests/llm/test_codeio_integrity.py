@@ -7,6 +7,8 @@ import dataclasses
 import pytest
 
 from taskextrap.experiments import codeio as E
+
+from taskextrap.sequence_runs import codeio as codeio_runs
 from taskextrap.llm import codeio as C
 from taskextrap.tasks import strings as S
 
@@ -27,7 +29,7 @@ def _profile(anchored):
 
 @pytest.fixture(scope="module")
 def paper_tasks():
-    tasks, _, _ = E.held_out_tasks(E.CODEIO_PROFILES["paper"].n_tasks)
+    tasks, _, _ = codeio_runs.held_out_tasks(E.CODEIO_PROFILES["paper"].n_tasks)
     assert len(tasks) == 192
     return tasks
 
@@ -50,8 +52,8 @@ def test_answer_in_prompt_reads_every_kind_of_output_value():
 
 
 def test_the_checker_flags_the_old_query_aligned_format():
-    split = E.Split("test", 0, 10_000)  # the earlier runs' split and draws
-    tasks, _, _ = E.held_out_tasks(None, split)
+    split = codeio_runs.Split("test", 0, 10_000)  # the earlier runs' split and draws
+    tasks, _, _ = codeio_runs.held_out_tasks(None, split)
     old = [C.answer_in_prompt(_old_prompt(t.pair, t.support, t.query[0], True), t.query[1], t.query[0]) for t in tasks]
     assert sum(old) == 66  # 74 counting the 8 tasks whose answer is their query input
     pair = next(t for t in tasks if t.pair[1] == "identity" and t.query[1] != t.query[0])
@@ -64,7 +66,7 @@ def test_the_checker_flags_the_old_query_aligned_format():
     assert C.answer_in_prompt(mixed, t.query[1], t.query[0])
     # and the new format never shows it, on the same tasks
     assert not any(
-        C.answer_in_prompt(E.query_prompt(m, t, _profile(True), t.pair), t.query[1], t.query[0])
+        C.answer_in_prompt(codeio_runs.query_prompt(m, t, _profile(True), t.pair), t.query[1], t.query[0])
         for t in tasks
         for m in ("oracle", "rte", "few-shot", "cot-majority")
     )
@@ -78,8 +80,8 @@ def test_no_prompt_of_any_method_shows_the_answer(paper_tasks, anchored):
     shown, n = [], 0
     for t in paper_tasks:
         q, answer = t.query
-        prompts = [E.query_prompt(m, t, profile) for m in ("few-shot", "cot-majority", "oracle")]
-        prompts += [E.query_prompt("rte", t, profile, c) for c in cands]
+        prompts = [codeio_runs.query_prompt(m, t, profile) for m in ("few-shot", "cot-majority", "oracle")]
+        prompts += [codeio_runs.query_prompt("rte", t, profile, c) for c in cands]
         shown += [(t.pair, p) for p in prompts if C.answer_in_prompt(p, answer, q)]
         n += len(prompts)
         for c in cands:
@@ -96,6 +98,6 @@ def test_no_block_and_no_line_shows_a_value_computed_from_the_query(paper_tasks)
         q = t.query[0]
         from_q = {S.apply(c, q) for c in S.candidates()} - {q}
         for c in S.candidates()[::7]:
-            prompt = E.query_prompt("rte", t, _profile(True), c)
+            prompt = codeio_runs.query_prompt("rte", t, _profile(True), c)
             assert prompt.count(q) == 1 and prompt.endswith(f"In: {q} Out:")  # only on its own line
             assert not C.prompt_outputs(prompt) & from_q

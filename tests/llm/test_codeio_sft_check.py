@@ -18,7 +18,7 @@ def test_check_trains_what_it_is_asked_and_reports_what_was_predicted(corpus, fu
 
     mod = load_script("scripts/codeio_sft_check.py")
     seen = {"predict": []}
-    real_train, real_predict = mod.train, mod.E.predict
+    real_train, real_predict = mod.train, mod.codeio_runs.predict
 
     def spy_train(lm, sampler, cfg, *a, **kw):
         seen["before"] = {k: v.detach().clone() for k, v in lm.model.state_dict().items()}
@@ -33,7 +33,7 @@ def test_check_trains_what_it_is_asked_and_reports_what_was_predicted(corpus, fu
         return [t.query[1] if i == 0 else t.query[1] + "#" for i, t in enumerate(tasks)]
 
     monkeypatch.setattr(mod, "train", spy_train)
-    monkeypatch.setattr(mod.E, "predict", spy_predict)
+    monkeypatch.setattr(mod.codeio_runs, "predict", spy_predict)
     out = mod.check(corpus, steps=2, lr=1e-4, full=full, warmup=0, train_every=300, dev_every=96)
     assert set(out) == {"sft_s", "final_loss", "train", "dev", "dev_hits"}
     # it trains what it was asked to: 2 steps at lr 1e-4, full fine-tuning or LoRA
@@ -152,13 +152,13 @@ def test_recipe_name_spells_every_setting_that_changes_the_run(load_script):
         steps=1150,
         score_shots=True,
         anchored=False,
-        split_seed=mod.E.SPLIT_SEED,
+        split_seed=mod.codeio_runs.SPLIT_SEED,
     )
     assert mod.recipe_name(argparse.Namespace(**base)) == "extender full lr0.0005 warmup50 steps1150 score-shots"
     anchored = mod.recipe_name(argparse.Namespace(**{**base, "anchored": True, "full": False}))
     assert anchored == "extender lora lr0.0005 warmup50 steps1150 score-shots anchored"
-    other_split = mod.recipe_name(argparse.Namespace(**{**base, "split_seed": mod.E.SPLIT_SEED + 1}))
-    assert other_split.endswith(f" split{mod.E.SPLIT_SEED + 1}")
+    other_split = mod.recipe_name(argparse.Namespace(**{**base, "split_seed": mod.codeio_runs.SPLIT_SEED + 1}))
+    assert other_split.endswith(f" split{mod.codeio_runs.SPLIT_SEED + 1}")
     # every setting gives a different key, so no run overwrites another's record
     names = {
         mod.recipe_name(argparse.Namespace(**{**base, k: v}))

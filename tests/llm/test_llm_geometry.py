@@ -137,10 +137,11 @@ def gamma_allowed(split_seed: int = 1):
     extender), or a target context whose every example is in one held-out task's support (so
     never a query)."""
     from taskextrap.experiments import codeio as E
+    from taskextrap.sequence_runs import codeio as codeio_runs
 
     train, _ = S.split_pairs(split_seed)
     names = set(S.NAMES) | {G.SCRAMBLE} | set(train)
-    tasks, _, _ = E.held_out_tasks(None, E.Split(split_seed=split_seed))
+    tasks, _, _ = codeio_runs.held_out_tasks(None, codeio_runs.Split(split_seed=split_seed))
     supports = [set(map(tuple, t.support)) for t in tasks]
 
     def allowed(label) -> bool:
@@ -205,8 +206,9 @@ def test_restricted_search_takes_the_allowed_arg_min_of_a_hand_built_score_table
 
 def _held_out_task():
     from taskextrap.experiments import codeio as E
+    from taskextrap.sequence_runs import codeio as codeio_runs
 
-    return E.held_out_tasks(1, E.Split(split_seed=1))[0][0]
+    return codeio_runs.held_out_tasks(1, codeio_runs.Split(split_seed=1))[0][0]
 
 
 def test_the_audit_flags_a_query_embedded_into_gamma(make_char_model):

@@ -203,6 +203,7 @@ class _Stop(Exception):
 def test_a_changed_byte_of_a_user_model_changes_its_units_and_checkpoints(noisy_lm, tmp_path, monkeypatch):
     from taskextrap.experiments import codeio, parity
     from taskextrap.experiments.registry import RunOptions
+    from taskextrap.sequence_runs import codeio as codeio_runs
     from taskextrap.experiments.units import fingerprint
 
     d = _saved(noisy_lm, tmp_path / "m")
@@ -212,7 +213,7 @@ def test_a_changed_byte_of_a_user_model_changes_its_units_and_checkpoints(noisy_
         keys.append(("codeio checkpoints", ckpt_dir.name))  # codeio's unit key has the same base
         raise _Stop
 
-    monkeypatch.setattr(codeio, "run_unit", spy_codeio)
+    monkeypatch.setattr(codeio_runs, "run_seed", spy_codeio)
 
     def run_both():
         options = RunOptions(profile="tiny", out=tmp_path, progress=False, extra={"model": str(d)})

@@ -11,6 +11,7 @@ if importlib.util.find_spec("transformers") is None:  # skip only when it is abs
 
 from taskextrap import audit
 from taskextrap.experiments import parity as E
+from taskextrap.sequence_runs import parity as parity_runs
 from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions
 from taskextrap.experiments.catalogue import get_experiment
 from taskextrap.experiments.runner import run_experiment
@@ -41,7 +42,7 @@ def test_a_perfect_extender_makes_rte_the_exact_search(monkeypatch, space, split
         lambda lm, prompts, *args: [f" {x ^ y}" for x, y in map(_rows, prompts)],
     )
     tasks = T.make_test_tasks(FRESH_TEST_SEED, split=split)[:6]
-    res = E.search_space(None, tasks, space, 64, split)
+    res = parity_runs.search_space(None, tasks, space, 64, split)
     for m in ("rte", "rte-tie-vote"):
         expect = [
             np.mean(T.exact_search(t, space, tie_vote=m.endswith("vote"), split=split)[0] == t.query_y) for t in tasks
@@ -55,10 +56,10 @@ def test_a_perfect_extender_makes_rte_the_exact_search(monkeypatch, space, split
 
 
 def test_spaces_groups_and_registration():
-    assert E.SPACES == T.SPACES and E.SPACES[0] == "authors"
-    assert [E.group_of(s) for s in E.SPACES] == ["size6-authors", "size6-frontier", "size6-all"]
+    assert parity_runs.SPACES == T.SPACES and parity_runs.SPACES[0] == "authors"
+    assert [E.group_of(s) for s in parity_runs.SPACES] == ["size6-authors", "size6-frontier", "size6-all"]
     assert E.group_of("all", "dev") == "size5-all"
-    assert E.base_model_name("dev") == "parity-dev" and E.base_model_name("test") == "parity"
+    assert parity_runs.base_model_name("dev") == "parity-dev" and parity_runs.base_model_name("test") == "parity"
     assert get_experiment("parity").dev
     with pytest.raises(TaskextrapError):
         E.group_of("everything")
@@ -87,15 +88,15 @@ def test_tiny_run_writes_every_method(tmp_path, monkeypatch):
     assert set(asked) == {"parity"}
     audit.check(seen, lambda mask: len(mask) in (2, 3, 4, 5), required={"sft"})
     rows = [(r["group"], r["method"]) for r in res["rows"]]
-    methods = ["few-shot", *E.SEARCH_METHODS, "oracle"]
+    methods = ["few-shot", *parity_runs.SEARCH_METHODS, "oracle"]
     assert rows[:6] == [("size6-authors", m) for m in methods]
     for space in ("frontier", "all"):
         assert [m for g, m in rows if g == f"size6-{space}"] == methods
     for m in ("few-shot", "oracle"):  # no candidate space: the same values in every group
         assert len({r["value"] for r in res["rows"] if r["method"] == m}) == 1
     compared = {(c["group"], c["a"], c["b"]) for c in res["comparisons"]}
-    assert {(f"size6-{s}", "rte", "few-shot") for s in E.SPACES} <= compared
-    assert {(f"decomposition-found-{s}", "rte") for s in E.SPACES} <= set(rows)
+    assert {(f"size6-{s}", "rte", "few-shot") for s in parity_runs.SPACES} <= compared
+    assert {(f"decomposition-found-{s}", "rte") for s in parity_runs.SPACES} <= set(rows)
     assert all(0.0 <= r["value"] <= 1.0 and r["metric"] == "accuracy" for r in res["rows"])
     with_paper = {(r["group"], r["method"]): r["paper_value"] for r in res["rows"] if r["paper_value"] is not None}
     assert with_paper == pytest.approx(
@@ -103,7 +104,7 @@ def test_tiny_run_writes_every_method(tmp_path, monkeypatch):
     )
     cfg = res["config"]
     assert cfg["split"] == "test" and cfg["test_seed"] == FRESH_TEST_SEED == 31_337
-    assert [cfg["spaces"][s]["n_candidates"] for s in E.SPACES] == [448, 168, 1680]
+    assert [cfg["spaces"][s]["n_candidates"] for s in parity_runs.SPACES] == [448, 168, 1680]
     assert "authors' code" in cfg["spaces"]["authors"]["assumes"]
     assert "frontier" in cfg["spaces"]["frontier"]["assumes"] and "paper" in cfg["spaces"]["all"]["assumes"]
     on_disk = json.loads((tmp_path / "parity-paper-tiny" / "results.json").read_text())
@@ -132,7 +133,7 @@ def test_tiny_dev_run_never_fits_a_size5_or_size6_mask(tmp_path, monkeypatch):
     assert all(r["paper_value"] is None for r in res["rows"])
     cfg = res["config"]
     assert (cfg["split"], cfg["test_seed"], cfg["target_size"]) == ("dev", 7, 5)
-    assert [cfg["spaces"][s]["n_candidates"] for s in E.SPACES] == [560, 280, 1232]
+    assert [cfg["spaces"][s]["n_candidates"] for s in parity_runs.SPACES] == [560, 280, 1232]
     assert (tmp_path / "parity-paper-tiny-dev-test7" / "results.json").exists()
     unit = json.loads(next((tmp_path / "units").glob("parity-dev-seed0-*.json")).read_text())
     assert unit["config"]["split"] == "dev" and unit["config"]["test_seed"] == 7

@@ -45,6 +45,7 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import codeio as codeio_exp
+from taskextrap.sequence_runs import codeio as codeio_runs
 from taskextrap.experiments.profiles import CodeIOProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units
@@ -118,7 +119,7 @@ def _tune(
     model, with the phase's own seed and a warm-up of at most a fifth of its steps; LoRA merged."""
     from taskextrap.llm.finetune import fine_tune
 
-    cfg = codeio_exp.sft_config(profile, seed, model)
+    cfg = codeio_runs.sft_config(profile, seed, model)
     cfg = dataclasses.replace(
         cfg, steps=steps, seed=derive_seed(seed, "codeio-em", phase), warmup_steps=min(cfg.warmup_steps, steps // 5)
     )
@@ -198,7 +199,7 @@ def run_unit(
     ckpt_dir: Path | None,
     device: str = "cpu",
     progress: bool = False,
-    split: codeio_exp.Split = codeio_exp.Split(),
+    split: codeio_runs.Split = codeio_runs.Split(),
 ) -> UnitResult:
     """Both EM arms of one seed on ``split``'s training pairs, each answering ``tasks`` by the search."""
     from taskextrap.llm import codeio_em as codeio_em_llm
@@ -220,7 +221,7 @@ def run_unit(
         lm, history, steps = run_arm(model, profile, share, train_tasks, seed, out, device, progress, candidates)
         timing[f"{arm}_train_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        found = codeio_exp.search(lm, tasks, profile, None if out is None else out / "search", progress)
+        found = codeio_runs.search(lm, tasks, profile, None if out is None else out / "search", progress)
         timing[f"{arm}_search_s"] = time.perf_counter() - t
         values[arm], values[f"found|{arm}"] = found["rte"], found["found"]
         for r, quality in enumerate(history, 1):
@@ -246,7 +247,7 @@ def prompt_records(tasks, profile: CodeIOEMProfile, seed: int, extras: dict) -> 
     for arm in ARMS:
         for i, t in enumerate(tasks):
             cand = extras["chosen"][arm][i]
-            prompt = codeio_exp.query_prompt("rte", t, profile, codeio_exp.candidate_of(cand))
+            prompt = codeio_runs.query_prompt("rte", t, profile, codeio_runs.candidate_of(cand))
             out.append(
                 {
                     "task": "+".join(t.pair),
@@ -313,12 +314,12 @@ def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
     from taskextrap.llm.pretrain import BaseModel
 
     model = BaseModel.from_extra(options.extra)
-    profile = codeio_exp.for_model(
+    profile = codeio_runs.for_model(
         get_profile(PROFILES, options.profile).with_seeds(options.seeds, options.seed), model
     )
     codeio_profile = profile.codeio()
-    split = codeio_exp.Split.of(options)
-    tasks, novel, sizes = codeio_exp.held_out_tasks(profile.n_tasks, split)
+    split = codeio_exp.split_of(options)
+    tasks, novel, sizes = codeio_runs.held_out_tasks(profile.n_tasks, split)
     codeio_base, codeio_units = codeio_exp.codeio_units(options, cache_dir, model, codeio_profile, split, tasks)
     base = {
         **codeio_base,
@@ -348,10 +349,10 @@ def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | 
         values, timing = gather(results, codeio_units + em_units)
         records = []
         for s, cu, eu in zip(profile.seeds, codeio_units, em_units, strict=True):
-            records += codeio_exp.prompt_records(tasks, codeio_profile, s, results[cu.name].extras)
+            records += codeio_runs.prompt_records(tasks, codeio_profile, s, results[cu.name].extras)
             records += prompt_records(tasks, profile, s, results[eu.name].extras)
-        codeio_exp.write_prompts(options.run_dir, records)
-        values.update(codeio_exp.answer_in_prompt_values(records, profile.seeds, ARMS))
+        codeio_runs.write_prompts(options.run_dir, records)
+        values.update(codeio_runs.answer_in_prompt_values(records, profile.seeds, ARMS))
         start, m = phase_steps(profile.sft_steps, profile.em_rounds)
         config = {
             **codeio_exp.run_config(base, sizes, novel, tasks, split, codeio_profile, model),

@@ -34,6 +34,7 @@ import numpy as np
 from taskextrap.experiments.profiles import SeededProfile, get_profile
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units
+from taskextrap.sequence_runs import codeio as codeio_runs
 from taskextrap.llm.geometry import FisherSettings
 from taskextrap.report.schema import make_row
 from taskextrap.seeding import derive_seed, rng
@@ -146,7 +147,6 @@ def gamma_unit(
     restricted search chooses the arg-min of the same leave-one-out scores over its candidates;
     the Fisher Gamma's search is also run on its own, for its time.
     """
-    from taskextrap.experiments import codeio as codeio_exp
     from taskextrap.llm import geometry as geometry
     from taskextrap.llm.codeio import CodeIOAdapter
     from taskextrap.llm.pretrain import load_base
@@ -156,9 +156,9 @@ def gamma_unit(
     sub = (lambda name: None) if ckpt is None else (lambda name: Path(ckpt) / name)
     timing, values = {}, {}
     t = time.perf_counter()
-    lm = codeio_exp.fine_tune(
+    lm = codeio_runs.fine_tune(
         model,
-        codeio_exp.corpora(codeio_profile, model, split.pairs()[0])["extender"],
+        codeio_runs.corpora(codeio_profile, model, split.pairs()[0])["extender"],
         codeio_profile,
         seed,
         sub("extender"),
@@ -167,7 +167,9 @@ def gamma_unit(
     )
     timing["sft_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    full = codeio_exp.search(lm, tasks, codeio_profile, sub("search"), progress, bounded=False)  # arg-mins over subsets
+    full = codeio_runs.search(
+        lm, tasks, codeio_profile, sub("search"), progress, bounded=False
+    )  # arg-mins over subsets
     timing["exhaustive_search_s"] = time.perf_counter() - t
     cands, scores = string_tasks.candidates(), full["scores"]
 
@@ -215,19 +217,19 @@ def gamma_unit(
     keys = sorted(
         {(i, string_tasks.as_candidate(c)) for (g, m), cs in chosen.items() for i, c in enumerate(cs)}, key=str
     )
-    _, said = codeio_exp.extender_outputs(
-        lm, [codeio_exp.query_prompt("rte", tasks[i], codeio_profile, c) for i, c in keys], codeio_profile
+    _, said = codeio_runs.extender_outputs(
+        lm, [codeio_runs.query_prompt("rte", tasks[i], codeio_profile, c) for i, c in keys], codeio_profile
     )
     answer = dict(zip(keys, said, strict=True))
     timing["gamma_answer_s"] = time.perf_counter() - t
     values["rte"] = full["rte"]
-    values["exact-search"] = codeio_exp.exact_search(tasks)["exact-search"]
+    values["exact-search"] = codeio_runs.exact_search(tasks)["exact-search"]
     # each method's chosen candidate and answer per task: enough to rebuild its final prompts
     chosen_names = {"rte": full["chosen"]}
     said_of = {"rte": full["answers"]["rte"]}
     for (g, m), cs in chosen.items():
         said_of[f"rte-gamma-{g}-m{m}"] = [answer[(i, string_tasks.as_candidate(c))] for i, c in enumerate(cs)]
-        chosen_names[f"rte-gamma-{g}-m{m}"] = [codeio_exp.candidate_name(string_tasks.as_candidate(c)) for c in cs]
+        chosen_names[f"rte-gamma-{g}-m{m}"] = [codeio_runs.candidate_name(string_tasks.as_candidate(c)) for c in cs]
         values[f"rte-gamma-{g}-m{m}"] = np.array(
             [float(a == t.query[1]) for a, t in zip(said_of[f"rte-gamma-{g}-m{m}"], tasks, strict=True)]
         )
@@ -244,14 +246,13 @@ def prompt_records(tasks, codeio_profile, seed: int, extras: dict) -> list[dict]
     """Every final prompt of one Gamma unit (as ``codeio.prompt_records``): one record per (task,
     search method) with keys task, method, seed, candidate, prompt, answer, predicted and
     answer_in_prompt (``llm.codeio.answer_in_prompt``)."""
-    from taskextrap.experiments import codeio as codeio_exp
     from taskextrap.llm import codeio as codeio_llm
 
     out = []
     for method, names in extras["chosen"].items():
         for i, (t, name) in enumerate(zip(tasks, names, strict=True)):
             q, answer = t.query
-            prompt = codeio_exp.query_prompt("rte", t, codeio_profile, codeio_exp.candidate_of(name))
+            prompt = codeio_runs.query_prompt("rte", t, codeio_profile, codeio_runs.candidate_of(name))
             out.append(
                 {
                     "task": "+".join(t.pair),
@@ -295,9 +296,9 @@ def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path
 
     model = BaseModel.from_extra(options.extra)
     profile = get_profile(PROFILES, options.profile).with_seeds(options.seeds, options.seed)
-    codeio_profile = codeio_exp.for_model(codeio_exp.CODEIO_PROFILES[options.profile], model)
-    split = codeio_exp.Split.of(options)
-    tasks, _, sizes = codeio_exp.held_out_tasks(codeio_profile.n_tasks, split)
+    codeio_profile = codeio_runs.for_model(codeio_exp.CODEIO_PROFILES[options.profile], model)
+    split = codeio_exp.split_of(options)
+    tasks, _, sizes = codeio_runs.held_out_tasks(codeio_profile.n_tasks, split)
 
     def load():
         return load_base("codeio", model, options.device)
@@ -340,8 +341,8 @@ def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path
             for s, u in zip(profile.seeds, gamma, strict=True)
             for r in prompt_records(tasks, codeio_profile, s, results[u.name].extras)
         ]
-        codeio_exp.write_prompts(options.run_dir, records)
-        gvalues.update(codeio_exp.answer_in_prompt_values(records, profile.seeds, {r["method"] for r in records}))
+        codeio_runs.write_prompts(options.run_dir, records)
+        gvalues.update(codeio_runs.answer_in_prompt_values(records, profile.seeds, {r["method"] for r in records}))
         rows += _gamma_rows(gvalues, profile)
         n = len(tasks) * len(profile.seeds)
         per_task = {
