@@ -97,7 +97,7 @@ def interpolants(seed: int = 0) -> dict:
 def context_sizes(seed: int = 0, protocols=("paper", "strict"), families=None) -> dict:
     from taskextrap import RTE
     from taskextrap.baselines.context import ctx_polyfit, library_best_fit
-    from taskextrap.experiments.parameter import PARAMETER_PROFILES, make_library
+    from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES, make_library
     from taskextrap.report.compare import paired_difference
     from taskextrap.search.posterior import covered
     from taskextrap.seeding import rng

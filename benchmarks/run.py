@@ -74,7 +74,7 @@ def bench_embeddings(seed: int = 0) -> dict:
 
 def bench_length_embeddings(seed: int = 0) -> dict:
     """Predecessor retrieval by each Gamma estimator on held-out training-level steps (quick sizes)."""
-    from taskextrap.experiments.length import LENGTH_PROFILES, make_library
+    from taskextrap.experiments.length import PROFILES as LENGTH_PROFILES, make_library
     from taskextrap.estimators.length import LengthRTE
     from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
 
@@ -176,7 +176,7 @@ def bench_codeio_scoring(n_tasks: int = 1, n_plain: int = 128, split=None) -> di
     of the default seeds; ``Split("test", 0, 10_000)`` gives the task of the earlier benchmark).
     ``n_plain=0`` skips the no-sharing run.
     """
-    from taskextrap.experiments.codeio import CODEIO_PROFILES
+    from taskextrap.experiments.codeio import PROFILES as CODEIO_PROFILES
     from taskextrap.sequence_runs.codeio import Split, held_out_tasks
     from taskextrap.llm import codeio as C
     from taskextrap.tasks import strings as S

@@ -60,7 +60,7 @@ def check(
     """Train one run on the dev-training pairs; return {"sft_s", "final_loss" (mean of the last
     50 steps), "train", "dev", "dev_hits"}: exact match on training-pair and dev tasks, and the
     dev tasks' hits (1/0, in task order) for paired comparisons."""
-    profile = dataclasses.replace(E.CODEIO_PROFILES["paper"], anchored=anchored)
+    profile = dataclasses.replace(E.PROFILES["paper"], anchored=anchored)
     cfg = dataclasses.replace(
         codeio_runs.sft_config(profile, seed, BaseModel()),
         steps=steps,
@@ -71,7 +71,9 @@ def check(
     split = codeio_runs.Split("dev", split_seed)
     dev_train, _ = split.pairs()
     t = time.perf_counter()
-    lm, log = train(load_base("codeio", BaseModel()), codeio_runs.samplers(dev_train, score_shots, anchored)[corpus], cfg)
+    lm, log = train(
+        load_base("codeio", BaseModel()), codeio_runs.samplers(dev_train, score_shots, anchored)[corpus], cfg
+    )
     out = {"sft_s": time.perf_counter() - t, "final_loss": float(np.mean(log["loss"][-50:]))}
     lm = lm if full else merge_lora(lm)
     method = "oracle" if corpus == "extender" else "few-shot"

@@ -47,7 +47,7 @@ from taskextrap.experiments import composition_depth3 as D3
 from taskextrap.experiments import length as L
 from taskextrap.experiments import parameter as P
 from taskextrap.experiments.discrete import DEFAULT_EMBEDDING
-from taskextrap.experiments.parameter import PARAMETER_PROFILES
+from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.experiments.profiles import get_profile
 from taskextrap.experiments.units import per_target
 from taskextrap.files import write_json_atomic
@@ -317,9 +317,9 @@ def main():
         "units": {},
     }
     units = {
-        "length": (length_unit, L.LENGTH_PROFILES),
-        "composition": (composition_unit, C.COMPOSITION_PROFILES),
-        "composition-depth3": (depth3_unit, D3.DEPTH3_PROFILES),
+        "length": (length_unit, L.PROFILES),
+        "composition": (composition_unit, C.PROFILES),
+        "composition-depth3": (depth3_unit, D3.PROFILES),
     }
     units |= {f"parameter-{name}": (partial(parameter_unit, name), PARAMETER_PROFILES) for name in PARAMETER_FAMILIES}
     regimes = expand_regimes(args.regimes, units)

@@ -260,7 +260,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    profile = D3.DEPTH3_PROFILES[args.profile]
+    profile = D3.PROFILES[args.profile]
     protocol = get_protocol(args.protocol, D3.REGIME)
     split = dev_recipe_split(PAPER_RECIPE_SPLIT)
     prims = D3.make_library(profile.n_library)

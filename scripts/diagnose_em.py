@@ -53,7 +53,7 @@ def composition(protocol_name: str, profile_name: str, n_tasks: int | None) -> d
     from taskextrap.tasks.observe import get_protocol
     from taskextrap.tasks.primitives import PAPER_SPLIT
 
-    profile = C.COMPOSITION_PROFILES[profile_name]
+    profile = C.PROFILES[profile_name]
     protocol = get_protocol(protocol_name, "composition")
     split = dev_pair_split(PAPER_SPLIT)
     prims = C.make_library(profile.n_library)
@@ -102,7 +102,6 @@ def composition(protocol_name: str, profile_name: str, n_tasks: int | None) -> d
 def codeio(profile_name: str, n_tasks: int, n_loo: int, cache: Path) -> dict:
     """The E-step's arg-min and the true pair's rank under the base, warm-up and supervised models."""
     from taskextrap.estimators.sequence_em import e_step
-    from taskextrap.experiments import codeio as E
     from taskextrap.sequence_runs import codeio as codeio_runs
     from taskextrap.experiments import codeio_em as X
     from taskextrap.experiments.profiles import get_profile

@@ -4,7 +4,7 @@ import pytest
 
 
 def test_parameter_sweep_scores_anchors_on_the_dev_region_only(monkeypatch, load_script):
-    from taskextrap.experiments.parameter import PARAMETER_PROFILES
+    from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 
     mod = load_script("scripts/dev_choices.py")
     seen = []
@@ -48,13 +48,13 @@ def test_discrete_units_build_their_estimator_with_the_default_embedding(monkeyp
     mod = load_script("scripts/dev_choices.py")
     seen = []
     monkeypatch.setattr(mod, "_fit_and_sweep", lambda rte, *a: seen.append(rte) or {})
-    profiles = mod.L.LENGTH_PROFILES if regime == "length" else mod.C.COMPOSITION_PROFILES
+    profiles = mod.L.PROFILES if regime == "length" else mod.C.PROFILES
     getattr(mod, f"{regime}_unit")("paper", profiles["tiny"], 0, 2, 1, {}, {})
     assert seen and seen[0].embedding == DEFAULT_EMBEDDING
 
 
 def test_depth3_unit_sweeps_search_settings_and_refits_for_fit_time_ones(monkeypatch, load_script):
-    from taskextrap.experiments.composition_depth3 import DEPTH3_PROFILES
+    from taskextrap.experiments.composition_depth3 import PROFILES as DEPTH3_PROFILES
     from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, dev_recipe_split, recipe_name
 
     mod = load_script("scripts/dev_choices.py")
@@ -74,7 +74,7 @@ def test_depth3_unit_sweeps_search_settings_and_refits_for_fit_time_ones(monkeyp
 
 
 def test_joint_settings_parse_and_sweep_with_coverage(load_script):
-    from taskextrap.experiments.length import LENGTH_PROFILES
+    from taskextrap.experiments.length import PROFILES as LENGTH_PROFILES
 
     mod = load_script("scripts/dev_choices.py")
     assert mod._parse(["weighting+temperature=relative:1,likelihood:2.5"], many=True) == {

@@ -28,7 +28,6 @@ def test_composition_e_steps_read_the_dev_split_and_restrict_labels(tmp_path, lo
 def test_codeio_counts_the_true_pairs_rank_among_the_candidates(tmp_path, monkeypatch, load_script):
     mod = load_script("scripts/diagnose_em.py")
     from taskextrap.estimators import sequence_em
-    from taskextrap.experiments import codeio as E
     from taskextrap.sequence_runs import codeio as codeio_runs
     from taskextrap.experiments import codeio_em as X
     from taskextrap.llm import pretrain

@@ -78,7 +78,11 @@ def test_the_readmes_own_tasks_module_builds_what_the_command_line_takes(tmp_pat
     monkeypatch.syspath_prepend(str(tmp_path))
     import mymodule
 
-    assert families_for("mymodule:damped") == [mymodule.damped]
+    from taskextrap.experiments.catalogue import get_experiment
+    from taskextrap.experiments.options import RunOptions
+
+    settings = get_experiment("parameter").check(RunOptions(profile="tiny", family="mymodule:damped"))
+    assert settings.family is mymodule.damped and families_for(settings.family) == [mymodule.damped]
     waves = get_set("mymodule:waves")
     assert waves is mymodule.waves and waves.split.test == (("bump", "sin"),)
 

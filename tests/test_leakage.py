@@ -12,7 +12,7 @@ import pytest
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.parameter import INTERVAL_METHODS, METHODS, run_unit
-from taskextrap.experiments.parameter import PARAMETER_PROFILES
+from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.operators.parameter import sort_context
 from taskextrap.operators.train import TrainConfig
 from taskextrap.estimators import parameter as rte_module
@@ -109,7 +109,7 @@ def test_multistep_experiment_fits_on_its_library_regions_only(split):
     from taskextrap.tasks.builtin import MULTISTEP_FAMILIES
 
     real = MULTISTEP_FAMILIES["cubic"]
-    fam = M.families_for("cubic", split)[0]
+    fam = M.families_for(real, split)[0]
     with audit.spy() as seen:
         M.run_unit(fam, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2)
     audit.check(

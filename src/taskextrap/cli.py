@@ -437,8 +437,7 @@ def _saved_run(ctx, experiment: str | None, path: str):
         check_device(options.device)
     except TaskextrapError as exc:
         raise TaskextrapError(f"--from {path}: run.device: {exc}") from None
-    _check(name, options)
-    now = run_record(name, options)
+    now = run_record(name, _check(name, options))
     changed = family_code_changed(record, now)
     if changed and not on_command_line["out"]:
         raise TaskextrapError(
@@ -554,10 +553,11 @@ def _shard(text: str | None, names: list[str]):
     return shard
 
 
-def _check(name: str, options) -> None:
+def _check(name: str, options):
+    """The run's settings (``Experiment.check``): a one-line error for options it refuses."""
     from taskextrap.experiments.catalogue import get_experiment
 
-    get_experiment(name).check(options)
+    return get_experiment(name).check(options)
 
 
 def _model_extra(model, dtype, load_in_4bit, device: str = "cpu") -> dict:

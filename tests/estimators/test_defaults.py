@@ -61,7 +61,7 @@ def test_rte_is_the_parameter_experiments_rte_row_under_the_paper_profile(protoc
     assert (rte.search, rte.resolved("loo")) == ("objective", True)
     variant = X.OBJECTIVE_VARIANTS[X.CHOSEN[protocol]]
     assert {k: getattr(rte, k) for k in variant} == variant
-    paper = X.PARAMETER_PROFILES["paper"]
+    paper = X.PROFILES["paper"]
     assert (rte.n_pairs, rte.train) == (paper.n_pairs, paper.train)
     assert rte == X.make_rte(get_protocol(protocol), paper, 0, search="objective")
 
@@ -83,7 +83,7 @@ def test_strategy_a_is_the_proxy_search_and_ignores_the_objectives_settings(make
 
 
 def test_the_chain_and_the_oracles_default_to_strategy_as_search_with_rtes_sizes():
-    paper = X.PARAMETER_PROFILES["paper"]
+    paper = X.PROFILES["paper"]
     for cls in (ChainedRTE, TransductiveOracle, ChainedTransductiveOracle):
         model = cls()
         settings = (model.search, model.resolved("loo"), model.n_pairs, model.train)
@@ -96,15 +96,13 @@ def test_discrete_estimators_are_their_experiments_rte_rows_under_the_paper_prof
     arm) equal the estimators the experiments build for the paper profile's seed-0 unit: the same
     dev-chosen inference settings and the paper profiles' sizes."""
     built = {
-        LengthRTE: L.make_rte(get_protocol(protocol, "length"), L.LENGTH_PROFILES["paper"], 0, DEFAULT_EMBEDDING),
-        CompositionRTE: C.make_rte(
-            get_protocol(protocol, "composition"), C.COMPOSITION_PROFILES["paper"], 0, DEFAULT_EMBEDDING
-        ),
+        LengthRTE: L.make_rte(get_protocol(protocol, "length"), L.PROFILES["paper"], 0, DEFAULT_EMBEDDING),
+        CompositionRTE: C.make_rte(get_protocol(protocol, "composition"), C.PROFILES["paper"], 0, DEFAULT_EMBEDDING),
         Composition3RTE: D3.make_rte(
-            get_protocol(protocol, "composition-depth3"), D3.DEPTH3_PROFILES["paper"], 0, DEFAULT_EMBEDDING
+            get_protocol(protocol, "composition-depth3"), D3.PROFILES["paper"], 0, DEFAULT_EMBEDDING
         ),
         EMCompositionRTE: EM.make_em(
-            get_protocol(protocol, "composition"), C.COMPOSITION_PROFILES["paper"], 0, DEFAULT_EMBEDDING, 0.0
+            get_protocol(protocol, "composition"), C.PROFILES["paper"], 0, DEFAULT_EMBEDDING, 0.0
         ),
     }
     for cls, experiment in built.items():
@@ -113,10 +111,10 @@ def test_discrete_estimators_are_their_experiments_rte_rows_under_the_paper_prof
 
 def test_default_sizes_are_the_paper_profiles():
     for cls, profile in (
-        (LengthRTE, L.LENGTH_PROFILES["paper"]),
-        (CompositionRTE, C.COMPOSITION_PROFILES["paper"]),
-        (Composition3RTE, D3.DEPTH3_PROFILES["paper"]),
-        (EMCompositionRTE, C.COMPOSITION_PROFILES["paper"]),
+        (LengthRTE, L.PROFILES["paper"]),
+        (CompositionRTE, C.PROFILES["paper"]),
+        (Composition3RTE, D3.PROFILES["paper"]),
+        (EMCompositionRTE, C.PROFILES["paper"]),
     ):
         model = cls()
         assert (model.n_pairs, model.train, model.decomposer_train) == (
@@ -125,7 +123,7 @@ def test_default_sizes_are_the_paper_profiles():
             profile.decomposer_train,
         ), cls.__name__
     assert (EMCompositionRTE().n_tasks, EMCompositionRTE().em_rounds) == (
-        C.COMPOSITION_PROFILES["paper"].n_pairs,
+        C.PROFILES["paper"].n_pairs,
         EM.EM_ROUNDS,
     )
 
@@ -147,13 +145,13 @@ def test_verbose_must_be_a_bool(cls):
 
 
 def test_the_experiments_build_quiet_estimators():
-    tiny = X.PARAMETER_PROFILES["tiny"]
+    tiny = X.PROFILES["tiny"]
     built = [X.make_rte(get_protocol("paper"), tiny, 0, search=s) for s in ("proxy", "objective")]
     built += [
-        L.make_rte(get_protocol("paper", "length"), L.LENGTH_PROFILES["tiny"], 0, "adapted"),
-        C.make_rte(get_protocol("paper", "composition"), C.COMPOSITION_PROFILES["tiny"], 0, "adapted"),
-        D3.make_rte(get_protocol("paper", "composition-depth3"), D3.DEPTH3_PROFILES["tiny"], 0, "adapted"),
-        EM.make_em(get_protocol("paper", "composition"), C.COMPOSITION_PROFILES["tiny"], 0, "adapted", 0.25),
+        L.make_rte(get_protocol("paper", "length"), L.PROFILES["tiny"], 0, "adapted"),
+        C.make_rte(get_protocol("paper", "composition"), C.PROFILES["tiny"], 0, "adapted"),
+        D3.make_rte(get_protocol("paper", "composition-depth3"), D3.PROFILES["tiny"], 0, "adapted"),
+        EM.make_em(get_protocol("paper", "composition"), C.PROFILES["tiny"], 0, "adapted", 0.25),
     ]
     assert [m.verbose for m in built] == [False] * len(built)
     assert X.common_settings(get_protocol("paper"), tiny, 0, 2)["verbose"] is False  # oracle, chained ones

@@ -27,7 +27,7 @@ def key_of(monkeypatch, tmp_path):
 
     def key(family, protocol="paper", seed=0, profile="tiny"):
         with pytest.raises(_Stop) as stop:
-            P.library_fits(family, get_protocol(protocol), P.PARAMETER_PROFILES[profile], seed, "gradient", 2,
+            P.library_fits(family, get_protocol(protocol), P.PROFILES[profile], seed, "gradient", 2,
                            tmp_path / "units")  # fmt: skip
         return stop.value.args[0]
 

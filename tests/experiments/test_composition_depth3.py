@@ -52,7 +52,7 @@ def test_dev_unit_fits_on_dev_training_recipes_only_and_scores_the_dev_recipes()
     with audit.spy() as seen:
         unit = D3.run_unit(
             get_protocol("strict", "composition-depth3"),
-            D3.DEPTH3_PROFILES["tiny"],
+            D3.PROFILES["tiny"],
             seed=0,
             embedding="gradient",
             split=dev,

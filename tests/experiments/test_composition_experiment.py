@@ -21,12 +21,12 @@ def test_targets_are_held_out_pairs_of_library_members():
 
 
 def test_run_unit_never_fits_on_held_out_pairs():
-    prims = composition.make_library(composition.COMPOSITION_PROFILES["tiny"].n_library)
+    prims = composition.make_library(composition.PROFILES["tiny"].n_library)
     names = prims.family_names
     with audit.spy() as seen:
         unit = composition.run_unit(
             get_protocol("strict", "composition"),
-            composition.COMPOSITION_PROFILES["tiny"],
+            composition.PROFILES["tiny"],
             seed=0,
             embedding="gradient",
         )

@@ -5,14 +5,15 @@ from pathlib import Path
 import pytest
 
 from taskextrap.experiments import composition, discrete, length
+from taskextrap.experiments.catalogue import get_experiment
 from taskextrap.experiments.registry import RunOptions
 
 
 def _unit_of(monkeypatch, module, **options):
     """(name, config, plot file) of seed 0's unit in ``module._run``'s plan."""
-    plan = module._run(
-        module.__name__.rsplit(".", 1)[1], module.METHODS, RunOptions(profile="tiny", **options), Path("plots")
-    )
+    name = module.__name__.rsplit(".", 1)[1]
+    settings = get_experiment(name).check(RunOptions(profile="tiny", **options))
+    plan = module._run(name, module.METHODS, settings, Path("plots"))
     unit = plan.units[0]
     return unit.name, unit.config, unit.plot_file
 

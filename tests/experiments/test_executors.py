@@ -63,7 +63,7 @@ def test_bad_run_options_are_one_line_errors(kw, message):
 
 
 def test_a_seed_is_one_seed_and_bounded():
-    from taskextrap.experiments.parameter import PARAMETER_PROFILES
+    from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 
     assert PARAMETER_PROFILES["paper"].with_seeds(None, 2).seeds == (2,)
     for bad in (-1, 1000, True, 1.5):

@@ -18,7 +18,7 @@ def test_run_unit_scores_every_method_and_never_fits_on_level9():
         unit = length.run_unit(
             POLYNOMIAL_LADDER,
             get_protocol("paper", "length"),
-            length.LENGTH_PROFILES["tiny"],
+            length.PROFILES["tiny"],
             seed=0,
             embedding="gradient",
         )

@@ -9,7 +9,7 @@ from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
 from taskextrap.report.schema import DIAGNOSTIC_METRICS, validate_results
 
-TINY = M.MANIFOLD_PROFILES["tiny"]
+TINY = M.PROFILES["tiny"]
 TRAINING = {f"level-{d}" for d in range(1, 9)} | {"poly", "sin", "F1_1", "F1_2"}
 
 

@@ -107,7 +107,7 @@ def _targets_scored(monkeypatch, seed: int, test_seed: int) -> dict:
     real fit does), and the predictions are recorded, not made."""
     import torch
 
-    from taskextrap.experiments.parameter import PARAMETER_PROFILES
+    from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
     from taskextrap.tasks.observe import get_protocol
 
     def fit(family, protocol, profile, s, *args, **kwargs):

@@ -9,13 +9,13 @@ import pytest
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.executors import run_units
 from taskextrap.experiments.parameter import INTERVAL_METHODS, METHODS, families_for, family_units
-from taskextrap.experiments.parameter import PARAMETER_PROFILES
+from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.experiments.profiles import get_profile
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.catalogue import all_experiments, get_experiment
 from taskextrap.experiments.runner import run_experiment
 from taskextrap.report.schema import validate_results
-from taskextrap.tasks import PARAMETER_FAMILIES, get_protocol
+from taskextrap.tasks import PARAMETER_FAMILIES
 from taskextrap.search.calibration import interval_keys
 
 
@@ -51,14 +51,16 @@ def test_profiles():
 
 def test_families_for():
     assert [f.name for f in families_for(None)] == list(PARAMETER_FAMILIES)
-    assert families_for("exp") == [PARAMETER_FAMILIES["exp"]]
+    assert families_for(PARAMETER_FAMILIES["exp"]) == [PARAMETER_FAMILIES["exp"]]
 
 
 def test_unit_errors_and_checkpoint_resume(tmp_path):
     fam = PARAMETER_FAMILIES["sin_trend"]
     prof = PARAMETER_PROFILES["tiny"]
-    proto = get_protocol("strict")
-    (unit,) = family_units(fam, proto, prof, "gradient", 2, None, 1)
+    from taskextrap.experiments.catalogue import get_experiment
+
+    settings = get_experiment("parameter").check(RunOptions(profile="tiny", protocol="strict", test_seed=1))
+    (unit,) = family_units(fam, settings, None)
     first = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)]
     errors = first.errors
     intervals = {k for m in INTERVAL_METHODS for k in interval_keys(f"interval:{m}")}

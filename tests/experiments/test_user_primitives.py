@@ -433,7 +433,7 @@ def test_a_users_set_never_draws_the_default_sets_streams():
     assert set_streams(lookalike, POLY_SIN_TANH) == ("set=sin-poly",)
     protocol = get_protocol("paper", "composition")
     lib = composition.make_library(6)
-    tiny = composition.COMPOSITION_PROFILES["tiny"]
+    tiny = composition.PROFILES["tiny"]
     _, mine = composition.make_set_targets(lib, protocol, tiny, lookalike.split, FRESH_TEST_SEED, lookalike)
     _, default = composition.make_set_targets(lib, protocol, tiny, PAPER_SPLIT, FRESH_TEST_SEED, POLY_SIN_TANH)
     assert not np.array_equal(mine.ctx_x, default.ctx_x)  # the same stream would place the same context points

@@ -56,7 +56,7 @@ def test_every_e_step_of_an_arm_scores_only_the_candidates_it_is_given(monkeypat
         "e_step",
         lambda lm, tasks, adapter, cands, *a, **k: seen.append(list(cands)) or ([cands[0]] * len(tasks), None),
     )
-    profile = X.get_profile(X.PROFILES, "tiny")
+    profile = X.PROFILES["tiny"]
     tasks = M.em_tasks(TRAIN, 4, seed=0)
     restricted = M.em_candidates(TRAIN)
     X.run_arm(BaseModel(), profile, 0.0, tasks, 0, None, candidates=restricted)
@@ -149,7 +149,7 @@ def test_phases_sum_to_the_supervised_steps():
 
 def test_profiles_reuse_codeio_sizes():
     for name, p in X.PROFILES.items():
-        assert p.codeio() == E.CODEIO_PROFILES[name]  # the supervised rows are codeio's own units
+        assert p.codeio() == E.PROFILES[name]  # the supervised rows are codeio's own units
         assert p.em_tasks >= 1 and p.em_rounds >= 1 and 1 <= p.em_loo <= 3
 
 

@@ -105,14 +105,16 @@ def test_tiny_run_keeps_every_final_prompt(tiny_run):
     records = [json.loads(line) for line in lines]
     assert [r["method"] for r in records] == list(codeio_runs.PROMPT_METHODS)  # one task, one seed
     (task,) = codeio_runs.held_out_tasks(1)[0]
-    profile = codeio_runs.for_model(E.CODEIO_PROFILES["tiny"], pretrain.BaseModel("/a/model"))
+    profile = codeio_runs.for_model(E.PROFILES["tiny"], pretrain.BaseModel("/a/model"))
     for r in records:
         assert {"task", "method", "seed", "prompt", "answer", "predicted", "answer_in_prompt"} <= set(r)
         assert r["task"] == "+".join(task.pair) and r["seed"] == 0 and r["answer"] == task.query[1]
         assert r["answer_in_prompt"] is False and r["prompt"].endswith(f"In: {task.query[0]} Out:")
     by = {r["method"]: r for r in records}
     assert by["oracle"]["prompt"] == codeio_runs.query_prompt("oracle", task, profile)
-    assert by["rte"]["prompt"] == codeio_runs.query_prompt("rte", task, profile, codeio_runs.candidate_of(by["rte"]["candidate"]))
+    assert by["rte"]["prompt"] == codeio_runs.query_prompt(
+        "rte", task, profile, codeio_runs.candidate_of(by["rte"]["candidate"])
+    )
     assert by["rte-tie-vote"]["prompts"][0] == by["rte"]["prompt"]
     assert by["few-shot"]["prompt"] == C.fewshot_prompt(task.support, task.query[0])
 
@@ -178,7 +180,7 @@ def test_a_perfect_extender_makes_rte_the_consistency_search(monkeypatch, anchor
         "taskextrap.llm.generate.greedy_once", lambda lm, ps, *a: prompts.extend(ps) or _perfect_answers(lm, ps, *a)
     )
     tasks, _, _ = codeio_runs.held_out_tasks(6)
-    profile = dataclasses.replace(E.CODEIO_PROFILES["quick"], anchored=anchored)
+    profile = dataclasses.replace(E.PROFILES["quick"], anchored=anchored)
     res = codeio_runs.search(None, tasks, profile)
     # scoring and generation prompts of a pair are anchored exactly when the profile says so;
     # the query line is plain either way
@@ -207,11 +209,11 @@ def test_search_scores_resume_from_finished_chunks(tmp_path, monkeypatch):
     monkeypatch.setattr(LS, "total_nll", scores)
     tasks, _, _ = codeio_runs.held_out_tasks(codeio_runs.TASKS_PER_CHUNK + 1)
     cands = S.candidates()[:7]
-    first = codeio_runs.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path, bounded=False)
+    first = codeio_runs.candidate_scores(None, tasks, cands, E.PROFILES["tiny"], tmp_path, bounded=False)
     assert first.shape == (len(tasks), 7) and calls == [codeio_runs.TASKS_PER_CHUNK * 7 * 3, 7 * 3]  # one list per pair
-    again = codeio_runs.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path, bounded=False)
+    again = codeio_runs.candidate_scores(None, tasks, cands, E.PROFILES["tiny"], tmp_path, bounded=False)
     assert len(calls) == 2 and np.array_equal(first, again)
-    bounded = codeio_runs.candidate_scores(None, tasks, cands, E.CODEIO_PROFILES["tiny"], tmp_path)
+    bounded = codeio_runs.candidate_scores(None, tasks, cands, E.PROFILES["tiny"], tmp_path)
     assert len(calls) == 2 and np.array_equal(bounded, first)  # the full scores answer a bounded search
 
 
@@ -224,9 +226,9 @@ def test_cot_majority_samples_the_profiles_chains_and_votes(monkeypatch):
 
     monkeypatch.setattr("taskextrap.llm.generate.generate", fake_generate)
     tasks, _, _ = codeio_runs.held_out_tasks(2)
-    assert codeio_runs.predict("cot-majority", None, tasks, E.CODEIO_PROFILES["quick"], seed=3) == ["y", "y"]
+    assert codeio_runs.predict("cot-majority", None, tasks, E.PROFILES["quick"], seed=3) == ["y", "y"]
     assert calls[0]["n_samples"] == 16 and calls[0]["temperature"] == 0.7 and calls[0]["seed"] == 3
-    assert calls[0]["max_new_tokens"] == E.CODEIO_PROFILES["quick"].cot_tokens
+    assert calls[0]["max_new_tokens"] == E.PROFILES["quick"].cot_tokens
 
 
 def test_subsample_is_deterministic_and_holds_novel_pairs():
@@ -254,7 +256,7 @@ def test_codeio_spec_and_budgets_cover_the_longest_sequences():
     assert {s.corpus for s in spec.stages} == {"taskextrap.llm.codeio:pretraining_texts"}
     assert len({s.train.seed for s in spec.stages}) == len(spec.stages)  # each stage sees fresh texts
     assert spec.check_fn() is C.pretraining_check and (spec.d_model, spec.n_layers, spec.n_heads) == (128, 4, 4)
-    profile = E.CODEIO_PROFILES["paper"]
+    profile = E.PROFILES["paper"]
     inputs = ["abcdefghijklmn", "aaaaaaaaaaaaaa", "zyxwvutsrqponm", "abcabcabcabcab"]  # the longest inputs
     longest_out = max(len(S.apply(c, s)) for c in S.candidates() for s in inputs)
     longest_mid = max(len(S.apply(n, s)) for n in S.NAMES for s in inputs)
@@ -271,7 +273,9 @@ def test_codeio_spec_and_budgets_cover_the_longest_sequences():
     )
     assert longest_loo <= spec.max_len
     # generation: BOS + prompt + the completion it needs + EOS, on every real task and candidate
-    tasks = codeio_runs.held_out_tasks(None)[0] + codeio_runs.held_out_tasks(None, codeio_runs.Split("test", 0, 10_000))[0]
+    tasks = (
+        codeio_runs.held_out_tasks(None)[0] + codeio_runs.held_out_tasks(None, codeio_runs.Split("test", 0, 10_000))[0]
+    )
     longest_gen = max(
         2
         + len(codeio_runs.query_prompt("rte", t, profile, c))
@@ -288,7 +292,7 @@ def test_sharded_search_equals_the_unsharded_one(tmp_path, monkeypatch):
 
     monkeypatch.setattr(LS, "total_nll", scores)
     tasks, _, _ = codeio_runs.held_out_tasks(2 * codeio_runs.TASKS_PER_CHUNK + 1)  # three chunks
-    cands, profile = S.candidates()[:5], E.CODEIO_PROFILES["tiny"]
+    cands, profile = S.candidates()[:5], E.PROFILES["tiny"]
     whole = codeio_runs.candidate_scores(None, tasks, cands, profile, tmp_path / "one")
     worker = codeio_runs.candidate_scores(None, tasks, cands, profile, tmp_path / "two", shard=Shard(1, 2))
     assert worker is None and sorted(p.name for p in (tmp_path / "two").glob("*.npy")) == ["scores-0004-within0.5.npy"]
@@ -307,7 +311,7 @@ def test_lead_gives_up_on_a_missing_shard(tmp_path, monkeypatch):
     monkeypatch.setattr(SH, "POLL_S", 0.01)
     tasks, _, _ = codeio_runs.held_out_tasks(codeio_runs.TASKS_PER_CHUNK + 1)
     with pytest.raises(TaskextrapError, match=r"scores-0004-within0.5.npy \(shard 1/2\)"):
-        codeio_runs.candidate_scores(None, tasks, S.candidates()[:3], E.CODEIO_PROFILES["tiny"], tmp_path, shard=Shard(0, 2))
+        codeio_runs.candidate_scores(None, tasks, S.candidates()[:3], E.PROFILES["tiny"], tmp_path, shard=Shard(0, 2))
 
 
 @pytest.mark.slow
@@ -315,7 +319,7 @@ def test_sharded_tiny_run_equals_the_unsharded_one(tmp_path, monkeypatch):
     """A lead and a worker in two threads, sharing --out, write the unsharded run's rows."""
     model_dir = _tiny_model(tmp_path / "model")
     monkeypatch.setattr(codeio_runs, "TASKS_PER_CHUNK", 1)
-    monkeypatch.setitem(E.CODEIO_PROFILES, "tiny", dataclasses.replace(E.CODEIO_PROFILES["tiny"], n_tasks=2))
+    monkeypatch.setitem(E.PROFILES, "tiny", dataclasses.replace(E.PROFILES["tiny"], n_tasks=2))
     monkeypatch.setattr(SH, "POLL_S", 0.05)
 
     def options(out, shard=Shard()):
@@ -343,13 +347,13 @@ def test_sharded_tiny_run_equals_the_unsharded_one(tmp_path, monkeypatch):
 def test_default_model_trains_every_parameter_a_user_model_gets_the_papers_lora():
     from taskextrap.llm.sft import CODEIO_LORA
 
-    paper = E.CODEIO_PROFILES["paper"]
+    paper = E.PROFILES["paper"]
     user = codeio_runs.sft_config(paper, 0, pretrain.BaseModel("/some/7b"))
     assert (user.lora, user.lr, user.warmup_steps) == (CODEIO_LORA, paper.sft_lr, paper.warmup)
     default = codeio_runs.sft_config(paper, 0, pretrain.BaseModel())
     assert (default.lora, default.lr, default.warmup_steps) == (None, paper.full_lr, paper.full_warmup)
     assert default.steps == user.steps and default.batch_size == user.batch_size
-    assert codeio_runs.sft_config(E.CODEIO_PROFILES["tiny"], 0, pretrain.BaseModel()).lora == CODEIO_LORA  # no full_lr
+    assert codeio_runs.sft_config(E.PROFILES["tiny"], 0, pretrain.BaseModel()).lora == CODEIO_LORA  # no full_lr
 
 
 def test_full_fine_tuning_returns_a_plain_model_with_every_weight_trained(tmp_path, monkeypatch):
@@ -358,8 +362,10 @@ def test_full_fine_tuning_returns_a_plain_model_with_every_weight_trained(tmp_pa
     start = pretrain.load_base("codeio", pretrain.BaseModel(str(_tiny_model(tmp_path / "model"))))
     before = {k: v.clone() for k, v in start.model.state_dict().items()}
     monkeypatch.setattr(pretrain, "load_base", lambda name, model, device="cpu": start)
-    profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], full_lr=1e-2, full_warmup=0)
-    lm = codeio_runs.fine_tune(pretrain.BaseModel(), codeio_runs.samplers(S.split_pairs(0)[0])["extender"], profile, 0, tmp_path / "ft")
+    profile = dataclasses.replace(E.PROFILES["tiny"], full_lr=1e-2, full_warmup=0)
+    lm = codeio_runs.fine_tune(
+        pretrain.BaseModel(), codeio_runs.samplers(S.split_pairs(0)[0])["extender"], profile, 0, tmp_path / "ft"
+    )
     assert not hasattr(lm.model, "merge_and_unload")  # no peft wrapper
     after = lm.model.state_dict()
     assert set(after) == set(before)
@@ -368,7 +374,7 @@ def test_full_fine_tuning_returns_a_plain_model_with_every_weight_trained(tmp_pa
 
 
 def test_a_user_model_gets_the_papers_recipe():
-    paper = dataclasses.replace(E.CODEIO_PROFILES["paper"], score_shots=True, anchored=True)
+    paper = dataclasses.replace(E.PROFILES["paper"], score_shots=True, anchored=True)
     assert codeio_runs.for_model(paper, pretrain.BaseModel()) is paper
     user = codeio_runs.for_model(paper, pretrain.BaseModel("/some/7b"))
     assert (user.full_lr, user.score_shots, user.anchored) == (None, False, False)
@@ -384,7 +390,7 @@ def test_oracle_prompts_and_budgets_follow_the_profile(monkeypatch):
 
     monkeypatch.setattr("taskextrap.llm.generate.greedy_once", fake_greedy)
     tasks, _, _ = codeio_runs.held_out_tasks(4)
-    profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], answer_tokens=11, cot_tokens=22)
+    profile = dataclasses.replace(E.PROFILES["tiny"], answer_tokens=11, cot_tokens=22)
     for anchored, budget in ((False, 11), (True, 22)):
         seen.clear()
         codeio_runs.predict("oracle", None, tasks, dataclasses.replace(profile, anchored=anchored), 0)
@@ -398,7 +404,7 @@ def test_oracle_prompts_and_budgets_follow_the_profile(monkeypatch):
 def test_saved_prompts_are_the_prompts_the_search_answers_from():
     tasks, _, _ = codeio_runs.held_out_tasks(3)
     for anchored in (False, True):
-        profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], anchored=anchored)
+        profile = dataclasses.replace(E.PROFILES["tiny"], anchored=anchored)
         adapter = C.CodeIOAdapter.of(profile)
         assert (adapter.anchored, adapter.answer_tokens, adapter.cot_tokens) == (
             anchored,
@@ -413,7 +419,7 @@ def test_saved_prompts_are_the_prompts_the_search_answers_from():
 def test_shot_answers_are_scored_for_the_default_model_only():
     from taskextrap.llm.sft import ScoredText
 
-    profile = dataclasses.replace(E.CODEIO_PROFILES["tiny"], score_shots=True)
+    profile = dataclasses.replace(E.PROFILES["tiny"], score_shots=True)
     g = np.random.default_rng(0)
     train = S.split_pairs(0)[0]
     for corpus in ("few-shot", "cot", "extender"):
@@ -444,7 +450,9 @@ def test_exact_search_is_the_consistency_search_with_no_model():
 def test_split_options_choose_pairs_and_seeds():
     assert E.split_of(RunOptions()) == codeio_runs.Split("test", 1, FRESH_TEST_SEED)  # fresh defaults
     assert E.split_of(RunOptions(split="dev", split_seed=0, test_seed=10_000)) == codeio_runs.Split("dev", 0, 10_000)
-    assert codeio_runs.Split("test", 0).pairs() == S.split_pairs(0) and codeio_runs.Split("dev", 1).pairs() == S.dev_split(1)
+    assert codeio_runs.Split("test", 0).pairs() == S.split_pairs(0) and codeio_runs.Split(
+        "dev", 1
+    ).pairs() == S.dev_split(1)
     tasks, novel, sizes = codeio_runs.held_out_tasks(None, codeio_runs.Split("dev"))
     dev_train, dev = S.dev_split(1)
     assert [t.pair for t in tasks] == dev and sizes == {
@@ -463,7 +471,9 @@ def test_a_dev_run_trains_on_dev_training_pairs_and_scores_dev_tasks(tmp_path, m
         pass
 
     def spy(model, profile, tasks, seed, ckpt_dir, device="cpu", progress=False, shard=None, split=None):
-        seen.update(tasks=tasks, split=split, ckpt=ckpt_dir, corpora=codeio_runs.corpora(profile, model, split.pairs()[0]))
+        seen.update(
+            tasks=tasks, split=split, ckpt=ckpt_dir, corpora=codeio_runs.corpora(profile, model, split.pairs()[0])
+        )
         raise Stop
 
     monkeypatch.setattr(codeio_runs, "run_seed", spy)

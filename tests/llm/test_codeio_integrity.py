@@ -24,12 +24,12 @@ def _old_prompt(candidate, shots, query_in, anchored):
 
 
 def _profile(anchored):
-    return dataclasses.replace(E.CODEIO_PROFILES["paper"], anchored=anchored)
+    return dataclasses.replace(E.PROFILES["paper"], anchored=anchored)
 
 
 @pytest.fixture(scope="module")
 def paper_tasks():
-    tasks, _, _ = codeio_runs.held_out_tasks(E.CODEIO_PROFILES["paper"].n_tasks)
+    tasks, _, _ = codeio_runs.held_out_tasks(E.PROFILES["paper"].n_tasks)
     assert len(tasks) == 192
     return tasks
 

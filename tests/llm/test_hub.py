@@ -173,7 +173,7 @@ def test_a_cached_hub_model_is_used_offline(noisy_lm, offline_cache, tmp_path, m
     options = RunOptions(profile="tiny", out=tmp_path / "runs", progress=False, extra={"model": "owner/name"})
     get_experiment("parity").check(options)
     assert run_dir_name("parity", options).name == f"parity-paper-tiny-modelowner_name.{digest[:8]}"
-    unit = parity.run_parity(options, tmp_path / "units", None).units[0]
+    unit = parity.run_parity(get_experiment("parity").check(options), tmp_path / "units", None).units[0]
     assert json.dumps(unit.config, default=str).count(f"owner/name@{digest[:16]}") >= 1
 
 

@@ -136,7 +136,6 @@ def gamma_allowed(split_seed: int = 1):
     """The leak audit's rule for llm-geometry: a primitive, the null task or a training pair (the
     extender), or a target context whose every example is in one held-out task's support (so
     never a query)."""
-    from taskextrap.experiments import codeio as E
     from taskextrap.sequence_runs import codeio as codeio_runs
 
     train, _ = S.split_pairs(split_seed)
@@ -205,7 +204,6 @@ def test_restricted_search_takes_the_allowed_arg_min_of_a_hand_built_score_table
 
 
 def _held_out_task():
-    from taskextrap.experiments import codeio as E
     from taskextrap.sequence_runs import codeio as codeio_runs
 
     return codeio_runs.held_out_tasks(1, codeio_runs.Split(split_seed=1))[0][0]

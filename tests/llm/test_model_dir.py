@@ -202,6 +202,7 @@ class _Stop(Exception):
 
 def test_a_changed_byte_of_a_user_model_changes_its_units_and_checkpoints(noisy_lm, tmp_path, monkeypatch):
     from taskextrap.experiments import codeio, parity
+    from taskextrap.experiments.catalogue import get_experiment
     from taskextrap.experiments.registry import RunOptions
     from taskextrap.sequence_runs import codeio as codeio_runs
     from taskextrap.experiments.units import fingerprint
@@ -217,10 +218,10 @@ def test_a_changed_byte_of_a_user_model_changes_its_units_and_checkpoints(noisy_
 
     def run_both():
         options = RunOptions(profile="tiny", out=tmp_path, progress=False, extra={"model": str(d)})
-        unit = parity.run_parity(options, tmp_path / "units", None).units[0]
+        unit = parity.run_parity(get_experiment("parity").check(options), tmp_path / "units", None).units[0]
         keys.append(("parity unit", fingerprint(**unit.config)))  # parity's checkpoints are named by it too
         with pytest.raises(_Stop):
-            codeio.run_codeio(options, tmp_path / "units", None).units[0].compute(None)
+            codeio.run_codeio(get_experiment("codeio").check(options), tmp_path / "units", None).units[0].compute(None)
 
     run_both()
     run_both()

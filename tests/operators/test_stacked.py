@@ -209,9 +209,9 @@ def test_a_unit_on_the_gpu_trains_its_networks_stacked_and_scores_like_the_cpu(t
 
 
 def test_unrolled_networks_stack_and_train_as_they_train_alone():
-    """Psi_chain's unrolled step network (operators.chain.Unrolled) stacks too: the same states
+    """Psi_chain's unrolled step network (operators.mlp.Unrolled) stacks too: the same states
     and weights within float tolerance."""
-    from taskextrap.operators.chain import Unrolled
+    from taskextrap.operators.mlp import Unrolled
 
     depth, points, ctx = 3, 5, 4
     width = 1 + depth * points + ctx

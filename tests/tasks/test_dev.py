@@ -7,7 +7,7 @@ from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import composition, length
 from taskextrap.experiments.parameter import run_unit
-from taskextrap.experiments.parameter import PARAMETER_PROFILES
+from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_dir_name, run_experiment
 from taskextrap.tasks import PARAMETER_FAMILIES, ParametricFamily, get_protocol

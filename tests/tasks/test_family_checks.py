@@ -11,7 +11,7 @@ from taskextrap.cli import main
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import length
 from taskextrap.experiments.parameter import unit_config
-from taskextrap.experiments.parameter import PARAMETER_PROFILES
+from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
 from taskextrap.provenance import callable_hash

@@ -22,6 +22,8 @@ changed is one warning line (its numbers may differ).
 
 from __future__ import annotations
 
+import importlib
+
 import dataclasses
 import json
 import sys
@@ -271,7 +273,7 @@ def save_pretrained(estimator, folder: str | Path, library: bool = True) -> Path
     if not getattr(estimator, "saveable", False):
         raise TaskextrapError(
             f"saving a {type(estimator).__name__} is not supported yet; these can be saved: "
-            f"{', '.join(sorted(_saveable()))}"
+            f"{', '.join(sorted(_saveable(type(estimator))))}"
         )
     estimator.check_is_fitted()
     folder = Path(folder)
@@ -298,23 +300,25 @@ def save_pretrained(estimator, folder: str | Path, library: bool = True) -> Path
     return folder
 
 
-def load_pretrained(folder: str | Path, expected: type | None = None, library=None):
+def load_pretrained(folder: str | Path, expected: type, library=None):
     """The fitted estimator :func:`save_pretrained` wrote into ``folder`` (of class ``expected``
-    or a subclass, when given). ``library``: the library it was fitted on, used instead of the
-    saved copy (the same tasks, or a one-line error); needed when it was saved without one."""
+    or a subclass). ``library``: the library it was fitted on, used instead of the saved copy
+    (the same tasks, or a one-line error); needed when it was saved without one."""
     from taskextrap.provenance import source_hash
 
     folder = Path(folder)
-    if expected is not None and not getattr(expected, "saveable", False):  # before any file is read
-        raise TaskextrapError(f"{expected.__name__} cannot be loaded yet; these can: {', '.join(sorted(_saveable()))}")
+    if not getattr(expected, "saveable", False):  # before any file is read
+        raise TaskextrapError(
+            f"{expected.__name__} cannot be loaded yet; these can: {', '.join(sorted(_saveable(expected)))}"
+        )
     if not (folder / CONFIG).is_file():
         raise TaskextrapError(f"{folder} holds no saved model: {CONFIG} is missing (save one with save_pretrained)")
     config = read_json(folder / CONFIG)
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         got = config.get("format") if isinstance(config, dict) else None
         raise TaskextrapError(f"{folder / CONFIG} is of format {got!r}; this taskextrap reads format {FORMAT}")
-    cls = _estimator_class(config.get("class"))
-    if expected is not None and not issubclass(cls, expected):
+    cls: Any = _estimator_class(config.get("class"), expected)
+    if not issubclass(cls, expected):
         raise TaskextrapError(f"{folder} holds a {cls.__name__}, not a {expected.__name__}")
     if config.get("source_hash") != source_hash():
         warnings.warn(
@@ -352,17 +356,32 @@ def _library(folder: Path, arrays: dict, desc: dict, given):
     return given
 
 
-def _saveable() -> dict[str, type]:
-    """The estimator classes that save and load, by name: the loaded estimator classes whose
-    ``saveable`` is True (``RTE``, ``ChainedRTE``, the transductive oracles, ``LengthRTE``,
-    ``CompositionRTE``); a config can name nothing else."""
-    from taskextrap.estimators.base import Fittable
-    from taskextrap.estimators.composition import CompositionRTE  # noqa: F401 - classes to find
-    from taskextrap.estimators.length import LengthRTE  # noqa: F401
-    from taskextrap.estimators.multistep import ChainedRTE  # noqa: F401
+# The modules of the regimes' estimators, imported by name when a saved config is read so that
+# every built-in class can be found from any of them. By name, not by import statement: this
+# module is imported by the estimator base (save_pretrained / from_pretrained) and imports no
+# estimator back, so the estimators package has no import circle (tests/test_layers.py).
+ESTIMATOR_MODULES = (
+    "taskextrap.estimators.parameter",
+    "taskextrap.estimators.multistep",
+    "taskextrap.estimators.length",
+    "taskextrap.estimators.composition",
+)
 
+
+def _root(kind: type) -> type:
+    """The estimator base ``kind`` descends from: the first class of its MRO to declare
+    ``saveable`` (``estimators.base.Fittable``)."""
+    return next(c for c in reversed(kind.__mro__) if "saveable" in c.__dict__)
+
+
+def _saveable(kind: type) -> dict[str, type]:
+    """The estimator classes that save and load, by name: the loaded subclasses of ``kind``'s
+    estimator base whose ``saveable`` is True (``RTE``, ``ChainedRTE``, the transductive
+    oracles, ``LengthRTE``, ``CompositionRTE``, ...); a config can name nothing else."""
+    for module in ESTIMATOR_MODULES:
+        importlib.import_module(module)
     found: dict[str, type] = {}
-    todo: list[type] = [Fittable]
+    todo: list[type] = [_root(kind)]
     while todo:
         cls = todo.pop()
         if getattr(cls, "saveable", False) and not getattr(cls, "__abstractmethods__", None):
@@ -371,9 +390,9 @@ def _saveable() -> dict[str, type]:
     return found
 
 
-def _estimator_class(name) -> type:
-    """The saveable estimator class a config names."""
-    classes = _saveable()
+def _estimator_class(name, kind: type) -> type:
+    """The saveable estimator class a config names (among those of ``kind``'s base)."""
+    classes = _saveable(kind)
     if name not in classes:
         raise TaskextrapError(
             f"a saved model of class {name!r} cannot be loaded (saveable: {', '.join(sorted(classes))}; "

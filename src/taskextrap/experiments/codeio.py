@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from taskextrap.experiments.profiles import CodeIOProfile, get_profile
+from taskextrap.experiments.profiles import CodeIOProfile
+from taskextrap.experiments.settings import Settings
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, fingerprint, gather, seed_units, unit_done
 from taskextrap.report.schema import accuracy_row
@@ -35,13 +36,13 @@ if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
 
 GROUPS = ("held-out-pairs", "novel-pairs")  # "held-out-pairs" is the paper's Table 5 group
 
-CODEIO_PROFILES = {
+PROFILES = {
     # quick: 6 of the 192 held-out tasks (3 novel), 150 steps per run (the paper's 1,150 would
     # take most of the budget) at a higher learning rate; the full search would score 992 x 3
     # leave-one-out sequences per task (the bounded one scores every candidate's first).
     "quick": CodeIOProfile(
-        "quick",
-        (0,),
+        name="quick",
+        seeds=(0,),
         sft_steps=150,
         sft_batch=8,
         sft_lr=1e-3,
@@ -54,21 +55,25 @@ CODEIO_PROFILES = {
         anchored=True,
     ),
     # paper: the authors' ~1,150 steps of 8 (4 epochs of 2,307 examples), lr 2e-4, 5 warm-up steps;
-    # all 192 held-out tasks. One seed: the full search would score 571,392 sequences per seed
-    # (the bounded one about 40% of them: benchmarks/results/codeio-search.json).
-    # The shipped default model trains every parameter at 5e-4 instead (full_lr), scores every
-    # shot answer its prompts determine (score_shots) and anchors the extender's shot lines
-    # (anchored). Measured on the dev split (scripts/codeio_sft_check.py, results in
-    # benchmarks/results/codeio-recipe-dev.json, reasons in docs/design.md "Sequence models"):
-    # full fine-tuning 0.353 against the paper's LoRA 0.085 (oracle exact match, 153 dev tasks);
-    # anchored is kept because the plain prompt is not clearly better (paired +0.039 [-0.026, +0.105]).
+    # all 192 held-out tasks; one seed (the bounded search scores about 40% of the full one's
+    # 571,392 sequences per seed: benchmarks/results/codeio-search.json). The default model's
+    # full_lr, score_shots and anchored were chosen on dev (codeio-recipe-dev.json; docs/design.md
+    # "Sequence models": full fine-tuning 0.353 against the paper's LoRA 0.085, 153 dev tasks).
     "paper": CodeIOProfile(
-        "paper", (0,), sft_steps=1150, sft_batch=8, sft_lr=2e-4, warmup=5, full_lr=5e-4, score_shots=True, anchored=True
+        name="paper",
+        seeds=(0,),
+        sft_steps=1150,
+        sft_batch=8,
+        sft_lr=2e-4,
+        warmup=5,
+        full_lr=5e-4,
+        score_shots=True,
+        anchored=True,
     ),
     # tiny: for tests only (with a tiny model the search over all 992 candidates takes seconds).
     "tiny": CodeIOProfile(
-        "tiny",
-        (0,),
+        name="tiny",
+        seeds=(0,),
         sft_steps=2,
         sft_batch=2,
         sft_lr=2e-4,
@@ -122,22 +127,21 @@ def ckpt_root(cache_dir: Path | None, base: dict, seed: int, name: str = "codeio
 @register(
     "codeio",
     "Table 5: CodeIO string compositions with a language model (few-shot, cot-majority, rte, exact-search, oracle)",
-    CODEIO_PROFILES,
+    PROFILES,
     options=("device", "extra", "shard", "test_seed", "split_seed"),
     dev=True,
 )
-def run_codeio(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+def run_codeio(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The CodeIO experiment: every method on the held-out (and novel) pairs of ``options.split``,
     bootstrap intervals; every final prompt goes to ``options.run_dir/prompts.jsonl``.
 
     Under ``options.shard`` a process other than the lead scores its part of the search and
     returns None (the lead writes the results)."""
+    options = settings.options
     from taskextrap.llm.pretrain import BaseModel
 
     model = BaseModel.from_extra(options.extra)
-    profile = codeio_runs.for_model(
-        get_profile(CODEIO_PROFILES, options.profile).with_seeds(options.seeds, options.seed), model
-    )
+    profile = codeio_runs.for_model(settings.profile, model)
     split = split_of(options)
     tasks, novel, sizes = codeio_runs.held_out_tasks(profile.n_tasks, split)
     base, units = codeio_units(options, cache_dir, model, profile, split, tasks)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,8 +45,9 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import codeio as codeio_exp
 from taskextrap.sequence_runs import codeio as codeio_runs
-from taskextrap.experiments.profiles import CodeIOProfile, get_profile
-from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.profiles import CodeIOEMProfile
+from taskextrap.experiments.settings import Settings
+from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units
 from taskextrap.report.schema import accuracy_row, make_row
 from taskextrap.seeding import derive_seed
@@ -61,34 +61,15 @@ FIGURE = "codeio-em.png"
 P_SINGLE = 0.2  # single primitives in the warm-up arm's M-steps: the supervised extender's rate
 
 
-@dataclass(frozen=True)
-class CodeIOEMProfile(CodeIOProfile):
-    """A :class:`CodeIOProfile` (the ``codeio`` runs it reuses) plus EM's sizes: ``em_tasks``
-    training composite tasks, ``em_rounds`` E/M rounds, ``em_loo`` support examples held out in
-    turn by the E-step's score (the search holds out all 3)."""
-
-    em_tasks: int = 12
-    em_rounds: int = 2
-    em_loo: int = 1
-
-    def codeio(self) -> CodeIOProfile:
-        """The ``codeio`` profile of the same sizes (its units are the supervised arms')."""
-        return CodeIOProfile(**{f.name: getattr(self, f.name) for f in dataclasses.fields(CodeIOProfile)})
-
-
-def _em(name: str, **em) -> CodeIOEMProfile:
-    return CodeIOEMProfile(**{**dataclasses.asdict(codeio_exp.CODEIO_PROFILES[name]), **em})
-
-
 PROFILES = {
     # quick: codeio's quick runs; 8 training composites, 2 rounds, one held-out support example per
     # E-step score (an E-step scores 8 x 729 prompts: ~3 min on 2 CPU cores).
-    "quick": _em("quick", em_tasks=8, em_rounds=2, em_loo=1),
+    "quick": CodeIOEMProfile.extending(codeio_exp.PROFILES["quick"], em_tasks=8, em_rounds=2, em_loo=1),
     # paper: codeio's paper runs; 192 training composites (the authors label 189 training pairs),
     # the authors' 4 rounds, the search's full leave-one-out score (4 x 192 x 2,187 prompts per arm:
     # a GPU job).
-    "paper": _em("paper", em_tasks=192, em_rounds=4, em_loo=3),
-    "tiny": _em("tiny", em_tasks=1, em_rounds=1, em_loo=1),
+    "paper": CodeIOEMProfile.extending(codeio_exp.PROFILES["paper"], em_tasks=192, em_rounds=4, em_loo=3),
+    "tiny": CodeIOEMProfile.extending(codeio_exp.PROFILES["tiny"], em_tasks=1, em_rounds=1, em_loo=1),
 }
 
 
@@ -308,15 +289,14 @@ def label_record(ran: list[str], train_pairs) -> dict:
     dev=True,
     in_all=False,
 )
-def run_codeio_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+def run_codeio_em(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The codeio units of the same settings, one EM unit per seed, and their rows; every final
     prompt of every method goes to ``options.run_dir/prompts.jsonl``."""
+    options = settings.options
     from taskextrap.llm.pretrain import BaseModel
 
     model = BaseModel.from_extra(options.extra)
-    profile = codeio_runs.for_model(
-        get_profile(PROFILES, options.profile).with_seeds(options.seeds, options.seed), model
-    )
+    profile = codeio_runs.for_model(settings.profile, model)
     codeio_profile = profile.codeio()
     split = codeio_exp.split_of(options)
     tasks, novel, sizes = codeio_runs.held_out_tasks(profile.n_tasks, split)

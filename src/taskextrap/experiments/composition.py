@@ -25,9 +25,11 @@ from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.experiments.discrete import (
     LIBRARY_SEED,
-    Settings,
+    discrete_units,
+    embedding_of,
     estimator_settings,
-    discrete_profiles,
+    DECOMPOSER_TRAIN,
+    PSI_TRAIN,
     entropy_rows,
     fit_and_score,
     held_out_rows,
@@ -44,7 +46,8 @@ from taskextrap.experiments.discrete import (
     set_unit_key,
 )
 from taskextrap.experiments.profiles import DiscreteProfile
-from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, builtin_spec, register
+from taskextrap.experiments.settings import Settings
+from taskextrap.experiments.registry import FRESH_TEST_SEED, builtin_spec, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.search.calibration import interval_diagnostics, pooled_curve, scale_source
 from taskextrap.search.posterior import entropy
@@ -80,13 +83,40 @@ GROUP = "unseen-pairs"
 BREAKDOWN = ("rte", "sparse-inductive", "verified-composition")  # per held-out pair
 
 
-COMPOSITION_PROFILES = discrete_profiles(
-    {  # (seeds, primitives per family, Psi pairs per pass, targets, draws)
-        "quick": ((0,), 500, 4000, 200, 2),
-        "paper": ((0, 1, 2), 3000, 10000, 500, 4),
-        "tiny": ((0,), 10, 200, 6, 2),  # for tests only: seconds
-    }
-)
+# n_library: primitives per family
+PROFILES = {
+    "quick": DiscreteProfile(
+        name="quick",
+        seeds=(0,),
+        n_library=500,
+        n_pairs=4000,
+        n_targets=200,
+        n_draws=2,
+        train=PSI_TRAIN["quick"],
+        decomposer_train=DECOMPOSER_TRAIN["quick"],
+    ),
+    "paper": DiscreteProfile(
+        name="paper",
+        seeds=(0, 1, 2),
+        n_library=3000,
+        n_pairs=10000,
+        n_targets=500,
+        n_draws=4,
+        train=PSI_TRAIN["paper"],
+        decomposer_train=DECOMPOSER_TRAIN["paper"],
+    ),
+    # for tests only: seconds
+    "tiny": DiscreteProfile(
+        name="tiny",
+        seeds=(0,),
+        n_library=10,
+        n_pairs=200,
+        n_targets=6,
+        n_draws=2,
+        train=PSI_TRAIN["tiny"],
+        decomposer_train=DECOMPOSER_TRAIN["tiny"],
+    ),
+}
 
 
 def get_set(option: str | None) -> CompositionFamily:
@@ -281,15 +311,10 @@ def _plot(plot_dir, stem, rte, primitives, targets, obs):
     )
 
 
-def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_dir: Path | None) -> Plan:
-    settings = Settings.of(options, COMPOSITION_PROFILES, "composition")
-    profile, protocol, embedding, test_seed = (
-        settings.profile,
-        settings.protocol,
-        settings.embedding,
-        settings.test_seed,
-    )
-    primitive_set = get_set(options.family)
+def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:
+    options, profile, protocol, test_seed = settings.options, settings.profile, settings.protocol, settings.test_seed
+    embedding = embedding_of(settings)
+    primitive_set = settings.family or get_set(None)
     split = get_split(primitive_set, settings.dev, options.family)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
     base = dict(
@@ -302,7 +327,8 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
         **set_unit_key(primitive_set, POLY_SIN_TANH),
     )
     stem = set_stem("composition", primitive_set, POLY_SIN_TANH, protocol)
-    units = settings.units(
+    units = discrete_units(
+        settings,
         stem,
         base,
         estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split, settings.device),
@@ -366,26 +392,26 @@ COMPOSITION_OPTIONS = ("protocol", "family", "embedding", "test_seed", "device")
 @register(
     "composition",
     "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)",
-    COMPOSITION_PROFILES,
+    PROFILES,
     options=COMPOSITION_OPTIONS,
     regime="composition",
     dev=True,
     family=get_set,
 )
-def run_composition(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+def run_composition(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The composition experiment: rte, sparse-inductive, oracle, verified-composition and sanity baselines."""
-    return _run("composition", METHODS, options, plot_dir)
+    return _run("composition", METHODS, settings, plot_dir)
 
 
 @register(
     "composition-ablations",
     "App. K.3: composition ablations (no verification, random constituents)",
-    COMPOSITION_PROFILES,
+    PROFILES,
     options=COMPOSITION_OPTIONS,
     regime="composition",
     dev=True,
     family=get_set,
 )
-def run_composition_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+def run_composition_ablations(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The composition ablations: the same fits as ``composition`` (shared unit cache), other rows."""
-    return _run("composition-ablations", ABLATION_METHODS, options, None)
+    return _run("composition-ablations", ABLATION_METHODS, settings, None)

@@ -22,7 +22,8 @@ from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_f
 from taskextrap.estimators.composition_depth3 import Composition3RTE
 from taskextrap.experiments.discrete import (
     LIBRARY_SEED,
-    Settings,
+    discrete_units,
+    embedding_of,
     estimator_settings,
     fit_and_score,
     held_out_rows,
@@ -38,7 +39,8 @@ from taskextrap.experiments.discrete import (
     set_unit_key,
 )
 from taskextrap.experiments.profiles import DiscreteProfile
-from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, builtin_spec, register
+from taskextrap.experiments.settings import Settings
+from taskextrap.experiments.registry import FRESH_TEST_SEED, builtin_spec, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.operators.train import TrainConfig
 from taskextrap.search.calibration import interval_diagnostics, pooled_curve, scale_source
@@ -72,53 +74,40 @@ SLOTS = ("outer", "middle", "inner")  # r_3, r_2, r_1 of h = r_3 o r_2 o r_1
 DEPTH3_TEST_SEED = 31_338
 
 
-def _profile(name, seeds, n_library, n_pairs, n_targets, n_draws, psi, decomposer):
-    return DiscreteProfile(
-        name,
-        seeds,
-        n_library=n_library,
-        n_pairs=n_pairs,
-        n_targets=n_targets,
-        n_draws=n_draws,
-        train=psi,
-        decomposer_train=decomposer,
-    )
-
-
 # n_library: primitives per family (the paper: 500); n_pairs: compositions per pass of Psi_chain's
 # and the inductive baseline's training; Psi_chain's optimiser steps count rows (query points) of
 # 2,048; the decomposer's, compositions of 512. The authors train each network 25,000 steps of 64
 # compositions; the paper profile's budgets are what 2 CPU cores do in about 30 minutes per protocol.
-DEPTH3_PROFILES = {
-    "quick": _profile(
-        "quick",
-        (0,),
-        500,
-        2000,
-        200,
-        2,
-        TrainConfig(steps=2000, batch=2048, eval_every=100),
-        TrainConfig(steps=1500, batch=512, eval_every=100),
+PROFILES = {
+    "quick": DiscreteProfile(
+        name="quick",
+        seeds=(0,),
+        n_library=500,
+        n_pairs=2000,
+        n_targets=200,
+        n_draws=2,
+        train=TrainConfig(steps=2000, batch=2048, eval_every=100),
+        decomposer_train=TrainConfig(steps=1500, batch=512, eval_every=100),
     ),
-    "paper": _profile(
-        "paper",
-        (0, 1, 2),
-        500,
-        8000,
-        1000,
-        1,
-        TrainConfig(steps=6000, batch=2048, eval_every=200),
-        TrainConfig(steps=3000, batch=512, eval_every=100),
+    "paper": DiscreteProfile(
+        name="paper",
+        seeds=(0, 1, 2),
+        n_library=500,
+        n_pairs=8000,
+        n_targets=1000,
+        n_draws=1,
+        train=TrainConfig(steps=6000, batch=2048, eval_every=200),
+        decomposer_train=TrainConfig(steps=3000, batch=512, eval_every=100),
     ),
-    "tiny": _profile(
-        "tiny",
-        (0,),
-        8,
-        100,
-        6,
-        1,
-        TrainConfig(steps=10, batch=256, eval_every=5),
-        TrainConfig(steps=10, batch=64, eval_every=5),
+    "tiny": DiscreteProfile(
+        name="tiny",
+        seeds=(0,),
+        n_library=8,
+        n_pairs=100,
+        n_targets=6,
+        n_draws=1,
+        train=TrainConfig(steps=10, batch=256, eval_every=5),
+        decomposer_train=TrainConfig(steps=10, batch=64, eval_every=5),
     ),  # for tests only: seconds
 }
 
@@ -279,19 +268,23 @@ def _plot(plot_dir, stem, rte, primitives, targets, obs):
 @register(
     EXPERIMENT,
     "App. B.1.2: depth-3 compositions (train 21 recipes, test the 6 that apply tanh to a sin output)",
-    DEPTH3_PROFILES,
+    PROFILES,
     options=("protocol", "family", "embedding", "test_seed", "device"),
     regime=REGIME,
     dev=True,
     family=get_set,
 )
-def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None) -> Plan:
+def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir: Path | None) -> Plan:
     """The depth-3 experiment: rte, sparse-inductive, oracle, verified-composition, no-verification,
     no-refinement, the sanity baselines and how often the true chain is found."""
-    settings = Settings.of(options, DEPTH3_PROFILES, REGIME)
-    profile, protocol, embedding = settings.profile, settings.protocol, settings.embedding
+    options, profile, protocol, embedding = (
+        settings.options,
+        settings.profile,
+        settings.protocol,
+        embedding_of(settings),
+    )
     test_seed = DEPTH3_TEST_SEED if options.test_seed is None else settings.test_seed
-    primitive_set = get_set(options.family)
+    primitive_set = settings.family or get_set(None)
     split = get_split(primitive_set, settings.dev, options.family)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH_RESCALED)  # a results group of this set
     base = dict(
@@ -304,7 +297,8 @@ def run_composition_depth3(options: RunOptions, cache_dir: Path | None, plot_dir
         **set_unit_key(primitive_set, POLY_SIN_TANH_RESCALED),
     )
     stem = set_stem(EXPERIMENT, primitive_set, POLY_SIN_TANH_RESCALED, protocol)
-    units = settings.units(
+    units = discrete_units(
+        settings,
         stem,
         base,
         estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split, settings.device),

@@ -33,7 +33,7 @@ from taskextrap.baselines.context import ctx_interp, library_best_fit
 from taskextrap.estimators.composition_em import EMCompositionRTE
 from taskextrap.experiments.composition import (
     COMPOSITION_OPTIONS,
-    COMPOSITION_PROFILES,
+    PROFILES as COMPOSITION_PROFILES,
     GROUP,
     get_set,
     get_split,
@@ -41,8 +41,17 @@ from taskextrap.experiments.composition import (
     make_rte,
     make_set_targets,
 )
-from taskextrap.experiments.discrete import Settings, mse_rows, set_group, set_record, set_stem, set_unit_key
-from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
+from taskextrap.experiments.discrete import (
+    discrete_units,
+    embedding_of,
+    mse_rows,
+    set_group,
+    set_record,
+    set_stem,
+    set_unit_key,
+)
+from taskextrap.experiments.settings import Settings
+from taskextrap.experiments.registry import FRESH_TEST_SEED, register
 from taskextrap.experiments.units import Plan, UnitResult, gather, per_target
 from taskextrap.report.schema import make_row
 from taskextrap.tasks.builtin import POLY_SIN_TANH
@@ -124,11 +133,15 @@ def run_unit(
     dev=True,
     family=get_set,
 )
-def run_composition_em(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+def run_composition_em(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """One unit per seed; rows are the held-out-pair MSE of every arm and the pseudo-label quality."""
-    settings = Settings.of(options, COMPOSITION_PROFILES, "composition")
-    profile, protocol, embedding = settings.profile, settings.protocol, settings.embedding
-    primitive_set = get_set(options.family)
+    options, profile, protocol, embedding = (
+        settings.options,
+        settings.profile,
+        settings.protocol,
+        embedding_of(settings),
+    )
+    primitive_set = settings.family or get_set(None)
     split = get_split(primitive_set, settings.dev, options.family)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
     base = dict(
@@ -142,7 +155,8 @@ def run_composition_em(options: RunOptions, cache_dir: Path | None, plot_dir: Pa
         arms=ARMS,
         **set_unit_key(primitive_set, POLY_SIN_TANH),
     )
-    units = settings.units(
+    units = discrete_units(
+        settings,
         set_stem("composition-em", primitive_set, POLY_SIN_TANH, protocol),
         base,
         estimator_of=lambda s: make_em(protocol, profile, s, embedding, 0.0, split, settings.device),

@@ -9,7 +9,6 @@ reports) and what keys its units; everything else about a run is the same for bo
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
 
@@ -17,43 +16,30 @@ import numpy as np
 
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.estimators.base import fit_together
-from taskextrap.experiments.profiles import DiscreteProfile, get_profile
+from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.settings import Settings
 from taskextrap.experiments.units import Unit, UnitResult, per_target, seed_units
 from taskextrap.operators.train import TrainConfig, job_seconds
 from taskextrap.provenance import callable_hash
 from taskextrap.report.schema import make_row
 from taskextrap.tasks.builtin import PRIMITIVE_SETS
-from taskextrap.tasks.observe import ObservationProtocol, get_protocol
 from taskextrap.tasks.primitives import CompositionFamily
 
 LIBRARY_SEED = 20_000  # the library's fixed stream, independent of every training seed
 DEFAULT_EMBEDDING = "adapted"  # measured: see benchmarks/run.py (length-embeddings) and docs/results.md
 
-# Optimiser settings per profile (the same in both regimes): Psi's and the decomposer's.
-_TRAIN = {
-    "quick": (TrainConfig(steps=800, batch=4096, eval_every=100), TrainConfig(steps=1500, batch=512, eval_every=100)),
-    "paper": (TrainConfig(steps=2000, batch=4096, eval_every=100), TrainConfig(steps=3000, batch=512, eval_every=100)),
-    "tiny": (TrainConfig(steps=15, batch=512, eval_every=5), TrainConfig(steps=15, batch=64, eval_every=5)),
+# Optimiser settings per profile, the same in both regimes: Psi's and the decomposer's.
+PSI_TRAIN = {
+    "quick": TrainConfig(steps=800, batch=4096, eval_every=100),
+    "paper": TrainConfig(steps=2000, batch=4096, eval_every=100),
+    "tiny": TrainConfig(steps=15, batch=512, eval_every=5),
 }
-
-
-def discrete_profiles(sizes: dict[str, tuple]) -> dict[str, DiscreteProfile]:
-    """A regime's profile table from ``{name: (seeds, n_library, n_pairs, n_targets, n_draws)}``
-    and the shared optimiser settings of each profile."""
-    return {
-        name: DiscreteProfile(
-            name,
-            seeds,
-            n_library=n_library,
-            n_pairs=n_pairs,
-            n_targets=n_targets,
-            n_draws=n_draws,
-            train=_TRAIN[name][0],
-            decomposer_train=_TRAIN[name][1],
-        )
-        for name, (seeds, n_library, n_pairs, n_targets, n_draws) in sizes.items()
-    }
+DECOMPOSER_TRAIN = {
+    "quick": TrainConfig(steps=1500, batch=512, eval_every=100),
+    "paper": TrainConfig(steps=3000, batch=512, eval_every=100),
+    "tiny": TrainConfig(steps=15, batch=64, eval_every=5),
+}
 
 
 def estimator_settings(profile: DiscreteProfile, seed: int, device: str) -> dict:
@@ -70,52 +56,32 @@ def estimator_settings(profile: DiscreteProfile, seed: int, device: str) -> dict
     }
 
 
-@dataclass(frozen=True)
-class Settings:
-    """What a discrete-regime run reads from its options: the profile (with ``--seeds``), the
-    observation protocol, the Γ estimator, the test stream, whether it is a dev run and the
-    device the estimators run on."""
+def embedding_of(settings: Settings) -> str:
+    """The Γ estimator of a discrete-regime run: ``--embedding``, else the regimes' default."""
+    return settings.options.embedding or DEFAULT_EMBEDDING
 
-    profile: DiscreteProfile
-    protocol: ObservationProtocol
-    embedding: str
-    test_seed: int
-    dev: bool
-    device: str = "cpu"
 
-    @classmethod
-    def of(cls, options: RunOptions, profiles: dict[str, DiscreteProfile], regime: str) -> Settings:
-        """The settings of ``options`` for ``regime`` ("length" or "composition")."""
-        return cls(
-            get_profile(profiles, options.profile).with_seeds(options.seeds, options.seed),
-            get_protocol(options.protocol, regime),
-            options.embedding or DEFAULT_EMBEDDING,
-            options.seed_of_tests,
-            options.split == "dev",
-            options.device,
-        )
-
-    def units(
-        self,
-        stem: str,
-        base: dict,
-        estimator_of: Callable,
-        compute: Callable,
-        plot_dir: Path | None,
-        plot_file: str | None,
-    ) -> list[Unit]:
-        """One unit per seed (``units.seed_units``): unit ``<stem>[-dev]-seed<s>``, keyed by
-        ``base``, the seed and the estimator's repr (``estimator_of(seed)``); ``compute(seed,
-        plots)`` runs one unit."""
-        name = stem + ("-dev" if self.dev else "")
-        return seed_units(
-            self.profile.seeds,
-            name=lambda s: f"{name}-seed{s}",
-            config=lambda s: {**base, "seed": s, "estimator": repr(estimator_of(s))},
-            compute=compute,
-            plot_dir=plot_dir,
-            plot_file=plot_file,
-        )
+def discrete_units(
+    settings: Settings,
+    stem: str,
+    base: dict,
+    estimator_of: Callable,
+    compute: Callable,
+    plot_dir: Path | None,
+    plot_file: str | None,
+) -> list[Unit]:
+    """One unit per seed of ``settings``' profile (``units.seed_units``): unit
+    ``<stem>[-dev]-seed<s>``, keyed by ``base``, the seed and the estimator's repr
+    (``estimator_of(seed)``); ``compute(seed, plots)`` runs one unit."""
+    name = stem + ("-dev" if settings.dev else "")
+    return seed_units(
+        settings.profile.seeds,
+        name=lambda s: f"{name}-seed{s}",
+        config=lambda s: {**base, "seed": s, "estimator": repr(estimator_of(s))},
+        compute=compute,
+        plot_dir=plot_dir,
+        plot_file=plot_file,
+    )
 
 
 def is_builtin_set(primitive_set: CompositionFamily) -> bool:

@@ -340,7 +340,8 @@ def find_unit(experiment: str, options, name: str, plot_dir: Path | None) -> Uni
     from taskextrap.experiments.units import bind
 
     cache_dir = Path(options.out) / "units"
-    plan = get_experiment(experiment).run(options, cache_dir, plot_dir)
+    registered = get_experiment(experiment)
+    plan = registered.run(registered.check(options), cache_dir, plot_dir)
     for unit in bind(plan.units, experiment, options):
         if unit.name == name:
             return unit

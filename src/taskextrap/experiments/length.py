@@ -19,9 +19,11 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.length import LengthRTE
 from taskextrap.experiments.discrete import (
     LIBRARY_SEED,
-    Settings,
+    discrete_units,
+    embedding_of,
     estimator_settings,
-    discrete_profiles,
+    DECOMPOSER_TRAIN,
+    PSI_TRAIN,
     entropy_rows,
     fit_and_score,
     interval_rows,
@@ -31,7 +33,8 @@ from taskextrap.experiments.discrete import (
     retrieval_rows,
 )
 from taskextrap.experiments.profiles import DiscreteProfile
-from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, builtin_spec, register
+from taskextrap.experiments.settings import Settings
+from taskextrap.experiments.registry import FRESH_TEST_SEED, builtin_spec, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.provenance import callable_hash
 from taskextrap.search.calibration import interval_diagnostics, pooled_curve, scale_source
@@ -57,13 +60,40 @@ ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
 GROUP = "degree9"
 
 
-LENGTH_PROFILES = discrete_profiles(
-    {  # (seeds, tasks per level, Psi pairs per pass, targets, draws)
-        "quick": ((0,), 250, 6000, 100, 8),
-        "paper": ((0, 1, 2), 1000, 20000, 200, 16),
-        "tiny": ((0,), 12, 300, 6, 2),  # for tests only: seconds
-    }
-)
+# n_library: tasks per level
+PROFILES = {
+    "quick": DiscreteProfile(
+        name="quick",
+        seeds=(0,),
+        n_library=250,
+        n_pairs=6000,
+        n_targets=100,
+        n_draws=8,
+        train=PSI_TRAIN["quick"],
+        decomposer_train=DECOMPOSER_TRAIN["quick"],
+    ),
+    "paper": DiscreteProfile(
+        name="paper",
+        seeds=(0, 1, 2),
+        n_library=1000,
+        n_pairs=20000,
+        n_targets=200,
+        n_draws=16,
+        train=PSI_TRAIN["paper"],
+        decomposer_train=DECOMPOSER_TRAIN["paper"],
+    ),
+    # for tests only: seconds
+    "tiny": DiscreteProfile(
+        name="tiny",
+        seeds=(0,),
+        n_library=12,
+        n_pairs=300,
+        n_targets=6,
+        n_draws=2,
+        train=PSI_TRAIN["tiny"],
+        decomposer_train=DECOMPOSER_TRAIN["tiny"],
+    ),
+}
 
 
 def make_library(ladder: Ladder, n_per_level: int) -> LadderSet:
@@ -188,15 +218,10 @@ def _plot(plot_dir, ladder, protocol, rte, library, targets, obs):
     )
 
 
-def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_dir: Path | None) -> Plan:
-    settings = Settings.of(options, LENGTH_PROFILES, "length")
-    profile, protocol, embedding, test_seed = (
-        settings.profile,
-        settings.protocol,
-        settings.embedding,
-        settings.test_seed,
-    )
-    ladder = get_ladder(options.family)
+def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:
+    options, profile, protocol, test_seed = settings.options, settings.profile, settings.protocol, settings.test_seed
+    embedding = embedding_of(settings)
+    ladder = settings.family or get_ladder(None)
     if settings.dev:
         ladder = dev_ladder(ladder)
     base = dict(
@@ -213,7 +238,8 @@ def _run(experiment: str, methods: tuple[str, ...], options: RunOptions, plot_di
         embedding=embedding,
         test_seed=test_seed,
     )
-    units = settings.units(
+    units = discrete_units(
+        settings,
         f"length-{ladder.name}-{protocol.name}",
         base,
         estimator_of=lambda s: make_rte(protocol, profile, s, embedding, settings.device),
@@ -284,26 +310,26 @@ LENGTH_OPTIONS = ("protocol", "family", "embedding", "test_seed", "device")
 @register(
     "length",
     "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)",
-    LENGTH_PROFILES,
+    PROFILES,
     options=LENGTH_OPTIONS,
     regime="length",
     dev=True,
     family=get_ladder,
 )
-def run_length(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+def run_length(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The length experiment: rte, sparse-inductive, oracle and the context-only baselines."""
-    return _run("length", METHODS, options, plot_dir)
+    return _run("length", METHODS, settings, plot_dir)
 
 
 @register(
     "length-ablations",
     "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)",
-    LENGTH_PROFILES,
+    PROFILES,
     options=LENGTH_OPTIONS,
     regime="length",
     dev=True,
     family=get_ladder,
 )
-def run_length_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+def run_length_ablations(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The length ablations: the same fits as ``length`` (shared unit cache), other rows."""
-    return _run("length-ablations", ABLATION_METHODS, options, None)
+    return _run("length-ablations", ABLATION_METHODS, settings, None)

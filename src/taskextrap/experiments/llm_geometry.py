@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from taskextrap.experiments.profiles import SeededProfile, get_profile
-from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.profiles import GeometryProfile
+from taskextrap.experiments.settings import Settings
+from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units
 from taskextrap.sequence_runs import codeio as codeio_runs
 from taskextrap.llm.geometry import FisherSettings
@@ -40,30 +40,20 @@ from taskextrap.report.schema import make_row
 from taskextrap.seeding import derive_seed, rng
 
 GROUP = "primitives"
-GAMMA_M = (4, 6, 8, 10)  # primitives a Gamma keeps: m + m^2 candidates (20, 42, 72, 110 of 992)
 GAMMAS = ("fisher", "random")  # the embedding's nearest primitives, and m random ones (the sanity null)
 METHODS = ("fisher", "fisher-uncentred", "random")
 FIGURE = "llm-geometry.png"
 
 
-@dataclass(frozen=True)
-class GeometryProfile(SeededProfile):
-    """Seeds, the per-task embedding settings and the k of the neighbour agreement."""
-
-    name: str
-    seeds: tuple[int, ...]
-    fit: FisherSettings
-    k: int = 3
-    gamma_m: tuple[int, ...] = GAMMA_M
-
-
 PROFILES = {
     # quick: 30 LoRA steps and 32 Fisher prompts per task, one seed (about 3 min on 2 CPU cores)
-    "quick": GeometryProfile("quick", (0,), FisherSettings(steps=30, fisher_items=32)),
+    "quick": GeometryProfile(name="quick", seeds=(0,), fit=FisherSettings(steps=30, fisher_items=32)),
     # paper: 200 steps of 8 (the authors stop a task once its epoch loss is below 0.02, within 50
     # epochs of 25 batches), the authors' 30 single-prompt Fisher batches, three seeds
-    "paper": GeometryProfile("paper", (0, 1, 2), FisherSettings(steps=200, fisher_items=30)),
-    "tiny": GeometryProfile("tiny", (0,), FisherSettings(steps=1, batch=2, fisher_items=2), gamma_m=(2, 3)),
+    "paper": GeometryProfile(name="paper", seeds=(0, 1, 2), fit=FisherSettings(steps=200, fisher_items=30)),
+    "tiny": GeometryProfile(
+        name="tiny", seeds=(0,), fit=FisherSettings(steps=1, batch=2, fisher_items=2), gamma_m=(2, 3)
+    ),
 }
 
 
@@ -288,15 +278,16 @@ def _gamma_rows(values: dict, profile: GeometryProfile) -> list[dict]:
     options=("device", "extra", "test_seed", "split_seed"),
     dev=True,
 )
-def run_llm_geometry(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+def run_llm_geometry(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """Per seed, the geometry unit (rows of group ``primitives``) and the Gamma unit (accuracy on
     the codeio tasks of ``options.split`` and candidate recall of each Gamma)."""
+    options = settings.options
     from taskextrap.experiments import codeio as codeio_exp
     from taskextrap.llm.pretrain import BaseModel, load_base
 
     model = BaseModel.from_extra(options.extra)
-    profile = get_profile(PROFILES, options.profile).with_seeds(options.seeds, options.seed)
-    codeio_profile = codeio_runs.for_model(codeio_exp.CODEIO_PROFILES[options.profile], model)
+    profile = settings.profile
+    codeio_profile = codeio_runs.for_model(codeio_exp.PROFILES[options.profile], model)
     split = codeio_exp.split_of(options)
     tasks, _, sizes = codeio_runs.held_out_tasks(codeio_profile.n_tasks, split)
 

@@ -57,8 +57,9 @@ import numpy as np
 from taskextrap import audit
 from taskextrap.embed import ProxyEmbedding
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.profiles import SeededProfile, get_profile
-from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.profiles import ManifoldProfile
+from taskextrap.experiments.settings import Settings
+from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units
 from taskextrap.report.schema import make_row
 from taskextrap.scaling import FamilyScaler
@@ -77,23 +78,10 @@ PANELS = ("length", "length-regime", "composition", "parametric")
 FIGURE_LADDER = Ladder("polynomial-figure", basis=lambda x, p: x**p, domain=(-5.0, 5.0), coef_range=(-1.0, 1.0))
 
 
-@dataclass(frozen=True)
-class ManifoldProfile(SeededProfile):
-    """Sizes of the manifold maps: tasks per class (degree, primitive family, region), the probe's
-    width and full-batch pretraining steps, PCA dimensions kept before the manifold learner."""
-
-    name: str
-    seeds: tuple[int, ...]
-    n_per_class: int
-    width: int
-    pretrain_steps: int
-    pca_dim: int
-
-
-MANIFOLD_PROFILES = {
-    "quick": ManifoldProfile("quick", (0,), n_per_class=50, width=128, pretrain_steps=1000, pca_dim=50),
-    "paper": ManifoldProfile("paper", (0, 1, 2), n_per_class=50, width=128, pretrain_steps=3000, pca_dim=50),
-    "tiny": ManifoldProfile("tiny", (0,), n_per_class=12, width=16, pretrain_steps=20, pca_dim=8),
+PROFILES = {
+    "quick": ManifoldProfile(name="quick", seeds=(0,), n_per_class=50, width=128, pretrain_steps=1000, pca_dim=50),
+    "paper": ManifoldProfile(name="paper", seeds=(0, 1, 2), n_per_class=50, width=128, pretrain_steps=3000, pca_dim=50),
+    "tiny": ManifoldProfile(name="tiny", seeds=(0,), n_per_class=12, width=16, pretrain_steps=20, pca_dim=8),
 }
 
 
@@ -390,14 +378,15 @@ def title(panel: str, labels: np.ndarray, held: list[str]) -> str:
 @register(
     "manifolds",
     "App. H: 2-D maps of the gradient embedding (length, composition, parametric), fitted on training tasks only",
-    MANIFOLD_PROFILES,
+    PROFILES,
     options=("device",),
     dev=True,
 )
-def run_manifolds(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+def run_manifolds(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """One unit per seed computes the three panels (the dev split's with ``--split dev``); rows are
     their diagnostics (module docstring)."""
-    profile = get_profile(MANIFOLD_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
+    options = settings.options
+    profile = settings.profile
     dev = options.split == "dev"
 
     def compute(seed: int, plots: Path | None) -> UnitResult:

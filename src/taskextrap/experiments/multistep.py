@@ -34,9 +34,10 @@ from taskextrap.baselines.oracles import ChainedTransductiveOracle
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.multistep import ChainedRTE, with_steps
 from taskextrap.experiments import parameter as parameter_exp
-from taskextrap.experiments.parameter import PARAMETER_PROFILES, per_target_mse
+from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES, per_target_mse
 from taskextrap.experiments.profiles import ParameterProfile
-from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, register
+from taskextrap.experiments.settings import Settings
+from taskextrap.experiments.registry import FRESH_TEST_SEED, register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, seed_units
 from taskextrap.report.schema import make_row
 from taskextrap.seeding import rng
@@ -118,9 +119,10 @@ def get_multistep_family(spec: str | ParametricFamily) -> ParametricFamily:
     return get_family(spec, MULTISTEP_FAMILIES, ("F2", *FAR_REGIONS), EXPERIMENT)
 
 
-def families_for(option: str | None, split: str = "test") -> list[ParametricFamily]:
-    """The five built-in families (or the one named), dev-split under ``split="dev"``."""
-    families = list(MULTISTEP_FAMILIES.values()) if option is None else [get_multistep_family(option)]
+def families_for(family: ParametricFamily | None, split: str = "test") -> list[ParametricFamily]:
+    """The five built-in families (or ``family``, the run's resolved ``--family``), dev-split
+    under ``split="dev"``."""
+    families = list(MULTISTEP_FAMILIES.values()) if family is None else [family]
     return [dev_multistep_family(f) for f in families] if split == "dev" else families
 
 
@@ -313,18 +315,11 @@ def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, 
     }
 
 
-def family_units(
-    family,
-    protocol,
-    profile,
-    embedding: str,
-    anchors: int,
-    plot_dir: Path | None,
-    test_seed: int,
-    cache_dir: Path | None = None,
-    device: str = "cpu",
-) -> list[Unit]:
-    """One unit per training seed of ``family`` (the first seed draws the plot)."""
+def family_units(family, settings: Settings, plot_dir: Path | None, cache_dir: Path | None = None) -> list[Unit]:
+    """One unit per training seed of ``family`` under the run's ``settings`` (the first seed
+    draws the plot)."""
+    embedding, profile, protocol = parameter_exp.run_settings(settings)
+    anchors, test_seed, device = settings.options.anchors, settings.test_seed, settings.device
     tag = f"{family.name}-{protocol.name}" + ("-dev" if is_dev(family) else "")
     return seed_units(
         profile.seeds,
@@ -347,16 +342,12 @@ def family_units(
     dev=True,
     family=get_multistep_family,
 )
-def run_multistep(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None) -> Plan:
+def run_multistep(settings: Settings, cache_dir: Path | None, plot_dir: Path | None) -> Plan:
     """Every family's units, and the rows "<family>/<region>" x method built from them."""
-    families = families_for(options.family, options.split)
-    embedding, profile, protocol = parameter_exp.run_settings(options)
-    units = {
-        f.name: family_units(
-            f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests, cache_dir, options.device
-        )
-        for f in families
-    }
+    families = families_for(settings.family, settings.split)
+    embedding, profile, protocol = parameter_exp.run_settings(settings)
+    options = settings.options
+    units = {f.name: family_units(f, settings, plot_dir, cache_dir) for f in families}
 
     def assemble(results):
         rows, step_sizes = [], {}

@@ -22,8 +22,9 @@ from taskextrap.estimators.base import Decomposition, PendingFit, fit_together
 from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.artifacts import cached_fit
 from taskextrap.experiments.discrete import interval_rows, own_dev_scale
-from taskextrap.experiments.profiles import ParameterProfile, get_profile
-from taskextrap.experiments.registry import FRESH_TEST_SEED, RunOptions, builtin_spec, register
+from taskextrap.experiments.profiles import ParameterProfile
+from taskextrap.experiments.settings import Settings
+from taskextrap.experiments.registry import FRESH_TEST_SEED, builtin_spec, register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_target, seed_units
 from taskextrap.errors import TaskextrapError
 from taskextrap.files import read_state, write_state_atomic
@@ -36,7 +37,7 @@ from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
 from taskextrap.tasks.dev import DEV_REGION, dev_family
 from taskextrap.tasks.family import ParametricFamily
-from taskextrap.tasks.observe import Observations, get_protocol, noise_scale
+from taskextrap.tasks.observe import ObservationProtocol, Observations, noise_scale
 from taskextrap.provenance import callable_hash
 from taskextrap.tasks.registry import get_family
 from taskextrap.tasks.taskset import TaskSet
@@ -82,10 +83,10 @@ ALL_METHODS = (*METHODS, "far-anchors")
 TARGET_REGION = "F2"  # the real held-out region; the dev split holds out DEV_REGION instead
 DEFAULT_EMBEDDING = "gradient"  # measured: see benchmarks/run.py
 
-PARAMETER_PROFILES = {
+PROFILES = {
     "quick": ParameterProfile(
-        "quick",
-        (0,),
+        name="quick",
+        seeds=(0,),
         n_library=50,
         n_pairs=6000,
         n_targets=100,
@@ -93,8 +94,8 @@ PARAMETER_PROFILES = {
         train=TrainConfig(steps=500, batch=2048, eval_every=50),
     ),
     "paper": ParameterProfile(
-        "paper",
-        (0, 1, 2),
+        name="paper",
+        seeds=(0, 1, 2),
         n_library=100,
         n_pairs=20000,
         n_targets=400,
@@ -103,8 +104,8 @@ PARAMETER_PROFILES = {
     ),
     # For tests only: seconds, not minutes.
     "tiny": ParameterProfile(
-        "tiny",
-        (0,),
+        name="tiny",
+        seeds=(0,),
         n_library=12,
         n_pairs=400,
         n_targets=6,
@@ -572,18 +573,11 @@ def search_config(family, protocol) -> dict:
     return dict(objective=OBJECTIVE_VARIANTS.get(chosen_variant(protocol), "strategy-a"), methods=methods_of(family))
 
 
-def family_units(
-    family,
-    protocol,
-    profile,
-    embedding: str,
-    anchors: int,
-    plot_dir: Path | None,
-    test_seed: int,
-    cache_dir: Path | None = None,
-    device: str = "cpu",
-) -> list[Unit]:
-    """One unit per training seed of ``family`` (the first seed draws the plots)."""
+def family_units(family, settings: Settings, plot_dir: Path | None, cache_dir: Path | None = None) -> list[Unit]:
+    """One unit per training seed of ``family`` under the run's ``settings`` (the first seed
+    draws the plots)."""
+    embedding, profile, protocol = run_settings(settings)
+    anchors, test_seed, device = settings.options.anchors, settings.test_seed, settings.device
     tag = f"{family.name}-{protocol.name}" + ("-dev" if target_region(family) == DEV_REGION else "")
     return seed_units(
         profile.seeds,
@@ -609,35 +603,30 @@ def paper_checked(row: dict, family: ParametricFamily, builtins: dict = PARAMETE
     return row
 
 
-def families_for(option: str | None, split: str = "test") -> list[ParametricFamily]:
-    """All five built-in families, or the one named (built-in name or module:attr); under the
+def families_for(family: ParametricFamily | None, split: str = "test") -> list[ParametricFamily]:
+    """All five built-in families, or ``family`` (the run's resolved ``--family``); under the
     ``dev`` split each family's :func:`~taskextrap.tasks.dev.dev_family`."""
-    families = list(PARAMETER_FAMILIES.values()) if option is None else [get_family(option)]
+    families = list(PARAMETER_FAMILIES.values()) if family is None else [family]
     return [dev_family(f) for f in families] if split == "dev" else families
 
 
-def run_settings(options: RunOptions) -> tuple[str, ParameterProfile, object]:
-    """The embedding, profile (with the run's seeds) and protocol of a parameter-regime run."""
-    embedding = options.embedding or DEFAULT_EMBEDDING
-    profile = get_profile(PARAMETER_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
-    return embedding, profile, get_protocol(options.protocol)
+def run_settings(settings: Settings) -> tuple[str, ParameterProfile, ObservationProtocol]:
+    """The embedding (the regime's default unless ``--embedding``), profile and protocol of a
+    parameter-regime run."""
+    return settings.options.embedding or DEFAULT_EMBEDDING, settings.profile, settings.protocol
 
 
 def _run(
     experiment: str,
     methods: tuple[str, ...],
     families: list[ParametricFamily],
-    options: RunOptions,
+    settings: Settings,
     plot_dir: Path | None,
     cache_dir: Path | None = None,
 ) -> Plan:
-    embedding, profile, protocol = run_settings(options)
-    units = {
-        f.name: family_units(
-            f, protocol, profile, embedding, options.anchors, plot_dir, options.seed_of_tests, cache_dir, options.device
-        )
-        for f in families
-    }
+    embedding, profile, protocol = run_settings(settings)
+    options = settings.options
+    units = {f.name: family_units(f, settings, plot_dir, cache_dir) for f in families}
 
     def assemble(results):
         errors: dict[str, dict] = {}
@@ -723,27 +712,27 @@ PARAMETER_OPTIONS = ("protocol", "family", "embedding", "anchors", "test_seed", 
 @register(
     "parameter",
     "Table 1: parameter extrapolation on five families (F1 library -> F2 targets)",
-    PARAMETER_PROFILES,
+    PROFILES,
     options=PARAMETER_OPTIONS,
     regime="parameter",
     dev=True,
     family=get_family,
 )
-def run_parameter(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+def run_parameter(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The parameter experiment's plan: every family's units and the rows built from them."""
-    return _run("parameter", METHODS, families_for(options.family, options.split), options, plot_dir, cache_dir)
+    return _run("parameter", METHODS, families_for(settings.family, settings.split), settings, plot_dir, cache_dir)
 
 
 @register(
     "parameter-ablations",
     "App. K.1: parameter ablations on quadratic (far / random anchors, zero shift)",
-    PARAMETER_PROFILES,
+    PROFILES,
     options=PARAMETER_OPTIONS,
     regime="parameter",
     dev=True,
     family=get_family,
 )
-def run_parameter_ablations(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+def run_parameter_ablations(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The quadratic ablations: the same fits as ``parameter`` (shared unit cache), other rows."""
-    family = families_for(options.family or ABLATION_FAMILY, options.split)
-    return _run("parameter-ablations", ABLATION_METHODS, family, options, None, cache_dir)
+    family = families_for(settings.family or PARAMETER_FAMILIES[ABLATION_FAMILY], settings.split)
+    return _run("parameter-ablations", ABLATION_METHODS, family, settings, None, cache_dir)

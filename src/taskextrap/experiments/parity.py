@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.profiles import LLMProfile, get_profile
-from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.profiles import LLMProfile
+from taskextrap.experiments.settings import Settings
+from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, UnitResult, fingerprint, gather, seed_units
 from taskextrap.report.schema import accuracy_row
 from taskextrap.sequence_runs import parity as parity_runs
@@ -42,11 +43,19 @@ def group_of(space: str, split: str = "test") -> str:
     return f"size{TARGET_SIZE[split]}-{space}"
 
 
-PARITY_PROFILES = {
-    "quick": LLMProfile("quick", (0,), sft_steps=150, sft_batch=16, sft_lr=2e-4, warmup=15, n_tasks_wide=8),
-    "paper": LLMProfile("paper", (0, 1, 2), sft_steps=600, sft_batch=16, sft_lr=2e-4, warmup=50),
+PROFILES = {
+    "quick": LLMProfile(name="quick", seeds=(0,), sft_steps=150, sft_batch=16, sft_lr=2e-4, warmup=15, n_tasks_wide=8),
+    "paper": LLMProfile(name="paper", seeds=(0, 1, 2), sft_steps=600, sft_batch=16, sft_lr=2e-4, warmup=50),
     "tiny": LLMProfile(
-        "tiny", (0,), sft_steps=2, sft_batch=2, sft_lr=2e-4, warmup=1, n_tasks=1, n_tasks_wide=1, score_batch=32
+        name="tiny",
+        seeds=(0,),
+        sft_steps=2,
+        sft_batch=2,
+        sft_lr=2e-4,
+        warmup=1,
+        n_tasks=1,
+        n_tasks_wide=1,
+        score_batch=32,
     ),
 }
 
@@ -82,13 +91,14 @@ def _spaces_config(split: str) -> dict:
 @register(
     "parity",
     "Table 4: sparse parity |S| = 6 with a language model (few-shot, rte, exact-search, oracle)",
-    PARITY_PROFILES,
+    PROFILES,
     options=("device", "extra", "test_seed"),
     dev=True,
 )
-def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+def run_parity(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The parity experiment on ``options.split``: every candidate space, bootstrap intervals over
     the held-out tasks (test: 28 of size 6; dev: 56 of size 5), drawn from ``options.seed_of_tests``."""
+    options = settings.options
     from taskextrap.tasks import parity as parity_tasks
     from taskextrap.llm.pretrain import BaseModel
     from taskextrap.search.likelihood import DEFAULT_TIE_TOL
@@ -96,7 +106,7 @@ def run_parity(options: RunOptions, cache_dir: Path | None, plot_dir: Path | Non
     split, test_seed = options.split, options.seed_of_tests
     sp = parity_tasks.get_split(split)
     model = BaseModel.from_extra(options.extra)
-    profile = get_profile(PARITY_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
+    profile = settings.profile
     # "threads" as units.bind adds it: the checkpoints are named by the unit's own key
     base = {
         "experiment": "parity",

@@ -1,13 +1,19 @@
-"""The kinds of run profile: ``quick`` (1 seed, reduced sizes, minutes on a laptop), ``paper``
-(the paper's sizes and seeds) and ``tiny`` (seconds, for the tests). Each experiment owns its
-table of profiles (``PARAMETER_PROFILES`` in ``experiments.parameter``, ...) and registers it."""
+"""Every kind of run profile: ``quick`` (1 seed, reduced sizes, minutes on a laptop), ``paper``
+(the paper's sizes and seeds) and ``tiny`` (seconds, for the tests).
+
+Each experiment module owns its table, named ``PROFILES`` (name -> profile), and registers it.
+A profile is a frozen keyword-only dataclass; each field says what it holds in its ``help``
+metadata (as PEFT's configs do) (:func:`describe` lists them). A table derives one profile from another with
+:func:`dataclasses.replace`, never from positional tuples or dict merges.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from taskextrap.errors import TaskextrapError, did_you_mean
+from taskextrap.llm.geometry import FisherSettings
 from taskextrap.operators.train import TrainConfig
 
 
@@ -20,12 +26,20 @@ class SeededProfile:
     __dataclass_fields__: ClassVar[dict[str, Any]]  # for the type checker: every subclass is a dataclass
 
     def to_dict(self) -> dict:
-        """The profile as plain data (recorded in results and in unit fingerprints)."""
+        """The profile as plain data (recorded in results and in unit fingerprints).
+
+        Returns:
+            ``{field: value}``, nested settings (a ``TrainConfig``) as dicts too.
+        """
         return asdict(self)
 
     def with_seeds(self, n: int | None, seed: int | None = None):
         """The profile with seeds 0..n-1, or with the one seed ``seed`` (unchanged when both are
-        None): ``--seeds N`` and ``--seed S``, for a Slurm array task computing one seed."""
+        None): ``--seeds N`` and ``--seed S``, for a Slurm array task computing one seed.
+
+        Returns:
+            A copy with ``seeds`` replaced (the profile itself when both are None).
+        """
         if seed is not None:
             if n is not None:
                 raise TaskextrapError("give --seeds N (seeds 0..N-1) or --seed S (that one seed), not both")
@@ -39,29 +53,17 @@ class SeededProfile:
         return replace(self, seeds=tuple(range(n)))
 
 
-@dataclass(frozen=True)
-class ParameterProfile(SeededProfile):
-    """Sizes of the parameter experiment.
+def describe(profile_class: type) -> dict[str, str]:
+    """What each field of a profile class holds.
 
-    n_library: library tasks per training region (F1_1 and F1_2); n_pairs: Psi training pairs
-    per pass; n_targets x n_draws: held-out F2 targets and context draws of each.
+    Returns:
+        ``{field name: its help text}`` in field order.
+
+    Examples:
+        >>> describe(ProjectileProfile)["steps"]
+        'optimiser steps of each of its two networks'
     """
-
-    name: str
-    seeds: tuple[int, ...]
-    n_library: int
-    n_pairs: int
-    n_targets: int
-    n_draws: int
-    train: TrainConfig
-
-
-@dataclass(frozen=True)
-class DiscreteProfile(ParameterProfile):
-    """Sizes of the length and composition experiments: a :class:`ParameterProfile` (n_library
-    counts tasks per level, or primitives per family) plus the decomposer's optimiser settings."""
-
-    decomposer_train: TrainConfig
+    return {f.name: f.metadata.get("help", "") for f in fields(profile_class)}
 
 
 def get_profile(table: dict, name: str):
@@ -71,64 +73,152 @@ def get_profile(table: dict, name: str):
     return table[name]
 
 
-@dataclass(frozen=True)
+_NAME = "the profile's name: quick, paper or tiny"
+_SEEDS = "training seeds, each a unit of its own"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParameterProfile(SeededProfile):
+    """Sizes of the parameter experiment (and its multi-step form)."""
+
+    name: str = field(metadata={"help": _NAME})
+    seeds: tuple[int, ...] = field(metadata={"help": _SEEDS})
+    n_library: int = field(
+        metadata={"help": "library tasks per training region (F1_1 and F1_2); per level, or per family, in a subclass"}
+    )
+    n_pairs: int = field(metadata={"help": "Psi training pairs per pass"})
+    n_targets: int = field(metadata={"help": "held-out targets"})
+    n_draws: int = field(metadata={"help": "context draws of each target"})
+    train: TrainConfig = field(metadata={"help": "Psi's optimiser settings"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiscreteProfile(ParameterProfile):
+    """Sizes of the length and composition experiments: a :class:`ParameterProfile` (n_library
+    counts tasks per level, or primitives per family) plus the decomposer's optimiser settings."""
+
+    decomposer_train: TrainConfig = field(metadata={"help": "the decomposer's optimiser settings"})
+
+
+@dataclass(frozen=True, kw_only=True)
 class ProjectileProfile(SeededProfile):
-    """Sizes of the Fig. 1 experiment: optimiser steps of each of its two networks."""
+    """Sizes of the Fig. 1 experiment."""
 
-    name: str
-    seeds: tuple[int, ...]
-    steps: int
+    name: str = field(metadata={"help": _NAME})
+    seeds: tuple[int, ...] = field(metadata={"help": _SEEDS})
+    steps: int = field(metadata={"help": "optimiser steps of each of its two networks"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class ManifoldProfile(SeededProfile):
+    """Sizes of the manifold maps (App. H)."""
+
+    name: str = field(metadata={"help": _NAME})
+    seeds: tuple[int, ...] = field(metadata={"help": _SEEDS})
+    n_per_class: int = field(metadata={"help": "tasks per class (degree, primitive family, region)"})
+    width: int = field(metadata={"help": "the probe network's width"})
+    pretrain_steps: int = field(metadata={"help": "the probe's full-batch pretraining steps"})
+    pca_dim: int = field(metadata={"help": "PCA dimensions kept before the manifold learner"})
+
+
+@dataclass(frozen=True, kw_only=True)
 class LLMProfile(SeededProfile):
-    """Sizes of a language-model experiment.
+    """Sizes of a language-model experiment (the paper's LoRA: 600 steps of 16, lr 2e-4, 50
+    warm-up steps)."""
 
-    sft_steps / sft_batch / sft_lr / warmup: each LoRA run (the paper: 600 steps of 16, lr 2e-4,
-    50 warm-up steps); n_tasks: test tasks scored (None: all); n_tasks_wide: test tasks scored
-    on the wide candidate space (None: all), which costs ten times more; score_batch: sequences
-    per scoring pass.
-    """
-
-    name: str
-    seeds: tuple[int, ...]
-    sft_steps: int
-    sft_batch: int
-    sft_lr: float
-    warmup: int
-    n_tasks: int | None = None
-    n_tasks_wide: int | None = None
-    score_batch: int = 64
+    name: str = field(metadata={"help": _NAME})
+    seeds: tuple[int, ...] = field(metadata={"help": _SEEDS})
+    sft_steps: int = field(metadata={"help": "optimiser steps of each fine-tuning run"})
+    sft_batch: int = field(metadata={"help": "sequences per fine-tuning step"})
+    sft_lr: float = field(metadata={"help": "the LoRA runs' learning rate"})
+    warmup: int = field(metadata={"help": "the LoRA runs' warm-up steps"})
+    n_tasks: int | None = field(default=None, metadata={"help": "test tasks scored (None: all)"})
+    n_tasks_wide: int | None = field(
+        default=None,
+        metadata={"help": "test tasks scored on the wide candidate space, which costs ten times more (None: all)"},
+    )
+    score_batch: int = field(default=64, metadata={"help": "sequences per scoring pass"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CodeIOProfile(LLMProfile):
     """Sizes of the CodeIO experiment: an :class:`LLMProfile` plus its decoding settings.
 
-    A subclass rather than new LLMProfile fields, so the parity profiles (and the fingerprints
-    of their cached units) stay as they are. cot_samples / temperature: the CoT baseline's
-    majority vote (the paper: N = 16); answer_tokens / cot_tokens: generation budgets (the
-    longest output of any candidate is 126 characters); base_queries: few-shot prompts per
-    primitive for the base-model row; max_tied: most tied candidates generated for the tie vote.
-
-    full_lr / full_warmup: with the shipped default model (no ``--model``) and ``full_lr`` set,
-    each of the three runs trains every parameter at this learning rate and warm-up instead of
-    the paper's LoRA (same steps and batch). The paper's LoRA recipe is tuned for a 7B model that
-    already composes; on the 1M-parameter default model it underfits (``codeio.fine_tune``).
-    score_shots: with the default model, each run's loss also covers the answers of the shots its
-    prompt determines (``llm.codeio.scored_text``), not only the query's completion.
-    anchored: with the default model, the extender's target section shows each input's anchor
-    output ("In: s Out: a(s) => t"; ``llm.codeio.reference_prompt``) in training, search and
-    prediction alike.
+    A subclass rather than new LLMProfile fields, so the parity profiles stay as they are. The
+    paper's LoRA recipe is tuned for a 7B model that already composes; on the 1M-parameter
+    default model it underfits, hence ``full_lr`` (``sequence_runs.codeio.sft_config``).
     """
 
-    cot_samples: int = 16
-    temperature: float = 0.7
-    answer_tokens: int = 130
-    cot_tokens: int = 180
-    base_queries: int = 10
-    max_tied: int = 16
-    full_lr: float | None = None
-    full_warmup: int = 50
-    score_shots: bool = False
-    anchored: bool = False
+    cot_samples: int = field(
+        default=16, metadata={"help": "the CoT baseline's sampled chains per task (the paper: 16)"}
+    )
+    temperature: float = field(default=0.7, metadata={"help": "the CoT baseline's sampling temperature"})
+    answer_tokens: int = field(
+        default=130,
+        metadata={"help": "generation budget of an answer (the longest output of any candidate is 126 characters)"},
+    )
+    cot_tokens: int = field(default=180, metadata={"help": "generation budget of a chain of thought"})
+    base_queries: int = field(default=10, metadata={"help": "few-shot prompts per primitive for the base-model row"})
+    max_tied: int = field(default=16, metadata={"help": "most tied candidates generated for the tie vote"})
+    full_lr: float | None = field(
+        default=None,
+        metadata={
+            "help": "with the shipped default model: every parameter trained at this learning rate instead of "
+            "the paper's LoRA (same steps and batch); None: LoRA"
+        },
+    )
+    full_warmup: int = field(default=50, metadata={"help": "warm-up steps of a full fine-tuning run"})
+    score_shots: bool = field(
+        default=False,
+        metadata={
+            "help": "with the default model: each run's loss also covers the answers of the shots its prompt "
+            "determines (llm.codeio.scored_text)"
+        },
+    )
+    anchored: bool = field(
+        default=False,
+        metadata={
+            "help": "with the default model: the extender's prompts show each input's anchor output (\"In: s Out: "
+            'a(s) => t"; llm.codeio.reference_prompt) in training, search and prediction alike'
+        },
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodeIOEMProfile(CodeIOProfile):
+    """A :class:`CodeIOProfile` (the ``codeio`` runs it reuses) plus EM's sizes."""
+
+    em_tasks: int = field(default=12, metadata={"help": "training composite tasks EM labels"})
+    em_rounds: int = field(default=2, metadata={"help": "E/M rounds"})
+    em_loo: int = field(
+        default=1,
+        metadata={"help": "support examples held out in turn by the E-step's score (the search holds out all 3)"},
+    )
+
+    @classmethod
+    def extending(cls, codeio: CodeIOProfile, *, em_tasks: int, em_rounds: int, em_loo: int) -> CodeIOEMProfile:
+        """``codeio``'s profile with EM's sizes: its runs are those codeio-em reuses.
+
+        Returns:
+            The profile whose :meth:`codeio` is ``codeio``.
+        """
+        shared = {f.name: getattr(codeio, f.name) for f in fields(CodeIOProfile)}
+        return cls(**shared, em_tasks=em_tasks, em_rounds=em_rounds, em_loo=em_loo)
+
+    def codeio(self) -> CodeIOProfile:
+        """The ``codeio`` profile of the same sizes (its units are the supervised arms')."""
+        return CodeIOProfile(**{f.name: getattr(self, f.name) for f in fields(CodeIOProfile)})
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeometryProfile(SeededProfile):
+    """Sizes of the language-model geometry experiment."""
+
+    name: str = field(metadata={"help": _NAME})
+    seeds: tuple[int, ...] = field(metadata={"help": _SEEDS})
+    fit: FisherSettings = field(metadata={"help": "how one task is embedded: its LoRA fit and Fisher (llm.geometry)"})
+    k: int = field(default=3, metadata={"help": "the k of the neighbour agreement"})
+    gamma_m: tuple[int, ...] = field(
+        default=(4, 6, 8, 10),
+        metadata={"help": "primitives a Gamma keeps: m + m^2 candidates each (20, 42, 72, 110 of 992)"},
+    )

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from taskextrap.experiments.profiles import ProjectileProfile, get_profile
-from taskextrap.experiments.registry import RunOptions, register
+from taskextrap.experiments.profiles import ProjectileProfile
+from taskextrap.experiments.settings import Settings
+from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units
 from taskextrap.operators.mlp import mlp
 from taskextrap.report.schema import make_row
@@ -26,10 +27,10 @@ from taskextrap.tasks.taskset import TaskSet
 TARGET = np.array([[65.0, 45.0]])
 # The dev split: train on v in [30, 55], extrapolate to v = 60 (inside the real training range).
 DEV_SPEEDS, DEV_TARGET = (30.0, 55.0), np.array([[60.0, 45.0]])
-PROJECTILE_PROFILES = {
-    "quick": ProjectileProfile("quick", (0,), steps=3000),
-    "paper": ProjectileProfile("paper", (0, 1, 2), steps=10000),
-    "tiny": ProjectileProfile("tiny", (0,), steps=50),
+PROFILES = {
+    "quick": ProjectileProfile(name="quick", seeds=(0,), steps=3000),
+    "paper": ProjectileProfile(name="paper", seeds=(0, 1, 2), steps=10000),
+    "tiny": ProjectileProfile(name="tiny", seeds=(0,), steps=50),
 }
 X_SCALE, Y_SCALE = 450.0, 100.0
 
@@ -112,13 +113,14 @@ def run_seed(steps: int, seed: int, dev: bool = False, device: str = "cpu"):
 @register(
     "projectile",
     "Fig. 1: inductive vs transductive extrapolation of a cannon trajectory to v = 65",
-    PROJECTILE_PROFILES,
+    PROFILES,
     options=("device",),
     dev=True,
 )
-def run_projectile(options: RunOptions, cache_dir: Path | None, plot_dir: Path | None):
+def run_projectile(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """Train both Fig. 1 models per seed (one unit each); rows are the MSE on the target trajectory."""
-    profile = get_profile(PROJECTILE_PROFILES, options.profile).with_seeds(options.seeds, options.seed)
+    options = settings.options
+    profile = settings.profile
     seeds, steps = profile.seeds, profile.steps
     dev = options.split == "dev"
     (v, theta), (v_lo, v_hi) = (DEV_TARGET if dev else TARGET)[0], (DEV_SPEEDS if dev else PROJECTILE.regions["train"])

@@ -13,6 +13,7 @@ from taskextrap.experiments.options import (  # noqa: F401 - the run's options, 
     SPLITS,
     RunOptions,
 )
+from taskextrap.experiments.settings import Settings, resolve_family
 
 
 def builtin_spec(options: RunOptions) -> bool:
@@ -24,8 +25,9 @@ def builtin_spec(options: RunOptions) -> bool:
 
 @dataclass(frozen=True)
 class Experiment:
-    """A registered experiment: ``run(options, cache_dir, plot_dir) -> (rows, config, seeds, timing)``;
-    one that takes ``shard`` returns None in a non-lead process of ``options.shard``.
+    """A registered experiment: ``run(settings, cache_dir, plot_dir)`` returns the
+    :class:`~taskextrap.experiments.units.Plan` of its units (``settings``: what :meth:`check`
+    resolved); one that takes ``shard`` returns None in a non-lead process of ``options.shard``.
 
     ``profiles`` is its profile table (name -> profile); ``options`` the names of the
     :data:`OPTION_FLAGS` it takes (any other one set is refused before anything runs);
@@ -42,12 +44,18 @@ class Experiment:
     dev: bool = False  # has a dev split (--split dev)
     family: Callable | None = None  # resolves and checks a --family spec (raises TaskextrapError)
 
-    def check(self, options: RunOptions) -> None:
-        """A one-line error for an option this experiment does not take, a ``--model`` directory
-        (or hub model, ``llm.hub.resolve_model``) that fails the cheap checks
-        (``llm.modeldir.check_model_dir``), an unknown profile or
-        protocol, a dev split it does not have, or a ``--family`` that cannot be loaded or fails
-        its check on a small sample; nothing is computed before this passes."""
+    def check(self, options: RunOptions) -> Settings:
+        """``options`` resolved once (:class:`~taskextrap.experiments.settings.Settings`: the
+        profile with the run's seeds, the protocol, the ``--family`` object), or a one-line error
+        for an option this experiment does not take, a ``--model`` directory (or hub model,
+        ``llm.hub.resolve_model``) that fails the cheap checks (``llm.modeldir.check_model_dir``),
+        an unknown profile or protocol, a dev split it does not have, or a ``--family`` that
+        cannot be loaded or fails its check on a small sample; nothing is computed before this
+        passes.
+
+        Returns:
+            The :class:`~taskextrap.experiments.settings.Settings` every part of the run reads.
+        """
         refused = sorted(options.given() - self.options)
         if refused:
             takes = ", ".join(OPTION_FLAGS[o] for o in sorted(self.options))
@@ -69,23 +77,26 @@ class Experiment:
                 f"unknown profile {options.profile!r} for {self.name}; choose from "
                 f"{', '.join(sorted(self.profiles))}" + did_you_mean(options.profile, self.profiles)
             )
+        profile = self.profiles[options.profile]
         if options.seeds is not None or options.seed is not None:  # bounded: a typo is refused here
-            self.profiles[options.profile].with_seeds(options.seeds, options.seed)
+            profile = profile.with_seeds(options.seeds, options.seed)
+        protocol = None
         if self.regime is not None:
             from taskextrap.tasks.observe import get_protocol
 
-            get_protocol(options.protocol, self.regime)
+            protocol = get_protocol(options.protocol, self.regime)
         if options.embedding is not None:
             from taskextrap.embed import check_embedding
 
             check_embedding(options.embedding)
-        if options.family is not None and self.family is not None:
-            self.family(options.family)  # imported and evaluated on a small sample, before any work
+        # imported and evaluated on a small sample, before any work
+        family, family_hash = resolve_family(options.family, self.family)
         if options.split == "dev" and not self.dev:
             raise TaskextrapError(
                 f"{self.name} has no dev split yet; dev splits: "
                 f"{', '.join(n for n, e in EXPERIMENTS.items() if e.dev) or 'none'}"
             )
+        return Settings(options, profile, protocol, family, family_hash)
 
 
 EXPERIMENTS: dict[str, Experiment] = {}

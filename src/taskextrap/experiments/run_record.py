@@ -33,6 +33,7 @@ from typing import NoReturn
 
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
 from taskextrap.experiments.registry import OPTION_FLAGS, RunOptions
+from taskextrap.experiments.settings import Settings
 
 # Fields that may change between two runs into one folder: a later run with more seeds grows the
 # same run (each seed is a cached unit; fewer seeds are refused: check_same_run), and the
@@ -68,33 +69,21 @@ _PROVENANCE = ("code_hash", "family_code_hash", "taskextrap")
 _DEFAULTS = RunOptions()
 
 
-def run_record(name: str, options: RunOptions) -> dict:
-    """The ``run`` section of experiment ``name``'s config.yaml under ``options``; a user's
-    ``module:attr`` family is loaded to hash its code."""
+def run_record(name: str, settings: Settings) -> dict:
+    """The ``run`` section of experiment ``name``'s config.yaml under ``settings`` (its options,
+    and for a user's ``module:attr`` family the hash of the code of the family the run resolved,
+    ``Settings.family_code_hash``; a built-in one's code is in ``code_hash``)."""
     from taskextrap import __version__
     from taskextrap.provenance import source_hash
 
+    options = settings.options
     record = {"experiment": name, **{f: plain(getattr(options, f)) for f in RUN_FIELDS}}
     record["device"] = _recorded_device(options)
     record["code_hash"] = source_hash()
-    family_hash = family_code_hash(options.family)
-    if family_hash is not None:
-        record["family_code_hash"] = family_hash
+    if settings.family_code_hash is not None:
+        record["family_code_hash"] = settings.family_code_hash
     record["taskextrap"] = str(__version__)
     return record
-
-
-def family_code_hash(spec: str | None) -> str | None:
-    """The hash of the code of the object a ``module:attr`` family spec names (its formula,
-    basis or primitives, and the user's file: :func:`taskextrap.provenance.callable_hash`);
-    None for no spec or a built-in name, whose code :func:`~taskextrap.provenance.source_hash`
-    covers."""
-    if spec is None or ":" not in spec:
-        return None
-    from taskextrap.provenance import callable_hash
-    from taskextrap.tasks.registry import load_object
-
-    return callable_hash(load_object(spec, "family"))
 
 
 def _recorded_device(options: RunOptions) -> str:

@@ -136,10 +136,11 @@ def _plan(name: str, options: RunOptions, out_dir: Path | None, checks: bool) ->
     """:func:`plan_run` without making the run's folders (with ``checks``: its folder and
     ``--out`` are checked first)."""
     experiment = get_experiment(name)
-    experiment.check(options)
+    settings = experiment.check(options)  # the options resolved, once
     out_dir = Path(out_dir or run_dir_name(name, options))
-    record = run_record(name, options)
     options = dataclasses.replace(options, run_dir=out_dir)
+    settings = dataclasses.replace(settings, options=options)
+    record = run_record(name, settings)
     cache_dir, plot_dir = Path(options.out) / "units", (out_dir / "plots" if options.plots else None)
     if checks:
         if options.shard.is_lead:  # the lead writes the results, so it alone checks the folder
@@ -148,7 +149,7 @@ def _plan(name: str, options: RunOptions, out_dir: Path | None, checks: bool) ->
             check_creatable(folder)
         if not options.shard.is_lead:  # its part of the work is done while planning, into the unit cache
             check_writable(cache_dir)
-    plan = experiment.run(options, cache_dir, plot_dir)
+    plan = experiment.run(settings, cache_dir, plot_dir)
     if plan is None:  # a non-lead process of a sharded run
         return None
     bind(plan.units, name, options)
@@ -172,7 +173,8 @@ def check_run_folders(runs: list[tuple]) -> None:
     before the first starts, not when that experiment's turn comes."""
     for name, options, out_dir in runs:
         if options.shard.is_lead:
-            check_same_run(Path(out_dir or run_dir_name(name, options)), run_record(name, options))
+            settings = get_experiment(name).check(options)
+            check_same_run(Path(out_dir or run_dir_name(name, options)), run_record(name, settings))
 
 
 def write_run(run: PlannedRun, results: dict, wall_s: float, timing_extra: dict | None = None) -> dict:

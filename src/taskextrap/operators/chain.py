@@ -16,32 +16,13 @@ teacher-forces its composer and then never uses it, to avoid exactly that covari
 from __future__ import annotations
 
 import numpy as np
-import torch
-from torch import nn
 
-from taskextrap.operators.mlp import POINTWISE_BLOCKS, predict_rows
+from taskextrap.operators.mlp import POINTWISE_BLOCKS, Unrolled, predict_rows
 from taskextrap.operators.pointwise import PointwiseNet
 from taskextrap.operators.rows import RowBlocks
-from taskextrap.operators.train import Job, TrainConfig
+from taskextrap.operators.jobs import Job, TrainConfig
 from taskextrap.scaling import FamilyScaler
 from taskextrap.tasks.primitives import PrimitiveSet
-
-
-class Unrolled(nn.Module):
-    """Rows [s_0, the curve of each slot innermost first (depth x R), the context (maybe none)]
-    -> the depth states; every step reads [state, its slot's curve, the context]."""
-
-    def __init__(self, step: nn.Module, depth: int, points: int):
-        super().__init__()
-        self.step, self.depth, self.points = step, depth, points
-
-    def forward(self, rows: torch.Tensor) -> torch.Tensor:
-        r, d = self.points, self.depth
-        s, ctx, states = rows[:, :1], rows[:, 1 + d * r :], []
-        for i in range(d):
-            s = self.step(torch.cat([s, rows[:, 1 + i * r : 1 + (i + 1) * r], ctx], dim=1))
-            states.append(s)
-        return torch.cat(states, dim=1)
 
 
 class ChainOperator(PointwiseNet):

@@ -99,3 +99,20 @@ def load_network_state(net: nn.Module, arrays: dict, prefix: str, device) -> lis
     net.load_state_dict(weights)
     net.eval()
     return arrays[f"{prefix}.history"].tolist()
+
+
+class Unrolled(nn.Module):
+    """Rows [s_0, the curve of each slot innermost first (depth x R), the context (maybe none)]
+    -> the depth states; every step reads [state, its slot's curve, the context]."""
+
+    def __init__(self, step: nn.Module, depth: int, points: int):
+        super().__init__()
+        self.step, self.depth, self.points = step, depth, points
+
+    def forward(self, rows: torch.Tensor) -> torch.Tensor:
+        r, d = self.points, self.depth
+        s, ctx, states = rows[:, :1], rows[:, 1 + d * r :], []
+        for i in range(d):
+            s = self.step(torch.cat([s, rows[:, 1 + i * r : 1 + (i + 1) * r], ctx], dim=1))
+            states.append(s)
+        return torch.cat(states, dim=1)

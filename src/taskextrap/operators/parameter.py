@@ -22,7 +22,8 @@ from taskextrap.operators.mlp import (
 )
 from taskextrap.operators.pointwise import PointwiseNet
 from taskextrap.operators.rows import RowBlocks
-from taskextrap.operators.train import Job, TrainConfig
+from taskextrap.operators.jobs import Job, TrainConfig
+from taskextrap.operators.train import train_jobs
 from taskextrap.scaling import FamilyScaler
 
 
@@ -161,7 +162,7 @@ class InductiveRegressor(PointwiseNet):
 
     def fit_stream(self, make_arrays, val, rng, progress=None) -> InductiveRegressor:
         """Train on fresh arrays (ctx_x, ctx_y, qry_x, qry_y, extra) from ``make_arrays(rng)`` each pass."""
-        self.fit_stream_job(make_arrays, val, rng, progress).run()
+        train_jobs([self.fit_stream_job(make_arrays, val, rng, progress)])
         return self
 
     def fit_stream_job(self, make_arrays, val, rng, progress=None) -> Job:

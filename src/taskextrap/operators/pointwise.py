@@ -24,7 +24,8 @@ from taskextrap.operators.mlp import (
     predict_rows,
 )
 from taskextrap.operators.streams import Rows, RowStream, as_tensor, column
-from taskextrap.operators.train import Job, TrainConfig
+from taskextrap.operators.jobs import Job, TrainConfig
+from taskextrap.operators.train import train_jobs
 
 
 class PointwiseNet:
@@ -46,7 +47,7 @@ class PointwiseNet:
 
     def fit(self, *args, **kwargs) -> Self:
         """Train the network alone: :meth:`fit_job`'s job, run (its arguments are ``fit_job``'s)."""
-        self.fit_job(*args, **kwargs).run()
+        train_jobs([self.fit_job(*args, **kwargs)])
         return self
 
     def fit_job(self, *args, **kwargs) -> Job:  # pragma: no cover - every network defines it
@@ -82,7 +83,7 @@ class PointwiseNet:
     ) -> Job:
         """The training job on rows from ``make_rows`` (called again for a fresh pass when one is
         used up; ``operators.streams.RowStream``); targets are (rows,) or (rows, outputs). Train
-        it with ``job.run()`` or beside other networks (``operators.train.train_jobs``)."""
+        it alone (``train_jobs([job])``) or beside other networks (``operators.train.train_jobs``)."""
         val = None
         if val_rows is not None:
             val = (as_tensor(val_rows[0], self.device), as_tensor(column(val_rows[1]), self.device))

@@ -35,9 +35,9 @@ from typing import cast
 import torch
 from torch import nn
 
-from taskextrap.operators.chain import Unrolled
 from taskextrap.operators.streams import RowStream
-from taskextrap.operators.train import Job, TrainConfig
+from taskextrap.operators.jobs import Job, TrainConfig, train_regressor
+from taskextrap.operators.mlp import Unrolled
 
 WARMUP_STEPS = 3  # eager steps before a CUDA graph is captured (Adam's state must exist first)
 GRAPHS = True  # capture the step in a CUDA graph on a GPU (False: eager steps everywhere)
@@ -150,7 +150,7 @@ class StackedMLP:
 
 
 class StackedUnrolled:
-    """Unrolled networks (``operators.chain.Unrolled``: one step network applied ``depth``
+    """Unrolled networks (``operators.mlp.Unrolled``: one step network applied ``depth``
     times) of one architecture as one model: their step networks stacked, applied to the rows
     (N, rows, width) as each network applies its own, every state kept (N, rows, depth)."""
 
@@ -415,8 +415,6 @@ def step_groups(groups: Sequence[_Group], steps: range) -> None:
 def train_stacked(jobs: Sequence[Job]) -> None:
     """Train ``jobs``: stacked groups (:func:`stack`) stepping side by side; a network that
     cannot be stacked trains alone (``train_regressor``)."""
-    from taskextrap.operators.train import train_regressor
-
     groups, alone = stack(jobs)
     for job in alone:
         t = time.perf_counter()

@@ -18,7 +18,8 @@ from taskextrap import audit
 from taskextrap.operators.mlp import load_network_state, mlp, network_state
 from taskextrap.operators.parameter import sort_context
 from taskextrap.operators.streams import RowStream
-from taskextrap.operators.train import Job, TrainConfig
+from taskextrap.operators.jobs import Job, TrainConfig
+from taskextrap.operators.train import train_jobs
 from taskextrap.scaling import FamilyScaler
 
 DECOMPOSER_HIDDEN = (256, 128, 64)
@@ -68,7 +69,7 @@ class Decomposer:
         progress=None,
     ) -> Decomposer:
         """Train alone: :meth:`fit_job`'s job, run."""
-        self.fit_job(make_arrays, val_arrays, rng, progress).run()
+        train_jobs([self.fit_job(make_arrays, val_arrays, rng, progress)])
         return self
 
     def fit_job(

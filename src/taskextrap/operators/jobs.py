@@ -1,0 +1,101 @@
+"""One network to train (:class:`Job`), its optimiser settings (:class:`TrainConfig`) and the
+short, readable regression loop that trains it alone (:func:`train_regressor`): Adam, cosine
+decay, the best-validation weights kept. ``operators.train.train_jobs`` trains a list of jobs,
+one after another on a CPU or stacked on a GPU (``operators.stacked``); both import this module
+and it imports neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from taskextrap.validation import check_int, check_real
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Adam with weight decay, fixed number of steps, cosine decay, best-validation weights kept.
+
+    ``steps``, ``batch`` and ``eval_every`` are integers >= 1, ``lr`` a finite number > 0 and
+    ``weight_decay`` a finite number >= 0: anything else is a one-line error when the config is
+    made, not a NaN loss or a crash in the middle of training.
+    """
+
+    steps: int = 2000
+    batch: int = 4096
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    eval_every: int = 100
+
+    def __post_init__(self):
+        check_int("TrainConfig.steps", self.steps, 1)
+        check_int("TrainConfig.batch", self.batch, 1)
+        check_real("TrainConfig.lr", self.lr, 0.0, min_open=True)
+        check_real("TrainConfig.weight_decay", self.weight_decay, 0.0)
+        check_int("TrainConfig.eval_every", self.eval_every, 1)
+
+
+def train_regressor(
+    model: nn.Module,
+    make_batch: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+    val: tuple[torch.Tensor, torch.Tensor] | None,
+    cfg: TrainConfig,
+    progress: Callable[[int, float], None] | None = None,
+) -> list[float]:
+    """Minimise MSE of ``model`` on batches from ``make_batch(step)``; return the loss history.
+
+    When ``val`` is given (inputs, targets from held-out *training-region* tasks), the weights
+    with the lowest validation loss are restored at the end.
+    """
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.steps, 1), eta_min=cfg.lr * 0.05)
+    history, best, best_state = [], np.inf, None
+    for step in range(cfg.steps):
+        x, y = make_batch(step)
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        history.append(loss.item())
+        if val is not None and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
+            with torch.no_grad():
+                v = float(nn.functional.mse_loss(model(val[0]), val[1]))
+            if v < best:
+                best, best_state = v, {k: t.clone() for k, t in model.state_dict().items()}
+        if progress is not None:
+            progress(step, history[-1])
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return history
+
+
+@dataclass
+class Job:
+    """One network to train: ``net`` (an ``nn.Module`` on its device), ``batches(step)`` ->
+    (inputs, targets) on that device, ``val`` (inputs, targets) for model selection (or None),
+    the optimiser settings ``cfg``, the ``progress(step, loss)`` callback and a ``name`` for
+    reports. ``operators.train.train_jobs`` fills ``history`` (the training loss of every step) and
+    ``seconds`` (its own training time; None when it trained stacked with others, whose time
+    it shares), then calls ``done(job)`` (the network's owner takes its history and leaves
+    training mode)."""
+
+    net: nn.Module
+    batches: Callable[[int], tuple[torch.Tensor, torch.Tensor]]
+    val: tuple[torch.Tensor, torch.Tensor] | None
+    cfg: TrainConfig
+    progress: Callable[[int, float], None] | None = None
+    name: str = "network"
+    done: Callable[[Job], None] | None = None
+    history: list[float] = field(default_factory=list)
+    seconds: float | None = None
+
+    @property
+    def device(self) -> torch.device:
+        """Where the network's parameters are."""
+        return next(self.net.parameters()).device
