@@ -162,6 +162,11 @@ def test_bad_settings_and_a_foreign_embedded_fit_are_refused(prims, supervised):
         _em(1.5)
     with pytest.raises(TaskextrapError, match="em_rounds"):
         EMCompositionRTE(**TINY, em_rounds=0)
+    # labels kept for some tasks: round 1 trains on them alone, so one round would leave the
+    # others unlabelled (found by the class's doctest: calibration read label -1)
+    with pytest.raises(TaskextrapError, match="hidden labels are first inferred in round 2: give em_rounds >= 2"):
+        EMCompositionRTE(**TINY, label_share=0.5, em_rounds=1)
+    EMCompositionRTE(**TINY, label_share=1.0, em_rounds=1).get_params()  # every label kept: nothing to infer
     with pytest.raises(TaskextrapError, match="label_pairs must be one of train, any"):
         EMCompositionRTE(**TINY, label_pairs="all")
     other = PrimitiveSet.sample(n_per_family=8, rng=rng(1, "test-prims"))

@@ -264,7 +264,11 @@ class Fittable(abc.ABC):
 
     @abc.abstractmethod
     def fit(self, library, progress=None) -> Fittable:
-        """Learn everything from ``library`` (training tasks only) and return self."""
+        """Learn everything from ``library`` (training tasks only) and return self.
+
+        Returns:
+            The estimator itself, fitted (attributes ending in ``_``).
+        """
 
     def check_is_fitted(self) -> None:
         """A one-line error unless ``fit`` has finished."""
@@ -317,18 +321,34 @@ class Estimator(Fittable):
 
     @abc.abstractmethod
     def decompose(self, ctx_x, ctx_y) -> Decomposition:
-        """Each target's candidates, best first, from its context only."""
+        """Each target's candidates, best first, from its context only.
+
+        Returns:
+            A :class:`Decomposition`: ``anchors`` (n, k, ...) library indices, ``phi``,
+            ``score`` (n, k) (lower is better), ``weights`` and ``extras``, candidates
+            best first.
+        """
 
     @abc.abstractmethod
     def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None, return_std: bool = False):
         """Each target at ``x_query`` (n, q); ``decomposition`` reuses (or imposes) one. With
         ``return_std`` also the predictive standard deviation (n, q) of the posterior over
-        decompositions (``search.posterior.mixture``): (mean, std)."""
+        decompositions (``search.posterior.mixture``): (mean, std).
+
+        Returns:
+            The predictions (n, q); with ``return_std=True`` the pair (predictions,
+            predictive sd), both (n, q).
+        """
 
     @abc.abstractmethod
     def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:
         """The decomposition an oracle or an ablation chooses: the given ``anchors`` (and ``phi``,
-        where the regime has a continuous part), scores NaN."""
+        where the regime has a continuous part), scores NaN.
+
+        Returns:
+            A :class:`Decomposition` holding the given candidates (scores NaN), to pass
+            to :meth:`predict`.
+        """
 
     def _checked_context(self, ctx_x, ctx_y) -> tuple[np.ndarray, np.ndarray]:
         """The context as validated float arrays (n, m) of a size the estimator reads

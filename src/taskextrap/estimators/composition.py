@@ -109,6 +109,24 @@ class CompositionRTE(DecomposingRTE):
             (``search.calibration``; 1.0 where none was chosen), or a number > 0.
         verbose: show a progress bar on stderr during a fit that takes more than a few seconds
             (``estimators.progress``); not part of the repr.
+
+    Examples:
+        Primitives of three families; trained on some (outer, inner) pairs, asked for held-out ones:
+
+        >>> import numpy as np
+        >>> from taskextrap import CompositionRTE
+        >>> from taskextrap.operators.train import TrainConfig
+        >>> from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionSet, PrimitiveSet
+        >>> prims = PrimitiveSet.sample(n_per_family=10, rng=np.random.default_rng(0))
+        >>> small = TrainConfig(steps=5, batch=64)
+        >>> rte = CompositionRTE(n_pairs=200, train=small, decomposer_train=small, verbose=False).fit(prims)
+        >>> targets = CompositionSet.sample(prims, PAPER_SPLIT.test, 3, np.random.default_rng(1))
+        >>> obs = rte.protocol_.draw(targets, 1, np.random.default_rng(2))
+        >>> d = rte.decompose(obs.ctx_x, obs.ctx_y)  # candidate (outer, inner) pairs, best first
+        >>> d.anchors.shape[0], d.anchors.shape[-1]
+        (3, 2)
+        >>> rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d).shape
+        (3, 25)
     """
 
     n_pairs: int = 10000  # the composition paper profile's (the other sizes are the base class's)
@@ -223,6 +241,11 @@ class CompositionRTE(DecomposingRTE):
 
         With ``verify=False`` the pairs keep retrieval order (rank-1 outer with rank-1 inner first).
         Either way with their posterior ``weights`` (:meth:`weighted`).
+
+        Returns:
+            A :class:`~taskextrap.estimators.base.Decomposition`: ``anchors`` (n, k, 2)
+            candidate (outer, inner) primitives, ``score`` (n, k) context losses, best
+            first.
         """
         self.check_is_fitted()
         check_optional_int("refine", refine, 0)

@@ -109,6 +109,23 @@ class Composition3RTE(DecomposingRTE):
             protocol's dev-chosen value (:data:`DEV_SETTINGS`).
         n_pairs, library_draws, val_fraction, train, decomposer_train, blocks, seed, interval_scale, verbose: as
             :class:`~taskextrap.estimators.composition.CompositionRTE`.
+
+    Examples:
+        Depth-3 chains of rescaled primitives; the targets are held-out recipes:
+
+        >>> import numpy as np
+        >>> from taskextrap.estimators.composition_depth3 import Composition3RTE
+        >>> from taskextrap.operators.train import TrainConfig
+        >>> from taskextrap.tasks.chains import DEPTH3_FAMILIES, DEPTH3_GRID, PAPER_RECIPE_SPLIT, ChainSet
+        >>> from taskextrap.tasks.primitives import PrimitiveSet
+        >>> prims = PrimitiveSet.sample(DEPTH3_FAMILIES, 6, np.random.default_rng(0), grid=DEPTH3_GRID)
+        >>> small = TrainConfig(steps=5, batch=64)
+        >>> rte = Composition3RTE(n_pairs=80, k=3, keep=8, train=small, decomposer_train=small, verbose=False)
+        >>> rte = rte.fit(prims)
+        >>> targets = ChainSet.sample(prims, PAPER_RECIPE_SPLIT.test, 2, np.random.default_rng(1))
+        >>> obs = rte.protocol_.draw(targets, 1, np.random.default_rng(2))
+        >>> rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x).shape[0]
+        2
     """
 
     n_pairs: int = 8000  # the depth-3 paper profile's sizes (its decomposer_train is the base class's)
@@ -277,6 +294,10 @@ class Composition3RTE(DecomposingRTE):
         With ``verify=False`` the first ``keep`` chains in retrieval order (rank-1 in every slot
         first, the innermost slot varying fastest), scored but not re-ranked or refined. Either way
         with their posterior ``weights`` (:meth:`weighted`).
+
+        Returns:
+            A :class:`~taskextrap.estimators.base.Decomposition`: ``anchors`` (n, k, 3)
+            candidate chains of three primitives, ``score`` (n, k) context losses, best first.
         """
         self.check_is_fitted()
         check_optional_int("refine", refine, 0)

@@ -93,6 +93,20 @@ class EMCompositionRTE(CompositionRTE):
             family pair is one of ``split.train``, as every supervised label is, so no M-step
             trains on a held-out family pair; "any": every library pair (the held-out family pairs
             too; what the estimator did before issue 36).
+
+    Examples:
+        Half of the training compositions keep their labels; EM labels the rest:
+
+        >>> import numpy as np
+        >>> from taskextrap.estimators.composition_em import EMCompositionRTE
+        >>> from taskextrap.operators.train import TrainConfig
+        >>> from taskextrap.tasks.primitives import PrimitiveSet
+        >>> prims = PrimitiveSet.sample(n_per_family=8, rng=np.random.default_rng(0))
+        >>> small = TrainConfig(steps=5, batch=64)
+        >>> em = EMCompositionRTE(n_pairs=64, k=3, n_tasks=40, em_rounds=2, label_share=0.5,
+        ...                       train=small, decomposer_train=small, verbose=False).fit(prims)
+        >>> len(em.history_) >= 1  # each round's label quality
+        True
     """
 
     label_share: float = 0.0
@@ -112,6 +126,11 @@ class EMCompositionRTE(CompositionRTE):
         check_real("label_share", self.label_share, 0.0, 1.0)
         check_int("n_tasks", self.n_tasks, 2)
         check_int("em_rounds", self.em_rounds, 1)
+        if 0.0 < self.label_share < 1.0 and self.em_rounds < 2:  # round 1 trains on the labelled tasks alone
+            raise TaskextrapError(
+                f"with label_share={self.label_share} the hidden labels are first inferred in round 2: "
+                "give em_rounds >= 2 (or label_share=0, whose round 1 starts with an E-step)"
+            )
         check_int("restarts", self.restarts, 1)
         check_int("sweeps", self.sweeps, 1)
         return settings
@@ -119,7 +138,13 @@ class EMCompositionRTE(CompositionRTE):
     # ----------------------------------------------------------------------------- phase 1
     def fit(self, primitives, progress=None, embedded: CompositionRTE | None = None):
         """Gamma (or, with ``embedded``, the label-free state of a fitted ``CompositionRTE`` of the
-        same library, protocol, embedding and seed: pools, scaler, Gamma), then EM."""
+        same library, protocol, embedding and seed: pools, scaler, Gamma), then EM.
+
+        Returns:
+            The estimator itself, fitted: as :class:`CompositionRTE`, plus ``sets_``
+            (the fixed training and validation sets with their final pseudo-labels),
+            ``history_`` (each round's label quality) and ``steps_``.
+        """
         check_progress(progress)
         t0 = time.perf_counter()
         self._resolve()  # (again in _adopt: a fit's first step either way)

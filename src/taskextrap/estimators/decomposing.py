@@ -112,7 +112,12 @@ class DecomposingRTE(Estimator):
     def fit(self, library, progress=None):
         """Fit Gamma on ``library``, then Psi and the decomposer on training-relation tasks.
         ``progress(step, loss)`` is called after every training step (Psi's, then the
-        decomposer's); with ``verbose`` a fit longer than a few seconds also shows a progress bar."""
+        decomposer's); with ``verbose`` a fit longer than a few seconds also shows a progress bar.
+
+        Returns:
+            The estimator itself, fitted: Gamma, Psi, the decomposer and the calibration
+            attributes.
+        """
         check_progress(progress)
         cfg = self.decomposer_train
         with FitProgress(self.verbose, self.train.steps + cfg.steps, progress, type(self).__name__) as bar:
@@ -282,6 +287,10 @@ class DecomposingRTE(Estimator):
         several (scores NaN) is averaged equally. With ``return_std`` also the predictive
         standard deviation (n, q): the candidates' spread plus Psi's own error ``query_var_``
         (``search.posterior.mixture``), times ``interval_scale`` (``search.calibration``): (mean, std).
+
+        Returns:
+            The predictions (n, q); with ``return_std=True`` the pair (predictions,
+            predictive sd), both (n, q).
         """
         self.check_is_fitted()
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)

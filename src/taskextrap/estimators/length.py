@@ -87,6 +87,21 @@ class LengthRTE(DecomposingRTE):
             (``search.calibration``; 1.0 where none was chosen), or a number > 0.
         verbose: show a progress bar on stderr during a fit that takes more than a few seconds
             (``estimators.progress``); not part of the repr.
+
+    Examples:
+        A library of degree-1..8 polynomials; the targets extend degree-8 members to degree 9:
+
+        >>> import numpy as np
+        >>> from taskextrap import LengthRTE
+        >>> from taskextrap.operators.train import TrainConfig
+        >>> from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
+        >>> library = LadderSet.sample_library(POLYNOMIAL_LADDER, 10, np.random.default_rng(0))
+        >>> small = TrainConfig(steps=5, batch=64)
+        >>> rte = LengthRTE(n_pairs=200, train=small, decomposer_train=small, verbose=False).fit(library)
+        >>> targets = LadderSet.extend(library, np.flatnonzero(library.level == 8)[:3], np.random.default_rng(1))
+        >>> obs = rte.protocol_.draw(targets, 1, np.random.default_rng(2))
+        >>> rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x).shape
+        (3, 8)
     """
 
     k: int = 20
@@ -206,6 +221,11 @@ class LengthRTE(DecomposingRTE):
         the best ``k`` get the full coefficient search. With ``verify=False`` the ``k`` nearest
         keep their retrieval order and the decomposer's coefficient (losses still computed, for
         inspection).
+
+        Returns:
+            A :class:`~taskextrap.estimators.base.Decomposition`: ``anchors`` (n, k)
+            verified predecessors, ``phi`` (n, k) each candidate's extension, ``score`` (n,
+            k) context losses, best first.
         """
         self.check_is_fitted()
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)

@@ -91,6 +91,22 @@ class ChainedRTE(RTE):
             step may not exceed.
         step_measure: for ``"auto"``, ``"shift"`` or ``"context"``.
         shift_split: ``"linear"`` (phi / n per step) or ``"re-embed"``.
+
+    Examples:
+        Fitted on F1 only, it reaches F3 in steps through in-distribution ghost contexts:
+
+        >>> import numpy as np
+        >>> from taskextrap.estimators.multistep import ChainedRTE
+        >>> from taskextrap.operators.train import TrainConfig
+        >>> from taskextrap.tasks import TaskSet, get_protocol
+        >>> from taskextrap.tasks.builtin import MULTISTEP_FAMILIES
+        >>> family = MULTISTEP_FAMILIES["quadratic"]
+        >>> library = TaskSet.sample(family, {"F1_1": 20, "F1_2": 20}, np.random.default_rng(0))
+        >>> chained = ChainedRTE(n_pairs=200, train=TrainConfig(steps=5, batch=64), verbose=False).fit(library)
+        >>> far = TaskSet.sample(family, {"F3": 2}, np.random.default_rng(1))
+        >>> obs = get_protocol("paper").draw(far, 1, np.random.default_rng(2))
+        >>> chained.predict(obs.ctx_x, obs.ctx_y, obs.qry_x).shape
+        (2, 8)
     """
 
     search: str = "proxy"
@@ -121,7 +137,12 @@ class ChainedRTE(RTE):
     def fit(self, library, progress=None, fitted: RTE | None = None) -> ChainedRTE:
         """Fit Gamma and Psi as RTE does, then record the step measures of the pairs Psi trained on.
         With ``fitted``, a plain RTE of this kind already fitted on ``library`` with the same RTE
-        settings, its fit is taken over (it is this fit: the chain adds inference settings only)."""
+        settings, its fit is taken over (it is this fit: the chain adds inference settings only).
+
+        Returns:
+            The estimator itself, fitted (as
+            :class:`~taskextrap.estimators.parameter.RTE`, plus ``step_measures_``, what sizes its steps).
+        """
         if fitted is None:
             super().fit(library, progress)
         else:
@@ -175,7 +196,12 @@ class ChainedRTE(RTE):
         """Predict each target at ``x_query`` (n, q) by chaining Psi from each anchor of
         ``decomposition`` (default :meth:`decompose`) with ghost contexts; mixed by its
         ``weights`` or averaged equally over anchors. ``return_std``: as :meth:`RTE.predict`
-        (Psi's one-step validation error: a chain's own error is larger, so this is a lower bound)."""
+        (Psi's one-step validation error: a chain's own error is larger, so this is a lower bound).
+
+        Returns:
+            The predictions (n, q) after the chain's last step; with ``return_std=True``
+            the pair (predictions, predictive sd).
+        """
         d, sx, sy, qry_x = self._predict_inputs(ctx_x, ctx_y, x_query, decomposition)
         steps = self.step_counts(d, sx, sy)
         n, k = steps.shape

@@ -124,6 +124,25 @@ class RTE(Estimator):
             (``search.calibration``; 1.0 where none was chosen), or a number > 0.
         verbose: show a progress bar on stderr during a fit that takes more than a few seconds
             (``estimators.progress``). Not part of the repr: it changes nothing that is computed.
+
+    Examples:
+        A fit on 40 quadratics of the training regions (sizes far below the defaults, so it takes
+        seconds), then predictions with intervals for three targets of the held-out region:
+
+        >>> import numpy as np
+        >>> from taskextrap import RTE
+        >>> from taskextrap.operators.train import TrainConfig
+        >>> from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
+        >>> family = PARAMETER_FAMILIES["quadratic"]
+        >>> library = TaskSet.sample(family, {"F1_1": 20, "F1_2": 20}, np.random.default_rng(0))
+        >>> rte = RTE(n_pairs=200, train=TrainConfig(steps=5, batch=64), verbose=False).fit(library)
+        >>> targets = TaskSet.sample(family, {"F2": 3}, np.random.default_rng(1))
+        >>> obs = get_protocol("paper").draw(targets, 1, np.random.default_rng(2))
+        >>> mean, sd = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+        >>> mean.shape, bool((sd > 0).all())
+        ((3, 8), True)
+        >>> rte.decompose(obs.ctx_x, obs.ctx_y).anchors.shape  # each target's candidates, best first
+        (3, ...)
     """
 
     protocol: Any = "paper"
@@ -249,7 +268,13 @@ class RTE(Estimator):
         scaler, library draws and Gamma are adopted instead of fitted again: the same arrays, so
         the same numbers, without a second embedding of the library (Strategy A's fit and the
         objective's share one). ``progress(step, loss)`` is called after every training step of
-        Psi; with ``verbose`` a fit longer than a few seconds also shows a progress bar."""
+        Psi; with ``verbose`` a fit longer than a few seconds also shows a progress bar.
+
+        Returns:
+            The estimator itself, fitted: ``embedding_`` (Gamma), ``psi_`` (Psi),
+            ``z_library_`` (the library's proxies), the noise and calibration
+            attributes.
+        """
         check_progress(progress)
         with FitProgress(self.verbose, self.train.steps, progress, type(self).__name__) as bar:
             if embedded is None:
@@ -569,6 +594,11 @@ class RTE(Estimator):
         their proxy difference, scored by Psi's leave-one-out context loss, with the posterior
         over them in ``weights`` (its best ``n_average`` only). ``k`` belongs to the proxy search:
         with the objective it is refused (its candidates are set by ``retrieve`` and ``screen``).
+
+        Returns:
+            A :class:`~taskextrap.estimators.base.Decomposition`: ``anchors`` (n, k),
+            ``phi`` (n, k, d) proxy shifts, ``score`` (n, k) leave-one-out context losses
+            (Strategy A: its own ranking), lower is better, ``weights`` (n, k), best first.
         """
         self.check_is_fitted()
         check_optional_int("k", k, 1)
@@ -690,7 +720,12 @@ class RTE(Estimator):
         candidate of ``decomposition`` (default: :meth:`decompose`), mixed by its ``weights``
         (the objective's posterior) or averaged equally (Strategy A, a given decomposition).
         With ``return_std`` also the predictive sd (n, q): the candidates' spread plus Psi's
-        validation error (``query_var_``), times ``interval_scale``."""
+        validation error (``query_var_``), times ``interval_scale``.
+
+        Returns:
+            The predictions (n, q); with ``return_std=True`` the pair (predictions,
+            predictive sd), both (n, q).
+        """
         d, sx, sy, qry_x = self._predict_inputs(ctx_x, ctx_y, x_query, decomposition)
         w = np.full(d.score.shape, 1.0 / d.k) if d.weights is None else d.weights
         cols = [j for j in range(d.k) if w[:, j].any()]  # a candidate no target weights is never run

@@ -86,6 +86,31 @@ class SequenceRTE(Fittable):
             moves by up to ~6e-05 nats with its batch, so a candidate that close to the tie
             boundary can fall either way), the others ``inf``. False scores every candidate (what
             a posterior over all candidates, or an arg-min over a subset of them, needs).
+
+    Examples:
+        A task adapter names the candidates and writes the prompts. The extender here is a tiny
+        untrained character model, so the ranking means nothing; a fine-tuned one answers for real:
+
+        >>> from taskextrap.estimators.sequence import SequenceRTE
+        >>> from taskextrap.llm.model import build_char_model
+        >>> class Rules:  # which rule maps each shot's input to its output
+        ...     max_new_tokens, prefix_of = 3, None
+        ...     def candidates(self):
+        ...         return ["copy", "swap"]
+        ...     def loo_pairs(self, task, rule):
+        ...         return [(f"{rule} {x} =>", f" {y}") for x, y in task["shots"]]
+        ...     def query_prompts(self, task, rule):
+        ...         return [f"{rule} {task['query']} =>"]
+        ...     def parse(self, completion):
+        ...         return completion.strip()
+        >>> lm = build_char_model(d_model=16, n_layers=1, n_heads=2, seed=0)
+        >>> rte = SequenceRTE.from_extender(Rules(), lm)
+        >>> tasks = [{"shots": [("ab", "ba"), ("cd", "dc")], "query": "ef"}]
+        >>> d = rte.decompose(tasks)  # every candidate's leave-one-out NLL, best first
+        >>> d.anchors.shape
+        (1, 2)
+        >>> len(rte.answer(tasks, d).best[0])  # one answer per query
+        1
     """
 
     adapter: TaskAdapter
@@ -173,7 +198,11 @@ class SequenceRTE(Fittable):
         return cls.from_extender(adapter, load_model(folder / cls.EXTENDER), **params)
 
     def fit(self, library, progress=None) -> SequenceRTE:
-        """Phase 1: the extender fine-tuned on ``library`` (a training corpus) by ``tune``."""
+        """Phase 1: the extender fine-tuned on ``library`` (a training corpus) by ``tune``.
+
+        Returns:
+            The estimator itself, with ``extender_`` the fine-tuned model.
+        """
         if self.tune is None:
             raise TaskextrapError(
                 "fit needs tune (corpus -> language model); an estimator made by from_extender is fitted already"
@@ -188,7 +217,14 @@ class SequenceRTE(Fittable):
         leave-one-out NLL (anchors (n, C) candidate indices, best first; score (n, C), ``inf``
         past the tie tolerance when ``bounded``; phi (n, C, 0)). ``cache_dir``, ``shard`` and
         ``progress`` are the search's (resumable chunks, a share of the work; None from a non-lead
-        process of a shard)."""
+        process of a shard).
+
+        Returns:
+            A :class:`~taskextrap.estimators.base.Decomposition`: ``anchors`` (n, c)
+            candidate indices best first, ``score`` (n, c) their summed leave-one-out
+            NLL in nats, ``extras['scores']`` every candidate's score in candidate
+            order.
+        """
         from taskextrap.search.likelihood import candidate_scores
 
         self.check_is_fitted()
@@ -227,7 +263,12 @@ class SequenceRTE(Fittable):
 
     def answer(self, tasks, decomposition: Decomposition | None = None) -> Answers:
         """Answers of each task's queries from its best candidate and the vote of its tied
-        candidates, every needed prompt generated in one batched greedy pass."""
+        candidates, every needed prompt generated in one batched greedy pass.
+
+        Returns:
+            An :class:`Answers`: per task, the best candidate's answers and completions,
+            the voted answers and the voting candidates.
+        """
         from taskextrap.llm.generate import greedy_once
         from taskextrap.search.likelihood import vote
 
@@ -258,5 +299,9 @@ class SequenceRTE(Fittable):
         )
 
     def predict(self, tasks, decomposition: Decomposition | None = None) -> list[list]:
-        """The best candidate's answer to each query of each task."""
+        """The best candidate's answer to each query of each task.
+
+        Returns:
+            Per task, the list of the best candidate's answers (one per query).
+        """
         return self.answer(tasks, decomposition).best

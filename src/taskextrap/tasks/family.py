@@ -62,6 +62,18 @@ class ParametricFamily:
 
         Saved as ``damped.py`` on ``PYTHONPATH``, it runs with
         ``taskextrap reproduce parameter --family damped:damped``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from taskextrap.tasks import ParametricFamily
+        >>> damped = ParametricFamily(
+        ...     name="damped", fn=lambda x, A, gamma, omega: A * np.exp(-gamma * x) * np.cos(omega * x),
+        ...     domain=(0.0, 20.0), fixed={"A": (0.5, 1.5), "gamma": (0.05, 0.1)}, shift="omega",
+        ...     regions={"F1_1": (0.5, 0.8), "F1_2": (0.8, 1.1), "F2": (1.1, 1.4)})
+        >>> sorted(damped.training_labels()), damped.held_out_regions
+        (['F1_1', 'F1_2'], ('F2',))
+        >>> damped.sample_params("F2", 4, np.random.default_rng(0)).shape  # A, gamma, omega per task
+        (4, 3)
     """
 
     name: str
@@ -160,7 +172,11 @@ class ParametricFamily:
         return set(self.train_regions)
 
     def sample_params(self, region: str, n: int, rng: np.random.Generator) -> np.ndarray:
-        """Draw ``n`` parameter vectors (n, p): shift uniform in ``region``, the rest uniform."""
+        """Draw ``n`` parameter vectors (n, p): shift uniform in ``region``, the rest uniform.
+
+        Returns:
+            The parameters (n, p), in ``param_names`` order.
+        """
         if not isinstance(region, str) or region not in self.regions:
             raise TaskextrapError(f"family {self.name!r} has no region {describe(region)}; has {sorted(self.regions)}")
         check_int("n", n, 1)

@@ -64,6 +64,14 @@ class Ladder:
 
         Saved as ``fourier.py`` on ``PYTHONPATH``, it runs with
         ``taskextrap reproduce length --family fourier:fourier``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from taskextrap.tasks.ladder import Ladder, LadderSet
+        >>> cosines = Ladder("cosines", basis=lambda x, p: np.cos(p * x), domain=(-3.0, 3.0))
+        >>> library = LadderSet.sample_library(cosines, 4, np.random.default_rng(0))
+        >>> sorted(set(library.level.tolist())) == list(cosines.train_levels)
+        True
     """
 
     name: str
@@ -179,6 +187,16 @@ class LadderSet:
     ``parent[i]`` is the library index of task i's predecessor (-1 when unknown or not built by
     extension). ``family`` and ``params`` are the ladder and the coefficients, so observation
     protocols and scalers treat a LadderSet like any other task set.
+
+    Examples:
+        >>> import numpy as np
+        >>> from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
+        >>> library = LadderSet.sample_library(POLYNOMIAL_LADDER, 2, np.random.default_rng(0))
+        >>> targets = LadderSet.extend(library, np.flatnonzero(library.level == 8), np.random.default_rng(1))
+        >>> targets.level.tolist()  # one level above their parents
+        [9, 9]
+        >>> targets.values(np.zeros((2, 3))).shape  # one row of inputs per task
+        (2, 3)
     """
 
     family: Ladder
@@ -207,7 +225,11 @@ class LadderSet:
 
     @classmethod
     def sample_library(cls, ladder: Ladder, n_per_level: int, rng: np.random.Generator) -> LadderSet:
-        """``n_per_level`` independent tasks of every training level."""
+        """``n_per_level`` independent tasks of every training level.
+
+        Returns:
+            A :class:`LadderSet` of ``n_per_level`` tasks of every training level.
+        """
         check_instance("ladder", ladder, Ladder, "a Ladder (see taskextrap.tasks.ladder)")
         check_int("n_per_level", n_per_level, 1)
         check_rng("rng", rng)
@@ -217,7 +239,11 @@ class LadderSet:
 
     @classmethod
     def extend(cls, library: LadderSet, parents: np.ndarray, rng: np.random.Generator) -> LadderSet:
-        """One extension step of each library task ``parents``: a fresh coefficient at level + 1."""
+        """One extension step of each library task ``parents``: a fresh coefficient at level + 1.
+
+        Returns:
+            A :class:`LadderSet` of one task per parent, one level above it.
+        """
         check_instance("library", library, LadderSet, "a LadderSet (see taskextrap.tasks.ladder)")
         parents = as_index_array("parents", parents, len(library))
         if parents.ndim != 1:
@@ -236,7 +262,11 @@ class LadderSet:
         return LadderSet(self.family, self.params[index], self.level[index], self.parent[index])
 
     def values(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
-        """Values of tasks ``index`` (all by default) at inputs ``x`` of shape (len(index), m)."""
+        """Values of tasks ``index`` (all by default) at inputs ``x`` of shape (len(index), m).
+
+        Returns:
+            The values (len(index), m).
+        """
         if index is not None:
             index = as_index_array("index", index, len(self), "task indices")
         coefs = self.params if index is None else self.params[index]

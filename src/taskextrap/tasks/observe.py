@@ -23,6 +23,14 @@ class Observations:
 
     ``task`` indexes the TaskSet the draws came from; ``params`` is the truth, used only by the
     leak audit, the oracles and the metrics.
+
+    Examples:
+        >>> import numpy as np
+        >>> from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
+        >>> tasks = TaskSet.sample(PARAMETER_FAMILIES["exp"], {"F2": 2}, np.random.default_rng(0))
+        >>> obs = get_protocol("paper").draw(tasks, 2, np.random.default_rng(1))
+        >>> obs.task.tolist()  # draw j of task i is row i * 2 + j
+        [0, 0, 1, 1]
     """
 
     task: np.ndarray
@@ -52,6 +60,16 @@ class ObservationProtocol:
         query_span: fraction (lo, hi) of the domain the query points are drawn from.
         noise: context noise standard deviation as a fraction of the family's output range
             (measured on training-region tasks only).
+
+    Examples:
+        >>> import numpy as np
+        >>> from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
+        >>> tasks = TaskSet.sample(PARAMETER_FAMILIES["cubic"], {"F2": 2}, np.random.default_rng(0))
+        >>> from taskextrap.tasks.observe import noise_scale
+        >>> strict = get_protocol("strict")  # noisy contexts inside the training range
+        >>> obs = strict.draw(tasks, 3, np.random.default_rng(1), noise_scale(PARAMETER_FAMILIES["cubic"]))
+        >>> obs.ctx_x.shape, obs.qry_x.shape  # 3 draws per task: 5 context points, 8 queries each
+        ((6, 5), (6, 8))
     """
 
     name: str
@@ -82,6 +100,10 @@ class ObservationProtocol:
         """``n_draws`` independent context/query draws of every task in ``tasks``.
 
         ``noise_scale`` is the family's output range; it is required when ``noise > 0``.
+
+        Returns:
+            An :class:`Observations`: ``n_draws`` context and query draws per task,
+            task-major.
         """
         if not all(hasattr(tasks, a) for a in ("family", "params", "__len__")):
             raise TaskextrapError(

@@ -225,7 +225,22 @@ def read_tasks(
 @dataclass(frozen=True, eq=False)
 class ObservedTasks:
     """Tasks observed as points: task ``i`` holds ``x[offsets[i]:offsets[i+1]]`` (increasing) and
-    the matching ``y``, its ``split`` label and its known ``params`` (a row of ``param_names``)."""
+    the matching ``y``, its ``split`` label and its known ``params`` (a row of ``param_names``).
+
+    Examples:
+        Tasks read from a table (a file name, a DataFrame or columns), each task at its own inputs:
+
+        >>> import numpy as np
+        >>> from taskextrap import read_tasks
+        >>> x = np.tile(np.linspace(0, 1, 5), 3)
+        >>> table = {"task": np.repeat(["a", "b", "c"], 5), "x": x, "y": np.sin(x) + np.repeat([0.0, 1.0, 2.0], 5)}
+        >>> observed = read_tasks(table)
+        >>> observed.ids.tolist(), observed.counts().tolist()
+        (['a', 'b', 'c'], [5, 5, 5])
+        >>> library = observed.library()  # each task read through a pchip interpolant
+        >>> library.values(np.full((3, 1), 0.5)).round(3).ravel().tolist()
+        [0.479, 1.479, 2.479]
+    """
 
     ids: np.ndarray  # (n,) task ids as strings
     x: np.ndarray
@@ -337,7 +352,12 @@ class ObservedTasks:
     ) -> TaskSet:
         """The tasks labelled ``label`` (all tasks of a table without a split column) as a library:
         a TaskSet of an :class:`ObservedFamily` (each task read through ``interpolant``; a read
-        outside a task's observed range handled by ``outside``)."""
+        outside a task's observed range handled by ``outside``).
+
+        Returns:
+            A :class:`~taskextrap.tasks.taskset.TaskSet` of an :class:`ObservedFamily`:
+            every task, read through the interpolant.
+        """
         tasks = self.with_split(label)
         family = ObservedFamily.of(tasks, name, interpolant, outside)
         return TaskSet(

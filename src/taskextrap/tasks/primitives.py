@@ -82,6 +82,13 @@ class PrimitiveFamily:
         >>> params = bump.sample(4, np.random.default_rng(0))   # (4, 2): columns a, w
         >>> bump(params, np.zeros((4, 3))).shape                # x (4, 3) -> (4, 3)
         (4, 3)
+
+    Examples:
+        >>> import numpy as np
+        >>> from taskextrap.tasks import PrimitiveFamily
+        >>> sin = PrimitiveFamily("sin", lambda x, A, w: A * np.sin(w * x), {"A": (0.5, 2.0), "w": (0.5, 1.5)})
+        >>> sin.sample(3, np.random.default_rng(0)).shape  # A and w of each primitive
+        (3, 2)
     """
 
     name: str
@@ -97,7 +104,11 @@ class PrimitiveFamily:
             check_range(f"primitive family {self.name!r}: params[{k!r}]", span, strict=False)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``n`` parameter vectors (n, len(params)), columns in the order of ``params``."""
+        """``n`` parameter vectors (n, len(params)), columns in the order of ``params``.
+
+        Returns:
+            The parameters (n, p), one column per parameter in ``params``' order.
+        """
         check_int("n", n, 1)
         check_rng("rng", rng)
         if not self.params:
@@ -143,6 +154,12 @@ class PairSplit:
         >>> split = PairSplit(train=(("sin", "sin"), ("bump", "bump"), ("sin", "bump")), test=(("bump", "sin"),))
         >>> sorted(split.training_labels())
         ['bump o bump', 'primitive:bump', 'primitive:sin', 'sin o bump', 'sin o sin']
+
+    Examples:
+        >>> from taskextrap.tasks import PairSplit
+        >>> split = PairSplit(train=(("sin", "sin"), ("bump", "bump"), ("sin", "bump")), test=(("bump", "sin"),))
+        >>> split.families
+        ('sin', 'bump')
     """
 
     train: tuple[tuple[str, str], ...]
@@ -218,6 +235,19 @@ class CompositionFamily:
 
         Saved as ``waves.py`` on ``PYTHONPATH``, it runs with
         ``taskextrap reproduce composition --family waves:waves``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from taskextrap.tasks import CompositionFamily, PairSplit, PrimitiveFamily
+        >>> sin = PrimitiveFamily("sin", lambda x, A, w: A * np.sin(w * x), {"A": (0.5, 2.0), "w": (0.5, 1.5)})
+        >>> bump = PrimitiveFamily(
+        ...     "bump", lambda x, a, w: a * np.exp(-((w * x) ** 2)), {"a": (0.5, 2.0), "w": (0.2, 1.0)})
+        >>> waves = CompositionFamily("waves", (sin, bump), PairSplit(
+        ...     train=(("sin", "sin"), ("bump", "bump"), ("sin", "bump")), test=(("bump", "sin"),)))
+        >>> waves.family_names
+        ('sin', 'bump')
+        >>> len(waves.library(5, np.random.default_rng(0)).family)
+        10
     """
 
     name: str
@@ -318,6 +348,15 @@ class PrimitiveSet:
     ``domain`` is where tasks are observed; ``grid`` is wider, so an outer function's curve covers
     the values an inner function takes. ``params`` may be None for primitives known only by
     their curves (``from_curves``); exact evaluation then falls back to interpolation.
+
+    Examples:
+        >>> import numpy as np
+        >>> from taskextrap.tasks.primitives import PrimitiveSet
+        >>> prims = PrimitiveSet.sample(n_per_family=4, rng=np.random.default_rng(0))
+        >>> [f.name for f in prims.families]
+        ['poly', 'sin', 'tanh']
+        >>> len(prims.family)  # four primitives of each family
+        12
     """
 
     families: tuple[PrimitiveFamily, ...]
@@ -365,7 +404,12 @@ class PrimitiveSet:
         """``n_per_family`` primitives of each family, curves stored on ``grid`` (default [-10, 10], 401 points).
 
         A family whose ``fn`` returns another shape than x's, or whose every sampled function is
-        constant in x, is refused in one line naming it."""
+        constant in x, is refused in one line naming it.
+
+        Returns:
+            A :class:`PrimitiveSet` of ``n_per_family`` primitives of each family, their
+            curves on the grid.
+        """
         if (
             isinstance(families, (str, bytes))
             or not isinstance(families, (tuple, list))
@@ -556,6 +600,10 @@ class CompositionSet:
         ``train_pairs`` (default ``pairs``) are the pairs the noise scale is measured on. With
         ``balanced`` every pair gets ``n // len(pairs)`` compositions or one more, in random order
         (so with ``n >= len(pairs)`` none is left without), instead of a uniform draw each.
+
+        Returns:
+            A :class:`CompositionSet` of ``n`` compositions, each an (outer, inner) pair
+            of library primitives.
         """
         check_instance("primitives", primitives, PrimitiveSet, "a PrimitiveSet (see taskextrap.tasks.primitives)")
         _check_pairs("pairs", pairs)

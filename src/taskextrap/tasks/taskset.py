@@ -16,7 +16,18 @@ from taskextrap.validation import as_float_array, as_index_array, check_instance
 class TaskSet:
     """Tasks ``params`` (n, p) of ``family``, with the region each was drawn from.
 
-    The first task set of a family checks its formula (:meth:`ParametricFamily.check`)."""
+    The first task set of a family checks its formula (:meth:`ParametricFamily.check`).
+
+    Examples:
+        >>> import numpy as np
+        >>> from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet
+        >>> tasks = TaskSet.sample(PARAMETER_FAMILIES["quadratic"], {"F1_1": 3, "F2": 2}, np.random.default_rng(0))
+        >>> tasks.region.tolist()
+        ['F1_1', 'F1_1', 'F1_1', 'F2', 'F2']
+        >>> x = np.tile(np.linspace(-1, 1, 4), (5, 1))  # each task's inputs: one row per task
+        >>> tasks.values(x).shape
+        (5, 4)
+    """
 
     family: ParametricFamily
     params: np.ndarray
@@ -42,7 +53,12 @@ class TaskSet:
 
     @classmethod
     def sample(cls, family: ParametricFamily, counts: dict[str, int], rng: np.random.Generator) -> TaskSet:
-        """Draw ``counts[region]`` tasks from each region, region by region in the given order."""
+        """Draw ``counts[region]`` tasks from each region, region by region in the given order.
+
+        Returns:
+            A :class:`TaskSet` of ``sum(counts.values())`` tasks, region by region in
+            ``counts``' order.
+        """
         check_instance("family", family, ParametricFamily, "a ParametricFamily (see taskextrap.tasks)")
         if not isinstance(counts, Mapping) or not counts:
             raise TaskextrapError(
@@ -62,7 +78,11 @@ class TaskSet:
         return TaskSet(self.family, self.params[index], self.region[index])
 
     def values(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
-        """Values of tasks ``index`` (all tasks by default) at inputs ``x`` of shape (len(index), m)."""
+        """Values of tasks ``index`` (all tasks by default) at inputs ``x`` of shape (len(index), m).
+
+        Returns:
+            The values (len(index), m).
+        """
         if index is not None:
             index = as_index_array("index", index, len(self), "task indices")
         params = self.params if index is None else self.params[index]
