@@ -162,3 +162,16 @@ def test_a_second_experiment_of_one_name_is_refused():
     get_experiment("length")
     with pytest.raises(TaskextrapError, match="an experiment named 'length' is registered already"):
         register("length", "again", {})(lambda options, cache_dir, plot_dir: None)
+
+
+def test_the_import_graph_script_reports_what_this_test_checks():
+    """scripts/import_graph.py (the closing note's before / after) reads the same graph: no circle
+    and no upward import here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT.parents[1] / "scripts" / "import_graph.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = mod.summary(ROOT.parents[1])
+    assert " 0 circle(s)" in text and "upward imports between layers: 0" in text
+    assert f"{len(_import_graph())} modules" in text
