@@ -386,11 +386,7 @@ class CompositionRTE(DecomposingRTE):
     def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:
         """The decomposition naming constituent pairs ``anchors`` (n, 2) or (n, a, 2), outer
         first (the oracle, the ablations)."""
-        if phi is not None:
-            raise TaskextrapError("a composition has no continuous part: pass anchors only")
-        self.check_is_fitted()
-        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
-        anchors = as_index_array("anchors", anchors, None)  # range checked by predict, which uses them
+        ctx_x, ctx_y, anchors = self._named_candidates(ctx_x, ctx_y, anchors, phi)
         n = len(ctx_x)
         if anchors.shape[-1] != 2 or anchors.size % (2 * n):
             raise TaskextrapError(

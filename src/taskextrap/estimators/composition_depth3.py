@@ -362,11 +362,7 @@ class Composition3RTE(DecomposingRTE):
     def decomposition_for(self, ctx_x, ctx_y, anchors, phi=None) -> Decomposition:
         """The decomposition naming chains ``anchors`` (n, depth) or (n, a, depth), outermost
         first (the oracle, the ablations)."""
-        if phi is not None:
-            raise TaskextrapError("a composition has no continuous part: pass anchors only")
-        self.check_is_fitted()
-        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
-        anchors = as_index_array("anchors", anchors, None)  # range checked by predict, which uses them
+        ctx_x, ctx_y, anchors = self._named_candidates(ctx_x, ctx_y, anchors, phi)
         n = len(ctx_x)
         if anchors.ndim not in (2, 3) or anchors.shape[0] != n or anchors.shape[-1] != self.depth:
             raise TaskextrapError(

@@ -41,6 +41,7 @@ from taskextrap.search.posterior import WEIGHTINGS, candidate_weights, mixture
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import get_protocol
 from taskextrap.validation import (
+    as_index_array,
     check_device,
     check_finite_result,
     check_instance,
@@ -277,6 +278,16 @@ class DecomposingRTE(Estimator):
         raise NotImplementedError
 
     # ----------------------------------------------------------------------------- phase 2
+    def _named_candidates(self, ctx_x, ctx_y, anchors, phi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(context, context values, anchors as indices) of ``decomposition_for`` in a regime whose
+        candidates are library tasks alone (compositions): ``phi`` refused, the context checked.
+        The anchors' shape is the regime's to check; their range is checked by ``predict``."""
+        if phi is not None:
+            raise TaskextrapError("a composition has no continuous part: pass anchors only")
+        self.check_is_fitted()
+        ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)
+        return ctx_x, ctx_y, as_index_array("anchors", anchors, None)
+
     def predict(self, ctx_x, ctx_y, x_query, decomposition: Decomposition | None = None, return_std: bool = False):
         """Predict each target at ``x_query`` (n, q) from its context.
 

@@ -297,6 +297,7 @@ def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir:
         **set_unit_key(primitive_set, POLY_SIN_TANH_RESCALED),
     )
     stem = set_stem(EXPERIMENT, primitive_set, POLY_SIN_TANH_RESCALED, protocol)
+    # the same listing as composition's, deliberately twice: each names its own module's estimator and unit
     units = discrete_units(
         settings,
         stem,
