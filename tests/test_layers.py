@@ -175,3 +175,12 @@ def test_the_import_graph_script_reports_what_this_test_checks():
     text = mod.summary(ROOT.parents[1])
     assert " 0 circle(s)" in text and "upward imports between layers: 0" in text
     assert f"{len(_import_graph())} modules" in text
+
+
+def test_the_sequence_model_experiments_stay_thin_glue():
+    """experiments/codeio.py and parity.py keep the profiles, units, rows and config only (issue
+    46: at most 400 lines together); what a seed runs lives in sequence_runs/."""
+    lines = sum(len((ROOT / "experiments" / f).read_text().splitlines()) for f in ("codeio.py", "parity.py"))
+    assert lines <= 400, (
+        f"experiments/codeio.py + parity.py have {lines} lines: move what a seed runs to sequence_runs/"
+    )

@@ -234,8 +234,8 @@ def run_config(
         **base,
         **sizes,
         "novel": novel.tolist(),
-        "subsample": _subsample_note(len(tasks), sizes, split),
-        "n_candidates": _n_candidates(),
+        "subsample": codeio_runs.subsample_note(len(tasks), sizes, split),
+        "n_candidates": len(string_tasks.candidates()),
         "block_rows": string_tasks.BLOCK_ROWS,
         "fine_tuning": "lora" if codeio_runs.sft_config(profile, 0, model).lora else f"full (lr {profile.full_lr})",
         "loss": "shot answers and completion" if profile.score_shots else "completion",
@@ -243,20 +243,3 @@ def run_config(
         "max_tied": profile.max_tied,
         "base_model_queries_per_primitive": profile.base_queries,
     }
-
-
-def _subsample_note(n: int, sizes: dict, split: Split) -> str:
-    """How the scored tasks were chosen (recorded in the results' config)."""
-    total, what = sizes["n_test_pairs"], "held-out" if split.name == "test" else "dev"
-    if n >= total:
-        return f"all {total} {what} pairs"
-    return (
-        f"{n} of the {total} {what} pairs: ceil({n}/2) novel pairs and the rest from the other "
-        f"{what} pairs, evenly spaced in split order (sequence_runs.codeio.subsample)"
-    )
-
-
-def _n_candidates() -> int:
-    from taskextrap.tasks import strings as string_tasks
-
-    return len(string_tasks.candidates())

@@ -333,6 +333,17 @@ def subsample(tasks, novel, n: int | None) -> list:
     return [t for t in tasks if t.pair in chosen]
 
 
+def subsample_note(n: int, sizes: dict, split: Split) -> str:
+    """How the scored tasks were chosen (recorded in the results' config)."""
+    total, what = sizes["n_test_pairs"], "held-out" if split.name == "test" else "dev"
+    if n >= total:
+        return f"all {total} {what} pairs"
+    return (
+        f"{n} of the {total} {what} pairs: ceil({n}/2) novel pairs and the rest from the other "
+        f"{what} pairs, evenly spaced in split order (sequence_runs.codeio.subsample)"
+    )
+
+
 def _spread(items: list, k: int) -> list:
     """``k`` items evenly spaced over ``items`` (first and last included when k >= 2)."""
     if k <= 0:
