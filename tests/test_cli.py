@@ -510,7 +510,9 @@ def test_model_options_reach_the_run_options(monkeypatch, tmp_path, capsys):
     from taskextrap.llm import modeldir
 
     seen, checked = [], []
-    monkeypatch.setattr(runner, "run_experiment", lambda name, options, out_dir: seen.append(options.extra) or 1 / 0)
+    monkeypatch.setattr(
+        runner, "run_experiment", lambda name, given, out_dir: seen.append(runner.options_of(given).extra) or 1 / 0
+    )
     monkeypatch.setattr(modeldir, "check_model_dir", checked.append)  # the model folder is checked before the run
     with pytest.raises(ZeroDivisionError):
         main(["reproduce", "codeio", "--model", str(tmp_path), "--dtype", "bfloat16", "--load-in-4bit", "--quiet"])

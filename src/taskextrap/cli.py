@@ -338,7 +338,7 @@ def reproduce(
       paper  the paper's sizes and seeds: 25 to 40 min per experiment, codeio over an hour
     """
     from taskextrap.experiments.catalogue import all_experiments
-    from taskextrap.experiments.runner import check_run_folders, run_dir_name, run_experiment
+    from taskextrap.experiments.runner import check_run_folders, options_of, run_dir_name, run_experiment
     from taskextrap.report.tables import console_table
 
     if saved is not None:
@@ -361,9 +361,9 @@ def reproduce(
             split=split,
             split_seed=split_seed,
         )
-        for name in names:  # every option checked against every experiment before anything runs
-            _check(name, options)
-        runs = [(name, options, None) for name in names]
+        # every option checked against every experiment before anything runs; each run keeps the
+        # settings its options resolved to (the --family object among them), so none is resolved twice
+        runs = [(name, _check(name, options), None) for name in names]
     if calibrate:
         from taskextrap.experiments.runner import calibrate_on_dev
 
@@ -376,8 +376,9 @@ def reproduce(
         runs = [(experiment, options, None)]
     if len(runs) > 1:  # 'all' refuses a folder of another configuration now, not hours in (one run: as planned)
         check_run_folders(runs)
-    for name, options, out_dir in runs:
-        results = run_experiment(name, options, out_dir)
+    for name, given, out_dir in runs:
+        results = run_experiment(name, given, out_dir)
+        options = options_of(given)
         if results is None:
             click.echo(
                 f"shard {options.shard.index}/{options.shard.count} of {name}: its search scores are saved "
@@ -394,7 +395,7 @@ _WITH_FROM = ("saved", "out", "quiet", "executor", "units_per_gpu")
 
 
 def _saved_run(ctx, experiment: str | None, path: str):
-    """``(name, options, run folder or None)`` of the saved run at ``path`` (``--from``): its
+    """``(name, settings, run folder or None)`` of the saved run at ``path`` (``--from``): its
     record read back (:mod:`taskextrap.experiments.run_record`) and checked like a new run's;
     a one-line error for any option given beside it but those of :data:`_WITH_FROM` and for a
     user family whose code changed since, run into the same folder; one warning when the code
@@ -437,7 +438,8 @@ def _saved_run(ctx, experiment: str | None, path: str):
         check_device(options.device)
     except TaskextrapError as exc:
         raise TaskextrapError(f"--from {path}: run.device: {exc}") from None
-    now = run_record(name, _check(name, options))
+    settings = _check(name, options)
+    now = run_record(name, settings)
     changed = family_code_changed(record, now)
     if changed and not on_command_line["out"]:
         raise TaskextrapError(
@@ -445,7 +447,7 @@ def _saved_run(ctx, experiment: str | None, path: str):
             "so its results would be replaced by other code's: give --out to run it into another folder"
         )
     warn_if_code_changed(record, now)
-    return name, options, None if on_command_line["out"] else folder
+    return name, settings, None if on_command_line["out"] else folder
 
 
 @cli.command(short_help="Run several experiments' units together (Ray or serial).")
@@ -474,15 +476,14 @@ def sweep(experiments, protocols, splits, list_only, **common):
 
     options = _options(common)
     runs = sweep_runs(list(experiments), _comma_list(protocols) or ["paper"], _comma_list(splits) or ["test"], options)
-    for name, opts, _ in runs:
-        _check(name, opts)
+    checked = [(name, _check(name, opts), out) for name, opts, out in runs]  # all checked first, resolved once
     if list_only:
-        click.echo(unit_listing([plan_run(name, opts, make_dirs=False) for name, opts, _ in runs]))
+        click.echo(unit_listing([plan_run(name, settings, make_dirs=False) for name, settings, _ in checked]))
         return
-    results = run_experiments(runs)
-    for (name, opts, _), res in zip(runs, results, strict=True):
+    results = run_experiments(checked)
+    for (name, settings, _), res in zip(checked, results, strict=True):
         assert res is not None  # sweep takes no --shard: this process is the lead
-        click.echo(f"written: {run_dir_name(name, opts)}/results.json ({len(res['rows'])} rows)")
+        click.echo(f"written: {run_dir_name(name, settings.options)}/results.json ({len(res['rows'])} rows)")
     click.echo(f"{len(runs)} runs; one table: taskextrap report {options.out}/<run>/results.json ...")
 
 

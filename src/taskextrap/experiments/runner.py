@@ -14,6 +14,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import plotfiles
 from taskextrap.experiments.executors import run_units
 from taskextrap.experiments.registry import RunOptions
+from taskextrap.experiments.settings import Settings
 from taskextrap.experiments.catalogue import get_experiment
 from taskextrap.experiments.run_record import check_same_run, claim_run, plain, run_record
 from taskextrap.experiments.units import Plan, bind
@@ -23,8 +24,11 @@ from taskextrap.report.schema import environment_info, validate_results
 from taskextrap.report.tables import results_markdown
 
 
-def run_experiment(name: str, options: RunOptions, out_dir: Path | None = None) -> dict | None:
+def run_experiment(name: str, options: RunOptions | Settings, out_dir: Path | None = None) -> dict | None:
     """Run experiment ``name``; results go to ``out_dir`` (default: :func:`run_dir_name`).
+    ``options``: the run's options, or the :class:`Settings` ``Experiment.check`` already
+    resolved them to (the command line checks every run first and hands its settings on, so
+    nothing is resolved twice).
 
     The experiment lists its units of work (one family or ladder and one training seed) up front;
     ``options.executor`` runs them (``serial`` here, or ``ray``: :mod:`.executors`). Finished
@@ -78,7 +82,7 @@ def run_experiments(runs: list[tuple]) -> list[dict | None]:
     every run is checked and planned before any unit runs, then all their units go through the
     first run's ``options.executor`` together, each with ``options.unit_cpus`` torch threads, and
     each run's results are written. Returns each run's results (None for a non-lead shard)."""
-    first = runs[0][1]
+    first = options_of(runs[0][1])
     t = time.perf_counter()
     planned = [_plan(name, options, out_dir, checks=True) for name, options, out_dir in runs]
     cache_dirs = {p.cache_dir for p in planned if p is not None}
@@ -115,7 +119,9 @@ class PlannedRun:
     record: dict
 
 
-def plan_run(name: str, options: RunOptions, out_dir: Path | None = None, make_dirs: bool = True) -> PlannedRun | None:
+def plan_run(
+    name: str, options: RunOptions | Settings, out_dir: Path | None = None, make_dirs: bool = True
+) -> PlannedRun | None:
     """Check experiment ``name`` under ``options``, list its units and make its folders (unless
     ``make_dirs`` is False: only to list the units); None for a non-lead shard, whose part is
     done inside the experiment.
@@ -132,11 +138,23 @@ def plan_run(name: str, options: RunOptions, out_dir: Path | None = None, make_d
     return run
 
 
-def _plan(name: str, options: RunOptions, out_dir: Path | None, checks: bool) -> PlannedRun | None:
+def options_of(given: RunOptions | Settings) -> RunOptions:
+    """The options of a run given as options or as their resolved :class:`Settings`."""
+    return given.options if isinstance(given, Settings) else given
+
+
+def resolved(name: str, given: RunOptions | Settings) -> Settings:
+    """Experiment ``name``'s :class:`Settings` of ``given``: as they are when already resolved,
+    else ``Experiment.check`` of the options (which refuses what the experiment does not take)."""
+    return given if isinstance(given, Settings) else get_experiment(name).check(given)
+
+
+def _plan(name: str, given: RunOptions | Settings, out_dir: Path | None, checks: bool) -> PlannedRun | None:
     """:func:`plan_run` without making the run's folders (with ``checks``: its folder and
     ``--out`` are checked first)."""
     experiment = get_experiment(name)
-    settings = experiment.check(options)  # the options resolved, once
+    settings = resolved(name, given)  # the options resolved, once
+    options = settings.options
     out_dir = Path(out_dir or run_dir_name(name, options))
     options = dataclasses.replace(options, run_dir=out_dir)
     settings = dataclasses.replace(settings, options=options)
@@ -171,10 +189,10 @@ def check_run_folders(runs: list[tuple]) -> None:
     (``(name, options, out_dir or None)``, as :func:`run_experiments` takes them): a command
     that runs several experiments one after another refuses a folder of another configuration
     before the first starts, not when that experiment's turn comes."""
-    for name, options, out_dir in runs:
-        if options.shard.is_lead:
-            settings = get_experiment(name).check(options)
-            check_same_run(Path(out_dir or run_dir_name(name, options)), run_record(name, settings))
+    for name, given, out_dir in runs:
+        settings = resolved(name, given)
+        if settings.options.shard.is_lead:
+            check_same_run(Path(out_dir or run_dir_name(name, settings.options)), run_record(name, settings))
 
 
 def write_run(run: PlannedRun, results: dict, wall_s: float, timing_extra: dict | None = None) -> dict:
