@@ -325,8 +325,8 @@ class Estimator(Fittable):
 
         Returns:
             A :class:`Decomposition`: ``anchors`` (n, k, ...) library indices, ``phi``,
-            ``score`` (n, k) (lower is better), ``weights`` and ``extras``, candidates
-            best first.
+                ``score`` (n, k) (lower is better), ``weights`` and ``extras``, candidates
+                best first.
         """
 
     @abc.abstractmethod
@@ -337,7 +337,7 @@ class Estimator(Fittable):
 
         Returns:
             The predictions (n, q); with ``return_std=True`` the pair (predictions,
-            predictive sd), both (n, q).
+                predictive sd), both (n, q).
         """
 
     @abc.abstractmethod
@@ -347,7 +347,7 @@ class Estimator(Fittable):
 
         Returns:
             A :class:`Decomposition` holding the given candidates (scores NaN), to pass
-            to :meth:`predict`.
+                to :meth:`predict`.
         """
 
     def _checked_context(self, ctx_x, ctx_y) -> tuple[np.ndarray, np.ndarray]:

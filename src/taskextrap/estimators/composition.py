@@ -244,8 +244,8 @@ class CompositionRTE(DecomposingRTE):
 
         Returns:
             A :class:`~taskextrap.estimators.base.Decomposition`: ``anchors`` (n, k, 2)
-            candidate (outer, inner) primitives, ``score`` (n, k) context losses, best
-            first.
+                candidate (outer, inner) primitives, ``score`` (n, k) context losses, best
+                first.
         """
         self.check_is_fitted()
         check_optional_int("refine", refine, 0)

@@ -97,8 +97,9 @@ class Composition3RTE(DecomposingRTE):
             padded with it (the paper's padding); False: depth-``depth`` training recipes only.
         pad_share: share of training compositions that are shallower (padded), with ``identity``.
         split: which recipes train (the held-out recipes never do).
-        temperature, n_average: posterior averaging of Psi over the best verified chains
-            (``search.posterior``); ``temperature=None`` keeps only the best (the arg-min).
+        temperature: the posterior's temperature when Psi is averaged over the best verified
+            chains (``search.posterior``); None keeps only the best (the arg-min).
+        n_average: the best verified chains the posterior averages Psi over.
         weighting: how candidates' context losses become posterior weights (``search.posterior``):
             "relative" (within a factor 1 + ``temperature`` of the best) or "likelihood" (the
             Gaussian likelihood under ``loss_scale_``, the context loss of a true decomposition
@@ -107,8 +108,10 @@ class Composition3RTE(DecomposingRTE):
         value_points: size of the value grid on which Psi_chain reads each primitive's curve.
         psi_context: whether every step of Psi_chain also reads the sorted context. None: the
             protocol's dev-chosen value (:data:`DEV_SETTINGS`).
-        n_pairs, library_draws, val_fraction, train, decomposer_train, blocks, seed, interval_scale, verbose: as
-            :class:`~taskextrap.estimators.composition.CompositionRTE`.
+
+    ``n_pairs``, ``library_draws``, ``val_fraction``, ``train``, ``decomposer_train``, ``blocks``,
+    ``seed``, ``interval_scale`` and ``verbose`` are as in
+    :class:`~taskextrap.estimators.composition.CompositionRTE`.
 
     Examples:
         Depth-3 chains of rescaled primitives; the targets are held-out recipes:
@@ -297,7 +300,7 @@ class Composition3RTE(DecomposingRTE):
 
         Returns:
             A :class:`~taskextrap.estimators.base.Decomposition`: ``anchors`` (n, k, 3)
-            candidate chains of three primitives, ``score`` (n, k) context losses, best first.
+                candidate chains of three primitives, ``score`` (n, k) context losses, best first.
         """
         self.check_is_fitted()
         check_optional_int("refine", refine, 0)

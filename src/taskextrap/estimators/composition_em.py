@@ -141,9 +141,9 @@ class EMCompositionRTE(CompositionRTE):
         same library, protocol, embedding and seed: pools, scaler, Gamma), then EM.
 
         Returns:
-            The estimator itself, fitted: as :class:`CompositionRTE`, plus ``sets_``
-            (the fixed training and validation sets with their final pseudo-labels),
-            ``history_`` (each round's label quality) and ``steps_``.
+            estimator (EMCompositionRTE): The estimator itself, fitted: as :class:`CompositionRTE`, plus ``sets_``
+                (the fixed training and validation sets with their final pseudo-labels),
+                ``history_`` (each round's label quality) and ``steps_``.
         """
         check_progress(progress)
         t0 = time.perf_counter()

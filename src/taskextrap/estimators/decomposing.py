@@ -117,7 +117,7 @@ class DecomposingRTE(Estimator):
 
         Returns:
             The estimator itself, fitted: Gamma, Psi, the decomposer and the calibration
-            attributes.
+                attributes.
         """
         check_progress(progress)
         cfg = self.decomposer_train
@@ -301,7 +301,7 @@ class DecomposingRTE(Estimator):
 
         Returns:
             The predictions (n, q); with ``return_std=True`` the pair (predictions,
-            predictive sd), both (n, q).
+                predictive sd), both (n, q).
         """
         self.check_is_fitted()
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)

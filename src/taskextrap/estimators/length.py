@@ -224,8 +224,8 @@ class LengthRTE(DecomposingRTE):
 
         Returns:
             A :class:`~taskextrap.estimators.base.Decomposition`: ``anchors`` (n, k)
-            verified predecessors, ``phi`` (n, k) each candidate's extension, ``score`` (n,
-            k) context losses, best first.
+                verified predecessors, ``phi`` (n, k) each candidate's extension, ``score`` (n,
+                k) context losses, best first.
         """
         self.check_is_fitted()
         ctx_x, ctx_y = self._checked_context(ctx_x, ctx_y)

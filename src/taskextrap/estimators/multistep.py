@@ -141,7 +141,7 @@ class ChainedRTE(RTE):
 
         Returns:
             The estimator itself, fitted (as
-            :class:`~taskextrap.estimators.parameter.RTE`, plus ``step_measures_``, what sizes its steps).
+                :class:`~taskextrap.estimators.parameter.RTE`, plus ``step_measures_``, what sizes its steps).
         """
         if fitted is None:
             super().fit(library, progress)
@@ -199,8 +199,8 @@ class ChainedRTE(RTE):
         (Psi's one-step validation error: a chain's own error is larger, so this is a lower bound).
 
         Returns:
-            The predictions (n, q) after the chain's last step; with ``return_std=True``
-            the pair (predictions, predictive sd).
+            predictions (numpy.ndarray | tuple): The predictions (n, q) after the chain's last step; with
+                ``return_std=True`` the pair (predictions, predictive sd).
         """
         d, sx, sy, qry_x = self._predict_inputs(ctx_x, ctx_y, x_query, decomposition)
         steps = self.step_counts(d, sx, sy)

@@ -272,8 +272,8 @@ class RTE(Estimator):
 
         Returns:
             The estimator itself, fitted: ``embedding_`` (Gamma), ``psi_`` (Psi),
-            ``z_library_`` (the library's proxies), the noise and calibration
-            attributes.
+                ``z_library_`` (the library's proxies), the noise and calibration
+                attributes.
         """
         check_progress(progress)
         with FitProgress(self.verbose, self.train.steps, progress, type(self).__name__) as bar:
@@ -597,8 +597,8 @@ class RTE(Estimator):
 
         Returns:
             A :class:`~taskextrap.estimators.base.Decomposition`: ``anchors`` (n, k),
-            ``phi`` (n, k, d) proxy shifts, ``score`` (n, k) leave-one-out context losses
-            (Strategy A: its own ranking), lower is better, ``weights`` (n, k), best first.
+                ``phi`` (n, k, d) proxy shifts, ``score`` (n, k) leave-one-out context losses
+                (Strategy A: its own ranking), lower is better, ``weights`` (n, k), best first.
         """
         self.check_is_fitted()
         check_optional_int("k", k, 1)
@@ -723,8 +723,8 @@ class RTE(Estimator):
         validation error (``query_var_``), times ``interval_scale``.
 
         Returns:
-            The predictions (n, q); with ``return_std=True`` the pair (predictions,
-            predictive sd), both (n, q).
+            predictions (numpy.ndarray | tuple): The predictions (n, q); with ``return_std=True`` the pair
+                (predictions, predictive sd), both (n, q).
         """
         d, sx, sy, qry_x = self._predict_inputs(ctx_x, ctx_y, x_query, decomposition)
         w = np.full(d.score.shape, 1.0 / d.k) if d.weights is None else d.weights

@@ -221,9 +221,9 @@ class SequenceRTE(Fittable):
 
         Returns:
             A :class:`~taskextrap.estimators.base.Decomposition`: ``anchors`` (n, c)
-            candidate indices best first, ``score`` (n, c) their summed leave-one-out
-            NLL in nats, ``extras['scores']`` every candidate's score in candidate
-            order.
+                candidate indices best first, ``score`` (n, c) their summed leave-one-out
+                NLL in nats, ``extras['scores']`` every candidate's score in candidate
+                order.
         """
         from taskextrap.search.likelihood import candidate_scores
 
@@ -267,7 +267,7 @@ class SequenceRTE(Fittable):
 
         Returns:
             An :class:`Answers`: per task, the best candidate's answers and completions,
-            the voted answers and the voting candidates.
+                the voted answers and the voting candidates.
         """
         from taskextrap.llm.generate import greedy_once
         from taskextrap.search.likelihood import vote

@@ -103,7 +103,7 @@ class ObservationProtocol:
 
         Returns:
             An :class:`Observations`: ``n_draws`` context and query draws per task,
-            task-major.
+                task-major.
         """
         if not all(hasattr(tasks, a) for a in ("family", "params", "__len__")):
             raise TaskextrapError(

@@ -356,7 +356,7 @@ class ObservedTasks:
 
         Returns:
             A :class:`~taskextrap.tasks.taskset.TaskSet` of an :class:`ObservedFamily`:
-            every task, read through the interpolant.
+                every task, read through the interpolant.
         """
         tasks = self.with_split(label)
         family = ObservedFamily.of(tasks, name, interpolant, outside)

@@ -408,7 +408,7 @@ class PrimitiveSet:
 
         Returns:
             A :class:`PrimitiveSet` of ``n_per_family`` primitives of each family, their
-            curves on the grid.
+                curves on the grid.
         """
         if (
             isinstance(families, (str, bytes))
@@ -603,7 +603,7 @@ class CompositionSet:
 
         Returns:
             A :class:`CompositionSet` of ``n`` compositions, each an (outer, inner) pair
-            of library primitives.
+                of library primitives.
         """
         check_instance("primitives", primitives, PrimitiveSet, "a PrimitiveSet (see taskextrap.tasks.primitives)")
         _check_pairs("pairs", pairs)

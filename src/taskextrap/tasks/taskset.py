@@ -57,7 +57,7 @@ class TaskSet:
 
         Returns:
             A :class:`TaskSet` of ``sum(counts.values())`` tasks, region by region in
-            ``counts``' order.
+                ``counts``' order.
         """
         check_instance("family", family, ParametricFamily, "a ParametricFamily (see taskextrap.tasks)")
         if not isinstance(counts, Mapping) or not counts:
