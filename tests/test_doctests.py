@@ -22,6 +22,7 @@ PUBLIC = {
     "taskextrap.tasks.observe": ("ObservationProtocol", "Observations"),
     "taskextrap.tasks.observed": ("ObservedTasks",),
     "taskextrap.experiments.profiles": (),
+    "taskextrap.baselines.gp": (),
 }
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
