@@ -26,15 +26,13 @@ def measure(n_targets: int, seed: int, families: list[str] | None = None) -> dic
     """Per (family, protocol): every kernel's MSE, coverage and seconds, and ctx-polyfit's MSE."""
     from taskextrap.baselines.context import ctx_polyfit
     from taskextrap.baselines.gp import GP_KERNELS, ctx_gp
-    from taskextrap.search.posterior import INTERVAL_LEVEL
+    from taskextrap.search.posterior import covered
     from taskextrap.seeding import rng
     from taskextrap.tasks import TaskSet, get_protocol
     from taskextrap.tasks.builtin import PARAMETER_FAMILIES
     from taskextrap.tasks.dev import DEV_REGION, dev_family
     from taskextrap.tasks.observe import noise_scale
 
-    z = 1.6448536269514722  # the central 90% of a Gaussian
-    assert abs(INTERVAL_LEVEL - 0.9) < 1e-12
     cells = []
     for name in families or list(PARAMETER_FAMILIES):
         family = dev_family(PARAMETER_FAMILIES[name])
@@ -47,7 +45,7 @@ def measure(n_targets: int, seed: int, families: list[str] | None = None) -> dic
                 mean, sd = ctx_gp(obs.ctx_x, obs.ctx_y, obs.qry_x, kernel=kernel, seed=seed)
                 cell["kernels"][kernel] = {
                     "mse": float(np.mean((mean - obs.qry_y) ** 2)),
-                    "coverage": float(np.mean(np.abs(mean - obs.qry_y) <= z * sd)),
+                    "coverage": float(np.mean(covered(mean, sd, obs.qry_y))),
                     "seconds": round(time.perf_counter() - t, 2),
                 }
             cell["ctx-polyfit_mse"] = float(np.mean((ctx_polyfit(obs.ctx_x, obs.ctx_y, obs.qry_x) - obs.qry_y) ** 2))

@@ -25,7 +25,7 @@ FAMILY = textwrap.dedent(
 
 def test_check_resolves_the_profile_protocol_and_family(tmp_path, monkeypatch):
     settings = get_experiment("length").check(RunOptions(profile="tiny", protocol="strict", seeds=2))
-    assert settings.seeds == (0, 1) and settings.profile.name == "tiny"
+    assert settings.profile.seeds == (0, 1) and settings.profile.name == "tiny"
     assert settings.protocol.name == "strict" and settings.family is None and settings.family_code_hash is None
     assert settings.device == "cpu" and settings.split == "test" and not settings.dev
     parity = get_experiment("parity").check(RunOptions(profile="tiny", split="dev"))
@@ -50,3 +50,8 @@ def test_a_user_family_is_loaded_once_per_run_and_its_code_hashed_from_that_obje
     assert [u.name for u in run.plan.units] == ["parameter-bump-paper-seed0"]
     plan_run("parameter", options, make_dirs=False)  # from options: resolved there, once
     assert loads == ["fammod:bump"] * 2
+
+
+def test_a_user_spec_is_module_colon_attr_text_only():
+    assert registry.is_user_spec("fammod:bump")
+    assert not any(registry.is_user_spec(s) for s in ("quadratic", None, object(), ("a:b",)))

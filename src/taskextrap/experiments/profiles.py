@@ -202,12 +202,16 @@ class CodeIOEMProfile(CodeIOProfile):
         Returns:
             The profile whose :meth:`codeio` is ``codeio``.
         """
-        shared = {f.name: getattr(codeio, f.name) for f in fields(CodeIOProfile)}
-        return cls(**shared, em_tasks=em_tasks, em_rounds=em_rounds, em_loo=em_loo)
+        return cls(**_codeio_fields(codeio), em_tasks=em_tasks, em_rounds=em_rounds, em_loo=em_loo)
 
     def codeio(self) -> CodeIOProfile:
         """The ``codeio`` profile of the same sizes (its units are the supervised arms')."""
-        return CodeIOProfile(**{f.name: getattr(self, f.name) for f in fields(CodeIOProfile)})
+        return CodeIOProfile(**_codeio_fields(self))
+
+
+def _codeio_fields(profile: CodeIOProfile) -> dict:
+    """``profile``'s values of the fields every CodeIO profile has."""
+    return {f.name: getattr(profile, f.name) for f in fields(CodeIOProfile)}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,7 +20,9 @@ def builtin_spec(options: RunOptions) -> bool:
     """Whether the run's tasks are built-in ones (no ``--family``, or a built-in's name), not a
     user's ``module:attr``: what decides whether a dev-chosen interval scale was chosen for them
     (``search.calibration.scale_source``)."""
-    return options.family is None or ":" not in str(options.family)
+    from taskextrap.tasks.registry import is_user_spec
+
+    return not is_user_spec(options.family)
 
 
 @dataclass(frozen=True)

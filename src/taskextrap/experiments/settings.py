@@ -56,20 +56,17 @@ class Settings:
         """The seed of the test (or dev) draws (``RunOptions.seed_of_tests``)."""
         return self.options.seed_of_tests
 
-    @property
-    def seeds(self) -> tuple[int, ...]:
-        """The training seeds the run computes, one unit each."""
-        return tuple(self.profile.seeds)
-
 
 def resolve_family(spec: str | None, resolver) -> tuple[Any, str | None]:
     """(the object ``spec`` names under ``resolver``, the hash of its code when it is a user's
     ``module:attr``); (None, None) for no spec or no resolver."""
     if spec is None or resolver is None:
         return None, None
-    family = resolver(spec)
-    if ":" not in str(spec):
-        return family, None
     from taskextrap.provenance import callable_hash
+    from taskextrap.tasks.registry import is_user_spec
+
+    family = resolver(spec)
+    if not is_user_spec(spec):
+        return family, None
 
     return family, callable_hash(family)

@@ -66,6 +66,11 @@ def load_object(spec: str, what: str):
     return obj
 
 
+def is_user_spec(spec) -> bool:
+    """Whether ``spec`` names a user's object as ``module:attr`` (not a built-in name or an object)."""
+    return isinstance(spec, str) and ":" in spec
+
+
 def resolve(spec, kind: type[T], builtins: Mapping[str, T], what: str) -> T:
     """The ``kind`` object ``spec`` names: an instance of ``kind`` as it is, a built-in name (a key
     of ``builtins``), or a user's ``module:attr`` naming an instance of ``kind`` (never called,
@@ -75,7 +80,7 @@ def resolve(spec, kind: type[T], builtins: Mapping[str, T], what: str) -> T:
         return spec
     if not isinstance(spec, str):
         raise TaskextrapError(f"a {what} is a name or module:attr, got {type(spec).__name__}")
-    if ":" in spec:
+    if is_user_spec(spec):
         obj = load_object(spec, what)
         if not isinstance(obj, kind):
             raise TaskextrapError(
