@@ -11,6 +11,7 @@ import pytest
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
+from taskextrap.baselines.classics import CLASSICS as CLASSIC_METHODS
 from taskextrap.experiments.parameter import INTERVAL_METHODS, METHODS, run_unit
 from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.operators.parameter import sort_context
@@ -22,6 +23,7 @@ from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
 from taskextrap.search.calibration import interval_keys
 
 INDUCTIVE = {"sparse-inductive", "t2v-inductive", "inductive-oracle"}
+CLASSICS = {"meta-gp", "cnp"}  # the classics fitted on the library (ctx-gp fits the target's context only)
 FAM = PARAMETER_FAMILIES["quadratic"]
 
 
@@ -76,9 +78,9 @@ def test_parameter_experiment_never_fits_on_f2(protocol):
             FAM, get_protocol(protocol), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2
         )
     diagnostics = {"entropy:rte", "entropy:strategy-a", "anchor-retrieved:rte", "anchor-retrieved:strategy-a"}
-    intervals = {k for m in INTERVAL_METHODS for k in interval_keys(f"interval:{m}")}
+    intervals = {k for m in (*INTERVAL_METHODS, *CLASSIC_METHODS) for k in interval_keys(f"interval:{m}")}
     assert set(unit.errors) == set(METHODS) | {"far-anchors"} | intervals | diagnostics
-    _check_param(seen, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE)
+    _check_param(seen, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE | CLASSICS)
     assert {(r.component, r.stage) for r in seen} >= {("psi", "val"), ("psi", "train")} | {
         (k, "val") for k in INDUCTIVE
     }
@@ -96,7 +98,10 @@ def test_parameter_dev_split_never_fits_on_its_held_out_region():
     with audit.spy() as seen:
         run_unit(dev, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2)
     audit.check(
-        seen, dev.training_labels(), labels=dev.region_of, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE
+        seen,
+        dev.training_labels(),
+        labels=dev.region_of,
+        required={"scaler", "probe", "pca", "psi"} | INDUCTIVE | CLASSICS,
     )
     audit.check(seen, {"F1_1"}, labels=FAM.region_of)  # judged by the real split: F1_1 only, no F1_2, no F2
 

@@ -1,10 +1,17 @@
-"""baselines.gp: a GP on each target's context alone (ctx-gp)."""
+"""baselines.gp: ctx-gp (a GP on each target's context alone) and meta-gp (a GP prior fitted on
+the library), batched exact GPs checked against scikit-learn's."""
+
+import math
+import warnings
 
 import numpy as np
 import pytest
+import torch
 
-from taskextrap.baselines.gp import GP_KERNELS, ctx_gp
+from taskextrap.baselines import gp as G
+from taskextrap.baselines.gp import GP_KERNELS, MetaGP, ctx_gp
 from taskextrap.errors import TaskextrapError
+from taskextrap.scaling import FamilyScaler
 
 
 def _context(n=3, k=8, seed=0):
@@ -12,6 +19,56 @@ def _context(n=3, k=8, seed=0):
     x = np.sort(g.uniform(-2, 2, (n, k)), axis=1)
     a = g.uniform(0.5, 2.0, (n, 1))
     return x, a * np.sin(x), a
+
+
+def _sklearn_kernel(kernel, h):
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, DotProduct, Matern, WhiteKernel
+
+    shape = Matern(h["length"], "fixed", nu=2.5) if kernel == "matern52" else RBF(h["length"], "fixed")
+    k = ConstantKernel(h["amplitude"], "fixed") * shape
+    if kernel == "rbf+linear":
+        k = k + ConstantKernel(h["linear"], "fixed") * DotProduct(h["offset"], "fixed")
+    return k + WhiteKernel(h["noise"], "fixed")
+
+
+@pytest.mark.parametrize("kernel", GP_KERNELS)
+def test_likelihood_and_posterior_match_scikit_learn_at_the_same_hyper_parameters(kernel):
+    from sklearn.gaussian_process import GaussianProcessRegressor
+
+    g = np.random.default_rng(1)
+    x, y, q = g.uniform(0, 1, 7), g.normal(size=7), g.uniform(-0.5, 1.5, 4)
+    h = {"amplitude": 1.7, "length": 0.4, "noise": 0.03, "linear": 0.2, "offset": 0.5}
+    names = G.hyper_names(kernel)
+    theta = torch.tensor([[math.log(h[n]) for n in names]], dtype=torch.float64)
+    t = lambda a: torch.tensor(a[None], dtype=torch.float64)  # noqa: E731
+    sk = GaussianProcessRegressor(_sklearn_kernel(kernel, h), optimizer=None).fit(x[:, None], y)
+    assert float(G.gp_nll(kernel, theta, t(x), t(y))[0]) == pytest.approx(-sk.log_marginal_likelihood_value_, rel=1e-9)
+    mean, sd = G.gp_predict(kernel, theta, t(x), t(y), t(q))
+    sk_mean, sk_sd = sk.predict(q[:, None], return_std=True)
+    np.testing.assert_allclose(mean[0].numpy(), sk_mean, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(sd[0].numpy() ** 2 + h["noise"], sk_sd**2, rtol=1e-7)  # ours leaves the noise out
+
+
+def test_the_fit_reaches_scikit_learns_marginal_likelihood():
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+
+    g = np.random.default_rng(2)
+    x = np.sort(g.uniform(0, 1, (12, 8)), axis=1)
+    y = np.sin(6 * x + g.uniform(0, 3, (12, 1))) + 0.05 * g.normal(size=x.shape)
+    y = (y - y.mean(1, keepdims=True)) / y.std(1, keepdims=True)
+    t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    theta = G.fit_hyper("rbf", t(x), t(y), t(np.ones_like(x)), G._starts("rbf", len(x), 2, 0, "test"))
+    ours = G.gp_nll("rbf", theta, t(x), t(y)).numpy()
+    theirs = []
+    for i in range(len(x)):
+        k = ConstantKernel(1.0, (1e-3, 1e3)) * RBF(0.3, (1e-2, 1e2)) + WhiteKernel(1e-2, (1e-6, 1.0))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sk = GaussianProcessRegressor(k, n_restarts_optimizer=2, random_state=i).fit(x[i, :, None], y[i])
+        theirs.append(-sk.log_marginal_likelihood_value_)
+    assert ours.mean() <= np.mean(theirs) + 0.1  # the same optimum, up to the optimiser
+    assert (ours <= np.array(theirs) + 0.5).all()
 
 
 def test_a_smooth_curve_is_recovered_between_its_points_with_a_narrow_interval():
@@ -45,7 +102,7 @@ def test_each_target_is_fitted_on_its_own_context_only():
     alone = ctx_gp(x[:1], y[:1], q[:1])[0]
     y2 = y.copy()
     y2[1] += 100.0  # another target's values change nothing for the first
-    np.testing.assert_array_equal(ctx_gp(x, y2, q)[0][:1], alone)
+    np.testing.assert_allclose(ctx_gp(x, y2, q)[0][:1], alone, rtol=1e-9)
 
 
 def test_bad_inputs_are_one_line_errors():
@@ -58,3 +115,38 @@ def test_bad_inputs_are_one_line_errors():
         ctx_gp(x, y[:, :3], x)
     with pytest.raises(TaskextrapError, match="restarts"):
         ctx_gp(x, y, x, restarts=-1)
+    with pytest.raises(TaskextrapError, match="unknown GP kernel"):
+        MetaGP(kernel="cubic")
+    with pytest.raises(TaskextrapError, match="not fitted"):
+        MetaGP().predict(x, y, x)
+
+
+def _parabolas(n, seed):
+    g = np.random.default_rng(seed)
+    x = g.uniform(-1, 1, (n, 10))
+    a = g.uniform(1.0, 2.0, (n, 1))
+    return x, a * x**2, a
+
+
+def test_meta_gp_learns_the_librarys_shape_and_beats_a_gp_on_the_context_alone():
+    x, y, _ = _parabolas(200, 0)
+    gp = MetaGP(steps=300).fit(x[:, :3], y[:, :3], x[:, 3:], y[:, 3:], FamilyScaler(0.0, 1.0, 0.0, 1.0))
+    tx, _, a = _parabolas(50, 1)
+    ctx = np.sort(tx[:, :3], 1) * 0.3  # three points near the middle: the ends are an extrapolation
+    q = np.tile([-0.95, 0.95], (50, 1))
+    truth = a * q**2
+    meta = gp.predict(ctx, a * ctx**2, q)[0]
+    alone = ctx_gp(ctx, a * ctx**2, q)[0]
+    assert np.mean((meta - truth) ** 2) < 0.5 * np.mean((alone - truth) ** 2)
+    assert gp.mean_.shape == (4,) and set(gp.hyper_) == set(G.hyper_names(gp.kernel))
+
+
+def test_meta_gp_is_reproducible_and_order_free():
+    x, y, _ = _parabolas(64, 0)
+    s = FamilyScaler(0.0, 1.0, 0.0, 1.0)
+    a = MetaGP(steps=20, seed=4).fit(x[:, :5], y[:, :5], x[:, 5:], y[:, 5:], s)
+    b = MetaGP(steps=20, seed=4).fit(x[:, :5], y[:, :5], x[:, 5:], y[:, 5:], s)
+    perm = [4, 2, 0, 1, 3]
+    m1 = a.predict(x[:3, :5], y[:3, :5], x[:3, 5:])[0]
+    np.testing.assert_array_equal(m1, b.predict(x[:3, :5], y[:3, :5], x[:3, 5:])[0])
+    np.testing.assert_allclose(m1, a.predict(x[:3, perm], y[:3, perm], x[:3, 5:])[0], rtol=1e-9)

@@ -20,10 +20,13 @@ def test_run_writes_every_method_and_resumes_from_its_cache(tmp_path, monkeypatc
     main = {r["method"]: r for r in res["rows"] if r["group"] == D3.GROUP and r["metric"] == "mse"}
     assert list(main) == list(D3.METHODS)
     cover = [r for r in res["rows"] if r["metric"] == "coverage"]
-    assert [(r["group"], r["method"]) for r in cover] == [(D3.GROUP, "rte"), (D3.GROUP, "rte-uncalibrated")]
+    assert [(r["group"], r["method"]) for r in cover] == [
+        (D3.GROUP, m) for m in ("rte", "rte-uncalibrated", "ctx-gp", "meta-gp", "cnp")
+    ]  # the classics' own intervals, not recalibrated
     assert all(0 <= r["value"] <= 1 for r in cover)
     width = [r for r in res["rows"] if r["metric"] == "interval-width"]
-    assert [(r["group"], r["method"]) for r in width] == [(D3.GROUP, "rte")] and width[0]["value"] > 0
+    assert [(r["group"], r["method"]) for r in width] == [(D3.GROUP, m) for m in ("rte", "ctx-gp", "meta-gp", "cnp")]
+    assert all(r["value"] > 0 for r in width)
     assert cover[0]["paper_value"] is None  # the paper's 12.54 is an MSE
     assert main["rte"]["paper_value"] == pytest.approx(12.5424) and main["sparse-inductive"]["paper_value"] == 16.0375
     assert main["oracle"]["paper_value"] is None

@@ -6,6 +6,7 @@ import numpy as np
 
 import pytest
 
+from taskextrap.baselines.classics import CLASSICS
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.executors import run_units
 from taskextrap.experiments.parameter import INTERVAL_METHODS, METHODS, families_for, family_units
@@ -63,7 +64,7 @@ def test_unit_errors_and_checkpoint_resume(tmp_path):
     (unit,) = family_units(fam, settings, None)
     first = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)]
     errors = first.errors
-    intervals = {k for m in INTERVAL_METHODS for k in interval_keys(f"interval:{m}")}
+    intervals = {k for m in (*INTERVAL_METHODS, *CLASSICS) for k in interval_keys(f"interval:{m}")}
     fractions = {k for k in intervals if not k.endswith("_width")} | {
         f"anchor-retrieved:{m}" for m in ("rte", "strategy-a")
     }

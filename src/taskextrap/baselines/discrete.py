@@ -17,6 +17,16 @@ from taskextrap.seeding import derive_seed, rng
 from taskextrap.validation import check_finite_result
 
 
+def training_batch(rte: DecomposingRTE, pool, n: int, g: np.random.Generator) -> audit.Batch:
+    """``n`` fresh training tasks from ``rte``'s ``pool`` (its ``train_pool_`` or ``val_pool_``),
+    observed as a fit consumes them: (ctx_x, ctx_y sorted by x, qry_x, qry_y, no descriptor),
+    with the tasks they come from for the leak audit."""
+    tasks, obs = rte.draw_training_tasks(pool, n, g)
+    cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
+    source = audit.Source(tasks.family, obs.params, ((0, 1, 8.0 * rte.noise_sd_), (2, 3, 0.0)))
+    return audit.Batch((cx, cy, obs.qry_x, obs.qry_y, np.zeros((n, 0))), [source])
+
+
 class DiscreteInductive:
     """``sparse-inductive`` for ladders and compositions, fitted beside a LengthRTE or
     CompositionRTE (fitted, or begun with ``begin_fit``: its pools and scaler are what it reads)."""
@@ -36,12 +46,6 @@ class DiscreteInductive:
             component="sparse-inductive",
         ).to(rte.device)
 
-    def _arrays(self, pool, n, g) -> audit.Batch:
-        tasks, obs = self.rte.draw_training_tasks(pool, n, g)
-        cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
-        source = audit.Source(tasks.family, obs.params, ((0, 1, 8.0 * self.rte.noise_sd_), (2, 3, 0.0)))
-        return audit.Batch((cx, cy, obs.qry_x, obs.qry_y, np.zeros((n, 0))), [source])
-
     def fit(self, progress=None) -> DiscreteInductive:
         """Train on fresh training tasks from the RTE's training pool; select on its validation pool."""
         train_jobs(self.begin_fit(progress).jobs)
@@ -51,9 +55,12 @@ class DiscreteInductive:
         """:meth:`fit`'s training as a job, to train beside other fits' networks
         (``estimators.base.fit_together``)."""
         r = self.rte
-        val = self._arrays(r.val_pool_, max(256, r.n_pairs // 10), rng(r.seed, "sparse-inductive-val"))
+        val = training_batch(r, r.val_pool_, max(256, r.n_pairs // 10), rng(r.seed, "sparse-inductive-val"))
         job = self.net.fit_stream_job(
-            lambda g: self._arrays(r.train_pool_, r.n_pairs, g), val, rng(r.seed, "sparse-inductive-batches"), progress
+            lambda g: training_batch(r, r.train_pool_, r.n_pairs, g),
+            val,
+            rng(r.seed, "sparse-inductive-batches"),
+            progress,
         )
         return PendingFit([job], lambda: None)
 

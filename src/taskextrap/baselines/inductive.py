@@ -28,6 +28,18 @@ def _extra(kind: str, rte: RTE, z: np.ndarray, params: np.ndarray) -> np.ndarray
     return rte.library_.family.scaled_params(params)
 
 
+def library_batch(rte: RTE, mask: np.ndarray, extra: np.ndarray | None = None) -> audit.Batch:
+    """The library draws of ``rte`` (Phase 1a done) at ``mask`` (its ``draws_.train`` or
+    ``draws_.val``) as a fit consumes them: (ctx_x, ctx_y sorted by x, qry_x, qry_y, extra), with
+    the tasks they come from for the leak audit. ``extra`` (rows, e): per-draw descriptors
+    (default none)."""
+    o = rte.draws_.obs.subset(mask)
+    cx, cy = sort_context(o.ctx_x, o.ctx_y)
+    extra = np.zeros((len(cx), 0)) if extra is None else extra
+    source = audit.Source(rte.library_.family, o.params, ((0, 1, 8.0 * rte.noise_sd_), (2, 3, 0.0)))
+    return audit.Batch((cx, cy, o.qry_x, o.qry_y, extra), [source])
+
+
 class InductiveBaseline:
     """One inductive regressor of ``kind``, fitted on an RTE's library draws (an RTE whose
     Phase 1a is done: fitted, or begun with ``begin_fit``)."""
@@ -53,14 +65,9 @@ class InductiveBaseline:
         """:meth:`fit`'s training as a job, to train beside other fits' networks
         (``estimators.base.fit_together``)."""
         d = self.rte.draws_
-
-        def arrays(mask):
-            o = d.obs.subset(mask)
-            cx, cy = sort_context(o.ctx_x, o.ctx_y)
-            source = audit.Source(self.rte.library_.family, o.params, ((0, 1, 8.0 * self.rte.noise_sd_), (2, 3, 0.0)))
-            return audit.Batch((cx, cy, o.qry_x, o.qry_y, _extra(self.kind, self.rte, d.z[mask], o.params)), [source])
-
-        job = self.net.fit_job(arrays(d.train), arrays(d.val), rng(self.rte.seed, self.kind, "batches"), progress)
+        extra = lambda mask: _extra(self.kind, self.rte, d.z[mask], d.obs.params[mask])  # noqa: E731
+        train, val = library_batch(self.rte, d.train, extra(d.train)), library_batch(self.rte, d.val, extra(d.val))
+        job = self.net.fit_job(train, val, rng(self.rte.seed, self.kind, "batches"), progress)
         return PendingFit([job], lambda: None)
 
     def state(self) -> dict:

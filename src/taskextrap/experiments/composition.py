@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from taskextrap.baselines.classics import CLASSICS
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.estimators.composition import CompositionRTE
@@ -33,6 +34,7 @@ from taskextrap.experiments.discrete import (
     entropy_rows,
     fit_and_score,
     held_out_rows,
+    classic_interval_rows,
     interval_rows,
     mse_rows,
     own_dev_scale,
@@ -67,6 +69,7 @@ METHODS = (
     "ctx-interp",
     "ctx-polyfit",
     "library-best-fit",
+    *CLASSICS,
 )
 ABLATION_METHODS = (
     "rte",
@@ -354,6 +357,7 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
         out = mse_rows(experiment, errors, group(GROUP), methods)
         if experiment == "composition":  # rte's calibration beside its MSE; one group per held-out pair
             out += interval_rows(experiment, errors, group(GROUP), "rte", "rte")
+            out += [r for m in CLASSICS for r in classic_interval_rows(experiment, errors, group(GROUP), m, m)]
             out += entropy_rows(experiment, errors, group(GROUP), (("rte", "rte_entropy"),))
             if len(split.test) > 1:
                 pairs = [group(f"{o} o {i}") for o, i in split.test]

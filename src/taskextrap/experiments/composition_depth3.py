@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from taskextrap.baselines.classics import CLASSICS
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.estimators.composition_depth3 import Composition3RTE
 from taskextrap.experiments.discrete import (
@@ -27,6 +28,7 @@ from taskextrap.experiments.discrete import (
     estimator_settings,
     fit_and_score,
     held_out_rows,
+    classic_interval_rows,
     interval_rows,
     mse_rows,
     own_dev_scale,
@@ -63,6 +65,7 @@ METHODS = (
     "ctx-interp",
     "ctx-polyfit",
     "library-best-fit",
+    *CLASSICS,
 )
 GROUP = "unseen-recipes"
 BREAKDOWN = ("rte", "sparse-inductive", "verified-composition")  # per held-out recipe
@@ -324,6 +327,7 @@ def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir:
         )
         out = mse_rows(EXPERIMENT, errors, group(GROUP), METHODS)
         out += interval_rows(EXPERIMENT, errors, group(GROUP), "rte", "rte")
+        out += [r for m in CLASSICS for r in classic_interval_rows(EXPERIMENT, errors, group(GROUP), m, m)]
         recipes = [group(recipe_name(recipe)) for recipe in split.test]
         out += held_out_rows(EXPERIMENT, errors, errors["recipe_id"][0], recipes, BREAKDOWN)
         out += retrieval_rows(

@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from taskextrap.baselines.discrete import DiscreteInductive
+from taskextrap.baselines.classics import CLASSICS, Classics
+from taskextrap.baselines.discrete import DiscreteInductive, training_batch
 from taskextrap.estimators.base import fit_together
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import RunOptions
@@ -23,6 +24,8 @@ from taskextrap.experiments.units import Unit, UnitResult, per_target, seed_unit
 from taskextrap.operators.train import TrainConfig, job_seconds
 from taskextrap.provenance import callable_hash
 from taskextrap.report.schema import make_row
+from taskextrap.search.calibration import interval_diagnostics
+from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PRIMITIVE_SETS
 from taskextrap.tasks.primitives import CompositionFamily
 
@@ -206,6 +209,16 @@ def interval_rows(experiment: str, errors: dict, group: str, method: str, prefix
     ]
 
 
+def classic_interval_rows(experiment: str, errors: dict, group: str, method: str, prefix: str) -> list:
+    """A classic's own interval (``baselines.classics``: not calibrated) on ``group``: the share of
+    each target's (draw, query) points inside its 90% interval, and the interval's width."""
+    pick = lambda k: np.stack(errors[k], axis=1)  # noqa: E731
+    return [
+        make_row(experiment, group, method, "coverage", pick(f"{prefix}_coverage")),
+        make_row(experiment, group, method, "interval-width", pick(f"{prefix}_width")),
+    ]
+
+
 def entropy_rows(experiment: str, errors: dict, group: str, pairs) -> list:
     """An entropy row on ``group`` per (method, errors key) of ``pairs``: each target's mean
     entropy (nats) of the method's posterior over candidate decompositions."""
@@ -215,12 +228,14 @@ def entropy_rows(experiment: str, errors: dict, group: str, pairs) -> list:
 def fit_and_score(
     library, estimator, targets, obs, predict_all: Callable, methods, seed: int, plot: Callable | None = None
 ) -> UnitResult:
-    """Fit ``estimator`` on ``library`` and the inductive baseline beside it (their networks
-    trained together: ``estimators.base.fit_together``), then score every method of
-    ``methods`` on the targets' query points.
+    """Fit ``estimator`` on ``library``, the inductive baseline and the meta-learning classics of
+    ``methods`` beside it (their networks trained together: ``estimators.base.fit_together``;
+    the baselines on the estimator's training tasks), then score every method of ``methods`` on
+    the targets' query points.
 
     ``predict_all(rte, inductive, library, targets, obs, seed)`` returns (predictions per method,
-    per-draw retrieval diagnostics); errors and diagnostics are averaged per target.
+    per-draw retrieval diagnostics); the classics' predictions and interval diagnostics (prefix:
+    the method's name) are added to them; errors and diagnostics are averaged per target.
     ``plot(rte)`` draws the unit's figures.
     """
     t0 = time.perf_counter()
@@ -228,14 +243,24 @@ def fit_and_score(
     pending = rte.begin_fit(library)
     inductive = DiscreteInductive(rte)
     baseline = inductive.begin_fit()
-    training = fit_together([pending, baseline])  # every network of the unit at once (stacked on a GPU)
+    classics = Classics(
+        rte.scaler_, rte.protocol_.n_context, seed, rte.train, rte.device, [m for m in methods if m in CLASSICS]
+    )
+    val = training_batch(rte, rte.val_pool_, max(256, rte.n_pairs // 10), rng(seed, "classics-val"))
+    fits = classics.begin_fit(lambda g: training_batch(rte, rte.train_pool_, rte.n_pairs, g), val)
+    training = fit_together([pending, baseline, fits])  # every network of the unit at once (stacked on a GPU)
     psi, decomposer = pending.jobs
-    timing = {**rte.timing_, "training_s": training}
+    timing = {**rte.timing_, **classics.timing_, "training_s": training}
     timing |= job_seconds(
         {"psi_training_s": psi, "decomposer_training_s": decomposer, "baselines_fit_s": baseline.jobs[0]}
+        | {f"{m}_training_s": job for m, job in zip(classics.cnp, fits.jobs, strict=True)}
     )
     t = time.perf_counter()
     preds, retrieval = predict_all(rte, inductive, library, targets, obs, seed)
+    for m in methods:
+        if m in CLASSICS:
+            preds[m], sd = classics.predict(m, obs.ctx_x, obs.ctx_y, obs.qry_x)
+            retrieval |= interval_diagnostics(m, preds[m], sd, obs.qry_y, 1.0)
     timing["evaluation_s"] = time.perf_counter() - t
     n = len(targets)
     errors = {m: per_target((preds[m] - obs.qry_y) ** 2, n) for m in methods}

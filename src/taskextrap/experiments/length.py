@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from taskextrap.baselines.classics import CLASSICS
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
@@ -26,6 +27,7 @@ from taskextrap.experiments.discrete import (
     PSI_TRAIN,
     entropy_rows,
     fit_and_score,
+    classic_interval_rows,
     interval_rows,
     mse_rows,
     own_dev_scale,
@@ -45,7 +47,16 @@ from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
 from taskextrap.tasks.observe import Observations, noise_scale
 from taskextrap.tasks.registry import resolve
 
-METHODS = ("rte", "strategy-b", "sparse-inductive", "oracle", "ctx-interp", "ctx-polyfit", "library-best-fit")
+METHODS = (
+    "rte",
+    "strategy-b",
+    "sparse-inductive",
+    "oracle",
+    "ctx-interp",
+    "ctx-polyfit",
+    "library-best-fit",
+    *CLASSICS,
+)
 ABLATION_METHODS = (
     "rte",
     "strategy-b",
@@ -275,6 +286,7 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
         rows = mse_rows(experiment, errors, group_name(ladder), methods)
         if experiment == "length":  # rte's calibration beside its MSE
             rows += interval_rows(experiment, errors, group_name(ladder), "rte", "rte")
+            rows += [r for m in CLASSICS for r in classic_interval_rows(experiment, errors, group_name(ladder), m, m)]
             rows += entropy_rows(experiment, errors, group_name(ladder), (("rte", "rte_entropy"),))
         rows += retrieval_rows(
             experiment,

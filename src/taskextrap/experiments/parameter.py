@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from taskextrap.baselines.classics import CLASSICS, Classics, dev_variants
 from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
-from taskextrap.baselines.inductive import INDUCTIVE_KINDS, InductiveBaseline
+from taskextrap.baselines.inductive import INDUCTIVE_KINDS, InductiveBaseline, library_batch
 from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.estimators.base import Decomposition, PendingFit, fit_together
 from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.artifacts import cached_fit
-from taskextrap.experiments.discrete import interval_rows, own_dev_scale
+from taskextrap.experiments.discrete import classic_interval_rows, interval_rows, own_dev_scale
 from taskextrap.experiments.profiles import ParameterProfile
 from taskextrap.experiments.settings import Settings
 from taskextrap.experiments.registry import FRESH_TEST_SEED, builtin_spec, register
@@ -54,6 +55,7 @@ METHODS = (
     "ctx-interp",
     "ctx-polyfit",
     "library-best-fit",
+    *CLASSICS,
 )
 # The decomposition objective (paper Eq. 3; ``RTE(search="objective")``) in the variants scored on
 # the dev split (F1_1 -> F1_2): anchors retrieved by proxy distance (``retrieve``), more screened
@@ -72,9 +74,11 @@ LEGACY_OBJECTIVE = OBJECTIVE_VARIANTS["objective-r8"]
 # The dev choice (choose_variant on benchmarks/results/parameter-<protocol>-paper-dev.json, seed 0;
 # a test holds CHOSEN to those files): the widest search under both protocols.
 CHOSEN = {"paper": "objective-r16-s16", "strict": "objective-r16-s16"}
-# Dev rows: every variant, and Strategy A with the objective's Psi (trained with leave-one-out rows).
-DEV_METHODS = (*(f"rte-{v}" for v in OBJECTIVE_VARIANTS), "strategy-a-loo")
-INTERVAL_METHODS = ("rte", "strategy-a")  # methods with a predictive interval: a coverage row each
+# Dev rows: every variant, Strategy A with the objective's Psi (trained with leave-one-out rows),
+# and every variant of the meta-learning classics (baselines.classics).
+DEV_METHODS = (*(f"rte-{v}" for v in OBJECTIVE_VARIANTS), "strategy-a-loo", *dev_variants())
+INTERVAL_METHODS = ("rte", "strategy-a")  # methods with a calibrated predictive interval: a coverage row each
+CLASSIC_ROWS = (*CLASSICS, *dev_variants())  # their own interval, not calibrated: coverage and width rows
 ORACLES = ("inductive-oracle", "transductive-oracle")
 # Appendix K.1 (quadratic): every row on the same targets and draws as the main table's.
 ABLATION_FAMILY = "quadratic"
@@ -302,11 +306,31 @@ def fit_models(
         # _with_settings); it adopts Strategy A's Phase 1a and trains beside the library's fits
         settings = {**common_settings(protocol, profile, seed, anchors, device), "search": "objective"}
         objective = RTE(embedding=embedding, **settings)
-    also = None if objective is None else lambda sa: {"objective": objective.begin_fit(sa.library_, embedded=sa)}
+    classics: list[Classics] = []
+
+    def also(sa: RTE) -> dict[str, PendingFit]:
+        # the classics train on Strategy A's library draws, as the inductive baselines do
+        classics.append(
+            Classics(
+                sa.scaler_,
+                protocol.n_context,
+                seed,
+                sa.train,
+                device,
+                tuple(m for m in methods_of(family) if m in CLASSIC_ROWS),
+            )
+        )
+        d = sa.draws_
+        pending = {"classics": classics[0].begin_fit(library_batch(sa, d.train), library_batch(sa, d.val))}
+        if objective is not None:
+            pending["objective"] = objective.begin_fit(sa.library_, embedded=sa)
+        return pending
+
     library, models, timing = library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir, device, also)
+    timing |= classics[0].timing_
     strategy_a = models["strategy-a"]
     rte = strategy_a if objective is None or chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
-    return library, {**models, "rte": rte, "objective": objective}, timing
+    return library, {**models, "rte": rte, "objective": objective, "classics": classics[0]}, timing
 
 
 def predict_method(
@@ -357,6 +381,9 @@ def predict_method(
         assert anchors is not None  # decomposed above
         zero = np.zeros((*anchors.shape, rte.embed_dim))
         return rte.predict(ctx_x, ctx_y, qry_x, rte.decomposition_for(ctx_x, ctx_y, anchors, zero))
+    if method in CLASSIC_ROWS:
+        mean, sd = models["classics"].predict(method, ctx_x, ctx_y, qry_x)
+        return (mean, sd) if return_std else mean
     if method == "ctx-interp":
         return ctx_interp(ctx_x, ctx_y, qry_x)
     if method == "ctx-polyfit":
@@ -444,7 +471,7 @@ def anchor_key(method: str) -> str:
 
 def has_interval(method: str) -> bool:
     """Whether ``method`` gives a predictive interval (a coverage row)."""
-    return method in INTERVAL_METHODS or method in DEV_METHODS
+    return method in INTERVAL_METHODS or method in DEV_METHODS or method in CLASSIC_ROWS
 
 
 def per_target_mse(pred: np.ndarray, obs: Observations, n_targets: int) -> np.ndarray:
@@ -499,8 +526,10 @@ def search_of(method: str, protocol) -> str:
 
 
 def interval_scale_of(method: str, models: dict) -> float:
-    """The interval scale of the fit behind ``method``'s interval: ``rte``'s, Strategy A's, or the
-    objective fit's for the dev variants."""
+    """The interval scale of the fit behind ``method``'s interval: ``rte``'s, Strategy A's, the
+    objective fit's for the dev variants, 1 for the classics (their own interval)."""
+    if method in CLASSIC_ROWS:
+        return 1.0
     return models[method if method in ("rte", "strategy-a") else "objective"].calibrated_scale()
 
 
@@ -658,7 +687,9 @@ def _run(
             for f in families
             for m in methods + _dev_rows(f, methods)
             if has_interval(m)
-            for row in interval_rows(experiment, errors[f.name], f.name, m, interval_prefix(m))
+            for row in (classic_interval_rows if m in CLASSIC_ROWS else interval_rows)(
+                experiment, errors[f.name], f.name, m, interval_prefix(m)
+            )
         ]
         rows += [
             paper_checked(row, f)

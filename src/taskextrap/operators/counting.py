@@ -126,7 +126,7 @@ def count_training_steps(jobs: Sequence[Job], interval: int | None = None) -> di
     with counting() as c:
         step_groups(groups, range(interval, 2 * interval))
         for job in alone:  # their own loop: counted over the same number of steps
-            train_regressor(job.net, job.batches, job.val, replace(job.cfg, steps=interval))
+            train_regressor(job.net, job.batches, job.val, replace(job.cfg, steps=interval), loss_fn=job.loss)
     return {
         "ops_per_step": c.ops / interval,
         "host_reads_per_step": c.host_reads / interval,

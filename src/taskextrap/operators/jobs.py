@@ -46,18 +46,21 @@ def train_regressor(
     val: tuple[torch.Tensor, torch.Tensor] | None,
     cfg: TrainConfig,
     progress: Callable[[int, float], None] | None = None,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> list[float]:
-    """Minimise MSE of ``model`` on batches from ``make_batch(step)``; return the loss history.
+    """Minimise ``loss_fn(model(x), y)`` (default: the MSE) on batches from ``make_batch(step)``;
+    return the loss history.
 
     When ``val`` is given (inputs, targets from held-out *training-region* tasks), the weights
     with the lowest validation loss are restored at the end.
     """
+    loss_fn = loss_fn or nn.functional.mse_loss
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.steps, 1), eta_min=cfg.lr * 0.05)
     history, best, best_state = [], np.inf, None
     for step in range(cfg.steps):
         x, y = make_batch(step)
-        loss = nn.functional.mse_loss(model(x), y)
+        loss = loss_fn(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -65,7 +68,7 @@ def train_regressor(
         history.append(loss.item())
         if val is not None and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
             with torch.no_grad():
-                v = float(nn.functional.mse_loss(model(val[0]), val[1]))
+                v = float(loss_fn(model(val[0]), val[1]))
             if v < best:
                 best, best_state = v, {k: t.clone() for k, t in model.state_dict().items()}
         if progress is not None:
@@ -79,8 +82,10 @@ def train_regressor(
 class Job:
     """One network to train: ``net`` (an ``nn.Module`` on its device), ``batches(step)`` ->
     (inputs, targets) on that device, ``val`` (inputs, targets) for model selection (or None),
-    the optimiser settings ``cfg``, the ``progress(step, loss)`` callback and a ``name`` for
-    reports. ``operators.train.train_jobs`` fills ``history`` (the training loss of every step) and
+    the optimiser settings ``cfg``, the ``progress(step, loss)`` callback, a ``name`` for
+    reports and its ``loss(outputs, targets)`` (None: the MSE; a network with another loss,
+    such as ``operators.cnp``'s likelihood, is not stacked and trains alone).
+    ``operators.train.train_jobs`` fills ``history`` (the training loss of every step) and
     ``seconds`` (its own training time; None when it trained stacked with others, whose time
     it shares), then calls ``done(job)`` (the network's owner takes its history and leaves
     training mode)."""
@@ -92,6 +97,7 @@ class Job:
     progress: Callable[[int, float], None] | None = None
     name: str = "network"
     done: Callable[[Job], None] | None = None
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     history: list[float] = field(default_factory=list)
     seconds: float | None = None
 

@@ -397,7 +397,7 @@ def stack(jobs: Sequence[Job]) -> tuple[list[_Group], list[Job]]:
     alone = []
     for job in jobs:
         arch = architecture(job.net)
-        if arch is None:
+        if arch is None or job.loss is not None:  # the stacked step minimises the MSE only
             alone.append(job)
         else:
             groups.setdefault((arch, job.cfg, str(job.device), job.val is None), []).append(job)
@@ -418,7 +418,7 @@ def train_stacked(jobs: Sequence[Job]) -> None:
     groups, alone = stack(jobs)
     for job in alone:
         t = time.perf_counter()
-        job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress)
+        job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress, job.loss)
         job.seconds = time.perf_counter() - t
     step_groups(groups, range(max((g.steps for g in groups), default=0)))
     for g in groups:

@@ -64,7 +64,7 @@ def _train_alone(job: Job, phase: Callable[[str], None] | None = None) -> None:
     if phase is not None:
         phase(f"training {job.name}")
     t = time.perf_counter()
-    job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress)
+    job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress, job.loss)
     job.seconds = time.perf_counter() - t
 
 

@@ -1,0 +1,143 @@
+"""The meta-learning classics as rows of every regime (issue 47): ``ctx-gp`` (a GP on the
+target's context alone), ``meta-gp`` (a GP prior fitted on the library's tasks, conditioned on
+the context) and ``cnp`` (a conditional neural process trained on the library's tasks). Each
+gives a predictive mean and its own interval.
+
+:class:`Classics` fits ``meta-gp`` and ``cnp`` on exactly the library draws an estimator's
+inductive baseline trains on (the parameter regime's draws of Phase 1a, or the discrete
+regimes' fresh training tasks), with the estimator's scaler, training settings and device, so
+the classics, the inductive baseline and RTE see the same data; ``ctx-gp`` needs no fit.
+
+Their settings were chosen on the dev split (:data:`CHOSEN`): on it every variant of
+:data:`VARIANTS` is scored (``dev_variants``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from taskextrap import audit
+from taskextrap.baselines.gp import DEFAULT_KERNEL, GP_KERNELS, MetaGP, ctx_gp
+from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import PendingFit
+from taskextrap.operators.cnp import CNPRegressor
+from taskextrap.seeding import derive_seed, rng
+
+CLASSICS = ("ctx-gp", "meta-gp", "cnp")
+CNP_WIDTHS = (64, 128)
+# Every variant the dev split scores: meta-gp's kernel family, cnp's width.
+VARIANTS: dict[str, dict] = {
+    **{f"meta-gp-{k}": {"kernel": k} for k in GP_KERNELS},
+    **{f"cnp-w{w}": {"width": w} for w in CNP_WIDTHS},
+}
+# The dev choice: the variant behind each test row.
+CHOSEN = {"meta-gp": f"meta-gp-{DEFAULT_KERNEL}", "cnp": "cnp-w128"}
+
+
+def dev_variants() -> tuple[str, ...]:
+    """The variant rows scored on the dev split besides :data:`CLASSICS`."""
+    return tuple(VARIANTS)
+
+
+def _variant(method: str) -> str:
+    if method in CHOSEN:
+        return CHOSEN[method]
+    if method not in VARIANTS:
+        raise TaskextrapError(f"unknown classic {method!r}; choose from {', '.join((*CLASSICS, *VARIANTS))}")
+    return method
+
+
+class Classics:
+    """``meta-gp`` and ``cnp`` (and, on the dev split, their variants) fitted on an estimator's
+    library draws; ``ctx-gp`` on each target's context at prediction.
+
+    Args:
+        scaler: the estimator's ``scaler_`` (fitted on the library only).
+        n_context: context points per draw (the protocol's).
+        seed: the training seed.
+        train: the estimator's network ``TrainConfig`` (cnp trains as its inductive baseline does;
+            meta-gp takes its number of steps).
+        device: where the fits run.
+        methods: the rows to serve (:data:`CLASSICS`, and dev variants).
+    """
+
+    def __init__(self, scaler, n_context: int, seed: int, train, device: str = "cpu", methods=CLASSICS):
+        self.scaler, self.n_context, self.seed, self.train, self.device = scaler, n_context, seed, train, device
+        fitted = {_variant(m) for m in methods if m != "ctx-gp"}
+        # meta-gp takes the unit's optimiser steps, as every network of the unit does
+        self.meta = {
+            v: MetaGP(VARIANTS[v]["kernel"], seed=seed, device=str(device), steps=train.steps)
+            for v in fitted
+            if v.startswith("meta")
+        }
+        self.cnp = {
+            v: CNPRegressor(scaler, n_context, derive_seed(seed, v), train, VARIANTS[v]["width"]).to(device)
+            for v in fitted
+            if v.startswith("cnp")
+        }
+        self.timing_: dict[str, float] = {}
+
+    def begin_fit(self, train: audit.Batch | Callable[[np.random.Generator], audit.Batch], val: audit.Batch):
+        """Fit every meta-gp now and return the cnps' training as a pending fit (to train beside
+        the other networks of the unit). ``train`` is a fixed batch of library draws (ctx_x, ctx_y,
+        qry_x, qry_y, extra) or a function drawing a fresh one from a generator; ``val`` is a
+        batch of held-out library draws (cnp's model selection).
+
+        Returns:
+            PendingFit: the cnps' training jobs.
+        """
+        fixed = train if not callable(train) else train(rng(self.seed, "meta-gp-draws"))
+        t = time.perf_counter()
+        cx, cy, qx, qy, _ = audit.consume("meta-gp", fixed, "train")
+        for gp in self.meta.values():
+            gp.fit(cx, cy, qx, qy, self.scaler)
+        self.timing_["meta-gp_fit_s"] = time.perf_counter() - t
+        jobs = []
+        for v, net in self.cnp.items():
+            g = rng(self.seed, v, "batches")
+            jobs.append(net.fit_stream_job(train, val, g) if callable(train) else net.fit_job(train, val, g))
+        return PendingFit(jobs, lambda: None)
+
+    def predict(self, method: str, ctx_x, ctx_y, qry_x) -> tuple[np.ndarray, np.ndarray]:
+        """The predictive mean and sd (n, q) of ``method`` (a classic or a dev variant).
+
+        Returns:
+            tuple: (mean, sd), each (n, q).
+        """
+        if method == "ctx-gp":
+            return ctx_gp(ctx_x, ctx_y, qry_x, device=str(self.device))
+        v = _variant(method)
+        if v in self.meta:
+            return self.meta[v].predict(ctx_x, ctx_y, qry_x)
+        if v in self.cnp:
+            order = np.lexsort((ctx_y, ctx_x), axis=-1)
+            cx, cy = np.take_along_axis(ctx_x, order, 1), np.take_along_axis(ctx_y, order, 1)
+            return self.cnp[v].predict_with_sd(cx, cy, np.asarray(qry_x, dtype=float))
+        raise TaskextrapError(f"{method!r} was not fitted by these classics")
+
+
+def variant_scores(rows) -> dict[str, float]:
+    """Each variant's dev score from dev runs' rows (several files' rows may be joined): the mean
+    over (experiment, group) of log MSE, so every family counts alike whatever its scale. Lower
+    is better."""
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        if r["metric"] == "mse" and r["method"] in VARIANTS:
+            by.setdefault(r["method"], []).append(float(np.log(r["value"])))
+    return {v: float(np.mean(s)) for v, s in by.items()}
+
+
+def choose_classics(rows) -> dict[str, str]:
+    """The variant behind each fitted classic row (``meta-gp``, ``cnp``): the lowest
+    :func:`variant_scores` among its variants (the first listed on a tie)."""
+    scores = variant_scores(rows)
+    out = {}
+    for row in CHOSEN:
+        mine = [v for v in VARIANTS if v.startswith(f"{row}-") and v in scores]
+        if not mine:
+            raise TaskextrapError(f"no dev rows of {row}'s variants: run the dev split first")
+        out[row] = min(mine, key=lambda v: (scores[v], mine.index(v)))
+    return out

@@ -1,0 +1,64 @@
+"""baselines.classics: ctx-gp, meta-gp and cnp as rows of a regime, fitted on library draws."""
+
+import numpy as np
+import pytest
+
+from taskextrap import audit
+from taskextrap.baselines.classics import CHOSEN, CLASSICS, VARIANTS, Classics
+from taskextrap.errors import TaskextrapError
+from taskextrap.operators.jobs import TrainConfig
+from taskextrap.operators.train import train_jobs
+from taskextrap.scaling import FamilyScaler
+
+CFG = TrainConfig(steps=30, batch=256, eval_every=10)
+
+
+def _batch(n, g):
+    x = g.uniform(-1, 1, (n, 9))
+    y = g.uniform(1, 2, (n, 1)) * x
+    return audit.Batch((x[:, :5], y[:, :5], x[:, 5:], y[:, 5:], np.zeros((n, 0))))
+
+
+def _fitted(methods, train=None):
+    g = np.random.default_rng(0)
+    c = Classics(FamilyScaler(0.0, 1.0, 0.0, 1.0), 5, 0, CFG, "cpu", methods)
+    pending = c.begin_fit(train if train is not None else _batch(128, g), _batch(64, g))
+    train_jobs(pending.jobs)
+    return c, pending
+
+
+def test_every_classic_predicts_a_mean_and_an_sd():
+    c, pending = _fitted(CLASSICS)
+    assert len(pending.jobs) == 1 and "meta-gp_fit_s" in c.timing_
+    cx, cy, qx, _, _ = _batch(4, np.random.default_rng(1))
+    for m in CLASSICS:
+        mean, sd = c.predict(m, cx, cy, qx)
+        assert mean.shape == sd.shape == (4, 4) and (sd >= 0).all(), m
+
+
+def test_a_row_is_its_chosen_variants_fit_and_each_variant_fits_once():
+    c, pending = _fitted((*CLASSICS, *VARIANTS))
+    assert set(c.meta) | set(c.cnp) == set(VARIANTS) and len(pending.jobs) == len(c.cnp)
+    cx, cy, qx, _, _ = _batch(3, np.random.default_rng(1))
+    for row, variant in CHOSEN.items():
+        np.testing.assert_array_equal(c.predict(row, cx, cy, qx)[0], c.predict(variant, cx, cy, qx)[0])
+
+
+def test_a_fresh_stream_trains_the_cnp_and_one_draw_of_it_fits_meta_gp():
+    drawn = []
+
+    def stream(g):
+        drawn.append(g)
+        return _batch(64, g)
+
+    _fitted(CLASSICS, stream)
+    assert len(drawn) >= 2  # one for meta-gp, then the cnp's passes
+
+
+def test_unknown_or_unfitted_rows_are_one_line_errors():
+    with pytest.raises(TaskextrapError, match="unknown classic 'gp'"):
+        Classics(FamilyScaler(0.0, 1.0, 0.0, 1.0), 5, 0, CFG, "cpu", ("gp",))
+    c, _ = _fitted(("ctx-gp", "meta-gp"))
+    cx, cy, qx, _, _ = _batch(2, np.random.default_rng(1))
+    with pytest.raises(TaskextrapError, match="was not fitted"):
+        c.predict("cnp", cx, cy, qx)
