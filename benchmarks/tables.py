@@ -14,8 +14,8 @@ repeats none of the mse block's claims); a ``scripts/dev_choices.py`` or
 ``scripts/codeio_sft_check.py`` file renders as its table of variants. ``<!-- table: headline
 FILE:GROUP+GROUP ... -->`` renders one summary row per (file, group): ``rte`` beside the paper's
 main baseline and the paper's RTE, and the methods that clearly beat ``rte`` (``render_headline``);
-``<!-- table: versus [before=DIR] FILE:GROUP ... -->`` the paired verdicts of ``rte`` against every
-sanity baseline (``render_versus``). ``--sync`` regenerates the blocks, ``--check`` (run by the test
+``<!-- table: versus [before=DIR] [methods=A,B] FILE:GROUP ... -->`` the paired verdicts of ``rte``
+against every sanity baseline, or the given methods (``render_versus``). ``--sync`` regenerates the blocks, ``--check`` (run by the test
 suite) fails when a block differs from what its committed results file renders, so no table in the
 docs can drift from the numbers a committed command wrote.
 
@@ -380,14 +380,16 @@ def _verdict(data: dict, group: str, baseline: str, metric: str = "mse") -> str 
 
 
 def render_versus(entries: list[str]) -> str:
-    """``rte`` against every sanity baseline (:data:`SANITY`) per ``FILE:GROUP+GROUP`` entry, as
-    paired verdicts; ``before=DIR`` (a folder under benchmarks/results holding earlier files of
-    the same names) adds the earlier verdict: ``✗ → ✓``."""
+    """``rte`` against every sanity baseline (:data:`SANITY`; ``methods=A,B``: those methods) per
+    ``FILE:GROUP+GROUP`` entry, as paired verdicts; ``before=DIR`` (a folder under
+    benchmarks/results holding earlier files of the same names) adds the earlier verdict: ``✗ → ✓``."""
     before = next((e.split("=", 1)[1] for e in entries if e.startswith("before=")), None)
-    entries = [e for e in entries if not e.startswith("before=")]
+    chosen = next((e.split("=", 1)[1] for e in entries if e.startswith("methods=")), None)
+    baselines = SANITY if chosen is None else tuple(chosen.split(","))
+    entries = [e for e in entries if not e.startswith(("before=", "methods="))]
     lines = [
-        "| file | group | " + " | ".join(f"`{b}`" for b in SANITY) + " |",
-        "| --- | --- |" + " :---: |" * len(SANITY),
+        "| file | group | " + " | ".join(f"`{b}`" for b in baselines) + " |",
+        "| --- | --- |" + " :---: |" * len(baselines),
     ]
     for entry in entries:
         name, _, groups = entry.partition(":")
@@ -396,7 +398,7 @@ def render_versus(entries: list[str]) -> str:
         old = json.loads(old_path.read_text()) if old_path is not None and old_path.exists() else None
         for group in groups.split("+"):
             cells = []
-            for b in SANITY:
+            for b in baselines:
                 now = _verdict(data, group, b)
                 was = None if old is None else _verdict(old, group, b)
                 cells.append("" if now is None else now if old is None else f"{was or '-'} → {now}")

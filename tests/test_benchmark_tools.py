@@ -442,6 +442,8 @@ def test_versus_table_gives_paired_verdicts_before_and_after(tmp_path, monkeypat
     row = mod.render_spec("versus before=old x-paper-paper:g").splitlines()[2]
     assert row == "| x-paper-paper | g | ✗ → ✓ | - → ✓ | = → ✗ |  |  |"
     assert mod.render_spec("versus x-paper-paper:g").splitlines()[2] == "| x-paper-paper | g | ✓ | ✓ | ✗ |  |  |"
+    chosen = mod.render_spec("versus methods=ctx-interp,cnp x-paper-paper:g").splitlines()
+    assert chosen[0] == "| file | group | `ctx-interp` | `cnp` |" and chosen[2] == "| x-paper-paper | g | ✗ |  |"
 
 
 def test_table_block_methods_keeps_those_rows_in_order_and_the_claims_between_them(tmp_path, monkeypatch):

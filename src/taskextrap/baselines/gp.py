@@ -38,7 +38,7 @@ __all__ = ["DEFAULT_KERNEL", "GP_KERNELS", "MetaGP", "ctx_gp", "gp_nll", "gp_pre
 GP_KERNELS = ("rbf", "matern52", "rbf+linear")  # the kernel families compared on the dev split
 # Chosen on the parameter regime's dev split, both protocols (benchmarks/gp_dev.py,
 # benchmarks/results/ctx-gp-dev.json): MSE relative to the best kernel of each (family,
-# protocol), as a geometric mean.
+# protocol), as a geometric mean: rbf+linear 1.03, rbf 1.43, matern52 2.08.
 DEFAULT_KERNEL = "rbf+linear"
 
 # Each hyper-parameter's starting value and bounds (scikit-learn's kernels as ctx-gp builds them).
