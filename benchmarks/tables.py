@@ -15,9 +15,9 @@ repeats none of the mse block's claims); a ``scripts/dev_choices.py`` or
 FILE:GROUP+GROUP ... -->`` renders one summary row per (file, group): ``rte`` beside the paper's
 main baseline and the paper's RTE, and the methods that clearly beat ``rte`` (``render_headline``);
 ``<!-- table: versus [before=DIR] [methods=A,B] FILE:GROUP ... -->`` the paired verdicts of ``rte``
-against every sanity baseline, or the given methods (``render_versus``). ``--sync`` regenerates the blocks, ``--check`` (run by the test
-suite) fails when a block differs from what its committed results file renders, so no table in the
-docs can drift from the numbers a committed command wrote.
+against every sanity baseline, or the given methods (``render_versus``). ``--sync`` regenerates the
+blocks, ``--check`` (run by the test suite) fails when a block differs from what its committed
+results file renders, so no table in the docs can drift from the numbers a committed command wrote.
 
 Each name is a JSON file under benchmarks/results/ written by benchmarks/run.py; for each one the
 coverage rows (the share of query points inside a 90% predictive interval) and the accuracy-style
@@ -510,14 +510,16 @@ def render_multistep(data: dict) -> str:
 def render_parameter_dev(data: dict) -> str:
     """A ``parameter`` dev file: each candidate inference of the dev choice (Strategy A, with the
     paper's Psi and with the objective's leave-one-out Psi, and every objective variant) per
-    dev family as MSE, its ratio to Strategy A and the coverage of its 90% interval, then the
-    choice's score (``variant_scores``: mean log ratio over families; lower is better)."""
+    dev family as MSE, its ratio to Strategy A, whether the paired difference to the file's
+    ``rte`` (the candidate chosen when it ran) is clear, and the coverage of its 90% interval, then
+    the choice's score (``variant_scores``: mean log ratio over families; lower is better)."""
     from taskextrap.experiments.parameter import OBJECTIVE_VARIANTS, choose_variant, variant_scores
 
     by = {(r["group"], r["method"], r["metric"]): r for r in data["rows"]}
     families = list(dict.fromkeys(r["group"] for r in data["rows"] if r["metric"] == "mse"))
     verdicts = {(c["group"], c["b"]): c for c in data.get("comparisons") or [] if c["metric"] == "mse"}
     scores, chosen = variant_scores(data["rows"]), choose_variant(data["rows"])
+    config = data.get("config") or {}
     lines = ["| candidate | " + " | ".join(families) + " | score |", "| --- |" + " ---: |" * (len(families) + 1)]
     for m in ("strategy-a", "strategy-a-loo", *(f"rte-{v}" for v in OBJECTIVE_VARIANTS)):
         name = m.removeprefix("rte-")
@@ -525,20 +527,21 @@ def render_parameter_dev(data: dict) -> str:
         for g in families:
             mse, cov = by[(g, m, "mse")]["value"], by.get((g, m, "coverage"))
             ratio = mse / by[(g, "strategy-a", "mse")]["value"]
-            c = verdicts.get((g, m))  # the file's rte is Strategy A: rte vs m
-            mark = "" if m == "strategy-a" or c is None or not c["clear"] else (" ✓" if c["winner"] == m else " ✗")
+            c = verdicts.get((g, m))  # rte (the file's chosen candidate) against m
+            mark = "" if c is None or not c["clear"] else (" ✓" if c["winner"] == m else " ✗")
             cells.append(
                 f"{fmt(mse)}"
+                + (f"{mark.replace(' ', ' (')})" if m == "strategy-a" and mark else "")
                 + ("" if m == "strategy-a" else f" ({ratio:.2f}{mark})")
                 + ("" if cov is None else f" [{cov['value']:.2f}]")
             )
         score = f"{scores[name]:+.3f}" if name in scores else ""
         label = f"**`{m}`** (chosen)" if name == chosen else f"`{m}`"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {score} |")
-    config = data.get("config") or {}
     lines += [
         "",
-        "_dev MSE (its ratio to `strategy-a`; ✓/✗: the paired difference is clear in its favour/against "
+        f"_dev MSE (its ratio to `strategy-a`; ✓/✗: the paired difference to the file's `rte`, the "
+        f"`{config.get('objective', {}).get('variant', 'chosen')}` candidate, is clear in its favour/against "
         "it) [coverage of the 90% interval]; score: mean over families of log(MSE / MSE of `strategy-a`). "
         f"Training seeds {data.get('seeds')}, test seed {config.get('test_seed')}._",
     ]

@@ -276,3 +276,26 @@ def _check_discrete_fit(seen, labels, inject: bool, match: str) -> str | None:
     with pytest.raises(audit.LeakError, match=match) as e:
         audit.check(seen, labels, required=required)
     return str(e.value)
+
+
+def test_audit_detects_an_f2_task_in_the_classics_library_draws(monkeypatch):
+    """meta-gp and cnp report the draws they fit: one F2 task slipped into them fails the audit."""
+    from taskextrap.experiments import parameter as P
+
+    honest = P.library_batch
+
+    def leaky(rte, mask, extra=None):
+        batch = honest(rte, mask, extra)
+        cx, cy, qx, qy, e = batch
+        params = batch.sources[0].params.copy()
+        params[0] = TaskSet.sample(FAM, {"F2": 1}, rng(0, "leak")).params[0]
+        cy, qy = cy.copy(), qy.copy()
+        cy[0], qy[0] = FAM(params[:1], cx[:1])[0], FAM(params[:1], qx[:1])[0]
+        return audit.Batch((cx, cy, qx, qy, e), [audit.Source(FAM, params, batch.sources[0].checks)])
+
+    monkeypatch.setattr(P, "library_batch", leaky)
+    with audit.spy() as seen:
+        run_unit(FAM, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2)
+    with pytest.raises(audit.LeakError, match="leak audit failed") as e:
+        _check_param(seen)
+    assert "meta-gp" in str(e.value) and "cnp" in str(e.value)

@@ -62,3 +62,34 @@ def test_unknown_or_unfitted_rows_are_one_line_errors():
     cx, cy, qx, _, _ = _batch(2, np.random.default_rng(1))
     with pytest.raises(TaskextrapError, match="was not fitted"):
         c.predict("cnp", cx, cy, qx)
+
+
+def test_the_chosen_variants_are_the_dev_runs_choice():
+    """CHOSEN is what choose_classics reads from the committed dev runs of the parameter regime
+    (both protocols)."""
+    import json
+    from pathlib import Path
+
+    from taskextrap.baselines.classics import choose_classics
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    rows = [
+        r
+        for p in ("paper", "strict")
+        for r in json.loads((results / f"parameter-{p}-paper-dev.json").read_text())["rows"]
+    ]
+    assert choose_classics(rows) == CHOSEN
+
+
+def test_the_choice_is_scale_free_and_ties_go_to_the_first_variant():
+    from taskextrap.baselines.classics import choose_classics, variant_scores
+
+    def rows(values):
+        return [{"group": g, "method": m, "metric": "mse", "value": v} for (g, m), v in values.items()]
+
+    same = {(g, v): 1.0 for g in ("a", "b") for v in VARIANTS}
+    assert choose_classics(rows(same)) == {"meta-gp": "meta-gp-rbf", "cnp": "cnp-w64"}
+    better = same | {("a", "cnp-w128"): 1e-4, ("b", "cnp-w128"): 1e4 * 0.5}  # 1e-4 x 5e3 < 1 x 1
+    assert variant_scores(rows(better))["cnp-w128"] < 0 and choose_classics(rows(better))["cnp"] == "cnp-w128"
+    with pytest.raises(TaskextrapError, match="no dev rows"):
+        choose_classics(rows({("a", "meta-gp-rbf"): 1.0}))
