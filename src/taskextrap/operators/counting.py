@@ -104,7 +104,7 @@ def _stand_in(job: Job) -> Job:
         return np.zeros((rows, width), np.float32), np.zeros((rows, out), np.float32)
 
     stream = RowStream(make_rows, np.random.default_rng(0), job.cfg.batch, job.cfg.steps, job.device, prefetch=False)
-    return Job(net, stream, job.val, job.cfg, name=job.name)
+    return Job(net, stream, job.val, job.cfg, name=job.name, loss=job.loss)
 
 
 def count_training_steps(jobs: Sequence[Job], interval: int | None = None) -> dict:
@@ -114,8 +114,8 @@ def count_training_steps(jobs: Sequence[Job], interval: int | None = None) -> di
     between validations to count with (default the jobs' own ``eval_every``; a tiny profile's
     networks counted at the paper profile's interval report the paper's figure). Networks that
     cannot be stacked are counted as they train alone (``train_regressor``: a host read every step).
-    Returns ``{"ops_per_step", "host_reads_per_step", "networks", "stacked_groups",
-    "trained_alone", "top_ops"}``."""
+    Returns ``{"ops_per_step", "host_reads_per_step", "stacked_host_reads_per_step" (those of the
+    stacked groups alone), "networks", "stacked_groups", "trained_alone", "top_ops"}``."""
     from taskextrap.operators.stacked import stack, step_groups
     from taskextrap.operators.train import train_regressor
 
@@ -125,11 +125,14 @@ def count_training_steps(jobs: Sequence[Job], interval: int | None = None) -> di
     step_groups(groups, range(interval))
     with counting() as c:
         step_groups(groups, range(interval, 2 * interval))
+    with counting() as a:
         for job in alone:  # their own loop: counted over the same number of steps
             train_regressor(job.net, job.batches, job.val, replace(job.cfg, steps=interval), loss_fn=job.loss)
+    c.by_op.update(a.by_op)
     return {
-        "ops_per_step": c.ops / interval,
-        "host_reads_per_step": c.host_reads / interval,
+        "ops_per_step": (c.ops + a.ops) / interval,
+        "host_reads_per_step": (c.host_reads + a.host_reads) / interval,
+        "stacked_host_reads_per_step": c.host_reads / interval,
         "networks": len(jobs),
         "stacked_groups": len(groups),
         "trained_alone": len(alone),
@@ -139,4 +142,4 @@ def count_training_steps(jobs: Sequence[Job], interval: int | None = None) -> di
 
 def replace_cfg(job: Job, steps: int, eval_every: int) -> Job:
     """``job`` with ``steps`` training steps validated every ``eval_every`` (its other settings kept)."""
-    return Job(job.net, job.batches, job.val, replace(job.cfg, steps=steps, eval_every=eval_every), name=job.name)
+    return replace(job, cfg=replace(job.cfg, steps=steps, eval_every=eval_every), progress=None, done=None)
