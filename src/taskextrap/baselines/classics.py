@@ -15,7 +15,7 @@ Their settings were chosen on the dev split (:data:`CHOSEN`): on it every varian
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -24,6 +24,8 @@ from taskextrap.baselines.gp import GP_KERNELS, MetaGP, ctx_gp
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import PendingFit
 from taskextrap.operators.cnp import CNPRegressor
+from taskextrap.operators.jobs import TrainConfig
+from taskextrap.scaling import FamilyScaler
 from taskextrap.seeding import derive_seed, rng
 
 CLASSICS = ("ctx-gp", "meta-gp", "cnp")
@@ -66,7 +68,15 @@ class Classics:
         methods: the rows to serve (:data:`CLASSICS`, and dev variants).
     """
 
-    def __init__(self, scaler, n_context: int, seed: int, train, device: str = "cpu", methods=CLASSICS):
+    def __init__(
+        self,
+        scaler: FamilyScaler,
+        n_context: int,
+        seed: int,
+        train: TrainConfig,
+        device: str = "cpu",
+        methods: Sequence[str] = CLASSICS,
+    ):
         self.scaler, self.n_context, self.seed, self.train, self.device = scaler, n_context, seed, train, device
         fitted = list(dict.fromkeys(_variant(m) for m in methods if m != "ctx-gp"))  # ordered: jobs and keys too
         # meta-gp takes the unit's optimiser steps, as every network of the unit does
@@ -82,7 +92,9 @@ class Classics:
         }
         self.timing_: dict[str, float] = {}
 
-    def begin_fit(self, train: audit.Batch | Callable[[np.random.Generator], audit.Batch], val: audit.Batch):
+    def begin_fit(
+        self, train: audit.Batch | Callable[[np.random.Generator], audit.Batch], val: audit.Batch
+    ) -> PendingFit:
         """Fit every meta-gp now and return the cnps' training as a pending fit (to train beside
         the other networks of the unit). ``train`` is a fixed batch of library draws (ctx_x, ctx_y,
         qry_x, qry_y, extra) or a function drawing a fresh one from a generator; ``val`` is a

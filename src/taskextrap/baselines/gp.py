@@ -170,7 +170,13 @@ def _starts(kernel: str, n: int, restarts: int, seed: int, label: str) -> torch.
 
 
 def ctx_gp(
-    ctx_x, ctx_y, qry_x, kernel: str = DEFAULT_KERNEL, restarts: int = 2, seed: int = 0, device: str = "cpu"
+    ctx_x: np.ndarray,
+    ctx_y: np.ndarray,
+    qry_x: np.ndarray,
+    kernel: str = DEFAULT_KERNEL,
+    restarts: int = 2,
+    seed: int = 0,
+    device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray]:
     """A GP fitted on each target's context alone, at the queries.
 
@@ -179,7 +185,8 @@ def ctx_gp(
     mapped back.
 
     Args:
-        ctx_x, ctx_y: the contexts (n, k), k >= 2 points per target, in any order.
+        ctx_x: the context inputs (n, k), k >= 2 points per target, in any order.
+        ctx_y: the context outputs (n, k).
         qry_x: the query inputs (n, q), or one row (q,) shared by every target.
         kernel: the kernel family, one of :data:`GP_KERNELS` (default: the one chosen on the
             dev split, :data:`DEFAULT_KERNEL`).
@@ -234,7 +241,9 @@ class MetaGP:
     Args:
         kernel: the kernel family, one of :data:`GP_KERNELS`.
         mean_degree: the degree of the polynomial prior mean (0: a constant).
-        steps, batch, lr: Adam's steps, library draws per step, and learning rate.
+        steps: Adam's steps.
+        batch: library draws per step.
+        lr: Adam's learning rate.
         seed: seeds the draws of each step.
         device: where the fit and the predictions run.
 
