@@ -306,31 +306,25 @@ def fit_models(
         # _with_settings); it adopts Strategy A's Phase 1a and trains beside the library's fits
         settings = {**common_settings(protocol, profile, seed, anchors, device), "search": "objective"}
         objective = RTE(embedding=embedding, **settings)
-    classics: list[Classics] = []
+    classics: Classics | None = None
 
     def also(sa: RTE) -> dict[str, PendingFit]:
         # the classics train on Strategy A's library draws, as the inductive baselines do
-        classics.append(
-            Classics(
-                sa.scaler_,
-                protocol.n_context,
-                seed,
-                sa.train,
-                device,
-                tuple(m for m in methods_of(family) if m in CLASSIC_ROWS),
-            )
-        )
+        nonlocal classics
+        rows = tuple(m for m in methods_of(family) if m in CLASSIC_ROWS)
+        classics = Classics(sa.scaler_, protocol.n_context, seed, sa.train, device, rows)
         d = sa.draws_
-        pending = {"classics": classics[0].begin_fit(library_batch(sa, d.train), library_batch(sa, d.val))}
+        pending = {"classics": classics.begin_fit(library_batch(sa, d.train), library_batch(sa, d.val))}
         if objective is not None:
             pending["objective"] = objective.begin_fit(sa.library_, embedded=sa)
         return pending
 
     library, models, timing = library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir, device, also)
-    timing |= classics[0].timing_
+    assert classics is not None  # library_fits calls also() whether it fits or loads
+    timing |= classics.timing_
     strategy_a = models["strategy-a"]
     rte = strategy_a if objective is None or chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
-    return library, {**models, "rte": rte, "objective": objective, "classics": classics[0]}, timing
+    return library, {**models, "rte": rte, "objective": objective, "classics": classics}, timing
 
 
 def predict_method(
