@@ -1,6 +1,7 @@
 """operators.cnp: the conditional neural process of the cnp baseline."""
 
 import numpy as np
+import pytest
 import torch
 
 from taskextrap.operators.cnp import CNPNet, CNPRegressor, gaussian_nll
@@ -46,3 +47,34 @@ def test_a_cnp_learns_a_family_of_lines_with_an_interval_that_covers():
     assert mean.shape == sd.shape == (200, 4)
     assert np.mean((mean - qy) ** 2) < 0.1 * np.var(qy)
     assert 0.6 < np.mean(np.abs(mean - qy) <= 1.645 * sd) <= 1.0
+
+
+def test_a_task_is_encoded_once_for_all_its_rows_with_the_same_outputs():
+    net = CNPNet(4, 16, seed=0)
+    ctx = torch.randn(3, 1, 8).expand(3, 5, 8)  # 3 tasks, 5 query rows each, one context per task
+    rows = torch.cat([torch.randn(3, 5, 1), ctx], -1).reshape(15, 9)
+    per_row = net(rows)  # group 1: every row encodes its context
+    net.group = 5
+    torch.testing.assert_close(net(rows), per_row)
+    with pytest.raises(ValueError, match="not whole tasks of 5 rows"):
+        net(rows[:7])
+
+
+def test_training_batches_hold_whole_tasks_and_prediction_reads_each_context_once():
+    g = np.random.default_rng(0)
+    cfg = TrainConfig(steps=3, batch=50, lr=1e-3, eval_every=1)
+    cnp = CNPRegressor(FamilyScaler(0.0, 1.0, 0.0, 1.0), 3, seed=0, cfg=cfg, width=8)
+    job = cnp.fit_job(_draws(40, 3, g), _draws(10, 3, g), np.random.default_rng(1))
+    x, _ = job.batches(0)
+    assert cnp.cnp.group == 4 and len(x) == 48  # 50 rows rounded down to whole tasks of 4 queries
+    t = x.reshape(12, 4, -1)
+    assert torch.equal(t[:, :1, 1:].expand(-1, 4, -1), t[:, :, 1:])  # each task's rows share its context
+    cx, cy, qx, _, _ = _draws(6, 3, g)
+    mean, sd = cnp.predict_with_sd(cx, cy, qx)
+    rows = torch.from_numpy(cnp.features(cx, cy, qx, np.zeros((6, 0))))
+    with torch.no_grad():
+        out = cnp.net(rows).numpy()
+    np.testing.assert_allclose(mean, out[:, 0].reshape(6, 4), rtol=1e-6)
+    np.testing.assert_allclose(sd, out[:, 1].reshape(6, 4), rtol=1e-6)
+    with pytest.raises(ValueError, match="must all have 4 queries"):
+        cnp.fit_job(_draws(40, 3, g)[:2] + (g.uniform(size=(40, 2)),) * 2 + (np.zeros((40, 0)),), _draws(10, 3, g), g)

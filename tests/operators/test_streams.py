@@ -79,3 +79,22 @@ def test_padding_widens_inputs_with_zero_columns_and_must_come_first():
     assert x.shape == (8, 5) and torch.all(x[:, 3:] == 0)
     with pytest.raises(RuntimeError, match="before the first batch"):
         stream.pad_to(6)
+
+
+@pytest.mark.parametrize("device_rows", [False, True])
+def test_a_grouped_stream_serves_whole_groups_in_a_shuffled_order(device_rows):
+    def make(g):
+        x = np.repeat(np.arange(10, dtype=np.float32), 3)[:, None]  # group i: three rows of value i
+        return x, x[:, 0]
+
+    stream = RowStream(make, np.random.default_rng(0), 8, 4, prefetch=False, device_rows=device_rows, group=3)
+    assert stream.batch == 6  # 8 rows rounded down to whole groups
+    seen = [stream(s)[0].reshape(-1, 3) for s in range(3)]  # a pass of 30 rows serves 5 batches
+    for t in seen:
+        assert torch.equal(t, t[:, :1].expand(-1, 3))  # every group whole
+    order = torch.cat(seen)[:, 0]
+    assert sorted(order.tolist()) == sorted(set(order.tolist())) and order.tolist() != sorted(order.tolist())
+    bad = RowStream(lambda g: (np.zeros((7, 1), np.float32), np.zeros(7)), np.random.default_rng(0), 6, 1,
+                    prefetch=False, group=3)  # fmt: skip
+    with pytest.raises(ValueError, match="not whole groups of 3"):
+        bad(0)

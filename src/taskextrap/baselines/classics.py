@@ -127,9 +127,7 @@ class Classics:
         if v in self.meta:
             return self.meta[v].predict(ctx_x, ctx_y, qry_x)
         if v in self.cnp:
-            order = np.lexsort((ctx_y, ctx_x), axis=-1)
-            cx, cy = np.take_along_axis(ctx_x, order, 1), np.take_along_axis(ctx_y, order, 1)
-            return self.cnp[v].predict_with_sd(cx, cy, np.asarray(qry_x, dtype=float))
+            return self.cnp[v].predict_with_sd(ctx_x, ctx_y, np.asarray(qry_x, dtype=float))
         raise TaskextrapError(f"{method!r} was not fitted by these classics")
 
 

@@ -98,12 +98,14 @@ def _stand_in(job: Job) -> Job:
         else next(m for m in net.modules() if isinstance(m, torch.nn.Linear)).in_features
     )
     out = 1 if job.val is None else job.val[1].shape[1]
-    rows = 4 * job.cfg.batch
+    group = getattr(job.batches, "group", 1)  # a stream serving whole tasks (the cnp's)
+    rows = 4 * max(group, job.cfg.batch // group * group)
 
     def make_rows(_g):
         return np.zeros((rows, width), np.float32), np.zeros((rows, out), np.float32)
 
-    stream = RowStream(make_rows, np.random.default_rng(0), job.cfg.batch, job.cfg.steps, job.device, prefetch=False)
+    g = np.random.default_rng(0)
+    stream = RowStream(make_rows, g, job.cfg.batch, job.cfg.steps, job.device, prefetch=False, group=group)
     return Job(net, stream, job.val, job.cfg, name=job.name, loss=job.loss)
 
 

@@ -80,15 +80,17 @@ class PointwiseNet:
         val_rows: Rows | None,
         rng: np.random.Generator,
         progress=None,
+        group: int = 1,
     ) -> Job:
         """The training job on rows from ``make_rows`` (called again for a fresh pass when one is
-        used up; ``operators.streams.RowStream``); targets are (rows,) or (rows, outputs). Train
-        it alone (``train_jobs([job])``) or beside other networks (``operators.train.train_jobs``)."""
+        used up; ``operators.streams.RowStream``, whose batches hold whole ``group``s of rows);
+        targets are (rows,) or (rows, outputs). Train it alone (``train_jobs([job])``) or beside
+        other networks (``operators.train.train_jobs``)."""
         val = None
         if val_rows is not None:
             val = (as_tensor(val_rows[0], self.device), as_tensor(column(val_rows[1]), self.device))
         self.net.train()
-        stream = RowStream(make_rows, rng, self.cfg.batch, self.cfg.steps, self.device)
+        stream = RowStream(make_rows, rng, self.cfg.batch, self.cfg.steps, self.device, group=group)
         name = "Psi" if self.component == "psi" else self.component
         return Job(self.net, stream, val, self.cfg, progress, name, done=self._trained)
 

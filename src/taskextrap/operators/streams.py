@@ -52,6 +52,10 @@ class RowStream:
         prefetch: draw the next pass on a producer thread (default :data:`PREFETCH`).
         device_rows: make rows given as blocks on the device and permute them there (default:
             off the CPU; True runs that path on a CPU too, which the tests do).
+        group: rows that belong together (a task's query rows, consecutive in every pass): each
+            pass is permuted by whole groups and a batch holds whole groups (``batch`` rounded
+            down to a multiple, at least one group), so a network can read the rows of a batch
+            as (batch // group, group) tasks (``operators.cnp``). Default 1: single rows.
     """
 
     def __init__(
@@ -64,8 +68,13 @@ class RowStream:
         permute: bool = True,
         prefetch: bool | None = None,
         device_rows: bool | None = None,
+        group: int = 1,
     ):
-        self.make_rows, self.rng, self.batch, self.steps = make_rows, rng, batch, steps
+        if group < 1:
+            raise ValueError(f"group must be >= 1, got {group}")
+        if batch is not None and group > 1:
+            batch = max(group, batch // group * group)
+        self.make_rows, self.rng, self.batch, self.steps, self.group = make_rows, rng, batch, steps, group
         self.device = torch.device(device)
         self.permute = permute and batch is not None
         self.prefetch = PREFETCH if prefetch is None else prefetch
@@ -107,7 +116,7 @@ class RowStream:
         array as the last pass's (a fixed training set) are sent once and permuted there."""
         x, y = self.make_rows(self.rng)
         y = column(y)
-        perm = self.rng.permutation(len(x)) if self.permute else None
+        perm = self._permutation(len(x)) if self.permute else None
         if self.device_rows:
             xd = self._on_device(x)
             yd = _to_device(np.ascontiguousarray(y), self.device)
@@ -121,6 +130,15 @@ class RowStream:
         if self.width is not None and x.shape[1] < self.width:
             x = np.pad(x, ((0, 0), (0, self.width - x.shape[1])))
         return _to_device(x, self.device), _to_device(y, self.device)
+
+    def _permutation(self, rows: int) -> np.ndarray:
+        """A pass's order: its rows shuffled, or its groups shuffled whole."""
+        g = self.group
+        if g == 1:
+            return self.rng.permutation(rows)
+        if rows % g:
+            raise ValueError(f"a pass of {rows} rows is not whole groups of {g}")
+        return (self.rng.permutation(rows // g)[:, None] * g + np.arange(g)).ravel()
 
     def _on_device(self, x) -> torch.Tensor:
         """The pass's inputs on the device, ``width`` wide: made there from blocks, or sent,
