@@ -480,3 +480,12 @@ def test_table_block_methods_keeps_those_rows_in_order_and_the_claims_between_th
     md.write_text("<!-- table: x methods=rte,nope -->\n<!-- /table -->\n")
     with pytest.raises(SystemExit, match="no rows of method"):
         mod.sync(md)
+
+
+def test_the_cnp_step_benchmark_writes_both_encodings_per_shape(tmp_path, monkeypatch):
+    mod = _load("cnp_step.py")
+    monkeypatch.setattr(mod, "SHAPES", (("tiny", 3, 4, 16),))
+    mod.main(["--repeats", "1", "--threads", "1", "--out", str(tmp_path / "c.json")])
+    (cell,) = json.loads((tmp_path / "c.json").read_text())["cells"]
+    assert cell["unit"] == "tiny" and cell["per_row"]["median_ms"] > 0 and cell["per_task"]["min_ms"] > 0
+    assert cell["speedup_median"] == cell["per_row"]["median_ms"] / cell["per_task"]["median_ms"]
