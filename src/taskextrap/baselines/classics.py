@@ -37,7 +37,7 @@ VARIANTS: dict[str, dict] = {
 }
 # The dev choice (choose_classics on benchmarks/results/parameter-{paper,strict}-paper-dev.json
 # together; a test holds CHOSEN to those files), mean log MSE over both protocols' families:
-# meta-gp rbf+linear -0.49, rbf -0.37, matern52 0.25; cnp width 128 1.36, width 64 1.52.
+# meta-gp rbf+linear -0.49, rbf -0.37, matern52 0.25; cnp width 128 1.41, width 64 1.54.
 CHOSEN = {"meta-gp": "meta-gp-rbf+linear", "cnp": "cnp-w128"}
 
 
