@@ -15,7 +15,8 @@ repeats none of the mse block's claims); a ``scripts/dev_choices.py`` or
 FILE:GROUP+GROUP ... -->`` renders one summary row per (file, group): ``rte`` beside the paper's
 main baseline and the paper's RTE, and the methods that clearly beat ``rte`` (``render_headline``);
 ``<!-- table: versus [before=DIR] [methods=A,B] FILE:GROUP ... -->`` the paired verdicts of ``rte``
-against every sanity baseline, or the given methods (``render_versus``). ``--sync`` regenerates the
+against every sanity baseline, or the given methods (``render_versus``); ``<!-- table: coverage
+FILE:GROUP ... -->`` the 90% intervals' coverage, raw and calibrated (``render_coverage``). ``--sync`` regenerates the
 blocks, ``--check`` (run by the test suite) fails when a block differs from what its committed
 results file renders, so no table in the docs can drift from the numbers a committed command wrote.
 
@@ -409,6 +410,48 @@ def render_versus(entries: list[str]) -> str:
         "✗ the baseline clearly better, = not clear; empty: the file has no such method"
         + ("; before → after" if before else "")
         + "._",
+    ]
+    return "\n".join(lines)
+
+
+COVERAGE_BAND = (0.85, 0.95)  # a calibrated 90% interval's coverage counts as met inside this band
+CLASSICS = ("ctx-gp", "meta-gp", "cnp")
+
+
+def render_coverage(entries: list[str]) -> str:
+    """The 90% intervals per ``FILE:GROUP+GROUP`` entry: ``rte``'s raw coverage (the posterior's,
+    ``rte-uncalibrated``), its calibrated coverage (the dev-chosen scale), whether that is inside
+    :data:`COVERAGE_BAND`, its mean width, and the coverage of each classic's own interval."""
+    lines = [
+        f"| file | group | `rte` raw | `rte` calibrated | in {COVERAGE_BAND[0]}-{COVERAGE_BAND[1]} | `rte` width | "
+        + " | ".join(f"`{m}`" for m in CLASSICS)
+        + " |",
+        "| --- | --- | ---: | ---: | :---: | ---: |" + " ---: |" * len(CLASSICS),
+    ]
+    for entry in entries:
+        name, _, groups = entry.partition(":")
+        data = json.loads((RESULTS / f"{name}.json").read_text())
+        for group in groups.split("+"):
+            rows = {(r["method"], r["metric"]): r for r in data["rows"] if r["group"] == group}
+            cal = rows.get(("rte", "coverage"))
+            if cal is None:
+                raise SystemExit(f"coverage entry {entry!r}: no rte coverage row in group {group!r} of {name}")
+            raw = rows.get(("rte-uncalibrated", "coverage"))
+            width = rows.get(("rte", "interval-width"))
+            lo, hi = COVERAGE_BAND
+            cells = [
+                _cell(raw) if raw else "-",
+                _cell(cal),
+                "yes" if lo <= cal["value"] <= hi else "**no**",
+                _cell(width) if width else "-",
+                *(_cell(rows[(m, "coverage")]) if (m, "coverage") in rows else "" for m in CLASSICS),
+            ]
+            lines.append(f"| {name} | {group} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "_share of query points inside the 90% interval, value ± ci95 over targets (sd across seeds); raw: "
+        "the posterior's, calibrated: times the scale chosen on the dev split (`search.calibration`); "
+        "the classics' intervals are their own, uncalibrated; empty: the file has no such row._",
     ]
     return "\n".join(lines)
 
@@ -873,6 +916,8 @@ def render_spec(spec: str) -> str:
         return render_headline(opts)
     if name == "versus":
         return render_versus(opts)
+    if name == "coverage":
+        return render_coverage(opts)
     data = json.loads((RESULTS / f"{name}.json").read_text())
     if "units" in data and not opts:
         return render_dev_choices(data)

@@ -489,3 +489,24 @@ def test_the_cnp_step_benchmark_writes_both_encodings_per_shape(tmp_path, monkey
     (cell,) = json.loads((tmp_path / "c.json").read_text())["cells"]
     assert cell["unit"] == "tiny" and cell["per_row"]["median_ms"] > 0 and cell["per_task"]["min_ms"] > 0
     assert cell["speedup_median"] == cell["per_row"]["median_ms"] / cell["per_task"]["median_ms"]
+
+
+def test_coverage_rows_show_raw_and_calibrated_rte_the_band_and_the_classics_intervals(tmp_path, monkeypatch):
+    mod = _load("tables.py")
+    row = lambda g, m, v, metric="coverage": {"group": g, "method": m, "metric": metric, "value": v, "ci95": 0.01}  # noqa: E731
+    rows = [
+        row("g", "rte", 0.91),
+        row("g", "rte-uncalibrated", 0.7),
+        row("g", "rte", 2.0, "interval-width"),
+        row("g", "cnp", 0.5),
+        row("h", "rte", 0.97),
+    ]
+    (tmp_path / "x-paper-paper.json").write_text(json.dumps({"rows": rows}))
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+    out = mod.render_spec("coverage x-paper-paper:g+h").splitlines()
+    assert out[2] == (
+        "| x-paper-paper | g | 0.700 ± 0.0100 | 0.910 ± 0.0100 | yes | 2.00 ± 0.0100 |  |  | 0.500 ± 0.0100 |"
+    )
+    assert out[3] == "| x-paper-paper | h | - | 0.970 ± 0.0100 | **no** | - |  |  |  |"
+    with pytest.raises(SystemExit, match="no rte coverage row in group 'zz'"):
+        mod.render_spec("coverage x-paper-paper:zz")
