@@ -421,7 +421,8 @@ CLASSICS = ("ctx-gp", "meta-gp", "cnp")
 def render_coverage(entries: list[str]) -> str:
     """The 90% intervals per ``FILE:GROUP+GROUP`` entry: ``rte``'s raw coverage (the posterior's,
     ``rte-uncalibrated``), its calibrated coverage (the dev-chosen scale), whether that is inside
-    :data:`COVERAGE_BAND`, its mean width, and the coverage of each classic's own interval."""
+    :data:`COVERAGE_BAND`, its mean width, and the coverage of each classic's own interval. A file
+    written before the calibrated intervals (no ``interval_scale`` in its config) has raw coverage only."""
     lines = [
         f"| file | group | `rte` raw | `rte` calibrated | in {COVERAGE_BAND[0]}-{COVERAGE_BAND[1]} | `rte` width | "
         + " | ".join(f"`{m}`" for m in CLASSICS)
@@ -433,16 +434,21 @@ def render_coverage(entries: list[str]) -> str:
         data = json.loads((RESULTS / f"{name}.json").read_text())
         for group in groups.split("+"):
             rows = {(r["method"], r["metric"]): r for r in data["rows"] if r["group"] == group}
+            if ("rte", "mse") not in rows:
+                raise SystemExit(f"coverage entry {entry!r}: no rte row in group {group!r} of {name}")
             cal = rows.get(("rte", "coverage"))
-            if cal is None:
-                raise SystemExit(f"coverage entry {entry!r}: no rte coverage row in group {group!r} of {name}")
+            if cal is None:  # a file written before the intervals existed
+                lines.append(f"| {name} | {group} | - | - | - | - |" + " |" * len(CLASSICS))
+                continue
             raw = rows.get(("rte-uncalibrated", "coverage"))
+            if raw is None and "interval_scale" not in (data.get("config") or {}):  # before calibration
+                raw, cal = cal, None
             width = rows.get(("rte", "interval-width"))
             lo, hi = COVERAGE_BAND
             cells = [
                 _cell(raw) if raw else "-",
-                _cell(cal),
-                "yes" if lo <= cal["value"] <= hi else "**no**",
+                _cell(cal) if cal else "-",
+                "-" if cal is None else "yes" if lo <= cal["value"] <= hi else "**no**",
                 _cell(width) if width else "-",
                 *(_cell(rows[(m, "coverage")]) if (m, "coverage") in rows else "" for m in CLASSICS),
             ]

@@ -500,13 +500,21 @@ def test_coverage_rows_show_raw_and_calibrated_rte_the_band_and_the_classics_int
         row("g", "rte", 2.0, "interval-width"),
         row("g", "cnp", 0.5),
         row("h", "rte", 0.97),
+        row("h", "rte", 1.0, "mse"),
+        row("k", "rte", 1.0, "mse"),  # a file without intervals
+        row("g", "rte", 1.0, "mse"),
     ]
-    (tmp_path / "x-paper-paper.json").write_text(json.dumps({"rows": rows}))
+    (tmp_path / "x-paper-paper.json").write_text(json.dumps({"rows": rows, "config": {"interval_scale": 1.5}}))
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
-    out = mod.render_spec("coverage x-paper-paper:g+h").splitlines()
+    out = mod.render_spec("coverage x-paper-paper:g+h+k").splitlines()
     assert out[2] == (
         "| x-paper-paper | g | 0.700 ± 0.0100 | 0.910 ± 0.0100 | yes | 2.00 ± 0.0100 |  |  | 0.500 ± 0.0100 |"
     )
     assert out[3] == "| x-paper-paper | h | - | 0.970 ± 0.0100 | **no** | - |  |  |  |"
-    with pytest.raises(SystemExit, match="no rte coverage row in group 'zz'"):
+    assert out[4] == "| x-paper-paper | k | - | - | - | - | | | |"
+    with pytest.raises(SystemExit, match="no rte row in group 'zz'"):
         mod.render_spec("coverage x-paper-paper:zz")
+    (tmp_path / "x-paper-paper.json").write_text(json.dumps({"rows": rows}))  # before the calibrated intervals
+    assert mod.render_spec("coverage x-paper-paper:h").splitlines()[2] == (
+        "| x-paper-paper | h | 0.970 ± 0.0100 | - | - | - |  |  |  |"
+    )
