@@ -491,6 +491,16 @@ def test_the_cnp_step_benchmark_writes_both_encodings_per_shape(tmp_path, monkey
     assert cell["speedup_median"] == cell["per_row"]["median_ms"] / cell["per_task"]["median_ms"]
 
 
+def test_the_gp_step_benchmark_times_both_gradients_and_checks_they_agree(tmp_path, monkeypatch):
+    mod = _load("gp_step.py")
+    monkeypatch.setattr(mod, "SHAPES", (("tiny", 3, 4),))
+    mod.main(["--repeats", "1", "--threads", "1", "--out", str(tmp_path / "g.json")])
+    (cell,) = json.loads((tmp_path / "g.json").read_text())["cells"]
+    assert cell["unit"] == "tiny" and cell["points_per_draw"] == 7 and cell["closed_form"]["min_ms"] > 0
+    assert cell["gradient_max_rel_diff"] < 1e-6  # to rounding (noiseless queries: an ill-conditioned Gram)
+    assert cell["speedup_median"] == cell["autograd"]["median_ms"] / cell["closed_form"]["median_ms"]
+
+
 def test_coverage_rows_show_raw_and_calibrated_rte_the_band_and_the_classics_intervals(tmp_path, monkeypatch):
     mod = _load("tables.py")
     row = lambda g, m, v, metric="coverage": {"group": g, "method": m, "metric": metric, "value": v, "ci95": 0.01}  # noqa: E731

@@ -49,6 +49,41 @@ def test_likelihood_and_posterior_match_scikit_learn_at_the_same_hyper_parameter
     np.testing.assert_allclose(sd[0].numpy() ** 2 + h["noise"], sk_sd**2, rtol=1e-7)  # ours leaves the noise out
 
 
+def _autograd_nll(kernel, theta, x, y, noisy):
+    """The negative log marginal likelihood written plainly, for autograd to differentiate."""
+    h = {n: theta[:, i].exp() for i, n in enumerate(G.hyper_names(kernel))}
+    k = G.gram(kernel, h, x, x) + torch.diag_embed(h["noise"][:, None] * noisy + G.JITTER)
+    chol = torch.linalg.cholesky(k)
+    alpha = torch.cholesky_solve(y[:, :, None], chol)[:, :, 0]
+    logdet = torch.log(torch.diagonal(chol, dim1=1, dim2=2)).sum(1)
+    return 0.5 * (y * alpha).sum(1) + logdet + 0.5 * x.shape[1] * math.log(2 * math.pi)
+
+
+@pytest.mark.parametrize("kernel", GP_KERNELS)
+def test_the_closed_form_gradient_equals_autograds(kernel):
+    g = np.random.default_rng(3)
+    b, n, p = 4, 9, len(G.hyper_names(kernel))
+    x = torch.tensor(g.uniform(-1, 1, (b, n)))
+    noisy = torch.tensor((g.uniform(size=(b, n)) < 0.5).astype(float))
+    theta0 = torch.tensor(g.uniform(-1.5, 0.5, (b, p)))
+    y0 = torch.tensor(np.sin(3 * x.numpy()) + 0.1 * g.normal(size=(b, n)))
+    weights = torch.tensor(g.uniform(0.5, 2.0, b))  # a weighted sum: the incoming gradient is not all ones
+    grads = []
+    for f in (G.gp_nll, _autograd_nll):
+        theta, y = theta0.clone().requires_grad_(True), y0.clone().requires_grad_(True)
+        value = f(kernel, theta, x, y, noisy)
+        (value * weights).sum().backward()
+        grads.append((value.detach(), theta.grad, y.grad))
+    for ours, plain in zip(grads[0], grads[1], strict=True):  # to rounding: some Gram matrices are ill-conditioned
+        np.testing.assert_allclose(ours.numpy(), plain.numpy(), rtol=1e-6, atol=1e-9 * float(plain.abs().max()))
+
+
+def test_the_likelihood_is_not_differentiable_in_the_inputs():
+    x = torch.zeros(1, 3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(TaskextrapError, match="not differentiable in the inputs"):
+        G.gp_nll("rbf", torch.zeros(1, 3, dtype=torch.float64), x, torch.zeros(1, 3, dtype=torch.float64))
+
+
 def test_the_fit_reaches_scikit_learns_marginal_likelihood():
     from sklearn.gaussian_process import GaussianProcessRegressor
     from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
