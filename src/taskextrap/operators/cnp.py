@@ -83,8 +83,11 @@ class CNPRegressor(InductiveRegressor):
             raise ValueError(f"cnp draws must all have {self.cnp.group} queries, got {np.shape(batch[2])[1]}")
         return super()._rows(batch)
 
-    def _job(self, make_rows, val_rows, rng, progress=None, group: int = 1) -> Job:
-        job = super()._job(make_rows, val_rows, rng, progress, group=self.cnp.group)
+    def _rows_per_task(self) -> int:
+        return self.cnp.group
+
+    def _job(self, make_rows, val_rows, rng, progress=None) -> Job:
+        job = super()._job(make_rows, val_rows, rng, progress)
         job.loss = gaussian_nll
         return job
 

@@ -99,9 +99,9 @@ def _stand_in(job: Job) -> Job:
     )
     out = 1 if job.val is None else job.val[1].shape[1]
     group = getattr(job.batches, "group", 1)  # a stream serving whole tasks (the cnp's)
-    rows = 4 * max(group, job.cfg.batch // group * group)
 
-    def make_rows(_g):
+    def make_rows(_g):  # four of the stream's batches (rounded to whole groups) per pass
+        rows = 4 * (stream.batch or group)
         return np.zeros((rows, width), np.float32), np.zeros((rows, out), np.float32)
 
     g = np.random.default_rng(0)

@@ -80,19 +80,25 @@ class PointwiseNet:
         val_rows: Rows | None,
         rng: np.random.Generator,
         progress=None,
-        group: int = 1,
     ) -> Job:
         """The training job on rows from ``make_rows`` (called again for a fresh pass when one is
-        used up; ``operators.streams.RowStream``, whose batches hold whole ``group``s of rows);
+        used up; ``operators.streams.RowStream``, whose batches hold whole tasks of
+        :meth:`_rows_per_task` rows);
         targets are (rows,) or (rows, outputs). Train it alone (``train_jobs([job])``) or beside
         other networks (``operators.train.train_jobs``)."""
         val = None
         if val_rows is not None:
             val = (as_tensor(val_rows[0], self.device), as_tensor(column(val_rows[1]), self.device))
         self.net.train()
+        group = self._rows_per_task()
         stream = RowStream(make_rows, rng, self.cfg.batch, self.cfg.steps, self.device, group=group)
         name = "Psi" if self.component == "psi" else self.component
         return Job(self.net, stream, val, self.cfg, progress, name, done=self._trained)
+
+    def _rows_per_task(self) -> int:
+        """Rows a batch keeps together (a task's query rows, for a network that reads a batch as
+        tasks); 1: rows are independent."""
+        return 1
 
     def _trained(self, job: Job) -> None:
         self.history = job.history
