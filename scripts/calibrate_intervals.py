@@ -12,6 +12,13 @@ own dev split (its dev targets only), which the estimators prefer for that famil
 scales the estimators read, ``src/taskextrap/search/interval_scales.json``, and a copy with the
 dev coverage before and after to ``benchmarks/results/interval-calibration.json``. Only dev files are read: a test file
 is refused.
+
+    python scripts/calibrate_intervals.py --transfer paper
+
+does not choose: it reads the scales in use and reports what they cover on another profile's dev
+runs (those that exist; the `paper` profile's are dearer, and only some were run), per group, to
+``benchmarks/results/interval-transfer-<profile>.json``: whether a scale chosen on the `quick` dev
+runs still reaches the level at the sizes the `paper` tables use, on dev tasks only.
 """
 
 from __future__ import annotations
@@ -43,21 +50,31 @@ def curves_of(experiment: str, data: dict) -> dict[str, np.ndarray]:
     return out
 
 
+def _dev_file(results: Path, experiment: str, protocol: str, profile: str) -> tuple[Path, dict] | None:
+    """The dev results file of (experiment, protocol, profile) and its content; None if absent, a
+    one-line error if it is not a dev run."""
+    path = results / f"{experiment}-{protocol}-{profile}-dev.json"
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    if data["config"].get("split") != "dev":
+        raise SystemExit(f"error: {path.name} is not a dev run; scales are chosen and checked on dev only")
+    return path, data
+
+
 def calibrate(profile: str, results: Path = RESULTS) -> dict:
     """The chosen scale of every (calibration key, protocol) with its dev coverage, raw and calibrated."""
     one = SCALE_GRID.index(1.0)
     scales = {}
     for experiment in EXPERIMENTS:
         for protocol in PROTOCOLS:
-            path = results / f"{experiment}-{protocol}-{profile}-dev.json"
-            if not path.exists():
+            found = _dev_file(results, experiment, protocol, profile)
+            if found is None:
                 raise SystemExit(
-                    f"error: {path.name} is missing; run benchmarks/run.py --only {experiment} "
-                    f"--profiles {profile} --protocols {protocol} --split dev"
+                    f"error: {experiment}-{protocol}-{profile}-dev.json is missing; run benchmarks/run.py --only "
+                    f"{experiment} --profiles {profile} --protocols {protocol} --split dev"
                 )
-            data = json.loads(path.read_text())
-            if data["config"].get("split") != "dev":
-                raise SystemExit(f"error: {path.name} is not a dev run; scales are chosen on dev only")
+            path, data = found
             groups = list(data["config"]["coverage_by_scale"])
             for key, curves in curves_of(experiment, data).items():
                 pooled = curves.mean(axis=0)
@@ -85,11 +102,50 @@ def calibrate(profile: str, results: Path = RESULTS) -> dict:
     return scales
 
 
+def transfer(profile: str, scales: dict, results: Path = RESULTS) -> dict:
+    """The coverage of the ``scales`` in use (:func:`calibrate`'s form) on ``profile``'s dev runs:
+    per (calibration key, protocol) that has a dev file, each group's raw coverage and its coverage
+    at the scale an estimator applies to it (a parameter family's own, else the regime's)."""
+    one = SCALE_GRID.index(1.0)
+    out = {}
+    for experiment in EXPERIMENTS:
+        for protocol in PROTOCOLS:
+            found = _dev_file(results, experiment, protocol, profile)
+            if found is None:
+                continue
+            path, data = found
+            groups = list(data["config"]["coverage_by_scale"])
+            for key, curves in curves_of(experiment, data).items():
+                regime = f"{key}/{protocol}"
+                if regime not in scales:
+                    continue
+                rows = {}
+                for g, c in zip(groups, curves, strict=True):
+                    scale = scales.get(f"{regime}/{g}", scales[regime])["scale"]
+                    at = float(c[SCALE_GRID.index(scale)])
+                    rows[g] = {"scale": scale, "raw": round(float(c[one]), 4), "calibrated": round(at, 4)}
+                out[regime] = {"groups": rows, "source": path.name}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="quick", help="the profile of the dev runs read")
     ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--transfer", metavar="PROFILE", help="report the scales in use on PROFILE's dev runs instead")
     args = ap.parse_args(argv)
+    command = "python scripts/calibrate_intervals.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.transfer:
+        in_use = json.loads(SCALES_FILE.read_text())
+        checked = transfer(args.transfer, in_use["scales"], args.results)
+        if not checked:
+            raise SystemExit(f"error: no {args.transfer}-profile dev runs in {args.results}")
+        report = {"level": INTERVAL_LEVEL, "scales_profile": in_use["profile"], "profile": args.transfer,
+                  "split": "dev", "command": command, "regimes": checked}  # fmt: skip
+        write_json_atomic(args.results / f"interval-transfer-{args.transfer}.json", report)
+        for regime, v in checked.items():
+            print(regime, {g: f"{r['raw']:.3f} -> {r['calibrated']:.3f}" for g, r in v["groups"].items()})
+        return 0
     scales = calibrate(args.profile, args.results)
     doc = {
         "level": INTERVAL_LEVEL,
@@ -97,7 +153,7 @@ def main(argv=None) -> int:
         "profile": args.profile,
         "split": "dev",
         "seed_pooling": "every seed of the dev runs, groups weighted equally",
-        "command": "python scripts/calibrate_intervals.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": command,
         "scales": scales,
     }
     write_json_atomic(SCALES_FILE, {k: doc[k] for k in ("level", "profile", "split", "command", "scales")})

@@ -69,3 +69,30 @@ def test_a_runs_record_says_where_its_interval_scale_came_from():
         and "not on chebyshev" in borrowed
     )
     assert scale_source("no-such-regime", paper) == "none chosen for no-such-regime/paper: 1.0, the raw interval"
+
+
+def test_transfer_reports_the_scales_in_use_on_another_profiles_dev_runs(tmp_path, monkeypatch, load_script):
+    mod = load_script("scripts/calibrate_intervals.py")
+    grid = np.array(SCALE_GRID)
+    ramp = list(np.clip(grid / 4, 0, 1))  # coverage = scale / 4: 1.0 covers 0.25, 3.7321 covers 0.933
+    curves = {f: {"rte": ramp, "strategy-a": ramp} for f in ("f1", "f2")}
+    config = {"split": "dev", "objective": {"variant": "objective-r16-s16"}, "coverage_by_scale": curves}
+    (tmp_path / "parameter-paper-paper-dev.json").write_text(json.dumps({"config": config}))
+    scales = {"profile": "quick", "scales": {
+        "parameter-objective/paper": {"scale": 2.0}, "parameter-objective/paper/f1": {"scale": 3.7321},
+        "parameter-proxy/paper": {"scale": 1.0}}}  # fmt: skip
+    monkeypatch.setattr(mod, "SCALES_FILE", tmp_path / "scales.json")
+    (tmp_path / "scales.json").write_text(json.dumps(scales))
+    assert mod.main(["--results", str(tmp_path), "--transfer", "paper"]) == 0
+    out = json.loads((tmp_path / "interval-transfer-paper.json").read_text())
+    assert out["profile"] == "paper" and out["scales_profile"] == "quick" and out["split"] == "dev"
+    objective = out["regimes"]["parameter-objective/paper"]["groups"]
+    assert objective["f1"] == {"scale": 3.7321, "raw": 0.25, "calibrated": round(3.7321 / 4, 4)}  # its own scale
+    assert objective["f2"]["scale"] == 2.0 and objective["f2"]["calibrated"] == 0.5  # the regime's
+    assert set(out["regimes"]) == {"parameter-objective/paper", "parameter-proxy/paper"}  # only the files that exist
+    config["split"] = "test"
+    (tmp_path / "parameter-paper-paper-dev.json").write_text(json.dumps({"config": config}))
+    with pytest.raises(SystemExit, match="not a dev run"):
+        mod.main(["--results", str(tmp_path), "--transfer", "paper"])
+    with pytest.raises(SystemExit, match="no strange-profile dev runs"):
+        mod.main(["--results", str(tmp_path), "--transfer", "strange"])
