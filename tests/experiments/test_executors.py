@@ -251,6 +251,7 @@ def test_a_sweep_under_ray_matches_serial(local_ray, tmp_path, capsys):
     )
 
 
+@pytest.mark.slow  # a local Ray cluster and three units: about a minute
 def test_a_unit_failing_on_ray_is_one_line_and_the_others_are_saved(local_ray, tmp_path, monkeypatch):
     """A user's family (imported in the workers through the driver's sys.path) whose formula
     raises once the run has started."""

@@ -1,6 +1,7 @@
 """The unit cache: a finished unit is found by its configuration's fingerprint."""
 
 import numpy as np
+import pytest
 
 from taskextrap.experiments.units import UnitResult, cached_unit, unit_done
 
@@ -134,6 +135,7 @@ def test_unit_files_are_readable_by_others(tmp_path):
     assert stat.S_IMODE(_unit_file(tmp_path).stat().st_mode) == 0o644
 
 
+@pytest.mark.slow  # three CLI processes end to end: about a minute
 def test_a_run_reuses_seed_zero_for_more_seeds_and_repairs_damaged_units(tmp_path):
     """End to end: ``--seeds 2`` after ``--seeds 1`` computes seed 1 only; every unit damaged
     afterwards is recomputed with a one-line warning and gives the same numbers."""
