@@ -149,9 +149,9 @@ def gp_nll(kernel: str, log_theta: torch.Tensor, x: torch.Tensor, y: torch.Tenso
 class _MarginalNLL(torch.autograd.Function):
     """The negative log marginal likelihood with its gradient in closed form: by log theta_p it
     is 0.5 * sum((K^-1 - a a^T) * dK/dlog theta_p) and by the values a = K^-1 y. Autograd
-    through the Cholesky factor costs about three times as much (two dozen (B, n, n) element-wise
-    kernels and the factor's backward; ``meta-gp`` fits batches of 256 draws of 50-100 points
-    thousands of times), for the same derivative."""
+    through the Cholesky factor took up to twice as long for the same derivative (two dozen
+    (B, n, n) element-wise kernels and the factor's backward; ``benchmarks/gp_step.py``), and
+    ``meta-gp`` fits batches of 256 draws of 50-100 points thousands of times."""
 
     @staticmethod
     def forward(ctx, log_theta, x, y, noisy, kernel):
