@@ -120,6 +120,7 @@ def test_rerun_resumes_from_the_checkpoint(quad_run):
     assert after == pytest.approx(before)
 
 
+@pytest.mark.slow  # a reproduce run with its plots, in a process: half a minute
 def test_reproduce_with_plots_writes_pngs(tmp_path):
     res = taskextrap("reproduce", "parameter", "--profile", "tiny", "--family", "exp", "--out", tmp_path, "--quiet")
     assert res.returncode == 0, res.stderr
@@ -469,6 +470,7 @@ USER_MODULE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a user family through the CLI end to end: half a minute
 def test_user_defined_family_from_the_command_line(tmp_path):
     mod_dir = tmp_path / "mods"
     mod_dir.mkdir()

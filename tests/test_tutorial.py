@@ -25,6 +25,7 @@ def _outputs(nb) -> str:
     )
 
 
+@pytest.mark.slow  # the whole tutorial as a notebook: half a minute
 def test_the_tutorial_runs_as_a_notebook_and_draws_its_figure(tmp_path, monkeypatch):
     nb = jupytext.read(TUTORIAL)
     assert nb.metadata["kernelspec"]["name"] == "python3"

@@ -175,6 +175,7 @@ def test_a_run_reuses_seed_zero_for_more_seeds_and_repairs_damaged_units(tmp_pat
     assert json.loads((tmp_path / "length-paper-tiny" / "results.json").read_text())["rows"] == before
 
 
+@pytest.mark.slow  # every unit of a run, damaged each way, recomputed: half a minute
 def test_every_unit_of_a_run_damaged_every_way_is_recomputed_to_the_same_numbers(tmp_path):
     """End to end, in one process: each kind of damage applied to every unit of a tiny parameter
     run; the rerun warns once per unit, recomputes, and its rows equal the original run's."""
