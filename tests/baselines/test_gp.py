@@ -49,18 +49,9 @@ def test_likelihood_and_posterior_match_scikit_learn_at_the_same_hyper_parameter
     np.testing.assert_allclose(sd[0].numpy() ** 2 + h["noise"], sk_sd**2, rtol=1e-7)  # ours leaves the noise out
 
 
-def _autograd_nll(kernel, theta, x, y, noisy):
-    """The negative log marginal likelihood written plainly, for autograd to differentiate."""
-    h = {n: theta[:, i].exp() for i, n in enumerate(G.hyper_names(kernel))}
-    k = G.gram(kernel, h, x, x) + torch.diag_embed(h["noise"][:, None] * noisy + G.JITTER)
-    chol = torch.linalg.cholesky(k)
-    alpha = torch.cholesky_solve(y[:, :, None], chol)[:, :, 0]
-    logdet = torch.log(torch.diagonal(chol, dim1=1, dim2=2)).sum(1)
-    return 0.5 * (y * alpha).sum(1) + logdet + 0.5 * x.shape[1] * math.log(2 * math.pi)
-
-
 @pytest.mark.parametrize("kernel", GP_KERNELS)
-def test_the_closed_form_gradient_equals_autograds(kernel):
+def test_the_closed_form_gradient_equals_autograds(kernel, load_script):
+    autograd_nll = load_script("benchmarks/gp_step.py").autograd_nll  # the plain formula the benchmark times
     g = np.random.default_rng(3)
     b, n, p = 4, 9, len(G.hyper_names(kernel))
     x = torch.tensor(g.uniform(-1, 1, (b, n)))
@@ -69,7 +60,7 @@ def test_the_closed_form_gradient_equals_autograds(kernel):
     y0 = torch.tensor(np.sin(3 * x.numpy()) + 0.1 * g.normal(size=(b, n)))
     weights = torch.tensor(g.uniform(0.5, 2.0, b))  # a weighted sum: the incoming gradient is not all ones
     grads = []
-    for f in (G.gp_nll, _autograd_nll):
+    for f in (G.gp_nll, autograd_nll):
         theta, y = theta0.clone().requires_grad_(True), y0.clone().requires_grad_(True)
         value = f(kernel, theta, x, y, noisy)
         (value * weights).sum().backward()
