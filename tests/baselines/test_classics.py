@@ -44,6 +44,13 @@ def test_a_row_is_its_chosen_variants_fit_and_each_variant_fits_once():
         np.testing.assert_array_equal(c.predict(row, cx, cy, qx)[0], c.predict(variant, cx, cy, qx)[0])
 
 
+def test_a_step_variant_trains_for_its_share_of_the_units_steps():
+    c = Classics(FamilyScaler(0.0, 1.0, 0.0, 1.0), 5, 0, CFG, "cpu", ("meta-gp-rbf+linear-x0.5", "cnp-w128-x2", "cnp"))
+    assert c.meta["meta-gp-rbf+linear-x0.5"].steps == 15
+    assert c.cnp["cnp-w128-x2"].cfg.steps == 60 and c.cnp["cnp-w128"].cfg == CFG  # the plain variant: the unit's
+    assert VARIANTS["meta-gp-rbf+linear-x0.5"]["kernel"] == "rbf+linear" and VARIANTS["cnp-w128-x2"]["width"] == 128
+
+
 def test_a_fresh_stream_trains_the_cnp_and_one_draw_of_it_fits_meta_gp():
     drawn = []
 

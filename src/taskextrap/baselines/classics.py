@@ -9,13 +9,15 @@ regimes' fresh training tasks), with the estimator's scaler, training settings a
 the classics, the inductive baseline and RTE see the same data; ``ctx-gp`` needs no fit.
 
 Their settings were chosen on the dev split (:data:`CHOSEN`): on it every variant of
-:data:`VARIANTS` is scored (``dev_variants``).
+:data:`VARIANTS` is scored (``dev_variants``): meta-gp's kernel family and cnp's width, then the
+number of training steps at the chosen kernel and width (one setting at a time, as RTE's were).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -30,10 +32,15 @@ from taskextrap.seeding import derive_seed, rng
 
 CLASSICS = ("ctx-gp", "meta-gp", "cnp")
 CNP_WIDTHS = (64, 128)
-# Every variant the dev split scores: meta-gp's kernel family, cnp's width.
+# Training steps as a multiple of the unit's (whose steps every network of a unit takes), scored at
+# the kernel and width the first dev round chose; 1 is the plain variant.
+STEP_SCALES = (0.5, 2.0)
+# Every variant the dev split scores: meta-gp's kernel family, cnp's width, then each one's steps.
 VARIANTS: dict[str, dict] = {
-    **{f"meta-gp-{k}": {"kernel": k} for k in GP_KERNELS},
-    **{f"cnp-w{w}": {"width": w} for w in CNP_WIDTHS},
+    **{f"meta-gp-{k}": {"kernel": k, "steps": 1.0} for k in GP_KERNELS},
+    **{f"meta-gp-rbf+linear-x{s:g}": {"kernel": "rbf+linear", "steps": s} for s in STEP_SCALES},
+    **{f"cnp-w{w}": {"width": w, "steps": 1.0} for w in CNP_WIDTHS},
+    **{f"cnp-w128-x{s:g}": {"width": 128, "steps": s} for s in STEP_SCALES},
 }
 # The dev choice (choose_classics on benchmarks/results/parameter-{paper,strict}-paper-dev.json
 # together; a test holds CHOSEN to those files), mean log MSE over both protocols' families:
@@ -52,6 +59,10 @@ def _variant(method: str) -> str:
     if method not in VARIANTS:
         raise TaskextrapError(f"unknown classic {method!r}; choose from {', '.join((*CLASSICS, *VARIANTS))}")
     return method
+
+
+def _steps(train: TrainConfig, variant: str) -> int:
+    return max(1, round(train.steps * VARIANTS[variant]["steps"]))
 
 
 class Classics:
@@ -79,14 +90,16 @@ class Classics:
     ):
         self.scaler, self.n_context, self.seed, self.train, self.device = scaler, n_context, seed, train, device
         fitted = list(dict.fromkeys(_variant(m) for m in methods if m != "ctx-gp"))  # ordered: jobs and keys too
-        # meta-gp takes the unit's optimiser steps, as every network of the unit does
+        # a variant takes the unit's optimiser steps (as every network of the unit does) times its scale
         self.meta = {
-            v: MetaGP(VARIANTS[v]["kernel"], seed=seed, device=str(device), steps=train.steps)
+            v: MetaGP(VARIANTS[v]["kernel"], seed=seed, device=str(device), steps=_steps(train, v))
             for v in fitted
             if v.startswith("meta")
         }
         self.cnp = {
-            v: CNPRegressor(scaler, n_context, derive_seed(seed, v), train, VARIANTS[v]["width"]).to(device)
+            v: CNPRegressor(
+                scaler, n_context, derive_seed(seed, v), replace(train, steps=_steps(train, v)), VARIANTS[v]["width"]
+            ).to(device)
             for v in fitted
             if v.startswith("cnp")
         }
