@@ -100,3 +100,13 @@ def test_the_choice_is_scale_free_and_ties_go_to_the_first_variant():
     assert variant_scores(rows(better))["cnp-w128"] < 0 and choose_classics(rows(better))["cnp"] == "cnp-w128"
     with pytest.raises(TaskextrapError, match="no dev rows"):
         choose_classics(rows({("a", "meta-gp-rbf"): 1.0}))
+
+
+def test_a_variant_longer_than_the_units_budget_is_scored_but_never_chosen():
+    from taskextrap.baselines.classics import choose_classics, eligible, variant_scores
+
+    values = {("a", v): 1.0 for v in VARIANTS} | {("a", "cnp-w128-x2"): 1e-3, ("a", "cnp-w128-x0.5"): 0.5}
+    rows = [{"group": g, "method": m, "metric": "mse", "value": v} for (g, m), v in values.items()]
+    assert min(variant_scores(rows), key=variant_scores(rows).get) == "cnp-w128-x2"
+    assert choose_classics(rows)["cnp"] == "cnp-w128-x0.5"
+    assert not eligible("cnp-w128-x2") and not eligible("meta-gp-rbf+linear-x2") and eligible("cnp-w128-x0.5")
