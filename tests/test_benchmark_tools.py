@@ -501,6 +501,23 @@ def test_the_gp_step_benchmark_times_both_gradients_and_checks_they_agree(tmp_pa
     assert cell["speedup_median"] == cell["autograd"]["median_ms"] / cell["closed_form"]["median_ms"]
 
 
+def test_the_ctx_gp_once_benchmark_times_a_fit_and_a_look_up_and_counts_the_fits_saved(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from taskextrap.experiments import composition
+
+    mod = _load("ctx_gp_once.py")
+    tiny = replace(composition.PROFILES["paper"], n_targets=3, n_draws=2)
+    monkeypatch.setitem(composition.PROFILES, "paper", tiny)
+    mod.main(["--threads", "1", "--only", "composition", "--out", str(tmp_path / "o.json")])
+    doc = json.loads((tmp_path / "o.json").read_text())
+    assert [r["protocol"] for r in doc["rows"]] == ["paper", "strict"]
+    for r in doc["rows"]:
+        assert r["contexts"] == 6 and r["same_bits"] and r["repeat_s"] < r["fit_s"]
+        assert (r["fits_before"], r["fits_after"]) == (3, 1) and r["saved_s"] == 2 * r["fit_s"]
+    assert doc["saved_s"] == sum(r["saved_s"] for r in doc["rows"])
+
+
 def test_coverage_rows_show_raw_and_calibrated_rte_the_band_and_the_classics_intervals(tmp_path, monkeypatch):
     mod = _load("tables.py")
     row = lambda g, m, v, metric="coverage": {"group": g, "method": m, "metric": metric, "value": v, "ci95": 0.01}  # noqa: E731

@@ -110,3 +110,29 @@ def test_a_variant_longer_than_the_units_budget_is_scored_but_never_chosen():
     assert min(variant_scores(rows), key=variant_scores(rows).get) == "cnp-w128-x2"
     assert choose_classics(rows)["cnp"] == "cnp-w128-x0.5"
     assert not eligible("cnp-w128-x2") and not eligible("meta-gp-rbf+linear-x2") and eligible("cnp-w128-x0.5")
+
+
+def test_ctx_gp_is_fitted_once_per_set_of_contexts_whatever_the_seed(monkeypatch):
+    """Every seed's Classics scores ctx-gp on the same targets: one fit, the same numbers to the
+    bit, copies handed out; other contexts are a new fit, and only the last few are kept."""
+    from taskextrap.baselines import classics
+    from taskextrap.baselines.gp import ctx_gp
+
+    calls = []
+    monkeypatch.setattr(classics, "ctx_gp", lambda *a, **k: calls.append(1) or ctx_gp(*a, **k))
+    monkeypatch.setattr(classics, "_ctx_gp_fits", type(classics._ctx_gp_fits)())
+    cx, cy, qx, _, _ = _batch(6, np.random.default_rng(2))
+    expected = ctx_gp(cx, cy, qx)
+    seeds = [Classics(FamilyScaler(0.0, 1.0, 0.0, 1.0), 5, s, CFG, "cpu", ("ctx-gp",)) for s in (0, 1, 2)]
+    first = seeds[0].predict("ctx-gp", cx, cy, qx)
+    first[0][:] = np.nan  # a caller writing into its copy changes nothing kept
+    for c in seeds[1:]:
+        for got, want in zip(c.predict("ctx-gp", cx, cy, qx), expected, strict=True):
+            np.testing.assert_array_equal(got, want)
+    assert len(calls) == 1
+    seeds[0].predict("ctx-gp", cx, cy + 1.0, qx)
+    assert len(calls) == 2
+    for k in range(classics.CTX_GP_KEPT):
+        classics.ctx_gp_once(cx, cy + 2.0 + k, qx)
+    seeds[0].predict("ctx-gp", cx, cy, qx)  # pushed out by the later fits: fitted again
+    assert len(calls) == 3 + classics.CTX_GP_KEPT
