@@ -509,13 +509,21 @@ def test_the_ctx_gp_once_benchmark_times_a_fit_and_a_look_up_and_counts_the_fits
     mod = _load("ctx_gp_once.py")
     tiny = replace(composition.PROFILES["paper"], n_targets=3, n_draws=2)
     monkeypatch.setitem(composition.PROFILES, "paper", tiny)
+    from taskextrap.baselines import classics
+    from taskextrap.tasks.observe import REGIME_PROTOCOLS
+
+    same = dict(REGIME_PROTOCOLS["composition"], strict=REGIME_PROTOCOLS["composition"]["paper"])
+    monkeypatch.setitem(REGIME_PROTOCOLS, "composition", same)  # two protocols of one shape: two fits
+    fits = []
+    real = classics.ctx_gp
+    monkeypatch.setattr(classics, "ctx_gp", lambda *a, **k: fits.append(1) or real(*a, **k))
     mod.main(["--threads", "1", "--only", "composition", "--out", str(tmp_path / "o.json")])
     doc = json.loads((tmp_path / "o.json").read_text())
     assert [r["protocol"] for r in doc["rows"]] == ["paper", "strict"]
     for r in doc["rows"]:
         assert r["contexts"] == 6 and r["same_bits"] and r["repeat_s"] < r["fit_s"]
         assert (r["fits_before"], r["fits_after"]) == (3, 1) and r["saved_s"] == 2 * r["fit_s"]
-    assert doc["saved_s"] == sum(r["saved_s"] for r in doc["rows"])
+    assert doc["saved_s"] == sum(r["saved_s"] for r in doc["rows"]) and len(fits) == 2
 
 
 def test_coverage_rows_show_raw_and_calibrated_rte_the_band_and_the_classics_intervals(tmp_path, monkeypatch):
