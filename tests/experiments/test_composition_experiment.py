@@ -70,3 +70,22 @@ def test_composition_and_ablations_share_units(tmp_path, monkeypatch):
     assert [r["method"] for r in abl["rows"] if r["group"] == "unseen-pairs"] == list(composition.ABLATION_METHODS)
     with pytest.raises(TaskextrapError, match="unknown primitive set 'quadratic'; choose from"):
         run_experiment("composition", RunOptions(profile="tiny", out=tmp_path, family="quadratic", progress=False))
+
+
+@pytest.mark.slow
+def test_a_runs_seeds_fit_ctx_gp_once_on_their_shared_targets(tmp_path, monkeypatch):
+    """ctx-gp does not depend on the training seed: two seeds' units (one process, one after the
+    other) fit it once, and both report the same numbers."""
+    from dataclasses import replace
+
+    from taskextrap.baselines import classics
+
+    fits = []
+    real = classics.ctx_gp
+    monkeypatch.setattr(classics, "ctx_gp", lambda *a, **k: fits.append(1) or real(*a, **k))
+    monkeypatch.setattr(classics, "_ctx_gp_fits", type(classics._ctx_gp_fits)())
+    monkeypatch.setitem(composition.PROFILES, "tiny", replace(composition.PROFILES["tiny"], seeds=(0, 1)))
+    res = run_experiment("composition", RunOptions(profile="tiny", out=tmp_path, progress=False))
+    assert res["seeds"] == [0, 1] and len(fits) == 1
+    (row,) = [r for r in res["rows"] if (r["group"], r["method"], r["metric"]) == ("unseen-pairs", "ctx-gp", "mse")]
+    assert row["seed_sd"] == 0

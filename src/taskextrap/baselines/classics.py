@@ -94,12 +94,14 @@ def ctx_gp_once(ctx_x, ctx_y, qry_x, device: str = "cpu") -> tuple[np.ndarray, n
         (mean, sd): each (n, q).
     """
     key = _inputs_key(str(device), ctx_x, ctx_y, qry_x)
-    if key not in _ctx_gp_fits:
-        _ctx_gp_fits[key] = ctx_gp(ctx_x, ctx_y, qry_x, device=str(device))
-        while len(_ctx_gp_fits) > CTX_GP_KEPT:
+    fit = _ctx_gp_fits.get(key)
+    if fit is None:
+        fit = _ctx_gp_fits[key] = ctx_gp(ctx_x, ctx_y, qry_x, device=str(device))
+        while len(_ctx_gp_fits) > CTX_GP_KEPT:  # the oldest first
             _ctx_gp_fits.popitem(last=False)
-    _ctx_gp_fits.move_to_end(key)
-    mean, sd = _ctx_gp_fits[key]
+    else:
+        _ctx_gp_fits.move_to_end(key)
+    mean, sd = fit
     return mean.copy(), sd.copy()
 
 
