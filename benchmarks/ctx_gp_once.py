@@ -95,7 +95,7 @@ def main(argv=None) -> dict:
         "source_hash": source_hash(),
         "torch": torch.__version__,
         "threads": args.threads,
-        "rows": rows,
+        "cells": rows,
         "saved_s": sum(r["saved_s"] for r in rows),
         "command": "python benchmarks/ctx_gp_once.py" + (f" --threads {args.threads}" if args.threads != 2 else ""),
     }

@@ -519,11 +519,11 @@ def test_the_ctx_gp_once_benchmark_times_a_fit_and_a_look_up_and_counts_the_fits
     monkeypatch.setattr(classics, "ctx_gp", lambda *a, **k: fits.append(1) or real(*a, **k))
     mod.main(["--threads", "1", "--only", "composition", "--out", str(tmp_path / "o.json")])
     doc = json.loads((tmp_path / "o.json").read_text())
-    assert [r["protocol"] for r in doc["rows"]] == ["paper", "strict"]
-    for r in doc["rows"]:
+    assert [r["protocol"] for r in doc["cells"]] == ["paper", "strict"]
+    for r in doc["cells"]:
         assert r["contexts"] == 6 and r["same_bits"] and r["repeat_s"] < r["fit_s"]
         assert (r["fits_before"], r["fits_after"]) == (3, 1) and r["saved_s"] == 2 * r["fit_s"]
-    assert doc["saved_s"] == sum(r["saved_s"] for r in doc["rows"]) and len(fits) == 2
+    assert doc["saved_s"] == sum(r["saved_s"] for r in doc["cells"]) and len(fits) == 2
 
 
 def test_coverage_rows_show_raw_and_calibrated_rte_the_band_and_the_classics_intervals(tmp_path, monkeypatch):
