@@ -36,16 +36,18 @@ from taskextrap.seeding import derive_seed, rng
 
 CLASSICS = ("ctx-gp", "meta-gp", "cnp")
 CNP_WIDTHS = (64, 128)
-# Training steps as a multiple of the unit's (whose steps every network of a unit takes), scored at
-# the kernel and width the first dev round chose; 1 is the plain variant. Only variants within the
-# unit's budget may be chosen (eligible): twice the steps is scored to show what more buys.
+# The first dev round's choice (kernel family, width), at which the second round scores the steps.
+FIRST_ROUND = {"kernel": "rbf+linear", "width": 128}
+# Training steps as a multiple of the unit's (whose steps every network of a unit takes); 1 is the
+# plain variant. Only variants within the unit's budget may be chosen (eligible): twice the steps
+# is scored to show what more buys.
 STEP_SCALES = (0.5, 2.0)
 # Every variant the dev split scores: meta-gp's kernel family, cnp's width, then each one's steps.
 VARIANTS: dict[str, dict] = {
     **{f"meta-gp-{k}": {"kernel": k, "steps": 1.0} for k in GP_KERNELS},
-    **{f"meta-gp-rbf+linear-x{s:g}": {"kernel": "rbf+linear", "steps": s} for s in STEP_SCALES},
+    **{f"meta-gp-{FIRST_ROUND['kernel']}-x{s:g}": {"kernel": FIRST_ROUND["kernel"], "steps": s} for s in STEP_SCALES},
     **{f"cnp-w{w}": {"width": w, "steps": 1.0} for w in CNP_WIDTHS},
-    **{f"cnp-w128-x{s:g}": {"width": 128, "steps": s} for s in STEP_SCALES},
+    **{f"cnp-w{FIRST_ROUND['width']}-x{s:g}": {"width": FIRST_ROUND["width"], "steps": s} for s in STEP_SCALES},
 }
 # The dev choice (choose_classics on benchmarks/results/parameter-{paper,strict}-paper-dev.json
 # together; a test holds CHOSEN to those files), mean log MSE over both protocols' families:
