@@ -226,6 +226,8 @@ def write_run(run: PlannedRun, results: dict, wall_s: float, timing_extra: dict 
         "config": {
             **config,
             "split": options.split,
+            # the torch threads of every unit: they move a float's last digits (the unit keys hold them)
+            "threads": options.unit_cpus,
             "test_seed": config.get("test_seed", options.seed_of_tests),
             "family": options.family,
             "family_code_hash": run.record.get("family_code_hash"),
