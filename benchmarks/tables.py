@@ -59,6 +59,14 @@ METRIC_ORDER = (
 )
 
 
+def wall_note(data: dict, wall: float) -> str:
+    """The italic wall-time line under a table: the torch threads of its units too when the file
+    records them (config ``threads``, written since 2026-11-28), as they move a float's last digits."""
+    threads = (data.get("config") or {}).get("threads")
+    per_unit = f", {threads} torch thread{'s' if threads != 1 else ''} per unit" if threads else ""
+    return f"_wall {wall / 60:.1f} min on 2 CPU cores{per_unit}._"
+
+
 def render(
     name: str,
     metrics=METRIC_ORDER,
@@ -108,7 +116,7 @@ def render(
         ]
     wall = data.get("timing", {}).get("wall_s")
     if wall is not None and wall >= 5:
-        parts += ["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"]
+        parts += ["", wall_note(data, wall)]
     elif wall is not None and "-ablations" in name:  # ablations reuse the main experiment's fits
         parts += ["", "_scored from the main experiment's cached units._"]
     elif wall is not None:  # a run finished over several resumptions: its last call read the cached unit
@@ -509,7 +517,7 @@ def render_multistep(data: dict) -> str:
             f"Training seeds {data.get('seeds')}, test seed {config.get('test_seed')}._",
         ]
         wall = data.get("timing", {}).get("wall_s")
-        return "\n".join(lines + (["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"] if wall else []))
+        return "\n".join(lines + (["", wall_note(data, wall)] if wall else []))
     verdicts = {(c["group"], c["a"], c["b"]): c for c in data.get("comparisons") or []}
     head = [
         "family / region",
@@ -552,7 +560,7 @@ def render_multistep(data: dict) -> str:
     ]
     wall = data.get("timing", {}).get("wall_s")
     if wall:
-        lines += ["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"]
+        lines += ["", wall_note(data, wall)]
     return "\n".join(lines)
 
 
@@ -595,7 +603,7 @@ def render_parameter_dev(data: dict) -> str:
         f"Training seeds {data.get('seeds')}, test seed {config.get('test_seed')}._",
     ]
     wall = data.get("timing", {}).get("wall_s")
-    return "\n".join(lines + (["", f"_wall {wall / 60:.1f} min on 2 CPU cores._"] if wall else []))
+    return "\n".join(lines + (["", wall_note(data, wall)] if wall else []))
 
 
 def render_speed(data: dict) -> str:

@@ -86,6 +86,10 @@ def test_tables_render_mse_and_accuracy_rows_with_wall_time(tmp_path, monkeypatc
     for name, says in (("x-ablations", "main experiment's cached units"), ("y", "read from the unit cache")):
         (tmp_path / f"{name}.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 1.0}}))
         assert says in mod.render(name) and "_wall" not in mod.render(name)
+    assert "on 2 CPU cores._" in text and "thread" not in text  # an older file records no threads
+    (tmp_path / "t.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 90.0}, "config": {"threads": 2}}))
+    assert "_wall 1.5 min on 2 CPU cores, 2 torch threads per unit._" in mod.render("t")
+    assert mod.wall_note({"config": {"threads": 1}}, 60.0) == "_wall 1.0 min on 2 CPU cores, 1 torch thread per unit._"
 
 
 def test_tables_print_seed_sd_and_clear_claims(tmp_path, monkeypatch):
