@@ -39,3 +39,29 @@ def test_source_hash_of_the_package_is_cached_and_stable():
 def test_git_outside_a_repository_is_none(tmp_path):
     assert provenance.git_commit(tmp_path) is None
     assert provenance.git_dirty(tmp_path) is None
+
+
+def test_cpu_info_names_the_processor_and_the_kernels_instruction_set(monkeypatch):
+    import platform
+
+    import torch
+
+    from taskextrap import provenance
+
+    provenance.cpu_info.cache_clear()
+    monkeypatch.setattr(provenance.Path, "read_text", lambda self, *a, **k: "processor : 0\nmodel name\t: Test CPU 9\n")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert provenance.cpu_info() == "Test CPU 9 (AVX2)"
+    provenance.cpu_info.cache_clear()  # no /proc/cpuinfo, no processor name, no torch capability: None
+
+    def no_file(self, *a, **k):
+        raise OSError("no such file")
+
+    def no_torch():
+        raise RuntimeError("no torch")
+
+    monkeypatch.setattr(provenance.Path, "read_text", no_file)
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", no_torch)
+    assert provenance.cpu_info() is None
+    provenance.cpu_info.cache_clear()

@@ -1,4 +1,5 @@
-"""Where a result came from: the git commit, whether the tree was dirty, and a hash of the code.
+"""Where a result came from: the git commit, whether the tree was dirty, a hash of the code and
+the CPU that computed it.
 
 ``results.json`` records all three under ``environment`` (:func:`taskextrap.report.schema.
 environment_info`), and every cached unit's fingerprint includes :func:`source_hash`
@@ -16,7 +17,7 @@ import sys
 import types
 from pathlib import Path
 
-__all__ = ["package_dir", "source_files", "source_hash", "callable_hash", "git_commit", "git_dirty"]
+__all__ = ["package_dir", "source_files", "source_hash", "callable_hash", "git_commit", "git_dirty", "cpu_info"]
 
 # Besides every ``*.py`` file, the shipped data that can change numbers (pyproject's package-data).
 _DATA_GLOBS = ("report/*.json", "search/*.json", "llm/models/*/*")
@@ -94,6 +95,37 @@ def git_dirty(directory: str | os.PathLike | None = None) -> bool | None:
     not ignore. None when git or the repository is unavailable."""
     out = _git(Path(directory) if directory is not None else package_dir(), "status", "--porcelain")
     return None if out is None else bool(out.strip())
+
+
+@functools.cache
+def cpu_info() -> str | None:
+    """The processor's model name and the instruction set torch's CPU kernels use (e.g.
+    ``"Intel(R) Xeon(R) Processor (AVX512)"``); None when neither can be read.
+
+    Recorded because it moves numbers: the same code and seeds on a CPU with another instruction
+    set (AVX2 against AVX512) take other kernels, whose float roundings a network's training
+    amplifies into visibly different results (docs/results.md, "Same code, another CPU")."""
+    model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:  # not Linux
+        pass
+    if not model:
+        import platform
+
+        model = platform.processor() or None
+    try:
+        import torch
+
+        capability = str(torch.backends.cpu.get_cpu_capability())
+    except Exception:  # noqa: BLE001 - provenance is best effort, never a failed run
+        capability = None
+    if model is None and capability is None:
+        return None
+    return f"{model or 'unknown CPU'}" + (f" ({capability})" if capability else "")
 
 
 # --- the code of a user's callable ---------------------------------------------------------------

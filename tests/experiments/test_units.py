@@ -113,6 +113,22 @@ def test_an_intact_unit_is_read_back_without_a_warning(tmp_path, recwarn):
     assert again.extras["note"] == 3 and again.extras["resumed"] and not recwarn.list
 
 
+def test_a_unit_file_records_the_cpu_outside_its_key(tmp_path, monkeypatch):
+    """The CPU is provenance (another instruction set moves a float's last digits), not part of
+    the key: a cache computed on one node of a cluster is read on another."""
+    import json
+
+    from taskextrap.experiments import units
+
+    config = {"experiment": "x", "seed": 0}
+    monkeypatch.setattr(units, "cpu_info", lambda: "Test CPU (AVX2)")
+    cached_unit(tmp_path, "x-seed0", config, lambda: UnitResult({"m": np.zeros(2)}, {}))
+    assert json.loads(_unit_file(tmp_path).read_text())["cpu"] == "Test CPU (AVX2)"
+    monkeypatch.setattr(units, "cpu_info", lambda: "Other CPU (AVX512)")
+    again = cached_unit(tmp_path, "x-seed0", config, lambda: (_ for _ in ()).throw(AssertionError("recomputed")))
+    assert again.extras["resumed"]  # read back, not recomputed, on another CPU
+
+
 def test_the_list_of_seeds_is_not_in_a_units_key():
     from taskextrap.experiments import units
 

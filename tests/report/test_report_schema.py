@@ -354,6 +354,9 @@ def test_environment_info_never_fails():
     assert env["git"] is None or isinstance(env["git"], str)
     assert env["dirty"] in (None, True, False)
     assert isinstance(env["source_hash"], str) and len(env["source_hash"]) == 16
+    import torch
+
+    assert f"({torch.backends.cpu.get_cpu_capability()})" in env["cpu"]  # the instruction set moves numbers
     obj = valid_results()
     obj["environment"] = env
     validate_results(obj)
