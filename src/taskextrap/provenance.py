@@ -17,7 +17,16 @@ import sys
 import types
 from pathlib import Path
 
-__all__ = ["package_dir", "source_files", "source_hash", "callable_hash", "git_commit", "git_dirty", "cpu_info"]
+__all__ = [
+    "package_dir",
+    "source_files",
+    "source_hash",
+    "callable_hash",
+    "git_commit",
+    "git_dirty",
+    "cpu_info",
+    "library_versions",
+]
 
 # Besides every ``*.py`` file, the shipped data that can change numbers (pyproject's package-data).
 _DATA_GLOBS = ("report/*.json", "search/*.json", "llm/models/*/*")
@@ -126,6 +135,25 @@ def cpu_info() -> str | None:
     if model is None and capability is None:
         return None
     return f"{model or 'unknown CPU'}" + (f" ({capability})" if capability else "")
+
+
+# The libraries whose kernels compute results besides torch (recorded with it: pyproject does not pin them).
+NUMERIC_LIBRARIES = ("numpy", "scipy", "scikit-learn")
+
+
+@functools.cache
+def library_versions() -> dict[str, str | None]:
+    """The installed versions of :data:`NUMERIC_LIBRARIES` (None for one that is not installed):
+    a newer numpy or scipy, like another CPU, can move a result's last digits."""
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for name in NUMERIC_LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
 
 
 # --- the code of a user's callable ---------------------------------------------------------------

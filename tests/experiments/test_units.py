@@ -123,7 +123,8 @@ def test_a_unit_file_records_the_cpu_outside_its_key(tmp_path, monkeypatch):
     config = {"experiment": "x", "seed": 0}
     monkeypatch.setattr(units, "cpu_info", lambda: "Test CPU (AVX2)")
     cached_unit(tmp_path, "x-seed0", config, lambda: UnitResult({"m": np.zeros(2)}, {}))
-    assert json.loads(_unit_file(tmp_path).read_text())["cpu"] == "Test CPU (AVX2)"
+    saved = json.loads(_unit_file(tmp_path).read_text())
+    assert saved["cpu"] == "Test CPU (AVX2)" and saved["libraries"]["numpy"] == np.__version__
     monkeypatch.setattr(units, "cpu_info", lambda: "Other CPU (AVX512)")
     again = cached_unit(tmp_path, "x-seed0", config, lambda: (_ for _ in ()).throw(AssertionError("recomputed")))
     assert again.extras["resumed"]  # read back, not recomputed, on another CPU

@@ -357,6 +357,13 @@ def test_environment_info_never_fails():
     import torch
 
     assert f"({torch.backends.cpu.get_cpu_capability()})" in env["cpu"]  # the instruction set moves numbers
+    import numpy
+
+    assert env["libraries"]["numpy"] == numpy.__version__ and set(env["libraries"]) == {
+        "numpy",
+        "scipy",
+        "scikit-learn",
+    }
     obj = valid_results()
     obj["environment"] = env
     validate_results(obj)

@@ -35,7 +35,7 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
 from taskextrap.experiments.locks import Lock
-from taskextrap.provenance import cpu_info, source_hash
+from taskextrap.provenance import cpu_info, library_versions, source_hash
 from taskextrap.files import json_default, read_json, write_json_atomic
 
 
@@ -147,8 +147,8 @@ def load_unit(cache_dir: Path | None, name: str, key: str, report: bool = True) 
 
 def unit_record(config: dict, unit: UnitResult) -> dict:
     """What a unit file holds: the result as plain JSON data (errors as lists), its
-    configuration, fingerprint, the package's source hash, the CPU that computed it and a
-    checksum of the numbers."""
+    configuration, fingerprint, the package's source hash, the CPU and numeric libraries that
+    computed it and a checksum of the numbers."""
     errors = {m: np.asarray(e).tolist() for m, e in unit.errors.items()}
     plain = json.loads(json.dumps(config, sort_keys=True, default=str))  # for readers such as benchmarks/paired.py
     saved = json.loads(
@@ -157,7 +157,9 @@ def unit_record(config: dict, unit: UnitResult) -> dict:
     return {
         "fingerprint": fingerprint(**config),
         "source_hash": source_hash(),
-        "cpu": cpu_info(),  # provenance only, not in the key: a cache stays usable on another node
+        # provenance only, not in the key: a cache stays usable on another node of a cluster
+        "cpu": cpu_info(),
+        "libraries": library_versions(),
         "config": plain,
         **saved,
         "checksum": checksum(saved["errors"], saved["timing"], saved["extras"]),

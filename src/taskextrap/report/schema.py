@@ -223,6 +223,7 @@ RESULTS_SCHEMA: dict[str, Any] = {
                 "source_hash": {"type": ["string", "null"]},
                 # the CPU of the process that wrote the file (each unit file records its own); since 2026-11-28
                 "cpu": {"type": ["string", "null"]},
+                "libraries": {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
             },
         },
         "config": {
@@ -536,14 +537,16 @@ def environment_info(device: str = "cpu") -> dict[str, Any]:
     """Describe the software environment and the code's provenance for ``results.json``; never raises.
 
     Returns ``{"taskextrap": version, "torch": version, "device": device, "git": short hash,
-    "dirty": bool, "source_hash": hex, "cpu": str}``: ``git`` is the short commit hash of the
-    repository holding the package source and ``dirty`` whether its working tree had uncommitted changes
-    (both ``None`` when git or the repository is unavailable, e.g. an installed wheel);
+    "dirty": bool, "source_hash": hex, "cpu": str, "libraries": {name: version}}``: ``git`` is
+    the short commit hash of the repository holding the package source and ``dirty`` whether its
+    working tree had uncommitted changes (both ``None`` when git or the repository is
+    unavailable, e.g. an installed wheel);
     ``source_hash`` is :func:`taskextrap.provenance.source_hash` (sha256 of the package's ``.py``
     files and shipped model files; ``None`` if they cannot be read); ``torch`` is
     ``"unavailable"`` if torch cannot be imported; ``cpu`` is
     :func:`taskextrap.provenance.cpu_info` (the processor and its instruction set: the same code
-    and seeds give other numbers on another one).
+    and seeds give other numbers on another one) and ``libraries`` the versions of numpy, scipy
+    and scikit-learn (:func:`taskextrap.provenance.library_versions`).
     """
     from taskextrap import provenance
 
@@ -571,4 +574,5 @@ def environment_info(device: str = "cpu") -> dict[str, Any]:
         "dirty": provenance.git_dirty(),
         "source_hash": src_hash,
         "cpu": provenance.cpu_info(),
+        "libraries": provenance.library_versions(),
     }
