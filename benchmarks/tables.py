@@ -923,6 +923,37 @@ def render_own_dev(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_cpu_drift(data: dict) -> str:
+    """``cpu-drift.json`` (benchmarks/cpu_drift.py): the README demo re-run on another machine
+    against the committed file, per family rte's MSE in both, then how many rows and claims moved."""
+    ref, here = data["reference_environment"], data["here_environment"]
+
+    def machine(env):
+        cpu = env.get("cpu") or "CPU not recorded"
+        libs = env.get("libraries")
+        return f"commit {env.get('git')}, {cpu}" + (
+            ", " + ", ".join(f"{k} {v}" for k, v in libs.items()) if libs else ", library versions not recorded"
+        )
+
+    lines = ["| family | `rte` MSE, committed file | `rte` MSE, this machine | change |", "|---|---:|---:|---:|"]
+    for family, v in data["rte_mse"].items():
+        lines.append(f"| {family} | {fmt(v['reference'])} | {fmt(v['here'])} | {v['here'] / v['reference'] - 1:+.1%} |")
+    m, c = data["mse_relative_change"], data["clear_claims"]
+    changed = [f"{k} (vanished)" for k in c["vanished"]] + [f"{k} (appeared)" for k in c["appeared"]]
+    changed += [f"{k} (reversed)" for k in c["reversed"]]
+    lines += [
+        "",
+        f"_`{data['command']}`, training seeds {data['seeds']}, {data['wall_s']:.0f} s. Committed file "
+        f"(`{data['reference_file']}`): {machine(ref)}. This run: {machine(here)}. "
+        f"{data['rows_moved']} of {data['rows']} rows moved; the MSE of the {m['rows']} learned and library rows "
+        f"by a median {m['median']:.1%} (largest {m['max']:.1%}, {m['max_row']}). Clear paired claims: "
+        f"{c['reference']} in the committed file, {c['here']} here, {c['in_both']} in both"
+        + (f"; changed: {'; '.join(changed)}" if changed else "")
+        + "._",
+    ]
+    return "\n".join(lines)
+
+
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B] [methods=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
@@ -968,6 +999,8 @@ def render_spec(spec: str) -> str:
         return render_interpolants(data)
     if name == "context-sizes" and not opts:
         return render_context_sizes(data)
+    if name == "cpu-drift" and not opts:
+        return render_cpu_drift(data)
     if "modes" in data and "agreement" in data and not opts:
         return render_codeio_search(data)
     if "anchor" in data and "labels" in data and not opts:

@@ -557,3 +557,31 @@ def test_coverage_rows_show_raw_and_calibrated_rte_the_band_and_the_classics_int
     assert mod.render_spec("coverage x-paper-paper:h").splitlines()[2] == (
         "| x-paper-paper | h | 0.970 ± 0.0100 | - | - | - |  |  |  |"
     )
+
+
+def test_cpu_drift_counts_moved_rows_and_changed_claims():
+    mod = _load("cpu_drift.py")
+
+    def results(rte, clear):
+        rows = [
+            {"group": "g", "method": "rte", "metric": "mse", "value": rte},
+            {"group": "g", "method": "ctx-polyfit", "metric": "mse", "value": 1e-25},
+            {"group": "g", "method": "b", "metric": "mse", "value": 2.0},
+        ]
+        comps = [{"group": "g", "metric": "mse", "a": "rte", "b": "b", "clear": clear, "winner": "rte"}]
+        return {"rows": rows, "comparisons": comps}
+
+    same = mod.drift(results(1.0, True), results(1.0, True))
+    assert same["rows_moved"] == 0 and same["mse_relative_change"]["max"] == 0.0
+    assert same["clear_claims"] == {
+        "reference": 1,
+        "here": 1,
+        "in_both": 1,
+        "vanished": [],
+        "appeared": [],
+        "reversed": [],
+    }
+    moved = mod.drift(results(1.0, True), results(1.1, False))
+    assert moved["rows_moved"] == 1 and abs(moved["mse_relative_change"]["max"] - 0.1) < 1e-12
+    assert moved["mse_relative_change"]["rows"] == 2  # ctx-polyfit's exact ~0 is left out of the ratios
+    assert moved["clear_claims"]["vanished"] == ["g mse: rte vs b"] and moved["rte_mse"]["g"]["here"] == 1.1
