@@ -65,3 +65,13 @@ def test_cpu_info_names_the_processor_and_the_kernels_instruction_set(monkeypatc
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", no_torch)
     assert provenance.cpu_info() is None
     provenance.cpu_info.cache_clear()
+
+
+def test_library_versions_are_a_fresh_dict_each_call():
+    import numpy as np
+
+    from taskextrap import provenance
+
+    first = provenance.library_versions()
+    first["numpy"] = "edited"
+    assert provenance.library_versions()["numpy"] == np.__version__  # the cached look-up is not shared

@@ -1,7 +1,7 @@
 """Where a result came from: the git commit, whether the tree was dirty, a hash of the code and
 the CPU that computed it.
 
-``results.json`` records all three under ``environment`` (:func:`taskextrap.report.schema.
+``results.json`` records them all under ``environment`` (:func:`taskextrap.report.schema.
 environment_info`), and every cached unit's fingerprint includes :func:`source_hash`
 (:func:`taskextrap.experiments.units.fingerprint`), so a change to any source byte or shipped
 model file never reuses a unit computed by other code.
@@ -141,19 +141,24 @@ def cpu_info() -> str | None:
 NUMERIC_LIBRARIES = ("numpy", "scipy", "scikit-learn")
 
 
-@functools.cache
 def library_versions() -> dict[str, str | None]:
     """The installed versions of :data:`NUMERIC_LIBRARIES` (None for one that is not installed):
-    a newer numpy or scipy, like another CPU, can move a result's last digits."""
+    a newer numpy or scipy, like another CPU, can move a result's last digits. A new dict each
+    call (the look-up is made once per process)."""
+    return dict(_library_versions())
+
+
+@functools.cache
+def _library_versions() -> tuple[tuple[str, str | None], ...]:
     from importlib import metadata
 
-    out: dict[str, str | None] = {}
+    out: list[tuple[str, str | None]] = []
     for name in NUMERIC_LIBRARIES:
         try:
-            out[name] = metadata.version(name)
+            out.append((name, metadata.version(name)))
         except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+            out.append((name, None))
+    return tuple(out)
 
 
 # --- the code of a user's callable ---------------------------------------------------------------
