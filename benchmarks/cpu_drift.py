@@ -94,9 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     reference = json.loads((RESULTS / f"{REFERENCE}.json").read_text())
     with tempfile.TemporaryDirectory() as tmp:
         here, wall = run_demo(Path(tmp))
-    for key in ("seeds",):
-        if here[key] != reference[key]:
-            raise SystemExit(f"cpu_drift: the reference has {key} {reference[key]}, this run {here[key]}")
+    if here["seeds"] != reference["seeds"]:
+        raise SystemExit(f"cpu_drift: the reference has seeds {reference['seeds']}, this run {here['seeds']}")
     out = {
         "command": COMMAND,
         "reference_file": f"benchmarks/results/{REFERENCE}.json",
