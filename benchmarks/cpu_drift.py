@@ -24,41 +24,35 @@ import tempfile
 import time
 from pathlib import Path
 
+from taskextrap.report.compare import claim_changes, differences, keyed
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 REFERENCE = "parameter-paper-quick"
 COMMAND = "taskextrap reproduce parameter --profile quick"
 
 
-def rows_by_key(results: dict) -> dict[tuple, dict]:
-    """(group, method, metric) -> row."""
-    return {(r["group"], r["method"], r["metric"]): r for r in results["rows"]}
-
-
-def clear_claims(results: dict) -> dict[str, str]:
-    """Every clear paired comparison, as ``"group metric: a vs b"`` -> the winner."""
-    return {
-        f"{c['group']} {c['metric']}: {c['a']} vs {c['b']}": c["winner"]
-        for c in results.get("comparisons") or []
-        if c["clear"]
-    }
+def _claim_name(key: tuple) -> str:
+    """(group, metric, a, b) as ``"group metric: a vs b"``."""
+    return f"{key[0]} {key[1]}: {key[2]} vs {key[3]}"
 
 
 def drift(reference: dict, here: dict) -> dict:
     """How ``here`` differs from ``reference`` (two results of the same experiment and settings)."""
-    ref, new = rows_by_key(reference), rows_by_key(here)
+    ref, new = keyed(reference), keyed(here)
     shared = [k for k in ref if k in new and ref[k]["value"] is not None and new[k]["value"] is not None]
-    moved = [k for k in shared if ref[k]["value"] != new[k]["value"]]
+    changed = {key for kind, key, field, _, _ in differences(reference, here) if kind == "rows" and field == "value"}
     rel = {
         k: abs(new[k]["value"] / ref[k]["value"] - 1)
         for k in shared
         if k[2] == "mse" and ref[k]["value"] != 0 and k[1] not in ("ctx-polyfit", "ctx-interp")
     }
     rte = {k[0]: {"reference": ref[k]["value"], "here": new[k]["value"]} for k in shared if k[1:] == ("rte", "mse")}
-    a, b = clear_claims(reference), clear_claims(here)
+    claims = claim_changes(reference, here)
+    named = lambda status: sorted(_claim_name(k) for k, s in claims.items() if s == status)  # noqa: E731
     return {
         "rows": len(shared),
-        "rows_moved": len(moved),
+        "rows_moved": sum(k in changed for k in shared),
         "mse_relative_change": {
             "rows": len(rel),
             "median": statistics.median(rel.values()) if rel else None,
@@ -67,12 +61,12 @@ def drift(reference: dict, here: dict) -> dict:
         },
         "rte_mse": rte,
         "clear_claims": {
-            "reference": len(a),
-            "here": len(b),
-            "in_both": sum(k in b and b[k] == w for k, w in a.items()),
-            "vanished": sorted(k for k in a if k not in b),
-            "appeared": sorted(k for k in b if k not in a),
-            "reversed": sorted(k for k in a if k in b and b[k] != a[k]),
+            "reference": sum(s != "appeared" for s in claims.values()),
+            "here": sum(s != "vanished" for s in claims.values()),
+            "in_both": len(named("held")),
+            "vanished": named("vanished"),
+            "appeared": named("appeared"),
+            "reversed": named("reversed"),
         },
     }
 

@@ -5,7 +5,7 @@
 A GPU trains and rounds differently from a CPU, so its tables are not the CPU's bit for bit
 (``scripts/same_results.py`` says where they differ); what must survive is every claim. For each
 paired comparison that is clear in either run (its interval excludes 0 and every seed agrees:
-``report.compare``), this says whether it is clear in both with the same winner; and it puts
+``report.compare.claim_changes``), this says whether it is clear in both with the same winner; and it puts
 every row's value and interval side by side. Prints the markdown (or writes it to FILE) and
 exits 1 when a claim clear in one run is not clear in the other, so a prepared GPU session
 (``scripts/gpu_check.sh``) stops on it.
@@ -23,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # a sibling script, not a package: import it from its folder
 from same_results import _results_files
 
+from taskextrap.report.compare import claim_changes, keyed
+
 
 def _fmt(value, ci) -> str:
     if value is None:
@@ -33,15 +35,10 @@ def _fmt(value, ci) -> str:
 def compare(a: dict, b: dict, names: tuple[str, str] = ("CPU", "GPU")) -> tuple[list[str], int, int]:
     """The markdown lines comparing two parsed results files, the number of claims clear in
     either run, and how many of them hold in both (same winner, clear in both)."""
-    key = lambda c: (c["group"], c["metric"], c["a"], c["b"])  # noqa: E731
-    ca, cb = {key(c): c for c in a.get("comparisons") or []}, {key(c): c for c in b.get("comparisons") or []}
-    claims = sorted(
-        k for k in ca.keys() | cb.keys() if (ca.get(k) or {}).get("clear") or (cb.get(k) or {}).get("clear")
-    )
+    ca, cb = keyed(a, "comparisons"), keyed(b, "comparisons")
+    claims = claim_changes(a, b)
     lines = [f"| group | metric | claim | {names[0]} | {names[1]} | holds in both |", "|---|---|---|---|---|---|"]
-    held = 0
-    for k in claims:
-        x, y = ca.get(k), cb.get(k)
+    for k, status in claims.items():
 
         def cell(c):
             if c is None:
@@ -49,11 +46,10 @@ def compare(a: dict, b: dict, names: tuple[str, str] = ("CPU", "GPU")) -> tuple[
             verdict = f"{c['winner']} clearly" if c.get("clear") else "not clear"
             return f"{verdict}, {c['diff']:.3g} [{c['lo']:.3g}, {c['hi']:.3g}]" if c.get("lo") is not None else verdict
 
-        ok = x is not None and y is not None and x.get("clear") and y.get("clear") and x["winner"] == y["winner"]
-        held += bool(ok)
-        lines.append(f"| {k[0]} | {k[1]} | {k[2]} vs {k[3]} | {cell(x)} | {cell(y)} | {'yes' if ok else '**no**'} |")
-    rows_a = {(r["group"], r["method"], r["metric"]): r for r in a.get("rows") or []}
-    rows_b = {(r["group"], r["method"], r["metric"]): r for r in b.get("rows") or []}
+        held_here = "yes" if status == "held" else "**no**"
+        lines.append(f"| {k[0]} | {k[1]} | {k[2]} vs {k[3]} | {cell(ca.get(k))} | {cell(cb.get(k))} | {held_here} |")
+    held = sum(status == "held" for status in claims.values())
+    rows_a, rows_b = keyed(a), keyed(b)
     lines += ["", f"| group | method | metric | {names[0]} | {names[1]} |", "|---|---|---|---|---|"]
     for k in sorted(rows_a.keys() | rows_b.keys()):
         ra, rb = rows_a.get(k, {}), rows_b.get(k, {})

@@ -13,40 +13,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
-ROW_FIELDS = ("value", "ci95", "n", "seed_sd", "paper_value", "errors")
-COMPARISON_FIELDS = ("diff", "lo", "hi", "n", "clear", "winner")
-
-
-def _same(a, b) -> bool:
-    """Equal, with NaN equal to NaN (a diverged baseline stays diverged)."""
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
+from taskextrap.report import compare
 
 
 def differences(old: dict, new: dict) -> list[str]:
-    """Every difference between the rows and comparisons of two parsed results files."""
+    """Every difference between the rows and comparisons of two parsed results files, one line
+    each (``report.compare.differences``, worded)."""
     out = []
-    for kind, key_fields, fields in (
-        ("rows", ("group", "method", "metric"), ROW_FIELDS),
-        ("comparisons", ("group", "metric", "a", "b"), COMPARISON_FIELDS),
-    ):
-        a = {tuple(r[k] for k in key_fields): r for r in old.get(kind) or []}
-        b = {tuple(r[k] for k in key_fields): r for r in new.get(kind) or []}
-        out += [f"{kind[:-1]} {'/'.join(map(str, k))} only in the old run" for k in a.keys() - b.keys()]
-        out += [f"{kind[:-1]} {'/'.join(map(str, k))} only in the new run" for k in b.keys() - a.keys()]
-        for k in sorted(a.keys() & b.keys(), key=str):
-            out += [
-                f"{kind[:-1]} {'/'.join(map(str, k))}: {f} {a[k].get(f)!r} -> {b[k].get(f)!r}"
-                for f in fields
-                if not _same(a[k].get(f), b[k].get(f))
-            ]
+    for kind, key, field, a, b in compare.differences(old, new):
+        name = f"{kind[:-1]} {'/'.join(map(str, key))}"
+        if field is None:
+            out.append(f"{name} only in the {'old' if b is None else 'new'} run")
+        else:
+            out.append(f"{name}: {field} {a!r} -> {b!r}")
     return out
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.report.compare import clear_claims, compare_rows, paired_difference
+from taskextrap.report.compare import claim_changes, clear_claims, compare_rows, differences, keyed, paired_difference
 from taskextrap.report.schema import make_row, validate_results
 
 
@@ -132,3 +132,50 @@ def test_diagnostic_metrics_are_never_compared_and_carry_no_paper_value():
     assert all(r["paper_value"] is None for r in rows)  # strategy-a has a paper mse, not an entropy
     with pytest.raises(TaskextrapError, match="entropy"):
         make_row("parameter", "quadratic", "rte", "entropy", -e)
+
+
+def _file(rte_value, comparisons):
+    row = {"group": "g", "method": "rte", "metric": "mse", "value": rte_value, "ci95": 0.1}
+    return {"rows": [row], "comparisons": comparisons, "environment": {"git": str(rte_value)}}
+
+
+def _claim(b, clear, winner=None):
+    return {"group": "g", "metric": "mse", "a": "rte", "b": b, "diff": -1.0, "clear": clear, "winner": winner}
+
+
+def test_differences_name_every_changed_number_and_ignore_provenance():
+    old = _file(1.0, [_claim("x", True, "rte")])
+    assert differences(old, {**old, "environment": {"git": "other"}}) == []
+    nan = _file(float("nan"), [])
+    assert differences(nan, _file(float("nan"), [])) == []  # a diverged row stays diverged
+    new = _file(1.5, [_claim("x", False), _claim("y", True, "y")])
+    assert differences(old, new) == [
+        ("rows", ("g", "rte", "mse"), "value", 1.0, 1.5),
+        ("comparisons", ("g", "mse", "rte", "y"), None, None, new["comparisons"][1]),
+        ("comparisons", ("g", "mse", "rte", "x"), "clear", True, False),
+        ("comparisons", ("g", "mse", "rte", "x"), "winner", "rte", None),
+    ]
+    assert keyed(new, "comparisons")[("g", "mse", "rte", "y")]["winner"] == "y"
+
+
+def test_claim_changes_keep_only_claims_clear_in_either_file():
+    old = _file(
+        1.0,
+        [_claim("held", True, "rte"), _claim("gone", True, "rte"), _claim("flip", True, "rte"), _claim("never", False)],
+    )
+    new = _file(
+        1.0,
+        [
+            _claim("held", True, "rte"),
+            _claim("gone", False),
+            _claim("flip", True, "flip"),
+            _claim("never", False),
+            _claim("new", True, "rte"),
+        ],
+    )
+    assert {k[3]: v for k, v in claim_changes(old, new).items()} == {
+        "held": "held",
+        "gone": "vanished",
+        "flip": "reversed",
+        "new": "appeared",
+    }

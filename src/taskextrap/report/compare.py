@@ -13,11 +13,15 @@ difference of two methods removes the spread between targets that both share. DE
 :func:`paired_difference` computes this for two ``(n_targets, n_seeds)`` arrays;
 :func:`compare_rows` applies it to the rows of a results table (rows built by
 :func:`taskextrap.report.schema.make_row` keep their arrays), giving the ``comparisons`` list of
-``results.json``; :func:`clear_claims` turns that list into sentences.
+``results.json``; :func:`clear_claims` turns that list into sentences. Two results files of the
+same experiment (a GPU's beside a CPU's, one machine's beside another's) are set side by side by
+:func:`differences` (every number that differs) and :func:`claim_changes` (which clear claims
+hold in both).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,7 +30,15 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.report.schema import DIAGNOSTIC_METRICS, METRICS, _as_errors, mean_interval
 
-__all__ = ["paired_difference", "compare_rows", "clear_claims", "REFERENCE_METHOD"]
+__all__ = [
+    "paired_difference",
+    "compare_rows",
+    "clear_claims",
+    "keyed",
+    "differences",
+    "claim_changes",
+    "REFERENCE_METHOD",
+]
 
 REFERENCE_METHOD = "rte"
 
@@ -137,4 +149,62 @@ def clear_claims(comparisons: Iterable[dict]) -> list[str]:
         if c["clear"] and c.get("winner"):
             loser = c["b"] if c["winner"] == c["a"] else c["a"]
             out.append(f"{c['group']}: {c['winner']} beats {loser} ({c['metric']})")
+    return out
+
+
+# what identifies a row or a comparison in a results file, and the fields that are its numbers
+KEYS = {"rows": ("group", "method", "metric"), "comparisons": ("group", "metric", "a", "b")}
+NUMBER_FIELDS = {
+    "rows": ("value", "ci95", "n", "seed_sd", "paper_value", "errors"),
+    "comparisons": ("diff", "lo", "hi", "n", "clear", "winner"),
+}
+
+
+def keyed(results: dict, kind: str = "rows") -> dict[tuple, dict]:
+    """A parsed results file's ``rows`` by (group, method, metric), or its ``comparisons`` by
+    (group, metric, a, b)."""
+    return {tuple(r[k] for k in KEYS[kind]): r for r in results.get(kind) or []}
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, with NaN equal to NaN (a diverged baseline stays diverged)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def differences(old: dict, new: dict) -> list[tuple[str, tuple, str | None, Any, Any]]:
+    """Every number that differs between two parsed results files, as ``(kind, key, field, old,
+    new)``: ``kind`` is ``"rows"`` or ``"comparisons"``, ``key`` as in :func:`keyed`; a row or
+    comparison in one file only has ``field`` None and its missing side None. Provenance, timing
+    and paths are not numbers of the result and are not compared."""
+    out: list[tuple[str, tuple, str | None, Any, Any]] = []
+    for kind in KEYS:
+        a, b = keyed(old, kind), keyed(new, kind)
+        out += [(kind, k, None, a[k], None) for k in sorted(a.keys() - b.keys(), key=str)]
+        out += [(kind, k, None, None, b[k]) for k in sorted(b.keys() - a.keys(), key=str)]
+        for k in sorted(a.keys() & b.keys(), key=str):
+            out += [
+                (kind, k, f, a[k].get(f), b[k].get(f))
+                for f in NUMBER_FIELDS[kind]
+                if not _same(a[k].get(f), b[k].get(f))
+            ]
+    return out
+
+
+def claim_changes(old: dict, new: dict) -> dict[tuple, str]:
+    """Every paired claim clear in either of two parsed results files, by (group, metric, a, b),
+    with what became of it: ``"held"`` (clear in both, same winner), ``"vanished"`` (clear only in
+    ``old``), ``"appeared"`` (clear only in ``new``) or ``"reversed"`` (clear in both, the other
+    winner)."""
+    a, b = keyed(old, "comparisons"), keyed(new, "comparisons")
+    out = {}
+    for k in sorted(a.keys() | b.keys()):
+        x, y = (a.get(k) or {}).get("clear"), (b.get(k) or {}).get("clear")
+        if x and y:
+            out[k] = "held" if a[k]["winner"] == b[k]["winner"] else "reversed"
+        elif x or y:
+            out[k] = "vanished" if x else "appeared"
     return out
