@@ -32,6 +32,14 @@ def _fmt(value, ci) -> str:
     return f"{value:.4g}" + (f" ± {ci:.2g}" if ci is not None else "")
 
 
+def _cell(c) -> str:
+    """One run's verdict on a claim, with its paired difference and interval."""
+    if c is None:
+        return "not compared"
+    verdict = f"{c['winner']} clearly" if c.get("clear") else "not clear"
+    return f"{verdict}, {c['diff']:.3g} [{c['lo']:.3g}, {c['hi']:.3g}]" if c.get("lo") is not None else verdict
+
+
 def compare(a: dict, b: dict, names: tuple[str, str] = ("CPU", "GPU")) -> tuple[list[str], int, int]:
     """The markdown lines comparing two parsed results files, the number of claims clear in
     either run, and how many of them hold in both (same winner, clear in both)."""
@@ -39,15 +47,8 @@ def compare(a: dict, b: dict, names: tuple[str, str] = ("CPU", "GPU")) -> tuple[
     claims = claim_changes(a, b)
     lines = [f"| group | metric | claim | {names[0]} | {names[1]} | holds in both |", "|---|---|---|---|---|---|"]
     for k, status in claims.items():
-
-        def cell(c):
-            if c is None:
-                return "not compared"
-            verdict = f"{c['winner']} clearly" if c.get("clear") else "not clear"
-            return f"{verdict}, {c['diff']:.3g} [{c['lo']:.3g}, {c['hi']:.3g}]" if c.get("lo") is not None else verdict
-
         held_here = "yes" if status == "held" else "**no**"
-        lines.append(f"| {k[0]} | {k[1]} | {k[2]} vs {k[3]} | {cell(ca.get(k))} | {cell(cb.get(k))} | {held_here} |")
+        lines.append(f"| {k[0]} | {k[1]} | {k[2]} vs {k[3]} | {_cell(ca.get(k))} | {_cell(cb.get(k))} | {held_here} |")
     held = sum(status == "held" for status in claims.values())
     rows_a, rows_b = keyed(a), keyed(b)
     lines += ["", f"| group | method | metric | {names[0]} | {names[1]} |", "|---|---|---|---|---|"]
