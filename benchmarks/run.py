@@ -12,6 +12,7 @@ benchmarks/results/. Not part of the test suite.
     python benchmarks/run.py --only codeio-em --profiles quick --split dev  # App. B.2 EM, dev split
     python benchmarks/run.py --only speed [--device cuda]  # one paper unit per experiment, timed (speed.py)
     python benchmarks/run.py --only kernels        # the kernels behind the speed work (kernels.py)
+    python benchmarks/run.py --only em-estep       # the composition-em E-step sweep settings (em_estep.py)
 
 Finished units are cached under benchmarks/results/runs/units, so an interrupted run resumes and
 the ablation experiments reuse the main experiments' fits; benchmarks/paired.py compares two
@@ -247,6 +248,7 @@ def main():
             "llm-geometry",
             "speed",
             "kernels",
+            "em-estep",
             "codeio-search",
         ],
         default=None,
@@ -343,6 +345,8 @@ def main():
                 )
     if args.only in (None, "kernels"):  # the kernels behind the speed work, one thread (a minute)
         _sibling("kernels").main()
+    if args.only in (None, "em-estep"):  # the composition-em E-step's sweep settings (~3 min)
+        _sibling("em_estep").main([])
     if args.only in (None, "codeio-search"):  # the bounded CodeIO search against the full one (~25 min)
         _sibling("codeio_search").main([])
     if args.only in (None, "speed"):  # one paper unit per experiment in its own process (speed.py)

@@ -76,6 +76,34 @@ def test_search_only_e_step_finds_the_best_fitting_library_pair(prims, supervise
     assert (s.loss <= before).all()  # a label is replaced only by one that fits better
 
 
+def test_e_step_labels_keep_every_bit_in_any_chunk_and_lane_count(prims, supervised, monkeypatch):
+    import taskextrap.estimators.composition as comp
+
+    def labels(lanes, values):
+        monkeypatch.setenv("TASKEXTRAP_LANES", lanes)
+        monkeypatch.setattr(comp, "REFINE_VALUES", values)
+        em = _em(0.0, restarts=3, sweeps=2)
+        em._adopt(supervised, prims)
+        s = em._hidden_set(em.train_pool_, 40, "train")
+        em.history_ = []
+        em._e_step(s, None)
+        return s.labels, s.loss
+
+    one = labels("1", 10**9)  # every task in one chunk, one lane
+    for lanes, values in (("2", 1), ("2", 7 * len(prims) * 25)):  # a task per chunk; 7 per chunk
+        other = labels(lanes, values)
+        np.testing.assert_array_equal(one[0], other[0])
+        np.testing.assert_array_equal(one[1], other[1])
+
+
+def test_refine_chunk_bounds_a_sweep_and_takes_at_least_one_target():
+    from taskextrap.estimators.composition import REFINE_VALUES, refine_chunk
+
+    assert refine_chunk(25, 9000) == REFINE_VALUES // (25 * 9000)
+    assert refine_chunk(25, 10**8) == 1
+    assert refine_chunk(25, 24) * 25 * 24 <= REFINE_VALUES
+
+
 def test_refinement_restricted_to_allowed_family_pairs_never_leaves_them(prims, supervised):
     em = _em(0.0)
     em._adopt(supervised, prims)

@@ -91,3 +91,11 @@ def test_primitives_are_observable_tasks(prims):
     obs = get_protocol("paper", "composition").draw(PrimitiveTasks.of(prims), 2, np.random.default_rng(0))
     assert obs.ctx_x.shape == (120, 25)
     np.testing.assert_allclose(obs.ctx_y, prims.exact(obs.ctx_x, obs.task))
+
+
+def test_reading_located_points_from_one_curve_per_row_equals_interpolation(prims):
+    x = np.random.default_rng(2).uniform(-12, 12, size=(5, 4, 7))  # beyond the grid too
+    index = np.array([0, 3, 17, 42, len(prims) - 1])
+    got = prims.interp_rows(index, *prims.locate(x))
+    assert got.shape == x.shape
+    np.testing.assert_array_equal(got, prims.interp(x, np.broadcast_to(index[:, None], x.shape[:2])))

@@ -34,8 +34,9 @@ import numpy as np
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import check_progress
-from taskextrap.estimators.composition import REFINE_CHUNK, CompositionRTE
+from taskextrap.estimators.composition import CompositionRTE, refine_chunk
 from taskextrap.estimators.progress import FitProgress
+from taskextrap.lanes import map_lanes
 from taskextrap.operators.parameter import sort_context
 from taskextrap.search.decomposer import Decomposer
 from taskextrap.seeding import derive_seed, rng
@@ -271,24 +272,34 @@ class EMCompositionRTE(CompositionRTE):
             kk = outer_c.shape[1]
             starts = [np.stack([np.repeat(outer_c, kk, axis=1), np.tile(inner_c, (1, kk))], axis=1)]
             rounds = max(1, self.sweeps - 1)
-        best, loss = np.zeros((len(todo), 2), int), np.full(len(todo), np.inf)
         allowed = self.allowed_pairs()
-        fam = self.primitives_.family
-        for pairs in starts:
-            for c in range(0, len(todo), REFINE_CHUNK):
-                sl = slice(c, c + REFINE_CHUNK)
-                o, i = pairs[sl, 0], pairs[sl, 1]
-                start_loss = self.context_loss_at(x[sl], y[sl], o, i)
-                if allowed is not None:  # a disallowed start is never column 0 when an allowed one exists
-                    start_loss = np.where(allowed[fam[o], fam[i]], start_loss, np.inf)
-                order = np.argsort(start_loss, axis=1, kind="stable")  # _refine starts from column 0
-                o, i, start_loss = (np.take_along_axis(a, order, 1) for a in (o, i, start_loss))
-                ro, ri, rl = self._refine(x[sl], y[sl], o, i, start_loss, rounds, allowed)
-                better = rl[:, 0] < loss[sl]
-                best[sl][better] = np.stack([ro[:, 0], ri[:, 0]], axis=1)[better]
-                loss[sl][better] = rl[better, 0]
+        step = refine_chunk(x.shape[1], len(self.primitives_))
+
+        def chunk(c: int) -> tuple[np.ndarray, np.ndarray]:  # one chunk of tasks: the same numbers in any lane
+            sl = slice(c, c + step)
+            return self._best_of_starts(x[sl], y[sl], [p[sl] for p in starts], rounds, allowed)
+
+        best, loss = (np.concatenate(a) for a in zip(*map_lanes(chunk, range(0, len(todo), step)), strict=True))
         keep = loss < s.loss[todo]
         s.labels[todo[keep]], s.loss[todo[keep]] = best[keep], loss[keep]
+
+    def _best_of_starts(self, x, y, starts, rounds, allowed) -> tuple[np.ndarray, np.ndarray]:
+        """The best refined pair (n, 2) of tasks ``x``, ``y`` over every start (n, 2, c) and its loss (n,)."""
+        best, loss = np.zeros((len(x), 2), int), np.full(len(x), np.inf)
+        fam = self.primitives_.family
+        at_inner = self.inner_points(x)  # the same for every start
+        for pairs in starts:
+            o, i = pairs[:, 0], pairs[:, 1]
+            start_loss = self.context_loss_at(x, y, o, i)
+            if allowed is not None:  # a disallowed start is never column 0 when an allowed one exists
+                start_loss = np.where(allowed[fam[o], fam[i]], start_loss, np.inf)
+            order = np.argsort(start_loss, axis=1, kind="stable")  # _refine starts from column 0
+            o, i, start_loss = (np.take_along_axis(a, order, 1) for a in (o, i, start_loss))
+            ro, ri, rl = self._refine(x, y, o, i, start_loss, rounds, allowed, at_inner)
+            better = rl[:, 0] < loss
+            best[better] = np.stack([ro[:, 0], ri[:, 0]], axis=1)[better]
+            loss[better] = rl[better, 0]
+        return best, loss
 
     def allowed_pairs(self) -> np.ndarray | None:
         """(families x families) bool, outer first: the family pairs a pseudo-label may have

@@ -501,6 +501,20 @@ class PrimitiveSet:
         lo, hi = table[flat], table[flat + 1]
         return lo + t * (hi - lo)
 
+    def interp_rows(self, index: np.ndarray, pos: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Primitive ``index[r]`` (``index`` (n,)) read at row r's points already located by
+        :meth:`locate` (``pos``, ``t`` (n, ...)): the values :meth:`interp` gives at those points.
+
+        A coordinate sweep reads one curve per row at the same (context x library) points every
+        round; locating them once and gathering from the n selected curves (a small table that
+        stays in cache) is what makes a round cheap.
+        """
+        n = len(index)
+        rows = self.curves[np.asarray(index, dtype=np.int64)]  # (n, grid)
+        p = pos.reshape(n, -1)
+        lo, hi = np.take_along_axis(rows, p, 1), np.take_along_axis(rows, p + 1, 1)
+        return (lo + t.reshape(n, -1) * (hi - lo)).reshape(pos.shape)
+
     def interp_all(self, x: np.ndarray) -> np.ndarray:
         """Every stored curve interpolated at ``x`` (any shape s): shape s + (len(self),).
 

@@ -1,0 +1,125 @@
+"""The composition-em E-step (search only, the warm-up arm's): wall time of re-labelling N hidden
+training tasks by coordinate sweeps over the paper library (3,000 primitives per family: 9,000
+stored curves), from 4 random starting pairs with 3 rounds each, as the paper profile does.
+
+It is most of a composition-em ``paper`` unit. Three settings of the same search, which must
+return the same labels to the bit:
+
+- ``chunk32-1lane``: 32 tasks per sweep, one at a time (the sweep size before the E-step was
+  chunked by values; each numpy temporary then is ~58 MB, fresh pages every time);
+- ``chunked-1lane``: ``refine_chunk`` tasks per sweep (~1M values), one at a time;
+- ``chunked-lanes``: the same, chunks spread over the lanes (``taskextrap.lanes``).
+
+    python benchmarks/em_estep.py                  # about 3 minutes on 2 cores
+    python benchmarks/run.py --only em-estep       # the same, from make bench
+
+The tasks are training-pair compositions drawn from the estimator's own training pool (no
+held-out pair, no test task). Writes benchmarks/results/em-estep.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from taskextrap import lanes
+from taskextrap.estimators import composition as C
+from taskextrap.estimators.composition_em import EMCompositionRTE
+from taskextrap.experiments.composition import make_library
+from taskextrap.files import write_json_atomic
+from taskextrap.report.schema import environment_info
+
+OUT = Path(__file__).parent / "results" / "em-estep.json"
+N_PER_FAMILY = 3000  # the paper profile's library
+SEED = 0
+
+
+def e_step_once(prims, n_tasks: int) -> tuple[float, np.ndarray, np.ndarray]:
+    """(seconds, labels, losses) of one search-only E-step over ``n_tasks`` hidden tasks."""
+    em = EMCompositionRTE(label_share=0.0, restarts=4, sweeps=3, seed=SEED, verbose=False)
+    em._resolve()
+    em._prepare(prims)
+    em.history_ = []
+    s = em._hidden_set(em.train_pool_, n_tasks, "train")
+    t = time.perf_counter()
+    em._e_step(s, None)
+    return time.perf_counter() - t, s.labels.copy(), s.loss.copy()
+
+
+def measure(n_tasks: int) -> dict:
+    """Each setting's seconds per task; raises if any setting's labels differ from the first's."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a unit's default; lanes then fill the other cores
+    prims = make_library(N_PER_FAMILY)
+    m = 25  # the paper protocol's context size
+    settings = {
+        "chunk32-1lane": (32 * m * len(prims), "1"),
+        "chunked-1lane": (C.REFINE_VALUES, "1"),
+        "chunked-lanes": (C.REFINE_VALUES, str(lanes.lanes())),
+    }
+    default, before = C.REFINE_VALUES, os.environ.get("TASKEXTRAP_LANES")
+    rows, first = {}, None
+    try:
+        for name, (values, n_lanes) in settings.items():
+            C.REFINE_VALUES = values
+            os.environ["TASKEXTRAP_LANES"] = n_lanes
+            secs, labels, loss = e_step_once(prims, n_tasks)
+            if first is None:
+                first = (labels, loss)
+            elif not (np.array_equal(first[0], labels) and np.array_equal(first[1], loss)):
+                raise SystemExit(f"{name}: the labels differ from the first setting's")
+            rows[name] = {
+                "seconds": secs,
+                "ms_per_task": 1e3 * secs / n_tasks,
+                "lanes": int(n_lanes),
+                "tasks_per_sweep": C.refine_chunk(m, len(prims)),
+            }
+            print(f"{name}: {secs:.1f} s ({rows[name]['ms_per_task']:.1f} ms per task)", file=sys.stderr)
+    finally:
+        torch.set_num_threads(threads)
+        C.REFINE_VALUES = default
+        if before is None:
+            os.environ.pop("TASKEXTRAP_LANES", None)
+        else:
+            os.environ["TASKEXTRAP_LANES"] = before
+    base = rows["chunk32-1lane"]["seconds"]
+    for r in rows.values():
+        r["speedup_vs_chunk32"] = base / r["seconds"]
+    return rows
+
+
+def document(n_tasks: int, command: str) -> dict:
+    """The results file: settings, timings, the same labels in every setting (checked)."""
+    return {
+        "environment": environment_info("cpu"),
+        "command": command,
+        "library": {"n_per_family": N_PER_FAMILY, "families": 3},
+        "n_tasks": n_tasks,
+        "restarts": 4,
+        "sweeps": 3,
+        "load_average_1min": os.getloadavg()[0],
+        "settings": measure(n_tasks),
+        "same_labels_in_every_setting": True,
+    }
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", type=int, default=192, help="hidden tasks to re-label (default 192)")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    doc = document(
+        args.tasks, "python benchmarks/em_estep.py" + (f" --tasks {args.tasks}" if args.tasks != 192 else "")
+    )
+    write_json_atomic(args.out, doc)
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
