@@ -10,7 +10,8 @@ return the same labels to the bit:
 - ``chunked-1lane``: ``refine_chunk`` tasks per sweep (~1M values), one at a time;
 - ``chunked-lanes``: the same, chunks spread over the lanes (``taskextrap.lanes``).
 
-    python benchmarks/em_estep.py                  # about 3 minutes on 2 cores
+    python benchmarks/em_estep.py                  # about 2 minutes on 2 cores
+    PYTHONPATH=<checkout of 5549480>/src python benchmarks/em_estep.py --out benchmarks/results/em-estep-before.json
     python benchmarks/run.py --only em-estep       # the same, from make bench
 
 The tasks are training-pair compositions drawn from the estimator's own training pool (no
@@ -58,6 +59,10 @@ def measure(n_tasks: int) -> dict:
     torch.set_num_threads(1)  # a unit's default; lanes then fill the other cores
     prims = make_library(N_PER_FAMILY)
     m = 25  # the paper protocol's context size
+    if not hasattr(C, "REFINE_VALUES"):  # the package before e458ab9 (PYTHONPATH=<old checkout>/src): as it is
+        secs = e_step_once(prims, n_tasks)[0]
+        torch.set_num_threads(threads)
+        return {"as-is": {"seconds": secs, "ms_per_task": 1e3 * secs / n_tasks, "lanes": 1, "tasks_per_sweep": 32}}
     settings = {
         "chunk32-1lane": (32 * m * len(prims), "1"),
         "chunked-1lane": (C.REFINE_VALUES, "1"),

@@ -309,6 +309,34 @@ def render_depth3_search(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_em_estep(data: dict) -> str:
+    """``em-estep.json``: seconds and milliseconds per task of one composition E-step in each sweep
+    setting, beside the package before the change (``em-estep-before.json``) when that file exists."""
+    before_path = RESULTS / "em-estep-before.json"
+    before = json.loads(before_path.read_text()) if before_path.exists() else None
+    rows = ([("before (`as-is`)", before["settings"]["as-is"], before)] if before else []) + [
+        (f"`{name}`", r, data) for name, r in data["settings"].items()
+    ]
+    base = rows[0][1]["ms_per_task"]
+    lines = [
+        "| setting | commit | lanes | tasks per sweep | seconds | ms per task | speed-up |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label, r, d in rows:
+        lines.append(
+            f"| {label} | {d['environment'].get('git') or '?'} | {r['lanes']} | {r['tasks_per_sweep']} | "
+            f"{r['seconds']:.1f} | {r['ms_per_task']:.1f} | {base / r['ms_per_task']:.2f}x |"
+        )
+    lines += [
+        "",
+        f"_{data['n_tasks']} hidden tasks, {data['library']['n_per_family'] * data['library']['families']:,} "
+        f"primitives, {data['restarts']} random starts x {data['sweeps']} rounds; the same labels and losses "
+        f"in every setting (checked by the script); load average {data['load_average_1min']:.2f} at the start; "
+        f"source hash {data['environment'].get('source_hash')}; `{data['command']}`._",
+    ]
+    return "\n".join(lines)
+
+
 BASELINES = ("sparse-inductive", "few-shot")  # the paper's main baseline of each regime
 PAPER_STRATEGIES = ("strategy-a", "strategy-b")  # the paper's own inference, where rte is a dev-chosen other
 
@@ -983,6 +1011,8 @@ def render_spec(spec: str) -> str:
         and not opts
     ):
         return render_parameter_dev(data)
+    if "same_labels_in_every_setting" in data and not opts:
+        return render_em_estep(data)
     if "chains_per_target" in data and not opts:
         return render_depth3_search(data)
     if "variants" in data and "chance_exact" in data and not opts:

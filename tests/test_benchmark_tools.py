@@ -585,3 +585,18 @@ def test_cpu_drift_counts_moved_rows_and_changed_claims():
     assert moved["rows_moved"] == 1 and abs(moved["mse_relative_change"]["max"] - 0.1) < 1e-12
     assert moved["mse_relative_change"]["rows"] == 2  # ctx-polyfit's exact ~0 is left out of the ratios
     assert moved["clear_claims"]["vanished"] == ["g mse: rte vs b"] and moved["rte_mse"]["g"]["here"] == 1.1
+
+
+def test_the_em_estep_benchmark_times_every_setting_with_the_same_labels_and_its_table(tmp_path, monkeypatch):
+    mod = _load("em_estep.py")
+    monkeypatch.setattr(mod, "N_PER_FAMILY", 12)
+    mod.main(["--tasks", "6", "--out", str(tmp_path / "e.json")])
+    doc = json.loads((tmp_path / "e.json").read_text())
+    assert set(doc["settings"]) == {"chunk32-1lane", "chunked-1lane", "chunked-lanes"}
+    assert doc["same_labels_in_every_setting"] and all(r["seconds"] > 0 for r in doc["settings"].values())
+    assert doc["settings"]["chunk32-1lane"]["tasks_per_sweep"] == 32
+    tables = _load("tables.py")
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    (tmp_path / "em-estep.json").write_text(json.dumps(doc))
+    text = tables.render_spec("em-estep")
+    assert "`chunked-lanes`" in text and "1.00x" in text and "6 hidden tasks" in text

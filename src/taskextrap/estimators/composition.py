@@ -37,7 +37,7 @@ from taskextrap.validation import as_index_array, check_instance, check_int, che
 VERIFY_CHUNK = 512  # targets per batched verification pass
 # Values (targets x context points x library) one refinement sweep holds at once. Kept near 8 MB
 # per array: above glibc's largest mmap threshold (32 MB) every numpy temporary is fresh pages,
-# and their page faults cost more than the sweep's arithmetic (measured: 2.2x on 9,000 primitives).
+# and their page faults cost more than the sweep's arithmetic (1.7x on 9,000 primitives, benchmarks/em_estep.py).
 REFINE_VALUES = 1_000_000
 
 
