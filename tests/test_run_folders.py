@@ -163,14 +163,22 @@ def test_config_records_the_run_and_results_name_the_family_spec(tmp_path, user_
 
 
 def test_a_built_in_family_has_no_code_hash_of_its_own(tmp_path):
-    results = run_experiment("parameter", _opts(tmp_path, family="quadratic", unit_cpus=2))
+    results = run_experiment("parameter", _opts(tmp_path, family="quadratic"))
     assert results["config"]["family"] == "quadratic" and results["config"]["family_code_hash"] is None
-    assert results["config"]["threads"] == 2  # the units' torch threads: they move a float's last digits
+    assert results["config"]["threads"] == 1  # the units' torch threads: they move a float's last digits
     sources = results["config"]["interval_scale_source"]["quadratic"]
     assert all(s.startswith("chosen on quadratic's own dev split") for s in sources.values()), sources
     assert "interval scale borrowed" not in (tmp_path / "parameter-paper-tiny-quadratic" / "results.md").read_text()
     section = _run_section(tmp_path / "parameter-paper-tiny-quadratic")
     assert "family_code_hash" not in section and section["code_hash"] == source_hash()
+
+
+@pytest.mark.slow  # units at 2 torch threads beside another test worker: minutes on 2 cores
+def test_a_run_records_its_units_torch_threads(tmp_path):
+    results = run_experiment("parameter", _opts(tmp_path, family="quadratic", unit_cpus=2))
+    assert results["config"]["threads"] == 2
+    written = json.loads((tmp_path / "parameter-paper-tiny-quadratic" / "results.json").read_text())
+    assert written["config"]["threads"] == 2
 
 
 # --- another configuration in the same folder ---------------------------------------------------------
