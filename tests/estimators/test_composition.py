@@ -213,3 +213,52 @@ def test_predictive_sd_and_calibration_on_validation_primitives(fitted, targets)
     np.testing.assert_array_equal(calib[0].params, tasks.params)  # the calibration drew exactly these
     loss = fitted.context_loss(obs_c.ctx_x, obs_c.ctx_y, tasks.outer[:, None], tasks.inner[:, None])
     assert fitted.loss_scale_ == pytest.approx(loss.mean())
+
+
+def _refine_every_round(est, ctx_x, ctx_y, outer, inner, loss, rounds, allowed):
+    """The refinement as it was before converged rows stopped sweeping: every row, every round."""
+    lib = est.primitives_
+    size, fam = len(lib), lib.family
+
+    def mask(v, a, b):
+        return v if allowed is None else np.where(allowed[fam[a], fam[b]], v, np.inf)
+
+    loss, every, at_inner = mask(loss, outer, inner), np.arange(size)[None, :], est.inner_points(ctx_x)
+    o, i = outer[:, 0], inner[:, 0]
+    for _ in range(rounds):
+        lo = mask(est._outer_sweep(ctx_x, ctx_y, i), every, i[:, None])
+        i_fixed, o = i, lo.argmin(axis=1)
+        li = mask(est._inner_sweep(at_inner, ctx_y, o), o[:, None], every)
+        i = li.argmin(axis=1)
+    lib_idx = np.broadcast_to(np.arange(size), (len(ctx_x), size))
+    ids = np.concatenate([outer * size + inner, lib_idx * size + i_fixed[:, None], o[:, None] * size + lib_idx], 1)
+    losses = np.concatenate([loss, lo, li], axis=1)
+    by_id = np.argsort(ids, axis=1, kind="stable")
+    sorted_ids = np.take_along_axis(ids, by_id, 1)
+    dup = np.zeros_like(ids, dtype=bool)
+    dup[:, 1:] = sorted_ids[:, 1:] == sorted_ids[:, :-1]
+    np.put_along_axis(losses, by_id, np.where(dup, np.inf, np.take_along_axis(losses, by_id, 1)), 1)
+    keep = np.argsort(losses, axis=1, kind="stable")[:, : loss.shape[1]]
+    best = np.take_along_axis(ids, keep, 1)
+    return best // size, best % size, np.take_along_axis(losses, keep, 1)
+
+
+@pytest.mark.parametrize("restricted", [False, True])
+def test_refinement_stops_sweeping_converged_rows_and_keeps_every_bit(fitted, prims, restricted, monkeypatch):
+    tg = CompositionSet.sample(prims, PAPER_SPLIT.train, 30, np.random.default_rng(5))
+    obs = fitted.protocol_.draw(tg, 1, np.random.default_rng(6))
+    cx, cy = obs.ctx_x, obs.ctx_y
+    outer, inner = np.random.default_rng(7).integers(len(prims), size=(2, len(cx), 3))
+    loss = fitted.context_loss(cx, cy, outer, inner)
+    allowed = np.eye(3, dtype=bool) | np.eye(3, k=1, dtype=bool) if restricted else None
+    before = inner.copy()
+    swept = []
+    sweep = fitted._outer_sweep
+    monkeypatch.setattr(fitted, "_outer_sweep", lambda x, y, i: swept.append(len(x)) or sweep(x, y, i))
+    for rounds in (1, 2, 5):
+        got = fitted._refine(cx, cy, outer, inner, loss, rounds, allowed)
+        want = _refine_every_round(fitted, cx, cy, outer, inner, loss, rounds, allowed)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(inner, before)  # the caller's starting pairs are left as they were
+    assert min(swept) < len(cx)  # some rows converged and were not swept again

@@ -321,11 +321,23 @@ class CompositionRTE(DecomposingRTE):
         every = np.arange(size)[None, :]
         at_inner = self.inner_points(ctx_x) if at_inner is None else at_inner
         o, i = outer[:, 0], inner[:, 0]
-        for _ in range(rounds):
-            lo = mask(self._outer_sweep(ctx_x, ctx_y, i), every, i[:, None])  # (n, L): pairs (l, i)
-            i_fixed, o = i, lo.argmin(axis=1)
-            li = mask(self._inner_sweep(at_inner, ctx_y, o), o[:, None], every)  # (n, L): pairs (o, l)
-            i = li.argmin(axis=1)
+        lo = mask(self._outer_sweep(ctx_x, ctx_y, i), every, i[:, None])  # (n, L): pairs (l, i)
+        i_fixed, o = i, lo.argmin(axis=1)
+        li = mask(self._inner_sweep(at_inner, ctx_y, o), o[:, None], every)  # (n, L): pairs (o, l)
+        i = li.argmin(axis=1)
+        for _ in range(rounds - 1):
+            # A row whose inner did not move has converged: its next round would sweep the same
+            # inner, so choose the same outer and inner, with the same losses. Only moved rows sweep.
+            r = np.flatnonzero(i != i_fixed)
+            if len(r) == 0:
+                break
+            i_fixed, o = i_fixed.copy(), o.copy()
+            lo[r] = mask(self._outer_sweep(ctx_x[r], ctx_y[r], i[r]), every, i[r, None])
+            i_fixed[r], o[r] = i[r], lo[r].argmin(axis=1)
+            at_r = at_inner if len(r) == len(i) else tuple(a[r] for a in at_inner)
+            li[r] = mask(self._inner_sweep(at_r, ctx_y[r], o[r]), o[r, None], every)
+            i = i.copy()
+            i[r] = li[r].argmin(axis=1)
         lib_idx = np.broadcast_to(np.arange(size), (len(ctx_x), size))
         ids = np.concatenate(
             [outer * size + inner, lib_idx * size + i_fixed[:, None], o[:, None] * size + lib_idx], axis=1
