@@ -21,6 +21,7 @@ held-out pair, no test task). Writes benchmarks/results/em-estep.json.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import time
@@ -53,16 +54,23 @@ def e_step_once(prims, n_tasks: int) -> tuple[float, np.ndarray, np.ndarray]:
     return time.perf_counter() - t, s.labels.copy(), s.loss.copy()
 
 
-def measure(n_tasks: int) -> dict:
-    """Each setting's seconds per task; raises if any setting's labels differ from the first's."""
+def digest(labels: np.ndarray, loss: np.ndarray) -> str:
+    """sha256 of the labels (int64) and losses (float64): equal digests, equal bits, across commits."""
+    return hashlib.sha256(labels.astype(np.int64).tobytes() + loss.astype(np.float64).tobytes()).hexdigest()
+
+
+def measure(n_tasks: int) -> tuple[dict, str]:
+    """Each setting's seconds per task, and the labels' :func:`digest`; raises if any setting's
+    labels differ from the first's."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a unit's default; lanes then fill the other cores
     prims = make_library(N_PER_FAMILY)
     m = 25  # the paper protocol's context size
     if not hasattr(C, "REFINE_VALUES"):  # the package before e458ab9 (PYTHONPATH=<old checkout>/src): as it is
-        secs = e_step_once(prims, n_tasks)[0]
+        secs, labels, loss = e_step_once(prims, n_tasks)
         torch.set_num_threads(threads)
-        return {"as-is": {"seconds": secs, "ms_per_task": 1e3 * secs / n_tasks, "lanes": 1, "tasks_per_sweep": 32}}
+        row = {"seconds": secs, "ms_per_task": 1e3 * secs / n_tasks, "lanes": 1, "tasks_per_sweep": 32}
+        return {"as-is": row}, digest(labels, loss)
     settings = {
         "chunk32-1lane": (32 * m * len(prims), "1"),
         "chunked-1lane": (C.REFINE_VALUES, "1"),
@@ -96,11 +104,13 @@ def measure(n_tasks: int) -> dict:
     base = rows["chunk32-1lane"]["seconds"]
     for r in rows.values():
         r["speedup_vs_chunk32"] = base / r["seconds"]
-    return rows
+    return rows, digest(*first)
 
 
 def document(n_tasks: int, command: str) -> dict:
-    """The results file: settings, timings, the same labels in every setting (checked)."""
+    """The results file: settings, timings, the same labels in every setting (checked), their digest."""
+    load = os.getloadavg()[0]
+    settings, labels_digest = measure(n_tasks)
     return {
         "environment": environment_info("cpu"),
         "command": command,
@@ -108,9 +118,10 @@ def document(n_tasks: int, command: str) -> dict:
         "n_tasks": n_tasks,
         "restarts": 4,
         "sweeps": 3,
-        "load_average_1min": os.getloadavg()[0],
-        "settings": measure(n_tasks),
+        "load_average_1min": load,
+        "settings": settings,
         "same_labels_in_every_setting": True,
+        "labels_digest": labels_digest,
     }
 
 
@@ -119,9 +130,12 @@ def main(argv=None) -> None:
     ap.add_argument("--tasks", type=int, default=192, help="hidden tasks to re-label (default 192)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    doc = document(
-        args.tasks, "python benchmarks/em_estep.py" + (f" --tasks {args.tasks}" if args.tasks != 192 else "")
-    )
+    command = "python benchmarks/em_estep.py" + (f" --tasks {args.tasks}" if args.tasks != 192 else "")
+    if args.out.resolve() != OUT.resolve():
+        command += f" --out {args.out}"
+    if not hasattr(C, "REFINE_VALUES"):  # timing another checkout's package: say which
+        command = f"PYTHONPATH={Path(C.__file__).parents[2]} {command}"
+    doc = document(args.tasks, command)
     write_json_atomic(args.out, doc)
     print(f"wrote {args.out}", file=sys.stderr)
 

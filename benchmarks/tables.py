@@ -331,10 +331,20 @@ def render_em_estep(data: dict) -> str:
         "",
         f"_{data['n_tasks']} hidden tasks, {data['library']['n_per_family'] * data['library']['families']:,} "
         f"primitives, {data['restarts']} random starts x {data['sweeps']} rounds; the same labels and losses "
-        f"in every setting (checked by the script); load average {data['load_average_1min']:.2f} at the start; "
-        f"source hash {data['environment'].get('source_hash')}; `{data['command']}`._",
+        f"in every setting (checked by the script){_same_as_before(data, before)}; load average "
+        f"{data['load_average_1min']:.2f} at the start; `{data['command']}`"
+        + (f"; `{before['command']}`" if before else "")
+        + "._",
     ]
     return "\n".join(lines)
+
+
+def _same_as_before(data: dict, before: dict | None) -> str:
+    """Whether the before file's labels are the same bits (their digests), when both files have one."""
+    if not before or "labels_digest" not in before or "labels_digest" not in data:
+        return ""
+    same = before["labels_digest"] == data["labels_digest"]
+    return ", and " + ("the same as before the change" if same else "**not** the same as before the change")
 
 
 BASELINES = ("sparse-inductive", "few-shot")  # the paper's main baseline of each regime
