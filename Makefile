@@ -32,7 +32,8 @@ demo: $(CORE)
 # end-to-end tests never leave the other idle). TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
 # The end-to-end checks marked slow (whole tiny runs of several experiments, two-process and Ray
-# runs) are left to `make test-slow`, which CI runs too, so `make test` stays a few minutes.
+# runs, fresh interpreters loading saved models, the strict docs build, exhaustive prompt audits)
+# are left to `make test-slow`, which CI runs too, so `make test` stays under 5 minutes on 2 cores.
 XDIST = -n $(TEST_WORKERS) $(if $(filter 0,$(TEST_WORKERS)),,--dist worksteal)
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m "not slow" $(XDIST)

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUTSIDE = re.compile(r"(\.\./)?shared/(reference|paper)|DESIGN\.md")
 
 
+@pytest.mark.slow  # a strict mkdocs build of the whole site: end to end, run by make test-slow
 def test_site_builds_strictly(tmp_path):
     site = tmp_path / "site"
     proc = subprocess.run(

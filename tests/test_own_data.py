@@ -81,6 +81,7 @@ def test_fit_saves_the_model_and_a_record_of_the_data_settings_and_dev_scale(mod
     assert "observed" in config["library"]["family"]
 
 
+@pytest.mark.slow  # a fresh interpreter loads the saved model: end to end, run by make test-slow
 def test_a_new_process_predicts_what_the_fitting_one_does(files, model):
     out = files / "pred.csv"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}

@@ -64,6 +64,7 @@ def test_a_saved_rte_loads_with_the_same_predictions_intervals_and_decomposition
     np.testing.assert_array_equal(loaded.library_.params, fitted.library_.params)
 
 
+@pytest.mark.slow  # a fresh interpreter loads the saved folder: end to end, run by make test-slow
 def test_a_fresh_process_loads_the_folder_alone(fitted, obs, tmp_path):
     folder = fitted.save_pretrained(tmp_path / "model")
     np.savez(tmp_path / "ctx.npz", x=obs.ctx_x, y=obs.ctx_y, q=obs.qry_x)
@@ -209,6 +210,7 @@ def test_arguments_keep_their_types_through_json():
         decode({"type": "os.system", "fields": {}})
 
 
+@pytest.mark.slow  # a fresh interpreter loads the saved folder: end to end, run by make test-slow
 def test_a_saved_length_rte_loads_with_the_same_numbers_in_a_fresh_process(tmp_path):
     from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
 

@@ -285,6 +285,7 @@ def test_a_unit_failing_on_ray_is_one_line_and_the_others_are_saved(local_ray, t
     assert [p.name.split("-")[1] for p in (tmp_path / "runs" / "units").glob("*.json")] == ["quadratic"]
 
 
+@pytest.mark.slow  # a local Ray cluster beside a second process
 def test_the_ray_driver_waits_for_a_unit_another_process_computes_and_reads_it(local_ray, tmp_path, capfd):
     """The driver takes each unit's lock before handing it to Ray: a unit locked by another
     process (here: one that saves the unit after a while) is waited for and read back, not

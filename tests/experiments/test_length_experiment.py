@@ -41,6 +41,7 @@ def test_targets_are_one_step_beyond_the_library_and_fixed():
     np.testing.assert_array_equal(obs.ctx_y, obs2.ctx_y)
 
 
+@pytest.mark.slow  # length and its ablations, end to end: end to end, run by make test-slow
 def test_length_and_ablations_share_units(tmp_path, monkeypatch):
     opts = RunOptions(profile="tiny", out=tmp_path, progress=False)
     res = run_experiment("length", opts)

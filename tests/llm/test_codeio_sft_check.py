@@ -104,6 +104,7 @@ def test_compare_is_paired_over_the_dev_tasks_and_refuses_runs_it_cannot_pair(lo
             mod.compare({"runs": runs}, "a", other)
 
 
+@pytest.mark.slow  # two SFT checks and the compare command, in a process: end to end, run by make test-slow
 def test_compare_cli_records_the_comparison_and_errors_in_one_line(tmp_path):
     import json
     import subprocess

@@ -74,6 +74,7 @@ def _plain_hf(dirs: dict, tmp_path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # fresh interpreters with transformers alone: end to end, run by make test-slow
 def test_shipped_and_saved_models_load_and_score_with_transformers_alone(noisy_lm, tmp_path):
     save_model(noisy_lm, tmp_path / "saved")  # a model taskextrap trains and saves
     assert not (tmp_path / "saved" / "char_tokenizer.json").exists()
