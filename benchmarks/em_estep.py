@@ -37,6 +37,10 @@ from taskextrap.experiments.composition import make_library
 from taskextrap.files import write_json_atomic
 from taskextrap.report.schema import environment_info
 
+# The module whose REFINE_VALUES sizes the sweeps (search.chain_search since the lane-aware
+# chunks); None for the package before e458ab9, which swept 32 tasks at a time.
+R = sys.modules[C.refine_chunk.__module__] if hasattr(C, "refine_chunk") else None
+
 OUT = Path(__file__).parent / "results" / "em-estep.json"
 N_PER_FAMILY = 3000  # the paper profile's library
 SEED = 0
@@ -66,21 +70,21 @@ def measure(n_tasks: int) -> tuple[dict, str]:
     torch.set_num_threads(1)  # a unit's default; lanes then fill the other cores
     prims = make_library(N_PER_FAMILY)
     m = 25  # the paper protocol's context size
-    if not hasattr(C, "REFINE_VALUES"):  # the package before e458ab9 (PYTHONPATH=<old checkout>/src): as it is
+    if R is None:  # the package before e458ab9 (PYTHONPATH=<old checkout>/src): as it is
         secs, labels, loss = e_step_once(prims, n_tasks)
         torch.set_num_threads(threads)
         row = {"seconds": secs, "ms_per_task": 1e3 * secs / n_tasks, "lanes": 1, "tasks_per_sweep": 32}
         return {"as-is": row}, digest(labels, loss)
     settings = {
         "chunk32-1lane": (32 * m * len(prims), "1"),
-        "chunked-1lane": (C.REFINE_VALUES, "1"),
-        "chunked-lanes": (C.REFINE_VALUES, str(lanes.lanes())),
+        "chunked-1lane": (R.REFINE_VALUES, "1"),
+        "chunked-lanes": (R.REFINE_VALUES, str(lanes.lanes())),
     }
-    default, before = C.REFINE_VALUES, os.environ.get("TASKEXTRAP_LANES")
+    default, before = R.REFINE_VALUES, os.environ.get("TASKEXTRAP_LANES")
     rows, first = {}, None
     try:
         for name, (values, n_lanes) in settings.items():
-            C.REFINE_VALUES = values
+            R.REFINE_VALUES = values
             os.environ["TASKEXTRAP_LANES"] = n_lanes
             secs, labels, loss = e_step_once(prims, n_tasks)
             if first is None:
@@ -91,12 +95,12 @@ def measure(n_tasks: int) -> tuple[dict, str]:
                 "seconds": secs,
                 "ms_per_task": 1e3 * secs / n_tasks,
                 "lanes": int(n_lanes),
-                "tasks_per_sweep": C.refine_chunk(m, len(prims)),
+                "tasks_per_sweep": R.refine_chunk(n_tasks, m, len(prims)),
             }
             print(f"{name}: {secs:.1f} s ({rows[name]['ms_per_task']:.1f} ms per task)", file=sys.stderr)
     finally:
         torch.set_num_threads(threads)
-        C.REFINE_VALUES = default
+        R.REFINE_VALUES = default
         if before is None:
             os.environ.pop("TASKEXTRAP_LANES", None)
         else:
@@ -133,7 +137,7 @@ def main(argv=None) -> None:
     command = "python benchmarks/em_estep.py" + (f" --tasks {args.tasks}" if args.tasks != 192 else "")
     if args.out.resolve() != OUT.resolve():
         command += f" --out {args.out}"
-    if not hasattr(C, "REFINE_VALUES"):  # timing another checkout's package: say which
+    if R is None:  # timing another checkout's package: say which
         command = f"PYTHONPATH={Path(C.__file__).parents[2]} {command}"
     doc = document(args.tasks, command)
     write_json_atomic(args.out, doc)

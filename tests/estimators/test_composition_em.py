@@ -77,11 +77,11 @@ def test_search_only_e_step_finds_the_best_fitting_library_pair(prims, supervise
 
 
 def test_e_step_labels_keep_every_bit_in_any_chunk_and_lane_count(prims, supervised, monkeypatch):
-    import taskextrap.estimators.composition as comp
+    import taskextrap.search.chain_search as cs
 
     def labels(lanes, values):
         monkeypatch.setenv("TASKEXTRAP_LANES", lanes)
-        monkeypatch.setattr(comp, "REFINE_VALUES", values)
+        monkeypatch.setattr(cs, "REFINE_VALUES", values)
         em = _em(0.0, restarts=3, sweeps=2)
         em._adopt(supervised, prims)
         s = em._hidden_set(em.train_pool_, 40, "train")
@@ -96,12 +96,16 @@ def test_e_step_labels_keep_every_bit_in_any_chunk_and_lane_count(prims, supervi
         np.testing.assert_array_equal(one[1], other[1])
 
 
-def test_refine_chunk_bounds_a_sweep_and_takes_at_least_one_target():
-    from taskextrap.estimators.composition import REFINE_VALUES, refine_chunk
+def test_refine_chunk_bounds_a_sweep_leaves_every_lane_a_chunk_and_takes_at_least_one_target(monkeypatch):
+    from taskextrap.search.chain_search import REFINE_VALUES, refine_chunk
 
-    assert refine_chunk(25, 9000) == REFINE_VALUES // (25 * 9000)
-    assert refine_chunk(25, 10**8) == 1
-    assert refine_chunk(25, 24) * 25 * 24 <= REFINE_VALUES
+    monkeypatch.setenv("TASKEXTRAP_LANES", "2")
+    assert refine_chunk(192, 25, 9000) == REFINE_VALUES // (25 * 9000)  # the values bound the sweep
+    assert refine_chunk(192, 25, 10**8) == 1
+    assert refine_chunk(192, 10, 24) == 96  # a small library: two chunks, one per lane
+    assert refine_chunk(5, 10, 24) == 3 and refine_chunk(1, 10, 24) == 1
+    monkeypatch.setenv("TASKEXTRAP_LANES", "1")
+    assert refine_chunk(192, 10, 24) == 192 and refine_chunk(192, 25, 24) * 25 * 24 <= REFINE_VALUES
 
 
 def test_refinement_restricted_to_allowed_family_pairs_never_leaves_them(prims, supervised):

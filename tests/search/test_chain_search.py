@@ -54,6 +54,19 @@ def test_refinement_never_fits_worse_and_finds_the_missing_outer_slot(problem):
     np.testing.assert_array_equal(same, chains)
 
 
+@pytest.mark.parametrize(("lanes", "values"), [("1", 1), ("2", 1), ("2", 2 * 12 * 31)])
+def test_refinement_keeps_every_bit_in_any_chunk_and_lane_count(problem, monkeypatch, lanes, values):
+    prims, _, x, y, cands = problem
+    chains, loss = S.verify_chains(prims, x, y, cands, keep=6)
+    one = S.refine_chains(prims, x, y, chains, loss, rounds=2)  # this machine's lanes, every target in a chunk
+    monkeypatch.setenv("TASKEXTRAP_LANES", lanes)
+    monkeypatch.setattr(S, "REFINE_VALUES", values)  # a target per chunk; two per chunk
+    assert S.refine_chunk(len(x), x.shape[1], len(prims)) == (1 if values == 1 else 2)
+    other = S.refine_chains(prims, x, y, chains, loss, rounds=2)
+    np.testing.assert_array_equal(one[0], other[0])
+    np.testing.assert_array_equal(one[1], other[1])
+
+
 def test_bad_candidates_are_one_line_errors(problem):
     prims, _, x, y, cands = problem
     for bad, match in ((cands[0], "list"), ([cands[0][:2]], r"\(4, k\)"), ([cands[0] + 1000], "library indices")):

@@ -28,6 +28,7 @@ from taskextrap.estimators.decomposing import DecomposingRTE
 from taskextrap.operators.composition import CompositionOperator
 from taskextrap.operators.parameter import sort_context
 from taskextrap.scaling import FamilyScaler
+from taskextrap.search.chain_search import refine_chunk
 from taskextrap.search.index import nearest
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import noise_scale
@@ -35,18 +36,6 @@ from taskextrap.tasks.primitives import PAPER_SPLIT, Composer, CompositionSet, P
 from taskextrap.validation import as_index_array, check_instance, check_int, check_optional_int, check_query
 
 VERIFY_CHUNK = 512  # targets per batched verification pass
-# Values (targets x context points x library) one refinement sweep holds at once. Kept near 8 MB
-# per array: above glibc's largest mmap threshold (32 MB) every numpy temporary is fresh pages,
-# and their page faults cost more than the sweep's arithmetic (1.7x on 9,000 primitives, benchmarks/em_estep.py).
-REFINE_VALUES = 1_000_000
-
-
-def refine_chunk(n_context: int, n_library: int) -> int:
-    """Targets per refinement pass: as many as keep a sweep within ``REFINE_VALUES`` values (at least 1).
-    Targets are refined independently, so the chunk changes the wall time, never a number."""
-    return max(1, REFINE_VALUES // max(1, n_context * n_library))
-
-
 # The per-protocol search settings chosen on the dev split (one training pair held out; seed 0,
 # 200 dev targets x 4 draws; scripts/dev_choices.py -> benchmarks/results/dev-choices-paper.json),
 # one setting at a time, a change kept only where its paired dev difference was clear and >= 1%:
@@ -285,7 +274,7 @@ class CompositionRTE(DecomposingRTE):
         if rounds <= 0:
             return self.weighted(d)
 
-        step = refine_chunk(ctx_x.shape[1], len(self.primitives_))
+        step = refine_chunk(len(ctx_x), ctx_x.shape[1], len(self.primitives_))
 
         def chunk(i: int):  # one chunk of targets: the same numbers in any lane
             s = slice(i, i + step)

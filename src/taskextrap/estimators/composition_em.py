@@ -34,10 +34,11 @@ import numpy as np
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import check_progress
-from taskextrap.estimators.composition import CompositionRTE, refine_chunk
+from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.estimators.progress import FitProgress
 from taskextrap.lanes import map_lanes
 from taskextrap.operators.parameter import sort_context
+from taskextrap.search.chain_search import refine_chunk
 from taskextrap.search.decomposer import Decomposer
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.validation import check_int, check_real
@@ -273,7 +274,7 @@ class EMCompositionRTE(CompositionRTE):
             starts = [np.stack([np.repeat(outer_c, kk, axis=1), np.tile(inner_c, (1, kk))], axis=1)]
             rounds = max(1, self.sweeps - 1)
         allowed = self.allowed_pairs()
-        step = refine_chunk(x.shape[1], len(self.primitives_))
+        step = refine_chunk(len(todo), x.shape[1], len(self.primitives_))
 
         def chunk(c: int) -> tuple[np.ndarray, np.ndarray]:  # one chunk of tasks: the same numbers in any lane
             sl = slice(c, c + step)

@@ -26,12 +26,24 @@ import numpy as np
 import torch
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.lanes import map_lanes
+from taskextrap.lanes import lanes, map_lanes
 from taskextrap.tasks.primitives import PrimitiveSet
 from taskextrap.validation import check_int
 
 MAX_FLOATS = 1 << 19  # outer-slot values per chunk of the batched verification (2 MiB of float32)
-REFINE_CHUNK = 32  # targets per refinement sweep: a sweep holds (chunk, library, context) values
+# Values (targets x context points x library) one refinement sweep holds at once. Kept near 8 MB
+# per array: above glibc's largest mmap threshold (32 MB) every numpy temporary is fresh pages,
+# and their page faults cost more than the sweep's arithmetic (1.7x on 9,000 primitives, benchmarks/em_estep.py).
+REFINE_VALUES = 1_000_000
+
+
+def refine_chunk(n_targets: int, n_context: int, n_library: int) -> int:
+    """Targets per refinement sweep: as many as keep a sweep within ``REFINE_VALUES`` values, but
+    few enough that every lane gets a chunk (at least 1). Targets are refined independently, so
+    the chunk changes the wall time, never a number."""
+    by_values = REFINE_VALUES // max(1, n_context * n_library)
+    per_lane = -(-n_targets // lanes())
+    return max(1, min(by_values, per_lane))
 
 
 def chain_values(primitives: PrimitiveSet, x: np.ndarray, chains: np.ndarray) -> np.ndarray:
@@ -201,18 +213,20 @@ def refine_chains(
     Each round re-chooses every slot in turn (outermost first) with the others fixed, by context
     MSE, so the best chain's loss never rises. The chains of the last round's sweeps join the
     ranked ``chains`` (n, c, d) with their losses (n, c); the best ``keep`` (default c) distinct
-    chains are returned best first. Targets are swept ``REFINE_CHUNK`` at a time.
+    chains are returned best first. Targets are swept :func:`refine_chunk` at a time, on the lanes.
     """
     check_int("rounds", rounds, 0)
     keep = chains.shape[1] if keep is None else check_int("keep", keep, 1)
     if rounds == 0:
         return chains[:, :keep], loss[:, :keep]
 
+    step = refine_chunk(len(ctx_x), ctx_x.shape[1], len(primitives))
+
     def chunk(i: int):  # one chunk of targets: the same numbers in any lane
-        s = slice(i, i + REFINE_CHUNK)
+        s = slice(i, i + step)
         return _refine(primitives, ctx_x[s], ctx_y[s], chains[s], loss[s], rounds, keep)
 
-    parts = map_lanes(chunk, range(0, len(ctx_x), REFINE_CHUNK))
+    parts = map_lanes(chunk, range(0, len(ctx_x), step))
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
