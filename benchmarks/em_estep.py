@@ -36,10 +36,11 @@ from taskextrap.estimators.composition_em import EMCompositionRTE
 from taskextrap.experiments.composition import make_library
 from taskextrap.files import write_json_atomic
 from taskextrap.report.schema import environment_info
+from taskextrap.search import chain_search
 
-# The module whose REFINE_VALUES sizes the sweeps (search.chain_search since the lane-aware
-# chunks); None for the package before e458ab9, which swept 32 tasks at a time.
-R = sys.modules[C.refine_chunk.__module__] if hasattr(C, "refine_chunk") else None
+# The module whose REFINE_VALUES sizes the sweeps (search.chain_search today); None for the
+# package before e458ab9, which swept 32 tasks at a time.
+R = next((m for m in (chain_search, C) if hasattr(m, "REFINE_VALUES")), None)
 
 OUT = Path(__file__).parent / "results" / "em-estep.json"
 N_PER_FAMILY = 3000  # the paper profile's library

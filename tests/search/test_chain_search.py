@@ -67,6 +67,16 @@ def test_refinement_keeps_every_bit_in_any_chunk_and_lane_count(problem, monkeyp
     np.testing.assert_array_equal(one[1], other[1])
 
 
+@pytest.mark.parametrize("lanes", ["1", "2"])
+def test_map_target_chunks_covers_every_target_once_in_order(monkeypatch, lanes):
+    monkeypatch.setenv("TASKEXTRAP_LANES", lanes)
+    monkeypatch.setattr(S, "REFINE_VALUES", 3 * 4 * 5)  # 3 targets of 4 points x 5 primitives per chunk
+    slices = S.map_target_chunks(lambda s: s, 10, 4, 5)
+    step = S.refine_chunk(10, 4, 5)
+    assert step == 3 and [(s.start, s.stop) for s in slices] == [(0, 3), (3, 6), (6, 9), (9, 12)]
+    assert np.concatenate([np.arange(10)[s] for s in slices]).tolist() == list(range(10))
+
+
 def test_bad_candidates_are_one_line_errors(problem):
     prims, _, x, y, cands = problem
     for bad, match in ((cands[0], "list"), ([cands[0][:2]], r"\(4, k\)"), ([cands[0] + 1000], "library indices")):

@@ -28,7 +28,7 @@ from taskextrap.estimators.decomposing import DecomposingRTE
 from taskextrap.operators.composition import CompositionOperator
 from taskextrap.operators.parameter import sort_context
 from taskextrap.scaling import FamilyScaler
-from taskextrap.search.chain_search import refine_chunk
+from taskextrap.search.chain_search import map_target_chunks
 from taskextrap.search.index import nearest
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.observe import noise_scale
@@ -274,13 +274,12 @@ class CompositionRTE(DecomposingRTE):
         if rounds <= 0:
             return self.weighted(d)
 
-        step = refine_chunk(len(ctx_x), ctx_x.shape[1], len(self.primitives_))
-
-        def chunk(i: int):  # one chunk of targets: the same numbers in any lane
-            s = slice(i, i + step)
-            return self._refine(ctx_x[s], ctx_y[s], d.anchors[s, :, 0], d.anchors[s, :, 1], d.score[s], rounds)
-
-        parts = map_lanes(chunk, range(0, len(ctx_x), step))
+        parts = map_target_chunks(
+            lambda s: self._refine(ctx_x[s], ctx_y[s], d.anchors[s, :, 0], d.anchors[s, :, 1], d.score[s], rounds),
+            len(ctx_x),
+            ctx_x.shape[1],
+            len(self.primitives_),
+        )
         outer, inner, loss = (np.concatenate(a) for a in zip(*parts, strict=True))
         return self.weighted(_pairs(outer, inner, loss, d.extras))
 
@@ -309,9 +308,9 @@ class CompositionRTE(DecomposingRTE):
         loss = mask(loss, outer, inner)
         every = np.arange(size)[None, :]
         at_inner = self.inner_points(ctx_x) if at_inner is None else at_inner
-        o, i = outer[:, 0], inner[:, 0]
+        i = inner[:, 0]
         lo = mask(self._outer_sweep(ctx_x, ctx_y, i), every, i[:, None])  # (n, L): pairs (l, i)
-        i_fixed, o = i, lo.argmin(axis=1)
+        i_fixed, o = i.copy(), lo.argmin(axis=1)  # i is the caller's inner[:, 0]; the rounds write i_fixed
         li = mask(self._inner_sweep(at_inner, ctx_y, o), o[:, None], every)  # (n, L): pairs (o, l)
         i = li.argmin(axis=1)
         for _ in range(rounds - 1):
@@ -320,12 +319,10 @@ class CompositionRTE(DecomposingRTE):
             r = np.flatnonzero(i != i_fixed)
             if len(r) == 0:
                 break
-            i_fixed, o = i_fixed.copy(), o.copy()
             lo[r] = mask(self._outer_sweep(ctx_x[r], ctx_y[r], i[r]), every, i[r, None])
             i_fixed[r], o[r] = i[r], lo[r].argmin(axis=1)
             at_r = at_inner if len(r) == len(i) else tuple(a[r] for a in at_inner)
             li[r] = mask(self._inner_sweep(at_r, ctx_y[r], o[r]), o[r, None], every)
-            i = i.copy()
             i[r] = li[r].argmin(axis=1)
         lib_idx = np.broadcast_to(np.arange(size), (len(ctx_x), size))
         ids = np.concatenate(

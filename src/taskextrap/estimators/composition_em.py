@@ -36,9 +36,8 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import check_progress
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.estimators.progress import FitProgress
-from taskextrap.lanes import map_lanes
 from taskextrap.operators.parameter import sort_context
-from taskextrap.search.chain_search import refine_chunk
+from taskextrap.search.chain_search import map_target_chunks
 from taskextrap.search.decomposer import Decomposer
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.validation import check_int, check_real
@@ -274,13 +273,13 @@ class EMCompositionRTE(CompositionRTE):
             starts = [np.stack([np.repeat(outer_c, kk, axis=1), np.tile(inner_c, (1, kk))], axis=1)]
             rounds = max(1, self.sweeps - 1)
         allowed = self.allowed_pairs()
-        step = refine_chunk(len(todo), x.shape[1], len(self.primitives_))
-
-        def chunk(c: int) -> tuple[np.ndarray, np.ndarray]:  # one chunk of tasks: the same numbers in any lane
-            sl = slice(c, c + step)
-            return self._best_of_starts(x[sl], y[sl], [p[sl] for p in starts], rounds, allowed)
-
-        best, loss = (np.concatenate(a) for a in zip(*map_lanes(chunk, range(0, len(todo), step)), strict=True))
+        parts = map_target_chunks(
+            lambda sl: self._best_of_starts(x[sl], y[sl], [p[sl] for p in starts], rounds, allowed),
+            len(x),
+            x.shape[1],
+            len(self.primitives_),
+        )
+        best, loss = (np.concatenate(a) for a in zip(*parts, strict=True))
         keep = loss < s.loss[todo]
         s.labels[todo[keep]], s.loss[todo[keep]] = best[keep], loss[keep]
 

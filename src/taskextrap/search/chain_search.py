@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -29,6 +31,8 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.lanes import lanes, map_lanes
 from taskextrap.tasks.primitives import PrimitiveSet
 from taskextrap.validation import check_int
+
+T = TypeVar("T")
 
 MAX_FLOATS = 1 << 19  # outer-slot values per chunk of the batched verification (2 MiB of float32)
 # Values (targets x context points x library) one refinement sweep holds at once. Kept near 8 MB
@@ -44,6 +48,14 @@ def refine_chunk(n_targets: int, n_context: int, n_library: int) -> int:
     by_values = REFINE_VALUES // max(1, n_context * n_library)
     per_lane = -(-n_targets // lanes())
     return max(1, min(by_values, per_lane))
+
+
+def map_target_chunks(fn: Callable[[slice], T], n_targets: int, n_context: int, n_library: int) -> list[T]:
+    """``fn(s)`` for consecutive slices ``s`` of the ``n_targets`` targets, :func:`refine_chunk`
+    targets each, run on the lanes; the results in target order. Each chunk computes the same
+    numbers in any lane, so the results never depend on the chunk size or the lane count."""
+    step = refine_chunk(n_targets, n_context, n_library)
+    return map_lanes(lambda i: fn(slice(i, i + step)), range(0, n_targets, step))
 
 
 def chain_values(primitives: PrimitiveSet, x: np.ndarray, chains: np.ndarray) -> np.ndarray:
@@ -220,13 +232,12 @@ def refine_chains(
     if rounds == 0:
         return chains[:, :keep], loss[:, :keep]
 
-    step = refine_chunk(len(ctx_x), ctx_x.shape[1], len(primitives))
-
-    def chunk(i: int):  # one chunk of targets: the same numbers in any lane
-        s = slice(i, i + step)
-        return _refine(primitives, ctx_x[s], ctx_y[s], chains[s], loss[s], rounds, keep)
-
-    parts = map_lanes(chunk, range(0, len(ctx_x), step))
+    parts = map_target_chunks(
+        lambda s: _refine(primitives, ctx_x[s], ctx_y[s], chains[s], loss[s], rounds, keep),
+        len(ctx_x),
+        ctx_x.shape[1],
+        len(primitives),
+    )
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
