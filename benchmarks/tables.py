@@ -16,7 +16,8 @@ FILE:GROUP+GROUP ... -->`` renders one summary row per (file, group): ``rte`` be
 main baseline and the paper's RTE, and the methods that clearly beat ``rte`` (``render_headline``);
 ``<!-- table: versus [before=DIR] [methods=A,B] FILE:GROUP ... -->`` the paired verdicts of ``rte``
 against every sanity baseline, or the given methods (``render_versus``); ``<!-- table: coverage
-FILE:GROUP ... -->`` the 90% intervals' coverage, raw and calibrated (``render_coverage``). ``--sync`` regenerates the
+FILE:GROUP ... -->`` the 90% intervals' coverage, raw and calibrated (``render_coverage``);
+``<!-- table: method-table -->`` the method table (``taskextrap.baselines.table.markdown``). ``--sync`` regenerates the
 blocks, ``--check`` (run by the test suite) fails when a block differs from what its committed
 results file renders, so no table in the docs can drift from the numbers a committed command wrote.
 
@@ -995,6 +996,10 @@ def render_cpu_drift(data: dict) -> str:
 def render_spec(spec: str) -> str:
     """The block body of a spec ``NAME [metric=M] [groups=A,B] [methods=A,B]`` (see the module docstring)."""
     name, *opts = spec.split()
+    if name == "method-table" and not opts:
+        from taskextrap.baselines.table import markdown
+
+        return markdown()
     if name == "headline":
         return render_headline(opts)
     if name == "versus":

@@ -10,7 +10,7 @@ import pytest
 
 from taskextrap.cli import main
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.parameter import METHODS
+from taskextrap.experiments.parameter import main_methods
 from taskextrap.report.schema import validate_results
 
 RUN_DIR = "parameter-paper-tiny-quadratic"  # a run with --family has the family in its folder name
@@ -44,8 +44,8 @@ def _check_parameter_results(results, group):
     assert results["experiment"] == "parameter" and results["profile"] == "tiny"
     assert results["protocol"] == "paper"
     rows = [r for r in results["rows"] if r["group"] == group and r["metric"] == "mse"]
-    assert {r["method"] for r in rows} == set(METHODS)
-    assert len(rows) == len(METHODS)
+    assert {r["method"] for r in rows} == set(main_methods())
+    assert len(rows) == len(main_methods())
     for r in rows:
         assert r["value"] >= 0
     coverage = [r for r in results["rows"] if r["metric"] == "coverage"]
@@ -113,7 +113,7 @@ def test_rerun_resumes_from_the_checkpoint(quad_run):
     assert stamp is not None
     assert ckpt.stat().st_mtime_ns == stamp  # reused, not rewritten
     saved = json.loads(ckpt.read_text())
-    assert set(METHODS) <= set(saved["errors"])
+    assert set(main_methods()) <= set(saved["errors"])
     again = _load(out / RUN_DIR)
     before = {(r["group"], r["method"]): r["value"] for r in json.loads(first_results)["rows"]}
     after = {(r["group"], r["method"]): r["value"] for r in again["rows"]}
@@ -140,7 +140,7 @@ def test_report_prints_a_table(quad_run, capsys):
     assert e.value.code == 0
     text = capsys.readouterr().out
     assert "|" in text and "quadratic" in text and "parameter" in text
-    for method in METHODS:
+    for method in main_methods():
         assert method in text
 
 

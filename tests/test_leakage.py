@@ -11,8 +11,8 @@ import pytest
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
-from taskextrap.baselines.classics import CLASSICS as CLASSIC_METHODS
-from taskextrap.experiments.parameter import INTERVAL_METHODS, METHODS, run_unit
+from taskextrap.baselines.table import has_own_interval, method_rows
+from taskextrap.experiments.parameter import INTERVAL_METHODS, main_methods, run_unit
 from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.operators.parameter import sort_context
 from taskextrap.operators.train import TrainConfig
@@ -21,6 +21,8 @@ from taskextrap.estimators.parameter import RTE
 from taskextrap.seeding import rng
 from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
 from taskextrap.search.calibration import interval_keys
+
+OWN_INTERVALS = tuple(filter(has_own_interval, method_rows("parameter")))  # the table's own intervals
 
 INDUCTIVE = {"sparse-inductive", "t2v-inductive", "inductive-oracle"}
 CLASSICS = {"meta-gp", "cnp"}  # the classics fitted on the library (ctx-gp fits the target's context only)
@@ -78,8 +80,8 @@ def test_parameter_experiment_never_fits_on_f2(protocol):
             FAM, get_protocol(protocol), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2
         )
     diagnostics = {"entropy:rte", "entropy:strategy-a", "anchor-retrieved:rte", "anchor-retrieved:strategy-a"}
-    intervals = {k for m in (*INTERVAL_METHODS, *CLASSIC_METHODS) for k in interval_keys(f"interval:{m}")}
-    assert set(unit.errors) == set(METHODS) | {"far-anchors"} | intervals | diagnostics
+    intervals = {k for m in (*INTERVAL_METHODS, *OWN_INTERVALS) for k in interval_keys(f"interval:{m}")}
+    assert set(unit.errors) == set(main_methods()) | {"far-anchors"} | intervals | diagnostics
     _check_param(seen, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE | CLASSICS)
     assert {(r.component, r.stage) for r in seen} >= {("psi", "val"), ("psi", "train")} | {
         (k, "val") for k in INDUCTIVE

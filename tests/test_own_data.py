@@ -15,6 +15,7 @@ from taskextrap.cli import main
 from taskextrap.errors import TaskextrapError
 from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet
 from taskextrap.tasks.observed import ObservedTasks
+from taskextrap.baselines.table import method_rows
 from taskextrap.workflow import Columns, dev_split, evaluate_observed, predict_observed, split_targets
 
 FAMILY = PARAMETER_FAMILIES["cubic"]
@@ -109,8 +110,10 @@ def test_evaluate_prints_a_verdict_and_paired_differences(files, model, capsys):
     text = capsys.readouterr().out
     assert text.startswith("verdict: rte ") and "rte - library-best-fit" in text
     result = json.loads((files / "eval.json").read_text())
-    assert result["targets"] == 5 and set(result["mse"]) == {"rte", "ctx-polyfit", "ctx-interp", "library-best-fit"}
-    assert 0.0 <= result["coverage"] <= 1.0
+    assert result["targets"] == 5 and list(result["mse"]) == ["rte", *method_rows("observed")]
+    assert {"ctx-polyfit", "ctx-interp", "library-best-fit", "ctx-gp"} <= set(result["mse"])
+    assert 0.0 <= result["coverage"] <= 1.0 and result["coverage_by_method"]["rte"] == result["coverage"]
+    assert 0.0 <= result["coverage_by_method"]["ctx-gp"] <= 1.0  # a method with its own interval
 
 
 def test_evaluate_with_other_context_sizes_and_the_first_points(files, model):

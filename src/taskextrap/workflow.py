@@ -9,8 +9,9 @@
   query inputs -> per query the mean, the interval's bounds and level, and the candidate used
   (anchor task and shift).
 - :func:`evaluate_observed`: a saved model and held-out targets' observations -> each target's
-  context (``context_size`` points) and queries (the rest), rte beside the sanity baselines
-  (``ctx-polyfit``, ``ctx-interp``, ``library-best-fit``) with paired differences over targets.
+  context (``context_size`` points) and queries (the rest), rte beside the method table's rows
+  for a user's library (``baselines.table``, regime ``observed``: ``ctx-interp``, ``ctx-polyfit``,
+  ``library-best-fit``, ``ctx-gp``) with paired differences over targets.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from taskextrap.validation import check_int
 FIT_RECORD = "fit.json"
 CONTEXT_CHOICES = ("random", "first")  # which of a target's points are its context
 DEV_FRACTION = 0.2  # library tasks held out for the dev split
-BASELINES = ("ctx-polyfit", "ctx-interp", "library-best-fit")
 
 
 @dataclass(frozen=True)
@@ -323,12 +323,13 @@ def _cell(v) -> str:
 def evaluate_observed(
     model: str | Path, data, context_size: int, columns: Columns = Columns(), how: str = "random", seed: int = 0
 ) -> dict:
-    """rte beside the sanity baselines on the targets of ``data``: every target's points inside
-    the library's domain split into ``context_size`` context points and queries
-    (:func:`split_targets`); per method the mean squared error over targets, rte's interval
-    coverage, and paired differences rte - baseline over targets (one fitted model: the
+    """rte beside the method table's rows for a user's library (``baselines.table``, regime
+    ``observed``) on the targets of ``data``: every target's points inside the library's domain
+    split into ``context_size`` context points and queries (:func:`split_targets`); per method
+    the mean squared error over targets, the interval coverage of rte and of every method with
+    its own interval, and paired differences rte - baseline over targets (one fitted model: the
     interval is over targets, ``report.compare.paired_difference``)."""
-    from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
+    from taskextrap.baselines.table import get_method, method_rows
     from taskextrap.estimators.parameter import RTE
     from taskextrap.report.compare import paired_difference
 
@@ -338,18 +339,17 @@ def evaluate_observed(
     targets = columns.read(data, min_points=1)
     split = split_targets(targets, context_size, how, lib.family.domain, seed)
     mean, std = rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
-    preds = {
-        "rte": mean,
-        "ctx-polyfit": ctx_polyfit(split.ctx_x, split.ctx_y, split.qry_x),
-        "ctx-interp": ctx_interp(split.ctx_x, split.ctx_y, split.qry_x),
-        "library-best-fit": library_best_fit(
-            split.ctx_x, split.ctx_y, split.qry_x, lambda i, x: lib.values(x, i), len(lib)
-        )[0],
-    }
+    preds, coverage = {"rte": mean}, {"rte": _target_coverage(mean, std, split)}
+    baselines = method_rows("observed")
+    for b in baselines:  # the method table's rows for a user's library (baselines.table)
+        method = get_method(b).build(seed=seed, device=rte.device).fit(lib)
+        out = method.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=method.interval)
+        preds[b] = out[0] if method.interval else out
+        if method.interval:
+            coverage[b] = _target_coverage(out[0], out[1], split)
     errors = {k: _target_mse(v, split) for k, v in preds.items()}
-    coverage = _target_coverage(mean, std, split)
     comparisons = []
-    for b in BASELINES:
+    for b in baselines:
         p = paired_difference(errors["rte"], errors[b], "mse")
         winner = None if not p["clear"] else ("rte" if p["diff"] < 0 else b)
         comparisons.append({"a": "rte", "b": b, "diff": p["diff"], "lo": p["lo"], "hi": p["hi"], "clear": p["clear"],
@@ -363,7 +363,8 @@ def evaluate_observed(
         "dropped_outside_domain": split.dropped,
         "mse": {k: float(v.mean()) for k, v in errors.items()},
         "per_target_mse": {k: v.tolist() for k, v in errors.items()},
-        "coverage": float(coverage.mean()),
+        "coverage": float(coverage["rte"].mean()),
+        "coverage_by_method": {k: float(v.mean()) for k, v in coverage.items()},
         "level": INTERVAL_LEVEL,
         "interval_scale": rte.calibrated_scale(),
         "comparisons": comparisons,
@@ -392,9 +393,10 @@ def evaluation_table(result: dict) -> str:
     lines.append(f"{result['targets']} targets, contexts of {result['context_size']} points ({result['context']}); "
                  f"rte's {result['level']:.0%} interval covers {result['coverage']:.3f} of the queries "
                  f"(scale {result['interval_scale']:.4g})")  # fmt: skip
-    lines.append(f"{'method':18s} {'mse':>12s}")
+    lines.append(f"{'method':18s} {'mse':>12s} {'coverage':>9s}")
+    covers = result.get("coverage_by_method", {})
     for k, v in result["mse"].items():
-        lines.append(f"{k:18s} {v:12.5g}")
+        lines.append(f"{k:18s} {v:12.5g} {covers[k]:9.3f}" if k in covers else f"{k:18s} {v:12.5g} {'-':>9s}")
     lines.append("")
     lines.append(f"{'rte - baseline':24s} {'diff':>11s} {'95% interval over targets':>28s} clear")
     for c in result["comparisons"]:

@@ -1,16 +1,19 @@
-"""baselines.classics: ctx-gp, meta-gp and cnp as rows of a regime, fitted on library draws."""
+"""baselines.classics: ctx-gp, meta-gp and cnp as methods, fitted on a unit's library draws or alone."""
 
 import numpy as np
 import pytest
 
 from taskextrap import audit
-from taskextrap.baselines.classics import CHOSEN, CLASSICS, VARIANTS, Classics
+from taskextrap.baselines.classics import CHOSEN, VARIANTS, LibraryGP, NeuralProcess
+from taskextrap.baselines.method import SharedDraws
+from taskextrap.baselines.table import begin_methods
 from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import fit_together
 from taskextrap.operators.jobs import TrainConfig
-from taskextrap.operators.train import train_jobs
 from taskextrap.scaling import FamilyScaler
 
 CFG = TrainConfig(steps=30, batch=256, eval_every=10)
+CLASSICS = ("ctx-gp", "meta-gp", "cnp")
 
 
 def _batch(n, g):
@@ -19,36 +22,42 @@ def _batch(n, g):
     return audit.Batch((x[:, :5], y[:, :5], x[:, 5:], y[:, 5:], np.zeros((n, 0))))
 
 
-def _fitted(methods, train=None):
+def _shared(train=None):
     g = np.random.default_rng(0)
-    c = Classics(FamilyScaler(0.0, 1.0, 0.0, 1.0), 5, 0, CFG, "cpu", methods)
-    pending = c.begin_fit(train if train is not None else _batch(128, g), _batch(64, g))
-    train_jobs(pending.jobs)
-    return c, pending
+    draws = train if train is not None else _batch(128, g)
+    return SharedDraws(FamilyScaler(0.0, 1.0, 0.0, 1.0), 5, CFG, draws, _batch(64, g))
+
+
+def _fitted(names, train=None):
+    methods, pending, timing = begin_methods(names, None, _shared(train), seed=0, device="cpu")
+    fit_together(list(pending.values()))
+    return methods, pending, timing
 
 
 def test_every_classic_predicts_a_mean_and_an_sd():
-    c, pending = _fitted(CLASSICS)
-    assert len(pending.jobs) == 1 and "meta-gp_fit_s" in c.timing_
+    methods, pending, timing = _fitted(CLASSICS)
+    assert list(pending) == ["cnp"] and "meta-gp_fit_s" in timing
     cx, cy, qx, _, _ = _batch(4, np.random.default_rng(1))
     for m in CLASSICS:
-        mean, sd = c.predict(m, cx, cy, qx)
+        mean, sd = methods[m].predict(cx, cy, qx, return_std=True)
         assert mean.shape == sd.shape == (4, 4) and (sd >= 0).all(), m
 
 
 def test_a_row_is_its_chosen_variants_fit_and_each_variant_fits_once():
-    c, pending = _fitted((*CLASSICS, *VARIANTS))
-    assert set(c.meta) | set(c.cnp) == set(VARIANTS) and len(pending.jobs) == len(c.cnp)
-    cx, cy, qx, _, _ = _batch(3, np.random.default_rng(1))
+    methods, pending, _ = _fitted((*CLASSICS, *VARIANTS))
+    assert len({id(m) for m in methods.values()}) == 1 + len(VARIANTS)  # ctx-gp and each variant once
+    assert len(pending) == sum(v.startswith("cnp") for v in VARIANTS)
     for row, variant in CHOSEN.items():
-        np.testing.assert_array_equal(c.predict(row, cx, cy, qx)[0], c.predict(variant, cx, cy, qx)[0])
+        assert methods[row] is methods[variant]
 
 
 def test_a_step_variant_trains_for_its_share_of_the_units_steps():
-    c = Classics(FamilyScaler(0.0, 1.0, 0.0, 1.0), 5, 0, CFG, "cpu", ("meta-gp-rbf+linear-x0.5", "cnp-w128-x2", "cnp"))
-    assert c.meta["meta-gp-rbf+linear-x0.5"].steps == 15
-    assert c.cnp["cnp-w128-x2"].cfg.steps == 60 and c.cnp["cnp-w128"].cfg == CFG  # the plain variant: the unit's
+    methods, _, _ = _fitted(("meta-gp-rbf+linear-x0.5", "cnp-w128-x2", "cnp"))
+    assert methods["meta-gp-rbf+linear-x0.5"].gp_.steps == 15
+    assert methods["cnp-w128-x2"].net_.cfg.steps == 60
+    assert methods["cnp"].net_.cfg == CFG  # the plain variant: the unit's
     assert VARIANTS["meta-gp-rbf+linear-x0.5"]["kernel"] == "rbf+linear" and VARIANTS["cnp-w128-x2"]["width"] == 128
+    assert methods["cnp-w128-x2"].variant == "cnp-w128-x2" and methods["cnp"].variant == "cnp-w128"
 
 
 def test_a_fresh_stream_trains_the_cnp_and_one_draw_of_it_fits_meta_gp():
@@ -62,13 +71,27 @@ def test_a_fresh_stream_trains_the_cnp_and_one_draw_of_it_fits_meta_gp():
     assert len(drawn) >= 2  # one for meta-gp, then the cnp's passes
 
 
-def test_unknown_or_unfitted_rows_are_one_line_errors():
-    with pytest.raises(TaskextrapError, match="unknown classic 'gp'"):
-        Classics(FamilyScaler(0.0, 1.0, 0.0, 1.0), 5, 0, CFG, "cpu", ("gp",))
-    c, _ = _fitted(("ctx-gp", "meta-gp"))
+def test_bad_arguments_and_unfitted_classics_are_one_line_errors():
+    with pytest.raises(TaskextrapError, match="unknown GP kernel 'gp'"):
+        LibraryGP(kernel="gp")
+    with pytest.raises(TaskextrapError, match="step_scale"):
+        NeuralProcess(step_scale=0)
     cx, cy, qx, _, _ = _batch(2, np.random.default_rng(1))
-    with pytest.raises(TaskextrapError, match="was not fitted"):
-        c.predict("cnp", cx, cy, qx)
+    with pytest.raises(TaskextrapError, match="NeuralProcess is not fitted"):
+        NeuralProcess().predict(cx, cy, qx)
+
+
+def test_a_classic_fitted_alone_draws_its_own_library_draws():
+    """fit(library) with no unit beside it: the classic observes the library through its protocol."""
+    from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
+
+    fam = PARAMETER_FAMILIES["quadratic"]
+    library = TaskSet.sample(fam, {"F1_1": 6, "F1_2": 6}, np.random.default_rng(0))
+    targets = TaskSet.sample(fam, {"F2": 3}, np.random.default_rng(1))
+    obs = get_protocol("paper").draw(targets, 1, np.random.default_rng(2))
+    for method in (LibraryGP(train=CFG), NeuralProcess(train=CFG, width=16)):
+        mean, sd = method.fit(library).predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+        assert mean.shape == sd.shape == obs.qry_x.shape and np.isfinite(mean).all()
 
 
 def test_the_chosen_variants_are_the_dev_runs_choice():
@@ -113,8 +136,8 @@ def test_a_variant_longer_than_the_units_budget_is_scored_but_never_chosen():
 
 
 def test_ctx_gp_is_fitted_once_per_set_of_contexts_whatever_the_seed(monkeypatch):
-    """Every seed's Classics scores ctx-gp on the same targets: one fit, the same numbers to the
-    bit, copies handed out; other contexts are a new fit, and only the last few are kept."""
+    """Every seed's ctx-gp scores the same targets: one fit, the same numbers to the bit, copies
+    handed out; other contexts are a new fit, and only the last few are kept."""
     from taskextrap.baselines import classics
     from taskextrap.baselines.gp import ctx_gp
 
@@ -123,16 +146,16 @@ def test_ctx_gp_is_fitted_once_per_set_of_contexts_whatever_the_seed(monkeypatch
     monkeypatch.setattr(classics, "_ctx_gp_fits", type(classics._ctx_gp_fits)())
     cx, cy, qx, _, _ = _batch(6, np.random.default_rng(2))
     expected = ctx_gp(cx, cy, qx)
-    seeds = [Classics(FamilyScaler(0.0, 1.0, 0.0, 1.0), 5, s, CFG, "cpu", ("ctx-gp",)) for s in (0, 1, 2)]
-    first = seeds[0].predict("ctx-gp", cx, cy, qx)
+    seeds = [_fitted(("ctx-gp",))[0]["ctx-gp"] for _ in (0, 1, 2)]
+    first = seeds[0].predict(cx, cy, qx, return_std=True)
     first[0][:] = np.nan  # a caller writing into its copy changes nothing kept
     for c in seeds[1:]:
-        for got, want in zip(c.predict("ctx-gp", cx, cy, qx), expected, strict=True):
+        for got, want in zip(c.predict(cx, cy, qx, return_std=True), expected, strict=True):
             np.testing.assert_array_equal(got, want)
     assert len(calls) == 1
-    seeds[0].predict("ctx-gp", cx, cy + 1.0, qx)
+    seeds[0].predict(cx, cy + 1.0, qx)
     assert len(calls) == 2
     for k in range(classics.CTX_GP_KEPT):
         classics.ctx_gp_once(cx, cy + 2.0 + k, qx)
-    seeds[0].predict("ctx-gp", cx, cy, qx)  # pushed out by the later fits: fitted again
+    seeds[0].predict(cx, cy, qx)  # pushed out by the later fits: fitted again
     assert len(calls) == 3 + classics.CTX_GP_KEPT

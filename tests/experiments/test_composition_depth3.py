@@ -18,7 +18,7 @@ def test_run_writes_every_method_and_resumes_from_its_cache(tmp_path, monkeypatc
     res = run_experiment("composition-depth3", opts)
     validate_results(res)
     main = {r["method"]: r for r in res["rows"] if r["group"] == D3.GROUP and r["metric"] == "mse"}
-    assert list(main) == list(D3.METHODS)
+    assert list(main) == list(D3.main_methods())
     cover = [r for r in res["rows"] if r["metric"] == "coverage"]
     assert [(r["group"], r["method"]) for r in cover] == [
         (D3.GROUP, m) for m in ("rte", "rte-uncalibrated", "ctx-gp", "meta-gp", "cnp")
@@ -61,7 +61,7 @@ def test_dev_unit_fits_on_dev_training_recipes_only_and_scores_the_dev_recipes()
             split=dev,
             test_seed=5,
         )
-    for m in D3.METHODS:
+    for m in D3.main_methods():
         assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
     audit.check(
         seen, dev.training_labels(), required={"scaler", "probe", "pca", "sparse-inductive", "psi", "decomposer"}

@@ -13,7 +13,7 @@ def _unit_of(monkeypatch, module, **options):
     """(name, config, plot file) of seed 0's unit in ``module._run``'s plan."""
     name = module.__name__.rsplit(".", 1)[1]
     settings = get_experiment(name).check(RunOptions(profile="tiny", **options))
-    plan = module._run(name, module.METHODS, settings, Path("plots"))
+    plan = module._run(name, module.main_methods(), settings, Path("plots"))
     unit = plan.units[0]
     return unit.name, unit.config, unit.plot_file
 
@@ -35,9 +35,11 @@ def test_length_units_keep_their_names_and_keys(monkeypatch, split, suffix):
         "profile",
         "embedding",
         "test_seed",
+        "methods",
         "seed",
         "estimator",
     ]
+    assert config["methods"] == length.all_methods()  # a method added to the table is a new key
     assert config["embedding"] == discrete.DEFAULT_EMBEDDING and config["seed"] == 0
     assert config["test_level"] == (8 if split == "dev" else 9)
 
@@ -46,5 +48,15 @@ def test_length_units_keep_their_names_and_keys(monkeypatch, split, suffix):
 def test_composition_units_keep_their_names_and_keys(monkeypatch, split, suffix):
     name, config, _ = _unit_of(monkeypatch, composition, protocol="paper", split=split, embedding="gradient")
     assert name == f"composition-paper{suffix}-seed0"
-    assert list(config) == ["experiment", "split", "protocol", "profile", "embedding", "test_seed", "seed", "estimator"]
+    assert list(config) == [
+        "experiment",
+        "split",
+        "protocol",
+        "profile",
+        "embedding",
+        "test_seed",
+        "methods",
+        "seed",
+        "estimator",
+    ]
     assert config["embedding"] == "gradient" and "CompositionRTE" in config["estimator"]

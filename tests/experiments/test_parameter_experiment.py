@@ -6,10 +6,10 @@ import numpy as np
 
 import pytest
 
-from taskextrap.baselines.classics import CLASSICS
+from taskextrap.baselines.table import has_own_interval, method_rows
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.executors import run_units
-from taskextrap.experiments.parameter import INTERVAL_METHODS, METHODS, families_for, family_units
+from taskextrap.experiments.parameter import INTERVAL_METHODS, families_for, family_units, main_methods
 from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.experiments.profiles import get_profile
 from taskextrap.experiments.registry import RunOptions
@@ -18,6 +18,8 @@ from taskextrap.experiments.runner import run_experiment
 from taskextrap.report.schema import validate_results
 from taskextrap.tasks import PARAMETER_FAMILIES
 from taskextrap.search.calibration import interval_keys
+
+OWN_INTERVALS = tuple(filter(has_own_interval, method_rows("parameter")))  # the table's own intervals
 
 
 def test_registry_lists_parameter_and_projectile():
@@ -64,11 +66,12 @@ def test_unit_errors_and_checkpoint_resume(tmp_path):
     (unit,) = family_units(fam, settings, None)
     first = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)]
     errors = first.errors
-    intervals = {k for m in (*INTERVAL_METHODS, *CLASSICS) for k in interval_keys(f"interval:{m}")}
+    intervals = {k for m in (*INTERVAL_METHODS, *OWN_INTERVALS) for k in interval_keys(f"interval:{m}")}
     fractions = {k for k in intervals if not k.endswith("_width")} | {
         f"anchor-retrieved:{m}" for m in ("rte", "strategy-a")
     }
-    assert set(errors) == set(METHODS) | {"far-anchors"} | intervals | fractions | {"entropy:rte", "entropy:strategy-a"}
+    entropies = {"entropy:rte", "entropy:strategy-a"}
+    assert set(errors) == set(main_methods()) | {"far-anchors"} | intervals | fractions | entropies
     for m, e in errors.items():
         assert e.shape == (prof.n_targets,) and np.all(np.isfinite(e)) and np.all(e >= 0), m
     for m in fractions:
@@ -83,7 +86,7 @@ def test_unit_errors_and_checkpoint_resume(tmp_path):
     again = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)]
     assert again.extras.get("resumed") is True
     assert path.stat().st_mtime_ns == mtime
-    for m in METHODS:
+    for m in main_methods():
         np.testing.assert_array_equal(again.errors[m], errors[m])
 
 

@@ -1,17 +1,18 @@
-"""The meta-learning classics as rows of every regime (issue 47): ``ctx-gp`` (a GP on the
-target's context alone), ``meta-gp`` (a GP prior fitted on the library's tasks, conditioned on
-the context) and ``cnp`` (a conditional neural process trained on the library's tasks). Each
-gives a predictive mean and its own interval.
+"""The meta-learning classics, as methods (``baselines.method``): ``ctx-gp`` (:class:`CtxGP`, a
+GP on the target's context alone), ``meta-gp`` (:class:`LibraryGP`, a GP prior fitted on the
+library's tasks, conditioned on the context) and ``cnp`` (:class:`NeuralProcess`, a conditional
+neural process trained on the library's tasks). Each gives a predictive mean and its own interval.
 
-:class:`Classics` fits ``meta-gp`` and ``cnp`` on exactly the library draws an estimator's
-inductive baseline trains on (the parameter regime's draws of Phase 1a, or the discrete
-regimes' fresh training tasks), with the estimator's scaler, training settings and device, so
-the classics, the inductive baseline and RTE see the same data; ``ctx-gp`` needs no library fit,
-and its fit on a set of contexts is made once for all training seeds (:func:`ctx_gp_once`).
+In an experiment ``meta-gp`` and ``cnp`` learn from exactly the library draws the unit's
+inductive baseline trains on (the parameter regime's draws of Phase 1a, or the discrete regimes'
+fresh training tasks), with the estimator's scaler and training settings (its ``SharedDraws``),
+so the classics, the inductive baseline and RTE see the same data; ``ctx-gp`` needs no library
+fit, and its fit on a set of contexts is made once for all training seeds (:func:`ctx_gp_once`).
 
 Their settings were chosen on the dev split (:data:`CHOSEN`): on it every variant of
-:data:`VARIANTS` is scored (``dev_variants``): meta-gp's kernel family and cnp's width, then the
-number of training steps at the chosen kernel and width (one setting at a time, as RTE's were).
+:data:`VARIANTS` is a row (the method table, ``baselines.table``): meta-gp's kernel family and
+cnp's width, then the number of training steps at the chosen kernel and width (one setting at a
+time, as RTE's were).
 """
 
 from __future__ import annotations
@@ -19,22 +20,23 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 import torch
 
 from taskextrap import audit
-from taskextrap.baselines.gp import GP_KERNELS, MetaGP, ctx_gp
+from taskextrap.baselines.gp import GP_KERNELS, MetaGP, ctx_gp, hyper_names
+from taskextrap.baselines.method import Method, SharedDraws, own_draws
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import PendingFit
 from taskextrap.operators.cnp import CNPRegressor
 from taskextrap.operators.jobs import TrainConfig
-from taskextrap.scaling import FamilyScaler
 from taskextrap.seeding import derive_seed, rng
+from taskextrap.tasks.observe import get_protocol
+from taskextrap.validation import check_device, check_instance, check_int, check_real
 
-CLASSICS = ("ctx-gp", "meta-gp", "cnp")
 CNP_WIDTHS = (64, 128)
 # The first dev round's choice (kernel family, width), at which the second round scores the steps.
 FIRST_ROUND = {"kernel": "rbf+linear", "width": 128}
@@ -42,12 +44,16 @@ FIRST_ROUND = {"kernel": "rbf+linear", "width": 128}
 # plain variant. Only variants within the unit's budget may be chosen (eligible): twice the steps
 # is scored to show what more buys.
 STEP_SCALES = (0.5, 2.0)
-# Every variant the dev split scores: meta-gp's kernel family, cnp's width, then each one's steps.
+# Every variant the dev split scores, by row name, as its constructor arguments: meta-gp's kernel
+# family (LibraryGP), cnp's width (NeuralProcess), then each one's steps.
 VARIANTS: dict[str, dict] = {
-    **{f"meta-gp-{k}": {"kernel": k, "steps": 1.0} for k in GP_KERNELS},
-    **{f"meta-gp-{FIRST_ROUND['kernel']}-x{s:g}": {"kernel": FIRST_ROUND["kernel"], "steps": s} for s in STEP_SCALES},
-    **{f"cnp-w{w}": {"width": w, "steps": 1.0} for w in CNP_WIDTHS},
-    **{f"cnp-w{FIRST_ROUND['width']}-x{s:g}": {"width": FIRST_ROUND["width"], "steps": s} for s in STEP_SCALES},
+    **{f"meta-gp-{k}": {"kernel": k, "step_scale": 1.0} for k in GP_KERNELS},
+    **{
+        f"meta-gp-{FIRST_ROUND['kernel']}-x{s:g}": {"kernel": FIRST_ROUND["kernel"], "step_scale": s}
+        for s in STEP_SCALES
+    },
+    **{f"cnp-w{w}": {"width": w, "step_scale": 1.0} for w in CNP_WIDTHS},
+    **{f"cnp-w{FIRST_ROUND['width']}-x{s:g}": {"width": FIRST_ROUND["width"], "step_scale": s} for s in STEP_SCALES},
 }
 # The dev choice (choose_classics on benchmarks/results/parameter-{paper,strict}-paper-dev.json
 # together; a test holds CHOSEN to those files), mean log MSE over both protocols' families:
@@ -56,23 +62,11 @@ VARIANTS: dict[str, dict] = {
 CHOSEN = {"meta-gp": "meta-gp-rbf+linear", "cnp": "cnp-w128"}
 
 
-def dev_variants() -> tuple[str, ...]:
-    """The variant rows scored on the dev split besides :data:`CLASSICS`."""
-    return tuple(VARIANTS)
-
-
-def _variant(method: str) -> str:
-    if method in CHOSEN:
-        return CHOSEN[method]
-    if method not in VARIANTS:
-        raise TaskextrapError(f"unknown classic {method!r}; choose from {', '.join((*CLASSICS, *VARIANTS))}")
-    return method
-
-
 # ctx-gp's last fits by their inputs: a GP on the context alone does not depend on the training
 # seed, so the seeds of a run (one unit after another in one process, on the same targets) fit
 # it once per set of contexts; a few sets, as a unit may score several (protocols, groups).
 CTX_GP_KEPT = 4
+OWN_DRAWS = 8  # draws of each library task a classic fitted alone learns from
 _ctx_gp_fits: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
 
 
@@ -107,87 +101,140 @@ def ctx_gp_once(ctx_x, ctx_y, qry_x, device: str = "cpu") -> tuple[np.ndarray, n
     return mean.copy(), sd.copy()
 
 
-def _steps(train: TrainConfig, variant: str) -> int:
-    return max(1, round(train.steps * VARIANTS[variant]["steps"]))
-
-
-class Classics:
-    """``meta-gp`` and ``cnp`` (and, on the dev split, their variants) fitted on an estimator's
-    library draws; ``ctx-gp`` on each target's context at prediction.
+@dataclass(eq=False)
+class CtxGP(Method):
+    """``ctx-gp``: a GP on each target's context alone, its hyper-parameters chosen by that
+    context's marginal likelihood (``baselines.gp.ctx_gp``, the dev-chosen kernel). Nothing is
+    learned from the library; a fit on a set of contexts is made once for every training seed
+    (:func:`ctx_gp_once`).
 
     Args:
-        scaler: the estimator's ``scaler_`` (fitted on the library only).
-        n_context: context points per draw (the protocol's).
-        seed: the training seed.
-        train: the estimator's network ``TrainConfig`` (cnp trains as its inductive baseline does;
-            meta-gp takes its number of steps).
         device: where the fits run.
-        methods: the rows to serve (:data:`CLASSICS`, and dev variants).
     """
 
-    def __init__(
-        self,
-        scaler: FamilyScaler,
-        n_context: int,
-        seed: int,
-        train: TrainConfig,
-        device: str = "cpu",
-        methods: Sequence[str] = CLASSICS,
-    ):
-        self.scaler, self.n_context, self.seed, self.train, self.device = scaler, n_context, seed, train, device
-        fitted = list(dict.fromkeys(_variant(m) for m in methods if m != "ctx-gp"))  # ordered: jobs and keys too
-        # a variant takes the unit's optimiser steps (as every network of the unit does) times its scale
-        self.meta = {
-            v: MetaGP(VARIANTS[v]["kernel"], seed=seed, device=str(device), steps=_steps(train, v))
-            for v in fitted
-            if v.startswith("meta")
-        }
-        self.cnp = {
-            v: CNPRegressor(
-                scaler, n_context, derive_seed(seed, v), replace(train, steps=_steps(train, v)), VARIANTS[v]["width"]
-            ).to(device)
-            for v in fitted
-            if v.startswith("cnp")
-        }
-        self.timing_: dict[str, float] = {}
+    interval: ClassVar[bool] = True
+    device: str = "cpu"
 
-    def begin_fit(
-        self, train: audit.Batch | Callable[[np.random.Generator], audit.Batch], val: audit.Batch
-    ) -> PendingFit:
-        """Fit every meta-gp now and return the cnps' training as a pending fit (to train beside
-        the other networks of the unit). ``train`` is a fixed batch of library draws (ctx_x, ctx_y,
-        qry_x, qry_y, extra) or a function drawing a fresh one from a generator; ``val`` is a
-        batch of held-out library draws (cnp's model selection).
+    def _settings(self) -> dict:
+        check_device(self.device)
+        return {}
 
-        Returns:
-            PendingFit: the cnps' training jobs.
-        """
-        fixed = train if not callable(train) else train(rng(self.seed, "meta-gp-draws"))
+    def _predict(self, ctx_x, ctx_y, x_query):
+        return ctx_gp_once(ctx_x, ctx_y, x_query, device=str(self.device))
+
+
+def _check_learned(method) -> None:
+    """The arguments LibraryGP and NeuralProcess share, checked."""
+    check_real("step_scale", method.step_scale, 0.0, min_open=True)
+    if method.train is not None:
+        check_instance("train", method.train, TrainConfig, "a TrainConfig or None")
+    check_int("seed", method.seed, 0)
+    check_device(method.device)
+    get_protocol(method.protocol)
+
+
+def _own(method, library) -> SharedDraws:
+    """A method's own library draws, when it is fitted alone (``fit(library)``)."""
+    return own_draws(library, get_protocol(method.protocol), OWN_DRAWS, method.seed, method.train or TrainConfig())
+
+
+@dataclass(eq=False)
+class LibraryGP(Method):
+    """``meta-gp``: one GP prior, its polynomial mean and kernel fitted on library draws by their
+    summed marginal likelihood (``baselines.gp.MetaGP``), conditioned on each target's context.
+
+    Args:
+        kernel: the kernel family, one of ``baselines.gp.GP_KERNELS`` (dev chose rbf+linear).
+        step_scale: Adam's steps as a multiple of the training config's steps.
+        train: the training config whose steps it scales; None: the unit's (in an experiment),
+            else ``TrainConfig()``'s.
+        seed: seeds the draws of each step (in an experiment, the unit's seed).
+        device: where the fit and the predictions run.
+        protocol: how a fit alone observes the library's tasks (in an experiment: as the
+            unit's estimator does).
+    """
+
+    interval: ClassVar[bool] = True
+    kernel: str = "rbf+linear"
+    step_scale: float = 1.0
+    train: TrainConfig | None = None
+    seed: int = 0
+    device: str = "cpu"
+    protocol: str = "paper"
+
+    def _settings(self) -> dict:
+        hyper_names(self.kernel)
+        _check_learned(self)
+        return {}
+
+    @property
+    def variant(self) -> str:
+        """The variant's name (a dev row's), e.g. ``meta-gp-rbf+linear-x0.5``."""
+        return f"meta-gp-{self.kernel}" + ("" if self.step_scale == 1.0 else f"-x{self.step_scale:g}")
+
+    def _begin(self, library, shared: SharedDraws | None) -> PendingFit:
+        shared = shared or _own(self, library)
+        train = self.train or shared.train
         t = time.perf_counter()
-        cx, cy, qx, qy, _ = audit.consume("meta-gp", fixed, "train")
-        for gp in self.meta.values():
-            gp.fit(cx, cy, qx, qy, self.scaler)
-        self.timing_["meta-gp_fit_s"] = time.perf_counter() - t
-        jobs = []
-        for v, net in self.cnp.items():
-            g = rng(self.seed, v, "batches")
-            jobs.append(net.fit_stream_job(train, val, g) if callable(train) else net.fit_job(train, val, g))
-        return PendingFit(jobs, lambda: None)
+        cx, cy, qx, qy, _ = audit.consume("meta-gp", shared.fixed(rng(self.seed, "meta-gp-draws")), "train")
+        steps = max(1, round(train.steps * self.step_scale))
+        self.gp_ = MetaGP(self.kernel, seed=self.seed, device=str(self.device), steps=steps)
+        self.gp_.fit(cx, cy, qx, qy, shared.scaler)
+        self.timing_ = {"fit_s": time.perf_counter() - t}
+        return PendingFit([], lambda: None)
 
-    def predict(self, method: str, ctx_x, ctx_y, qry_x) -> tuple[np.ndarray, np.ndarray]:
-        """The predictive mean and sd (n, q) of ``method`` (a classic or a dev variant).
+    def _predict(self, ctx_x, ctx_y, x_query):
+        return self.gp_.predict(ctx_x, ctx_y, x_query)
 
-        Returns:
-            tuple: (mean, sd), each (n, q).
-        """
-        if method == "ctx-gp":
-            return ctx_gp_once(ctx_x, ctx_y, qry_x, device=str(self.device))
-        v = _variant(method)
-        if v in self.meta:
-            return self.meta[v].predict(ctx_x, ctx_y, qry_x)
-        if v in self.cnp:
-            return self.cnp[v].predict_with_sd(ctx_x, ctx_y, np.asarray(qry_x, dtype=float))
-        raise TaskextrapError(f"{method!r} was not fitted by these classics")
+
+@dataclass(eq=False)
+class NeuralProcess(Method):
+    """``cnp``: a conditional neural process (``operators.cnp``) trained on library draws by the
+    Gaussian likelihood, as the inductive baseline trains (the same draws, scaler and steps).
+
+    Args:
+        width: the encoder's and decoder's width (dev chose 128).
+        step_scale: training steps as a multiple of the training config's steps.
+        train: the training config; None: the unit's (in an experiment), else ``TrainConfig()``.
+        seed: the unit's seed (its network and batches are seeded from it and the variant's name).
+        device: where it trains and predicts.
+        protocol: how a fit alone observes the library's tasks (in an experiment: as the
+            unit's estimator does).
+    """
+
+    interval: ClassVar[bool] = True
+    width: int = 128
+    step_scale: float = 1.0
+    train: TrainConfig | None = None
+    seed: int = 0
+    device: str = "cpu"
+    protocol: str = "paper"
+
+    def _settings(self) -> dict:
+        check_int("width", self.width, 1)
+        _check_learned(self)
+        return {}
+
+    @property
+    def variant(self) -> str:
+        """The variant's name (a dev row's), e.g. ``cnp-w128-x0.5``."""
+        return f"cnp-w{self.width}" + ("" if self.step_scale == 1.0 else f"-x{self.step_scale:g}")
+
+    def _begin(self, library, shared: SharedDraws | None) -> PendingFit:
+        shared = shared or _own(self, library)
+        train = self.train or shared.train
+        cfg = replace(train, steps=max(1, round(train.steps * self.step_scale)))
+        v = self.variant
+        self.net_ = CNPRegressor(shared.scaler, shared.n_context, derive_seed(self.seed, v), cfg, self.width).to(
+            self.device
+        )
+        g = rng(self.seed, v, "batches")
+        d = shared.draws
+        job = self.net_.fit_stream_job(d, shared.val, g) if callable(d) else self.net_.fit_job(d, shared.val, g)
+        return PendingFit([job], lambda: None)
+
+    def _predict(self, ctx_x, ctx_y, x_query):
+        return self.net_.predict_with_sd(ctx_x, ctx_y, x_query)
 
 
 def variant_scores(rows) -> dict[str, float]:
@@ -205,7 +252,7 @@ def eligible(variant: str) -> bool:
     """Whether ``variant`` may be chosen: it trains for no more steps than the unit's other
     networks (RTE's among them), so every learned row of a table has the same budget; a longer
     variant is scored on dev to show what more training buys, and is not chosen."""
-    return VARIANTS[variant]["steps"] <= 1.0
+    return VARIANTS[variant]["step_scale"] <= 1.0
 
 
 def choose_classics(rows) -> dict[str, str]:

@@ -11,14 +11,16 @@ over tasks; none loops over tasks in Python.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.polynomial import legendre
 
+from taskextrap.baselines.method import Method
 from taskextrap.errors import TaskextrapError
-from taskextrap.validation import check_context, check_finite_result, check_query, describe
+from taskextrap.validation import check_context, check_finite_result, check_int, check_query, describe
 
-__all__ = ["ctx_interp", "ctx_polyfit", "library_best_fit"]
+__all__ = ["CtxInterp", "CtxPolyfit", "LibraryBestFit", "ctx_interp", "ctx_polyfit", "library_best_fit"]
 
 
 def _inputs(ctx_x, ctx_y, qry_x, min_points: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -229,3 +231,51 @@ def _call_library(library_fn, idx: np.ndarray, x: np.ndarray) -> np.ndarray:
     if out.shape != x.shape:
         raise TaskextrapError(f"library_fn must return shape {x.shape} for x of that shape, got {out.shape}")
     return out
+
+
+# ----------------------------------------------------------------------------- as methods
+
+
+@dataclass(eq=False)
+class CtxInterp(Method):
+    """``ctx-interp``: each target's context joined by straight segments (:func:`ctx_interp`).
+    Nothing is learned from the library."""
+
+    def _predict(self, ctx_x, ctx_y, x_query):
+        return ctx_interp(ctx_x, ctx_y, x_query), None
+
+
+@dataclass(eq=False)
+class CtxPolyfit(Method):
+    """``ctx-polyfit``: a least-squares polynomial of each target's context, its degree (up to
+    ``max_degree``) chosen per target by leave-one-out error (:func:`ctx_polyfit`). Nothing is
+    learned from the library."""
+
+    max_degree: int = 5
+
+    def _settings(self) -> dict:
+        check_int("max_degree", self.max_degree, 0)
+        return {}
+
+    def _predict(self, ctx_x, ctx_y, x_query):
+        return ctx_polyfit(ctx_x, ctx_y, x_query, self.max_degree), None
+
+
+@dataclass(eq=False)
+class LibraryBestFit(Method):
+    """``library-best-fit``: the library task that best fits each target's context up to a
+    constant, shifted by that constant (:func:`library_best_fit`). The library is any task set
+    with ``values(x, index)`` and a length (and ``values_at(x)``, every task at every row at once,
+    where it has one)."""
+
+    chunk: int = 256
+
+    def _settings(self) -> dict:
+        check_int("chunk", self.chunk, 1)
+        return {}
+
+    def _predict(self, ctx_x, ctx_y, x_query):
+        lib = self.library_
+        grid = getattr(lib, "values_at", None)
+        pred = library_best_fit(ctx_x, ctx_y, x_query, lambda i, x: lib.values(x, i), len(lib), self.chunk, grid)[0]
+        return pred, None

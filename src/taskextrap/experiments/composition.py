@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from taskextrap.baselines.classics import CLASSICS
-from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
+from taskextrap.baselines.context import ctx_interp
+from taskextrap.baselines.table import has_own_interval, method_rows
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.experiments.discrete import (
@@ -60,17 +60,7 @@ from taskextrap.tasks.observe import Observations, noise_scale
 from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionFamily, CompositionSet, PairSplit, PrimitiveSet
 from taskextrap.tasks.registry import get_primitive_set
 
-METHODS = (
-    "rte",
-    "strategy-b",
-    "sparse-inductive",
-    "oracle",
-    "verified-composition",
-    "ctx-interp",
-    "ctx-polyfit",
-    "library-best-fit",
-    *CLASSICS,
-)
+OWN_METHODS = ("rte", "strategy-b", "sparse-inductive", "oracle", "verified-composition")  # the table's follow
 ABLATION_METHODS = (
     "rte",
     "strategy-b",
@@ -81,7 +71,18 @@ ABLATION_METHODS = (
     "sparse-inductive",
     "oracle",
 )
-ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
+
+
+def main_methods() -> tuple[str, ...]:
+    """The rows of ``composition``: the regime's own, then the method table's (``baselines.table``)."""
+    return (*OWN_METHODS, *method_rows("composition"))
+
+
+def all_methods() -> tuple[str, ...]:
+    """Every method a unit scores (``composition``'s rows and the ablations')."""
+    return tuple(dict.fromkeys(main_methods() + ABLATION_METHODS))
+
+
 GROUP = "unseen-pairs"
 BREAKDOWN = ("rte", "sparse-inductive", "verified-composition")  # per held-out pair
 
@@ -241,9 +242,6 @@ def predict_all(
         "random-constituents": rte.predict(cx, cy, qx, given(rand[0], rand[1])),
         "oracle": rte.predict(cx, cy, qx, given(true_o, true_i)),
         "sparse-inductive": inductive.predict(cx, cy, qx),
-        "ctx-interp": ctx_interp(cx, cy, qx),
-        "ctx-polyfit": ctx_polyfit(cx, cy, qx),
-        "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: primitives.exact(x, i), len(primitives))[0],
     }
     weights = rte.weighted(d).weights
     assert weights is not None  # weighted() fills them
@@ -281,7 +279,7 @@ def run_unit(
         targets,
         obs,
         predict_all,
-        ALL_METHODS,
+        all_methods(),
         seed,
         plot,
     )
@@ -327,6 +325,7 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
         profile=profile.to_dict(),
         embedding=embedding,
         test_seed=test_seed,
+        methods=all_methods(),
         **set_unit_key(primitive_set, POLY_SIN_TANH),
     )
     stem = set_stem("composition", primitive_set, POLY_SIN_TANH, protocol)
@@ -357,7 +356,12 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
         out = mse_rows(experiment, errors, group(GROUP), methods)
         if experiment == "composition":  # rte's calibration beside its MSE; one group per held-out pair
             out += interval_rows(experiment, errors, group(GROUP), "rte", "rte")
-            out += [r for m in CLASSICS for r in classic_interval_rows(experiment, errors, group(GROUP), m, m)]
+            out += [
+                r
+                for m in methods
+                if has_own_interval(m)
+                for r in classic_interval_rows(experiment, errors, group(GROUP), m, m)
+            ]
             out += entropy_rows(experiment, errors, group(GROUP), (("rte", "rte_entropy"),))
             if len(split.test) > 1:
                 pairs = [group(f"{o} o {i}") for o, i in split.test]
@@ -404,7 +408,7 @@ COMPOSITION_OPTIONS = ("protocol", "family", "embedding", "test_seed", "device")
 )
 def run_composition(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The composition experiment: rte, sparse-inductive, oracle, verified-composition and sanity baselines."""
-    return _run("composition", METHODS, settings, plot_dir)
+    return _run("composition", main_methods(), settings, plot_dir)
 
 
 @register(

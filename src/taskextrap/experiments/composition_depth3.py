@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from taskextrap.baselines.classics import CLASSICS
-from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
+from taskextrap.baselines.context import ctx_interp
+from taskextrap.baselines.table import has_own_interval, method_rows
 from taskextrap.estimators.composition_depth3 import Composition3RTE
 from taskextrap.experiments.discrete import (
     LIBRARY_SEED,
@@ -55,19 +55,16 @@ from taskextrap.tasks.registry import get_primitive_set
 
 EXPERIMENT = "composition-depth3"
 REGIME = "composition-depth3"  # its protocol table (tasks.observe.REGIME_PROTOCOLS)
-METHODS = (
-    "rte",
-    "sparse-inductive",
-    "oracle",
-    "verified-composition",
-    "no-verification",
-    "no-refinement",
-    "ctx-interp",
-    "ctx-polyfit",
-    "library-best-fit",
-    *CLASSICS,
-)
+# the regime's own rows; the method table's follow (main_methods)
+OWN_METHODS = ("rte", "sparse-inductive", "oracle", "verified-composition", "no-verification", "no-refinement")
 GROUP = "unseen-recipes"
+
+
+def main_methods() -> tuple[str, ...]:
+    """The rows of ``composition-depth3``: the regime's own, then the method table's (``baselines.table``)."""
+    return (*OWN_METHODS, *method_rows(REGIME))
+
+
 BREAKDOWN = ("rte", "sparse-inductive", "verified-composition")  # per held-out recipe
 SEARCH_SETTINGS = ("k", "keep", "refine_rounds", "n_average", "temperature", "identity", "pad_share", "psi_context")
 SLOTS = ("outer", "middle", "inner")  # r_3, r_2, r_1 of h = r_3 o r_2 o r_1
@@ -195,9 +192,6 @@ def predict_all(
         "no-verification": rte.predict(cx, cy, qx, given(cands[:, :, 0])),
         "oracle": rte.predict(cx, cy, qx, given(truth)),
         "sparse-inductive": inductive.predict(cx, cy, qx),
-        "ctx-interp": ctx_interp(cx, cy, qx),
-        "ctx-polyfit": ctx_polyfit(cx, cy, qx),
-        "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: primitives.exact(x, i), len(primitives))[0],
     }
     retrieval = {
         "chain_top1": (d.anchors[:, 0] == truth).all(axis=1).astype(float),
@@ -235,7 +229,7 @@ def run_unit(
         targets,
         obs,
         predict_all,
-        METHODS,
+        main_methods(),
         seed,
         plot,
     )
@@ -290,6 +284,7 @@ def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir:
     primitive_set = settings.family or get_set(None)
     split = get_split(primitive_set, settings.dev, options.family)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH_RESCALED)  # a results group of this set
+    methods = main_methods()
     base = dict(
         experiment=EXPERIMENT,
         split=repr(split),
@@ -297,6 +292,7 @@ def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir:
         profile=profile.to_dict(),
         embedding=embedding,
         test_seed=test_seed,
+        methods=methods,
         **set_unit_key(primitive_set, POLY_SIN_TANH_RESCALED),
     )
     stem = set_stem(EXPERIMENT, primitive_set, POLY_SIN_TANH_RESCALED, protocol)
@@ -325,9 +321,14 @@ def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir:
             chosen.calibrated_scale(),
             scale_source("composition-depth3", protocol, None, builtin_spec(options), primitive_set.name),
         )
-        out = mse_rows(EXPERIMENT, errors, group(GROUP), METHODS)
+        out = mse_rows(EXPERIMENT, errors, group(GROUP), methods)
         out += interval_rows(EXPERIMENT, errors, group(GROUP), "rte", "rte")
-        out += [r for m in CLASSICS for r in classic_interval_rows(EXPERIMENT, errors, group(GROUP), m, m)]
+        out += [
+            r
+            for m in methods
+            if has_own_interval(m)
+            for r in classic_interval_rows(EXPERIMENT, errors, group(GROUP), m, m)
+        ]
         recipes = [group(recipe_name(recipe)) for recipe in split.test]
         out += held_out_rows(EXPERIMENT, errors, errors["recipe_id"][0], recipes, BREAKDOWN)
         out += retrieval_rows(

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from taskextrap.baselines.context import ctx_interp, library_best_fit
+from taskextrap.baselines.table import get_method
 from taskextrap.estimators.composition_em import EMCompositionRTE
 from taskextrap.experiments.composition import (
     COMPOSITION_OPTIONS,
@@ -58,7 +58,9 @@ from taskextrap.tasks.builtin import POLY_SIN_TANH
 from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionFamily
 
 ARMS = {"rte-fixed-labels": 1.0, "rte-em-warmup": 0.0, "rte-em-semi25": 0.25}  # label share of each EM arm
-METHODS = ("rte", *ARMS, "ctx-interp", "library-best-fit")
+# the method table's rows shown beside the EM arms: the two context- and library-only fits
+TABLE_METHODS = ("ctx-interp", "library-best-fit")
+METHODS = ("rte", *ARMS, *TABLE_METHODS)
 EM_ROUNDS = 3
 # Pseudo-label quality rows (fractions of the unlabelled training tasks) per label_quality kind.
 LABEL_GROUPS = {
@@ -102,10 +104,9 @@ def run_unit(
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     rte = make_rte(protocol, profile, seed, embedding, split, device).fit(primitives)
     timing = {"supervised_s": time.perf_counter() - t0}
-    preds = {
-        "rte": rte.predict(cx, cy, qx),
-        "ctx-interp": ctx_interp(cx, cy, qx),
-        "library-best-fit": library_best_fit(cx, cy, qx, lambda i, x: primitives.exact(x, i), len(primitives))[0],
+    preds = {"rte": rte.predict(cx, cy, qx)}
+    preds |= {
+        m: get_method(m).build(seed=seed, device=device).fit(primitives).predict(cx, cy, qx) for m in TABLE_METHODS
     }
     n = len(targets)
     extra = {}

@@ -14,8 +14,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from taskextrap.baselines.classics import CLASSICS, Classics
 from taskextrap.baselines.discrete import DiscreteInductive, training_batch
+from taskextrap.baselines.method import SharedDraws
+from taskextrap.baselines.table import begin_methods, is_method
 from taskextrap.estimators.base import fit_together
 from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import RunOptions
@@ -228,14 +229,15 @@ def entropy_rows(experiment: str, errors: dict, group: str, pairs) -> list:
 def fit_and_score(
     library, estimator, targets, obs, predict_all: Callable, methods, seed: int, plot: Callable | None = None
 ) -> UnitResult:
-    """Fit ``estimator`` on ``library``, the inductive baseline and the meta-learning classics of
+    """Fit ``estimator`` on ``library``, the inductive baseline and the method table's rows of
     ``methods`` beside it (their networks trained together: ``estimators.base.fit_together``;
     the baselines on the estimator's training tasks), then score every method of ``methods`` on
     the targets' query points.
 
     ``predict_all(rte, inductive, library, targets, obs, seed)`` returns (predictions per method,
-    per-draw retrieval diagnostics); the classics' predictions and interval diagnostics (prefix:
-    the method's name) are added to them; errors and diagnostics are averaged per target.
+    per-draw retrieval diagnostics) of the regime's own rows; the table's predictions and the
+    interval diagnostics of those with an interval (prefix: the method's name) are added to
+    them; errors and diagnostics are averaged per target.
     ``plot(rte)`` draws the unit's figures.
     """
     t0 = time.perf_counter()
@@ -243,24 +245,25 @@ def fit_and_score(
     pending = rte.begin_fit(library)
     inductive = DiscreteInductive(rte)
     baseline = inductive.begin_fit()
-    classics = Classics(
-        rte.scaler_, rte.protocol_.n_context, seed, rte.train, rte.device, [m for m in methods if m in CLASSICS]
-    )
     val = training_batch(rte, rte.val_pool_, max(256, rte.n_pairs // 10), rng(seed, "classics-val"))
-    fits = classics.begin_fit(lambda g: training_batch(rte, rte.train_pool_, rte.n_pairs, g), val)
-    training = fit_together([pending, baseline, fits])  # every network of the unit at once (stacked on a GPU)
+    draws = lambda g: training_batch(rte, rte.train_pool_, rte.n_pairs, g)  # noqa: E731
+    shared = SharedDraws(rte.scaler_, rte.protocol_.n_context, rte.train, draws, val)
+    table = [m for m in methods if is_method(m)]
+    fitted, fits, timing = begin_methods(table, library, shared, seed=seed, device=rte.device)
+    training = fit_together([pending, baseline, *fits.values()])  # every network of the unit at once
     psi, decomposer = pending.jobs
-    timing = {**rte.timing_, **classics.timing_, "training_s": training}
+    timing |= {**rte.timing_, "training_s": training}
     timing |= job_seconds(
         {"psi_training_s": psi, "decomposer_training_s": decomposer, "baselines_fit_s": baseline.jobs[0]}
-        | {f"{m}_training_s": job for m, job in zip(classics.cnp, fits.jobs, strict=True)}
+        | {f"{m}_training_s": p.jobs[0] for m, p in fits.items() if p.jobs}
     )
     t = time.perf_counter()
     preds, retrieval = predict_all(rte, inductive, library, targets, obs, seed)
-    for m in methods:
-        if m in CLASSICS:
-            preds[m], sd = classics.predict(m, obs.ctx_x, obs.ctx_y, obs.qry_x)
-            retrieval |= interval_diagnostics(m, preds[m], sd, obs.qry_y, 1.0)
+    for m in table:
+        out = fitted[m].predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=fitted[m].interval)
+        preds[m] = out[0] if fitted[m].interval else out
+        if fitted[m].interval:
+            retrieval |= interval_diagnostics(m, preds[m], out[1], obs.qry_y, 1.0)
     timing["evaluation_s"] = time.perf_counter() - t
     n = len(targets)
     errors = {m: per_target((preds[m] - obs.qry_y) ** 2, n) for m in methods}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from taskextrap.baselines.classics import CLASSICS
-from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
+from taskextrap.baselines.context import ctx_polyfit
+from taskextrap.baselines.table import has_own_interval, method_rows
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.length import LengthRTE
@@ -47,16 +47,7 @@ from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
 from taskextrap.tasks.observe import Observations, noise_scale
 from taskextrap.tasks.registry import resolve
 
-METHODS = (
-    "rte",
-    "strategy-b",
-    "sparse-inductive",
-    "oracle",
-    "ctx-interp",
-    "ctx-polyfit",
-    "library-best-fit",
-    *CLASSICS,
-)
+OWN_METHODS = ("rte", "strategy-b", "sparse-inductive", "oracle")  # the regime's own rows; the table's follow
 ABLATION_METHODS = (
     "rte",
     "strategy-b",
@@ -67,7 +58,18 @@ ABLATION_METHODS = (
     "sparse-inductive",
     "oracle",
 )
-ALL_METHODS = tuple(dict.fromkeys(METHODS + ABLATION_METHODS))
+
+
+def main_methods() -> tuple[str, ...]:
+    """The rows of ``length``: the regime's own, then the method table's (``baselines.table``)."""
+    return (*OWN_METHODS, *method_rows("length"))
+
+
+def all_methods() -> tuple[str, ...]:
+    """Every method a unit scores (``length``'s rows and the ablations')."""
+    return tuple(dict.fromkeys(main_methods() + ABLATION_METHODS))
+
+
 GROUP = "degree9"
 
 
@@ -162,11 +164,6 @@ def predict_all(
         "zero-shift": rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, d.anchors[:, 0], np.zeros(len(cx)))),
         "oracle": rte.predict(cx, cy, qx, rte.decomposition_for(cx, cy, parent, targets.new_coef()[obs.task])),
         "sparse-inductive": inductive.predict(cx, cy, qx),
-        "ctx-interp": ctx_interp(cx, cy, qx),
-        "ctx-polyfit": ctx_polyfit(cx, cy, qx),
-        "library-best-fit": library_best_fit(
-            cx, cy, qx, lambda i, x: library.values(x, i), len(library), library_grid=library.values_at
-        )[0],
     }
     weights = rte.weighted(d).weights
     assert weights is not None  # weighted() fills them
@@ -200,7 +197,7 @@ def run_unit(
         targets,
         obs,
         predict_all,
-        ALL_METHODS,
+        all_methods(),
         seed,
         plot,
     )
@@ -248,6 +245,7 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
         profile=profile.to_dict(),
         embedding=embedding,
         test_seed=test_seed,
+        methods=all_methods(),
     )
     units = discrete_units(
         settings,
@@ -286,7 +284,12 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
         rows = mse_rows(experiment, errors, group_name(ladder), methods)
         if experiment == "length":  # rte's calibration beside its MSE
             rows += interval_rows(experiment, errors, group_name(ladder), "rte", "rte")
-            rows += [r for m in CLASSICS for r in classic_interval_rows(experiment, errors, group_name(ladder), m, m)]
+            rows += [
+                r
+                for m in methods
+                if has_own_interval(m)
+                for r in classic_interval_rows(experiment, errors, group_name(ladder), m, m)
+            ]
             rows += entropy_rows(experiment, errors, group_name(ladder), (("rte", "rte_entropy"),))
         rows += retrieval_rows(
             experiment,
@@ -330,7 +333,7 @@ LENGTH_OPTIONS = ("protocol", "family", "embedding", "test_seed", "device")
 )
 def run_length(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The length experiment: rte, sparse-inductive, oracle and the context-only baselines."""
-    return _run("length", METHODS, settings, plot_dir)
+    return _run("length", main_methods(), settings, plot_dir)
 
 
 @register(

@@ -25,10 +25,11 @@ from __future__ import annotations
 import copy
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
+from taskextrap.baselines.table import get_method
 from taskextrap.baselines.inductive import INDUCTIVE_KINDS
 from taskextrap.baselines.oracles import ChainedTransductiveOracle
 from taskextrap.errors import TaskextrapError
@@ -81,6 +82,7 @@ def chained_variant(protocol) -> str:
     return CHAINED.get(protocol.name, CHAINED["paper"])
 
 
+TABLE_METHODS = ("ctx-interp", "ctx-polyfit", "library-best-fit")  # the method table's rows it shows
 METHODS = (
     "rte-chained",
     "rte-ghost",
@@ -89,9 +91,7 @@ METHODS = (
     "sparse-inductive",
     "t2v-inductive",
     "inductive-oracle",
-    "ctx-interp",
-    "ctx-polyfit",
-    "library-best-fit",
+    *TABLE_METHODS,
 )
 REFERENCE = "rte-chained"  # the paired comparisons of a run are against it
 
@@ -183,11 +183,12 @@ def fit_models(
     common = parameter_exp.common_settings(protocol, profile, seed, anchors, device)
     t = time.perf_counter()
     rte = ChainedRTE(embedding=embedding, **common).fit(library, fitted=fits["strategy-a"])
-    models = {
+    models: dict[str, Any] = {
         "rte": rte,
         "transductive-oracle": ChainedTransductiveOracle(**common).fit(library, fitted=fits["transductive-oracle"]),
     }
     models |= {kind: fits[kind] for kind in INDUCTIVE_KINDS}  # trained on the same draws as rte's
+    models |= {m: get_method(m).build(seed=seed, device=device).fit(library) for m in TABLE_METHODS}
     timing["chain_s"] = time.perf_counter() - t
     return library, models, timing
 
@@ -219,12 +220,8 @@ def predict_region(
             )
         elif m in INDUCTIVE_KINDS:
             out[m] = models[m].predict(cx, cy, qx, theta=obs.params)
-        elif m == "ctx-interp":
-            out[m] = ctx_interp(cx, cy, qx)
-        elif m == "ctx-polyfit":
-            out[m] = ctx_polyfit(cx, cy, qx)
-        elif m == "library-best-fit":
-            out[m] = library_best_fit(cx, cy, qx, lambda i, x: library.values(x, i), len(library))[0]
+        elif m in TABLE_METHODS:
+            out[m] = models[m].predict(cx, cy, qx)
         else:
             raise TaskextrapError(f"unknown method {m!r}")
     return out

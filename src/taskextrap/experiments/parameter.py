@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from taskextrap.baselines.classics import CLASSICS, Classics, dev_variants
-from taskextrap.baselines.context import ctx_interp, ctx_polyfit, library_best_fit
 from taskextrap.baselines.inductive import INDUCTIVE_KINDS, InductiveBaseline, library_batch
+from taskextrap.baselines.method import Method, SharedDraws
+from taskextrap.baselines.table import begin_methods, has_own_interval, is_method, method_rows
 from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.estimators.base import Decomposition, PendingFit, fit_together
 from taskextrap.estimators.parameter import RTE
@@ -43,7 +43,8 @@ from taskextrap.provenance import callable_hash
 from taskextrap.tasks.registry import get_family
 from taskextrap.tasks.taskset import TaskSet
 
-METHODS = (
+# The regime's own rows; the method table's (baselines.table) follow them (main_methods).
+OWN_METHODS = (
     "rte",
     "strategy-a",
     "sparse-inductive",
@@ -52,10 +53,6 @@ METHODS = (
     "transductive-oracle",
     "random-anchors",
     "zero-shift",
-    "ctx-interp",
-    "ctx-polyfit",
-    "library-best-fit",
-    *CLASSICS,
 )
 # The decomposition objective (paper Eq. 3; ``RTE(search="objective")``) in the variants scored on
 # the dev split (F1_1 -> F1_2): anchors retrieved by proxy distance (``retrieve``), more screened
@@ -74,16 +71,13 @@ LEGACY_OBJECTIVE = OBJECTIVE_VARIANTS["objective-r8"]
 # The dev choice (choose_variant on benchmarks/results/parameter-<protocol>-paper-dev.json, seed 0;
 # a test holds CHOSEN to those files): the widest search under both protocols.
 CHOSEN = {"paper": "objective-r16-s16", "strict": "objective-r16-s16"}
-# Dev rows: every variant, Strategy A with the objective's Psi (trained with leave-one-out rows),
-# and every variant of the meta-learning classics (baselines.classics).
-DEV_METHODS = (*(f"rte-{v}" for v in OBJECTIVE_VARIANTS), "strategy-a-loo", *dev_variants())
+# RTE's dev rows: every variant, and Strategy A with the objective's Psi (trained with leave-one-out rows).
+RTE_DEV_METHODS = (*(f"rte-{v}" for v in OBJECTIVE_VARIANTS), "strategy-a-loo")
 INTERVAL_METHODS = ("rte", "strategy-a")  # methods with a calibrated predictive interval: a coverage row each
-CLASSIC_ROWS = (*CLASSICS, *dev_variants())  # their own interval, not calibrated: coverage and width rows
 ORACLES = ("inductive-oracle", "transductive-oracle")
 # Appendix K.1 (quadratic): every row on the same targets and draws as the main table's.
 ABLATION_FAMILY = "quadratic"
 ABLATION_METHODS = ("rte", "strategy-a", "far-anchors", "random-anchors", "zero-shift", "sparse-inductive")
-ALL_METHODS = (*METHODS, "far-anchors")
 TARGET_REGION = "F2"  # the real held-out region; the dev split holds out DEV_REGION instead
 DEFAULT_EMBEDDING = "gradient"  # measured: see benchmarks/run.py
 
@@ -117,6 +111,22 @@ PROFILES = {
         train=TrainConfig(steps=20, batch=256, eval_every=10),
     ),
 }
+
+
+def main_methods() -> tuple[str, ...]:
+    """The rows of ``parameter``: the regime's own, then the method table's."""
+    return (*OWN_METHODS, *method_rows("parameter"))
+
+
+def all_methods() -> tuple[str, ...]:
+    """Every method a test unit scores: ``parameter``'s rows and the ablations' far anchors."""
+    return (*main_methods(), "far-anchors")
+
+
+def dev_methods() -> tuple[str, ...]:
+    """The rows a dev split adds: RTE's variants and the method table's dev variants (the
+    meta-learning classics' settings)."""
+    return (*RTE_DEV_METHODS, *method_rows("parameter", dev=True))
 
 
 def make_library(family: ParametricFamily, n_per_region: int, seed: int) -> TaskSet:
@@ -306,25 +316,28 @@ def fit_models(
         # _with_settings); it adopts Strategy A's Phase 1a and trains beside the library's fits
         settings = {**common_settings(protocol, profile, seed, anchors, device), "search": "objective"}
         objective = RTE(embedding=embedding, **settings)
-    classics: Classics | None = None
+    methods: dict[str, Method] = {}
+    method_timing: dict[str, float] = {}
 
     def also(sa: RTE) -> dict[str, PendingFit]:
-        # the classics train on Strategy A's library draws, as the inductive baselines do
-        nonlocal classics
-        rows = tuple(m for m in methods_of(family) if m in CLASSIC_ROWS)
-        classics = Classics(sa.scaler_, protocol.n_context, seed, sa.train, device, rows)
+        # the method table's rows learn from Strategy A's library draws, as the inductive baselines do
         d = sa.draws_
-        pending = {"classics": classics.begin_fit(library_batch(sa, d.train), library_batch(sa, d.val))}
+        shared = SharedDraws(
+            sa.scaler_, protocol.n_context, sa.train, library_batch(sa, d.train), library_batch(sa, d.val)
+        )
+        rows = [m for m in methods_of(family) if is_method(m)]
+        fitted, pending, seconds = begin_methods(rows, sa.library_, shared, seed=seed, device=device)
+        methods.update(fitted)
+        method_timing.update(seconds)
         if objective is not None:
             pending["objective"] = objective.begin_fit(sa.library_, embedded=sa)
         return pending
 
     library, models, timing = library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir, device, also)
-    assert classics is not None  # library_fits calls also() whether it fits or loads
-    timing |= classics.timing_
+    timing |= method_timing
     strategy_a = models["strategy-a"]
     rte = strategy_a if objective is None or chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
-    return library, {**models, "rte": rte, "objective": objective, "classics": classics}, timing
+    return library, {**models, "rte": rte, "objective": objective, "methods": methods}, timing
 
 
 def predict_method(
@@ -375,15 +388,8 @@ def predict_method(
         assert anchors is not None  # decomposed above
         zero = np.zeros((*anchors.shape, rte.embed_dim))
         return rte.predict(ctx_x, ctx_y, qry_x, rte.decomposition_for(ctx_x, ctx_y, anchors, zero))
-    if method in CLASSIC_ROWS:
-        mean, sd = models["classics"].predict(method, ctx_x, ctx_y, qry_x)
-        return (mean, sd) if return_std else mean
-    if method == "ctx-interp":
-        return ctx_interp(ctx_x, ctx_y, qry_x)
-    if method == "ctx-polyfit":
-        return ctx_polyfit(ctx_x, ctx_y, qry_x)
-    if method == "library-best-fit":
-        return library_best_fit(ctx_x, ctx_y, qry_x, lambda i, x: library.values(x, i), len(library))[0]
+    if method in models["methods"]:
+        return models["methods"][method].predict(ctx_x, ctx_y, qry_x, return_std=return_std)
     raise ValueError(f"unknown method {method!r}")
 
 
@@ -415,14 +421,14 @@ def far_anchors(rte: RTE, library: TaskSet, ctx_x, ctx_y) -> np.ndarray:
 
 def methods_of(family: ParametricFamily) -> tuple[str, ...]:
     """The methods scored on ``family``'s targets: every variant besides on the dev split."""
-    return ALL_METHODS + (DEV_METHODS if target_region(family) == DEV_REGION else ())
+    return all_methods() + (dev_methods() if target_region(family) == DEV_REGION else ())
 
 
 def predict_all(
-    models: dict, library: TaskSet, obs: Observations, seed: int, methods: tuple[str, ...] = ALL_METHODS
+    models: dict, library: TaskSet, obs: Observations, seed: int, methods: tuple[str, ...]
 ) -> tuple[dict, dict, dict]:
-    """Predictions (n_draws_total, q) of every method at the query points, the predictive sd of
-    those with an interval (:data:`INTERVAL_METHODS` and the dev variants), and per-draw
+    """Predictions (n_draws_total, q) of ``methods`` at the query points, the predictive sd of
+    those with an interval (:func:`has_interval`), and per-draw
     diagnostics (:func:`diagnostics`) of ``rte`` and ``strategy-a``."""
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     d = models["strategy-a"].decompose(cx, cy)
@@ -465,7 +471,7 @@ def anchor_key(method: str) -> str:
 
 def has_interval(method: str) -> bool:
     """Whether ``method`` gives a predictive interval (a coverage row)."""
-    return method in INTERVAL_METHODS or method in DEV_METHODS or method in CLASSIC_ROWS
+    return method in INTERVAL_METHODS or method in RTE_DEV_METHODS or has_own_interval(method)
 
 
 def per_target_mse(pred: np.ndarray, obs: Observations, n_targets: int) -> np.ndarray:
@@ -521,8 +527,8 @@ def search_of(method: str, protocol) -> str:
 
 def interval_scale_of(method: str, models: dict) -> float:
     """The interval scale of the fit behind ``method``'s interval: ``rte``'s, Strategy A's, the
-    objective fit's for the dev variants, 1 for the classics (their own interval)."""
-    if method in CLASSIC_ROWS:
+    objective fit's for the dev variants, 1 for the method table's (their own interval)."""
+    if has_own_interval(method):
         return 1.0
     return models[method if method in ("rte", "strategy-a") else "objective"].calibrated_scale()
 
@@ -531,7 +537,7 @@ def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):
     from taskextrap.report.plots import plot_embedding, plot_predictions
 
     baselines = [
-        m for m in METHODS if m not in ORACLES and m not in ("rte", "strategy-a", "random-anchors", "zero-shift")
+        m for m in main_methods() if m not in ORACLES and m not in ("rte", "strategy-a", "random-anchors", "zero-shift")
     ]
     best = min(baselines, key=lambda m: float(errors[m].mean()))
     n_draws = len(obs) // len(targets)
@@ -681,7 +687,7 @@ def _run(
             for f in families
             for m in methods + _dev_rows(f, methods)
             if has_interval(m)
-            for row in (classic_interval_rows if m in CLASSIC_ROWS else interval_rows)(
+            for row in (classic_interval_rows if has_own_interval(m) else interval_rows)(
                 experiment, errors[f.name], f.name, m, interval_prefix(m)
             )
         ]
@@ -728,7 +734,7 @@ def diagnostic_rows(experiment: str, group: str, errors: dict) -> list:
 
 def _dev_rows(family: ParametricFamily, methods: tuple[str, ...]) -> tuple[str, ...]:
     """The dev variants' rows where ``family`` is a dev split and the experiment shows ``rte``."""
-    return DEV_METHODS if "rte" in methods and target_region(family) == DEV_REGION else ()
+    return dev_methods() if "rte" in methods and target_region(family) == DEV_REGION else ()
 
 
 PARAMETER_OPTIONS = ("protocol", "family", "embedding", "anchors", "test_seed", "device")
@@ -745,7 +751,9 @@ PARAMETER_OPTIONS = ("protocol", "family", "embedding", "anchors", "test_seed", 
 )
 def run_parameter(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The parameter experiment's plan: every family's units and the rows built from them."""
-    return _run("parameter", METHODS, families_for(settings.family, settings.split), settings, plot_dir, cache_dir)
+    return _run(
+        "parameter", main_methods(), families_for(settings.family, settings.split), settings, plot_dir, cache_dir
+    )
 
 
 @register(

@@ -469,6 +469,11 @@ class PrimitiveSet:
                 out[rows] = fam(self.params[index[rows], : len(fam.params)], np.asarray(x)[rows])
         return out
 
+    def values(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
+        """Primitives ``index`` (all by default) at ``x`` (len(index), m), as every task set gives
+        its tasks' values: :meth:`exact`."""
+        return self.exact(x, index)
+
     def _locate(self, x) -> tuple[np.ndarray, np.ndarray]:
         """Grid cell of each ``x`` and the position inside it (clipped: end values are held)."""
         g = self.grid
