@@ -25,13 +25,13 @@ N_PER_REGION = 10
 
 def tiny_rte(**kwargs):
     """An unfitted Strategy A RTE with tiny sizes, quiet; keyword arguments override these. The
-    objective's settings are those the tests were written for (``LEGACY_OBJECTIVE``: 8 retrieved
+    objective's settings are those the tests were written for (``FINGERPRINT_OBJECTIVE``: 8 retrieved
     anchors, no screen, shifts 0.5 to 2 times the proxy difference), not RTE's defaults (the
     dev-chosen variant)."""
     from taskextrap.estimators.parameter import RTE
-    from taskextrap.experiments.parameter import LEGACY_OBJECTIVE
+    from taskextrap.experiments.parameter import FINGERPRINT_OBJECTIVE
 
-    opts = dict(n_pairs=300, train=TINY_TRAIN, seed=0, search="proxy", **LEGACY_OBJECTIVE, verbose=False)
+    opts = dict(n_pairs=300, train=TINY_TRAIN, seed=0, search="proxy", **FINGERPRINT_OBJECTIVE, verbose=False)
     opts.update(kwargs)
     return RTE(**opts)
 

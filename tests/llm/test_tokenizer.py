@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from taskextrap.errors import TaskextrapError
 from taskextrap.llm.tokenizer import (
     DEFAULT_ALPHABET,
-    LEGACY_TOKENIZER_FILE,
+    CHAR_TOKENIZER_FILE,
     TOKENIZER_FILE,
     CharTokenizer,
     HFTokenizer,
@@ -116,7 +116,7 @@ def test_save_load(tmp_path):
 
     tok = CharTokenizer("xyz\n")
     tok.save(tmp_path)
-    assert (tmp_path / TOKENIZER_FILE).is_file() and not (tmp_path / LEGACY_TOKENIZER_FILE).exists()
+    assert (tmp_path / TOKENIZER_FILE).is_file() and not (tmp_path / CHAR_TOKENIZER_FILE).exists()
     assert json.loads((tmp_path / "tokenizer_config.json").read_text())["tokenizer_class"] == "PreTrainedTokenizerFast"
     back = CharTokenizer.load(tmp_path)
     assert back.alphabet == "xyz\n" and back.encode("zy?") == tok.encode("zy?") == [6, 5, 3]
@@ -129,11 +129,11 @@ def test_save_load(tmp_path):
 
 
 def test_directories_of_earlier_versions_still_load_and_upgrade(tmp_path):
-    (tmp_path / LEGACY_TOKENIZER_FILE).write_text(json.dumps({"type": "taskextrap-char", "alphabet": "ab\n"}))
+    (tmp_path / CHAR_TOKENIZER_FILE).write_text(json.dumps({"type": "taskextrap-char", "alphabet": "ab\n"}))
     old = CharTokenizer.load(tmp_path)
     assert old.alphabet == "ab\n" and old.encode("ba\nc") == [5, 4, 6, 3]
     upgrade_legacy_directory(tmp_path)
-    assert not (tmp_path / LEGACY_TOKENIZER_FILE).exists()
+    assert not (tmp_path / CHAR_TOKENIZER_FILE).exists()
     new = CharTokenizer.load(tmp_path)
     assert new.alphabet == "ab\n" and new.encode("ba\nc") == old.encode("ba\nc")
     with pytest.raises(TaskextrapError, match=r"no tokenizer\.json or char_tokenizer\.json"):

@@ -93,7 +93,7 @@ class EMCompositionRTE(CompositionRTE):
         label_pairs: which library pairs a pseudo-label may be: "train" (default), pairs whose
             family pair is one of ``split.train``, as every supervised label is, so no M-step
             trains on a held-out family pair; "any": every library pair (the held-out family pairs
-            too; what the estimator did before issue 36).
+            too; the older runs' E-step, kept to reproduce them).
 
     Examples:
         Half of the training compositions keep their labels; EM labels the rest:

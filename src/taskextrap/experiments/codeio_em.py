@@ -308,7 +308,7 @@ def run_codeio_em(settings: Settings, cache_dir: Path | None, plot_dir: Path | N
         "arms": ARMS,
         "p_single": P_SINGLE,
         "label_pairs": "train",
-    }  # the E-step's candidates: the split's training pairs (issue 36)
+    }  # the E-step's candidates: the split's training pairs, so no M-step learns a held-out pair
     em_units = seed_units(
         profile.seeds,
         name=lambda s: f"codeio-em-seed{s}",

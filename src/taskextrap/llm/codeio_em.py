@@ -54,7 +54,7 @@ def em_candidates(train_pairs=None) -> list[tuple[str, str]]:
 
     With ``train_pairs`` only those pairs: a pseudo-label is then a pair the supervised extender
     may be trained on, so no M-step trains on a held-out pair's label (with training tasks' data).
-    None: every pair, the held-out ones too (the E-step before issue 36)."""
+    None: every pair, the held-out ones too (the E-step of the older runs, kept to reproduce them)."""
     skip = set(trivial_primitives())
     allowed = None if train_pairs is None else set(map(tuple, train_pairs))
     return [

@@ -18,7 +18,7 @@ import torch
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
 from taskextrap.llm import require
 from taskextrap.llm.modeldir import HF_TOKENIZER_FILES, check_model_dir, model_error
-from taskextrap.llm.tokenizer import LEGACY_TOKENIZER_FILE, CharTokenizer, HFTokenizer
+from taskextrap.llm.tokenizer import CHAR_TOKENIZER_FILE, CharTokenizer, HFTokenizer
 
 
 @dataclass
@@ -222,7 +222,7 @@ def _load_tokenizer(root: Path, chat: bool) -> CharTokenizer | HFTokenizer:
     """The directory's tokenizer: transformers' own when its files are there (a
     :class:`CharTokenizer` when it is the character tokenizer), else the ``char_tokenizer.json``
     of a directory saved by earlier versions."""
-    if not any((root / name).is_file() for name in HF_TOKENIZER_FILES) and (root / LEGACY_TOKENIZER_FILE).is_file():
+    if not any((root / name).is_file() for name in HF_TOKENIZER_FILES) and (root / CHAR_TOKENIZER_FILE).is_file():
         return CharTokenizer.load_legacy(root)
     from transformers import AutoTokenizer
 

@@ -22,7 +22,7 @@ from taskextrap.errors import TaskextrapError
 
 CONFIG_FILE = "config.json"
 # the character tokenizer of directories saved by earlier versions (now saved as tokenizer.json);
-# taskextrap.llm.tokenizer.LEGACY_TOKENIZER_FILE (no import: keep this light)
+# the same names as taskextrap.llm.tokenizer's (no import: keep this light)
 CHAR_TOKENIZER_FILE = "char_tokenizer.json"
 CHAR_TOKENIZER_TYPE = "taskextrap-char"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".ckpt", ".gguf", ".onnx")

@@ -26,8 +26,8 @@ from taskextrap.files import read_json, write_text_atomic
 
 TOKENIZER_FILE = "tokenizer.json"  # the tokenizer itself, as the ``tokenizers`` library writes it
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # transformers' settings: special tokens, class
-LEGACY_TOKENIZER_FILE = "char_tokenizer.json"  # the character tokenizer of directories saved before
-LEGACY_TOKENIZER_TYPE = "taskextrap-char"
+CHAR_TOKENIZER_FILE = "char_tokenizer.json"  # the older format of the character tokenizer: such directories still load
+CHAR_TOKENIZER_TYPE = "taskextrap-char"
 DEFAULT_ALPHABET = "\n" + "".join(chr(c) for c in range(32, 127)) + "«»"
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
@@ -266,14 +266,14 @@ class CharTokenizer(HFTokenizer):
     @classmethod
     def load_legacy(cls, directory: str | os.PathLike) -> CharTokenizer:
         """Read the ``char_tokenizer.json`` of a directory saved by earlier versions."""
-        path = Path(directory) / LEGACY_TOKENIZER_FILE
+        path = Path(directory) / CHAR_TOKENIZER_FILE
         if not path.is_file():
-            raise TaskextrapError(f"no {TOKENIZER_FILE} or {LEGACY_TOKENIZER_FILE} in {directory}")
+            raise TaskextrapError(f"no {TOKENIZER_FILE} or {CHAR_TOKENIZER_FILE} in {directory}")
         data = read_json(path)  # a one-line error for a missing, unreadable or non-JSON file
-        if not isinstance(data, dict) or data.get("type") != LEGACY_TOKENIZER_TYPE:
-            raise TaskextrapError(f"{path} is not a {LEGACY_TOKENIZER_TYPE} tokenizer file")
+        if not isinstance(data, dict) or data.get("type") != CHAR_TOKENIZER_TYPE:
+            raise TaskextrapError(f"{path} is not a {CHAR_TOKENIZER_TYPE} tokenizer file")
         if not isinstance(data.get("alphabet"), str):
-            raise TaskextrapError(f"{path} has no alphabet string: not a {LEGACY_TOKENIZER_TYPE} tokenizer file")
+            raise TaskextrapError(f"{path} has no alphabet string: not a {CHAR_TOKENIZER_TYPE} tokenizer file")
         return cls(data["alphabet"])
 
     def __repr__(self) -> str:
@@ -288,7 +288,7 @@ def upgrade_legacy_directory(directory: str | os.PathLike) -> Path:
     root = Path(directory)
     tok = CharTokenizer.load_legacy(root)
     tok.save(root)
-    (root / LEGACY_TOKENIZER_FILE).unlink()  # last: the folder always holds a tokenizer
+    (root / CHAR_TOKENIZER_FILE).unlink()  # last: the folder always holds a tokenizer
     return root
 
 

@@ -19,7 +19,7 @@ in a CUDA graph after a few eager warm-up steps (fallback: eager steps, with one
 
 A stacked step rounds differently from separate steps (a batched product against single ones):
 the same numbers within float tolerance, not the same bits. That is why a CPU trains networks one
-after another (``train_jobs``), which also measured faster there (issue 44: 99 against 59 ms a
+after another (``train_jobs``), which also measured faster there (measured: 99 against 59 ms a
 step on one thread).
 """
 
