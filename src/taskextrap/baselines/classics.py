@@ -133,9 +133,21 @@ def _check_learned(method) -> None:
     get_protocol(method.protocol)
 
 
-def _own(method, library) -> SharedDraws:
-    """A method's own library draws, when it is fitted alone (``fit(library)``)."""
-    return own_draws(library, get_protocol(method.protocol), OWN_DRAWS, method.seed, method.train or TrainConfig())
+def _learning(method, library, shared: SharedDraws | None) -> tuple[SharedDraws, TrainConfig]:
+    """What a classic learns from and for how long: the unit's draws (its own draws of the library
+    when fitted alone), and the training config (its own, else the unit's) at ``step_scale``
+    times its steps."""
+    if shared is None:
+        shared = own_draws(
+            library, get_protocol(method.protocol), OWN_DRAWS, method.seed, method.train or TrainConfig()
+        )
+    train = method.train or shared.train
+    return shared, replace(train, steps=max(1, round(train.steps * method.step_scale)))
+
+
+def _variant(stem: str, step_scale: float) -> str:
+    """A variant's row name: ``stem``, and ``-x<scale>`` unless it trains for the unit's steps."""
+    return stem + ("" if step_scale == 1.0 else f"-x{step_scale:g}")
 
 
 @dataclass(eq=False)
@@ -170,15 +182,13 @@ class LibraryGP(Method):
     @property
     def variant(self) -> str:
         """The variant's name (a dev row's), e.g. ``meta-gp-rbf+linear-x0.5``."""
-        return f"meta-gp-{self.kernel}" + ("" if self.step_scale == 1.0 else f"-x{self.step_scale:g}")
+        return _variant(f"meta-gp-{self.kernel}", self.step_scale)
 
     def _begin(self, library, shared: SharedDraws | None) -> PendingFit:
-        shared = shared or _own(self, library)
-        train = self.train or shared.train
+        shared, cfg = _learning(self, library, shared)
         t = time.perf_counter()
         cx, cy, qx, qy, _ = audit.consume("meta-gp", shared.fixed(rng(self.seed, "meta-gp-draws")), "train")
-        steps = max(1, round(train.steps * self.step_scale))
-        self.gp_ = MetaGP(self.kernel, seed=self.seed, device=str(self.device), steps=steps)
+        self.gp_ = MetaGP(self.kernel, seed=self.seed, device=str(self.device), steps=cfg.steps)
         self.gp_.fit(cx, cy, qx, qy, shared.scaler)
         self.timing_ = {"fit_s": time.perf_counter() - t}
         return PendingFit([], lambda: None)
@@ -218,12 +228,10 @@ class NeuralProcess(Method):
     @property
     def variant(self) -> str:
         """The variant's name (a dev row's), e.g. ``cnp-w128-x0.5``."""
-        return f"cnp-w{self.width}" + ("" if self.step_scale == 1.0 else f"-x{self.step_scale:g}")
+        return _variant(f"cnp-w{self.width}", self.step_scale)
 
     def _begin(self, library, shared: SharedDraws | None) -> PendingFit:
-        shared = shared or _own(self, library)
-        train = self.train or shared.train
-        cfg = replace(train, steps=max(1, round(train.steps * self.step_scale)))
+        shared, cfg = _learning(self, library, shared)
         v = self.variant
         self.net_ = CNPRegressor(shared.scaler, shared.n_context, derive_seed(self.seed, v), cfg, self.width).to(
             self.device
