@@ -49,6 +49,7 @@ from taskextrap.experiments import parameter as P
 from taskextrap.experiments.discrete import DEFAULT_EMBEDDING
 from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.experiments.profiles import get_profile
+from taskextrap.experiments.settings import UnitSpec
 from taskextrap.experiments.units import per_target
 from taskextrap.files import write_json_atomic
 from taskextrap.report.schema import environment_info
@@ -192,7 +193,7 @@ def length_unit(
     protocol = get_protocol(protocol_name, "length")
     library = L.make_library(dev_ladder(POLYNOMIAL_LADDER), profile.n_library)
     _, obs = L.make_targets(library, protocol, n_targets, n_draws, DEV_SEED)
-    rte = L.make_rte(protocol, profile, seed, DEFAULT_EMBEDDING)
+    rte = L.make_rte(UnitSpec(dev_ladder(POLYNOMIAL_LADDER), protocol, profile, seed, DEFAULT_EMBEDDING))
     return _fit_and_sweep(rte, library, obs, n_targets, fixed, variants or LENGTH_VARIANTS)
 
 
@@ -204,7 +205,7 @@ def composition_unit(
     split = dev_pair_split(PAPER_SPLIT)
     prims = C.make_library(profile.n_library)
     _, obs = C.make_targets(prims, protocol, n_targets, n_draws, split, DEV_SEED)
-    rte = C.make_rte(protocol, profile, seed, DEFAULT_EMBEDDING, split)
+    rte = C.make_rte(UnitSpec(None, protocol, profile, seed, DEFAULT_EMBEDDING, split=split))
     return {
         "held_out_pair": list(split.test[0]),
         **_fit_and_sweep(rte, prims, obs, n_targets, fixed, variants or COMPOSITION_VARIANTS),
@@ -224,7 +225,7 @@ def depth3_unit(
     variants = variants or {**DEPTH3_VARIANTS, **DEPTH3_FIT_VARIANTS}
     search = {k: v for k, v in variants.items() if k not in DEPTH3_FIT_VARIANTS}
     refits = {k: v for k, v in variants.items() if k in DEPTH3_FIT_VARIANTS}
-    rte = D3.make_rte(protocol, profile, seed, DEFAULT_EMBEDDING, split)
+    rte = D3.make_rte(UnitSpec(None, protocol, profile, seed, DEFAULT_EMBEDDING, split=split))
     for name in set(refits) | (set(fixed) & set(DEPTH3_FIT_VARIANTS)):
         if not hasattr(rte, name):
             raise SystemExit(f"error: {type(rte).__name__} has no setting {name!r}")
@@ -270,7 +271,7 @@ def parameter_unit(
     protocol = get_protocol(protocol_name)
     library = P.make_library(family, profile.n_library, seed)
     _, obs = P.make_targets(family, protocol, n_targets, n_draws, DEV_SEED)
-    rte = P.make_rte(protocol, profile, seed)  # the test runs' construction, at the default anchors
+    rte = P.make_rte(UnitSpec(family, protocol, profile, seed, P.DEFAULT_EMBEDDING))  # as the test runs'; 2 anchors
     return _fit_and_sweep(rte, library, obs, n_targets, fixed, variants or PARAMETER_VARIANTS, spread=False)
 
 

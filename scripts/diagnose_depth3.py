@@ -47,6 +47,7 @@ from taskextrap.baselines.context import ctx_interp
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.estimators.base import Decomposition
 from taskextrap.experiments import composition_depth3 as D3
+from taskextrap.experiments.settings import UnitSpec
 from taskextrap.files import write_json_atomic
 from taskextrap.operators.mlp import mlp
 from taskextrap.report.schema import environment_info
@@ -265,7 +266,7 @@ def main(argv=None) -> int:
     split = dev_recipe_split(PAPER_RECIPE_SPLIT)
     prims = D3.make_library(profile.n_library)
     targets, obs = D3.make_targets(prims, protocol, args.targets, args.draws, split, D3.DEPTH3_TEST_SEED)
-    rte = D3.make_rte(protocol, profile, 0, "adapted", split).fit(prims)
+    rte = D3.make_rte(UnitSpec(None, protocol, profile, 0, "adapted", split=split)).fit(prims)
     fit_s = time.perf_counter() - t0
     print(f"fitted in {fit_s:.0f} s", file=sys.stderr)
     inductive = DiscreteInductive(rte).fit()

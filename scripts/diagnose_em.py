@@ -49,6 +49,8 @@ def composition(protocol_name: str, profile_name: str, n_tasks: int | None) -> d
     from taskextrap.experiments import composition as C
     from taskextrap.experiments.composition_em import make_em
     from taskextrap.experiments.discrete import DEFAULT_EMBEDDING
+    from taskextrap.experiments.settings import UnitSpec
+    from taskextrap.tasks.builtin import POLY_SIN_TANH
     from taskextrap.tasks.dev import dev_pair_split
     from taskextrap.tasks.observe import get_protocol
     from taskextrap.tasks.primitives import PAPER_SPLIT
@@ -58,12 +60,13 @@ def composition(protocol_name: str, profile_name: str, n_tasks: int | None) -> d
     split = dev_pair_split(PAPER_SPLIT)
     prims = C.make_library(profile.n_library)
     t = time.perf_counter()
-    supervised = C.make_rte(protocol, profile, 0, DEFAULT_EMBEDDING, split).fit(prims)
+    spec = UnitSpec(POLY_SIN_TANH, protocol, profile, 0, DEFAULT_EMBEDDING, split=split)
+    supervised = C.make_rte(spec).fit(prims)
     fit_s = time.perf_counter() - t
     out = {"fit_s": fit_s, "variants": {}}
     n = n_tasks or profile.n_pairs
     for label_pairs in ("train", "any"):
-        em = make_em(protocol, profile, 0, DEFAULT_EMBEDDING, 0.0, split)
+        em = make_em(spec, 0.0)
         em.label_pairs = label_pairs
         em._adopt(supervised, prims)
         hidden = em._hidden_set(em.train_pool_, n, "train")

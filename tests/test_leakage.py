@@ -13,6 +13,7 @@ from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.baselines.table import has_own_interval, method_rows
 from taskextrap.experiments.parameter import INTERVAL_METHODS, main_methods, run_unit
+from taskextrap.experiments.settings import UnitSpec
 from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.operators.parameter import sort_context
 from taskextrap.operators.train import TrainConfig
@@ -76,9 +77,7 @@ def test_consume_verifies_that_the_named_tasks_generate_the_arrays():
 @pytest.mark.parametrize("protocol", ["paper", "strict"])
 def test_parameter_experiment_never_fits_on_f2(protocol):
     with audit.spy() as seen:
-        unit = run_unit(
-            FAM, get_protocol(protocol), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2
-        )
+        unit = run_unit(UnitSpec(FAM, get_protocol(protocol), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient"))
     diagnostics = {"entropy:rte", "entropy:strategy-a", "anchor-retrieved:rte", "anchor-retrieved:strategy-a"}
     intervals = {k for m in (*INTERVAL_METHODS, *OWN_INTERVALS) for k in interval_keys(f"interval:{m}")}
     assert set(unit.errors) == set(main_methods()) | {"far-anchors"} | intervals | diagnostics
@@ -98,7 +97,7 @@ def test_parameter_dev_split_never_fits_on_its_held_out_region():
 
     dev = dev_family(FAM)
     with audit.spy() as seen:
-        run_unit(dev, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2)
+        run_unit(UnitSpec(dev, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient"))
     audit.check(
         seen,
         dev.training_labels(),
@@ -118,7 +117,7 @@ def test_multistep_experiment_fits_on_its_library_regions_only(split):
     real = MULTISTEP_FAMILIES["cubic"]
     fam = M.families_for(real, split)[0]
     with audit.spy() as seen:
-        M.run_unit(fam, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2)
+        M.run_unit(UnitSpec(fam, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient"))
     audit.check(
         seen, fam.training_labels(), labels=fam.region_of, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE
     )
@@ -297,7 +296,7 @@ def test_audit_detects_an_f2_task_in_the_classics_library_draws(monkeypatch):
 
     monkeypatch.setattr(P, "library_batch", leaky)
     with audit.spy() as seen:
-        run_unit(FAM, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient", anchors=2)
+        run_unit(UnitSpec(FAM, get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient"))
     with pytest.raises(audit.LeakError, match="leak audit failed") as e:
         _check_param(seen)
     assert "meta-gp" in str(e.value) and "cnp" in str(e.value)

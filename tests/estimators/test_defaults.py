@@ -3,6 +3,7 @@ and a fit shows a progress bar (stderr, after a delay) unless ``verbose=False``,
 experiments set and which no repr shows."""
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,11 +24,13 @@ from taskextrap.experiments import composition_em as EM
 from taskextrap.experiments import length as L
 from taskextrap.experiments import parameter as X
 from taskextrap.experiments.discrete import DEFAULT_EMBEDDING
+from taskextrap.experiments.settings import UnitSpec
 from taskextrap.operators.train import TrainConfig
 from taskextrap.seeding import rng
 from taskextrap.tasks import get_protocol
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, LadderSet
-from taskextrap.tasks.primitives import PrimitiveSet
+from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT
+from taskextrap.tasks.primitives import PAPER_SPLIT, PrimitiveSet
 
 PROTOCOLS = ("paper", "strict")
 TINY_DISCRETE = {
@@ -63,7 +66,7 @@ def test_rte_is_the_parameter_experiments_rte_row_under_the_paper_profile(protoc
     assert {k: getattr(rte, k) for k in variant} == variant
     paper = X.PROFILES["paper"]
     assert (rte.n_pairs, rte.train) == (paper.n_pairs, paper.train)
-    assert rte == X.make_rte(get_protocol(protocol), paper, 0, search="objective")
+    assert rte == X.make_rte(UnitSpec(None, get_protocol(protocol), paper, 0, X.DEFAULT_EMBEDDING), search="objective")
 
 
 def test_strategy_a_is_the_proxy_search_and_ignores_the_objectives_settings(make_rte, quad_library, quad_targets):
@@ -95,15 +98,17 @@ def test_discrete_estimators_are_their_experiments_rte_rows_under_the_paper_prof
     """LengthRTE(), CompositionRTE(), Composition3RTE() and EMCompositionRTE() (the label-free
     arm) equal the estimators the experiments build for the paper profile's seed-0 unit: the same
     dev-chosen inference settings and the paper profiles' sizes."""
+
+    def spec(module, regime, split=None):  # the paper profile's seed-0 unit of a regime
+        return UnitSpec(
+            None, get_protocol(protocol, regime), module.PROFILES["paper"], 0, DEFAULT_EMBEDDING, split=split
+        )
+
     built = {
-        LengthRTE: L.make_rte(get_protocol(protocol, "length"), L.PROFILES["paper"], 0, DEFAULT_EMBEDDING),
-        CompositionRTE: C.make_rte(get_protocol(protocol, "composition"), C.PROFILES["paper"], 0, DEFAULT_EMBEDDING),
-        Composition3RTE: D3.make_rte(
-            get_protocol(protocol, "composition-depth3"), D3.PROFILES["paper"], 0, DEFAULT_EMBEDDING
-        ),
-        EMCompositionRTE: EM.make_em(
-            get_protocol(protocol, "composition"), C.PROFILES["paper"], 0, DEFAULT_EMBEDDING, 0.0
-        ),
+        LengthRTE: L.make_rte(spec(L, "length")),
+        CompositionRTE: C.make_rte(spec(C, "composition", PAPER_SPLIT)),
+        Composition3RTE: D3.make_rte(spec(D3, "composition-depth3", PAPER_RECIPE_SPLIT)),
+        EMCompositionRTE: EM.make_em(spec(C, "composition", PAPER_SPLIT), 0.0),
     }
     for cls, experiment in built.items():
         assert cls(protocol=protocol) == experiment, cls.__name__
@@ -145,16 +150,19 @@ def test_verbose_must_be_a_bool(cls):
 
 
 def test_the_experiments_build_quiet_estimators():
-    tiny = X.PROFILES["tiny"]
-    built = [X.make_rte(get_protocol("paper"), tiny, 0, search=s) for s in ("proxy", "objective")]
+    def spec(module, regime, split=None):
+        return UnitSpec(None, get_protocol("paper", regime), module.PROFILES["tiny"], 0, "adapted", split=split)
+
+    parameter = replace(spec(X, "parameter"), embedding=X.DEFAULT_EMBEDDING)
+    built = [X.make_rte(parameter, search=s) for s in ("proxy", "objective")]
     built += [
-        L.make_rte(get_protocol("paper", "length"), L.PROFILES["tiny"], 0, "adapted"),
-        C.make_rte(get_protocol("paper", "composition"), C.PROFILES["tiny"], 0, "adapted"),
-        D3.make_rte(get_protocol("paper", "composition-depth3"), D3.PROFILES["tiny"], 0, "adapted"),
-        EM.make_em(get_protocol("paper", "composition"), C.PROFILES["tiny"], 0, "adapted", 0.25),
+        L.make_rte(spec(L, "length")),
+        C.make_rte(spec(C, "composition", PAPER_SPLIT)),
+        D3.make_rte(spec(D3, "composition-depth3", PAPER_RECIPE_SPLIT)),
+        EM.make_em(spec(C, "composition", PAPER_SPLIT), 0.25),
     ]
     assert [m.verbose for m in built] == [False] * len(built)
-    assert X.common_settings(get_protocol("paper"), tiny, 0, 2)["verbose"] is False  # oracle, chained ones
+    assert X.common_settings(parameter)["verbose"] is False  # oracle, chained ones
 
 
 def test_a_chain_adopts_a_fit_whatever_either_verbose(fitted_rte, quad_library):

@@ -7,6 +7,7 @@ import pytest
 
 from taskextrap.experiments import parameter as P
 from taskextrap.experiments.artifacts import artifact_path
+from taskextrap.experiments.settings import UnitSpec
 from taskextrap.tasks import PARAMETER_FAMILIES, get_protocol
 from taskextrap.tasks.builtin import MULTISTEP_FAMILIES
 from taskextrap.tasks.dev import dev_family
@@ -27,8 +28,8 @@ def key_of(monkeypatch, tmp_path):
 
     def key(family, protocol="paper", seed=0, profile="tiny"):
         with pytest.raises(_Stop) as stop:
-            P.library_fits(family, get_protocol(protocol), P.PROFILES[profile], seed, "gradient", 2,
-                           tmp_path / "units")  # fmt: skip
+            P.library_fits(UnitSpec(family, get_protocol(protocol), P.PROFILES[profile], seed, "gradient",
+                                    cache_dir=tmp_path / "units"))  # fmt: skip
         return stop.value.args[0]
 
     return key

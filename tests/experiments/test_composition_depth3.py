@@ -8,7 +8,9 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import composition_depth3 as D3
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
+from taskextrap.experiments.settings import UnitSpec
 from taskextrap.report.schema import validate_results
+from taskextrap.tasks.builtin import POLY_SIN_TANH_RESCALED
 from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, dev_recipe_split, recipe_name
 from taskextrap.tasks.observe import get_protocol
 
@@ -53,14 +55,8 @@ def test_run_writes_every_method_and_resumes_from_its_cache(tmp_path, monkeypatc
 def test_dev_unit_fits_on_dev_training_recipes_only_and_scores_the_dev_recipes():
     dev = dev_recipe_split(PAPER_RECIPE_SPLIT)
     with audit.spy() as seen:
-        unit = D3.run_unit(
-            get_protocol("strict", "composition-depth3"),
-            D3.PROFILES["tiny"],
-            seed=0,
-            embedding="gradient",
-            split=dev,
-            test_seed=5,
-        )
+        protocol = get_protocol("strict", "composition-depth3")
+        unit = D3.run_unit(UnitSpec(POLY_SIN_TANH_RESCALED, protocol, D3.PROFILES["tiny"], 0, "gradient", 5, split=dev))
     for m in D3.main_methods():
         assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
     audit.check(

@@ -1,5 +1,7 @@
 """The composition experiments: rows, per-pair breakdown, shared units with the ablations."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -8,7 +10,9 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import composition
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
+from taskextrap.experiments.settings import UnitSpec
 from taskextrap.report.schema import validate_results
+from taskextrap.tasks.builtin import POLY_SIN_TANH
 from taskextrap.tasks.observe import get_protocol
 from taskextrap.tasks.primitives import PAPER_SPLIT
 
@@ -24,12 +28,10 @@ def test_run_unit_never_fits_on_held_out_pairs():
     prims = composition.make_library(composition.PROFILES["tiny"].n_library)
     names = prims.family_names
     with audit.spy() as seen:
-        unit = composition.run_unit(
-            get_protocol("strict", "composition"),
-            composition.PROFILES["tiny"],
-            seed=0,
-            embedding="gradient",
+        spec = UnitSpec(
+            POLY_SIN_TANH, get_protocol("strict", "composition"), composition.PROFILES["tiny"], 0, "gradient"
         )
+        unit = composition.run_unit(replace(spec, split=PAPER_SPLIT))
     for m in composition.all_methods():
         assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
     audit.check(

@@ -11,16 +11,13 @@ from taskextrap.experiments.runner import run_experiment
 from taskextrap.report.schema import validate_results
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
 from taskextrap.tasks.observe import get_protocol
+from taskextrap.experiments.settings import UnitSpec
 
 
 def test_run_unit_scores_every_method_and_never_fits_on_level9():
     with audit.spy() as seen:
         unit = length.run_unit(
-            POLYNOMIAL_LADDER,
-            get_protocol("paper", "length"),
-            length.PROFILES["tiny"],
-            seed=0,
-            embedding="gradient",
+            UnitSpec(POLYNOMIAL_LADDER, get_protocol("paper", "length"), length.PROFILES["tiny"], 0, "gradient")
         )
     assert set(length.all_methods()) <= set(unit.errors)
     for m in length.all_methods():

@@ -11,6 +11,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import multistep as M
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
+from taskextrap.experiments.settings import UnitSpec
 from taskextrap.report.schema import validate_results
 from taskextrap.tasks.builtin import MULTISTEP_FAMILIES, PARAMETER_FAMILIES, with_far_regions
 
@@ -110,7 +111,8 @@ def _targets_scored(monkeypatch, seed: int, test_seed: int) -> dict:
     from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
     from taskextrap.tasks.observe import get_protocol
 
-    def fit(family, protocol, profile, s, *args, **kwargs):
+    def fit(spec):
+        s = spec.seed
         np.random.seed(s)
         np.random.random(10 + s)
         torch.manual_seed(s)
@@ -125,13 +127,9 @@ def _targets_scored(monkeypatch, seed: int, test_seed: int) -> dict:
     monkeypatch.setattr(M, "fit_models", fit)
     monkeypatch.setattr(M, "predict_region", predict)
     M.run_unit(
-        MULTISTEP_FAMILIES["exp"],
-        get_protocol("paper"),
-        PARAMETER_PROFILES["tiny"],
-        seed,
-        "gradient",
-        2,
-        test_seed=test_seed,
+        UnitSpec(
+            MULTISTEP_FAMILIES["exp"], get_protocol("paper"), PARAMETER_PROFILES["tiny"], seed, "gradient", test_seed
+        )
     )
     return seen
 

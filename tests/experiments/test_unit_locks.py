@@ -110,10 +110,10 @@ def test_two_runs_of_an_experiment_into_one_out_compute_each_unit_once(tmp_path)
 
         honest = parameter.run_unit
 
-        def counted(family, protocol, profile, seed, *args, **kwargs):
+        def counted(spec, *args, **kwargs):
             with open({str(counter)!r}, "a") as fh:
-                fh.write(f"{{family.name}}-seed{{seed}}\\n")
-            return honest(family, protocol, profile, seed, *args, **kwargs)
+                fh.write(f"{{spec.family.name}}-seed{{spec.seed}}\\n")
+            return honest(spec, *args, **kwargs)
 
         parameter.run_unit = counted
         main(sys.argv[1:])

@@ -7,6 +7,7 @@ from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import composition, length
 from taskextrap.experiments.parameter import run_unit
+from taskextrap.experiments.settings import UnitSpec
 from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_dir_name, run_experiment
@@ -57,13 +58,7 @@ def test_parameter_dev_unit_never_fits_outside_f1_1():
     fam = PARAMETER_FAMILIES["quadratic"]
     with audit.spy() as seen:
         unit = run_unit(
-            dev_family(fam),
-            get_protocol("paper"),
-            PARAMETER_PROFILES["tiny"],
-            seed=0,
-            embedding="gradient",
-            anchors=2,
-            test_seed=1,
+            UnitSpec(dev_family(fam), get_protocol("paper"), PARAMETER_PROFILES["tiny"], 0, "gradient", test_seed=1)
         )
     assert seen and np.isfinite(unit.errors["rte"]).all()
     f1_1_hi = fam.regions["F1_1"][1]

@@ -11,11 +11,13 @@ from taskextrap.cli import main
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import length
 from taskextrap.experiments.parameter import unit_config
+from taskextrap.experiments.settings import UnitSpec
 from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
 from taskextrap.provenance import callable_hash
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
+from taskextrap.tasks.observe import get_protocol
 from taskextrap.tasks.registry import check_family, get_family
 
 HEADER = (
@@ -166,7 +168,7 @@ def test_a_changed_user_formula_changes_the_unit_key_and_the_numbers(user_module
     for i, formula in enumerate(("a * (x - b) ** 2 + c", "a * (x - b) ** 2 + 2 * c")):
         user_module("myformula", family_module(formula))
         family = get_family("myformula:FAM")
-        keys.append(unit_config(family, "paper", profile, 0, "gradient", 2, 1)["fn_code"])
+        keys.append(unit_config(UnitSpec(family, get_protocol("paper"), profile, 0, "gradient", 1))["fn_code"])
         res = run_experiment(  # one unit cache; each code's run in a folder of its own (the old one is refused)
             "parameter",
             RunOptions(profile="tiny", out=tmp_path / "runs", family="myformula:FAM", progress=False, plots=False),

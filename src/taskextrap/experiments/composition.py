@@ -48,8 +48,8 @@ from taskextrap.experiments.discrete import (
     set_unit_key,
 )
 from taskextrap.experiments.profiles import DiscreteProfile
-from taskextrap.experiments.settings import Settings
-from taskextrap.experiments.registry import FRESH_TEST_SEED, builtin_spec, register
+from taskextrap.experiments.settings import Settings, UnitSpec
+from taskextrap.experiments.registry import FRESH_TEST_SEED, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.search.calibration import interval_diagnostics, pooled_curve, scale_source
 from taskextrap.search.posterior import entropy
@@ -197,16 +197,9 @@ def make_set_targets(
     )
 
 
-def make_rte(
-    protocol, profile: DiscreteProfile, seed: int, embedding: str, split=PAPER_SPLIT, device: str = "cpu"
-) -> CompositionRTE:
+def make_rte(spec: UnitSpec) -> CompositionRTE:
     """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
-    return CompositionRTE(
-        protocol=protocol,
-        split=split,
-        embedding=embedding,
-        **estimator_settings(profile, seed, device),
-    )
+    return CompositionRTE(split=spec.split, **estimator_settings(spec))
 
 
 def predict_all(
@@ -255,32 +248,24 @@ def predict_all(
     return preds, retrieval
 
 
-def run_unit(
-    protocol,
-    profile: DiscreteProfile,
-    seed: int,
-    embedding: str,
-    plot_dir: Path | None = None,
-    split=PAPER_SPLIT,
-    test_seed: int = FRESH_TEST_SEED,
-    device: str = "cpu",
-    primitive_set: CompositionFamily = POLY_SIN_TANH,
-) -> UnitResult:
-    """Fit RTE and the baseline for one training seed on ``split.train`` (a split of
-    ``primitive_set``'s families); evaluate every method on targets of the held-out pairs
-    ``split.test`` drawn from ``test_seed``."""
+def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
+    """Fit RTE and the baseline for the unit's training seed on ``spec.split.train`` (a split of
+    the primitive set ``spec.family``'s families); evaluate every method on targets of the
+    held-out pairs ``spec.split.test`` drawn from its test seed; ``plot_dir``: where it draws its
+    figures (None: none)."""
+    primitive_set, protocol, profile, split = spec.family, spec.protocol, spec.profile, spec.split
     primitives = make_library(profile.n_library, primitive_set)
-    targets, obs = make_set_targets(primitives, protocol, profile, split, test_seed, primitive_set)
+    targets, obs = make_set_targets(primitives, protocol, profile, split, spec.test_seed, primitive_set)
     stem = set_stem("composition", primitive_set, POLY_SIN_TANH, protocol)
     plot = None if plot_dir is None else lambda rte: _plot(plot_dir, stem, rte, primitives, targets, obs)
     unit = fit_and_score(
         primitives,
-        make_rte(protocol, profile, seed, embedding, split, device),
+        make_rte(spec),
         targets,
         obs,
         predict_all,
         all_methods(),
-        seed,
+        spec.seed,
         plot,
     )
     # Which held-out pair each target belongs to, for the per-pair breakdown of the table.
@@ -316,7 +301,7 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
     options, profile, protocol, test_seed = settings.options, settings.profile, settings.protocol, settings.test_seed
     embedding = embedding_of(settings)
     primitive_set = settings.family or get_set(None)
-    split = get_split(primitive_set, settings.dev, options.family)
+    split = get_split(primitive_set, settings.dev, settings.family_spec)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
     base = dict(
         experiment="composition",
@@ -329,19 +314,18 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
         **set_unit_key(primitive_set, POLY_SIN_TANH),
     )
     stem = set_stem("composition", primitive_set, POLY_SIN_TANH, protocol)
+    spec = lambda s: UnitSpec.of(settings, s, primitive_set, embedding, split=split)  # noqa: E731
     units = discrete_units(
         settings,
         stem,
         base,
-        estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split, settings.device),
-        compute=lambda s, plots: run_unit(
-            protocol, profile, s, embedding, plots, split, test_seed, settings.device, primitive_set
-        ),
+        estimator_of=lambda s: make_rte(spec(s)),
+        compute=lambda s, plots: run_unit(spec(s), plots),
         plot_dir=plot_dir,
         plot_file=f"{stem}-predictions.png",
     )
 
-    rte_scale = make_rte(protocol, profile, 0, embedding, split).calibrated_scale()
+    rte_scale = make_rte(spec(0)).calibrated_scale()
 
     def assemble(results):
         errors, timing = gather(results, units)
@@ -351,7 +335,7 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
             "rte",
             "rte",
             rte_scale,
-            scale_source("composition", protocol, None, builtin_spec(options), primitive_set.name),
+            scale_source("composition", protocol, None, settings.builtin, primitive_set.name),
         )
         out = mse_rows(experiment, errors, group(GROUP), methods)
         if experiment == "composition":  # rte's calibration beside its MSE; one group per held-out pair
@@ -377,7 +361,7 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
             ),
         )
         config = {
-            "primitive_set": set_record(primitive_set, options.family),
+            "primitive_set": set_record(primitive_set, settings.family_spec),
             "pairs": {"train": split.train, "test": split.test},
             "protocol": {**vars(protocol)},
             "profile": profile.to_dict(),

@@ -41,8 +41,8 @@ from taskextrap.experiments.discrete import (
     set_unit_key,
 )
 from taskextrap.experiments.profiles import DiscreteProfile
-from taskextrap.experiments.settings import Settings
-from taskextrap.experiments.registry import FRESH_TEST_SEED, builtin_spec, register
+from taskextrap.experiments.settings import Settings, UnitSpec
+from taskextrap.experiments.registry import FRESH_TEST_SEED, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.operators.train import TrainConfig
 from taskextrap.search.calibration import interval_diagnostics, pooled_curve, scale_source
@@ -156,21 +156,9 @@ def make_targets(
     return targets, obs
 
 
-def make_rte(
-    protocol,
-    profile: DiscreteProfile,
-    seed: int,
-    embedding: str,
-    split: RecipeSplit = PAPER_RECIPE_SPLIT,
-    device: str = "cpu",
-) -> Composition3RTE:
+def make_rte(spec: UnitSpec) -> Composition3RTE:
     """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
-    return Composition3RTE(
-        protocol=protocol,
-        split=split,
-        embedding=embedding,
-        **estimator_settings(profile, seed, device),
-    )
+    return Composition3RTE(split=spec.split, **estimator_settings(spec))
 
 
 def predict_all(
@@ -204,20 +192,13 @@ def predict_all(
     return preds, retrieval
 
 
-def run_unit(
-    protocol,
-    profile: DiscreteProfile,
-    seed: int,
-    embedding: str,
-    plot_dir: Path | None = None,
-    split: RecipeSplit = PAPER_RECIPE_SPLIT,
-    test_seed: int = FRESH_TEST_SEED,
-    device: str = "cpu",
-    primitive_set: CompositionFamily = POLY_SIN_TANH_RESCALED,
-) -> UnitResult:
-    """Fit RTE and the baseline for one training seed on ``split.train`` (a recipe split of
-    ``primitive_set``'s families); evaluate every method on chains of the held-out recipes
-    ``split.test`` drawn from ``test_seed``."""
+def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
+    """Fit RTE and the baseline for the unit's training seed on ``spec.split.train`` (a recipe
+    split of the primitive set ``spec.family``'s families); evaluate every method on chains of
+    the held-out recipes ``spec.split.test`` drawn from its test seed; ``plot_dir``: where it
+    draws its figures (None: none)."""
+    primitive_set, protocol, profile, split = spec.family, spec.protocol, spec.profile, spec.split
+    test_seed = spec.test_seed
     streams = set_streams(primitive_set, POLY_SIN_TANH_RESCALED)
     primitives = make_library(profile.n_library, primitive_set)
     targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed, streams)
@@ -225,12 +206,12 @@ def run_unit(
     plot = None if plot_dir is None else lambda rte: _plot(plot_dir, stem, rte, primitives, targets, obs)
     unit = fit_and_score(
         primitives,
-        make_rte(protocol, profile, seed, embedding, split, device),
+        make_rte(spec),
         targets,
         obs,
         predict_all,
         main_methods(),
-        seed,
+        spec.seed,
         plot,
     )
     # Which held-out recipe each target belongs to, for the per-recipe breakdown of the table.
@@ -282,7 +263,7 @@ def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir:
     )
     test_seed = DEPTH3_TEST_SEED if options.test_seed is None else settings.test_seed
     primitive_set = settings.family or get_set(None)
-    split = get_split(primitive_set, settings.dev, options.family)
+    split = get_split(primitive_set, settings.dev, settings.family_spec)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH_RESCALED)  # a results group of this set
     methods = main_methods()
     base = dict(
@@ -296,20 +277,19 @@ def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir:
         **set_unit_key(primitive_set, POLY_SIN_TANH_RESCALED),
     )
     stem = set_stem(EXPERIMENT, primitive_set, POLY_SIN_TANH_RESCALED, protocol)
+    spec = lambda s: UnitSpec.of(settings, s, primitive_set, embedding, split=split, test_seed=test_seed)  # noqa: E731
     # the same listing as composition's, deliberately twice: each names its own module's estimator and unit
     units = discrete_units(
         settings,
         stem,
         base,
-        estimator_of=lambda s: make_rte(protocol, profile, s, embedding, split, settings.device),
-        compute=lambda s, plots: run_unit(
-            protocol, profile, s, embedding, plots, split, test_seed, settings.device, primitive_set
-        ),
+        estimator_of=lambda s: make_rte(spec(s)),
+        compute=lambda s, plots: run_unit(spec(s), plots),
         plot_dir=plot_dir,
         plot_file=f"{stem}-predictions.png",
     )
 
-    chosen = make_rte(protocol, profile, 0, embedding, split)  # the settings every unit's estimator has
+    chosen = make_rte(spec(0))  # the settings every unit's estimator has
 
     def assemble(results):
         errors, timing = gather(results, units)
@@ -319,7 +299,7 @@ def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir:
             "rte",
             "rte",
             chosen.calibrated_scale(),
-            scale_source("composition-depth3", protocol, None, builtin_spec(options), primitive_set.name),
+            scale_source("composition-depth3", protocol, None, settings.builtin, primitive_set.name),
         )
         out = mse_rows(EXPERIMENT, errors, group(GROUP), methods)
         out += interval_rows(EXPERIMENT, errors, group(GROUP), "rte", "rte")
@@ -346,7 +326,7 @@ def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir:
             float(np.mean(a) / np.mean(b)) for a, b in zip(errors["rte"], errors["sparse-inductive"], strict=True)
         ]
         config = {
-            "primitive_set": set_record(primitive_set, options.family),
+            "primitive_set": set_record(primitive_set, settings.family_spec),
             "recipes": {
                 "train": [recipe_name(r) for r in split.train],
                 "test": [recipe_name(r) for r in split.test],

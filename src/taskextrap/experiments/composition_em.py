@@ -50,12 +50,11 @@ from taskextrap.experiments.discrete import (
     set_stem,
     set_unit_key,
 )
-from taskextrap.experiments.settings import Settings
-from taskextrap.experiments.registry import FRESH_TEST_SEED, register
+from taskextrap.experiments.settings import Settings, UnitSpec
+from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, UnitResult, gather, per_target
 from taskextrap.report.schema import make_row
 from taskextrap.tasks.builtin import POLY_SIN_TANH
-from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionFamily
 
 ARMS = {"rte-fixed-labels": 1.0, "rte-em-warmup": 0.0, "rte-em-semi25": 0.25}  # label share of each EM arm
 # the method table's rows shown beside the EM arms: the two context- and library-only fits
@@ -70,39 +69,27 @@ LABEL_GROUPS = {
 }
 
 
-def make_em(
-    protocol, profile, seed: int, embedding: str, share: float, split=PAPER_SPLIT, device: str = "cpu"
-) -> EMCompositionRTE:
-    """An EM arm with the supervised estimator's settings; its fixed training set holds as many
-    tasks as one of the supervised estimator's batches of Psi pairs."""
-    base = make_rte(protocol, profile, seed, embedding, split, device)
+def make_em(spec: UnitSpec, share: float) -> EMCompositionRTE:
+    """An EM arm with the supervised estimator's settings and a label share of ``share``; its fixed
+    training set holds as many tasks as one of the supervised estimator's batches of Psi pairs."""
+    base = make_rte(spec)
     return EMCompositionRTE(
         **{f: getattr(base, f) for f in base.__dataclass_fields__},
         label_share=share,
-        n_tasks=profile.n_pairs,
+        n_tasks=spec.profile.n_pairs,
         em_rounds=EM_ROUNDS,
     )
 
 
-def run_unit(
-    protocol,
-    profile,
-    seed: int,
-    embedding: str,
-    split=PAPER_SPLIT,
-    test_seed: int | None = None,
-    device: str = "cpu",
-    primitive_set: CompositionFamily = POLY_SIN_TANH,
-) -> UnitResult:
-    """Fit the supervised RTE and the EM arms (sharing its label-free Gamma) for one seed on the
-    library of ``primitive_set``; score all."""
+def run_unit(spec: UnitSpec) -> UnitResult:
+    """Fit the supervised RTE and the EM arms (sharing its label-free Gamma) for the unit's seed on
+    the library of its primitive set (``spec.family``); score all."""
     t0 = time.perf_counter()
+    primitive_set, protocol, profile, seed, device = spec.family, spec.protocol, spec.profile, spec.seed, spec.device
     primitives = make_library(profile.n_library, primitive_set)
-    targets, obs = make_set_targets(
-        primitives, protocol, profile, split, FRESH_TEST_SEED if test_seed is None else test_seed, primitive_set
-    )
+    targets, obs = make_set_targets(primitives, protocol, profile, spec.split, spec.test_seed, primitive_set)
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
-    rte = make_rte(protocol, profile, seed, embedding, split, device).fit(primitives)
+    rte = make_rte(spec).fit(primitives)
     timing = {"supervised_s": time.perf_counter() - t0}
     preds = {"rte": rte.predict(cx, cy, qx)}
     preds |= {
@@ -112,7 +99,7 @@ def run_unit(
     extra = {}
     for arm, share in ARMS.items():
         t = time.perf_counter()
-        em = make_em(protocol, profile, seed, embedding, share, split, device).fit(primitives, embedded=rte)
+        em = make_em(spec, share).fit(primitives, embedded=rte)
         preds[arm] = em.predict(cx, cy, qx)
         timing[f"{arm}_s"] = time.perf_counter() - t
         for r, quality in enumerate(em.history_):
@@ -136,14 +123,9 @@ def run_unit(
 )
 def run_composition_em(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """One unit per seed; rows are the held-out-pair MSE of every arm and the pseudo-label quality."""
-    options, profile, protocol, embedding = (
-        settings.options,
-        settings.profile,
-        settings.protocol,
-        embedding_of(settings),
-    )
+    profile, protocol, embedding = settings.profile, settings.protocol, embedding_of(settings)
     primitive_set = settings.family or get_set(None)
-    split = get_split(primitive_set, settings.dev, options.family)
+    split = get_split(primitive_set, settings.dev, settings.family_spec)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
     base = dict(
         experiment="composition-em",
@@ -156,14 +138,13 @@ def run_composition_em(settings: Settings, cache_dir: Path | None, plot_dir: Pat
         arms=ARMS,
         **set_unit_key(primitive_set, POLY_SIN_TANH),
     )
+    spec = lambda s: UnitSpec.of(settings, s, primitive_set, embedding, split=split)  # noqa: E731
     units = discrete_units(
         settings,
         set_stem("composition-em", primitive_set, POLY_SIN_TANH, protocol),
         base,
-        estimator_of=lambda s: make_em(protocol, profile, s, embedding, 0.0, split, settings.device),
-        compute=lambda s, plots: run_unit(
-            protocol, profile, s, embedding, split, settings.test_seed, settings.device, primitive_set
-        ),
+        estimator_of=lambda s: make_em(spec(s), 0.0),
+        compute=lambda s, plots: run_unit(spec(s)),
         plot_dir=None,
         plot_file=None,
     )
@@ -184,7 +165,7 @@ def run_composition_em(settings: Settings, cache_dir: Path | None, plot_dir: Pat
                     )
                 )
         config = {
-            "primitive_set": set_record(primitive_set, options.family),
+            "primitive_set": set_record(primitive_set, settings.family_spec),
             "pairs": {"train": split.train, "test": split.test},
             "protocol": {**vars(protocol)},
             "profile": profile.to_dict(),

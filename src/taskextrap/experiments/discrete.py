@@ -18,9 +18,8 @@ from taskextrap.baselines.discrete import DiscreteInductive, training_batch
 from taskextrap.baselines.method import SharedDraws
 from taskextrap.baselines.table import begin_methods, is_method
 from taskextrap.estimators.base import fit_together
-from taskextrap.experiments.profiles import DiscreteProfile
 from taskextrap.experiments.registry import RunOptions
-from taskextrap.experiments.settings import Settings
+from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.units import Unit, UnitResult, per_target, seed_units
 from taskextrap.operators.train import TrainConfig, job_seconds
 from taskextrap.provenance import callable_hash
@@ -46,16 +45,18 @@ DECOMPOSER_TRAIN = {
 }
 
 
-def estimator_settings(profile: DiscreteProfile, seed: int, device: str) -> dict:
-    """The settings a unit's estimator takes from its profile and unit, in every discrete regime:
-    the profile's sizes, the training seed and the device, and no progress bar of its own (the
-    run has one over its units)."""
+def estimator_settings(spec: UnitSpec) -> dict:
+    """The settings a unit's estimator takes from its unit, in every discrete regime: the
+    protocol, the embedding, the profile's sizes, the training seed and the device, and no
+    progress bar of its own (the run has one over its units)."""
     return {
-        "n_pairs": profile.n_pairs,
-        "train": profile.train,
-        "decomposer_train": profile.decomposer_train,
-        "seed": seed,
-        "device": device,
+        "protocol": spec.protocol,
+        "embedding": spec.embedding,
+        "n_pairs": spec.profile.n_pairs,
+        "train": spec.profile.train,
+        "decomposer_train": spec.profile.decomposer_train,
+        "seed": spec.seed,
+        "device": spec.device,
         "verbose": False,
     }
 

@@ -35,8 +35,8 @@ from taskextrap.experiments.discrete import (
     retrieval_rows,
 )
 from taskextrap.experiments.profiles import DiscreteProfile
-from taskextrap.experiments.settings import Settings
-from taskextrap.experiments.registry import FRESH_TEST_SEED, builtin_spec, register
+from taskextrap.experiments.settings import Settings, UnitSpec
+from taskextrap.experiments.registry import FRESH_TEST_SEED, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
 from taskextrap.provenance import callable_hash
 from taskextrap.search.calibration import interval_diagnostics, pooled_curve, scale_source
@@ -131,13 +131,9 @@ def make_targets(
     return targets, obs
 
 
-def make_rte(protocol, profile: DiscreteProfile, seed: int, embedding: str, device: str = "cpu") -> LengthRTE:
+def make_rte(spec: UnitSpec) -> LengthRTE:
     """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
-    return LengthRTE(
-        protocol=protocol,
-        embedding=embedding,
-        **estimator_settings(profile, seed, device),
-    )
+    return LengthRTE(**estimator_settings(spec))
 
 
 def predict_all(
@@ -176,29 +172,21 @@ def predict_all(
     return preds, retrieval
 
 
-def run_unit(
-    ladder: Ladder,
-    protocol,
-    profile: DiscreteProfile,
-    seed: int,
-    embedding: str,
-    plot_dir: Path | None = None,
-    test_seed: int = FRESH_TEST_SEED,
-    device: str = "cpu",
-) -> UnitResult:
-    """Fit RTE and the baseline for one training seed and evaluate every method on the targets
-    of ``test_seed``."""
+def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
+    """Fit RTE and the baseline for the unit's training seed on its ladder and evaluate every
+    method on the targets of its test seed; ``plot_dir``: where it draws its figures (None: none)."""
+    ladder, protocol, profile = spec.family, spec.protocol, spec.profile
     library = make_library(ladder, profile.n_library)
-    targets, obs = make_targets(library, protocol, profile.n_targets, profile.n_draws, test_seed)
+    targets, obs = make_targets(library, protocol, profile.n_targets, profile.n_draws, spec.test_seed)
     plot = None if plot_dir is None else lambda rte: _plot(plot_dir, ladder, protocol, rte, library, targets, obs)
     return fit_and_score(
         library,
-        make_rte(protocol, profile, seed, embedding, device),
+        make_rte(spec),
         targets,
         obs,
         predict_all,
         all_methods(),
-        seed,
+        spec.seed,
         plot,
     )
 
@@ -247,12 +235,13 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
         test_seed=test_seed,
         methods=all_methods(),
     )
+    spec = lambda s: UnitSpec.of(settings, s, ladder, embedding)  # noqa: E731
     units = discrete_units(
         settings,
         f"length-{ladder.name}-{protocol.name}",
         base,
-        estimator_of=lambda s: make_rte(protocol, profile, s, embedding, settings.device),
-        compute=lambda s, plots: run_unit(ladder, protocol, profile, s, embedding, plots, test_seed, settings.device),
+        estimator_of=lambda s: make_rte(spec(s)),
+        compute=lambda s, plots: run_unit(spec(s), plots),
         plot_dir=plot_dir,
         plot_file=f"{ladder.name}-{protocol.name}-predictions.png",
     )
@@ -264,8 +253,8 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
             errors,
             "rte",
             "rte",
-            make_rte(protocol, profile, 0, embedding).calibrated_scale(),
-            scale_source("length", protocol, None, builtin_spec(options), ladder.name),
+            make_rte(spec(0)).calibrated_scale(),
+            scale_source("length", protocol, None, settings.builtin, ladder.name),
         )
         config = {
             "ladder": ladder.name,

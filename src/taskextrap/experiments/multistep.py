@@ -36,9 +36,8 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.multistep import ChainedRTE, with_steps
 from taskextrap.experiments import parameter as parameter_exp
 from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES, per_target_mse
-from taskextrap.experiments.profiles import ParameterProfile
-from taskextrap.experiments.settings import Settings
-from taskextrap.experiments.registry import FRESH_TEST_SEED, register
+from taskextrap.experiments.settings import Settings, UnitSpec
+from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, seed_units
 from taskextrap.report.schema import make_row
 from taskextrap.seeding import rng
@@ -164,31 +163,20 @@ def variant(model: ChainedRTE, steps, quantile: float | None, measure: str | Non
     return out
 
 
-def fit_models(
-    family,
-    protocol,
-    profile: ParameterProfile,
-    seed: int,
-    embedding: str,
-    anchors: int,
-    cache_dir: Path | None = None,
-    device: str = "cpu",
-):
+def fit_models(spec: UnitSpec):
     """The chained RTE, the chained transductive oracle and the inductive baselines: the
     parameter experiment's fits of the same library (``parameter.library_fits``, loaded from
-    the artifacts beside ``cache_dir`` when that experiment saved them), chained."""
-    library, fits, timing = parameter_exp.library_fits(
-        family, protocol, profile, seed, embedding, anchors, cache_dir, device
-    )
-    common = parameter_exp.common_settings(protocol, profile, seed, anchors, device)
+    the artifacts beside ``spec.cache_dir`` when that experiment saved them), chained."""
+    library, fits, timing = parameter_exp.library_fits(spec)
+    common = parameter_exp.common_settings(spec)
     t = time.perf_counter()
-    rte = ChainedRTE(embedding=embedding, **common).fit(library, fitted=fits["strategy-a"])
+    rte = ChainedRTE(embedding=spec.embedding, **common).fit(library, fitted=fits["strategy-a"])
     models: dict[str, Any] = {
         "rte": rte,
         "transductive-oracle": ChainedTransductiveOracle(**common).fit(library, fitted=fits["transductive-oracle"]),
     }
     models |= {kind: fits[kind] for kind in INDUCTIVE_KINDS}  # trained on the same draws as rte's
-    models |= {m: get_method(m).build(seed=seed, device=device).fit(library) for m in TABLE_METHODS}
+    models |= {m: get_method(m).build(seed=spec.seed, device=spec.device).fit(library) for m in TABLE_METHODS}
     timing["chain_s"] = time.perf_counter() - t
     return library, models, timing
 
@@ -232,22 +220,12 @@ def methods_for(family: ParametricFamily) -> tuple[str, ...]:
     return METHODS + tuple(DEV_VARIANTS) if is_dev(family) else METHODS
 
 
-def run_unit(
-    family,
-    protocol,
-    profile: ParameterProfile,
-    seed: int,
-    embedding: str,
-    anchors: int,
-    plot_dir: Path | None = None,
-    test_seed: int = FRESH_TEST_SEED,
-    cache_dir: Path | None = None,
-    device: str = "cpu",
-) -> UnitResult:
-    """Fit once on ``family``'s library with training seed ``seed``; score every method on the
+def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
+    """Fit once on the family's library with the unit's training seed; score every method on the
     targets of each far region. Errors are keyed ``"<region>|<method>"``."""
     t0 = time.perf_counter()
-    library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors, cache_dir, device)
+    family, protocol, profile, test_seed = spec.family, spec.protocol, spec.profile, spec.test_seed
+    library, models, timing = fit_models(spec)
     methods = methods_for(family)
     errors, examples = {}, []
     t = time.perf_counter()
@@ -299,15 +277,15 @@ def _plot(plot_dir, family, protocol, models, library, examples):
     )
 
 
-def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, device: str = "cpu") -> dict:
+def unit_config(spec: UnitSpec) -> dict:
     """Everything that determines a unit's numbers (its cache fingerprint): the parameter unit's
     settings, with this experiment's regions, methods and chain settings."""
     return {
-        **parameter_exp.unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, device),
+        **parameter_exp.unit_config(spec),
         "experiment": EXPERIMENT,
-        "target_region": target_regions(family),
-        "methods": methods_for(family),
-        "chained": DEV_VARIANTS[chained_variant(protocol)],
+        "target_region": target_regions(spec.family),
+        "methods": methods_for(spec.family),
+        "chained": DEV_VARIANTS[chained_variant(spec.protocol)],
         "paper_steps": PAPER_STEPS,
     }
 
@@ -316,15 +294,13 @@ def family_units(family, settings: Settings, plot_dir: Path | None, cache_dir: P
     """One unit per training seed of ``family`` under the run's ``settings`` (the first seed
     draws the plot)."""
     embedding, profile, protocol = parameter_exp.run_settings(settings)
-    anchors, test_seed, device = settings.options.anchors, settings.test_seed, settings.device
+    spec = lambda s: UnitSpec.of(settings, s, family, embedding, cache_dir=cache_dir)  # noqa: E731
     tag = f"{family.name}-{protocol.name}" + ("-dev" if is_dev(family) else "")
     return seed_units(
         profile.seeds,
         name=lambda s: f"{EXPERIMENT}-{tag}-seed{s}",
-        config=lambda s: unit_config(family, protocol, profile, s, embedding, anchors, test_seed, device),
-        compute=lambda s, plots: run_unit(
-            family, protocol, profile, s, embedding, anchors, plots, test_seed, cache_dir, device
-        ),
+        config=lambda s: unit_config(spec(s)),
+        compute=lambda s, plots: run_unit(spec(s), plots),
         plot_dir=plot_dir,
         plot_file=f"{family.name}-{protocol.name}-multistep.png",
     )

@@ -24,8 +24,8 @@ from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.artifacts import cached_fit
 from taskextrap.experiments.discrete import classic_interval_rows, interval_rows, own_dev_scale
 from taskextrap.experiments.profiles import ParameterProfile
-from taskextrap.experiments.settings import Settings
-from taskextrap.experiments.registry import FRESH_TEST_SEED, builtin_spec, register
+from taskextrap.experiments.settings import Settings, UnitSpec
+from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_target, seed_units
 from taskextrap.errors import TaskextrapError
 from taskextrap.files import read_state, write_state_atomic
@@ -152,19 +152,19 @@ def make_targets(
     return targets, obs
 
 
-def common_settings(protocol, profile: ParameterProfile, seed: int, anchors: int, device: str = "cpu") -> dict:
-    """The settings RTE, the transductive oracle and parameter-multistep's chained ones share:
+def common_settings(spec: UnitSpec) -> dict:
+    """The settings a unit's RTE, transductive oracle and parameter-multistep's chained ones share:
     Strategy A's search (the objective's RTE overrides it), with the objective's settings, which
     Strategy A never reads, at the values of the fits' cache fingerprints (the estimator's repr;
     RTE's defaults before they became the objective's), and no progress bar of their own (the
     run has one over its units)."""
     return dict(
-        protocol=protocol,
-        n_pairs=profile.n_pairs,
-        train=profile.train,
-        seed=seed,
-        anchors=anchors,
-        device=device,
+        protocol=spec.protocol,
+        n_pairs=spec.profile.n_pairs,
+        train=spec.profile.train,
+        seed=spec.seed,
+        anchors=spec.anchors,
+        device=spec.device,
         search="proxy",
         **FINGERPRINT_OBJECTIVE,
         verbose=False,
@@ -198,39 +198,23 @@ def chosen_variant(protocol) -> str:
     return CHOSEN.get(protocol.name, CHOSEN["strict" if protocol.noise > 0 else "paper"])
 
 
-def make_rte(
-    protocol,
-    profile: ParameterProfile,
-    seed: int,
-    embedding: str = DEFAULT_EMBEDDING,
-    anchors: int = RTE.anchors,
-    search: str = "proxy",
-    device: str = "cpu",
-) -> RTE:
+def make_rte(spec: UnitSpec, search: str = "proxy") -> RTE:
     """The unfitted RTE of a unit (the same for test runs and the dev-choice sweeps): Strategy A
     (``search="proxy"``, the paper's Psi) or the objective in the protocol's chosen variant."""
-    variant = chosen_variant(protocol)
+    variant = chosen_variant(spec.protocol)
     settings = {} if search == "proxy" or variant == "strategy-a" else {"search": search, **OBJECTIVE_VARIANTS[variant]}
-    return RTE(embedding=embedding, **{**common_settings(protocol, profile, seed, anchors, device), **settings})
+    return RTE(embedding=spec.embedding, **{**common_settings(spec), **settings})
 
 
 LIBRARY_FITS = ("strategy-a", "transductive-oracle", *INDUCTIVE_KINDS)  # fitted alike by parameter-multistep
 
 
 def library_fits(
-    family,
-    protocol,
-    profile: ParameterProfile,
-    seed: int,
-    embedding: str,
-    anchors: int,
-    cache_dir: Path | None = None,
-    device: str = "cpu",
-    also: Callable[[RTE], dict[str, PendingFit]] | None = None,
+    spec: UnitSpec, also: Callable[[RTE], dict[str, PendingFit]] | None = None
 ) -> tuple[TaskSet, dict, dict]:
     """The library and the models ``parameter`` and ``parameter-multistep`` fit alike on it
     (:data:`LIBRARY_FITS`: Strategy A's RTE, the transductive oracle, the inductive baselines),
-    with their timing. Saved as one artifact beside the unit cache ``cache_dir``
+    with their timing. Saved as one artifact beside the unit cache ``spec.cache_dir``
     (:mod:`.artifacts`), so the second experiment loads what the first fitted: the same numbers.
 
     ``also(strategy_a)`` gives further fits by name, begun on Strategy A's Phase 1a
@@ -238,13 +222,14 @@ def library_fits(
     (``estimators.base.fit_together``; one stacked model on a GPU), or alone when these are
     loaded; they are not part of the artifact.
     """
+    family, protocol, profile, seed = spec.family, spec.protocol, spec.profile, spec.seed
     library = make_library(family, profile.n_library, seed)
-    common = common_settings(protocol, profile, seed, anchors, device)
+    common = common_settings(spec)
     timing: dict[str, float] = {}
 
     def fit() -> dict:
         t = time.perf_counter()
-        models: dict[str, Any] = {"strategy-a": make_rte(protocol, profile, seed, embedding, anchors, device=device)}
+        models: dict[str, Any] = {"strategy-a": make_rte(spec)}
         pending = {"strategy-a": models["strategy-a"].begin_fit(library)}
         timing["embedding_s"] = models["strategy-a"].timing_["embedding_s"]
         models["transductive-oracle"] = TransductiveOracle(**common)
@@ -269,7 +254,7 @@ def library_fits(
             "strategy-a": RTE.from_pretrained(folder / "strategy-a", library=library),
             "transductive-oracle": TransductiveOracle.from_pretrained(folder / "transductive-oracle", library=library),
         }
-        expected = make_rte(protocol, profile, seed, embedding, anchors, device=device).get_params()
+        expected = make_rte(spec).get_params()
         if models["strategy-a"].get_params() != expected:  # the key covers them: a folder of other settings
             raise TaskextrapError("the saved Strategy A RTE has other settings")
         arrays = read_state(folder / "inductive.safetensors")[0]
@@ -279,7 +264,7 @@ def library_fits(
 
     t = time.perf_counter()
     config = {
-        **unit_config(family, protocol, profile, seed, embedding, anchors, None, device),
+        **unit_config(spec),
         "experiment": "library-fits",
         "profile": {k: v for k, v in profile.to_dict().items() if k in ("n_library", "n_pairs", "train")},
     }
@@ -287,7 +272,7 @@ def library_fits(
     # a fit sees the training regions only: parameter-multistep's families (F3-F5 added) share it
     config["regions"] = {r: family.regions[r] for r in family.train_regions}
     models, loaded = cached_fit(
-        cache_dir, f"parameter-fits-{family.name}-{protocol.name}-seed{seed}", config, fit, save, load
+        spec.cache_dir, f"parameter-fits-{family.name}-{protocol.name}-seed{seed}", config, fit, save, load
     )
     if loaded:
         timing["fits_loaded_s"] = time.perf_counter() - t
@@ -296,26 +281,17 @@ def library_fits(
     return library, models, timing
 
 
-def fit_models(
-    family,
-    protocol,
-    profile: ParameterProfile,
-    seed: int,
-    embedding: str,
-    anchors: int,
-    cache_dir: Path | None = None,
-    device: str = "cpu",
-):
-    """Fit RTE (the objective, and Strategy A with the paper's Psi), the transductive oracle and
-    the inductive baselines on one library (the fits it shares with parameter-multistep from
-    :func:`library_fits`)."""
+def fit_models(spec: UnitSpec):
+    """Fit RTE (the objective, and Strategy A with the paper's Psi), the transductive oracle, the
+    inductive baselines and the method table's rows on one library (the fits it shares with
+    parameter-multistep from :func:`library_fits`)."""
+    family, protocol = spec.family, spec.protocol
     objective = None
     if chosen_variant(protocol) != "strategy-a" or target_region(family) == DEV_REGION:
         # the objective's fit (its Psi has leave-one-out rows): the headline's, or the dev rows'
         # (the variants differ in inference settings only, set on this one fit: _chosen,
         # _with_settings); it adopts Strategy A's Phase 1a and trains beside the library's fits
-        settings = {**common_settings(protocol, profile, seed, anchors, device), "search": "objective"}
-        objective = RTE(embedding=embedding, **settings)
+        objective = RTE(embedding=spec.embedding, **{**common_settings(spec), "search": "objective"})
     methods: dict[str, Method] = {}
     method_timing: dict[str, float] = {}
 
@@ -326,14 +302,14 @@ def fit_models(
             sa.scaler_, protocol.n_context, sa.train, library_batch(sa, d.train), library_batch(sa, d.val)
         )
         rows = [m for m in methods_of(family) if is_method(m)]
-        fitted, pending, seconds = begin_methods(rows, sa.library_, shared, seed=seed, device=device)
+        fitted, pending, seconds = begin_methods(rows, sa.library_, shared, seed=spec.seed, device=spec.device)
         methods.update(fitted)
         method_timing.update(seconds)
         if objective is not None:
             pending["objective"] = objective.begin_fit(sa.library_, embedded=sa)
         return pending
 
-    library, models, timing = library_fits(family, protocol, profile, seed, embedding, anchors, cache_dir, device, also)
+    library, models, timing = library_fits(spec, also)
     timing |= method_timing
     strategy_a = models["strategy-a"]
     rte = strategy_a if objective is None or chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
@@ -343,18 +319,19 @@ def fit_models(
 def predict_method(
     method: str,
     models: dict,
-    library: TaskSet,
-    ctx_x,
-    ctx_y,
-    qry_x,
-    theta,
+    obs: Observations,
     seed: int,
+    qry_x=None,
     decomposition: Decomposition | None = None,
     return_std: bool = False,
 ):
-    """Predictions (n, q) of one method; ``decomposition`` (Strategy A's) may be passed to reuse
-    it. ``return_std`` (the methods of :data:`INTERVAL_METHODS`): (mean, std)."""
+    """Predictions (n, q) of one method on the draws ``obs`` at their queries (or at ``qry_x``);
+    ``decomposition`` (Strategy A's) may be passed to reuse it. ``return_std`` (a method with an
+    interval, :func:`has_interval`): (mean, std)."""
     rte: RTE = models["strategy-a"]  # the ablations are the paper's ablations of Strategy A
+    library = rte.library_
+    ctx_x, ctx_y, theta = obs.ctx_x, obs.ctx_y, obs.params
+    qry_x = obs.qry_x if qry_x is None else qry_x
     if method in ("strategy-a", "random-anchors", "zero-shift") and decomposition is None:
         decomposition = rte.decompose(ctx_x, ctx_y)
     anchors = None if decomposition is None else decomposition.anchors
@@ -424,9 +401,7 @@ def methods_of(family: ParametricFamily) -> tuple[str, ...]:
     return all_methods() + (dev_methods() if target_region(family) == DEV_REGION else ())
 
 
-def predict_all(
-    models: dict, library: TaskSet, obs: Observations, seed: int, methods: tuple[str, ...]
-) -> tuple[dict, dict, dict]:
+def predict_all(models: dict, obs: Observations, seed: int, methods: tuple[str, ...]) -> tuple[dict, dict, dict]:
     """Predictions (n_draws_total, q) of ``methods`` at the query points, the predictive sd of
     those with an interval (:func:`has_interval`), and per-draw
     diagnostics (:func:`diagnostics`) of ``rte`` and ``strategy-a``."""
@@ -438,7 +413,7 @@ def predict_all(
         out = (
             models["rte"].predict(cx, cy, qx, d_rte, return_std=True)
             if m == "rte"
-            else predict_method(m, models, library, cx, cy, qx, obs.params, seed, d, return_std=has_interval(m))
+            else predict_method(m, models, obs, seed, decomposition=d, return_std=has_interval(m))
         )
         preds[m], stds[m] = out if has_interval(m) else (out, None)
     truth = models["transductive-oracle"].decompose_truth(cx, cy, obs.params).anchors
@@ -479,26 +454,17 @@ def per_target_mse(pred: np.ndarray, obs: Observations, n_targets: int) -> np.nd
     return per_target((pred - obs.qry_y) ** 2, n_targets)
 
 
-def run_unit(
-    family,
-    protocol,
-    profile: ParameterProfile,
-    seed: int,
-    embedding: str,
-    anchors: int,
-    plot_dir: Path | None = None,
-    test_seed: int = FRESH_TEST_SEED,
-    cache_dir: Path | None = None,
-    device: str = "cpu",
-) -> UnitResult:
+def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     """Fit and evaluate every method for one family and one training seed on the targets of
-    ``test_seed`` (the held-out region of ``family``: F2, or ``dev`` for a dev family); the fits
-    shared with parameter-multistep come from the artifacts beside ``cache_dir`` when saved."""
+    ``spec.test_seed`` (the held-out region of the family: F2, or ``dev`` for a dev family); the
+    fits shared with parameter-multistep come from the artifacts beside ``spec.cache_dir`` when
+    saved. ``plot_dir``: where the unit draws its figures (None: none)."""
     t0 = time.perf_counter()
-    library, models, timing = fit_models(family, protocol, profile, seed, embedding, anchors, cache_dir, device)
-    targets, obs = make_targets(family, protocol, profile.n_targets, profile.n_draws, test_seed)
+    family, protocol, profile = spec.family, spec.protocol, spec.profile
+    library, models, timing = fit_models(spec)
+    targets, obs = make_targets(family, protocol, profile.n_targets, profile.n_draws, spec.test_seed)
     t = time.perf_counter()
-    preds, stds, diag = predict_all(models, library, obs, seed, methods_of(family))
+    preds, stds, diag = predict_all(models, obs, spec.seed, methods_of(family))
     timing["evaluation_s"] = time.perf_counter() - t
     errors = {m: per_target_mse(p, obs, profile.n_targets) for m, p in preds.items()}
     errors |= {k: per_target(v, profile.n_targets) for k, v in diag.items()}
@@ -548,7 +514,7 @@ def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):
     rte = models["rte"]
     preds = {
         "RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid),
-        best: predict_method(best, models, library, sub.ctx_x, sub.ctx_y, grid, sub.params, 0),
+        best: predict_method(best, models, sub, 0, qry_x=grid),
     }
     titles = [f"{family.shift}={p:.3g}" for p in targets.params[: len(idx), 0]]
     plot_predictions(
@@ -573,8 +539,9 @@ def _plots(plot_dir, family, protocol, models, library, targets, obs, errors):
     )
 
 
-def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, device: str = "cpu") -> dict:
+def unit_config(spec: UnitSpec) -> dict:
     """Everything that determines a unit's numbers (its cache fingerprint)."""
+    family = spec.family
     return dict(
         experiment="parameter",
         family=family.name,
@@ -585,14 +552,14 @@ def unit_config(family, protocol, profile, seed, embedding, anchors, test_seed, 
         fixed=dict(family.fixed),
         regions=dict(family.regions),
         train_regions=family.train_regions,
-        protocol=protocol,
-        profile=profile.to_dict(),
-        seed=seed,
-        embedding=embedding,
-        anchors=anchors,
-        test_seed=test_seed,
+        protocol=spec.protocol,
+        profile=spec.profile.to_dict(),
+        seed=spec.seed,
+        embedding=spec.embedding,
+        anchors=spec.anchors,
+        test_seed=spec.test_seed,
         target_region=target_region(family),
-        device=device,
+        device=spec.device,
     )
 
 
@@ -606,18 +573,13 @@ def family_units(family, settings: Settings, plot_dir: Path | None, cache_dir: P
     """One unit per training seed of ``family`` under the run's ``settings`` (the first seed
     draws the plots)."""
     embedding, profile, protocol = run_settings(settings)
-    anchors, test_seed, device = settings.options.anchors, settings.test_seed, settings.device
+    spec = lambda s: UnitSpec.of(settings, s, family, embedding, cache_dir=cache_dir)  # noqa: E731
     tag = f"{family.name}-{protocol.name}" + ("-dev" if target_region(family) == DEV_REGION else "")
     return seed_units(
         profile.seeds,
         name=lambda s: f"parameter-{tag}-seed{s}",
-        config=lambda s: {
-            **unit_config(family, protocol, profile, s, embedding, anchors, test_seed, device),
-            **search_config(family, protocol),
-        },
-        compute=lambda s, plots: run_unit(
-            family, protocol, profile, s, embedding, anchors, plots, test_seed, cache_dir, device
-        ),
+        config=lambda s: {**unit_config(spec(s)), **search_config(family, protocol)},
+        compute=lambda s, plots: run_unit(spec(s), plots),
         plot_dir=plot_dir,
         plot_file=f"{family.name}-{protocol.name}-predictions.png",
     )
@@ -675,7 +637,7 @@ def _run(
                     m,
                     interval_prefix(m),
                     interval_scale(regime, protocol, family.name),
-                    scale_source(regime, protocol, family.name, builtin_spec(options)),
+                    scale_source(regime, protocol, family.name, settings.builtin),
                 )
         rows = [
             paper_checked(make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1)), f)

@@ -16,15 +16,6 @@ from taskextrap.experiments.options import (  # noqa: F401 - the run's options, 
 from taskextrap.experiments.settings import Settings, resolve_family
 
 
-def builtin_spec(options: RunOptions) -> bool:
-    """Whether the run's tasks are built-in ones (no ``--family``, or a built-in's name), not a
-    user's ``module:attr``: what decides whether a dev-chosen interval scale was chosen for them
-    (``search.calibration.scale_source``)."""
-    from taskextrap.tasks.registry import is_user_spec
-
-    return not is_user_spec(options.family)
-
-
 @dataclass(frozen=True)
 class Experiment:
     """A registered experiment: ``run(settings, cache_dir, plot_dir)`` returns the

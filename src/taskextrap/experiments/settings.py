@@ -9,10 +9,12 @@ the run record read them from here instead of resolving the text again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from taskextrap.experiments.options import RunOptions
+from taskextrap.seeding import FRESH_TEST_SEED
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,64 @@ class Settings:
     def test_seed(self) -> int:
         """The seed of the test (or dev) draws (``RunOptions.seed_of_tests``)."""
         return self.options.seed_of_tests
+
+    @property
+    def family_spec(self) -> str | None:
+        """``--family`` as given (a built-in name or ``module:attr``), for labels and records;
+        what it names is :attr:`family`."""
+        return self.options.family
+
+    @property
+    def builtin(self) -> bool:
+        """Whether the run's tasks are built-in ones (no ``--family``, or a built-in's name), not a
+        user's ``module:attr`` (whose code is hashed): what decides whether a dev-chosen interval
+        scale was chosen for them (``search.calibration.scale_source``)."""
+        return self.family_code_hash is None
+
+
+@dataclass(frozen=True)
+class UnitSpec:
+    """One unit of work as every function of it reads it: the run's :class:`Settings` resolved
+    for one training seed and one family (or ladder, or primitive set). Frozen; a variant is
+    ``dataclasses.replace(spec, ...)``.
+
+    Attributes:
+        family: the family, ladder or primitive set the unit is about (resolved, a dev split's
+            where the run is one).
+        protocol: the observation protocol (an ``ObservationProtocol``).
+        profile: the experiment's profile.
+        seed: the training seed.
+        embedding: the name of Gamma's estimator.
+        test_seed: the seed of the test (or dev) draws.
+        device: where networks and models run.
+        anchors: nearest anchors averaged (the parameter regime's).
+        split: the held-out split of a discrete regime (a pair or recipe split), else None.
+        cache_dir: the unit cache, beside which shared fits are saved (None: nothing saved).
+    """
+
+    family: Any
+    protocol: Any
+    profile: Any
+    seed: int
+    embedding: str
+    test_seed: int = FRESH_TEST_SEED
+    device: str = "cpu"
+    anchors: int = 2
+    split: Any = None
+    cache_dir: Path | None = field(default=None, compare=False)
+
+    @classmethod
+    def of(cls, settings: Settings, seed: int, family, embedding: str, **more) -> UnitSpec:
+        """The unit of ``family`` at training ``seed`` in the run ``settings`` (its protocol,
+        profile, test seed, device and anchors); ``more``: the split, the cache, a test seed."""
+        base = dict(
+            protocol=settings.protocol,
+            profile=settings.profile,
+            test_seed=settings.test_seed,
+            device=settings.device,
+            anchors=settings.options.anchors,
+        )
+        return cls(family=family, seed=seed, embedding=embedding, **{**base, **more})
 
 
 def resolve_family(spec: str | None, resolver) -> tuple[Any, str | None]:
