@@ -17,7 +17,7 @@ from taskextrap.experiments.settings import UnitSpec
 from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.operators.parameter import sort_context
 from taskextrap.operators.train import TrainConfig
-from taskextrap.estimators import parameter as rte_module
+from taskextrap.estimators import library_fit as phase1a_module
 from taskextrap.estimators.parameter import RTE
 from taskextrap.seeding import rng
 from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
@@ -160,7 +160,7 @@ def test_audit_detects_an_f2_task_in_probe_pretraining(make_rte, quad_library, m
         curves = audit.Batch((grid, both.values(grid)), [audit.Source(FAM, both.params, ((0, 1, 0.0),))])
         return ProxyEmbedding(method, dim=dim, seed=seed)._fit(contexts, curves, scaler)
 
-    monkeypatch.setattr(rte_module, "fit_library_embedding", leaky)
+    monkeypatch.setattr(phase1a_module, "fit_library_embedding", leaky)
     with audit.spy() as seen:
         make_rte(embedding="gradient").fit(quad_library)
     with pytest.raises(audit.LeakError, match=r"probe \(train\): F2") as e:

@@ -125,7 +125,7 @@ def test_adopting_phase1a_is_refused_across_libraries_settings_or_kinds(
 
 
 def test_pool_distances_are_the_rows_computed_directly(fitted_rte, monkeypatch):
-    from taskextrap.estimators import parameter as P
+    from taskextrap.operators import pairs as P
 
     d, pool = fitted_rte.draws_, fitted_rte.train_tasks_
     idx = np.array([5, 0, 5, len(d.z) - 1])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.estimators.parameter import present_masks
+from taskextrap.operators.pairs import present_masks
 from taskextrap.seeding import rng
 from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet
 

@@ -89,7 +89,7 @@ class Method(Fittable):
         Returns:
             PendingFit: the networks' training jobs (none for a method without networks).
         """
-        self._settings()
+        self._checked()
         pending = self._begin(library, shared)
 
         def finish() -> None:
@@ -107,7 +107,8 @@ class Method(Fittable):
         method whose :attr:`interval` is true) also its predictive sd (n, q).
 
         Returns:
-            The predictions (n, q), or the pair (predictions, sd).
+            predictions (numpy.ndarray | tuple): The predictions (n, q); with ``return_std=True``
+                the pair (predictions, predictive sd), both (n, q).
         """
         self.check_is_fitted()
         if return_std and not self.interval:

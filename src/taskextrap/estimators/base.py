@@ -188,7 +188,9 @@ class Fittable(abc.ABC):
     Subclasses are dataclasses whose fields are the constructor arguments. They set
     :attr:`fitted_attribute` to an attribute that ``fit`` sets last (so a fit that failed half
     way is not taken for a fitted estimator), and check their arguments in :meth:`_settings`,
-    which runs at construction (a bad argument is a one-line error there) and again in ``fit``.
+    which runs at construction (a bad argument is a one-line error there) and again only when an
+    argument changes (``set_params``, or an assignment): every other reader (``fit``,
+    ``resolved``, equality) gets the checked settings kept since (:meth:`_checked`).
     """
 
     fitted_attribute = "psi_"
@@ -196,7 +198,21 @@ class Fittable(abc.ABC):
     saveable = False  # save_pretrained / from_pretrained work (estimators.saving); a subclass inherits it
 
     def __post_init__(self):
-        self._settings()
+        self._checked()
+
+    def __setattr__(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
+        if name in getattr(type(self), "__dataclass_fields__", ()):  # an argument changed: check again
+            self.__dict__.pop("_checked_settings", None)
+
+    def _checked(self) -> dict[str, Any]:
+        """:meth:`_settings` of the current arguments, computed once after construction or a
+        change of argument (a one-line error for a bad one) and kept."""
+        settings = self.__dict__.get("_checked_settings")
+        if settings is None:
+            settings = self._settings()
+            self.__dict__["_checked_settings"] = settings
+        return settings
 
     def _settings(self) -> dict[str, Any]:
         """Check every constructor argument (a one-line error for a bad one) and return what
@@ -211,14 +227,14 @@ class Fittable(abc.ABC):
     def _resolve(self) -> None:
         """Set the resolved training arguments (:meth:`_settings`, less
         :attr:`inference_arguments`) as fitted attributes ``<name>_``."""
-        for name, value in self._settings().items():
+        for name, value in self._checked().items():
             if name not in self.inference_arguments:
                 setattr(self, f"{name}_", value)
 
     def resolved(self, name: str):
         """The argument ``name`` as ``fit`` uses it: its resolved value where it has one (a
         protocol object for a protocol's name, a dev-chosen value for None), else as given."""
-        settings = self._settings()
+        settings = self._checked()
         return settings[name] if name in settings else getattr(self, name)
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -241,7 +257,7 @@ class Fittable(abc.ABC):
         for name, value in params.items():
             setattr(self, name, value)
         try:
-            self._settings()
+            self._checked()
         except TaskextrapError:
             for name, value in before.items():
                 setattr(self, name, value)
@@ -259,7 +275,7 @@ class Fittable(abc.ABC):
     __hash__ = None  # type: ignore[assignment]  # mutable, like a dataclass with eq
 
     def _compared(self) -> list:
-        settings = self._settings()
+        settings = self._checked()
         return [settings.get(f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.compare]  # type: ignore[arg-type]
 
     @abc.abstractmethod

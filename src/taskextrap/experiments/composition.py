@@ -273,7 +273,12 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     return unit
 
 
+EMBEDDING_TITLE = "primitives: proxy embedding by family"
+
+
 def _plot(plot_dir, stem, rte, primitives, targets, obs):
+    from taskextrap.report.plots import plot_embedding
+
     def curves(sub, grid):
         d = rte.decompose(sub.ctx_x, sub.ctx_y)
         return {
@@ -290,11 +295,9 @@ def _plot(plot_dir, stem, rte, primitives, targets, obs):
         obs,
         curves,
         [f"{o} o {i}" for o, i in targets.pair[:4]],
-        rte.z_library_,
-        primitives.family_names.astype(str),
-        "primitives: proxy embedding by family",
-        target_labels=[],
     )
+    labels = primitives.family_names.astype(str)
+    plot_embedding(plot_dir / f"{stem}-embedding.png", rte.z_library_, labels, EMBEDDING_TITLE, target_labels=[])
 
 
 def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:

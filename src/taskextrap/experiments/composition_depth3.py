@@ -219,7 +219,12 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     return unit
 
 
+EMBEDDING_TITLE = "primitives: proxy embedding by family"
+
+
 def _plot(plot_dir, stem, rte, primitives, targets, obs):
+    from taskextrap.report.plots import plot_embedding
+
     def curves(sub, grid):
         d = rte.decompose(sub.ctx_x, sub.ctx_y)
         return {
@@ -236,11 +241,9 @@ def _plot(plot_dir, stem, rte, primitives, targets, obs):
         obs,
         curves,
         list(targets.region[:4]),
-        rte.z_library_,
-        rte.primitives_.family_names.astype(str),
-        "primitives: proxy embedding by family",
-        target_labels=[],
     )
+    labels = rte.primitives_.family_names.astype(str)
+    plot_embedding(plot_dir / f"{stem}-embedding.png", rte.z_library_, labels, EMBEDDING_TITLE, target_labels=[])
 
 
 @register(

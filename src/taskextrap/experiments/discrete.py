@@ -275,23 +275,11 @@ def fit_and_score(
     return UnitResult(errors, timing)
 
 
-def plot_examples(
-    plot_dir: Path,
-    stem: str,
-    x: np.ndarray,
-    targets,
-    obs,
-    curves: Callable,
-    titles: list[str],
-    z: np.ndarray,
-    labels: np.ndarray,
-    embedding_title: str,
-    **embedding_kw,
-) -> None:
+def plot_examples(plot_dir: Path, stem: str, x: np.ndarray, targets, obs, curves: Callable, titles: list[str]) -> None:
     """The first draw of the first (up to) four targets with ``curves(sub_obs, grid)`` (name ->
-    (n, m) predictions on the grid ``x``), and the library's proxy embedding ``z`` by ``labels``;
-    written to ``plot_dir/stem-predictions.png`` and ``stem-embedding.png``."""
-    from taskextrap.report.plots import plot_embedding, plot_predictions
+    (n, m) predictions on the grid ``x``), written to ``plot_dir/stem-predictions.png`` (the
+    library's embedding beside it is ``report.plots.plot_embedding``'s)."""
+    from taskextrap.report.plots import plot_predictions
 
     n_draws = len(obs) // len(targets)
     idx = np.arange(min(4, len(targets))) * n_draws
@@ -307,4 +295,3 @@ def plot_examples(
         sub.ctx_y,
         titles=titles[: len(idx)],
     )
-    plot_embedding(plot_dir / f"{stem}-embedding.png", z, labels, embedding_title, **embedding_kw)

@@ -192,6 +192,8 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
 
 
 def _plot(plot_dir, ladder, protocol, rte, library, targets, obs):
+    from taskextrap.report.plots import plot_embedding
+
     def curves(sub, grid):
         d = rte.decompose(sub.ctx_x, sub.ctx_y)
         return {
@@ -208,6 +210,9 @@ def _plot(plot_dir, ladder, protocol, rte, library, targets, obs):
         obs,
         curves,
         [f"level {ladder.test_level} target {i}" for i in range(4)],
+    )
+    plot_embedding(
+        plot_dir / f"{ladder.name}-{protocol.name}-embedding.png",
         rte.z_library_,
         library.region.astype(str),
         f"{ladder.name}: proxy embedding of the library by level",

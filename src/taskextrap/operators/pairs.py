@@ -1,0 +1,172 @@
+"""What Psi learns from in the parameter regime: the library's observed draws (Phase 1a) and the
+(target draw, anchor) pairs drawn from them every pass, and how Psi reads a context of another
+size than it was trained on.
+
+Every array here comes from library tasks only: the draws are library tasks observed through the
+protocol, an anchor is a training library task other than the draw's own, and each batch names
+the tasks it was made from for the leak audit (``audit.Batch``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from taskextrap import audit
+from taskextrap.operators.parameter import sort_context
+from taskextrap.seeding import rng
+from taskextrap.tasks.observe import Observations
+
+POOL_DISTANCE_ENTRIES = 2**25  # draws x pool distances kept for Psi's pair draws (256 MB at most)
+
+
+@dataclass(frozen=True)
+class Draws:
+    """The library's observed draws: shared by Psi, the inductive baselines and the embedding."""
+
+    obs: Observations
+    z: np.ndarray  # Gamma of each draw's own context (n_draws, dim)
+    train: np.ndarray  # boolean mask over draws: tasks used for training
+    val: np.ndarray  # boolean mask over draws: held-out *library* tasks for model selection
+
+
+def observe_library(library, protocol, per_task: int, seed: int, noise_scale: float) -> Observations:
+    """``per_task`` draws of every library task through ``protocol`` (the stream ``seed``), the
+    context's noise scaled by ``noise_scale``: Phase 1a's observations."""
+    return protocol.draw(library, per_task, rng(seed, "library-draws"), noise_scale)
+
+
+def validation_split(n: int, val_fraction: float, seed: int, task: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A ``val_fraction`` of the ``n`` library tasks held out for model selection: (the training
+    tasks, sorted; the mask of the draws of held-out tasks, given each draw's ``task``)."""
+    val_tasks = rng(seed, "val-split").permutation(n)[: round(val_fraction * n)]
+    return np.setdiff1d(np.arange(n), val_tasks), np.isin(task, val_tasks)
+
+
+@dataclass(eq=False)
+class PairSampler:
+    """Psi's training pairs: each library draw paired with an anchor, a training library task
+    other than its own, near it in proxy space (one of its ``n_near`` nearest) with probability
+    ``near_fraction``, else uniform, so both retrieval-like small shifts and region-sized shifts
+    are in distribution.
+
+    Attributes:
+        library: the library (``values(x, index)``, ``family``, ``params``).
+        draws: its observed draws and their proxies.
+        z_library: each library task's proxy (n_library, dim).
+        pool: the training tasks anchors are drawn from (sorted).
+        near_fraction: the share of pairs with a near anchor.
+        n_near: how many nearest tasks a near anchor is drawn from.
+        noise_sd: the context's noise sd (the leak audit's tolerance).
+        loo: add the leave-one-out rows' targets (the noiseless values at the context).
+        min_context: the fewest context points Psi learns to read: below the contexts' size, each
+            pair hides a random number of its points (:func:`present_masks`).
+    """
+
+    library: Any
+    draws: Draws
+    z_library: np.ndarray
+    pool: np.ndarray
+    near_fraction: float
+    n_near: int
+    noise_sd: float
+    loo: bool
+    min_context: int
+    _distances: np.ndarray | None = field(default=None, repr=False)
+
+    def batch(self, draw_idx: np.ndarray, g: np.random.Generator) -> audit.Batch:
+        """Arrays for Psi from the draws ``draw_idx``, their anchors drawn from ``g``: a batch
+        (ctx_x, ctx_y, anc_ctx, qry_x, anc_q, shift, qry_y[, loo targets][, present masks])
+        naming the target draws and the anchors it was made from, for the leak audit."""
+        d, pool, n = self.draws, self.pool, len(draw_idx)
+        anchor = pool[g.integers(len(pool), size=n)]
+        near = g.random(n) < self.near_fraction
+        if near.any():
+            dist = self.pool_distances(draw_idx[near])
+            dist[d.obs.task[draw_idx[near], None] == pool[None]] = np.inf  # never itself
+            k = min(self.n_near, len(pool) - 1)
+            # a random one of the k nearest, not nearest first: this stays a partial sort, as the
+            # random draw indexes argpartition's order and search.index.nearest's order would
+            # pick other anchors (other training pairs, other numbers than the committed runs)
+            near_k = np.argpartition(dist, k - 1, axis=1)[:, :k]
+            anchor[near] = pool[near_k[np.arange(len(near_k)), g.integers(k, size=len(near_k))]]
+        same = anchor == d.obs.task[draw_idx]
+        anchor[same] = pool[(np.searchsorted(pool, anchor[same]) + 1) % len(pool)]
+        ctx_x, ctx_y = sort_context(d.obs.ctx_x[draw_idx], d.obs.ctx_y[draw_idx])
+        qry_x = d.obs.qry_x[draw_idx]
+        lib = self.library
+        arrays: tuple[np.ndarray, ...] = (
+            ctx_x,
+            ctx_y,
+            lib.values(ctx_x, anchor),
+            qry_x,
+            lib.values(qry_x, anchor),
+            d.z[draw_idx] - self.z_library[anchor],
+            d.obs.qry_y[draw_idx],
+        )
+        target_checks: tuple[tuple[int, int, float], ...] = ((0, 1, 8.0 * self.noise_sd), (3, 6, 0.0))
+        if self.loo:  # the leave-one-out rows' targets: the noiseless values at the context
+            arrays += (lib.values(ctx_x, d.obs.task[draw_idx]),)
+            target_checks += ((0, 7, 0.0),)
+        if self.min_context < ctx_x.shape[1]:  # drawn last: the other arrays are those of a full context
+            arrays += (present_masks(g, n, ctx_x.shape[1], self.min_context),)
+        return audit.Batch(
+            arrays,
+            [
+                audit.Source(lib.family, d.obs.params[draw_idx], target_checks),
+                audit.Source(lib.family, lib.params[anchor], ((0, 2, 0.0), (3, 4, 0.0))),
+            ],
+        )
+
+    def pool_distances(self, draw_idx: np.ndarray) -> np.ndarray:
+        """Proxy distances (len(draw_idx), pool) from library draws to the training pool's
+        embeddings. Every pass of Psi's training asks again for the same draws, so all draws'
+        rows are computed once (row by row the same numbers; while they fit in
+        :data:`POOL_DISTANCE_ENTRIES`) and returned as a copy."""
+        z, pool = self.draws.z, self.pool
+        rows = lambda idx: np.linalg.norm(z[idx, None] - self.z_library[None, pool], axis=2)  # noqa: E731
+        if len(z) * len(pool) > POOL_DISTANCE_ENTRIES:
+            return rows(draw_idx)
+        if self._distances is None:
+            blocks = [rows(np.arange(i, min(i + 1024, len(z)))) for i in range(0, len(z), 1024)]
+            self._distances = np.concatenate(blocks)
+        return self._distances[draw_idx]
+
+
+def present_masks(g: np.random.Generator, n: int, k: int, low: int) -> np.ndarray:
+    """(n, k) masks of the context points Psi sees in training when it learns to read contexts
+    of ``low`` to ``k`` points: each row hides a uniform number of its points in [0, k - low],
+    chosen uniformly."""
+    hidden = g.integers(0, k - low + 1, size=n)
+    rank = np.argsort(g.random((n, k)), axis=1).argsort(axis=1)
+    return (rank >= hidden[:, None]).astype(float)
+
+
+def context_views(
+    sx: np.ndarray, sy: np.ndarray, n_context: int, domain: tuple[float, float], context_span: tuple[float, float]
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    """A sorted context (n, m) as the ``n_context``-point contexts Psi reads, with a mask of the
+    points present (None: all): itself when ``m == n_context``; ``ceil(m / n_context)``
+    interleaved subsets covering every point when larger (predictions and context losses are
+    averaged over them); when smaller, the context padded with hidden points spread over the
+    protocol's ``context_span`` of the ``domain`` (their x carries no information about the
+    target: only the anchor is read there)."""
+    n, m = sx.shape
+    k = n_context
+    if m == k:
+        return [(sx, sy, None)]
+    if m > k:
+        s = -(-m // k)
+        idx = [np.floor((np.arange(k) + j / s) * m / k).astype(int) for j in range(s)]
+        return [(sx[:, i], sy[:, i], None) for i in idx]
+    lo, hi = domain
+    a, b = context_span
+    pad = lo + (a + (b - a) * (np.arange(k - m) + 0.5) / (k - m)) * (hi - lo)
+    vx = np.concatenate([sx, np.broadcast_to(pad, (n, k - m))], axis=1)
+    vy = np.concatenate([sy, np.zeros((n, k - m))], axis=1)
+    present = np.concatenate([np.ones((n, m)), np.zeros((n, k - m))], axis=1)
+    order = np.argsort(vx, axis=1, kind="stable")
+    take = lambda v: np.take_along_axis(v, order, 1)  # noqa: E731
+    return [(take(vx), take(vy), take(present))]
