@@ -51,7 +51,7 @@ def measure(n_tasks: int, profile_name: str, cache: Path, threads: int) -> dict:
 
     from taskextrap.experiments.codeio import PROFILES as CODEIO_PROFILES
     from taskextrap.sequence_runs.codeio import Split, corpora, fine_tune, for_model, held_out_tasks, search_estimator
-    from taskextrap.experiments.profiles import get_profile
+    from taskextrap.profiles import get_profile
     from taskextrap.llm.codeio import CodeIOAdapter
     from taskextrap.llm.pretrain import BaseModel
     from taskextrap.search import likelihood

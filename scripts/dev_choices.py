@@ -48,7 +48,7 @@ from taskextrap.experiments import length as L
 from taskextrap.experiments import parameter as P
 from taskextrap.experiments.discrete import DEFAULT_EMBEDDING
 from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
-from taskextrap.experiments.profiles import get_profile
+from taskextrap.profiles import get_profile
 from taskextrap.experiments.settings import UnitSpec
 from taskextrap.experiments.units import per_target
 from taskextrap.files import write_json_atomic

@@ -107,7 +107,7 @@ def codeio(profile_name: str, n_tasks: int, n_loo: int, cache: Path) -> dict:
     from taskextrap.estimators.sequence_em import e_step
     from taskextrap.sequence_runs import codeio as codeio_runs
     from taskextrap.experiments import codeio_em as X
-    from taskextrap.experiments.profiles import get_profile
+    from taskextrap.profiles import get_profile
     from taskextrap.llm import codeio_em as M
     from taskextrap.llm.codeio import CodeIOAdapter
     from taskextrap.llm.pretrain import BaseModel, load_base

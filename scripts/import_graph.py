@@ -1,5 +1,5 @@
 """The package's import graph, summarised: modules, import edges (top-level and inside
-functions; imports for annotations only left out), import circles, upward imports between
+functions, and imports for annotations only), import circles, upward imports between
 layers, and the edges between the package's parts (tests/test_layers.py's layers, lowest first).
 
     python scripts/import_graph.py            # this checkout

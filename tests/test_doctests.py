@@ -21,7 +21,7 @@ PUBLIC = {
     "taskextrap.tasks.primitives": ("PrimitiveFamily", "PairSplit", "PrimitiveSet", "CompositionFamily"),
     "taskextrap.tasks.observe": ("ObservationProtocol", "Observations"),
     "taskextrap.tasks.observed": ("ObservedTasks",),
-    "taskextrap.experiments.profiles": (),
+    "taskextrap.profiles": (),
     "taskextrap.baselines.gp": (),
 }
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE

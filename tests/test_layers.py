@@ -1,8 +1,9 @@
 """No import points upward: the package's parts form layers in the order data flows
 (family -> library -> Gamma -> Psi and language models -> search -> estimator -> baselines ->
 results -> experiments -> command line), and a module imports only from its own layer or below.
-Imports inside functions count too; imports for annotations only (under ``if TYPE_CHECKING:``,
-which never run) do not."""
+Imports inside functions count too, and so do imports for annotations only (under ``if
+TYPE_CHECKING:``): a lower layer is typed by lower layers' classes, so reading it never needs an
+upper one."""
 
 import ast
 from pathlib import Path
@@ -19,6 +20,7 @@ LAYERS = [
     {"embed"},  # Gamma
     {"operators"},  # Psi networks
     {"llm"},  # language models, prompts, SFT
+    {"profiles"},  # every experiment's sizes and settings, as plain frozen data
     {"search"},  # index, decomposer, likelihood search
     {"estimators"},  # the estimator contract
     {"baselines"},  # inductive, oracles, context-only
@@ -95,17 +97,9 @@ def _import_graph() -> dict[str, set[str]]:
 
 
 def _runtime_nodes(tree: ast.AST):
-    """Every node of ``tree`` but those under ``if TYPE_CHECKING:`` (imports for annotations only,
-    which never run)."""
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and getattr(child.test, "id", None) == "TYPE_CHECKING":
-                todo += child.orelse
-                continue
-            todo.append(child)
+    """Every node of ``tree``, those under ``if TYPE_CHECKING:`` (imports for annotations only)
+    included: an annotation that names an upper layer's class ties the layers as an import does."""
+    yield from ast.walk(tree)
 
 
 def _circles(graph: dict[str, set[str]]) -> list[set[str]]:

@@ -11,7 +11,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.executors import run_units
 from taskextrap.experiments.parameter import INTERVAL_METHODS, families_for, family_units, main_methods
 from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
-from taskextrap.experiments.profiles import get_profile
+from taskextrap.profiles import get_profile
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.catalogue import all_experiments, get_experiment
 from taskextrap.experiments.runner import run_experiment

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from taskextrap.experiments.profiles import CodeIOProfile
+from taskextrap.profiles import CodeIOProfile
 from taskextrap.experiments.settings import Settings
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, fingerprint, gather, seed_units, unit_done

@@ -45,7 +45,7 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import codeio as codeio_exp
 from taskextrap.sequence_runs import codeio as codeio_runs
-from taskextrap.experiments.profiles import CodeIOEMProfile
+from taskextrap.profiles import CodeIOEMProfile
 from taskextrap.experiments.settings import Settings
 from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units

@@ -40,7 +40,7 @@ from taskextrap.experiments.discrete import (
     set_streams,
     set_unit_key,
 )
-from taskextrap.experiments.profiles import DiscreteProfile
+from taskextrap.profiles import DiscreteProfile
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.registry import FRESH_TEST_SEED, register
 from taskextrap.experiments.units import Plan, UnitResult, gather

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from taskextrap.experiments.profiles import GeometryProfile
+from taskextrap.profiles import GeometryProfile
 from taskextrap.experiments.settings import Settings
 from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units

@@ -57,7 +57,7 @@ import numpy as np
 from taskextrap import audit
 from taskextrap.embed import ProxyEmbedding
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.profiles import ManifoldProfile
+from taskextrap.profiles import ManifoldProfile
 from taskextrap.experiments.settings import Settings
 from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units

@@ -23,7 +23,7 @@ from taskextrap.estimators.base import Decomposition, PendingFit, fit_together
 from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.artifacts import cached_fit
 from taskextrap.experiments.discrete import classic_interval_rows, interval_rows, own_dev_scale
-from taskextrap.experiments.profiles import ParameterProfile
+from taskextrap.profiles import ParameterProfile
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_target, seed_units

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.experiments.profiles import LLMProfile
+from taskextrap.profiles import LLMProfile
 from taskextrap.experiments.settings import Settings
 from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, UnitResult, fingerprint, gather, seed_units

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from taskextrap.experiments.profiles import ProjectileProfile
+from taskextrap.profiles import ProjectileProfile
 from taskextrap.experiments.settings import Settings
 from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, UnitResult, gather, seed_units

@@ -63,7 +63,7 @@ from taskextrap.seeding import FRESH_TEST_SEED
 from taskextrap.sharding import Shard, wait_for
 
 if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs; the profile is the experiment's
-    from taskextrap.experiments.profiles import CodeIOProfile
+    from taskextrap.profiles import CodeIOProfile
     from taskextrap.llm.pretrain import BaseModel
 
 SPLIT_SEED = 1  # the default pair split (fresh); 0 is the split of the runs before the integrity review

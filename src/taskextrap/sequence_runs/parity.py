@@ -30,7 +30,7 @@ import numpy as np
 from taskextrap.seeding import FRESH_TEST_SEED
 
 if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs; the profile is the experiment's
-    from taskextrap.experiments.profiles import LLMProfile
+    from taskextrap.profiles import LLMProfile
     from taskextrap.llm.pretrain import BaseModel
 
 SPACES = ("authors", "frontier", "all")  # run and tabulated in this order (== tasks.parity.SPACES)

@@ -1,9 +1,8 @@
-"""The checks a user's family, ladder or primitive set passes before any work: its formula
-evaluated once on a small sample (every region, every basis term, every primitive family), with
-one-line errors naming what is wrong, and the memo that runs each check once per object.
-
-Below ``tasks.family`` and ``tasks.registry`` (both import it; it imports neither), so a family
-checks itself without an import circle.
+"""What the checks a user's family, ladder or primitive set passes before any work share: a
+formula evaluated once on a small sample, with one-line errors naming what is wrong, and the
+memo that runs each check once per object. The checks themselves sit beside what they check
+(``tasks.family.check_family``, ``tasks.primitives.check_primitives``, :func:`check_ladder`
+here); this module imports none of them, so no check has an import circle.
 """
 
 from __future__ import annotations
@@ -12,52 +11,19 @@ import functools
 import math
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.validation import check_output
 
-if TYPE_CHECKING:
-    from taskextrap.tasks.family import ParametricFamily
-    from taskextrap.tasks.primitives import CompositionFamily
-
 # The sample a user's family is checked on: a few tasks of every region at a few inputs.
 CHECK_TASKS, CHECK_POINTS = 8, 16
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     """``Type: first line of the message`` of an exception raised by a user's code."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def check_family(family: ParametricFamily, label: str | None = None) -> None:
-    """Evaluate ``family``'s formula once on :data:`CHECK_TASKS` tasks of every region at
-    :data:`CHECK_POINTS` inputs spread over its domain; a one-line TaskextrapError naming the
-    family and the region if the formula raises, returns something of another shape than its
-    input ``x`` (n, m) (a broadcastable (n, 1) included), a non-real value, or NaN/inf, that does
-    not depend on x in some region, or whose outputs do not vary at all over the training regions
-    (a constant: every scale is relative to that spread)."""
-    label = label or f"family {family.name!r}"
-    rng = np.random.default_rng(0)
-    training = []
-    for region in family.regions:
-        params = family.sample_params(region, CHECK_TASKS, rng)
-        x = _inputs(rng, family.domain, label)
-        kwargs = {name: params[:, i : i + 1] for i, name in enumerate(family.param_names)}
-        what = f"{label}, region {region!r}: its formula"
-        y = _check_values(functools.partial(family.fn, x, **kwargs), x.shape, what)
-        if not np.ptp(y, axis=1).any():  # every task constant in x: the formula ignores its input
-            raise TaskextrapError(f"{what} does not depend on x (each task's outputs are constant over the domain)")
-        if region in family.train_regions:
-            training.append(y)
-    if np.ptp(np.concatenate(training)) == 0:  # every scale and noise level is relative to this spread
-        raise TaskextrapError(
-            f"{label}: its outputs do not vary over the training regions "
-            f"({', '.join(family.train_regions)}): there is nothing to learn"
-        )
 
 
 def check_ladder(ladder, label: str | None = None) -> None:
@@ -67,35 +33,12 @@ def check_ladder(ladder, label: str | None = None) -> None:
     (n, 1) or scalar is refused), a non-real value or NaN/inf, and for a term p >= 1 that does
     not depend on x (term 0 is the constant term, ``x ** 0`` in the polynomial ladder)."""
     label = label or f"ladder {ladder.name!r}"
-    x = _inputs(np.random.default_rng(0), ladder.domain, label)
+    x = sample_inputs(np.random.default_rng(0), ladder.domain, label)
     for p in range(ladder.n_coefs):
         what = f"{label}: basis term {p} (level {p})"
-        y = _check_values(functools.partial(ladder.basis, x, p), x.shape, what)
+        y = checked_values(functools.partial(ladder.basis, x, p), x.shape, what)
         if p >= 1 and not np.ptp(y, axis=1).any():  # a constant term p >= 1 repeats term 0: no new level
             raise TaskextrapError(f"{what} does not depend on x; only term 0 (the constant term) may be constant")
-
-
-def check_primitives(primitive_set: CompositionFamily, label: str | None = None) -> None:
-    """Evaluate every primitive family of ``primitive_set`` once on :data:`CHECK_TASKS` functions
-    at :data:`CHECK_POINTS` inputs spread over its curve grid (an outer function is read at its
-    inner function's outputs, anywhere on the grid); a one-line TaskextrapError naming the set
-    and the primitive family if ``fn`` raises, returns something of another shape than its input
-    ``x`` (n, m) (a broadcastable (n, 1) or scalar included), a non-real value or NaN/inf, or
-    does not depend on x (every sampled function constant), or if the family has no parameter
-    or the grid is too wide to draw inputs from."""
-    label = label or f"primitive set {primitive_set.name!r}"
-    rng = np.random.default_rng(0)
-    lo, hi, _ = primitive_set.grid
-    for family in primitive_set.families:
-        what = f"{label}, primitive family {family.name!r}"
-        if not family.params:
-            raise TaskextrapError(f"{what}: params is empty; a family needs at least one parameter to sample")
-        params = family.sample(CHECK_TASKS, rng)
-        x = _inputs(rng, (lo, hi), label)
-        kwargs = {name: params[:, i : i + 1] for i, name in enumerate(family.params)}
-        y = _check_values(functools.partial(family.fn, x, **kwargs), x.shape, f"{what}: its fn")
-        if not np.ptp(y, axis=1).any():
-            raise TaskextrapError(f"{what}: its fn does not depend on x (each function is constant over the grid)")
 
 
 # Objects whose check passed, by id (a weak reference tells a live object from a new one at a
@@ -120,7 +63,7 @@ def check_once(obj, check: Callable[[], None]) -> None:
     _PASSED[key] = weakref.ref(obj, forget)
 
 
-def _inputs(rng: np.random.Generator, domain: tuple[float, float], label: str) -> np.ndarray:
+def sample_inputs(rng: np.random.Generator, domain: tuple[float, float], label: str) -> np.ndarray:
     """:data:`CHECK_TASKS` rows of :data:`CHECK_POINTS` sorted inputs drawn uniformly over
     ``domain``; a one-line TaskextrapError if the domain is too wide to draw from (its width
     overflows a float)."""
@@ -130,14 +73,14 @@ def _inputs(rng: np.random.Generator, domain: tuple[float, float], label: str) -
     return np.sort(rng.uniform(lo, hi, size=(CHECK_TASKS, CHECK_POINTS)), axis=1)
 
 
-def _check_values(evaluate, shape: tuple, what: str) -> np.ndarray:
+def checked_values(evaluate, shape: tuple, what: str) -> np.ndarray:
     """Run ``evaluate()`` (a user's formula), check its output against input shape ``shape`` and
     return it."""
     try:
         with np.errstate(all="ignore"):  # a NaN or inf is reported below, once, by name
             raw = evaluate()
     except Exception as exc:  # noqa: BLE001 - whatever the user's formula raises, one line naming it
-        raise TaskextrapError(f"{what} raised {_one_line(exc)}") from None
+        raise TaskextrapError(f"{what} raised {one_line(exc)}") from None
     out = check_output(raw, shape, what, x_word="inputs x")
     if not np.all(np.isfinite(out)):
         raise TaskextrapError(f"{what} returned NaN or inf on its own domain")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 from collections.abc import Callable, Mapping
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.tasks.checks import CHECK_TASKS, check_once, checked_values, sample_inputs
 from taskextrap.validation import (
     as_float_array,
     check_callable,
@@ -133,15 +135,13 @@ class ParametricFamily:
 
     def check(self, label: str | None = None) -> None:
         """Evaluate the formula once on a small sample of every region
-        (:func:`taskextrap.tasks.registry.check_family`): a one-line TaskextrapError that starts
+        (:func:`check_family`): a one-line TaskextrapError that starts
         with ``label`` (default ``family '<name>'``) and names the region if it raises, returns
         another shape than x's, a non-real or non-finite value, or does not depend on x.
 
         Every ``TaskSet`` of the family runs it (``--family`` runs it first), once per family
         object: a family that passed is not evaluated again. It draws from its own generator,
         never from a run's streams, so it changes no number a run computes."""
-        from taskextrap.tasks.checks import check_family, check_once
-
         check_once(self, lambda: check_family(self, label))
 
     @property
@@ -229,3 +229,30 @@ class ParametricFamily:
         params = np.concatenate([self.sample_params(r, n, rng) for r in self.train_regions])
         y = self(params, np.broadcast_to(self.grid(m), (len(params), m)))
         return float(y.max() - y.min())
+
+
+def check_family(family: ParametricFamily, label: str | None = None) -> None:
+    """Evaluate ``family``'s formula once on :data:`CHECK_TASKS` tasks of every region at
+    :data:`CHECK_POINTS` inputs spread over its domain; a one-line TaskextrapError naming the
+    family and the region if the formula raises, returns something of another shape than its
+    input ``x`` (n, m) (a broadcastable (n, 1) included), a non-real value, or NaN/inf, that does
+    not depend on x in some region, or whose outputs do not vary at all over the training regions
+    (a constant: every scale is relative to that spread)."""
+    label = label or f"family {family.name!r}"
+    rng = np.random.default_rng(0)
+    training = []
+    for region in family.regions:
+        params = family.sample_params(region, CHECK_TASKS, rng)
+        x = sample_inputs(rng, family.domain, label)
+        kwargs = {name: params[:, i : i + 1] for i, name in enumerate(family.param_names)}
+        what = f"{label}, region {region!r}: its formula"
+        y = checked_values(functools.partial(family.fn, x, **kwargs), x.shape, what)
+        if not np.ptp(y, axis=1).any():  # every task constant in x: the formula ignores its input
+            raise TaskextrapError(f"{what} does not depend on x (each task's outputs are constant over the domain)")
+        if region in family.train_regions:
+            training.append(y)
+    if np.ptp(np.concatenate(training)) == 0:  # every scale and noise level is relative to this spread
+        raise TaskextrapError(
+            f"{label}: its outputs do not vary over the training regions "
+            f"({', '.join(family.train_regions)}): there is nothing to learn"
+        )

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.tasks.checks import CHECK_TASKS, checked_values, sample_inputs
 from taskextrap.validation import (
     as_float_array,
     as_index_array,
@@ -706,3 +707,26 @@ class PrimitiveTasks:
         """Values of primitives ``index`` (all by default) at ``x`` of shape (len(index), m)."""
         params = self.params if index is None else self.params[index]
         return self.family(params, x)
+
+
+def check_primitives(primitive_set: CompositionFamily, label: str | None = None) -> None:
+    """Evaluate every primitive family of ``primitive_set`` once on :data:`CHECK_TASKS` functions
+    at :data:`CHECK_POINTS` inputs spread over its curve grid (an outer function is read at its
+    inner function's outputs, anywhere on the grid); a one-line TaskextrapError naming the set
+    and the primitive family if ``fn`` raises, returns something of another shape than its input
+    ``x`` (n, m) (a broadcastable (n, 1) or scalar included), a non-real value or NaN/inf, or
+    does not depend on x (every sampled function constant), or if the family has no parameter
+    or the grid is too wide to draw inputs from."""
+    label = label or f"primitive set {primitive_set.name!r}"
+    rng = np.random.default_rng(0)
+    lo, hi, _ = primitive_set.grid
+    for family in primitive_set.families:
+        what = f"{label}, primitive family {family.name!r}"
+        if not family.params:
+            raise TaskextrapError(f"{what}: params is empty; a family needs at least one parameter to sample")
+        params = family.sample(CHECK_TASKS, rng)
+        x = sample_inputs(rng, (lo, hi), label)
+        kwargs = {name: params[:, i : i + 1] for i, name in enumerate(family.params)}
+        y = checked_values(functools.partial(family.fn, x, **kwargs), x.shape, f"{what}: its fn")
+        if not np.ptp(y, axis=1).any():
+            raise TaskextrapError(f"{what}: its fn does not depend on x (each function is constant over the grid)")

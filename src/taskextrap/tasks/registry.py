@@ -19,16 +19,14 @@ from typing import TypeVar
 
 from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES, PRIMITIVE_SETS
-from taskextrap.tasks.family import ParametricFamily
-from taskextrap.tasks.primitives import CompositionFamily
+from taskextrap.tasks.family import ParametricFamily, check_family  # noqa: F401 - check_family re-exported
+from taskextrap.tasks.primitives import CompositionFamily, check_primitives
 from taskextrap.tasks.checks import (  # noqa: F401 - the checks, re-exported where they were
     CHECK_POINTS,
     CHECK_TASKS,
-    _one_line,
-    check_family,
     check_ladder,
     check_once,
-    check_primitives,
+    one_line,
 )
 
 T = TypeVar("T")
@@ -49,11 +47,11 @@ def load_object(spec: str, what: str):
                 f"cannot load {what} {spec!r}: cannot import module {module_name!r} (is its folder on PYTHONPATH?)"
             ) from None
         raise TaskextrapError(
-            f"cannot load {what} {spec!r}: importing {module_name!r} failed: {_one_line(exc)}"
+            f"cannot load {what} {spec!r}: importing {module_name!r} failed: {one_line(exc)}"
         ) from None
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's module raised while it was imported
         raise TaskextrapError(
-            f"cannot load {what} {spec!r}: importing {module_name!r} failed: {_one_line(exc)}"
+            f"cannot load {what} {spec!r}: importing {module_name!r} failed: {one_line(exc)}"
         ) from None
     obj = module
     for part in attr.split("."):
