@@ -64,7 +64,8 @@ def write_csv(folder: Path) -> tuple[Path, Path]:
 def run(folder: Path, seeds=(0, 1, 2), tiny: bool = False) -> dict:
     from taskextrap.operators.train import TrainConfig
     from taskextrap.report.compare import paired_difference
-    from taskextrap.workflow import BASELINES, Columns, evaluate_observed, fit_observed
+    from taskextrap.baselines.table import method_rows
+    from taskextrap.workflow import Columns, DevCalibration, Reading, evaluate_observed, fit_observed
 
     library, targets = write_csv(folder)
     # the year names each task and is its known parameter, which orders the dev split (its last years)
@@ -84,10 +85,8 @@ def run(folder: Path, seeds=(0, 1, 2), tiny: bool = False) -> dict:
                 columns,
                 model,
                 settings,
-                dev_order="year",
-                context_size=size,
-                context=how,
-                name="elnino",
+                DevCalibration(order="year", context_size=size, context=how),
+                Reading(name="elnino"),
                 verbose=False,
             )
             result = evaluate_observed(model, targets, size, columns, how, seed=0)
@@ -98,7 +97,7 @@ def run(folder: Path, seeds=(0, 1, 2), tiny: bool = False) -> dict:
                 errors.setdefault(k, []).append(v)
         err = {k: np.array(v).T for k, v in errors.items()}  # (targets, seeds)
         comparisons = []
-        for b in BASELINES:
+        for b in method_rows("observed"):  # evaluate's baselines: the method table's for a user's library
             p = paired_difference(err["rte"], err[b], "mse")
             winner = None if not p["clear"] else ("rte" if p["diff"] < 0 else b)
             comparisons.append({"a": "rte", "b": b, **{k: p[k] for k in ("diff", "lo", "hi", "clear", "seed_diffs")},

@@ -125,13 +125,9 @@ def codeio(profile_name: str, n_tasks: int, n_loo: int, cache: Path) -> dict:
         f"primitive warm-up ({start} steps, the warm-up arm's start)": lambda: X._tune(
             load_base("codeio", model, "cpu"),
             M.single_sampler(profile.score_shots, profile.anchored),
-            profile,
-            model,
-            0,
+            codeio_runs.SeedRun(model, profile, 0, cache / f"warmup-{profile_name}"),
             start,
             "start",
-            cache / f"warmup-{profile_name}",
-            False,
         ),
         f"supervised extender ({profile.sft_steps} steps, every label)": lambda: codeio_runs.fine_tune(
             model,

@@ -650,7 +650,7 @@ def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, qu
     --out (config.json, model.safetensors, fit.json), with its interval scale chosen on a dev
     split of the library's own tasks."""
     from taskextrap.operators.train import TrainConfig
-    from taskextrap.workflow import fit_observed
+    from taskextrap.workflow import DevCalibration, Reading, fit_observed
 
     if regime != "parameter":
         raise TaskextrapError(
@@ -663,10 +663,9 @@ def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, qu
         settings["train"] = TrainConfig(steps=steps, batch=4096, eval_every=min(100, steps))
     if pairs is not None:
         settings["n_pairs"] = pairs
-    name = kw.pop("name") or Path(data[0]).stem
-    _, record = fit_observed(
-        list(data), columns, out, settings, context_size=context_size, context=how, verbose=not quiet, name=name, **kw
-    )
+    reading = Reading(kw.pop("interpolant"), kw.pop("outside"), kw.pop("name") or Path(data[0]).stem)
+    dev = DevCalibration(kw.pop("dev_order"), context_size, how) if kw.pop("calibrate") else None
+    _, record = fit_observed(list(data), columns, out, settings, dev, reading, verbose=not quiet)
     click.echo(
         f"library: {record['tasks']['library']} tasks on x in [{record['domain'][0]:g}, {record['domain'][1]:g}]"
     )

@@ -49,6 +49,33 @@ class Columns:
         return read_tasks(data, self.task, self.x, self.y, self.split, self.params, min_points)
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How observed tasks become a library (``ObservedTasks.library``): read between a task's
+    points by ``interpolant``, outside its observed range as ``outside`` says ("error" or
+    "hold"), and named ``name``."""
+
+    interpolant: str = "pchip"
+    outside: str = "error"
+    name: str = "observed"
+
+    def library(self, tasks: ObservedTasks):
+        """``tasks`` as a library read this way."""
+        return tasks.library(self.name, self.interpolant, self.outside)
+
+
+@dataclass(frozen=True)
+class DevCalibration:
+    """How ``fit`` chooses the interval scale on a dev split of the library's own tasks
+    (:func:`dev_split`): the known parameter whose largest tasks are held out (``order``; None: a
+    random share), and the dev targets' contexts, ``context_size`` points (None: the protocol's)
+    chosen as ``context`` says ("random" or "first"), as you will evaluate."""
+
+    order: str | None = None
+    context_size: int | None = None
+    context: str = "random"
+
+
 # ----------------------------------------------------------------------------- contexts and queries
 
 
@@ -141,24 +168,19 @@ def fit_observed(
     columns: Columns = Columns(),
     out: str | Path | None = None,
     settings: dict | None = None,
-    calibrate: bool = True,
-    dev_order: str | None = None,
-    context_size: int | None = None,
-    context: str = "random",
-    interpolant: str = "pchip",
-    outside: str = "error",
-    name: str = "observed",
+    dev: DevCalibration | None = DevCalibration(),
+    reading: Reading = Reading(),
     verbose: bool = True,
 ):
     """Fit RTE on the library tasks of ``data`` (every task, or those labelled ``train`` when the
-    table has a split column) and save it into ``out`` (when given) with ``fit.json``.
+    table has a split column), read as ``reading`` says, and save it into ``out`` (when given)
+    with ``fit.json``.
 
     ``settings`` are RTE's constructor arguments (``protocol``, ``min_context``, sizes, seed,
-    device). With ``calibrate`` the interval scale is chosen first on the data's dev split
-    (:func:`dev_split`): an RTE of the same settings fitted on the dev library, its raw 90%
-    interval's coverage of the dev targets' queries (contexts of ``context_size`` points, default
-    the protocol's, chosen as ``context`` says: "random" or "first", as you will evaluate) at every
-    grid scale, and the smallest scale reaching 90% (``search.calibration.choose_scale``).
+    device). With ``dev`` (None: no calibration) the interval scale is chosen first on the data's
+    dev split (:func:`dev_split`): an RTE of the same settings fitted on the dev library, its raw
+    90% interval's coverage of the dev targets' queries (contexts as ``dev`` says) at every grid
+    scale, and the smallest scale reaching 90% (``search.calibration.choose_scale``).
     Returns (the fitted RTE, the fit record)."""
     from taskextrap.estimators.parameter import RTE
     from taskextrap.search.calibration import SCALE_GRID, choose_scale
@@ -172,14 +194,14 @@ def fit_observed(
         "data": [str(d) for d in (data if isinstance(data, (list, tuple)) else [data])],
         "columns": vars(columns) | {"params": list(columns.params)},
         "tasks": {"library": len(library_tasks), "held_out": len(tasks) - len(library_tasks)},
-        "interpolant": interpolant,
-        "outside": outside,
+        "interpolant": reading.interpolant,
+        "outside": reading.outside,
     }
-    if calibrate and "interval_scale" not in settings:
-        dev_lib, dev_tgt, how = dev_split(library_tasks, dev_order, DEV_FRACTION, settings.get("seed", 0))
-        dev_rte = RTE(**settings).fit(dev_lib.library(name, interpolant, outside))
-        size = context_size or dev_rte.protocol_.n_context
-        split = split_targets(dev_tgt, size, context, dev_rte.library_.family.domain, seed=1)
+    if dev is not None and "interval_scale" not in settings:
+        dev_lib, dev_tgt, how = dev_split(library_tasks, dev.order, DEV_FRACTION, settings.get("seed", 0))
+        dev_rte = RTE(**settings).fit(reading.library(dev_lib))
+        size = dev.context_size or dev_rte.protocol_.n_context
+        split = split_targets(dev_tgt, size, dev.context, dev_rte.library_.family.domain, seed=1)
         mean, std = dev_rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
         curve = _masked_curve(mean, std / dev_rte.calibrated_scale(), split)  # the raw interval's
         scale = choose_scale(curve)
@@ -189,14 +211,14 @@ def fit_observed(
             "split": how,
             "targets": len(dev_tgt),
             "context_size": size,
-            "context": context,
+            "context": dev.context,
             "coverage_raw": float(curve[SCALE_GRID.index(1.0)]) if 1.0 in SCALE_GRID else None,
             "interval_scale": scale,
             "coverage": reached,
             "within_0.85_0.95": bool(0.85 <= reached <= 0.95),
             "mse": float(_target_mse(mean, split).mean()),
         }
-    library = library_tasks.library(name, interpolant, outside)
+    library = reading.library(library_tasks)
     t1 = time.perf_counter()
     rte = RTE(**settings).fit(library)
     record["fit_s"] = round(time.perf_counter() - t1, 2)

@@ -140,7 +140,7 @@ def test_a_registered_method_is_a_row_of_evaluate(toy, tmp_path):
         rows = [f"{name}{i},{float(x[j])!r},{float(y[i, j])!r}" for i in range(len(tasks)) for j in range(m)]
         (tmp_path / f"{name}.csv").write_text("task,x,y\n" + "\n".join(rows) + "\n")
 
-    fit_observed(tmp_path / "library.csv", out=tmp_path / "model", calibrate=False, verbose=False,
+    fit_observed(tmp_path / "library.csv", out=tmp_path / "model", dev=None, verbose=False,
                  settings={"n_pairs": 200, "train": TRAIN})  # fmt: skip
     result = evaluate_observed(tmp_path / "model", tmp_path / "targets.csv", 8, Columns())
     assert list(result["mse"]) == ["rte", *method_rows("observed")] and "toy" in result["mse"]

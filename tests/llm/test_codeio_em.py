@@ -59,7 +59,7 @@ def test_every_e_step_of_an_arm_scores_only_the_candidates_it_is_given(monkeypat
     profile = X.PROFILES["tiny"]
     tasks = M.em_tasks(TRAIN, 4, seed=0)
     restricted = M.em_candidates(TRAIN)
-    X.run_arm(BaseModel(), profile, 0.0, tasks, 0, None, candidates=restricted)
+    X.run_arm(codeio_runs.SeedRun(BaseModel(), profile, 0), 0.0, tasks, candidates=restricted)
     assert seen and all(c == restricted for c in seen)
 
 
@@ -242,7 +242,7 @@ def test_the_audit_names_a_held_out_pair_injected_into_the_em_tasks(tmp_path):
     profile = codeio_runs.for_model(X.PROFILES["tiny"], model)
     leaky = S.make_test_tasks([HELD[0]], 0, stream="em-train")  # a held-out pair among the EM tasks
     with audit.spy() as seen:
-        X.run_arm(model, profile, 0.0, leaky, 0, None)
+        X.run_arm(codeio_runs.SeedRun(model, profile, 0), 0.0, leaky)
     with pytest.raises(audit.LeakError, match="e-step"):
         audit.check(seen, set(TRAIN) | set(S.NAMES))
 
@@ -264,7 +264,7 @@ def test_a_four_bit_base_is_refused(tmp_path):
 
     model = BaseModel(path=str(tmp_path), load_in_4bit=True)
     with pytest.raises(TaskextrapError, match="4-bit"):
-        X.run_arm(model, X.PROFILES["tiny"], 0.0, M.em_tasks(TRAIN, 1, 0), 0, None)
+        X.run_arm(codeio_runs.SeedRun(model, X.PROFILES["tiny"], 0), 0.0, M.em_tasks(TRAIN, 1, 0))
 
 
 def test_an_em_unit_hands_its_e_steps_only_training_pairs_and_records_what_ran(monkeypatch):
@@ -273,7 +273,7 @@ def test_an_em_unit_hands_its_e_steps_only_training_pairs_and_records_what_ran(m
     over every pair (held-out ones included) shows as label_pairs "any"."""
     given = []
 
-    def fake_arm(model, profile, share, train_tasks, seed, out, device, progress, candidates):
+    def fake_arm(run, share, train_tasks, candidates):
         given.append(list(candidates))
         return object(), [], 0
 
@@ -283,7 +283,7 @@ def test_an_em_unit_hands_its_e_steps_only_training_pairs_and_records_what_ran(m
     split = codeio_runs.Split()
     train, _ = split.pairs()
     profile = X.PROFILES["tiny"]
-    unit = X.run_unit(None, profile, [], 0, None, split=split)
+    unit = X.run_unit(codeio_runs.SeedRun(None, profile, 0, split=split), [])
     assert len(given) == len(X.ARMS) and all(set(c) <= set(map(tuple, train)) for c in given)
     record = X.label_record(unit.extras["candidates"], train)
     assert record == {"candidates": len(given[0]), "label_pairs": "train", "held_out_candidates": 0}

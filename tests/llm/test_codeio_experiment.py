@@ -470,10 +470,9 @@ def test_a_dev_run_trains_on_dev_training_pairs_and_scores_dev_tasks(tmp_path, m
     class Stop(Exception):
         pass
 
-    def spy(model, profile, tasks, seed, ckpt_dir, device="cpu", progress=False, shard=None, split=None):
-        seen.update(
-            tasks=tasks, split=split, ckpt=ckpt_dir, corpora=codeio_runs.corpora(profile, model, split.pairs()[0])
-        )
+    def spy(run, tasks):
+        corpora = codeio_runs.corpora(run.profile, run.model, run.split.pairs()[0])
+        seen.update(tasks=tasks, split=run.split, ckpt=run.ckpt_dir, corpora=corpora)
         raise Stop
 
     monkeypatch.setattr(codeio_runs, "run_seed", spy)
@@ -486,7 +485,9 @@ def test_a_dev_run_trains_on_dev_training_pairs_and_scores_dev_tasks(tmp_path, m
     assert seen["split"] == codeio_runs.Split("dev", 1, FRESH_TEST_SEED) and {t.pair for t in seen["tasks"]} <= set(dev)
     assert seen["corpora"]["extender"].keywords["train_pairs"] == dev_train
     test_ckpt = []
-    monkeypatch.setattr(codeio_runs, "run_seed", lambda *a, **k: test_ckpt.append(a[4]) or (_ for _ in ()).throw(Stop))
+    monkeypatch.setattr(
+        codeio_runs, "run_seed", lambda run, tasks: test_ckpt.append(run.ckpt_dir) or (_ for _ in ()).throw(Stop)
+    )
     with pytest.raises(Stop):
         run_experiment("codeio", dataclasses.replace(options, split="test"))
     with pytest.raises(Stop):

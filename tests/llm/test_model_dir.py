@@ -210,8 +210,8 @@ def test_a_changed_byte_of_a_user_model_changes_its_units_and_checkpoints(noisy_
     d = _saved(noisy_lm, tmp_path / "m")
     keys = []
 
-    def spy_codeio(model, profile, tasks, seed, ckpt_dir, *a, **kw):
-        keys.append(("codeio checkpoints", ckpt_dir.name))  # codeio's unit key has the same base
+    def spy_codeio(run, tasks):
+        keys.append(("codeio checkpoints", run.ckpt_dir.name))  # codeio's unit key has the same base
         raise _Stop
 
     monkeypatch.setattr(codeio_runs, "run_seed", spy_codeio)

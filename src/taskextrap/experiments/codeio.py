@@ -150,15 +150,7 @@ def run_codeio(settings: Settings, cache_dir: Path | None, plot_dir: Path | None
         for s in profile.seeds:
             if not unit_done(cache_dir, f"codeio-seed{s}", {**base, "seed": s}):
                 codeio_runs.run_worker(
-                    model,
-                    profile,
-                    tasks,
-                    s,
-                    ckpt_root(cache_dir, base, s),
-                    shard,
-                    options.device,
-                    options.progress,
-                    split,
+                    seed_run(options, model, profile, s, ckpt_root(cache_dir, base, s), split), tasks
                 )
         return None
 
@@ -189,20 +181,16 @@ def codeio_units(
         name=lambda s: f"codeio-seed{s}",
         config=lambda s: {**base, "seed": s},
         compute=lambda s, _: UnitResult(
-            *codeio_runs.run_seed(
-                model,
-                profile,
-                tasks,
-                s,
-                ckpt_root(cache_dir, base, s),
-                options.device,
-                options.progress,
-                options.shard,
-                split,
-            )
+            *codeio_runs.run_seed(seed_run(options, model, profile, s, ckpt_root(cache_dir, base, s), split), tasks)
         ),
     )
     return base, units
+
+
+def seed_run(options: RunOptions, model: BaseModel, profile, seed: int, ckpt_dir: Path | None, split: Split):
+    """The :class:`~taskextrap.sequence_runs.codeio.SeedRun` of ``seed`` in a run of ``options``
+    (its device, progress and shard)."""
+    return codeio_runs.SeedRun(model, profile, seed, ckpt_dir, options.device, options.progress, options.shard, split)
 
 
 def codeio_base(options: RunOptions, model: BaseModel, profile: CodeIOProfile, split: Split, tasks) -> dict:

@@ -53,7 +53,7 @@ from taskextrap.report.schema import accuracy_row, make_row
 from taskextrap.seeding import derive_seed
 
 if TYPE_CHECKING:
-    from taskextrap.llm.pretrain import BaseModel
+    pass
 
 ARMS = {"rte-em-warmup": 0.0, "rte-em-semi25": 0.25}  # the share of training tasks that keep their label
 CODEIO_METHODS = ("few-shot", "cot-majority", "rte", "oracle", "exact-search")  # from the codeio units
@@ -85,45 +85,27 @@ def phase_steps(total: int, rounds: int) -> tuple[int, int]:
 # ------------------------------------------------------------------------------------ arm
 
 
-def _tune(
-    lm,
-    sampler,
-    profile: CodeIOEMProfile,
-    model: BaseModel,
-    seed: int,
-    steps: int,
-    phase: str,
-    out_dir: Path | None,
-    progress: bool,
-):
-    """One phase of an EM arm: ``steps`` of codeio's recipe (``codeio.sft_config``) from the current
-    model, with the phase's own seed and a warm-up of at most a fifth of its steps; LoRA merged."""
+def _tune(lm, sampler, run: codeio_runs.SeedRun[CodeIOEMProfile], steps: int, phase: str):
+    """One phase of an EM arm (``run``: the arm's, its checkpoint folder the arm's): ``steps`` of
+    codeio's recipe (``codeio.sft_config``) from the current model, with the phase's own seed and
+    a warm-up of at most a fifth of its steps, kept in the phase's folder; LoRA merged."""
     from taskextrap.llm.finetune import fine_tune
 
-    cfg = codeio_runs.sft_config(profile, seed, model)
+    cfg = codeio_runs.sft_config(run.profile, run.seed, run.model)
     cfg = dataclasses.replace(
-        cfg, steps=steps, seed=derive_seed(seed, "codeio-em", phase), warmup_steps=min(cfg.warmup_steps, steps // 5)
+        cfg, steps=steps, seed=derive_seed(run.seed, "codeio-em", phase), warmup_steps=min(cfg.warmup_steps, steps // 5)
     )
-    return fine_tune(lm, sampler, cfg, out_dir, phase if progress else None, merge=cfg.lora is not None)[0]
+    return fine_tune(lm, sampler, cfg, run.sub(phase), phase if run.progress else None, merge=cfg.lora is not None)[0]
 
 
-def run_arm(
-    model: BaseModel,
-    profile: CodeIOEMProfile,
-    share: float,
-    train_tasks,
-    seed: int,
-    out_dir: Path | None,
-    device: str = "cpu",
-    progress: bool = False,
-    candidates=None,
-):
-    """(final model, pseudo-label quality after each E-step, steps taken) of one EM arm.
+def run_arm(run: codeio_runs.SeedRun[CodeIOEMProfile], share: float, train_tasks, candidates=None):
+    """(final model, pseudo-label quality after each E-step, steps taken) of one EM arm of the
+    seed ``run`` (its profile a codeio-em profile).
 
     ``share`` 0: primitive warm-up start; otherwise that share of ``train_tasks`` keeps its label
     and the start phase trains on those alone. ``candidates``: the E-step's (default: every
-    non-trivial pair, ``llm.codeio_em.em_candidates``). ``out_dir`` keeps every phase's checkpoints and
-    every E-step's scores, so a rerun resumes."""
+    non-trivial pair, ``llm.codeio_em.em_candidates``). ``run.ckpt_dir`` keeps every phase's
+    checkpoints and every E-step's scores, so a rerun resumes."""
     from taskextrap.estimators.sequence_em import e_step
     from taskextrap.llm import codeio as codeio_llm
     from taskextrap.llm import codeio_em as codeio_em_llm
@@ -131,9 +113,9 @@ def run_arm(
 
     if candidates is not None and not candidates:
         raise TaskextrapError("the E-step needs at least one candidate pair")
+    model, profile, seed, progress = run.model, run.profile, run.seed, run.progress
     if model.load_in_4bit:
         raise TaskextrapError("codeio-em chains fine-tuning runs, which a 4-bit base cannot merge; drop --load-in-4bit")
-    sub = (lambda name: None) if out_dir is None else (lambda name: Path(out_dir) / name)
     start, m = phase_steps(profile.sft_steps, profile.em_rounds)
     known = codeio_em_llm.known_mask(len(train_tasks), share, seed)
     labels = [t.pair if k else None for t, k in zip(train_tasks, known, strict=True)]
@@ -148,7 +130,7 @@ def run_arm(
             profile.score_shots,
             profile.anchored,
         )
-    lm = _tune(load_base("codeio", model, device), first, profile, model, seed, start, "start", sub("start"), progress)
+    lm = _tune(load_base("codeio", model, run.device), first, run, start, "start")
     steps, history = start, []
     unknown = [i for i, k in enumerate(known) if not k]
     for r in range(1, profile.em_rounds + 1):
@@ -160,33 +142,25 @@ def run_arm(
                 codeio_em_llm.em_candidates() if candidates is None else candidates,
                 profile.em_loo,
                 profile.score_batch,
-                sub(f"e{r}"),
+                run.sub(f"e{r}"),
                 f"e-step {r}" if progress else None,
             )
             for i, lab in zip(unknown, guessed, strict=True):
                 labels[i] = lab
             history.append(codeio_em_llm.label_quality(train_tasks, labels, ~known))
         corpus = codeio_em_llm.pseudo_sampler(train_tasks, labels, p_single, profile.score_shots, profile.anchored)
-        lm = _tune(lm, corpus, profile, model, seed, m, f"m{r}", sub(f"m{r}"), progress)
+        lm = _tune(lm, corpus, run, m, f"m{r}")
         steps += m
     return lm, history, steps
 
 
-def run_unit(
-    model: BaseModel,
-    profile: CodeIOEMProfile,
-    tasks,
-    seed: int,
-    ckpt_dir: Path | None,
-    device: str = "cpu",
-    progress: bool = False,
-    split: codeio_runs.Split = codeio_runs.Split(),
-) -> UnitResult:
-    """Both EM arms of one seed on ``split``'s training pairs, each answering ``tasks`` by the search."""
+def run_unit(run: codeio_runs.SeedRun[CodeIOEMProfile], tasks) -> UnitResult:
+    """Both EM arms of the seed ``run`` on its split's training pairs, each answering ``tasks`` by
+    the search (each arm's checkpoints in its own folder of ``run.ckpt_dir``)."""
     from taskextrap.llm import codeio_em as codeio_em_llm
 
-    train_pairs = split.pairs()[0]
-    train_tasks = codeio_em_llm.em_tasks(train_pairs, profile.em_tasks, seed)
+    train_pairs = run.split.pairs()[0]
+    train_tasks = codeio_em_llm.em_tasks(train_pairs, run.profile.em_tasks, run.seed)
     candidates = codeio_em_llm.em_candidates(train_pairs)  # pseudo-labels among the pairs a supervised run sees
     values, timing = {}, {}
     extras: dict[str, Any] = {
@@ -198,11 +172,11 @@ def run_unit(
     }
     for arm, share in ARMS.items():
         t = time.perf_counter()
-        out = None if ckpt_dir is None else Path(ckpt_dir) / arm
-        lm, history, steps = run_arm(model, profile, share, train_tasks, seed, out, device, progress, candidates)
+        arm_run = dataclasses.replace(run, ckpt_dir=run.sub(arm))
+        lm, history, steps = run_arm(arm_run, share, train_tasks, candidates)
         timing[f"{arm}_train_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        found = codeio_runs.search(lm, tasks, profile, None if out is None else out / "search", progress)
+        found = codeio_runs.search(lm, tasks, run.profile, arm_run.sub("search"), run.progress)
         timing[f"{arm}_search_s"] = time.perf_counter() - t
         values[arm], values[f"found|{arm}"] = found["rte"], found["found"]
         for r, quality in enumerate(history, 1):
@@ -314,14 +288,10 @@ def run_codeio_em(settings: Settings, cache_dir: Path | None, plot_dir: Path | N
         name=lambda s: f"codeio-em-seed{s}",
         config=lambda s: {**base, "seed": s},
         compute=lambda s, _: run_unit(
-            model,
-            profile,
+            codeio_exp.seed_run(
+                options, model, profile, s, codeio_exp.ckpt_root(cache_dir, base, s, "codeio-em"), split
+            ),
             tasks,
-            s,
-            codeio_exp.ckpt_root(cache_dir, base, s, "codeio-em"),
-            options.device,
-            options.progress,
-            split,
         ),
     )
 

@@ -115,21 +115,11 @@ def run_seed(
 # ------------------------------------------------------------------ the embedding as Gamma
 
 
-def gamma_unit(
-    model,
-    profile: GeometryProfile,
-    codeio_profile,
-    tasks,
-    seed: int,
-    ckpt: Path | None,
-    device: str = "cpu",
-    progress: bool = False,
-    split=None,
-) -> UnitResult:
-    """The Fisher embedding as Gamma for the CodeIO search, on ``tasks`` of ``split``.
+def gamma_unit(run: codeio_runs.SeedRun, profile: GeometryProfile, tasks) -> UnitResult:
+    """The Fisher embedding as Gamma for the CodeIO search, on ``tasks`` of ``run.split``.
 
     The supervised extender of ``codeio`` (same recipe and seed) and its exhaustive search give
-    ``rte`` (``ckpt`` is codeio's checkpoint folder of these settings: a finished codeio run is
+    ``rte`` (``run`` is codeio's seed, its checkpoint folder codeio's of these settings: a finished codeio run is
     resumed, not repeated); every library primitive and the null task are embedded the way a target is (a LoRA
     fit and Fisher on the items of 3 examples, ``llm.geometry.context_items``); each target is
     embedded from its own support only, and a Gamma of ``m`` primitives keeps the singles and
@@ -143,23 +133,15 @@ def gamma_unit(
     from taskextrap.search.likelihood import candidate_scores
     from taskextrap.tasks import strings as string_tasks
 
-    sub = (lambda name: None) if ckpt is None else (lambda name: Path(ckpt) / name)
+    model, codeio_profile, seed, device = run.model, run.profile, run.seed, run.device
     timing, values = {}, {}
     t = time.perf_counter()
-    lm = codeio_runs.fine_tune(
-        model,
-        codeio_runs.corpora(codeio_profile, model, split.pairs()[0])["extender"],
-        codeio_profile,
-        seed,
-        sub("extender"),
-        device,
-        "extender" if progress else None,
-    )
+    lm = run.fine_tune(codeio_runs.corpora(codeio_profile, model, run.split.pairs()[0])["extender"], "extender")
     timing["sft_s"] = time.perf_counter() - t
     t = time.perf_counter()
     full = codeio_runs.search(
-        lm, tasks, codeio_profile, sub("search"), progress, bounded=False
-    )  # arg-mins over subsets
+        lm, tasks, codeio_profile, run.sub("search"), run.progress, bounded=False
+    )  # subsets' arg-mins
     timing["exhaustive_search_s"] = time.perf_counter() - t
     cands, scores = string_tasks.candidates(), full["scores"]
 
@@ -314,7 +296,7 @@ def run_llm_geometry(settings: Settings, cache_dir: Path | None, plot_dir: Path 
         name=lambda s: f"llm-geometry-gamma-seed{s}",
         config=lambda s: {**gbase, "seed": s},
         compute=lambda s, _: gamma_unit(
-            model, profile, codeio_profile, tasks, s, ckpt(s), options.device, options.progress, split
+            codeio_exp.seed_run(options, model, codeio_profile, s, ckpt(s), split), profile, tasks
         ),
     )
 

@@ -53,7 +53,7 @@ import math
 import time
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -72,6 +72,43 @@ TASKS_PER_CHUNK = 4  # tasks scored per call: ~12k sequences, so the token lists
 PROMPT_METHODS = ("few-shot", "cot-majority", "rte", "rte-tie-vote", "oracle")  # methods that prompt a model
 PAIR_METHODS = ("few-shot", "cot-majority", "rte", "rte-tie-vote", "exact-search", "exact-search-tie-vote", "oracle")
 ProfileT = TypeVar("ProfileT", bound="CodeIOProfile")  # codeio's profile, or codeio-em's (a subclass)
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedRun(Generic[ProfileT]):
+    """One training seed of a CodeIO experiment (``codeio``, ``codeio-em``, ``llm-geometry``'s
+    Gamma) as its functions read it: what ``UnitSpec`` is to the array regimes.
+
+    Attributes:
+        model: the base model (a :class:`~taskextrap.llm.pretrain.BaseModel`).
+        profile: the CodeIO profile (codeio's, or codeio-em's subclass).
+        seed: the training seed.
+        ckpt_dir: the seed's checkpoint folder (None: nothing kept, nothing resumed).
+        device: where the models run.
+        progress: show progress bars.
+        shard: this process's part of a sharded search.
+        split: the pair split.
+    """
+
+    model: BaseModel
+    profile: ProfileT
+    seed: int
+    ckpt_dir: Path | None = None
+    device: str = "cpu"
+    progress: bool = False
+    shard: Shard = dataclasses.field(default_factory=Shard)
+    split: Split = dataclasses.field(default_factory=lambda: Split())
+
+    def sub(self, name: str) -> Path | None:
+        """The checkpoint folder ``name`` of this seed (None without a checkpoint folder)."""
+        return None if self.ckpt_dir is None else Path(self.ckpt_dir) / name
+
+    def fine_tune(self, sampler, name: str):
+        """:func:`fine_tune` of this seed's base model on ``sampler``, kept in checkpoint folder
+        ``name`` (its progress bar labelled ``name``)."""
+        return fine_tune(
+            self.model, sampler, self.profile, self.seed, self.sub(name), self.device, name if self.progress else None
+        )
 
 
 # ------------------------------------------------------------------------------- models
@@ -391,18 +428,8 @@ def held_out_tasks(n_tasks: int | None, split: Split = Split()) -> tuple[list, n
 # --------------------------------------------------------------------------------- seed
 
 
-def run_seed(
-    model: BaseModel,
-    profile: CodeIOProfile,
-    tasks,
-    seed: int,
-    ckpt_dir: Path | None,
-    device: str = "cpu",
-    progress: bool = False,
-    shard: Shard = Shard(),
-    split: Split = Split(),
-) -> tuple[dict, dict, dict]:
-    """(values, timing, extras) of one seed: the three fine-tuning runs on ``split``'s training
+def run_seed(run: SeedRun, tasks) -> tuple[dict, dict, dict]:
+    """(values, timing, extras) of one seed: the three fine-tuning runs on the split's training
     pairs (one after another, so only one fine-tuned model is held at a time), every method on
     ``tasks`` and the base-model row (``experiments.codeio`` makes it a cached unit).
 
@@ -411,13 +438,13 @@ def run_seed(
     every method's answers, the extender's completions, the chosen and voting candidates:
     enough to rebuild every final prompt (:func:`prompt_records`) when the unit is resumed.
     """
-    corpus_of = corpora(profile, model, split.pairs()[0])
-    sub = (lambda name: None) if ckpt_dir is None else (lambda name: Path(ckpt_dir) / name)
+    model, profile, seed = run.model, run.profile, run.seed
+    corpus_of = corpora(profile, model, run.split.pairs()[0])
     timing, acc, said, raw = {"sft_s": 0.0}, {}, {}, {}
     found = None
     for corpus, method in (("extender", "oracle"), ("few-shot", "few-shot"), ("cot", "cot-majority")):
         t = time.perf_counter()
-        lm = fine_tune(model, corpus_of[corpus], profile, seed, sub(corpus), device, corpus if progress else None)
+        lm = run.fine_tune(corpus_of[corpus], corpus)
         timing["sft_s"] += time.perf_counter() - t
         t = time.perf_counter()
         raw[method], said[method] = predict_with_completions(method, lm, tasks, profile, seed)
@@ -425,14 +452,14 @@ def run_seed(
         timing[f"{method}_eval_s"] = time.perf_counter() - t
         if found is None:  # the extender's likelihood search
             t = time.perf_counter()
-            found = search(lm, tasks, profile, sub("search"), progress, shard)
+            found = search(lm, tasks, profile, run.sub("search"), run.progress, run.shard)
             timing["search_s"] = time.perf_counter() - t
         del lm
     assert found is not None  # the extender's search, whole in the lead process
     found.pop("scores")
     exact = exact_search(tasks)
     t = time.perf_counter()
-    acc["base-model"] = base_model_row(model, profile, device, split.test_seed)
+    acc["base-model"] = base_model_row(model, profile, run.device, run.split.test_seed)
     timing["base_model_s"] = time.perf_counter() - t
     extras = {
         "answers": {**said, **found.pop("answers"), **exact.pop("answers")},
@@ -444,29 +471,21 @@ def run_seed(
     return {**acc, **found, **exact}, timing, extras
 
 
-def run_worker(
-    model: BaseModel,
-    profile: CodeIOProfile,
-    tasks,
-    seed: int,
-    ckpt_dir: Path | None,
-    shard: Shard,
-    device: str = "cpu",
-    progress: bool = False,
-    split: Split = Split(),
-) -> None:
-    """A non-lead process of a ``shard``: wait for the lead's extender (its final checkpoint),
+def run_worker(run: SeedRun, tasks) -> None:
+    """A non-lead process of ``run.shard``: wait for the lead's extender (its final checkpoint),
     load it, score this process's chunks of the search and save them where the lead reads them."""
     from taskextrap.tasks import strings as string_tasks
     from taskextrap.llm.sft import finished_checkpoint
 
-    if ckpt_dir is None:
+    out, profile = run.sub("extender"), run.profile
+    if out is None:
         raise TaskextrapError("a sharded run needs the shared unit cache (--out) of the lead process")
-    out = Path(ckpt_dir) / "extender"
-    cfg = sft_config(profile, seed, model)
+    cfg = sft_config(profile, run.seed, run.model)
     wait_for(lambda: finished_checkpoint(out, cfg), f"the lead's extender in {out}")
-    lm = fine_tune(model, corpora(profile, model, split.pairs()[0])["extender"], profile, seed, out, device)
-    candidate_scores(lm, tasks, string_tasks.candidates(), profile, Path(ckpt_dir) / "search", progress, shard)
+    lm = fine_tune(
+        run.model, corpora(profile, run.model, run.split.pairs()[0])["extender"], profile, run.seed, out, run.device
+    )
+    candidate_scores(lm, tasks, string_tasks.candidates(), profile, run.sub("search"), run.progress, run.shard)
 
 
 def base_model_row(
