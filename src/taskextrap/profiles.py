@@ -66,6 +66,25 @@ def describe(profile_class: type) -> dict[str, str]:
     return {f.name: f.metadata.get("help", "") for f in fields(profile_class)}
 
 
+# The seeds of the three usual profiles: one for quick and tiny (tests only: seconds), the
+# paper's three for paper.
+SEEDS = {"quick": (0,), "paper": (0, 1, 2), "tiny": (0,)}
+
+
+def profile_table(cls: type, sizes: dict[str, dict], **per_profile: dict) -> dict:
+    """A profile table of ``cls``: for each name of ``sizes`` (quick, paper, tiny) a profile of
+    those sizes with that name's :data:`SEEDS` and, for every keyword of ``per_profile`` (a
+    table by profile name, such as each profile's ``train``), that name's entry.
+
+    Returns:
+        ``{name: profile}`` in the order of ``sizes``.
+    """
+    return {
+        name: cls(name=name, seeds=SEEDS[name], **size, **{k: v[name] for k, v in per_profile.items()})
+        for name, size in sizes.items()
+    }
+
+
 def get_profile(table: dict, name: str):
     """The profile ``name`` of an experiment's ``table``, with a one-line error otherwise."""
     if name not in table:

@@ -25,12 +25,11 @@ from taskextrap.baselines.table import has_own_interval, method_rows
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.experiments.discrete import (
+    discrete_profiles,
     LIBRARY_SEED,
     discrete_units,
     embedding_of,
     estimator_settings,
-    DECOMPOSER_TRAIN,
-    PSI_TRAIN,
     entropy_rows,
     fit_and_score,
     held_out_rows,
@@ -88,39 +87,13 @@ BREAKDOWN = ("rte", "sparse-inductive", "verified-composition")  # per held-out 
 
 
 # n_library: primitives per family
-PROFILES = {
-    "quick": DiscreteProfile(
-        name="quick",
-        seeds=(0,),
-        n_library=500,
-        n_pairs=4000,
-        n_targets=200,
-        n_draws=2,
-        train=PSI_TRAIN["quick"],
-        decomposer_train=DECOMPOSER_TRAIN["quick"],
-    ),
-    "paper": DiscreteProfile(
-        name="paper",
-        seeds=(0, 1, 2),
-        n_library=3000,
-        n_pairs=10000,
-        n_targets=500,
-        n_draws=4,
-        train=PSI_TRAIN["paper"],
-        decomposer_train=DECOMPOSER_TRAIN["paper"],
-    ),
-    # for tests only: seconds
-    "tiny": DiscreteProfile(
-        name="tiny",
-        seeds=(0,),
-        n_library=10,
-        n_pairs=200,
-        n_targets=6,
-        n_draws=2,
-        train=PSI_TRAIN["tiny"],
-        decomposer_train=DECOMPOSER_TRAIN["tiny"],
-    ),
-}
+PROFILES = discrete_profiles(
+    {
+        "quick": dict(n_library=500, n_pairs=4000, n_targets=200, n_draws=2),
+        "paper": dict(n_library=3000, n_pairs=10000, n_targets=500, n_draws=4),
+        "tiny": dict(n_library=10, n_pairs=200, n_targets=6, n_draws=2),
+    }
+)
 
 
 def get_set(option: str | None) -> CompositionFamily:

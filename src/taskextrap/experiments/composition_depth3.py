@@ -22,6 +22,7 @@ from taskextrap.baselines.context import ctx_interp
 from taskextrap.baselines.table import has_own_interval, method_rows
 from taskextrap.estimators.composition_depth3 import Composition3RTE
 from taskextrap.experiments.discrete import (
+    discrete_profiles,
     LIBRARY_SEED,
     discrete_units,
     embedding_of,
@@ -40,7 +41,6 @@ from taskextrap.experiments.discrete import (
     set_streams,
     set_unit_key,
 )
-from taskextrap.profiles import DiscreteProfile
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.registry import FRESH_TEST_SEED, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
@@ -78,38 +78,23 @@ DEPTH3_TEST_SEED = 31_338
 # and the inductive baseline's training; Psi_chain's optimiser steps count rows (query points) of
 # 2,048; the decomposer's, compositions of 512. The authors train each network 25,000 steps of 64
 # compositions; the paper profile's budgets are what 2 CPU cores do in about 30 minutes per protocol.
-PROFILES = {
-    "quick": DiscreteProfile(
-        name="quick",
-        seeds=(0,),
-        n_library=500,
-        n_pairs=2000,
-        n_targets=200,
-        n_draws=2,
-        train=TrainConfig(steps=2000, batch=2048, eval_every=100),
-        decomposer_train=TrainConfig(steps=1500, batch=512, eval_every=100),
-    ),
-    "paper": DiscreteProfile(
-        name="paper",
-        seeds=(0, 1, 2),
-        n_library=500,
-        n_pairs=8000,
-        n_targets=1000,
-        n_draws=1,
-        train=TrainConfig(steps=6000, batch=2048, eval_every=200),
-        decomposer_train=TrainConfig(steps=3000, batch=512, eval_every=100),
-    ),
-    "tiny": DiscreteProfile(
-        name="tiny",
-        seeds=(0,),
-        n_library=8,
-        n_pairs=100,
-        n_targets=6,
-        n_draws=1,
-        train=TrainConfig(steps=10, batch=256, eval_every=5),
-        decomposer_train=TrainConfig(steps=10, batch=64, eval_every=5),
-    ),  # for tests only: seconds
-}
+PROFILES = discrete_profiles(
+    {
+        "quick": dict(n_library=500, n_pairs=2000, n_targets=200, n_draws=2),
+        "paper": dict(n_library=500, n_pairs=8000, n_targets=1000, n_draws=1),
+        "tiny": dict(n_library=8, n_pairs=100, n_targets=6, n_draws=1),
+    },
+    train={
+        "quick": TrainConfig(steps=2000, batch=2048, eval_every=100),
+        "paper": TrainConfig(steps=6000, batch=2048, eval_every=200),
+        "tiny": TrainConfig(steps=10, batch=256, eval_every=5),
+    },
+    decomposer_train={
+        "quick": TrainConfig(steps=1500, batch=512, eval_every=100),
+        "paper": TrainConfig(steps=3000, batch=512, eval_every=100),
+        "tiny": TrainConfig(steps=10, batch=64, eval_every=5),
+    },
+)
 
 
 def get_set(option: str | None) -> CompositionFamily:

@@ -20,6 +20,7 @@ from taskextrap.baselines.table import begin_methods, is_method
 from taskextrap.estimators.base import fit_together
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.settings import Settings, UnitSpec
+from taskextrap.profiles import DiscreteProfile, profile_table
 from taskextrap.experiments.units import Unit, UnitResult, per_target, seed_units
 from taskextrap.operators.train import TrainConfig, job_seconds
 from taskextrap.provenance import callable_hash
@@ -43,6 +44,14 @@ DECOMPOSER_TRAIN = {
     "paper": TrainConfig(steps=3000, batch=512, eval_every=100),
     "tiny": TrainConfig(steps=15, batch=64, eval_every=5),
 }
+
+
+def discrete_profiles(
+    sizes: dict[str, dict], train: dict = PSI_TRAIN, decomposer_train: dict = DECOMPOSER_TRAIN
+) -> dict[str, DiscreteProfile]:
+    """A discrete regime's profile table (``profiles.profile_table``): each profile's sizes, its
+    seeds, and Psi's and the decomposer's optimiser settings (by default the ones both regimes share)."""
+    return profile_table(DiscreteProfile, sizes, train=train, decomposer_train=decomposer_train)
 
 
 def estimator_settings(spec: UnitSpec) -> dict:

@@ -19,12 +19,11 @@ from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.length import LengthRTE
 from taskextrap.experiments.discrete import (
+    discrete_profiles,
     LIBRARY_SEED,
     discrete_units,
     embedding_of,
     estimator_settings,
-    DECOMPOSER_TRAIN,
-    PSI_TRAIN,
     entropy_rows,
     fit_and_score,
     classic_interval_rows,
@@ -34,7 +33,6 @@ from taskextrap.experiments.discrete import (
     plot_examples,
     retrieval_rows,
 )
-from taskextrap.profiles import DiscreteProfile
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.registry import FRESH_TEST_SEED, register
 from taskextrap.experiments.units import Plan, UnitResult, gather
@@ -74,39 +72,13 @@ GROUP = "degree9"
 
 
 # n_library: tasks per level
-PROFILES = {
-    "quick": DiscreteProfile(
-        name="quick",
-        seeds=(0,),
-        n_library=250,
-        n_pairs=6000,
-        n_targets=100,
-        n_draws=8,
-        train=PSI_TRAIN["quick"],
-        decomposer_train=DECOMPOSER_TRAIN["quick"],
-    ),
-    "paper": DiscreteProfile(
-        name="paper",
-        seeds=(0, 1, 2),
-        n_library=1000,
-        n_pairs=20000,
-        n_targets=200,
-        n_draws=16,
-        train=PSI_TRAIN["paper"],
-        decomposer_train=DECOMPOSER_TRAIN["paper"],
-    ),
-    # for tests only: seconds
-    "tiny": DiscreteProfile(
-        name="tiny",
-        seeds=(0,),
-        n_library=12,
-        n_pairs=300,
-        n_targets=6,
-        n_draws=2,
-        train=PSI_TRAIN["tiny"],
-        decomposer_train=DECOMPOSER_TRAIN["tiny"],
-    ),
-}
+PROFILES = discrete_profiles(
+    {
+        "quick": dict(n_library=250, n_pairs=6000, n_targets=100, n_draws=8),
+        "paper": dict(n_library=1000, n_pairs=20000, n_targets=200, n_draws=16),
+        "tiny": dict(n_library=12, n_pairs=300, n_targets=6, n_draws=2),
+    }
+)
 
 
 def make_library(ladder: Ladder, n_per_level: int) -> LadderSet:

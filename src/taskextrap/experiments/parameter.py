@@ -23,7 +23,7 @@ from taskextrap.estimators.base import Decomposition, PendingFit, fit_together
 from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.artifacts import cached_fit
 from taskextrap.experiments.discrete import classic_interval_rows, interval_rows, own_dev_scale
-from taskextrap.profiles import ParameterProfile
+from taskextrap.profiles import ParameterProfile, profile_table
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_target, seed_units
@@ -81,36 +81,19 @@ ABLATION_METHODS = ("rte", "strategy-a", "far-anchors", "random-anchors", "zero-
 TARGET_REGION = "F2"  # the real held-out region; the dev split holds out DEV_REGION instead
 DEFAULT_EMBEDDING = "gradient"  # measured: see benchmarks/run.py
 
-PROFILES = {
-    "quick": ParameterProfile(
-        name="quick",
-        seeds=(0,),
-        n_library=50,
-        n_pairs=6000,
-        n_targets=100,
-        n_draws=8,
-        train=TrainConfig(steps=500, batch=2048, eval_every=50),
-    ),
-    "paper": ParameterProfile(
-        name="paper",
-        seeds=(0, 1, 2),
-        n_library=100,
-        n_pairs=20000,
-        n_targets=400,
-        n_draws=32,
-        train=TrainConfig(steps=1000, batch=4096, eval_every=100),
-    ),
-    # For tests only: seconds, not minutes.
-    "tiny": ParameterProfile(
-        name="tiny",
-        seeds=(0,),
-        n_library=12,
-        n_pairs=400,
-        n_targets=6,
-        n_draws=2,
-        train=TrainConfig(steps=20, batch=256, eval_every=10),
-    ),
-}
+PROFILES = profile_table(
+    ParameterProfile,
+    {
+        "quick": dict(n_library=50, n_pairs=6000, n_targets=100, n_draws=8),
+        "paper": dict(n_library=100, n_pairs=20000, n_targets=400, n_draws=32),
+        "tiny": dict(n_library=12, n_pairs=400, n_targets=6, n_draws=2),  # for tests only: seconds
+    },
+    train={
+        "quick": TrainConfig(steps=500, batch=2048, eval_every=50),
+        "paper": TrainConfig(steps=1000, batch=4096, eval_every=100),
+        "tiny": TrainConfig(steps=20, batch=256, eval_every=10),
+    },
+)
 
 
 def main_methods() -> tuple[str, ...]:
