@@ -44,11 +44,11 @@ def measure(regime: str, module: str, groups: int) -> list[dict]:
     import numpy as np
 
     from taskextrap.baselines import classics
-    from taskextrap.tasks.observe import REGIME_PROTOCOLS
+    from taskextrap.tasks.regimes import get_regime
 
     profile = importlib.import_module(f"taskextrap.experiments.{module}").PROFILES["paper"]
     out = []
-    for name, protocol in REGIME_PROTOCOLS[regime].items():
+    for name, protocol in get_regime(regime).protocols.items():
         n = profile.n_targets * profile.n_draws
         cx, cy, qx = contexts(n, protocol.n_context, protocol.n_query)
         classics._ctx_gp_fits.clear()  # a fit, whatever was timed before (two protocols may share a shape)

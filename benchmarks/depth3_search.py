@@ -32,7 +32,7 @@ from taskextrap.report.schema import environment_info
 from taskextrap.search import chain_search as S
 from taskextrap.seeding import rng
 from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, dev_recipe_split, with_identity
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.regimes import get_protocol
 
 OUT = Path(__file__).parent / "results" / "depth3-search.json"
 TARGET_MS = 20.0  # the budget per target at k = 60 on 2 CPU cores

@@ -103,7 +103,7 @@ def context_sizes(seed: int = 0, protocols=("paper", "strict"), families=None) -
     from taskextrap.seeding import rng
     from taskextrap.tasks.builtin import PARAMETER_FAMILIES
     from taskextrap.tasks.dev import DEV_REGION, dev_family
-    from taskextrap.tasks.observe import get_protocol
+    from taskextrap.tasks.regimes import get_protocol
     from taskextrap.tasks.taskset import TaskSet
 
     profile = PARAMETER_PROFILES["quick"]

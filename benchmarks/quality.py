@@ -12,7 +12,7 @@ import numpy as np
 from taskextrap.estimators.parameter import RTE
 from taskextrap.search.index import nearest
 from taskextrap.seeding import rng
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.regimes import get_protocol
 from taskextrap.tasks.taskset import TaskSet
 
 

@@ -58,7 +58,7 @@ from taskextrap.tasks import PARAMETER_FAMILIES
 from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, dev_recipe_split, recipe_name
 from taskextrap.tasks.dev import dev_family, dev_ladder, dev_pair_split
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.regimes import get_protocol
 from taskextrap.tasks.primitives import PAPER_SPLIT
 
 OUT = Path(__file__).resolve().parent.parent / "benchmarks" / "results"

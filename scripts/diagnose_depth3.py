@@ -55,7 +55,7 @@ from taskextrap.search import chain_search as S
 from taskextrap.search.decomposer import DECOMPOSER_HIDDEN
 from taskextrap.seeding import rng
 from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, dev_recipe_split
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.regimes import get_protocol
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 EPS = 0.25  # primitive curves within this RMSE on the domain (2.5% of the range 10) count as equal

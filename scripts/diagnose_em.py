@@ -52,7 +52,7 @@ def composition(protocol_name: str, profile_name: str, n_tasks: int | None) -> d
     from taskextrap.experiments.settings import UnitSpec
     from taskextrap.tasks.builtin import POLY_SIN_TANH
     from taskextrap.tasks.dev import dev_pair_split
-    from taskextrap.tasks.observe import get_protocol
+    from taskextrap.tasks.regimes import get_protocol
     from taskextrap.tasks.primitives import PAPER_SPLIT
 
     profile = C.PROFILES[profile_name]

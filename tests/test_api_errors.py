@@ -714,7 +714,7 @@ def test_fit_progress_columns_values_and_protocol_lookups(parameter):
             r"unknown family 'quadratc'.*; did you mean 'quadratic'\?$",
         ),
         (
-            lambda: __import__("taskextrap.tasks.observe", fromlist=["x"]).get_protocol("stric"),
+            lambda: __import__("taskextrap.tasks.regimes", fromlist=["x"]).get_protocol("stric"),
             r"unknown protocol 'stric'.*; did you mean 'strict'\?$",
         ),
     ],

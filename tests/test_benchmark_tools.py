@@ -514,10 +514,13 @@ def test_the_ctx_gp_once_benchmark_times_a_fit_and_a_look_up_and_counts_the_fits
     tiny = replace(composition.PROFILES["paper"], n_targets=3, n_draws=2)
     monkeypatch.setitem(composition.PROFILES, "paper", tiny)
     from taskextrap.baselines import classics
-    from taskextrap.tasks.observe import REGIME_PROTOCOLS
+    import dataclasses
 
-    same = dict(REGIME_PROTOCOLS["composition"], strict=REGIME_PROTOCOLS["composition"]["paper"])
-    monkeypatch.setitem(REGIME_PROTOCOLS, "composition", same)  # two protocols of one shape: two fits
+    from taskextrap.tasks.regimes import REGIMES
+
+    table = REGIMES["composition"].protocols
+    same = dataclasses.replace(REGIMES["composition"], protocols=dict(table, strict=table["paper"]))
+    monkeypatch.setitem(REGIMES, "composition", same)  # two protocols of one shape: two fits
     fits = []
     real = classics.ctx_gp
     monkeypatch.setattr(classics, "ctx_gp", lambda *a, **k: fits.append(1) or real(*a, **k))

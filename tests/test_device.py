@@ -85,7 +85,7 @@ def test_length_regime_creates_every_tensor_on_the_asked_device(embedding):
     from taskextrap.experiments.length import make_library, make_targets
     from taskextrap.estimators.length import LengthRTE
     from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
-    from taskextrap.tasks.observe import get_protocol
+    from taskextrap.tasks.regimes import get_protocol
 
     library = make_library(POLYNOMIAL_LADDER, 6)
     protocol = get_protocol("paper", "length")
@@ -105,7 +105,7 @@ def test_length_regime_creates_every_tensor_on_the_asked_device(embedding):
 def test_depth3_composition_and_its_search_create_every_tensor_on_the_asked_device():
     from taskextrap.experiments.composition_depth3 import make_library, make_targets
     from taskextrap.estimators.composition_depth3 import Composition3RTE
-    from taskextrap.tasks.observe import get_protocol
+    from taskextrap.tasks.regimes import get_protocol
 
     primitives = make_library(4)
     protocol = get_protocol("paper", "composition")
@@ -174,7 +174,7 @@ def test_composition_and_projectile_create_every_tensor_on_the_asked_device():
     from taskextrap.estimators.composition import CompositionRTE
     from taskextrap.experiments.composition import make_library, make_targets
     from taskextrap.experiments.projectile import run_seed
-    from taskextrap.tasks.observe import get_protocol
+    from taskextrap.tasks.regimes import get_protocol
 
     primitives = make_library(4)
     protocol = get_protocol("paper", "composition")

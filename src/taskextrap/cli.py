@@ -29,13 +29,13 @@ def list_cmd():
     from taskextrap.embed import EMBEDDINGS
     from taskextrap.experiments.registry import EXPERIMENTS, OPTION_FLAGS
     from taskextrap.experiments.catalogue import paper_order
-    from taskextrap.tasks.observe import REGIME_PROTOCOLS
+    from taskextrap.tasks.regimes import REGIMES
 
     for name in paper_order():
         e = EXPERIMENTS[name]
         takes = " ".join(OPTION_FLAGS[o] for o in sorted(e.options)) or "-"
         click.echo(f"{name:22s} {e.description}\n{'':22s} profiles: {', '.join(e.profiles)}; takes: {takes}")
-    protocols = sorted({p for table in REGIME_PROTOCOLS.values() for p in table})
+    protocols = sorted({p for regime in REGIMES.values() for p in regime.protocols})
     click.echo(f"\nprotocols: {', '.join(protocols)}; embeddings: {', '.join(EMBEDDINGS)}")
     click.echo("\n--family takes a built-in name or a module:attr of your own:")
     for label, names, builtins in _family_kinds():

@@ -157,7 +157,7 @@ def test_unset_k_and_refine_rounds_take_the_protocols_dev_chosen_settings():
     from dataclasses import replace
 
     from taskextrap.estimators.composition import DEV_SETTINGS, dev_settings
-    from taskextrap.tasks.observe import get_protocol
+    from taskextrap.tasks.regimes import get_protocol
 
     for name in ("paper", "strict"):
         model = CompositionRTE(protocol=name)

@@ -12,7 +12,7 @@ from taskextrap.experiments.settings import UnitSpec
 from taskextrap.report.schema import validate_results
 from taskextrap.tasks.builtin import POLY_SIN_TANH_RESCALED
 from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, dev_recipe_split, recipe_name
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.regimes import get_protocol
 
 
 def test_run_writes_every_method_and_resumes_from_its_cache(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ from taskextrap.experiments.runner import run_experiment
 from taskextrap.experiments.settings import UnitSpec
 from taskextrap.report.schema import validate_results
 from taskextrap.tasks.builtin import POLY_SIN_TANH
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.regimes import get_protocol
 from taskextrap.tasks.primitives import PAPER_SPLIT
 
 

@@ -10,7 +10,7 @@ from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
 from taskextrap.report.schema import validate_results
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.regimes import get_protocol
 from taskextrap.experiments.settings import UnitSpec
 
 

@@ -109,7 +109,7 @@ def _targets_scored(monkeypatch, seed: int, test_seed: int) -> dict:
     import torch
 
     from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
-    from taskextrap.tasks.observe import get_protocol
+    from taskextrap.tasks.regimes import get_protocol
 
     def fit(spec):
         s = spec.seed

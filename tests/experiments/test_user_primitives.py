@@ -20,7 +20,8 @@ from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import POLY_SIN_TANH, POLY_SIN_TANH_RESCALED
 from taskextrap.tasks.chains import DEPTH3_FAMILIES, DEPTH3_GRID, PAPER_RECIPE_SPLIT, ChainSet, recipe_name
 from taskextrap.tasks.dev import dev_pair_split
-from taskextrap.tasks.observe import get_protocol, noise_scale
+from taskextrap.tasks.observe import noise_scale
+from taskextrap.tasks.regimes import get_protocol
 from taskextrap.tasks.primitives import (
     PAPER_SPLIT,
     PRIMITIVE_FAMILIES,

@@ -17,7 +17,7 @@ from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
 from taskextrap.provenance import callable_hash
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.regimes import get_protocol
 from taskextrap.tasks.registry import check_family, get_family
 
 HEADER = (

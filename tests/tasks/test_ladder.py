@@ -6,7 +6,7 @@ import pytest
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import rng
 from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.regimes import get_protocol
 
 
 def test_polynomial_ladder_is_the_papers_scaled_polynomial():

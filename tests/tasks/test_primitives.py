@@ -5,7 +5,7 @@ import pytest
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.seeding import rng
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.regimes import get_protocol
 from taskextrap.tasks.primitives import (
     PAPER_SPLIT,
     POLY,

@@ -34,7 +34,7 @@ from taskextrap.estimators.base import PendingFit
 from taskextrap.operators.cnp import CNPRegressor
 from taskextrap.operators.jobs import TrainConfig
 from taskextrap.seeding import derive_seed, rng
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.regimes import get_protocol
 from taskextrap.validation import check_device, check_instance, check_int, check_real
 
 CNP_WIDTHS = (64, 128)

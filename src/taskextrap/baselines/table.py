@@ -27,9 +27,11 @@ from taskextrap.baselines.context import CtxInterp, CtxPolyfit, LibraryBestFit
 from taskextrap.baselines.method import Method, SharedDraws
 from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.estimators.base import PendingFit
+from taskextrap.tasks.regimes import REGIMES as ALL_REGIMES
 
-# The regimes whose targets are arrays (ctx_x, ctx_y) -> (n, q): the experiments' and `evaluate`'s.
-REGIMES = ("parameter", "length", "composition", "composition-depth3", "observed")
+# The regimes whose targets are arrays (ctx_x, ctx_y) -> (n, q): the experiments' and `evaluate`'s
+# (tasks.regimes; the language-model regimes have no method table).
+REGIMES = tuple(ALL_REGIMES)
 
 
 @dataclass(frozen=True)
@@ -83,9 +85,9 @@ def register_method(
         raise TaskextrapError(f"method {name!r} is already in the table")
     if not (isinstance(cls, type) and issubclass(cls, Method)):
         raise TaskextrapError(f"method {name!r}: cls must be a subclass of baselines.method.Method")
-    unknown = sorted(set(regimes) - set(REGIMES))
+    unknown = sorted(set(regimes) - set(ALL_REGIMES))
     if unknown:
-        raise TaskextrapError(f"method {name!r}: unknown regime {unknown[0]!r}; choose from {list(REGIMES)}")
+        raise TaskextrapError(f"method {name!r}: unknown regime {unknown[0]!r}; choose from {list(ALL_REGIMES)}")
     fields = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
     unknown = sorted(set(params) - set(fields))
     if unknown:
@@ -116,8 +118,8 @@ def get_method(name: str) -> MethodEntry:
 def method_rows(regime: str, dev: bool = False) -> tuple[str, ...]:
     """The table's rows of ``regime``, in the table's order: its plain methods, or with ``dev``
     its dev variants (the rows a ``dev`` split adds)."""
-    if regime not in REGIMES:
-        raise TaskextrapError(f"unknown regime {regime!r}; choose from {list(REGIMES)}")
+    if regime not in ALL_REGIMES:
+        raise TaskextrapError(f"unknown regime {regime!r}; choose from {list(ALL_REGIMES)}")
     return tuple(e.name for e in _TABLE.values() if regime in e.regimes and e.dev == dev)
 
 

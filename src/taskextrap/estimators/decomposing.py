@@ -39,7 +39,7 @@ from taskextrap.search.decomposer import Decomposer
 from taskextrap.search.calibration import check_scale, resolved_scale
 from taskextrap.search.posterior import WEIGHTINGS, candidate_weights, mixture
 from taskextrap.seeding import derive_seed, rng
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.regimes import get_protocol
 from taskextrap.validation import (
     as_index_array,
     check_device,

@@ -41,7 +41,7 @@ from taskextrap.search.calibration import check_scale, resolved_scale
 from taskextrap.search.objective import SEARCHES, ObjectiveSearch, check_objective
 from taskextrap.search.posterior import mixture
 from taskextrap.seeding import derive_seed, rng
-from taskextrap.tasks.observe import get_protocol
+from taskextrap.tasks.regimes import get_protocol
 from taskextrap.tasks.taskset import TaskSet
 from taskextrap.validation import (
     as_float_array,

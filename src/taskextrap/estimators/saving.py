@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
+from taskextrap.tasks.regimes import REGIMES
 from taskextrap.files import read_json, read_state, write_json_atomic, write_state_atomic
 
 FORMAT = 1  # the folder layout and the meaning of its fields; another value is refused
@@ -356,16 +357,13 @@ def _library(folder: Path, arrays: dict, desc: dict, given):
     return given
 
 
-# The modules of the regimes' estimators, imported by name when a saved config is read so that
-# every built-in class can be found from any of them. By name, not by import statement: this
-# module is imported by the estimator base (save_pretrained / from_pretrained) and imports no
-# estimator back, so the estimators package has no import circle (tests/test_layers.py).
-ESTIMATOR_MODULES = (
-    "taskextrap.estimators.parameter",
-    "taskextrap.estimators.multistep",
-    "taskextrap.estimators.length",
-    "taskextrap.estimators.composition",
-)
+def estimator_modules() -> tuple[str, ...]:
+    """The modules of every regime's saveable estimators (``tasks.regimes``), imported by name
+    when a saved config is read so that every built-in class can be found from any of them. By
+    name, not by import statement: this module is imported by the estimator base (save_pretrained
+    / from_pretrained) and imports no estimator back, so the estimators package has no import
+    circle (tests/test_layers.py)."""
+    return tuple(dict.fromkeys(m for regime in REGIMES.values() for m in regime.estimators))
 
 
 def _root(kind: type) -> type:
@@ -378,7 +376,7 @@ def _saveable(kind: type) -> dict[str, type]:
     """The estimator classes that save and load, by name: the loaded subclasses of ``kind``'s
     estimator base whose ``saveable`` is True (``RTE``, ``ChainedRTE``, the transductive
     oracles, ``LengthRTE``, ``CompositionRTE``, ...); a config can name nothing else."""
-    for module in ESTIMATOR_MODULES:
+    for module in estimator_modules():
         importlib.import_module(module)
     found: dict[str, type] = {}
     todo: list[type] = [_root(kind)]

@@ -54,7 +54,7 @@ from taskextrap.tasks.primitives import CompositionFamily, PrimitiveSet
 from taskextrap.tasks.registry import get_primitive_set
 
 EXPERIMENT = "composition-depth3"
-REGIME = "composition-depth3"  # its protocol table (tasks.observe.REGIME_PROTOCOLS)
+REGIME = "composition-depth3"  # its regime (tasks.regimes): protocols, default Gamma, interval scales
 # the regime's own rows; the method table's follow (main_methods)
 OWN_METHODS = ("rte", "sparse-inductive", "oracle", "verified-composition", "no-verification", "no-refinement")
 GROUP = "unseen-recipes"

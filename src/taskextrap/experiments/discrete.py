@@ -29,9 +29,10 @@ from taskextrap.search.calibration import interval_diagnostics
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PRIMITIVE_SETS
 from taskextrap.tasks.primitives import CompositionFamily
+from taskextrap.tasks.regimes import get_regime
 
 LIBRARY_SEED = 20_000  # the library's fixed stream, independent of every training seed
-DEFAULT_EMBEDDING = "adapted"  # measured: see benchmarks/run.py (length-embeddings) and docs/results.md
+DEFAULT_EMBEDDING = get_regime("length").embedding  # the discrete regimes' Gamma (tasks.regimes), measured
 
 # Optimiser settings per profile, the same in both regimes: Psi's and the decomposer's.
 PSI_TRAIN = {

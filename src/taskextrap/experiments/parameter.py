@@ -41,6 +41,7 @@ from taskextrap.tasks.family import ParametricFamily
 from taskextrap.tasks.observe import ObservationProtocol, Observations, noise_scale
 from taskextrap.provenance import callable_hash
 from taskextrap.tasks.registry import get_family
+from taskextrap.tasks.regimes import get_regime
 from taskextrap.tasks.taskset import TaskSet
 
 # The regime's own rows; the method table's (baselines.table) follow them (main_methods).
@@ -79,7 +80,7 @@ ORACLES = ("inductive-oracle", "transductive-oracle")
 ABLATION_FAMILY = "quadratic"
 ABLATION_METHODS = ("rte", "strategy-a", "far-anchors", "random-anchors", "zero-shift", "sparse-inductive")
 TARGET_REGION = "F2"  # the real held-out region; the dev split holds out DEV_REGION instead
-DEFAULT_EMBEDDING = "gradient"  # measured: see benchmarks/run.py
+DEFAULT_EMBEDDING = get_regime("parameter").embedding  # the regime's Gamma (tasks.regimes), measured
 
 PROFILES = profile_table(
     ParameterProfile,

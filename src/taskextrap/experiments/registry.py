@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from collections.abc import Callable
 
 from taskextrap.errors import TaskextrapError, did_you_mean
+from taskextrap.tasks.regimes import get_regime
 
 from taskextrap.experiments.options import (  # noqa: F401 - the run's options, read here and re-exported
     FRESH_TEST_SEED,
@@ -75,7 +76,7 @@ class Experiment:
             profile = profile.with_seeds(options.seeds, options.seed)
         protocol = None
         if self.regime is not None:
-            from taskextrap.tasks.observe import get_protocol
+            from taskextrap.tasks.regimes import get_protocol
 
             protocol = get_protocol(options.protocol, self.regime)
         if options.embedding is not None:
@@ -115,6 +116,8 @@ def register(
     unknown = set(options) - set(OPTION_FLAGS)
     if unknown:
         raise ValueError(f"unknown experiment options {sorted(unknown)}")
+    if regime is not None:
+        get_regime(regime)  # a registered regime (tasks.regimes), or one line naming those there are
 
     if name in EXPERIMENTS:  # a second experiment of one name would replace the first without a word
         raise TaskextrapError(

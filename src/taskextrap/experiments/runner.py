@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.tasks.regimes import REGIMES
 from taskextrap.experiments import plotfiles
 from taskextrap.experiments.executors import run_units
 from taskextrap.experiments.registry import RunOptions
@@ -46,7 +47,9 @@ def run_experiment(name: str, options: RunOptions | Settings, out_dir: Path | No
     return run_experiments([(name, options, out_dir)])[0]
 
 
-CALIBRATED = ("parameter", "length", "composition", "composition-depth3")  # experiments --calibrate serves
+def calibrated() -> tuple[str, ...]:
+    """The experiments ``--calibrate`` serves: those named after a regime that says so (``tasks.regimes``)."""
+    return tuple(r.name for r in REGIMES.values() if r.calibrated)
 
 
 def calibrate_on_dev(name: str, options: RunOptions) -> tuple[RunOptions, str]:
@@ -59,8 +62,8 @@ def calibrate_on_dev(name: str, options: RunOptions) -> tuple[RunOptions, str]:
 
     from taskextrap.search.calibration import SCALE_GRID, own_dev_scales
 
-    if name not in CALIBRATED:
-        raise TaskextrapError(f"--calibrate serves {', '.join(CALIBRATED)}, not {name}")
+    if name not in calibrated():
+        raise TaskextrapError(f"--calibrate serves {', '.join(calibrated())}, not {name}")
     dev = run_experiment(name, dataclasses.replace(options, split="dev"))
     if dev is None:
         raise TaskextrapError("--calibrate needs the dev run's results in this process (not a non-lead shard)")

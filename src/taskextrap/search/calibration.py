@@ -31,6 +31,7 @@ from scipy.stats import norm
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.search.posterior import INTERVAL_LEVEL, covered
+from taskextrap.tasks.regimes import REGIMES
 from taskextrap.validation import check_real
 
 SCALE_GRID = tuple(float(s) for s in np.round(np.geomspace(0.25, 64.0, 81), 4))  # ~7% steps
@@ -54,7 +55,12 @@ def scale_key(regime: str, protocol, group: str | None = None) -> str:
 def interval_scale(regime: str, protocol, group: str | None = None) -> float:
     """The dev-chosen multiplier of the posterior sd for ``regime`` and ``protocol``: the
     ``group``'s own (a built-in family of the parameter regime, by name, chosen on its dev split)
-    when there is one, else the regime's (pooled over its dev groups), else 1.0 (the raw interval)."""
+    when there is one, else the regime's (pooled over its dev groups), else 1.0 (the raw interval).
+    ``regime`` is one of a registered regime's ``scale_keys`` (``tasks.regimes``; a one-line error
+    otherwise)."""
+    known = [k for r in REGIMES.values() for k in r.scale_keys]
+    if regime not in known:
+        raise TaskextrapError(f"no regime has the interval-scale key {regime!r}; the keys: {', '.join(known)}")
     scales = _scales()
     for key in ((scale_key(regime, protocol, group),) if group is not None else ()) + (scale_key(regime, protocol),):
         if key in scales:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from taskextrap.errors import TaskextrapError, did_you_mean
+from taskextrap.errors import TaskextrapError
 from taskextrap.tasks.taskset import TaskSet
 from taskextrap.validation import check_int, check_range, check_real, check_rng, check_str
 
@@ -135,50 +135,6 @@ PROTOCOLS = {
         "strict", n_context=5, n_query=8, context_span=(0.0, 0.5), query_span=(0.5, 1.0), noise=0.02
     ),
 }
-
-# Each regime's protocols; the paper's point counts differ between regimes (reference §5.1, §7.1).
-REGIME_PROTOCOLS = {
-    "parameter": PROTOCOLS,
-    "length": {
-        # 16 uniform points: 8 context + 8 queries (the authors' head/tail convention).
-        "paper": ObservationProtocol("paper", n_context=8, n_query=8),
-        # 8 noisy context points in the first half (a degree-9 polynomial has 10 coefficients,
-        # so the context alone cannot pin it down); queries in the second half.
-        "strict": ObservationProtocol(
-            "strict", n_context=8, n_query=8, context_span=(0.0, 0.5), query_span=(0.5, 1.0), noise=0.02
-        ),
-    },
-    "composition": {
-        # 50 uniform points: 25 context + 25 queries.
-        "paper": ObservationProtocol("paper", n_context=25, n_query=25),
-        # 12 noisy context points in the first half; queries in the second half.
-        "strict": ObservationProtocol(
-            "strict", n_context=12, n_query=25, context_span=(0.0, 0.5), query_span=(0.5, 1.0), noise=0.02
-        ),
-    },
-    "composition-depth3": {
-        # 100 uniform points: 50 context + 50 queries (reference §8.1).
-        "paper": ObservationProtocol("paper", n_context=50, n_query=50),
-        # 25 noisy context points in the first half; 50 queries in the second half.
-        "strict": ObservationProtocol(
-            "strict", n_context=25, n_query=50, context_span=(0.0, 0.5), query_span=(0.5, 1.0), noise=0.02
-        ),
-    },
-}
-
-
-def get_protocol(spec: str | ObservationProtocol, regime: str = "parameter") -> ObservationProtocol:
-    """A protocol by name (from ``regime``'s table), or the protocol itself."""
-    if isinstance(spec, ObservationProtocol):
-        return spec
-    if not isinstance(spec, str):
-        raise TaskextrapError(f"protocol must be a protocol name or an ObservationProtocol, got {type(spec).__name__}")
-    table = REGIME_PROTOCOLS.get(regime) if isinstance(regime, str) else None
-    if table is None:
-        raise TaskextrapError(f"unknown regime {regime!r}; choose from {sorted(REGIME_PROTOCOLS)}")
-    if spec not in table:
-        raise TaskextrapError(f"unknown protocol {spec!r}; choose from {sorted(table)}" + did_you_mean(spec, table))
-    return table[spec]
 
 
 def noise_scale(family) -> float:
