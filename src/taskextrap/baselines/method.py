@@ -11,7 +11,8 @@ its constructor arguments (its variants: a GP's kernel, a network's width), with
 
 In an experiment a method is fitted beside the unit's estimator on the estimator's own data:
 ``begin_fit(library, shared)`` takes the estimator's :class:`SharedDraws` (its scaler, its
-library draws, its training settings and seed) and returns a ``PendingFit`` whose networks train
+library draws and its training settings; the unit's seed and device are the method's own
+arguments) and returns a ``PendingFit`` whose networks train
 with the estimator's (``estimators.base.fit_together``). Alone, ``fit(library)`` draws what it
 needs from the library itself (:func:`own_draws`). The rows an experiment shows come from the
 method table (``baselines.table``), so a new method is one class and one entry there.
@@ -30,12 +31,13 @@ from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import Fittable, PendingFit, check_progress, fit_together
 from taskextrap.operators.jobs import TrainConfig
+from taskextrap.operators.pairs import observe_library, validation_split
 from taskextrap.operators.parameter import sort_context
 from taskextrap.scaling import FamilyScaler
-from taskextrap.seeding import rng
 from taskextrap.validation import check_context, check_query
 
 Draws = audit.Batch | Callable[[np.random.Generator], audit.Batch]
+VAL_FRACTION = 0.2  # library tasks a method fitted alone holds out for model selection
 
 
 @dataclass(frozen=True)
@@ -125,16 +127,16 @@ class Method(Fittable):
 
 def own_draws(library, protocol, n_draws: int, seed: int, train: TrainConfig) -> SharedDraws:
     """What a method fitted alone learns from: ``n_draws`` draws of every library task through
-    ``protocol`` (an ``ObservationProtocol``) from the stream ``seed``, a scaler fitted on the
-    library, a fifth of the tasks held out for model selection, and ``train``'s steps."""
+    ``protocol`` (an ``ObservationProtocol``) as RTE's Phase 1a draws them
+    (``operators.pairs.observe_library``, the stream ``seed``), a scaler fitted on the library, a
+    fifth of the tasks held out for model selection (``operators.pairs.validation_split``), and
+    ``train``'s steps."""
     from taskextrap.tasks.observe import noise_scale
 
-    n = len(library)
     scaler = FamilyScaler.fit(library)
     scale = noise_scale(library.family)
-    obs = protocol.draw(library, n_draws, rng(seed, "method-draws"), scale)
-    held = rng(seed, "method-val").permutation(n)[: max(1, round(0.2 * n))] if n > 1 else np.array([], dtype=int)
-    val = np.isin(obs.task, held)
+    obs = observe_library(library, protocol, n_draws, seed, scale)
+    _, val = validation_split(len(library), VAL_FRACTION, seed, obs.task)
     batch = lambda mask: _batch(library, obs.subset(np.flatnonzero(mask)), 8.0 * protocol.noise * scale)  # noqa: E731
     learn = ~val if (~val).any() else val  # a one-task library learns and selects on its one task
     return SharedDraws(scaler, protocol.n_context, train, batch(learn), batch(val if val.any() else ~val))

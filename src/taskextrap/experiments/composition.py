@@ -275,7 +275,7 @@ def _plot(plot_dir, stem, rte, primitives, targets, obs):
 
 def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:
     options, profile, protocol, test_seed = settings.options, settings.profile, settings.protocol, settings.test_seed
-    embedding = embedding_of(settings)
+    embedding = embedding_of(settings, "composition")
     primitive_set = settings.family or get_set(None)
     split = get_split(primitive_set, settings.dev, settings.family_spec)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set

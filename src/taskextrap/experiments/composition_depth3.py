@@ -247,7 +247,7 @@ def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir:
         settings.options,
         settings.profile,
         settings.protocol,
-        embedding_of(settings),
+        embedding_of(settings, REGIME),
     )
     test_seed = DEPTH3_TEST_SEED if options.test_seed is None else settings.test_seed
     primitive_set = settings.family or get_set(None)

@@ -123,7 +123,7 @@ def run_unit(spec: UnitSpec) -> UnitResult:
 )
 def run_composition_em(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """One unit per seed; rows are the held-out-pair MSE of every arm and the pseudo-label quality."""
-    profile, protocol, embedding = settings.profile, settings.protocol, embedding_of(settings)
+    profile, protocol, embedding = settings.profile, settings.protocol, embedding_of(settings, "composition")
     primitive_set = settings.family or get_set(None)
     split = get_split(primitive_set, settings.dev, settings.family_spec)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set

@@ -71,9 +71,9 @@ def estimator_settings(spec: UnitSpec) -> dict:
     }
 
 
-def embedding_of(settings: Settings) -> str:
-    """The Γ estimator of a discrete-regime run: ``--embedding``, else the regimes' default."""
-    return settings.options.embedding or DEFAULT_EMBEDDING
+def embedding_of(settings: Settings, regime: str) -> str:
+    """The Γ estimator of a run of ``regime``: ``--embedding``, else the regime's default (``tasks.regimes``)."""
+    return settings.options.embedding or get_regime(regime).embedding
 
 
 def discrete_units(

@@ -193,7 +193,7 @@ def _plot(plot_dir, ladder, protocol, rte, library, targets, obs):
 
 def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:
     options, profile, protocol, test_seed = settings.options, settings.profile, settings.protocol, settings.test_seed
-    embedding = embedding_of(settings)
+    embedding = embedding_of(settings, "length")
     ladder = settings.family or get_ladder(None)
     if settings.dev:
         ladder = dev_ladder(ladder)
