@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -348,3 +349,22 @@ def test_an_observed_library_is_saved_with_its_points_and_read_the_same(tmp_path
     np.testing.assert_array_equal(loaded.library_.family.tasks.y, data.y)
     for a, b in zip(_numbers(loaded, obs), _numbers(model, obs), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+SAVED_BEFORE = Path(__file__).resolve().parents[1] / "data" / "saved-models"  # scripts/saved_fixtures.py at 2d7ed56
+
+
+@pytest.mark.parametrize("name", ["rte", "rte-observed", "length", "composition", "composition-curves"])
+def test_models_saved_before_libraries_saved_themselves_load_with_the_same_numbers(name):
+    """Folders written at 2d7ed56 (saving then wrote each library type itself) load through the
+    library types' own ``from_state`` and predict what they predicted then, to the bit."""
+    from taskextrap.estimators.saving import load_pretrained
+
+    folder = SAVED_BEFORE / name
+    expected, meta = read_state(folder / "expected.safetensors")
+    kind = {"RTE": RTE, "LengthRTE": LengthRTE, "CompositionRTE": CompositionRTE}[meta["class"]]
+    with pytest.warns(TaskextrapWarning, match="saved by other taskextrap code"):
+        model = load_pretrained(folder, kind)
+    mean, std = model.predict(expected["ctx_x"], expected["ctx_y"], expected["qry_x"], return_std=True)
+    np.testing.assert_array_equal(mean, expected["mean"])
+    np.testing.assert_array_equal(std, expected["std"])

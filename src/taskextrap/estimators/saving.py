@@ -26,7 +26,6 @@ import importlib
 
 import dataclasses
 import json
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -35,12 +34,13 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
 from taskextrap.tasks.regimes import REGIMES
+from taskextrap.tasks.specs import Stateful
 from taskextrap.files import read_json, read_state, write_json_atomic, write_state_atomic
 
 FORMAT = 1  # the folder layout and the meaning of its fields; another value is refused
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
-OBSERVED_PREFIX = "library.observed."  # an observed library's points (tasks.observed)
+LIBRARY_PREFIX = "library."  # the library's arrays in model.safetensors (an observed one's points: library.observed.)
 
 
 # ----------------------------------------------------------------------------- arguments
@@ -101,42 +101,14 @@ def decode(value: Any) -> Any:
 
 
 def library_state(library) -> tuple[dict[str, np.ndarray], dict]:
-    """A library as arrays (its tasks: parameters and regions of a ``TaskSet``; coefficients,
-    levels and parents of a ``LadderSet``) and a description (how to find its family or ladder
-    again, the regions' names)."""
-    from taskextrap.tasks.ladder import LadderSet
-    from taskextrap.tasks.observed import ObservedFamily
-    from taskextrap.tasks.primitives import PrimitiveSet
-    from taskextrap.tasks.taskset import TaskSet
-
-    if isinstance(library, TaskSet):
-        regions = sorted(set(library.region.tolist()))
-        arrays = {
-            "library.params": library.params,
-            "library.region": np.array([regions.index(r) for r in library.region], dtype=np.int64),
-        }
-        if isinstance(library.family, ObservedFamily):  # observed data: the points themselves are saved
-            observed, family = library.family.state(OBSERVED_PREFIX)
-            return arrays | observed, {"kind": "TaskSet", "family": family, "regions": regions}
-        return arrays, {"kind": "TaskSet", "family": task_spec(library.family), "regions": regions}
-    if isinstance(library, LadderSet):
-        arrays = {"library.params": library.params, "library.level": library.level, "library.parent": library.parent}
-        return arrays, {"kind": "LadderSet", "family": task_spec(library.family)}
-    if isinstance(library, PrimitiveSet):
-        arrays = {"library.family": library.family, "library.grid": library.grid, "library.curves": library.curves}
-        if library.params is not None:
-            arrays["library.params"] = library.params
-        known_by_curves = library.params is None  # from_curves: families are names only, no formula to find
-        desc = {
-            "kind": "PrimitiveSet",
-            "families": [{"curves_only": f.name} if known_by_curves else task_spec(f) for f in library.families],
-            "domain": list(library.domain),
-            "name": library.name,
-        }
-        return arrays, desc
-    raise TaskextrapError(
-        f"saving a library of {type(library).__name__} is not supported yet (a TaskSet or LadderSet is)"
-    )
+    """A library as arrays and a description: its own ``state()`` (``TaskSet``, ``LadderSet``,
+    ``PrimitiveSet``: every regime's library type, ``tasks.regimes``)."""
+    if type(library) not in _library_types().values():
+        raise TaskextrapError(
+            f"saving a library of {type(library).__name__} is not supported yet "
+            f"(a {', '.join(sorted(_library_types()))} is)"
+        )
+    return library.state(LIBRARY_PREFIX)
 
 
 def library_fingerprint(library) -> str:
@@ -160,104 +132,17 @@ def library_fingerprint(library) -> str:
     return h.hexdigest()
 
 
-def _builtins() -> dict[str, dict[str, Any]]:
-    """The built-in families and ladders a saved library may name, by table."""
-    from taskextrap.tasks.builtin import MULTISTEP_FAMILIES, PARAMETER_FAMILIES
-    from taskextrap.tasks.chains import DEPTH3_FAMILIES, RAW_DEPTH3_FAMILIES
-    from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
-    from taskextrap.tasks.primitives import PRIMITIVE_FAMILIES
-
-    return {
-        "parameter": PARAMETER_FAMILIES,
-        "multistep": MULTISTEP_FAMILIES,
-        "ladder": {POLYNOMIAL_LADDER.name: POLYNOMIAL_LADDER},
-        "primitive": {f.name: f for f in PRIMITIVE_FAMILIES},
-        "primitive-depth3": {f.name: f for f in DEPTH3_FAMILIES},
-        "primitive-depth3-raw": {f.name: f for f in RAW_DEPTH3_FAMILIES},
-    }
-
-
-def _code(obj) -> Any:
-    """The user code a family or ladder computes with (its formula, or its basis)."""
-    return getattr(obj, "fn", None) or obj.basis
-
-
-def task_spec(obj: Any) -> dict[str, str]:
-    """How to find a family or ladder ``obj`` again: a built-in's name, or ``module:attr`` of one
-    defined at the top level of an importable module (with its code's hash); a one-line error
-    otherwise."""
-    from taskextrap.provenance import callable_hash
-
-    name = obj.name
-    for table, builtins in _builtins().items():
-        if builtins.get(name) is obj:
-            return {"builtin": name, "table": table}
-    module = getattr(_code(obj), "__module__", None)
-    attrs = [a for a, v in vars(sys.modules.get(module) or object()).items() if v is obj] if module else []
-    if not attrs or module == "__main__":
-        raise TaskextrapError(
-            f"{type(obj).__name__} {name!r} cannot be found again when the model is loaded: define it at the "
-            "top level of an importable module (not __main__), so that it is module:attr"
-        )
-    return {"module_attr": f"{module}:{attrs[0]}", "code_hash": callable_hash(_code(obj))}
-
-
-def _task_object(spec: dict, kind: type):
-    """The family or ladder :func:`task_spec` described (a warning when its code changed)."""
-    from taskextrap.provenance import callable_hash
-    from taskextrap.tasks.registry import load_object
-
-    if "builtin" in spec:
-        return _builtins()[spec["table"]][spec["builtin"]]
-    obj = load_object(spec["module_attr"], kind.__name__)
-    if not isinstance(obj, kind):
-        raise TaskextrapError(f"{spec['module_attr']} is a {type(obj).__name__}, not the saved {kind.__name__}")
-    if callable_hash(_code(obj)) != spec["code_hash"]:
-        warnings.warn(
-            f"{spec['module_attr']} changed since the model was saved (code {spec['code_hash']} -> "
-            f"{callable_hash(_code(obj))}): its predictions may differ",
-            TaskextrapWarning,
-            stacklevel=4,
-        )
-    return obj
-
-
 def library_from_state(arrays: dict[str, np.ndarray], desc: dict):
     """The library :func:`library_state` saved: the same tasks of the same family or ladder."""
-    from taskextrap.tasks.ladder import Ladder, LadderSet
-    from taskextrap.tasks.observed import ObservedFamily
-    from taskextrap.tasks.primitives import PrimitiveFamily, PrimitiveSet
-    from taskextrap.tasks.taskset import ParametricFamily, TaskSet
+    kind = _library_types().get(str(desc.get("kind")))
+    if kind is None:
+        raise TaskextrapError(f"the saved library is of kind {desc.get('kind')!r}, which this taskextrap cannot load")
+    return kind.from_state(arrays, desc, LIBRARY_PREFIX)
 
-    if desc.get("kind") == "TaskSet":
-        if "observed" in desc["family"]:
-            family = ObservedFamily.from_state(arrays, desc["family"], OBSERVED_PREFIX)
-        else:
-            family = _task_object(desc["family"], ParametricFamily)
-        regions = np.array(desc["regions"], dtype=object)[arrays["library.region"]]
-        return TaskSet(family, arrays["library.params"], np.asarray(regions.tolist()))
-    if desc.get("kind") == "LadderSet":
-        ladder = _task_object(desc["family"], Ladder)
-        return LadderSet(ladder, arrays["library.params"], arrays["library.level"], arrays["library.parent"])
-    if desc.get("kind") == "PrimitiveSet":
-        if all("curves_only" in spec for spec in desc["families"]):  # a library known by its curves alone
-            names = [spec["curves_only"] for spec in desc["families"]]
-            lib = PrimitiveSet.from_curves(
-                names, arrays["library.family"], arrays["library.grid"], arrays["library.curves"], tuple(desc["domain"])
-            )
-            return dataclasses.replace(lib, name=desc["name"])
-        families = tuple(_task_object(spec, PrimitiveFamily) for spec in desc["families"])
-        params = arrays.get("library.params")
-        return PrimitiveSet(
-            families,
-            arrays["library.family"],
-            params,
-            arrays["library.grid"],
-            arrays["library.curves"],
-            tuple(desc["domain"]),
-            desc["name"],
-        )
-    raise TaskextrapError(f"the saved library is of kind {desc.get('kind')!r}, which this taskextrap cannot load")
+
+def _library_types() -> dict[str, type[Stateful]]:
+    """Every regime's library type by class name (``tasks.regimes``)."""
+    return {regime.library.__name__: regime.library for regime in REGIMES.values()}
 
 
 # ----------------------------------------------------------------------------- folders

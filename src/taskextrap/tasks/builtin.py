@@ -10,6 +10,7 @@ import numpy as np
 from taskextrap.tasks.chains import DEPTH3_FAMILIES, PAPER_RECIPE_SPLIT
 from taskextrap.tasks.family import ParametricFamily
 from taskextrap.tasks.primitives import PAPER_SPLIT, PRIMITIVE_FAMILIES, CompositionFamily
+from taskextrap.tasks.specs import register_builtins
 
 PERIOD = 20.0 / 7.0
 G = 9.81
@@ -123,6 +124,8 @@ def with_far_regions(family: ParametricFamily, names: tuple[str, ...] = FAR_REGI
 
 
 MULTISTEP_FAMILIES = {name: with_far_regions(f) for name, f in PARAMETER_FAMILIES.items()}
+register_builtins("parameter", PARAMETER_FAMILIES)  # a saved library names them by table (tasks.specs)
+register_builtins("multistep", MULTISTEP_FAMILIES)
 
 
 # The composition regime's primitive sets (``--family`` of the composition experiments). Both

@@ -29,6 +29,7 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.tasks.primitives import PrimitiveFamily, PrimitiveSet
+from taskextrap.tasks.specs import register_builtins
 from taskextrap.tasks.recipes import (  # noqa: F401 - the recipes, re-exported where they were
     IDENTITY_NAME,
     PAPER_RECIPE_SPLIT,
@@ -83,6 +84,8 @@ _RAW: dict[str, tuple[Callable[..., np.ndarray], dict[str, tuple[float, float]]]
 # families without the rescaling (whose poly o poly o poly chains reach |h| ~ 10^4).
 DEPTH3_FAMILIES = tuple(PrimitiveFamily(name, rescaled(fn), params) for name, (fn, params) in _RAW.items())
 RAW_DEPTH3_FAMILIES = tuple(PrimitiveFamily(name, fn, params) for name, (fn, params) in _RAW.items())
+register_builtins("primitive-depth3", {f.name: f for f in DEPTH3_FAMILIES})  # a saved library names them (tasks.specs)
+register_builtins("primitive-depth3-raw", {f.name: f for f in RAW_DEPTH3_FAMILIES})
 DEPTH3_GRID = np.linspace(-6.0, 6.0, 601)  # stored curves: the rescaled values stay within about +-5
 
 

@@ -12,11 +12,12 @@ The built-in polynomial ladder has basis (x/5)^p on [-5, 5] with normalised coef
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
+from taskextrap.tasks.specs import register_builtins, task_object, task_spec
 from taskextrap.validation import (
     as_float_array,
     as_index_array,
@@ -261,6 +262,18 @@ class LadderSet:
         """The tasks at ``index`` (an index array or boolean mask)."""
         return LadderSet(self.family, self.params[index], self.level[index], self.parent[index])
 
+    def state(self, prefix: str = "library.") -> tuple[dict[str, np.ndarray], dict]:
+        """The tasks as arrays under ``prefix`` (coefficients, levels, parents) and a description
+        (how to find the ladder again: :func:`taskextrap.tasks.specs.task_spec`) for :meth:`from_state`."""
+        arrays = {f"{prefix}params": self.params, f"{prefix}level": self.level, f"{prefix}parent": self.parent}
+        return arrays, {"kind": "LadderSet", "family": task_spec(self.family)}
+
+    @classmethod
+    def from_state(cls, arrays: Mapping[str, np.ndarray], desc: dict, prefix: str = "library.") -> LadderSet:
+        """The tasks :meth:`state` wrote: the same coefficients of the same ladder."""
+        ladder = task_object(desc["family"], Ladder)
+        return cls(ladder, arrays[f"{prefix}params"], arrays[f"{prefix}level"], arrays[f"{prefix}parent"])
+
     def values(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
         """Values of tasks ``index`` (all by default) at inputs ``x`` of shape (len(index), m).
 
@@ -303,3 +316,4 @@ def _power_basis(x: np.ndarray, p: int) -> np.ndarray:
 
 # The paper's length family: polynomials on [-5, 5], degrees 1..8 in the library, degree 9 held out.
 POLYNOMIAL_LADDER = Ladder("polynomial", basis=_power_basis, domain=(-5.0, 5.0))
+register_builtins("ladder", {POLYNOMIAL_LADDER.name: POLYNOMIAL_LADDER})  # a saved library names it (tasks.specs)

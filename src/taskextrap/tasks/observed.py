@@ -36,6 +36,7 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.tasks.family import ParametricFamily
+from taskextrap.tasks.specs import register_data_family
 from taskextrap.tasks.taskset import TaskSet
 from taskextrap.validation import check_int
 
@@ -412,7 +413,7 @@ class ObservedTasks:
                 "names": list(self.names), "group": None if self.group is None else self.group.tolist()}  # fmt: skip
 
     @classmethod
-    def from_arrays(cls, arrays: dict, desc: dict, prefix: str) -> ObservedTasks:
+    def from_arrays(cls, arrays: Mapping, desc: dict, prefix: str) -> ObservedTasks:
         """The tasks :meth:`arrays` and :meth:`description` saved."""
         return cls(
             np.array(desc["ids"], dtype=object),
@@ -593,7 +594,10 @@ class ObservedFamily(ParametricFamily):
         return self.tasks.arrays(prefix), desc
 
     @classmethod
-    def from_state(cls, arrays: dict, desc: dict, prefix: str) -> ObservedFamily:
+    def from_state(cls, arrays: Mapping, desc: dict, prefix: str) -> ObservedFamily:
         """The family :meth:`state` saved: the same points, so the same values to the bit."""
         tasks = ObservedTasks.from_arrays(arrays, desc["observed"], prefix)
         return cls.of(tasks, desc["name"], desc["interpolant"], desc["outside"])
+
+
+register_data_family("observed", ObservedFamily)  # a saved library holds its points (tasks.specs)

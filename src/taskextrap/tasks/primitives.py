@@ -12,16 +12,18 @@ composition experiments (its families, its pair split, its domain and curve grid
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.tasks.checks import CHECK_TASKS, checked_values, sample_inputs
+from taskextrap.tasks.specs import register_builtins, task_object, task_spec
 from taskextrap.validation import (
     as_float_array,
     as_index_array,
@@ -135,6 +137,7 @@ TANH = PrimitiveFamily(
     "tanh", lambda x, A, w, c: A * np.tanh(w * (x - c)), {"A": (1.0, 3.0), "w": (0.5, 2.0), "c": (-2.0, 2.0)}
 )
 PRIMITIVE_FAMILIES = (POLY, SIN, TANH)
+register_builtins("primitive", {f.name: f for f in PRIMITIVE_FAMILIES})  # a saved library names them (tasks.specs)
 
 
 @dataclass(frozen=True)
@@ -452,6 +455,29 @@ class PrimitiveSet:
             raise TaskextrapError("curves must have shape (len(family), len(grid))")
         fams = tuple(PrimitiveFamily(n, lambda x: x, {}) for n in names)
         return cls(fams, np.asarray(family, dtype=int), None, grid, curves, tuple(domain))
+
+    def state(self, prefix: str = "library.") -> tuple[dict[str, np.ndarray], dict]:
+        """The primitives as arrays under ``prefix`` (family indices, grid, curves and parameters
+        when known) and a description (how to find each family again: a library known by its
+        curves alone names its families only) for :meth:`from_state`."""
+        arrays = {f"{prefix}family": self.family, f"{prefix}grid": self.grid, f"{prefix}curves": self.curves}
+        if self.params is not None:
+            arrays[f"{prefix}params"] = self.params
+        by_curves = self.params is None  # from_curves: families are names only, no formula to find
+        families = [{"curves_only": f.name} if by_curves else task_spec(f) for f in self.families]
+        return arrays, {"kind": "PrimitiveSet", "families": families, "domain": list(self.domain), "name": self.name}
+
+    @classmethod
+    def from_state(cls, arrays: Mapping[str, np.ndarray], desc: dict, prefix: str = "library.") -> PrimitiveSet:
+        """The primitives :meth:`state` wrote: the same curves of the same families."""
+        family, grid, curves = arrays[f"{prefix}family"], arrays[f"{prefix}grid"], arrays[f"{prefix}curves"]
+        if all("curves_only" in spec for spec in desc["families"]):  # a library known by its curves alone
+            names = [spec["curves_only"] for spec in desc["families"]]
+            known = cls.from_curves(names, family, grid, curves, tuple(desc["domain"]))
+            return dataclasses.replace(known, name=desc["name"])
+        families = tuple(task_object(spec, PrimitiveFamily) for spec in desc["families"])
+        params = arrays.get(f"{prefix}params")
+        return cls(families, family, params, grid, curves, tuple(desc["domain"]), desc["name"])
 
     @property
     def family_names(self) -> np.ndarray:

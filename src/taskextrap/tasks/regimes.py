@@ -1,5 +1,5 @@
 """The regimes of task extrapolation, each one registered object: its observation protocols, its
-library type, the modules of its saveable estimators, its default Gamma, its keys among the
+library type (which saves itself), the modules of its saveable estimators, its default Gamma, its keys among the
 dev-chosen interval scales and whether ``reproduce --calibrate`` serves its experiment.
 
 What reads a regime reads it here: ``get_protocol`` (its protocols), ``estimators.saving`` (the
@@ -18,7 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from taskextrap.errors import TaskextrapError, did_you_mean
+from taskextrap.tasks.ladder import LadderSet
 from taskextrap.tasks.observe import PROTOCOLS, ObservationProtocol
+from taskextrap.tasks.primitives import PrimitiveSet
+from taskextrap.tasks.specs import Stateful
+from taskextrap.tasks.taskset import TaskSet
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,8 @@ class Regime:
     Attributes:
         name: its name (an experiment's ``regime``, a method table row's regime).
         protocols: its observation protocols by name (the point counts differ between regimes).
-        library: the name of its library type (``TaskSet``, ``LadderSet``, ``PrimitiveSet``).
+        library: its library type (``TaskSet``, ``LadderSet``, ``PrimitiveSet``): a class with
+            ``state(prefix)`` and ``from_state(arrays, desc, prefix)``, which saving reads.
         estimators: the modules that hold its saveable estimators (imported by name when a
             saved model is read).
         embedding: its default Gamma (measured: benchmarks/run.py and docs/results.md).
@@ -38,7 +43,7 @@ class Regime:
 
     name: str
     protocols: Mapping[str, ObservationProtocol]
-    library: str
+    library: type[Stateful]
     estimators: tuple[str, ...]
     embedding: str
     scale_keys: tuple[str, ...] = ()
@@ -90,7 +95,7 @@ register_regime(
     Regime(
         "parameter",
         PROTOCOLS,
-        "TaskSet",
+        TaskSet,
         ("taskextrap.estimators.parameter", "taskextrap.estimators.multistep"),
         "gradient",
         ("parameter-objective", "parameter-proxy", "parameter-multistep"),  # the chained RTE: none chosen
@@ -103,7 +108,7 @@ register_regime(
         # 16 uniform points: 8 context + 8 queries (the authors' head/tail convention); strict: 8
         # noisy context points (a degree-9 polynomial has 10 coefficients: the context alone cannot pin it)
         {"paper": ObservationProtocol("paper", n_context=8, n_query=8), "strict": _strict(8, 8)},
-        "LadderSet",
+        LadderSet,
         ("taskextrap.estimators.length",),
         "adapted",
         ("length",),
@@ -115,7 +120,7 @@ register_regime(
         "composition",
         # 50 uniform points: 25 context + 25 queries; strict: 12 noisy context points
         {"paper": ObservationProtocol("paper", n_context=25, n_query=25), "strict": _strict(12, 25)},
-        "PrimitiveSet",
+        PrimitiveSet,
         ("taskextrap.estimators.composition", "taskextrap.estimators.composition_em"),
         "adapted",
         ("composition",),
@@ -127,7 +132,7 @@ register_regime(
         "composition-depth3",
         # 100 uniform points: 50 context + 50 queries; strict: 25 noisy context points
         {"paper": ObservationProtocol("paper", n_context=50, n_query=50), "strict": _strict(25, 50)},
-        "PrimitiveSet",
+        PrimitiveSet,
         ("taskextrap.estimators.composition_depth3",),
         "adapted",
         ("composition-depth3",),
@@ -136,4 +141,4 @@ register_regime(
 )
 # A user's observed curves (``taskextrap fit`` / ``evaluate``): the parameter regime's estimator on
 # a library read from data files; its interval scale is chosen on the data's own dev split.
-register_regime(Regime("observed", PROTOCOLS, "TaskSet", ("taskextrap.estimators.parameter",), "gradient"))
+register_regime(Regime("observed", PROTOCOLS, TaskSet, ("taskextrap.estimators.parameter",), "gradient"))

@@ -12,7 +12,6 @@ set's primitive families one by one, the same way.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import TypeVar
 
@@ -21,6 +20,7 @@ from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES, PRIMITIVE_SETS
 from taskextrap.tasks.family import ParametricFamily, check_family  # noqa: F401 - check_family re-exported
 from taskextrap.tasks.primitives import CompositionFamily, check_primitives
+from taskextrap.tasks.specs import load_object
 from taskextrap.tasks.checks import (  # noqa: F401 - the checks, re-exported where they were
     CHECK_POINTS,
     CHECK_TASKS,
@@ -30,38 +30,6 @@ from taskextrap.tasks.checks import (  # noqa: F401 - the checks, re-exported wh
 )
 
 T = TypeVar("T")
-
-
-def load_object(spec: str, what: str):
-    """The object ``attr`` of a user's ``module:attr`` spec (``attr`` may be dotted); a one-line
-    TaskextrapError if it cannot be loaded, whatever the module raises while it is imported."""
-    module_name, _, attr = spec.partition(":")
-    module_name, attr = module_name.strip(), attr.strip()
-    if not module_name or not attr:
-        raise TaskextrapError(f"cannot load {what} {spec!r}: give it as module:attr, both parts non-empty")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name or module_name.startswith(f"{exc.name}."):
-            raise TaskextrapError(
-                f"cannot load {what} {spec!r}: cannot import module {module_name!r} (is its folder on PYTHONPATH?)"
-            ) from None
-        raise TaskextrapError(
-            f"cannot load {what} {spec!r}: importing {module_name!r} failed: {one_line(exc)}"
-        ) from None
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's module raised while it was imported
-        raise TaskextrapError(
-            f"cannot load {what} {spec!r}: importing {module_name!r} failed: {one_line(exc)}"
-        ) from None
-    obj = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except Exception:  # noqa: BLE001 - AttributeError, or a module __getattr__ that raises
-            raise TaskextrapError(
-                f"cannot load {what} {spec!r}: module {module_name!r} has no attribute {attr!r}"
-            ) from None
-    return obj
 
 
 def is_user_spec(spec) -> bool:

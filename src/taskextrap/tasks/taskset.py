@@ -9,6 +9,7 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.tasks.family import ParametricFamily
+from taskextrap.tasks.specs import family_from_state, family_state
 from taskextrap.validation import as_float_array, as_index_array, check_instance, check_int, check_rng, describe
 
 
@@ -76,6 +77,25 @@ class TaskSet:
     def subset(self, index) -> TaskSet:
         """The tasks at ``index`` (an index array or boolean mask)."""
         return TaskSet(self.family, self.params[index], self.region[index])
+
+    def state(self, prefix: str = "library.") -> tuple[dict[str, np.ndarray], dict]:
+        """The tasks as arrays under ``prefix`` (parameters, each task's region as an index into the
+        sorted region names) and a description (:func:`taskextrap.tasks.specs.family_state`: how
+        to find the family again, or an observed family's own points) for :meth:`from_state`."""
+        regions = sorted(set(self.region.tolist()))
+        arrays = {
+            f"{prefix}params": self.params,
+            f"{prefix}region": np.array([regions.index(r) for r in self.region], dtype=np.int64),
+        }
+        family_arrays, family = family_state(self.family, f"{prefix}observed.")
+        return arrays | family_arrays, {"kind": "TaskSet", "family": family, "regions": regions}
+
+    @classmethod
+    def from_state(cls, arrays: Mapping[str, np.ndarray], desc: dict, prefix: str = "library.") -> TaskSet:
+        """The tasks :meth:`state` wrote: the same parameters of the same family."""
+        family = family_from_state(arrays, desc["family"], ParametricFamily, f"{prefix}observed.")
+        regions = np.array(desc["regions"], dtype=object)[arrays[f"{prefix}region"]]
+        return cls(family, arrays[f"{prefix}params"], np.asarray(regions.tolist()))
 
     def values(self, x: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
         """Values of tasks ``index`` (all tasks by default) at inputs ``x`` of shape (len(index), m).
