@@ -21,22 +21,18 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.baselines.context import ctx_interp
-from taskextrap.baselines.table import has_own_interval, method_rows
+from taskextrap.baselines.table import method_rows
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.experiments.discrete import (
+    DiscreteRun,
+    rte_rows,
     discrete_profiles,
     LIBRARY_SEED,
-    discrete_units,
     embedding_of,
     estimator_settings,
-    entropy_rows,
     fit_and_score,
     held_out_rows,
-    classic_interval_rows,
-    interval_rows,
-    mse_rows,
-    own_dev_scale,
     plot_examples,
     is_builtin_set,
     retrieval_rows,
@@ -49,8 +45,8 @@ from taskextrap.experiments.discrete import (
 from taskextrap.profiles import DiscreteProfile
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.registry import FRESH_TEST_SEED, register
-from taskextrap.experiments.units import Plan, UnitResult, gather
-from taskextrap.search.calibration import interval_diagnostics, pooled_curve, scale_source
+from taskextrap.experiments.units import Plan, UnitResult
+from taskextrap.search.calibration import interval_diagnostics, scale_source
 from taskextrap.search.posterior import entropy
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import POLY_SIN_TANH
@@ -273,59 +269,40 @@ def _plot(plot_dir, stem, rte, primitives, targets, obs):
     plot_embedding(plot_dir / f"{stem}-embedding.png", rte.z_library_, labels, EMBEDDING_TITLE, target_labels=[])
 
 
-def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:
-    options, profile, protocol, test_seed = settings.options, settings.profile, settings.protocol, settings.test_seed
-    embedding = embedding_of(settings, "composition")
+def set_run(experiment: str, settings: Settings, key: dict) -> tuple[DiscreteRun, CompositionFamily, PairSplit]:
+    """The run of a composition experiment on ``settings``' primitive set (the built-in one by
+    default) and its pair split (a dev split of it under ``--split dev``): its units keyed by
+    ``key`` and what every composition unit is keyed by; ``experiment`` names the units."""
     primitive_set = settings.family or get_set(None)
     split = get_split(primitive_set, settings.dev, settings.family_spec)
-    group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
+    embedding = embedding_of(settings, "composition")
     base = dict(
-        experiment="composition",
+        experiment=experiment,
         split=split,
-        protocol=protocol,
-        profile=profile.to_dict(),
+        protocol=settings.protocol,
+        profile=settings.profile.to_dict(),
         embedding=embedding,
-        test_seed=test_seed,
-        methods=all_methods(),
+        test_seed=settings.test_seed,
+        **key,
         **set_unit_key(primitive_set, POLY_SIN_TANH),
     )
-    stem = set_stem("composition", primitive_set, POLY_SIN_TANH, protocol)
+    stem = set_stem(experiment, primitive_set, POLY_SIN_TANH, settings.protocol)
     spec = lambda s: UnitSpec.of(settings, s, primitive_set, embedding, split=split)  # noqa: E731
-    units = discrete_units(
-        settings,
-        stem,
-        base,
-        estimator_of=lambda s: make_rte(spec(s)),
-        compute=lambda s, plots: run_unit(spec(s), plots),
-        plot_dir=plot_dir,
-        plot_file=f"{stem}-predictions.png",
-    )
+    return DiscreteRun(settings, stem, base, spec, make_rte, run_unit, f"{stem}-predictions.png"), primitive_set, split
 
-    rte_scale = make_rte(spec(0)).calibrated_scale()
 
-    def assemble(results):
-        errors, timing = gather(results, units)
-        errors, scale, source = own_dev_scale(
-            options,
-            errors,
-            "rte",
-            "rte",
-            rte_scale,
-            scale_source("composition", protocol, None, settings.builtin, primitive_set.name),
-        )
-        out = mse_rows(experiment, errors, group(GROUP), methods)
-        if experiment == "composition":  # rte's calibration beside its MSE; one group per held-out pair
-            out += interval_rows(experiment, errors, group(GROUP), "rte", "rte")
-            out += [
-                r
-                for m in methods
-                if has_own_interval(m)
-                for r in classic_interval_rows(experiment, errors, group(GROUP), m, m)
-            ]
-            out += entropy_rows(experiment, errors, group(GROUP), (("rte", "rte_entropy"),))
-            if len(split.test) > 1:
-                pairs = [group(f"{o} o {i}") for o, i in split.test]
-                out += held_out_rows(experiment, errors, errors["pair_id"][0], pairs, BREAKDOWN)
+def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:
+    run, primitive_set, split = set_run("composition", settings, {"methods": all_methods()})
+    group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
+    full = experiment == "composition"  # rte's calibration beside its MSE; one group per held-out pair
+    source = scale_source("composition", settings.protocol, None, settings.builtin, primitive_set.name)
+    scale = (make_rte(run.spec(0)).calibrated_scale(), source)
+
+    def rows(errors):
+        errors, out, calibration = rte_rows(experiment, settings, errors, group(GROUP), methods, scale, full)
+        if full and len(split.test) > 1:
+            pairs = [group(f"{o} o {i}") for o, i in split.test]
+            out += held_out_rows(experiment, errors, errors["pair_id"][0], pairs, BREAKDOWN)
         out += retrieval_rows(
             experiment,
             errors,
@@ -337,21 +314,26 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
             ),
         )
         config = {
-            "primitive_set": set_record(primitive_set, settings.family_spec),
-            "pairs": {"train": split.train, "test": split.test},
-            "protocol": {**vars(protocol)},
-            "profile": profile.to_dict(),
-            "embedding": embedding,
+            **set_config(settings, primitive_set, split),
             "library_seed": LIBRARY_SEED,
-            "test_seed": test_seed,
             "units": "shared with composition / composition-ablations under OUT/units",
-            "interval_scale": scale,
-            "interval_scale_source": source,
-            "coverage_by_scale": {group(GROUP): {"rte": pooled_curve(errors, "rte")}},
+            **calibration,
         }
-        return out, config, list(profile.seeds), timing
+        return out, config
 
-    return Plan(units, assemble)
+    return run.plan(plot_dir, rows)
+
+
+def set_config(settings: Settings, primitive_set: CompositionFamily, split: PairSplit) -> dict:
+    """What a composition run's config records of its set, pairs, protocol, profile, Gamma and test seed."""
+    return {
+        "primitive_set": set_record(primitive_set, settings.family_spec),
+        "pairs": {"train": split.train, "test": split.test},
+        "protocol": {**vars(settings.protocol)},
+        "profile": settings.profile.to_dict(),
+        "embedding": embedding_of(settings, "composition"),
+        "test_seed": settings.test_seed,
+    }
 
 
 COMPOSITION_OPTIONS = ("protocol", "family", "embedding", "test_seed", "device")

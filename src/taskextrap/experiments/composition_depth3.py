@@ -19,20 +19,17 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.baselines.context import ctx_interp
-from taskextrap.baselines.table import has_own_interval, method_rows
+from taskextrap.baselines.table import method_rows
 from taskextrap.estimators.composition_depth3 import Composition3RTE
 from taskextrap.experiments.discrete import (
+    DiscreteRun,
+    rte_rows,
     discrete_profiles,
     LIBRARY_SEED,
-    discrete_units,
     embedding_of,
     estimator_settings,
     fit_and_score,
     held_out_rows,
-    classic_interval_rows,
-    interval_rows,
-    mse_rows,
-    own_dev_scale,
     plot_examples,
     retrieval_rows,
     set_group,
@@ -43,9 +40,9 @@ from taskextrap.experiments.discrete import (
 )
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.registry import FRESH_TEST_SEED, register
-from taskextrap.experiments.units import Plan, UnitResult, gather
+from taskextrap.experiments.units import Plan, UnitResult
 from taskextrap.operators.train import TrainConfig
-from taskextrap.search.calibration import interval_diagnostics, pooled_curve, scale_source
+from taskextrap.search.calibration import interval_diagnostics, scale_source
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import POLY_SIN_TANH_RESCALED
 from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT, ChainSet, RecipeSplit, dev_recipe_split, recipe_name
@@ -266,37 +263,14 @@ def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir:
     )
     stem = set_stem(EXPERIMENT, primitive_set, POLY_SIN_TANH_RESCALED, protocol)
     spec = lambda s: UnitSpec.of(settings, s, primitive_set, embedding, split=split, test_seed=test_seed)  # noqa: E731
-    # the same listing as composition's, deliberately twice: each names its own module's estimator and unit
-    units = discrete_units(
-        settings,
-        stem,
-        base,
-        estimator_of=lambda s: make_rte(spec(s)),
-        compute=lambda s, plots: run_unit(spec(s), plots),
-        plot_dir=plot_dir,
-        plot_file=f"{stem}-predictions.png",
-    )
-
+    run = DiscreteRun(settings, stem, base, spec, make_rte, run_unit, f"{stem}-predictions.png")
     chosen = make_rte(spec(0))  # the settings every unit's estimator has
+    source = scale_source("composition-depth3", protocol, None, settings.builtin, primitive_set.name)
 
-    def assemble(results):
-        errors, timing = gather(results, units)
-        errors, scale, source = own_dev_scale(
-            options,
-            errors,
-            "rte",
-            "rte",
-            chosen.calibrated_scale(),
-            scale_source("composition-depth3", protocol, None, settings.builtin, primitive_set.name),
+    def rows(errors):
+        errors, out, calibration = rte_rows(
+            EXPERIMENT, settings, errors, group(GROUP), methods, (chosen.calibrated_scale(), source), True
         )
-        out = mse_rows(EXPERIMENT, errors, group(GROUP), methods)
-        out += interval_rows(EXPERIMENT, errors, group(GROUP), "rte", "rte")
-        out += [
-            r
-            for m in methods
-            if has_own_interval(m)
-            for r in classic_interval_rows(EXPERIMENT, errors, group(GROUP), m, m)
-        ]
         recipes = [group(recipe_name(recipe)) for recipe in split.test]
         out += held_out_rows(EXPERIMENT, errors, errors["recipe_id"][0], recipes, BREAKDOWN)
         out += retrieval_rows(
@@ -326,11 +300,9 @@ def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir:
             "library_seed": LIBRARY_SEED,
             "test_seed": test_seed,
             "search": {k: getattr(chosen, k) for k in SEARCH_SETTINGS},
-            "interval_scale": scale,
-            "interval_scale_source": source,
-            "coverage_by_scale": {group(GROUP): {"rte": pooled_curve(errors, "rte")}},
+            **calibration,
             "rte_over_sparse_inductive": {"per_seed": per_seed, "mean": float(np.mean(per_seed))},
         }
-        return out, config, list(profile.seeds), timing
+        return out, config
 
-    return Plan(units, assemble)
+    return run.plan(plot_dir, rows)

@@ -23,6 +23,7 @@ restricted to the training family pairs, as every supervised label is).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from pathlib import Path
@@ -36,23 +37,16 @@ from taskextrap.experiments.composition import (
     PROFILES as COMPOSITION_PROFILES,
     GROUP,
     get_set,
-    get_split,
     make_library,
     make_rte,
     make_set_targets,
+    set_config,
+    set_run,
 )
-from taskextrap.experiments.discrete import (
-    discrete_units,
-    embedding_of,
-    mse_rows,
-    set_group,
-    set_record,
-    set_stem,
-    set_unit_key,
-)
+from taskextrap.experiments.discrete import mse_rows, set_group
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.registry import register
-from taskextrap.experiments.units import Plan, UnitResult, gather, per_target
+from taskextrap.experiments.units import UnitResult, per_target
 from taskextrap.report.schema import make_row
 from taskextrap.tasks.builtin import POLY_SIN_TANH
 
@@ -123,59 +117,28 @@ def run_unit(spec: UnitSpec) -> UnitResult:
 )
 def run_composition_em(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """One unit per seed; rows are the held-out-pair MSE of every arm and the pseudo-label quality."""
-    profile, protocol, embedding = settings.profile, settings.protocol, embedding_of(settings, "composition")
-    primitive_set = settings.family or get_set(None)
-    split = get_split(primitive_set, settings.dev, settings.family_spec)
+    run, primitive_set, split = set_run("composition-em", settings, {"em_rounds": EM_ROUNDS, "arms": ARMS})
+    run = dataclasses.replace(
+        run, estimator=lambda spec: make_em(spec, 0.0), compute=lambda spec, plots: run_unit(spec), plot_file=None
+    )
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
-    base = dict(
-        experiment="composition-em",
-        split=split,
-        protocol=protocol,
-        profile=profile.to_dict(),
-        embedding=embedding,
-        test_seed=settings.test_seed,
-        em_rounds=EM_ROUNDS,
-        arms=ARMS,
-        **set_unit_key(primitive_set, POLY_SIN_TANH),
-    )
-    spec = lambda s: UnitSpec.of(settings, s, primitive_set, embedding, split=split)  # noqa: E731
-    units = discrete_units(
-        settings,
-        set_stem("composition-em", primitive_set, POLY_SIN_TANH, protocol),
-        base,
-        estimator_of=lambda s: make_em(spec(s), 0.0),
-        compute=lambda s, plots: run_unit(spec(s)),
-        plot_dir=None,
-        plot_file=None,
-    )
 
-    def assemble(results):
-        errors, timing = gather(results, units)
-        rows = mse_rows("composition-em", errors, group(GROUP), METHODS)
+    def rows(errors):
+        out = mse_rows("composition-em", errors, group(GROUP), METHODS)
         for key in sorted(k for k in errors if "|" in k):
             arm, step, kind = key.split("|")
             if len(errors[key][0]):  # the fixed-labels arm has no unlabelled task
-                rows.append(
-                    make_row(
-                        "composition-em",
-                        group(LABEL_GROUPS[kind]),
-                        f"{arm}:{step}",
-                        "fraction",
-                        np.stack(errors[key], axis=1),
-                    )
+                fractions = np.stack(errors[key], axis=1)
+                out.append(
+                    make_row("composition-em", group(LABEL_GROUPS[kind]), f"{arm}:{step}", "fraction", fractions)
                 )
         config = {
-            "primitive_set": set_record(primitive_set, settings.family_spec),
-            "pairs": {"train": split.train, "test": split.test},
-            "protocol": {**vars(protocol)},
-            "profile": profile.to_dict(),
-            "embedding": embedding,
-            "test_seed": settings.test_seed,
+            **set_config(settings, primitive_set, split),
             "em_rounds": EM_ROUNDS,
             "label_shares": ARMS,
             "label_pairs": EMCompositionRTE.label_pairs,
             "steps": "every RTE arm: the profile's Psi and decomposer steps (EM: in em_rounds equal M-steps)",
         }
-        return rows, config, list(profile.seeds), timing
+        return out, config
 
-    return Plan(units, assemble)
+    return run.plan(None, rows)

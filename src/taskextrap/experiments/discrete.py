@@ -9,23 +9,25 @@ reports) and what keys its units; everything else about a run is the same for bo
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from taskextrap.baselines.discrete import DiscreteInductive, training_batch
 from taskextrap.baselines.method import SharedDraws
-from taskextrap.baselines.table import begin_methods, is_method
+from taskextrap.baselines.table import begin_methods, has_own_interval, is_method
 from taskextrap.estimators.base import fit_together
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.profiles import DiscreteProfile, profile_table
-from taskextrap.experiments.units import Unit, UnitResult, per_target, seed_units
+from taskextrap.experiments.units import Plan, Unit, UnitResult, gather, per_target, seed_units
 from taskextrap.operators.train import TrainConfig, job_seconds
 from taskextrap.provenance import callable_hash
 from taskextrap.report.schema import make_row
-from taskextrap.search.calibration import interval_diagnostics
+from taskextrap.search.calibration import interval_diagnostics, pooled_curve
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PRIMITIVE_SETS
 from taskextrap.tasks.primitives import CompositionFamily
@@ -97,6 +99,71 @@ def discrete_units(
         plot_dir=plot_dir,
         plot_file=plot_file,
     )
+
+
+@dataclass(frozen=True)
+class DiscreteRun:
+    """One run of a discrete experiment: its units' stem and key, each seed's :class:`UnitSpec`, the
+    estimator that keys a unit (``estimator(spec)``: its repr is part of the fingerprint) and the
+    work of a unit (``compute(spec, plot_dir)``). An experiment and its ablations build the same
+    run, so they share their units (one cache) and differ in their rows only.
+
+    ``plot_file``: the figure a unit draws (its cache entry is redone when the file is gone).
+    """
+
+    settings: Settings
+    stem: str
+    base: dict
+    spec: Callable[[int], UnitSpec]
+    estimator: Callable[[UnitSpec], Any]
+    compute: Callable[[UnitSpec, Path | None], UnitResult]
+    plot_file: str | None = None
+
+    def plan(self, plot_dir: Path | None, rows: Callable[[dict], tuple[list, dict]]) -> Plan:
+        """The run's :class:`Plan`: one unit per seed (:func:`discrete_units`), assembled by
+        ``rows(errors) -> (rows, config)`` on the units' gathered errors."""
+        units = discrete_units(
+            self.settings,
+            self.stem,
+            self.base,
+            estimator_of=lambda s: self.estimator(self.spec(s)),
+            compute=lambda s, plots: self.compute(self.spec(s), plots),
+            plot_dir=plot_dir,
+            plot_file=self.plot_file,
+        )
+
+        def assemble(results):
+            errors, timing = gather(results, units)
+            out, config = rows(errors)
+            return out, config, list(self.settings.profile.seeds), timing
+
+        return Plan(units, assemble)
+
+
+def rte_rows(
+    experiment: str, settings: Settings, errors: dict, group: str, methods, scale: tuple[float, str], full: bool
+) -> tuple[dict, list, dict]:
+    """``(errors, rows, config)`` of a discrete experiment's main group: every method's MSE and,
+    when ``full`` (the experiment, not its ablations), rte's interval (calibrated and raw), each
+    classic's own interval and rte's posterior entropy where the units kept it. ``scale``: the
+    interval scale the units used and its source, replaced by the family's own dev-chosen one
+    when the run has it (:func:`own_dev_scale`); the config holds the scale, its source and rte's
+    coverage curve."""
+    errors, used, source = own_dev_scale(settings.options, errors, "rte", "rte", *scale)
+    rows = mse_rows(experiment, errors, group, methods)
+    if full:
+        rows += interval_rows(experiment, errors, group, "rte", "rte")
+        rows += [
+            r for m in methods if has_own_interval(m) for r in classic_interval_rows(experiment, errors, group, m, m)
+        ]
+        if "rte_entropy" in errors:
+            rows += entropy_rows(experiment, errors, group, (("rte", "rte_entropy"),))
+    config = {
+        "interval_scale": used,
+        "interval_scale_source": source,
+        "coverage_by_scale": {group: {"rte": pooled_curve(errors, "rte")}},
+    }
+    return errors, rows, config
 
 
 def is_builtin_set(primitive_set: CompositionFamily) -> bool:

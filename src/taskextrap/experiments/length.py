@@ -14,30 +14,26 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.baselines.context import ctx_polyfit
-from taskextrap.baselines.table import has_own_interval, method_rows
+from taskextrap.baselines.table import method_rows
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.length import LengthRTE
 from taskextrap.experiments.discrete import (
+    DiscreteRun,
+    rte_rows,
     discrete_profiles,
     LIBRARY_SEED,
-    discrete_units,
     embedding_of,
     estimator_settings,
-    entropy_rows,
     fit_and_score,
-    classic_interval_rows,
-    interval_rows,
-    mse_rows,
-    own_dev_scale,
     plot_examples,
     retrieval_rows,
 )
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.registry import FRESH_TEST_SEED, register
-from taskextrap.experiments.units import Plan, UnitResult, gather
+from taskextrap.experiments.units import Plan, UnitResult
 from taskextrap.provenance import callable_hash
-from taskextrap.search.calibration import interval_diagnostics, pooled_curve, scale_source
+from taskextrap.search.calibration import interval_diagnostics, scale_source
 from taskextrap.search.posterior import entropy
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import dev_ladder
@@ -192,7 +188,7 @@ def _plot(plot_dir, ladder, protocol, rte, library, targets, obs):
 
 
 def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:
-    options, profile, protocol, test_seed = settings.options, settings.profile, settings.protocol, settings.test_seed
+    profile, protocol, test_seed = settings.profile, settings.protocol, settings.test_seed
     embedding = embedding_of(settings, "length")
     ladder = settings.family or get_ladder(None)
     if settings.dev:
@@ -213,25 +209,21 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
         methods=all_methods(),
     )
     spec = lambda s: UnitSpec.of(settings, s, ladder, embedding)  # noqa: E731
-    units = discrete_units(
-        settings,
-        f"length-{ladder.name}-{protocol.name}",
-        base,
-        estimator_of=lambda s: make_rte(spec(s)),
-        compute=lambda s, plots: run_unit(spec(s), plots),
-        plot_dir=plot_dir,
-        plot_file=f"{ladder.name}-{protocol.name}-predictions.png",
+    stem = f"{ladder.name}-{protocol.name}"
+    run = DiscreteRun(settings, f"length-{stem}", base, spec, make_rte, run_unit, f"{stem}-predictions.png")
+    scale = (
+        make_rte(spec(0)).calibrated_scale(),
+        scale_source("length", protocol, None, settings.builtin, ladder.name),
     )
+    full = experiment == "length"  # rte's calibration beside its MSE
 
-    def assemble(results):
-        errors, timing = gather(results, units)
-        errors, scale, source = own_dev_scale(
-            options,
+    def rows(errors):
+        errors, out, calibration = rte_rows(experiment, settings, errors, group_name(ladder), methods, scale, full)
+        out += retrieval_rows(
+            experiment,
             errors,
-            "rte",
-            "rte",
-            make_rte(spec(0)).calibrated_scale(),
-            scale_source("length", protocol, None, settings.builtin, ladder.name),
+            "predecessor-retrieved",
+            (("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk")),
         )
         config = {
             "ladder": ladder.name,
@@ -243,29 +235,11 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
             "library_seed": LIBRARY_SEED,
             "test_seed": test_seed,
             "units": "shared with length / length-ablations under OUT/units",
-            "interval_scale": scale,
-            "interval_scale_source": source,
-            "coverage_by_scale": {group_name(ladder): {"rte": pooled_curve(errors, "rte")}},
+            **calibration,
         }
-        rows = mse_rows(experiment, errors, group_name(ladder), methods)
-        if experiment == "length":  # rte's calibration beside its MSE
-            rows += interval_rows(experiment, errors, group_name(ladder), "rte", "rte")
-            rows += [
-                r
-                for m in methods
-                if has_own_interval(m)
-                for r in classic_interval_rows(experiment, errors, group_name(ladder), m, m)
-            ]
-            rows += entropy_rows(experiment, errors, group_name(ladder), (("rte", "rte_entropy"),))
-        rows += retrieval_rows(
-            experiment,
-            errors,
-            "predecessor-retrieved",
-            (("rte", "parent_top1"), ("top-k-candidates", "parent_in_topk")),
-        )
-        return rows, config, list(profile.seeds), timing
+        return out, config
 
-    return Plan(units, assemble)
+    return run.plan(plot_dir, rows)
 
 
 def group_name(ladder: Ladder) -> str:
