@@ -69,6 +69,11 @@ def describe(profile_class: type) -> dict[str, str]:
 # The seeds of the three usual profiles: one for quick and tiny (tests only: seconds), the
 # paper's three for paper.
 SEEDS = {"quick": (0,), "paper": (0, 1, 2), "tiny": (0,)}
+# The fine-tuning of every language-model experiment's tiny profile (tests only): one seed, one
+# task, two steps of two sequences.
+TINY_SFT: dict[str, Any] = dict(
+    name="tiny", seeds=SEEDS["tiny"], sft_steps=2, sft_batch=2, sft_lr=2e-4, warmup=1, n_tasks=1
+)
 
 
 def profile_table(cls: type, sizes: dict[str, dict], **per_profile: dict) -> dict:

@@ -48,7 +48,7 @@ def test_composition_and_ablations_share_units(tmp_path, monkeypatch):
     opts = RunOptions(profile="tiny", out=tmp_path, progress=False)
     res = run_experiment("composition", opts)
     validate_results(res)
-    for kind in ("predictions", "embedding"):  # experiments.discrete.plot_examples
+    for kind in ("predictions", "embedding"):  # experiments.discrete.Figures
         assert (tmp_path / "composition-paper-tiny" / "plots" / f"composition-paper-{kind}.png").exists()
     main = [r["method"] for r in res["rows"] if r["group"] == "unseen-pairs" and r["metric"] == "mse"]
     assert main == list(composition.main_methods()) and "strategy-b" in main  # the paper's plain Strategy B, named

@@ -186,8 +186,7 @@ class CompositionRTE(DecomposingRTE):
     def draw_training_tasks(self, pool, n, g):
         """``n`` fresh training-pair compositions of primitives from ``pool`` and one observation of each."""
         tasks = CompositionSet.sample(self.primitives_, self.split.train, n, g, pool=pool, train_pairs=self.split.train)
-        obs = self.protocol_.draw(tasks, 1, g, getattr(self, "noise_scale_", None))
-        return tasks, obs
+        return tasks, self.observe_once(tasks, g)
 
     def _operator_arrays(self, pool, n, g) -> audit.Batch:
         """Psi_comp batch (qry_x, outer, inner, ctx_x, ctx_y, qry_y) naming its compositions."""

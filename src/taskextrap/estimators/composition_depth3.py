@@ -239,8 +239,7 @@ class Composition3RTE(DecomposingRTE):
             train_recipes=self.split.train,
             weights=self.recipe_weights_,
         )
-        obs = self.protocol_.draw(tasks, 1, g, getattr(self, "noise_scale_", None))
-        return tasks, obs
+        return tasks, self.observe_once(tasks, g)
 
     def _operator_arrays(self, pool, n, g) -> audit.Batch:
         """Psi_chain batch (qry_x, chains, ctx_x, ctx_y, qry_y) naming its compositions."""

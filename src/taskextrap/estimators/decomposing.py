@@ -277,6 +277,11 @@ class DecomposingRTE(Estimator):
         observation of each (also what the inductive baseline trains on)."""
         raise NotImplementedError
 
+    def observe_once(self, tasks, g: np.random.Generator):
+        """One observation of each of ``tasks`` under the fitted protocol, at the library's noise
+        scale once the fit has measured it."""
+        return self.protocol_.draw(tasks, 1, g, getattr(self, "noise_scale_", None))
+
     # ----------------------------------------------------------------------------- phase 2
     def _named_candidates(self, ctx_x, ctx_y, anchors, phi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(context, context values, anchors as indices) of ``decomposition_for`` in a regime whose

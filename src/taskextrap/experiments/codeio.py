@@ -18,12 +18,13 @@ search resume from their checkpoints.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from taskextrap.profiles import CodeIOProfile
+from taskextrap.profiles import TINY_SFT, CodeIOProfile
 from taskextrap.experiments.settings import Settings
 from taskextrap.experiments.registry import RunOptions, register
 from taskextrap.experiments.units import Plan, UnitResult, fingerprint, gather, seed_units, unit_done
@@ -36,55 +37,40 @@ if TYPE_CHECKING:  # the llm extra is imported only when an experiment runs
 
 GROUPS = ("held-out-pairs", "novel-pairs")  # "held-out-pairs" is the paper's Table 5 group
 
+# paper: the authors' ~1,150 steps of 8 (4 epochs of 2,307 examples), lr 2e-4, 5 warm-up steps;
+# all 192 held-out tasks; one seed (the bounded search scores about 40% of the full one's
+# 571,392 sequences per seed: benchmarks/results/codeio-search.json). The default model's
+# full_lr, score_shots and anchored were chosen on dev (codeio-recipe-dev.json; docs/design.md
+# "Sequence models": full fine-tuning 0.353 against the paper's LoRA 0.085, 153 dev tasks).
+PAPER = CodeIOProfile(
+    name="paper",
+    seeds=(0,),
+    sft_steps=1150,
+    sft_batch=8,
+    sft_lr=2e-4,
+    warmup=5,
+    full_lr=5e-4,
+    score_shots=True,
+    anchored=True,
+)
 PROFILES = {
     # quick: 6 of the 192 held-out tasks (3 novel), 150 steps per run (the paper's 1,150 would
     # take most of the budget) at a higher learning rate; the full search would score 992 x 3
     # leave-one-out sequences per task (the bounded one scores every candidate's first).
-    "quick": CodeIOProfile(
+    "quick": dataclasses.replace(
+        PAPER,
         name="quick",
-        seeds=(0,),
         sft_steps=150,
-        sft_batch=8,
         sft_lr=1e-3,
         warmup=10,
         n_tasks=6,
         base_queries=5,
         full_lr=1e-3,
         full_warmup=10,
-        score_shots=True,
-        anchored=True,
     ),
-    # paper: the authors' ~1,150 steps of 8 (4 epochs of 2,307 examples), lr 2e-4, 5 warm-up steps;
-    # all 192 held-out tasks; one seed (the bounded search scores about 40% of the full one's
-    # 571,392 sequences per seed: benchmarks/results/codeio-search.json). The default model's
-    # full_lr, score_shots and anchored were chosen on dev (codeio-recipe-dev.json; docs/design.md
-    # "Sequence models": full fine-tuning 0.353 against the paper's LoRA 0.085, 153 dev tasks).
-    "paper": CodeIOProfile(
-        name="paper",
-        seeds=(0,),
-        sft_steps=1150,
-        sft_batch=8,
-        sft_lr=2e-4,
-        warmup=5,
-        full_lr=5e-4,
-        score_shots=True,
-        anchored=True,
-    ),
+    "paper": PAPER,
     # tiny: for tests only (with a tiny model the search over all 992 candidates takes seconds).
-    "tiny": CodeIOProfile(
-        name="tiny",
-        seeds=(0,),
-        sft_steps=2,
-        sft_batch=2,
-        sft_lr=2e-4,
-        warmup=1,
-        n_tasks=1,
-        cot_samples=2,
-        answer_tokens=8,
-        cot_tokens=8,
-        base_queries=1,
-        max_tied=4,
-    ),
+    "tiny": CodeIOProfile(**TINY_SFT, cot_samples=2, answer_tokens=8, cot_tokens=8, base_queries=1, max_tied=4),
 }
 
 

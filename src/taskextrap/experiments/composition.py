@@ -33,7 +33,7 @@ from taskextrap.experiments.discrete import (
     estimator_settings,
     fit_and_score,
     held_out_rows,
-    plot_examples,
+    Figures,
     is_builtin_set,
     retrieval_rows,
     set_group,
@@ -217,6 +217,9 @@ def predict_all(
     return preds, retrieval
 
 
+EMBEDDING_TITLE = "primitives: proxy embedding by family"
+
+
 def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     """Fit RTE and the baseline for the unit's training seed on ``spec.split.train`` (a split of
     the primitive set ``spec.family``'s families); evaluate every method on targets of the
@@ -226,47 +229,21 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     primitives = make_library(profile.n_library, primitive_set)
     targets, obs = make_set_targets(primitives, protocol, profile, split, spec.test_seed, primitive_set)
     stem = set_stem("composition", primitive_set, POLY_SIN_TANH, protocol)
-    plot = None if plot_dir is None else lambda rte: _plot(plot_dir, stem, rte, primitives, targets, obs)
-    unit = fit_and_score(
-        primitives,
-        make_rte(spec),
-        targets,
-        obs,
-        predict_all,
-        all_methods(),
-        spec.seed,
-        plot,
+    figures = Figures(
+        stem,
+        np.linspace(primitives.domain[0], primitives.domain[1], 200),
+        [f"{o} o {i}" for o, i in targets.pair[:4]],
+        ("verified composition", lambda rte, grid, d: rte.compose(grid, d.anchors[:, 0, 0], d.anchors[:, 0, 1])),
+        ("ctx-interp", ctx_interp),
+        lambda rte: primitives.family_names.astype(str),
+        EMBEDDING_TITLE,
+        target_labels=[],
     )
+    plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
+    unit = fit_and_score(primitives, make_rte(spec), targets, obs, predict_all, all_methods(), spec.seed, plot)
     # Which held-out pair each target belongs to, for the per-pair breakdown of the table.
     unit.errors["pair_id"] = np.array([split.test.index(tuple(p)) for p in targets.pair], dtype=float)
     return unit
-
-
-EMBEDDING_TITLE = "primitives: proxy embedding by family"
-
-
-def _plot(plot_dir, stem, rte, primitives, targets, obs):
-    from taskextrap.report.plots import plot_embedding
-
-    def curves(sub, grid):
-        d = rte.decompose(sub.ctx_x, sub.ctx_y)
-        return {
-            "RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
-            "verified composition": rte.compose(grid, d.anchors[:, 0, 0], d.anchors[:, 0, 1]),
-            "ctx-interp": ctx_interp(sub.ctx_x, sub.ctx_y, grid),
-        }
-
-    plot_examples(
-        plot_dir,
-        stem,
-        np.linspace(primitives.domain[0], primitives.domain[1], 200),
-        targets,
-        obs,
-        curves,
-        [f"{o} o {i}" for o, i in targets.pair[:4]],
-    )
-    labels = primitives.family_names.astype(str)
-    plot_embedding(plot_dir / f"{stem}-embedding.png", rte.z_library_, labels, EMBEDDING_TITLE, target_labels=[])
 
 
 def set_run(experiment: str, settings: Settings, key: dict) -> tuple[DiscreteRun, CompositionFamily, PairSplit]:
@@ -337,31 +314,21 @@ def set_config(settings: Settings, primitive_set: CompositionFamily, split: Pair
 
 
 COMPOSITION_OPTIONS = ("protocol", "family", "embedding", "test_seed", "device")
+# composition and its ablations register alike (they share their units)
+register_composition = functools.partial(
+    register, profiles=PROFILES, options=COMPOSITION_OPTIONS, regime="composition", dev=True, family=get_set
+)
 
 
-@register(
-    "composition",
-    "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)",
-    PROFILES,
-    options=COMPOSITION_OPTIONS,
-    regime="composition",
-    dev=True,
-    family=get_set,
+@register_composition(
+    "composition", "Table 3: compositional extrapolation (train P o S etc., test S o P, T o S, P o T)"
 )
 def run_composition(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The composition experiment: rte, sparse-inductive, oracle, verified-composition and sanity baselines."""
     return _run("composition", main_methods(), settings, plot_dir)
 
 
-@register(
-    "composition-ablations",
-    "App. K.3: composition ablations (no verification, random constituents)",
-    PROFILES,
-    options=COMPOSITION_OPTIONS,
-    regime="composition",
-    dev=True,
-    family=get_set,
-)
+@register_composition("composition-ablations", "App. K.3: composition ablations (no verification, random constituents)")
 def run_composition_ablations(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The composition ablations: the same fits as ``composition`` (shared unit cache), other rows."""
     return _run("composition-ablations", ABLATION_METHODS, settings, None)

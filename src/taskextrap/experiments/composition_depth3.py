@@ -30,7 +30,7 @@ from taskextrap.experiments.discrete import (
     estimator_settings,
     fit_and_score,
     held_out_rows,
-    plot_examples,
+    Figures,
     retrieval_rows,
     set_group,
     set_record,
@@ -174,6 +174,9 @@ def predict_all(
     return preds, retrieval
 
 
+EMBEDDING_TITLE = "primitives: proxy embedding by family"
+
+
 def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     """Fit RTE and the baseline for the unit's training seed on ``spec.split.train`` (a recipe
     split of the primitive set ``spec.family``'s families); evaluate every method on chains of
@@ -185,47 +188,21 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     primitives = make_library(profile.n_library, primitive_set)
     targets, obs = make_targets(primitives, protocol, profile.n_targets, profile.n_draws, split, test_seed, streams)
     stem = set_stem(EXPERIMENT, primitive_set, POLY_SIN_TANH_RESCALED, protocol)
-    plot = None if plot_dir is None else lambda rte: _plot(plot_dir, stem, rte, primitives, targets, obs)
-    unit = fit_and_score(
-        primitives,
-        make_rte(spec),
-        targets,
-        obs,
-        predict_all,
-        main_methods(),
-        spec.seed,
-        plot,
+    figures = Figures(
+        stem,
+        np.linspace(primitives.domain[0], primitives.domain[1], 200),
+        list(targets.region[:4]),
+        ("verified composition", lambda rte, grid, d: rte.compose(grid, d.anchors[:, 0])),
+        ("ctx-interp", ctx_interp),
+        lambda rte: rte.primitives_.family_names.astype(str),  # the identity primitive among them
+        EMBEDDING_TITLE,
+        target_labels=[],
     )
+    plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
+    unit = fit_and_score(primitives, make_rte(spec), targets, obs, predict_all, main_methods(), spec.seed, plot)
     # Which held-out recipe each target belongs to, for the per-recipe breakdown of the table.
     unit.errors["recipe_id"] = np.array([split.test.index(tuple(r)) for r in targets.recipe], dtype=float)
     return unit
-
-
-EMBEDDING_TITLE = "primitives: proxy embedding by family"
-
-
-def _plot(plot_dir, stem, rte, primitives, targets, obs):
-    from taskextrap.report.plots import plot_embedding
-
-    def curves(sub, grid):
-        d = rte.decompose(sub.ctx_x, sub.ctx_y)
-        return {
-            "RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
-            "verified composition": rte.compose(grid, d.anchors[:, 0]),
-            "ctx-interp": ctx_interp(sub.ctx_x, sub.ctx_y, grid),
-        }
-
-    plot_examples(
-        plot_dir,
-        stem,
-        np.linspace(primitives.domain[0], primitives.domain[1], 200),
-        targets,
-        obs,
-        curves,
-        list(targets.region[:4]),
-    )
-    labels = rte.primitives_.family_names.astype(str)
-    plot_embedding(plot_dir / f"{stem}-embedding.png", rte.z_library_, labels, EMBEDDING_TITLE, target_labels=[])
 
 
 @register(

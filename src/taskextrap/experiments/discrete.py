@@ -352,23 +352,47 @@ def fit_and_score(
     return UnitResult(errors, timing)
 
 
-def plot_examples(plot_dir: Path, stem: str, x: np.ndarray, targets, obs, curves: Callable, titles: list[str]) -> None:
-    """The first draw of the first (up to) four targets with ``curves(sub_obs, grid)`` (name ->
-    (n, m) predictions on the grid ``x``), written to ``plot_dir/stem-predictions.png`` (the
-    library's embedding beside it is ``report.plots.plot_embedding``'s)."""
-    from taskextrap.report.plots import plot_predictions
+@dataclass(frozen=True)
+class Figures:
+    """What a discrete unit draws, beside RTE's predictions: the first draw of (up to) four
+    targets with RTE, the structure it retrieved and a context-only baseline on the grid ``x``
+    (``<stem>-predictions.png``), and the library's embedding by ``labels(rte)``, one per
+    library member (``<stem>-embedding.png``).
 
-    n_draws = len(obs) // len(targets)
-    idx = np.arange(min(4, len(targets))) * n_draws
-    sub = obs.subset(idx)
-    grid = np.broadcast_to(x, (len(idx), len(x)))
-    truth = targets.subset(np.arange(len(idx))).values(grid)
-    plot_predictions(
-        plot_dir / f"{stem}-predictions.png",
-        x,
-        truth,
-        curves(sub, grid),
-        sub.ctx_x,
-        sub.ctx_y,
-        titles=titles[: len(idx)],
-    )
+    ``retrieved``: (label, ``fn(rte, grid, decomposition)``); ``baseline``: (label,
+    ``fn(ctx_x, ctx_y, grid)``); ``target_labels``: ``report.plots.plot_embedding``'s.
+    """
+
+    stem: str
+    x: np.ndarray
+    titles: list[str]
+    retrieved: tuple[str, Callable]
+    baseline: tuple[str, Callable]
+    labels: Callable[[Any], np.ndarray]
+    embedding_title: str
+    target_labels: list[str] | None = None
+
+    def draw(self, plot_dir: Path, rte, targets, obs) -> None:
+        """Draw both figures of fitted ``rte`` on ``targets`` and their draws ``obs`` into ``plot_dir``."""
+        from taskextrap.report.plots import plot_embedding, plot_predictions
+
+        n_draws = len(obs) // len(targets)
+        idx = np.arange(min(4, len(targets))) * n_draws
+        sub = obs.subset(idx)
+        grid = np.broadcast_to(self.x, (len(idx), len(self.x)))
+        d = rte.decompose(sub.ctx_x, sub.ctx_y)
+        curves = {
+            "RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
+            self.retrieved[0]: self.retrieved[1](rte, grid, d),
+            self.baseline[0]: self.baseline[1](sub.ctx_x, sub.ctx_y, grid),
+        }
+        truth = targets.subset(np.arange(len(idx))).values(grid)
+        path = plot_dir / f"{self.stem}-predictions.png"
+        plot_predictions(path, self.x, truth, curves, sub.ctx_x, sub.ctx_y, titles=self.titles[: len(idx)])
+        plot_embedding(
+            plot_dir / f"{self.stem}-embedding.png",
+            rte.z_library_,
+            self.labels(rte),
+            self.embedding_title,
+            target_labels=self.target_labels,
+        )

@@ -9,6 +9,8 @@ same targets and draws; a training seed changes the library's observations and e
 
 from __future__ import annotations
 
+import functools
+
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +28,7 @@ from taskextrap.experiments.discrete import (
     embedding_of,
     estimator_settings,
     fit_and_score,
-    plot_examples,
+    Figures,
     retrieval_rows,
 )
 from taskextrap.experiments.settings import Settings, UnitSpec
@@ -146,45 +148,17 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     ladder, protocol, profile = spec.family, spec.protocol, spec.profile
     library = make_library(ladder, profile.n_library)
     targets, obs = make_targets(library, protocol, profile.n_targets, profile.n_draws, spec.test_seed)
-    plot = None if plot_dir is None else lambda rte: _plot(plot_dir, ladder, protocol, rte, library, targets, obs)
-    return fit_and_score(
-        library,
-        make_rte(spec),
-        targets,
-        obs,
-        predict_all,
-        all_methods(),
-        spec.seed,
-        plot,
-    )
-
-
-def _plot(plot_dir, ladder, protocol, rte, library, targets, obs):
-    from taskextrap.report.plots import plot_embedding
-
-    def curves(sub, grid):
-        d = rte.decompose(sub.ctx_x, sub.ctx_y)
-        return {
-            "RTE": rte.predict(sub.ctx_x, sub.ctx_y, grid, d),
-            "retrieved predecessor": library.values(grid, d.anchors[:, 0]),
-            "ctx-polyfit": ctx_polyfit(sub.ctx_x, sub.ctx_y, grid),
-        }
-
-    plot_examples(
-        plot_dir,
+    figures = Figures(
         f"{ladder.name}-{protocol.name}",
         ladder.grid(200),
-        targets,
-        obs,
-        curves,
         [f"level {ladder.test_level} target {i}" for i in range(4)],
-    )
-    plot_embedding(
-        plot_dir / f"{ladder.name}-{protocol.name}-embedding.png",
-        rte.z_library_,
-        library.region.astype(str),
+        ("retrieved predecessor", lambda rte, grid, d: library.values(grid, d.anchors[:, 0])),
+        ("ctx-polyfit", ctx_polyfit),
+        lambda rte: library.region.astype(str),
         f"{ladder.name}: proxy embedding of the library by level",
     )
+    plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
+    return fit_and_score(library, make_rte(spec), targets, obs, predict_all, all_methods(), spec.seed, plot)
 
 
 def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:
@@ -260,31 +234,19 @@ def get_ladder(option: str | None) -> Ladder:
 
 
 LENGTH_OPTIONS = ("protocol", "family", "embedding", "test_seed", "device")
-
-
-@register(
-    "length",
-    "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)",
-    PROFILES,
-    options=LENGTH_OPTIONS,
-    regime="length",
-    dev=True,
-    family=get_ladder,
+# length and its ablations register alike (they share their units)
+register_length = functools.partial(
+    register, profiles=PROFILES, options=LENGTH_OPTIONS, regime="length", dev=True, family=get_ladder
 )
+
+
+@register_length("length", "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)")
 def run_length(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The length experiment: rte, sparse-inductive, oracle and the context-only baselines."""
     return _run("length", main_methods(), settings, plot_dir)
 
 
-@register(
-    "length-ablations",
-    "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)",
-    PROFILES,
-    options=LENGTH_OPTIONS,
-    regime="length",
-    dev=True,
-    family=get_ladder,
-)
+@register_length("length-ablations", "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)")
 def run_length_ablations(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The length ablations: the same fits as ``length`` (shared unit cache), other rows."""
     return _run("length-ablations", ABLATION_METHODS, settings, None)

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.errors import TaskextrapError
-from taskextrap.profiles import LLMProfile
+from taskextrap.profiles import TINY_SFT, LLMProfile
 from taskextrap.experiments.settings import Settings
 from taskextrap.experiments.registry import register
 from taskextrap.experiments.units import Plan, UnitResult, fingerprint, gather, seed_units
@@ -46,17 +46,7 @@ def group_of(space: str, split: str = "test") -> str:
 PROFILES = {
     "quick": LLMProfile(name="quick", seeds=(0,), sft_steps=150, sft_batch=16, sft_lr=2e-4, warmup=15, n_tasks_wide=8),
     "paper": LLMProfile(name="paper", seeds=(0, 1, 2), sft_steps=600, sft_batch=16, sft_lr=2e-4, warmup=50),
-    "tiny": LLMProfile(
-        name="tiny",
-        seeds=(0,),
-        sft_steps=2,
-        sft_batch=2,
-        sft_lr=2e-4,
-        warmup=1,
-        n_tasks=1,
-        n_tasks_wide=1,
-        score_batch=32,
-    ),
+    "tiny": LLMProfile(**TINY_SFT, n_tasks_wide=1, score_batch=32),
 }
 
 
