@@ -178,3 +178,17 @@ def test_the_sequence_model_experiments_stay_thin_glue():
     assert lines <= 400, (
         f"experiments/codeio.py + parity.py have {lines} lines: move what a seed runs to sequence_runs/"
     )
+
+
+def test_the_tests_are_laid_out_as_the_package():
+    """A test folder is a part of the package (its tests), or one of the few that test what is not
+    in it: the scripts, the docs, the fuzzing of every public entry point and the test data."""
+    tests = Path(__file__).parent
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
+    outside = {"scripts", "docs", "fuzz", "data"}
+    assert folders - outside <= set(LEVEL), f"no package part is named {sorted(folders - outside - set(LEVEL))}"
+    top = sorted(p.stem.removeprefix("test_") for p in tests.glob("test_*.py"))
+    whole = {"api_errors", "claims_hold", "determinism", "device", "layers", "leakage", "speed", "own_data"}
+    assert set(top) - whole <= {p for p in LEVEL if (ROOT / f"{p}.py").is_file()}, (
+        "a top-level test file tests a top-level module or the whole package; move the others into its part's folder"
+    )

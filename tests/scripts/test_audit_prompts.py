@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "scripts" / "audit_prompts.py"
+_PATH = Path(__file__).resolve().parents[2] / "scripts" / "audit_prompts.py"
 
 
 def _rec(method, prompt, answer, flagged=False):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # the design notes and the reference outside the repository (../shared/...), which users never get
 OUTSIDE = re.compile(r"(\.\./)?shared/(reference|paper)|DESIGN\.md")
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-_PATH = Path(__file__).resolve().parents[1] / "scripts" / "same_results.py"
+_PATH = Path(__file__).resolve().parents[2] / "scripts" / "same_results.py"
 
 
 ROW = {

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "paired.py"
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "paired.py"
 
 
 def _load(filename: str):

@@ -11,7 +11,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial.py"
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial.py"
 
 
 def _outputs(nb) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from taskextrap.baselines.table import method_rows
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow  # make test-slow (CI runs it too): six tiny fits
