@@ -164,3 +164,95 @@ def test_split_targets_drops_points_outside_the_domain_and_pads_queries():
     s = split_targets(ObservedTasks.from_columns(cols), 3, "first", (0.0, 5.0))
     assert s.dropped == 2 and s.ctx_x.tolist() == [[0, 1, 2], [0, 1, 2]]
     assert s.mask.sum(axis=1).tolist() == [3, 3] and s.qry_x.shape == (2, 3)
+
+
+def _tagged(files, name, rows_of):
+    """A CSV of (task, x, y, shift, split) rows: ``rows_of`` maps a file of ``files`` to its split label."""
+    rows = []
+    for source, label in rows_of.items():
+        with open(files / source) as f:
+            rows += [[*r.values(), label] for r in csv.DictReader(f)]
+    return _write(files / name, rows, ["task", "x", "y", "shift", "split"])
+
+
+def test_evaluate_scores_held_out_targets_only(files, model, capsys):
+    """Library tasks are never scored as targets: left out by the split column, or by id."""
+    both = _tagged(files, "both.csv", {"library.csv": "train", "targets.csv": "test"})
+    r = evaluate_observed(model, both, 8, Columns(split="split"))
+    assert r["targets"] == 5 and r["left_out"] == {"labelled_train": 24, "library_ids": 0}
+    unlabelled = _tagged(files, "unlabelled.csv", {"library.csv": "x", "targets.csv": "y"})
+    r = evaluate_observed(model, unlabelled, 8, Columns())  # no split column: the ids tell
+    assert r["targets"] == 5 and r["left_out"] == {"labelled_train": 0, "library_ids": 24}
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--model", str(model), "--data", str(unlabelled)])
+    assert e.value.code == 0 and "left out 0 task(s) labelled train and 24 with a library task's id" in (
+        capsys.readouterr().out
+    )
+    with pytest.raises(TaskextrapError, match="no held-out target: all 24 task"):
+        evaluate_observed(model, files / "library.csv", 8, Columns())
+
+
+def test_evaluate_and_predict_say_when_contexts_differ_from_the_scales(files, model):
+    assert evaluate_observed(model, files / "targets.csv", 8, Columns())["interval_note"] is None
+    note = evaluate_observed(model, files / "targets.csv", 16, Columns(), "first")["interval_note"]
+    assert "chosen for contexts of 8 random points, these are 16 first points" in note
+    assert "--context first --context-size 16" in note
+    with pytest.warns(Warning, match="chosen for contexts of 8 random points, these are 12 points"):
+        predict_observed(model, files / "ctx.csv", files / "q.csv")  # one target has 12 context points
+
+
+def test_fit_json_is_plain_json_and_says_the_dev_coverage_is_in_sample(model):
+    record = json.loads((model / "fit.json").read_text())
+    assert record["settings"]["protocol"] == "paper" and record["settings"]["seed"] == 0
+    assert record["settings"]["train"]["type"] == "TrainConfig"  # typed JSON, as config.json's
+    assert record["dev"]["coverage_in_sample"] is True and "in-sample" in record["dev"]["coverage_note"]
+
+
+def test_the_dev_calibration_never_sees_a_dev_target(files, monkeypatch):
+    """The dev RTE is fitted on the dev library only; the final one on every library task."""
+    from taskextrap.estimators.parameter import RTE
+    from taskextrap.workflow import DevCalibration, fit_observed
+
+    seen = []
+    fit = RTE.fit
+    monkeypatch.setattr(RTE, "fit", lambda self, library, **kw: seen.append(library) or fit(self, library, **kw))
+    fit_observed(files / "library.csv", Columns(params=("shift",)), None, {"n_pairs": 200, "verbose": False},
+                 DevCalibration(order="shift"))  # fmt: skip
+    dev_ids, final_ids = (set(lib.family.tasks.ids.tolist()) for lib in seen)
+    held = dev_split(Columns(params=("shift",)).read(files / "library.csv"), "shift", 0.2, 0)[1]
+    assert len(seen) == 2 and not dev_ids & set(held.ids.tolist()) and final_ids == dev_ids | set(held.ids.tolist())
+
+
+def test_the_dev_scale_is_chosen_from_the_raw_interval(files, monkeypatch):
+    """The scale is chosen on the dev RTE's raw sd: whatever scale the dev RTE was built with, the
+    chosen one is the same (scoring the already scaled sd would choose another)."""
+    from taskextrap.estimators.parameter import RTE
+    from taskextrap.workflow import DevCalibration, fit_observed
+
+    def chosen():
+        _, record = fit_observed(files / "library.csv", Columns(params=("shift",)), None,
+                                 {"n_pairs": 200, "verbose": False}, DevCalibration(order="shift"))  # fmt: skip
+        return record["dev"]["interval_scale"], record["dev"]["coverage_raw"]
+
+    before = chosen()
+    monkeypatch.setattr(RTE, "calibrated_scale", lambda self: 64.0)  # a dev RTE whose sd is 64 times the raw one
+    assert chosen() == before
+
+
+def test_predict_and_evaluate_refuse_a_folder_naming_user_code_without_trust_code(files, model, capsys, tmp_path):
+    import shutil
+
+    folder = tmp_path / "user-model"
+    shutil.copytree(model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["library"]["family"] = {"module_attr": "nosuchmodule:fam", "code_hash": "0" * 16}
+    (folder / "config.json").write_text(json.dumps(config))
+    for argv in (["evaluate", "--model", str(folder), "--data", str(files / "targets.csv")],
+                 ["predict", "--model", str(folder), "--context", str(files / "ctx.csv"), "--out", str(tmp_path / "p")]):  # fmt: skip
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err.strip()
+        assert e.value.code == 2 and "user code (nosuchmodule:fam)" in err and "--trust-code" in err
+        with pytest.raises(SystemExit) as e:
+            main([*argv, "--trust-code"])  # trusted: the module is imported, and is not there
+        assert e.value.code == 2 and "cannot import module 'nosuchmodule'" in capsys.readouterr().err

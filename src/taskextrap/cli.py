@@ -665,7 +665,7 @@ def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, qu
         settings["n_pairs"] = pairs
     reading = Reading(kw.pop("interpolant"), kw.pop("outside"), kw.pop("name") or Path(data[0]).stem)
     dev = DevCalibration(kw.pop("dev_order"), context_size, how) if kw.pop("calibrate") else None
-    _, record = fit_observed(list(data), columns, out, settings, dev, reading, verbose=not quiet)
+    rte, record = fit_observed(list(data), columns, out, settings, dev, reading, verbose=not quiet)
     click.echo(
         f"library: {record['tasks']['library']} tasks on x in [{record['domain'][0]:g}, {record['domain'][1]:g}]"
     )
@@ -676,7 +676,7 @@ def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, qu
             f"90% interval covers {d['coverage']:.3f} of {d['targets']} dev targets' queries "
             f"(raw {d['coverage_raw']:.3f})"
         )
-    shown = ", ".join(f"{k}={v}" for k, v in record["settings"].items() if k != "verbose")
+    shown = ", ".join(f"{k}={v!r}" for k, v in rte.get_params().items() if k != "verbose")
     click.echo(f"settings: {shown}")
     click.echo(f"saved: {out} (fit {record['fit_s']:.1f} s, total {record['total_s']:.1f} s)")
 
@@ -686,14 +686,20 @@ def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, qu
 @click.option("--context", required=True, type=click.Path(path_type=Path), help="Targets' context points (task, x, y).")
 @click.option("--query", default=None, type=click.Path(path_type=Path), help="Query inputs (task, x); default a grid.")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="The predictions CSV to write.")
+@click.option(
+    "--trust-code",
+    is_flag=True,
+    help="Import the user module the model's family names (module:attr), which runs its code; a folder whose "
+    "library is user code is refused without it.",
+)
 @_column_options
-def predict(model, context, query, out, **kw):
+def predict(model, context, query, out, trust_code, **kw):
     """Per query point: the mean, the 90% interval's bounds, and the candidate used (anchor task,
     its posterior weight and shift scale)."""
     from taskextrap.workflow import predict_observed, write_predictions
 
     columns = _columns(kw)
-    rows = predict_observed(model, context, query, columns)
+    rows = predict_observed(model, context, query, columns, trust_code=trust_code)
     write_predictions(rows, out)
     click.echo(f"written: {out} ({len(rows['task'])} predictions of {len(set(rows['task'].tolist()))} targets)")
 
@@ -711,16 +717,23 @@ def predict(model, context, query, out, **kw):
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the random contexts.")
 @click.option("--out", default=None, type=click.Path(path_type=Path), help="Also write the evaluation as JSON.")
+@click.option(
+    "--trust-code",
+    is_flag=True,
+    help="Import the user module the model's family names (module:attr), which runs its code; a folder whose "
+    "library is user code is refused without it.",
+)
 @_column_options
-def evaluate(model, data, context_size, how, seed, out, **kw):
-    """Split every target's points into a context and queries, predict with rte, ctx-polyfit,
-    ctx-interp and library-best-fit, and print the verdict, the errors and the paired
-    differences over targets."""
+def evaluate(model, data, context_size, how, seed, out, trust_code, **kw):
+    """Split every held-out target's points into a context and queries (library tasks, by the
+    split column or by id, are left out and counted), predict with rte and the method table's
+    rows for a user's library, and print the verdict, the errors and the paired differences
+    over targets."""
     from taskextrap.files import write_json_atomic
     from taskextrap.workflow import evaluate_observed, evaluation_table
 
     columns = _columns(kw)
-    result = evaluate_observed(model, data, context_size, columns, how, seed)
+    result = evaluate_observed(model, data, context_size, columns, how, seed, trust_code)
     click.echo(evaluation_table(result))
     if out is not None:
         write_json_atomic(out, result)

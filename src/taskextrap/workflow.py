@@ -183,6 +183,7 @@ def fit_observed(
     scale, and the smallest scale reaching 90% (``search.calibration.choose_scale``).
     Returns (the fitted RTE, the fit record)."""
     from taskextrap.estimators.parameter import RTE
+    from taskextrap.estimators.saving import encode
     from taskextrap.search.calibration import SCALE_GRID, choose_scale
 
     t0 = time.perf_counter()
@@ -199,6 +200,7 @@ def fit_observed(
     }
     if dev is not None and "interval_scale" not in settings:
         dev_lib, dev_tgt, how = dev_split(library_tasks, dev.order, DEV_FRACTION, settings.get("seed", 0))
+        _say(verbose, f"fit 1 of 2: the dev split's RTE on {len(dev_lib)} library tasks, for the interval scale")
         dev_rte = RTE(**settings).fit(reading.library(dev_lib))
         size = dev.context_size or dev_rte.protocol_.n_context
         split = split_targets(dev_tgt, size, dev.context, dev_rte.library_.family.domain, seed=1)
@@ -216,15 +218,19 @@ def fit_observed(
             "interval_scale": scale,
             "coverage": reached,
             "within_0.85_0.95": bool(0.85 <= reached <= 0.95),
+            "coverage_in_sample": True,  # measured on the dev targets that chose the scale
+            "coverage_note": "in-sample: the dev targets that chose the scale; evaluate measures it on held-out ones",
             "mse": float(_target_mse(mean, split).mean()),
         }
     library = reading.library(library_tasks)
+    _say(verbose, f"fit {2 if 'dev' in record else 1} of {2 if 'dev' in record else 1}: RTE on all "
+                  f"{len(library_tasks)} library tasks")  # fmt: skip
     t1 = time.perf_counter()
     rte = RTE(**settings).fit(library)
     record["fit_s"] = round(time.perf_counter() - t1, 2)
     record["total_s"] = round(time.perf_counter() - t0, 2)
     record["domain"] = list(library.family.domain)
-    record["settings"] = {k: repr(v) for k, v in rte.get_params().items()}
+    record["settings"] = {k: encode(v, f"RTE({k}=...)") for k, v in rte.get_params().items()}  # plain JSON
     record["interval_scale_source"] = (
         "chosen on this data's dev split" if "dev" in record else "given" if "interval_scale" in settings else
         "borrowed: the parameter regime's scale, chosen on the built-in families' dev splits"
@@ -233,6 +239,16 @@ def fit_observed(
         rte.save_pretrained(out)
         write_json_atomic(Path(out) / FIT_RECORD, record)
     return rte, record
+
+
+def _say(verbose: bool, line: str) -> None:
+    """``line`` on stderr above any progress bar, when ``verbose``."""
+    if verbose:
+        import sys
+
+        from tqdm import tqdm
+
+        tqdm.write(line, file=sys.stderr)
 
 
 def _masked_curve(mean, raw, split: TargetSplit) -> np.ndarray:
@@ -246,16 +262,23 @@ def _masked_curve(mean, raw, split: TargetSplit) -> np.ndarray:
 # ----------------------------------------------------------------------------- predict
 
 
-def predict_observed(model: str | Path, context, query=None, columns: Columns = Columns(), grid: int = 50) -> dict:
+def predict_observed(
+    model: str | Path, context, query=None, columns: Columns = Columns(), grid: int = 50, trust_code: bool = False
+) -> dict:
     """Predictions of a saved model for the targets of ``context`` (a table of task, x, y; any
     number of points per target) at the inputs of ``query`` (a table of task, x; default
     ``grid`` points over the library's domain for each target). Returns columns (task, x, mean,
-    lower, upper, level, anchor, anchor_weight, phi_scale) as arrays."""
+    lower, upper, level, anchor, anchor_weight, phi_scale) as arrays. A context of another size
+    than the interval scale was chosen for is one warning line (:func:`context_note`);
+    ``trust_code``: as ``RTE.from_pretrained``'s."""
+    import warnings
+
     from scipy.stats import norm
 
+    from taskextrap.errors import TaskextrapWarning
     from taskextrap.estimators.parameter import RTE
 
-    rte = RTE.from_pretrained(model)
+    rte = RTE.from_pretrained(model, trust_code=trust_code)
     lib = rte.library_
     lo, hi = lib.family.domain
     ctx = columns.read(context, min_points=1)
@@ -290,6 +313,11 @@ def predict_observed(model: str | Path, context, query=None, columns: Columns = 
             out["anchor"] += [anchor] * m
             out["anchor_weight"] += [w] * m
             out["phi_scale"] += [float(scale[r, best[r]]) if scale is not None else 1.0] * m
+    chosen = scale_context(model)  # said once the predictions stand: a bad input is its error line alone
+    for size in np.unique(sizes):
+        note = context_note(chosen, int(size), None)
+        if note is not None:
+            warnings.warn(note, TaskextrapWarning, stacklevel=2)
     return {k: np.array(v, dtype=object if k in ("task", "anchor") else float) for k, v in out.items()}
 
 
@@ -342,23 +370,79 @@ def _cell(v) -> str:
 # ----------------------------------------------------------------------------- evaluate
 
 
+def held_out_targets(tasks: ObservedTasks, library_ids: np.ndarray, has_split: bool) -> tuple[ObservedTasks, dict]:
+    """The tasks of ``tasks`` an evaluation may score: with a split column (``has_split``) those
+    not labelled ``train``, and of those the ones whose id is no library task's. Returns (the
+    targets, how many were left out and why); none left is a one-line error."""
+    from taskextrap.tasks.observed import TRAIN_LABEL
+
+    keep = np.ones(len(tasks), dtype=bool)
+    left_out = {"labelled_train": 0, "library_ids": 0}
+    if has_split:
+        keep &= tasks.split != TRAIN_LABEL
+        left_out["labelled_train"] = int(len(tasks) - keep.sum())
+    in_library = keep & np.isin(tasks.ids.astype(str), np.asarray(library_ids).astype(str))
+    left_out["library_ids"] = int(in_library.sum())
+    keep &= ~in_library
+    if not keep.any():
+        raise TaskextrapError(
+            f"no held-out target: all {len(tasks)} task(s) are library tasks "
+            f"({left_out['labelled_train']} labelled {TRAIN_LABEL!r}, {left_out['library_ids']} by id)"
+        )
+    return tasks.subset(np.flatnonzero(keep)), left_out
+
+
+def scale_context(model: str | Path) -> dict | None:
+    """The contexts a saved model's interval scale was chosen for (``fit.json``'s dev split:
+    ``context_size`` and ``context``), or None (no record, or a scale not chosen on dev)."""
+    from taskextrap.files import read_json
+
+    path = Path(model) / FIT_RECORD
+    if not path.is_file():
+        return None
+    dev = read_json(path).get("dev")
+    return {"context_size": dev["context_size"], "context": dev["context"]} if isinstance(dev, dict) else None
+
+
+def context_note(chosen: dict | None, context_size: int, how: str | None) -> str | None:
+    """One line when contexts differ from those the interval scale was chosen for (its coverage
+    may then be far from 90%), else None."""
+    if chosen is None or (chosen["context_size"] == context_size and how in (None, chosen["context"])):
+        return None
+    given = f"{context_size} {how} points" if how else f"{context_size} points"
+    return (
+        f"the interval scale was chosen for contexts of {chosen['context_size']} {chosen['context']} points, "
+        f"these are {given}: its coverage may differ from {INTERVAL_LEVEL:.0%} "
+        f"(fit again with --context {how or chosen['context']} --context-size {context_size})"
+    )
+
+
 def evaluate_observed(
-    model: str | Path, data, context_size: int, columns: Columns = Columns(), how: str = "random", seed: int = 0
+    model: str | Path,
+    data,
+    context_size: int,
+    columns: Columns = Columns(),
+    how: str = "random",
+    seed: int = 0,
+    trust_code: bool = False,
 ) -> dict:
     """rte beside the method table's rows for a user's library (``baselines.table``, regime
-    ``observed``) on the targets of ``data``: every target's points inside the library's domain
-    split into ``context_size`` context points and queries (:func:`split_targets`); per method
-    the mean squared error over targets, the interval coverage of rte and of every method with
-    its own interval, and paired differences rte - baseline over targets (one fitted model: the
-    interval is over targets, ``report.compare.paired_difference``)."""
+    ``observed``) on the held-out targets of ``data`` (:func:`held_out_targets`: library tasks
+    are left out, and counted): every target's points inside the library's domain split into
+    ``context_size`` context points and queries (:func:`split_targets`); per method the mean
+    squared error over targets, the interval coverage of rte and of every method with its own
+    interval, and paired differences rte - baseline over targets (one fitted model: the interval
+    is over targets, ``report.compare.paired_difference``). ``trust_code``: as
+    ``RTE.from_pretrained``'s."""
     from taskextrap.baselines.table import get_method, method_rows
     from taskextrap.estimators.parameter import RTE
     from taskextrap.report.compare import paired_difference
 
     t0 = time.perf_counter()
-    rte = RTE.from_pretrained(model)
+    rte = RTE.from_pretrained(model, trust_code=trust_code)
     lib = rte.library_
-    targets = columns.read(data, min_points=1)
+    library_ids = lib.family.tasks.ids if hasattr(lib.family, "tasks") else np.array([])
+    targets, left_out = held_out_targets(columns.read(data, min_points=1), library_ids, columns.split is not None)
     split = split_targets(targets, context_size, how, lib.family.domain, seed)
     mean, std = rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
     preds, coverage = {"rte": mean}, {"rte": _target_coverage(mean, std, split)}
@@ -383,6 +467,8 @@ def evaluate_observed(
         "context": how,
         "seed": seed,
         "dropped_outside_domain": split.dropped,
+        "left_out": left_out,
+        "interval_note": context_note(scale_context(model), context_size, how),
         "mse": {k: float(v.mean()) for k, v in errors.items()},
         "per_target_mse": {k: v.tolist() for k, v in errors.items()},
         "coverage": float(coverage["rte"].mean()),
@@ -415,6 +501,12 @@ def evaluation_table(result: dict) -> str:
     lines.append(f"{result['targets']} targets, contexts of {result['context_size']} points ({result['context']}); "
                  f"rte's {result['level']:.0%} interval covers {result['coverage']:.3f} of the queries "
                  f"(scale {result['interval_scale']:.4g})")  # fmt: skip
+    left = result.get("left_out", {})
+    if any(left.values()):
+        lines.append(f"left out {left['labelled_train']} task(s) labelled train and {left['library_ids']} with a "
+                     "library task's id: library tasks are not held-out targets")  # fmt: skip
+    if result.get("interval_note"):
+        lines.append(f"note: {result['interval_note']}")
     lines.append(f"{'method':18s} {'mse':>12s} {'coverage':>9s}")
     covers = result.get("coverage_by_method", {})
     for k, v in result["mse"].items():

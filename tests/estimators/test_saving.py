@@ -119,7 +119,7 @@ def test_a_user_family_is_found_again_by_module_attr_and_a_changed_one_warns(tmp
     spec = json.loads((folder / CONFIG).read_text())["library"]["family"]
     assert spec["module_attr"] == "savedfam:bump" and len(spec["code_hash"]) == 16
     targets = get_protocol("paper").draw(TaskSet.sample(savedfam.bump, {"F2": 3}, rng(0, "saving-user-t")), 1, rng(1))
-    loaded = RTE.from_pretrained(folder)
+    loaded = RTE.from_pretrained(folder, trust_code=True)
     np.testing.assert_array_equal(
         loaded.predict(targets.ctx_x, targets.ctx_y, targets.qry_x),
         model.predict(targets.ctx_x, targets.ctx_y, targets.qry_x),
@@ -127,7 +127,29 @@ def test_a_user_family_is_found_again_by_module_attr_and_a_changed_one_warns(tmp
     module.write_text(textwrap.dedent(source.format(c="0.2")))  # the user edits the formula
     monkeypatch.delitem(sys.modules, "savedfam")
     with pytest.warns(TaskextrapWarning, match="savedfam:bump changed since the model was saved"):
-        RTE.from_pretrained(folder)
+        RTE.from_pretrained(folder, trust_code=True)
+
+
+def test_a_folder_naming_user_code_imports_nothing_without_trust_code(fitted, tmp_path, monkeypatch):
+    """A model folder is data: a config naming a module (here one beside the folder, on the path as
+    the README suggests) is refused in one line before anything is imported, and loads with
+    ``trust_code=True``."""
+    folder = fitted.save_pretrained(tmp_path / "model")
+    (tmp_path / "sidecar.py").write_text(
+        "import pathlib\npathlib.Path(__file__).with_name('ran').write_text('imported')\n"
+        "from taskextrap.tasks import PARAMETER_FAMILIES\nfam = PARAMETER_FAMILIES['quadratic']\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _edit_config(folder, library={**json.loads((folder / CONFIG).read_text())["library"],
+                                  "family": {"module_attr": "sidecar:fam", "code_hash": "0" * 16}})  # fmt: skip
+    for load in (lambda: RTE.from_pretrained(folder), lambda: RTE.from_pretrained(folder, library=fitted.library_)):
+        with pytest.raises(TaskextrapError, match=r"library is user code \(sidecar:fam\).*trust_code=True") as e:
+            load()
+        _one_line(e)
+        assert "sidecar" not in sys.modules and not (tmp_path / "ran").exists()
+    with pytest.warns(TaskextrapWarning, match="sidecar:fam changed since the model was saved"):
+        assert RTE.from_pretrained(folder, trust_code=True).library_.family is fitted.library_.family
+    assert (tmp_path / "ran").exists()  # trusted: imported, and its code ran
 
 
 def test_what_cannot_be_saved_or_loaded_is_one_line(fitted, library, tmp_path):

@@ -306,14 +306,16 @@ class Fittable(abc.ABC):
         return save_pretrained(self, folder, library)
 
     @classmethod
-    def from_pretrained(cls, folder, library=None):
+    def from_pretrained(cls, folder, library=None, trust_code: bool = False):
         """The fitted estimator ``save_pretrained`` wrote into ``folder``, from its two files alone
         (no library drawn again, nothing fitted): the same predictions and intervals. ``library``
         (optional; needed for a folder saved without its library): the library the estimator was
-        fitted on, checked to hold the saved tasks and used as it is (the same object)."""
+        fitted on, checked to hold the saved tasks and used as it is (the same object).
+        ``trust_code``: import the user module a library's family names (``module:attr``), which
+        runs its code; without it such a folder is refused in one line."""
         from taskextrap.estimators.saving import load_pretrained
 
-        return load_pretrained(folder, cls, library)
+        return load_pretrained(folder, cls, library, trust_code)
 
 
 class Estimator(Fittable):

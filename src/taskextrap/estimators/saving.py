@@ -186,10 +186,15 @@ def save_pretrained(estimator, folder: str | Path, library: bool = True) -> Path
     return folder
 
 
-def load_pretrained(folder: str | Path, expected: type, library=None):
+def load_pretrained(folder: str | Path, expected: type, library=None, trust_code: bool = False):
     """The fitted estimator :func:`save_pretrained` wrote into ``folder`` (of class ``expected``
     or a subclass). ``library``: the library it was fitted on, used instead of the saved copy
-    (the same tasks, or a one-line error); needed when it was saved without one."""
+    (the same tasks, or a one-line error); needed when it was saved without one.
+
+    A library whose family is a user's ``module:attr`` is found again by importing that module,
+    which runs its code: a folder is data, so that happens only with ``trust_code=True`` (a
+    one-line refusal naming the module otherwise, before anything is imported). Built-in
+    families and observed data need no trust."""
     from taskextrap.provenance import source_hash
 
     folder = Path(folder)
@@ -203,6 +208,12 @@ def load_pretrained(folder: str | Path, expected: type, library=None):
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         got = config.get("format") if isinstance(config, dict) else None
         raise TaskextrapError(f"{folder / CONFIG} is of format {got!r}; this taskextrap reads format {FORMAT}")
+    named = user_code(config.get("library"))
+    if named and not trust_code:
+        raise TaskextrapError(
+            f"{folder}'s library is user code ({', '.join(named)}): loading it imports and runs that code; "
+            "pass trust_code=True (--trust-code) if you trust the folder"
+        )
     cls: Any = _estimator_class(config.get("class"), expected)
     if not issubclass(cls, expected):
         raise TaskextrapError(f"{folder} holds a {cls.__name__}, not a {expected.__name__}")
@@ -240,6 +251,17 @@ def _library(folder: Path, arrays: dict, desc: dict, given):
     if library_fingerprint(given) != saved:
         raise TaskextrapError(f"the library given is not the one {folder} was fitted on (its tasks differ)")
     return given
+
+
+def user_code(desc: Any) -> list[str]:
+    """Every user ``module:attr`` a saved library description names (``tasks.specs.task_spec``'s
+    ``module_attr``), found without importing anything."""
+    if isinstance(desc, dict):
+        own = [desc["module_attr"]] if isinstance(desc.get("module_attr"), str) else []
+        return own + [m for v in desc.values() for m in user_code(v)]
+    if isinstance(desc, list):
+        return [m for v in desc for m in user_code(v)]
+    return []
 
 
 def estimator_modules() -> tuple[str, ...]:

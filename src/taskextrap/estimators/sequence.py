@@ -163,9 +163,12 @@ class SequenceRTE(Fittable):
         return folder
 
     @classmethod
-    def from_pretrained(cls, folder, library=None, adapter: TaskAdapter | None = None) -> SequenceRTE:
+    def from_pretrained(
+        cls, folder, library=None, trust_code: bool = False, adapter: TaskAdapter | None = None
+    ) -> SequenceRTE:
         """The estimator :meth:`save_pretrained` wrote into ``folder``, with its task ``adapter``
-        (code, so given again: the same class as saved); ``tune`` is None (it is fitted)."""
+        (code, so given again: the same class as saved); ``tune`` is None (it is fitted).
+        ``trust_code`` is accepted for the contract: nothing here is imported by name."""
         from taskextrap.estimators.saving import FORMAT, decode
         from taskextrap.files import read_json
         from taskextrap.llm.model import load_model
