@@ -247,8 +247,9 @@ def test_predict_and_evaluate_refuse_a_folder_naming_user_code_without_trust_cod
     config = json.loads((folder / "config.json").read_text())
     config["library"]["family"] = {"module_attr": "nosuchmodule:fam", "code_hash": "0" * 16}
     (folder / "config.json").write_text(json.dumps(config))
-    for argv in (["evaluate", "--model", str(folder), "--data", str(files / "targets.csv")],
-                 ["predict", "--model", str(folder), "--context", str(files / "ctx.csv"), "--out", str(tmp_path / "p")]):  # fmt: skip
+    evaluate = ["evaluate", "--model", str(folder), "--data", str(files / "targets.csv")]
+    predict = ["predict", "--model", str(folder), "--context", str(files / "ctx.csv"), "--out", str(tmp_path / "p")]
+    for argv in (evaluate, predict):
         with pytest.raises(SystemExit) as e:
             main(argv)
         err = capsys.readouterr().err.strip()
