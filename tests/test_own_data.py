@@ -16,7 +16,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet
 from taskextrap.tasks.observed import ObservedTasks
 from taskextrap.baselines.table import method_rows
-from taskextrap.workflow import Columns, dev_split, evaluate_observed, predict_observed, split_targets
+from taskextrap.workflow import Columns, DevCalibration, dev_split, evaluate_observed, predict_observed, split_targets
 
 FAMILY = PARAMETER_FAMILIES["cubic"]
 TINY = ["--steps", "5", "--pairs", "200", "--quiet"]
@@ -257,3 +257,28 @@ def test_predict_and_evaluate_refuse_a_folder_naming_user_code_without_trust_cod
         with pytest.raises(SystemExit) as e:
             main([*argv, "--trust-code"])  # trusted: the module is imported, and is not there
         assert e.value.code == 2 and "cannot import module 'nosuchmodule'" in capsys.readouterr().err
+
+
+def test_the_python_route_calibrates_as_fit_does_in_one_call(files, model):
+    from taskextrap import fit_calibrated, read_tasks, split_targets
+    from taskextrap.operators.train import TrainConfig
+
+    rte, record = fit_calibrated(read_tasks(files / "library.csv", params=["shift"]),
+                                 {"train": TrainConfig(steps=5, batch=4096, eval_every=5), "n_pairs": 200},
+                                 dev=DevCalibration(order="shift"), verbose=False)  # fmt: skip
+    saved = json.loads((model / "fit.json").read_text())
+    assert record["dev"] == saved["dev"] and rte.interval_scale == saved["dev"]["interval_scale"]
+    s = split_targets(read_tasks(files / "targets.csv"), 8, "first")  # targets file -> contexts and queries
+    assert s.ctx_x.shape == (5, 8) and (s.ctx_x.max(axis=1) <= s.qry_x.min(axis=1)).all()
+    mean, sd = rte.predict(s.ctx_x, s.ctx_y, s.qry_x, return_std=True)
+    assert mean.shape == s.qry_x.shape and (sd > 0).all()
+
+
+def test_observed_tasks_and_target_splits_print_a_summary(files):
+    from taskextrap import read_tasks, split_targets
+
+    tasks = read_tasks(files / "targets.csv", params=["shift"])
+    assert repr(tasks) == "ObservedTasks(5 tasks: 5 'train'; 20 points each, x in [0, 20], params ['shift'])"
+    assert repr(split_targets(tasks, 8, seed=3)) == (
+        "TargetSplit(5 targets: 8 context points and 12 queries each; 0 observations outside the domain left out)"
+    )

@@ -16,6 +16,8 @@ _LAZY = {
     "PrimitiveSet": "taskextrap.tasks.primitives",
     "ObservedTasks": "taskextrap.tasks.observed",  # tasks from data files: a library without a formula
     "read_tasks": "taskextrap.tasks.observed",
+    "fit_calibrated": "taskextrap.workflow",  # RTE on observed tasks, its interval scale chosen on their dev split
+    "split_targets": "taskextrap.workflow",  # targets read from a file as contexts and queries
     "TaskextrapError": "taskextrap.errors",
 }
 

@@ -91,16 +91,30 @@ class TargetSplit:
     mask: np.ndarray  # (n, q) True where a query is real (a target's padding repeats its own points)
     dropped: int  # observations outside the library's domain, not used
 
+    def __repr__(self) -> str:
+        q = self.mask.sum(axis=1)
+        queries = f"{q.min()}" if q.min() == q.max() else f"{q.min()}-{q.max()}"
+        return (f"TargetSplit({len(self.ids)} targets: {self.ctx_x.shape[1]} context points and {queries} queries "
+                f"each; {self.dropped} observations outside the domain left out)")  # fmt: skip
 
-def split_targets(tasks: ObservedTasks, size: int, how: str, domain: tuple[float, float], seed: int = 0) -> TargetSplit:
-    """Each target's observations inside ``domain`` split into ``size`` context points (``how``:
-    "random", drawn with ``seed``; "first", the smallest x) and the rest as queries. A target with
-    fewer than ``size + 1`` points inside the domain is one line naming it."""
+
+def split_targets(
+    tasks: ObservedTasks, size: int, how: str = "random", domain: tuple[float, float] | None = None, seed: int = 0
+) -> TargetSplit:
+    """Targets read from a file (``read_tasks``) as contexts and queries, in one call: each
+    target's observations inside ``domain`` (None: all; a model's is ``rte.library_.family.domain``)
+    split into ``size`` context points (``how``: "random", drawn with ``seed``; "first", the
+    smallest x) and the rest as queries. A target with fewer than ``size + 1`` points inside the
+    domain is one line naming it.
+
+        >>> s = split_targets(read_tasks("targets.csv"), 8, "first")  # doctest: +SKIP
+        >>> mean, sd = rte.predict(s.ctx_x, s.ctx_y, s.qry_x, return_std=True)  # doctest: +SKIP
+    """
     check_int("context size", size, 1)
     if how not in CONTEXT_CHOICES:
         raise TaskextrapError(f"context must be one of {list(CONTEXT_CHOICES)}, got {how!r}")
     g = np.random.default_rng(seed)
-    lo, hi = domain
+    lo, hi = domain if domain is not None else (-np.inf, np.inf)
     parts, dropped = [], 0
     for i in range(len(tasks)):
         x, y = tasks.points(i)
@@ -172,56 +186,58 @@ def fit_observed(
     reading: Reading = Reading(),
     verbose: bool = True,
 ):
-    """Fit RTE on the library tasks of ``data`` (every task, or those labelled ``train`` when the
-    table has a split column), read as ``reading`` says, and save it into ``out`` (when given)
-    with ``fit.json``.
+    """Read ``data`` by ``columns``, fit RTE on its library tasks with :func:`fit_calibrated` and
+    save it into ``out`` (when given) with ``fit.json``: what ``taskextrap fit`` runs. Returns
+    (the fitted RTE, the fit record)."""
+    t0 = time.perf_counter()
+    record: dict[str, Any] = {
+        "data": [str(d) for d in (data if isinstance(data, (list, tuple)) else [data])],
+        "columns": vars(columns) | {"params": list(columns.params)},
+    }
+    rte, fitted = fit_calibrated(columns.read(data), settings, dev, reading, verbose)
+    record |= fitted | {"total_s": round(time.perf_counter() - t0, 2)}
+    if out is not None:
+        rte.save_pretrained(out)
+        write_json_atomic(Path(out) / FIT_RECORD, record)
+    return rte, record
+
+
+def fit_calibrated(
+    tasks: ObservedTasks,
+    settings: dict | None = None,
+    dev: DevCalibration | None = DevCalibration(),
+    reading: Reading = Reading(),
+    verbose: bool = True,
+):
+    """RTE fitted on the library tasks of ``tasks`` (every task, or those labelled ``train`` when
+    they were read with a split column), read as ``reading`` says, with its interval scale chosen
+    on their own dev split: the Python route of ``taskextrap fit`` in one call.
 
     ``settings`` are RTE's constructor arguments (``protocol``, ``min_context``, sizes, seed,
-    device). With ``dev`` (None: no calibration) the interval scale is chosen first on the data's
-    dev split (:func:`dev_split`): an RTE of the same settings fitted on the dev library, its raw
-    90% interval's coverage of the dev targets' queries (contexts as ``dev`` says) at every grid
-    scale, and the smallest scale reaching 90% (``search.calibration.choose_scale``).
-    Returns (the fitted RTE, the fit record)."""
+    device). With ``dev`` (None: no calibration; an ``interval_scale`` in ``settings`` is kept as
+    given) the scale is chosen first on the dev split (:func:`dev_split`): an RTE of the same
+    settings fitted on the dev library, its raw 90% interval's coverage of the dev targets'
+    queries (contexts as ``dev`` says) at every grid scale, and the smallest scale reaching 90%
+    (``search.calibration.choose_scale``). Returns (the fitted RTE, the fit record: tasks, the dev
+    split and its in-sample coverage, settings as JSON, times).
+
+        >>> rte, record = fit_calibrated(read_tasks("library.csv"), {"min_context": 4})  # doctest: +SKIP
+    """
     from taskextrap.estimators.parameter import RTE
     from taskextrap.estimators.saving import encode
-    from taskextrap.search.calibration import SCALE_GRID, choose_scale
 
     t0 = time.perf_counter()
-    tasks = columns.read(data)
     library_tasks = tasks.with_split("train")
     settings = dict(settings or {})
     settings.setdefault("verbose", verbose)
     record: dict[str, Any] = {
-        "data": [str(d) for d in (data if isinstance(data, (list, tuple)) else [data])],
-        "columns": vars(columns) | {"params": list(columns.params)},
         "tasks": {"library": len(library_tasks), "held_out": len(tasks) - len(library_tasks)},
         "interpolant": reading.interpolant,
         "outside": reading.outside,
     }
     if dev is not None and "interval_scale" not in settings:
-        dev_lib, dev_tgt, how = dev_split(library_tasks, dev.order, DEV_FRACTION, settings.get("seed", 0))
-        _say(verbose, f"fit 1 of 2: the dev split's RTE on {len(dev_lib)} library tasks, for the interval scale")
-        dev_rte = RTE(**settings).fit(reading.library(dev_lib))
-        size = dev.context_size or dev_rte.protocol_.n_context
-        split = split_targets(dev_tgt, size, dev.context, dev_rte.library_.family.domain, seed=1)
-        mean, std = dev_rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
-        curve = _masked_curve(mean, std / dev_rte.calibrated_scale(), split)  # the raw interval's
-        scale = choose_scale(curve)
-        reached = float(curve[SCALE_GRID.index(scale)])
-        settings["interval_scale"] = scale
-        record["dev"] = {
-            "split": how,
-            "targets": len(dev_tgt),
-            "context_size": size,
-            "context": dev.context,
-            "coverage_raw": float(curve[SCALE_GRID.index(1.0)]) if 1.0 in SCALE_GRID else None,
-            "interval_scale": scale,
-            "coverage": reached,
-            "within_0.85_0.95": bool(0.85 <= reached <= 0.95),
-            "coverage_in_sample": True,  # measured on the dev targets that chose the scale
-            "coverage_note": "in-sample: the dev targets that chose the scale; evaluate measures it on held-out ones",
-            "mse": float(_target_mse(mean, split).mean()),
-        }
+        record["dev"] = _dev_scale(library_tasks, settings, dev, reading, verbose)
+        settings["interval_scale"] = record["dev"]["interval_scale"]
     library = reading.library(library_tasks)
     _say(verbose, f"fit {2 if 'dev' in record else 1} of {2 if 'dev' in record else 1}: RTE on all "
                   f"{len(library_tasks)} library tasks")  # fmt: skip
@@ -235,10 +251,37 @@ def fit_observed(
         "chosen on this data's dev split" if "dev" in record else "given" if "interval_scale" in settings else
         "borrowed: the parameter regime's scale, chosen on the built-in families' dev splits"
     )  # fmt: skip
-    if out is not None:
-        rte.save_pretrained(out)
-        write_json_atomic(Path(out) / FIT_RECORD, record)
     return rte, record
+
+
+def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration, reading: Reading, verbose) -> dict:
+    """The interval scale chosen on the dev split of ``library_tasks`` (:func:`fit_calibrated`),
+    with what the record keeps of it."""
+    from taskextrap.estimators.parameter import RTE
+    from taskextrap.search.calibration import SCALE_GRID, choose_scale
+
+    dev_lib, dev_tgt, how = dev_split(library_tasks, dev.order, DEV_FRACTION, settings.get("seed", 0))
+    _say(verbose, f"fit 1 of 2: the dev split's RTE on {len(dev_lib)} library tasks, for the interval scale")
+    dev_rte = RTE(**settings).fit(reading.library(dev_lib))
+    size = dev.context_size or dev_rte.protocol_.n_context
+    split = split_targets(dev_tgt, size, dev.context, dev_rte.library_.family.domain, seed=1)
+    mean, std = dev_rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
+    curve = _masked_curve(mean, std / dev_rte.calibrated_scale(), split)  # the raw interval's
+    scale = choose_scale(curve)
+    reached = float(curve[SCALE_GRID.index(scale)])
+    return {
+        "split": how,
+        "targets": len(dev_tgt),
+        "context_size": size,
+        "context": dev.context,
+        "coverage_raw": float(curve[SCALE_GRID.index(1.0)]) if 1.0 in SCALE_GRID else None,
+        "interval_scale": scale,
+        "coverage": reached,
+        "within_0.85_0.95": bool(0.85 <= reached <= 0.95),
+        "coverage_in_sample": True,  # measured on the dev targets that chose the scale
+        "coverage_note": "in-sample: the dev targets that chose the scale; evaluate measures it on held-out ones",
+        "mse": float(_target_mse(mean, split).mean()),
+    }
 
 
 def _say(verbose: bool, line: str) -> None:

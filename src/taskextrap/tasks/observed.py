@@ -253,6 +253,18 @@ class ObservedTasks:
     names: tuple[str, str] = ("x", "y")  # the x and y columns' names
     group: np.ndarray | None = None  # (n,) each task's group (a primitive's family), when read
 
+    def __repr__(self) -> str:
+        """A summary (tasks, labels, points per task, the x range, known parameters), not the arrays."""
+        counts = self.counts()
+        labels = ", ".join(
+            f"{n} {label!r}" for label, n in zip(*np.unique(self.split, return_counts=True), strict=True)
+        )
+        points = f"{counts.min()}" if counts.min() == counts.max() else f"{counts.min()}-{counts.max()}"
+        lo, hi = (float(self.x.min()), float(self.x.max())) if len(self.x) else (np.nan, np.nan)
+        known = f", params {list(self.param_names)}" if self.param_names else ""
+        where = f"{self.names[0]} in [{lo:g}, {hi:g}]"
+        return f"ObservedTasks({len(self)} tasks: {labels}; {points} points each, {where}{known})"
+
     @classmethod
     def from_columns(cls, columns: Mapping, **kwargs) -> ObservedTasks:
         """Tasks from a dict of 1-D arrays (``read_tasks``'s keyword arguments)."""
