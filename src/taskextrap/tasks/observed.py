@@ -7,7 +7,7 @@ It is read from CSV, Parquet or NPZ files, a pandas DataFrame or a dict of array
 
 :meth:`ObservedTasks.library` turns the library's tasks into a :class:`TaskSet` of an
 :class:`ObservedFamily`: each task is a callable read through an interpolant of its own points
-(``pchip`` by default, chosen on dev: ``benchmarks/results/interpolants.json``), so every part
+(``pchip`` by default, chosen on dev: ``benchmarks/results/observed-interpolants.json``), so every part
 of RTE (the protocol's draws, the scaler, Gamma, Psi, the leak audit, saving) reads it as it reads
 a formula. The task's parameter is its index. The library's domain is the range every library
 task was observed on; a read outside a task's own observed range is an error (``outside="error"``,
