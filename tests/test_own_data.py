@@ -282,3 +282,14 @@ def test_observed_tasks_and_target_splits_print_a_summary(files):
     assert repr(split_targets(tasks, 8, seed=3)) == (
         "TargetSplit(5 targets: 8 context points and 12 queries each; 0 observations outside the domain left out)"
     )
+
+
+def test_evaluate_shows_the_library_shape_peers_and_draws_a_picture(files, model, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--model", str(model), "--data", str(files / "targets.csv"),
+              "--plot", str(files / "plots")])  # fmt: skip
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and f"drawn: {files / 'plots' / 'evaluation.png'}" in out
+    assert all(f"rte - {peer}" in out for peer in ("library-mean", "library-knn", "library-fpca"))
+    png = (files / "plots" / "evaluation.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000

@@ -718,13 +718,20 @@ def predict(model, context, query, out, trust_code, **kw):
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the random contexts.")
 @click.option("--out", default=None, type=click.Path(path_type=Path), help="Also write the evaluation as JSON.")
 @click.option(
+    "--plot",
+    "plot_dir",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Also draw evaluation.png into this folder: a few targets with every method's prediction, and the errors.",
+)
+@click.option(
     "--trust-code",
     is_flag=True,
     help="Import the user module the model's family names (module:attr), which runs its code; a folder whose "
     "library is user code is refused without it.",
 )
 @_column_options
-def evaluate(model, data, context_size, how, seed, out, trust_code, **kw):
+def evaluate(model, data, context_size, how, seed, out, plot_dir, trust_code, **kw):
     """Split every held-out target's points into a context and queries (library tasks, by the
     split column or by id, are left out and counted), predict with rte and the method table's
     rows for a user's library, and print the verdict, the errors and the paired differences
@@ -733,8 +740,10 @@ def evaluate(model, data, context_size, how, seed, out, trust_code, **kw):
     from taskextrap.workflow import evaluate_observed, evaluation_table
 
     columns = _columns(kw)
-    result = evaluate_observed(model, data, context_size, columns, how, seed, trust_code)
+    result = evaluate_observed(model, data, context_size, columns, how, seed, trust_code, plot_dir)
     click.echo(evaluation_table(result))
+    if result["plot"] is not None:
+        click.echo(f"drawn: {result['plot']}")
     if out is not None:
         write_json_atomic(out, result)
         click.echo(f"written: {out}")

@@ -468,6 +468,7 @@ def evaluate_observed(
     how: str = "random",
     seed: int = 0,
     trust_code: bool = False,
+    plot_dir: str | Path | None = None,
 ) -> dict:
     """rte beside the method table's rows for a user's library (``baselines.table``, regime
     ``observed``) on the held-out targets of ``data`` (:func:`held_out_targets`: library tasks
@@ -476,7 +477,8 @@ def evaluate_observed(
     squared error over targets, the interval coverage of rte and of every method with its own
     interval, and paired differences rte - baseline over targets (one fitted model: the interval
     is over targets, ``report.compare.paired_difference``). ``trust_code``: as
-    ``RTE.from_pretrained``'s."""
+    ``RTE.from_pretrained``'s; ``plot_dir``: also draw ``evaluation.png`` there
+    (:func:`plot_evaluation`)."""
     from taskextrap.baselines.table import get_method, method_rows
     from taskextrap.estimators.parameter import RTE
     from taskextrap.report.compare import paired_difference
@@ -490,8 +492,9 @@ def evaluate_observed(
     mean, std = rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
     preds, coverage = {"rte": mean}, {"rte": _target_coverage(mean, std, split)}
     baselines = method_rows("observed")
+    fitted = {}
     for b in baselines:  # the method table's rows for a user's library (baselines.table)
-        method = get_method(b).build(seed=seed, device=rte.device).fit(lib)
+        method = fitted[b] = get_method(b).build(seed=seed, device=rte.device).fit(lib)
         out = method.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=method.interval)
         preds[b] = out[0] if method.interval else out
         if method.interval:
@@ -503,6 +506,8 @@ def evaluate_observed(
         winner = None if not p["clear"] else ("rte" if p["diff"] < 0 else b)
         comparisons.append({"a": "rte", "b": b, "diff": p["diff"], "lo": p["lo"], "hi": p["hi"], "clear": p["clear"],
                             "winner": winner})  # fmt: skip
+    mse = {k: float(v.mean()) for k, v in errors.items()}
+    plot = None if plot_dir is None else plot_evaluation(Path(plot_dir) / "evaluation.png", rte, fitted, split, mse)
     return {
         "model": str(model),
         "targets": len(split.ids),
@@ -512,7 +517,7 @@ def evaluate_observed(
         "dropped_outside_domain": split.dropped,
         "left_out": left_out,
         "interval_note": context_note(scale_context(model), context_size, how),
-        "mse": {k: float(v.mean()) for k, v in errors.items()},
+        "mse": mse,
         "per_target_mse": {k: v.tolist() for k, v in errors.items()},
         "coverage": float(coverage["rte"].mean()),
         "coverage_by_method": {k: float(v.mean()) for k, v in coverage.items()},
@@ -520,8 +525,41 @@ def evaluate_observed(
         "interval_scale": rte.calibrated_scale(),
         "comparisons": comparisons,
         "verdict": verdict(comparisons, errors),
+        "plot": None if plot is None else str(plot),
         "wall_s": round(time.perf_counter() - t0, 2),
     }
+
+
+def plot_evaluation(path: Path, rte, methods: dict, split: TargetSplit, mse: dict, n: int = 4) -> Path:
+    """The first ``n`` targets of ``split``: their context and held-out points, rte's prediction
+    and 90% band and every fitted method's prediction over the library's domain, beside each
+    method's MSE (``report.plots.plot_evaluation``)."""
+    from scipy.stats import norm
+
+    from taskextrap.report.plots import plot_evaluation as draw
+
+    shown = np.arange(min(n, len(split.ids)))
+    lo, hi = rte.library_.family.domain
+    grid = np.linspace(lo, hi, 200)
+    at = np.broadcast_to(grid, (len(shown), len(grid)))
+    ctx_x, ctx_y = split.ctx_x[shown], split.ctx_y[shown]
+    mean, std = rte.predict(ctx_x, ctx_y, at, return_std=True)
+    z = float(norm.ppf(0.5 + INTERVAL_LEVEL / 2))
+    curves = {"rte": mean} | {m: f.predict(ctx_x, ctx_y, at) for m, f in methods.items()}
+    panels = [
+        dict(
+            ctx_x=ctx_x[i],
+            ctx_y=ctx_y[i],
+            qry_x=split.qry_x[i][split.mask[i]],
+            qry_y=split.qry_y[i][split.mask[i]],
+            grid=grid,
+            curves={k: v[i] for k, v in curves.items()},
+            band=(mean[i] - z * std[i], mean[i] + z * std[i]),
+            title=str(split.ids[i]),
+        )
+        for i in shown
+    ]
+    return draw(path, panels, mse, f"{len(split.ids)} targets, contexts of {split.ctx_x.shape[1]} points")
 
 
 def verdict(comparisons: Sequence[dict], errors: dict) -> str:

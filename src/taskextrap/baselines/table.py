@@ -24,6 +24,7 @@ from typing import Any
 
 from taskextrap.baselines.classics import CHOSEN, VARIANTS, CtxGP, LibraryGP, NeuralProcess
 from taskextrap.baselines.context import CtxInterp, CtxPolyfit, LibraryBestFit
+from taskextrap.baselines.library_shape import LibraryFPCA, LibraryMean, LibraryNearest
 from taskextrap.baselines.method import Method, SharedDraws
 from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.estimators.base import PendingFit
@@ -185,6 +186,10 @@ def _builtin() -> None:
     register_method("ctx-polyfit", CtxPolyfit)
     register_method("library-best-fit", LibraryBestFit)
     register_method("ctx-gp", CtxGP)
+    # the library-shape peers (baselines.library_shape): for a user's library (fit / evaluate)
+    register_method("library-mean", LibraryMean, regimes=("observed",))
+    register_method("library-knn", LibraryNearest, regimes=("observed",))
+    register_method("library-fpca", LibraryFPCA, regimes=("observed",))
     # the classics fitted on the library: in every experiment's table; `evaluate` does not fit them yet
     experiments = tuple(r for r in REGIMES if r != "observed")
     register_method("meta-gp", LibraryGP, regimes=experiments, **VARIANTS[CHOSEN["meta-gp"]])

@@ -17,7 +17,7 @@ import numpy as np
 from taskextrap.errors import TaskextrapError
 from taskextrap.files import atomic_path
 
-__all__ = ["plot_predictions", "plot_embedding", "plot_maps", "plot_curves", "pca_2d"]
+__all__ = ["plot_predictions", "plot_evaluation", "plot_embedding", "plot_maps", "plot_curves", "pca_2d"]
 
 MAX_PANELS = 4
 
@@ -136,6 +136,49 @@ def plot_predictions(
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("y")
     axes[0].legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_evaluation(
+    path: str | os.PathLike, panels: Sequence[Mapping[str, Any]], mse: Mapping[str, float], title: str = ""
+) -> Path:
+    """An evaluation at a glance: one panel per target (up to 4) and the error of every method.
+
+    Each of ``panels`` is a target: ``ctx_x``, ``ctx_y`` (its context, black dots), ``qry_x``,
+    ``qry_y`` (its held-out points, grey), ``grid`` (m,) and ``curves`` (method -> its prediction
+    on the grid, a line each), and ``band`` (lower, upper) on the grid: the first method's
+    interval, shaded. The last panel is each method's MSE over all targets (log scale), lowest
+    first. Writes a PNG atomically and returns its path.
+    """
+    if not panels:
+        raise TaskextrapError("plot_evaluation needs at least one target panel")
+    shown = list(panels)[:MAX_PANELS]
+    fig = _new_figure(4.0 * (len(shown) + 1), 3.4)
+    axes = fig.subplots(1, len(shown) + 1, squeeze=False)[0]
+    for ax, panel in zip(axes, shown, strict=False):
+        grid = np.asarray(panel["grid"], dtype=float)
+        lower, upper = panel["band"]
+        ax.fill_between(grid, lower, upper, color="C0", alpha=0.15, lw=0, label="90% interval")
+        for k, (name, y) in enumerate(panel["curves"].items()):
+            ax.plot(grid, y, color=f"C{k % 10}", lw=1.8 if k == 0 else 1.1, ls="-" if k == 0 else "--", label=name)
+        ax.scatter(panel["qry_x"], panel["qry_y"], color="0.55", s=10, label="held out", zorder=3)
+        ax.scatter(panel["ctx_x"], panel["ctx_y"], color="black", s=18, label="context", zorder=4)
+        ax.set_title(str(panel.get("title", "")), fontsize=10)
+        ax.set_xlabel("x")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("y")
+    axes[0].legend(fontsize=7, loc="best")
+    bars = axes[-1]
+    order = sorted(mse, key=lambda k: mse[k])
+    bars.barh(range(len(order)), [mse[k] for k in order], color=["C0" if k == "rte" else "0.6" for k in order])
+    bars.set_yticks(range(len(order)), order, fontsize=8)
+    bars.invert_yaxis()
+    bars.set_xscale("log")
+    bars.set_xlabel("MSE over targets")
+    bars.grid(alpha=0.3, axis="x")
+    if title:
+        fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return _save(fig, path)
 
