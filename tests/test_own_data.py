@@ -293,3 +293,18 @@ def test_evaluate_shows_the_library_shape_peers_and_draws_a_picture(files, model
     assert all(f"rte - {peer}" in out for peer in ("library-mean", "library-knn", "library-fpca"))
     png = (files / "plots" / "evaluation.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+def test_every_interval_is_calibrated_on_the_same_dev_split(files, model):
+    """fit chooses ctx-gp's scale on the dev targets that choose rte's; evaluate reports every
+    interval at its dev-chosen scale beside its raw coverage."""
+    from taskextrap.search.calibration import SCALE_GRID
+
+    dev = json.loads((model / "fit.json").read_text())["dev"]
+    assert set(dev["methods"]) == {m for m in method_rows("observed") if m == "ctx-gp"}
+    assert dev["methods"]["ctx-gp"]["interval_scale"] in SCALE_GRID
+    r = evaluate_observed(model, files / "targets.csv", 8, Columns())
+    assert r["interval_scales"] == {"rte": dev["interval_scale"], "ctx-gp": dev["methods"]["ctx-gp"]["interval_scale"]}
+    for m, scale in r["interval_scales"].items():  # a wider interval covers at least as much
+        cal, raw = r["coverage_by_method"][m], r["coverage_raw_by_method"][m]
+        assert (cal >= raw) if scale >= 1 else (cal <= raw)

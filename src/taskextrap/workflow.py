@@ -257,6 +257,7 @@ def fit_calibrated(
 def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration, reading: Reading, verbose) -> dict:
     """The interval scale chosen on the dev split of ``library_tasks`` (:func:`fit_calibrated`),
     with what the record keeps of it."""
+    from taskextrap.baselines.table import get_method, method_rows
     from taskextrap.estimators.parameter import RTE
     from taskextrap.search.calibration import SCALE_GRID, choose_scale
 
@@ -269,6 +270,19 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
     curve = _masked_curve(mean, std / dev_rte.calibrated_scale(), split)  # the raw interval's
     scale = choose_scale(curve)
     reached = float(curve[SCALE_GRID.index(scale)])
+    methods = {}  # every method with its own interval, its scale chosen the same way on the same targets
+    for name in method_rows("observed"):
+        entry = get_method(name)
+        if entry.cls.interval:
+            m, sd = (
+                entry.build(seed=settings.get("seed", 0))
+                .fit(reading.library(dev_lib))
+                .predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
+            )
+            own = _masked_curve(m, sd, split)
+            chosen = choose_scale(own)
+            methods[name] = {"interval_scale": chosen, "coverage_raw": float(own[SCALE_GRID.index(1.0)]),
+                             "coverage": float(own[SCALE_GRID.index(chosen)])}  # fmt: skip
     return {
         "split": how,
         "targets": len(dev_tgt),
@@ -281,6 +295,7 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
         "coverage_in_sample": True,  # measured on the dev targets that chose the scale
         "coverage_note": "in-sample: the dev targets that chose the scale; evaluate measures it on held-out ones",
         "mse": float(_target_mse(mean, split).mean()),
+        "methods": methods,
     }
 
 
@@ -435,16 +450,21 @@ def held_out_targets(tasks: ObservedTasks, library_ids: np.ndarray, has_split: b
     return tasks.subset(np.flatnonzero(keep)), left_out
 
 
-def scale_context(model: str | Path) -> dict | None:
-    """The contexts a saved model's interval scale was chosen for (``fit.json``'s dev split:
-    ``context_size`` and ``context``), or None (no record, or a scale not chosen on dev)."""
+def _fit_dev(model: str | Path) -> dict | None:
+    """``fit.json``'s dev split record of a saved model folder, or None (no record, or a scale not
+    chosen on dev)."""
     from taskextrap.files import read_json
 
     path = Path(model) / FIT_RECORD
-    if not path.is_file():
-        return None
-    dev = read_json(path).get("dev")
-    return {"context_size": dev["context_size"], "context": dev["context"]} if isinstance(dev, dict) else None
+    dev = read_json(path).get("dev") if path.is_file() else None
+    return dev if isinstance(dev, dict) else None
+
+
+def scale_context(model: str | Path) -> dict | None:
+    """The contexts a saved model's interval scale was chosen for (``fit.json``'s dev split:
+    ``context_size`` and ``context``), or None (no record, or a scale not chosen on dev)."""
+    dev = _fit_dev(model)
+    return None if dev is None else {"context_size": dev["context_size"], "context": dev["context"]}
 
 
 def context_note(chosen: dict | None, context_size: int, how: str | None) -> str | None:
@@ -475,8 +495,9 @@ def evaluate_observed(
     are left out, and counted): every target's points inside the library's domain split into
     ``context_size`` context points and queries (:func:`split_targets`); per method the mean
     squared error over targets, the interval coverage of rte and of every method with its own
-    interval, and paired differences rte - baseline over targets (one fitted model: the interval
-    is over targets, ``report.compare.paired_difference``). ``trust_code``: as
+    interval (raw, and at the scale ``fit`` chose for it on the dev split where it did: every
+    interval calibrated the same way), and paired differences rte - baseline over targets (one
+    fitted model: the interval is over targets, ``report.compare.paired_difference``). ``trust_code``: as
     ``RTE.from_pretrained``'s; ``plot_dir``: also draw ``evaluation.png`` there
     (:func:`plot_evaluation`)."""
     from taskextrap.baselines.table import get_method, method_rows
@@ -491,6 +512,10 @@ def evaluate_observed(
     split = split_targets(targets, context_size, how, lib.family.domain, seed)
     mean, std = rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
     preds, coverage = {"rte": mean}, {"rte": _target_coverage(mean, std, split)}
+    raw = {"rte": _target_coverage(mean, std / rte.calibrated_scale(), split)}
+    scales = {"rte": rte.calibrated_scale()} | {
+        m: s["interval_scale"] for m, s in ((_fit_dev(model) or {}).get("methods") or {}).items()
+    }
     baselines = method_rows("observed")
     fitted = {}
     for b in baselines:  # the method table's rows for a user's library (baselines.table)
@@ -498,7 +523,8 @@ def evaluate_observed(
         out = method.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=method.interval)
         preds[b] = out[0] if method.interval else out
         if method.interval:
-            coverage[b] = _target_coverage(out[0], out[1], split)
+            raw[b] = _target_coverage(out[0], out[1], split)
+            coverage[b] = _target_coverage(out[0], out[1] * scales[b], split) if b in scales else raw[b]
     errors = {k: _target_mse(v, split) for k, v in preds.items()}
     comparisons = []
     for b in baselines:
@@ -521,6 +547,10 @@ def evaluate_observed(
         "per_target_mse": {k: v.tolist() for k, v in errors.items()},
         "coverage": float(coverage["rte"].mean()),
         "coverage_by_method": {k: float(v.mean()) for k, v in coverage.items()},
+        "coverage_raw_by_method": {k: float(v.mean()) for k, v in raw.items()},
+        "interval_scales": {k: scales.get(k) for k in coverage},  # None: raw (no scale chosen on dev)
+        "per_target_coverage": {k: v.tolist() for k, v in coverage.items()},
+        "per_target_coverage_raw": {k: v.tolist() for k, v in raw.items()},
         "level": INTERVAL_LEVEL,
         "interval_scale": rte.calibrated_scale(),
         "comparisons": comparisons,
@@ -588,10 +618,15 @@ def evaluation_table(result: dict) -> str:
                      "library task's id: library tasks are not held-out targets")  # fmt: skip
     if result.get("interval_note"):
         lines.append(f"note: {result['interval_note']}")
-    lines.append(f"{'method':18s} {'mse':>12s} {'coverage':>9s}")
-    covers = result.get("coverage_by_method", {})
+    lines.append(f"{'method':18s} {'mse':>12s} {'coverage':>9s} {'raw':>7s} {'scale':>7s}")
+    covers, raws = result.get("coverage_by_method", {}), result.get("coverage_raw_by_method", {})
+    scales = result.get("interval_scales", {})
     for k, v in result["mse"].items():
-        lines.append(f"{k:18s} {v:12.5g} {covers[k]:9.3f}" if k in covers else f"{k:18s} {v:12.5g} {'-':>9s}")
+        if k in covers:
+            scale = "-" if scales.get(k) is None else f"{scales[k]:.3g}"
+            lines.append(f"{k:18s} {v:12.5g} {covers[k]:9.3f} {raws.get(k, float('nan')):7.3f} {scale:>7s}")
+        else:
+            lines.append(f"{k:18s} {v:12.5g} {'-':>9s} {'-':>7s} {'-':>7s}")
     lines.append("")
     lines.append(f"{'rte - baseline':24s} {'diff':>11s} {'95% interval over targets':>28s} clear")
     for c in result["comparisons"]:
