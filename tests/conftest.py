@@ -88,8 +88,11 @@ def load_script():
     root = Path(__file__).resolve().parents[1]
 
     def load(relative: str):
+        import sys
+
         spec = importlib.util.spec_from_file_location(Path(relative).stem, root / relative)
         mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # a dataclass of the script looks its module up there
         spec.loader.exec_module(mod)
         return mod
 

@@ -1,0 +1,253 @@
+"""The real-data suite: RTE beside every method a user's library gets, on three public data sets
+of measured curves that install offline with statsmodels (the ``examples`` extra), each with a
+shift split and two questions, three seeds.
+
+Data sets (each task a curve; the targets lie beyond the library in the way named):
+
+- ``elnino``: sea-surface temperature of the Nino 1+2 region (NOAA ERSST v3b), one curve of 12
+  monthly values per year; library 1950-1994, targets 1995-2010 (later years). Known parameter:
+  the year.
+- ``sunspots``: yearly sunspot numbers 1700-2008 (SIDC), one curve per solar cycle (the years
+  from one minimum of the 3-year running mean to the next, at least 8 years apart; x is the year
+  within the cycle); library the cycles that start before 1900, targets the later ones (later
+  cycles). Known parameter: the cycle's start year.
+- ``fertility``: births per woman (World Bank), one curve of yearly values 1960-2011 per
+  country observed every year; targets the fifth of countries with the highest mean rate in the
+  1960s, library the others (another unit, of a higher level). Known parameter: that mean.
+
+Questions (each with the observation protocol that matches it, as ``examples/elnino.py``):
+
+- ``interpolate``: a few random points of a target known, the rest predicted (protocol ``paper``);
+- ``forecast``: the first part of the curve known, the rest predicted (protocol ``strict``).
+
+For each data set, question and seed (0, 1, 2) RTE is fitted with ``workflow.fit_observed``:
+every interval scale (rte's and ``ctx-gp``'s) chosen on the library's own dev split (its tasks
+of the largest known parameter held out, observed as the question observes targets), and
+evaluated with ``workflow.evaluate_observed`` beside every method of the method table's
+``observed`` regime on the same targets and contexts (the context draw does not change with the
+seed, so seeds share targets). Rows per (data set:question, method): ``mse`` (per target and
+seed), ``coverage`` at the dev-chosen scale and raw (``METHOD-uncalibrated``); the paired
+comparisons (rte against each, over targets, clear only when every seed agrees) are the
+results schema's.
+
+    python benchmarks/realdata.py                        # writes benchmarks/results/realdata.json
+    python benchmarks/realdata.py --tiny --out /tmp/r.json  # a plumbing check (not results)
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import csv
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = (0, 1, 2)
+MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+
+
+@dataclass(frozen=True)
+class Question:
+    """How a target is observed: ``size`` context points chosen as ``how``, read by ``protocol``."""
+
+    protocol: str
+    size: int
+    how: str
+
+
+@dataclass(frozen=True)
+class DataSet:
+    """A data set as two long tables (task, x, y, known parameter): its library and its targets."""
+
+    name: str
+    source: str
+    shift: str
+    library: list[tuple]
+    targets: list[tuple]
+    questions: dict[str, Question]
+
+
+def elnino() -> DataSet:
+    from statsmodels.datasets import elnino as data
+
+    frame = data.load_pandas().data
+    rows = [(int(r["YEAR"]), m, float(r[name]), int(r["YEAR"])) for _, r in frame.iterrows()
+            for m, name in enumerate(MONTHS, start=1)]  # fmt: skip
+    return DataSet(
+        "elnino",
+        "statsmodels.datasets.elnino (NOAA ERSST v3b, Nino 1+2; public domain)",
+        "targets are the years 1995-2010, later than every library year",
+        [r for r in rows if r[0] <= 1994],
+        [r for r in rows if r[0] > 1994],
+        {"interpolate": Question("paper", 8, "random"), "forecast": Question("strict", 6, "first")},
+    )
+
+
+def solar_cycles(years: np.ndarray, activity: np.ndarray, gap: int = 8) -> list[tuple[int, int]]:
+    """(first, last) index of each solar cycle: from one minimum of the 3-year running mean to the
+    year before the next, minima at least ``gap`` years apart (the first cycle starts at the
+    first such minimum; the years after the last minimum are an unfinished cycle, left out)."""
+    smooth = np.convolve(activity, np.ones(3) / 3, mode="same")
+    minima: list[int] = []
+    for i in range(1, len(smooth) - 1):
+        if smooth[i] <= smooth[i - 1] and smooth[i] <= smooth[i + 1]:
+            if minima and i - minima[-1] < gap:
+                if smooth[i] < smooth[minima[-1]]:
+                    minima[-1] = i
+                continue
+            minima.append(i)
+    return [(a, b - 1) for a, b in itertools.pairwise(minima)]
+
+
+def sunspots() -> DataSet:
+    from statsmodels.datasets import sunspots as data
+
+    frame = data.load_pandas().data
+    years, activity = frame["YEAR"].to_numpy(int), frame["SUNACTIVITY"].to_numpy(float)
+    rows = []
+    for a, b in solar_cycles(years, activity):
+        rows += [(int(years[a]), int(years[i] - years[a]), float(activity[i]), int(years[a])) for i in range(a, b + 1)]
+    return DataSet(
+        "sunspots",
+        "statsmodels.datasets.sunspots (yearly sunspot numbers 1700-2008, SIDC)",
+        "targets are the solar cycles that start in 1900 or later; the library the earlier ones",
+        [r for r in rows if r[3] < 1900],
+        [r for r in rows if r[3] >= 1900],
+        {"interpolate": Question("paper", 6, "random"), "forecast": Question("strict", 5, "first")},
+    )
+
+
+def fertility() -> DataSet:
+    from statsmodels.datasets import fertility as data
+
+    frame = data.load_pandas().data
+    years = [str(y) for y in range(1960, 2012)]
+    complete = frame[frame[years].notna().all(axis=1)]
+    level = complete[[str(y) for y in range(1960, 1970)]].mean(axis=1).to_numpy()
+    cut = np.quantile(level, 0.8)
+    rows = {True: [], False: []}
+    for (_, r), lv in zip(complete.iterrows(), level, strict=True):
+        rows[bool(lv > cut)] += [(r["Country Code"], int(y), float(r[y]), float(lv)) for y in years]
+    return DataSet(
+        "fertility",
+        "statsmodels.datasets.fertility (births per woman 1960-2011, World Bank)",
+        "targets are the fifth of countries with the highest mean rate in the 1960s",
+        rows[False],
+        rows[True],
+        {"interpolate": Question("paper", 8, "random"), "forecast": Question("strict", 26, "first")},
+    )
+
+
+DATA_SETS = {"elnino": elnino, "sunspots": sunspots, "fertility": fertility}
+
+
+def write_tables(data: DataSet, folder: Path) -> tuple[Path, Path]:
+    """The library and the targets as CSV files (task, x, y, param)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = (folder / f"{data.name}-library.csv", folder / f"{data.name}-targets.csv")
+    for path, rows in zip(paths, (data.library, data.targets), strict=True):
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["task", "x", "y", "param"])
+            w.writerows(rows)
+    return paths
+
+
+def run_question(data: DataSet, question: str, folder: Path, seeds, tiny: bool) -> tuple[list, dict]:
+    """Fit and evaluate one question of a data set for every seed: (rows, what the config keeps)."""
+    from taskextrap.operators.train import TrainConfig
+    from taskextrap.report.schema import make_row
+    from taskextrap.tasks.observe import PROTOCOLS
+    from taskextrap.workflow import Columns, DevCalibration, Reading, evaluate_observed, fit_observed
+
+    q = data.questions[question]
+    library, targets = write_tables(data, folder)
+    columns = Columns(task="task", x="x", y="y", params=("param",))
+    runs = []
+    for seed in seeds:
+        settings: dict = {"protocol": q.protocol, "seed": seed}
+        if q.size < PROTOCOLS[q.protocol].n_context:  # a shorter context than the protocol's: RTE learns to read it
+            settings["min_context"] = q.size
+        if tiny:
+            settings |= {"train": TrainConfig(steps=5, batch=256, eval_every=5), "n_pairs": 200}
+        model = folder / f"model-{data.name}-{question}-{seed}"
+        t0 = time.perf_counter()
+        _, record = fit_observed([library], columns, model, settings,
+                                 DevCalibration(order="param", context_size=q.size, context=q.how),
+                                 Reading(name=data.name), verbose=False)  # fmt: skip
+        result = evaluate_observed(model, targets, q.size, columns, q.how, seed=0)
+        runs.append({"fit": record, "evaluation": result, "wall_s": round(time.perf_counter() - t0, 1)})
+        print(f"{data.name}/{question} seed {seed}: {result['verdict']} ({runs[-1]['wall_s']} s)", file=sys.stderr)
+    group = f"{data.name}:{question}"
+    stack = lambda key, m: np.array([r["evaluation"][key][m] for r in runs]).T  # noqa: E731 - (targets, seeds)
+    evaluations = [r["evaluation"] for r in runs]
+    rows = [make_row("realdata", group, m, "mse", stack("per_target_mse", m)) for m in evaluations[0]["mse"]]
+    for m in evaluations[0]["coverage_by_method"]:
+        rows.append(make_row("realdata", group, m, "coverage", stack("per_target_coverage", m)))
+        rows.append(make_row("realdata", group, f"{m}-uncalibrated", "coverage", stack("per_target_coverage_raw", m)))
+    config = {
+        "question": vars(q),
+        "targets": evaluations[0]["targets"],
+        "library_tasks": runs[0]["fit"]["tasks"]["library"],
+        "interval_scales": [e["interval_scales"] for e in evaluations],
+        "dev": [{k: r["fit"]["dev"][k] for k in ("split", "targets", "coverage_raw", "coverage")} for r in runs],
+        "wall_s": [r["wall_s"] for r in runs],
+    }
+    return rows, config
+
+
+def run(folder: Path, names, seeds, tiny: bool) -> dict:
+    """Every question of every data set of ``names``: a results document (the results schema)."""
+    from taskextrap.report.compare import compare_rows
+    from taskextrap.report.schema import environment_info
+
+    rows, config = [], {}
+    for name in names:
+        data = DATA_SETS[name]()
+        config[name] = {"source": data.source, "shift": data.shift, "library": len({r[0] for r in data.library}),
+                        "targets": len({r[0] for r in data.targets}), "questions": {}}  # fmt: skip
+        for question in data.questions:
+            got, config[name]["questions"][question] = run_question(data, question, folder, seeds, tiny)
+            rows += got
+    return {
+        "experiment": "realdata",
+        "protocol": "per question",
+        "profile": "tiny" if tiny else "paper",
+        "seeds": list(seeds),
+        "rows": rows,
+        "comparisons": compare_rows(rows),
+        "timing": {"wall_s": 0.0},
+        "environment": environment_info("cpu"),
+        "config": config,
+    }
+
+
+def main(argv=None) -> None:
+    from taskextrap.files import write_json_atomic
+    from taskextrap.provenance import source_hash
+    from taskextrap.report.schema import validate_results
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "realdata.json"))
+    ap.add_argument("--data", nargs="+", default=list(DATA_SETS), choices=list(DATA_SETS))
+    ap.add_argument("--tiny", action="store_true", help="one seed, five training steps: a plumbing check")
+    a = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        doc = run(Path(tmp), a.data, (0,) if a.tiny else SEEDS, a.tiny)
+    doc["timing"]["wall_s"] = round(time.perf_counter() - t0, 1)
+    doc["config"] |= {"command": "python benchmarks/realdata.py" + (" --tiny" if a.tiny else ""),
+                      "source_hash": source_hash()}  # fmt: skip
+    validate_results(doc)
+    write_json_atomic(a.out, doc)
+    print(f"written: {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""benchmarks/realdata.py: the real-data suite's data sets, their shift splits and one tiny run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from taskextrap.baselines.table import method_rows
+
+
+@pytest.fixture(scope="module")
+def realdata(load_script):
+    return load_script("benchmarks/realdata.py")
+
+
+def test_solar_cycles_run_from_minimum_to_minimum(realdata):
+    years = np.arange(100)
+    activity = 50 + 50 * np.sin(2 * np.pi * (years - 3) / 11 - np.pi / 2)  # minima at 3, 14, 25, ...
+    cycles = realdata.solar_cycles(years, activity)
+    assert cycles[:3] == [(3, 13), (14, 24), (25, 35)] and all(b - a + 1 == 11 for a, b in cycles)
+
+
+@pytest.mark.parametrize("name", ["elnino", "sunspots", "fertility"])
+def test_every_data_set_holds_out_targets_beyond_its_library(realdata, name):
+    pytest.importorskip("statsmodels")
+    data = realdata.DATA_SETS[name]()
+    library, targets = {r[0] for r in data.library}, {r[0] for r in data.targets}
+    assert len(library) >= 15 and len(targets) >= 5 and not library & targets
+    # the shift: every target's known parameter lies beyond every library task's
+    assert min(r[3] for r in data.targets) > max(r[3] for r in data.library)
+    assert set(data.questions) == {"interpolate", "forecast"}
+
+
+@pytest.mark.slow  # make test-slow (CI runs it too): two tiny fits and evaluations
+def test_a_tiny_run_writes_rows_of_every_method_and_both_coverages(realdata, tmp_path):
+    pytest.importorskip("statsmodels")
+    realdata.main(["--tiny", "--data", "elnino", "--out", str(tmp_path / "r.json")])
+    doc = json.loads((tmp_path / "r.json").read_text())
+    groups = {r["group"] for r in doc["rows"]}
+    assert groups == {"elnino:interpolate", "elnino:forecast"}
+    mse = {r["method"] for r in doc["rows"] if r["metric"] == "mse"}
+    assert mse == {"rte", *method_rows("observed")}
+    coverage = {r["method"] for r in doc["rows"] if r["metric"] == "coverage"}
+    assert {"rte", "rte-uncalibrated", "ctx-gp", "ctx-gp-uncalibrated"} <= coverage
+    assert {c["b"] for c in doc["comparisons"]} == set(method_rows("observed"))
