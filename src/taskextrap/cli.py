@@ -681,17 +681,21 @@ def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, qu
     click.echo(f"saved: {out} (fit {record['fit_s']:.1f} s, total {record['total_s']:.1f} s)")
 
 
-@cli.command(short_help="Predict targets from their contexts with a saved model.")
-@click.option("--model", required=True, type=click.Path(path_type=Path), help="A folder fit wrote.")
-@click.option("--context", required=True, type=click.Path(path_type=Path), help="Targets' context points (task, x, y).")
-@click.option("--query", default=None, type=click.Path(path_type=Path), help="Query inputs (task, x); default a grid.")
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="The predictions CSV to write.")
-@click.option(
+# predict and evaluate: a model folder is data; importing the code its family names needs consent
+_trust_code_option = click.option(
     "--trust-code",
     is_flag=True,
     help="Import the user module the model's family names (module:attr), which runs its code; a folder whose "
     "library is user code is refused without it.",
 )
+
+
+@cli.command(short_help="Predict targets from their contexts with a saved model.")
+@click.option("--model", required=True, type=click.Path(path_type=Path), help="A folder fit wrote.")
+@click.option("--context", required=True, type=click.Path(path_type=Path), help="Targets' context points (task, x, y).")
+@click.option("--query", default=None, type=click.Path(path_type=Path), help="Query inputs (task, x); default a grid.")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="The predictions CSV to write.")
+@_trust_code_option
 @_column_options
 def predict(model, context, query, out, trust_code, **kw):
     """Per query point: the mean, the 90% interval's bounds, and the candidate used (anchor task,
@@ -724,12 +728,7 @@ def predict(model, context, query, out, trust_code, **kw):
     type=click.Path(path_type=Path),
     help="Also draw evaluation.png into this folder: a few targets with every method's prediction, and the errors.",
 )
-@click.option(
-    "--trust-code",
-    is_flag=True,
-    help="Import the user module the model's family names (module:attr), which runs its code; a folder whose "
-    "library is user code is refused without it.",
-)
+@_trust_code_option
 @_column_options
 def evaluate(model, data, context_size, how, seed, out, plot_dir, trust_code, **kw):
     """Split every held-out target's points into a context and queries (library tasks, by the

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.baselines.context import ctx_interp
-from taskextrap.baselines.table import method_rows
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.experiments.discrete import (
+    table_rows,
     DiscreteRun,
     rte_rows,
     discrete_profiles,
@@ -69,13 +69,13 @@ ABLATION_METHODS = (
 
 
 def main_methods() -> tuple[str, ...]:
-    """The rows of ``composition``: the regime's own, then the method table's (``baselines.table``)."""
-    return (*OWN_METHODS, *method_rows("composition"))
+    """The rows of ``composition`` (:func:`~taskextrap.experiments.discrete.table_rows`)."""
+    return table_rows("composition", OWN_METHODS)
 
 
 def all_methods() -> tuple[str, ...]:
-    """Every method a unit scores (``composition``'s rows and the ablations')."""
-    return tuple(dict.fromkeys(main_methods() + ABLATION_METHODS))
+    """Every method a unit scores: ``composition``'s rows and the ablations'."""
+    return table_rows("composition", OWN_METHODS, ABLATION_METHODS)
 
 
 GROUP = "unseen-pairs"

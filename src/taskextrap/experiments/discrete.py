@@ -73,6 +73,14 @@ def estimator_settings(spec: UnitSpec) -> dict:
     }
 
 
+def table_rows(regime: str, own: tuple[str, ...], ablations: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """A discrete experiment's rows: its own, then the method table's rows of ``regime`` (read
+    now, so a method registered later is among them), then its ablations', each once."""
+    from taskextrap.baselines.table import method_rows
+
+    return tuple(dict.fromkeys((*own, *method_rows(regime), *ablations)))
+
+
 def embedding_of(settings: Settings, regime: str) -> str:
     """The Γ estimator of a run of ``regime``: ``--embedding``, else the regime's default (``tasks.regimes``)."""
     return settings.options.embedding or get_regime(regime).embedding

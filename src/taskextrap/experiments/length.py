@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.baselines.context import ctx_polyfit
-from taskextrap.baselines.table import method_rows
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.length import LengthRTE
 from taskextrap.experiments.discrete import (
+    table_rows,
     DiscreteRun,
     rte_rows,
     discrete_profiles,
@@ -57,13 +57,13 @@ ABLATION_METHODS = (
 
 
 def main_methods() -> tuple[str, ...]:
-    """The rows of ``length``: the regime's own, then the method table's (``baselines.table``)."""
-    return (*OWN_METHODS, *method_rows("length"))
+    """The rows of ``length`` (:func:`~taskextrap.experiments.discrete.table_rows`)."""
+    return table_rows("length", OWN_METHODS)
 
 
 def all_methods() -> tuple[str, ...]:
-    """Every method a unit scores (``length``'s rows and the ablations')."""
-    return tuple(dict.fromkeys(main_methods() + ABLATION_METHODS))
+    """Every method a unit scores: ``length``'s rows and the ablations'."""
+    return table_rows("length", OWN_METHODS, ABLATION_METHODS)
 
 
 GROUP = "degree9"
