@@ -196,6 +196,7 @@ def run_question(data: DataSet, question: str, folder: Path, seeds, tiny: bool) 
         "targets": evaluations[0]["targets"],
         "library_tasks": runs[0]["fit"]["tasks"]["library"],
         "interval_scales": [e["interval_scales"] for e in evaluations],
+        "seconds_by_method": [e["seconds_by_method"] for e in evaluations],  # each method's price, per seed
         "dev": [{k: r["fit"]["dev"][k] for k in ("split", "targets", "coverage_raw", "coverage")} for r in runs],
         "wall_s": [r["wall_s"] for r in runs],
     }

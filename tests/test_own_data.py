@@ -114,6 +114,10 @@ def test_evaluate_prints_a_verdict_and_paired_differences(files, model, capsys):
     assert {"ctx-polyfit", "ctx-interp", "library-best-fit", "ctx-gp"} <= set(result["mse"])
     assert 0.0 <= result["coverage"] <= 1.0 and result["coverage_by_method"]["rte"] == result["coverage"]
     assert 0.0 <= result["coverage_by_method"]["ctx-gp"] <= 1.0  # a method with its own interval
+    record = json.loads((model / "fit.json").read_text())
+    assert set(result["seconds_by_method"]) == set(result["mse"])  # each method's price beside its error
+    assert result["seconds_by_method"]["rte"]["fit_s"] == record["fit_s"]
+    assert all(s["predict_s"] >= 0 for s in result["seconds_by_method"].values()) and "fit s" in text
 
 
 def test_evaluate_with_other_context_sizes_and_the_first_points(files, model):

@@ -460,6 +460,14 @@ def _fit_dev(model: str | Path) -> dict | None:
     return dev if isinstance(dev, dict) else None
 
 
+def _fit_seconds(model: str | Path) -> float | None:
+    """The seconds ``fit`` took to fit a saved model (``fit.json``'s ``fit_s``), or None."""
+    from taskextrap.files import read_json
+
+    path = Path(model) / FIT_RECORD
+    return read_json(path).get("fit_s") if path.is_file() else None
+
+
 def scale_context(model: str | Path) -> dict | None:
     """The contexts a saved model's interval scale was chosen for (``fit.json``'s dev split:
     ``context_size`` and ``context``), or None (no record, or a scale not chosen on dev)."""
@@ -510,7 +518,10 @@ def evaluate_observed(
     library_ids = lib.family.tasks.ids if hasattr(lib.family, "tasks") else np.array([])
     targets, left_out = held_out_targets(columns.read(data, min_points=1), library_ids, columns.split is not None)
     split = split_targets(targets, context_size, how, lib.family.domain, seed)
+    t = time.perf_counter()
     mean, std = rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
+    # each method's price beside its error: rte's fit is fit's (fit.json), the others' are fitted here
+    seconds = {"rte": {"fit_s": _fit_seconds(model), "predict_s": round(time.perf_counter() - t, 3)}}
     preds, coverage = {"rte": mean}, {"rte": _target_coverage(mean, std, split)}
     raw = {"rte": _target_coverage(mean, std / rte.calibrated_scale(), split)}
     scales = {"rte": rte.calibrated_scale()} | {
@@ -519,8 +530,11 @@ def evaluate_observed(
     baselines = method_rows("observed")
     fitted = {}
     for b in baselines:  # the method table's rows for a user's library (baselines.table)
+        t = time.perf_counter()
         method = fitted[b] = get_method(b).build(seed=seed, device=rte.device).fit(lib)
+        t_fit = time.perf_counter()
         out = method.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=method.interval)
+        seconds[b] = {"fit_s": round(t_fit - t, 3), "predict_s": round(time.perf_counter() - t_fit, 3)}
         preds[b] = out[0] if method.interval else out
         if method.interval:
             raw[b] = _target_coverage(out[0], out[1], split)
@@ -545,6 +559,7 @@ def evaluate_observed(
         "interval_note": context_note(scale_context(model), context_size, how),
         "mse": mse,
         "per_target_mse": {k: v.tolist() for k, v in errors.items()},
+        "seconds_by_method": seconds,
         "coverage": float(coverage["rte"].mean()),
         "coverage_by_method": {k: float(v.mean()) for k, v in coverage.items()},
         "coverage_raw_by_method": {k: float(v.mean()) for k, v in raw.items()},
@@ -618,15 +633,18 @@ def evaluation_table(result: dict) -> str:
                      "library task's id: library tasks are not held-out targets")  # fmt: skip
     if result.get("interval_note"):
         lines.append(f"note: {result['interval_note']}")
-    lines.append(f"{'method':18s} {'mse':>12s} {'coverage':>9s} {'raw':>7s} {'scale':>7s}")
+    lines.append(f"{'method':18s} {'mse':>12s} {'coverage':>9s} {'raw':>7s} {'scale':>7s} {'fit s':>8s} {'pred s':>7s}")
     covers, raws = result.get("coverage_by_method", {}), result.get("coverage_raw_by_method", {})
-    scales = result.get("interval_scales", {})
+    scales, seconds = result.get("interval_scales", {}), result.get("seconds_by_method", {})
     for k, v in result["mse"].items():
         if k in covers:
             scale = "-" if scales.get(k) is None else f"{scales[k]:.3g}"
-            lines.append(f"{k:18s} {v:12.5g} {covers[k]:9.3f} {raws.get(k, float('nan')):7.3f} {scale:>7s}")
+            cells = f"{covers[k]:9.3f} {raws.get(k, float('nan')):7.3f} {scale:>7s}"
         else:
-            lines.append(f"{k:18s} {v:12.5g} {'-':>9s} {'-':>7s} {'-':>7s}")
+            cells = f"{'-':>9s} {'-':>7s} {'-':>7s}"
+        fit_s, pred_s = (seconds.get(k) or {}).get("fit_s"), (seconds.get(k) or {}).get("predict_s")
+        price = f"{'-' if fit_s is None else f'{fit_s:.2f}':>8s} {'-' if pred_s is None else f'{pred_s:.2f}':>7s}"
+        lines.append(f"{k:18s} {v:12.5g} {cells} {price}")
     lines.append("")
     lines.append(f"{'rte - baseline':24s} {'diff':>11s} {'95% interval over targets':>28s} clear")
     for c in result["comparisons"]:
