@@ -40,6 +40,7 @@ GP_KERNELS = ("rbf", "matern52", "rbf+linear")  # the kernel families compared o
 # benchmarks/results/ctx-gp-dev.json): MSE relative to the best kernel of each (family,
 # protocol), as a geometric mean: rbf+linear 1.03, rbf 1.43, matern52 2.08.
 DEFAULT_KERNEL = "rbf+linear"
+OPTIMIZERS = ("adam", "lbfgs")  # meta-gp's fit: a fixed Adam budget, or L-BFGS to convergence
 
 # Each hyper-parameter's starting value and bounds (scikit-learn's kernels as ctx-gp builds them).
 HYPER = {
@@ -307,11 +308,15 @@ class MetaGP:
     Args:
         kernel: the kernel family, one of :data:`GP_KERNELS`.
         mean_degree: the degree of the polynomial prior mean (0: a constant).
-        steps: Adam's steps.
-        batch: library draws per step.
+        steps: Adam's steps; with ``optimizer="lbfgs"`` the most objective evaluations.
+        batch: library draws per step (Adam's; L-BFGS reads every draw at each evaluation).
         lr: Adam's learning rate.
         seed: seeds the draws of each step.
         device: where the fit and the predictions run.
+        optimizer: ``"adam"`` (minibatch steps, a fixed budget) or ``"lbfgs"`` (full-batch L-BFGS
+            with a strong-Wolfe line search, run until the objective changes by less than
+            ``tol``: the converged empirical-Bayes fit, ``benchmarks/meta_gp_fit.py``).
+        tol: L-BFGS's stopping rule on the objective's change between iterations.
 
     Examples:
         >>> import numpy as np
@@ -333,6 +338,8 @@ class MetaGP:
     lr: float = 0.03
     seed: int = 0
     device: str = "cpu"
+    optimizer: str = "adam"
+    tol: float = 1e-10
 
     def __post_init__(self):
         hyper_names(self.kernel)
@@ -340,6 +347,9 @@ class MetaGP:
         check_int("steps", self.steps, 1)
         check_int("batch", self.batch, 1)
         check_real("lr", self.lr, 0.0, min_open=True)
+        if self.optimizer not in OPTIMIZERS:
+            raise TaskextrapError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
+        check_real("tol", self.tol, 0.0, min_open=True)
 
     def _t(self, a) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).to(torch.device(self.device))
@@ -373,6 +383,8 @@ class MetaGP:
         lo, hi = _log_bounds(names, x)
         theta = self._t([[math.log(HYPER[k][0]) for k in names]]).requires_grad_(True)
         self.mean_ = torch.zeros(self.mean_degree + 1, dtype=torch.float64, device=x.device, requires_grad=True)
+        if self.optimizer == "lbfgs":
+            return self._fit_lbfgs(x, y, noisy, theta.detach(), lo, hi, names)
         opt = torch.optim.Adam([theta, self.mean_], lr=self.lr)
         g = rng(self.seed, "meta-gp-batches")
         for _ in range(self.steps):
@@ -384,7 +396,31 @@ class MetaGP:
             opt.step()
             with torch.no_grad():
                 theta.copy_(torch.maximum(torch.minimum(theta, hi), lo))
+        self.evaluations_ = self.steps
         self.log_theta_ = theta.detach()
+        self.mean_ = self.mean_.detach()
+        self.hyper_ = {k: float(v) for k, v in zip(names, self.log_theta_[0].exp(), strict=True)}
+        return self
+
+    def _fit_lbfgs(self, x, y, noisy, start, lo, hi, names) -> MetaGP:
+        """Full-batch L-BFGS on every draw until the objective changes by less than ``tol`` (or
+        ``steps`` evaluations), the hyper-parameters kept inside their bounds by a sigmoid."""
+        z = torch.logit((start - lo) / (hi - lo)).clone().requires_grad_(True)
+        opt = torch.optim.LBFGS([z, self.mean_], lr=1, max_iter=self.steps, tolerance_grad=1e-7,
+                                tolerance_change=self.tol, history_size=20, line_search_fn="strong_wolfe")  # fmt: skip
+        evaluations = [0]
+
+        def objective():
+            opt.zero_grad()
+            evaluations[0] += 1
+            theta = lo + (hi - lo) * torch.sigmoid(z)
+            loss = gp_nll(self.kernel, theta.expand(len(x), -1), x, y - self._mean(x), noisy).mean()
+            loss.backward()
+            return loss
+
+        opt.step(objective)
+        self.evaluations_ = evaluations[0]
+        self.log_theta_ = (lo + (hi - lo) * torch.sigmoid(z)).detach()
         self.mean_ = self.mean_.detach()
         self.hyper_ = {k: float(v) for k, v in zip(names, self.log_theta_[0].exp(), strict=True)}
         return self
