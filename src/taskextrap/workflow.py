@@ -263,7 +263,8 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
 
     dev_lib, dev_tgt, how = dev_split(library_tasks, dev.order, DEV_FRACTION, settings.get("seed", 0))
     _say(verbose, f"fit 1 of 2: the dev split's RTE on {len(dev_lib)} library tasks, for the interval scale")
-    dev_rte = RTE(**settings).fit(reading.library(dev_lib))
+    dev_library = reading.library(dev_lib)  # built once: the dev RTE and every interval method read it
+    dev_rte = RTE(**settings).fit(dev_library)
     size = dev.context_size or dev_rte.protocol_.n_context
     split = split_targets(dev_tgt, size, dev.context, dev_rte.library_.family.domain, seed=1)
     mean, std = dev_rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
@@ -276,7 +277,7 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
         if entry.cls.interval:
             m, sd = (
                 entry.build(seed=settings.get("seed", 0))
-                .fit(reading.library(dev_lib))
+                .fit(dev_library)
                 .predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
             )
             own = _masked_curve(m, sd, split)
@@ -450,29 +451,29 @@ def held_out_targets(tasks: ObservedTasks, library_ids: np.ndarray, has_split: b
     return tasks.subset(np.flatnonzero(keep)), left_out
 
 
-def _fit_dev(model: str | Path) -> dict | None:
-    """``fit.json``'s dev split record of a saved model folder, or None (no record, or a scale not
-    chosen on dev)."""
+def _fit_record(model: str | Path) -> dict:
+    """A saved model folder's ``fit.json`` (read once per call of predict or evaluate), or {}."""
     from taskextrap.files import read_json
 
     path = Path(model) / FIT_RECORD
-    dev = read_json(path).get("dev") if path.is_file() else None
-    return dev if isinstance(dev, dict) else None
+    record = read_json(path) if path.is_file() else {}
+    return record if isinstance(record, dict) else {}
 
 
-def _fit_seconds(model: str | Path) -> float | None:
-    """The seconds ``fit`` took to fit a saved model (``fit.json``'s ``fit_s``), or None."""
-    from taskextrap.files import read_json
-
-    path = Path(model) / FIT_RECORD
-    return read_json(path).get("fit_s") if path.is_file() else None
+def _dev_of(record: dict) -> dict:
+    """The dev split part of a fit record ({} when the scale was not chosen on dev)."""
+    dev = record.get("dev")
+    return dev if isinstance(dev, dict) else {}
 
 
 def scale_context(model: str | Path) -> dict | None:
     """The contexts a saved model's interval scale was chosen for (``fit.json``'s dev split:
     ``context_size`` and ``context``), or None (no record, or a scale not chosen on dev)."""
-    dev = _fit_dev(model)
-    return None if dev is None else {"context_size": dev["context_size"], "context": dev["context"]}
+    return _context_of(_dev_of(_fit_record(model)))
+
+
+def _context_of(dev: dict) -> dict | None:
+    return {"context_size": dev["context_size"], "context": dev["context"]} if dev else None
 
 
 def context_note(chosen: dict | None, context_size: int, how: str | None) -> str | None:
@@ -521,11 +522,12 @@ def evaluate_observed(
     t = time.perf_counter()
     mean, std = rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
     # each method's price beside its error: rte's fit is fit's (fit.json), the others' are fitted here
-    seconds = {"rte": {"fit_s": _fit_seconds(model), "predict_s": round(time.perf_counter() - t, 3)}}
+    record = _fit_record(model)
+    seconds = {"rte": {"fit_s": record.get("fit_s"), "predict_s": round(time.perf_counter() - t, 3)}}
     preds, coverage = {"rte": mean}, {"rte": _target_coverage(mean, std, split)}
     raw = {"rte": _target_coverage(mean, std / rte.calibrated_scale(), split)}
     scales = {"rte": rte.calibrated_scale()} | {
-        m: s["interval_scale"] for m, s in ((_fit_dev(model) or {}).get("methods") or {}).items()
+        m: s["interval_scale"] for m, s in (_dev_of(record).get("methods") or {}).items()
     }
     baselines = method_rows("observed")
     fitted = {}
@@ -556,7 +558,7 @@ def evaluate_observed(
         "seed": seed,
         "dropped_outside_domain": split.dropped,
         "left_out": left_out,
-        "interval_note": context_note(scale_context(model), context_size, how),
+        "interval_note": context_note(_context_of(_dev_of(record)), context_size, how),
         "mse": mse,
         "per_target_mse": {k: v.tolist() for k, v in errors.items()},
         "seconds_by_method": seconds,
