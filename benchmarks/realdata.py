@@ -23,7 +23,7 @@ Questions (each with the observation protocol that matches it, as ``examples/eln
 For each data set, question and seed (0, 1, 2) RTE is fitted with ``workflow.fit_observed``:
 every interval scale (rte's and ``ctx-gp``'s) chosen on the library's own dev split (its tasks
 of the largest known parameter held out, observed as the question observes targets), and
-evaluated with ``workflow.evaluate_observed`` beside every method of the method table's
+evaluated with ``evaluation.evaluate_observed`` beside every method of the method table's
 ``observed`` regime on the same targets and contexts (the context draw does not change with the
 seed, so seeds share targets). Rows per (data set:question, method): ``mse`` (per target and
 seed), ``coverage`` at the dev-chosen scale and raw (``METHOD-uncalibrated``); the paired
@@ -164,7 +164,8 @@ def run_question(data: DataSet, question: str, folder: Path, seeds, tiny: bool) 
     from taskextrap.operators.train import TrainConfig
     from taskextrap.report.schema import make_row
     from taskextrap.tasks.observe import PROTOCOLS
-    from taskextrap.workflow import Columns, DevCalibration, Reading, evaluate_observed, fit_observed
+    from taskextrap.evaluation import evaluate_observed
+    from taskextrap.workflow import Columns, DevCalibration, Reading, fit_observed
 
     q = data.questions[question]
     library, targets = write_tables(data, folder)

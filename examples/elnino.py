@@ -65,7 +65,8 @@ def run(folder: Path, seeds=(0, 1, 2), tiny: bool = False) -> dict:
     from taskextrap.operators.train import TrainConfig
     from taskextrap.report.compare import paired_difference
     from taskextrap.baselines.table import method_rows
-    from taskextrap.workflow import Columns, DevCalibration, Reading, evaluate_observed, fit_observed
+    from taskextrap.evaluation import evaluate_observed
+    from taskextrap.workflow import Columns, DevCalibration, Reading, fit_observed
 
     library, targets = write_csv(folder)
     # the year names each task and is its known parameter, which orders the dev split (its last years)

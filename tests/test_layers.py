@@ -26,7 +26,8 @@ LAYERS = [
     {"baselines"},  # inductive, oracles, context-only
     {"sequence_runs"},  # a sequence-model experiment's seed: fine-tuning runs, methods, prompt records
     {"report"},  # results schema, tables, plots
-    {"workflow"},  # fit / predict / evaluate on a user's observed tasks
+    {"workflow"},  # fit / predict on a user's observed tasks
+    {"evaluation"},  # evaluate a saved model on a user's held-out targets
     {"experiments"},  # registered experiments
     {"cli"},  # the command line
 ]

@@ -16,7 +16,8 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet
 from taskextrap.tasks.observed import ObservedTasks
 from taskextrap.baselines.table import method_rows
-from taskextrap.workflow import Columns, DevCalibration, dev_split, evaluate_observed, predict_observed, split_targets
+from taskextrap.evaluation import evaluate_observed, evaluation_table
+from taskextrap.workflow import Columns, DevCalibration, dev_split, predict_observed, split_targets
 
 FAMILY = PARAMETER_FAMILIES["cubic"]
 TINY = ["--steps", "5", "--pairs", "200", "--quiet"]
@@ -305,10 +306,26 @@ def test_every_interval_is_calibrated_on_the_same_dev_split(files, model):
     from taskextrap.search.calibration import SCALE_GRID
 
     dev = json.loads((model / "fit.json").read_text())["dev"]
-    assert set(dev["methods"]) == {m for m in method_rows("observed") if m == "ctx-gp"}
+    assert {m for m, d in dev["methods"].items() if "interval_scale" in d} == {"ctx-gp"}
     assert dev["methods"]["ctx-gp"]["interval_scale"] in SCALE_GRID
     r = evaluate_observed(model, files / "targets.csv", 8, Columns())
     assert r["interval_scales"] == {"rte": dev["interval_scale"], "ctx-gp": dev["methods"]["ctx-gp"]["interval_scale"]}
     for m, scale in r["interval_scales"].items():  # a wider interval covers at least as much
         cal, raw = r["coverage_by_method"][m], r["coverage_raw_by_method"][m]
         assert (cal >= raw) if scale >= 1 else (cal <= raw)
+
+
+def test_the_library_shape_peers_are_tuned_on_the_dev_split_and_evaluated_so(files, model):
+    """fit scores every setting of library-knn's k and library-fpca's (components, ridge) on its dev
+    targets and keeps the lowest dev MSE; evaluate fits each peer at its chosen setting and says so."""
+    from taskextrap.baselines.library_shape import LibraryFPCA, LibraryNearest
+
+    dev = json.loads((model / "fit.json").read_text())["dev"]
+    for name, cls in (("library-knn", LibraryNearest), ("library-fpca", LibraryFPCA)):
+        scored = dev["methods"][name]["dev_mse_by_setting"]
+        assert len(scored) == int(np.prod([len(v) for v in cls.dev_grid.values()]))
+        assert dev["methods"][name]["params"] == min(scored, key=lambda r: r["dev_mse"])["params"]
+    r = evaluate_observed(model, files / "targets.csv", 8, Columns())
+    assert r["settings_by_method"]["library-knn"] == dev["methods"]["library-knn"]["params"]
+    assert r["settings_by_method"]["library-mean"] == {}  # nothing to choose
+    assert "chosen on fit's dev split: library-knn k=" in evaluation_table(r)

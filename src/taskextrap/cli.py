@@ -736,7 +736,7 @@ def evaluate(model, data, context_size, how, seed, out, plot_dir, trust_code, **
     rows for a user's library, and print the verdict, the errors and the paired differences
     over targets."""
     from taskextrap.files import write_json_atomic
-    from taskextrap.workflow import evaluate_observed, evaluation_table
+    from taskextrap.evaluation import evaluate_observed, evaluation_table
 
     columns = _columns(kw)
     result = evaluate_observed(model, data, context_size, columns, how, seed, trust_code, plot_dir)

@@ -1,5 +1,5 @@
-"""RTE on one's own observed tasks: fit, predict and evaluate (the CLI's ``fit``, ``predict``,
-``evaluate``; the same functions from Python).
+"""RTE on one's own observed tasks: fit and predict (the CLI's ``fit`` and ``predict``; the same
+functions from Python); ``taskextrap.evaluation`` evaluates a saved model.
 
 - :func:`fit_observed`: a library from data files (``tasks.observed``), RTE fitted on it and
   saved as a folder (``save_pretrained``) with ``fit.json`` beside it: the data read, the
@@ -8,16 +8,14 @@
 - :func:`predict_observed`: a saved model, targets' contexts (any number of points each) and
   query inputs -> per query the mean, the interval's bounds and level, and the candidate used
   (anchor task and shift).
-- :func:`evaluate_observed`: a saved model and held-out targets' observations -> each target's
-  context (``context_size`` points) and queries (the rest), rte beside the method table's rows
-  for a user's library (``baselines.table``, regime ``observed``: ``ctx-interp``, ``ctx-polyfit``,
-  ``library-best-fit``, ``ctx-gp``) with paired differences over targets.
+- :func:`split_targets`: held-out targets' observations -> each target's context
+  (``context_size`` points) and queries (the rest), as ``evaluate`` scores them
+  (``taskextrap.evaluation``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,11 +140,11 @@ def split_targets(
     )
 
 
-def _target_mse(pred: np.ndarray, split: TargetSplit) -> np.ndarray:
+def target_mse(pred: np.ndarray, split: TargetSplit) -> np.ndarray:
     return (((pred - split.qry_y) ** 2) * split.mask).sum(axis=1) / split.mask.sum(axis=1)
 
 
-def _target_coverage(mean, std, split: TargetSplit) -> np.ndarray:
+def target_coverage(mean, std, split: TargetSplit) -> np.ndarray:
     from taskextrap.search.posterior import covered
 
     return (covered(mean, std, split.qry_y) * split.mask).sum(axis=1) / split.mask.sum(axis=1)
@@ -268,22 +266,24 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
     size = dev.context_size or dev_rte.protocol_.n_context
     split = split_targets(dev_tgt, size, dev.context, dev_rte.library_.family.domain, seed=1)
     mean, std = dev_rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
-    curve = _masked_curve(mean, std / dev_rte.calibrated_scale(), split)  # the raw interval's
+    curve = masked_curve(mean, std / dev_rte.calibrated_scale(), split)  # the raw interval's
     scale = choose_scale(curve)
     reached = float(curve[SCALE_GRID.index(scale)])
-    methods = {}  # every method with its own interval, its scale chosen the same way on the same targets
+    # every peer chosen on the same dev targets: its settings (a dev grid) and, with its own
+    # interval, its scale, the same way as rte's
+    methods = {}
     for name in method_rows("observed"):
-        entry = get_method(name)
+        entry, seed = get_method(name), settings.get("seed", 0)
+        chosen = _dev_settings(entry, dev_library, split, seed)
         if entry.cls.interval:
-            m, sd = (
-                entry.build(seed=settings.get("seed", 0))
-                .fit(dev_library)
-                .predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
-            )
-            own = _masked_curve(m, sd, split)
-            chosen = choose_scale(own)
-            methods[name] = {"interval_scale": chosen, "coverage_raw": float(own[SCALE_GRID.index(1.0)]),
-                             "coverage": float(own[SCALE_GRID.index(chosen)])}  # fmt: skip
+            fitted = entry.build(seed=seed, **chosen.get("params", {})).fit(dev_library)
+            m, sd = fitted.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
+            own = masked_curve(m, sd, split)
+            scale_m = choose_scale(own)
+            chosen |= {"interval_scale": scale_m, "coverage_raw": float(own[SCALE_GRID.index(1.0)]),
+                       "coverage": float(own[SCALE_GRID.index(scale_m)])}  # fmt: skip
+        if chosen:
+            methods[name] = chosen
     return {
         "split": how,
         "targets": len(dev_tgt),
@@ -295,9 +295,27 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
         "within_0.85_0.95": bool(0.85 <= reached <= 0.95),
         "coverage_in_sample": True,  # measured on the dev targets that chose the scale
         "coverage_note": "in-sample: the dev targets that chose the scale; evaluate measures it on held-out ones",
-        "mse": float(_target_mse(mean, split).mean()),
+        "mse": float(target_mse(mean, split).mean()),
         "methods": methods,
     }
+
+
+def _dev_settings(entry, dev_library, split: TargetSplit, seed: int) -> dict:
+    """A peer's settings chosen on the dev targets: every combination of its class's
+    ``dev_grid`` (``baselines.method.Method``) fitted on the dev library, the lowest mean MSE over
+    the dev targets kept (the first listed on a tie); {} for a method without a grid."""
+    import itertools
+
+    grid = entry.cls.dev_grid
+    if not grid:
+        return {}
+    scored: list[dict[str, Any]] = []
+    for values in itertools.product(*grid.values()):
+        params = dict(zip(grid, values, strict=True))
+        pred = entry.build(seed=seed, **params).fit(dev_library).predict(split.ctx_x, split.ctx_y, split.qry_x)
+        scored.append({"params": params, "dev_mse": float(target_mse(pred, split).mean())})
+    best = min(scored, key=lambda r: r["dev_mse"])  # min keeps the first of equal scores
+    return {"params": best["params"], "dev_mse_by_setting": scored}
 
 
 def _say(verbose: bool, line: str) -> None:
@@ -310,7 +328,7 @@ def _say(verbose: bool, line: str) -> None:
         tqdm.write(line, file=sys.stderr)
 
 
-def _masked_curve(mean, raw, split: TargetSplit) -> np.ndarray:
+def masked_curve(mean, raw, split: TargetSplit) -> np.ndarray:
     """The raw interval's coverage at every grid scale over the real queries of every target."""
     from taskextrap.search.calibration import coverage_curve
 
@@ -426,32 +444,7 @@ def _cell(v) -> str:
     return repr(float(v))
 
 
-# ----------------------------------------------------------------------------- evaluate
-
-
-def held_out_targets(tasks: ObservedTasks, library_ids: np.ndarray, has_split: bool) -> tuple[ObservedTasks, dict]:
-    """The tasks of ``tasks`` an evaluation may score: with a split column (``has_split``) those
-    not labelled ``train``, and of those the ones whose id is no library task's. Returns (the
-    targets, how many were left out and why); none left is a one-line error."""
-    from taskextrap.tasks.observed import TRAIN_LABEL
-
-    keep = np.ones(len(tasks), dtype=bool)
-    left_out = {"labelled_train": 0, "library_ids": 0}
-    if has_split:
-        keep &= tasks.split != TRAIN_LABEL
-        left_out["labelled_train"] = int(len(tasks) - keep.sum())
-    in_library = keep & np.isin(tasks.ids.astype(str), np.asarray(library_ids).astype(str))
-    left_out["library_ids"] = int(in_library.sum())
-    keep &= ~in_library
-    if not keep.any():
-        raise TaskextrapError(
-            f"no held-out target: all {len(tasks)} task(s) are library tasks "
-            f"({left_out['labelled_train']} labelled {TRAIN_LABEL!r}, {left_out['library_ids']} by id)"
-        )
-    return tasks.subset(np.flatnonzero(keep)), left_out
-
-
-def _fit_record(model: str | Path) -> dict:
+def fit_record(model: str | Path) -> dict:
     """A saved model folder's ``fit.json`` (read once per call of predict or evaluate), or {}."""
     from taskextrap.files import read_json
 
@@ -460,7 +453,7 @@ def _fit_record(model: str | Path) -> dict:
     return record if isinstance(record, dict) else {}
 
 
-def _dev_of(record: dict) -> dict:
+def dev_record(record: dict) -> dict:
     """The dev split part of a fit record ({} when the scale was not chosen on dev)."""
     dev = record.get("dev")
     return dev if isinstance(dev, dict) else {}
@@ -469,10 +462,10 @@ def _dev_of(record: dict) -> dict:
 def scale_context(model: str | Path) -> dict | None:
     """The contexts a saved model's interval scale was chosen for (``fit.json``'s dev split:
     ``context_size`` and ``context``), or None (no record, or a scale not chosen on dev)."""
-    return _context_of(_dev_of(_fit_record(model)))
+    return context_of(dev_record(fit_record(model)))
 
 
-def _context_of(dev: dict) -> dict | None:
+def context_of(dev: dict) -> dict | None:
     return {"context_size": dev["context_size"], "context": dev["context"]} if dev else None
 
 
@@ -487,169 +480,3 @@ def context_note(chosen: dict | None, context_size: int, how: str | None) -> str
         f"these are {given}: its coverage may differ from {INTERVAL_LEVEL:.0%} "
         f"(fit again with --context {how or chosen['context']} --context-size {context_size})"
     )
-
-
-def evaluate_observed(
-    model: str | Path,
-    data,
-    context_size: int,
-    columns: Columns = Columns(),
-    how: str = "random",
-    seed: int = 0,
-    trust_code: bool = False,
-    plot_dir: str | Path | None = None,
-) -> dict:
-    """rte beside the method table's rows for a user's library (``baselines.table``, regime
-    ``observed``) on the held-out targets of ``data`` (:func:`held_out_targets`: library tasks
-    are left out, and counted): every target's points inside the library's domain split into
-    ``context_size`` context points and queries (:func:`split_targets`); per method the mean
-    squared error over targets, the interval coverage of rte and of every method with its own
-    interval (raw, and at the scale ``fit`` chose for it on the dev split where it did: every
-    interval calibrated the same way), and paired differences rte - baseline over targets (one
-    fitted model: the interval is over targets, ``report.compare.paired_difference``). ``trust_code``: as
-    ``RTE.from_pretrained``'s; ``plot_dir``: also draw ``evaluation.png`` there
-    (:func:`plot_evaluation`)."""
-    from taskextrap.baselines.table import get_method, method_rows
-    from taskextrap.estimators.parameter import RTE
-    from taskextrap.report.compare import paired_difference
-
-    t0 = time.perf_counter()
-    rte = RTE.from_pretrained(model, trust_code=trust_code)
-    lib = rte.library_
-    library_ids = lib.family.tasks.ids if hasattr(lib.family, "tasks") else np.array([])
-    targets, left_out = held_out_targets(columns.read(data, min_points=1), library_ids, columns.split is not None)
-    split = split_targets(targets, context_size, how, lib.family.domain, seed)
-    t = time.perf_counter()
-    mean, std = rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
-    # each method's price beside its error: rte's fit is fit's (fit.json), the others' are fitted here
-    record = _fit_record(model)
-    seconds = {"rte": {"fit_s": record.get("fit_s"), "predict_s": round(time.perf_counter() - t, 3)}}
-    preds, coverage = {"rte": mean}, {"rte": _target_coverage(mean, std, split)}
-    raw = {"rte": _target_coverage(mean, std / rte.calibrated_scale(), split)}
-    scales = {"rte": rte.calibrated_scale()} | {
-        m: s["interval_scale"] for m, s in (_dev_of(record).get("methods") or {}).items()
-    }
-    baselines = method_rows("observed")
-    fitted = {}
-    for b in baselines:  # the method table's rows for a user's library (baselines.table)
-        t = time.perf_counter()
-        method = fitted[b] = get_method(b).build(seed=seed, device=rte.device).fit(lib)
-        t_fit = time.perf_counter()
-        out = method.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=method.interval)
-        seconds[b] = {"fit_s": round(t_fit - t, 3), "predict_s": round(time.perf_counter() - t_fit, 3)}
-        preds[b] = out[0] if method.interval else out
-        if method.interval:
-            raw[b] = _target_coverage(out[0], out[1], split)
-            coverage[b] = _target_coverage(out[0], out[1] * scales[b], split) if b in scales else raw[b]
-    errors = {k: _target_mse(v, split) for k, v in preds.items()}
-    comparisons = []
-    for b in baselines:
-        p = paired_difference(errors["rte"], errors[b], "mse")
-        winner = None if not p["clear"] else ("rte" if p["diff"] < 0 else b)
-        comparisons.append({"a": "rte", "b": b, "diff": p["diff"], "lo": p["lo"], "hi": p["hi"], "clear": p["clear"],
-                            "winner": winner})  # fmt: skip
-    mse = {k: float(v.mean()) for k, v in errors.items()}
-    plot = None if plot_dir is None else plot_evaluation(Path(plot_dir) / "evaluation.png", rte, fitted, split, mse)
-    return {
-        "model": str(model),
-        "targets": len(split.ids),
-        "context_size": context_size,
-        "context": how,
-        "seed": seed,
-        "dropped_outside_domain": split.dropped,
-        "left_out": left_out,
-        "interval_note": context_note(_context_of(_dev_of(record)), context_size, how),
-        "mse": mse,
-        "per_target_mse": {k: v.tolist() for k, v in errors.items()},
-        "seconds_by_method": seconds,
-        "coverage": float(coverage["rte"].mean()),
-        "coverage_by_method": {k: float(v.mean()) for k, v in coverage.items()},
-        "coverage_raw_by_method": {k: float(v.mean()) for k, v in raw.items()},
-        "interval_scales": {k: scales.get(k) for k in coverage},  # None: raw (no scale chosen on dev)
-        "per_target_coverage": {k: v.tolist() for k, v in coverage.items()},
-        "per_target_coverage_raw": {k: v.tolist() for k, v in raw.items()},
-        "level": INTERVAL_LEVEL,
-        "interval_scale": rte.calibrated_scale(),
-        "comparisons": comparisons,
-        "verdict": verdict(comparisons, errors),
-        "plot": None if plot is None else str(plot),
-        "wall_s": round(time.perf_counter() - t0, 2),
-    }
-
-
-def plot_evaluation(path: Path, rte, methods: dict, split: TargetSplit, mse: dict, n: int = 4) -> Path:
-    """The first ``n`` targets of ``split``: their context and held-out points, rte's prediction
-    and 90% band and every fitted method's prediction over the library's domain, beside each
-    method's MSE (``report.plots.plot_evaluation``)."""
-    from scipy.stats import norm
-
-    from taskextrap.report.plots import plot_evaluation as draw
-
-    shown = np.arange(min(n, len(split.ids)))
-    lo, hi = rte.library_.family.domain
-    grid = np.linspace(lo, hi, 200)
-    at = np.broadcast_to(grid, (len(shown), len(grid)))
-    ctx_x, ctx_y = split.ctx_x[shown], split.ctx_y[shown]
-    mean, std = rte.predict(ctx_x, ctx_y, at, return_std=True)
-    z = float(norm.ppf(0.5 + INTERVAL_LEVEL / 2))
-    curves = {"rte": mean} | {m: f.predict(ctx_x, ctx_y, at) for m, f in methods.items()}
-    panels = [
-        dict(
-            ctx_x=ctx_x[i],
-            ctx_y=ctx_y[i],
-            qry_x=split.qry_x[i][split.mask[i]],
-            qry_y=split.qry_y[i][split.mask[i]],
-            grid=grid,
-            curves={k: v[i] for k, v in curves.items()},
-            band=(mean[i] - z * std[i], mean[i] + z * std[i]),
-            title=str(split.ids[i]),
-        )
-        for i in shown
-    ]
-    return draw(path, panels, mse, f"{len(split.ids)} targets, contexts of {split.ctx_x.shape[1]} points")
-
-
-def verdict(comparisons: Sequence[dict], errors: dict) -> str:
-    """One line: the baselines rte clearly beats and those that clearly beat it, with the MSEs."""
-    beats = [c["b"] for c in comparisons if c["winner"] == "rte"]
-    loses = [c["b"] for c in comparisons if c["winner"] not in (None, "rte")]
-    m = lambda k: f"{k} {float(np.mean(errors[k])):.4g}"  # noqa: E731
-    parts = [f"{m('rte')} clearly beats {', '.join(m(b) for b in beats) if beats else 'none'}"]
-    if loses:
-        parts.append(f"clearly loses to {', '.join(m(b) for b in loses)}")
-    ties = [c["b"] for c in comparisons if c["winner"] is None]
-    if ties:
-        parts.append(f"no clear difference from {', '.join(ties)}")
-    return "; ".join(parts)
-
-
-def evaluation_table(result: dict) -> str:
-    """The evaluation as text: the verdict, then one row per method and per comparison."""
-    lines = [f"verdict: {result['verdict']}", ""]
-    lines.append(f"{result['targets']} targets, contexts of {result['context_size']} points ({result['context']}); "
-                 f"rte's {result['level']:.0%} interval covers {result['coverage']:.3f} of the queries "
-                 f"(scale {result['interval_scale']:.4g})")  # fmt: skip
-    left = result.get("left_out", {})
-    if any(left.values()):
-        lines.append(f"left out {left['labelled_train']} task(s) labelled train and {left['library_ids']} with a "
-                     "library task's id: library tasks are not held-out targets")  # fmt: skip
-    if result.get("interval_note"):
-        lines.append(f"note: {result['interval_note']}")
-    lines.append(f"{'method':18s} {'mse':>12s} {'coverage':>9s} {'raw':>7s} {'scale':>7s} {'fit s':>8s} {'pred s':>7s}")
-    covers, raws = result.get("coverage_by_method", {}), result.get("coverage_raw_by_method", {})
-    scales, seconds = result.get("interval_scales", {}), result.get("seconds_by_method", {})
-    for k, v in result["mse"].items():
-        if k in covers:
-            scale = "-" if scales.get(k) is None else f"{scales[k]:.3g}"
-            cells = f"{covers[k]:9.3f} {raws.get(k, float('nan')):7.3f} {scale:>7s}"
-        else:
-            cells = f"{'-':>9s} {'-':>7s} {'-':>7s}"
-        fit_s, pred_s = (seconds.get(k) or {}).get("fit_s"), (seconds.get(k) or {}).get("predict_s")
-        price = f"{'-' if fit_s is None else f'{fit_s:.2f}':>8s} {'-' if pred_s is None else f'{pred_s:.2f}':>7s}"
-        lines.append(f"{k:18s} {v:12.5g} {cells} {price}")
-    lines.append("")
-    lines.append(f"{'rte - baseline':24s} {'diff':>11s} {'95% interval over targets':>28s} clear")
-    for c in result["comparisons"]:
-        iv = "-" if c["lo"] is None else f"[{c['lo']:.4g}, {c['hi']:.4g}]"
-        lines.append(f"{'rte - ' + c['b']:24s} {c['diff']:11.4g} {iv:>28s} {'yes' if c['clear'] else 'no'}")
-    return "\n".join(lines)

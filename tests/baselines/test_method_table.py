@@ -129,7 +129,8 @@ def test_a_registered_method_is_a_row_of_a_parameter_table(toy, tmp_path):
 
 
 def test_a_registered_method_is_a_row_of_evaluate(toy, tmp_path):
-    from taskextrap.workflow import Columns, evaluate_observed, fit_observed
+    from taskextrap.evaluation import evaluate_observed
+    from taskextrap.workflow import Columns, fit_observed
 
     g = np.random.default_rng(0)
     fam = PARAMETER_FAMILIES["cubic"]

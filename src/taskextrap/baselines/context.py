@@ -20,10 +20,19 @@ from taskextrap.baselines.method import Method
 from taskextrap.errors import TaskextrapError
 from taskextrap.validation import check_context, check_finite_result, check_int, check_query, describe
 
-__all__ = ["CtxInterp", "CtxPolyfit", "LibraryBestFit", "ctx_interp", "ctx_polyfit", "library_best_fit"]
+__all__ = [
+    "CtxInterp",
+    "CtxPolyfit",
+    "LibraryBestFit",
+    "checked_inputs",
+    "ctx_interp",
+    "ctx_polyfit",
+    "library_best_fit",
+    "library_values",
+]
 
 
-def _inputs(ctx_x, ctx_y, qry_x, min_points: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def checked_inputs(ctx_x, ctx_y, qry_x, min_points: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Validated float arrays (n, k), (n, k), (n, q); k >= ``min_points``."""
     x, y = check_context(ctx_x, ctx_y)
     if x.shape[1] < min_points:
@@ -64,7 +73,7 @@ def ctx_interp(ctx_x, ctx_y, qry_x) -> np.ndarray:
 
     Returns predictions of shape (n, q).
     """
-    x, y, q = _inputs(ctx_x, ctx_y, qry_x, min_points=1)
+    x, y, q = checked_inputs(ctx_x, ctx_y, qry_x, min_points=1)
     xs, ys = _sort_context(x, y)
     k = xs.shape[1]
     j = _count_le(xs, q)  # xs[j-1] <= q < xs[j]
@@ -136,7 +145,7 @@ def ctx_polyfit(ctx_x, ctx_y, qry_x, max_degree: int = 5, return_degree: bool = 
     """
     if isinstance(max_degree, bool) or not isinstance(max_degree, (int, np.integer)) or max_degree < 0:
         raise TaskextrapError(f"max_degree must be a non-negative integer, got {describe(max_degree)}")
-    x, y, q = _inputs(ctx_x, ctx_y, qry_x, min_points=2)
+    x, y, q = checked_inputs(ctx_x, ctx_y, qry_x, min_points=2)
     n, k = x.shape
     top = min(int(max_degree), k - 2)
     u, uq = _rescale(x, q)
@@ -189,7 +198,7 @@ def library_best_fit(
         raise TaskextrapError(f"chunk must be a positive integer, got {describe(chunk)}")
     if not callable(library_fn):
         raise TaskextrapError("library_fn must be callable as library_fn(index, x)")
-    x, y, q = _inputs(ctx_x, ctx_y, qry_x, min_points=1)
+    x, y, q = checked_inputs(ctx_x, ctx_y, qry_x, min_points=1)
     n, _k = x.shape
     L = int(n_library)
     lib = np.arange(L)
@@ -198,7 +207,7 @@ def library_best_fit(
     for start in range(0, n, int(chunk)):
         xc, yc = x[start : start + chunk], y[start : start + chunk]
         c = xc.shape[0]
-        f = _library_values(library_fn, library_grid, lib, xc)
+        f = library_values(library_fn, library_grid, lib, xc)
         r = yc[:, None, :] - f
         off = r.mean(axis=2)
         sse = np.sum((r - off[..., None]) ** 2, axis=2)
@@ -212,7 +221,7 @@ def library_best_fit(
     return check_finite_result("library_best_fit's prediction", pred, "library_fn", "overflows at qry_x"), index
 
 
-def _library_values(library_fn, library_grid, lib: np.ndarray, xc: np.ndarray) -> np.ndarray:
+def library_values(library_fn, library_grid, lib: np.ndarray, xc: np.ndarray) -> np.ndarray:
     """Every library function at every row of ``xc`` (c, k) -> (c, L, k)."""
     c, k = xc.shape
     if library_grid is not None:

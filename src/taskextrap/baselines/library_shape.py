@@ -9,6 +9,9 @@ embedding, no relational operator and no training:
   ``n_components`` principal curves (on a grid over the library's domain), with an offset,
   fitted to the context by ridge least squares.
 
+A user's ``fit`` chooses ``k`` and (``n_components``, ``ridge``) on its dev split, from each
+class's ``dev_grid`` (the rows of an ``evaluate`` are then the dev-best of each peer).
+
 The library is any task set with ``values(x, index)`` and a length (``TaskSet`` of a formula or
 of observed curves, ``LadderSet``); ``values_at(x)`` is used where it has one. Targets are
 processed ``chunk`` at a time, so at most ``chunk * len(library) * points`` values are held.
@@ -17,10 +20,11 @@ processed ``chunk`` at a time, so at most ``chunk * len(library) * points`` valu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from taskextrap.baselines.context import _inputs, _library_values
+from taskextrap.baselines.context import checked_inputs, library_values
 from taskextrap.baselines.method import Method
 from taskextrap.estimators.base import PendingFit
 from taskextrap.validation import check_finite_result, check_int, check_real
@@ -31,7 +35,7 @@ __all__ = ["LibraryFPCA", "LibraryMean", "LibraryNearest"]
 def _curves(library, x: np.ndarray) -> np.ndarray:
     """Every library task at every row of ``x`` (c, p) -> (c, L, p)."""
     every = np.arange(len(library))
-    return _library_values(lambda i, z: library.values(z, i), getattr(library, "values_at", None), every, x)
+    return library_values(lambda i, z: library.values(z, i), getattr(library, "values_at", None), every, x)
 
 
 def _chunks(n: int, chunk: int):
@@ -50,7 +54,7 @@ class LibraryMean(Method):
         return {}
 
     def _predict(self, ctx_x, ctx_y, x_query):
-        x, y, q = _inputs(ctx_x, ctx_y, x_query)
+        x, y, q = checked_inputs(ctx_x, ctx_y, x_query)
         pred = np.empty_like(q)
         for s in _chunks(len(x), self.chunk):
             mean = _curves(self.library_, np.concatenate([x[s], q[s]], axis=1)).mean(axis=1)
@@ -65,6 +69,7 @@ class LibraryNearest(Method):
     (the residual sum of squares after the best constant shift), each shifted by its own offset
     and averaged with equal weights. Ties go to the lower library index."""
 
+    dev_grid: ClassVar[dict[str, tuple]] = {"k": (1, 2, 3, 5, 10, 20)}
     k: int = 5
     chunk: int = 64
 
@@ -74,7 +79,7 @@ class LibraryNearest(Method):
         return {}
 
     def _predict(self, ctx_x, ctx_y, x_query):
-        x, y, q = _inputs(ctx_x, ctx_y, x_query)
+        x, y, q = checked_inputs(ctx_x, ctx_y, x_query)
         k = min(self.k, len(self.library_))
         pred = np.empty_like(q)
         for s in _chunks(len(x), self.chunk):
@@ -99,6 +104,7 @@ class LibraryFPCA(Method):
     the principal curves' variance; the offset is not penalised). Curves are read between grid
     points linearly."""
 
+    dev_grid: ClassVar[dict[str, tuple]] = {"n_components": (1, 2, 3, 5, 8), "ridge": (1e-4, 1e-3, 1e-2, 1e-1)}
     n_components: int = 3
     ridge: float = 1e-3
     grid: int = 200
@@ -129,7 +135,7 @@ class LibraryFPCA(Method):
         return read(self.mean_), basis
 
     def _predict(self, ctx_x, ctx_y, x_query):
-        x, y, q = _inputs(ctx_x, ctx_y, x_query)
+        x, y, q = checked_inputs(ctx_x, ctx_y, x_query)
         r = max(0, min(len(self.components_), x.shape[1] - 2))
         mean_c, basis_c = self._basis(x)
         mean_q, basis_q = self._basis(q)

@@ -73,6 +73,9 @@ class Method(Fittable):
 
     fitted_attribute = "library_"
     interval: ClassVar[bool] = False  # predict(return_std=True) gives the method's own sd
+    # Settings a user's fit chooses on its dev split (workflow.fit_calibrated: the lowest dev MSE
+    # over every combination), as rte's interval scale is chosen there: {argument: candidates}.
+    dev_grid: ClassVar[dict[str, tuple]] = {}
 
     def fit(self, library, progress=None) -> Method:
         """Learn from ``library`` alone (its own draws where the method needs draws) and return self.
