@@ -794,7 +794,8 @@ def render_interval_calibration(data: dict) -> str:
         regime, protocol, *group = key.split("/")
         if group:
             continue  # a parameter family's own scale: listed under its regime row
-        experiment, method = CALIBRATED[regime]
+        # a classic's own key (search.calibration.method_key): "regime:method", calibrated alike
+        experiment, method = CALIBRATED[regime] if ":" not in regime else tuple(regime.split(":"))
         path = RESULTS / f"{experiment}-{protocol}-{data['profile']}.json"
         rows = json.loads(path.read_text())["rows"] if path.exists() else []
         by = {(r["group"], r["method"], r["metric"]): r for r in rows}
@@ -806,6 +807,8 @@ def render_interval_calibration(data: dict) -> str:
                 by.get((g, m, k))
                 for m, k in ((f"{method}-uncalibrated", "coverage"), (method, "coverage"), (method, "interval-width"))
             )
+            if raw is None:  # a test file made before this method's interval was calibrated: no test cells
+                cal = width = None
             cell = lambda r: "-" if r is None else format_value_ci(r["value"], r["ci95"])  # noqa: E731
             lines.append(
                 f"| `{regime}` | {protocol} | {g} | {own['scale']:g} | {pct(dev['dev_coverage_raw'])} → "
@@ -813,7 +816,8 @@ def render_interval_calibration(data: dict) -> str:
             )
     lines += [
         "",
-        f"_scale: the smallest multiplier of the posterior sd (grid {data['grid']}) whose interval covers "
+        f"_scale: the smallest multiplier of the method's raw sd (rte's posterior, a classic's own: "
+        f"`regime:method`; grid {data['grid']}) whose interval covers "
         f"{data['level']:.0%} of the `{data['split']}` split's query points, pooled over the dev groups; a "
         f"built-in parameter family uses its own dev split's scale (the dev column is then that family's). "
         f"Test columns: the `{data['profile']}` profile's test runs, which apply the scales; value ± ci95 "

@@ -4,7 +4,8 @@
     python scripts/calibrate_intervals.py --profile quick
 
 Reads the dev results files ``benchmarks/results/<experiment>-<protocol>-<profile>-dev.json``
-(each records its raw interval's coverage at every grid scale, ``config["coverage_by_scale"]``),
+(each records every interval's raw coverage at every grid scale, ``config["coverage_by_scale"]``:
+rte's, Strategy A's and each classic's, whose scales are chosen alike),
 pools each regime's groups (the dev families of ``parameter``; the one group of the others)
 with equal weight, and takes the smallest grid scale whose pooled coverage reaches the 90% level
 (``search.calibration.choose_scale``); each built-in parameter family also gets the scale of its
@@ -31,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.files import write_json_atomic
-from taskextrap.search.calibration import SCALE_GRID, SCALES_FILE, choose_scale
+from taskextrap.search.calibration import SCALE_GRID, SCALES_FILE, choose_scale, method_key
 from taskextrap.search.posterior import INTERVAL_LEVEL
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
@@ -40,14 +41,19 @@ PROTOCOLS = ("paper", "strict")
 
 
 def curves_of(experiment: str, data: dict) -> dict[str, np.ndarray]:
-    """Calibration key -> (groups, len(SCALE_GRID)) raw coverage curves of one dev results file."""
+    """Calibration key -> (groups, len(SCALE_GRID)) raw coverage curves of one dev results file:
+    rte's (and Strategy A's), and every classic's whose interval the run recorded, under
+    ``search.calibration.method_key`` (the same dev split, the same rule)."""
     by_scale = data["config"]["coverage_by_scale"]
+    pick = lambda m: np.array([g[m] for g in by_scale.values()])  # noqa: E731
     if experiment != "parameter":
-        return {experiment: np.array([g["rte"] for g in by_scale.values()])}
-    out = {"parameter-proxy": np.array([g["strategy-a"] for g in by_scale.values()])}
-    if data["config"]["objective"]["variant"] != "strategy-a":  # rte is the objective search
-        out["parameter-objective"] = np.array([g["rte"] for g in by_scale.values()])
-    return out
+        out = {experiment: pick("rte")}
+    else:
+        out = {"parameter-proxy": pick("strategy-a")}
+        if data["config"]["objective"]["variant"] != "strategy-a":  # rte is the objective search
+            out["parameter-objective"] = pick("rte")
+    classics = [m for m in next(iter(by_scale.values())) if m not in ("rte", "strategy-a")]
+    return out | {method_key(experiment, m): pick(m) for m in classics}
 
 
 def _dev_file(results: Path, experiment: str, protocol: str, profile: str) -> tuple[Path, dict] | None:

@@ -84,8 +84,11 @@ def test_the_fit_reaches_scikit_learns_marginal_likelihood():
     y = np.sin(6 * x + g.uniform(0, 3, (12, 1))) + 0.05 * g.normal(size=x.shape)
     y = (y - y.mean(1, keepdims=True)) / y.std(1, keepdims=True)
     t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
-    theta = G.fit_hyper("rbf", t(x), t(y), t(np.ones_like(x)), G._starts("rbf", len(x), 2, 0, "test"))
-    ours = G.gp_nll("rbf", theta, t(x), t(y)).numpy()
+    starts = G._starts("rbf", len(x), 2, 0, "test")
+    by_fit = {
+        name: G.gp_nll("rbf", fit("rbf", t(x), t(y), t(np.ones_like(x)), starts), t(x), t(y)).numpy()
+        for name, fit in (("adam", G.fit_hyper), ("lbfgs", G.fit_hyper_lbfgs))
+    }
     theirs = []
     for i in range(len(x)):
         k = ConstantKernel(1.0, (1e-3, 1e3)) * RBF(0.3, (1e-2, 1e2)) + WhiteKernel(1e-2, (1e-6, 1.0))
@@ -93,8 +96,33 @@ def test_the_fit_reaches_scikit_learns_marginal_likelihood():
             warnings.simplefilter("ignore")
             sk = GaussianProcessRegressor(k, n_restarts_optimizer=2, random_state=i).fit(x[i, :, None], y[i])
         theirs.append(-sk.log_marginal_likelihood_value_)
-    assert ours.mean() <= np.mean(theirs) + 0.1  # the same optimum, up to the optimiser
-    assert (ours <= np.array(theirs) + 0.5).all()
+    for ours in by_fit.values():
+        assert ours.mean() <= np.mean(theirs) + 0.1  # the same optimum, up to the optimiser
+        assert (ours <= np.array(theirs) + 0.5).all()
+    assert by_fit["lbfgs"].mean() <= by_fit["adam"].mean() + 1e-3  # converged: no worse than the fixed budget
+
+
+def test_the_batched_lbfgs_solves_each_row_as_if_alone_and_keeps_the_bounds():
+    """Each (start, row) is its own problem: a row's fit does not depend on the other rows of the
+    batch, and a hyper-parameter whose optimum lies past its bound stops on the bound."""
+    g = np.random.default_rng(4)
+    x = np.sort(g.uniform(0, 1, (6, 7)), axis=1)
+    y = np.sin(5 * x + g.uniform(0, 3, (6, 1)))
+    y[0] = 0.0 * x[0] + 1e-9 * np.arange(7)  # a flat row: its amplitude wants to shrink without end
+    y = (y - y.mean(1, keepdims=True)) / np.maximum(y.std(1, keepdims=True), 1e-12)
+    t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    ones = t(np.ones_like(x))
+    starts = G._starts("rbf+linear", len(x), 1, 0, "test")
+    together = G.fit_hyper_lbfgs("rbf+linear", t(x), t(y), ones, starts)
+    alone = torch.cat([G.fit_hyper_lbfgs("rbf+linear", t(x[i : i + 1]), t(y[i : i + 1]), ones[i : i + 1],
+                                         starts[:, i : i + 1]) for i in range(len(x))])  # fmt: skip
+    nll = lambda th: G.gp_nll("rbf+linear", th, t(x), t(y), ones)  # noqa: E731
+    torch.testing.assert_close(nll(together), nll(alone), rtol=0, atol=1e-6)  # up to the float rounding of a batch
+    torch.testing.assert_close(together, alone, rtol=0, atol=1e-2)
+    lo, hi = G._log_bounds(G.hyper_names("rbf+linear"), together)
+    assert ((together >= lo - 1e-12) & (together <= hi + 1e-12)).all()
+    with pytest.raises(TaskextrapError, match="optimizer must be one of"):
+        ctx_gp(x, y, x, optimizer="newton")
 
 
 def test_a_smooth_curve_is_recovered_between_its_points_with_a_narrow_interval():

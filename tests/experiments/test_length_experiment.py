@@ -13,6 +13,8 @@ from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
 from taskextrap.tasks.regimes import get_protocol
 from taskextrap.experiments.settings import UnitSpec
 
+CLASSICS = ("ctx-gp", "meta-gp", "cnp")
+
 
 def test_run_unit_scores_every_method_and_never_fits_on_level9():
     with audit.spy() as seen:
@@ -47,8 +49,9 @@ def test_length_and_ablations_share_units(tmp_path, monkeypatch):
     assert methods == list(length.main_methods()) and "strategy-b" in methods  # the paper's plain Strategy B, named
     cover = [r for r in res["rows"] if r["metric"] == "coverage"]
     assert [(r["group"], r["method"]) for r in cover] == [
-        ("degree9", m) for m in ("rte", "rte-uncalibrated", "ctx-gp", "meta-gp", "cnp")
-    ]  # the classics' own intervals, not recalibrated
+        ("degree9", m)
+        for m in ("rte", "rte-uncalibrated", *(f"{c}{s}" for c in CLASSICS for s in ("", "-uncalibrated")))
+    ]  # every interval calibrated alike on dev: each calibrated and raw
     assert all(0 <= r["value"] <= 1 for r in cover)
     width = [r for r in res["rows"] if r["metric"] == "interval-width"]
     assert [(r["group"], r["method"]) for r in width] == [("degree9", m) for m in ("rte", "ctx-gp", "meta-gp", "cnp")]

@@ -76,6 +76,41 @@ def test_scales_are_looked_up_by_regime_and_protocol(monkeypatch, tmp_path):
         C._scales.cache_clear()
 
 
+def test_a_classics_scale_is_chosen_and_read_like_rtes(monkeypatch, tmp_path):
+    """A classic's interval has its own key per regime (``regime:method``), looked up as rte's is
+    (the family's own, else the regime's, else 1.0), and its errors are read at that scale."""
+    from types import SimpleNamespace
+
+    from taskextrap.experiments.discrete import classic_scale
+
+    path = tmp_path / "scales.json"
+    scales = {"parameter:ctx-gp/paper": {"scale": 2.0}, "parameter:ctx-gp/paper/exp": {"scale": 4.0}}
+    path.write_text(json.dumps({"scales": scales}))
+    monkeypatch.setattr(C, "SCALES_FILE", path)
+    C._scales.cache_clear()
+    try:
+        paper = ObservationProtocol("paper", n_context=5, n_query=5)
+        assert C.method_key("parameter", "ctx-gp") == "parameter:ctx-gp"
+        assert C.method_scale("parameter", "ctx-gp", paper, "exp")[0] == 4.0
+        scale, source = C.method_scale("parameter", "ctx-gp", paper, "cubic")
+        assert scale == 2.0 and "parameter:ctx-gp/paper" in source
+        assert C.method_scale("parameter", "meta-gp", paper)[0] == 1.0  # none chosen: its raw interval
+        with pytest.raises(TaskextrapError, match="interval-scale key"):
+            C.interval_scale("nowhere:ctx-gp", paper)
+        g = np.random.default_rng(0)
+        mean, truth = np.zeros((50, 4)), g.normal(size=(50, 4))
+        errors = {k: [v] for k, v in C.interval_diagnostics("ctx-gp", mean, np.full((50, 4), 0.5), truth, 1.0).items()}
+        settings = SimpleNamespace(protocol=paper, builtin=True, options=SimpleNamespace(interval_scales=None))
+        out, used, _ = classic_scale(settings, errors, "parameter", "ctx-gp", "ctx-gp", "cubic")
+        at_two = C.interval_diagnostics("ctx-gp", mean, np.full((50, 4), 1.0), truth, 2.0)
+        assert used == 2.0
+        np.testing.assert_allclose(out["ctx-gp_coverage"][0], at_two["ctx-gp_coverage"])
+        np.testing.assert_allclose(out["ctx-gp_coverage_raw"][0], errors["ctx-gp_coverage_raw"][0])
+        np.testing.assert_allclose(out["ctx-gp_width"][0], at_two["ctx-gp_width"])
+    finally:
+        C._scales.cache_clear()
+
+
 def test_an_estimator_multiplies_its_predictive_sd_by_its_scale():
     from taskextrap.estimators.composition import CompositionRTE
     from taskextrap.operators.train import TrainConfig

@@ -38,7 +38,14 @@ def test_the_readers_take_the_regimes_from_the_registry():
 def test_every_dev_chosen_interval_scale_belongs_to_a_regime():
     scales = json.loads(resources.files("taskextrap.search").joinpath("interval_scales.json").read_text())["scales"]
     keys = {k for r in REGIMES.values() for k in r.scale_keys}
-    assert {key.split("/")[0] for key in scales} <= keys
+    regime_keys = {key.split("/")[0] for key in scales}
+    assert {k for k in regime_keys if ":" not in k} <= keys
+    classics = [k.split(":") for k in regime_keys if ":" in k]
+    from taskextrap.baselines.table import has_own_interval
+
+    # a classic's own key, regime:method (search.calibration.method_key): a regime (or its
+    # experiment) and a method of the table with its own interval
+    assert classics and all((regime in keys or regime in REGIMES) and has_own_interval(m) for regime, m in classics)
     from taskextrap.search.calibration import interval_scale
 
     with pytest.raises(TaskextrapError, match="no regime has the interval-scale key 'lenght'"):

@@ -40,7 +40,7 @@ GP_KERNELS = ("rbf", "matern52", "rbf+linear")  # the kernel families compared o
 # benchmarks/results/ctx-gp-dev.json): MSE relative to the best kernel of each (family,
 # protocol), as a geometric mean: rbf+linear 1.03, rbf 1.43, matern52 2.08.
 DEFAULT_KERNEL = "rbf+linear"
-OPTIMIZERS = ("adam", "lbfgs")  # meta-gp's fit: a fixed Adam budget, or L-BFGS to convergence
+OPTIMIZERS = ("adam", "lbfgs")  # a fixed budget of Adam steps, or L-BFGS to convergence (ctx-gp and meta-gp)
 
 # Each hyper-parameter's starting value and bounds (scikit-learn's kernels as ctx-gp builds them).
 HYPER = {
@@ -54,6 +54,10 @@ JITTER = 1e-10  # scikit-learn's ``alpha``: added to the diagonal of every Gram 
 # Adam on the log-hyper-parameters; 300 steps at 0.1 reach scikit-learn's optimum (mean NLL within 0.1
 # nats: tests/baselines/test_gp.py), where 200 at 0.05 fell 0.2-0.5 nats short on dev contexts (a check by hand).
 FIT_STEPS, FIT_LR = 300, 0.1
+# Batched L-BFGS (fit_hyper_lbfgs): at most LBFGS_ITER iterations, stopping on the objective's
+# relative change LBFGS_TOL or the gradient's largest entry LBFGS_GTOL; LBFGS_HISTORY curvature
+# pairs; up to LBFGS_BACKTRACK halvings of the step per line search.
+LBFGS_ITER, LBFGS_TOL, LBFGS_GTOL, LBFGS_HISTORY, LBFGS_BACKTRACK = 200, 1e-9, 1e-6, 10, 30
 
 
 def hyper_names(kernel: str) -> tuple[str, ...]:
@@ -221,6 +225,101 @@ def fit_hyper(kernel: str, x, y, noisy, starts: torch.Tensor, steps: int = FIT_S
         return theta.detach().reshape(n_starts, b, p)[best, torch.arange(b)]
 
 
+def fit_hyper_lbfgs(
+    kernel: str, x, y, noisy, starts: torch.Tensor, max_iter: int = LBFGS_ITER, tol: float = LBFGS_TOL
+) -> torch.Tensor:
+    """L-BFGS on the log hyper-parameters of one GP per row of ``x``/``y`` (B, n) from each of
+    ``starts`` (S, B, P) starting points, every (start, row) its own problem run to its own
+    convergence; the start with the lowest negative log marginal likelihood is kept per row.
+
+    Batched by hand, as ``torch.optim.LBFGS`` runs one problem: each iteration is one batched
+    evaluation of the marginal likelihood and its closed-form gradient (:func:`gp_nll`) on the
+    problems not yet converged, a two-loop recursion per problem (``LBFGS_HISTORY`` pairs) and a
+    backtracking Armijo line search per problem. The bounds are kept as Adam's fit keeps them,
+    by projection: a trial point is clipped to the box, and a coordinate at a bound whose
+    gradient pushes it outwards is held there (the projected gradient is 0). A problem stops when
+    its objective changes by less than ``tol`` (relative to 1 + |f|), its projected gradient's
+    largest entry is below ``LBFGS_GTOL``, or after ``max_iter`` iterations.
+
+    Returns:
+        torch.Tensor: the fitted log hyper-parameters, (B, P).
+    """
+    n_starts, b, p = starts.shape
+    lo, hi = _log_bounds(hyper_names(kernel), starts)
+    xs, ys, ns = (t.repeat(n_starts, 1) for t in (x, y, noisy))
+    z = torch.maximum(torch.minimum(starts.reshape(-1, p).clone(), hi), lo)
+
+    def value_grad(zz: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        zz = zz.detach().requires_grad_(True)
+        f = gp_nll(kernel, zz, xs[i], ys[i], ns[i])
+        (g,) = torch.autograd.grad(f.sum(), zz)
+        return f.detach(), g
+
+    def held(zz, gg):  # coordinates at a bound that the gradient pushes outwards
+        return ((zz <= lo) & (gg > 0)) | ((zz >= hi) & (gg < 0))
+
+    n = len(z)
+    f, g = value_grad(z, torch.arange(n, device=z.device))
+    s_hist = z.new_zeros(LBFGS_HISTORY, n, p)
+    y_hist = z.new_zeros(LBFGS_HISTORY, n, p)
+    rho = z.new_zeros(LBFGS_HISTORY, n)  # 0: an empty (or skipped) pair
+    gamma = z.new_ones(n)
+    active = torch.arange(n, device=z.device)
+    for it in range(max_iter):
+        a = active
+        za, fa, ga = z[a], f[a], g[a]
+        fixed = held(za, ga)
+        pg = ga.masked_fill(fixed, 0.0)
+        d = _two_loop(pg, s_hist[:, a], y_hist[:, a], rho[:, a], gamma[a], it % LBFGS_HISTORY, it)
+        d = d.masked_fill(fixed, 0.0)
+        bad = ~((d * pg).sum(1) < 0)  # not a descent direction (a bad curvature pair): steepest descent
+        d[bad] = -pg[bad]
+        step = torch.ones_like(fa) if it else 1.0 / pg.norm(dim=1).clamp_min(1.0)
+        z_new, f_new, g_new = za.clone(), fa.clone(), ga.clone()
+        todo = torch.arange(len(a), device=z.device)
+        for _ in range(LBFGS_BACKTRACK):
+            trial = torch.maximum(torch.minimum(za[todo] + step[todo, None] * d[todo], hi), lo)
+            ft, gt = value_grad(trial, a[todo])
+            ok = (ft <= fa[todo] + 1e-4 * (ga[todo] * (trial - za[todo])).sum(1)) & torch.isfinite(ft)
+            z_new[todo[ok]], f_new[todo[ok]], g_new[todo[ok]] = trial[ok], ft[ok], gt[ok]
+            todo = todo[~ok]
+            if not len(todo):
+                break
+            step[todo] = step[todo] * 0.5
+        s_new, y_new = z_new - za, g_new - ga
+        sy = (s_new * y_new).sum(1)
+        slot = it % LBFGS_HISTORY
+        keep = sy > 1e-10  # a pair with positive curvature only
+        s_hist[slot, a], y_hist[slot, a] = s_new, y_new
+        rho[slot, a] = torch.where(keep, 1.0 / sy.clamp_min(1e-10), torch.zeros_like(sy))
+        gamma[a] = torch.where(keep, sy / (y_new * y_new).sum(1).clamp_min(1e-30), gamma[a])
+        pg_new = g_new.masked_fill(held(z_new, g_new), 0.0)
+        done = ((fa - f_new).abs() <= tol * (1.0 + f_new.abs())) | (pg_new.abs().amax(1) <= LBFGS_GTOL)
+        z[a], f[a], g[a] = z_new, f_new, g_new
+        active = a[~done]
+        if not len(active):
+            break
+    final = torch.nan_to_num(f, nan=math.inf).reshape(n_starts, b)
+    return z.reshape(n_starts, b, p)[final.argmin(0), torch.arange(b)]
+
+
+def _two_loop(g, s_hist, y_hist, rho, gamma, newest: int, filled: int) -> torch.Tensor:
+    """L-BFGS's direction -H g per row from the stored pairs (history slots, rows, P), newest
+    first; a slot whose ``rho`` is 0 contributes nothing."""
+    m = s_hist.shape[0]
+    order = [(newest - 1 - k) % m for k in range(min(filled, m))]
+    q, alphas = g.clone(), []
+    for k in order:
+        alpha = rho[k] * (s_hist[k] * q).sum(1)
+        q = q - alpha[:, None] * y_hist[k]
+        alphas.append(alpha)
+    r = gamma[:, None] * q
+    for k, alpha in zip(reversed(order), reversed(alphas), strict=True):
+        beta = rho[k] * (y_hist[k] * r).sum(1)
+        r = r + s_hist[k] * (alpha - beta)[:, None]
+    return -r
+
+
 def _starts(kernel: str, n: int, restarts: int, seed: int, label: str) -> torch.Tensor:
     """(1 + restarts, n, P) log starting points: scikit-learn's values, then uniform draws in
     the log bounds (row i's from its own stream, so a target's start does not depend on the
@@ -244,6 +343,7 @@ def ctx_gp(
     restarts: int = 2,
     seed: int = 0,
     device: str = "cpu",
+    optimizer: str = "adam",
 ) -> tuple[np.ndarray, np.ndarray]:
     """A GP fitted on each target's context alone, at the queries.
 
@@ -260,6 +360,8 @@ def ctx_gp(
         restarts: extra starts of the marginal-likelihood optimiser (from random hyper-parameters).
         seed: seeds the restarts (target i uses its own stream), so the result is reproducible.
         device: where the batched fit runs (``"cpu"``, ``"cuda"``).
+        optimizer: ``"adam"`` (:func:`fit_hyper`: a fixed budget of projected Adam steps) or
+            ``"lbfgs"`` (:func:`fit_hyper_lbfgs`: each start run to its own convergence).
 
     Returns:
         (mean, sd): the predictive mean and the latent function's predictive sd, both (n, q).
@@ -278,6 +380,9 @@ def ctx_gp(
     q = check_query(qry_x, x.shape[0], "qry_x")
     check_int("restarts", restarts, 0)
     hyper_names(kernel)  # an unknown name fails here, before any fit
+    fit = {"adam": fit_hyper, "lbfgs": fit_hyper_lbfgs}.get(optimizer)
+    if fit is None:
+        raise TaskextrapError(f"optimizer must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
     order = np.lexsort((y, x), axis=-1)  # a set of points: the fit must not depend on their order
     x, y = np.take_along_axis(x, order, 1), np.take_along_axis(y, order, 1)
     lo, span = x.min(1, keepdims=True), np.maximum(np.ptp(x, 1, keepdims=True), 1e-12)
@@ -286,7 +391,7 @@ def ctx_gp(
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).to(dev)  # noqa: E731
     xs, ys, qs = t((x - lo) / span), t((y - centre) / scale), t((q - lo) / span)
     ones = torch.ones_like(xs)
-    theta = fit_hyper(kernel, xs, ys, ones, _starts(kernel, len(x), restarts, seed, "ctx-gp").to(dev))
+    theta = fit(kernel, xs, ys, ones, _starts(kernel, len(x), restarts, seed, "ctx-gp").to(dev))
     with torch.no_grad():
         mean, sd = gp_predict(kernel, theta, xs, ys, qs, ones)
     return centre + scale * mean.cpu().numpy(), scale * sd.cpu().numpy()

@@ -152,26 +152,45 @@ def rte_rows(
     experiment: str, settings: Settings, errors: dict, group: str, methods, scale: tuple[float, str], full: bool
 ) -> tuple[dict, list, dict]:
     """``(errors, rows, config)`` of a discrete experiment's main group: every method's MSE and,
-    when ``full`` (the experiment, not its ablations), rte's interval (calibrated and raw), each
-    classic's own interval and rte's posterior entropy where the units kept it. ``scale``: the
-    interval scale the units used and its source, replaced by the family's own dev-chosen one
-    when the run has it (:func:`own_dev_scale`); the config holds the scale, its source and rte's
-    coverage curve."""
+    when ``full`` (the experiment, not its ablations), every interval calibrated alike: rte's and
+    each classic's (calibrated and raw, :func:`interval_rows`), and rte's posterior entropy where
+    the units kept it. ``scale``: the interval scale rte's units used and its source; a classic's
+    scale is its own, chosen on the same dev split (:func:`classic_scale`); either is replaced by
+    the family's own dev-chosen one when the run has it (:func:`own_dev_scale`). The config holds
+    each scale, its source and each interval's coverage curve."""
     errors, used, source = own_dev_scale(settings.options, errors, "rte", "rte", *scale)
     rows = mse_rows(experiment, errors, group, methods)
+    classics = [m for m in methods if has_own_interval(m)] if full else []
+    scales, sources = {}, {}
+    for m in classics:
+        errors, scales[m], sources[m] = classic_scale(settings, errors, experiment, m, m)
     if full:
-        rows += interval_rows(experiment, errors, group, "rte", "rte")
-        rows += [
-            r for m in methods if has_own_interval(m) for r in classic_interval_rows(experiment, errors, group, m, m)
-        ]
+        rows += [r for m in ("rte", *classics) for r in interval_rows(experiment, errors, group, m, m)]
         if "rte_entropy" in errors:
             rows += entropy_rows(experiment, errors, group, (("rte", "rte_entropy"),))
     config = {
         "interval_scale": used,
         "interval_scale_source": source,
-        "coverage_by_scale": {group: {"rte": pooled_curve(errors, "rte")}},
+        "classic_interval_scale": scales,
+        "classic_interval_scale_source": sources,
+        "coverage_by_scale": {group: {m: pooled_curve(errors, m) for m in ("rte", *classics)}},
     }
     return errors, rows, config
+
+
+def classic_scale(
+    settings: Settings, errors: dict, regime: str, method: str, prefix: str, group: str | None = None
+) -> tuple[dict, float, str]:
+    """``(errors, scale, source)`` of a classic's own interval (its units score it at scale 1):
+    read at the scale chosen for it on ``regime``'s dev split, as rte's is
+    (``search.calibration.method_scale``), or at the run's own dev-chosen one
+    (:func:`own_dev_scale`, ``reproduce --calibrate``)."""
+    from taskextrap.search.calibration import method_scale, recalibrated
+
+    scale, source = method_scale(regime, method, settings.protocol, group, settings.builtin)
+    if scale != 1.0:
+        errors = recalibrated(errors, prefix, scale, 1.0)
+    return own_dev_scale(settings.options, errors, method, prefix, scale, source)
 
 
 def is_builtin_set(primitive_set: CompositionFamily) -> bool:
@@ -292,16 +311,6 @@ def interval_rows(experiment: str, errors: dict, group: str, method: str, prefix
     return [
         make_row(experiment, group, method, "coverage", pick(f"{prefix}_coverage")),
         make_row(experiment, group, f"{method}-uncalibrated", "coverage", pick(f"{prefix}_coverage_raw")),
-        make_row(experiment, group, method, "interval-width", pick(f"{prefix}_width")),
-    ]
-
-
-def classic_interval_rows(experiment: str, errors: dict, group: str, method: str, prefix: str) -> list:
-    """A classic's own interval (``baselines.classics``: not calibrated) on ``group``: the share of
-    each target's (draw, query) points inside its 90% interval, and the interval's width."""
-    pick = lambda k: np.stack(errors[k], axis=1)  # noqa: E731
-    return [
-        make_row(experiment, group, method, "coverage", pick(f"{prefix}_coverage")),
         make_row(experiment, group, method, "interval-width", pick(f"{prefix}_width")),
     ]
 

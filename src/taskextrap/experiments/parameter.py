@@ -22,7 +22,7 @@ from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.estimators.base import Decomposition, PendingFit, fit_together
 from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.artifacts import cached_fit
-from taskextrap.experiments.discrete import classic_interval_rows, interval_rows, own_dev_scale
+from taskextrap.experiments.discrete import classic_scale, interval_rows, own_dev_scale
 from taskextrap.profiles import ParameterProfile, profile_table
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.registry import register
@@ -623,6 +623,10 @@ def _run(
                     interval_scale(regime, protocol, family.name),
                     scale_source(regime, protocol, family.name, settings.builtin),
                 )
+            for m in (m for m in methods + _dev_rows(family, methods) if has_own_interval(m)):
+                errors[family.name], scales[family.name][m], sources[family.name][m] = classic_scale(
+                    settings, errors[family.name], "parameter", m, interval_prefix(m), family.name
+                )
         rows = [
             paper_checked(make_row(experiment, f.name, m, "mse", np.stack(errors[f.name][m], axis=1)), f)
             for f in families
@@ -633,9 +637,7 @@ def _run(
             for f in families
             for m in methods + _dev_rows(f, methods)
             if has_interval(m)
-            for row in (classic_interval_rows if has_own_interval(m) else interval_rows)(
-                experiment, errors[f.name], f.name, m, interval_prefix(m)
-            )
+            for row in interval_rows(experiment, errors[f.name], f.name, m, interval_prefix(m))
         ]
         rows += [
             paper_checked(row, f)
@@ -657,7 +659,11 @@ def _run(
             "regions": {f.name: dict(f.regions) for f in families},
             "target_region": {f.name: target_region(f) for f in families},
             "coverage_by_scale": {
-                f.name: {m: pooled_curve(errors[f.name], interval_prefix(m)) for m in methods if m in INTERVAL_METHODS}
+                f.name: {
+                    m: pooled_curve(errors[f.name], interval_prefix(m))
+                    for m in methods
+                    if m in INTERVAL_METHODS or has_own_interval(m)
+                }
                 for f in families
             },
             "interval_scale": scales,

@@ -54,7 +54,7 @@ def calibrated() -> tuple[str, ...]:
 
 def calibrate_on_dev(name: str, options: RunOptions) -> tuple[RunOptions, str]:
     """``reproduce --calibrate``: experiment ``name``'s dev split run (its own folder; the units
-    cache is shared), rte's interval scale chosen on it per method
+    cache is shared), every interval's scale chosen on it per method (rte's and each classic's)
     (``search.calibration.own_dev_scales``: the smallest grid scale whose raw interval covers 90%
     of the dev targets' query points), and the options of the test run that applies them (its
     folder ends in ``-calibrated``), with one line saying what was chosen."""

@@ -51,8 +51,8 @@ COMPARISON_FOOTNOTE = (
 # experiment (the first whose name starts the run's or file's name).
 CAPTIONS: dict[str, str | dict[str, str]] = {
     "coverage": "coverage: the share of query points inside the 90% predictive interval (0.9 when "
-    "calibrated); `-uncalibrated`: the raw posterior interval, before the dev-chosen scale "
-    "(search.calibration)",
+    "calibrated); `-uncalibrated`: the method's raw interval (rte's posterior, a classic's own), "
+    "before the scale chosen for it on the same dev split (search.calibration)",
     "interval-width": "mean width of the 90% predictive interval, in the target's units",
     "entropy": "entropy (nats) of the posterior over candidate decompositions: 0 when one candidate "
     "holds all the weight, log k when k share it",

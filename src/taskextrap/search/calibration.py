@@ -59,13 +59,28 @@ def interval_scale(regime: str, protocol, group: str | None = None) -> float:
     ``regime`` is one of a registered regime's ``scale_keys`` (``tasks.regimes``; a one-line error
     otherwise)."""
     known = [k for r in REGIMES.values() for k in r.scale_keys]
-    if regime not in known:
+    if regime not in known and regime.split(":")[0] not in (*known, *REGIMES):
         raise TaskextrapError(f"no regime has the interval-scale key {regime!r}; the keys: {', '.join(known)}")
     scales = _scales()
     for key in ((scale_key(regime, protocol, group),) if group is not None else ()) + (scale_key(regime, protocol),):
         if key in scales:
             return float(scales[key]["scale"])
     return 1.0
+
+
+def method_key(regime: str, method: str) -> str:
+    """The interval-scale key of a method of the method table with its own interval (a classic,
+    ``baselines.table``) in ``regime`` (a regime's name, or the name of a discrete regime's
+    experiment: ``composition-depth3``): ``"regime:method"``. Its
+    scale is chosen on the same dev split as rte's, by the same rule (``scripts/calibrate_intervals.py``)."""
+    return f"{regime}:{method}"
+
+
+def method_scale(regime: str, method: str, protocol, group: str | None = None, builtin: bool = True):
+    """``(scale, source)`` of a classic's interval in ``regime``: the dev-chosen multiplier of its
+    own sd (:func:`method_key`; 1.0 where none was chosen) and why (:func:`scale_source`)."""
+    key = method_key(regime, method)
+    return interval_scale(key, protocol, group), scale_source(key, protocol, group, builtin)
 
 
 def check_scale(value) -> float | None:
