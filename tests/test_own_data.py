@@ -13,6 +13,7 @@ import pytest
 
 from taskextrap.cli import main
 from taskextrap.errors import TaskextrapError
+from taskextrap.operators.train import TrainConfig
 from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet
 from taskextrap.tasks.observed import ObservedTasks
 from taskextrap.baselines.table import method_rows
@@ -21,6 +22,7 @@ from taskextrap.workflow import Columns, DevCalibration, dev_split, predict_obse
 
 FAMILY = PARAMETER_FAMILIES["cubic"]
 TINY = ["--steps", "5", "--pairs", "200", "--quiet"]
+SHORT = TrainConfig(steps=5, batch=4096, eval_every=5)  # TINY's training, from Python: these tests check the plumbing
 
 
 def _write(path, rows, header):
@@ -221,8 +223,8 @@ def test_the_dev_calibration_never_sees_a_dev_target(files, monkeypatch):
     seen = []
     fit = RTE.fit
     monkeypatch.setattr(RTE, "fit", lambda self, library, **kw: seen.append(library) or fit(self, library, **kw))
-    fit_observed(files / "library.csv", Columns(params=("shift",)), None, {"n_pairs": 200, "verbose": False},
-                 DevCalibration(order="shift"))  # fmt: skip
+    fit_observed(files / "library.csv", Columns(params=("shift",)), None, {"n_pairs": 200, "verbose": False,
+                 "train": SHORT}, DevCalibration(order="shift"))  # fmt: skip
     dev_ids, final_ids = (set(lib.family.tasks.ids.tolist()) for lib in seen)
     held = dev_split(Columns(params=("shift",)).read(files / "library.csv"), "shift", 0.2, 0)[1]
     assert len(seen) == 2 and not dev_ids & set(held.ids.tolist()) and final_ids == dev_ids | set(held.ids.tolist())
@@ -236,7 +238,8 @@ def test_the_dev_scale_is_chosen_from_the_raw_interval(files, monkeypatch):
 
     def chosen():
         _, record = fit_observed(files / "library.csv", Columns(params=("shift",)), None,
-                                 {"n_pairs": 200, "verbose": False}, DevCalibration(order="shift"))  # fmt: skip
+                                 {"n_pairs": 200, "verbose": False, "train": SHORT},
+                                 DevCalibration(order="shift"))  # fmt: skip
         return record["dev"]["interval_scale"], record["dev"]["coverage_raw"]
 
     before = chosen()
