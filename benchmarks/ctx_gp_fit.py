@@ -35,11 +35,10 @@ FITS = {  # name -> (optimizer, restarts)
 
 
 def _scaled(ctx_x, ctx_y):
-    """The contexts as ctx_gp fits them: sorted, x to [0, 1] over the context, y standardised."""
-    order = np.lexsort((ctx_y, ctx_x), axis=-1)
-    x, y = np.take_along_axis(ctx_x, order, 1), np.take_along_axis(ctx_y, order, 1)
-    x = (x - x.min(1, keepdims=True)) / np.maximum(np.ptp(x, 1, keepdims=True), 1e-12)
-    return x, (y - y.mean(1, keepdims=True)) / np.maximum(y.std(1, keepdims=True), 1e-12)
+    """The contexts as ctx_gp fits them (``baselines.gp.standardised_context``)."""
+    from taskextrap.baselines.gp import standardised_context
+
+    return standardised_context(ctx_x, ctx_y)[:2]
 
 
 def nll_of(kernel: str, ctx_x, ctx_y, optimizer: str, restarts: int) -> float:

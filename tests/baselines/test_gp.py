@@ -204,3 +204,17 @@ def test_meta_gp_is_reproducible_and_order_free():
     m1 = a.predict(x[:3, :5], y[:3, :5], x[:3, 5:])[0]
     np.testing.assert_array_equal(m1, b.predict(x[:3, :5], y[:3, :5], x[:3, 5:])[0])
     np.testing.assert_allclose(m1, a.predict(x[:3, perm], y[:3, perm], x[:3, 5:])[0], rtol=1e-9)
+
+
+def test_a_context_is_standardised_whatever_the_order_of_its_points():
+    g = np.random.default_rng(5)
+    x, y = g.uniform(-2, 3, (4, 6)), g.normal(size=(4, 6))
+    xs, ys, lo, span, centre, scale = G.standardised_context(x, y)
+    assert np.allclose(xs.min(1), 0) and np.allclose(xs.max(1), 1) and (np.diff(xs, axis=1) >= 0).all()
+    assert np.allclose(ys.mean(1), 0) and np.allclose(ys.std(1), 1)
+    np.testing.assert_allclose(np.sort(xs * span + lo, 1), np.sort(x, 1))
+    perm = g.permutation(6)
+    for a, b in zip(G.standardised_context(x[:, perm], y[:, perm]), (xs, ys, lo, span, centre, scale), strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(TaskextrapError, match="optimizer must be one of"):
+        G.check_optimizer("sgd")

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from taskextrap import audit
-from taskextrap.baselines.gp import GP_KERNELS, OPTIMIZERS, MetaGP, ctx_gp, hyper_names
+from taskextrap.baselines.gp import GP_KERNELS, MetaGP, check_optimizer, ctx_gp, hyper_names
 from taskextrap.baselines.method import Method, SharedDraws, own_draws
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import PendingFit
@@ -149,8 +149,7 @@ class CtxGP(Method):
     def _settings(self) -> dict:
         check_device(self.device)
         check_int("restarts", self.restarts, 0)
-        if self.optimizer not in OPTIMIZERS:
-            raise TaskextrapError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
+        check_optimizer(self.optimizer)
         return {}
 
     def _predict(self, ctx_x, ctx_y, x_query):
@@ -217,7 +216,8 @@ class LibraryGP(Method):
     def _settings(self) -> dict:
         hyper_names(self.kernel)
         _check_learned(self)
-        MetaGP(self.kernel, mean_degree=self.mean_degree, optimizer=self.optimizer)  # one-line errors
+        check_int("mean_degree", self.mean_degree, 0)
+        check_optimizer(self.optimizer)
         return {}
 
     @property

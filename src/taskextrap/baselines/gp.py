@@ -60,6 +60,28 @@ FIT_STEPS, FIT_LR = 300, 0.1
 LBFGS_ITER, LBFGS_TOL, LBFGS_GTOL, LBFGS_HISTORY, LBFGS_BACKTRACK = 200, 1e-9, 1e-6, 10, 30
 
 
+def check_optimizer(optimizer: str) -> str:
+    """``optimizer`` if it is one of :data:`OPTIMIZERS`, else a one-line error."""
+    if optimizer not in OPTIMIZERS:
+        raise TaskextrapError(f"optimizer must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
+    return optimizer
+
+
+def standardised_context(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Contexts (n, k) as :func:`ctx_gp` fits them: each row's points sorted (a set of points: the
+    fit must not depend on their order), x mapped to [0, 1] over the row's span, y standardised.
+
+    Returns:
+        (x, y, lo, span, centre, scale): the mapped inputs and outputs (n, k), and each row's
+        offsets and scales (n, 1) that map queries in and predictions back.
+    """
+    order = np.lexsort((y, x), axis=-1)
+    x, y = np.take_along_axis(x, order, 1), np.take_along_axis(y, order, 1)
+    lo, span = x.min(1, keepdims=True), np.maximum(np.ptp(x, 1, keepdims=True), 1e-12)
+    centre, scale = y.mean(1, keepdims=True), np.maximum(y.std(1, keepdims=True), 1e-12)
+    return (x - lo) / span, (y - centre) / scale, lo, span, centre, scale
+
+
 def hyper_names(kernel: str) -> tuple[str, ...]:
     """The hyper-parameters of kernel family ``kernel`` (a one-line error for an unknown one)."""
     if kernel not in GP_KERNELS:
@@ -380,16 +402,11 @@ def ctx_gp(
     q = check_query(qry_x, x.shape[0], "qry_x")
     check_int("restarts", restarts, 0)
     hyper_names(kernel)  # an unknown name fails here, before any fit
-    fit = {"adam": fit_hyper, "lbfgs": fit_hyper_lbfgs}.get(optimizer)
-    if fit is None:
-        raise TaskextrapError(f"optimizer must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
-    order = np.lexsort((y, x), axis=-1)  # a set of points: the fit must not depend on their order
-    x, y = np.take_along_axis(x, order, 1), np.take_along_axis(y, order, 1)
-    lo, span = x.min(1, keepdims=True), np.maximum(np.ptp(x, 1, keepdims=True), 1e-12)
-    centre, scale = y.mean(1, keepdims=True), np.maximum(y.std(1, keepdims=True), 1e-12)
+    fit = {"adam": fit_hyper, "lbfgs": fit_hyper_lbfgs}[check_optimizer(optimizer)]
+    x_std, y_std, lo, span, centre, scale = standardised_context(x, y)
     dev = torch.device(device)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)).to(dev)  # noqa: E731
-    xs, ys, qs = t((x - lo) / span), t((y - centre) / scale), t((q - lo) / span)
+    xs, ys, qs = t(x_std), t(y_std), t((q - lo) / span)
     ones = torch.ones_like(xs)
     theta = fit(kernel, xs, ys, ones, _starts(kernel, len(x), restarts, seed, "ctx-gp").to(dev))
     with torch.no_grad():
@@ -452,8 +469,7 @@ class MetaGP:
         check_int("steps", self.steps, 1)
         check_int("batch", self.batch, 1)
         check_real("lr", self.lr, 0.0, min_open=True)
-        if self.optimizer not in OPTIMIZERS:
-            raise TaskextrapError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
+        check_optimizer(self.optimizer)
         check_real("tol", self.tol, 0.0, min_open=True)
 
     def _t(self, a) -> torch.Tensor:
