@@ -114,7 +114,8 @@ def test_evaluate_prints_a_verdict_and_paired_differences(files, model, capsys):
     assert text.startswith("verdict: rte ") and "rte - library-best-fit" in text
     result = json.loads((files / "eval.json").read_text())
     assert result["targets"] == 5 and list(result["mse"]) == ["rte", *method_rows("observed")]
-    assert {"ctx-polyfit", "ctx-interp", "library-best-fit", "ctx-gp"} <= set(result["mse"])
+    assert {"ctx-polyfit", "ctx-interp", "library-best-fit", "ctx-gp", "meta-gp", "cnp"} <= set(result["mse"])
+    assert {"meta-gp", "cnp"} <= set(result["coverage_raw_by_method"])  # the classics' own intervals
     assert 0.0 <= result["coverage"] <= 1.0 and result["coverage_by_method"]["rte"] == result["coverage"]
     assert 0.0 <= result["coverage_by_method"]["ctx-gp"] <= 1.0  # a method with its own interval
     record = json.loads((model / "fit.json").read_text())
@@ -304,15 +305,17 @@ def test_evaluate_shows_the_library_shape_peers_and_draws_a_picture(files, model
 
 
 def test_every_interval_is_calibrated_on_the_same_dev_split(files, model):
-    """fit chooses ctx-gp's scale on the dev targets that choose rte's; evaluate reports every
-    interval at its dev-chosen scale beside its raw coverage."""
+    """fit chooses every classic's scale on the dev targets that choose rte's; evaluate reports
+    every interval at its dev-chosen scale beside its raw coverage."""
     from taskextrap.search.calibration import SCALE_GRID
 
     dev = json.loads((model / "fit.json").read_text())["dev"]
-    assert {m for m, d in dev["methods"].items() if "interval_scale" in d} == {"ctx-gp"}
-    assert dev["methods"]["ctx-gp"]["interval_scale"] in SCALE_GRID
+    classics = {"ctx-gp", "meta-gp", "cnp"}
+    assert {m for m, d in dev["methods"].items() if "interval_scale" in d} == classics
+    assert all(dev["methods"][m]["interval_scale"] in SCALE_GRID for m in classics)
     r = evaluate_observed(model, files / "targets.csv", 8, Columns())
-    assert r["interval_scales"] == {"rte": dev["interval_scale"], "ctx-gp": dev["methods"]["ctx-gp"]["interval_scale"]}
+    chosen = {m: dev["methods"][m]["interval_scale"] for m in classics}
+    assert r["interval_scales"] == {"rte": dev["interval_scale"]} | chosen
     for m, scale in r["interval_scales"].items():  # a wider interval covers at least as much
         cal, raw = r["coverage_by_method"][m], r["coverage_raw_by_method"][m]
         assert (cal >= raw) if scale >= 1 else (cal <= raw)

@@ -24,6 +24,7 @@ from taskextrap.workflow import (
     context_of,
     dev_record,
     fit_record,
+    peer_unit,
     split_targets,
     target_coverage,
     target_mse,
@@ -100,7 +101,7 @@ def evaluate_observed(
     for b in baselines:  # the method table's rows for a user's library (baselines.table)
         t = time.perf_counter()
         params = chosen.get(b, {}).get("params", {})
-        method = fitted[b] = get_method(b).build(seed=seed, device=rte.device, **params).fit(lib)
+        method = fitted[b] = get_method(b).build(**(peer_unit(rte) | {"seed": seed}), **params).fit(lib)
         t_fit = time.perf_counter()
         out = method.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=method.interval)
         seconds[b] = {"fit_s": round(t_fit - t, 3), "predict_s": round(time.perf_counter() - t_fit, 3)}

@@ -272,11 +272,12 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
     # every peer chosen on the same dev targets: its settings (a dev grid) and, with its own
     # interval, its scale, the same way as rte's
     methods = {}
+    unit = peer_unit(dev_rte)
     for name in method_rows("observed"):
-        entry, seed = get_method(name), settings.get("seed", 0)
-        chosen = _dev_settings(entry, dev_library, split, seed)
+        entry = get_method(name)
+        chosen = _dev_settings(entry, dev_library, split, unit)
         if entry.cls.interval:
-            fitted = entry.build(seed=seed, **chosen.get("params", {})).fit(dev_library)
+            fitted = entry.build(**unit, **chosen.get("params", {})).fit(dev_library)
             m, sd = fitted.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
             own = masked_curve(m, sd, split)
             scale_m = choose_scale(own)
@@ -300,10 +301,19 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
     }
 
 
-def _dev_settings(entry, dev_library, split: TargetSplit, seed: int) -> dict:
+def peer_unit(rte) -> dict:
+    """What every peer of a user's model is built with (``MethodEntry.build`` passes each class
+    the arguments it takes): the model's seed and device, and for the classics that learn from
+    the library (``meta-gp``, ``cnp``) its protocol and optimiser settings, so that they see the
+    library's tasks as the model does and train for their dev-chosen multiple of its steps."""
+    return {"seed": rte.seed, "device": str(rte.device), "protocol": rte.protocol, "train": rte.train}
+
+
+def _dev_settings(entry, dev_library, split: TargetSplit, unit: dict) -> dict:
     """A peer's settings chosen on the dev targets: every combination of its class's
-    ``dev_grid`` (``baselines.method.Method``) fitted on the dev library, the lowest mean MSE over
-    the dev targets kept (the first listed on a tie); {} for a method without a grid."""
+    ``dev_grid`` (``baselines.method.Method``) built with ``unit`` (:func:`peer_unit`) and fitted
+    on the dev library, the lowest mean MSE over the dev targets kept (the first listed on a
+    tie); {} for a method without a grid."""
     import itertools
 
     grid = entry.cls.dev_grid
@@ -312,7 +322,7 @@ def _dev_settings(entry, dev_library, split: TargetSplit, seed: int) -> dict:
     scored: list[dict[str, Any]] = []
     for values in itertools.product(*grid.values()):
         params = dict(zip(grid, values, strict=True))
-        pred = entry.build(seed=seed, **params).fit(dev_library).predict(split.ctx_x, split.ctx_y, split.qry_x)
+        pred = entry.build(**unit, **params).fit(dev_library).predict(split.ctx_x, split.ctx_y, split.qry_x)
         scored.append({"params": params, "dev_mse": float(target_mse(pred, split).mean())})
     best = min(scored, key=lambda r: r["dev_mse"])  # min keeps the first of equal scores
     return {"params": best["params"], "dev_mse_by_setting": scored}

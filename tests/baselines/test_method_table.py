@@ -72,7 +72,8 @@ def test_a_method_is_the_function_it_wraps(data):
 def test_the_table_lists_rows_per_regime_and_dev_variants_apart():
     assert method_rows("parameter")[:3] == ("ctx-interp", "ctx-polyfit", "library-best-fit")
     assert set(method_rows("parameter", dev=True)) >= {"meta-gp-rbf", "cnp-w64"}
-    assert "meta-gp" not in method_rows("observed") and "ctx-gp" in method_rows("observed")
+    assert {"ctx-gp", "meta-gp", "cnp", "library-knn"} <= set(method_rows("observed"))  # beside a user's model
+    assert "library-knn" not in method_rows("parameter") and "meta-gp-rbf" not in method_rows("observed")
     assert method_rows("length", dev=True) == ()
     with pytest.raises(TaskextrapError, match="unknown regime 'nosuch'"):
         method_rows("nosuch")

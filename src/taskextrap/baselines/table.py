@@ -190,10 +190,10 @@ def _builtin() -> None:
     register_method("library-mean", LibraryMean, regimes=("observed",))
     register_method("library-knn", LibraryNearest, regimes=("observed",))
     register_method("library-fpca", LibraryFPCA, regimes=("observed",))
-    # the classics fitted on the library: in every experiment's table; `evaluate` does not fit them yet
-    experiments = tuple(r for r in REGIMES if r != "observed")
-    register_method("meta-gp", LibraryGP, regimes=experiments, **VARIANTS[CHOSEN["meta-gp"]])
-    register_method("cnp", NeuralProcess, regimes=experiments, **VARIANTS[CHOSEN["cnp"]])
+    # the classics fitted on the library: in every experiment's table and beside a user's model
+    # (fit / evaluate train them with the model's protocol and optimiser settings: workflow.peer_unit)
+    register_method("meta-gp", LibraryGP, **VARIANTS[CHOSEN["meta-gp"]])
+    register_method("cnp", NeuralProcess, **VARIANTS[CHOSEN["cnp"]])
     for name, params in VARIANTS.items():  # scored on the parameter regime's dev split
         cls = LibraryGP if name.startswith("meta-gp") else NeuralProcess
         register_method(name, cls, regimes=("parameter",), dev=True, **params)
