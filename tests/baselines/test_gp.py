@@ -236,3 +236,19 @@ def test_a_context_is_standardised_whatever_the_order_of_its_points():
         np.testing.assert_array_equal(a, b)
     with pytest.raises(TaskextrapError, match="optimizer must be one of"):
         G.check_optimizer("sgd")
+
+
+def test_a_gram_matrix_that_does_not_factor_gets_a_jitter_and_one_that_does_keeps_its_bits():
+    """Noise-free points under a long length-scale (meta-gp's queries, as L-BFGS's line search
+    tries them) made torch.linalg.cholesky raise; _cholesky retries that row alone with a jitter."""
+    x = torch.linspace(0, 1, 16, dtype=torch.float64).repeat(2, 1)
+    theta = torch.log(torch.tensor([[1e3, 1e2, 1e-6, 1e2, 1e2], [1.0, 0.3, 1e-2, 0.1, 1.0]], dtype=torch.float64))
+    h = G._hyper("rbf+linear", theta)
+    k, quiet = G.gram("rbf+linear", h, x, x), torch.zeros_like(x)
+    plain = k + torch.diag_embed(h["noise"][:, None] * quiet + G.JITTER)
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.linalg.cholesky(plain[:1])
+    chol = G._cholesky(h, k, quiet)
+    assert torch.isfinite(chol).all()
+    torch.testing.assert_close(chol[:1] @ chol[:1].transpose(1, 2), k[:1], rtol=1e-6, atol=1e-3)
+    assert torch.equal(chol[1:], torch.linalg.cholesky(plain[1:]))  # the row that factors: untouched

@@ -52,6 +52,8 @@ HYPER = {
     "offset": (1.0, (1e-3, 1e2)),
 }
 JITTER = 1e-10  # scikit-learn's ``alpha``: added to the diagonal of every Gram matrix
+# A Gram matrix that does not factor gets JITTER_RETRY x its mean diagonal, x10 per try (_cholesky)
+JITTER_RETRY, JITTER_TRIES = 1e-8, 4
 # Adam on the log-hyper-parameters; 300 steps at 0.1 reach scikit-learn's optimum (mean NLL within 0.1
 # nats: tests/baselines/test_gp.py), where 200 at 0.05 fell 0.2-0.5 nats short on dev contexts (a check by hand).
 FIT_STEPS, FIT_LR = 300, 0.1
@@ -155,8 +157,27 @@ def _factor(kernel, log_theta, x, noisy) -> tuple[dict, torch.Tensor]:
 
 
 def _cholesky(h: dict, k: torch.Tensor, noisy: torch.Tensor) -> torch.Tensor:
-    """The Cholesky factor of the Gram matrix ``k`` plus the white noise where ``noisy`` is 1."""
-    return torch.linalg.cholesky(k + torch.diag_embed(h["noise"][:, None] * noisy + JITTER))
+    """The Cholesky factor of the Gram matrix ``k`` plus the white noise where ``noisy`` is 1.
+
+    A matrix that does not factor (noise-free points, such as meta-gp's query points, under a
+    long length-scale and a large amplitude: L-BFGS's line search tries such points) is
+    factored again with a jitter of ``JITTER_RETRY`` times its mean diagonal, ten times larger
+    at each of ``JITTER_TRIES`` tries, as gpytorch's ``psd_safe_cholesky`` does; a matrix that
+    factors is untouched (the same bits as before), one that never does is a one-line error."""
+    k = k + torch.diag_embed(h["noise"][:, None] * noisy + JITTER)
+    chol, info = torch.linalg.cholesky_ex(k)
+    failed = info > 0
+    if not bool(failed.any()):  # the common case; torch.linalg.cholesky read info on the host too
+        return chol
+    rows = torch.nonzero(failed)[:, 0]
+    bad, eye = k[rows], torch.eye(k.shape[1], dtype=k.dtype, device=k.device)
+    scale = torch.diagonal(bad, dim1=1, dim2=2).mean(1)[:, None, None]
+    for i in range(JITTER_TRIES):
+        fixed, info = torch.linalg.cholesky_ex(bad + (JITTER_RETRY * 10.0**i) * scale * eye)
+        if not bool((info > 0).any()):
+            return chol.index_put((rows,), fixed)
+    most = JITTER_RETRY * 10.0 ** (JITTER_TRIES - 1)
+    raise TaskextrapError(f"a GP's Gram matrix is not positive definite even with a jitter of {most:g} x its diagonal")
 
 
 def gp_nll(kernel: str, log_theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor, noisy=None) -> torch.Tensor:
