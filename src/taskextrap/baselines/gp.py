@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from taskextrap.lanes import lanes, map_lanes
 from taskextrap.errors import TaskextrapError
+from taskextrap.lanes import lanes, map_lanes
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.validation import check_context, check_int, check_query, check_real
 
@@ -481,7 +481,8 @@ def ctx_gp(
     starts = _starts(kernel, len(x), restarts, seed, "ctx-gp").to(dev)
     # every target's fit is its own problem, whatever its batch (the closed-form gradient rounds a
     # row the same way in any batch), so the targets are split over the lanes (the idle cores)
-    chunks = [slice(i, i + -(-len(x) // lanes())) for i in range(0, len(x), -(-len(x) // lanes()))]
+    size = -(-len(x) // lanes())
+    chunks = [slice(i, i + size) for i in range(0, len(x), size)]
     theta = torch.cat(map_lanes(lambda s: fit(kernel, xs[s], ys[s], ones[s], starts[:, s]), chunks, dev))
     with torch.no_grad():
         mean, sd = gp_predict(kernel, theta, xs, ys, qs, ones)
