@@ -72,7 +72,9 @@ def evaluate_observed(
     squared error over targets, the interval coverage of rte and of every method with its own
     interval (raw, and at the scale ``fit`` chose for it on the dev split where it did: every
     interval calibrated the same way), and paired differences rte - baseline over targets (one
-    fitted model: the interval is over targets, ``report.compare.paired_difference``). ``trust_code``: as
+    fitted model: the interval is over targets, ``report.compare.paired_difference``). ``seed``
+    draws the random contexts; the peers are built with the model's seed, as ``fit``'s dev split
+    built them when it chose their scales (``workflow.peer_unit``). ``trust_code``: as
     ``RTE.from_pretrained``'s; ``plot_dir``: also draw ``evaluation.png`` there
     (:func:`plot_evaluation`)."""
     from taskextrap.baselines.table import get_method, method_rows
@@ -101,7 +103,9 @@ def evaluate_observed(
     for b in baselines:  # the method table's rows for a user's library (baselines.table)
         t = time.perf_counter()
         params = chosen.get(b, {}).get("params", {})
-        method = fitted[b] = get_method(b).build(**(peer_unit(rte) | {"seed": seed}), **params).fit(lib)
+        # built as fit's dev split built them when it chose their scales (the model's seed, not
+        # the seed of the context draw)
+        method = fitted[b] = get_method(b).build(**peer_unit(rte), **params).fit(lib)
         t_fit = time.perf_counter()
         out = method.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=method.interval)
         seconds[b] = {"fit_s": round(t_fit - t, 3), "predict_s": round(time.perf_counter() - t_fit, 3)}

@@ -252,3 +252,38 @@ def test_a_gram_matrix_that_does_not_factor_gets_a_jitter_and_one_that_does_keep
     assert torch.isfinite(chol).all()
     torch.testing.assert_close(chol[:1] @ chol[:1].transpose(1, 2), k[:1], rtol=1e-6, atol=1e-3)
     assert torch.equal(chol[1:], torch.linalg.cholesky(plain[1:]))  # the row that factors: untouched
+    # each matrix takes the first jitter it factors with, whatever its neighbours need
+    k = torch.diag_embed(torch.tensor([[1.0, 1.0, 1.0, -1e-9], [1.0, 1.0, 1.0, -1e-7]], dtype=torch.float64))
+    zero = torch.zeros(2, 4, dtype=torch.float64)
+    both = G._cholesky({"noise": zero[:, 0]}, k, zero)
+    alone = [G._cholesky({"noise": zero[:1, 0]}, k[i : i + 1], zero[:1]) for i in (0, 1)]
+    assert torch.equal(both, torch.cat(alone)) and both[0, 3, 3] < both[1, 3, 3]
+
+
+@pytest.mark.parametrize("line_batch", [1, 3, 2048])
+def test_the_blocked_line_search_takes_the_step_a_one_at_a_time_search_takes(line_batch, monkeypatch):
+    """_backtrack tries its halvings several per evaluation; the accepted point is the first of
+    step, step / 2, ... that passes, as trying them one by one finds it, to the bit."""
+    g = np.random.default_rng(7)
+    n, k = 40, 6
+    x = torch.tensor(np.sort(g.uniform(0, 1, (n, k)), axis=1))
+    y = torch.tensor(g.normal(size=(n, k)))
+    ones = torch.ones_like(x)
+    z = torch.tensor(g.uniform(-2, 1, (n, 5)))
+    lo, hi = G._log_bounds(G.hyper_names("rbf+linear"), z)
+    f, grad = G._nll_value_grad("rbf+linear", z, x, y, ones)
+    d = -grad * torch.tensor(g.uniform(1, 50, (n, 1)))  # long steps: most problems halve several times
+    step = torch.ones(n, dtype=torch.float64)
+    monkeypatch.setattr(G, "_LINE_BATCH", line_batch)
+    got = G._backtrack("rbf+linear", (x, y, ones), z, f, grad, d, step, lo, hi)
+    want = [t.clone() for t in (z, f, grad)]  # one halving at a time, one problem at a time
+    for i in range(n):
+        for j in range(G.LBFGS_BACKTRACK):
+            trial = torch.maximum(torch.minimum(z[i : i + 1] + 0.5**j * d[i : i + 1], hi), lo)
+            ft, gt = G._nll_value_grad("rbf+linear", trial, x[i : i + 1], y[i : i + 1], ones[i : i + 1])
+            if ft <= f[i] + 1e-4 * (grad[i] * (trial[0] - z[i])).sum() and torch.isfinite(ft):
+                want[0][i], want[1][i], want[2][i] = trial[0], ft[0], gt[0]
+                break
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a, b)
+    assert (got[0] != z).any(1).float().mean() > 0.5  # most problems moved

@@ -162,7 +162,8 @@ def _cholesky(h: dict, k: torch.Tensor, noisy: torch.Tensor) -> torch.Tensor:
     A matrix that does not factor (noise-free points, such as meta-gp's query points, under a
     long length-scale and a large amplitude: L-BFGS's line search tries such points) is
     factored again with a jitter of ``JITTER_RETRY`` times its mean diagonal, ten times larger
-    at each of ``JITTER_TRIES`` tries, as gpytorch's ``psd_safe_cholesky`` does; a matrix that
+    at each of ``JITTER_TRIES`` tries, as gpytorch's ``psd_safe_cholesky`` does; each matrix
+    takes the first jitter it factors with (whatever its neighbours need), a matrix that
     factors is untouched (the same bits as before), one that never does is a one-line error."""
     k = k + torch.diag_embed(h["noise"][:, None] * noisy + JITTER)
     chol, info = torch.linalg.cholesky_ex(k)
@@ -170,12 +171,16 @@ def _cholesky(h: dict, k: torch.Tensor, noisy: torch.Tensor) -> torch.Tensor:
     if not bool(failed.any()):  # the common case; torch.linalg.cholesky read info on the host too
         return chol
     rows = torch.nonzero(failed)[:, 0]
-    bad, eye = k[rows], torch.eye(k.shape[1], dtype=k.dtype, device=k.device)
-    scale = torch.diagonal(bad, dim1=1, dim2=2).mean(1)[:, None, None]
+    eye = torch.eye(k.shape[1], dtype=k.dtype, device=k.device)
     for i in range(JITTER_TRIES):
+        bad = k[rows]
+        scale = torch.diagonal(bad, dim1=1, dim2=2).mean(1)[:, None, None]
         fixed, info = torch.linalg.cholesky_ex(bad + (JITTER_RETRY * 10.0**i) * scale * eye)
-        if not bool((info > 0).any()):
-            return chol.index_put((rows,), fixed)
+        ok = info == 0
+        chol = chol.index_put((rows[ok],), fixed[ok])
+        rows = rows[~ok]
+        if not len(rows):
+            return chol
     most = JITTER_RETRY * 10.0 ** (JITTER_TRIES - 1)
     raise TaskextrapError(f"a GP's Gram matrix is not positive definite even with a jitter of {most:g} x its diagonal")
 
@@ -481,7 +486,7 @@ def ctx_gp(
     starts = _starts(kernel, len(x), restarts, seed, "ctx-gp").to(dev)
     # every target's fit is its own problem, whatever its batch (the closed-form gradient rounds a
     # row the same way in any batch), so the targets are split over the lanes (the idle cores)
-    size = -(-len(x) // lanes())
+    size = -(-len(x) // lanes()) if dev.type == "cpu" else len(x)  # a GPU takes them in one batch
     chunks = [slice(i, i + size) for i in range(0, len(x), size)]
     theta = torch.cat(map_lanes(lambda s: fit(kernel, xs[s], ys[s], ones[s], starts[:, s]), chunks, dev))
     with torch.no_grad():
