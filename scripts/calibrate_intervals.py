@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from taskextrap.baselines.classics import CHOSEN, scale_name
 from taskextrap.files import write_json_atomic
 from taskextrap.search.calibration import SCALE_GRID, SCALES_FILE, choose_scale, method_key
 from taskextrap.search.posterior import INTERVAL_LEVEL
@@ -53,7 +54,15 @@ def curves_of(experiment: str, data: dict) -> dict[str, np.ndarray]:
         if data["config"]["objective"]["variant"] != "strategy-a":  # rte is the objective search
             out["parameter-objective"] = pick("rte")
     classics = [m for m in next(iter(by_scale.values())) if m not in ("rte", "strategy-a")]
-    return out | {method_key(experiment, m): pick(m) for m in classics}
+    # a learned classic's row is scaled for the variant behind it when the file was made (its
+    # config's classic_variants); a file that does not say which variant, or made with another
+    # than today's, calibrates nothing for that row
+    variants = data["config"].get("classic_variants", {})
+    for m in [m for m in classics if m in CHOSEN and variants.get(m) != CHOSEN[m]]:
+        print(f"{experiment}: the file's {m} row is {variants.get(m, 'an unrecorded variant')}, not today's "
+              f"{CHOSEN[m]}: no scale chosen for it from this file", file=sys.stderr)  # fmt: skip
+        classics.remove(m)
+    return out | {method_key(experiment, scale_name(m)): pick(m) for m in classics}
 
 
 def _dev_file(results: Path, experiment: str, protocol: str, profile: str) -> tuple[Path, dict] | None:

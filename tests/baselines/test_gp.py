@@ -275,7 +275,7 @@ def test_the_blocked_line_search_takes_the_step_a_one_at_a_time_search_takes(lin
     d = -grad * torch.tensor(g.uniform(1, 50, (n, 1)))  # long steps: most problems halve several times
     step = torch.ones(n, dtype=torch.float64)
     monkeypatch.setattr(G, "_LINE_BATCH", line_batch)
-    got = G._backtrack("rbf+linear", (x, y, ones), z, f, grad, d, step, lo, hi)
+    got = G._backtrack("rbf+linear", (x, y, ones), (z, f, grad), d, step, (lo, hi))
     want = [t.clone() for t in (z, f, grad)]  # one halving at a time, one problem at a time
     for i in range(n):
         for j in range(G.LBFGS_BACKTRACK):

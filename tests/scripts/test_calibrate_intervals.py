@@ -47,6 +47,23 @@ def test_scales_reach_the_level_on_dev_and_are_written(tmp_path, monkeypatch, lo
     assert scales["length/paper"]["dev_coverage_calibrated"] >= 0.9 > scales["length/paper"]["dev_coverage_raw"]
 
 
+def test_a_learned_classic_is_scaled_only_for_the_variant_its_file_ran(load_script):
+    """A dev file records the variant behind each learned classic's row; its curve chooses that
+    variant's scale only when it is today's (CHOSEN), and a file that does not say chooses none."""
+    from taskextrap.baselines.classics import CHOSEN
+
+    mod = load_script("scripts/calibrate_intervals.py")
+    curve = [0.95] * len(SCALE_GRID)
+    by_scale = {"g": {"rte": curve, "ctx-gp": curve, "meta-gp": curve, "cnp": curve}}
+    today = {"split": "dev", "coverage_by_scale": by_scale, "classic_variants": dict(CHOSEN)}
+    keys = set(mod.curves_of("length", {"config": today}))
+    assert keys == {"length", "length:ctx-gp", f"length:{CHOSEN['meta-gp']}", f"length:{CHOSEN['cnp']}"}
+    older = {"split": "dev", "coverage_by_scale": by_scale, "classic_variants": {"meta-gp": "meta-gp-rbf"}}
+    assert set(mod.curves_of("length", {"config": older})) == {"length", "length:ctx-gp"}
+    unsaid = {"split": "dev", "coverage_by_scale": by_scale}
+    assert set(mod.curves_of("length", {"config": unsaid})) == {"length", "length:ctx-gp"}
+
+
 def test_a_test_split_file_is_refused(tmp_path, load_script):
     mod = load_script("scripts/calibrate_intervals.py")
     _write(tmp_path, "parameter", "paper", {"f": {"rte": [1.0] * len(SCALE_GRID)}}, split="test")

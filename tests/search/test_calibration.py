@@ -111,6 +111,34 @@ def test_a_classics_scale_is_chosen_and_read_like_rtes(monkeypatch, tmp_path):
         C._scales.cache_clear()
 
 
+def test_a_learned_classics_scale_belongs_to_the_variant_behind_its_row(monkeypatch, tmp_path):
+    """meta-gp's row reads the scale chosen for today's variant (CHOSEN), not one chosen under the
+    row's name for whatever variant it was then."""
+    from types import SimpleNamespace
+
+    from taskextrap.baselines.classics import CHOSEN
+    from taskextrap.experiments.discrete import classic_scale
+
+    path = tmp_path / "scales.json"
+    scales = {"parameter:meta-gp/paper": {"scale": 4.0}, f"parameter:{CHOSEN['meta-gp']}/paper": {"scale": 2.0}}
+    path.write_text(json.dumps({"scales": scales}))
+    monkeypatch.setattr(C, "SCALES_FILE", path)
+    C._scales.cache_clear()
+    try:
+        paper = ObservationProtocol("paper", n_context=5, n_query=5)
+        settings = SimpleNamespace(protocol=paper, builtin=True, options=SimpleNamespace(interval_scales=None))
+        g = np.random.default_rng(0)
+        mean, sd, truth = np.zeros((50, 4)), np.full((50, 4), 0.5), g.normal(size=(50, 4))
+        errors = {k: [v] for k, v in C.interval_diagnostics("meta-gp", mean, sd, truth, 1.0).items()}
+        assert classic_scale(settings, errors, "parameter", "meta-gp", "meta-gp")[1] == 2.0
+        del scales[f"parameter:{CHOSEN['meta-gp']}/paper"]
+        path.write_text(json.dumps({"scales": scales}))
+        C._scales.cache_clear()
+        assert classic_scale(settings, errors, "parameter", "meta-gp", "meta-gp")[1] == 1.0  # none for it: raw
+    finally:
+        C._scales.cache_clear()
+
+
 def test_an_estimator_multiplies_its_predictive_sd_by_its_scale():
     from taskextrap.estimators.composition import CompositionRTE
     from taskextrap.operators.train import TrainConfig

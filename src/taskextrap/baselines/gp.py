@@ -348,7 +348,7 @@ def fit_hyper_lbfgs(
         bad = ~((d * pg).sum(1) < 0)  # not a descent direction (a bad curvature pair): steepest descent
         d[bad] = -pg[bad]
         step = torch.ones_like(fa) if it else 1.0 / pg.norm(dim=1).clamp_min(1.0)
-        z_new, f_new, g_new = _backtrack(kernel, data, za, fa, ga, d, step, lo, hi)
+        z_new, f_new, g_new = _backtrack(kernel, data, (za, fa, ga), d, step, (lo, hi))
         s_new, y_new = z_new - za, g_new - ga
         sy = (s_new * y_new).sum(1)
         slot = it % LBFGS_HISTORY
@@ -366,9 +366,10 @@ def fit_hyper_lbfgs(
     return z.reshape(n_starts, b, p)[final.argmin(0), torch.arange(b)]
 
 
-def _backtrack(kernel: str, data: tuple, z, f, g, d, step, lo, hi) -> tuple[torch.Tensor, ...]:
-    """One projected Armijo line search per problem (rows of ``z``, its objective ``f`` and
-    gradient ``g``, direction ``d``): the largest of ``step``, step / 2, step / 4, ...
+def _backtrack(kernel: str, data: tuple, at: tuple, d, step, bounds: tuple) -> tuple[torch.Tensor, ...]:
+    """One projected Armijo line search per problem (``at``: the rows of ``z``, their objective
+    ``f`` and gradient ``g``; direction ``d``; the box ``bounds`` (lo, hi) of the log
+    hyper-parameters): the largest of ``step``, step / 2, step / 4, ...
     (``LBFGS_BACKTRACK`` trials in all) whose clipped point decreases the objective enough; a
     problem with none stays where it is. The halvings are tried in blocks, several per
     evaluation while few problems are left (one batched evaluation costs about the same for
@@ -378,6 +379,7 @@ def _backtrack(kernel: str, data: tuple, z, f, g, d, step, lo, hi) -> tuple[torc
     Returns:
         (z, f, g) at the accepted points.
     """
+    (z, f, g), (lo, hi) = at, bounds
     z_new, f_new, g_new = z.clone(), f.clone(), g.clone()
     todo = torch.arange(len(z), device=z.device)
     tried = 0

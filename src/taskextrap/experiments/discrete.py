@@ -174,6 +174,7 @@ def rte_rows(
         "classic_interval_scale": scales,
         "classic_interval_scale_source": sources,
         "coverage_by_scale": {group: {m: pooled_curve(errors, m) for m in ("rte", *classics)}},
+        "classic_variants": classic_variants(),
     }
     return errors, rows, config
 
@@ -185,12 +186,21 @@ def classic_scale(
     read at the scale chosen for it on ``regime``'s dev split, as rte's is
     (``search.calibration.method_scale``), or at the run's own dev-chosen one
     (:func:`own_dev_scale`, ``reproduce --calibrate``)."""
+    from taskextrap.baselines.classics import scale_name
     from taskextrap.search.calibration import method_scale, recalibrated
 
-    scale, source = method_scale(regime, method, settings.protocol, group, settings.builtin)
+    scale, source = method_scale(regime, scale_name(method), settings.protocol, group, settings.builtin)
     if scale != 1.0:
         errors = recalibrated(errors, prefix, scale, 1.0)
     return own_dev_scale(settings.options, errors, method, prefix, scale, source)
+
+
+def classic_variants() -> dict[str, str]:
+    """The variant behind each learned classic's row in a run (``baselines.classics.CHOSEN``), for
+    its config: ``scripts/calibrate_intervals.py`` chooses a row's scale for that variant."""
+    from taskextrap.baselines.classics import CHOSEN
+
+    return dict(CHOSEN)
 
 
 def is_builtin_set(primitive_set: CompositionFamily) -> bool:

@@ -22,7 +22,7 @@ from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.estimators.base import Decomposition, PendingFit, fit_together
 from taskextrap.estimators.parameter import RTE
 from taskextrap.experiments.artifacts import cached_fit
-from taskextrap.experiments.discrete import classic_scale, interval_rows, own_dev_scale
+from taskextrap.experiments.discrete import classic_scale, classic_variants, interval_rows, own_dev_scale
 from taskextrap.profiles import ParameterProfile, profile_table
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.registry import register
@@ -668,6 +668,7 @@ def _run(
             },
             "interval_scale": scales,
             "interval_scale_source": sources,
+            "classic_variants": classic_variants(),
         }
         return rows, config, list(profile.seeds), timing
 
