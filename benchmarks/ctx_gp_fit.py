@@ -9,7 +9,8 @@ On **dev** targets only (``tasks.dev.dev_family``: the last training region held
 experiment's own ``make_targets`` at the ``paper`` profile's 400 targets, ``--draws`` context
 draws each, seed 31337): per (family, protocol, fit) the mean negative log marginal likelihood of
 the fitted contexts (what every fit minimises; lower is better), the MSE at the queries, the raw
-90% interval's coverage and the seconds (one torch thread). The fit kept is the one with the
+90% interval's coverage and the seconds (one torch thread per lane, the
+targets split over ``taskextrap.lanes.lanes()`` lanes: every core of the machine). The fit kept is the one with the
 lowest dev MSE relative to the best fit of each (family, protocol), as a geometric mean.
 
     python benchmarks/ctx_gp_fit.py           # writes benchmarks/results/ctx-gp-fit.json
@@ -147,7 +148,9 @@ def main(argv=None) -> None:
     import torch
 
     from taskextrap.files import write_json_atomic
+    from taskextrap.lanes import lanes
     from taskextrap.provenance import source_hash
+    from taskextrap.report.schema import environment_info
     from taskextrap.tasks import PARAMETER_FAMILIES
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -159,6 +162,7 @@ def main(argv=None) -> None:
     torch.set_num_threads(1)
     rows = [r for f in a.families for p in PROTOCOLS for r in measure(f, p, a.draws, a.gpytorch)]
     result = {"fits": rows, **choose(rows), "split": "dev", "draws": a.draws,
+              "lanes": lanes(), "environment": environment_info("cpu"),  # the seconds' machine
               "command": "python benchmarks/ctx_gp_fit.py", "source_hash": source_hash()}  # fmt: skip
     write_json_atomic(a.out, result)
     print(f"relative MSE {result['relative_mse']}; chosen {result['chosen']}; written: {a.out}")

@@ -21,8 +21,9 @@ Questions (each with the observation protocol that matches it, as ``examples/eln
 - ``forecast``: the first part of the curve known, the rest predicted (protocol ``strict``).
 
 For each data set, question and seed (0, 1, 2) RTE is fitted with ``workflow.fit_observed``:
-every interval scale (rte's and ``ctx-gp``'s) chosen on the library's own dev split (its tasks
-of the largest known parameter held out, observed as the question observes targets), and
+every interval scale (rte's and each classic's: ``ctx-gp``, ``meta-gp``, ``cnp``) chosen on the
+library's own dev split (its tasks of the largest known parameter held out, observed as the
+question observes targets), and
 evaluated with ``evaluation.evaluate_observed`` beside every method of the method table's
 ``observed`` regime on the same targets and contexts (the context draw does not change with the
 seed, so seeds share targets). Rows per (data set:question, method): ``mse`` (per target and

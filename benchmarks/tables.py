@@ -40,6 +40,7 @@ import numpy as np
 
 from taskextrap.report.tables import caption, format_value_ci, wide_table
 from taskextrap.report.tables import format_number as fmt
+from taskextrap.search.calibration import split_method_key
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -795,10 +796,14 @@ def render_interval_calibration(data: dict) -> str:
         if group:
             continue  # a parameter family's own scale: listed under its regime row
         # a classic's own key (search.calibration.method_key): "regime:method", calibrated alike
-        experiment, method = CALIBRATED[regime] if ":" not in regime else tuple(regime.split(":"))
+        experiment, method = split_method_key(regime) or CALIBRATED[regime]
         path = RESULTS / f"{experiment}-{protocol}-{data['profile']}.json"
-        rows = json.loads(path.read_text())["rows"] if path.exists() else []
-        by = {(r["group"], r["method"], r["metric"]): r for r in rows}
+        test = json.loads(path.read_text()) if path.exists() else {"rows": [], "config": {}}
+        # a learned classic's scale is its variant's; the test file's rows carry the method's name
+        # when that file was made with the variant (its config's classic_variants), else none of them
+        rows_of = {v: m for m, v in test.get("config", {}).get("classic_variants", {}).items()}
+        method = rows_of.get(method, method)
+        by = {(r["group"], r["method"], r["metric"]): r for r in test["rows"]}
         groups = [g for g, m, k in by if m == method and k == "interval-width"] or ["-"]
         for g in groups:
             own = data["scales"].get(f"{key}/{g}", entry)  # a family's own dev scale, else the regime's

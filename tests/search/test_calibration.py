@@ -200,3 +200,41 @@ def test_the_calibration_table_puts_each_scale_beside_its_test_coverage(tmp_path
         "| `composition` | strict | g | 1.87 | 0.680 → 0.900 | 0.620 ± 0.0100 | 0.830 ± 0.0100 | 2.90 ± 0.0100 |"
         in text
     )
+
+
+def test_a_classics_scale_reads_its_rows_only_from_a_test_file_made_with_its_variant(
+    tmp_path, monkeypatch, load_script
+):
+    # the scale is keyed by the variant (classics.scale_name), the rows by the method's name
+    tables = load_script("benchmarks/tables.py")
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    rows = [
+        {"group": "cubic", "method": m, "metric": k, "value": v, "ci95": 0.01}
+        for m, k, v in (
+            ("cnp-uncalibrated", "coverage", 0.5),
+            ("cnp", "coverage", 0.91),
+            ("cnp", "interval-width", 2.0),
+        )
+    ]
+    data = {
+        "grid": "g",
+        "level": 0.9,
+        "split": "dev",
+        "profile": "quick",
+        "command": "c",
+        "scales": {
+            "parameter:cnp-w128-x4/paper": {"scale": 2.5, "dev_coverage_raw": 0.6, "dev_coverage_calibrated": 0.9}
+        },
+    }
+    path = tmp_path / "parameter-paper-quick.json"
+    path.write_text(json.dumps({"rows": rows, "config": {"classic_variants": {"cnp": "cnp-w128-x4"}}}))
+    assert "| cubic | 2.5 | 0.600 → 0.900 | 0.500 ± 0.0100 | 0.910 ± 0.0100 | 2.00 ± 0.0100 |" in (
+        tables.render_interval_calibration(data)
+    )
+    path.write_text(json.dumps({"rows": rows, "config": {"classic_variants": {"cnp": "cnp-w128-x2"}}}))
+    assert "| - | 2.5 | 0.600 → 0.900 | - | - | - |" in tables.render_interval_calibration(data)
+
+
+def test_split_method_key_undoes_method_key():
+    assert C.split_method_key(C.method_key("length", "cnp-w128-x4")) == ("length", "cnp-w128-x4")
+    assert C.split_method_key("parameter-objective") is None

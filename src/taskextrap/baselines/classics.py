@@ -90,7 +90,8 @@ def scale_name(method: str) -> str:
 # benchmarks/results/ctx-gp-fit.json; a test holds this to the file's choice): the dev MSE
 # relative to the best fit of each (family, protocol), as a geometric mean: L-BFGS from 1 + 16
 # starts 1.000, 1 + 8 1.030, 1 + 5 1.050, 1 + 2 1.087; the fixed Adam budget it had (300 steps
-# from 1 + 2 starts) 1.106. The price: 156 s for the file's 32,000 contexts, against Adam's 73 s.
+# from 1 + 2 starts) 1.106. The price: 73 s for the file's 32,000 contexts on this 2-core machine
+# (both cores, one lane each), against Adam's 39 s.
 CTX_GP_CHOSEN: dict[str, Any] = {"optimizer": "lbfgs", "restarts": 16}
 
 # ctx-gp's last fits by their inputs: a GP on the context alone does not depend on the training

@@ -283,11 +283,10 @@ def fit_hyper(kernel: str, x, y, noisy, starts: torch.Tensor, steps: int = FIT_S
     Returns:
         torch.Tensor: the fitted log hyper-parameters, (B, P).
     """
-    n_starts, b, p = starts.shape
+    n_starts, _, p = starts.shape
     lo, hi = _log_bounds(hyper_names(kernel), starts)
     theta = starts.reshape(-1, p).clone().requires_grad_(True)
-    rep = (lambda t: t.repeat(n_starts, 1)) if n_starts > 1 else (lambda t: t)
-    xs, ys, ns = rep(x), rep(y), rep(noisy)
+    xs, ys, ns = _per_start(n_starts, x, y, noisy)
     opt = torch.optim.Adam([theta], lr=lr)
     for _ in range(steps):
         loss = gp_nll(kernel, theta, xs, ys, ns).sum()  # the rows are independent GPs
@@ -295,12 +294,9 @@ def fit_hyper(kernel: str, x, y, noisy, starts: torch.Tensor, steps: int = FIT_S
         loss.backward()
         opt.step()
         with torch.no_grad():
-            theta.copy_(torch.maximum(torch.minimum(theta, hi), lo))
+            theta.copy_(_clip(theta, lo, hi))
     with torch.no_grad():
-        final = gp_nll(kernel, theta, xs, ys, ns).reshape(n_starts, b)
-        final = torch.nan_to_num(final, nan=math.inf)
-        best = final.argmin(0)
-        return theta.detach().reshape(n_starts, b, p)[best, torch.arange(b)]
+        return _best_start(theta.detach(), gp_nll(kernel, theta, xs, ys, ns), n_starts)
 
 
 def fit_hyper_lbfgs(
@@ -310,10 +306,11 @@ def fit_hyper_lbfgs(
     ``starts`` (S, B, P) starting points, every (start, row) its own problem run to its own
     convergence; the start with the lowest negative log marginal likelihood is kept per row.
 
-    Batched by hand, as ``torch.optim.LBFGS`` runs one problem: each iteration is one batched
-    evaluation of the marginal likelihood and its closed-form gradient (:func:`gp_nll`) on the
-    problems not yet converged, a two-loop recursion per problem (``LBFGS_HISTORY`` pairs) and a
-    backtracking Armijo line search per problem. The bounds are kept as Adam's fit keeps them,
+    Batched by hand, as ``torch.optim.LBFGS`` runs one problem: per iteration, a two-loop
+    recursion per problem (``LBFGS_HISTORY`` pairs), then a backtracking Armijo line search per
+    problem whose trial points are evaluated in blocks (``_backtrack``), each evaluation the
+    marginal likelihood and its closed-form gradient (``_nll_value_grad``) batched over the
+    problems not yet converged. The bounds are kept as Adam's fit keeps them,
     by projection: a trial point is clipped to the box, and a coordinate at a bound whose
     gradient pushes it outwards is held there (the projected gradient is 0). A problem stops when
     its objective changes by less than ``tol`` (relative to 1 + |f|), its projected gradient's
@@ -322,10 +319,10 @@ def fit_hyper_lbfgs(
     Returns:
         torch.Tensor: the fitted log hyper-parameters, (B, P).
     """
-    n_starts, b, p = starts.shape
+    n_starts, _, p = starts.shape
     lo, hi = _log_bounds(hyper_names(kernel), starts)
-    xs, ys, ns = (t.repeat(n_starts, 1) for t in (x, y, noisy))
-    z = torch.maximum(torch.minimum(starts.reshape(-1, p).clone(), hi), lo)
+    xs, ys, ns = _per_start(n_starts, x, y, noisy)
+    z = _clip(starts.reshape(-1, p).clone(), lo, hi)
 
     def held(zz, gg):  # coordinates at a bound that the gradient pushes outwards
         return ((zz <= lo) & (gg > 0)) | ((zz >= hi) & (gg < 0))
@@ -362,8 +359,25 @@ def fit_hyper_lbfgs(
         active = a[~done]
         if not len(active):
             break
-    final = torch.nan_to_num(f, nan=math.inf).reshape(n_starts, b)
-    return z.reshape(n_starts, b, p)[final.argmin(0), torch.arange(b)]
+    return _best_start(z, f, n_starts)
+
+
+def _per_start(n_starts: int, *rows: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Each (B, n) input once per start, start-major: the (S * B, n) rows of every problem."""
+    return tuple(t.repeat(n_starts, 1) if n_starts > 1 else t for t in rows)
+
+
+def _best_start(theta: torch.Tensor, nll: torch.Tensor, n_starts: int) -> torch.Tensor:
+    """The (B, P) rows of ``theta`` (S * B, P) whose start has the lowest objective ``nll`` per
+    problem; a start whose objective is NaN never wins (the first of equals does)."""
+    final = torch.nan_to_num(nll, nan=math.inf).reshape(n_starts, -1)
+    b = final.shape[1]
+    return theta.reshape(n_starts, b, -1)[final.argmin(0), torch.arange(b, device=theta.device)]
+
+
+def _clip(z: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """``z`` projected onto the box [lo, hi] of the log hyper-parameters (NaN stays NaN)."""
+    return torch.maximum(torch.minimum(z, hi), lo)
 
 
 def _backtrack(kernel: str, data: tuple, at: tuple, d, step, bounds: tuple) -> tuple[torch.Tensor, ...]:
@@ -389,7 +403,7 @@ def _backtrack(kernel: str, data: tuple, at: tuple, d, step, bounds: tuple) -> t
         halve = torch.tensor([0.5**j for j in range(tried, tried + block)], dtype=z.dtype, device=z.device)
         rows = todo.repeat(block)  # block-major: every todo problem at halving 0, then at 1, ...
         trial_step = (step[todo][None, :] * halve[:, None]).reshape(-1)
-        trial = torch.maximum(torch.minimum(z[rows] + trial_step[:, None] * d[rows], hi), lo)
+        trial = _clip(z[rows] + trial_step[:, None] * d[rows], lo, hi)
         ft, gt = _nll_value_grad(kernel, trial, *(t[rows] for t in data))
         ok = (ft <= f[rows] + 1e-4 * (g[rows] * (trial - z[rows])).sum(1)) & torch.isfinite(ft)
         ok = ok.reshape(block, len(todo))
@@ -598,7 +612,7 @@ class MetaGP:
             loss.backward()
             opt.step()
             with torch.no_grad():
-                theta.copy_(torch.maximum(torch.minimum(theta, hi), lo))
+                theta.copy_(_clip(theta, lo, hi))
         self.evaluations_ = self.steps
         self.log_theta_ = theta.detach()
         self.mean_ = self.mean_.detach()

@@ -130,8 +130,9 @@ def is_method(name: str) -> bool:
 
 
 def has_own_interval(name: str) -> bool:
-    """Whether ``name`` is a row of the table whose method gives its own interval (coverage and
-    width rows, not calibrated)."""
+    """Whether ``name`` is a row of the table whose method gives its own interval: its coverage
+    and width rows, calibrated on the dev split as rte's are, beside a ``-uncalibrated`` row of the
+    raw interval (``experiments.discrete.interval_rows``)."""
     return name in _TABLE and _TABLE[name].interval
 
 

@@ -56,11 +56,16 @@ def interval_scale(regime: str, protocol, group: str | None = None) -> float:
     """The dev-chosen multiplier of the posterior sd for ``regime`` and ``protocol``: the
     ``group``'s own (a built-in family of the parameter regime, by name, chosen on its dev split)
     when there is one, else the regime's (pooled over its dev groups), else 1.0 (the raw interval).
-    ``regime`` is one of a registered regime's ``scale_keys`` (``tasks.regimes``; a one-line error
-    otherwise)."""
+    ``regime`` is one of a registered regime's ``scale_keys`` (``tasks.regimes``), or a classic's
+    key ``"<regime or key>:<method>"`` (:func:`method_key`; a method no scale was chosen for reads
+    1.0, as a regime does); a one-line error otherwise."""
     known = [k for r in REGIMES.values() for k in r.scale_keys]
-    if regime not in known and regime.split(":")[0] not in (*known, *REGIMES):
-        raise TaskextrapError(f"no regime has the interval-scale key {regime!r}; the keys: {', '.join(known)}")
+    split = split_method_key(regime)
+    if regime not in known and (split is None or split[0] not in (*known, *REGIMES)):
+        raise TaskextrapError(
+            f"no regime has the interval-scale key {regime!r}; the keys: {', '.join(known)}, "
+            "or a classic's 'regime:method'"
+        )
     scales = _scales()
     for key in ((scale_key(regime, protocol, group),) if group is not None else ()) + (scale_key(regime, protocol),):
         if key in scales:
@@ -74,6 +79,14 @@ def method_key(regime: str, method: str) -> str:
     experiment: ``composition-depth3``): ``"regime:method"``. Its
     scale is chosen on the same dev split as rte's, by the same rule (``scripts/calibrate_intervals.py``)."""
     return f"{regime}:{method}"
+
+
+def split_method_key(key: str) -> tuple[str, str] | None:
+    """``(regime, method)`` of a classic's key (:func:`method_key`); None for a regime's own key.
+    ``method`` is the name the scale was chosen under: a learned classic's variant
+    (``baselines.classics.scale_name``), not its row's name."""
+    regime, sep, method = key.partition(":")
+    return (regime, method) if sep else None
 
 
 def method_scale(regime: str, method: str, protocol, group: str | None = None, builtin: bool = True):
