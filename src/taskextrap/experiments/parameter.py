@@ -32,7 +32,7 @@ from taskextrap.files import read_state, write_state_atomic
 from taskextrap.operators.train import TrainConfig, job_seconds
 from taskextrap.report.schema import make_row
 from taskextrap.search.index import nearest
-from taskextrap.search.calibration import interval_diagnostics, interval_scale, pooled_curve, scale_source
+from taskextrap.search.calibration import interval_diagnostics, pooled_curve, scale_and_source
 from taskextrap.search.posterior import entropy
 from taskextrap.seeding import rng
 from taskextrap.tasks.builtin import PARAMETER_FAMILIES
@@ -620,8 +620,7 @@ def _run(
                     errors[family.name],
                     m,
                     interval_prefix(m),
-                    interval_scale(regime, protocol, family.name),
-                    scale_source(regime, protocol, family.name, settings.builtin),
+                    *scale_and_source(regime, protocol, family.name, settings.builtin),
                 )
             for m in (m for m in methods + _dev_rows(family, methods) if has_own_interval(m)):
                 errors[family.name], scales[family.name][m], sources[family.name][m] = classic_scale(

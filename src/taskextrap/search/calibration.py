@@ -92,7 +92,12 @@ def split_method_key(key: str) -> tuple[str, str] | None:
 def method_scale(regime: str, method: str, protocol, group: str | None = None, builtin: bool = True):
     """``(scale, source)`` of a classic's interval in ``regime``: the dev-chosen multiplier of its
     own sd (:func:`method_key`; 1.0 where none was chosen) and why (:func:`scale_source`)."""
-    key = method_key(regime, method)
+    return scale_and_source(method_key(regime, method), protocol, group, builtin)
+
+
+def scale_and_source(key: str, protocol, group: str | None = None, builtin: bool = True) -> tuple[float, str]:
+    """``(scale, source)`` under an interval-scale key, a regime's or a classic's: the
+    dev-chosen multiplier (:func:`interval_scale`) and why (:func:`scale_source`)."""
     return interval_scale(key, protocol, group), scale_source(key, protocol, group, builtin)
 
 
