@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from taskextrap.baselines.table import is_dev_row, method_rows
 from taskextrap.experiments import composition, discrete, length
 from taskextrap.experiments.catalogue import get_experiment
 from taskextrap.experiments.registry import RunOptions
@@ -39,7 +40,12 @@ def test_length_units_keep_their_names_and_keys(monkeypatch, split, suffix):
         "seed",
         "estimator",
     ]
-    assert config["methods"] == length.all_methods()  # a method added to the table is a new key
+    assert config["methods"] == length.all_methods(split == "dev")  # a method added to the table is a new key
+    # a dev split also scores the classics' variants (each regime chooses its own), a test split never
+    variants = [m for m in config["methods"] if is_dev_row(m)]
+    assert (variants == list(method_rows("length", dev=True))) == (split == "dev") and bool(variants) == (
+        split == "dev"
+    )
     assert config["embedding"] == discrete.DEFAULT_EMBEDDING and config["seed"] == 0
     assert config["test_level"] == (8 if split == "dev" else 9)
 
@@ -60,6 +66,8 @@ def test_composition_units_keep_their_names_and_keys(monkeypatch, split, suffix)
         "estimator",
     ]
     assert config["embedding"] == "gradient" and "CompositionRTE" in config["estimator"]
+    assert config["methods"] == composition.all_methods(split == "dev")
+    assert any(is_dev_row(m) for m in config["methods"]) == (split == "dev")
 
 
 def test_classic_variants_names_the_variant_behind_each_learned_classic(monkeypatch):

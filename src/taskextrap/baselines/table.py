@@ -129,6 +129,11 @@ def is_method(name: str) -> bool:
     return name in _TABLE
 
 
+def is_dev_row(name: str) -> bool:
+    """Whether ``name`` is a dev variant of the table (a row only a ``dev`` split adds)."""
+    return name in _TABLE and _TABLE[name].dev
+
+
 def has_own_interval(name: str) -> bool:
     """Whether ``name`` is a row of the table whose method gives its own interval: its coverage
     and width rows, calibrated on the dev split as rte's are, beside a ``-uncalibrated`` row of the
@@ -195,9 +200,9 @@ def _builtin() -> None:
     # (fit / evaluate train them with the model's protocol and optimiser settings: workflow.peer_unit)
     register_method("meta-gp", LibraryGP, **VARIANTS[CHOSEN["meta-gp"]])
     register_method("cnp", NeuralProcess, **VARIANTS[CHOSEN["cnp"]])
-    for name, params in VARIANTS.items():  # scored on the parameter regime's dev split
+    for name, params in VARIANTS.items():  # scored on the dev split of each regime that trains them
         cls = LibraryGP if name.startswith("meta-gp") else NeuralProcess
-        register_method(name, cls, regimes=("parameter",), dev=True, **params)
+        register_method(name, cls, regimes=("parameter", "length", "composition"), dev=True, **params)
 
 
 _builtin()

@@ -68,14 +68,16 @@ ABLATION_METHODS = (
 )
 
 
-def main_methods() -> tuple[str, ...]:
-    """The rows of ``composition`` (:func:`~taskextrap.experiments.discrete.table_rows`)."""
-    return table_rows("composition", OWN_METHODS)
+def main_methods(dev: bool = False) -> tuple[str, ...]:
+    """The rows of ``composition`` (:func:`~taskextrap.experiments.discrete.table_rows`; ``dev``: a
+    dev split's, with the classics' dev variants)."""
+    return table_rows("composition", OWN_METHODS, dev=dev)
 
 
-def all_methods() -> tuple[str, ...]:
-    """Every method a unit scores: ``composition``'s rows and the ablations'."""
-    return table_rows("composition", OWN_METHODS, ABLATION_METHODS)
+def all_methods(dev: bool = False) -> tuple[str, ...]:
+    """Every method a unit scores: ``composition``'s rows and the ablations' (``dev``: and the
+    classics' dev variants)."""
+    return table_rows("composition", OWN_METHODS, ABLATION_METHODS, dev)
 
 
 GROUP = "unseen-pairs"
@@ -240,7 +242,7 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
         target_labels=[],
     )
     plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
-    unit = fit_and_score(primitives, make_rte(spec), targets, obs, predict_all, all_methods(), spec.seed, plot)
+    unit = fit_and_score(primitives, make_rte(spec), targets, obs, predict_all, all_methods(spec.dev), spec.seed, plot)
     # Which held-out pair each target belongs to, for the per-pair breakdown of the table.
     unit.errors["pair_id"] = np.array([split.test.index(tuple(p)) for p in targets.pair], dtype=float)
     return unit
@@ -269,7 +271,7 @@ def set_run(experiment: str, settings: Settings, key: dict) -> tuple[DiscreteRun
 
 
 def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:
-    run, primitive_set, split = set_run("composition", settings, {"methods": all_methods()})
+    run, primitive_set, split = set_run("composition", settings, {"methods": all_methods(settings.dev)})
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH)  # a results group of this set
     full = experiment == "composition"  # rte's calibration beside its MSE; one group per held-out pair
     source = scale_source("composition", settings.protocol, None, settings.builtin, primitive_set.name)
@@ -325,7 +327,7 @@ register_composition = functools.partial(
 )
 def run_composition(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The composition experiment: rte, sparse-inductive, oracle, verified-composition and sanity baselines."""
-    return _run("composition", main_methods(), settings, plot_dir)
+    return _run("composition", main_methods(settings.dev), settings, plot_dir)
 
 
 @register_composition("composition-ablations", "App. K.3: composition ablations (no verification, random constituents)")

@@ -18,7 +18,7 @@ import numpy as np
 
 from taskextrap.baselines.discrete import DiscreteInductive, training_batch
 from taskextrap.baselines.method import SharedDraws
-from taskextrap.baselines.table import begin_methods, has_own_interval, is_method
+from taskextrap.baselines.table import begin_methods, has_own_interval, is_dev_row, is_method
 from taskextrap.estimators.base import fit_together
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.settings import Settings, UnitSpec
@@ -73,12 +73,17 @@ def estimator_settings(spec: UnitSpec) -> dict:
     }
 
 
-def table_rows(regime: str, own: tuple[str, ...], ablations: tuple[str, ...] = ()) -> tuple[str, ...]:
+def table_rows(
+    regime: str, own: tuple[str, ...], ablations: tuple[str, ...] = (), dev: bool = False
+) -> tuple[str, ...]:
     """A discrete experiment's rows: its own, then the method table's rows of ``regime`` (read
-    now, so a method registered later is among them), then its ablations', each once."""
+    now, so a method registered later is among them), then its ablations', each once; with
+    ``dev`` (a dev split's run) the table's dev variants of ``regime`` last (the classics'
+    settings, scored for their MSE so that each regime's dev split can choose its own)."""
     from taskextrap.baselines.table import method_rows
 
-    return tuple(dict.fromkeys((*own, *method_rows(regime), *ablations)))
+    variants = method_rows(regime, dev=True) if dev else ()
+    return tuple(dict.fromkeys((*own, *method_rows(regime), *ablations, *variants)))
 
 
 def embedding_of(settings: Settings, regime: str) -> str:
@@ -160,7 +165,8 @@ def rte_rows(
     each scale, its source and each interval's coverage curve."""
     errors, used, source = own_dev_scale(settings.options, errors, "rte", "rte", *scale)
     rows = mse_rows(experiment, errors, group, methods)
-    classics = [m for m in methods if has_own_interval(m)] if full else []
+    # the classics' own intervals, calibrated alike; a dev variant is scored for its MSE only
+    classics = [m for m in methods if has_own_interval(m) and not is_dev_row(m)] if full else []
     scales, sources = {}, {}
     for m in classics:
         errors, scales[m], sources[m] = classic_scale(settings, errors, experiment, m, m)

@@ -56,14 +56,16 @@ ABLATION_METHODS = (
 )
 
 
-def main_methods() -> tuple[str, ...]:
-    """The rows of ``length`` (:func:`~taskextrap.experiments.discrete.table_rows`)."""
-    return table_rows("length", OWN_METHODS)
+def main_methods(dev: bool = False) -> tuple[str, ...]:
+    """The rows of ``length`` (:func:`~taskextrap.experiments.discrete.table_rows`; ``dev``: a
+    dev split's, with the classics' dev variants)."""
+    return table_rows("length", OWN_METHODS, dev=dev)
 
 
-def all_methods() -> tuple[str, ...]:
-    """Every method a unit scores: ``length``'s rows and the ablations'."""
-    return table_rows("length", OWN_METHODS, ABLATION_METHODS)
+def all_methods(dev: bool = False) -> tuple[str, ...]:
+    """Every method a unit scores: ``length``'s rows and the ablations' (``dev``: and the
+    classics' dev variants)."""
+    return table_rows("length", OWN_METHODS, ABLATION_METHODS, dev)
 
 
 GROUP = "degree9"
@@ -158,7 +160,7 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
         f"{ladder.name}: proxy embedding of the library by level",
     )
     plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
-    return fit_and_score(library, make_rte(spec), targets, obs, predict_all, all_methods(), spec.seed, plot)
+    return fit_and_score(library, make_rte(spec), targets, obs, predict_all, all_methods(spec.dev), spec.seed, plot)
 
 
 def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:
@@ -180,7 +182,7 @@ def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir
         profile=profile.to_dict(),
         embedding=embedding,
         test_seed=test_seed,
-        methods=all_methods(),
+        methods=all_methods(settings.dev),
     )
     spec = lambda s: UnitSpec.of(settings, s, ladder, embedding)  # noqa: E731
     stem = f"{ladder.name}-{protocol.name}"
@@ -243,7 +245,7 @@ register_length = functools.partial(
 @register_length("length", "Table 2: length extrapolation (degree-1..8 library -> degree-9 targets)")
 def run_length(settings: Settings, cache_dir: Path | None, plot_dir: Path | None):
     """The length experiment: rte, sparse-inductive, oracle and the context-only baselines."""
-    return _run("length", main_methods(), settings, plot_dir)
+    return _run("length", main_methods(settings.dev), settings, plot_dir)
 
 
 @register_length("length-ablations", "App. K.2: length ablations (rank-3 anchor, random anchors, zero shift)")

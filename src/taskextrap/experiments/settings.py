@@ -90,6 +90,7 @@ class UnitSpec:
         anchors: nearest anchors averaged (the parameter regime's).
         split: the held-out split of a discrete regime (a pair or recipe split), else None.
         cache_dir: the unit cache, beside which shared fits are saved (None: nothing saved).
+        dev: whether the run is a dev split's (which scores the method table's dev variants too).
     """
 
     family: Any
@@ -102,6 +103,7 @@ class UnitSpec:
     anchors: int = 2
     split: Any = None
     cache_dir: Path | None = field(default=None, compare=False)
+    dev: bool = False
 
     @classmethod
     def of(cls, settings: Settings, seed: int, family, embedding: str, **more) -> UnitSpec:
@@ -113,6 +115,7 @@ class UnitSpec:
             test_seed=settings.test_seed,
             device=settings.device,
             anchors=settings.options.anchors,
+            dev=settings.dev,
         )
         return cls(family=family, seed=seed, embedding=embedding, **{**base, **more})
 
