@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from taskextrap.baselines.classics import CHOSEN, scale_name
+from taskextrap.baselines.classics import VARIANTS, chosen
 from taskextrap.files import write_json_atomic
 from taskextrap.search.calibration import SCALE_GRID, SCALES_FILE, choose_scale, method_key
 from taskextrap.search.posterior import INTERVAL_LEVEL
@@ -53,16 +53,21 @@ def curves_of(experiment: str, data: dict) -> dict[str, np.ndarray]:
         out = {"parameter-proxy": pick("strategy-a")}
         if data["config"]["objective"]["variant"] != "strategy-a":  # rte is the objective search
             out["parameter-objective"] = pick("rte")
-    classics = [m for m in next(iter(by_scale.values())) if m not in ("rte", "strategy-a")]
-    # a learned classic's row is scaled for the variant behind it when the file was made (its
-    # config's classic_variants); a file that does not say which variant, or made with another
-    # than today's, calibrates nothing for that row
-    variants = data["config"].get("classic_variants", {})
-    for m in [m for m in classics if m in CHOSEN and variants.get(m) != CHOSEN[m]]:
-        print(f"{experiment}: the file's {m} row is {variants.get(m, 'an unrecorded variant')}, not today's "
-              f"{CHOSEN[m]}: no scale chosen for it from this file", file=sys.stderr)  # fmt: skip
-        classics.remove(m)
-    return out | {method_key(experiment, scale_name(m)): pick(m) for m in classics}
+    rows = [m for m in next(iter(by_scale.values())) if m not in ("rte", "strategy-a")]
+    classics = [m for m in rows if m not in VARIANTS]  # a dev file's variant rows: below
+    # a learned classic's row is scaled for the variant behind it in this regime today
+    # (classics.chosen): read from that variant's own row where a dev file scored the variants,
+    # else from the classic's row when the file was made with that variant (its config's
+    # classic_variants); a file that has neither calibrates nothing for it
+    made, today = data["config"].get("classic_variants", {}), chosen(experiment)
+    for m in [m for m in classics if m in today]:
+        source = today[m] if today[m] in rows else m if made.get(m) == today[m] else None
+        if source is None:
+            print(f"{experiment}: the file's {m} row is {made.get(m, 'an unrecorded variant')}, not today's "
+                  f"{today[m]}: no scale chosen for it from this file", file=sys.stderr)  # fmt: skip
+        else:
+            out[method_key(experiment, today[m])] = pick(source)
+    return out | {method_key(experiment, m): pick(m) for m in classics if m not in today}
 
 
 def _dev_file(results: Path, experiment: str, protocol: str, profile: str) -> tuple[Path, dict] | None:

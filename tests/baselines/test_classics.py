@@ -51,6 +51,14 @@ def test_a_row_is_its_chosen_variants_fit_and_each_variant_fits_once():
         assert methods[row] is methods[variant]
 
 
+def test_a_regimes_own_choice_builds_its_row_as_that_variant_sharing_its_fit():
+    variants = {"meta-gp": "meta-gp-matern52", "cnp": "cnp-w64"}
+    methods, pending, _ = begin_methods(("meta-gp", "cnp", "meta-gp-matern52", "cnp-w64"), None, _shared(None),
+                                        variants, seed=0, device="cpu")  # fmt: skip
+    assert methods["meta-gp"] is methods["meta-gp-matern52"] and methods["meta-gp"].kernel == "matern52"
+    assert methods["cnp"] is methods["cnp-w64"] and methods["cnp"].width == 64 and list(pending) == ["cnp"]
+
+
 def test_a_step_variant_trains_for_its_share_of_the_units_steps():
     methods, _, _ = _fitted(("meta-gp-rbf+linear-x0.5", "cnp-w128-x4", "cnp", "cnp-w128"))
     assert methods["meta-gp-rbf+linear-x0.5"].gp_.steps == 15

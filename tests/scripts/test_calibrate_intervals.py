@@ -113,3 +113,19 @@ def test_transfer_reports_the_scales_in_use_on_another_profiles_dev_runs(tmp_pat
         mod.main(["--results", str(tmp_path), "--transfer", "paper"])
     with pytest.raises(SystemExit, match="no strange-profile dev runs"):
         mod.main(["--results", str(tmp_path), "--transfer", "strange"])
+
+
+def test_a_regimes_own_variant_is_scaled_from_its_variant_row(load_script, monkeypatch):
+    """Where a regime chooses its own variant (classics.CHOSEN_BY_REGIME), a dev file that scored
+    the variants gives that variant's scale from the variant's own row, whatever the file's
+    meta-gp row was made with; the other variants' rows choose nothing."""
+    from taskextrap.baselines import classics
+
+    monkeypatch.setattr(classics, "CHOSEN_BY_REGIME", {"length": {"meta-gp": "meta-gp-matern52"}})
+    mod = load_script("scripts/calibrate_intervals.py")
+    low, high = [0.5] * len(SCALE_GRID), [0.95] * len(SCALE_GRID)
+    rows = {"rte": high, "ctx-gp": high, "meta-gp": high, "cnp": high, "meta-gp-matern52": low, "meta-gp-rbf": high}
+    made = {"split": "dev", "coverage_by_scale": {"g": rows}, "classic_variants": dict(classics.CHOSEN)}
+    curves = mod.curves_of("length", {"config": made})
+    assert set(curves) == {"length", "length:ctx-gp", "length:meta-gp-matern52", f"length:{classics.CHOSEN['cnp']}"}
+    assert curves["length:meta-gp-matern52"][0][0] == 0.5  # the variant's own row, not the meta-gp row's

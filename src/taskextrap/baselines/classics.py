@@ -77,13 +77,23 @@ VARIANTS: dict[str, dict] = {
 # degree 1 -0.28, 0 -0.18; rbf -0.37, matern52 0.25); cnp width 128 at four times the unit's
 # steps 1.18 (twice 1.31, the unit's 1.41, half 1.60; width 64 1.54).
 CHOSEN = {"meta-gp": "meta-gp-rbf+linear-lbfgs-deg3", "cnp": "cnp-w128-x4"}
+# A regime whose dev runs score the variants too has its own choice, by the same rule
+# (choose_classics on its quick dev runs, both protocols; a test holds each to its files); a
+# regime without one (composition-depth3, a user's library: observed) keeps CHOSEN.
+CHOSEN_BY_REGIME: dict[str, dict[str, str]] = {}
 
 
-def scale_name(method: str) -> str:
+def chosen(regime: str | None = None) -> dict[str, str]:
+    """The variant behind each learned classic's row in ``regime``: its own dev choice
+    (:data:`CHOSEN_BY_REGIME`), else the parameter regime's (:data:`CHOSEN`). A copy."""
+    return {**CHOSEN, **CHOSEN_BY_REGIME.get(regime or "parameter", {})}
+
+
+def scale_name(method: str, regime: str | None = None) -> str:
     """The name a method's interval scale is chosen and looked up under: a learned classic's row
-    (``meta-gp``, ``cnp``) by the variant behind it (:data:`CHOSEN`), so that a scale chosen for
-    one variant is never applied to another; any other method by its own name."""
-    return CHOSEN.get(method, method)
+    (``meta-gp``, ``cnp``) by the variant behind it in ``regime`` (:func:`chosen`), so that a
+    scale chosen for one variant is never applied to another; any other method by its own name."""
+    return chosen(regime).get(method, method)
 
 
 # ctx-gp's fit, chosen on the parameter regime's dev split (benchmarks/ctx_gp_fit.py,

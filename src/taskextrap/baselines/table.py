@@ -142,12 +142,13 @@ def has_own_interval(name: str) -> bool:
 
 
 def begin_methods(
-    names: Sequence[str], library, shared: SharedDraws, **unit
+    names: Sequence[str], library, shared: SharedDraws, variants: dict[str, str] | None = None, **unit
 ) -> tuple[dict[str, Method], dict[str, PendingFit], dict[str, float]]:
     """The table's methods ``names`` begun on ``library`` beside a unit's estimator (its
     ``shared`` draws; ``unit``: the unit's ``seed`` and ``device``), for their networks to train
-    with the estimator's (``estimators.base.fit_together``). Rows that are the same method
-    (``meta-gp`` and its dev variant ``meta-gp-rbf+linear``) share one fit.
+    with the estimator's (``estimators.base.fit_together``). A row named in ``variants`` is built
+    as the variant it maps to (a regime's own dev choice: ``classics.chosen``). Rows that are the
+    same method (``meta-gp`` and its dev variant ``meta-gp-rbf+linear``) share one fit.
 
     Returns:
         (the method of each name; the pending fit of each distinct method with networks to
@@ -159,7 +160,7 @@ def begin_methods(
     pending: dict[str, PendingFit] = {}
     timing: dict[str, float] = {}
     for name in names:
-        method = get_method(name).build(**unit)
+        method = get_method((variants or {}).get(name, name)).build(**unit)
         key = repr(method)
         if key not in first:
             t = time.perf_counter()

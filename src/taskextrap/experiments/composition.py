@@ -242,7 +242,9 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
         target_labels=[],
     )
     plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
-    unit = fit_and_score(primitives, make_rte(spec), targets, obs, predict_all, all_methods(spec.dev), spec.seed, plot)
+    unit = fit_and_score(
+        primitives, make_rte(spec), targets, obs, predict_all, all_methods(spec.dev), "composition", plot
+    )
     # Which held-out pair each target belongs to, for the per-pair breakdown of the table.
     unit.errors["pair_id"] = np.array([split.test.index(tuple(p)) for p in targets.pair], dtype=float)
     return unit

@@ -199,7 +199,7 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
         target_labels=[],
     )
     plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
-    unit = fit_and_score(primitives, make_rte(spec), targets, obs, predict_all, main_methods(), spec.seed, plot)
+    unit = fit_and_score(primitives, make_rte(spec), targets, obs, predict_all, main_methods(), REGIME, plot)
     # Which held-out recipe each target belongs to, for the per-recipe breakdown of the table.
     unit.errors["recipe_id"] = np.array([split.test.index(tuple(r)) for r in targets.recipe], dtype=float)
     return unit

@@ -165,8 +165,10 @@ def rte_rows(
     each scale, its source and each interval's coverage curve."""
     errors, used, source = own_dev_scale(settings.options, errors, "rte", "rte", *scale)
     rows = mse_rows(experiment, errors, group, methods)
-    # the classics' own intervals, calibrated alike; a dev variant is scored for its MSE only
+    # the classics' own intervals, calibrated alike; a dev variant has its MSE row and its raw
+    # coverage curve (its scale is chosen from it when a regime's dev split chooses that variant)
     classics = [m for m in methods if has_own_interval(m) and not is_dev_row(m)] if full else []
+    variants = [m for m in methods if has_own_interval(m) and is_dev_row(m)] if full else []
     scales, sources = {}, {}
     for m in classics:
         errors, scales[m], sources[m] = classic_scale(settings, errors, experiment, m, m)
@@ -179,8 +181,9 @@ def rte_rows(
         "interval_scale_source": source,
         "classic_interval_scale": scales,
         "classic_interval_scale_source": sources,
-        "coverage_by_scale": {group: {m: pooled_curve(errors, m) for m in ("rte", *classics)}},
-        "classic_variants": classic_variants(),
+        "coverage_by_scale": {group: {m: pooled_curve(errors, m) for m in ("rte", *classics, *variants)}},
+        # the variant behind each learned classic's rows (an ablation's file has none of them)
+        **({"classic_variants": classic_variants(experiment)} if full else {}),
     }
     return errors, rows, config
 
@@ -195,18 +198,19 @@ def classic_scale(
     from taskextrap.baselines.classics import scale_name
     from taskextrap.search.calibration import method_scale, recalibrated
 
-    scale, source = method_scale(regime, scale_name(method), settings.protocol, group, settings.builtin)
+    scale, source = method_scale(regime, scale_name(method, regime), settings.protocol, group, settings.builtin)
     if scale != 1.0:
         errors = recalibrated(errors, prefix, scale, 1.0)
     return own_dev_scale(settings.options, errors, method, prefix, scale, source)
 
 
-def classic_variants() -> dict[str, str]:
-    """The variant behind each learned classic's row in a run (``baselines.classics.CHOSEN``), for
-    its config: ``scripts/calibrate_intervals.py`` chooses a row's scale for that variant."""
-    from taskextrap.baselines.classics import CHOSEN
+def classic_variants(regime: str) -> dict[str, str]:
+    """The variant behind each learned classic's row in a run of ``regime``
+    (``baselines.classics.chosen``), for its config: ``scripts/calibrate_intervals.py`` chooses
+    a row's scale for that variant."""
+    from taskextrap.baselines.classics import chosen
 
-    return dict(CHOSEN)
+    return chosen(regime)
 
 
 def is_builtin_set(primitive_set: CompositionFamily) -> bool:
@@ -338,12 +342,13 @@ def entropy_rows(experiment: str, errors: dict, group: str, pairs) -> list:
 
 
 def fit_and_score(
-    library, estimator, targets, obs, predict_all: Callable, methods, seed: int, plot: Callable | None = None
+    library, estimator, targets, obs, predict_all: Callable, methods, regime: str, plot: Callable | None = None
 ) -> UnitResult:
     """Fit ``estimator`` on ``library``, the inductive baseline and the method table's rows of
     ``methods`` beside it (their networks trained together: ``estimators.base.fit_together``;
-    the baselines on the estimator's training tasks), then score every method of ``methods`` on
-    the targets' query points.
+    the baselines on the estimator's training tasks; a learned classic at ``regime``'s dev-chosen
+    variant, ``classics.chosen``), then score every method of ``methods`` on the targets' query
+    points. Every stream is seeded by the estimator's training seed.
 
     ``predict_all(rte, inductive, library, targets, obs, seed)`` returns (predictions per method,
     per-draw retrieval diagnostics) of the regime's own rows; the table's predictions and the
@@ -351,8 +356,10 @@ def fit_and_score(
     them; errors and diagnostics are averaged per target.
     ``plot(rte)`` draws the unit's figures.
     """
+    from taskextrap.baselines.classics import chosen
+
     t0 = time.perf_counter()
-    rte = estimator
+    rte, seed = estimator, estimator.seed
     pending = rte.begin_fit(library)
     inductive = DiscreteInductive(rte)
     baseline = inductive.begin_fit()
@@ -360,7 +367,7 @@ def fit_and_score(
     draws = lambda g: training_batch(rte, rte.train_pool_, rte.n_pairs, g)  # noqa: E731
     shared = SharedDraws(rte.scaler_, rte.protocol_.n_context, rte.train, draws, val)
     table = [m for m in methods if is_method(m)]
-    fitted, fits, timing = begin_methods(table, library, shared, seed=seed, device=rte.device)
+    fitted, fits, timing = begin_methods(table, library, shared, chosen(regime), seed=seed, device=rte.device)
     training = fit_together([pending, baseline, *fits.values()])  # every network of the unit at once
     psi, decomposer = pending.jobs
     timing |= {**rte.timing_, "training_s": training}

@@ -160,7 +160,7 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
         f"{ladder.name}: proxy embedding of the library by level",
     )
     plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
-    return fit_and_score(library, make_rte(spec), targets, obs, predict_all, all_methods(spec.dev), spec.seed, plot)
+    return fit_and_score(library, make_rte(spec), targets, obs, predict_all, all_methods(spec.dev), "length", plot)
 
 
 def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:

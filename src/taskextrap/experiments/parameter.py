@@ -667,7 +667,7 @@ def _run(
             },
             "interval_scale": scales,
             "interval_scale_source": sources,
-            "classic_variants": classic_variants(),
+            "classic_variants": classic_variants("parameter"),
         }
         return rows, config, list(profile.seeds), timing
 
