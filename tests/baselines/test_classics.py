@@ -120,6 +120,24 @@ def test_the_chosen_variants_are_the_dev_runs_choice():
     assert choose_classics(rows) == CHOSEN
 
 
+@pytest.mark.parametrize("regime", ["length", "composition"])
+def test_each_discrete_regimes_variants_are_its_own_dev_runs_choice(regime):
+    """chosen(regime) is what choose_classics reads from the committed quick dev runs of that
+    regime (both protocols; they score every variant)."""
+    import json
+    from pathlib import Path
+
+    from taskextrap.baselines.classics import choose_classics, chosen
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    rows = [
+        r
+        for p in ("paper", "strict")
+        for r in json.loads((results / f"{regime}-{p}-quick-dev.json").read_text())["rows"]
+    ]
+    assert choose_classics(rows) == chosen(regime)
+
+
 def test_the_choice_is_scale_free_and_ties_go_to_the_first_variant():
     from taskextrap.baselines.classics import choose_classics, variant_scores
 

@@ -49,8 +49,10 @@ def test_scales_reach_the_level_on_dev_and_are_written(tmp_path, monkeypatch, lo
 
 def test_a_learned_classic_is_scaled_only_for_the_variant_its_file_ran(load_script):
     """A dev file records the variant behind each learned classic's row; its curve chooses that
-    variant's scale only when it is today's (CHOSEN), and a file that does not say chooses none."""
-    from taskextrap.baselines.classics import CHOSEN
+    variant's scale only when it is today's (classics.chosen), and a file that does not say chooses none."""
+    from taskextrap.baselines.classics import chosen
+
+    CHOSEN = chosen("length")  # today's variants in the length regime
 
     mod = load_script("scripts/calibrate_intervals.py")
     curve = [0.95] * len(SCALE_GRID)
