@@ -17,6 +17,8 @@ from taskextrap.tasks.regimes import get_protocol
 CLASSICS = ("ctx-gp", "meta-gp", "cnp")
 
 
+# slow: a whole tiny depth-3 run with the dev-best classics (meta-gp's L-BFGS to convergence)
+@pytest.mark.slow
 def test_run_writes_every_method_and_resumes_from_its_cache(tmp_path, monkeypatch):
     opts = RunOptions(profile="tiny", out=tmp_path, progress=False, embedding="gradient")
     res = run_experiment("composition-depth3", opts)

@@ -108,6 +108,8 @@ def test_composition_on_a_users_set_from_the_command_line(user_module, tmp_path,
     )
 
 
+# slow: a whole tiny depth-3 run with the dev-best classics (meta-gp's L-BFGS to convergence)
+@pytest.mark.slow
 def test_composition_depth3_on_a_users_set_from_the_command_line(user_module, tmp_path, capsys):
     user_module("usermod", USER_SET)
     out = tmp_path / "runs"
