@@ -175,26 +175,23 @@ def test_the_batched_curve_is_covered_at_every_grid_scale():
     np.testing.assert_array_equal(curve, want)
 
 
+def _rows(group: str, *cells) -> list[dict]:
+    """A test file's rows: (method, metric, value) cells of ``group``, ci95 0.01."""
+    return [{"group": group, "method": m, "metric": k, "value": v, "ci95": 0.01} for m, k, v in cells]
+
+
+def _calibration(key: str, scale: float, dev_raw: float) -> dict:
+    """interval-calibration.json with one scale (dev coverage calibrated to 0.9)."""
+    entry = {"scale": scale, "dev_coverage_raw": dev_raw, "dev_coverage_calibrated": 0.9}
+    return {"grid": "g", "level": 0.9, "split": "dev", "profile": "quick", "command": "c", "scales": {key: entry}}
+
+
 def test_the_calibration_table_puts_each_scale_beside_its_test_coverage(tmp_path, monkeypatch, load_script):
     tables = load_script("benchmarks/tables.py")
     monkeypatch.setattr(tables, "RESULTS", tmp_path)
-    rows = [
-        {"group": "g", "method": m, "metric": k, "value": v, "ci95": 0.01}
-        for m, k, v in (
-            ("rte-uncalibrated", "coverage", 0.62),
-            ("rte", "coverage", 0.83),
-            ("rte", "interval-width", 2.9),
-        )
-    ]
+    rows = _rows("g", ("rte-uncalibrated", "coverage", 0.62), ("rte", "coverage", 0.83), ("rte", "interval-width", 2.9))
     (tmp_path / "composition-strict-quick.json").write_text(json.dumps({"rows": rows}))
-    data = {
-        "grid": "g",
-        "level": 0.9,
-        "split": "dev",
-        "profile": "quick",
-        "command": "c",
-        "scales": {"composition/strict": {"scale": 1.87, "dev_coverage_raw": 0.68, "dev_coverage_calibrated": 0.9}},
-    }
+    data = _calibration("composition/strict", 1.87, 0.68)
     text = tables.render_interval_calibration(data)
     assert (
         "| `composition` | strict | g | 1.87 | 0.680 → 0.900 | 0.620 ± 0.0100 | 0.830 ± 0.0100 | 2.90 ± 0.0100 |"
@@ -208,24 +205,10 @@ def test_a_classics_scale_reads_its_rows_only_from_a_test_file_made_with_its_var
     # the scale is keyed by the variant (classics.scale_name), the rows by the method's name
     tables = load_script("benchmarks/tables.py")
     monkeypatch.setattr(tables, "RESULTS", tmp_path)
-    rows = [
-        {"group": "cubic", "method": m, "metric": k, "value": v, "ci95": 0.01}
-        for m, k, v in (
-            ("cnp-uncalibrated", "coverage", 0.5),
-            ("cnp", "coverage", 0.91),
-            ("cnp", "interval-width", 2.0),
-        )
-    ]
-    data = {
-        "grid": "g",
-        "level": 0.9,
-        "split": "dev",
-        "profile": "quick",
-        "command": "c",
-        "scales": {
-            "parameter:cnp-w128-x4/paper": {"scale": 2.5, "dev_coverage_raw": 0.6, "dev_coverage_calibrated": 0.9}
-        },
-    }
+    rows = _rows(
+        "cubic", ("cnp-uncalibrated", "coverage", 0.5), ("cnp", "coverage", 0.91), ("cnp", "interval-width", 2.0)
+    )
+    data = _calibration("parameter:cnp-w128-x4/paper", 2.5, 0.6)
     path = tmp_path / "parameter-paper-quick.json"
     path.write_text(json.dumps({"rows": rows, "config": {"classic_variants": {"cnp": "cnp-w128-x4"}}}))
     assert "| cubic | 2.5 | 0.600 → 0.900 | 0.500 ± 0.0100 | 0.910 ± 0.0100 | 2.00 ± 0.0100 |" in (
