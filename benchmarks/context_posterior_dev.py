@@ -37,30 +37,32 @@ KERNELS = ("rbf", "matern52", "rbf+linear")
 Z90 = 1.6448536269514722
 
 
-def residual_gp(kernel: str, scaler, cx, rc, qx, rq, fit_on, score_on, sd=None):
-    """A zero-mean GP on residuals (``rc`` at ``cx``, ``rq`` at ``qx``; divided by ``sd`` (n, k + q)
-    where given), fitted on the rows ``fit_on`` by the marginal likelihood, conditioned on each
-    row of ``score_on``'s context residuals. Returns the correction and its sd at the queries of
-    ``score_on`` (in the residuals' units) and each scored row's context negative log
-    likelihood under the fitted prior (in the scaler's units)."""
+def residual_gp(kernel: str, scaler, fit: tuple, given: tuple, std: bool):
+    """A zero-mean GP on residuals, fitted by the marginal likelihood on ``fit`` = (context x,
+    context residuals, query x, query residuals, RTE's sd at [context, queries]) and conditioned
+    on each row of ``given`` = (context x, context residuals, query x, RTE's sd at [context,
+    queries]). With ``std`` the residuals are divided by RTE's sd first (the kernel's amplitude
+    follows each target's spread). Returns the correction and its sd at ``given``'s queries and
+    each given row's context negative log likelihood under the fitted prior."""
     import torch
 
     from taskextrap.baselines.gp import MetaGP, gp_nll
     from taskextrap.scaling import FamilyScaler
 
+    cx, rc, qx, rq, sd_fit = fit
+    gx, grc, gq, sd_given = given
     k = cx.shape[1]
-    if sd is not None:
-        rc, rq = rc / sd[:, :k], rq / sd[:, k:]
-    res = FamilyScaler(scaler.x_mid, scaler.x_half, 0.0, 1.0 if sd is not None else scaler.y_std)
-    gp = MetaGP(kernel=kernel, mean_degree=0, optimizer="lbfgs", steps=2000)
-    gp.fit(cx[fit_on], rc[fit_on], qx[fit_on], rq[fit_on], res)
-    m, s = gp.predict(cx[score_on], rc[score_on], qx[score_on])
-    x, y = gp._t(res.x(cx[score_on])), gp._t(res.y(rc[score_on]) - float(gp.mean_[0]))
+    if std:
+        rc, rq, grc = rc / sd_fit[:, :k], rq / sd_fit[:, k:], grc / sd_given[:, :k]
+    res = FamilyScaler(scaler.x_mid, scaler.x_half, 0.0, 1.0 if std else scaler.y_std)
+    gp = MetaGP(kernel=kernel, mean_degree=0, optimizer="lbfgs", steps=2000).fit(cx, rc, qx, rq, res)
+    m, s = gp.predict(gx, grc, gq)
+    x, y = gp._t(res.x(gx)), gp._t(res.y(grc) - float(gp.mean_[0]))
     with torch.no_grad():
         nll = gp_nll(kernel, gp.log_theta_.expand(len(x), -1), x, y).cpu().numpy()
-    if sd is not None:
-        m, s = m * sd[score_on, k:], s * sd[score_on, k:]
-        nll = nll + np.log(sd[score_on, :k] / scaler.y_std).sum(1)  # the same units as unscaled residuals
+    if std:
+        m, s = m * sd_given[:, k:], s * sd_given[:, k:]
+        nll = nll + np.log(sd_given[:, :k] / scaler.y_std).sum(1)  # the same units as unscaled residuals
     return m, s, nll
 
 
@@ -70,24 +72,21 @@ def residual_designs(a: dict, fold, kernels=KERNELS) -> dict[str, tuple]:
     k = a["ctx_x"].shape[1]
     pred, sd = a["rte_pred"], a["rte_sd"]
     r = np.concatenate([a["ctx_y"], a["qry_y"]], 1) - pred  # residuals at context and query points
+    # the fit reads the queries every row has (a real-data row's last ones may be padding)
+    q = int(a["mask"].sum(1).min()) if "mask" in a else a["qry_x"].shape[1]
     out: dict[str, tuple] = {}
     for kernel in kernels:
         for std in (False, True):
             mean, spread, nll = np.zeros_like(a["qry_y"]), np.zeros_like(a["qry_y"]), np.zeros(len(fold))
             for f in (0, 1):
-                fit_on, score_on = fold != f, fold == f
-                m, s, ll = residual_gp(
-                    kernel,
-                    a["scaler"],
-                    a["ctx_x"],
-                    r[:, :k],
-                    a["qry_x"],
-                    r[:, k:],
-                    fit_on,
-                    score_on,
-                    sd if std else None,
-                )
-                mean[score_on], spread[score_on], nll[score_on] = pred[score_on, k:] + m, s, ll
+                fit_on, on = fold != f, fold == f
+                if not on.any() or not fit_on.any():
+                    continue
+                fit = (a["ctx_x"][fit_on], r[fit_on, :k], a["qry_x"][fit_on, :q], r[fit_on, k : k + q],
+                       sd[fit_on, : k + q])  # fmt: skip
+                given = (a["ctx_x"][on], r[on, :k], a["qry_x"][on], sd[on])
+                m, s, ll = residual_gp(kernel, a["scaler"], fit, given, std)
+                mean[on], spread[on], nll[on] = pred[on, k:] + m, s, ll
             out[f"rte-gp-{'std-' if std else ''}{kernel}"] = (mean, spread, nll)
     return out
 
@@ -103,9 +102,11 @@ def gated(a: dict, fold, rte_gp: tuple) -> dict[str, tuple]:
     diff = np.clip(nll2 - nll1, -500, 500)  # ll_rte_gp - ll_meta_gp
     floor = 1e-6 * a["scaler"].y_std
 
+    w = a["mask"].astype(float) if "mask" in a else np.ones_like(y)
+
     def logpdf(m, s):
         s = np.maximum(s, floor)
-        return (-0.5 * ((y - m) / s) ** 2 - np.log(s)).sum(1)
+        return ((-0.5 * ((y - m) / s) ** 2 - np.log(s)) * w).sum(1)
 
     lp1, lp2 = logpdf(m1, s1), logpdf(m2, s2)
     grid = [(al, be) for al in (0.0, 0.1, 0.3, 1.0, 3.0) for be in np.linspace(-8, 8, 33)]
@@ -149,12 +150,14 @@ def product(a: dict, fold, rte_gp: tuple) -> dict[str, tuple]:
         p1, p2 = 1 / (t1 * s1[rows]) ** 2, 1 / (t2 * s2[rows]) ** 2
         return (p1 * m1[rows] + p2 * m2[rows]) / (p1 + p2), 1 / np.sqrt(p1 + p2)
 
+    w = a["mask"].astype(float) if "mask" in a else np.ones_like(y)
+
     def density(t1, t2, rows):
         m, s = combine(t1, t2, rows)
-        return float((-0.5 * ((y[rows] - m) / s) ** 2 - np.log(s)).mean())
+        return float(((-0.5 * ((y[rows] - m) / s) ** 2 - np.log(s)) * w[rows]).sum() / w[rows].sum())
 
     def mse(t1, rows):
-        return float(((combine(t1, 1.0, rows)[0] - y[rows]) ** 2).mean())
+        return float((((combine(t1, 1.0, rows)[0] - y[rows]) ** 2) * w[rows]).sum() / w[rows].sum())
 
     mean2, sd2, chosen2 = np.zeros_like(y), np.zeros_like(y), []
     ratios = np.exp(np.linspace(-6, 6, 49))
@@ -171,14 +174,17 @@ def product(a: dict, fold, rte_gp: tuple) -> dict[str, tuple]:
     return {"poe": (mean, sd, chosen), "poe-mse": (mean2, sd2, chosen2)}
 
 
-def score(mean, sd, obs, n_targets: int) -> dict:
-    """MSE (mean over targets of each one's query MSE) and the raw 90% interval's coverage."""
+def score(mean, sd, qry_y, n_targets: int, mask=None) -> dict:
+    """MSE (mean over targets of each one's query MSE) and the raw 90% interval's coverage; a
+    ``mask`` (n, q) marks the real queries of padded rows (the real-data targets)."""
     from taskextrap.experiments.units import per_target
 
-    err = per_target((mean - obs.qry_y) ** 2, n_targets)
+    w = np.ones_like(qry_y) if mask is None else mask.astype(float)
+    per_row = lambda v: (v * w).sum(1) / w.sum(1)  # noqa: E731
+    err = per_target(per_row((mean - qry_y) ** 2), n_targets)
     out = {"mse": float(err.mean())}
     if sd is not None:
-        out["coverage"] = float(np.mean(np.abs(mean - obs.qry_y) <= Z90 * sd))
+        out["coverage"] = float(per_row(np.abs(mean - qry_y) <= Z90 * sd).mean())
     return out
 
 
@@ -256,42 +262,125 @@ def _Scaler(x_mid, x_half, y_mean, y_std):
     return FamilyScaler(float(x_mid), float(x_half), float(y_mean), float(y_std))
 
 
-def measure(families: list[str], seed: int, profile_name: str, cache: Path | None = None) -> list[dict]:
-    """One cell per (family, protocol): every design's MSE and coverage on the dev targets."""
-    from types import SimpleNamespace
+REAL_PEERS = ("ctx-interp", "library-best-fit", "ctx-gp", "library-mean", "library-knn", "library-fpca")
 
+
+def observed_arrays(name: str, question: str, seed: int, cache: Path | None) -> dict:
+    """One real-data cell's arrays on the library's own dev split, as ``taskextrap fit`` makes it
+    (``workflow.dev_split``: the fifth of the library tasks with the largest known parameter held
+    out): the dev RTE and meta-gp fitted on the rest, the dev targets split into context and
+    queries as the question asks. The data set's real targets are never read. The peers'
+    predictions (at their default settings) are kept for the yardstick."""
+    import sys
+    import tempfile
+
+    import torch
+
+    from taskextrap.baselines.classics import chosen
+    from taskextrap.baselines.gp import gp_nll
+    from taskextrap.baselines.table import get_method
+    from taskextrap.estimators.parameter import RTE
+    from taskextrap.tasks.observe import PROTOCOLS as OBS
+    from taskextrap.workflow import DEV_FRACTION, Columns, Reading, dev_split, peer_unit, split_targets
+
+    path = None if cache is None else cache / f"real-{name}-{question}-seed{seed}.npz"
+    if path is not None and path.exists():
+        return _load(path)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import realdata
+
+    data = realdata.DATA_SETS[name]()
+    q = data.questions[question]
+    with tempfile.TemporaryDirectory() as tmp:
+        library_csv, _ = realdata.write_tables(data, Path(tmp))
+        tasks = Columns(task="task", x="x", y="y", params=("param",)).read([library_csv]).with_split("train")
+    dev_lib, dev_tgt, _ = dev_split(tasks, "param", DEV_FRACTION, seed)
+    dev_library = Reading(name=data.name).library(dev_lib)
+    settings: dict = {"protocol": q.protocol, "seed": seed, "verbose": False, "interval_scale": 1.0}
+    if q.size < OBS[q.protocol].n_context:
+        settings["min_context"] = q.size
+    t = time.perf_counter()
+    rte = RTE(**settings).fit(dev_library)
+    rte_fit_s = time.perf_counter() - t
+    split = split_targets(dev_tgt, q.size, q.how, rte.library_.family.domain, seed=1)
+    cx, cy, qx = split.ctx_x, split.ctx_y, split.qry_x
+    pred, sd = rte.predict(cx, cy, np.concatenate([cx, qx], 1), return_std=True)
+    unit = peer_unit(rte)
+    t = time.perf_counter()
+    meta = get_method(chosen("observed")["meta-gp"]).build(**unit).fit(dev_library)
+    meta_fit_s = time.perf_counter() - t
+    mm, ms = meta.predict(cx, cy, qx, return_std=True)
+    gp = meta.gp_
+    x, y = gp._t(gp.scaler_.x(cx)), gp._t(gp.scaler_.y(cy))
+    with torch.no_grad():
+        nll = gp_nll(gp.kernel, gp.log_theta_.expand(len(x), -1), x, y - gp._mean(x)).cpu().numpy()
+    peers = {f"peer_{m}": get_method(m).build(**unit).fit(dev_library).predict(cx, cy, qx) for m in REAL_PEERS}
+    sc = rte.scaler_
+    a = dict(
+        ctx_x=cx, ctx_y=cy, qry_x=qx, qry_y=split.qry_y, mask=split.mask, rte_pred=pred, rte_sd=sd,
+        meta_mean=mm, meta_sd=ms, meta_ctx_nll=nll, scaler=np.array([sc.x_mid, sc.x_half, sc.y_mean, sc.y_std]),
+        seconds=np.array([rte_fit_s, meta_fit_s]), n_targets=np.array(len(cx)), n_draws=np.array(1), **peers,
+    )  # fmt: skip
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, **a)
+    return _load(path) if path is not None else {**a, "scaler": _Scaler(*a["scaler"])}
+
+
+def _load(path: Path) -> dict:
+    """A cell's arrays from its npz (no pickles), the scaler rebuilt."""
+    with np.load(path, allow_pickle=False) as z:
+        a = {key: z[key] for key in z.files}
+    a["scaler"] = _Scaler(*a["scaler"])
+    return a
+
+
+def score_cell(a: dict, family: str, protocol: str, peers: dict[str, float]) -> dict:
+    """Every design's out-of-fold MSE and raw coverage on one cell's dev targets (two folds by
+    target), beside RTE, meta-gp fitted alone and the ``peers``' MSE."""
+    n_targets, n_draws = int(a["n_targets"]), int(a["n_draws"])
+    y, mask = a["qry_y"], a.get("mask")
+    k = a["ctx_x"].shape[1]
+    fold = (np.arange(len(a["ctx_x"])) // n_draws) % 2  # draws are task-major
+    cell = {"family": family, "protocol": protocol, "fit_s": a["seconds"].round(1).tolist(), "designs": {}}
+    cell["designs"]["rte"] = score(a["rte_pred"][:, k:], a["rte_sd"][:, k:], y, n_targets, mask)
+    cell["designs"]["meta-gp-alone"] = score(a["meta_mean"], a["meta_sd"], y, n_targets, mask)
+    t = time.perf_counter()
+    designs = residual_designs(a, fold)
+    for design, (m, s, _) in designs.items():
+        cell["designs"][design] = score(m, s, y, n_targets, mask)
+    for design, (m, s, gate) in gated(a, fold, designs["rte-gp-rbf+linear"]).items():
+        cell["designs"][design] = {**score(m, s, y, n_targets, mask), "gate": gate}
+    for design, (m, s, temps) in product(a, fold, designs["rte-gp-rbf+linear"]).items():
+        cell["designs"][design] = {**score(m, s, y, n_targets, mask), "temperatures": temps}
+    cell["designs_s"] = round(time.perf_counter() - t, 1)
+    for peer in [key.removeprefix("peer_") for key in a if key.startswith("peer_")]:
+        cell["designs"][peer] = score(a[f"peer_{peer}"], None, y, n_targets, mask)
+    cell["designs"] |= peers
+    shown = {d: (round(v["mse"], 4), round(v.get("coverage", np.nan), 2)) for d, v in cell["designs"].items()}
+    print(family, protocol, shown, flush=True)
+    return cell
+
+
+def measure(families: list[str], seed: int, profile_name: str, cache: Path | None = None) -> list[dict]:
+    """One cell per (family, protocol) of the parameter regime's dev split."""
     cells = []
     for name in families:
-        for protocol_name in PROTOCOLS:
-            a = cell_arrays(name, protocol_name, seed, profile_name, cache)
-            n_targets, n_draws = int(a["n_targets"]), int(a["n_draws"])
-            obs = SimpleNamespace(qry_y=a["qry_y"])
-            k = a["ctx_x"].shape[1]
-            fold = (np.arange(len(a["ctx_x"])) // n_draws) % 2  # draws are task-major
-            cell = {"family": name, "protocol": protocol_name, "fit_s": a["seconds"].round(1).tolist(), "designs": {}}
-            cell["designs"]["rte"] = score(a["rte_pred"][:, k:], a["rte_sd"][:, k:], obs, n_targets)
-            cell["designs"]["meta-gp-alone"] = score(a["meta_mean"], a["meta_sd"], obs, n_targets)
-            t = time.perf_counter()
-            designs = residual_designs(a, fold)
-            for design, (m, s, _) in designs.items():
-                cell["designs"][design] = score(m, s, obs, n_targets)
-            for design, (m, s, gate) in gated(a, fold, designs["rte-gp-rbf+linear"]).items():
-                cell["designs"][design] = {**score(m, s, obs, n_targets), "gate": gate}
-            for design, (m, s, temps) in product(a, fold, designs["rte-gp-rbf+linear"]).items():
-                cell["designs"][design] = {**score(m, s, obs, n_targets), "temperatures": temps}
-            cell["designs_s"] = round(time.perf_counter() - t, 1)
-            for peer, mse in dev_file_mse(protocol_name, profile_name, name).items():
-                cell["designs"][peer] = {"mse": mse, "from": f"parameter-{protocol_name}-{profile_name}-dev.json"}
+        for protocol in PROTOCOLS:
+            a = cell_arrays(name, protocol, seed, profile_name, cache)
+            source = f"parameter-{protocol}-{profile_name}-dev.json"
+            peers = {p: {"mse": v, "from": source} for p, v in dev_file_mse(protocol, profile_name, name).items()}
+            cells.append(score_cell(a, name, protocol, peers))
+    return cells
+
+
+def measure_real(names: list[str], seed: int, cache: Path | None = None) -> list[dict]:
+    """One cell per (data set, question) of the real-data suite, on each library's dev split."""
+    cells = []
+    for name in names:
+        for question, protocol in (("interpolate", "paper"), ("forecast", "strict")):
+            cell = score_cell(observed_arrays(name, question, seed, cache), f"{name}:{question}", protocol, {})
             cells.append(cell)
-            print(
-                name,
-                protocol_name,
-                {
-                    d: (round(v["mse"], 4), round(v.get("coverage", float("nan")), 2))
-                    for d, v in cell["designs"].items()
-                },
-                flush=True,
-            )
     return cells
 
 
@@ -304,6 +393,8 @@ def _mean_or_none(values: list) -> float | None:
 def _log_ratio(cell: dict, design: str, against: str) -> float | None:
     """log(MSE of ``design`` / MSE of ``against``) in one cell (None where either is missing)."""
     d = cell["designs"]
+    if against == "meta-gp" and against not in d:  # the real-data cells have meta-gp fitted here only
+        against = "meta-gp-alone"
     return float(np.log(d[design]["mse"] / d[against]["mse"])) if design in d and against in d else None
 
 
@@ -318,16 +409,8 @@ def summary(cells: list[dict]) -> dict:
         designs = list(mine[0]["designs"])
         out[protocol] = {
             d: {
-                "log_mse_vs_rte": float(
-                    np.mean([np.log(c["designs"][d]["mse"] / c["designs"]["rte"]["mse"]) for c in mine])
-                ),
-                "log_mse_vs_meta_gp": _mean_or_none(
-                    [
-                        np.log(c["designs"][d]["mse"] / c["designs"]["meta-gp"]["mse"])
-                        for c in mine
-                        if "meta-gp" in c["designs"]
-                    ]
-                ),
+                "log_mse_vs_rte": _mean_or_none([_log_ratio(c, d, "rte") for c in mine]),
+                "log_mse_vs_meta_gp": _mean_or_none([_log_ratio(c, d, "meta-gp") for c in mine]),
                 "coverage": _mean_or_none([c["designs"][d].get("coverage") for c in mine]),
             }
             for d in designs
@@ -341,20 +424,27 @@ def main(argv: list[str] | None = None) -> None:
     from taskextrap.tasks.builtin import PARAMETER_FAMILIES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", choices=("parameter", "realdata"), default="parameter")
     parser.add_argument("--families", nargs="+", default=list(PARAMETER_FAMILIES))
+    parser.add_argument("--data", nargs="+", default=["elnino", "sunspots", "fertility"], help="realdata: data sets")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", default="quick")
-    parser.add_argument("--out", type=Path, default=RESULTS / "context-posterior-dev.json")
+    parser.add_argument("--out", type=Path, default=None, help="default: results/context-posterior-dev[-realdata].json")
     parser.add_argument("--cache", type=Path, default=None, help="keep each cell's fitted arrays here (npz)")
     args = parser.parse_args(argv)
     import torch
 
     torch.set_num_threads(1)
+    out = args.out or RESULTS / f"context-posterior-dev{'' if args.suite == 'parameter' else '-realdata'}.json"
     t = time.perf_counter()
-    cells = measure(args.families, args.seed, args.profile, args.cache)
+    if args.suite == "parameter":
+        cells = measure(args.families, args.seed, args.profile, args.cache)
+    else:
+        cells = measure_real(args.data, args.seed, args.cache)
     result = {
         "command": "python benchmarks/context_posterior_dev.py",
-        "profile": args.profile,
+        "suite": args.suite,
+        "profile": args.profile if args.suite == "parameter" else "paper (the suite's own sizes)",
         "seed": args.seed,
         "split": "dev",
         "cells": cells,
@@ -362,7 +452,7 @@ def main(argv: list[str] | None = None) -> None:
         "wall_s": round(time.perf_counter() - t, 1),
         "environment": environment_info(),
     }
-    write_json_atomic(args.out, result)
+    write_json_atomic(out, result)
     for protocol, rows in result["summary"].items():
         print(protocol)
         for d, v in sorted(rows.items(), key=lambda kv: kv[1]["log_mse_vs_rte"]):
