@@ -335,6 +335,22 @@ def _load(path: Path) -> dict:
     return a
 
 
+def library_choice(a: dict) -> dict:
+    """What ``search.context_posterior.choose_posterior`` (the library's rule) chooses on the
+    cell's dev draws with meta-gp as the second expert: the kernel, the share, the interval scale,
+    and the out-of-fold MSE and coverage of its choice (in-sample for the choice itself)."""
+    from taskextrap.search.context_posterior import choose_posterior
+
+    k = a["ctx_x"].shape[1]
+    n_draws = int(a["n_draws"])
+    groups = np.arange(len(a["ctx_x"])) // n_draws
+    args = (a["rte_pred"][:, :k], a["rte_pred"][:, k:], a["ctx_x"], a["ctx_y"], a["qry_x"], a["qry_y"], a["scaler"])
+    _, record = choose_posterior(*args, expert=(a["meta_mean"], a["meta_sd"]), groups=groups, mask=a.get("mask"))
+    best = record["out_of_fold_mse"][f"{record['kernel']}@{record['share']:.4g}"]
+    keep = ("kernel", "share", "interval_scale", "out_of_fold_coverage_raw", "out_of_fold_coverage")
+    return {key: record[key] for key in keep} | {"out_of_fold_mse": best}
+
+
 def score_cell(a: dict, family: str, protocol: str, peers: dict[str, float]) -> dict:
     """Every design's out-of-fold MSE and raw coverage on one cell's dev targets (two folds by
     target), beside RTE, meta-gp fitted alone and the ``peers``' MSE."""
@@ -354,6 +370,7 @@ def score_cell(a: dict, family: str, protocol: str, peers: dict[str, float]) -> 
     for design, (m, s, temps) in product(a, fold, designs["rte-gp-rbf+linear"]).items():
         cell["designs"][design] = {**score(m, s, y, n_targets, mask), "temperatures": temps}
     cell["designs_s"] = round(time.perf_counter() - t, 1)
+    cell["chosen"] = library_choice(a)
     for peer in [key.removeprefix("peer_") for key in a if key.startswith("peer_")]:
         cell["designs"][peer] = score(a[f"peer_{peer}"], None, y, n_targets, mask)
     cell["designs"] |= peers
