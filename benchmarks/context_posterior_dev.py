@@ -336,16 +336,17 @@ def _load(path: Path) -> dict:
 
 
 def library_choice(a: dict) -> dict:
-    """What ``search.context_posterior.choose_posterior`` (the library's rule) chooses on the
+    """What ``posterior.context.choose_posterior`` (the library's rule) chooses on the
     cell's dev draws with meta-gp as the second expert: the kernel, the share, the interval scale,
     and the out-of-fold MSE and coverage of its choice (in-sample for the choice itself)."""
-    from taskextrap.search.context_posterior import choose_posterior
+    from taskextrap.posterior.context import DevDraws, choose_posterior
 
     k = a["ctx_x"].shape[1]
     n_draws = int(a["n_draws"])
     groups = np.arange(len(a["ctx_x"])) // n_draws
-    args = (a["rte_pred"][:, :k], a["rte_pred"][:, k:], a["ctx_x"], a["ctx_y"], a["qry_x"], a["qry_y"], a["scaler"])
-    _, record = choose_posterior(*args, expert=(a["meta_mean"], a["meta_sd"]), groups=groups, mask=a.get("mask"))
+    pred = a["rte_pred"]
+    dev = DevDraws(a["ctx_x"], a["ctx_y"], a["qry_x"], a["qry_y"], pred[:, :k], pred[:, k:], groups, a.get("mask"))
+    _, record = choose_posterior(dev, a["scaler"], expert=(a["meta_mean"], a["meta_sd"]))
     best = record["out_of_fold_mse"][f"{record['kernel']}@{record['share']:.4g}"]
     keep = ("kernel", "share", "interval_scale", "out_of_fold_coverage_raw", "out_of_fold_coverage")
     return {key: record[key] for key in keep} | {"out_of_fold_mse": best}

@@ -24,6 +24,7 @@ LAYERS = [
     {"search"},  # index, decomposer, likelihood search
     {"estimators"},  # the estimator contract
     {"baselines"},  # inductive, oracles, context-only
+    {"posterior"},  # context posteriors on an estimator's prediction
     {"sequence_runs"},  # a sequence-model experiment's seed: fine-tuning runs, methods, prompt records
     {"report"},  # results schema, tables, plots
     {"workflow"},  # fit / predict on a user's observed tasks

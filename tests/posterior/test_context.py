@@ -1,5 +1,6 @@
-"""The context posterior on an estimator's prediction (search.context_posterior, issue 64)."""
+"""The context posterior on an estimator's prediction (posterior.context, issue 64)."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -7,8 +8,9 @@ import pytest
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.scaling import FamilyScaler
-from taskextrap.search.context_posterior import (
+from taskextrap.posterior.context import (
     ContextPosterior,
+    DevDraws,
     ResidualPrior,
     choose_posterior,
     out_of_fold_prediction,
@@ -28,11 +30,12 @@ def draws(n=24, k=8, q=8, seed=0):
     a, b = g.normal(size=(n, 1)), g.normal(size=(n, 1))
     truth = np.sin(2 * x) + a * x
     base = np.sin(2 * x) + b * np.cos(x)  # what an estimator predicts: wrong by a smooth residual
-    return x[:, :k], truth[:, :k], x[:, k:], truth[:, k:], base[:, :k], base[:, k:]
+    return DevDraws(x[:, :k], truth[:, :k], x[:, k:], truth[:, k:], base[:, :k], base[:, k:])
 
 
 def test_residual_prior_corrects_towards_the_context():
-    cx, cy, qx, qy, bc, bq = draws()
+    d = draws()
+    cx, cy, qx, qy, bc, bq = d.ctx_x, d.ctx_y, d.qry_x, d.qry_y, d.base_ctx, d.base_qry
     prior = ResidualPrior.fit("rbf", cx, cy - bc, qx, qy - bq, SCALER)
     m, s = prior.condition(cx, cy - bc, qx)
     assert np.mean((bq + m - qy) ** 2) < 0.1 * np.mean((bq - qy) ** 2)
@@ -50,14 +53,14 @@ def test_product_of_two_posteriors():
 
 
 def test_choice_keeps_the_better_expert():
-    cx, cy, qx, qy, bc, bq = draws()
-    good, bad = (qy.copy(), np.full_like(qy, 0.01)), (qy + 3.0, np.full_like(qy, 0.01))
+    d = draws()
+    good, bad = (d.qry_y.copy(), np.full_like(d.qry_y, 0.01)), (d.qry_y + 3.0, np.full_like(d.qry_y, 0.01))
     kw = dict(kernels=("rbf",))
-    chosen, record = choose_posterior(bc, bq, cx, cy, qx, qy, SCALER, expert=good, **kw)
+    chosen, record = choose_posterior(d, SCALER, expert=good, **kw)
     assert chosen.share == 0.0 and record["kernel"] == "rbf"
-    chosen, _ = choose_posterior(bc, bq, cx, cy, qx, qy, SCALER, expert=bad, **kw)
+    chosen, _ = choose_posterior(d, SCALER, expert=bad, **kw)
     assert chosen.share > 0.99
-    chosen, record = choose_posterior(bc, bq, cx, cy, qx, qy, SCALER, **kw)
+    chosen, record = choose_posterior(d, SCALER, **kw)
     assert chosen.share == 1.0 and set(record["out_of_fold_mse"]) == {"rbf@1"}
     assert 0.85 <= record["out_of_fold_coverage"] <= 1.0 and chosen.scale > 0
 
@@ -66,19 +69,20 @@ def test_out_of_fold_predictions_never_read_their_own_queries():
     """A dev draw's out-of-fold prediction comes from a prior fitted on the other fold: moving
     the query values of fold 0's targets leaves fold 0's predictions as they were, bit for bit,
     and moves fold 1's (whose prior read them)."""
-    cx, cy, qx, qy, bc, bq = draws()
-    fold = np.arange(len(cx)) % 2
-    before = out_of_fold_prediction("rbf", fold, bc, bq, cx, cy, qx, qy, SCALER)[0]
-    moved = qy.copy()
+    d = draws()
+    fold = d.folds()
+    before = out_of_fold_prediction("rbf", d, fold, SCALER)[0]
+    moved = d.qry_y.copy()
     moved[fold == 0] += 0.5
-    after = out_of_fold_prediction("rbf", fold, bc, bq, cx, cy, qx, moved, SCALER)[0]
+    after = out_of_fold_prediction("rbf", dataclasses.replace(d, qry_y=moved), fold, SCALER)[0]
     assert np.array_equal(after[fold == 0], before[fold == 0])
     assert not np.allclose(after[fold == 1], before[fold == 1])
 
 
 def test_prediction_reads_the_context_only():
-    cx, cy, qx, qy, bc, bq = draws()
-    chosen, _ = choose_posterior(bc, bq, cx, cy, qx, qy, SCALER, kernels=("rbf",))
+    d = draws()
+    cx, cy, qx, qy, bc, bq = d.ctx_x, d.ctx_y, d.qry_x, d.qry_y, d.base_ctx, d.base_qry
+    chosen, _ = choose_posterior(d, SCALER, kernels=("rbf",))
     mean, sd = chosen.predict(bc, bq, cx, cy, qx)
     again, _ = chosen.predict(bc, bq, cx, cy, qx)  # no query value is an argument: the same bits
     assert np.array_equal(mean, again) and (sd > 0).all()
@@ -88,8 +92,8 @@ def test_prediction_reads_the_context_only():
 
 
 def test_record_round_trip_and_errors():
-    cx, cy, qx, qy, bc, bq = draws()
-    chosen, _ = choose_posterior(bc, bq, cx, cy, qx, qy, SCALER, kernels=("matern52",))
+    d = draws()
+    chosen, _ = choose_posterior(d, SCALER, kernels=("matern52",))
     back = ContextPosterior.from_dict(json.loads(json.dumps(chosen.to_dict())))
     assert back == chosen
     with pytest.raises(TaskextrapError, match="malformed"):
@@ -99,4 +103,4 @@ def test_record_round_trip_and_errors():
     with pytest.raises(TaskextrapError, match="share"):
         ContextPosterior(chosen.prior, share=1.5)
     with pytest.raises(TaskextrapError, match="2 dev targets"):
-        choose_posterior(bc, bq, cx, cy, qx, qy, SCALER, groups=np.zeros(len(cx)), kernels=("rbf",))
+        choose_posterior(dataclasses.replace(d, groups=np.zeros(len(d.ctx_x))), SCALER, kernels=("rbf",))

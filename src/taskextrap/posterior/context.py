@@ -36,7 +36,15 @@ from taskextrap.search.calibration import SCALE_GRID, choose_scale
 from taskextrap.search.posterior import covered
 from taskextrap.validation import check_context, check_query, check_real
 
-__all__ = ["SHARES", "ContextPosterior", "ResidualPrior", "choose_posterior", "out_of_fold_prediction", "product"]
+__all__ = [
+    "SHARES",
+    "ContextPosterior",
+    "DevDraws",
+    "ResidualPrior",
+    "choose_posterior",
+    "out_of_fold_prediction",
+    "product",
+]
 
 # The residual GP's share of the product's precision, tried on dev: the two experts alone and a
 # logistic grid between them (dev picked an end in every cell of the parameter regime's dev
@@ -158,36 +166,69 @@ class ContextPosterior:
             raise TaskextrapError(f"a context posterior record is malformed: {exc}") from None
 
 
-def out_of_fold_prediction(kernel: str, fold, base_ctx, base_qry, ctx_x, ctx_y, qry_x, qry_y_fit, scaler, device="cpu"):
+@dataclass(frozen=True)
+class DevDraws:
+    """Dev targets' draws and an estimator's predictions at them: what a context posterior is
+    chosen on (:func:`choose_posterior`).
+
+    Attributes:
+        ctx_x, ctx_y, qry_x, qry_y: the draws' contexts (n, k) and queries (n, q).
+        base_ctx, base_qry: the estimator's predictions at the context and query inputs.
+        groups: each draw's target (n,), so that a target's draws share a fold (None: one each).
+        mask: (n, q) the real queries of padded rows (None: all).
+    """
+
+    ctx_x: np.ndarray
+    ctx_y: np.ndarray
+    qry_x: np.ndarray
+    qry_y: np.ndarray
+    base_ctx: np.ndarray
+    base_qry: np.ndarray
+    groups: np.ndarray | None = None
+    mask: np.ndarray | None = None
+
+    def folds(self) -> np.ndarray:
+        """Each draw's fold (n,): 0 or 1 by its target's rank (a one-line error for one target)."""
+        groups = np.arange(len(self.ctx_x)) if self.groups is None else np.asarray(self.groups)
+        fold = np.unique(groups, return_inverse=True)[1] % 2
+        if fold.min() == fold.max():
+            raise TaskextrapError("choosing a context posterior needs at least 2 dev targets (two folds)")
+        return fold
+
+    def weights(self) -> np.ndarray:
+        """(n, q) 1 at a real query, 0 at padding."""
+        return np.ones_like(self.qry_y, dtype=float) if self.mask is None else np.asarray(self.mask, dtype=float)
+
+    def shared_queries(self) -> int:
+        """The queries every row has (the priors are fitted on them; the rest may be padding)."""
+        return int(self.weights().sum(1).min())
+
+
+def out_of_fold_prediction(kernel: str, dev: DevDraws, fold, scaler, device: str = "cpu"):
     """The residual GP's corrected prediction and sd at every dev draw's queries, each draw's
-    from a prior fitted on the other fold only (``fold`` (n,): 0 or 1); ``qry_y_fit`` (n, q')
-    are the query values the priors are fitted on (the first q' queries of ``qry_x``)."""
-    q = qry_y_fit.shape[1]
-    r_ctx, r_qry = ctx_y - base_ctx, qry_y_fit - base_qry[:, :q]
-    m, s = np.zeros_like(base_qry, dtype=float), np.zeros_like(base_qry, dtype=float)
+    from a prior fitted on the other fold only (``fold`` (n,): 0 or 1), on the queries every
+    row has (:meth:`DevDraws.shared_queries`)."""
+    q = dev.shared_queries()
+    r_ctx, r_qry = dev.ctx_y - dev.base_ctx, dev.qry_y[:, :q] - dev.base_qry[:, :q]
+    m, s = np.zeros_like(dev.base_qry, dtype=float), np.zeros_like(dev.base_qry, dtype=float)
     for f in (0, 1):
         fit_on, on = fold != f, fold == f
-        prior = ResidualPrior.fit(
-            kernel, ctx_x[fit_on], r_ctx[fit_on], qry_x[fit_on, :q], r_qry[fit_on], scaler, device
-        )
-        correction, s[on] = prior.condition(ctx_x[on], r_ctx[on], qry_x[on], device)
-        m[on] = base_qry[on] + correction
+        given = (dev.ctx_x[fit_on], r_ctx[fit_on], dev.qry_x[fit_on, :q], r_qry[fit_on])
+        prior = ResidualPrior.fit(kernel, *given, scaler, device)
+        correction, s[on] = prior.condition(dev.ctx_x[on], r_ctx[on], dev.qry_x[on], device)
+        m[on] = dev.base_qry[on] + correction
     return m, s
 
 
 def choose_posterior(
-    base_ctx, base_qry, ctx_x, ctx_y, qry_x, qry_y, scaler, expert=None, groups=None, mask=None,
-    kernels: tuple[str, ...] = GP_KERNELS, device: str = "cpu",
-) -> tuple[ContextPosterior, dict]:  # fmt: skip
-    """The context posterior of an estimator, chosen on dev targets.
+    dev: DevDraws, scaler, expert=None, kernels: tuple[str, ...] = GP_KERNELS, device: str = "cpu"
+) -> tuple[ContextPosterior, dict]:
+    """The context posterior of an estimator, chosen on dev targets' draws ``dev``.
 
     Args:
-        base_ctx, base_qry: the estimator's predictions at each dev draw's context and query inputs.
-        ctx_x, ctx_y, qry_x, qry_y: the dev draws (n, k) and (n, q).
+        dev: the dev draws and the estimator's predictions at them (:class:`DevDraws`).
         scaler: the estimator's scaler (``scaling.FamilyScaler``).
         expert: the library prior's (mean, sd) at the queries (n, q), or None (the residual GP alone).
-        groups: each draw's target (n,), so that a target's draws share a fold (None: one each).
-        mask: (n, q) the real queries of padded rows (None: all).
         kernels: the kernel families tried.
         device: where the GPs run.
 
@@ -195,29 +236,22 @@ def choose_posterior(
         (the chosen :class:`ContextPosterior`, a record: every (kernel, share)'s out-of-fold MSE,
         the choice, and its out-of-fold coverage raw and calibrated).
     """
-    ctx_x, ctx_y = check_context(ctx_x, ctx_y)
-    qry_x, qry_y = check_context(qry_x, qry_y)
-    n = len(ctx_x)
-    groups = np.arange(n) if groups is None else np.asarray(groups)
-    _, first = np.unique(groups, return_inverse=True)
-    fold = first % 2
-    if fold.min() == fold.max():
-        raise TaskextrapError("choosing a context posterior needs at least 2 dev targets (two folds)")
-    w = np.ones_like(qry_y) if mask is None else np.asarray(mask, dtype=float)
-    q = int(w.sum(1).min())  # the priors are fitted on the queries every row has (the rest may be padding)
-    mse = lambda m: float((((m - qry_y) ** 2) * w).sum() / w.sum())  # noqa: E731
+    check_context(dev.ctx_x, dev.ctx_y)
+    check_context(dev.qry_x, dev.qry_y)
+    fold, w, y = dev.folds(), dev.weights(), dev.qry_y
+    mse = lambda m: float((((m - y) ** 2) * w).sum() / w.sum())  # noqa: E731
     scores, out_of_fold = {}, {}
     for kernel in kernels:
-        out_of_fold[kernel] = m, s = out_of_fold_prediction(kernel, fold, base_ctx, base_qry, ctx_x, ctx_y, qry_x,
-                                                            qry_y[:, :q], scaler, device)  # fmt: skip
+        out_of_fold[kernel] = m, s = out_of_fold_prediction(kernel, dev, fold, scaler, device)
         for share in SHARES if expert is not None else (1.0,):
             scores[(kernel, share)] = mse(product((m, s), expert, share)[0])
     kernel, share = min(scores, key=lambda ks: (scores[ks], ks[1] != 1.0))  # on a tie, the residual GP alone
     mean, sd = product(out_of_fold[kernel], expert, share)
-    inside = lambda scale: float((covered(mean, scale * sd, qry_y) * w).sum() / w.sum())  # noqa: E731
+    inside = lambda scale: float((covered(mean, scale * sd, y) * w).sum() / w.sum())  # noqa: E731
     scale = choose_scale(np.array([inside(s) for s in SCALE_GRID]))
-    r_qry = qry_y[:, :q] - base_qry[:, :q]
-    prior = ResidualPrior.fit(kernel, ctx_x, ctx_y - base_ctx, qry_x[:, :q], r_qry, scaler, device)
+    q = dev.shared_queries()
+    every = (dev.ctx_x, dev.ctx_y - dev.base_ctx, dev.qry_x[:, :q], y[:, :q] - dev.base_qry[:, :q])
+    prior = ResidualPrior.fit(kernel, *every, scaler, device)
     record = {
         "kernel": kernel,
         "share": share,
@@ -225,7 +259,6 @@ def choose_posterior(
         "out_of_fold_mse": {f"{k}@{s:.4g}": v for (k, s), v in scores.items()},
         "out_of_fold_coverage_raw": inside(1.0),
         "out_of_fold_coverage": inside(scale),
-        "dev_draws": n,
-        "dev_targets": int(first.max() + 1),
+        "dev_draws": len(fold),
     }
     return ContextPosterior(prior, share, scale), record
