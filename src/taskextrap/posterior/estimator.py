@@ -1,0 +1,174 @@
+"""``rte-gp``: RTE's relational prior with a context posterior (issue 64), an estimator with the
+project's contract (``fit(library)``, ``predict(ctx_x, ctx_y, x_query, return_std=False)``).
+
+``fit`` makes every choice on the library's own dev split, never on a target: an RTE of the same
+settings and (with ``library_prior``) the library GP ``meta-gp`` are fitted on the dev library,
+predict the dev targets at their context and query inputs, and ``posterior.context.choose_posterior``
+chooses the residual prior's kernel, its share of the product with ``meta-gp`` and the interval
+scale out of fold; then RTE and ``meta-gp`` are fitted on the whole library. ``predict`` reads a
+target's context only: RTE's prediction at the context and query inputs, ``meta-gp``'s posterior
+at the queries, and the chosen posterior. The paper's ``rte`` is the estimator inside, unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from taskextrap.baselines.classics import LibraryGP, chosen
+from taskextrap.baselines.gp import GP_KERNELS, hyper_names
+from taskextrap.baselines.table import get_method
+from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import Fittable
+from taskextrap.estimators.parameter import RTE
+from taskextrap.posterior.context import ContextPosterior, DevDraws, choose_posterior
+from taskextrap.seeding import rng
+from taskextrap.tasks.dev import DEV_REGION, dev_family
+from taskextrap.tasks.observe import noise_scale
+from taskextrap.tasks.taskset import TaskSet
+from taskextrap.validation import check_context, check_instance, check_int, check_query
+
+__all__ = ["RTEGP", "library_dev_split"]
+
+
+def library_dev_split(library: TaskSet) -> tuple[TaskSet, TaskSet]:
+    """A parametric library's own dev split (``tasks.dev.dev_family``): its tasks of the last
+    training region are the dev targets, the others the dev library, relabelled by the dev
+    family's regions. A library of one region that cannot be split is a one-line error."""
+    family = dev_family(library.family)
+    shift = library.params[:, library.family.param_names.index(library.family.shift)]
+    spans = {r: family.regions[r] for r in (*family.train_regions, DEV_REGION)}
+    region = np.array([next((r for r, (lo, hi) in spans.items() if lo <= v <= hi), "") for v in shift], dtype=object)
+    held, kept = region == DEV_REGION, np.isin(region, family.train_regions)
+    if not held.any() or not kept.any():
+        raise TaskextrapError(
+            f"the library of {library.family.name!r} has no tasks on one side of its dev split "
+            f"({int(kept.sum())} dev-library tasks, {int(held.sum())} dev targets): pass dev=(library, targets)"
+        )
+    return (
+        TaskSet(family, library.params[kept], region[kept]),
+        TaskSet(family, library.params[held], region[held]),
+    )
+
+
+@dataclass(eq=False)
+class RTEGP(Fittable):
+    """``rte-gp``: RTE's prediction corrected towards the target's context by a Gaussian process
+    on its residuals, times the library GP where dev says it helps (``posterior.context``).
+
+    Args:
+        rte: the relational prior, an unfitted :class:`~taskextrap.estimators.parameter.RTE`
+            (its settings; None: ``RTE()``, the paper's ``rte`` row).
+        library_prior: multiply by the library GP ``meta-gp`` (its dev-chosen variant), with the
+            share dev chooses (False: the residual GP alone).
+        kernels: the residual prior's kernel families tried on dev.
+        dev_draws: context/query draws of each dev target.
+
+    Examples:
+        >>> import numpy as np
+        >>> from taskextrap import RTE
+        >>> from taskextrap.operators.train import TrainConfig
+        >>> from taskextrap.posterior.estimator import RTEGP
+        >>> from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
+        >>> family = PARAMETER_FAMILIES["quadratic"]
+        >>> library = TaskSet.sample(family, {"F1_1": 24, "F1_2": 12}, np.random.default_rng(0))
+        >>> small = RTE(n_pairs=200, train=TrainConfig(steps=5, batch=64), verbose=False)
+        >>> model = RTEGP(small, kernels=("rbf",)).fit(library)
+        >>> obs = get_protocol("paper").draw(TaskSet.sample(family, {"F2": 3}, np.random.default_rng(1)), 1,
+        ...                                  np.random.default_rng(2))
+        >>> mean, sd = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+        >>> mean.shape, bool((sd > 0).all())
+        ((3, 8), True)
+    """
+
+    rte: Any = None
+    library_prior: bool = True
+    kernels: tuple = GP_KERNELS
+    dev_draws: int = 4
+    verbose: bool = field(default=False, repr=False, compare=False)
+
+    fitted_attribute = "posterior_"
+
+    def _settings(self) -> dict:
+        if self.rte is not None:
+            check_instance("rte", self.rte, RTE, "an unfitted RTE (taskextrap.RTE)")
+        check_instance("library_prior", self.library_prior, bool, "True or False")
+        if not self.kernels:
+            raise TaskextrapError("kernels must name at least one kernel family")
+        for k in self.kernels:
+            hyper_names(k)
+        check_int("dev_draws", self.dev_draws, 1)
+        return {}
+
+    def _base(self) -> RTE:
+        """A fresh RTE of the given settings (the prior is fitted twice: on the dev library, then
+        on the whole library)."""
+        base = RTE(verbose=self.verbose) if self.rte is None else self.rte
+        return RTE(**base.get_params())
+
+    def _library_gp(self, rte: RTE) -> LibraryGP | None:
+        """``meta-gp`` at its dev-chosen variant, observing the library as ``rte`` does."""
+        if not self.library_prior:
+            return None
+        entry = get_method(chosen("parameter")["meta-gp"])
+        gp = entry.build(seed=rte.seed, device=str(rte.device), protocol=rte.protocol, train=rte.train)
+        assert isinstance(gp, LibraryGP)  # the table's meta-gp rows are LibraryGP variants
+        return gp
+
+    def fit(self, library: TaskSet, dev: tuple[TaskSet, TaskSet] | None = None) -> RTEGP:
+        """Choose the context posterior on the dev split ``dev`` = (dev library, dev targets)
+        (None: the library's own, :func:`library_dev_split`), then fit RTE and the library GP on
+        ``library``. Returns the estimator, fitted: ``rte_``, ``library_gp_`` (or None),
+        ``posterior_`` and ``dev_record_`` (the choice, scored out of fold on the dev targets)."""
+        self._checked()
+        dev_library, dev_targets = library_dev_split(library) if dev is None else dev
+        dev_rte = self._base().fit(dev_library)
+        dev_gp = self._library_gp(dev_rte)
+        protocol = dev_rte.protocol_
+        obs = protocol.draw(
+            dev_targets, self.dev_draws, rng(dev_rte.seed, "rte-gp-dev"), noise_scale(dev_library.family)
+        )
+        k = obs.ctx_x.shape[1]
+        base = dev_rte.predict(obs.ctx_x, obs.ctx_y, np.concatenate([obs.ctx_x, obs.qry_x], 1))
+        expert = None
+        if dev_gp is not None:
+            expert = dev_gp.fit(dev_library).predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+        draws = DevDraws(obs.ctx_x, obs.ctx_y, obs.qry_x, obs.qry_y, base[:, :k], base[:, k:], obs.task)
+        posterior, record = choose_posterior(draws, dev_rte.scaler_, expert, tuple(self.kernels), str(dev_rte.device))
+        self.rte_ = self._base().fit(library)
+        gp = self._library_gp(self.rte_)
+        self.library_gp_ = None if gp is None else gp.fit(library)
+        self.dev_record_ = record | {"dev_library": len(dev_library), "dev_targets": len(dev_targets)}
+        self.posterior_ = posterior  # set last: an estimator is fitted once this exists
+        return self
+
+    @classmethod
+    def from_parts(cls, rte: RTE, posterior: ContextPosterior, library_gp: LibraryGP | None = None) -> RTEGP:
+        """A fitted ``rte-gp`` from a fitted RTE, a chosen posterior and (when its share is
+        below 1) a fitted library GP: an experiment's unit, whose RTE and ``meta-gp`` are its own
+        rows' fits."""
+        rte.check_is_fitted()
+        if posterior.share < 1.0 and library_gp is None:
+            raise TaskextrapError("this posterior gives the library GP a share: pass a fitted library_gp")
+        model = cls(library_prior=library_gp is not None)
+        model.rte_, model.library_gp_, model.dev_record_ = rte, library_gp, {}
+        model.posterior_ = posterior
+        return model
+
+    def predict(self, ctx_x, ctx_y, x_query, return_std: bool = False):
+        """Each target's prediction (n, q) at ``x_query`` from its context (n, k); with
+        ``return_std`` also the calibrated predictive sd (n, q)."""
+        self.check_is_fitted()
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y)
+        x_query = check_query(x_query, len(ctx_x), "x_query")
+        k = ctx_x.shape[1]
+        base = self.rte_.predict(ctx_x, ctx_y, np.concatenate([ctx_x, x_query], 1))
+        expert = None
+        if self.library_gp_ is not None and self.posterior_.share < 1.0:
+            expert = self.library_gp_.predict(ctx_x, ctx_y, x_query, return_std=True)
+        mean, sd = self.posterior_.predict(
+            base[:, :k], base[:, k:], ctx_x, ctx_y, x_query, expert, str(self.rte_.device)
+        )
+        return (mean, sd) if return_std else mean

@@ -1,0 +1,55 @@
+"""rte-gp, the estimator (posterior.estimator, issue 64): its dev split, its contract."""
+
+import numpy as np
+import pytest
+
+from taskextrap import RTE
+from taskextrap.errors import TaskextrapError
+from taskextrap.operators.train import TrainConfig
+from taskextrap.posterior.context import ContextPosterior, ResidualPrior
+from taskextrap.posterior.estimator import RTEGP, library_dev_split
+from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
+from taskextrap.tasks.dev import DEV_REGION
+
+FAMILY = PARAMETER_FAMILIES["quadratic"]
+
+
+def test_the_dev_split_holds_out_the_last_training_region():
+    library = TaskSet.sample(FAMILY, {"F1_1": 10, "F1_2": 6}, np.random.default_rng(0))
+    dev_library, dev_targets = library_dev_split(library)
+    assert len(dev_library) == 10 and len(dev_targets) == 6
+    assert set(dev_targets.region) == {DEV_REGION} and DEV_REGION not in set(dev_library.region)
+    assert set(dev_library.region) == set(dev_library.family.train_regions)  # the two halves of F1_1
+    with pytest.raises(TaskextrapError, match="dev split"):
+        library_dev_split(library.subset(np.flatnonzero(library.region == "F1_1")))
+
+
+def test_bad_arguments_are_one_line_errors():
+    with pytest.raises(TaskextrapError, match="rte"):
+        RTEGP(rte="paper")
+    with pytest.raises(TaskextrapError, match="kernel"):
+        RTEGP(kernels=("cosine",))
+    with pytest.raises(TaskextrapError, match=r"not fitted|fit"):
+        RTEGP().predict(np.zeros((1, 8)), np.zeros((1, 8)), np.zeros((1, 8)))
+
+
+@pytest.mark.slow
+def test_fit_chooses_on_dev_and_predicts_from_the_context_only():
+    library = TaskSet.sample(FAMILY, {"F1_1": 24, "F1_2": 12}, np.random.default_rng(0))
+    small = RTE(n_pairs=200, train=TrainConfig(steps=5, batch=64), verbose=False)
+    model = RTEGP(small, kernels=("rbf",)).fit(library)
+    assert model.dev_record_["dev_targets"] == 12 and model.dev_record_["kernel"] == "rbf"
+    targets = TaskSet.sample(FAMILY, {"F2": 4}, np.random.default_rng(1))
+    obs = get_protocol("paper").draw(targets, 1, np.random.default_rng(2))
+    mean, sd = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+    assert mean.shape == sd.shape == obs.qry_x.shape and (sd > 0).all()
+    # a target's prediction depends on its own context only: predicted alone, the same bits
+    alone = model.predict(obs.ctx_x[:1], obs.ctx_y[:1], obs.qry_x[:1])
+    assert np.allclose(alone, mean[:1], rtol=0, atol=1e-9)
+    # the paper's rte inside is RTE's own fit: rte-gp with no correction and no library GP is rte
+    flat = ResidualPrior("rbf", (np.log(1e-3), 0.0, 0.0), 0.0, 0.0, 1.0, 1.0)  # amplitude 1e-3, noise 1
+    same = RTEGP.from_parts(model.rte_, ContextPosterior(flat, 1.0, 1.0))
+    plain = model.rte_.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+    assert np.allclose(same.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), plain, rtol=1e-3)
+    with pytest.raises(TaskextrapError, match="library_gp"):
+        RTEGP.from_parts(model.rte_, ContextPosterior(flat, 0.5, 1.0))
