@@ -119,9 +119,28 @@ class RTEGP(Fittable):
 
     def fit(self, library: TaskSet, dev: tuple[TaskSet, TaskSet] | None = None) -> RTEGP:
         """Choose the context posterior on the dev split ``dev`` = (dev library, dev targets)
-        (None: the library's own, :func:`library_dev_split`), then fit RTE and the library GP on
-        ``library``. Returns the estimator, fitted: ``rte_``, ``library_gp_`` (or None),
-        ``posterior_`` and ``dev_record_`` (the choice, scored out of fold on the dev targets)."""
+        (None: the library's own, :func:`library_dev_split`; :meth:`choose`), then fit RTE and
+        the library GP on ``library``. Returns the estimator, fitted: ``rte_``, ``library_gp_``
+        (or None), ``posterior_`` and ``dev_record_`` (the choice, scored out of fold on the dev
+        targets)."""
+        self._checked()
+        posterior, record = self.choose(library, dev)
+        self.rte_ = self._base().fit(library)
+        gp = self._library_gp(self.rte_)
+        self.library_gp_ = None if gp is None else gp.fit(library)
+        self.dev_record_ = record
+        self.posterior_ = posterior  # set last: an estimator is fitted once this exists
+        return self
+
+    def choose(self, library: TaskSet, dev: tuple[TaskSet, TaskSet] | None = None) -> tuple[ContextPosterior, dict]:
+        """The context posterior chosen on ``library``'s dev split (:meth:`fit`'s first half; an
+        experiment's unit calls it beside its own fits of RTE and ``meta-gp``): an RTE of this
+        estimator's settings and the library GP fitted on the dev library, the dev targets drawn
+        ``dev_draws`` times through RTE's protocol, ``posterior.context.choose_posterior``.
+
+        Returns:
+            (the chosen posterior, its record: the choice and the dev split's sizes).
+        """
         self._checked()
         dev_library, dev_targets = library_dev_split(library) if dev is None else dev
         dev_rte = self._base().fit(dev_library)
@@ -137,12 +156,7 @@ class RTEGP(Fittable):
             expert = dev_gp.fit(dev_library).predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
         draws = DevDraws(obs.ctx_x, obs.ctx_y, obs.qry_x, obs.qry_y, base[:, :k], base[:, k:], obs.task)
         posterior, record = choose_posterior(draws, dev_rte.scaler_, expert, tuple(self.kernels), str(dev_rte.device))
-        self.rte_ = self._base().fit(library)
-        gp = self._library_gp(self.rte_)
-        self.library_gp_ = None if gp is None else gp.fit(library)
-        self.dev_record_ = record | {"dev_library": len(dev_library), "dev_targets": len(dev_targets)}
-        self.posterior_ = posterior  # set last: an estimator is fitted once this exists
-        return self
+        return posterior, record | {"dev_library": len(dev_library), "dev_targets": len(dev_targets)}
 
     @classmethod
     def from_parts(cls, rte: RTE, posterior: ContextPosterior, library_gp: LibraryGP | None = None) -> RTEGP:
