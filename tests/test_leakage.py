@@ -12,7 +12,7 @@ import pytest
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
 from taskextrap.baselines.table import has_own_interval, method_rows
-from taskextrap.experiments.parameter import INTERVAL_METHODS, main_methods, run_unit
+from taskextrap.experiments.parameter import INTERVAL_METHODS, SELF_CALIBRATED, main_methods, run_unit
 from taskextrap.experiments.settings import UnitSpec
 from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.operators.parameter import sort_context
@@ -79,7 +79,9 @@ def test_parameter_experiment_never_fits_on_f2(protocol):
     with audit.spy() as seen:
         unit = run_unit(UnitSpec(FAM, get_protocol(protocol), PARAMETER_PROFILES["tiny"], seed=0, embedding="gradient"))
     diagnostics = {"entropy:rte", "entropy:strategy-a", "anchor-retrieved:rte", "anchor-retrieved:strategy-a"}
-    intervals = {k for m in (*INTERVAL_METHODS, *OWN_INTERVALS) for k in interval_keys(f"interval:{m}")}
+    intervals = {
+        k for m in (*INTERVAL_METHODS, *SELF_CALIBRATED, *OWN_INTERVALS) for k in interval_keys(f"interval:{m}")
+    }
     assert set(unit.errors) == set(main_methods()) | {"far-anchors"} | intervals | diagnostics
     _check_param(seen, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE | CLASSICS)
     assert {(r.component, r.stage) for r in seen} >= {("psi", "val"), ("psi", "train")} | {

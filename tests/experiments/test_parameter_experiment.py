@@ -9,7 +9,13 @@ import pytest
 from taskextrap.baselines.table import has_own_interval, method_rows
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments.executors import run_units
-from taskextrap.experiments.parameter import INTERVAL_METHODS, families_for, family_units, main_methods
+from taskextrap.experiments.parameter import (
+    INTERVAL_METHODS,
+    SELF_CALIBRATED,
+    families_for,
+    family_units,
+    main_methods,
+)
 from taskextrap.experiments.parameter import PROFILES as PARAMETER_PROFILES
 from taskextrap.profiles import get_profile
 from taskextrap.experiments.registry import RunOptions
@@ -66,7 +72,9 @@ def test_unit_errors_and_checkpoint_resume(tmp_path):
     (unit,) = family_units(fam, settings, None)
     first = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)]
     errors = first.errors
-    intervals = {k for m in (*INTERVAL_METHODS, *OWN_INTERVALS) for k in interval_keys(f"interval:{m}")}
+    intervals = {
+        k for m in (*INTERVAL_METHODS, *SELF_CALIBRATED, *OWN_INTERVALS) for k in interval_keys(f"interval:{m}")
+    }
     fractions = {k for k in intervals if not k.endswith("_width")} | {
         f"anchor-retrieved:{m}" for m in ("rte", "strategy-a")
     }

@@ -21,6 +21,7 @@ from taskextrap.baselines.table import begin_methods, has_own_interval, is_metho
 from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.estimators.base import Decomposition, PendingFit, fit_together
 from taskextrap.estimators.parameter import RTE
+from taskextrap.posterior.estimator import RTEGP
 from taskextrap.experiments.artifacts import cached_fit
 from taskextrap.experiments.discrete import classic_scale, classic_variants, interval_rows, own_dev_scale
 from taskextrap.profiles import ParameterProfile, profile_table
@@ -47,6 +48,7 @@ from taskextrap.tasks.taskset import TaskSet
 # The regime's own rows; the method table's (baselines.table) follow them (main_methods).
 OWN_METHODS = (
     "rte",
+    "rte-gp",
     "strategy-a",
     "sparse-inductive",
     "t2v-inductive",
@@ -75,6 +77,9 @@ CHOSEN = {"paper": "objective-r16-s16", "strict": "objective-r16-s16"}
 # RTE's dev rows: every variant, and Strategy A with the objective's Psi (trained with leave-one-out rows).
 RTE_DEV_METHODS = (*(f"rte-{v}" for v in OBJECTIVE_VARIANTS), "strategy-a-loo")
 INTERVAL_METHODS = ("rte", "strategy-a")  # methods with a calibrated predictive interval: a coverage row each
+# rte-gp's interval is calibrated inside its fit, on the unit library's own dev split
+# (posterior.estimator.RTEGP.choose): a coverage row, no scale from the scales file
+SELF_CALIBRATED = ("rte-gp",)
 ORACLES = ("inductive-oracle", "transductive-oracle")
 # Appendix K.1 (quadratic): every row on the same targets and draws as the main table's.
 ABLATION_FAMILY = "quadratic"
@@ -297,7 +302,22 @@ def fit_models(spec: UnitSpec):
     timing |= method_timing
     strategy_a = models["strategy-a"]
     rte = strategy_a if objective is None or chosen_variant(protocol) == "strategy-a" else _chosen(objective, protocol)
-    return library, {**models, "rte": rte, "objective": objective, "methods": methods}, timing
+    models = {**models, "rte": rte, "objective": objective, "methods": methods}
+    if "rte-gp" in methods_of(family):
+        t = time.perf_counter()
+        models["rte-gp"] = context_posterior(spec, library, rte, methods.get("meta-gp"))
+        timing["rte-gp_choice_s"] = time.perf_counter() - t
+    return library, models, timing
+
+
+def context_posterior(spec: UnitSpec, library: TaskSet, rte: RTE, library_gp) -> RTEGP:
+    """``rte-gp`` of a unit: the context posterior chosen on the unit library's own dev split
+    (``RTEGP.choose``: an RTE of ``rte``'s settings and meta-gp fitted on the library's first
+    training regions, scored on its last), on top of the unit's own fits of ``rte`` and
+    ``meta-gp`` (the row's), so its relational prior is the ``rte`` row's, bit for bit."""
+    settings = {**rte.get_params(), "interval_scale": 1.0}
+    posterior, _ = RTEGP(rte=RTE(**settings)).choose(library)
+    return RTEGP.from_parts(rte, posterior, library_gp if posterior.share < 1.0 else None)
 
 
 def predict_method(
@@ -319,8 +339,8 @@ def predict_method(
     if method in ("strategy-a", "random-anchors", "zero-shift") and decomposition is None:
         decomposition = rte.decompose(ctx_x, ctx_y)
     anchors = None if decomposition is None else decomposition.anchors
-    if method == "rte":
-        return models["rte"].predict(ctx_x, ctx_y, qry_x, return_std=return_std)
+    if method in ("rte", "rte-gp"):
+        return models[method].predict(ctx_x, ctx_y, qry_x, return_std=return_std)
     if method == "strategy-a":
         return rte.predict(ctx_x, ctx_y, qry_x, decomposition, return_std=return_std)
     if method.startswith("rte-objective-"):
@@ -394,11 +414,10 @@ def predict_all(models: dict, obs: Observations, seed: int, methods: tuple[str, 
     d_rte = d if models["rte"] is models["strategy-a"] else models["rte"].decompose(cx, cy)
     preds, stds = {}, {}
     for m in methods:
-        out = (
-            models["rte"].predict(cx, cy, qx, d_rte, return_std=True)
-            if m == "rte"
-            else predict_method(m, models, obs, seed, decomposition=d, return_std=has_interval(m))
-        )
+        if m in ("rte", "rte-gp"):  # rte-gp's relational prior is rte's fit: its search is rte's
+            out = models[m].predict(cx, cy, qx, return_std=True, decomposition=d_rte)
+        else:
+            out = predict_method(m, models, obs, seed, decomposition=d, return_std=has_interval(m))
         preds[m], stds[m] = out if has_interval(m) else (out, None)
     truth = models["transductive-oracle"].decompose_truth(cx, cy, obs.params).anchors
     diag = {**diagnostics("rte", d_rte, truth), **diagnostics("strategy-a", d, truth)}
@@ -430,7 +449,7 @@ def anchor_key(method: str) -> str:
 
 def has_interval(method: str) -> bool:
     """Whether ``method`` gives a predictive interval (a coverage row)."""
-    return method in INTERVAL_METHODS or method in RTE_DEV_METHODS or has_own_interval(method)
+    return method in (*INTERVAL_METHODS, *SELF_CALIBRATED) or method in RTE_DEV_METHODS or has_own_interval(method)
 
 
 def per_target_mse(pred: np.ndarray, obs: Observations, n_targets: int) -> np.ndarray:
@@ -480,6 +499,8 @@ def interval_scale_of(method: str, models: dict) -> float:
     objective fit's for the dev variants, 1 for the method table's (their own interval)."""
     if has_own_interval(method):
         return 1.0
+    if method in SELF_CALIBRATED:
+        return models[method].posterior_.scale
     return models[method if method in ("rte", "strategy-a") else "objective"].calibrated_scale()
 
 
@@ -658,11 +679,7 @@ def _run(
             "regions": {f.name: dict(f.regions) for f in families},
             "target_region": {f.name: target_region(f) for f in families},
             "coverage_by_scale": {
-                f.name: {
-                    m: pooled_curve(errors[f.name], interval_prefix(m))
-                    for m in methods
-                    if m in INTERVAL_METHODS or has_own_interval(m)
-                }
+                f.name: {m: pooled_curve(errors[f.name], interval_prefix(m)) for m in methods if has_interval(m)}
                 for f in families
             },
             "interval_scale": scales,

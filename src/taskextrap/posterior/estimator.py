@@ -171,14 +171,15 @@ class RTEGP(Fittable):
         model.posterior_ = posterior
         return model
 
-    def predict(self, ctx_x, ctx_y, x_query, return_std: bool = False):
+    def predict(self, ctx_x, ctx_y, x_query, return_std: bool = False, decomposition=None):
         """Each target's prediction (n, q) at ``x_query`` from its context (n, k); with
-        ``return_std`` also the calibrated predictive sd (n, q)."""
+        ``return_std`` also the calibrated predictive sd (n, q). ``decomposition``: RTE's of these
+        contexts (``rte_.decompose``), when the caller has it (the same numbers, one search less)."""
         self.check_is_fitted()
         ctx_x, ctx_y = check_context(ctx_x, ctx_y)
         x_query = check_query(x_query, len(ctx_x), "x_query")
         k = ctx_x.shape[1]
-        base = self.rte_.predict(ctx_x, ctx_y, np.concatenate([ctx_x, x_query], 1))
+        base = self.rte_.predict(ctx_x, ctx_y, np.concatenate([ctx_x, x_query], 1), decomposition)
         expert = None
         if self.library_gp_ is not None and self.posterior_.share < 1.0:
             expert = self.library_gp_.predict(ctx_x, ctx_y, x_query, return_std=True)
