@@ -144,19 +144,24 @@ class RTEGP(Fittable):
         self._checked()
         dev_library, dev_targets = library_dev_split(library) if dev is None else dev
         dev_rte = self._base().fit(dev_library)
-        dev_gp = self._library_gp(dev_rte)
-        protocol = dev_rte.protocol_
-        obs = protocol.draw(
-            dev_targets, self.dev_draws, rng(dev_rte.seed, "rte-gp-dev"), noise_scale(dev_library.family)
-        )
-        k = obs.ctx_x.shape[1]
-        base = dev_rte.predict(obs.ctx_x, obs.ctx_y, np.concatenate([obs.ctx_x, obs.qry_x], 1))
-        expert = None
-        if dev_gp is not None:
-            expert = dev_gp.fit(dev_library).predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
-        draws = DevDraws(obs.ctx_x, obs.ctx_y, obs.qry_x, obs.qry_y, base[:, :k], base[:, k:], obs.task)
-        posterior, record = choose_posterior(draws, dev_rte.scaler_, expert, tuple(self.kernels), str(dev_rte.device))
+        g = rng(dev_rte.seed, "rte-gp-dev")
+        obs = dev_rte.protocol_.draw(dev_targets, self.dev_draws, g, noise_scale(dev_library.family))
+        posterior, record = self.choose_with(dev_rte, dev_library, obs)
         return posterior, record | {"dev_library": len(dev_library), "dev_targets": len(dev_targets)}
+
+    def choose_with(self, dev_rte: RTE, dev_library, draws) -> tuple[ContextPosterior, dict]:
+        """The context posterior chosen on dev ``draws`` (``ctx_x``, ``ctx_y``, ``qry_x``,
+        ``qry_y``; a ``task`` per draw and a query ``mask`` where they have them: protocol draws
+        or a user's dev targets split into contexts and queries) given ``dev_rte``, fitted on
+        ``dev_library`` (the library GP of the same settings is fitted on it here)."""
+        cx, cy, qx = draws.ctx_x, draws.ctx_y, draws.qry_x
+        k = cx.shape[1]
+        base = dev_rte.predict(cx, cy, np.concatenate([cx, qx], 1))
+        gp = self._library_gp(dev_rte)
+        expert = None if gp is None else gp.fit(dev_library).predict(cx, cy, qx, return_std=True)
+        dev = DevDraws(cx, cy, qx, draws.qry_y, base[:, :k], base[:, k:], getattr(draws, "task", None),
+                       getattr(draws, "mask", None))  # fmt: skip
+        return choose_posterior(dev, dev_rte.scaler_, expert, tuple(self.kernels), str(dev_rte.device))
 
     @classmethod
     def from_parts(cls, rte: RTE, posterior: ContextPosterior, library_gp: LibraryGP | None = None) -> RTEGP:
