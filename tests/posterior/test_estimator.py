@@ -1,5 +1,8 @@
 """rte-gp, the estimator (posterior.estimator, issue 64): its dev split, its contract."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -34,7 +37,7 @@ def test_bad_arguments_are_one_line_errors():
 
 
 @pytest.mark.slow
-def test_fit_chooses_on_dev_and_predicts_from_the_context_only():
+def test_fit_chooses_on_dev_and_predicts_from_the_context_only(tmp_path):
     library = TaskSet.sample(FAMILY, {"F1_1": 24, "F1_2": 12}, np.random.default_rng(0))
     small = RTE(n_pairs=200, train=TrainConfig(steps=5, batch=64), verbose=False)
     model = RTEGP(small, kernels=("rbf",)).fit(library)
@@ -53,3 +56,20 @@ def test_fit_chooses_on_dev_and_predicts_from_the_context_only():
     assert np.allclose(same.predict(obs.ctx_x, obs.ctx_y, obs.qry_x), plain, rtol=1e-3)
     with pytest.raises(TaskextrapError, match="library_gp"):
         RTEGP.from_parts(model.rte_, ContextPosterior(flat, 0.5, 1.0))
+
+    # saved and loaded in a fresh process: the same predictions and intervals, to the bit
+    model.save_pretrained(tmp_path / "model")
+    np.savez(tmp_path / "obs.npz", ctx_x=obs.ctx_x, ctx_y=obs.ctx_y, qry_x=obs.qry_x)
+    code = (
+        "import sys, numpy as np; from taskextrap.posterior.estimator import RTEGP; "
+        "m = RTEGP.from_pretrained(sys.argv[1]); o = np.load(sys.argv[2]); "
+        "mean, sd = m.predict(o['ctx_x'], o['ctx_y'], o['qry_x'], return_std=True); "
+        "np.savez(sys.argv[3], mean=mean, sd=sd)"
+    )
+    args = [str(tmp_path / "model"), str(tmp_path / "obs.npz"), str(tmp_path / "out.npz")]
+    subprocess.run([sys.executable, "-c", code, *args], check=True)
+    back = np.load(tmp_path / "out.npz")
+    assert np.array_equal(back["mean"], mean) and np.array_equal(back["sd"], sd)
+    (tmp_path / "model" / "rte-gp.json").write_text("{}")
+    with pytest.raises(TaskextrapError, match="rte-gp folder"):
+        RTEGP.from_pretrained(tmp_path / "model")

@@ -12,17 +12,23 @@ at the queries, and the chosen posterior. The paper's ``rte`` is the estimator i
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from taskextrap.baselines.classics import LibraryGP, chosen
-from taskextrap.baselines.gp import GP_KERNELS, hyper_names
+from taskextrap.baselines.gp import GP_KERNELS, MetaGP, hyper_names
 from taskextrap.baselines.table import get_method
 from taskextrap.errors import TaskextrapError
 from taskextrap.estimators.base import Fittable
 from taskextrap.estimators.parameter import RTE
+from taskextrap.estimators.saving import decode, encode
+from taskextrap.files import read_json, read_state, write_json_atomic, write_state_atomic
+from taskextrap.scaling import FamilyScaler
 from taskextrap.posterior.context import ContextPosterior, DevDraws, choose_posterior
 from taskextrap.seeding import rng
 from taskextrap.tasks.dev import DEV_REGION, dev_family
@@ -31,6 +37,9 @@ from taskextrap.tasks.taskset import TaskSet
 from taskextrap.validation import check_context, check_instance, check_int, check_query
 
 __all__ = ["RTEGP", "library_dev_split"]
+
+FORMAT = 1  # the folder layout of a saved rte-gp; another value is refused
+RTE_FOLDER, GP_FILE, CONFIG_FILE = "rte", "library_gp.safetensors", "rte-gp.json"
 
 
 def library_dev_split(library: TaskSet) -> tuple[TaskSet, TaskSet]:
@@ -127,7 +136,9 @@ class RTEGP(Fittable):
         posterior, record = self.choose(library, dev)
         self.rte_ = self._base().fit(library)
         gp = self._library_gp(self.rte_)
-        self.library_gp_ = None if gp is None else gp.fit(library)
+        if gp is not None:
+            gp.fit(library)
+        self.library_gp_: LibraryGP | None = gp
         self.dev_record_ = record
         self.posterior_ = posterior  # set last: an estimator is fitted once this exists
         return self
@@ -174,6 +185,63 @@ class RTEGP(Fittable):
         model = cls(library_prior=library_gp is not None)
         model.rte_, model.library_gp_, model.dev_record_ = rte, library_gp, {}
         model.posterior_ = posterior
+        return model
+
+    # ------------------------------------------------------------------------- saving
+    def save_pretrained(self, folder, library: bool = True) -> Path:
+        """Write this fitted ``rte-gp`` into ``folder``: RTE's own folder (``rte/``,
+        ``estimators.saving``), the library GP's arrays (``library_gp.safetensors``) and
+        ``rte-gp.json`` (the settings, the chosen posterior, the dev record); never a pickle.
+        :meth:`from_pretrained` reads it back to the same predictions. Returns the folder."""
+        self.check_is_fitted()
+        folder = Path(folder)
+        self.rte_.save_pretrained(folder / RTE_FOLDER, library=library)
+        gp = self.library_gp_
+        if gp is not None:
+            meta = {"params": encode(gp.get_params(), "the library GP's settings"),
+                    "scaler": list(dataclasses.astuple(gp.gp_.scaler_))}  # fmt: skip
+            arrays = {"log_theta": gp.gp_.log_theta_.cpu().numpy(), "mean": gp.gp_.mean_.cpu().numpy()}
+            write_state_atomic(folder / GP_FILE, arrays, meta)
+        record = {
+            "format": FORMAT,
+            "settings": {
+                "library_prior": self.library_prior,
+                "kernels": list(self.kernels),
+                "dev_draws": self.dev_draws,
+            },
+            "posterior": self.posterior_.to_dict(),
+            "library_gp": gp is not None,
+            "dev_record": self.dev_record_,
+        }
+        write_json_atomic(folder / CONFIG_FILE, record)
+        return folder
+
+    @classmethod
+    def from_pretrained(cls, folder, library=None, trust_code: bool = False) -> RTEGP:
+        """The fitted ``rte-gp`` :meth:`save_pretrained` wrote into ``folder`` (nothing fitted
+        again; ``library`` and ``trust_code`` as ``RTE.from_pretrained`` reads them)."""
+        folder = Path(folder)
+        record = read_json(folder / CONFIG_FILE)
+        if not isinstance(record, dict) or record.get("format") != FORMAT:
+            raise TaskextrapError(f"{folder / CONFIG_FILE} is not an rte-gp folder of format {FORMAT}")
+        rte = RTE.from_pretrained(folder / RTE_FOLDER, library, trust_code)
+        gp = None
+        if record.get("library_gp"):
+            arrays, meta = read_state(folder / GP_FILE)
+            gp = LibraryGP(**decode(meta["params"]))
+            inner = MetaGP(gp.kernel, gp.mean_degree, device=str(rte.device))
+            inner.scaler_ = FamilyScaler(*meta["scaler"])
+            inner.log_theta_ = torch.from_numpy(np.ascontiguousarray(arrays["log_theta"])).to(
+                torch.device(str(rte.device))
+            )
+            inner.mean_ = torch.from_numpy(np.ascontiguousarray(arrays["mean"])).to(torch.device(str(rte.device)))
+            gp.gp_, gp.library_ = inner, rte.library_
+        model = cls.from_parts(rte, ContextPosterior.from_dict(record["posterior"]), gp)
+        settings = record.get("settings", {})
+        model.library_prior = bool(settings.get("library_prior", gp is not None))
+        model.kernels = tuple(settings.get("kernels", GP_KERNELS))
+        model.dev_draws = int(settings.get("dev_draws", 4))
+        model.dev_record_ = record.get("dev_record", {})
         return model
 
     def predict(self, ctx_x, ctx_y, x_query, return_std: bool = False, decomposition=None):
