@@ -179,3 +179,14 @@ def test_claim_changes_keep_only_claims_clear_in_either_file():
         "flip": "reversed",
         "new": "appeared",
     }
+
+
+def test_the_estimator_judged_beside_rte_is_compared_with_every_other_method():
+    base = np.linspace(1.0, 2.0, 20)[:, None] * np.ones((1, 2))
+    rows = [
+        make_row("parameter", "quadratic", "rte", "mse", base),
+        make_row("parameter", "quadratic", "rte-gp", "mse", base - 0.5),
+        make_row("parameter", "quadratic", "meta-gp", "mse", base - 0.2),
+    ]
+    pairs = {(c["a"], c["b"]): c["winner"] for c in compare_rows(rows)}
+    assert pairs == {("rte", "rte-gp"): "rte-gp", ("rte", "meta-gp"): "meta-gp", ("rte-gp", "meta-gp"): "rte-gp"}

@@ -41,6 +41,7 @@ __all__ = [
 ]
 
 REFERENCE_METHOD = "rte"
+ALSO_COMPARED = ("rte-gp",)  # estimators judged beside rte: each against every method but rte too
 
 
 def paired_difference(
@@ -84,6 +85,26 @@ def paired_difference(
     }
 
 
+def _comparison(group: str, metric: str, a: dict, a_errors, b: dict, b_errors) -> dict[str, Any]:
+    """One entry of :func:`compare_rows`: ``a`` against ``b`` over their paired errors."""
+    p = paired_difference(a_errors, b_errors, metric)
+    winner = _better(metric, p["diff"], a["method"], b["method"]) if p["clear"] else None
+    return {
+        "group": group,
+        "metric": metric,
+        "a": a["method"],
+        "b": b["method"],
+        "diff": p["diff"],
+        "lo": p["lo"],
+        "hi": p["hi"],
+        "seed_diffs": p["seed_diffs"],
+        "n": p["n"],
+        "ci_method": p["ci_method"],
+        "clear": p["clear"],
+        "winner": winner,
+    }
+
+
 def _better(metric: str, diff: float, a: str, b: str) -> str:
     """The better of ``a`` and ``b`` given ``diff = A - B`` (lower mse, higher accuracy)."""
     a_better = diff < 0 if metric == "mse" else diff > 0
@@ -93,7 +114,9 @@ def _better(metric: str, diff: float, a: str, b: str) -> str:
 def compare_rows(rows: Iterable[dict], reference: str = REFERENCE_METHOD) -> list[dict[str, Any]]:
     """Paired comparisons of a results table: in each (group, metric) but the diagnostics
     (``coverage``, ``entropy``), ``reference`` (``rte``; the group's first method where it has no
-    ``rte`` row) against every other method.
+    ``rte`` row) against every other method, and each method of :data:`ALSO_COMPARED` that the
+    group has (``rte-gp``: the estimator judged beside ``rte``) against every other method but
+    ``reference``.
 
     Every row must carry its per-(target, seed) array (``row.errors``, set by
     :func:`~taskextrap.report.schema.make_row`; ``ResultRow.replace`` keeps it, a ``{**row}``
@@ -116,28 +139,13 @@ def compare_rows(rows: Iterable[dict], reference: str = REFERENCE_METHOD) -> lis
     for (group, metric), sel in by_key.items():
         if metric in DIAGNOSTIC_METRICS:  # calibration and spread, not scores where lower is better
             continue
-        ref, ref_errors = next((pair for pair in sel if pair[0]["method"] == reference), sel[0])
-        for other, other_errors in sel:
-            if other is ref or other["method"] == ref["method"] or other_errors.shape != ref_errors.shape:
-                continue
-            p = paired_difference(ref_errors, other_errors, metric)
-            winner = _better(metric, p["diff"], ref["method"], other["method"]) if p["clear"] else None
-            out.append(
-                {
-                    "group": group,
-                    "metric": metric,
-                    "a": ref["method"],
-                    "b": other["method"],
-                    "diff": p["diff"],
-                    "lo": p["lo"],
-                    "hi": p["hi"],
-                    "seed_diffs": p["seed_diffs"],
-                    "n": p["n"],
-                    "ci_method": p["ci_method"],
-                    "clear": p["clear"],
-                    "winner": winner,
-                }
-            )
+        ref = next((pair for pair in sel if pair[0]["method"] == reference), sel[0])
+        refs = [ref] + [pair for pair in sel if pair[0]["method"] in ALSO_COMPARED and pair is not ref]
+        for a, a_errors in refs:
+            for other, other_errors in sel:
+                if other["method"] in (a["method"], ref[0]["method"]) or other_errors.shape != a_errors.shape:
+                    continue
+                out.append(_comparison(group, metric, a, a_errors, other, other_errors))
     return out
 
 
