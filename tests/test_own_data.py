@@ -105,6 +105,10 @@ def test_a_new_process_predicts_what_the_fitting_one_does(files, model):
     assert {r["anchor"] for r in rows} <= {f"lib{i}" for i in range(24)}
 
 
+def record_of(model) -> dict:
+    return json.loads((model / "fit.json").read_text())
+
+
 def test_evaluate_prints_a_verdict_and_paired_differences(files, model, capsys):
     with pytest.raises(SystemExit) as e:
         main(["evaluate", "--model", str(model), "--data", str(files / "targets.csv"), "--context-size", "8",
@@ -113,7 +117,12 @@ def test_evaluate_prints_a_verdict_and_paired_differences(files, model, capsys):
     text = capsys.readouterr().out
     assert text.startswith("verdict: rte ") and "rte - library-best-fit" in text
     result = json.loads((files / "eval.json").read_text())
-    assert result["targets"] == 5 and list(result["mse"]) == ["rte", *method_rows("observed")]
+    assert result["targets"] == 5 and list(result["mse"]) == ["rte", *method_rows("observed"), "rte-gp"]
+    # rte-gp (the context posterior fit chose on its dev split) is judged beside rte: against it and every peer
+    pairs = {(c["a"], c["b"]) for c in result["comparisons"]}
+    assert ("rte", "rte-gp") in pairs and {("rte-gp", b) for b in method_rows("observed")} <= pairs
+    assert result["interval_scales"]["rte-gp"] == record_of(model)["dev"]["rte-gp"]["interval_scale"]
+    assert "rte-gp - library-best-fit" in text
     assert {"ctx-polyfit", "ctx-interp", "library-best-fit", "ctx-gp", "meta-gp", "cnp"} <= set(result["mse"])
     assert {"meta-gp", "cnp"} <= set(result["coverage_raw_by_method"])  # the classics' own intervals
     assert 0.0 <= result["coverage"] <= 1.0 and result["coverage_by_method"]["rte"] == result["coverage"]
@@ -315,7 +324,7 @@ def test_every_interval_is_calibrated_on_the_same_dev_split(files, model):
     assert all(dev["methods"][m]["interval_scale"] in SCALE_GRID for m in classics)
     r = evaluate_observed(model, files / "targets.csv", 8, Columns())
     chosen = {m: dev["methods"][m]["interval_scale"] for m in classics}
-    assert r["interval_scales"] == {"rte": dev["interval_scale"]} | chosen
+    assert r["interval_scales"] == {"rte": dev["interval_scale"]} | chosen | {"rte-gp": dev["rte-gp"]["interval_scale"]}
     for m, scale in r["interval_scales"].items():  # a wider interval covers at least as much
         cal, raw = r["coverage_by_method"][m], r["coverage_raw_by_method"][m]
         assert (cal >= raw) if scale >= 1 else (cal <= raw)

@@ -113,12 +113,25 @@ def evaluate_observed(
         if method.interval:
             raw[b] = target_coverage(out[0], out[1], split)
             coverage[b] = target_coverage(out[0], out[1] * scales[b], split) if b in scales else raw[b]
+    if "rte-gp" in dev_record(record):  # fit chose rte-gp's context posterior on its dev split
+        t = time.perf_counter()
+        model_gp = rte_gp(rte, dev_record(record)["rte-gp"], fitted.get("meta-gp"))
+        m, sd = model_gp.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
+        seconds["rte-gp"] = {"fit_s": None, "predict_s": round(time.perf_counter() - t, 3)}
+        preds["rte-gp"], scales["rte-gp"] = m, model_gp.posterior_.scale
+        coverage["rte-gp"], raw["rte-gp"] = (
+            target_coverage(m, sd, split),
+            target_coverage(m, sd / scales["rte-gp"], split),
+        )
     errors = {k: target_mse(v, split) for k, v in preds.items()}
     comparisons = []
-    for b in baselines:
-        p = paired_difference(errors["rte"], errors[b], "mse")
-        winner = None if not p["clear"] else ("rte" if p["diff"] < 0 else b)
-        comparisons.append({"a": "rte", "b": b, "diff": p["diff"], "lo": p["lo"], "hi": p["hi"], "clear": p["clear"],
+    pairs = [("rte", b) for b in baselines]
+    if "rte-gp" in errors:  # rte-gp judged beside rte: against rte, then against every baseline
+        pairs += [("rte", "rte-gp")] + [("rte-gp", b) for b in baselines]
+    for a, b in pairs:
+        p = paired_difference(errors[a], errors[b], "mse")
+        winner = None if not p["clear"] else (a if p["diff"] < 0 else b)
+        comparisons.append({"a": a, "b": b, "diff": p["diff"], "lo": p["lo"], "hi": p["hi"], "clear": p["clear"],
                             "winner": winner})  # fmt: skip
     mse = {k: float(v.mean()) for k, v in errors.items()}
     plot = None if plot_dir is None else plot_evaluation(Path(plot_dir) / "evaluation.png", rte, fitted, split, mse)
@@ -148,6 +161,17 @@ def evaluate_observed(
         "plot": None if plot is None else str(plot),
         "wall_s": round(time.perf_counter() - t0, 2),
     }
+
+
+def rte_gp(rte, chosen: dict, library_gp):
+    """``rte-gp`` of a saved model: its RTE, the context posterior ``fit`` chose on its dev split
+    (``fit.json``) and, when the posterior gives it a share, the library GP fitted here
+    (``meta-gp``'s row)."""
+    from taskextrap.posterior.context import ContextPosterior
+    from taskextrap.posterior.estimator import RTEGP
+
+    posterior = ContextPosterior.from_dict(chosen["posterior"])
+    return RTEGP.from_parts(rte, posterior, library_gp if posterior.share < 1.0 else None)
 
 
 def plot_evaluation(path: Path, rte, methods: dict, split: TargetSplit, mse: dict, n: int = 4) -> Path:
@@ -184,6 +208,7 @@ def plot_evaluation(path: Path, rte, methods: dict, split: TargetSplit, mse: dic
 
 def verdict(comparisons: Sequence[dict], errors: dict) -> str:
     """One line: the baselines rte clearly beats and those that clearly beat it, with the MSEs."""
+    comparisons = [c for c in comparisons if c.get("a", "rte") == "rte"]  # rte's verdict
     beats = [c["b"] for c in comparisons if c["winner"] == "rte"]
     loses = [c["b"] for c in comparisons if c["winner"] not in (None, "rte")]
     m = lambda k: f"{k} {float(np.mean(errors[k])):.4g}"  # noqa: E731
@@ -225,8 +250,9 @@ def evaluation_table(result: dict) -> str:
         lines.append("chosen on fit's dev split: " + "; ".join(
             f"{m} {', '.join(f'{k}={v:g}' for k, v in p.items())}" for m, p in chosen.items()))  # fmt: skip
     lines.append("")
-    lines.append(f"{'rte - baseline':24s} {'diff':>11s} {'95% interval over targets':>28s} clear")
+    lines.append(f"{'method - baseline':28s} {'diff':>11s} {'95% interval over targets':>28s} clear")
     for c in result["comparisons"]:
         iv = "-" if c["lo"] is None else f"[{c['lo']:.4g}, {c['hi']:.4g}]"
-        lines.append(f"{'rte - ' + c['b']:24s} {c['diff']:11.4g} {iv:>28s} {'yes' if c['clear'] else 'no'}")
+        pair = f"{c.get('a', 'rte')} - {c['b']}"
+        lines.append(f"{pair:28s} {c['diff']:11.4g} {iv:>28s} {'yes' if c['clear'] else 'no'}")
     return "\n".join(lines)

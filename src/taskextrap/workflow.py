@@ -285,6 +285,10 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
                        "coverage": float(own[SCALE_GRID.index(scale_m)])}  # fmt: skip
         if chosen:
             methods[name] = chosen
+    # rte-gp's context posterior, chosen on the same dev targets (posterior.estimator.RTEGP)
+    from taskextrap.posterior.estimator import RTEGP
+
+    posterior, choice = RTEGP().choose_with(dev_rte, dev_library, split)
     return {
         "split": how,
         "targets": len(dev_tgt),
@@ -298,6 +302,7 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
         "coverage_note": "in-sample: the dev targets that chose the scale; evaluate measures it on held-out ones",
         "mse": float(target_mse(mean, split).mean()),
         "methods": methods,
+        "rte-gp": {"posterior": posterior.to_dict(), **choice},
     }
 
 
