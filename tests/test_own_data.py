@@ -83,6 +83,14 @@ def test_fit_saves_the_model_and_a_record_of_the_data_settings_and_dev_scale(mod
     config = json.loads((model / "config.json").read_text())
     assert config["params"]["interval_scale"] == record["dev"]["interval_scale"]
     assert "observed" in config["library"]["family"]
+    # rte-gp's context posterior, chosen on the same dev targets, kept as plain JSON
+    from taskextrap.baselines.gp import GP_KERNELS
+    from taskextrap.posterior.context import ContextPosterior
+    from taskextrap.search.calibration import SCALE_GRID
+
+    g = record["dev"]["rte-gp"]
+    assert g["kernel"] in GP_KERNELS and 0.0 <= g["share"] <= 1.0 and g["interval_scale"] in SCALE_GRID
+    assert ContextPosterior.from_dict(g["posterior"]).scale == g["interval_scale"]
 
 
 @pytest.mark.slow  # a fresh interpreter loads the saved model: end to end, run by make test-slow

@@ -676,6 +676,13 @@ def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, qu
             f"90% interval covers {d['coverage']:.3f} of {d['targets']} dev targets' queries "
             f"(raw {d['coverage_raw']:.3f})"
         )
+        if "rte-gp" in d:  # the context posterior evaluate scores as rte-gp, chosen on the same dev targets
+            g = d["rte-gp"]
+            click.echo(
+                f"rte-gp: a {g['kernel']} residual GP on rte's prediction, {g['share']:.3g} of the precision "
+                f"against meta-gp's, interval scale {g['interval_scale']:g} (out of fold on the dev targets: "
+                f"covers {g['out_of_fold_coverage']:.3f})"
+            )
     shown = ", ".join(f"{k}={v!r}" for k, v in rte.get_params().items() if k != "verbose")
     click.echo(f"settings: {shown}")
     click.echo(f"saved: {out} (fit {record['fit_s']:.1f} s, total {record['total_s']:.1f} s)")
