@@ -41,7 +41,8 @@ def test_a_tiny_run_writes_rows_of_every_method_and_both_coverages(realdata, tmp
     groups = {r["group"] for r in doc["rows"]}
     assert groups == {"elnino:interpolate", "elnino:forecast"}
     mse = {r["method"] for r in doc["rows"] if r["metric"] == "mse"}
-    assert mse == {"rte", *method_rows("observed")}
+    assert mse == {"rte", "rte-gp", *method_rows("observed")}  # rte-gp: fit's context posterior, judged beside rte
     coverage = {r["method"] for r in doc["rows"] if r["metric"] == "coverage"}
-    assert {"rte", "rte-uncalibrated", "ctx-gp", "ctx-gp-uncalibrated"} <= coverage
-    assert {c["b"] for c in doc["comparisons"]} == set(method_rows("observed"))
+    assert {"rte", "rte-uncalibrated", "ctx-gp", "ctx-gp-uncalibrated", "rte-gp", "rte-gp-uncalibrated"} <= coverage
+    assert {c["b"] for c in doc["comparisons"] if c["a"] == "rte"} == {"rte-gp", *method_rows("observed")}
+    assert {c["b"] for c in doc["comparisons"] if c["a"] == "rte-gp"} == set(method_rows("observed"))
