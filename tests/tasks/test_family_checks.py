@@ -162,6 +162,9 @@ def test_callable_hash_follows_code_constants_globals_and_closures(user_module):
     assert callable_hash(again.f) != first
 
 
+# two whole tiny parameter runs (15 s with rte-gp's dev choice in every unit): make test-slow,
+# which CI also runs, keeps make test under its 5 minutes (295 s with it)
+@pytest.mark.slow
 def test_a_changed_user_formula_changes_the_unit_key_and_the_numbers(user_module, tmp_path):
     profile = PARAMETER_PROFILES["tiny"]
     keys, values = [], []
