@@ -679,8 +679,12 @@ def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, qu
         if "rte-gp" in d:  # the context posterior evaluate scores as rte-gp, chosen on the same dev targets
             g = d["rte-gp"]
             click.echo(
-                f"rte-gp: a {g['kernel']} residual GP on rte's prediction, {g['share']:.3g} of the precision "
-                f"against meta-gp's, interval scale {g['interval_scale']:g} (out of fold on the dev targets: "
+                f"rte-gp: a {g['kernel']} residual GP"
+                + ("" if g.get("degree") is None else f" and a degree-{g['degree']} polynomial")
+                + f" on rte's prediction, {g['share']:.3g} of the precision "
+                f"against meta-gp's, interval scale {g['interval_scale']:g}, "
+                + ("one width for all" if g.get("dof") is None else f"width following each context (dof {g['dof']:g})")
+                + " (out of fold on the dev targets: "
                 f"covers {g['out_of_fold_coverage']:.3f})"
             )
     shown = ", ".join(f"{k}={v!r}" for k, v in rte.get_params().items() if k != "verbose")

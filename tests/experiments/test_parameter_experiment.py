@@ -21,6 +21,8 @@ from taskextrap.profiles import get_profile
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.catalogue import all_experiments, get_experiment
 from taskextrap.experiments.runner import run_experiment
+from taskextrap.baselines.gp import GP_KERNELS
+from taskextrap.posterior.context import DOFS
 from taskextrap.report.schema import validate_results
 from taskextrap.tasks import PARAMETER_FAMILIES
 from taskextrap.search.calibration import interval_keys
@@ -118,6 +120,8 @@ def test_parameter_ablations_reuse_the_quadratic_units(tmp_path, monkeypatch):
 
     opts = RunOptions(profile="tiny", out=tmp_path, family="quadratic", plots=False, progress=False)
     main = run_experiment("parameter", opts)
+    (choice,) = main["config"]["rte-gp_choice"]["quadratic"]  # rte-gp's dev choice in the one unit
+    assert choice["kernel"] in GP_KERNELS and choice["dof"] in DOFS and 0.0 <= choice["share"] <= 1.0
     monkeypatch.setattr(parameter, "run_unit", lambda *a, **k: (_ for _ in ()).throw(AssertionError("refit")))
     abl = run_experiment("parameter-ablations", RunOptions(profile="tiny", out=tmp_path, plots=False, progress=False))
     validate_results(abl)

@@ -9,10 +9,14 @@ import pytest
 from taskextrap.errors import TaskextrapError
 from taskextrap.scaling import FamilyScaler
 from taskextrap.posterior.context import (
+    DEGREES,
+    DOFS,
     ContextPosterior,
     DevDraws,
     ResidualPrior,
+    amplitude,
     choose_posterior,
+    interval_score,
     out_of_fold_prediction,
     product,
 )
@@ -37,9 +41,28 @@ def test_residual_prior_corrects_towards_the_context():
     d = draws()
     cx, cy, qx, qy, bc, bq = d.ctx_x, d.ctx_y, d.qry_x, d.qry_y, d.base_ctx, d.base_qry
     prior = ResidualPrior.fit("rbf", cx, cy - bc, qx, qy - bq, SCALER)
-    m, s = prior.condition(cx, cy - bc, qx)
+    m, s, quad = prior.condition(cx, cy - bc, qx)
     assert np.mean((bq + m - qy) ** 2) < 0.1 * np.mean((bq - qy) ** 2)
-    assert m.shape == s.shape == qx.shape and (s > 0).all()
+    assert m.shape == s.shape == qx.shape and (s > 0).all() and quad.shape == (len(cx),) and (quad > 0).all()
+
+
+def test_a_polynomial_beside_the_gp_follows_a_polynomial_residual():
+    """A residual that is a quadratic in x (RTE's on a polynomial family) is recovered to
+    rounding by the degree-2 polynomial beside the GP, its quadratic form then about 0; with
+    no polynomial the GP only approaches it."""
+    d = draws()
+    cx, qx = d.ctx_x, d.qry_x
+    g = np.random.default_rng(3)
+    c = g.normal(size=(len(cx), 3, 1))
+    poly = lambda x: c[:, 0] + c[:, 1] * x + c[:, 2] * x**2  # noqa: E731
+    prior = ResidualPrior.fit("rbf", cx, poly(cx), qx, poly(qx), SCALER)
+    m2, s2, q2 = prior.condition(cx, poly(cx), qx, degree=2)
+    m0, _, _ = prior.condition(cx, poly(cx), qx)
+    assert np.abs(m2 - poly(qx)).max() < 1e-6 < np.abs(m0 - poly(qx)).max()
+    assert q2.max() < 1e-6 and (s2 >= 0).all()
+    chosen = ContextPosterior(prior, degree=2)
+    with pytest.raises(TaskextrapError, match="at least 3 context points"):
+        chosen.predict(d.base_ctx[:, :2], d.base_qry, cx[:, :2], d.ctx_y[:, :2], qx)
 
 
 def test_product_of_two_posteriors():
@@ -61,7 +84,7 @@ def test_choice_keeps_the_better_expert():
     chosen, _ = choose_posterior(d, SCALER, expert=bad, **kw)
     assert chosen.share > 0.99
     chosen, record = choose_posterior(d, SCALER, **kw)
-    assert chosen.share == 1.0 and set(record["out_of_fold_mse"]) == {"rbf@1"}
+    assert chosen.share == 1.0 and set(record["out_of_fold_mse"]) == {f"rbf@{d}@1" for d in DEGREES}
     assert 0.85 <= record["out_of_fold_coverage"] <= 1.0 and chosen.scale > 0
 
 
@@ -71,12 +94,14 @@ def test_out_of_fold_predictions_never_read_their_own_queries():
     and moves fold 1's (whose prior read them)."""
     d = draws()
     fold = d.folds()
-    before = out_of_fold_prediction("rbf", d, fold, SCALER)[0]
+    before = out_of_fold_prediction("rbf", d, fold, SCALER, (None, 2))
     moved = d.qry_y.copy()
     moved[fold == 0] += 0.5
-    after = out_of_fold_prediction("rbf", dataclasses.replace(d, qry_y=moved), fold, SCALER)[0]
-    assert np.array_equal(after[fold == 0], before[fold == 0])
-    assert not np.allclose(after[fold == 1], before[fold == 1])
+    after = out_of_fold_prediction("rbf", dataclasses.replace(d, qry_y=moved), fold, SCALER, (None, 2))
+    for degree in (None, 2):
+        (b, _, qb), (a, _, qa) = before[degree], after[degree]
+        assert np.array_equal(a[fold == 0], b[fold == 0]) and np.array_equal(qa[fold == 0], qb[fold == 0])
+        assert not np.allclose(a[fold == 1], b[fold == 1])
 
 
 def test_prediction_reads_the_context_only():
@@ -102,5 +127,40 @@ def test_record_round_trip_and_errors():
         ResidualPrior("rbf", (0.0,), 0.0, 0.0, 1.0, 1.0)
     with pytest.raises(TaskextrapError, match="share"):
         ContextPosterior(chosen.prior, share=1.5)
+    with pytest.raises(TaskextrapError, match="dof"):
+        ContextPosterior(chosen.prior, dof=0.0)
+    with pytest.raises(TaskextrapError, match="degree"):
+        ContextPosterior(chosen.prior, degree=-1)
+    with_dof = dataclasses.replace(chosen, dof=3.0, degree=1)
+    assert ContextPosterior.from_dict(json.loads(json.dumps(with_dof.to_dict()))) == with_dof
     with pytest.raises(TaskextrapError, match="2 dev targets"):
         choose_posterior(dataclasses.replace(d, groups=np.zeros(len(d.ctx_x))), SCALER, kernels=("rbf",))
+
+
+def test_amplitude_and_interval_score():
+    q = np.array([2.0, 8.0, 32.0])
+    assert np.array_equal(amplitude(q, 8, None), np.ones(3))
+    assert amplitude(q, 8, 4.0) == pytest.approx(np.sqrt([6 / 12, 1.0, 36 / 12]))
+    assert amplitude(q, 8, 1e9) == pytest.approx(np.ones(3))  # many pseudo-points: one width
+    mean, sd, w = np.zeros((1, 2)), np.ones((1, 2)), np.ones((1, 2))
+    z = 1.6448536269514722
+    assert interval_score(mean, sd, np.zeros((1, 2)), w) == pytest.approx(2 * z)  # inside: the width
+    outside = interval_score(mean, sd, np.array([[z + 1.0, 0.0]]), w)  # one miss by 1: + 2/0.1 on average / 2
+    assert outside == pytest.approx(2 * z + 10.0)
+
+
+def test_interval_follows_each_targets_context():
+    """With a dof, a target whose context residuals are ten times the dev targets' gets a wider
+    interval, its mean unchanged; without one, every target keeps its width. The choice tries
+    every dof on dev and records each one's out-of-fold interval score."""
+    d = draws()
+    cx, cy, qx, bc, bq = d.ctx_x, d.ctx_y, d.qry_x, d.base_ctx, d.base_qry
+    chosen, record = choose_posterior(d, SCALER, kernels=("rbf",))
+    assert set(record["out_of_fold_interval_score"]) == {str(v) for v in DOFS} and record["dof"] in DOFS
+    loud = bc + 10.0 * (cy - bc)  # the same target, its residuals ten times larger
+    fixed, adaptive = dataclasses.replace(chosen, dof=None), dataclasses.replace(chosen, dof=3.0)
+    assert np.array_equal(fixed.predict(bc, bq, cx, cy, qx)[1], fixed.predict(bc, bq, cx, loud, qx)[1])
+    (m1, s1), (m2, _) = adaptive.predict(bc, bq, cx, cy, qx), fixed.predict(bc, bq, cx, cy, qx)
+    assert np.array_equal(m1, m2)
+    ratio = adaptive.predict(bc, bq, cx, loud, qx)[1] / s1  # sqrt((3 + 100 Q) / (3 + Q)) for each target
+    assert (ratio > 1.0).all() and np.median(ratio) > 3.0

@@ -34,7 +34,7 @@ from taskextrap.lanes import lanes, map_lanes
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.validation import check_context, check_int, check_query, check_real
 
-__all__ = ["DEFAULT_KERNEL", "GP_KERNELS", "MetaGP", "ctx_gp", "gp_nll", "gp_predict"]
+__all__ = ["DEFAULT_KERNEL", "GP_KERNELS", "MetaGP", "ctx_gp", "gp_nll", "gp_predict", "gp_predict_basis"]
 
 GP_KERNELS = ("rbf", "matern52", "rbf+linear")  # the kernel families compared on the dev split
 # Chosen on the parameter regime's dev split, both protocols (benchmarks/gp_dev.py,
@@ -273,6 +273,45 @@ def gp_predict(kernel: str, log_theta, x, y, q, noisy=None) -> tuple[torch.Tenso
     v = torch.linalg.solve_triangular(chol, cross, upper=False)
     prior = torch.diagonal(gram(kernel, h, q, q), dim1=1, dim2=2)
     return mean, (prior - (v * v).sum(1)).clamp_min(0.0).sqrt()
+
+
+def legendre_basis(x: torch.Tensor, degree: int) -> torch.Tensor:
+    """The Legendre polynomials P_0..P_degree at ``x`` (..., n) -> (..., degree + 1, n)."""
+    rows = [torch.ones_like(x), x][: degree + 1]
+    for j in range(1, degree):  # Bonnet's recursion: (j+1) P_{j+1} = (2j+1) x P_j - j P_{j-1}
+        rows.append(((2 * j + 1) * x * rows[j] - j * rows[j - 1]) / (j + 1))
+    return torch.stack(rows, -2)
+
+
+def gp_predict_basis(kernel: str, log_theta, x, y, q, degree: int | None, noisy=None) -> tuple[torch.Tensor, ...]:
+    """The posterior of a GP plus a polynomial of ``degree`` under a vague prior (Rasmussen &
+    Williams, section 2.7: the coefficients are fitted to the values by generalised least
+    squares, their uncertainty added to the sd), given values ``y`` at ``x`` (B, n), at ``q``
+    (B, m); ``degree`` None: the zero-mean GP of :func:`gp_predict`.
+
+    Returns:
+        (mean, sd, quadratic): the posterior mean and latent sd (B, m), and each row's quadratic
+        form (B,) of the values less the fitted polynomial under the GP (about n - degree - 1
+        for values the GP could have drawn, larger for values it finds unlikely in scale).
+    """
+    noisy = torch.ones_like(x) if noisy is None else noisy
+    h, chol = _factor(kernel, log_theta, x, noisy)
+    cross = gram(kernel, h, x, q)  # (B, n, m)
+    v = torch.linalg.solve_triangular(chol, cross, upper=False)
+    var = torch.diagonal(gram(kernel, h, q, q), dim1=1, dim2=2) - (v * v).sum(1)
+    resid, shift = y, torch.zeros_like(q)
+    if degree is not None:
+        hx, hq = legendre_basis(x, degree), legendre_basis(q, degree)  # (B, d, n), (B, d, m)
+        k_inv_h = torch.cholesky_solve(hx.transpose(1, 2), chol)  # (B, n, d)
+        a = hx @ k_inv_h  # (B, d, d)
+        beta = torch.linalg.solve(a, (k_inv_h * y[:, :, None]).sum(1))  # (B, d)
+        resid = y - (hx * beta[:, :, None]).sum(1)
+        r = hq - k_inv_h.transpose(1, 2) @ cross  # (B, d, m)
+        var = var + (r * torch.linalg.solve(a, r)).sum(1)
+        shift = (hq * beta[:, :, None]).sum(1)
+    alpha = torch.cholesky_solve(resid[:, :, None], chol)[:, :, 0]
+    mean = (cross * alpha[:, :, None]).sum(1) + shift
+    return mean, var.clamp_min(0.0).sqrt(), (resid * alpha).sum(1)
 
 
 def fit_hyper(kernel: str, x, y, noisy, starts: torch.Tensor, steps: int = FIT_STEPS, lr: float = FIT_LR):

@@ -316,8 +316,10 @@ def context_posterior(spec: UnitSpec, library: TaskSet, rte: RTE, library_gp) ->
     training regions, scored on its last), on top of the unit's own fits of ``rte`` and
     ``meta-gp`` (the row's), so its relational prior is the ``rte`` row's, bit for bit."""
     settings = {**rte.get_params(), "interval_scale": 1.0}
-    posterior, _ = RTEGP(rte=RTE(**settings)).choose(library)
-    return RTEGP.from_parts(rte, posterior, library_gp if posterior.share < 1.0 else None)
+    posterior, record = RTEGP(rte=RTE(**settings)).choose(library)
+    model = RTEGP.from_parts(rte, posterior, library_gp if posterior.share < 1.0 else None)
+    model.dev_record_ = record
+    return model
 
 
 def predict_method(
@@ -479,7 +481,16 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
         _plots(plot_dir, family, protocol, models, library, targets, obs, errors)
         timing["plots_s"] = time.perf_counter() - t
     timing["total_s"] = time.perf_counter() - t0
-    return UnitResult(errors, timing)
+    extras = {"rte-gp": choice_summary(models["rte-gp"].dev_record_)} if "rte-gp" in models else {}
+    return UnitResult(errors, timing, extras)
+
+
+def choice_summary(record: dict) -> dict:
+    """What ``rte-gp``'s dev choice was (a results file's ``config``): the kernel, share, interval
+    scale and amplitude pseudo-points, and the choice's out-of-fold coverage on the dev targets."""
+    keys = ("kernel", "degree", "share", "interval_scale", "dof", "out_of_fold_coverage_raw", "out_of_fold_coverage",
+            "out_of_fold_interval_score", "dev_library", "dev_targets")  # fmt: skip
+    return {k: record[k] for k in keys if k in record}
 
 
 def interval_prefix(method: str) -> str:
@@ -686,6 +697,10 @@ def _run(
             "interval_scale_source": sources,
             "classic_variants": classic_variants("parameter"),
         }
+        if "rte-gp" in methods:  # rte-gp's dev choice in each unit (training seed order)
+            config["rte-gp_choice"] = {
+                f.name: [results[u.name].extras.get("rte-gp") for u in units[f.name]] for f in families
+            }
         return rows, config, list(profile.seeds), timing
 
     return Plan([u for f in families for u in units[f.name]], assemble)
