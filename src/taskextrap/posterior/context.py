@@ -130,9 +130,8 @@ class ResidualPrior:
         r = t(np.asarray(ctx_r) / self.y_std - offset)
         theta = torch.tensor([self.log_theta], dtype=torch.float64, device=x.device).expand(len(x), -1)
         with torch.no_grad():
-            mean, sd, quad = gp_predict_basis(self.kernel, theta, x, r, q, degree)
-        mean, sd = (mean.cpu().numpy() + offset) * self.y_std, sd.cpu().numpy() * self.y_std
-        return mean, sd, quad.cpu().numpy()
+            mean, sd, quad = (v.cpu().numpy() for v in gp_predict_basis(self.kernel, theta, x, r, q, degree))
+        return (mean + offset) * self.y_std, sd * self.y_std, quad
 
 
 def free_points(k: int, degree: int | None) -> int:
