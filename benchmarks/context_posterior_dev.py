@@ -17,6 +17,13 @@ query inputs. Each design then corrects RTE's prediction from the target's own c
   the committed dev run (``parameter-<protocol>-<profile>-dev.json``, seed 0): the yardstick the
   designs must not lose to.
 
+* ``chosen-<set>``: the library's whole rule (``posterior.context.choose_posterior``, the one
+  ``rte-gp`` runs) chosen on one fold of the dev targets and applied to the other, for each
+  candidate set: ``base`` (kernel and share; the default), ``width`` (+ the amplitude's
+  pseudo-points: an interval that follows each target), ``poly`` (+ a polynomial of the
+  residuals beside the GP), ``poly-width`` (both). Their coverage is calibrated (the rule's own
+  scale) and their interval score is kept: which candidate set is the default is read here.
+
 The residual GP's hyper-parameters are fitted on half of the dev targets and score the other
 half (two folds by target index, every target scored once out of fold), so no design is scored
 on the targets that fitted it. Writes ``benchmarks/results/context-posterior-dev.json``.
@@ -335,6 +342,57 @@ def _load(path: Path) -> dict:
     return a
 
 
+# The candidate sets of the library's rule (posterior.context.choose_posterior) scored here, each
+# chosen on one fold of dev targets and scored on the other: (polynomial degrees, amplitude dofs).
+CANDIDATE_SETS = {
+    "chosen-base": ((None,), (None,)),
+    "chosen-width": ((None,), None),
+    "chosen-poly": (None, (None,)),
+    "chosen-poly-width": (None, None),
+}
+
+
+def nested_choice(a: dict, fold) -> dict[str, tuple]:
+    """The library's whole rule (``choose_posterior``: kernel, polynomial degree, share,
+    amplitude pseudo-points and interval scale, each chosen out of fold inside its own dev draws)
+    run on one fold of the cell's dev targets and applied to the other, for every candidate set of
+    :data:`CANDIDATE_SETS` (None: the library's default set): each set's mean, its calibrated sd
+    and the choices. What a candidate set adds is scored on targets its choice never saw."""
+    from taskextrap.posterior.context import DEGREES, DOFS, DevDraws, choose_posterior
+
+    k, n_draws = a["ctx_x"].shape[1], int(a["n_draws"])
+    groups = np.arange(len(a["ctx_x"])) // n_draws
+    if len(np.unique(groups)) < 4:  # each fold's own choice needs two folds of its own
+        return {}
+    pred, mask = a["rte_pred"], a.get("mask")
+    dev = DevDraws(a["ctx_x"], a["ctx_y"], a["qry_x"], a["qry_y"], pred[:, :k], pred[:, k:], groups, mask)
+    out = {}
+    for name, (degrees, dofs) in CANDIDATE_SETS.items():
+        mean, sd, picks = np.zeros_like(a["qry_y"]), np.zeros_like(a["qry_y"]), []
+        for f in (0, 1):
+            on, score_on = fold != f, fold == f
+            part = DevDraws(*(v[on] for v in (dev.ctx_x, dev.ctx_y, dev.qry_x, dev.qry_y, dev.base_ctx, dev.base_qry)),
+                            groups[on], None if mask is None else mask[on])  # fmt: skip
+            expert = (a["meta_mean"][on], a["meta_sd"][on])
+            posterior, record = choose_posterior(
+                part, a["scaler"], expert, degrees=degrees or DEGREES, dofs=dofs or DOFS
+            )
+            mean[score_on], sd[score_on] = posterior.predict(
+                dev.base_ctx[score_on], dev.base_qry[score_on], dev.ctx_x[score_on], dev.ctx_y[score_on],
+                dev.qry_x[score_on], (a["meta_mean"][score_on], a["meta_sd"][score_on]),
+            )  # fmt: skip
+            picks.append({key: record[key] for key in ("kernel", "degree", "share", "dof", "interval_scale")})
+        out[name] = (mean, sd, picks)
+    return out
+
+
+def interval_score_of(mean, sd, y, mask=None) -> float:
+    """The mean 90% interval (Winkler) score (``posterior.context.interval_score``)."""
+    from taskextrap.posterior.context import interval_score
+
+    return interval_score(mean, sd, y, np.ones_like(y) if mask is None else mask.astype(float))
+
+
 def library_choice(a: dict) -> dict:
     """What ``posterior.context.choose_posterior`` (the library's rule) chooses on the
     cell's dev draws with meta-gp as the second expert: the kernel, the share, the interval scale,
@@ -347,8 +405,8 @@ def library_choice(a: dict) -> dict:
     pred = a["rte_pred"]
     dev = DevDraws(a["ctx_x"], a["ctx_y"], a["qry_x"], a["qry_y"], pred[:, :k], pred[:, k:], groups, a.get("mask"))
     _, record = choose_posterior(dev, a["scaler"], expert=(a["meta_mean"], a["meta_sd"]))
-    best = record["out_of_fold_mse"][f"{record['kernel']}@{record['share']:.4g}"]
-    keep = ("kernel", "share", "interval_scale", "out_of_fold_coverage_raw", "out_of_fold_coverage")
+    best = record["out_of_fold_mse"][f"{record['kernel']}@{record['degree']}@{record['share']:.4g}"]
+    keep = ("kernel", "degree", "share", "dof", "interval_scale", "out_of_fold_coverage_raw", "out_of_fold_coverage")
     return {key: record[key] for key in keep} | {"out_of_fold_mse": best}
 
 
@@ -370,6 +428,10 @@ def score_cell(a: dict, family: str, protocol: str, peers: dict[str, float]) -> 
         cell["designs"][design] = {**score(m, s, y, n_targets, mask), "gate": gate}
     for design, (m, s, temps) in product(a, fold, designs["rte-gp-rbf+linear"]).items():
         cell["designs"][design] = {**score(m, s, y, n_targets, mask), "temperatures": temps}
+    for design, (m, s, picks) in nested_choice(a, fold).items():  # calibrated inside: coverage at its scale
+        cell["designs"][design] = {
+            **score(m, s, y, n_targets, mask), "interval_score": interval_score_of(m, s, y, mask), "picks": picks
+        }  # fmt: skip
     cell["designs_s"] = round(time.perf_counter() - t, 1)
     cell["chosen"] = library_choice(a)
     for peer in [key.removeprefix("peer_") for key in a if key.startswith("peer_")]:
@@ -416,6 +478,20 @@ def _log_ratio(cell: dict, design: str, against: str) -> float | None:
     return float(np.log(d[design]["mse"] / d[against]["mse"])) if design in d and against in d else None
 
 
+def _in_band(values: list, lo: float = 0.85, hi: float = 0.95) -> str | None:
+    """How many of the coverages present lie in [lo, hi], as "m of n" (None: none present)."""
+    present = [v for v in values if v is not None]
+    return f"{sum(lo <= v <= hi for v in present)} of {len(present)}" if present else None
+
+
+def _log_score(cell: dict, design: str) -> float | None:
+    """log(interval score of ``design`` / that of ``chosen-base``) in one cell (None: no score)."""
+    d = cell["designs"]
+    if "interval_score" not in d.get(design, {}) or "interval_score" not in d.get("chosen-base", {}):
+        return None
+    return float(np.log(d[design]["interval_score"] / d["chosen-base"]["interval_score"]))
+
+
 def summary(cells: list[dict]) -> dict:
     """Per protocol and design: the mean over families of log(MSE / rte's MSE) (scale-free; lower
     is better, rte 0), the same against meta-gp, and the mean coverage."""
@@ -424,12 +500,14 @@ def summary(cells: list[dict]) -> dict:
         mine = [c for c in cells if c["protocol"] == protocol]
         if not mine:
             continue
-        designs = list(mine[0]["designs"])
+        designs = list(dict.fromkeys(d for c in mine for d in c["designs"]))  # a small cell lacks the nested ones
         out[protocol] = {
             d: {
                 "log_mse_vs_rte": _mean_or_none([_log_ratio(c, d, "rte") for c in mine]),
                 "log_mse_vs_meta_gp": _mean_or_none([_log_ratio(c, d, "meta-gp") for c in mine]),
-                "coverage": _mean_or_none([c["designs"][d].get("coverage") for c in mine]),
+                "coverage": _mean_or_none([c["designs"].get(d, {}).get("coverage") for c in mine]),
+                "coverage_in_band": _in_band([c["designs"].get(d, {}).get("coverage") for c in mine]),
+                "log_interval_score_vs_base": _mean_or_none([_log_score(c, d) for c in mine]),
             }
             for d in designs
         }

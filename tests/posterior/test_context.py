@@ -84,8 +84,11 @@ def test_choice_keeps_the_better_expert():
     chosen, _ = choose_posterior(d, SCALER, expert=bad, **kw)
     assert chosen.share > 0.99
     chosen, record = choose_posterior(d, SCALER, **kw)
-    assert chosen.share == 1.0 and set(record["out_of_fold_mse"]) == {f"rbf@{d}@1" for d in DEGREES}
+    assert chosen.share == 1.0 and set(record["out_of_fold_mse"]) == {"rbf@None@1"}
     assert 0.85 <= record["out_of_fold_coverage"] <= 1.0 and chosen.scale > 0
+    assert chosen.degree is None and chosen.dof is None  # the defaults try neither (dev said so)
+    _, record = choose_posterior(d, SCALER, degrees=DEGREES, **kw)
+    assert set(record["out_of_fold_mse"]) == {f"rbf@{d}@1" for d in DEGREES}
 
 
 def test_out_of_fold_predictions_never_read_their_own_queries():
@@ -155,7 +158,7 @@ def test_interval_follows_each_targets_context():
     every dof on dev and records each one's out-of-fold interval score."""
     d = draws()
     cx, cy, qx, bc, bq = d.ctx_x, d.ctx_y, d.qry_x, d.base_ctx, d.base_qry
-    chosen, record = choose_posterior(d, SCALER, kernels=("rbf",))
+    chosen, record = choose_posterior(d, SCALER, kernels=("rbf",), dofs=DOFS)
     assert set(record["out_of_fold_interval_score"]) == {str(v) for v in DOFS} and record["dof"] in DOFS
     loud = bc + 10.0 * (cy - bc)  # the same target, its residuals ten times larger
     fixed, adaptive = dataclasses.replace(chosen, dof=None), dataclasses.replace(chosen, dof=3.0)
