@@ -74,7 +74,7 @@ DOFS = (None, 1.0, 3.0, 10.0, 30.0)
 DEGREES = (None, 0, 1, 2, 3)
 # What choose_posterior tries by default: neither, as the dev split said. Each candidate set was
 # chosen on one fold of dev targets and scored on the other (context-posterior-dev*.json, designs
-# chosen-*): the amplitude narrowed the parameter regime's intervals (paper: interval score -11%)
+# chosen-*): the amplitude narrowed the parameter regime's intervals (paper: interval score -10%)
 # but widened the real data's and moved their coverage out of the band (0.90 -> 0.87, 0.84 ->
 # 0.80); the polynomial helped interpolation (log MSE -0.04 parameter, -0.12 real) and hurt a
 # forecast as much (+0.12), no clear gain over 14 dev cells (-0.016 on average).
