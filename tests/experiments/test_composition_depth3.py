@@ -27,12 +27,14 @@ def test_run_writes_every_method_and_resumes_from_its_cache(tmp_path, monkeypatc
     assert list(main) == list(D3.main_methods())
     cover = [r for r in res["rows"] if r["metric"] == "coverage"]
     assert [(r["group"], r["method"]) for r in cover] == [
-        (D3.GROUP, m)
-        for m in ("rte", "rte-uncalibrated", *(f"{c}{s}" for c in CLASSICS for s in ("", "-uncalibrated")))
-    ]  # every interval calibrated alike on dev: each calibrated and raw
+        (D3.GROUP, m) for m in (*(f"{c}{s}" for c in ("rte", "rte-gp", *CLASSICS) for s in ("", "-uncalibrated")),)
+    ]  # every interval calibrated alike on dev: each calibrated and raw (rte-gp's inside its fit)
     assert all(0 <= r["value"] <= 1 for r in cover)
     width = [r for r in res["rows"] if r["metric"] == "interval-width"]
-    assert [(r["group"], r["method"]) for r in width] == [(D3.GROUP, m) for m in ("rte", "ctx-gp", "meta-gp", "cnp")]
+    assert [(r["group"], r["method"]) for r in width] == [
+        (D3.GROUP, m) for m in ("rte", "rte-gp", "ctx-gp", "meta-gp", "cnp")
+    ]
+    assert [c["dev_targets"] for c in res["config"]["rte-gp_choice"]] == [6]  # rte-gp's choice, on its dev split
     assert all(r["value"] > 0 for r in width)
     assert cover[0]["paper_value"] is None  # the paper's 12.54 is an MSE
     assert main["rte"]["paper_value"] == pytest.approx(12.5424) and main["sparse-inductive"]["paper_value"] == 16.0375

@@ -57,14 +57,15 @@ def test_composition_and_ablations_share_units(tmp_path, monkeypatch):
     cover = [r for r in res["rows"] if r["metric"] == "coverage"]
     assert [(r["group"], r["method"]) for r in cover] == [
         ("unseen-pairs", m)
-        for m in ("rte", "rte-uncalibrated", *(f"{c}{s}" for c in CLASSICS for s in ("", "-uncalibrated")))
-    ]  # every interval calibrated alike on dev: each calibrated and raw
+        for m in (*(f"{c}{s}" for c in ("rte", "rte-gp", *CLASSICS) for s in ("", "-uncalibrated")),)
+    ]  # every interval calibrated alike on dev: each calibrated and raw (rte-gp's inside its fit)
     assert all(0 <= r["value"] <= 1 for r in cover)
     width = [r for r in res["rows"] if r["metric"] == "interval-width"]
     assert [(r["group"], r["method"]) for r in width] == [
-        ("unseen-pairs", m) for m in ("rte", "ctx-gp", "meta-gp", "cnp")
+        ("unseen-pairs", m) for m in ("rte", "rte-gp", "ctx-gp", "meta-gp", "cnp")
     ]
     assert all(r["value"] > 0 for r in width)
+    assert [c["dev_targets"] for c in res["config"]["rte-gp_choice"]] == [6]  # rte-gp's choice, on its dev split
     (ent,) = [r for r in res["rows"] if r["metric"] == "entropy"]  # rte's posterior over decompositions
     assert (ent["group"], ent["method"]) == ("unseen-pairs", "rte") and ent["value"] >= 0
     assert {r["group"] for r in res["rows"]} >= {"sin o poly", "tanh o sin", "poly o tanh", "pair-retrieved"}

@@ -55,7 +55,8 @@ from taskextrap.tasks.observe import Observations, noise_scale
 from taskextrap.tasks.primitives import PAPER_SPLIT, CompositionFamily, CompositionSet, PairSplit, PrimitiveSet
 from taskextrap.tasks.registry import get_primitive_set
 
-OWN_METHODS = ("rte", "strategy-b", "sparse-inductive", "oracle", "verified-composition")  # the table's follow
+# the regime's own rows (rte-gp: rte with a context posterior, posterior.estimator); the table's follow
+OWN_METHODS = ("rte", "rte-gp", "strategy-b", "sparse-inductive", "oracle", "verified-composition")
 ABLATION_METHODS = (
     "rte",
     "strategy-b",
@@ -243,11 +244,22 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     )
     plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
     unit = fit_and_score(
-        primitives, make_rte(spec), targets, obs, predict_all, all_methods(spec.dev), "composition", plot
-    )
+        primitives, make_rte(spec), targets, obs, predict_all, all_methods(spec.dev), "composition", plot,
+        lambda lib, rte: dev_split_of(spec, lib),
+    )  # fmt: skip
     # Which held-out pair each target belongs to, for the per-pair breakdown of the table.
     unit.errors["pair_id"] = np.array([split.test.index(tuple(p)) for p in targets.pair], dtype=float)
     return unit
+
+
+def dev_split_of(spec: UnitSpec, primitives: PrimitiveSet) -> tuple[CompositionRTE, PrimitiveSet, CompositionSet]:
+    """The unit's own dev split for ``rte-gp``'s choice (``experiments.discrete.context_posterior``):
+    an RTE of the unit's settings trained on the dev split of its pair split (one training pair
+    held out: ``tasks.dev.dev_pair_split``), the same primitives, and compositions of the held-out
+    training pair from a stream of the unit's training seed."""
+    split = dev_pair_split(spec.split, f"the pair split of unit seed {spec.seed}")
+    targets, _ = make_set_targets(primitives, spec.protocol, spec.profile, split, spec.seed, spec.family)
+    return CompositionRTE(split=split, **estimator_settings(spec)), primitives, targets
 
 
 def set_run(experiment: str, settings: Settings, key: dict) -> tuple[DiscreteRun, CompositionFamily, PairSplit]:

@@ -14,6 +14,7 @@ depth-3 recipe split; as in ``composition``, its streams, units, plots and group
 from __future__ import annotations
 
 import functools
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ import numpy as np
 from taskextrap.baselines.context import ctx_interp
 from taskextrap.baselines.table import method_rows
 from taskextrap.estimators.composition_depth3 import Composition3RTE
+from taskextrap.posterior.estimator import SELF_CALIBRATED
 from taskextrap.experiments.discrete import (
     DiscreteRun,
     rte_rows,
@@ -53,13 +55,23 @@ from taskextrap.tasks.registry import get_primitive_set
 EXPERIMENT = "composition-depth3"
 REGIME = "composition-depth3"  # its regime (tasks.regimes): protocols, default Gamma, interval scales
 # the regime's own rows; the method table's follow (main_methods)
-OWN_METHODS = ("rte", "sparse-inductive", "oracle", "verified-composition", "no-verification", "no-refinement")
+# the regime's own rows (rte-gp: rte with a context posterior, posterior.estimator); the table's follow
+OWN_METHODS = (
+    "rte",
+    "rte-gp",
+    "sparse-inductive",
+    "oracle",
+    "verified-composition",
+    "no-verification",
+    "no-refinement",
+)
 GROUP = "unseen-recipes"
 
 
-def main_methods() -> tuple[str, ...]:
-    """The rows of ``composition-depth3``: the regime's own, then the method table's (``baselines.table``)."""
-    return (*OWN_METHODS, *method_rows(REGIME))
+def main_methods(dev: bool = False) -> tuple[str, ...]:
+    """The rows of ``composition-depth3``: the regime's own, then the method table's
+    (``baselines.table``); a dev split's run has no ``rte-gp`` (``experiments.discrete.table_rows``)."""
+    return tuple(m for m in (*OWN_METHODS, *method_rows(REGIME)) if not (dev and m in SELF_CALIBRATED))
 
 
 BREAKDOWN = ("rte", "sparse-inductive", "verified-composition")  # per held-out recipe
@@ -199,10 +211,24 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
         target_labels=[],
     )
     plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
-    unit = fit_and_score(primitives, make_rte(spec), targets, obs, predict_all, main_methods(), REGIME, plot)
+    dev = lambda lib, rte: dev_split_of(spec, lib, streams)  # noqa: E731
+    unit = fit_and_score(
+        primitives, make_rte(spec), targets, obs, predict_all, main_methods(spec.dev), REGIME, plot, dev
+    )
     # Which held-out recipe each target belongs to, for the per-recipe breakdown of the table.
     unit.errors["recipe_id"] = np.array([split.test.index(tuple(r)) for r in targets.recipe], dtype=float)
     return unit
+
+
+def dev_split_of(spec: UnitSpec, primitives, streams: tuple) -> tuple[Composition3RTE, Any, ChainSet]:
+    """The unit's own dev split for ``rte-gp``'s choice (``experiments.discrete.context_posterior``):
+    an RTE of the unit's settings trained on the dev split of its recipe split
+    (``tasks.chains.dev_recipe_split``), the same primitives, and chains of the held-out training
+    recipes from a stream of the unit's training seed."""
+    split = dev_recipe_split(spec.split, f"the recipe split of unit seed {spec.seed}")
+    profile = spec.profile
+    targets, _ = make_targets(primitives, spec.protocol, profile.n_targets, profile.n_draws, split, spec.seed, streams)
+    return Composition3RTE(split=split, **estimator_settings(spec)), primitives, targets
 
 
 @register(
@@ -227,7 +253,7 @@ def run_composition_depth3(settings: Settings, cache_dir: Path | None, plot_dir:
     primitive_set = settings.family or get_set(None)
     split = get_split(primitive_set, settings.dev, settings.family_spec)
     group = functools.partial(set_group, primitive_set, POLY_SIN_TANH_RESCALED)  # a results group of this set
-    methods = main_methods()
+    methods = main_methods(settings.dev)
     base = dict(
         experiment=EXPERIMENT,
         split=repr(split),

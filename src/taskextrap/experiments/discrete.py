@@ -19,6 +19,8 @@ import numpy as np
 from taskextrap.baselines.discrete import DiscreteInductive, training_batch
 from taskextrap.baselines.method import SharedDraws
 from taskextrap.baselines.table import begin_methods, has_own_interval, is_dev_row, is_method
+from taskextrap.errors import TaskextrapError
+from taskextrap.posterior.estimator import SELF_CALIBRATED, choice_summary
 from taskextrap.estimators.base import fit_together
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.settings import Settings, UnitSpec
@@ -79,10 +81,12 @@ def table_rows(
     """A discrete experiment's rows: its own, then the method table's rows of ``regime`` (read
     now, so a method registered later is among them), then its ablations', each once; with
     ``dev`` (a dev split's run) the table's dev variants of ``regime`` last (the classics'
-    settings, scored for their MSE so that each regime's dev split can choose its own)."""
+    settings, scored for their MSE so that each regime's dev split can choose its own) and no
+    ``rte-gp`` (it chooses on a dev split of its own library; a dev split's has none to spare)."""
     from taskextrap.baselines.table import method_rows
 
     variants = method_rows(regime, dev=True) if dev else ()
+    own = tuple(m for m in own if not (dev and m in SELF_CALIBRATED))
     return tuple(dict.fromkeys((*own, *method_rows(regime), *ablations, *variants)))
 
 
@@ -148,6 +152,9 @@ class DiscreteRun:
         def assemble(results):
             errors, timing = gather(results, units)
             out, config = rows(errors)
+            choices = [results[u.name].extras.get("rte-gp") for u in units]
+            if any(choices):  # rte-gp's dev choice in each unit (training seed order)
+                config["rte-gp_choice"] = choices
             return out, config, list(self.settings.profile.seeds), timing
 
         return Plan(units, assemble)
@@ -172,8 +179,9 @@ def rte_rows(
     scales, sources = {}, {}
     for m in classics:
         errors, scales[m], sources[m] = classic_scale(settings, errors, experiment, m, m)
+    own = [m for m in methods if m in SELF_CALIBRATED] if full else []  # calibrated inside their fit
     if full:
-        rows += [r for m in ("rte", *classics) for r in interval_rows(experiment, errors, group, m, m)]
+        rows += [r for m in ("rte", *own, *classics) for r in interval_rows(experiment, errors, group, m, m)]
         if "rte_entropy" in errors:
             rows += entropy_rows(experiment, errors, group, (("rte", "rte_entropy"),))
     config = {
@@ -181,7 +189,7 @@ def rte_rows(
         "interval_scale_source": source,
         "classic_interval_scale": scales,
         "classic_interval_scale_source": sources,
-        "coverage_by_scale": {group: {m: pooled_curve(errors, m) for m in ("rte", *classics, *variants)}},
+        "coverage_by_scale": {group: {m: pooled_curve(errors, m) for m in ("rte", *own, *classics, *variants)}},
         # the variant behind each learned classic's rows (an ablation's file has none of them)
         **({"classic_variants": classic_variants(experiment)} if full else {}),
     }
@@ -342,7 +350,15 @@ def entropy_rows(experiment: str, errors: dict, group: str, pairs) -> list:
 
 
 def fit_and_score(
-    library, estimator, targets, obs, predict_all: Callable, methods, regime: str, plot: Callable | None = None
+    library,
+    estimator,
+    targets,
+    obs,
+    predict_all: Callable,
+    methods,
+    regime: str,
+    plot: Callable | None = None,
+    dev_split: Callable | None = None,
 ) -> UnitResult:
     """Fit ``estimator`` on ``library``, the inductive baseline and the method table's rows of
     ``methods`` beside it (their networks trained together: ``estimators.base.fit_together``;
@@ -354,7 +370,9 @@ def fit_and_score(
     per-draw retrieval diagnostics) of the regime's own rows; the table's predictions and the
     interval diagnostics of those with an interval (prefix: the method's name) are added to
     them; errors and diagnostics are averaged per target.
-    ``plot(rte)`` draws the unit's figures.
+    ``plot(rte)`` draws the unit's figures. ``dev_split(library, rte)``: the library's own dev
+    split on which ``rte-gp``'s context posterior is chosen when ``methods`` has it
+    (:func:`context_posterior`).
     """
     from taskextrap.baselines.classics import chosen
 
@@ -363,9 +381,7 @@ def fit_and_score(
     pending = rte.begin_fit(library)
     inductive = DiscreteInductive(rte)
     baseline = inductive.begin_fit()
-    val = training_batch(rte, rte.val_pool_, max(256, rte.n_pairs // 10), rng(seed, "classics-val"))
-    draws = lambda g: training_batch(rte, rte.train_pool_, rte.n_pairs, g)  # noqa: E731
-    shared = SharedDraws(rte.scaler_, rte.protocol_.n_context, rte.train, draws, val)
+    shared = shared_draws(rte)
     table = [m for m in methods if is_method(m)]
     fitted, fits, timing = begin_methods(table, library, shared, chosen(regime), seed=seed, device=rte.device)
     training = fit_together([pending, baseline, *fits.values()])  # every network of the unit at once
@@ -383,13 +399,41 @@ def fit_and_score(
         if fitted[m].interval:
             retrieval |= interval_diagnostics(m, preds[m], out[1], obs.qry_y, 1.0)
     timing["evaluation_s"] = time.perf_counter() - t
+    extras = {}
+    if "rte-gp" in methods:
+        t = time.perf_counter()
+        model = context_posterior(rte, library, dev_split, fitted.get("meta-gp"), regime)
+        timing["rte-gp_choice_s"] = time.perf_counter() - t
+        preds["rte-gp"], sd = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+        retrieval |= interval_diagnostics("rte-gp", preds["rte-gp"], sd, obs.qry_y, model.posterior_.scale)
+        extras["rte-gp"] = choice_summary(model.dev_record_)
     n = len(targets)
     errors = {m: per_target((preds[m] - obs.qry_y) ** 2, n) for m in methods}
     errors.update({k: per_target(v, n) for k, v in retrieval.items()})
     if plot is not None:
         plot(rte)
     timing["total_s"] = time.perf_counter() - t0
-    return UnitResult(errors, timing)
+    return UnitResult(errors, timing, extras)
+
+
+def shared_draws(rte) -> SharedDraws:
+    """What the method table learns from beside a (prepared) discrete RTE: its training batches,
+    a validation batch and its scaler, every stream seeded by its training seed."""
+    val = training_batch(rte, rte.val_pool_, max(256, rte.n_pairs // 10), rng(rte.seed, "classics-val"))
+    draws = lambda g: training_batch(rte, rte.train_pool_, rte.n_pairs, g)  # noqa: E731
+    return SharedDraws(rte.scaler_, rte.protocol_.n_context, rte.train, draws, val)
+
+
+def context_posterior(rte, library, dev_split: Callable | None, library_gp, regime: str):
+    """``rte-gp`` of a discrete unit: its context posterior chosen on the library's own dev split,
+    ``dev_split(library, rte)`` = (an unfitted RTE of the unit's settings on the dev split, the
+    dev library, the dev targets) (``posterior.estimator.in_unit``)."""
+    from taskextrap.posterior.estimator import in_unit
+
+    if dev_split is None:
+        raise TaskextrapError(f"rte-gp in the {regime} regime needs the library's dev split (dev_split=)")
+    dev_rte, dev_library, dev_targets = dev_split(library, rte)
+    return in_unit(dev_rte, rte, library, (dev_library, dev_targets), library_gp, regime, shared_draws)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ from taskextrap.tasks.ladder import POLYNOMIAL_LADDER, Ladder, LadderSet
 from taskextrap.tasks.observe import Observations, noise_scale
 from taskextrap.tasks.registry import resolve
 
-OWN_METHODS = ("rte", "strategy-b", "sparse-inductive", "oracle")  # the regime's own rows; the table's follow
+# the regime's own rows (rte-gp: rte with a context posterior, posterior.estimator); the table's follow
+OWN_METHODS = ("rte", "rte-gp", "strategy-b", "sparse-inductive", "oracle")
 ABLATION_METHODS = (
     "rte",
     "strategy-b",
@@ -103,6 +104,19 @@ def make_targets(
     return targets, obs
 
 
+def library_dev_split(library: LadderSet, n_targets: int, seed: int) -> tuple[LadderSet, LadderSet]:
+    """The library's own dev split (``tasks.dev.dev_ladder``): its tasks below the top training
+    level are the dev library, and ``n_targets`` one-step extensions of its tasks one level below
+    the top (a stream of ``seed``) the dev targets, as :func:`make_targets` makes the real ones."""
+    ladder = dev_ladder(library.family)
+    keep = np.isin(library.level, ladder.train_levels)
+    params = library.params[keep][:, : ladder.n_coefs]  # a lower ladder's tasks have no higher coefficient
+    dev_library = LadderSet(ladder, params, library.level[keep], library.parent[keep])
+    g = rng(seed, ladder.name, ladder.test_level, "rte-gp-dev-targets")
+    top = np.flatnonzero(dev_library.level == ladder.test_level - 1)
+    return dev_library, LadderSet.extend(dev_library, top[g.integers(len(top), size=n_targets)], g)
+
+
 def make_rte(spec: UnitSpec) -> LengthRTE:
     """The unfitted estimator of one unit (its repr is part of the unit's cache fingerprint)."""
     return LengthRTE(**estimator_settings(spec))
@@ -160,7 +174,8 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
         f"{ladder.name}: proxy embedding of the library by level",
     )
     plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
-    return fit_and_score(library, make_rte(spec), targets, obs, predict_all, all_methods(spec.dev), "length", plot)
+    dev = lambda lib, rte: (make_rte(spec), *library_dev_split(lib, profile.n_targets, spec.seed))  # noqa: E731
+    return fit_and_score(library, make_rte(spec), targets, obs, predict_all, all_methods(spec.dev), "length", plot, dev)
 
 
 def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:

@@ -21,7 +21,7 @@ from taskextrap.baselines.table import begin_methods, has_own_interval, is_metho
 from taskextrap.baselines.oracles import TransductiveOracle
 from taskextrap.estimators.base import Decomposition, PendingFit, fit_together
 from taskextrap.estimators.parameter import RTE
-from taskextrap.posterior.estimator import RTEGP
+from taskextrap.posterior.estimator import RTEGP, SELF_CALIBRATED, choice_summary, in_unit
 from taskextrap.experiments.artifacts import cached_fit
 from taskextrap.experiments.discrete import classic_scale, classic_variants, interval_rows, own_dev_scale
 from taskextrap.profiles import ParameterProfile, profile_table
@@ -77,9 +77,6 @@ CHOSEN = {"paper": "objective-r16-s16", "strict": "objective-r16-s16"}
 # RTE's dev rows: every variant, and Strategy A with the objective's Psi (trained with leave-one-out rows).
 RTE_DEV_METHODS = (*(f"rte-{v}" for v in OBJECTIVE_VARIANTS), "strategy-a-loo")
 INTERVAL_METHODS = ("rte", "strategy-a")  # methods with a calibrated predictive interval: a coverage row each
-# rte-gp's interval is calibrated inside its fit, on the unit library's own dev split
-# (posterior.estimator.RTEGP.choose): a coverage row, no scale from the scales file
-SELF_CALIBRATED = ("rte-gp",)
 ORACLES = ("inductive-oracle", "transductive-oracle")
 # Appendix K.1 (quadratic): every row on the same targets and draws as the main table's.
 ABLATION_FAMILY = "quadratic"
@@ -311,15 +308,9 @@ def fit_models(spec: UnitSpec):
 
 
 def context_posterior(spec: UnitSpec, library: TaskSet, rte: RTE, library_gp) -> RTEGP:
-    """``rte-gp`` of a unit: the context posterior chosen on the unit library's own dev split
-    (``RTEGP.choose``: an RTE of ``rte``'s settings and meta-gp fitted on the library's first
-    training regions, scored on its last), on top of the unit's own fits of ``rte`` and
-    ``meta-gp`` (the row's), so its relational prior is the ``rte`` row's, bit for bit."""
-    settings = {**rte.get_params(), "interval_scale": 1.0}
-    posterior, record = RTEGP(rte=RTE(**settings)).choose(library)
-    model = RTEGP.from_parts(rte, posterior, library_gp if posterior.share < 1.0 else None)
-    model.dev_record_ = record
-    return model
+    """``rte-gp`` of a unit (``posterior.estimator.in_unit``) on the unit library's own dev split
+    (its first training regions the dev library, its last the dev targets)."""
+    return in_unit(RTE(**{**rte.get_params(), "interval_scale": 1.0}), rte, library, None, library_gp, "parameter")
 
 
 def predict_method(
@@ -483,14 +474,6 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     timing["total_s"] = time.perf_counter() - t0
     extras = {"rte-gp": choice_summary(models["rte-gp"].dev_record_)} if "rte-gp" in models else {}
     return UnitResult(errors, timing, extras)
-
-
-def choice_summary(record: dict) -> dict:
-    """What ``rte-gp``'s dev choice was (a results file's ``config``): the kernel, share, interval
-    scale and amplitude pseudo-points, and the choice's out-of-fold coverage on the dev targets."""
-    keys = ("kernel", "degree", "share", "interval_scale", "dof", "out_of_fold_coverage_raw", "out_of_fold_coverage",
-            "out_of_fold_interval_score", "dev_library", "dev_targets")  # fmt: skip
-    return {k: record[k] for k in keys if k in record}
 
 
 def interval_prefix(method: str) -> str:

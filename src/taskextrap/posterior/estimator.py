@@ -24,7 +24,7 @@ from taskextrap.baselines.classics import LibraryGP, chosen
 from taskextrap.baselines.gp import GP_KERNELS, MetaGP, hyper_names
 from taskextrap.baselines.table import get_method
 from taskextrap.errors import TaskextrapError
-from taskextrap.estimators.base import Fittable
+from taskextrap.estimators.base import Estimator, Fittable, fit_together
 from taskextrap.estimators.parameter import RTE
 from taskextrap.estimators.saving import decode, encode
 from taskextrap.files import read_json, read_state, write_json_atomic, write_state_atomic
@@ -36,8 +36,11 @@ from taskextrap.tasks.observe import noise_scale
 from taskextrap.tasks.taskset import TaskSet
 from taskextrap.validation import check_context, check_instance, check_int, check_query
 
-__all__ = ["RTEGP", "library_dev_split"]
+__all__ = ["RTEGP", "SELF_CALIBRATED", "choice_summary", "in_unit", "library_dev_split"]
 
+# rte-gp's interval is calibrated inside its fit, on the library's own dev split (RTEGP.choose):
+# an experiment gives it a coverage row and takes no scale for it from the scales file
+SELF_CALIBRATED = ("rte-gp",)
 FORMAT = 1  # the folder layout of a saved rte-gp; another value is refused
 RTE_FOLDER, GP_FILE, CONFIG_FILE = "rte", "library_gp.safetensors", "rte-gp.json"
 
@@ -68,12 +71,16 @@ class RTEGP(Fittable):
     on its residuals, times the library GP where dev says it helps (``posterior.context``).
 
     Args:
-        rte: the relational prior, an unfitted :class:`~taskextrap.estimators.parameter.RTE`
-            (its settings; None: ``RTE()``, the paper's ``rte`` row).
+        rte: the relational prior, an unfitted RTE of any regime (its settings; None: ``RTE()``,
+            the paper's ``rte`` row of the parameter regime).
+        regime: whose dev-chosen ``meta-gp`` variant is the library prior (``baselines.classics.chosen``).
         library_prior: multiply by the library GP ``meta-gp`` (its dev-chosen variant), with the
             share dev chooses (False: the residual GP alone).
         kernels: the residual prior's kernel families tried on dev.
         dev_draws: context/query draws of each dev target.
+        library_draws: ``fn(rte)`` -> the ``SharedDraws`` the library GP learns from beside a
+            fitted RTE (a discrete regime's: its training batches, as its unit's table learns);
+            None: the library GP's own draws of the library.
 
     Examples:
         >>> import numpy as np
@@ -93,16 +100,19 @@ class RTEGP(Fittable):
     """
 
     rte: Any = None
+    regime: str = "parameter"
     library_prior: bool = True
     kernels: tuple = GP_KERNELS
     dev_draws: int = 4
+    library_draws: Any = field(default=None, repr=False, compare=False)
     verbose: bool = field(default=False, repr=False, compare=False)
 
     fitted_attribute = "posterior_"
 
     def _settings(self) -> dict:
         if self.rte is not None:
-            check_instance("rte", self.rte, RTE, "an unfitted RTE (taskextrap.RTE)")
+            check_instance("rte", self.rte, Estimator, "an unfitted RTE (taskextrap.RTE, LengthRTE, ...)")
+        check_instance("regime", self.regime, str, "a regime name (parameter, length, ...)")
         check_instance("library_prior", self.library_prior, bool, "True or False")
         if not self.kernels:
             raise TaskextrapError("kernels must name at least one kernel family")
@@ -111,17 +121,17 @@ class RTEGP(Fittable):
         check_int("dev_draws", self.dev_draws, 1)
         return {}
 
-    def _base(self) -> RTE:
-        """A fresh RTE of the given settings (the prior is fitted twice: on the dev library, then
-        on the whole library)."""
+    def _base(self) -> Any:  # an RTE of any regime (their fit returns Fittable)
+        """A fresh RTE of the given settings and class (the prior is fitted twice: on the dev
+        library, then on the whole library)."""
         base = RTE(verbose=self.verbose) if self.rte is None else self.rte
-        return RTE(**base.get_params())
+        return type(base)(**base.get_params())
 
-    def _library_gp(self, rte: RTE) -> LibraryGP | None:
+    def _library_gp(self, rte: Any) -> LibraryGP | None:
         """``meta-gp`` at its dev-chosen variant, observing the library as ``rte`` does."""
         if not self.library_prior:
             return None
-        entry = get_method(chosen("parameter")["meta-gp"])
+        entry = get_method(chosen(self.regime)["meta-gp"])
         gp = entry.build(seed=rte.seed, device=str(rte.device), protocol=rte.protocol, train=rte.train)
         assert isinstance(gp, LibraryGP)  # the table's meta-gp rows are LibraryGP variants
         return gp
@@ -156,11 +166,11 @@ class RTEGP(Fittable):
         dev_library, dev_targets = library_dev_split(library) if dev is None else dev
         dev_rte = self._base().fit(dev_library)
         g = rng(dev_rte.seed, "rte-gp-dev")
-        obs = dev_rte.protocol_.draw(dev_targets, self.dev_draws, g, noise_scale(dev_library.family))
+        obs = dev_rte.protocol_.draw(dev_targets, self.dev_draws, g, noise_scale(dev_targets.family))
         posterior, record = self.choose_with(dev_rte, dev_library, obs)
         return posterior, record | {"dev_library": len(dev_library), "dev_targets": len(dev_targets)}
 
-    def choose_with(self, dev_rte: RTE, dev_library, draws) -> tuple[ContextPosterior, dict]:
+    def choose_with(self, dev_rte: Any, dev_library, draws) -> tuple[ContextPosterior, dict]:
         """The context posterior chosen on dev ``draws`` (``ctx_x``, ``ctx_y``, ``qry_x``,
         ``qry_y``; a ``task`` per draw and a query ``mask`` where they have them: protocol draws
         or a user's dev targets split into contexts and queries) given ``dev_rte``, fitted on
@@ -169,13 +179,16 @@ class RTEGP(Fittable):
         k = cx.shape[1]
         base = dev_rte.predict(cx, cy, np.concatenate([cx, qx], 1))
         gp = self._library_gp(dev_rte)
-        expert = None if gp is None else gp.fit(dev_library).predict(cx, cy, qx, return_std=True)
+        if gp is not None:
+            shared = None if self.library_draws is None else self.library_draws(dev_rte)
+            fit_together([gp.begin_fit(dev_library, shared)])
+        expert = None if gp is None else gp.predict(cx, cy, qx, return_std=True)
         dev = DevDraws(cx, cy, qx, draws.qry_y, base[:, :k], base[:, k:], getattr(draws, "task", None),
                        getattr(draws, "mask", None))  # fmt: skip
         return choose_posterior(dev, dev_rte.scaler_, expert, tuple(self.kernels), str(dev_rte.device))
 
     @classmethod
-    def from_parts(cls, rte: RTE, posterior: ContextPosterior, library_gp: LibraryGP | None = None) -> RTEGP:
+    def from_parts(cls, rte: Any, posterior: ContextPosterior, library_gp: LibraryGP | None = None) -> RTEGP:
         """A fitted ``rte-gp`` from a fitted RTE, a chosen posterior and (when its share is
         below 1) a fitted library GP: an experiment's unit, whose RTE and ``meta-gp`` are its own
         rows' fits."""
@@ -194,6 +207,10 @@ class RTEGP(Fittable):
         ``rte-gp.json`` (the settings, the chosen posterior, the dev record); never a pickle.
         :meth:`from_pretrained` reads it back to the same predictions. Returns the folder."""
         self.check_is_fitted()
+        if not isinstance(self.rte_, RTE):
+            raise TaskextrapError(
+                f"saving an rte-gp keeps the parameter regime's RTE; this one's is a {type(self.rte_).__name__}"
+            )
         folder = Path(folder)
         self.rte_.save_pretrained(folder / RTE_FOLDER, library=library)
         gp = self.library_gp_
@@ -260,3 +277,28 @@ class RTEGP(Fittable):
             base[:, :k], base[:, k:], ctx_x, ctx_y, x_query, expert, str(self.rte_.device)
         )
         return (mean, sd) if return_std else mean
+
+
+def in_unit(
+    dev_rte: Any, rte: Any, library, dev, library_gp: LibraryGP | None, regime: str, library_draws=None
+) -> RTEGP:
+    """``rte-gp`` of an experiment's unit: the context posterior chosen on the dev split ``dev``
+    (None: the parametric library's own, :func:`library_dev_split`) by ``dev_rte`` (an unfitted
+    RTE of the unit's settings), on top of the unit's own fits of ``rte`` and ``meta-gp``
+    (``library_gp``, the row's; None where the unit has none), so its relational prior is the
+    ``rte`` row's, bit for bit; ``library_draws`` as :class:`RTEGP` takes it. Its ``dev_record_``
+    is the choice's record."""
+    chooser = RTEGP(rte=dev_rte, regime=regime, library_prior=library_gp is not None, library_draws=library_draws)
+    posterior, record = chooser.choose(library, dev)
+    model = RTEGP.from_parts(rte, posterior, library_gp if posterior.share < 1.0 else None)
+    model.dev_record_ = record
+    return model
+
+
+def choice_summary(record: dict) -> dict:
+    """What an ``rte-gp``'s dev choice was (a results file's ``config``): the kernel, polynomial
+    degree, share, interval scale and amplitude pseudo-points, the choice's out-of-fold coverage
+    on the dev targets and the dev split's sizes."""
+    keys = ("kernel", "degree", "share", "interval_scale", "dof", "out_of_fold_coverage_raw", "out_of_fold_coverage",
+            "out_of_fold_interval_score", "dev_library", "dev_targets")  # fmt: skip
+    return {k: record[k] for k in keys if k in record}
