@@ -31,6 +31,7 @@ from taskextrap.experiments.discrete import (
     LIBRARY_SEED,
     embedding_of,
     estimator_settings,
+    UnitWork,
     fit_and_score,
     held_out_rows,
     Figures,
@@ -243,10 +244,9 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
         target_labels=[],
     )
     plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
-    unit = fit_and_score(
-        primitives, make_rte(spec), targets, obs, predict_all, all_methods(spec.dev), "composition", plot,
-        lambda lib, rte: dev_split_of(spec, lib),
-    )  # fmt: skip
+    dev = lambda lib, rte: dev_split_of(spec, lib)  # noqa: E731
+    work = UnitWork(predict_all, all_methods(spec.dev), "composition", plot, dev)
+    unit = fit_and_score(primitives, make_rte(spec), targets, obs, work)
     # Which held-out pair each target belongs to, for the per-pair breakdown of the table.
     unit.errors["pair_id"] = np.array([split.test.index(tuple(p)) for p in targets.pair], dtype=float)
     return unit

@@ -30,6 +30,7 @@ from taskextrap.experiments.discrete import (
     LIBRARY_SEED,
     embedding_of,
     estimator_settings,
+    UnitWork,
     fit_and_score,
     held_out_rows,
     Figures,
@@ -212,9 +213,8 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     )
     plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
     dev = lambda lib, rte: dev_split_of(spec, lib, streams)  # noqa: E731
-    unit = fit_and_score(
-        primitives, make_rte(spec), targets, obs, predict_all, main_methods(spec.dev), REGIME, plot, dev
-    )
+    work = UnitWork(predict_all, main_methods(spec.dev), REGIME, plot, dev)
+    unit = fit_and_score(primitives, make_rte(spec), targets, obs, work)
     # Which held-out recipe each target belongs to, for the per-recipe breakdown of the table.
     unit.errors["recipe_id"] = np.array([split.test.index(tuple(r)) for r in targets.recipe], dtype=float)
     return unit

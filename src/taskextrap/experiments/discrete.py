@@ -349,17 +349,21 @@ def entropy_rows(experiment: str, errors: dict, group: str, pairs) -> list:
     return [make_row(experiment, group, m, "entropy", np.stack(errors[k], axis=1)) for m, k in pairs]
 
 
-def fit_and_score(
-    library,
-    estimator,
-    targets,
-    obs,
-    predict_all: Callable,
-    methods,
-    regime: str,
-    plot: Callable | None = None,
-    dev_split: Callable | None = None,
-) -> UnitResult:
+@dataclass(frozen=True)
+class UnitWork:
+    """What a discrete unit scores (:func:`fit_and_score`): ``predict_all`` (the regime's own
+    rows), the ``methods`` with a row, the ``regime`` (its classics' dev-chosen variants),
+    ``plot(rte)`` (the unit's figures; None: none) and ``dev_split(library, rte)`` (the library's
+    own dev split for ``rte-gp``'s choice, :func:`context_posterior`; None: no rte-gp)."""
+
+    predict_all: Callable
+    methods: tuple
+    regime: str
+    plot: Callable | None = None
+    dev_split: Callable | None = None
+
+
+def fit_and_score(library, estimator, targets, obs, work: UnitWork) -> UnitResult:
     """Fit ``estimator`` on ``library``, the inductive baseline and the method table's rows of
     ``methods`` beside it (their networks trained together: ``estimators.base.fit_together``;
     the baselines on the estimator's training tasks; a learned classic at ``regime``'s dev-chosen
@@ -370,10 +374,9 @@ def fit_and_score(
     per-draw retrieval diagnostics) of the regime's own rows; the table's predictions and the
     interval diagnostics of those with an interval (prefix: the method's name) are added to
     them; errors and diagnostics are averaged per target.
-    ``plot(rte)`` draws the unit's figures. ``dev_split(library, rte)``: the library's own dev
-    split on which ``rte-gp``'s context posterior is chosen when ``methods`` has it
-    (:func:`context_posterior`).
+    ``plot(rte)`` draws the unit's figures; ``dev_split`` as :class:`UnitWork` takes it.
     """
+    predict_all, methods, regime = work.predict_all, work.methods, work.regime
     from taskextrap.baselines.classics import chosen
 
     t0 = time.perf_counter()
@@ -402,7 +405,7 @@ def fit_and_score(
     extras = {}
     if "rte-gp" in methods:
         t = time.perf_counter()
-        model = context_posterior(rte, library, dev_split, fitted.get("meta-gp"), regime)
+        model = context_posterior(rte, library, work.dev_split, fitted.get("meta-gp"), regime)
         timing["rte-gp_choice_s"] = time.perf_counter() - t
         preds["rte-gp"], sd = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
         retrieval |= interval_diagnostics("rte-gp", preds["rte-gp"], sd, obs.qry_y, model.posterior_.scale)
@@ -410,8 +413,8 @@ def fit_and_score(
     n = len(targets)
     errors = {m: per_target((preds[m] - obs.qry_y) ** 2, n) for m in methods}
     errors.update({k: per_target(v, n) for k, v in retrieval.items()})
-    if plot is not None:
-        plot(rte)
+    if work.plot is not None:
+        work.plot(rte)
     timing["total_s"] = time.perf_counter() - t0
     return UnitResult(errors, timing, extras)
 

@@ -27,6 +27,7 @@ from taskextrap.experiments.discrete import (
     LIBRARY_SEED,
     embedding_of,
     estimator_settings,
+    UnitWork,
     fit_and_score,
     Figures,
     retrieval_rows,
@@ -175,7 +176,8 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     )
     plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
     dev = lambda lib, rte: (make_rte(spec), *library_dev_split(lib, profile.n_targets, spec.seed))  # noqa: E731
-    return fit_and_score(library, make_rte(spec), targets, obs, predict_all, all_methods(spec.dev), "length", plot, dev)
+    work = UnitWork(predict_all, all_methods(spec.dev), "length", plot, dev)
+    return fit_and_score(library, make_rte(spec), targets, obs, work)
 
 
 def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:
