@@ -63,8 +63,10 @@ def test_dev_unit_fits_on_dev_training_recipes_only_and_scores_the_dev_recipes()
     dev = dev_recipe_split(PAPER_RECIPE_SPLIT)
     with audit.spy() as seen:
         protocol = get_protocol("strict", "composition-depth3")
-        unit = D3.run_unit(UnitSpec(POLY_SIN_TANH_RESCALED, protocol, D3.PROFILES["tiny"], 0, "gradient", 5, split=dev))
-    for m in D3.main_methods():
+        spec = UnitSpec(POLY_SIN_TANH_RESCALED, protocol, D3.PROFILES["tiny"], 0, "gradient", 5, split=dev, dev=True)
+        unit = D3.run_unit(spec)
+    assert "rte-gp" not in D3.main_methods(dev=True) and "rte-gp" in D3.main_methods()  # a dev run has none
+    for m in D3.main_methods(dev=True):
         assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
     audit.check(
         seen, dev.training_labels(), required={"scaler", "probe", "pca", "sparse-inductive", "psi", "decomposer"}
