@@ -450,6 +450,31 @@ def test_versus_table_gives_paired_verdicts_before_and_after(tmp_path, monkeypat
     assert chosen[0] == "| file | group | `ctx-interp` | `cnp` |" and chosen[2] == "| x-paper-paper | g | ✗ |  |"
 
 
+def test_rte_gp_goals_table_counts_verdicts_winners_and_coverage(tmp_path, monkeypatch):
+    mod = _load("tables.py")
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+
+    def comp(g, a, b, winner):
+        return {"group": g, "metric": "mse", "a": a, "b": b, "clear": winner is not None, "winner": winner}
+
+    def row(g, m, metric, v):
+        return {"group": g, "method": m, "metric": metric, "value": v, "ci95": None, "n": 3}
+
+    rows = [row(g, m, "mse", v) for g in ("g", "h") for m, v in (("rte", 2.0), ("rte-gp", 1.0))]
+    rows += [row("g", "rte-gp", "coverage", 0.9), row("h", "rte-gp", "coverage", 0.7)]
+    comps = [comp("g", "rte", "rte-gp", "rte-gp"), comp("g", "rte-gp", "ctx-polyfit", "ctx-polyfit"),
+             comp("g", "rte-gp", "oracle", "oracle"), comp("h", "rte", "rte-gp", None),
+             comp("h", "rte-gp", "cnp", "rte-gp")]  # fmt: skip
+    (tmp_path / "x.json").write_text(json.dumps({"rows": rows, "comparisons": comps}))
+    lines = mod.render_spec("rte-gp-goals x:g+h").splitlines()
+    assert lines[2] == "| x | g | 2.00 | 1.00 | ✓ | `ctx-polyfit` | 0.900 | yes |"  # an oracle never counts
+    assert lines[3] == "| x | h | 2.00 | 1.00 | = | - | 0.700 | **no** |"
+    assert "2 cells: `rte-gp` clearly better than `rte` in 1, clearly worse in 0" in lines[-1]
+    assert "beaten by another row (oracles aside) in 1" in lines[-1] and "0.85-0.95 in 1." in lines[-1]
+    with pytest.raises(SystemExit, match="no rte-gp row"):
+        mod.render_spec("rte-gp-goals x:nosuch")
+
+
 def test_table_block_methods_keeps_those_rows_in_order_and_the_claims_between_them(tmp_path, monkeypatch):
     mod = _load("tables.py")
     methods = ("rte", "ctx-polyfit", "library-best-fit")
