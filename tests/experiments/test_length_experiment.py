@@ -31,7 +31,9 @@ def test_run_unit_scores_every_method_and_never_fits_on_level9():
     )
     # no fit sees a level-9 coefficient (rte-gp's dev fit is on the ladder below: 9 coefficients)
     assert all(c.shape[1] <= 9 or np.all(c[:, 9] == 0) for _, c in seen)
-    assert unit.extras["rte-gp"]["dev_targets"] == 6 and unit.errors["rte-gp_coverage"].shape == (6,)
+    choice = unit.extras["rte-gp"]  # on its own dev split: what it chose, its MSE there beside rte's
+    assert choice["dev_targets"] == 6 and unit.errors["rte-gp_coverage"].shape == (6,)
+    assert choice["out_of_fold_mse"] > 0 and choice["base_mse"] > 0
 
 
 def test_targets_are_one_step_beyond_the_library_and_fixed():

@@ -327,8 +327,9 @@ def choose_posterior(
 
     Returns:
         (the chosen :class:`ContextPosterior`, a record: every (kernel, degree, share)'s
-        out-of-fold MSE, every ``dof``'s out-of-fold interval score at its own scale, the choice,
-        and its out-of-fold coverage raw and calibrated).
+        out-of-fold MSE and the estimator's own MSE on the same queries, every ``dof``'s
+        out-of-fold interval score at its own scale, the choice, and its out-of-fold coverage raw
+        and calibrated).
     """
     check_context(dev.ctx_x, dev.ctx_y)
     check_context(dev.qry_x, dev.qry_y)
@@ -362,6 +363,7 @@ def choose_posterior(
         "out_of_fold_mse": {f"{c[0]}@{c[1]}@{c[2]:.4g}": v for c, v in scores.items()},
         "out_of_fold_coverage_raw": inside(1.0),
         "out_of_fold_coverage": inside(scale),
+        "base_mse": mse(dev.base_qry),  # the estimator's own, on the same dev queries: what the choice improved on
         "dev_draws": len(fold),
     }
     return ContextPosterior(prior, share, scale, dof, degree), record

@@ -297,8 +297,12 @@ def in_unit(
 
 def choice_summary(record: dict) -> dict:
     """What an ``rte-gp``'s dev choice was (a results file's ``config``): the kernel, polynomial
-    degree, share, interval scale and amplitude pseudo-points, the choice's out-of-fold coverage
-    on the dev targets and the dev split's sizes."""
+    degree, share, interval scale and amplitude pseudo-points, the choice's out-of-fold MSE and
+    coverage on the dev targets beside RTE's own MSE there, and the dev split's sizes."""
     keys = ("kernel", "degree", "share", "interval_scale", "dof", "out_of_fold_coverage_raw", "out_of_fold_coverage",
-            "out_of_fold_interval_score", "dev_library", "dev_targets")  # fmt: skip
-    return {k: record[k] for k in keys if k in record}
+            "out_of_fold_interval_score", "base_mse", "dev_library", "dev_targets")  # fmt: skip
+    out = {k: record[k] for k in keys if k in record}
+    scores = record.get("out_of_fold_mse", {})
+    if scores:  # the chosen posterior's out-of-fold MSE, beside the base's
+        out["out_of_fold_mse"] = scores[f"{record['kernel']}@{record['degree']}@{record['share']:.4g}"]
+    return out
