@@ -73,3 +73,29 @@ def test_fit_chooses_on_dev_and_predicts_from_the_context_only(tmp_path):
     (tmp_path / "model" / "rte-gp.json").write_text("{}")
     with pytest.raises(TaskextrapError, match="rte-gp folder"):
         RTEGP.from_pretrained(tmp_path / "model")
+
+
+@pytest.mark.slow
+def test_a_length_rte_gp_is_saved_and_loaded_with_its_regime(tmp_path):
+    """Any regime's rte-gp keeps its RTE's class and its regime: a length unit's, loaded back,
+    predicts the same bits; a folder naming an unknown RTE class is refused in one line."""
+    from taskextrap.experiments import length
+    from taskextrap.experiments.settings import UnitSpec
+    from taskextrap.tasks.ladder import POLYNOMIAL_LADDER
+    from taskextrap.tasks.regimes import get_protocol as regime_protocol
+
+    spec = UnitSpec(POLYNOMIAL_LADDER, regime_protocol("paper", "length"), length.PROFILES["tiny"], 0, "gradient")
+    library = length.make_library(POLYNOMIAL_LADDER, 4)
+    rte = length.make_rte(spec).fit(library)
+    _, obs = length.make_targets(library, spec.protocol, 3, 1)
+    prior = ResidualPrior("rbf", (0.0, 0.0, np.log(1e-2)), 0.0, 0.0, 1.0, 1.0)
+    model = RTEGP.from_parts(rte, ContextPosterior(prior, 1.0, 1.5), regime="length")
+    mean, sd = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+    back = RTEGP.from_pretrained(model.save_pretrained(tmp_path / "m"))
+    assert back.regime == "length" and type(back.rte_) is type(rte)
+    again, sd_again = back.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+    assert np.array_equal(again, mean) and np.array_equal(sd_again, sd)
+    config = tmp_path / "m" / "rte-gp.json"
+    config.write_text(config.read_text().replace('"LengthRTE"', '"NoSuchRTE"'))
+    with pytest.raises(TaskextrapError, match="NoSuchRTE"):
+        RTEGP.from_pretrained(tmp_path / "m")

@@ -188,14 +188,16 @@ class RTEGP(Fittable):
         return choose_posterior(dev, dev_rte.scaler_, expert, tuple(self.kernels), str(dev_rte.device))
 
     @classmethod
-    def from_parts(cls, rte: Any, posterior: ContextPosterior, library_gp: LibraryGP | None = None) -> RTEGP:
-        """A fitted ``rte-gp`` from a fitted RTE, a chosen posterior and (when its share is
-        below 1) a fitted library GP: an experiment's unit, whose RTE and ``meta-gp`` are its own
-        rows' fits."""
+    def from_parts(
+        cls, rte: Any, posterior: ContextPosterior, library_gp: LibraryGP | None = None, regime: str = "parameter"
+    ) -> RTEGP:
+        """A fitted ``rte-gp`` from a fitted RTE (of ``regime``), a chosen posterior and (when
+        its share is below 1) a fitted library GP: an experiment's unit, whose RTE and ``meta-gp``
+        are its own rows' fits."""
         rte.check_is_fitted()
         if posterior.share < 1.0 and library_gp is None:
             raise TaskextrapError("this posterior gives the library GP a share: pass a fitted library_gp")
-        model = cls(library_prior=library_gp is not None)
+        model = cls(regime=regime, library_prior=library_gp is not None)
         model.rte_, model.library_gp_, model.dev_record_ = rte, library_gp, {}
         model.posterior_ = posterior
         return model
@@ -207,10 +209,6 @@ class RTEGP(Fittable):
         ``rte-gp.json`` (the settings, the chosen posterior, the dev record); never a pickle.
         :meth:`from_pretrained` reads it back to the same predictions. Returns the folder."""
         self.check_is_fitted()
-        if not isinstance(self.rte_, RTE):
-            raise TaskextrapError(
-                f"saving an rte-gp keeps the parameter regime's RTE; this one's is a {type(self.rte_).__name__}"
-            )
         folder = Path(folder)
         self.rte_.save_pretrained(folder / RTE_FOLDER, library=library)
         gp = self.library_gp_
@@ -221,7 +219,9 @@ class RTEGP(Fittable):
             write_state_atomic(folder / GP_FILE, arrays, meta)
         record = {
             "format": FORMAT,
+            "estimator": type(self.rte_).__name__,
             "settings": {
+                "regime": self.regime,
                 "library_prior": self.library_prior,
                 "kernels": list(self.kernels),
                 "dev_draws": self.dev_draws,
@@ -241,7 +241,7 @@ class RTEGP(Fittable):
         record = read_json(folder / CONFIG_FILE)
         if not isinstance(record, dict) or record.get("format") != FORMAT:
             raise TaskextrapError(f"{folder / CONFIG_FILE} is not an rte-gp folder of format {FORMAT}")
-        rte = RTE.from_pretrained(folder / RTE_FOLDER, library, trust_code)
+        rte = _rte_class(record.get("estimator", "RTE")).from_pretrained(folder / RTE_FOLDER, library, trust_code)
         gp = None
         if record.get("library_gp"):
             arrays, meta = read_state(folder / GP_FILE)
@@ -255,6 +255,7 @@ class RTEGP(Fittable):
             gp.gp_, gp.library_ = inner, rte.library_
         model = cls.from_parts(rte, ContextPosterior.from_dict(record["posterior"]), gp)
         settings = record.get("settings", {})
+        model.regime = str(settings.get("regime", "parameter"))
         model.library_prior = bool(settings.get("library_prior", gp is not None))
         model.kernels = tuple(settings.get("kernels", GP_KERNELS))
         model.dev_draws = int(settings.get("dev_draws", 4))
@@ -279,6 +280,18 @@ class RTEGP(Fittable):
         return (mean, sd) if return_std else mean
 
 
+def _rte_class(name: str) -> Any:
+    """The RTE class a saved rte-gp names (its relational prior's regime), or a one-line error."""
+    from taskextrap.estimators.composition import CompositionRTE
+    from taskextrap.estimators.composition_depth3 import Composition3RTE
+    from taskextrap.estimators.length import LengthRTE
+
+    classes = {c.__name__: c for c in (RTE, LengthRTE, CompositionRTE, Composition3RTE)}
+    if name not in classes:
+        raise TaskextrapError(f"a saved rte-gp's RTE is a {name!r}; this taskextrap reads {sorted(classes)}")
+    return classes[name]
+
+
 def in_unit(
     dev_rte: Any, rte: Any, library, dev, library_gp: LibraryGP | None, regime: str, library_draws=None
 ) -> RTEGP:
@@ -290,7 +303,7 @@ def in_unit(
     is the choice's record."""
     chooser = RTEGP(rte=dev_rte, regime=regime, library_prior=library_gp is not None, library_draws=library_draws)
     posterior, record = chooser.choose(library, dev)
-    model = RTEGP.from_parts(rte, posterior, library_gp if posterior.share < 1.0 else None)
+    model = RTEGP.from_parts(rte, posterior, library_gp if posterior.share < 1.0 else None, regime)
     model.dev_record_ = record
     return model
 
