@@ -13,6 +13,7 @@ benchmarks/results/. Not part of the test suite.
     python benchmarks/run.py --only speed [--device cuda]  # one paper unit per experiment, timed (speed.py)
     python benchmarks/run.py --only kernels        # the kernels behind the speed work (kernels.py)
     python benchmarks/run.py --only em-estep       # the composition-em E-step sweep settings (em_estep.py)
+    python benchmarks/run.py --only scale          # fit cost against library size (scale.py)
 
 Finished units are cached under benchmarks/results/runs/units, so an interrupted run resumes and
 the ablation experiments reuse the main experiments' fits; benchmarks/paired.py compares two
@@ -250,6 +251,7 @@ def main():
             "kernels",
             "em-estep",
             "codeio-search",
+            "scale",
         ],
         default=None,
     )
@@ -349,6 +351,8 @@ def main():
         _sibling("em_estep").main([])
     if args.only in (None, "codeio-search"):  # the bounded CodeIO search against the full one (~25 min)
         _sibling("codeio_search").main([])
+    if args.only in (None, "scale"):  # fit cost against library size, 200 to 3,200 tasks (scale.py, ~8 min)
+        _sibling("scale").main([])
     if args.only in (None, "speed"):  # one paper unit per experiment in its own process (speed.py)
         _sibling("speed").main(["--label", args.label, "--device", args.device, "--threads", str(args.threads or 1)])
     if args.only in (None, "parameter"):

@@ -1,0 +1,186 @@
+"""Fit cost against library size (issue 65, "measure first"): the parameter regime's RTE fitted
+on cubic libraries of growing size, each in its own process, timed and scored on the same
+held-out targets.
+
+For every size n (tasks, spread evenly over the family's training regions, drawn from one
+stream so a larger library holds a smaller one's first tasks region by region) the child
+process fits ``RTE(protocol="paper")`` on one torch thread and records the fit's wall time and
+its phases (``RTE.timing_``), the prediction time of the targets, the process's peak resident
+memory, and the MSE and the 90% interval's coverage on the same 100 F2 targets (one draw each,
+the same draws at every size). With ``--data-file`` the same library is also written as a table
+of observations (16 evenly spaced points per task) and fitted by ``taskextrap fit`` (its dev calibration, a
+second fit, included), timed from the command line.
+
+    python benchmarks/scale.py                                # 200, 800, 3200 (make bench)
+    python benchmarks/scale.py --sizes 200 800 3200 12800 51200 --data-file
+    python benchmarks/scale.py --sizes 200 --out /tmp/s.json  # a plumbing check
+
+Writes ``benchmarks/results/scale.json``: one record per size, and each size's per-target MSE
+against the 800-task library's (paired over the same targets, ``report.compare.paired_difference``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZES = (200, 800, 3200)
+REFERENCE = 800  # the size every other is compared with, target by target
+FAMILY = "cubic"
+N_TARGETS = 100
+POINTS = 16  # observations per task in the data-file library
+
+
+def library_of(n: int, seed: int = 0):
+    """``n`` cubic tasks spread evenly over the training regions (the remainder to the first)."""
+    from taskextrap.seeding import rng
+    from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet
+
+    family = PARAMETER_FAMILIES[FAMILY]
+    regions = family.train_regions
+    counts = {r: n // len(regions) + (i < n % len(regions)) for i, r in enumerate(regions)}
+    return TaskSet.sample(family, counts, rng(seed, "scale-library", n))
+
+
+def targets_and_draws():
+    """The held-out targets and their one draw each: the same at every size."""
+    from taskextrap.seeding import rng
+    from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
+
+    family = PARAMETER_FAMILIES[FAMILY]
+    targets = TaskSet.sample(family, {"F2": N_TARGETS}, rng(31337, "scale-targets"))
+    return get_protocol("paper").draw(targets, 1, rng(31337, "scale-draws"))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def measure_one(n: int, seed: int = 0) -> dict:
+    """Fit and score one size in this process (call it in a fresh one: the peak memory is the
+    process's)."""
+    import torch
+
+    from taskextrap import RTE
+    from taskextrap.search.posterior import covered
+
+    torch.set_num_threads(1)
+    library, obs = library_of(n, seed), targets_and_draws()
+    t = time.perf_counter()
+    model = RTE(protocol="paper", seed=seed, verbose=False).fit(library)
+    fit_s = time.perf_counter() - t
+    t = time.perf_counter()
+    mean, sd = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+    predict_s = time.perf_counter() - t
+    per_target = ((mean - obs.qry_y) ** 2).mean(1)
+    return {
+        "tasks": n,
+        "fit_s": round(fit_s, 2),
+        "fit_s_per_task_ms": round(1000.0 * fit_s / n, 3),
+        "phases_s": {k: round(float(v), 2) for k, v in getattr(model, "timing_", {}).items()},
+        "predict_s": round(predict_s, 3),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "mse": float(per_target.mean()),
+        "coverage": float(covered(mean, sd, obs.qry_y).mean()),
+        "per_target_mse": per_target.tolist(),
+    }
+
+
+def data_file_fit(n: int, folder: Path, seed: int = 0) -> dict:
+    """``taskextrap fit`` on the size-``n`` library written as observations (POINTS per task on
+    one evenly spaced grid),
+    its dev calibration included, timed from the command line."""
+    library = library_of(n, seed)
+    lo, hi = library.family.domain
+    x = np.broadcast_to(np.linspace(lo, hi, POINTS), (n, POINTS))  # a measured grid, as a sensor's
+    y = library.values(x)
+    path = folder / f"library-{n}.csv"
+    with path.open("w") as f:
+        f.write("task,x,y\n")
+        for i in range(n):
+            f.writelines(f"t{i},{float(x[i, j])!r},{float(y[i, j])!r}\n" for j in range(POINTS))
+    cmd = [sys.executable, "-m", "taskextrap.cli", "fit", "--data", str(path), "--out", str(folder / f"model-{n}")]
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, env={"OMP_NUM_THREADS": "1", **_env()})
+    return {"tasks": n, "points_per_task": POINTS, "fit_command_s": round(time.perf_counter() - t, 2)}
+
+
+def _env() -> dict:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+
+
+def paired_against(records: list[dict], reference: int = REFERENCE) -> dict:
+    """Each size's per-target MSE against the reference size's, paired over the same targets
+    (``report.compare.paired_difference``; one seed: a clear difference is this seed's only)."""
+    from taskextrap.report.compare import paired_difference
+
+    by = {r["tasks"]: np.asarray(r["per_target_mse"]) for r in records}
+    if reference not in by:
+        return {}
+    out = {}
+    for n, err in by.items():
+        if n != reference:
+            d = paired_difference(err, by[reference])
+            out[str(n)] = {"mse_minus_reference": d["diff"], "interval": [d["lo"], d["hi"]], "clear": d["clear"]}
+    return out
+
+
+def run(sizes, data_file: bool, seed: int = 0) -> dict:
+    """Every size in its own process (and with ``data_file`` through ``taskextrap fit``)."""
+    records, files = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            out = Path(tmp) / f"one-{n}.json"
+            cmd = [sys.executable, __file__, "--one", str(n), "--seed", str(seed), "--out", str(out)]
+            subprocess.run(cmd, check=True, env={"OMP_NUM_THREADS": "1", **_env()})
+            records.append(json.loads(out.read_text()))
+            print(f"{n} tasks: fit {records[-1]['fit_s']} s, mse {records[-1]['mse']:.4g}", file=sys.stderr)
+            if data_file:
+                files.append(data_file_fit(n, Path(tmp), seed))
+    return {"records": records, "data_file": files, "paired_vs_reference": paired_against(records)}
+
+
+def main(argv=None) -> None:
+    from taskextrap.files import write_json_atomic
+    from taskextrap.report.schema import environment_info
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data-file", action="store_true", help="also time `taskextrap fit` on each size as a CSV")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "scale.json")
+    ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # a child: one size
+    a = ap.parse_args(argv)
+    if a.one is not None:
+        a.out.write_text(json.dumps(measure_one(a.one, a.seed)))
+        return
+    t = time.perf_counter()
+    doc = run(a.sizes, a.data_file, a.seed)
+    doc |= {
+        "command": "python benchmarks/scale.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "family": FAMILY,
+        "targets": N_TARGETS,
+        "reference": REFERENCE,
+        "seed": a.seed,
+        "threads": 1,
+        "wall_s": round(time.perf_counter() - t, 1),
+        "environment": environment_info("cpu"),
+    }
+    write_json_atomic(a.out, doc)
+    print(f"written: {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""benchmarks/scale.py (issue 65): its libraries, targets and paired comparison (the fits are
+the benchmark's, not a test's)."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "benchmarks" / "scale.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_libraries_spread_over_the_training_regions_and_targets_stay_fixed():
+    mod = _load()
+    lib = mod.library_of(101)
+    regions = lib.family.train_regions
+    counts = [int((lib.region == r).sum()) for r in regions]
+    assert sum(counts) == 101 and max(counts) - min(counts) <= 1 and set(lib.region) == set(regions)
+    a, b = mod.targets_and_draws(), mod.targets_and_draws()
+    assert a.ctx_y.shape[0] == mod.N_TARGETS and np.array_equal(a.qry_y, b.qry_y)  # the same at every size
+
+
+def test_sizes_are_paired_against_the_reference_on_the_same_targets():
+    mod = _load()
+    g = np.random.default_rng(0)
+    base = g.uniform(1.0, 2.0, 50)
+    records = [
+        {"tasks": 800, "per_target_mse": base.tolist()},
+        {"tasks": 3200, "per_target_mse": (base + 0.5).tolist()},  # worse on every target
+        {"tasks": 200, "per_target_mse": (base + g.normal(0, 0.01, 50)).tolist()},
+    ]
+    out = mod.paired_against(records)
+    assert set(out) == {"3200", "200"}
+    assert out["3200"]["clear"] and abs(out["3200"]["mse_minus_reference"] - 0.5) < 1e-12
+    assert mod.paired_against(records[1:]) == {}  # no reference size, no comparison
