@@ -538,7 +538,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         cells = measure_real(args.data, args.seed, args.cache)
     result = {
-        "command": "python benchmarks/context_posterior_dev.py",
+        "command": "python benchmarks/context_posterior_dev.py"
+        + ("" if args.suite == "parameter" else " --suite realdata"),
         "suite": args.suite,
         "profile": args.profile if args.suite == "parameter" else "paper (the suite's own sizes)",
         "seed": args.seed,

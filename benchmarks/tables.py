@@ -528,6 +528,36 @@ def _beaten_by(data: dict, group: str, method: str) -> list[str]:
     return out
 
 
+def render_context_dev(data: dict) -> str:
+    """``context-posterior-dev*.json`` (benchmarks/context_posterior_dev.py): every design of a
+    context posterior scored on dev targets, per protocol: the mean over the cells of log(MSE /
+    rte's MSE) (lower is better; -0.69 halves it), the same against ``meta-gp``, the mean
+    coverage of its 90% interval (raw for the fixed designs, calibrated for ``chosen-*``), how
+    many cells lie in the band, and the interval score against ``chosen-base``'s."""
+    protocols = list(data["summary"])
+    lines = [
+        "| design | " + " | ".join(f"{p}: log MSE / rte | {p}: coverage (in band)" for p in protocols) + " |",
+        "| --- |" + " ---: | ---: |" * len(protocols),
+    ]
+    fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+    for design in dict.fromkeys(d for p in protocols for d in data["summary"][p]):
+        cells = []
+        for p in protocols:
+            v = data["summary"][p].get(design, {})
+            band = f" ({v['coverage_in_band']})" if v.get("coverage_in_band") else ""
+            cells += [fmt(v.get("log_mse_vs_rte"), "+.3f"), fmt(v.get("coverage"), ".3f") + band]
+        lines.append(f"| `{design}` | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"_dev targets only ({data['suite']} suite, profile {data['profile']}, seed {data['seed']}), every "
+        "design scored out of fold (two folds by target); `chosen-*`: the library's whole rule chosen on "
+        "one fold and applied to the other, in the cells with at least 4 dev targets (each fold chooses "
+        "on two folds of its own; the others have no such row); wall "
+        f"{data['wall_s']:.0f} s; `{data['command']}`._",
+    ]
+    return "\n".join(lines)
+
+
 def render_context_goals(entries: list[str]) -> str:
     """``rte-gp`` (issue 64) per ``FILE:GROUP+GROUP`` entry: its MSE beside ``rte``'s, the paired
     verdict against ``rte`` (✓ rte-gp clearly better, ✗ clearly worse, = not clear), what else
@@ -1109,6 +1139,8 @@ def render_spec(spec: str) -> str:
         return render_interpolants(data)
     if name == "context-sizes" and not opts:
         return render_context_sizes(data)
+    if name.startswith("context-posterior-dev") and not opts:
+        return render_context_dev(data)
     if name == "cpu-drift" and not opts:
         return render_cpu_drift(data)
     if "modes" in data and "agreement" in data and not opts:

@@ -632,3 +632,13 @@ def test_the_em_estep_benchmark_times_every_setting_with_the_same_labels_and_its
     (tmp_path / "em-estep.json").write_text(json.dumps(doc))
     text = tables.render_spec("em-estep")
     assert "`chunked-lanes`" in text and "1.00x" in text and "6 hidden tasks" in text
+
+
+def test_context_posterior_dev_table_has_every_design_per_protocol():
+    mod = _load("tables.py")
+    data = json.loads((mod.RESULTS / "context-posterior-dev.json").read_text())
+    lines = mod.render_spec("context-posterior-dev").splitlines()
+    designs = [line.split("|")[1].strip().strip("`") for line in lines[2:] if line.startswith("| `")]
+    assert designs == list(data["summary"]["paper"]) and "chosen-base" in designs
+    assert lines[0].startswith("| design | paper: log MSE / rte |") and "strict: coverage (in band)" in lines[0]
+    assert "at least 4 dev targets" in lines[-1] and data["command"] in lines[-1]
