@@ -111,14 +111,15 @@ def data_file_fit(n: int, folder: Path, seed: int = 0) -> dict:
             f.writelines(f"t{i},{float(x[i, j])!r},{float(y[i, j])!r}\n" for j in range(POINTS))
     cmd = [sys.executable, "-m", "taskextrap.cli", "fit", "--data", str(path), "--out", str(folder / f"model-{n}")]
     t = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, env={"OMP_NUM_THREADS": "1", **_env()})
+    subprocess.run(cmd, check=True, capture_output=True, env=_env())
     return {"tasks": n, "points_per_task": POINTS, "fit_command_s": round(time.perf_counter() - t, 2)}
 
 
 def _env() -> dict:
+    """This process's environment with one OpenMP thread (a child fits as the parent measures)."""
     import os
 
-    return {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def paired_against(records: list[dict], reference: int = REFERENCE) -> dict:
@@ -144,7 +145,7 @@ def run(sizes, data_file: bool, seed: int = 0) -> dict:
         for n in sizes:
             out = Path(tmp) / f"one-{n}.json"
             cmd = [sys.executable, __file__, "--one", str(n), "--seed", str(seed), "--out", str(out)]
-            subprocess.run(cmd, check=True, env={"OMP_NUM_THREADS": "1", **_env()})
+            subprocess.run(cmd, check=True, env=_env())
             records.append(json.loads(out.read_text()))
             print(f"{n} tasks: fit {records[-1]['fit_s']} s, mse {records[-1]['mse']:.4g}", file=sys.stderr)
             if data_file:

@@ -462,6 +462,19 @@ def render_versus(entries: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _entry_groups(entries: list[str], method: str, block: str):
+    """Each (file name, group, its results, its rows by (method, metric)) of ``FILE:GROUP+GROUP``
+    entries; a group without ``method``'s MSE row is a one-line error naming ``block``."""
+    for entry in entries:
+        name, _, groups = entry.partition(":")
+        data = json.loads((RESULTS / f"{name}.json").read_text())
+        for group in groups.split("+"):
+            rows = {(r["method"], r["metric"]): r for r in data["rows"] if r["group"] == group}
+            if (method, "mse") not in rows:
+                raise SystemExit(f"{block} entry {entry!r}: no {method} row in group {group!r} of {name}")
+            yield name, group, data, rows
+
+
 COVERAGE_BAND = (0.85, 0.95)  # a calibrated 90% interval's coverage counts as met inside this band
 CLASSICS = ("ctx-gp", "meta-gp", "cnp")
 
@@ -477,30 +490,24 @@ def render_coverage(entries: list[str]) -> str:
         + " |",
         "| --- | --- | ---: | ---: | :---: | ---: |" + " ---: |" * len(CLASSICS),
     ]
-    for entry in entries:
-        name, _, groups = entry.partition(":")
-        data = json.loads((RESULTS / f"{name}.json").read_text())
-        for group in groups.split("+"):
-            rows = {(r["method"], r["metric"]): r for r in data["rows"] if r["group"] == group}
-            if ("rte", "mse") not in rows:
-                raise SystemExit(f"coverage entry {entry!r}: no rte row in group {group!r} of {name}")
-            cal = rows.get(("rte", "coverage"))
-            if cal is None:  # a file written before the intervals existed
-                lines.append(f"| {name} | {group} | - | - | - | - |" + " |" * len(CLASSICS))
-                continue
-            raw = rows.get(("rte-uncalibrated", "coverage"))
-            if raw is None and "interval_scale" not in (data.get("config") or {}):  # before calibration
-                raw, cal = cal, None
-            width = rows.get(("rte", "interval-width"))
-            lo, hi = COVERAGE_BAND
-            cells = [
-                _cell(raw) if raw else "-",
-                _cell(cal) if cal else "-",
-                "-" if cal is None else "yes" if lo <= cal["value"] <= hi else "**no**",
-                _cell(width) if width else "-",
-                *(_cell(rows[(m, "coverage")]) if (m, "coverage") in rows else "" for m in CLASSICS),
-            ]
-            lines.append(f"| {name} | {group} | " + " | ".join(cells) + " |")
+    for name, group, data, rows in _entry_groups(entries, "rte", "coverage"):
+        cal = rows.get(("rte", "coverage"))
+        if cal is None:  # a file written before the intervals existed
+            lines.append(f"| {name} | {group} | - | - | - | - |" + " |" * len(CLASSICS))
+            continue
+        raw = rows.get(("rte-uncalibrated", "coverage"))
+        if raw is None and "interval_scale" not in (data.get("config") or {}):  # before calibration
+            raw, cal = cal, None
+        width = rows.get(("rte", "interval-width"))
+        lo, hi = COVERAGE_BAND
+        cells = [
+            _cell(raw) if raw else "-",
+            _cell(cal) if cal else "-",
+            "-" if cal is None else "yes" if lo <= cal["value"] <= hi else "**no**",
+            _cell(width) if width else "-",
+            *(_cell(rows[(m, "coverage")]) if (m, "coverage") in rows else "" for m in CLASSICS),
+        ]
+        lines.append(f"| {name} | {group} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "_share of query points inside the 90% interval, value ± ci95 over targets (sd across seeds); raw: "
@@ -568,25 +575,19 @@ def render_context_goals(entries: list[str]) -> str:
         "| --- | --- | ---: | ---: | :---: | --- | ---: | :---: |",
     ]
     beaten, in_band, cells, worse, better = 0, 0, 0, 0, 0
-    for entry in entries:
-        name, _, groups = entry.partition(":")
-        data = json.loads((RESULTS / f"{name}.json").read_text())
-        for group in groups.split("+"):
-            rows = {(r["method"], r["metric"]): r for r in data["rows"] if r["group"] == group}
-            if ("rte-gp", "mse") not in rows:
-                raise SystemExit(f"rte-gp goals entry {entry!r}: no rte-gp row in group {group!r} of {name}")
-            verdict = _verdict(data, group, "rte-gp")
-            verdict = {"✓": "✗", "✗": "✓"}.get(verdict, verdict)  # _verdict speaks for rte
-            others = _beaten_by(data, group, "rte-gp")
-            cov = rows.get(("rte-gp", "coverage"))
-            ok = cov is not None and COVERAGE_BAND[0] <= cov["value"] <= COVERAGE_BAND[1]
-            cells, beaten, in_band = cells + 1, beaten + bool(others), in_band + ok
-            worse, better = worse + (verdict == "✗"), better + (verdict == "✓")
-            lines.append(
-                f"| {name} | {group} | {_cell(rows[('rte', 'mse')])} | {_cell(rows[('rte-gp', 'mse')])} | {verdict} "
-                f"| {', '.join(f'`{o}`' for o in others) or '-'} | {_cell(cov) if cov else '-'} "
-                f"| {'yes' if ok else '**no**'} |"
-            )
+    for name, group, data, rows in _entry_groups(entries, "rte-gp", "rte-gp goals"):
+        verdict = _verdict(data, group, "rte-gp")
+        verdict = {"✓": "✗", "✗": "✓"}.get(verdict, verdict)  # _verdict speaks for rte
+        others = _beaten_by(data, group, "rte-gp")
+        cov = rows.get(("rte-gp", "coverage"))
+        ok = cov is not None and COVERAGE_BAND[0] <= cov["value"] <= COVERAGE_BAND[1]
+        cells, beaten, in_band = cells + 1, beaten + bool(others), in_band + ok
+        worse, better = worse + (verdict == "✗"), better + (verdict == "✓")
+        lines.append(
+            f"| {name} | {group} | {_cell(rows[('rte', 'mse')])} | {_cell(rows[('rte-gp', 'mse')])} | {verdict} "
+            f"| {', '.join(f'`{o}`' for o in others) or '-'} | {_cell(cov) if cov else '-'} "
+            f"| {'yes' if ok else '**no**'} |"
+        )
     lines += [
         "",
         f"_{cells} cells: `rte-gp` clearly better than `rte` in {better}, clearly worse in {worse}; clearly "

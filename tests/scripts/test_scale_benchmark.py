@@ -1,23 +1,11 @@
 """benchmarks/scale.py (issue 65): its libraries, targets and paired comparison (the fits are
 the benchmark's, not a test's)."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "benchmarks" / "scale.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_libraries_spread_over_the_training_regions_and_targets_stay_fixed():
-    mod = _load()
+def test_libraries_spread_over_the_training_regions_and_targets_stay_fixed(load_script):
+    mod = load_script("benchmarks/scale.py")
     lib = mod.library_of(101)
     regions = lib.family.train_regions
     counts = [int((lib.region == r).sum()) for r in regions]
@@ -26,8 +14,8 @@ def test_libraries_spread_over_the_training_regions_and_targets_stay_fixed():
     assert a.ctx_y.shape[0] == mod.N_TARGETS and np.array_equal(a.qry_y, b.qry_y)  # the same at every size
 
 
-def test_sizes_are_paired_against_the_reference_on_the_same_targets():
-    mod = _load()
+def test_sizes_are_paired_against_the_reference_on_the_same_targets(load_script):
+    mod = load_script("benchmarks/scale.py")
     g = np.random.default_rng(0)
     base = g.uniform(1.0, 2.0, 50)
     records = [
