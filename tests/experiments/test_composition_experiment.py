@@ -46,6 +46,9 @@ def test_run_unit_never_fits_on_held_out_pairs():
             assert not {(names[int(o)], names[int(i)]) for o, i in params} & set(PAPER_SPLIT.test), component
 
 
+# slow: a whole tiny composition run and its ablations (with rte-gp's dev choice in the unit,
+# make test was 300 s of its 5 minutes on a clean clone): make test-slow, which CI also runs
+@pytest.mark.slow
 def test_composition_and_ablations_share_units(tmp_path, monkeypatch):
     opts = RunOptions(profile="tiny", out=tmp_path, progress=False)
     res = run_experiment("composition", opts)
