@@ -13,9 +13,14 @@ second fit, included), timed from the command line.
 
     python benchmarks/scale.py                                # 200, 800, 3200 (make bench)
     python benchmarks/scale.py --sizes 200 800 3200 12800 51200 --data-file
+    python benchmarks/scale.py --split dev --sizes 800 3200   # the same on the dev split
     python benchmarks/scale.py --sizes 200 --out /tmp/s.json  # a plumbing check
 
-Writes ``benchmarks/results/scale.json``: one record per size, and each size's per-target MSE
+With ``--split dev`` the library and the targets come from the family's dev split (region
+``dev`` held out, ``tasks.dev``), where the scaling changes are chosen; the test split's F2
+targets are for the final numbers.
+
+Writes ``benchmarks/results/scale.json`` (``scale-dev.json``): one record per size, and each size's per-target MSE
 against the 800-task library's (paired over the same targets, ``report.compare.paired_difference``).
 """
 
@@ -40,24 +45,36 @@ N_TARGETS = 100
 POINTS = 16  # observations per task in the data-file library
 
 
-def library_of(n: int, seed: int = 0):
-    """``n`` cubic tasks spread evenly over the training regions (the remainder to the first)."""
-    from taskextrap.seeding import rng
-    from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet
+def family_and_region(split: str = "test"):
+    """The family and the held-out region of ``split``: the cubic family and F2 (``test``), or
+    its dev split and region ``dev`` (``tasks.dev``: F1_2 held out, F1_1 cut in two), for
+    choices made on dev."""
+    from taskextrap.tasks import PARAMETER_FAMILIES
+    from taskextrap.tasks.dev import DEV_REGION, dev_family
 
     family = PARAMETER_FAMILIES[FAMILY]
+    return (family, "F2") if split == "test" else (dev_family(family), DEV_REGION)
+
+
+def library_of(n: int, seed: int = 0, split: str = "test"):
+    """``n`` cubic tasks spread evenly over the training regions of ``split`` (the remainder to
+    the first)."""
+    from taskextrap.seeding import rng
+    from taskextrap.tasks import TaskSet
+
+    family = family_and_region(split)[0]
     regions = family.train_regions
     counts = {r: n // len(regions) + (i < n % len(regions)) for i, r in enumerate(regions)}
     return TaskSet.sample(family, counts, rng(seed, "scale-library", n))
 
 
-def targets_and_draws():
-    """The held-out targets and their one draw each: the same at every size."""
+def targets_and_draws(split: str = "test"):
+    """The held-out targets of ``split`` and their one draw each: the same at every size."""
     from taskextrap.seeding import rng
-    from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
+    from taskextrap.tasks import TaskSet, get_protocol
 
-    family = PARAMETER_FAMILIES[FAMILY]
-    targets = TaskSet.sample(family, {"F2": N_TARGETS}, rng(31337, "scale-targets"))
+    family, region = family_and_region(split)
+    targets = TaskSet.sample(family, {region: N_TARGETS}, rng(31337, "scale-targets"))
     return get_protocol("paper").draw(targets, 1, rng(31337, "scale-draws"))
 
 
@@ -66,7 +83,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def measure_one(n: int, seed: int = 0) -> dict:
+def measure_one(n: int, seed: int = 0, split: str = "test") -> dict:
     """Fit and score one size in this process (call it in a fresh one: the peak memory is the
     process's)."""
     import torch
@@ -75,7 +92,7 @@ def measure_one(n: int, seed: int = 0) -> dict:
     from taskextrap.search.posterior import covered
 
     torch.set_num_threads(1)
-    library, obs = library_of(n, seed), targets_and_draws()
+    library, obs = library_of(n, seed, split), targets_and_draws(split)
     t = time.perf_counter()
     model = RTE(protocol="paper", seed=seed, verbose=False).fit(library)
     fit_s = time.perf_counter() - t
@@ -138,13 +155,13 @@ def paired_against(records: list[dict], reference: int = REFERENCE) -> dict:
     return out
 
 
-def run(sizes, data_file: bool, seed: int = 0) -> dict:
+def run(sizes, data_file: bool, seed: int = 0, split: str = "test") -> dict:
     """Every size in its own process (and with ``data_file`` through ``taskextrap fit``)."""
     records, files = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
             out = Path(tmp) / f"one-{n}.json"
-            cmd = [sys.executable, __file__, "--one", str(n), "--seed", str(seed), "--out", str(out)]
+            cmd = [sys.executable, __file__, "--one", str(n), "--seed", str(seed), "--split", split, "--out", str(out)]
             subprocess.run(cmd, check=True, env=_env())
             records.append(json.loads(out.read_text()))
             print(f"{n} tasks: fit {records[-1]['fit_s']} s, mse {records[-1]['mse']:.4g}", file=sys.stderr)
@@ -161,17 +178,23 @@ def main(argv=None) -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-file", action="store_true", help="also time `taskextrap fit` on each size as a CSV")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "scale.json")
+    ap.add_argument(
+        "--split", choices=("test", "dev"), default="test", help="dev: the family's dev split (choices are made there)"
+    )
+    ap.add_argument("--out", type=Path, default=None, help="default benchmarks/results/scale[-dev].json")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # a child: one size
     a = ap.parse_args(argv)
+    if a.out is None:
+        a.out = ROOT / "benchmarks" / "results" / ("scale.json" if a.split == "test" else "scale-dev.json")
     if a.one is not None:
-        a.out.write_text(json.dumps(measure_one(a.one, a.seed)))
+        a.out.write_text(json.dumps(measure_one(a.one, a.seed, a.split)))
         return
     t = time.perf_counter()
-    doc = run(a.sizes, a.data_file, a.seed)
+    doc = run(a.sizes, a.data_file, a.seed, a.split)
     doc |= {
         "command": "python benchmarks/scale.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "family": FAMILY,
+        "split": a.split,
         "targets": N_TARGETS,
         "reference": REFERENCE,
         "seed": a.seed,

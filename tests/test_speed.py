@@ -319,3 +319,29 @@ def test_gpu_utilisation_samples_nvidia_smi_only_on_a_cuda_device(load_script, t
     with speed.gpu_utilisation("cpu") as util:
         pass
     assert util == {}
+
+
+def test_near_anchors_beyond_the_distance_cap_come_from_a_kept_nearest_table(fitted_rte, monkeypatch):
+    """Beyond POOL_DISTANCE_ENTRIES a draw's near anchors are its k nearest pool tasks by an index,
+    looked up once: the same set as the distance rows' (never the draw's own task)."""
+    from taskextrap.operators import pairs as P
+
+    d, pool = fitted_rte.draws_, fitted_rte.train_tasks_
+    idx = np.arange(len(d.z))
+    sampler = fitted_rte._sampler()
+    below = sampler.near_candidates(idx)
+    from taskextrap.search import index as I
+
+    calls, real = [], I.nearest
+    monkeypatch.setattr(I, "nearest", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    monkeypatch.setattr(P, "POOL_DISTANCE_ENTRIES", 1)
+    beyond = sampler.near_candidates(idx)
+    np.testing.assert_array_equal(sampler.near_candidates(idx[::-1]), beyond[::-1])
+    assert len(calls) == 1  # looked up once, then kept
+    assert beyond.shape == below.shape
+    assert not (pool[beyond] == d.obs.task[:, None]).any()
+    dist = np.linalg.norm(d.z[:, None] - fitted_rte.z_library_[None, pool], axis=2)
+    dist[d.obs.task[:, None] == pool[None]] = np.inf
+    kth = np.sort(dist, axis=1)[:, below.shape[1] - 1]
+    assert (np.take_along_axis(dist, beyond, 1) <= kth[:, None] + 1e-12).all()  # the k nearest
+    np.testing.assert_array_equal(np.sort(beyond, 1), np.sort(below, 1))

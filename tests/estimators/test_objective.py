@@ -297,3 +297,16 @@ def test_k_is_refused_by_the_objective_search_and_kept_by_the_proxy_search(objec
     with pytest.raises(TaskextrapError, match=r"k sets the candidates of search='proxy'.*retrieve and screen"):
         objective_rte.decompose(obs.ctx_x, obs.ctx_y, k=3)
     assert objective_rte.decompose(obs.ctx_x, obs.ctx_y, k=3, search="proxy").k == 3
+
+
+def test_the_screen_in_small_chunks_gives_the_same_candidates(objective_rte, quad_targets, monkeypatch):
+    """A large library screens fewer targets per chunk (bounded memory); each target's
+    candidates and scores are its own, whatever its chunk."""
+    from taskextrap.search import objective as O
+
+    _, obs = quad_targets
+    whole = objective_rte.decompose(obs.ctx_x, obs.ctx_y)
+    monkeypatch.setattr(O, "SCREEN_ENTRIES", 1)  # one target a chunk
+    small = objective_rte.decompose(obs.ctx_x, obs.ctx_y)
+    np.testing.assert_array_equal(small.anchors, whole.anchors)
+    np.testing.assert_array_equal(small.score, whole.score)

@@ -27,3 +27,12 @@ def test_sizes_are_paired_against_the_reference_on_the_same_targets(load_script)
     assert set(out) == {"3200", "200"}
     assert out["3200"]["clear"] and abs(out["3200"]["mse_minus_reference"] - 0.5) < 1e-12
     assert mod.paired_against(records[1:]) == {}  # no reference size, no comparison
+
+
+def test_the_dev_split_holds_out_a_training_region_and_never_draws_f2(load_script):
+    mod = load_script("benchmarks/scale.py")
+    lib, obs = mod.library_of(40, split="dev"), mod.targets_and_draws("dev")
+    assert "F2" not in lib.family.regions and "F1_2" not in set(lib.region)
+    lo, hi = lib.family.regions["dev"]
+    assert obs.params.shape[0] == mod.N_TARGETS and not np.array_equal(obs.qry_y, mod.targets_and_draws().qry_y)
+    assert (lo <= obs.params[:, 0]).all() and (obs.params[:, 0] <= hi).all()  # the region's shifted parameter

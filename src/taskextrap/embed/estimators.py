@@ -30,7 +30,7 @@ from taskextrap import audit
 from taskextrap.embed.probe import Params, flatten, init_probe, probe_loss
 from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.lanes import map_lanes
-from taskextrap.seeding import torch_generator
+from taskextrap.seeding import rng, torch_generator
 from taskextrap.validation import (
     as_float_array,
     check_context,
@@ -51,19 +51,43 @@ CHUNK = 256
 GPU_CHUNK = 1 << 14
 
 
+# Gamma's pre-training reads at most this many library points per Adam step: a larger library's
+# steps each read a fresh uniform sample of this size, so the pre-training costs the same at any
+# library size (issue 65). Every committed run's library is below it (the paper's 200 parameter
+# tasks on a 64-point grid: 12,800 points), so their probes are the full-batch ones, bit for bit.
+PRETRAIN_POINTS = 1 << 14
+
+
 def _pretrain(x: torch.Tensor, y: torch.Tensor, width: int, steps: int, seed: int) -> Params:
-    """Fit one probe to all library points at once (full batch, Adam), on the device of ``x``
+    """Fit one probe to the library's points (Adam; all of them per step up to
+    :data:`PRETRAIN_POINTS`, a seeded sample of that many beyond), on the device of ``x``
     (initialised on the CPU, so the same start on every device)."""
     p = {
         k: v.to(x.device).requires_grad_()
         for k, v in init_probe(width, torch_generator(seed, "probe"), xavier=True).items()
     }
     opt = torch.optim.Adam(p.values(), lr=1e-2)
+    batches = _point_batches(len(x), steps, seed, x.device)
     for _ in range(steps):
         opt.zero_grad()
-        probe_loss(p, x, y).backward()
+        idx = next(batches)
+        (probe_loss(p, x, y) if idx is None else probe_loss(p, x[idx], y[idx])).backward()
         opt.step()
     return {k: v.detach() for k, v in p.items()}
+
+
+def _point_batches(n: int, steps: int, seed: int, device: torch.device):
+    """The points each pre-training step reads: None (all ``n``) up to :data:`PRETRAIN_POINTS`,
+    else uniform draws of that many (with replacement, from the stream ``probe-batches``), made on
+    the CPU a block of steps at a time and moved once per block (no host round trip per step)."""
+    if n <= PRETRAIN_POINTS:
+        while True:
+            yield None
+    g = torch_generator(seed, "probe-batches")
+    block = 16
+    for start in range(0, steps, block):
+        rows = torch.randint(n, (min(block, steps - start), PRETRAIN_POINTS), generator=g).to(device)
+        yield from rows
 
 
 def _per_task_gradient(p: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -220,11 +244,15 @@ class ProxyEmbedding:
         self._memo.clear()
         cx, cy = audit.consume("pca", contexts)[:2]
         cx, cy = check_context(sx(cx), sy(cy))
+        rows = _pca_rows(len(cx), self.seed)
         raw = check_finite_result(
-            "the probe's output", self.raw(cx, cy), "the library contexts", "are too large for the float32 probe"
+            "the probe's output",
+            self.raw(cx[rows], cy[rows]),
+            "the library contexts",
+            "are too large for the float32 probe",
         )
         self.pca_ = PCA(n_components=min(self.dim, *raw.shape), random_state=self.seed % 2**32).fit(raw)
-        self._fit_raw = (_memo_key(cx, cy), raw)
+        self._fit_raw = (_memo_key(cx, cy), raw) if len(raw) == len(cx) else None
         return self
 
     PCA_ARRAYS = ("components_", "mean_", "explained_variance_", "explained_variance_ratio_", "singular_values_")
@@ -295,13 +323,22 @@ class ProxyEmbedding:
         kept, self._fit_raw = self._fit_raw, None  # the fit's raw outputs serve one projection at most
         if kept is not None and kept[0] == _memo_key(ctx_x, ctx_y):
             return self.pca_.transform(kept[1])
-        raw = check_finite_result(
-            "the probe's output",
-            self.raw(ctx_x, ctx_y),
-            "ctx_x or ctx_y",
-            "are too large for the float32 probe (it expects normalised values)",
+        # Beyond PCA_ROWS contexts the raw outputs (4k floats a context) are projected a block at
+        # a time, so memory stays (contexts x dim); below, in one call, as the committed runs were.
+        block = len(ctx_x) if len(ctx_x) <= PCA_ROWS else PCA_ROWS
+        return np.concatenate(
+            [
+                self.pca_.transform(
+                    check_finite_result(
+                        "the probe's output",
+                        self.raw(ctx_x[i : i + block], ctx_y[i : i + block]),
+                        "ctx_x or ctx_y",
+                        "are too large for the float32 probe (it expects normalised values)",
+                    )
+                )
+                for i in range(0, len(ctx_x), block)
+            ]
         )
-        return self.pca_.transform(raw)
 
     def transform(self, ctx_x: np.ndarray, ctx_y: np.ndarray) -> np.ndarray:
         """Gamma(context): PCA projection normalised to unit length, shape (n, dim). Contexts
@@ -319,6 +356,19 @@ class ProxyEmbedding:
 
 
 MEMO_SIZE = 4  # transforms a ProxyEmbedding remembers (the newest)
+# The PCA is fitted on at most this many library contexts (a seeded sample beyond): its cost and
+# the raw outputs it holds (4k floats a context) stay bounded at any library size (issue 65).
+# Every committed run fits it on fewer (the composition library's 3,000 tasks x 4 draws: 12,000),
+# so their PCAs are the full ones, bit for bit.
+PCA_ROWS = 1 << 14
+
+
+def _pca_rows(n: int, seed: int) -> np.ndarray | slice:
+    """The contexts the PCA is fitted on: all ``n`` up to :data:`PCA_ROWS`, else a sorted uniform
+    sample of that many (the stream ``pca-rows``)."""
+    if n <= PCA_ROWS:
+        return slice(None)
+    return np.sort(rng(seed, "pca-rows").choice(n, PCA_ROWS, replace=False))
 
 
 def _memo_key(*arrays) -> tuple:

@@ -75,6 +75,7 @@ class PairSampler:
     loo: bool
     min_context: int
     _distances: np.ndarray | None = field(default=None, repr=False)
+    _near: np.ndarray | None = field(default=None, repr=False)
 
     def batch(self, draw_idx: np.ndarray, g: np.random.Generator) -> audit.Batch:
         """Arrays for Psi from the draws ``draw_idx``, their anchors drawn from ``g``: a batch
@@ -84,14 +85,8 @@ class PairSampler:
         anchor = pool[g.integers(len(pool), size=n)]
         near = g.random(n) < self.near_fraction
         if near.any():
-            dist = self.pool_distances(draw_idx[near])
-            dist[d.obs.task[draw_idx[near], None] == pool[None]] = np.inf  # never itself
-            k = min(self.n_near, len(pool) - 1)
-            # a random one of the k nearest, not nearest first: this stays a partial sort, as the
-            # random draw indexes argpartition's order and search.index.nearest's order would
-            # pick other anchors (other training pairs, other numbers than the committed runs)
-            near_k = np.argpartition(dist, k - 1, axis=1)[:, :k]
-            anchor[near] = pool[near_k[np.arange(len(near_k)), g.integers(k, size=len(near_k))]]
+            near_k = self.near_candidates(draw_idx[near])
+            anchor[near] = pool[near_k[np.arange(len(near_k)), g.integers(near_k.shape[1], size=len(near_k))]]
         same = anchor == d.obs.task[draw_idx]
         anchor[same] = pool[(np.searchsorted(pool, anchor[same]) + 1) % len(pool)]
         ctx_x, ctx_y = sort_context(d.obs.ctx_x[draw_idx], d.obs.ctx_y[draw_idx])
@@ -119,6 +114,29 @@ class PairSampler:
                 audit.Source(lib.family, lib.params[anchor], ((0, 2, 0.0), (3, 4, 0.0))),
             ],
         )
+
+    def near_candidates(self, draw_idx: np.ndarray) -> np.ndarray:
+        """The positions in the pool of each draw's ``n_near`` nearest training tasks (never its
+        own), (len(draw_idx), k); a near anchor is a random one of them.
+
+        While all draws' distances to the pool fit in :data:`POOL_DISTANCE_ENTRIES`, they come
+        from the kept distance rows in ``argpartition``'s order (the order the random pick
+        indexes: the committed runs' anchors). Beyond, each draw's nearest are looked up once in
+        a nearest-neighbour index (``search.index.nearest``, nearest first) and kept, (draws, k)
+        integers: linear memory, and no distance row per pass (issue 65)."""
+        d, pool = self.draws, self.pool
+        k = min(self.n_near, len(pool) - 1)
+        if len(d.z) * len(pool) <= POOL_DISTANCE_ENTRIES:
+            dist = self.pool_distances(draw_idx)
+            dist[d.obs.task[draw_idx, None] == pool[None]] = np.inf  # never itself
+            return np.argpartition(dist, k - 1, axis=1)[:, :k]
+        if self._near is None:
+            from taskextrap.search.index import nearest
+
+            idx = nearest(d.z, self.z_library[pool], k + 1)[0]
+            own = pool[idx] == d.obs.task[:, None]  # a draw's own task, if among its nearest
+            self._near = np.take_along_axis(idx, np.argsort(own, axis=1, kind="stable")[:, :k], axis=1)
+        return self._near[draw_idx]
 
     def pool_distances(self, draw_idx: np.ndarray) -> np.ndarray:
         """Proxy distances (len(draw_idx), pool) from library draws to the training pool's

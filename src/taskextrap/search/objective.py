@@ -25,6 +25,7 @@ from taskextrap.validation import check_finite_result, check_int, check_real
 
 SEARCHES = ("proxy", "objective")
 OBJECTIVE_CHUNK = 512  # targets per batched objective pass: (targets x candidates x context) Psi rows
+SCREEN_ENTRIES = 1 << 23  # library curve values per screening chunk (64 MB): bounded at any library size
 
 
 def check_objective(est) -> tuple[bool, tuple[float, ...]]:
@@ -101,13 +102,13 @@ class ObjectiveSearch:
         anchors, dist = nearest(z, self.z_library, min(self.settings.retrieve, size))
         extra = min(self.settings.screen, size - anchors.shape[1])
         if extra > 0:
+            # (targets, library, context) curve values a chunk: at most SCREEN_ENTRIES of them, so a
+            # large library screens fewer targets at a time (each target's row is its own numbers)
+            step = max(1, min(OBJECTIVE_CHUNK, SCREEN_ENTRIES // (size * sx.shape[1])))
             fit = np.concatenate(
                 [
-                    np.mean(
-                        (self.library.curves(sx[i : i + OBJECTIVE_CHUNK]) - sy[i : i + OBJECTIVE_CHUNK, None]) ** 2,
-                        axis=2,
-                    )
-                    for i in range(0, len(sx), OBJECTIVE_CHUNK)
+                    np.mean((self.library.curves(sx[i : i + step]) - sy[i : i + step, None]) ** 2, axis=2)
+                    for i in range(0, len(sx), step)
                 ]
             )  # (n, library)
             np.put_along_axis(fit, anchors, np.inf, axis=1)  # already retrieved
