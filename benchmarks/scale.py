@@ -2,8 +2,8 @@
 on cubic libraries of growing size, each in its own process, timed and scored on the same
 held-out targets.
 
-For every size n (tasks, spread evenly over the family's training regions, drawn from one
-stream so a larger library holds a smaller one's first tasks region by region) the child
+For every size n (tasks, spread evenly over the family's training regions, each size its own
+seeded draw) the child
 process fits ``RTE(protocol="paper")`` on one torch thread and records the fit's wall time and
 its phases (``RTE.timing_``), the prediction time of the targets, the process's peak resident
 memory, and the MSE and the 90% interval's coverage on the same 100 F2 targets (one draw each,
@@ -45,35 +45,35 @@ N_TARGETS = 100
 POINTS = 16  # observations per task in the data-file library
 
 
-def family_and_region(split: str = "test"):
+def family_and_region(split: str = "test", name: str = FAMILY):
     """The family and the held-out region of ``split``: the cubic family and F2 (``test``), or
     its dev split and region ``dev`` (``tasks.dev``: F1_2 held out, F1_1 cut in two), for
     choices made on dev."""
     from taskextrap.tasks import PARAMETER_FAMILIES
     from taskextrap.tasks.dev import DEV_REGION, dev_family
 
-    family = PARAMETER_FAMILIES[FAMILY]
+    family = PARAMETER_FAMILIES[name]
     return (family, "F2") if split == "test" else (dev_family(family), DEV_REGION)
 
 
-def library_of(n: int, seed: int = 0, split: str = "test"):
+def library_of(n: int, seed: int = 0, split: str = "test", name: str = FAMILY):
     """``n`` cubic tasks spread evenly over the training regions of ``split`` (the remainder to
     the first)."""
     from taskextrap.seeding import rng
     from taskextrap.tasks import TaskSet
 
-    family = family_and_region(split)[0]
+    family = family_and_region(split, name)[0]
     regions = family.train_regions
     counts = {r: n // len(regions) + (i < n % len(regions)) for i, r in enumerate(regions)}
     return TaskSet.sample(family, counts, rng(seed, "scale-library", n))
 
 
-def targets_and_draws(split: str = "test"):
+def targets_and_draws(split: str = "test", name: str = FAMILY):
     """The held-out targets of ``split`` and their one draw each: the same at every size."""
     from taskextrap.seeding import rng
     from taskextrap.tasks import TaskSet, get_protocol
 
-    family, region = family_and_region(split)
+    family, region = family_and_region(split, name)
     targets = TaskSet.sample(family, {region: N_TARGETS}, rng(31337, "scale-targets"))
     return get_protocol("paper").draw(targets, 1, rng(31337, "scale-draws"))
 
