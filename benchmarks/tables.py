@@ -280,6 +280,90 @@ def render_nn_index(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_scale(data: dict) -> str:
+    """``scale.json`` / ``scale-dev.json`` (benchmarks/scale.py): fit and predict time, peak
+    memory, MSE and coverage per library size, and each size's paired MSE difference against the
+    reference size (one seed: a clear difference is this seed's)."""
+    ref, paired = data["reference"], data.get("paired_vs_reference", {})
+    lines = [
+        "| tasks | fit s | ms per task | Γ s | Ψ s | predict s | peak MiB | MSE | coverage | MSE − "
+        f"{ref:,}'s (95% CI) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in data["records"]:
+        ph = r.get("phases_s", {})
+        p = paired.get(str(r["tasks"]))
+        diff = "reference" if r["tasks"] == ref else "-"
+        if p:
+            lo, hi = p["interval"]
+            diff = f"{p['mse_minus_reference']:+.4f} ({lo:+.4f}, {hi:+.4f})" + (" **clear**" if p["clear"] else "")
+        lines.append(
+            f"| {r['tasks']:,} | {r['fit_s']:.1f} | {r['fit_s_per_task_ms']:.1f} | "
+            f"{ph.get('embedding_s', float('nan')):.1f} | {ph.get('psi_training_s', float('nan')):.1f} | "
+            f"{r['predict_s']:.2f} | {r['peak_rss_mb']:,.0f} | {r['mse']:.4f} | {r['coverage']:.3f} | {diff} |"
+        )
+    for f in data.get("data_file", []):
+        lines.append(f"| {f['tasks']:,} (`taskextrap fit`, CSV) | {f['fit_command_s']:.1f} | | | | | | | | |")
+    lines += [
+        "",
+        f"_{data['family']} family, {data['split']} split, {data['targets']} targets, seed {data['seed']}, "
+        f"{data['threads']} torch thread; commit {data['environment'].get('git') or '?'}; "
+        f"{data['wall_s'] / 60:.0f} min; `{data['command']}`._",
+    ]
+    return "\n".join(lines)
+
+
+def render_scale_candidates(data: dict) -> str:
+    """``scale-candidates.json``: the dev MSE of each candidate count (retrieve = screen = c)
+    per family and library size, the prediction seconds of 100 targets beside it."""
+    counts = sorted({int(c) for f in data["rows"].values() for r in f.values() for c in r["by_count"]})
+    lines = [
+        "| family | tasks | " + " | ".join(f"{c} + {c}" for c in counts) + " |",
+        "| --- | ---: |" + " ---: |" * len(counts),
+    ]
+    for fam, sizes in data["rows"].items():
+        for n, r in sizes.items():
+            best = min(v["mse"] for v in r["by_count"].values())
+            cells = []
+            for c in counts:
+                v = r["by_count"].get(str(c))
+                if v is None:
+                    cells.append("-")
+                    continue
+                cell = f"{v['mse']:.4g} ({v['predict_s']:.1f} s)"
+                cells.append(f"**{cell}**" if v["mse"] == best else cell)
+            lines.append(f"| {fam} | {int(n):,} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"_Dev MSE (prediction seconds of the 100 dev targets), the best per row in bold; {data['split']}; "
+        f"seed {data['seed']}, {data['threads']} torch thread; commit {data['environment'].get('git') or '?'}; "
+        f"`{data['command']}`._",
+    ]
+    return "\n".join(lines)
+
+
+def render_bounded_gamma(data: dict) -> str:
+    """``bounded-gamma.json``: Γ's ranking quality on dev with the pre-training's sample cap and
+    with every point in every step, and the seconds of each."""
+    lines = [
+        "| family | Spearman (θ) capped | full batch | NN in top 5, capped | full batch | s, capped | full batch |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for fam, r in data["rows"].items():
+        c, f = r["capped"], r["full-batch"]
+        lines.append(
+            f"| {fam} | {c['rho_theta']:.3f} | {f['rho_theta']:.3f} | {c['nn_top5']:.3f} | {f['nn_top5']:.3f} | "
+            f"{c['fit_and_score_s']:.1f} | {f['fit_and_score_s']:.1f} |"
+        )
+    lines += [
+        "",
+        f"_{data['n_library_per_region']} tasks per training region, cap {data['pretrain_points']:,} points a step; "
+        f"{data['split']}; seed {data['seed']}, {data['threads']} torch thread; "
+        f"commit {data['environment'].get('git') or '?'}; `{data['command']}`._",
+    ]
+    return "\n".join(lines)
+
+
 def render_depth3_search(data: dict) -> str:
     """``depth3-search.json``: milliseconds per target of the batched k^3 verification (1 and 2
     torch threads) and of the Python-loop reference, and their ratio."""
@@ -1144,6 +1228,12 @@ def render_spec(spec: str) -> str:
         return render_context_dev(data)
     if name == "cpu-drift" and not opts:
         return render_cpu_drift(data)
+    if name in ("scale", "scale-dev") and not opts:
+        return render_scale(data)
+    if name == "scale-candidates" and not opts:
+        return render_scale_candidates(data)
+    if name == "bounded-gamma" and not opts:
+        return render_bounded_gamma(data)
     if "modes" in data and "agreement" in data and not opts:
         return render_codeio_search(data)
     if "anchor" in data and "labels" in data and not opts:

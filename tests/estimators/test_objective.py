@@ -310,3 +310,51 @@ def test_the_screen_in_small_chunks_gives_the_same_candidates(objective_rte, qua
     small = objective_rte.decompose(obs.ctx_x, obs.ctx_y)
     np.testing.assert_array_equal(small.anchors, whole.anchors)
     np.testing.assert_array_equal(small.score, whole.score)
+
+
+def test_the_candidate_plan_keeps_the_counts_up_to_the_reference_and_then_their_share():
+    from taskextrap.search.objective import CANDIDATE_POOL, candidate_plan
+
+    assert candidate_plan(150, 16, 16, 200, 0) == (16, 16, None)
+    assert candidate_plan(200, 16, 16, 200, 0) == (16, 16, None)  # the paper's library: as dev chose
+    assert candidate_plan(800, 16, 8, 200, 0)[:2] == (64, 32) and candidate_plan(800, 16, 8, 200, 0)[2] is None
+    assert candidate_plan(50_000, 16, 16, None, 0) == (16, 16, None)  # None: the counts at every size
+    r, s, pool = candidate_plan(4 * CANDIDATE_POOL, 16, 16, 200, 3)
+    assert (r, s) == (16 * CANDIDATE_POOL // 200, 16 * CANDIDATE_POOL // 200)  # the pool's share, no more
+    assert len(pool) == CANDIDATE_POOL and (np.diff(pool) > 0).all() and pool[-1] < 4 * CANDIDATE_POOL
+    np.testing.assert_array_equal(pool, candidate_plan(4 * CANDIDATE_POOL, 16, 16, 200, 3)[2])  # seeded
+
+
+def test_a_library_beyond_the_pool_draws_its_candidates_from_the_pool(objective_rte, quad_targets, monkeypatch):
+    from taskextrap.search import objective as O
+
+    _, obs = quad_targets
+    rte = copy.deepcopy(objective_rte)
+    n = len(rte.z_library_)
+    rte.reference_library = n // 4  # this library is four times the reference: four times the candidates
+    (r, s), pool = rte._candidate_plan()
+    assert (r, s) == (4 * rte.retrieve, 4 * rte.screen) and pool is None
+    d = rte.decompose(obs.ctx_x, obs.ctx_y)
+    assert d.anchors.shape[1] == min(n, r + s) * len(rte.phi_scales)
+    monkeypatch.setattr(O, "CANDIDATE_POOL", n // 2)  # beyond the pool: a seeded half of the library
+    (r, s), pool = rte._candidate_plan()
+    assert len(pool) == n // 2 and (r, s) == (2 * rte.retrieve, 2 * rte.screen)
+    d = rte.decompose(obs.ctx_x, obs.ctx_y)
+    assert np.isin(d.anchors, pool).all()
+    mean = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
+    assert np.isfinite(mean).all()
+
+
+def test_a_model_saved_before_the_reference_library_keeps_its_counts():
+    """A folder saved without ``reference_library`` scored ``retrieve`` + ``screen`` at every
+    library size: it loads with None (``saving.SAVED_BEFORE``), a new RTE defaults to 200."""
+    import warnings
+    from pathlib import Path
+
+    from taskextrap.estimators.parameter import RTE
+
+    folder = Path(__file__).resolve().parents[1] / "data" / "saved-models" / "rte"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = RTE.from_pretrained(folder)
+    assert model.reference_library is None and RTE().reference_library == 200

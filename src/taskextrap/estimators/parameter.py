@@ -38,7 +38,7 @@ from taskextrap.operators.parameter import RelationalOperator, sort_context
 from taskextrap.operators.train import TrainConfig, train_jobs
 from taskextrap.search.index import nearest
 from taskextrap.search.calibration import check_scale, resolved_scale
-from taskextrap.search.objective import SEARCHES, ObjectiveSearch, check_objective
+from taskextrap.search.objective import SEARCHES, ObjectiveSearch, candidate_plan, check_objective
 from taskextrap.search.posterior import mixture
 from taskextrap.seeding import derive_seed, rng
 from taskextrap.tasks.regimes import get_protocol
@@ -86,6 +86,10 @@ class RTE(LibraryFit):
         retrieve: anchors retrieved by proxy distance and scored by the objective.
         screen: further anchors scored by the objective, the library tasks whose own curves fit
             the context best among the rest (a cheap screen of the whole library; 0: none).
+        reference_library: the library size ``retrieve`` and ``screen`` are counts for; a larger
+            library scores the same share of its tasks (up to ``search.objective.CANDIDATE_POOL``
+            tasks' worth, then from a seeded subset of that many: ``candidate_plan``), so its
+            candidates spread as far. None: the counts as given at every size.
         phi_scales: the shifts tried for each retrieved anchor, as multiples of its proxy difference.
         weighting: how the objective's posterior weights its candidates
             (``search.posterior.candidate_weights``).
@@ -140,6 +144,9 @@ class RTE(LibraryFit):
     loo: bool | None = None
     retrieve: int = 16
     screen: int = 16
+    # An inference setting (the fit does not read it), kept out of the repr that keys saved states
+    # and cached fits: those of RTEs made before it are still theirs.
+    reference_library: int | None = field(default=200, repr=False)
     phi_scales: tuple = (0.5, 1.0, 2.0, 3.0)
     weighting: str = "likelihood"
     temperature: float | None = 1.0
@@ -381,9 +388,16 @@ class RTE(LibraryFit):
             self.resolved("phi_scales"),
             self.loss_scale_,
             self.device,
+            *self._candidate_plan(),
         )
         c = search.candidates(z, sx, sy)
         return Decomposition(c.anchors, c.phi, c.loss, c.extras, c.weights)
+
+    def _candidate_plan(self) -> tuple[tuple[int, int], np.ndarray | None]:
+        """(retrieve, screen) for this library and the tasks they come from
+        (``search.objective.candidate_plan``)."""
+        r, s, pool = candidate_plan(len(self.z_library_), self.retrieve, self.screen, self.reference_library, self.seed)
+        return (r, s), pool
 
     def _nearest(self, z: np.ndarray, k: int | None) -> Decomposition:
         """The ``k`` library tasks nearest positions ``z`` (n, dim), nearest first, with shifts."""

@@ -22,9 +22,8 @@ changed is one warning line (its numbers may differ).
 
 from __future__ import annotations
 
-import importlib
-
 import dataclasses
+import importlib
 import json
 import warnings
 from pathlib import Path
@@ -41,6 +40,11 @@ FORMAT = 1  # the folder layout and the meaning of its fields; another value is 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 LIBRARY_PREFIX = "library."  # the library's arrays in model.safetensors (an observed one's points: library.observed.)
+
+# Settings added after models were saved, with the value that gives a folder saved without them
+# the predictions it was saved with: ``reference_library`` (issue 65) scales the objective's
+# candidates with the library; a model saved before scored ``retrieve`` + ``screen`` at every size.
+SAVED_BEFORE = {"reference_library": None}
 
 
 # ----------------------------------------------------------------------------- arguments
@@ -228,7 +232,10 @@ def load_pretrained(folder: str | Path, expected: type, library=None, trust_code
     if header.get("class") != cls.__name__:
         raise TaskextrapError(f"{folder / WEIGHTS} is not the weights of {folder / CONFIG} (another model's?)")
     try:
-        estimator = cls(**{k: decode(v) for k, v in config["params"].items()})
+        params = {k: decode(v) for k, v in config["params"].items()}
+        fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+        params |= {k: v for k, v in SAVED_BEFORE.items() if k in fields and k not in params}  # as saved
+        estimator = cls(**params)
         return estimator.restore(_library(folder, arrays, config["library"], library), arrays, config["state"])
     except KeyError as exc:
         raise TaskextrapError(f"{folder} is incomplete: {exc.args[0]!r} is missing") from None

@@ -2,7 +2,8 @@
 minimise Psi's loss on the target's context, over a candidate set.
 
 Candidates: the ``retrieve`` library tasks nearest the target in proxy space, plus the
-``screen`` tasks whose own curves fit the context best among the rest, each with the shifts
+``screen`` tasks whose own curves fit the context best among the rest (more of both in a library
+larger than ``reference_library``: :func:`candidate_plan`), each with the shifts
 ``phi_scales`` times its proxy difference. Each candidate is scored by Psi's leave-one-out loss
 on the context (a point is predicted with itself hidden, so Psi cannot meet it by copying); the
 posterior over the ``n_average`` best (``search.posterior.candidate_weights``) weights their
@@ -26,6 +27,32 @@ from taskextrap.validation import check_finite_result, check_int, check_real
 SEARCHES = ("proxy", "objective")
 OBJECTIVE_CHUNK = 512  # targets per batched objective pass: (targets x candidates x context) Psi rows
 SCREEN_ENTRIES = 1 << 23  # library curve values per screening chunk (64 MB): bounded at any library size
+# The most library tasks the objective draws candidates from (issue 65). ``retrieve`` and ``screen``
+# are the counts for a library of ``reference_library`` tasks (the paper's 200, where dev chose
+# them); a larger library scores the same share of its tasks, so its candidates cover as much of
+# it (in a denser library a fixed 16 + 16 cluster on one spot and predicted worse:
+# benchmarks/results/scale-candidates.json), and beyond CANDIDATE_POOL tasks they come from a
+# seeded subset of that many, so a prediction's cost stops growing with the library.
+CANDIDATE_POOL = 3200
+
+
+def candidate_plan(
+    n_library: int, retrieve: int, screen: int, reference: int | None, seed: int
+) -> tuple[int, int, np.ndarray | None]:
+    """The objective's (retrieve, screen) for a library of ``n_library`` tasks and the library
+    tasks it draws them from (None: all): the counts as given up to ``reference`` tasks (or
+    always, with ``reference=None``), scaled by the library's size over ``reference`` beyond,
+    up to :data:`CANDIDATE_POOL` tasks, and from a sorted seeded subset of that many beyond that
+    (the stream ``candidate-pool``)."""
+    if reference is None or n_library <= reference:
+        return retrieve, screen, None
+    m = min(n_library, CANDIDATE_POOL)
+    pool = None
+    if n_library > CANDIDATE_POOL:
+        from taskextrap.seeding import rng
+
+        pool = np.sort(rng(seed, "candidate-pool").choice(n_library, CANDIDATE_POOL, replace=False))
+    return round(retrieve * m / reference), round(screen * m / reference), pool
 
 
 def check_objective(est) -> tuple[bool, tuple[float, ...]]:
@@ -41,6 +68,8 @@ def check_objective(est) -> tuple[bool, tuple[float, ...]]:
         raise TaskextrapError("search='objective' scores Psi's leave-one-out context loss: it needs loo=True")
     check_int("retrieve", est.retrieve, 1)
     check_int("screen", est.screen, 0)
+    if est.reference_library is not None:
+        check_int("reference_library", est.reference_library, 1)
     scales = est.phi_scales
     if (
         not isinstance(scales, (tuple, list))
@@ -79,8 +108,9 @@ class ObjectiveSearch:
         z_library: each library task's proxy (n_library, dim).
         psi: Psi (its ``loo_loss``).
         views: how Psi reads a sorted context of any size (``operators.pairs.context_views``).
-        settings: the RTE whose ``retrieve``, ``screen``, ``n_average``, ``weighting`` and
-            ``temperature`` it reads, and ``phi_scales`` as resolved.
+        settings: the RTE whose ``n_average``, ``weighting`` and ``temperature`` it reads.
+        counts: (retrieve, screen) for this library (:func:`candidate_plan`).
+        pool: the library tasks candidates come from (None: all).
         phi_scales: the shifts' multiples of each anchor's proxy difference.
         loss_scale: Psi's mean leave-one-out loss on validation tasks (the likelihood's scale).
         device: where the chunks of targets run (one lane each on a CPU).
@@ -94,28 +124,35 @@ class ObjectiveSearch:
     phi_scales: tuple[float, ...]
     loss_scale: float | None
     device: str
+    counts: tuple[int, int]
+    pool: np.ndarray | None = None
 
     def retrieved(self, z: np.ndarray, sx: np.ndarray, sy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The anchors (n, r) and their proxy distances: the ``retrieve`` nearest in proxy space,
-        then the ``screen`` library tasks whose curves fit the context best among the rest."""
-        size = len(self.z_library)
-        anchors, dist = nearest(z, self.z_library, min(self.settings.retrieve, size))
-        extra = min(self.settings.screen, size - anchors.shape[1])
+        then the ``screen`` library tasks whose curves fit the context best among the rest (both
+        from ``pool`` when there is one; the anchors are library indices)."""
+        retrieve, screen = self.counts
+        pool, z_lib, library = self.pool, self.z_library, self.library
+        if pool is not None:
+            z_lib, library = z_lib[pool], library.subset(pool)
+        size = len(z_lib)
+        anchors, dist = nearest(z, z_lib, min(retrieve, size))
+        extra = min(screen, size - anchors.shape[1])
         if extra > 0:
             # (targets, library, context) curve values a chunk: at most SCREEN_ENTRIES of them, so a
             # large library screens fewer targets at a time (each target's row is its own numbers)
             step = max(1, min(OBJECTIVE_CHUNK, SCREEN_ENTRIES // (size * sx.shape[1])))
             fit = np.concatenate(
                 [
-                    np.mean((self.library.curves(sx[i : i + step]) - sy[i : i + step, None]) ** 2, axis=2)
+                    np.mean((library.curves(sx[i : i + step]) - sy[i : i + step, None]) ** 2, axis=2)
                     for i in range(0, len(sx), step)
                 ]
             )  # (n, library)
             np.put_along_axis(fit, anchors, np.inf, axis=1)  # already retrieved
             best = np.argpartition(fit, extra - 1, axis=1)[:, :extra]
             anchors = np.concatenate([anchors, best], axis=1)
-            dist = np.linalg.norm(z[:, None] - self.z_library[anchors], axis=2)
-        return anchors, dist
+            dist = np.linalg.norm(z[:, None] - z_lib[anchors], axis=2)
+        return (anchors if pool is None else pool[anchors]), dist
 
     def candidates(self, z: np.ndarray, sx: np.ndarray, sy: np.ndarray) -> Candidates:
         """Eq. 3 for targets with proxies ``z`` and sorted contexts ``sx``, ``sy``: the retrieved
