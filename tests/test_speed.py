@@ -345,3 +345,20 @@ def test_near_anchors_beyond_the_distance_cap_come_from_a_kept_nearest_table(fit
     kth = np.sort(dist, axis=1)[:, below.shape[1] - 1]
     assert (np.take_along_axis(dist, beyond, 1) <= kth[:, None] + 1e-12).all()  # the k nearest
     np.testing.assert_array_equal(np.sort(beyond, 1), np.sort(below, 1))
+
+
+def test_near_anchors_of_a_pool_beyond_near_pool_come_from_a_seeded_subset(fitted_rte, monkeypatch):
+    from taskextrap.operators import pairs as P
+
+    d, pool = fitted_rte.draws_, fitted_rte.train_tasks_
+    monkeypatch.setattr(P, "POOL_DISTANCE_ENTRIES", 1)
+    monkeypatch.setattr(P, "NEAR_POOL", len(pool) // 2)
+    fitted_rte._pair_sampler = None  # a fresh sampler: its table is made under these caps
+    try:
+        near = fitted_rte._sampler().near_candidates(np.arange(len(d.z)))
+        used = np.unique(near)
+        assert len(used) <= len(pool) // 2 and not (pool[near] == d.obs.task[:, None]).any()
+        fitted_rte._pair_sampler = None
+        np.testing.assert_array_equal(fitted_rte._sampler().near_candidates(np.arange(len(d.z))), near)  # seeded
+    finally:
+        fitted_rte._pair_sampler = None  # the shared fixture's sampler is made again as it was

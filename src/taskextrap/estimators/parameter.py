@@ -317,6 +317,7 @@ class RTE(LibraryFit):
                 self.noise_sd_,
                 bool(self.loo_),
                 self.min_context_,
+                self.seed,
             )
         return cached
 

@@ -20,6 +20,11 @@ from taskextrap.seeding import rng
 from taskextrap.tasks.observe import Observations
 
 POOL_DISTANCE_ENTRIES = 2**25  # draws x pool distances kept for Psi's pair draws (256 MB at most)
+# Beyond the kept distances, a near anchor is one of the draw's nearest among a seeded subset of at
+# most this many training tasks: a lookup linear in the library (every draw against a bounded
+# set), and the same neighbourhoods as a library of this size, as the objective's candidates
+# beyond ``search.objective.CANDIDATE_POOL`` tasks (issue 65).
+NEAR_POOL = 3200
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,7 @@ class PairSampler:
         loo: add the leave-one-out rows' targets (the noiseless values at the context).
         min_context: the fewest context points Psi learns to read: below the contexts' size, each
             pair hides a random number of its points (:func:`present_masks`).
+        seed: the stream of the near anchors' subset of a large pool (:data:`NEAR_POOL`).
     """
 
     library: Any
@@ -74,6 +80,7 @@ class PairSampler:
     noise_sd: float
     loo: bool
     min_context: int
+    seed: int = 0
     _distances: np.ndarray | None = field(default=None, repr=False)
     _near: np.ndarray | None = field(default=None, repr=False)
 
@@ -121,9 +128,10 @@ class PairSampler:
 
         While all draws' distances to the pool fit in :data:`POOL_DISTANCE_ENTRIES`, they come
         from the kept distance rows in ``argpartition``'s order (the order the random pick
-        indexes: the committed runs' anchors). Beyond, each draw's nearest are looked up once in
-        a nearest-neighbour index (``search.index.nearest``, nearest first) and kept, (draws, k)
-        integers: linear memory, and no distance row per pass (issue 65)."""
+        indexes: the committed runs' anchors). Beyond, each draw's nearest among the pool (or a
+        seeded subset of :data:`NEAR_POOL` of its tasks) are looked up once in a
+        nearest-neighbour index (``search.index.nearest``, nearest first) and kept, (draws, k)
+        integers: linear memory and time, and no distance row per pass (issue 65)."""
         d, pool = self.draws, self.pool
         k = min(self.n_near, len(pool) - 1)
         if len(d.z) * len(pool) <= POOL_DISTANCE_ENTRIES:
@@ -133,7 +141,10 @@ class PairSampler:
         if self._near is None:
             from taskextrap.search.index import nearest
 
-            idx = nearest(d.z, self.z_library[pool], k + 1)[0]
+            where = np.arange(len(pool))  # the pool positions near anchors come from
+            if len(pool) > NEAR_POOL:
+                where = np.sort(rng(self.seed, "near-pool").choice(len(pool), NEAR_POOL, replace=False))
+            idx = where[nearest(d.z, self.z_library[pool[where]], k + 1)[0]]
             own = pool[idx] == d.obs.task[:, None]  # a draw's own task, if among its nearest
             self._near = np.take_along_axis(idx, np.argsort(own, axis=1, kind="stable")[:, :k], axis=1)
         return self._near[draw_idx]
