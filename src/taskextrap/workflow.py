@@ -271,13 +271,13 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
     reached = float(curve[SCALE_GRID.index(scale)])
     # every peer chosen on the same dev targets: its settings (a dev grid) and, with its own
     # interval, its scale, the same way as rte's
-    methods = {}
+    methods, fitted_peers = {}, {}
     unit = peer_unit(dev_rte)
     for name in method_rows("observed"):
         entry = get_method(name)
         chosen = _dev_settings(entry, dev_library, split, unit)
         if entry.cls.interval:
-            fitted = entry.build(**unit, **chosen.get("params", {})).fit(dev_library)
+            fitted = fitted_peers[name] = entry.build(**unit, **chosen.get("params", {})).fit(dev_library)
             m, sd = fitted.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
             own = masked_curve(m, sd, split)
             scale_m = choose_scale(own)
@@ -288,7 +288,8 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
     # rte-gp's context posterior, chosen on the same dev targets (posterior.estimator.RTEGP)
     from taskextrap.posterior.estimator import RTEGP
 
-    posterior, choice = RTEGP().choose_with(dev_rte, dev_library, split)
+    # meta-gp's fit above is rte-gp's library GP when their arguments agree (they do by default)
+    posterior, choice = RTEGP().choose_with(dev_rte, dev_library, split, fitted_peers.get("meta-gp"))
     return {
         "split": how,
         "targets": len(dev_tgt),

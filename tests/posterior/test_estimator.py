@@ -99,3 +99,29 @@ def test_a_length_rte_gp_is_saved_and_loaded_with_its_regime(tmp_path):
     config.write_text(config.read_text().replace('"LengthRTE"', '"NoSuchRTE"'))
     with pytest.raises(TaskextrapError, match="NoSuchRTE"):
         RTEGP.from_pretrained(tmp_path / "m")
+
+
+@pytest.mark.slow
+def test_a_fitted_meta_gp_of_the_same_arguments_is_not_fitted_again(monkeypatch):
+    """``taskextrap fit`` fits meta-gp on the dev library as a peer; rte-gp's choice reuses that
+    fit when it is the very GP it would fit (the same arguments): the same choice, one fit."""
+    from taskextrap.baselines.classics import LibraryGP
+    from taskextrap.baselines.table import get_method
+    from taskextrap.workflow import peer_unit
+
+    library = TaskSet.sample(FAMILY, {"F1_1": 16, "F1_2": 8}, np.random.default_rng(0))
+    dev_library, dev_targets = library_dev_split(library)
+    dev_rte = RTE(n_pairs=200, train=TrainConfig(steps=3, batch=64), verbose=False).fit(dev_library)
+    draws = dev_rte.protocol_.draw(dev_targets, 1, np.random.default_rng(3))
+    peer = get_method("meta-gp").build(**peer_unit(dev_rte)).fit(dev_library)
+    fits = []
+    real = LibraryGP.begin_fit
+    monkeypatch.setattr(LibraryGP, "begin_fit", lambda self, *a, **k: (fits.append(1), real(self, *a, **k))[1])
+    model = RTEGP(kernels=("rbf",))
+    shared, record = model.choose_with(dev_rte, dev_library, draws, peer)
+    assert fits == []  # reused
+    own, own_record = model.choose_with(dev_rte, dev_library, draws)
+    assert len(fits) == 1 and shared.to_dict() == own.to_dict() and record == own_record
+    other = get_method("meta-gp").build(**peer_unit(dev_rte) | {"seed": 7})  # another GP: fitted anew
+    model.choose_with(dev_rte, dev_library, draws, other)
+    assert len(fits) == 2

@@ -170,16 +170,25 @@ class RTEGP(Fittable):
         posterior, record = self.choose_with(dev_rte, dev_library, obs)
         return posterior, record | {"dev_library": len(dev_library), "dev_targets": len(dev_targets)}
 
-    def choose_with(self, dev_rte: Any, dev_library, draws) -> tuple[ContextPosterior, dict]:
+    def choose_with(self, dev_rte: Any, dev_library, draws, fitted_gp: Any = None) -> tuple[ContextPosterior, dict]:
         """The context posterior chosen on dev ``draws`` (``ctx_x``, ``ctx_y``, ``qry_x``,
         ``qry_y``; a ``task`` per draw and a query ``mask`` where they have them: protocol draws
         or a user's dev targets split into contexts and queries) given ``dev_rte``, fitted on
-        ``dev_library`` (the library GP of the same settings is fitted on it here)."""
+        ``dev_library``. The library GP of the same settings is fitted on it here, unless
+        ``fitted_gp`` is that very GP already (a ``meta-gp`` fitted on ``dev_library`` with the
+        library GP's arguments, its own library draws: the same fit, not made twice)."""
         cx, cy, qx = draws.ctx_x, draws.ctx_y, draws.qry_x
         k = cx.shape[1]
         base = dev_rte.predict(cx, cy, np.concatenate([cx, qx], 1))
         gp = self._library_gp(dev_rte)
-        if gp is not None:
+        if (
+            gp is not None
+            and isinstance(fitted_gp, LibraryGP)
+            and self.library_draws is None
+            and (fitted_gp.get_params() == gp.get_params())
+        ):
+            gp = fitted_gp
+        elif gp is not None:
             shared = None if self.library_draws is None else self.library_draws(dev_rte)
             fit_together([gp.begin_fit(dev_library, shared)])
         expert = None if gp is None else gp.predict(cx, cy, qx, return_std=True)
