@@ -306,7 +306,7 @@ def render_scale(data: dict) -> str:
         lines.append(f"| {f['tasks']:,} (`taskextrap fit`, CSV) | {f['fit_command_s']:.1f} | | | | | | | | |")
     lines += [
         "",
-        f"_{data['family']} family, {data['split']} split, {data['targets']} targets, seed {data['seed']}, "
+        f"_{data['family']} family, {data.get('split', 'test')} split, {data['targets']} targets, seed {data['seed']}, "
         f"{data['threads']} torch thread; commit {data['environment'].get('git') or '?'}; "
         f"{data['wall_s'] / 60:.0f} min; `{data['command']}`._",
     ]
@@ -1228,7 +1228,7 @@ def render_spec(spec: str) -> str:
         return render_context_dev(data)
     if name == "cpu-drift" and not opts:
         return render_cpu_drift(data)
-    if name in ("scale", "scale-dev") and not opts:
+    if name in ("scale", "scale-dev", "scale-before") and not opts:
         return render_scale(data)
     if name == "scale-candidates" and not opts:
         return render_scale_candidates(data)

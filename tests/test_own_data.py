@@ -328,6 +328,9 @@ def test_every_interval_is_calibrated_on_the_same_dev_split(files, model):
 
     dev = json.loads((model / "fit.json").read_text())["dev"]
     classics = {"ctx-gp", "meta-gp", "cnp"}
+    # where the dev step's time went: the dev RTE, each peer, rte-gp's choice
+    assert set(dev["seconds"]) == {"rte", "rte-gp", *method_rows("observed")}
+    assert all(v >= 0 for v in dev["seconds"].values())
     assert {m for m, d in dev["methods"].items() if "interval_scale" in d} == classics
     assert all(dev["methods"][m]["interval_scale"] in SCALE_GRID for m in classics)
     r = evaluate_observed(model, files / "targets.csv", 8, Columns())

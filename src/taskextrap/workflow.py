@@ -262,7 +262,9 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
     dev_lib, dev_tgt, how = dev_split(library_tasks, dev.order, DEV_FRACTION, settings.get("seed", 0))
     _say(verbose, f"fit 1 of 2: the dev split's RTE on {len(dev_lib)} library tasks, for the interval scale")
     dev_library = reading.library(dev_lib)  # built once: the dev RTE and every interval method read it
+    t = time.perf_counter()
     dev_rte = RTE(**settings).fit(dev_library)
+    seconds = {"rte": round(time.perf_counter() - t, 2)}  # where the dev step's time goes
     size = dev.context_size or dev_rte.protocol_.n_context
     split = split_targets(dev_tgt, size, dev.context, dev_rte.library_.family.domain, seed=1)
     mean, std = dev_rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
@@ -274,6 +276,7 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
     methods, fitted_peers = {}, {}
     unit = peer_unit(dev_rte)
     for name in method_rows("observed"):
+        t = time.perf_counter()
         entry = get_method(name)
         chosen = _dev_settings(entry, dev_library, split, unit)
         if entry.cls.interval:
@@ -285,11 +288,14 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
                        "coverage": float(own[SCALE_GRID.index(scale_m)])}  # fmt: skip
         if chosen:
             methods[name] = chosen
+        seconds[name] = round(time.perf_counter() - t, 2)
     # rte-gp's context posterior, chosen on the same dev targets (posterior.estimator.RTEGP)
     from taskextrap.posterior.estimator import RTEGP
 
     # meta-gp's fit above is rte-gp's library GP when their arguments agree (they do by default)
+    t = time.perf_counter()
     posterior, choice = RTEGP().choose_with(dev_rte, dev_library, split, fitted_peers.get("meta-gp"))
+    seconds["rte-gp"] = round(time.perf_counter() - t, 2)
     return {
         "split": how,
         "targets": len(dev_tgt),
@@ -304,6 +310,7 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
         "mse": float(target_mse(mean, split).mean()),
         "methods": methods,
         "rte-gp": {"posterior": posterior.to_dict(), **choice},
+        "seconds": seconds,
     }
 
 
