@@ -326,11 +326,12 @@ def test_every_interval_is_calibrated_on_the_same_dev_split(files, model):
     every interval at its dev-chosen scale beside its raw coverage."""
     from taskextrap.search.calibration import SCALE_GRID
 
-    dev = json.loads((model / "fit.json").read_text())["dev"]
+    record = json.loads((model / "fit.json").read_text())
+    dev = record["dev"]
     classics = {"ctx-gp", "meta-gp", "cnp"}
     # where the dev step's time went: the dev RTE, each peer, rte-gp's choice
-    assert set(dev["seconds"]) == {"rte", "rte-gp", *method_rows("observed")}
-    assert all(v >= 0 for v in dev["seconds"].values())
+    assert set(record["dev_seconds"]) == {"rte", "rte-gp", *method_rows("observed")}
+    assert all(v >= 0 for v in record["dev_seconds"].values())
     assert {m for m, d in dev["methods"].items() if "interval_scale" in d} == classics
     assert all(dev["methods"][m]["interval_scale"] in SCALE_GRID for m in classics)
     r = evaluate_observed(model, files / "targets.csv", 8, Columns())

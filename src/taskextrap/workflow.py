@@ -235,6 +235,7 @@ def fit_calibrated(
     }
     if dev is not None and "interval_scale" not in settings:
         record["dev"] = _dev_scale(library_tasks, settings, dev, reading, verbose)
+        record["dev_seconds"] = record["dev"].pop("seconds")  # where the dev step's time went (not its result)
         settings["interval_scale"] = record["dev"]["interval_scale"]
     library = reading.library(library_tasks)
     _say(verbose, f"fit {2 if 'dev' in record else 1} of {2 if 'dev' in record else 1}: RTE on all "

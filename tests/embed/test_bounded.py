@@ -1,6 +1,7 @@
-"""Gamma at any library size (issue 65): the pre-training reads a bounded sample of points per
-step and the PCA a bounded sample of contexts beyond their caps; below them, the full-batch
-probe and the full PCA, bit for bit."""
+"""Gamma at any library size (issue 65): a ``bounded`` Gamma (the parameter regime's) pre-trains
+on a bounded sample of points per step and fits its PCA on a bounded sample of contexts beyond
+their caps; below them, and for an unbounded Gamma (the discrete regimes') at any size, the
+full-batch probe and the full PCA, bit for bit."""
 
 import numpy as np
 import pytest
@@ -31,8 +32,10 @@ def _full_batch(x, y, width, steps, seed):
 
 def test_pretraining_below_the_cap_is_the_full_batch_fit_bit_for_bit():
     x, y = _points()
-    got, ref = E._pretrain(x, y, 8, 6, 3), _full_batch(x, y, 8, 6, 3)
-    assert all(torch.equal(got[k], ref[k]) for k in ref)
+    ref = _full_batch(x, y, 8, 6, 3)
+    for most in (None, len(x), 10 * len(x)):  # unbounded, or a cap at or above the points
+        got = E._pretrain(x, y, 8, 6, 3, most)
+        assert all(torch.equal(got[k], ref[k]) for k in ref)
 
 
 def test_pretraining_beyond_the_cap_reads_a_sample_per_step(monkeypatch):
@@ -40,10 +43,9 @@ def test_pretraining_beyond_the_cap_reads_a_sample_per_step(monkeypatch):
     seen = []
     real = E.probe_loss
     monkeypatch.setattr(E, "probe_loss", lambda p, a, b: (seen.append(len(a)), real(p, a, b))[1])
-    monkeypatch.setattr(E, "PRETRAIN_POINTS", 64)
-    a = E._pretrain(x, y, 8, 20, 3)  # 20 steps: more than one block of sampled batches
+    a = E._pretrain(x, y, 8, 20, 3, 64)  # 20 steps: more than one block of sampled batches
     assert seen == [64] * 20
-    b = E._pretrain(x, y, 8, 20, 3)
+    b = E._pretrain(x, y, 8, 20, 3, 64)
     assert all(torch.equal(a[k], b[k]) for k in a)  # seeded: the same probe again
     full = _full_batch(x, y, 8, 20, 3)
     assert not all(torch.equal(a[k], full[k]) for k in a)  # not the full batch
@@ -58,10 +60,11 @@ def contexts():
 
 def test_pca_beyond_the_cap_is_fitted_on_a_sample_and_projects_in_blocks(contexts, monkeypatch):
     x, y = contexts
-    full = ProxyEmbedding("gradient", dim=4, width=8, pretrain_steps=3).fit(x, y)
+    full = ProxyEmbedding("gradient", dim=4, width=8, pretrain_steps=3, bounded=True).fit(x, y)
     monkeypatch.setattr(E, "PCA_ROWS", 32)
-    capped = ProxyEmbedding("gradient", dim=4, width=8, pretrain_steps=3).fit(x, y)
-    assert capped.pca_.n_samples_ == 32 and full.pca_.n_samples_ == 90
+    capped = ProxyEmbedding("gradient", dim=4, width=8, pretrain_steps=3, bounded=True).fit(x, y)
+    unbounded = ProxyEmbedding("gradient", dim=4, width=8, pretrain_steps=3).fit(x, y)  # the discrete regimes'
+    assert capped.pca_.n_samples_ == 32 and full.pca_.n_samples_ == 90 and unbounded.pca_.n_samples_ == 90
     # the projection in blocks of 32 is the one-call projection, row for row (to rounding)
     whole = capped.pca_.transform(capped.raw(x, y))
     np.testing.assert_allclose(capped.project(x, y), whole, rtol=1e-10, atol=1e-12)
@@ -70,9 +73,13 @@ def test_pca_beyond_the_cap_is_fitted_on_a_sample_and_projects_in_blocks(context
     assert cos > 0.9
 
 
-def test_pca_below_the_cap_is_unchanged(contexts, monkeypatch):
+def test_a_bounded_gamma_below_the_caps_is_the_unbounded_one(contexts, monkeypatch):
+    from sklearn.decomposition import PCA
+
     x, y = contexts
-    a = ProxyEmbedding("fisher", dim=4, width=8, pretrain_steps=3).fit(x, y).transform(x, y)
+    plain = ProxyEmbedding("fisher", dim=4, width=8, pretrain_steps=3).fit(x, y)
     monkeypatch.setattr(E, "PCA_ROWS", 90)  # exactly at the cap: all rows, one call
-    b = ProxyEmbedding("fisher", dim=4, width=8, pretrain_steps=3).fit(x, y).transform(x, y)
-    np.testing.assert_array_equal(a, b)
+    bounded = ProxyEmbedding("fisher", dim=4, width=8, pretrain_steps=3, bounded=True).fit(x, y)
+    np.testing.assert_array_equal(bounded.transform(x, y), plain.transform(x, y))
+    direct = PCA(n_components=4, random_state=0).fit(bounded.raw(x, y))  # the PCA as it was always fitted
+    np.testing.assert_array_equal(bounded.pca_.components_, direct.components_)

@@ -36,6 +36,7 @@ from taskextrap.validation import (
     check_context,
     check_device,
     check_finite_result,
+    check_instance,
     check_int,
     check_real,
     describe,
@@ -51,23 +52,26 @@ CHUNK = 256
 GPU_CHUNK = 1 << 14
 
 
-# Gamma's pre-training reads at most this many library points per Adam step: a larger library's
-# steps each read a fresh uniform sample of this size, so the pre-training costs the same at any
-# library size (issue 65). Every committed run's library is below it (the paper's 200 parameter
-# tasks on a 64-point grid: 12,800 points), so their probes are the full-batch ones, bit for bit.
+# The parameter regime's bounds on Gamma's fit (issue 65; ``estimators.library_fit`` passes them,
+# the discrete regimes fit unbounded as before): the pre-training reads at most this many library
+# points per Adam step (a fresh uniform sample of that size beyond it), and the PCA is fitted on
+# at most PCA_ROWS contexts, so both cost the same at any library size. Every committed parameter
+# run is below them (the paper's 200 tasks: 12,800 grid points, 800 contexts; the real-data
+# suite's at most 153 tasks), so their Gammas are the unbounded ones, bit for bit.
 PRETRAIN_POINTS = 1 << 14
+PCA_ROWS = 1 << 14
 
 
-def _pretrain(x: torch.Tensor, y: torch.Tensor, width: int, steps: int, seed: int) -> Params:
-    """Fit one probe to the library's points (Adam; all of them per step up to
-    :data:`PRETRAIN_POINTS`, a seeded sample of that many beyond), on the device of ``x``
-    (initialised on the CPU, so the same start on every device)."""
+def _pretrain(x: torch.Tensor, y: torch.Tensor, width: int, steps: int, seed: int, most: int | None = None) -> Params:
+    """Fit one probe to the library's points (Adam; all of them per step, or with ``most`` a
+    seeded sample of that many per step beyond it), on the device of ``x`` (initialised on the
+    CPU, so the same start on every device)."""
     p = {
         k: v.to(x.device).requires_grad_()
         for k, v in init_probe(width, torch_generator(seed, "probe"), xavier=True).items()
     }
     opt = torch.optim.Adam(p.values(), lr=1e-2)
-    batches = _point_batches(len(x), steps, seed, x.device)
+    batches = _point_batches(len(x), steps, seed, x.device, most)
     for _ in range(steps):
         opt.zero_grad()
         idx = next(batches)
@@ -76,17 +80,17 @@ def _pretrain(x: torch.Tensor, y: torch.Tensor, width: int, steps: int, seed: in
     return {k: v.detach() for k, v in p.items()}
 
 
-def _point_batches(n: int, steps: int, seed: int, device: torch.device):
-    """The points each pre-training step reads: None (all ``n``) up to :data:`PRETRAIN_POINTS`,
+def _point_batches(n: int, steps: int, seed: int, device: torch.device, most: int | None):
+    """The points each pre-training step reads: None (all ``n``) up to ``most`` (None: always),
     else uniform draws of that many (with replacement, from the stream ``probe-batches``), made on
     the CPU a block of steps at a time and moved once per block (no host round trip per step)."""
-    if n <= PRETRAIN_POINTS:
+    if most is None or n <= most:
         while True:
             yield None
     g = torch_generator(seed, "probe-batches")
     block = 16
     for start in range(0, steps, block):
-        rows = torch.randint(n, (min(block, steps - start), PRETRAIN_POINTS), generator=g).to(device)
+        rows = torch.randint(n, (min(block, steps - start), most), generator=g).to(device)
         yield from rows
 
 
@@ -139,6 +143,9 @@ class ProxyEmbedding:
         adapt_steps, adapt_lr: per-task adaptation (adapted).
         seed: probe initialisation.
         device: where the probe runs ("cpu", "cuda", "cuda:N"); embeddings come back as numpy.
+        bounded: fit on bounded samples, so the fit costs the same at any library size: at most
+            :data:`PRETRAIN_POINTS` points per pre-training step and :data:`PCA_ROWS` contexts
+            for the PCA (seeded samples beyond them; the parameter regime's RTE sets it).
 
     Inputs are expected already normalised (x in about [-1, 1], y with unit spread).
     """
@@ -151,6 +158,7 @@ class ProxyEmbedding:
     adapt_lr: float = 1e-2
     seed: int = 0
     device: str = "cpu"
+    bounded: bool = False
     probe_: Params | None = field(default=None, init=False, repr=False)
     pca_: Any = field(default=None, init=False, repr=False)  # a fitted sklearn PCA
     # The last few transforms by input bytes: an experiment embeds the same target contexts for
@@ -169,6 +177,7 @@ class ProxyEmbedding:
         check_int("adapt_steps", self.adapt_steps, 0)
         check_real("adapt_lr", self.adapt_lr, 0.0, min_open=True)
         check_int("seed", self.seed, 0)
+        check_instance("bounded", self.bounded, bool, "True or False")
         self.device = check_device(self.device)
 
     def fit(
@@ -240,11 +249,12 @@ class ProxyEmbedding:
                 self.width,
                 self.pretrain_steps,
                 self.seed,
+                PRETRAIN_POINTS if self.bounded else None,
             )
         self._memo.clear()
         cx, cy = audit.consume("pca", contexts)[:2]
         cx, cy = check_context(sx(cx), sy(cy))
-        rows = _pca_rows(len(cx), self.seed)
+        rows = _pca_rows(len(cx), self.seed) if self.bounded else slice(None)
         raw = check_finite_result(
             "the probe's output",
             self.raw(cx[rows], cy[rows]),
@@ -269,7 +279,17 @@ class ProxyEmbedding:
         meta = {
             "settings": {
                 k: getattr(self, k)
-                for k in ("method", "dim", "width", "pretrain_steps", "adapt_steps", "adapt_lr", "seed", "device")
+                for k in (
+                    "method",
+                    "dim",
+                    "width",
+                    "pretrain_steps",
+                    "adapt_steps",
+                    "adapt_lr",
+                    "seed",
+                    "device",
+                    "bounded",
+                )
             },
             "probe_order": list(self.probe_),  # flatten's layout follows the dict's order
             "pca": {
@@ -325,7 +345,7 @@ class ProxyEmbedding:
             return self.pca_.transform(kept[1])
         # Beyond PCA_ROWS contexts the raw outputs (4k floats a context) are projected a block at
         # a time, so memory stays (contexts x dim); below, in one call, as the committed runs were.
-        block = len(ctx_x) if len(ctx_x) <= PCA_ROWS else PCA_ROWS
+        block = PCA_ROWS if self.bounded and len(ctx_x) > PCA_ROWS else len(ctx_x)
         return np.concatenate(
             [
                 self.pca_.transform(
@@ -356,11 +376,6 @@ class ProxyEmbedding:
 
 
 MEMO_SIZE = 4  # transforms a ProxyEmbedding remembers (the newest)
-# The PCA is fitted on at most this many library contexts (a seeded sample beyond): its cost and
-# the raw outputs it holds (4k floats a context) stay bounded at any library size (issue 65).
-# Every committed run fits it on fewer (the composition library's 3,000 tasks x 4 draws: 12,000),
-# so their PCAs are the full ones, bit for bit.
-PCA_ROWS = 1 << 14
 
 
 def _pca_rows(n: int, seed: int) -> np.ndarray | slice:
@@ -420,14 +435,24 @@ def mean_per_task(z: np.ndarray, task: np.ndarray, n_tasks: int) -> np.ndarray:
 
 
 def fit_library_embedding(
-    method: str, dim: int, seed: int, scaler, library, obs, m: int = 64, noise_sd: float = 0.0, device: str = "cpu"
+    method: str,
+    dim: int,
+    seed: int,
+    scaler,
+    library,
+    obs,
+    m: int = 64,
+    noise_sd: float = 0.0,
+    device: str = "cpu",
+    bounded: bool = False,
 ) -> ProxyEmbedding:
     """Gamma for a library: the probe pretrained on the library's curves over an ``m``-point grid
     of the domain, the PCA fitted on the library's observed contexts ``obs`` (scaled by ``scaler``;
     ``noise_sd`` is the protocol's context noise, for the leak audit's verification).
 
-    ``library`` is any task set with ``family.grid``, ``values`` and ``params`` (training tasks only).
+    ``library`` is any task set with ``family.grid``, ``values`` and ``params`` (training tasks
+    only). ``bounded``: :class:`ProxyEmbedding`'s.
     """
-    return ProxyEmbedding(method, dim=dim, seed=seed, device=device).fit_observed(
+    return ProxyEmbedding(method, dim=dim, seed=seed, device=device, bounded=bounded).fit_observed(
         scaler, library, obs, m=m, noise_sd=noise_sd
     )

@@ -202,6 +202,7 @@ class LibraryFit(Estimator):
             obs.subset(first),
             noise_sd=self.noise_sd_,
             device=self.device,
+            bounded=True,  # a fit that costs the same at any library size (issue 65)
         )
         return self.embed(obs.ctx_x, obs.ctx_y)
 

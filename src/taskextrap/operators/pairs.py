@@ -144,6 +144,7 @@ class PairSampler:
             where = np.arange(len(pool))  # the pool positions near anchors come from
             if len(pool) > NEAR_POOL:
                 where = np.sort(rng(self.seed, "near-pool").choice(len(pool), NEAR_POOL, replace=False))
+            k = min(k, len(where) - 1)
             idx = where[nearest(d.z, self.z_library[pool[where]], k + 1)[0]]
             own = pool[idx] == d.obs.task[:, None]  # a draw's own task, if among its nearest
             self._near = np.take_along_axis(idx, np.argsort(own, axis=1, kind="stable")[:, :k], axis=1)

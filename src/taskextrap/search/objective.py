@@ -26,6 +26,7 @@ from taskextrap.validation import check_finite_result, check_int, check_real
 
 SEARCHES = ("proxy", "objective")
 OBJECTIVE_CHUNK = 512  # targets per batched objective pass: (targets x candidates x context) Psi rows
+CHUNK_CANDIDATES = 128  # candidates a target of a full chunk may have (the paper's 32 anchors x 4 shifts)
 SCREEN_ENTRIES = 1 << 23  # library curve values per screening chunk (64 MB): bounded at any library size
 # The most library tasks the objective draws candidates from (issue 65). ``retrieve`` and ``screen``
 # are the counts for a library of ``reference_library`` tasks (the paper's 200, where dev chose
@@ -52,7 +53,8 @@ def candidate_plan(
         from taskextrap.seeding import rng
 
         pool = np.sort(rng(seed, "candidate-pool").choice(n_library, CANDIDATE_POOL, replace=False))
-    return round(retrieve * m / reference), round(screen * m / reference), pool
+    grow = max(1.0, m / reference)  # never fewer than the counts given (a reference above the pool)
+    return round(retrieve * grow), round(screen * grow), pool
 
 
 def check_objective(est) -> tuple[bool, tuple[float, ...]]:
@@ -165,11 +167,15 @@ class ObjectiveSearch:
         phi0 = z[:, None] - self.z_library[retrieved]
         phi = (phi0[:, :, None, :] * scales[None, None, :, None]).reshape(n, r * len(scales), -1)
 
+        # fewer targets a chunk when each has more candidates than the paper's settings give
+        # (a large library's): the chunk's Psi rows stay bounded
+        step = max(1, OBJECTIVE_CHUNK * CHUNK_CANDIDATES // max(CHUNK_CANDIDATES, anchors.shape[1]))
+
         def chunk(i: int) -> np.ndarray:  # one chunk of targets: the same numbers in any lane
-            sl = slice(i, i + OBJECTIVE_CHUNK)
+            sl = slice(i, i + step)
             return self.loo_losses(sx[sl], sy[sl], anchors[sl], phi[sl])
 
-        loss = np.concatenate(map_lanes(chunk, range(0, n, OBJECTIVE_CHUNK), self.device))
+        loss = np.concatenate(map_lanes(chunk, range(0, n, step), self.device))
         check_finite_result("the context loss", loss, "ctx_x or ctx_y")
         order = np.argsort(loss, axis=1, kind="stable")
         loss = np.take_along_axis(loss, order, 1)
