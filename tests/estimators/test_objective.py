@@ -332,12 +332,13 @@ def test_a_library_beyond_the_pool_draws_its_candidates_from_the_pool(objective_
     rte = copy.deepcopy(objective_rte)
     n = len(rte.z_library_)
     rte.reference_library = n // 4  # this library is four times the reference: four times the candidates
-    (r, s), pool = rte._candidate_plan()
+    plan = lambda: O.candidate_plan(n, rte.retrieve, rte.screen, rte.reference_library, rte.seed)  # noqa: E731
+    r, s, pool = plan()
     assert (r, s) == (4 * rte.retrieve, 4 * rte.screen) and pool is None
     d = rte.decompose(obs.ctx_x, obs.ctx_y)
     assert d.anchors.shape[1] == min(n, r + s) * len(rte.phi_scales)
     monkeypatch.setattr(O, "CANDIDATE_POOL", n // 2)  # beyond the pool: a seeded half of the library
-    (r, s), pool = rte._candidate_plan()
+    r, s, pool = plan()
     assert len(pool) == n // 2 and (r, s) == (2 * rte.retrieve, 2 * rte.screen)
     d = rte.decompose(obs.ctx_x, obs.ctx_y)
     assert np.isin(d.anchors, pool).all()

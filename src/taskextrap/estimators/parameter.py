@@ -144,9 +144,7 @@ class RTE(LibraryFit):
     loo: bool | None = None
     retrieve: int = 16
     screen: int = 16
-    # An inference setting (the fit does not read it), kept out of the repr that keys saved states
-    # and cached fits: those of RTEs made before it are still theirs.
-    reference_library: int | None = field(default=200, repr=False)
+    reference_library: int | None = field(default=200, repr=False)  # out of the repr keying saved fits
     phi_scales: tuple = (0.5, 1.0, 2.0, 3.0)
     weighting: str = "likelihood"
     temperature: float | None = 1.0
@@ -380,6 +378,7 @@ class RTE(LibraryFit):
     def _objective(self, z: np.ndarray, sx: np.ndarray, sy: np.ndarray) -> Decomposition:
         """Eq. 3 over the retrieved anchors and scaled shifts (``search.objective``): candidates
         sorted by leave-one-out context loss, the posterior over the best ``n_average`` in ``weights``."""
+        r, s, pool = candidate_plan(len(self.z_library_), self.retrieve, self.screen, self.reference_library, self.seed)
         search = ObjectiveSearch(
             self.library_,
             self.z_library_,
@@ -389,16 +388,11 @@ class RTE(LibraryFit):
             self.resolved("phi_scales"),
             self.loss_scale_,
             self.device,
-            *self._candidate_plan(),
+            (r, s),
+            pool,
         )
         c = search.candidates(z, sx, sy)
         return Decomposition(c.anchors, c.phi, c.loss, c.extras, c.weights)
-
-    def _candidate_plan(self) -> tuple[tuple[int, int], np.ndarray | None]:
-        """(retrieve, screen) for this library and the tasks they come from
-        (``search.objective.candidate_plan``)."""
-        r, s, pool = candidate_plan(len(self.z_library_), self.retrieve, self.screen, self.reference_library, self.seed)
-        return (r, s), pool
 
     def _nearest(self, z: np.ndarray, k: int | None) -> Decomposition:
         """The ``k`` library tasks nearest positions ``z`` (n, dim), nearest first, with shifts."""
