@@ -322,18 +322,17 @@ def test_gpu_utilisation_samples_nvidia_smi_only_on_a_cuda_device(load_script, t
 
 
 def test_near_anchors_beyond_the_distance_cap_come_from_a_kept_nearest_table(fitted_rte, monkeypatch):
-    """Beyond POOL_DISTANCE_ENTRIES a draw's near anchors are its k nearest pool tasks by an index,
-    looked up once: the same set as the distance rows' (never the draw's own task)."""
+    """Beyond POOL_DISTANCE_ENTRIES a draw's near anchors are its k nearest pool tasks
+    (``pairs.k_nearest``), looked up once: the same set as the distance rows' (never the draw's
+    own task)."""
     from taskextrap.operators import pairs as P
 
     d, pool = fitted_rte.draws_, fitted_rte.train_tasks_
     idx = np.arange(len(d.z))
     sampler = fitted_rte._sampler()
     below = sampler.near_candidates(idx)
-    from taskextrap.search import index as I
-
-    calls, real = [], I.nearest
-    monkeypatch.setattr(I, "nearest", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    calls, real = [], P.k_nearest
+    monkeypatch.setattr(P, "k_nearest", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
     monkeypatch.setattr(P, "POOL_DISTANCE_ENTRIES", 1)
     beyond = sampler.near_candidates(idx)
     np.testing.assert_array_equal(sampler.near_candidates(idx[::-1]), beyond[::-1])
@@ -362,3 +361,13 @@ def test_near_anchors_of_a_pool_beyond_near_pool_come_from_a_seeded_subset(fitte
         np.testing.assert_array_equal(fitted_rte._sampler().near_candidates(np.arange(len(d.z))), near)  # seeded
     finally:
         fitted_rte._pair_sampler = None  # the shared fixture's sampler is made again as it was
+
+
+def test_k_nearest_is_the_brute_force_rule():
+    from taskextrap.operators.pairs import k_nearest
+    from taskextrap.search.index import nearest_exact
+
+    g = np.random.default_rng(0)
+    z, pool = g.normal(size=(300, 5)), g.normal(size=(70, 5))
+    for k in (1, 9, 70):
+        np.testing.assert_array_equal(k_nearest(z, pool, k, chunk=64), nearest_exact(z, pool, k)[0])

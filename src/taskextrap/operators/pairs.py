@@ -129,9 +129,9 @@ class PairSampler:
         While all draws' distances to the pool fit in :data:`POOL_DISTANCE_ENTRIES`, they come
         from the kept distance rows in ``argpartition``'s order (the order the random pick
         indexes: the committed runs' anchors). Beyond, each draw's nearest among the pool (or a
-        seeded subset of :data:`NEAR_POOL` of its tasks) are looked up once in a
-        nearest-neighbour index (``search.index.nearest``, nearest first) and kept, (draws, k)
-        integers: linear memory and time, and no distance row per pass (issue 65)."""
+        seeded subset of :data:`NEAR_POOL` of its tasks) are looked up once (:func:`k_nearest`)
+        and kept, (draws, k) integers: linear memory and time, and no distance row per pass
+        (issue 65)."""
         d, pool = self.draws, self.pool
         k = min(self.n_near, len(pool) - 1)
         if len(d.z) * len(pool) <= POOL_DISTANCE_ENTRIES:
@@ -139,13 +139,11 @@ class PairSampler:
             dist[d.obs.task[draw_idx, None] == pool[None]] = np.inf  # never itself
             return np.argpartition(dist, k - 1, axis=1)[:, :k]
         if self._near is None:
-            from taskextrap.search.index import nearest
-
             where = np.arange(len(pool))  # the pool positions near anchors come from
             if len(pool) > NEAR_POOL:
                 where = np.sort(rng(self.seed, "near-pool").choice(len(pool), NEAR_POOL, replace=False))
             k = min(k, len(where) - 1)
-            idx = where[nearest(d.z, self.z_library[pool[where]], k + 1)[0]]
+            idx = where[k_nearest(d.z, self.z_library[pool[where]], k + 1)]
             own = pool[idx] == d.obs.task[:, None]  # a draw's own task, if among its nearest
             self._near = np.take_along_axis(idx, np.argsort(own, axis=1, kind="stable")[:, :k], axis=1)
         return self._near[draw_idx]
@@ -163,6 +161,25 @@ class PairSampler:
             blocks = [rows(np.arange(i, min(i + 1024, len(z)))) for i in range(0, len(z), 1024)]
             self._distances = np.concatenate(blocks)
         return self._distances[draw_idx]
+
+
+def k_nearest(z: np.ndarray, pool_z: np.ndarray, k: int, chunk: int = 4096) -> np.ndarray:
+    """The ``k`` rows of ``pool_z`` nearest each row of ``z`` (Euclidean), nearest first, ties by
+    the lowest index (to the proposal's rounding): (len(z), k) indices, ``chunk`` rows of ``z`` at
+    a time (memory chunk x pool). A matrix product proposes ``k`` + 8 candidates, whose distances
+    are then computed exactly. (The operators sit below ``search``, whose ``index.nearest`` is
+    the general form.)"""
+    c = min(len(pool_z), k + 8)
+    sq = (pool_z**2).sum(1)
+    out = []
+    for i in range(0, len(z), chunk):
+        zc = z[i : i + chunk]
+        d2 = sq[None] - 2.0 * zc @ pool_z.T
+        cand = np.argpartition(d2, c - 1, axis=1)[:, :c] if c < len(pool_z) else np.broadcast_to(np.arange(c), d2.shape)
+        exact = np.linalg.norm(zc[:, None] - pool_z[cand], axis=2)
+        order = np.lexsort((cand, exact), axis=1)[:, :k]  # by distance, then by index
+        out.append(np.take_along_axis(cand, order, 1))
+    return np.concatenate(out) if out else np.zeros((0, k), dtype=int)
 
 
 def present_masks(g: np.random.Generator, n: int, k: int, low: int) -> np.ndarray:
