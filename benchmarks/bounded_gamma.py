@@ -45,9 +45,9 @@ def main(argv=None) -> None:
     import torch
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
+    from scale import write_result
+
     from taskextrap.embed.estimators import PRETRAIN_POINTS
-    from taskextrap.files import write_json_atomic
-    from taskextrap.report.schema import environment_info
     from taskextrap.tasks import PARAMETER_FAMILIES
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -62,19 +62,14 @@ def main(argv=None) -> None:
     for fam in a.families:
         rows[fam] = {arm: one(fam, a.n_library, arm == "capped", a.seed) for arm in ("capped", "full-batch")}
         print(fam, {arm: {k: round(v, 3) for k, v in r.items()} for arm, r in rows[fam].items()}, file=sys.stderr)
-    doc = {
-        "command": "python benchmarks/bounded_gamma.py " + " ".join(sys.argv[1:] if argv is None else argv),
+    fields = {
         "pretrain_points": PRETRAIN_POINTS,
         "n_library_per_region": a.n_library,
         "seed": a.seed,
-        "threads": 1,
         "split": "dev (training-region validation tasks)",
         "rows": rows,
-        "wall_s": round(time.perf_counter() - t, 1),
-        "environment": environment_info("cpu"),
     }
-    write_json_atomic(a.out, doc)
-    print(f"written: {a.out}")
+    write_result(a.out, "bounded_gamma.py", argv, t, fields)
 
 
 if __name__ == "__main__":

@@ -180,9 +180,20 @@ def run(sizes, data_file=(), seed: int = 0, split: str = "test") -> dict:
     return {"records": records, "data_file": files, "paired_vs_reference": paired_against(records)}
 
 
-def main(argv=None) -> None:
+def write_result(out: Path, script: str, argv, started: float, fields: dict) -> None:
+    """Write a one-thread benchmark's ``fields`` to ``out`` atomically, with the command that made
+    them (``script`` and its arguments), its wall time since ``started`` and the environment
+    (this script's and ``scale_candidates.py``'s and ``bounded_gamma.py``'s)."""
     from taskextrap.files import write_json_atomic
     from taskextrap.report.schema import environment_info
+
+    doc = {"command": f"python benchmarks/{script} " + " ".join(sys.argv[1:] if argv is None else argv)}
+    doc |= fields | {"threads": 1, "wall_s": round(time.perf_counter() - started, 1)}
+    write_json_atomic(out, doc | {"environment": environment_info("cpu")})
+    print(f"written: {out}")
+
+
+def main(argv=None) -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
@@ -203,19 +214,8 @@ def main(argv=None) -> None:
         return
     t = time.perf_counter()
     doc = run(a.sizes, a.data_file, a.seed, a.split)
-    doc |= {
-        "command": "python benchmarks/scale.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "family": FAMILY,
-        "split": a.split,
-        "targets": N_TARGETS,
-        "reference": REFERENCE,
-        "seed": a.seed,
-        "threads": 1,
-        "wall_s": round(time.perf_counter() - t, 1),
-        "environment": environment_info("cpu"),
-    }
-    write_json_atomic(a.out, doc)
-    print(f"written: {a.out}")
+    doc |= {"family": FAMILY, "split": a.split, "targets": N_TARGETS, "reference": REFERENCE, "seed": a.seed}
+    write_result(a.out, "scale.py", argv, t, doc)
 
 
 if __name__ == "__main__":

@@ -59,8 +59,7 @@ def main(argv=None) -> None:
     import torch
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from taskextrap.files import write_json_atomic
-    from taskextrap.report.schema import environment_info
+    from scale import write_result
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--families", nargs="+", default=["cubic", "quadratic", "sin_trend"])
@@ -72,17 +71,8 @@ def main(argv=None) -> None:
     torch.set_num_threads(1)
     t = time.perf_counter()
     rows = {f: {str(n): one(f, n, a.counts, a.seed) for n in a.sizes} for f in a.families}
-    doc = {
-        "command": "python benchmarks/scale_candidates.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "split": "dev (region dev of each family's dev split)",
-        "seed": a.seed,
-        "threads": 1,
-        "rows": rows,
-        "wall_s": round(time.perf_counter() - t, 1),
-        "environment": environment_info("cpu"),
-    }
-    write_json_atomic(a.out, doc)
-    print(f"written: {a.out}")
+    fields = {"split": "dev (region dev of each family's dev split)", "seed": a.seed, "rows": rows}
+    write_result(a.out, "scale_candidates.py", argv, t, fields)
 
 
 if __name__ == "__main__":
