@@ -91,6 +91,24 @@ def test_choice_keeps_the_better_expert():
     assert set(record["out_of_fold_mse"]) == {f"rbf@{d}@1" for d in DEGREES}
 
 
+def test_choice_keeps_the_estimator_alone_where_no_correction_helps():
+    """A base prediction right at every query whose context residuals are pure noise: every
+    correction moves it away from the truth out of fold, so the choice keeps the estimator's own
+    mean (with the residual GP's interval); an old record without the field still corrects."""
+    d = draws()
+    g = np.random.default_rng(5)
+    exact = dataclasses.replace(d, base_qry=d.qry_y.copy(), base_ctx=d.ctx_y + g.normal(0, 0.5, d.ctx_y.shape))
+    chosen, record = choose_posterior(exact, SCALER, kernels=("rbf",))
+    assert not chosen.correct and not record["correct"] and chosen.share == 1.0
+    assert record["base_mse"] == 0.0 < min(record["out_of_fold_mse"].values())
+    mean, sd = chosen.predict(exact.base_ctx, exact.base_qry, d.ctx_x, d.ctx_y, d.qry_x)
+    assert np.array_equal(mean, exact.base_qry) and (sd > 0).all()
+    helped, record = choose_posterior(d, SCALER, kernels=("rbf",))
+    assert helped.correct and record["correct"]
+    old = {k: v for k, v in helped.to_dict().items() if k != "correct"}
+    assert ContextPosterior.from_dict(json.loads(json.dumps(old))).correct
+
+
 def test_out_of_fold_predictions_never_read_their_own_queries():
     """A dev draw's out-of-fold prediction comes from a prior fitted on the other fold: moving
     the query values of fold 0's targets leaves fold 0's predictions as they were, bit for bit,

@@ -186,14 +186,17 @@ def product(first: tuple, second: tuple | None, share: float) -> tuple[np.ndarra
 class ContextPosterior:
     """The context posterior chosen on dev (:func:`choose_posterior`): the residual prior, the
     residual GP's share of the product with the library prior, the interval scale, the
-    amplitude's pseudo-points ``dof`` (None: one interval width for every target; :func:`amplitude`)
-    and the ``degree`` of the polynomial fitted to each context's residuals beside the GP (None: none)."""
+    amplitude's pseudo-points ``dof`` (None: one interval width for every target; :func:`amplitude`),
+    the ``degree`` of the polynomial fitted to each context's residuals beside the GP (None: none)
+    and whether the residual GP's mean ``correct``s the prediction (False: the estimator's own
+    prediction, with the residual GP's interval; dev found no correction that helped)."""
 
     prior: ResidualPrior
     share: float = 1.0
     scale: float = 1.0
     dof: float | None = None
     degree: int | None = None
+    correct: bool = True
 
     def __post_init__(self):
         check_real("share", self.share, 0.0, 1.0)
@@ -202,6 +205,8 @@ class ContextPosterior:
             check_real("dof", self.dof, 0.0, min_open=True)
         if self.degree is not None:
             check_int("degree", self.degree, 0)
+        if not isinstance(self.correct, bool):
+            raise TaskextrapError(f"correct must be True or False, got {self.correct!r}")
 
     def predict(self, base_ctx, base_qry, ctx_x, ctx_y, qry_x, expert: tuple | None = None, device: str = "cpu"):
         """The corrected prediction and its calibrated sd (n, q) at ``qry_x``: ``base_ctx`` and
@@ -220,7 +225,7 @@ class ContextPosterior:
                 f"this context posterior gives the library prior a share of {1 - self.share:g}: pass expert="
             )
         m, s, quad = self.prior.condition(ctx_x, ctx_y - base_ctx, qry_x, self.degree, device)
-        mean, sd = product((base_qry + m, s), expert, self.share)
+        mean, sd = product((base_qry + m if self.correct else base_qry, s), expert, self.share)
         factor = amplitude(quad, free_points(ctx_x.shape[1], self.degree), self.dof)
         return mean, self.scale * factor[:, None] * sd
 
@@ -242,6 +247,7 @@ class ContextPosterior:
                 float(d["scale"]),
                 None if dof is None else float(dof),
                 None if degree is None else int(degree),
+                bool(d.get("correct", True)),  # records written before the field always corrected
             )
         except (KeyError, TypeError) as exc:
             raise TaskextrapError(f"a context posterior record is malformed: {exc}") from None
@@ -346,6 +352,11 @@ def choose_posterior(
     # on a tie: no polynomial, then the residual GP alone
     kernel, degree, share = min(scores, key=lambda c: (scores[c], c[1] is not None, c[2] != 1.0))
     m, s, quad = out_of_fold[(kernel, degree)]
+    # RTE's own prediction is a candidate too: where no correction helped out of fold, the mean
+    # stays RTE's (the interval keeps the residual GP's width, chosen below)
+    correct = not mse(dev.base_qry) < scores[(kernel, degree, share)]
+    if not correct:
+        m, share = dev.base_qry, 1.0
     mean, sd = product((m, s), expert, share)
     dof, scale, widths = _choose_width(mean, sd, quad, free_points(k, degree), dev, dofs)
     sd = sd * amplitude(quad, free_points(k, degree), dof)[:, None]
@@ -357,6 +368,7 @@ def choose_posterior(
         "kernel": kernel,
         "degree": degree,
         "share": share,
+        "correct": correct,
         "interval_scale": scale,
         "dof": dof,
         "out_of_fold_interval_score": widths,
@@ -366,7 +378,7 @@ def choose_posterior(
         "base_mse": mse(dev.base_qry),  # the estimator's own, on the same dev queries: what the choice improved on
         "dev_draws": len(fold),
     }
-    return ContextPosterior(prior, share, scale, dof, degree), record
+    return ContextPosterior(prior, share, scale, dof, degree, correct), record
 
 
 def _choose_width(mean, sd, quad, k: int, dev: DevDraws, dofs: tuple) -> tuple[float | None, float, dict]:

@@ -321,10 +321,12 @@ def choice_summary(record: dict) -> dict:
     """What an ``rte-gp``'s dev choice was (a results file's ``config``): the kernel, polynomial
     degree, share, interval scale and amplitude pseudo-points, the choice's out-of-fold MSE and
     coverage on the dev targets beside RTE's own MSE there, and the dev split's sizes."""
-    keys = ("kernel", "degree", "share", "interval_scale", "dof", "out_of_fold_coverage_raw", "out_of_fold_coverage",
-            "out_of_fold_interval_score", "base_mse", "dev_library", "dev_targets")  # fmt: skip
+    keys = ("kernel", "degree", "share", "correct", "interval_scale", "dof", "out_of_fold_coverage_raw",
+            "out_of_fold_coverage", "out_of_fold_interval_score", "base_mse", "dev_library", "dev_targets")  # fmt: skip
     out = {k: record[k] for k in keys if k in record}
     scores = record.get("out_of_fold_mse", {})
-    if scores:  # the chosen posterior's out-of-fold MSE, beside the base's
+    if not record.get("correct", True):  # RTE's own prediction was chosen
+        out["out_of_fold_mse"] = record["base_mse"]
+    elif scores:  # the chosen posterior's out-of-fold MSE, beside the base's
         out["out_of_fold_mse"] = scores[f"{record['kernel']}@{record['degree']}@{record['share']:.4g}"]
     return out
