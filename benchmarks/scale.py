@@ -138,6 +138,8 @@ def data_file_fit(n: int, folder: Path, seed: int = 0) -> dict:
         "fit_command_s": wall,
         "final_fit_s": record.get("fit_s"),
         "in_command_s": record.get("total_s"),
+        "dev_seconds": record.get("dev_seconds", {}),  # the dev step's split of its time (peers: with --peers)
+        "dev_targets": record.get("dev", {}).get("targets"),
     }
 
 
@@ -196,7 +198,9 @@ def write_result(out: Path, script: str, argv, started: float, fields: dict) -> 
 def main(argv=None) -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    ap.add_argument(
+        "--sizes", type=int, nargs="*", default=list(SIZES), help="sizes fitted in Python (none: --data-file only)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--data-file", type=int, nargs="*", default=[], help="library sizes also timed through `taskextrap fit` (CSV)"

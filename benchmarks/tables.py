@@ -302,8 +302,21 @@ def render_scale(data: dict) -> str:
             f"{ph.get('embedding_s', float('nan')):.1f} | {ph.get('psi_training_s', float('nan')):.1f} | "
             f"{r['predict_s']:.2f} | {r['peak_rss_mb']:,.0f} | {r['mse']:.4f} | {r['coverage']:.3f} | {diff} |"
         )
-    for f in data.get("data_file", []):
-        lines.append(f"| {f['tasks']:,} (`taskextrap fit`, CSV) | {f['fit_command_s']:.1f} | | | | | | | | |")
+    if not data["records"]:
+        lines = []
+    files = data.get("data_file", [])
+    if any("dev_seconds" in f for f in files):  # the command's own split of its time
+        lines += ["| tasks (`taskextrap fit`, CSV) | command s | dev RTE s | rte-gp's choice s | peers s | final fit s "
+                  "| dev targets |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+        for f in files:
+            d = f.get("dev_seconds", {})
+            peers = sum(v for k, v in d.items() if k not in ("rte", "rte-gp"))
+            lines.append(f"| {f['tasks']:,} | {f['fit_command_s']:.1f} | {d.get('rte', 0):.1f} | "
+                         f"{d.get('rte-gp', 0):.1f} | {peers:.1f} | {f['final_fit_s']:.1f} | "
+                         f"{f.get('dev_targets')} |")  # fmt: skip
+    else:
+        for f in files:
+            lines.append(f"| {f['tasks']:,} (`taskextrap fit`, CSV) | {f['fit_command_s']:.1f} | | | | | | | | |")
     lines += [
         "",
         f"_{data['family']} family, {data.get('split', 'test')} split, {data['targets']} targets, seed {data['seed']}, "
@@ -1228,7 +1241,7 @@ def render_spec(spec: str) -> str:
         return render_context_dev(data)
     if name == "cpu-drift" and not opts:
         return render_cpu_drift(data)
-    if name in ("scale", "scale-dev", "scale-before") and not opts:
+    if name in ("scale", "scale-dev", "scale-before", "scale-fit") and not opts:
         return render_scale(data)
     if name == "scale-candidates" and not opts:
         return render_scale_candidates(data)

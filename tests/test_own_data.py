@@ -183,6 +183,21 @@ def test_dev_split_holds_out_the_largest_known_parameter_or_a_random_share():
         dev_split(data, "q", 0.2, 0)
 
 
+def test_a_large_dev_split_scores_a_seeded_subset_of_its_held_out_tasks(monkeypatch):
+    """Beyond DEV_TARGETS held-out tasks, that many (the same for a seed) are scored; the others
+    stay out of the dev library too, so it is the same pseudo-extrapolation."""
+    import taskextrap.workflow as workflow
+
+    cols = {"task": np.repeat([f"t{i:02d}" for i in range(40)], 3), "x": np.tile([0.0, 1.0, 2.0], 40),
+            "y": np.arange(120.0), "p": np.repeat(np.arange(40.0), 3)}  # fmt: skip
+    data = ObservedTasks.from_columns(cols, params=["p"])
+    monkeypatch.setattr(workflow, "DEV_TARGETS", 3)
+    lib, held, how = dev_split(data, "p", 0.2, 0)
+    assert len(lib) == 32 and len(held) == 3 and "3 of them" in how
+    assert set(held.ids) < {f"t{i}" for i in range(32, 40)} and lib.ids.tolist() == [f"t{i:02d}" for i in range(32)]
+    assert dev_split(data, "p", 0.2, 0)[1].ids.tolist() == held.ids.tolist()
+
+
 def test_split_targets_drops_points_outside_the_domain_and_pads_queries():
     cols = {"task": np.repeat(["a", "b"], [6, 8]), "x": np.r_[np.arange(6.0), np.arange(8.0) - 1],
             "y": np.arange(14.0)}  # fmt: skip
@@ -322,37 +337,62 @@ def test_evaluate_shows_the_library_shape_peers_and_draws_a_picture(files, model
 
 
 def test_every_interval_is_calibrated_on_the_same_dev_split(files, model):
-    """fit chooses every classic's scale on the dev targets that choose rte's; evaluate reports
-    every interval at its dev-chosen scale beside its raw coverage."""
+    """fit chooses rte's scale and rte-gp's posterior on the dev split; evaluate chooses every
+    classic's scale on the same dev targets (once: peers.json) and reports every interval at its
+    dev-chosen scale beside its raw coverage."""
     from taskextrap.search.calibration import SCALE_GRID
 
     record = json.loads((model / "fit.json").read_text())
     dev = record["dev"]
     classics = {"ctx-gp", "meta-gp", "cnp"}
-    # where the dev step's time went: the dev RTE, each peer, rte-gp's choice
-    assert set(record["dev_seconds"]) == {"rte", "rte-gp", *method_rows("observed")}
+    # where the dev step's time went: the dev RTE and rte-gp's choice (the peers are evaluate's)
+    assert set(record["dev_seconds"]) == {"rte", "rte-gp"} and "methods" not in dev
     assert all(v >= 0 for v in record["dev_seconds"].values())
-    assert {m for m, d in dev["methods"].items() if "interval_scale" in d} == classics
-    assert all(dev["methods"][m]["interval_scale"] in SCALE_GRID for m in classics)
     r = evaluate_observed(model, files / "targets.csv", 8, Columns())
-    chosen = {m: dev["methods"][m]["interval_scale"] for m in classics}
+    peers = json.loads((model / "peers.json").read_text())
+    assert set(peers["seconds"]) == set(method_rows("observed"))
+    methods = peers["methods"]
+    assert {m for m, d in methods.items() if "interval_scale" in d} == classics
+    assert all(methods[m]["interval_scale"] in SCALE_GRID for m in classics)
+    chosen = {m: methods[m]["interval_scale"] for m in classics}
     assert r["interval_scales"] == {"rte": dev["interval_scale"]} | chosen | {"rte-gp": dev["rte-gp"]["interval_scale"]}
     for m, scale in r["interval_scales"].items():  # a wider interval covers at least as much
         cal, raw = r["coverage_by_method"][m], r["coverage_raw_by_method"][m]
         assert (cal >= raw) if scale >= 1 else (cal <= raw)
 
 
+def test_peers_chosen_at_fit_are_the_ones_evaluate_chooses(files, model):
+    """fit --peers chooses the peers on its dev split; evaluate rebuilds that very split from
+    fit.json and the model's library and chooses the same (and keeps them in peers.json)."""
+    evaluate_observed(model, files / "targets.csv", 8, Columns())
+    later = json.loads((model / "peers.json").read_text())["methods"]
+    out = files / "model-peers"
+    with pytest.raises(SystemExit) as e:
+        main(["fit", "--data", str(files / "library.csv"), "--out", str(out), "--param-cols", "shift",
+              "--dev-order", "shift", "--peers", *TINY])  # fmt: skip
+    assert e.value.code == 0
+    record = json.loads((out / "fit.json").read_text())
+    assert record["dev"]["methods"] == later and set(record["dev_seconds"]) == {"rte", "rte-gp", *later} | {
+        "ctx-interp",
+        "ctx-polyfit",
+        "library-best-fit",
+        "library-mean",
+    }
+    evaluate_observed(out, files / "targets.csv", 8, Columns())
+    assert not (out / "peers.json").exists()  # fit's choices are read, not made again
+
+
 def test_the_library_shape_peers_are_tuned_on_the_dev_split_and_evaluated_so(files, model):
-    """fit scores every setting of library-knn's k and library-fpca's (components, ridge) on its dev
-    targets and keeps the lowest dev MSE; evaluate fits each peer at its chosen setting and says so."""
+    """evaluate scores every setting of library-knn's k and library-fpca's (components, ridge) on
+    fit's dev targets and keeps the lowest dev MSE; it fits each peer at its chosen setting and says so."""
     from taskextrap.baselines.library_shape import LibraryFPCA, LibraryNearest
 
-    dev = json.loads((model / "fit.json").read_text())["dev"]
-    for name, cls in (("library-knn", LibraryNearest), ("library-fpca", LibraryFPCA)):
-        scored = dev["methods"][name]["dev_mse_by_setting"]
-        assert len(scored) == int(np.prod([len(v) for v in cls.dev_grid.values()]))
-        assert dev["methods"][name]["params"] == min(scored, key=lambda r: r["dev_mse"])["params"]
     r = evaluate_observed(model, files / "targets.csv", 8, Columns())
-    assert r["settings_by_method"]["library-knn"] == dev["methods"]["library-knn"]["params"]
+    methods = json.loads((model / "peers.json").read_text())["methods"]
+    for name, cls in (("library-knn", LibraryNearest), ("library-fpca", LibraryFPCA)):
+        scored = methods[name]["dev_mse_by_setting"]
+        assert len(scored) == int(np.prod([len(v) for v in cls.dev_grid.values()]))
+        assert methods[name]["params"] == min(scored, key=lambda r: r["dev_mse"])["params"]
+    assert r["settings_by_method"]["library-knn"] == methods["library-knn"]["params"]
     assert r["settings_by_method"]["library-mean"] == {}  # nothing to choose
     assert "chosen on fit's dev split: library-knn k=" in evaluation_table(r)

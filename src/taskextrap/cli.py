@@ -635,6 +635,12 @@ def _columns(kw: dict):
 )
 @click.option("--dev-order", default=None, help="A known parameter: hold out its largest tasks for the dev split.")
 @click.option(
+    "--peers/--no-peers",
+    default=False,
+    show_default=True,
+    help="Also choose every peer's settings and interval scale on the dev split now (else evaluate does, once).",
+)
+@click.option(
     "--context-size",
     type=int,
     default=None,
@@ -664,7 +670,8 @@ def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, qu
     if pairs is not None:
         settings["n_pairs"] = pairs
     reading = Reading(kw.pop("interpolant"), kw.pop("outside"), kw.pop("name") or Path(data[0]).stem)
-    dev = DevCalibration(kw.pop("dev_order"), context_size, how) if kw.pop("calibrate") else None
+    peers = kw.pop("peers")
+    dev = DevCalibration(kw.pop("dev_order"), context_size, how, peers) if kw.pop("calibrate") else None
     rte, record = fit_observed(list(data), columns, out, settings, dev, reading, verbose=not quiet)
     click.echo(
         f"library: {record['tasks']['library']} tasks on x in [{record['domain'][0]:g}, {record['domain'][1]:g}]"
@@ -750,7 +757,7 @@ def evaluate(model, data, context_size, how, seed, out, plot_dir, trust_code, **
     from taskextrap.evaluation import evaluate_observed, evaluation_table
 
     columns = _columns(kw)
-    result = evaluate_observed(model, data, context_size, columns, how, seed, trust_code, plot_dir)
+    result = evaluate_observed(model, data, context_size, columns, how, seed, trust_code, plot_dir, verbose=True)
     click.echo(evaluation_table(result))
     if result["plot"] is not None:
         click.echo(f"drawn: {result['plot']}")

@@ -25,6 +25,7 @@ from taskextrap.workflow import (
     dev_record,
     fit_record,
     peer_unit,
+    peers_again,
     split_targets,
     target_coverage,
     target_mse,
@@ -64,6 +65,7 @@ def evaluate_observed(
     seed: int = 0,
     trust_code: bool = False,
     plot_dir: str | Path | None = None,
+    verbose: bool = False,
 ) -> dict:
     """rte beside the method table's rows for a user's library (``baselines.table``, regime
     ``observed``) on the held-out targets of ``data`` (:func:`held_out_targets`: library tasks
@@ -76,7 +78,9 @@ def evaluate_observed(
     draws the random contexts; the peers are built with the model's seed, as ``fit``'s dev split
     built them when it chose their scales (``workflow.peer_unit``). ``trust_code``: as
     ``RTE.from_pretrained``'s; ``plot_dir``: also draw ``evaluation.png`` there
-    (:func:`plot_evaluation`)."""
+    (:func:`plot_evaluation`). A model ``fit`` saved without its peers' choices has them made
+    here on its dev split, once (``workflow.peers_again``: ``peers.json`` in the folder);
+    ``verbose`` says which peer is being chosen."""
     from taskextrap.baselines.table import get_method, method_rows
     from taskextrap.estimators.parameter import RTE
     from taskextrap.report.compare import paired_difference
@@ -94,7 +98,8 @@ def evaluate_observed(
     seconds = {"rte": {"fit_s": record.get("fit_s"), "predict_s": round(time.perf_counter() - t, 3)}}
     preds, coverage = {"rte": mean}, {"rte": target_coverage(mean, std, split)}
     raw = {"rte": target_coverage(mean, std / rte.calibrated_scale(), split)}
-    chosen = dev_record(record).get("methods") or {}  # each peer's dev-chosen settings and scale
+    # each peer's settings and scale, chosen on fit's dev split (here the first time, then kept)
+    chosen = peers_again(model, rte, record, verbose)
     scales = {"rte": rte.calibrated_scale()} | {
         m: s["interval_scale"] for m, s in chosen.items() if "interval_scale" in s
     }

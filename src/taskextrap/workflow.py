@@ -15,6 +15,7 @@ functions from Python); ``taskextrap.evaluation`` evaluates a saved model.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,11 @@ from taskextrap.validation import check_int
 FIT_RECORD = "fit.json"
 CONTEXT_CHOICES = ("random", "first")  # which of a target's points are its context
 DEV_FRACTION = 0.2  # library tasks held out for the dev split
+# The most dev targets scored (a seeded subset of a larger held-out share, which stays out of the
+# dev library): the scale's coverage curve is read on their queries, and every dev prediction
+# (rte, each peer, rte-gp's choice) then costs the same beyond 2,500 library tasks (issue 65).
+DEV_TARGETS = 500
+PEERS_FILE = "peers.json"  # the peers' dev choices, when evaluate made them (fit without --peers)
 
 
 @dataclass(frozen=True)
@@ -67,11 +73,14 @@ class DevCalibration:
     """How ``fit`` chooses the interval scale on a dev split of the library's own tasks
     (:func:`dev_split`): the known parameter whose largest tasks are held out (``order``; None: a
     random share), and the dev targets' contexts, ``context_size`` points (None: the protocol's)
-    chosen as ``context`` says ("random" or "first"), as you will evaluate."""
+    chosen as ``context`` says ("random" or "first"), as you will evaluate. ``peers``: also choose
+    every peer's settings and interval scale there (what ``evaluate`` compares against; without
+    it, ``evaluate`` chooses them on the same split the first time, :func:`choose_peers`)."""
 
     order: str | None = None
     context_size: int | None = None
     context: str = "random"
+    peers: bool = False
 
 
 # ----------------------------------------------------------------------------- contexts and queries
@@ -159,7 +168,8 @@ def dev_split(
     """The dev split of a library's tasks: (dev library, dev targets, how it was made). With
     ``order_by`` (a known parameter) the top ``fraction`` of the tasks by it are held out, a
     pseudo-extrapolation as the built-in dev splits; otherwise a random ``fraction`` (which is
-    an interpolation split: it says so)."""
+    an interpolation split: it says so). Of more than :data:`DEV_TARGETS` held-out tasks a seeded
+    subset of that many are the dev targets (the rest stay out of the dev library too)."""
     n = len(tasks)
     k = max(1, round(fraction * n))
     if n - k < 2:
@@ -172,7 +182,11 @@ def dev_split(
     else:
         order = np.random.default_rng(seed).permutation(n)
         how = f"{k} random library tasks held out (an interpolation split: give --dev-order for an extrapolation one)"
-    return tasks.subset(np.sort(order[: n - k])), tasks.subset(np.sort(order[n - k :])), how
+    held = np.sort(order[n - k :])
+    if k > DEV_TARGETS:  # the same coverage curve from fewer targets: a seeded subset scores
+        held = np.sort(np.random.default_rng([seed, DEV_TARGETS]).choice(held, DEV_TARGETS, replace=False))
+        how += f"; {DEV_TARGETS} of them, chosen at random, are scored"
+    return tasks.subset(np.sort(order[: n - k])), tasks.subset(held), how
 
 
 def fit_observed(
@@ -256,7 +270,6 @@ def fit_calibrated(
 def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration, reading: Reading, verbose) -> dict:
     """The interval scale chosen on the dev split of ``library_tasks`` (:func:`fit_calibrated`),
     with what the record keeps of it."""
-    from taskextrap.baselines.table import get_method, method_rows
     from taskextrap.estimators.parameter import RTE
     from taskextrap.search.calibration import SCALE_GRID, choose_scale
 
@@ -272,11 +285,51 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
     curve = masked_curve(mean, std / dev_rte.calibrated_scale(), split)  # the raw interval's
     scale = choose_scale(curve)
     reached = float(curve[SCALE_GRID.index(scale)])
-    # every peer chosen on the same dev targets: its settings (a dev grid) and, with its own
-    # interval, its scale, the same way as rte's
-    methods, fitted_peers = {}, {}
-    unit = peer_unit(dev_rte)
-    for name in method_rows("observed"):
+    methods: dict = {}
+    fitted_peers: dict = {}
+    if dev.peers:  # every peer chosen on the same dev targets (else evaluate chooses them there)
+        methods, fitted_peers, peer_seconds = choose_peers(dev_library, split, peer_unit(dev_rte), verbose)
+        seconds |= peer_seconds
+    # rte-gp's context posterior, chosen on the same dev targets (posterior.estimator.RTEGP)
+    from taskextrap.posterior.estimator import RTEGP
+
+    # meta-gp's dev fit (with --peers) is rte-gp's library GP when their arguments agree (by default)
+    _say(verbose, "fit 1 of 2: rte-gp's context posterior, on the dev split's targets")
+    t = time.perf_counter()
+    posterior, choice = RTEGP().choose_with(dev_rte, dev_library, split, fitted_peers.get("meta-gp"))
+    seconds["rte-gp"] = round(time.perf_counter() - t, 2)
+    return {
+        "split": how,
+        "order": dev.order,
+        "targets": len(dev_tgt),
+        "context_size": size,
+        "context": dev.context,
+        "coverage_raw": float(curve[SCALE_GRID.index(1.0)]) if 1.0 in SCALE_GRID else None,
+        "interval_scale": scale,
+        "coverage": reached,
+        "within_0.85_0.95": bool(0.85 <= reached <= 0.95),
+        "coverage_in_sample": True,  # measured on the dev targets that chose the scale
+        "coverage_note": "in-sample: the dev targets that chose the scale; evaluate measures it on held-out ones",
+        "mse": float(target_mse(mean, split).mean()),
+        **({"methods": methods} if dev.peers else {}),
+        "rte-gp": {"posterior": posterior.to_dict(), **choice},
+        "seconds": seconds,
+    }
+
+
+def choose_peers(dev_library, split: TargetSplit, unit: dict, verbose: bool = False) -> tuple[dict, dict, dict]:
+    """Every peer of a user's library (the method table's ``observed`` rows) chosen on a dev
+    split: its settings on the dev targets ``split`` (:func:`_dev_settings`) and, where it has its
+    own interval, the scale reaching 90% there, each fitted on ``dev_library`` with ``unit``
+    (:func:`peer_unit`). Returns (each peer's choice, the fitted peers with an interval, seconds
+    per peer)."""
+    from taskextrap.baselines.table import get_method, method_rows
+    from taskextrap.search.calibration import SCALE_GRID, choose_scale
+
+    methods, fitted_peers, seconds = {}, {}, {}
+    names = method_rows("observed")
+    for i, name in enumerate(names):
+        _say(verbose, f"dev split: choosing peer {i + 1} of {len(names)}, {name}")
         t = time.perf_counter()
         entry = get_method(name)
         chosen = _dev_settings(entry, dev_library, split, unit)
@@ -290,29 +343,33 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
         if chosen:
             methods[name] = chosen
         seconds[name] = round(time.perf_counter() - t, 2)
-    # rte-gp's context posterior, chosen on the same dev targets (posterior.estimator.RTEGP)
-    from taskextrap.posterior.estimator import RTEGP
+    return methods, fitted_peers, seconds
 
-    # meta-gp's fit above is rte-gp's library GP when their arguments agree (they do by default)
-    t = time.perf_counter()
-    posterior, choice = RTEGP().choose_with(dev_rte, dev_library, split, fitted_peers.get("meta-gp"))
-    seconds["rte-gp"] = round(time.perf_counter() - t, 2)
-    return {
-        "split": how,
-        "targets": len(dev_tgt),
-        "context_size": size,
-        "context": dev.context,
-        "coverage_raw": float(curve[SCALE_GRID.index(1.0)]) if 1.0 in SCALE_GRID else None,
-        "interval_scale": scale,
-        "coverage": reached,
-        "within_0.85_0.95": bool(0.85 <= reached <= 0.95),
-        "coverage_in_sample": True,  # measured on the dev targets that chose the scale
-        "coverage_note": "in-sample: the dev targets that chose the scale; evaluate measures it on held-out ones",
-        "mse": float(target_mse(mean, split).mean()),
-        "methods": methods,
-        "rte-gp": {"posterior": posterior.to_dict(), **choice},
-        "seconds": seconds,
-    }
+
+def peers_again(model: str | Path, rte, record: dict, verbose: bool = False) -> dict:
+    """The peers' choices of a model ``fit`` saved without them (:func:`choose_peers` on the dev
+    split ``fit`` used, rebuilt from ``fit.json`` and the model's library: the same tasks, targets,
+    contexts and unit), kept in the folder's ``peers.json`` so they are made once; {} for a model
+    fitted without a dev split. Returns {peer: its choice}."""
+    from taskextrap.files import read_json
+
+    dev = record.get("dev") or {}
+    if "methods" in dev:  # chosen at fit (fit --peers, or a model saved before peers moved here)
+        return dev["methods"]
+    cached = Path(model) / PEERS_FILE
+    if cached.exists():
+        return read_json(cached)["methods"]
+    if not dev:
+        return {}
+    tasks = rte.library_.family.tasks
+    reading = Reading(record["interpolant"], record["outside"], rte.library_.family.name)
+    dev_lib, dev_tgt, _ = dev_split(tasks, dev.get("order"), DEV_FRACTION, rte.seed)
+    dev_library = reading.library(dev_lib)
+    split = split_targets(dev_tgt, dev["context_size"], dev["context"], dev_library.family.domain, seed=1)
+    methods, _, seconds = choose_peers(dev_library, split, peer_unit(rte), verbose)
+    with contextlib.suppress(OSError):  # a cache: a folder one cannot write to is read as it is
+        write_json_atomic(cached, {"methods": methods, "seconds": seconds})
+    return methods
 
 
 def peer_unit(rte) -> dict:

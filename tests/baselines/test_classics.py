@@ -214,3 +214,22 @@ def test_ctx_gp_is_fitted_once_per_set_of_contexts_whatever_the_seed(monkeypatch
         classics.ctx_gp_once(cx, cy + 2.0 + k, qx)
     seeds[0].predict(cx, cy, qx)  # pushed out by the later fits: fitted again
     assert len(calls) == 3 + classics.CTX_GP_KEPT
+
+
+def test_a_classic_fitted_alone_draws_from_a_bounded_subset_of_a_large_library(monkeypatch):
+    """Beyond OWN_TASKS library tasks, a classic fitted alone draws from a seeded subset of that
+    many (its scaler still reads every task): its fit costs the same for any larger library."""
+    import taskextrap.baselines.method as method
+    from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
+
+    family = PARAMETER_FAMILIES["quadratic"]
+    library = TaskSet.sample(family, {"F1_1": 12}, np.random.default_rng(0))
+    protocol = get_protocol("paper")
+    full = method.own_draws(library, protocol, 2, 0, CFG)
+    monkeypatch.setattr(method, "OWN_TASKS", 5)
+    bounded = method.own_draws(library, protocol, 2, 0, CFG)
+    drawn = lambda s: len(s.draws[0]) + len(s.val[0])  # noqa: E731
+    assert drawn(full) == 2 * 12 and drawn(bounded) == 2 * 5
+    assert bounded.scaler == full.scaler == FamilyScaler.fit(library)
+    again = method.own_draws(library, protocol, 2, 0, CFG)
+    assert np.array_equal(again.draws[0], bounded.draws[0])

@@ -38,6 +38,10 @@ from taskextrap.validation import check_context, check_query
 
 Draws = audit.Batch | Callable[[np.random.Generator], audit.Batch]
 VAL_FRACTION = 0.2  # library tasks a method fitted alone holds out for model selection
+# The most library tasks a method fitted alone draws from: a seeded subset beyond (its scaler still
+# reads every task), so a classic's fit (meta-gp's L-BFGS reads every draw at each evaluation, a
+# network's validation every held-out draw) costs the same for any larger library (issue 65).
+OWN_TASKS = 1024
 
 
 @dataclass(frozen=True)
@@ -129,14 +133,18 @@ class Method(Fittable):
 
 
 def own_draws(library, protocol, n_draws: int, seed: int, train: TrainConfig) -> SharedDraws:
-    """What a method fitted alone learns from: ``n_draws`` draws of every library task through
+    """What a method fitted alone learns from: ``n_draws`` draws of each library task through
     ``protocol`` (an ``ObservationProtocol``) as RTE's Phase 1a draws them
     (``operators.pairs.observe_library``, the stream ``seed``), a scaler fitted on the library, a
     fifth of the tasks held out for model selection (``operators.pairs.validation_split``), and
-    ``train``'s steps."""
+    ``train``'s steps. Of a library of more than :data:`OWN_TASKS` tasks, a seeded subset of
+    that many is drawn."""
+    from taskextrap.seeding import rng
     from taskextrap.tasks.observe import noise_scale
 
     scaler = FamilyScaler.fit(library)
+    if len(library) > OWN_TASKS:
+        library = library.subset(np.sort(rng(seed, "own-tasks").choice(len(library), OWN_TASKS, replace=False)))
     scale = noise_scale(library.family)
     obs = observe_library(library, protocol, n_draws, seed, scale)
     _, val = validation_split(len(library), VAL_FRACTION, seed, obs.task)
