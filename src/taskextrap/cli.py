@@ -757,7 +757,7 @@ def evaluate(model, data, context_size, how, seed, out, plot_dir, trust_code, **
     from taskextrap.evaluation import evaluate_observed, evaluation_table
 
     columns = _columns(kw)
-    result = evaluate_observed(model, data, context_size, columns, how, seed, trust_code, plot_dir, verbose=True)
+    result = evaluate_observed(model, data, context_size, columns, how, seed, trust_code, plot_dir)
     click.echo(evaluation_table(result))
     if result["plot"] is not None:
         click.echo(f"drawn: {result['plot']}")

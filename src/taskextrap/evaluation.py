@@ -65,7 +65,6 @@ def evaluate_observed(
     seed: int = 0,
     trust_code: bool = False,
     plot_dir: str | Path | None = None,
-    verbose: bool = False,
 ) -> dict:
     """rte beside the method table's rows for a user's library (``baselines.table``, regime
     ``observed``) on the held-out targets of ``data`` (:func:`held_out_targets`: library tasks
@@ -79,8 +78,8 @@ def evaluate_observed(
     built them when it chose their scales (``workflow.peer_unit``). ``trust_code``: as
     ``RTE.from_pretrained``'s; ``plot_dir``: also draw ``evaluation.png`` there
     (:func:`plot_evaluation`). A model ``fit`` saved without its peers' choices has them made
-    here on its dev split, once (``workflow.peers_again``: ``peers.json`` in the folder);
-    ``verbose`` says which peer is being chosen."""
+    here on its dev split, once (``workflow.peers_again``: ``peers.json`` in the folder), saying
+    on stderr which peer it is choosing."""
     from taskextrap.baselines.table import get_method, method_rows
     from taskextrap.estimators.parameter import RTE
     from taskextrap.report.compare import paired_difference
@@ -99,7 +98,7 @@ def evaluate_observed(
     preds, coverage = {"rte": mean}, {"rte": target_coverage(mean, std, split)}
     raw = {"rte": target_coverage(mean, std / rte.calibrated_scale(), split)}
     # each peer's settings and scale, chosen on fit's dev split (here the first time, then kept)
-    chosen = peers_again(model, rte, record, verbose)
+    chosen = peers_again(model, rte, record, verbose=True)
     scales = {"rte": rte.calibrated_scale()} | {
         m: s["interval_scale"] for m, s in chosen.items() if "interval_scale" in s
     }
