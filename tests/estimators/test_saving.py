@@ -379,7 +379,10 @@ SAVED_BEFORE = Path(__file__).resolve().parents[1] / "data" / "saved-models"  # 
 @pytest.mark.parametrize("name", ["rte", "rte-observed", "length", "composition", "composition-curves"])
 def test_models_saved_before_libraries_saved_themselves_load_with_the_same_numbers(name):
     """Folders written at 2d7ed56 (saving then wrote each library type itself) load through the
-    library types' own ``from_state`` and predict what they predicted then, to the bit."""
+    library types' own ``from_state`` and predict what they predicted then, to float32 rounding:
+    the fixtures were written on another CPU, whose kernels may round a last bit differently (an
+    AVX-512 machine differs from them by a few float32 ulps); a save and load on one machine is
+    bit-identical (the tests above)."""
     from taskextrap.estimators.saving import load_pretrained
 
     folder = SAVED_BEFORE / name
@@ -388,5 +391,5 @@ def test_models_saved_before_libraries_saved_themselves_load_with_the_same_numbe
     with pytest.warns(TaskextrapWarning, match="saved by other taskextrap code"):
         model = load_pretrained(folder, kind)
     mean, std = model.predict(expected["ctx_x"], expected["ctx_y"], expected["qry_x"], return_std=True)
-    np.testing.assert_array_equal(mean, expected["mean"])
-    np.testing.assert_array_equal(std, expected["std"])
+    np.testing.assert_allclose(mean, expected["mean"], rtol=1e-5, atol=1e-12)
+    np.testing.assert_allclose(std, expected["std"], rtol=1e-5, atol=1e-12)
