@@ -390,11 +390,12 @@ def _dev_settings(entry, dev_library, split: TargetSplit, unit: dict) -> dict:
     grid = entry.cls.dev_grid
     if not grid:
         return {}
-    scored: list[dict[str, Any]] = []
-    for values in itertools.product(*grid.values()):
-        params = dict(zip(grid, values, strict=True))
-        pred = entry.build(**unit, **params).fit(dev_library).predict(split.ctx_x, split.ctx_y, split.qry_x)
-        scored.append({"params": params, "dev_mse": float(target_mse(pred, split).mean())})
+    settings = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+    build = lambda **params: entry.build(**unit, **params)  # noqa: E731
+    preds = entry.cls.grid_predictions(build, settings, dev_library, split.ctx_x, split.ctx_y, split.qry_x)
+    scored: list[dict[str, Any]] = [
+        {"params": p, "dev_mse": float(target_mse(pred, split).mean())} for p, pred in zip(settings, preds, strict=True)
+    ]
     best = min(scored, key=lambda r: r["dev_mse"])  # min keeps the first of equal scores
     return {"params": best["params"], "dev_mse_by_setting": scored}
 

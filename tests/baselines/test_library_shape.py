@@ -71,3 +71,18 @@ def test_bad_arguments_are_one_line(cls, kwargs, match):
     with pytest.raises(TaskextrapError, match=match) as e:
         cls(**kwargs)
     assert "\n" not in str(e.value)
+
+
+def test_every_k_of_a_dev_grid_from_one_ordering_is_a_fit_per_k(library, far):
+    """library-knn's grid_predictions gives every k the numbers of its own fit, to the bit, from
+    one fit and one ordering of the library; a grid of other settings falls back to a fit each."""
+    settings = [{"k": k} for k in LibraryNearest.dev_grid["k"]] + [{"k": 500}]
+    grid = LibraryNearest.grid_predictions(LibraryNearest, settings, library, far.ctx_x, far.ctx_y, far.qry_x)
+    for p, pred in zip(settings, grid, strict=True):
+        alone = LibraryNearest(**p).fit(library).predict(far.ctx_x, far.ctx_y, far.qry_x)
+        np.testing.assert_array_equal(pred, alone)
+    chunked = [{"k": 3, "chunk": 5}]
+    (pred,) = LibraryNearest.grid_predictions(LibraryNearest, chunked, library, far.ctx_x, far.ctx_y, far.qry_x)
+    np.testing.assert_array_equal(pred, grid[2])
+    with pytest.raises(TaskextrapError, match="k"):
+        LibraryNearest.grid_predictions(LibraryNearest, [{"k": 0}], library, far.ctx_x, far.ctx_y, far.qry_x)

@@ -27,7 +27,7 @@ import numpy as np
 from taskextrap.baselines.context import checked_inputs, library_values
 from taskextrap.baselines.method import Method
 from taskextrap.estimators.base import PendingFit
-from taskextrap.validation import check_finite_result, check_int, check_real
+from taskextrap.validation import check_context, check_finite_result, check_int, check_query, check_real
 
 __all__ = ["LibraryFPCA", "LibraryMean", "LibraryNearest"]
 
@@ -80,18 +80,39 @@ class LibraryNearest(Method):
 
     def _predict(self, ctx_x, ctx_y, x_query):
         x, y, q = checked_inputs(ctx_x, ctx_y, x_query)
-        k = min(self.k, len(self.library_))
-        pred = np.empty_like(q)
+        pred = self._each_k(x, y, q, (self.k,))[0]
+        return check_finite_result("library-knn's prediction", pred, "x_query", "overflows the library"), None
+
+    def _each_k(self, x, y, q, ks) -> list[np.ndarray]:
+        """The prediction (n, q) for each neighbour count of ``ks``, from one ordering of the
+        library by each context's fit (a smaller k averages a prefix of a larger one's curves)."""
+        top = min(max(ks), len(self.library_))
+        preds = [np.empty_like(q) for _ in ks]
         for s in _chunks(len(x), self.chunk):
             residual = y[s][:, None, :] - _curves(self.library_, x[s])  # (c, L, m)
             offset = residual.mean(axis=2)
             sse = ((residual - offset[..., None]) ** 2).sum(axis=2)
             sse = np.where(np.isfinite(sse), sse, np.inf)
-            near = np.argsort(sse, axis=1, kind="stable")[:, :k]  # (c, k)
+            near = np.argsort(sse, axis=1, kind="stable")[:, :top]  # (c, top)
             rows = np.arange(len(near))[:, None]
-            at_query = self.library_.values(np.repeat(q[s], k, axis=0), near.reshape(-1)).reshape(len(near), k, -1)
-            pred[s] = (at_query + offset[rows, near][..., None]).mean(axis=1)
-        return check_finite_result("library-knn's prediction", pred, "x_query", "overflows the library"), None
+            at_query = self.library_.values(np.repeat(q[s], top, axis=0), near.reshape(-1)).reshape(len(near), top, -1)
+            shifted = at_query + offset[rows, near][..., None]
+            for pred, k in zip(preds, ks, strict=True):
+                pred[s] = shifted[:, : min(k, top)].mean(axis=1)
+        return preds
+
+    @classmethod
+    def grid_predictions(cls, build, settings: list[dict], library, ctx_x, ctx_y, x_query):
+        """Every ``k`` of ``settings`` from one fit and one ordering of the library (the numbers
+        of a fit per setting, to the bit; other settings: one fit each)."""
+        if any(set(p) - {"k"} for p in settings):
+            return super().grid_predictions(build, settings, library, ctx_x, ctx_y, x_query)
+        model = build(**settings[0]).fit(library)
+        ctx_x, ctx_y = check_context(ctx_x, ctx_y)
+        x, y, q = checked_inputs(ctx_x, ctx_y, check_query(x_query, len(ctx_x), "x_query"))
+        ks = [check_int("k", p.get("k", cls.k), 1) for p in settings]
+        preds = model._each_k(x, y, q, ks)
+        return [check_finite_result("library-knn's prediction", p, "x_query", "overflows the library") for p in preds]
 
 
 @dataclass(eq=False)

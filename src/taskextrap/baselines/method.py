@@ -81,6 +81,13 @@ class Method(Fittable):
     # over every combination), as rte's interval scale is chosen there: {argument: candidates}.
     dev_grid: ClassVar[dict[str, tuple]] = {}
 
+    @classmethod
+    def grid_predictions(cls, build: Callable[..., Method], settings: list[dict], library, ctx_x, ctx_y, x_query):
+        """Each of ``settings``' predictions at ``x_query`` (a list): ``build(**setting)`` fitted
+        on ``library``, one fit per setting. A subclass whose settings share work overrides it
+        (the same numbers, computed once): a user's dev split scores every one (``workflow``)."""
+        return [build(**p).fit(library).predict(ctx_x, ctx_y, x_query) for p in settings]
+
     def fit(self, library, progress=None) -> Method:
         """Learn from ``library`` alone (its own draws where the method needs draws) and return self.
 
