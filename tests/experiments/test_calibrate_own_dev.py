@@ -31,6 +31,7 @@ def test_recalibrated_errors_read_the_raw_curve_at_the_chosen_scale():
         recalibrated(errors, "rte", 1.2345, 1.0)
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_calibrate_runs_the_dev_split_then_the_test_split_with_its_scale(tmp_path, monkeypatch, capsys):
     (tmp_path / "calibfam.py").write_text(
         textwrap.dedent("""

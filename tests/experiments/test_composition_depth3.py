@@ -59,6 +59,7 @@ def test_run_writes_every_method_and_resumes_from_its_cache(tmp_path, monkeypatc
     ]
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_dev_unit_fits_on_dev_training_recipes_only_and_scores_the_dev_recipes():
     dev = dev_recipe_split(PAPER_RECIPE_SPLIT)
     with audit.spy() as seen:

@@ -135,6 +135,7 @@ def test_a_unit_shared_by_two_runs_runs_once(tmp_path):
     assert len(results) == 1 and calls == [1]
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_one_seed_runs_assemble_into_a_full_run(tmp_path):
     """A Slurm array's tasks (--seed S each) fill the unit cache; --seeds N then computes nothing."""
     common = ("--profile", "tiny", "--family", "quadratic", "--out", str(tmp_path), "--quiet", "--no-plots")
@@ -159,6 +160,7 @@ def test_one_seed_runs_assemble_into_a_full_run(tmp_path):
     assert rte["value"] == pytest.approx(np.mean(per_seed), rel=1e-12) and rte["seed_sd"] > 0
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_the_worker_function_gives_the_serial_record_and_plots(tmp_path):
     """compute_unit (what a Ray task runs) rebuilds the unit from plain data: same numbers and
     the figure as bytes."""

@@ -231,6 +231,7 @@ def test_a_folder_of_another_configuration_is_refused_in_one_line_before_any_wor
     assert run_experiment("parameter", _opts(tmp_path, family="quadratic", seeds=2))["seeds"] == [0, 1]
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_the_same_spec_under_changed_code_is_refused_and_runs_elsewhere(tmp_path, user_family):
     """An edited family (same module:attr, other code) does not replace the run of the code before
     (a one-line refusal naming both code hashes); into another --out it runs, with fresh numbers."""
@@ -310,6 +311,7 @@ def test_a_run_refused_while_planning_leaves_no_folder_behind(tmp_path, monkeypa
 # --- stale plots -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_plots_of_other_runs_are_removed_and_other_files_kept(tmp_path):
     """A folder written before runs were recorded, holding another family's figures: the run
     keeps its own figures only, and never touches a file the package does not write."""
@@ -413,6 +415,7 @@ def test_a_unit_draws_outside_the_run_folder_and_prune_removes_stale_drawing_fol
 # --- reproduce --from ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_from_runs_a_saved_run_again_and_refuses_other_options(tmp_path, capsys, user_family):
     first = run_experiment("parameter", _opts(tmp_path, family=SPEC))
     folder = tmp_path / FOLDER
@@ -463,6 +466,7 @@ def test_from_a_config_it_cannot_run_is_one_line(tmp_path, capsys, config, needl
     assert not (tmp_path / "units").exists()
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_from_warns_once_when_the_code_changed_and_runs(tmp_path, capsys, user_family):
     run_experiment("parameter", _opts(tmp_path, family=SPEC))
     folder = tmp_path / FOLDER

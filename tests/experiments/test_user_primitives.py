@@ -80,6 +80,7 @@ def results_of(out, experiment: str) -> dict:
 # --- end to end from the command line ------------------------------------------------------------
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_composition_on_a_users_set_from_the_command_line(user_module, tmp_path, capsys, monkeypatch):
     user_module("usermod", USER_SET)
     out = tmp_path / "runs"
@@ -409,6 +410,7 @@ def _per_pair_groups(user_module, tmp_path, capsys, train, test) -> set[str]:
     return {r["group"] for r in rows if r["method"] == "rte" and r["metric"] == "mse"} - {"waves:unseen-pairs"}
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_a_users_set_of_several_held_out_pairs_scores_every_pair_in_a_tiny_run(user_module, tmp_path, capsys):
     """A user's set draws the tiny profile's 6 targets evenly over its 4 held-out pairs (the
     built-in sets keep their uniform draws), so every pair has a row of its own."""
@@ -417,6 +419,7 @@ def test_a_users_set_of_several_held_out_pairs_scores_every_pair_in_a_tiny_run(u
     assert _per_pair_groups(user_module, tmp_path, capsys, train, test) == {f"waves:{o} o {i}" for o, i in test}
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_a_held_out_pair_without_a_target_has_no_row(user_module, tmp_path, capsys):
     """7 held-out pairs, 6 targets: the pair left without one is left out of the breakdown."""
     train = (("sin", "sin"), ("bump", "ramp"))
