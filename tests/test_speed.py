@@ -247,6 +247,7 @@ def test_a_damaged_artifact_is_refitted_with_a_warning_and_a_good_one_is_loaded(
     assert not loaded and calls == [1, 1, 1]
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_multistep_loads_the_parameter_experiments_fits_and_scores_the_same(tmp_path):
     from taskextrap.experiments.registry import RunOptions
     from taskextrap.experiments.runner import run_experiment

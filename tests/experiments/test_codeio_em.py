@@ -63,6 +63,7 @@ def test_every_e_step_of_an_arm_scores_only_the_candidates_it_is_given(monkeypat
     assert seen and all(c == restricted for c in seen)
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_training_tasks_are_distinct_composites_of_training_pairs():
     tasks = M.em_tasks(TRAIN, 12, seed=0)
     pairs = [t.pair for t in tasks]

@@ -251,6 +251,7 @@ def test_missing_default_model_is_a_one_line_error(tmp_path, monkeypatch, capsys
     assert e.value.code == 2 and err.count("\n") == 1 and "train_default_models.py codeio" in err
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_codeio_spec_and_budgets_cover_the_longest_sequences():
     spec = pretrain.get_spec("codeio")
     assert {s.corpus for s in spec.stages} == {"taskextrap.llm.codeio:pretraining_texts"}

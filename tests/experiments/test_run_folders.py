@@ -194,6 +194,7 @@ def test_a_run_records_its_units_torch_threads(tmp_path):
 # --- another configuration in the same folder ---------------------------------------------------------
 
 
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 def test_a_folder_of_another_configuration_is_refused_in_one_line_before_any_work(tmp_path, capsys, monkeypatch):
     from taskextrap.experiments import parameter
 

@@ -68,6 +68,7 @@ def test_parameter_dev_unit_never_fits_outside_f1_1():
 
 # composition's whole tiny dev run (25 s) runs under the slow marker, which CI also runs: make test
 # was 296 s of its 5 minutes once every parameter unit chose rte-gp's posterior
+@pytest.mark.slow  # an end-to-end run: make test-slow (CI runs it too)
 @pytest.mark.parametrize("experiment", ["parameter", "length", pytest.param("composition", marks=pytest.mark.slow)])
 def test_dev_runs_write_results_without_paper_values(tmp_path, experiment):
     family = "quadratic" if experiment == "parameter" else None
