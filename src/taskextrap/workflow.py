@@ -280,7 +280,7 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
     dev_rte = RTE(**settings).fit(dev_library)
     seconds = {"rte": round(time.perf_counter() - t, 2)}  # where the dev step's time goes
     size = dev.context_size or dev_rte.protocol_.n_context
-    split = split_targets(dev_tgt, size, dev.context, dev_rte.library_.family.domain, seed=1)
+    split = dev_targets_split(dev_tgt, size, dev.context, dev_library)
     mean, std = dev_rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
     curve = masked_curve(mean, std / dev_rte.calibrated_scale(), split)  # the raw interval's
     scale = choose_scale(curve)
@@ -315,6 +315,12 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
         "rte-gp": {"posterior": posterior.to_dict(), **choice},
         "seconds": seconds,
     }
+
+
+def dev_targets_split(dev_tgt: ObservedTasks, size: int, context: str, dev_library) -> TargetSplit:
+    """The dev targets' contexts and queries, as ``fit`` draws them (one seed, the dev library's
+    domain), so that ``evaluate`` rebuilding the split (:func:`peers_again`) gets the same one."""
+    return split_targets(dev_tgt, size, context, dev_library.family.domain, seed=1)
 
 
 def choose_peers(dev_library, split: TargetSplit, unit: dict, verbose: bool = False) -> tuple[dict, dict, dict]:
@@ -365,7 +371,7 @@ def peers_again(model: str | Path, rte, record: dict, verbose: bool = False) -> 
     reading = Reading(record["interpolant"], record["outside"], rte.library_.family.name)
     dev_lib, dev_tgt, _ = dev_split(tasks, dev.get("order"), DEV_FRACTION, rte.seed)
     dev_library = reading.library(dev_lib)
-    split = split_targets(dev_tgt, dev["context_size"], dev["context"], dev_library.family.domain, seed=1)
+    split = dev_targets_split(dev_tgt, dev["context_size"], dev["context"], dev_library)
     methods, _, seconds = choose_peers(dev_library, split, peer_unit(rte), verbose)
     with contextlib.suppress(OSError):  # a cache: a folder one cannot write to is read as it is
         write_json_atomic(cached, {"methods": methods, "seconds": seconds})
