@@ -14,7 +14,7 @@ ROOT = Path(taskextrap.__file__).parent
 
 # Lowest first. A name is a subpackage (a folder) or a top-level module.
 LAYERS = [
-    {"errors", "seeding", "validation", "provenance", "files", "audit", "sharding", "lanes"},  # foundations
+    {"errors", "seeding", "validation", "provenance", "files", "audit", "sharding", "lanes", "engines"},  # foundations
     {"tasks"},  # families, libraries, protocols
     {"scaling"},  # scalers fitted on a library
     {"embed"},  # Gamma
@@ -27,7 +27,7 @@ LAYERS = [
     {"posterior"},  # context posteriors on an estimator's prediction
     {"sequence_runs"},  # a sequence-model experiment's seed: fine-tuning runs, methods, prompt records
     {"report"},  # results schema, tables, plots
-    {"workflow"},  # fit / predict on a user's observed tasks
+    {"workflow", "streaming"},  # fit / predict on a user's observed tasks; a large library indexed from Parquet
     {"evaluation"},  # evaluate a saved model on a user's held-out targets
     {"experiments"},  # registered experiments
     {"cli"},  # the command line

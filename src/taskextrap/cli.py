@@ -766,6 +766,37 @@ def evaluate(model, data, context_size, how, seed, out, plot_dir, trust_code, **
         click.echo(f"written: {out}")
 
 
+@cli.command(short_help="Embed a large Parquet library a row group at a time (serial or Ray).")
+@click.option("--model", required=True, type=click.Path(path_type=Path), help="A folder fit wrote.")
+@click.option(
+    "--data", required=True, type=click.Path(path_type=Path), help="A Parquet library, each task in one row group."
+)
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="The index folder to write (resumes).")
+@click.option("--engine", type=click.Choice(["serial", "ray"]), default="serial", show_default=True)
+@click.option("--workers", type=int, default=2, show_default=True, help="Ray workers (a local instance's CPUs).")
+@click.option("--near", "n_near", type=int, default=8, show_default=True, help="Near anchors kept per task.")
+@click.option("--reference", type=int, default=3200, show_default=True, help="Seeded reference tasks searched.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--task-col", default="task", show_default=True, help="The column naming each row's task.")
+@click.option("--x-col", default="x", show_default=True, help="The input column.")
+@click.option("--y-col", default="y", show_default=True, help="The output column.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def index(model, data, out, engine, workers, n_near, reference, seed, task_col, x_col, y_col, quiet):
+    """Embed every task of --data with --model's Γ and give each its --near nearest reference tasks,
+    one row group at a time on --engine (``taskextrap.streaming``): a Parquet part per row group
+    and index.json in --out. Ray connects to RAY_ADDRESS when set, else starts --workers CPUs here."""
+    from taskextrap.streaming import NearAnchors, stream_index
+
+    near = NearAnchors(n_near, reference, seed)
+    record = stream_index(model, data, out, engine, workers, near, (task_col, x_col, y_col), progress=not quiet)
+    s = record["seconds"]
+    click.echo(
+        f"indexed {record['tasks']} tasks in {len(record['row_groups'])} row groups on {engine} "
+        f"({record['workers']} worker(s)): embedding {s['embed']:.1f} s, near anchors {s['near']:.1f} s; "
+        f"written: {out}"
+    )
+
+
 @cli.command(short_help="Render one table from several runs' results.")
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 def report(dirs):

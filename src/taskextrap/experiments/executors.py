@@ -17,8 +17,6 @@ checkpoints, which go under ``--out`` like a serial run's.
 from __future__ import annotations
 
 import dataclasses
-import logging
-import os
 import sys
 import tempfile
 import time
@@ -28,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap import lanes
+from taskextrap.engines import connect_ray, last_line
 from taskextrap.experiments.options import EXECUTORS
 from taskextrap.errors import TaskextrapError
 from taskextrap.experiments import plotfiles
@@ -239,28 +238,9 @@ class _Driver:
 
 
 def _connect():
-    """The ``ray`` module, connected to the cluster at ``RAY_ADDRESS`` when that is set, else to
-    a Ray instance started on this machine for this run; and whether this call started it."""
-    try:
-        import ray
-    except ImportError:
-        raise TaskextrapError("--executor ray needs Ray: pip install 'taskextrap[ray]'") from None
-    if ray.is_initialized():
-        return ray, False
-    address = os.environ.get("RAY_ADDRESS") or None
-    where = f"the Ray cluster at {address}" if address else "a local Ray instance (set RAY_ADDRESS for a cluster)"
-    print(f"executor: {where}", file=sys.stderr, flush=True)
-    try:
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            logging_level=logging.ERROR,
-            log_to_driver=False,
-            configure_logging=True,
-        )
-    except Exception as exc:  # noqa: BLE001 - ConnectionError, a bad address, a cluster that is down
-        raise TaskextrapError(f"cannot start or reach {where}: {_last_line(exc)}") from None
-    return ray, True
+    """The ``ray`` module connected for ``--executor ray`` (``engines.connect_ray``), and whether
+    this call started it."""
+    return connect_ray("--executor ray")
 
 
 def _spec(unit: Unit, unit_cpus: int) -> dict:
@@ -289,7 +269,7 @@ def _receive(ray, ref, unit: Unit, key: str, cache_dir: Path | None) -> UnitResu
         record = ray.get(ref)
     except Exception as exc:  # noqa: BLE001 - RayTaskError and friends: one line, the units done are kept
         raise TaskextrapError(
-            f"unit {unit.name} failed on Ray: {_last_line(exc)} (the other units are saved; rerun to resume)"
+            f"unit {unit.name} failed on Ray: {last_line(exc)} (the other units are saved; rerun to resume)"
         ) from None
     if record["fingerprint"] != key:
         raise TaskextrapError(
@@ -301,11 +281,6 @@ def _receive(ray, ref, unit: Unit, key: str, cache_dir: Path | None) -> UnitResu
         plotfiles.record(unit.plot_dir, unit.draw_id, drawn)
     save_unit(cache_dir, unit.name, record)
     return UnitResult({m: np.asarray(v) for m, v in record["errors"].items()}, record["timing"], record["extras"])
-
-
-def _last_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else type(exc).__name__
 
 
 def compute_unit(spec: dict) -> dict:
