@@ -326,6 +326,42 @@ def render_scale(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_stream(data: dict) -> str:
+    """``stream.json`` (benchmarks/stream.py): ``taskextrap index`` per library size and engine,
+    the seconds of its two passes, the peak memory of the driver and of a worker, the bytes read
+    and written, whether both engines wrote the same index; then a million tasks' cost."""
+    lines = [
+        "| tasks | row groups | engine | embed s | near anchors s | total s | µs per task | driver peak MiB "
+        "| worker peak MiB | input MB | index MB | same index |",
+        "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in data["records"]:
+        for engine in ("serial", "ray"):
+            e = r[engine]
+            s = e["seconds"]
+            lines.append(
+                f"| {r['tasks']:,} | {r['row_groups']} | {engine} ({e['workers']}) | {s['embed']:.1f} | "
+                f"{s['near']:.1f} | {s['total']:.1f} | {1e6 * s['total'] / r['tasks']:.0f} | "
+                f"{e['driver_peak_mib']:,.0f} | {e['worker_peak_mib']:,.0f} | {r['input_bytes'] / 1e6:,.1f} | "
+                f"{e['output_bytes'] / 1e6:,.1f} | {'yes' if r['engines_agree'] else '**no**'} |"
+            )
+    m = data["per_million"]
+    cost = "; ".join(
+        f"{engine}: {m[engine]['seconds_per_million'] / 60:.1f} min ({m[engine]['us_per_task']:.0f} µs a task "
+        f"beyond {m[engine]['fixed_s']:.0f} s fixed)"
+        for engine in ("serial", "ray")
+    )
+    lines += [
+        "",
+        f"_A million tasks, from a line through the sizes' totals: {cost}; "
+        f"{m['input_bytes_per_million'] / 1e9:.2f} GB read, {m['serial']['output_bytes_per_million'] / 1e9:.2f} GB "
+        f"written. {data['family']} family, {data['points_per_task']} points a task, {data['tasks_per_group']:,} "
+        f"tasks a row group, RTE fitted on {data['sample']} tasks in {data['model_fit_s']:.0f} s; seed {data['seed']}; "
+        f"commit {data['environment'].get('git') or '?'}; {data['wall_s'] / 60:.0f} min; `{data['command']}`._",
+    ]
+    return "\n".join(lines)
+
+
 def render_scale_candidates(data: dict) -> str:
     """``scale-candidates.json``: the dev MSE of each candidate count (retrieve = screen = c)
     per family and library size, the prediction seconds of 100 targets beside it."""
@@ -1243,6 +1279,8 @@ def render_spec(spec: str) -> str:
         return render_cpu_drift(data)
     if name in ("scale", "scale-dev", "scale-before", "scale-fit") and not opts:
         return render_scale(data)
+    if name == "stream" and not opts:
+        return render_stream(data)
     if name == "scale-candidates" and not opts:
         return render_scale_candidates(data)
     if name == "bounded-gamma" and not opts:

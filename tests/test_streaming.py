@@ -86,17 +86,39 @@ def test_row_groups_do_not_change_the_index(setup, tmp_path):
     np.testing.assert_array_equal(ia["near"], ib["near"])
 
 
-def test_a_stopped_index_resumes_from_its_parts_and_another_plan_is_refused(setup, tmp_path):
+def test_a_stopped_index_resumes_from_its_parts_and_another_plan_is_refused(setup, tmp_path, monkeypatch):
+    from taskextrap import streaming
+
     d, _, _ = setup
     out = tmp_path / "index"
-    stream_index(d / "model", d / "library.parquet", out, near=NEAR, progress=False)
+    first = stream_index(d / "model", d / "library.parquet", out, near=NEAR, progress=False)
     before = read_index(out)
+    assert stream_index(d / "model", d / "library.parquet", out, near=NEAR, progress=False) == first  # done: kept
     (out / "part-00001.parquet").unlink()
     again = stream_index(d / "model", d / "library.parquet", out, near=NEAR, progress=False)
     assert again["groups_done"] == 1  # only the missing row group
-    after = read_index(out)
     for k in before:
-        np.testing.assert_array_equal(before[k], after[k])
+        np.testing.assert_array_equal(before[k], read_index(out)[k])
+
+    calls = []  # a run stopped in the second pass, after one part: every part and embed part is finished
+    near = streaming.Worker.near
+
+    def stop_after_one(self, *args):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(args[0])
+        return near(self, *args)
+
+    monkeypatch.setattr(streaming.Worker, "near", stop_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        stream_index(d / "model", d / "library.parquet", tmp_path / "stopped", near=NEAR, progress=False)
+    monkeypatch.setattr(streaming.Worker, "near", near)
+    names = sorted(p.name for p in (tmp_path / "stopped").glob("*.parquet"))
+    assert names == ["embed-00001.parquet", "embed-00002.parquet", "part-00000.parquet"]
+    resumed = stream_index(d / "model", d / "library.parquet", tmp_path / "stopped", near=NEAR, progress=False)
+    assert resumed["groups_done"] == 2 and not list((tmp_path / "stopped").glob("embed-*"))
+    for k in before:
+        np.testing.assert_array_equal(before[k], read_index(tmp_path / "stopped")[k])
     with pytest.raises(TaskextrapError, match="holds the index of another library, model or setting"):
         stream_index(d / "model", d / "library.parquet", out, near=NearAnchors(3, 20), progress=False)
     assert (out / "part-00000.parquet").is_file()  # nothing of it was overwritten
@@ -111,12 +133,20 @@ def test_bad_layouts_and_arguments_are_one_line_errors(setup, tmp_path):
     with pq.ParquetWriter(split, pa.schema([("task", pa.string()), ("x", pa.float64()), ("y", pa.float64())])) as w:
         w.write_table(pa.table({"task": ["a", "a", "b"], "x": [0.0, 1.0, 0.0], "y": [0.0, 1.0, 2.0]}))
         w.write_table(pa.table({"task": ["b", "c"], "x": [1.0, 0.0], "y": [3.0, 4.0]}))
-    with pytest.raises(TaskextrapError, match=r"task 'b' spans row groups 0 and 1"):
+    with pytest.raises(TaskextrapError, match=r"task 'b' has rows apart in row groups 0 and 1"):
         row_groups(split)
+    apart = tmp_path / "apart.parquet"  # task a in row groups 0 and 2, not next to each other
+    with pq.ParquetWriter(apart, pa.schema([("task", pa.string()), ("x", pa.float64()), ("y", pa.float64())])) as w:
+        for t in ("a", "b", "a"):
+            w.write_table(pa.table({"task": [t], "x": [0.0], "y": [0.0]}))
+    with pytest.raises(TaskextrapError, match=r"task 'a' has rows apart in row groups 0 and 2"):
+        row_groups(apart)
     scattered = tmp_path / "scattered.parquet"
     pq.write_table(pa.table({"task": ["a", "b", "a"], "x": [0.0, 0.0, 1.0], "y": [0.0, 1.0, 2.0]}), scattered)
-    with pytest.raises(TaskextrapError, match=r"row group 0: task 'a' is not contiguous"):
+    with pytest.raises(TaskextrapError, match=r"task 'a' has rows apart in row group 0;"):
         row_groups(scattered)
+    with pytest.raises(TaskextrapError, match=r"no column 'value' \(columns: \['task', 'x', 'y'\]\)"):
+        row_groups(scattered, ("task", "x", "value"))
     with pytest.raises(TaskextrapError, match="engine must be one of"):
         stream_index(d / "model", d / "library.parquet", tmp_path / "x", engine="spark")
     with pytest.raises(TaskextrapError, match="not a saved model folder"):
@@ -125,6 +155,11 @@ def test_bad_layouts_and_arguments_are_one_line_errors(setup, tmp_path):
         row_groups(tmp_path / "missing.parquet")
     with pytest.raises(TaskextrapError, match="not a complete streamed index"):
         read_index(tmp_path)
+    short = tmp_path / "short.parquet"  # a task of 5 points, below the model's 8
+    pq.write_table(pa.table({"task": ["a"] * 8 + ["b"] * 5, "x": [*range(8), *range(5)], "y": [0.0] * 13}), short)
+    with pytest.raises(TaskextrapError, match=r"row group 0: task 'b' has 5 point\(s\); this model reads at least 8"):
+        stream_index(d / "model", short, tmp_path / "x")
+    assert not (tmp_path / "x").exists()  # refused before anything was written
 
 
 @pytest.mark.slow
@@ -143,7 +178,10 @@ def test_two_ray_workers_write_the_serial_index_to_the_bit(setup, tmp_path):
 
 
 def test_the_command_line_writes_the_same_index(setup, tmp_path, capsys):
-    from taskextrap.cli import main
+    from taskextrap.cli import cli, main
+    from taskextrap.operators.pairs import NEAR_POOL
+
+    assert {p.name: p.default for p in cli.commands["index"].params}["reference"] == NEAR_POOL
 
     d, _, _ = setup
     args = ["--model", str(d / "model"), "--data", str(d / "library.parquet"), "--near", "4", "--reference", "20"]
@@ -173,5 +211,5 @@ def test_contiguous_columns_read_as_read_tasks_reads_them():
         np.testing.assert_array_equal(a, b)
     with pytest.raises(TaskextrapError, match=r"task 'k0' has x=0.5 twice"):
         contiguous_tasks(np.array(["k0", "k0"]), np.array([0.5, 0.5]), np.zeros(2))
-    with pytest.raises(TaskextrapError, match=r"y value nan at row 1 is not finite"):
+    with pytest.raises(TaskextrapError, match=r"y value nan at row 2 is not finite"):
         contiguous_tasks(np.array(["k0", "k0"]), np.array([0.1, 0.5]), np.array([0.0, np.nan]))

@@ -13,11 +13,12 @@ Two passes over the row groups (:func:`stream_index`):
    anchors from) and sends them to every worker once; each worker writes its tasks' ``n_near``
    nearest reference tasks (never the task itself): the near half of Ψ's pair pool.
 
-The output folder holds one Parquet part per row group (``task``, ``position`` in the file,
+The output folder holds one Parquet part per non-empty row group (``task``, ``position`` in the file,
 ``z_0``..``z_{d-1}``, ``near_0``.., ``distance_0``..) and ``index.json`` (the plan, the reference,
 the seconds of each pass). Each row group's work depends on that row group and the reference only,
-so a file gives the same index, to the bit, on either engine and any number of workers; a run that
-stops resumes from the parts already written (each written atomically). Γ and Ψ themselves are
+and every worker computes on one torch thread, so a file gives the same index, to the bit, on either
+engine and any number of workers of one machine; a run that stops resumes from the parts already
+written (each written atomically). Γ and Ψ themselves are
 fitted on a bounded sample (``RTE.fit`` reads at most ``PRETRAIN_POINTS`` points a step and
 ``PCA_ROWS`` contexts): what grows with the library is this pass, linear and spread over workers.
 """
@@ -25,6 +26,7 @@ fitted on a bounded sample (``RTE.fit`` reads at most ``PRETRAIN_POINTS`` points
 from __future__ import annotations
 
 import hashlib
+import os
 import resource
 import sys
 import time
@@ -35,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from taskextrap.engines import connect_ray, last_line
-from taskextrap.errors import TaskextrapError
+from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.files import atomic_path, read_json, write_json_atomic
 from taskextrap.operators.pairs import NEAR_POOL
 from taskextrap.search.index import nearest
@@ -75,6 +77,8 @@ def write_library(tasks: ObservedTasks, path, tasks_per_group: int = 4096) -> Pa
     the path."""
     pa, pq = _pyarrow()
     check_int("tasks_per_group", tasks_per_group, 1)
+    if not len(tasks):
+        raise TaskextrapError("no tasks to write: a library needs at least one")
     path = Path(path)
     counts = tasks.counts()
     with atomic_path(path) as tmp:
@@ -93,14 +97,16 @@ def write_library(tasks: ObservedTasks, path, tasks_per_group: int = 4096) -> Pa
 
 @dataclass(frozen=True)
 class RowGroups:
-    """The row groups of a library file: tasks in each, and the file position of each group's
-    first task (tasks are numbered in file order)."""
+    """The row groups of a library file: the tasks in each, and each group's task with the fewest
+    points (its id and count; None for an empty group). Tasks are numbered in file order."""
 
     path: str
     counts: tuple[int, ...]
+    fewest: tuple[tuple[str, int] | None, ...] = ()
 
     @property
     def firsts(self) -> tuple[int, ...]:
+        """The file position of each group's first task."""
         return tuple(int(v) for v in np.concatenate([[0], np.cumsum(self.counts)[:-1]])) if self.counts else ()
 
     @property
@@ -108,10 +114,11 @@ class RowGroups:
         return int(sum(self.counts))
 
 
-def row_groups(path, task: str = "task") -> RowGroups:
-    """Read only the ``task`` column of a Parquet library, a row group at a time, and check that
-    each task's rows are contiguous and inside one row group (a one-line error names the first
-    task that is not). Returns the tasks per row group."""
+def row_groups(path, columns: tuple[str, str, str] = ("task", "x", "y")) -> RowGroups:
+    """Read only the task column (``columns[0]``) of a Parquet library, a row group at a time, and
+    check that the three columns exist and that each task's rows are contiguous and inside one
+    row group (a one-line error names the first task that is not; the ids seen are kept, about
+    150 MB a million tasks). Returns the tasks per row group."""
     _, pq = _pyarrow()
     path = Path(path)
     if not path.is_file():
@@ -120,38 +127,28 @@ def row_groups(path, task: str = "task") -> RowGroups:
         pf = pq.ParquetFile(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a file that is not Parquet
         raise TaskextrapError(f"{path}: not a Parquet file ({last_line(exc)})") from None
-    if task not in pf.schema_arrow.names:
-        raise TaskextrapError(f"{path}: no column {task!r} (columns: {pf.schema_arrow.names})")
-    counts, last = [], None
+    names = pf.schema_arrow.names
+    for c in columns:
+        if c not in names:
+            raise TaskextrapError(f"{path}: no column {c!r} (columns: {names})" + did_you_mean(c, names))
+    counts: list[int] = []
+    fewest: list[tuple[str, int] | None] = []
+    group_of: dict[str, int] = {}  # each task's row group: a task in two of them is refused
     for g in range(pf.num_row_groups):
-        ids = pf.read_row_group(g, columns=[task]).column(0).to_numpy(zero_copy_only=False).astype(str)
-        if not len(ids):
-            counts.append(0)
-            continue
-        starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
-        runs = ids[starts]
-        if len(np.unique(runs)) != len(runs):
-            raise TaskextrapError(
-                f"{path}: row group {g}: task {_repeated(runs)!r} is not contiguous (sort the rows by task)"
-            )
-        if last is not None and runs[0] == last:
-            raise TaskextrapError(
-                f"{path}: task {last!r} spans row groups {g - 1} and {g}; write each task inside one row "
-                "group (taskextrap.streaming.write_library)"
-            )
+        ids = pf.read_row_group(g, columns=[columns[0]]).column(0).to_numpy(zero_copy_only=False).astype(str)
+        starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]])) if len(ids) else np.zeros(0, int)
+        runs, points = ids[starts], np.diff(np.append(starts, len(ids)))
+        for t in runs.tolist():
+            if t in group_of:
+                where = f"row group {g}" if group_of[t] == g else f"row groups {group_of[t]} and {g}"
+                raise TaskextrapError(
+                    f"{path}: task {t!r} has rows apart in {where}; write each task's rows together inside one "
+                    "row group (taskextrap.streaming.write_library)"
+                )
+            group_of[t] = g
         counts.append(len(runs))
-        last = str(runs[-1])
-    return RowGroups(str(path), tuple(counts))
-
-
-def _repeated(values: np.ndarray) -> str:
-    """The first value of ``values`` seen twice."""
-    seen: set = set()
-    for v in values:
-        if v in seen:
-            return str(v)
-        seen.add(v)
-    return ""
+        fewest.append((str(runs[np.argmin(points)]), int(points.min())) if len(runs) else None)
+    return RowGroups(str(path), tuple(counts), tuple(fewest))
 
 
 class Worker:
@@ -159,13 +156,9 @@ class Worker:
     (:meth:`embed`) and given near anchors (:meth:`near`), each part written atomically.
     On Ray it is an actor; the serial engine holds one in this process."""
 
-    def __init__(self, model: str, data: str, out: str, columns: tuple[str, str, str], threads: int | None):
-        import torch
-
+    def __init__(self, model: str, data: str, out: str, columns: tuple[str, str, str]):
         from taskextrap.estimators.parameter import RTE
 
-        if threads is not None:
-            torch.set_num_threads(threads)
         self.rte = RTE.from_pretrained(model)
         self.data, self.out, self.columns = data, Path(out), columns
 
@@ -212,19 +205,29 @@ class Worker:
         part |= {f"near_{j}": reference[idx[:, j]] for j in range(idx.shape[1])}
         part |= {f"distance_{j}": dist[:, j] for j in range(idx.shape[1])}
         _write_part(pa, pq, self.out / PART.format(group), part)
+        src.unlink()  # the part holds the proxies too (the reference is read from either)
         return _report(t)
 
 
 def contiguous_tasks(task: np.ndarray, x: np.ndarray, y: np.ndarray) -> ObservedTasks:
     """Observed tasks from long columns whose tasks' rows are contiguous (:func:`row_groups` checks
-    it), each task's points sorted by x: what ``read_tasks`` builds from such columns, without its
-    loop over tasks (a row group of 10,000 tasks read in a tenth of the time)."""
+    it), each task's points sorted by x: what ``read_tasks(..., min_points=1)`` builds from such
+    columns, without its loop over tasks (a row group of 10,000 tasks read in a tenth of the time).
+    A row below is numbered from 1 within the columns given."""
     ids = np.asarray(task).astype(str)
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if not len(ids):
+        raise TaskextrapError("no rows: a table of tasks needs at least one")
+    columns = []
     for name, v in (("x", x), ("y", y)):
+        try:
+            v = np.asarray(v, dtype=float)
+        except (TypeError, ValueError):
+            raise TaskextrapError(f"the {name} column holds values that are not numbers") from None
         bad = np.flatnonzero(~np.isfinite(v))
         if len(bad):
-            raise TaskextrapError(f"{name} value {float(v[bad[0]])!r} at row {bad[0]} is not finite")
+            raise TaskextrapError(f"{name} value {float(v[bad[0]])!r} at row {bad[0] + 1} is not finite")
+        columns.append(v)
+    x, y = columns
     starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
     offsets = np.append(starts, len(ids))
     seg = np.repeat(np.arange(len(starts)), np.diff(offsets))
@@ -251,8 +254,11 @@ def _columns(pq, path: Path) -> tuple[list[str], list]:
 
 
 def _write_part(pa, pq, path: Path, columns: dict) -> None:
+    """Write a part atomically and durably (a resumed run trusts every part it finds)."""
     with atomic_path(path) as tmp:
         pq.write_table(pa.table(columns), tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
 
 
 def _report(t0: float) -> dict:
@@ -304,46 +310,60 @@ def stream_index(
         raise TaskextrapError(f"engine must be one of {list(ENGINES)}, got {engine!r}")
     check_int("workers", workers, 1)
     check_instance("near", near, NearAnchors, "a streaming.NearAnchors")
-    n_near, reference, seed = near.k, near.reference, near.seed
-    model, data, out = Path(model), Path(data), Path(out)
-    if not (model / "config.json").is_file():
-        raise TaskextrapError(f"{model}: not a saved model folder (no config.json; taskextrap fit writes one)")
-    groups = row_groups(data, columns[0])
+    model, data, out = (
+        Path(model).resolve(),
+        Path(data).resolve(),
+        Path(out).resolve(),
+    )  # as a cluster's nodes read them
+    groups = row_groups(data, columns)
     if groups.n_tasks < 2:
         raise TaskextrapError(f"{data}: {groups.n_tasks} task(s); an index needs at least 2")
-    ref = np.sort(rng(seed, "stream-reference").choice(groups.n_tasks, min(reference, groups.n_tasks), replace=False))
+    _check_points(_model(model), groups)
+    ref = rng(near.seed, "stream-reference").choice(groups.n_tasks, min(near.reference, groups.n_tasks), replace=False)
+    ref = np.sort(ref)
     plan = {
         "format": FORMAT,
-        "data": str(data.resolve()),
+        "data": str(data),
         "source": _fingerprint(data),
-        "model": str(model.resolve()),
-        "model_files": _fingerprint(model / "model.safetensors"),
+        "model": str(model),
+        "model_files": [_fingerprint(model / f) for f in ("config.json", "model.safetensors")],
         "columns": list(columns),
         "row_groups": list(groups.counts),
-        "n_near": n_near,
-        "seed": seed,
+        "n_near": near.k,
+        "seed": near.seed,
         "reference": ref.tolist(),
     }
-    _check_resumable(out, plan)
+    previous = _check_resumable(out, plan)
+    todo = [g for g, n in enumerate(groups.counts) if n and not (out / PART.format(g)).is_file()]
+    if previous.get("complete") and not todo:
+        return previous  # nothing to do: the finished index stays as it is
     write_json_atomic(out / INDEX_FILE, plan | {"complete": False})
+    for stale in out.glob(".*.parquet.*.tmp"):  # a killed writer's temporary file
+        stale.unlink()
     t0 = time.perf_counter()
     with _engine(engine, workers, str(model), str(data), str(out), columns) as run:
-        todo = [g for g, n in enumerate(groups.counts) if n and not (out / PART.format(g)).is_file()]
         embed_todo = [g for g in todo if not (out / EMBED_PART.format(g)).is_file()]
         embed = run("embed", [(g, groups.firsts[g]) for g in embed_todo], progress)
         t1 = time.perf_counter()
         reference_z = _gather(out, groups, ref)
-        near = run("near", [(g, reference_z, ref, n_near) for g in todo], progress)
-    for g in todo:
-        (out / EMBED_PART.format(g)).unlink(missing_ok=True)
-    reports = embed + near
+        near_reports = run("near", [(g, reference_z, ref, near.k) for g in todo], progress)
+        start_s = run.start_s
+    for g, n in enumerate(groups.counts):  # a run stopped after a part was written left its embed part
+        if n and (out / PART.format(g)).is_file():
+            (out / EMBED_PART.format(g)).unlink(missing_ok=True)
+    reports = embed + near_reports
     record = plan | {
         "complete": True,
         "engine": engine,
         "workers": workers if engine == "ray" else 1,
         "tasks": groups.n_tasks,
         "dim": int(reference_z.shape[1]),
-        "seconds": {"embed": t1 - t0, "near": time.perf_counter() - t1, "total": time.perf_counter() - t0},
+        "seconds": {
+            "start": start_s,
+            "embed": t1 - t0 - start_s,
+            "near": time.perf_counter() - t1,
+            "total": time.perf_counter() - t0,
+        },
         "groups_done": len(todo),
         "worker_peak_mib": max((r["peak_mib"] for r in reports), default=None),
     }
@@ -351,18 +371,44 @@ def stream_index(
     return record
 
 
-def _check_resumable(out: Path, plan: dict) -> None:
-    """Refuse a folder that holds parts of another plan (nothing of it is overwritten)."""
+def _model(folder: Path) -> Any:
+    """The fitted RTE saved in ``folder`` (read in the driver first: a bad folder is one line
+    before any worker starts)."""
+    from taskextrap.estimators.parameter import RTE
+
+    if not (folder / "config.json").is_file() or not (folder / "model.safetensors").is_file():
+        raise TaskextrapError(
+            f"{folder}: not a saved model folder (config.json and model.safetensors; fit writes them)"
+        )
+    return RTE.from_pretrained(folder)
+
+
+def _check_points(rte: Any, groups: RowGroups) -> None:
+    """Every task has the fewest points the model reads (its ``min_context_``), or a one-line
+    error names the first task with fewer, before any work starts."""
+    low = int(rte.min_context_)
+    for g, few in enumerate(groups.fewest):
+        if few is not None and few[1] < low:
+            raise TaskextrapError(
+                f"{groups.path}: row group {g}: task {few[0]!r} has {few[1]} point(s); this model reads at least "
+                f"{low} (fit it with --min-context {few[1]}, or leave such tasks out)"
+            )
+
+
+def _check_resumable(out: Path, plan: dict) -> dict:
+    """The record of the same plan already in ``out`` ({} when there is none); a folder that holds
+    parts of another plan is refused (nothing of it is overwritten)."""
     old = out / INDEX_FILE
     if not old.is_file():
         if out.is_dir() and any(out.glob("*.parquet")):
             raise TaskextrapError(f"{out} holds Parquet files but no {INDEX_FILE}: choose an empty folder")
-        return
+        return {}
     record = read_json(old)
     if not isinstance(record, dict) or {k: record.get(k) for k in plan} != plan:
         raise TaskextrapError(
             f"{out} holds the index of another library, model or setting: choose another folder, or delete it"
         )
+    return record
 
 
 def _gather(out: Path, groups: RowGroups, ref: np.ndarray) -> np.ndarray:
@@ -381,30 +427,72 @@ def _gather(out: Path, groups: RowGroups, ref: np.ndarray) -> np.ndarray:
     return np.concatenate(rows)
 
 
+class OneThreadWorker(Worker):
+    """A :class:`Worker` on one torch thread: what the Ray engine's actors run, and the thread count
+    the serial engine sets for its run, so both compute the same bits."""
+
+    def __init__(self, *args):
+        import torch
+
+        torch.set_num_threads(1)
+        super().__init__(*args)
+
+
 class _engine:
-    """``run(method, calls, progress)`` on the chosen engine: each call a row group's
-    ``Worker.embed`` or ``Worker.near``; returns the workers' reports. Ray's actors (and a local
-    Ray instance this started) live as long as the ``with`` block."""
+    """``run(method, calls, progress)`` on the chosen engine, started at the first call that has
+    work (``start_s``: its seconds): each call a row group's ``Worker.embed`` or ``Worker.near``;
+    returns the workers' reports. The serial engine runs one worker here on one torch thread (the
+    caller's thread count is restored on exit); Ray's actors (and a local Ray instance this
+    started) live as long as the ``with`` block."""
 
     def __init__(self, engine: str, workers: int, model: str, data: str, out: str, columns: tuple[str, str, str]):
         self.engine, self.workers, self.args = engine, workers, (model, data, out, columns)
         self.ray: Any = None
         self.started = False
+        self.worker: Worker | None = None
+        self.actors: list = []
+        self.threads: int | None = None
+        self.start_s = 0.0
 
-    def __enter__(self):
+    def __enter__(self) -> _engine:
+        return self
+
+    def _start(self) -> None:
+        t = time.perf_counter()
         if self.engine == "serial":
-            worker = Worker(*self.args, threads=None)
-            return lambda method, calls, progress: [getattr(worker, method)(*c) for c in _bar(calls, method, progress)]
-        self.ray, self.started = connect_ray("the ray engine", num_cpus=self.workers)
-        actor = self.ray.remote(num_cpus=1)(Worker)
-        self.actors = [actor.remote(*self.args, threads=1) for _ in range(self.workers)]
-        return self._run_ray
+            import torch
+
+            self.threads = torch.get_num_threads()
+            self.worker = OneThreadWorker(*self.args)
+        else:
+            self.ray, self.started = connect_ray("the ray engine", num_cpus=self.workers)
+            actor = self.ray.remote(num_cpus=1)(OneThreadWorker)
+            self.actors = [actor.remote(*self.args) for _ in range(self.workers)]
+        self.start_s = time.perf_counter() - t
+
+    def __call__(self, method: str, calls: list, progress: bool) -> list[dict]:
+        if not calls:
+            return []
+        if self.worker is None and not self.actors:
+            self._start()
+        if self.worker is not None:
+            return [getattr(self.worker, method)(*c) for c in _bar(calls, method, progress)]
+        return self._run_ray(method, calls, progress)
 
     def _run_ray(self, method: str, calls: list, progress: bool) -> list[dict]:
-        """Each actor takes the next call when it finishes one (large objects put once)."""
+        """Each actor takes the next call when it finishes one; an array of more than 64 KB is put
+        in the object store once for every call that passes it (the reference)."""
         ray = self.ray
-        calls = [tuple(ray.put(a) if isinstance(a, np.ndarray) and a.nbytes > 1 << 16 else a for a in c) for c in calls]
-        queue, pending, reports = list(reversed(calls)), {}, []
+        put: dict[int, Any] = {}
+
+        def stored(a):
+            if not (isinstance(a, np.ndarray) and a.nbytes > 1 << 16):
+                return a
+            if id(a) not in put:
+                put[id(a)] = ray.put(a)
+            return put[id(a)]
+
+        queue, pending, reports = [tuple(stored(a) for a in c) for c in reversed(calls)], {}, []
         bar = _bar(None, method, progress, total=len(calls))
         try:
             for actor in self.actors:
@@ -418,18 +506,22 @@ class _engine:
                     bar.update()
                 if queue:
                     pending[getattr(actor, method).remote(*queue.pop())] = actor
-        except ray.exceptions.RayTaskError as exc:
-            raise TaskextrapError(
-                f"a worker failed: {last_line(exc)} (the parts written are kept; rerun to resume)"
-            ) from None
+        except ray.exceptions.RayError as exc:  # a task's error, an actor that died, a lost node
+            cause = getattr(exc, "cause", None)
+            why = str(cause) if isinstance(cause, TaskextrapError) else last_line(exc)
+            raise TaskextrapError(f"a worker failed: {why} (the parts written are kept; rerun to resume)") from None
         finally:
             if bar is not None:
                 bar.close()
         return reports
 
     def __exit__(self, *exc) -> None:
+        if self.threads is not None:
+            import torch
+
+            torch.set_num_threads(self.threads)
         if self.ray is not None:
-            for actor in getattr(self, "actors", []):
+            for actor in self.actors:
                 self.ray.kill(actor)
             if self.started:
                 self.ray.shutdown()
