@@ -7,7 +7,9 @@ on a 16-point grid, as ``taskextrap fit`` reads a sample of a large library, and
 size n a library of n cubic tasks (spread over the training regions, 16 grid points each, 10,000
 tasks a row group, each group its own seeded draw) is written to Parquet a group at a time, and
 indexed by each engine in a fresh process (``streaming.stream_index``: Γ of every task, its 8
-nearest among 3,200 seeded reference tasks). Recorded per size and engine: the seconds of each
+nearest among 3,200 seeded reference tasks); at the smallest size also through a Ray cluster of
+two nodes started here with ``ray start`` (a head and a worker node, one CPU each, ``RAY_ADDRESS``).
+Recorded per size and engine: the seconds of each
 pass, the driver's and the workers' peak resident memory, the input and output bytes; and that
 both engines wrote the same index (every part's arrays compared, to the bit).
 
@@ -94,6 +96,27 @@ def index_one(model: Path, data: Path, out: Path, engine: str) -> dict:
     return {k: record[k] for k in keep} | {"driver_peak_mib": round(peak_rss_mb(), 1)}
 
 
+def cluster_index(model: Path, data: Path, out: Path, one: Path) -> dict:
+    """The index through a Ray cluster of two nodes started on this machine with ``ray start`` (a
+    head and a worker node of one CPU each, reached through ``RAY_ADDRESS``), stopped after."""
+    import os
+
+    ray = str(Path(sys.executable).parent / "ray")
+    address = "127.0.0.1:6391"
+    quiet = {"check": True, "capture_output": True, "env": _env()}
+    subprocess.run([ray, "start", "--head", "--num-cpus=1", "--port=6391", "--disable-usage-stats",
+                    "--include-dashboard=false"], **quiet)  # fmt: skip
+    try:
+        subprocess.run([ray, "start", f"--address={address}", "--num-cpus=1", "--disable-usage-stats"], **quiet)
+        cmd = [sys.executable, __file__, "--one", str(model), str(data), str(out), "ray", "--out", str(one)]
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1", "RAY_ADDRESS": address})
+        rec = json.loads(one.read_text()) | {"command_s": round(time.perf_counter() - t, 2), "nodes": 2}
+    finally:
+        subprocess.run([ray, "stop", "--force"], capture_output=True, env=_env())
+    return rec
+
+
 def same_index(a: Path, b: Path) -> bool:
     """Whether two index folders hold the same arrays, part by part (never the whole in memory)."""
     import pyarrow.parquet as pq
@@ -115,7 +138,7 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.glob("*") if p.is_file())
 
 
-def run(sizes, seed: int) -> dict:
+def run(sizes, seed: int, cluster: bool = True) -> dict:
     """The model, then every size: written, indexed by each engine in a fresh process, compared."""
     records = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -138,7 +161,13 @@ def run(sizes, seed: int) -> dict:
                 rec[engine]["output_bytes"] = folder_bytes(out)
                 print(f"{n} tasks, {engine}: {rec[engine]['seconds']['total']:.1f} s", file=sys.stderr)
             rec["engines_agree"] = same_index(tmp_path / f"index-{n}-serial", tmp_path / f"index-{n}-ray")
-            for engine in ENGINES:  # the next size needs the disk
+            if cluster and n == min(sizes):  # the same through a two-node cluster, at the smallest size
+                out = tmp_path / f"index-{n}-cluster"
+                rec["ray-cluster"] = cluster_index(tmp_path / "model", data, out, tmp_path / "one-cluster.json")
+                rec["ray-cluster"]["output_bytes"] = folder_bytes(out)
+                rec["cluster_agrees"] = same_index(tmp_path / f"index-{n}-serial", out)
+                print(f"{n} tasks, two-node cluster: {rec['ray-cluster']['seconds']['total']:.1f} s", file=sys.stderr)
+            for engine in (*ENGINES, "cluster"):  # the next size needs the disk
                 for p in (tmp_path / f"index-{n}-{engine}").glob("*"):
                     p.unlink()
             data.unlink()
@@ -170,6 +199,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-cluster", action="store_true", help="skip the two-node `ray start` cluster")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "stream.json")
     ap.add_argument("--one", nargs=4, default=None, help=argparse.SUPPRESS)  # a child: model data out engine
     a = ap.parse_args(argv)
@@ -178,7 +208,7 @@ def main(argv=None) -> None:
         a.out.write_text(json.dumps(index_one(Path(model), Path(data), Path(out), engine)))
         return
     t = time.perf_counter()
-    doc = run(a.sizes, a.seed)
+    doc = run(a.sizes, a.seed, not a.no_cluster)
     doc |= {"family": "cubic", "points_per_task": POINTS, "tasks_per_group": PER_GROUP, "sample": SAMPLE,
             "workers": WORKERS, "seed": a.seed}  # fmt: skip
     write_result(a.out, "stream.py", argv, t, doc)

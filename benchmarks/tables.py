@@ -331,19 +331,23 @@ def render_stream(data: dict) -> str:
     the seconds of its two passes, the peak memory of the driver and of a worker, the bytes read
     and written, whether both engines wrote the same index; then a million tasks' cost."""
     lines = [
-        "| tasks | row groups | engine | embed s | near anchors s | total s | µs per task | driver peak MiB "
-        "| worker peak MiB | input MB | index MB | same index |",
-        "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| tasks | row groups | engine | start s | embed s | near anchors s | total s | µs per task | driver peak MiB "
+        "| worker peak MiB | input MB | index MB | same index as serial |",
+        "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in data["records"]:
-        for engine in ("serial", "ray"):
+        for engine in ("serial", "ray", "ray-cluster"):
+            if engine not in r:
+                continue
             e = r[engine]
             s = e["seconds"]
+            label = "two-node cluster" if engine == "ray-cluster" else f"{engine} ({e['workers']})"
+            agree = "-" if engine == "serial" else r["cluster_agrees" if engine == "ray-cluster" else "engines_agree"]
             lines.append(
-                f"| {r['tasks']:,} | {r['row_groups']} | {engine} ({e['workers']}) | {s['embed']:.1f} | "
+                f"| {r['tasks']:,} | {r['row_groups']} | {label} | {s.get('start', 0):.1f} | {s['embed']:.1f} | "
                 f"{s['near']:.1f} | {s['total']:.1f} | {1e6 * s['total'] / r['tasks']:.0f} | "
                 f"{e['driver_peak_mib']:,.0f} | {e['worker_peak_mib']:,.0f} | {r['input_bytes'] / 1e6:,.1f} | "
-                f"{e['output_bytes'] / 1e6:,.1f} | {'yes' if r['engines_agree'] else '**no**'} |"
+                f"{e['output_bytes'] / 1e6:,.1f} | {agree if agree == '-' else ('yes' if agree else '**no**')} |"
             )
     m = data["per_million"]
     cost = "; ".join(
