@@ -166,6 +166,7 @@ def run_question(data: DataSet, question: str, folder: Path, seeds, tiny: bool) 
     from taskextrap.report.schema import make_row
     from taskextrap.tasks.observe import PROTOCOLS
     from taskextrap.evaluation import evaluate_observed
+    from taskextrap.posterior.estimator import choice_summary
     from taskextrap.workflow import Columns, DevCalibration, Reading, fit_observed
 
     q = data.questions[question]
@@ -200,9 +201,37 @@ def run_question(data: DataSet, question: str, folder: Path, seeds, tiny: bool) 
         "interval_scales": [e["interval_scales"] for e in evaluations],
         "seconds_by_method": [e["seconds_by_method"] for e in evaluations],  # each method's price, per seed
         "dev": [{k: r["fit"]["dev"][k] for k in ("split", "targets", "coverage_raw", "coverage")} for r in runs],
+        "rte-gp_choice": [choice_summary(r["fit"]["dev"]["rte-gp"]) for r in runs],  # per seed, on dev
         "wall_s": [r["wall_s"] for r in runs],
     }
     return rows, config
+
+
+def dev_choices(folder: Path, names, seeds) -> dict:
+    """``rte-gp``'s dev choice of every data set, question and seed, and nothing else: the dev step
+    of ``taskextrap fit`` (``workflow._dev_scale``: the dev RTE and the posterior's choice on the
+    library's own dev split, exactly as :func:`run_question` fits it), no final fit and no target.
+    Whether each choice corrects RTE (``correct``) says whether a rule change that added RTE
+    alone as a candidate moves the suite's ``rte-gp`` rows."""
+    from taskextrap.posterior.estimator import choice_summary
+    from taskextrap.tasks.observe import PROTOCOLS
+    from taskextrap.workflow import Columns, DevCalibration, Reading, _dev_scale
+
+    columns = Columns(task="task", x="x", y="y", params=("param",))
+    out: dict = {}
+    for name in names:
+        data = DATA_SETS[name]()
+        library = columns.read([write_tables(data, folder)[0]]).with_split("train")
+        for question, q in data.questions.items():
+            for seed in seeds:
+                settings: dict = {"protocol": q.protocol, "seed": seed, "verbose": False}
+                if q.size < PROTOCOLS[q.protocol].n_context:
+                    settings["min_context"] = q.size
+                dev = DevCalibration(order="param", context_size=q.size, context=q.how)
+                record = _dev_scale(library, settings, dev, Reading(name=data.name), False)
+                out.setdefault(f"{name}:{question}", []).append(choice_summary(record["rte-gp"]))
+                print(f"{name}:{question} seed {seed}: {out[f'{name}:{question}'][-1]}", file=sys.stderr)
+    return out
 
 
 def run(folder: Path, names, seeds, tiny: bool) -> dict:
@@ -240,8 +269,24 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "realdata.json"))
     ap.add_argument("--data", nargs="+", default=list(DATA_SETS), choices=list(DATA_SETS))
     ap.add_argument("--tiny", action="store_true", help="one seed, five training steps: a plumbing check")
+    ap.add_argument("--dev-choices", action="store_true", help="rte-gp's dev choices only (realdata-rte-gp-dev.json)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if a.dev_choices:
+        from taskextrap.report.schema import environment_info
+
+        with tempfile.TemporaryDirectory() as tmp:
+            choices = dev_choices(Path(tmp), a.data, SEEDS)
+        out = (
+            a.out
+            if a.out != ap.get_default("out")
+            else str(ROOT / "benchmarks" / "results" / "realdata-rte-gp-dev.json")
+        )
+        doc = {"command": "python benchmarks/realdata.py --dev-choices", "seeds": list(SEEDS), "choices": choices}
+        doc |= {"source_hash": source_hash(), "environment": environment_info("cpu")}
+        write_json_atomic(out, doc | {"wall_s": round(time.perf_counter() - t0, 1)})
+        print(f"written: {out}")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         doc = run(Path(tmp), a.data, (0,) if a.tiny else SEEDS, a.tiny)
     doc["timing"]["wall_s"] = round(time.perf_counter() - t0, 1)
