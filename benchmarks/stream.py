@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale import _env, library_of, peak_rss_mb, write_result
+from scale import _env as one_thread_env
+from scale import library_of, peak_rss_mb, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = (10_000, 100_000)
@@ -42,6 +43,12 @@ POINTS = 16  # grid points a task
 SAMPLE = 800  # tasks the model is fitted on
 ENGINES = ("serial", "ray")
 WORKERS = 2
+
+
+def _env() -> dict:
+    """One OpenMP thread, and Ray's workers at niceness 0 (Ray starts them at 15, so beside other
+    work on the same cores they would wait rather than share; on idle cores it changes nothing)."""
+    return one_thread_env() | {"RAY_worker_niceness": "0"}
 
 
 def grid_observations(tasks):
@@ -99,8 +106,6 @@ def index_one(model: Path, data: Path, out: Path, engine: str) -> dict:
 def cluster_index(model: Path, data: Path, out: Path, one: Path) -> dict:
     """The index through a Ray cluster of two nodes started on this machine with ``ray start`` (a
     head and a worker node of one CPU each, reached through ``RAY_ADDRESS``), stopped after."""
-    import os
-
     ray = str(Path(sys.executable).parent / "ray")
     address = "127.0.0.1:6391"
     quiet = {"check": True, "capture_output": True, "env": _env()}
@@ -110,7 +115,7 @@ def cluster_index(model: Path, data: Path, out: Path, one: Path) -> dict:
         subprocess.run([ray, "start", f"--address={address}", "--num-cpus=1", "--disable-usage-stats"], **quiet)
         cmd = [sys.executable, __file__, "--one", str(model), str(data), str(out), "ray", "--out", str(one)]
         t = time.perf_counter()
-        subprocess.run(cmd, check=True, env={**os.environ, "OMP_NUM_THREADS": "1", "RAY_ADDRESS": address})
+        subprocess.run(cmd, check=True, env=_env() | {"RAY_ADDRESS": address})
         rec = json.loads(one.read_text()) | {"command_s": round(time.perf_counter() - t, 2), "nodes": 2}
     finally:
         subprocess.run([ray, "stop", "--force"], capture_output=True, env=_env())
