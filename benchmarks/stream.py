@@ -108,14 +108,15 @@ def cluster_index(model: Path, data: Path, out: Path, one: Path) -> dict:
     head and a worker node of one CPU each, reached through ``RAY_ADDRESS``), stopped after."""
     ray = str(Path(sys.executable).parent / "ray")
     address = "127.0.0.1:6391"
-    quiet = {"check": True, "capture_output": True, "env": _env()}
+    env = _env() | {"RAY_AUTH_MODE": "token"}  # Ray 2.60's clusters want a token (~/.ray/auth_token)
+    quiet = {"check": True, "capture_output": True, "env": env}
     subprocess.run([ray, "start", "--head", "--num-cpus=1", "--port=6391", "--disable-usage-stats",
                     "--include-dashboard=false"], **quiet)  # fmt: skip
     try:
         subprocess.run([ray, "start", f"--address={address}", "--num-cpus=1", "--disable-usage-stats"], **quiet)
         cmd = [sys.executable, __file__, "--one", str(model), str(data), str(out), "ray", "--out", str(one)]
         t = time.perf_counter()
-        subprocess.run(cmd, check=True, env=_env() | {"RAY_ADDRESS": address})
+        subprocess.run(cmd, check=True, env=env | {"RAY_ADDRESS": address})
         rec = json.loads(one.read_text()) | {"command_s": round(time.perf_counter() - t, 2), "nodes": 2}
     finally:
         subprocess.run([ray, "stop", "--force"], capture_output=True, env=_env())
