@@ -350,17 +350,20 @@ def render_stream(data: dict) -> str:
                 f"{e['output_bytes'] / 1e6:,.1f} | {agree if agree == '-' else ('yes' if agree else '**no**')} |"
             )
     m = data["per_million"]
+    one = len(data["records"]) == 1
+    head = "Measured at one size" if one else "A million tasks, from a line through the sizes' totals"
     cost = "; ".join(
-        f"{engine}: {m[engine]['seconds_per_million'] / 60:.1f} min ({m[engine]['us_per_task']:.0f} µs a task "
-        f"beyond {m[engine]['fixed_s']:.0f} s fixed)"
+        f"{engine}: {m[engine]['seconds_per_million'] / 60:.1f} min a million tasks ({m[engine]['us_per_task']:.0f} µs "
+        "a task" + ("" if one else f" beyond {m[engine]['fixed_s']:.0f} s fixed") + ")"
         for engine in ("serial", "ray")
     )
     lines += [
         "",
-        f"_A million tasks, from a line through the sizes' totals: {cost}; "
-        f"{m['input_bytes_per_million'] / 1e9:.2f} GB read, {m['serial']['output_bytes_per_million'] / 1e9:.2f} GB "
-        f"written. {data['family']} family, {data['points_per_task']} points a task, {data['tasks_per_group']:,} "
-        f"tasks a row group, RTE fitted on {data['sample']} tasks in {data['model_fit_s']:.0f} s; seed {data['seed']}; "
+        f"_{head}: {cost}; "
+        f"{m['input_bytes_per_million'] / 1e9:.2f} GB read and {m['serial']['output_bytes_per_million'] / 1e9:.2f} GB "
+        f"written a million tasks. {data['family']} family, {data['points_per_task']} points a task, "
+        f"{data['tasks_per_group']:,} tasks a row group, RTE fitted on {data['sample']} tasks in "
+        f"{data['model_fit_s']:.0f} s; seed {data['seed']}; "
         f"commit {data['environment'].get('git') or '?'}; {data['wall_s'] / 60:.0f} min; `{data['command']}`._",
     ]
     return "\n".join(lines)
@@ -1283,7 +1286,7 @@ def render_spec(spec: str) -> str:
         return render_cpu_drift(data)
     if name in ("scale", "scale-dev", "scale-before", "scale-fit") and not opts:
         return render_scale(data)
-    if name == "stream" and not opts:
+    if name in ("stream", "stream-million") and not opts:
         return render_stream(data)
     if name == "scale-candidates" and not opts:
         return render_scale_candidates(data)
