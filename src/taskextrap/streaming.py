@@ -117,8 +117,8 @@ class RowGroups:
 def row_groups(path, columns: tuple[str, str, str] = ("task", "x", "y")) -> RowGroups:
     """Read only the task column (``columns[0]``) of a Parquet library, a row group at a time, and
     check that the three columns exist and that each task's rows are contiguous and inside one
-    row group (a one-line error names the first task that is not; the ids seen are kept, about
-    150 MB a million tasks). Returns the tasks per row group."""
+    row group (a one-line error names the first task that is not; the driver keeps one dict entry
+    per task id while it reads). Returns the tasks per row group."""
     _, pq = _pyarrow()
     path = Path(path)
     if not path.is_file():
