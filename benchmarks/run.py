@@ -14,6 +14,7 @@ benchmarks/results/. Not part of the test suite.
     python benchmarks/run.py --only kernels        # the kernels behind the speed work (kernels.py)
     python benchmarks/run.py --only em-estep       # the composition-em E-step sweep settings (em_estep.py)
     python benchmarks/run.py --only scale          # fit cost against library size (scale.py)
+    python benchmarks/run.py --only stream         # a Parquet library indexed serially and on Ray (stream.py)
 
 Finished units are cached under benchmarks/results/runs/units, so an interrupted run resumes and
 the ablation experiments reuse the main experiments' fits; benchmarks/paired.py compares two
@@ -252,6 +253,7 @@ def main():
             "em-estep",
             "codeio-search",
             "scale",
+            "stream",
         ],
         default=None,
     )
@@ -353,6 +355,8 @@ def main():
         _sibling("codeio_search").main([])
     if args.only in (None, "scale"):  # fit cost against library size, 200 to 3,200 tasks (scale.py, ~8 min)
         _sibling("scale").main([])
+    if args.only in (None, "stream"):  # taskextrap index, 10,000 to 400,000 tasks, serial and Ray (stream.py, ~6 min)
+        _sibling("stream").main([])
     if args.only in (None, "speed"):  # one paper unit per experiment in its own process (speed.py)
         _sibling("speed").main(["--label", args.label, "--device", args.device, "--threads", str(args.threads or 1)])
     if args.only in (None, "parameter"):

@@ -13,8 +13,8 @@ Recorded per size and engine: the seconds of each
 pass, the driver's and the workers' peak resident memory, the input and output bytes; and that
 both engines wrote the same index (every part's arrays compared, to the bit).
 
-    python benchmarks/stream.py                                   # 10,000 and 100,000 tasks
-    python benchmarks/stream.py --sizes 10000 100000 1000000 --out benchmarks/results/stream.json
+    python benchmarks/stream.py                                   # 10,000 to 400,000 tasks (make bench)
+    python benchmarks/stream.py --sizes 1000000 --no-cluster --out benchmarks/results/stream-million.json
     python benchmarks/stream.py --sizes 20000 --out /tmp/s.json   # a plumbing check
 
 Writes ``benchmarks/results/stream.json``.
@@ -37,7 +37,7 @@ from scale import _env as one_thread_env
 from scale import library_of, peak_rss_mb, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
-SIZES = (10_000, 100_000)
+SIZES = (10_000, 100_000, 400_000)
 PER_GROUP = 10_000  # tasks a row group
 POINTS = 16  # grid points a task
 SAMPLE = 800  # tasks the model is fitted on
