@@ -642,3 +642,28 @@ def test_context_posterior_dev_table_has_every_design_per_protocol():
     assert designs == list(data["summary"]["paper"]) and "chosen-base" in designs
     assert lines[0].startswith("| design | paper: log MSE / rte |") and "strict: coverage (in band)" in lines[0]
     assert "at least 4 dev targets" in lines[-1] and data["command"] in lines[-1]
+
+
+def _stream_record(n: int, agree: bool = True) -> dict:
+    engine = lambda w, total: {  # noqa: E731
+        "workers": w, "seconds": {"start": 1.0, "embed": total - 2.0, "near": 1.0, "total": total},
+        "driver_peak_mib": 1800.0, "worker_peak_mib": 1200.0, "output_bytes": 270 * n,
+    }  # fmt: skip
+    return {"tasks": n, "row_groups": n // 10_000, "input_bytes": 160 * n, "serial": engine(1, n / 5000),
+            "ray": engine(2, n / 6000 + 8.0), "engines_agree": agree}  # fmt: skip
+
+
+def test_stream_table_says_whether_a_million_was_projected_or_measured():
+    mod = _load("tables.py")
+    env = {"environment": {"git": "abc1234"}, "family": "cubic", "points_per_task": 16, "tasks_per_group": 10_000,
+           "sample": 800, "model_fit_s": 40.0, "seed": 0, "wall_s": 120.0,
+           "command": "python benchmarks/stream.py"}  # fmt: skip
+    two = [_stream_record(10_000), _stream_record(100_000, agree=False)]
+    cost = lambda s, f, us: {"seconds_per_million": s, "fixed_s": f, "us_per_task": us,  # noqa: E731
+                             "output_bytes_per_million": 2.7e8}  # fmt: skip
+    per = {"serial": cost(200.0, 0.0, 200.0), "ray": cost(175.0, 8.0, 167.0), "input_bytes_per_million": 1.6e8}
+    text = mod.render_stream(env | {"records": two, "per_million": per})
+    assert "A million tasks, from a line through the sizes' totals" in text and "beyond 8 s fixed" in text
+    assert "| 100,000 | 10 | ray (2) |" in text and text.count("**no**") == 1  # the engines disagreed there
+    one = mod.render_stream(env | {"records": two[:1], "per_million": per})
+    assert "Measured at one size" in one and "fixed" not in one
