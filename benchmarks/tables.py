@@ -1284,7 +1284,7 @@ def render_spec(spec: str) -> str:
         return render_context_dev(data)
     if name == "cpu-drift" and not opts:
         return render_cpu_drift(data)
-    if name in ("scale", "scale-dev", "scale-before", "scale-fit") and not opts:
+    if name in ("scale", "scale-dev", "scale-before", "scale-fit", "scale-idle") and not opts:
         return render_scale(data)
     if name in ("stream", "stream-million") and not opts:
         return render_stream(data)
