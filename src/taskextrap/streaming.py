@@ -195,8 +195,8 @@ class Worker:
         pa, pq = _pyarrow()
         t = time.perf_counter()
         src = self.out / EMBED_PART.format(group)
-        part = {k: v.to_numpy(zero_copy_only=False) for k, v in zip(*_columns(pq, src), strict=True)}
-        z = np.stack([part[f"z_{j}"] for j in range(reference_z.shape[1])], axis=1)
+        part = _read_part(pq, src)
+        z = _stacked(part, "z_")
         keep = min(n_near, len(reference) - 1)
         idx, dist = nearest(z, reference_z, keep + 1)
         own = reference[idx] == part["position"][:, None]
@@ -248,9 +248,16 @@ def contiguous_tasks(task: np.ndarray, x: np.ndarray, y: np.ndarray) -> Observed
     )
 
 
-def _columns(pq, path: Path) -> tuple[list[str], list]:
+def _read_part(pq, path: Path) -> dict[str, np.ndarray]:
+    """A part file's columns as arrays."""
     t = pq.read_table(path)
-    return t.column_names, t.columns
+    return {c: t.column(c).to_numpy(zero_copy_only=False) for c in t.column_names}
+
+
+def _stacked(columns: dict[str, np.ndarray], prefix: str) -> np.ndarray:
+    """The columns ``prefix0``, ``prefix1``, ... side by side, (rows, count)."""
+    names = sorted((c for c in columns if c.startswith(prefix)), key=lambda c: int(c[len(prefix) :]))
+    return np.stack([columns[c] for c in names], axis=1)
 
 
 def _write_part(pa, pq, path: Path, columns: dict) -> None:
@@ -341,7 +348,7 @@ def stream_index(
     for stale in out.glob(".*.parquet.*.tmp"):  # a killed writer's temporary file
         stale.unlink()
     t0 = time.perf_counter()
-    with _engine(engine, workers, str(model), str(data), str(out), columns) as run:
+    with _Engine(engine, workers, str(model), str(data), str(out), columns) as run:
         embed_todo = [g for g in todo if not (out / EMBED_PART.format(g)).is_file()]
         embed = run("embed", [(g, groups.firsts[g]) for g in embed_todo], progress)
         t1 = time.perf_counter()
@@ -420,9 +427,7 @@ def _gather(out: Path, groups: RowGroups, ref: np.ndarray) -> np.ndarray:
     for g in np.unique(where):
         path = out / EMBED_PART.format(g)
         path = path if path.is_file() else out / PART.format(g)
-        t = pq.read_table(path)
-        zcols = sorted((c for c in t.column_names if c.startswith("z_")), key=lambda c: int(c[2:]))
-        z = np.stack([t.column(c).to_numpy() for c in zcols], axis=1)
+        z = _stacked(_read_part(pq, path), "z_")
         rows.append(z[ref[where == g] - groups.firsts[g]])
     return np.concatenate(rows)
 
@@ -438,7 +443,7 @@ class OneThreadWorker(Worker):
         super().__init__(*args)
 
 
-class _engine:
+class _Engine:
     """``run(method, calls, progress)`` on the chosen engine, started at the first call that has
     work (``start_s``: its seconds): each call a row group's ``Worker.embed`` or ``Worker.near``;
     returns the workers' reports. The serial engine runs one worker here on one torch thread (the
@@ -454,7 +459,7 @@ class _engine:
         self.threads: int | None = None
         self.start_s = 0.0
 
-    def __enter__(self) -> _engine:
+    def __enter__(self) -> _Engine:
         return self
 
     def _start(self) -> None:
@@ -548,19 +553,12 @@ def read_index(out) -> dict[str, np.ndarray]:
     record = read_json(out / INDEX_FILE) if (out / INDEX_FILE).is_file() else None
     if not isinstance(record, dict) or record.get("format") != FORMAT or not record.get("complete"):
         raise TaskextrapError(f"{out}: not a complete streamed index (no finished {INDEX_FILE})")
-    parts = [pq.read_table(out / PART.format(g)) for g, n in enumerate(record["row_groups"]) if n]
-    table = {
-        c: np.concatenate([p.column(c).to_numpy(zero_copy_only=False) for p in parts]) for c in parts[0].column_names
-    }
-
-    def stack(prefix: str) -> np.ndarray:
-        names = sorted((c for c in table if c.startswith(prefix)), key=lambda c: int(c[len(prefix) :]))
-        return np.stack([table[c] for c in names], axis=1)
-
+    parts = [_read_part(pq, out / PART.format(g)) for g, n in enumerate(record["row_groups"]) if n]
+    table = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
     return {
         "task": table["task"].astype(str),
         "position": table["position"],
-        "z": stack("z_"),
-        "near": stack("near_"),
-        "distance": stack("distance_"),
+        "z": _stacked(table, "z_"),
+        "near": _stacked(table, "near_"),
+        "distance": _stacked(table, "distance_"),
     }
