@@ -89,7 +89,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def commit(root: Path = ROOT) -> str:
-    """The short commit of the checkout ``root``, with ``+dirty`` when files differ from it."""
+    """The short commit of the checkout ``root``, with ``+dirty`` when files differ from it; a copy
+    without git (the lent GPU machine's: scripts/gpu_device.sh) gives ``$TASKEXTRAP_COMMIT``."""
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
@@ -101,7 +102,7 @@ def commit(root: Path = ROOT) -> str:
             check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return os.environ.get("TASKEXTRAP_COMMIT", "unknown")
     return head + ("+dirty" if dirty else "")
 
 
