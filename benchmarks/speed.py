@@ -89,8 +89,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def commit(root: Path = ROOT) -> str:
-    """The short commit of the checkout ``root``, with ``+dirty`` when files differ from it; a copy
-    without git (the lent GPU machine's: scripts/gpu_device.sh) gives ``$TASKEXTRAP_COMMIT``."""
+    """The short commit of the checkout ``root``, with ``+dirty`` when files differ from it;
+    ``$TASKEXTRAP_COMMIT`` when set (the lent GPU machine's copy, scripts/gpu_device.sh: its git
+    metadata need not be the checkout's)."""
+    if os.environ.get("TASKEXTRAP_COMMIT"):
+        return os.environ["TASKEXTRAP_COMMIT"]
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
@@ -102,7 +105,7 @@ def commit(root: Path = ROOT) -> str:
             check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("TASKEXTRAP_COMMIT", "unknown")
+        return "unknown"
     return head + ("+dirty" if dirty else "")
 
 

@@ -9,7 +9,9 @@
 #   here, once:  python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #                  --implementation cp --platform manylinux_2_17_x86_64 -d .whl \
 #                  jsonschema jsonschema-specifications referencing rpds-py
-#   there:       bash scripts/gpu_device.sh BUDGET_S smoke            # env, GPU tests, tiny units on CUDA
+#   there:       export TASKEXTRAP_COMMIT=<the commit sent>
+#                bash scripts/gpu_device.sh BUDGET_S tests            # env and the GPU tests
+#                bash scripts/gpu_device.sh BUDGET_S smoke            # the same, then tiny units on CUDA
 #                bash scripts/gpu_device.sh BUDGET_S speed EXP...     # speed.py's GPU column, EXP each
 #
 # smoke: nvidia-smi and torch's view of the device, `pytest -m gpu`, then the tiny unit of each
@@ -18,15 +20,16 @@
 # comes back in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BUDGET=${1:?usage: gpu_device.sh BUDGET_S smoke|speed [EXPERIMENT...]}
-MODE=${2:?usage: gpu_device.sh BUDGET_S smoke|speed [EXPERIMENT...]}
+BUDGET=${1:?usage: gpu_device.sh BUDGET_S tests|smoke|speed [EXPERIMENT...]}
+MODE=${2:?usage: gpu_device.sh BUDGET_S tests|smoke|speed [EXPERIMENT...]}
 shift 2
 OUT=${OUT:-runs/gpu-device}
 mkdir -p "$OUT"
 DEADLINE=$(( $(date +%s) + BUDGET ))
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-# the device copy may have no .git: speed.py records this commit instead
-export TASKEXTRAP_COMMIT=${TASKEXTRAP_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# the copy's .git need not be the checkout's (one was the session's first commit): name the
+# commit sent, which speed.py records
+export TASKEXTRAP_COMMIT=${TASKEXTRAP_COMMIT:?set TASKEXTRAP_COMMIT to the commit sent}
 LOG="$OUT/log.txt"
 
 left() { echo $(( DEADLINE - $(date +%s) )); }
@@ -59,12 +62,12 @@ fi
 PY=.venv/bin/python
 
 case "$MODE" in
-smoke)
+tests|smoke)
     step env 60 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; \
         nproc; $PY -c 'import torch, taskextrap, jsonschema; print(torch.__version__, torch.version.cuda, \
         torch.cuda.is_available(), torch.cuda.get_device_name(0))'"
     step gpu-tests 240 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/operators/test_stacked.py
-    for exp in parameter length composition composition-depth3; do
+    [ "$MODE" = smoke ] && for exp in parameter length composition composition-depth3; do
         family=(); [ "$exp" = parameter ] && family=(--family cubic)
         step "tiny $exp on cuda" 120 .venv/bin/taskextrap reproduce "$exp" --profile tiny --seed 0 "${family[@]}" \
             --device cuda --out "$OUT/tiny" --no-plots --quiet
@@ -76,7 +79,7 @@ speed)
         step "speed $exp" "$(left)" "$PY" benchmarks/speed.py --device cuda --label gpu --only "$exp"
     done
     ;;
-*) echo "unknown mode $MODE (smoke or speed)"; exit 2 ;;
+*) echo "unknown mode $MODE (tests, smoke or speed)"; exit 2 ;;
 esac
 rm -rf "$OUT/tiny"
 echo "done with $(left) s of the budget left" | tee -a "$LOG"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from taskextrap.operators.streams import RowStream, served_batches
+from taskextrap.operators.streams import DEVICE_LOCK, RowStream, served_batches
 
 
 def _make_rows(sizes, calls):
@@ -70,6 +70,28 @@ def test_a_producers_error_is_raised_in_the_training_thread():
     stream = RowStream(broken, np.random.default_rng(0), 8, 4, prefetch=True)
     with pytest.raises(ValueError, match="bad rows"):
         stream(0)
+
+
+def test_a_producer_builds_rows_during_a_capture_but_waits_to_put_them_on_the_device():
+    """While DEVICE_LOCK is held (a CUDA graph being captured), a producer thread may build its
+    pass but not send it: CUDA voids a capture when another thread copies meanwhile."""
+    import threading
+
+    built = threading.Event()
+
+    def make(g):
+        built.set()
+        return g.normal(size=(16, 2)).astype(np.float32), np.zeros(16)
+
+    stream, taken = RowStream(make, np.random.default_rng(0), 8, 2, prefetch=True), []
+    with DEVICE_LOCK:
+        consumer = threading.Thread(target=lambda: taken.append(stream(0)), daemon=True)
+        consumer.start()
+        assert built.wait(5)  # rows are built while the lock is held ...
+        consumer.join(0.3)
+        assert consumer.is_alive() and not taken  # ... but the pass is not served
+    consumer.join(5)
+    assert taken and taken[0][0].shape == (8, 2)
 
 
 def test_padding_widens_inputs_with_zero_columns_and_must_come_first():

@@ -35,7 +35,7 @@ from typing import cast
 import torch
 from torch import nn
 
-from taskextrap.operators.streams import RowStream
+from taskextrap.operators.streams import DEVICE_LOCK, RowStream
 from taskextrap.operators.jobs import Job, TrainConfig, train_regressor
 from taskextrap.operators.mlp import Unrolled
 
@@ -382,7 +382,9 @@ class _Group:
         sx, sy = x.clone(), y.clone()
         self.opt.zero_grad()  # the graph allocates the gradients it writes
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):  # captured on torch's side stream; nothing runs yet
+        # captured on torch's side stream; nothing runs yet. No row stream's producer touches the
+        # device meanwhile (DEVICE_LOCK), and work of other threads does not void the capture.
+        with DEVICE_LOCK, torch.cuda.graph(graph, capture_error_mode="thread_local"):
             per = self._loss(sx, sy, self.full_w)
             per.sum().backward()
             self.opt.step()

@@ -29,6 +29,10 @@ from taskextrap.operators.rows import RowBlocks
 Rows = tuple[np.ndarray | RowBlocks, np.ndarray]  # (inputs or their blocks, targets)
 # Whether streams draw their next pass on a producer thread by default (same rows either way).
 PREFETCH = True
+# Held while a step is captured in a CUDA graph (operators.stacked) and while a pass is put on its
+# device: CUDA refuses another thread's pinned allocations and copies during a capture
+# (cudaErrorStreamCaptureUnsupported, seen on an H200 with a producer thread), so they wait it out.
+DEVICE_LOCK = threading.Lock()
 
 
 def column(y: np.ndarray) -> np.ndarray:
@@ -117,6 +121,11 @@ class RowStream:
         x, y = self.make_rows(self.rng)
         y = column(y)
         perm = self._permutation(len(x)) if self.permute else None
+        with DEVICE_LOCK:  # rows are built unlocked; only their way onto the device waits
+            return self._send(x, y, perm)
+
+    def _send(self, x, y: np.ndarray, perm: np.ndarray | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A pass's rows on the device, in the order ``perm`` (None: as they are)."""
         if self.device_rows:
             xd = self._on_device(x)
             yd = _to_device(np.ascontiguousarray(y), self.device)
