@@ -2,6 +2,9 @@
 # The prepared GPU session of issue 44: everything that needs a GPU, in one go, on a machine
 # whose torch sees CUDA. Run from the repository root after `make setup` (the venv must hold a
 # CUDA build of torch: .venv/bin/pip install torch==2.13.* --index-url https://download.pytorch.org/whl/cu128).
+# On this workplace's lent GPU machine (no registry; 15 minutes of device time in all) run
+# scripts/gpu_device.sh instead: it prepares that python3 and runs steps 1-2 in timed shares; step 3
+# would take over an hour there (one parameter unit is 55 s on an H200, and a protocol has 15).
 #
 #   scripts/gpu_check.sh [OUT]      # OUT: where the GPU runs go (default runs/gpu)
 #
@@ -30,10 +33,14 @@ $PY benchmarks/speed.py --device cuda --label gpu --only parameter length compos
 echo "== 3. every synthetic paper profile, both protocols, 3 seeds, on one GPU"
 EXPERIMENTS=(parameter parameter-ablations parameter-multistep length length-ablations composition
              composition-ablations composition-depth3)
+# under Ray four units share the GPU; without Ray (its wheel, 79 MB, is over what travels to the
+# lent machine: scripts/gpu_device.sh) they run one after another
+executor=(--executor ray --units-per-gpu 4)
+$PY -c "import ray" 2>/dev/null || executor=(--executor serial)
 start=$(date +%s)
 for protocol in paper strict; do
     .venv/bin/taskextrap sweep "${EXPERIMENTS[@]}" --protocols "$protocol" --profile paper \
-        --device cuda --executor ray --units-per-gpu 4 --out "$OUT" --no-plots --quiet
+        --device cuda "${executor[@]}" --out "$OUT" --no-plots --quiet
 done
 echo "all synthetic paper tables on one GPU: $(( $(date +%s) - start )) s" | tee "$OUT/wall.txt"
 
