@@ -8,6 +8,12 @@ context points, 8 queries per task, batches of 2048 rows) and the composition un
 encoded once (``group`` = the queries per task: what it does now). Same network, same rows; the
 median and min of ``--repeats`` timed steps after a warm-up. Writes
 ``benchmarks/results/cnp-step.json``.
+
+``python benchmarks/cnp_step.py --long 2500``: the step time over a long training instead (the
+parameter shape, per task, one thread, Adam with the units' weight decay on cubic tasks), in
+windows of 250 steps, plain and under ``operators.jobs.subnormals_flushed``: a trained network
+carries subnormal numbers, which x86 CPUs compute with many times slower. Writes
+``benchmarks/results/cnp-subnormals.json``.
 """
 
 from __future__ import annotations
@@ -48,6 +54,51 @@ def step_ms(k: int, group: int, rows: int, repeats: int, seed: int) -> list[floa
     return out
 
 
+def long_training(steps: int, flushed: bool, seed: int, window: int = 250) -> dict:
+    """ms per step in each ``window`` of ``steps`` Adam steps of a width-128 CNPNet at the
+    parameter shape on fresh cubic tasks (coefficients N(0, 1), inputs in [-1, 1], noise 0.01),
+    plain or under ``subnormals_flushed``; and the last window's mean loss."""
+    import torch
+
+    from taskextrap.operators.cnp import CNPNet, gaussian_nll
+    from taskextrap.operators.jobs import subnormals_flushed
+
+    _, k, q, rows = SHAPES[0]
+    net = CNPNet(k, 128, seed)
+    net.group = q
+    opt = torch.optim.Adam(net.parameters(), 1e-3, weight_decay=1e-4)
+    g = torch.Generator().manual_seed(seed)
+    windows, losses = [], []
+    with subnormals_flushed(flushed):
+        t = time.perf_counter()
+        for step in range(steps):
+            x, y = _cubic_rows(g, k, q, rows // q)
+            loss = gaussian_nll(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            if (step + 1) % window == 0:
+                now = time.perf_counter()
+                windows.append(1000 * (now - t) / window)
+                t = now
+    return {"ms_per_step": windows, "window": window, "last_window_loss": statistics.mean(losses[-window:])}
+
+
+def _cubic_rows(g, k: int, q: int, tasks: int):
+    """Rows (query x, context xs, context ys) and targets of ``tasks`` cubic tasks, ``q`` rows each."""
+    import torch
+
+    c = torch.randn(tasks, 4, generator=g)
+    xs = torch.rand(tasks, k + q, generator=g) * 2 - 1
+    ys = c[:, :1] + c[:, 1:2] * xs + c[:, 2:3] * xs**2 + c[:, 3:4] * xs**3
+    ys = ys + 0.01 * torch.randn(tasks, k + q, generator=g)
+    rows = torch.cat(
+        [xs[:, k:].reshape(-1, 1), xs[:, :k].repeat_interleave(q, 0), ys[:, :k].repeat_interleave(q, 0)], 1
+    )
+    return rows, ys[:, k:].reshape(-1, 1)
+
+
 def main(argv=None) -> None:
     import torch
 
@@ -59,8 +110,11 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--long", type=int, default=None, metavar="STEPS", help="time a long training instead")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
+    if a.long:
+        return _main_long(a)
     cells = []
     for name, k, q, rows in SHAPES:
         cell = {"unit": name, "n_context": k, "queries_per_task": q, "rows": rows}
@@ -79,6 +133,32 @@ def main(argv=None) -> None:
         "source_hash": source_hash(),
     }
     out = Path(a.out or RESULTS / "cnp-step.json")
+    write_json_atomic(out, doc)
+    print(f"written: {out}")
+
+
+def _main_long(a) -> None:
+    """``--long``: the step time of one long training, plain and with subnormals flushed."""
+    import torch
+
+    from taskextrap.files import write_json_atomic
+    from taskextrap.provenance import source_hash
+
+    runs = {}
+    for label, flushed in (("plain", False), ("subnormals_flushed", True)):
+        runs[label] = long_training(a.long, flushed, a.seed)
+        print(label, [round(m, 1) for m in runs[label]["ms_per_step"]], flush=True)
+    doc = {
+        "shape": dict(zip(("unit", "n_context", "queries_per_task", "rows"), SHAPES[0], strict=True)),
+        "steps": a.long,
+        "runs": runs,
+        "command": f"python benchmarks/cnp_step.py --long {a.long} --threads {a.threads} --seed {a.seed}",
+        "seed": a.seed,
+        "threads": a.threads,
+        "torch": torch.__version__,
+        "source_hash": source_hash(),
+    }
+    out = Path(a.out or RESULTS / "cnp-subnormals.json")
     write_json_atomic(out, doc)
     print(f"written: {out}")
 

@@ -78,3 +78,34 @@ def test_training_batches_hold_whole_tasks_and_prediction_reads_each_context_onc
     np.testing.assert_allclose(sd, out[:, 1].reshape(6, 4), rtol=1e-6)
     with pytest.raises(ValueError, match="must all have 4 queries"):
         cnp.fit_job(_draws(40, 3, g)[:2] + (g.uniform(size=(40, 2)),) * 2 + (np.zeros((40, 0)),), _draws(10, 3, g), g)
+
+
+def _subnormal_survives() -> bool:
+    """Whether this thread's float32 arithmetic keeps a subnormal (1e-39 * 1) rather than zero."""
+    return bool((torch.tensor([1e-39], dtype=torch.float32) * 1.0).item() != 0.0)
+
+
+def test_the_cnp_trains_with_subnormals_flushed_on_its_own_thread_only():
+    """A long-trained cnp carries subnormal numbers that x86 computes with many times slower
+    (benchmarks/cnp_step.py --long): its job trains under subnormals_flushed, other networks do
+    not, and the thread is as before once the training ends."""
+    from taskextrap.operators.jobs import Job, subnormals_flushed
+    from taskextrap.operators.train import train_jobs
+
+    g = np.random.default_rng(0)
+    cfg = TrainConfig(steps=2, batch=50, lr=1e-3, eval_every=1)
+    cnp = CNPRegressor(FamilyScaler(0.0, 1.0, 0.0, 1.0), 3, seed=0, cfg=cfg, width=8)
+    job = cnp.fit_job(_draws(40, 3, g), _draws(10, 3, g), np.random.default_rng(1))
+    assert job.flush_subnormals
+    seen = []
+    batches = job.batches
+    job.batches = lambda step: (seen.append(_subnormal_survives()), batches(step))[1]
+    plain = Job(torch.nn.Linear(2, 1), lambda s: (torch.zeros(4, 2), torch.zeros(4, 1)), None, cfg)
+    plain.batches = lambda s: (seen.append(_subnormal_survives()), (torch.zeros(4, 2), torch.zeros(4, 1)))[1]
+    assert _subnormal_survives()
+    train_jobs([job], stacked=False)
+    train_jobs([plain], stacked=False)
+    assert seen == [False, False, True, True]  # flushed while the cnp trains, not the plain network
+    assert _subnormal_survives()  # and off again afterwards
+    with subnormals_flushed(False):
+        assert _subnormal_survives()

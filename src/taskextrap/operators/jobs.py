@@ -7,7 +7,8 @@ and it imports neither.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,6 +79,29 @@ def train_regressor(
     return history
 
 
+@contextlib.contextmanager
+def subnormals_flushed(on: bool = True) -> Iterator[None]:
+    """Within the block, this thread's CPU float arithmetic treats subnormal numbers (below
+    1.2e-38 in float32) as zero and rounds results below that to zero; off again after it.
+
+    Why: a network trained for thousands of steps can carry subnormal values, and x86 CPUs
+    compute with them up to a hundred times slower. The ``cnp`` at the parameter unit's shapes
+    (k=8, 2,048 rows, width 128, one thread) took 15.8 ms a step in its first 250 steps and
+    87.9 ms in steps 2,251-2,500, flushed 13.7-16.0 ms throughout (benchmarks/cnp_step.py
+    --long 2500); in a whole ``paper`` unit its 4,000 steps averaged 358 ms (speed.json, ``cpu,
+    same commit``). It is the calling thread's setting (x86's MXCSR), so
+    networks training in other lanes keep their bits; with several torch threads, only the work
+    done on this thread is flushed. A no-op when ``on`` is False."""
+    if not on:
+        yield
+        return
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
+
+
 @dataclass
 class Job:
     """One network to train: ``net`` (an ``nn.Module`` on its device), ``batches(step)`` ->
@@ -88,7 +112,8 @@ class Job:
     ``operators.train.train_jobs`` fills ``history`` (the training loss of every step) and
     ``seconds`` (its own training time; None when it trained stacked with others, whose time
     it shares), then calls ``done(job)`` (the network's owner takes its history and leaves
-    training mode)."""
+    training mode). ``flush_subnormals``: a network that trains alone on a CPU does so under
+    :func:`subnormals_flushed` (the ``cnp``, whose training slows twentyfold without it)."""
 
     net: nn.Module
     batches: Callable[[int], tuple[torch.Tensor, torch.Tensor]]
@@ -100,6 +125,7 @@ class Job:
     loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     history: list[float] = field(default_factory=list)
     seconds: float | None = None
+    flush_subnormals: bool = False
 
     @property
     def device(self) -> torch.device:

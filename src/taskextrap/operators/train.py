@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 
 from taskextrap.lanes import map_lanes
-from taskextrap.operators.jobs import Job, TrainConfig, train_regressor  # noqa: F401 - re-exported
+from taskextrap.operators.jobs import Job, TrainConfig, subnormals_flushed, train_regressor  # noqa: F401 - re-exported
 
 
 def train_jobs(
@@ -64,7 +64,8 @@ def _train_alone(job: Job, phase: Callable[[str], None] | None = None) -> None:
     if phase is not None:
         phase(f"training {job.name}")
     t = time.perf_counter()
-    job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress, job.loss)
+    with subnormals_flushed(job.flush_subnormals and job.device.type == "cpu"):
+        job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress, job.loss)
     job.seconds = time.perf_counter() - t
 
 
