@@ -85,7 +85,8 @@ def _subnormal_survives() -> bool:
     return bool((torch.tensor([1e-39], dtype=torch.float32) * 1.0).item() != 0.0)
 
 
-def test_the_cnp_trains_with_subnormals_flushed_on_its_own_thread_only():
+@pytest.mark.parametrize("stacked", [False, True])  # alone, or beside stacked networks (the GPU path)
+def test_the_cnp_trains_with_subnormals_flushed_on_its_own_thread_only(stacked):
     """A long-trained cnp carries subnormal numbers that x86 computes with many times slower
     (benchmarks/cnp_step.py --long): its job trains under subnormals_flushed, other networks do
     not, and the thread is as before once the training ends."""
@@ -100,12 +101,19 @@ def test_the_cnp_trains_with_subnormals_flushed_on_its_own_thread_only():
     seen = []
     batches = job.batches
     job.batches = lambda step: (seen.append(_subnormal_survives()), batches(step))[1]
-    plain = Job(torch.nn.Linear(2, 1), lambda s: (torch.zeros(4, 2), torch.zeros(4, 1)), None, cfg)
+    plain = Job(torch.nn.Linear(2, 1), None, None, cfg)
     plain.batches = lambda s: (seen.append(_subnormal_survives()), (torch.zeros(4, 2), torch.zeros(4, 1)))[1]
     assert _subnormal_survives()
-    train_jobs([job], stacked=False)
+    train_jobs([job], stacked=stacked)
     train_jobs([plain], stacked=False)
     assert seen == [False, False, True, True]  # flushed while the cnp trains, not the plain network
     assert _subnormal_survives()  # and off again afterwards
     with subnormals_flushed(False):
         assert _subnormal_survives()
+    torch.set_flush_denormal(True)  # a caller's own setting is left as it was
+    try:
+        with subnormals_flushed():
+            pass
+        assert not _subnormal_survives()
+    finally:
+        torch.set_flush_denormal(False)

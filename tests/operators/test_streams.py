@@ -72,11 +72,14 @@ def test_a_producers_error_is_raised_in_the_training_thread():
         stream(0)
 
 
-def test_a_producer_builds_rows_during_a_capture_but_waits_to_put_them_on_the_device():
-    """While DEVICE_LOCK is held (a CUDA graph being captured), a producer thread may build its
-    pass but not send it: CUDA voids a capture when another thread copies meanwhile."""
+def test_a_producer_builds_rows_during_a_capture_but_waits_to_put_them_on_the_device(monkeypatch):
+    """While DEVICE_LOCK is held (a CUDA graph being captured), a GPU stream's producer thread
+    may build its pass but not send it: CUDA voids a capture when another thread copies
+    meanwhile. A CPU stream has nothing to wait for."""
     import threading
 
+    assert RowStream(_make_rows([4], []), np.random.default_rng(0), 2, 1, "cuda")._device_lock() is DEVICE_LOCK
+    monkeypatch.setattr(RowStream, "_device_lock", lambda self: DEVICE_LOCK)  # a GPU's, on this CPU
     built = threading.Event()
 
     def make(g):
@@ -92,6 +95,9 @@ def test_a_producer_builds_rows_during_a_capture_but_waits_to_put_them_on_the_de
         assert consumer.is_alive() and not taken  # ... but the pass is not served
     consumer.join(5)
     assert taken and taken[0][0].shape == (8, 2)
+    monkeypatch.undo()
+    with DEVICE_LOCK:  # a CPU stream does not wait
+        assert RowStream(make, np.random.default_rng(0), 8, 2, prefetch=True)(0)[0].shape == (8, 2)
 
 
 def test_padding_widens_inputs_with_zero_columns_and_must_come_first():

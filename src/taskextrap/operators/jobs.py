@@ -8,6 +8,7 @@ and it imports neither.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -82,17 +83,17 @@ def train_regressor(
 @contextlib.contextmanager
 def subnormals_flushed(on: bool = True) -> Iterator[None]:
     """Within the block, this thread's CPU float arithmetic treats subnormal numbers (below
-    1.2e-38 in float32) as zero and rounds results below that to zero; off again after it.
+    1.2e-38 in float32) as zero and rounds results below that to zero; as before after it.
 
     Why: a network trained for thousands of steps can carry subnormal values, and x86 CPUs
-    compute with them up to a hundred times slower. The ``cnp`` at the parameter unit's shapes
-    (k=8, 2,048 rows, width 128, one thread) took 15.8 ms a step in its first 250 steps and
-    87.9 ms in steps 2,251-2,500, flushed 13.7-16.0 ms throughout (benchmarks/cnp_step.py
-    --long 2500); in a whole ``paper`` unit its 4,000 steps averaged 358 ms (speed.json, ``cpu,
-    same commit``). It is the calling thread's setting (x86's MXCSR), so
-    networks training in other lanes keep their bits; with several torch threads, only the work
-    done on this thread is flushed. A no-op when ``on`` is False."""
-    if not on:
+    compute with them many times slower. The ``cnp`` at the parameter unit's shapes (k=8, 2,048
+    rows, width 128, one thread) took 15.8 ms a step in its first 250 steps and 87.9 ms in steps
+    2,251-2,500, flushed 13.6-16.0 ms throughout (benchmarks/cnp_step.py --long 2500); a whole
+    ``paper`` unit's 4,000 steps averaged 358 ms, and 26 ms flushed (speed.json). It is the
+    calling thread's setting (x86's MXCSR), so networks training in other lanes keep their bits;
+    with several torch threads, only the work done on this thread is flushed. A no-op when ``on``
+    is False or the CPU cannot flush."""
+    if not on or _flushing():
         yield
         return
     torch.set_flush_denormal(True)
@@ -100,6 +101,21 @@ def subnormals_flushed(on: bool = True) -> Iterator[None]:
         yield
     finally:
         torch.set_flush_denormal(False)
+
+
+def _flushing() -> bool:
+    """Whether this thread already flushes subnormals (torch has no getter: a subnormal times one
+    comes out zero)."""
+    return (torch.tensor([1e-39], dtype=torch.float32) * 1.0).item() == 0.0
+
+
+def train_alone(job: Job) -> None:
+    """``job`` trained by :func:`train_regressor` (under :func:`subnormals_flushed` when it asks
+    and trains on a CPU), its history and seconds filled in."""
+    t = time.perf_counter()
+    with subnormals_flushed(job.flush_subnormals and job.device.type == "cpu"):
+        job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress, job.loss)
+    job.seconds = time.perf_counter() - t
 
 
 @dataclass
@@ -113,7 +129,7 @@ class Job:
     ``seconds`` (its own training time; None when it trained stacked with others, whose time
     it shares), then calls ``done(job)`` (the network's owner takes its history and leaves
     training mode). ``flush_subnormals``: a network that trains alone on a CPU does so under
-    :func:`subnormals_flushed` (the ``cnp``, whose training slows twentyfold without it)."""
+    :func:`subnormals_flushed` (the ``cnp``, whose training in a unit is 14 times slower without it)."""
 
     net: nn.Module
     batches: Callable[[int], tuple[torch.Tensor, torch.Tensor]]

@@ -26,7 +26,6 @@ step on one thread).
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ import torch
 from torch import nn
 
 from taskextrap.operators.streams import DEVICE_LOCK, RowStream
-from taskextrap.operators.jobs import Job, TrainConfig, train_regressor
+from taskextrap.operators.jobs import Job, TrainConfig, train_alone
 from taskextrap.operators.mlp import Unrolled
 
 WARMUP_STEPS = 3  # eager steps before a CUDA graph is captured (Adam's state must exist first)
@@ -416,12 +415,10 @@ def step_groups(groups: Sequence[_Group], steps: range) -> None:
 
 def train_stacked(jobs: Sequence[Job]) -> None:
     """Train ``jobs``: stacked groups (:func:`stack`) stepping side by side; a network that
-    cannot be stacked trains alone (``train_regressor``)."""
+    cannot be stacked trains alone (``jobs.train_alone``, as on a CPU)."""
     groups, alone = stack(jobs)
     for job in alone:
-        t = time.perf_counter()
-        job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress, job.loss)
-        job.seconds = time.perf_counter() - t
+        train_alone(job)
     step_groups(groups, range(max((g.steps for g in groups), default=0)))
     for g in groups:
         g.finish()

@@ -17,6 +17,7 @@ not see.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -121,24 +122,25 @@ class RowStream:
         x, y = self.make_rows(self.rng)
         y = column(y)
         perm = self._permutation(len(x)) if self.permute else None
-        with DEVICE_LOCK:  # rows are built unlocked; only their way onto the device waits
-            return self._send(x, y, perm)
-
-    def _send(self, x, y: np.ndarray, perm: np.ndarray | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """A pass's rows on the device, in the order ``perm`` (None: as they are)."""
         if self.device_rows:
-            xd = self._on_device(x)
-            yd = _to_device(np.ascontiguousarray(y), self.device)
-            if perm is not None:
-                index = _to_device(perm, self.device)
-                xd, yd = xd[index], yd[index]
+            with self._device_lock():
+                xd = self._on_device(x)
+                yd = _to_device(np.ascontiguousarray(y), self.device)
+                if perm is not None:
+                    index = _to_device(perm, self.device)
+                    xd, yd = xd[index], yd[index]
             return xd, yd
         x = x.numpy() if isinstance(x, RowBlocks) else x
         if perm is not None:
             x, y = x[perm], y[perm]
         if self.width is not None and x.shape[1] < self.width:
             x = np.pad(x, ((0, 0), (0, self.width - x.shape[1])))
-        return _to_device(x, self.device), _to_device(y, self.device)
+        with self._device_lock():  # the rows were built unlocked; only their way onto a GPU waits
+            return _to_device(x, self.device), _to_device(y, self.device)
+
+    def _device_lock(self):
+        """:data:`DEVICE_LOCK` on a GPU (no capture can be voided elsewhere: nothing to wait for)."""
+        return DEVICE_LOCK if self.device.type == "cuda" else contextlib.nullcontext()
 
     def _permutation(self, rows: int) -> np.ndarray:
         """A pass's order: its rows shuffled, or its groups shuffled whole."""

@@ -12,12 +12,11 @@ stream and generator, so its data never depend on which networks train beside it
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 
 
 from taskextrap.lanes import map_lanes
-from taskextrap.operators.jobs import Job, TrainConfig, subnormals_flushed, train_regressor  # noqa: F401 - re-exported
+from taskextrap.operators.jobs import Job, TrainConfig, train_alone, train_regressor  # noqa: F401 - re-exported
 
 
 def train_jobs(
@@ -63,10 +62,7 @@ def _train_alone(job: Job, phase: Callable[[str], None] | None = None) -> None:
     one lane's work."""
     if phase is not None:
         phase(f"training {job.name}")
-    t = time.perf_counter()
-    with subnormals_flushed(job.flush_subnormals and job.device.type == "cpu"):
-        job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress, job.loss)
-    job.seconds = time.perf_counter() - t
+    train_alone(job)
 
 
 # Called with every list of jobs train_jobs receives, before it trains them (benchmarks/speed.py
