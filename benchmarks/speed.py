@@ -90,9 +90,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def commit(root: Path = ROOT) -> str:
     """The short commit of the checkout ``root``, with ``+dirty`` when files differ from it;
-    ``$TASKEXTRAP_COMMIT`` when set (the lent GPU machine's copy, scripts/gpu_device.sh: its git
-    metadata need not be the checkout's)."""
-    if os.environ.get("TASKEXTRAP_COMMIT"):
+    ``$TASKEXTRAP_COMMIT`` when set and ``root`` is this checkout (the lent GPU machine's copy,
+    scripts/gpu_device.sh: its git metadata need not be the checkout's; each record also keeps
+    the source hash of the package that ran)."""
+    if os.environ.get("TASKEXTRAP_COMMIT") and Path(root).resolve() == ROOT:
         return os.environ["TASKEXTRAP_COMMIT"]
     try:
         head = subprocess.run(
@@ -182,9 +183,21 @@ def time_unit(
         "threads": threads,
         "device": device,
         "commit": commit(Path(checkout)),
+        "source_hash": _source_hash(Path(checkout)),
         "command": " ".join(["taskextrap", *cmd[3:]]).replace(out, "TMP"),
         "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+
+
+def _source_hash(checkout: Path) -> str | None:
+    """``taskextrap.provenance.source_hash`` of ``checkout``'s package (None before it existed)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "from taskextrap.provenance import source_hash; print(source_hash())"],
+        env={**os.environ, "PYTHONPATH": str(Path(checkout) / "src")},
+        capture_output=True,
+        text=True,
+    )
+    return proc.stdout.strip() or None
 
 
 def step_counters(experiment: str, extra: list[str], checkout: Path = ROOT) -> dict | None:

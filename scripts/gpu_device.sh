@@ -25,7 +25,8 @@ MODE=${2:?usage: gpu_device.sh BUDGET_S tests|smoke|speed [EXPERIMENT...]}
 shift 2
 OUT=${OUT:-runs/gpu-device}
 mkdir -p "$OUT"
-DEADLINE=$(( $(date +%s) + BUDGET ))
+DEADLINE=$(( $(date +%s) + BUDGET - 20 ))  # 20 s kept for the last copies and a killed step's grace
+failed=0
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 # the copy's .git need not be the checkout's (one was the session's first commit): name the
 # commit sent, which speed.py records
@@ -42,6 +43,7 @@ step() {  # step NAME SECONDS COMMAND...: run with at most SECONDS (or what is l
     local t0; t0=$(date +%s)
     timeout --signal=INT --kill-after=10 "$budget" "$@" >>"$LOG" 2>&1
     local rc=$?
+    (( rc != 0 )) && failed=1
     echo "== $name: rc $rc, $(( $(date +%s) - t0 )) s" | tee -a "$LOG"
     [ -f benchmarks/results/speed.json ] && cp benchmarks/results/speed.json "$OUT/speed.json"
 }
@@ -52,7 +54,8 @@ if [ ! -x .venv/bin/python ]; then
     # site-packages (the machine is bare each time), and .venv/bin holds wrappers that exec it.
     pybin=$(python3 -c 'import sys; print(sys.executable)')
     site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl \
+        || { echo "the carried wheels (.whl/, see above) did not install" | tee -a "$LOG"; exit 1; }
     echo "$PWD/src" > "$site/taskextrap-src.pth"
     mkdir -p .venv/bin
     printf '#!/bin/sh\nexec "%s" "$@"\n' "$pybin" > .venv/bin/python
@@ -75,6 +78,7 @@ tests|smoke)
     done
     ;;
 speed)
+    (( $# )) || { echo "speed: name the experiments to time" | tee -a "$LOG"; exit 2; }
     for exp in "$@"; do
         step "speed $exp" "$(left)" "$PY" benchmarks/speed.py --device cuda --label gpu --only "$exp"
     done
@@ -82,4 +86,5 @@ speed)
 *) echo "unknown mode $MODE (tests, smoke or speed)"; exit 2 ;;
 esac
 rm -rf "$OUT/tiny"
-echo "done with $(left) s of the budget left" | tee -a "$LOG"
+echo "done with $(left) s of the budget left$( (( failed )) && echo '; a step failed')" | tee -a "$LOG"
+exit $failed
