@@ -22,6 +22,7 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp
 from taskextrap.baselines.discrete import DiscreteInductive
+from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.composition import CompositionRTE
 from taskextrap.experiments.discrete import (
     table_rows,
@@ -182,9 +183,9 @@ def predict_all(
     targets: CompositionSet,
     obs: Observations,
     seed: int,
-) -> tuple[dict, dict]:
-    """Predictions of every method at the query points, and per-draw diagnostics: retrieval and
-    the coverage of rte's 90% predictive interval.
+) -> tuple[dict, dict, Decomposition]:
+    """Predictions of every method at the query points, per-draw diagnostics (retrieval and
+    the coverage of rte's 90% predictive interval) and the decomposition behind the ``rte`` row.
 
     ``strategy-b`` is the paper's plain Strategy B from the same fit: the k*k verified pairs'
     arg-min (no refinement, no averaging).
@@ -218,7 +219,7 @@ def predict_all(
         **interval_diagnostics("rte", mean, std, obs.qry_y, rte.calibrated_scale()),
         "rte_entropy": entropy(weights),
     }
-    return preds, retrieval
+    return preds, retrieval, d
 
 
 EMBEDDING_TITLE = "primitives: proxy embedding by family"

@@ -21,6 +21,7 @@ import numpy as np
 
 from taskextrap.baselines.context import ctx_interp
 from taskextrap.baselines.table import method_rows
+from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.composition_depth3 import Composition3RTE
 from taskextrap.posterior.estimator import SELF_CALIBRATED
 from taskextrap.experiments.discrete import (
@@ -158,9 +159,9 @@ def make_rte(spec: UnitSpec) -> Composition3RTE:
 
 def predict_all(
     rte: Composition3RTE, inductive, primitives: PrimitiveSet, targets: ChainSet, obs: Observations, seed: int
-) -> tuple[dict, dict]:
-    """Predictions of every method at the query points, and per-draw diagnostics: retrieval and
-    the coverage of rte's 90% predictive interval."""
+) -> tuple[dict, dict, Decomposition]:
+    """Predictions of every method at the query points, per-draw diagnostics (retrieval and
+    the coverage of rte's 90% predictive interval) and the decomposition behind the ``rte`` row."""
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
     plain = rte.decompose(cx, cy, refine=0)  # the paper's search: k^3 verification only
     d = rte.refined(cx, cy, plain)
@@ -184,7 +185,7 @@ def predict_all(
     }
     for j, slot in enumerate(SLOTS):  # where retrieval loses the chain: each slot's recall
         retrieval[f"{slot}_in_candidates"] = (cands[:, j] == truth[:, j : j + 1]).any(axis=1).astype(float)
-    return preds, retrieval
+    return preds, retrieval, d
 
 
 EMBEDDING_TITLE = "primitives: proxy embedding by family"

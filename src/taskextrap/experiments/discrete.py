@@ -371,7 +371,8 @@ def fit_and_score(library, estimator, targets, obs, work: UnitWork) -> UnitResul
     points. Every stream is seeded by the estimator's training seed.
 
     ``predict_all(rte, inductive, library, targets, obs, seed)`` returns (predictions per method,
-    per-draw retrieval diagnostics) of the regime's own rows; the table's predictions and the
+    per-draw retrieval diagnostics, the decomposition behind the ``rte`` row) of the regime's own
+    rows (``rte-gp`` predicts from that decomposition instead of searching again); the table's predictions and the
     interval diagnostics of those with an interval (prefix: the method's name) are added to
     them; errors and diagnostics are averaged per target.
     ``plot(rte)`` draws the unit's figures; ``dev_split`` as :class:`UnitWork` takes it.
@@ -395,7 +396,7 @@ def fit_and_score(library, estimator, targets, obs, work: UnitWork) -> UnitResul
         | {f"{m}_training_s": p.jobs[0] for m, p in fits.items() if p.jobs}
     )
     t = time.perf_counter()
-    preds, retrieval = predict_all(rte, inductive, library, targets, obs, seed)
+    preds, retrieval, decomposition = predict_all(rte, inductive, library, targets, obs, seed)
     for m in table:
         out = fitted[m].predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=fitted[m].interval)
         preds[m] = out[0] if fitted[m].interval else out
@@ -407,7 +408,10 @@ def fit_and_score(library, estimator, targets, obs, work: UnitWork) -> UnitResul
         t = time.perf_counter()
         model = context_posterior(rte, library, work.dev_split, fitted.get("meta-gp"), regime)
         timing["rte-gp_choice_s"] = time.perf_counter() - t
-        preds["rte-gp"], sd = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+        # rte's own decomposition of these contexts: the same numbers as searching again, once
+        preds["rte-gp"], sd = model.predict(
+            obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True, decomposition=decomposition
+        )
         retrieval |= interval_diagnostics("rte-gp", preds["rte-gp"], sd, obs.qry_y, model.posterior_.scale)
         extras["rte-gp"] = choice_summary(model.dev_record_)
     n = len(targets)

@@ -18,6 +18,7 @@ import numpy as np
 from taskextrap.baselines.context import ctx_polyfit
 from taskextrap.baselines.discrete import DiscreteInductive
 from taskextrap.errors import TaskextrapError
+from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.length import LengthRTE
 from taskextrap.experiments.discrete import (
     table_rows,
@@ -125,9 +126,9 @@ def make_rte(spec: UnitSpec) -> LengthRTE:
 
 def predict_all(
     rte: LengthRTE, inductive: DiscreteInductive, library: LadderSet, targets: LadderSet, obs: Observations, seed: int
-) -> tuple[dict[str, np.ndarray], dict]:
-    """Predictions of every method at the query points, and per-draw diagnostics: retrieval and
-    the coverage of rte's 90% predictive interval.
+) -> tuple[dict[str, np.ndarray], dict, Decomposition]:
+    """Predictions of every method at the query points, per-draw diagnostics (retrieval and
+    the coverage of rte's 90% predictive interval) and the decomposition behind the ``rte`` row.
 
     ``strategy-b`` is the paper's plain Strategy B from the same fit: the decomposer's top-``k``
     (no wider screening), the coefficient search, the arg-min (no averaging).
@@ -156,7 +157,7 @@ def predict_all(
         **interval_diagnostics("rte", mean, std, obs.qry_y, rte.calibrated_scale()),
         "rte_entropy": entropy(weights),
     }
-    return preds, retrieval
+    return preds, retrieval, d
 
 
 def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
