@@ -87,9 +87,10 @@ def subnormals_flushed(on: bool = True) -> Iterator[None]:
 
     Why: a network trained for thousands of steps can carry subnormal values, and x86 CPUs
     compute with them many times slower. The ``cnp`` at the parameter unit's shapes (k=8, 2,048
-    rows, width 128, one thread) took 15.8 ms a step in its first 250 steps and 87.9 ms in steps
-    2,251-2,500, flushed 13.6-16.0 ms throughout (benchmarks/cnp_step.py --long 2500); a whole
-    ``paper`` unit's 4,000 steps averaged 358 ms, and 26 ms flushed (speed.json). It is the
+    rows, width 128, one thread) steps several times slower by step 2,500 than at its start, and
+    flushed at the same pace throughout (benchmarks/cnp_step.py --long 2500,
+    benchmarks/results/cnp-subnormals.json); in a whole ``paper`` unit its training took 14 times
+    longer unflushed (speed.json). It is the
     calling thread's setting (x86's MXCSR), so networks training in other lanes keep their bits;
     with several torch threads, only the work done on this thread is flushed. A no-op when ``on``
     is False or the CPU cannot flush."""
