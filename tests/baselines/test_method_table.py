@@ -75,7 +75,9 @@ def test_the_table_lists_rows_per_regime_and_dev_variants_apart():
     assert {"ctx-gp", "meta-gp", "cnp", "library-knn"} <= set(method_rows("observed"))  # beside a user's model
     assert "library-knn" not in method_rows("parameter") and "meta-gp-rbf" not in method_rows("observed")
     # every regime that trains the classics scores their variants on its own dev split
-    assert method_rows("length", dev=True) == method_rows("composition", dev=True) == method_rows("parameter", dev=True)
+    variants = method_rows("parameter", dev=True)
+    assert method_rows("length", dev=True) == method_rows("composition", dev=True) == variants
+    assert method_rows("composition-depth3", dev=True) == variants
     assert method_rows("observed", dev=True) == ()
     with pytest.raises(TaskextrapError, match="unknown regime 'nosuch'"):
         method_rows("nosuch")

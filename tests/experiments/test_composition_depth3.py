@@ -67,6 +67,8 @@ def test_dev_unit_fits_on_dev_training_recipes_only_and_scores_the_dev_recipes()
         spec = UnitSpec(POLY_SIN_TANH_RESCALED, protocol, D3.PROFILES["tiny"], 0, "gradient", 5, split=dev, dev=True)
         unit = D3.run_unit(spec)
     assert "rte-gp" not in D3.main_methods(dev=True) and "rte-gp" in D3.main_methods()  # a dev run has none
+    # a dev run scores the classics' variants (the regime's own choice of them), a test run none
+    assert "meta-gp-matern52" in D3.main_methods(dev=True) and "meta-gp-matern52" not in D3.main_methods()
     for m in D3.main_methods(dev=True):
         assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
     audit.check(

@@ -20,10 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from taskextrap.baselines.context import ctx_interp
-from taskextrap.baselines.table import method_rows
 from taskextrap.estimators.base import Decomposition
 from taskextrap.estimators.composition_depth3 import Composition3RTE
-from taskextrap.posterior.estimator import SELF_CALIBRATED
 from taskextrap.experiments.discrete import (
     DiscreteRun,
     rte_rows,
@@ -41,6 +39,7 @@ from taskextrap.experiments.discrete import (
     set_stem,
     set_streams,
     set_unit_key,
+    table_rows,
 )
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.registry import FRESH_TEST_SEED, register
@@ -72,8 +71,9 @@ GROUP = "unseen-recipes"
 
 def main_methods(dev: bool = False) -> tuple[str, ...]:
     """The rows of ``composition-depth3``: the regime's own, then the method table's
-    (``baselines.table``); a dev split's run has no ``rte-gp`` (``experiments.discrete.table_rows``)."""
-    return tuple(m for m in (*OWN_METHODS, *method_rows(REGIME)) if not (dev and m in SELF_CALIBRATED))
+    (``baselines.table``); a dev split's run has no ``rte-gp`` and scores the classics' dev
+    variants (``experiments.discrete.table_rows``)."""
+    return table_rows(REGIME, OWN_METHODS, dev=dev)
 
 
 BREAKDOWN = ("rte", "sparse-inductive", "verified-composition")  # per held-out recipe
