@@ -120,7 +120,7 @@ def test_the_chosen_variants_are_the_dev_runs_choice():
     assert choose_classics(rows) == CHOSEN
 
 
-@pytest.mark.parametrize("regime", ["length", "composition"])
+@pytest.mark.parametrize("regime", ["length", "composition", "composition-depth3"])
 def test_each_discrete_regimes_variants_are_its_own_dev_runs_choice(regime):
     """chosen(regime) is what choose_classics reads from the committed quick dev runs of that
     regime (both protocols; they score every variant)."""
