@@ -117,13 +117,20 @@ def render(
             f"{'; '.join(clear) if clear else 'none'}; {unclear} other comparison(s) not clear._",
         ]
     wall = data.get("timing", {}).get("wall_s")
-    if wall is not None and wall >= 5:
+    if wall is not None and wall >= 5 and not assembled(data):
         parts += ["", wall_note(data, wall)]
     elif wall is not None and "-ablations" in name:  # ablations reuse the main experiment's fits
         parts += ["", "_scored from the main experiment's cached units._"]
     elif wall is not None:  # a run finished over several resumptions: its last call read the cached unit
         parts += ["", "_read from the unit cache; the text says how long computing it took._"]
     return "\n".join(parts).strip("\n")
+
+
+def assembled(data: dict) -> bool:
+    """Whether a results file was assembled from cached units computed elsewhere (one process per
+    seed, then ``run.py`` read them): its wall time is under 1% of its units' compute."""
+    timing = data.get("timing", {})
+    return timing.get("wall_s", 0.0) < 0.01 * timing.get("unit_s", 0.0)
 
 
 def grouped_claims(comparisons) -> list[str]:

@@ -86,6 +86,9 @@ def test_tables_render_mse_and_accuracy_rows_with_wall_time(tmp_path, monkeypatc
     for name, says in (("x-ablations", "main experiment's cached units"), ("y", "read from the unit cache")):
         (tmp_path / f"{name}.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 1.0}}))
         assert says in mod.render(name) and "_wall" not in mod.render(name)
+    # assembled from units computed by one process per seed: its wall is a second or so of reading
+    (tmp_path / "z.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 7.0, "unit_s": 5000.0}}))
+    assert "read from the unit cache" in mod.render("z") and "_wall" not in mod.render("z")
     assert "on 2 CPU cores._" in text and "thread" not in text  # an older file records no threads
     (tmp_path / "t.json").write_text(json.dumps({"rows": rows, "timing": {"wall_s": 90.0}, "config": {"threads": 2}}))
     assert "_wall 1.5 min on 2 CPU cores, 2 torch threads per unit._" in mod.render("t")
