@@ -478,6 +478,33 @@ def test_rte_gp_goals_table_counts_verdicts_winners_and_coverage(tmp_path, monke
         mod.render_spec("rte-gp-goals x:nosuch")
 
 
+def test_rte_gp_shift_table_reads_each_files_dev_record_beside_its_test_rows(tmp_path, monkeypatch):
+    mod = _load("tables.py")
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+
+    def row(g, m, metric, v):
+        return {"group": g, "method": m, "metric": metric, "value": v, "ci95": None, "n": 3}
+
+    def choice(mse, raw, cov, n=None):
+        return {"out_of_fold_mse": mse, "out_of_fold_coverage_raw": raw, "out_of_fold_coverage": cov, "dev_targets": n}
+
+    rows = [row("g", "rte-gp", "mse", 4.0), row("g", "rte-gp", "coverage", 0.7),
+            row("g", "rte-gp-uncalibrated", "coverage", 0.6)]  # fmt: skip
+    per_file = {"rows": rows, "config": {"rte-gp_choice": [choice(1.0, 0.8, 0.9, 50), choice(3.0, 0.8, 0.92, 50)]}}
+    per_family = {"rows": rows, "config": {"rte-gp_choice": {"g": [{"out_of_fold_coverage": 0.9}]}}}
+    suite_rows = [dict(r, group="d:q") for r in rows]
+    suite = {"rows": suite_rows, "config": {"d": {"questions": {"q": {"rte-gp_choice": [choice(2.0, 0.9, 0.9)],
+                                                                      "dev": [{"targets": 3}]}}}}}  # fmt: skip
+    for name, data in (("a", per_file), ("b", per_family), ("c", suite)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+    lines = mod.render_spec("rte-gp-shift a:g b:g c:d:q").splitlines()
+    assert lines[2] == "| a | g | 50 | 2.00 | 4.00 | 2 | 0.800 | 0.600 | 0.910 | 0.700 | **no** |"  # seeds averaged
+    assert lines[3] == "| b | g | - | - | 4.00 | - | - | 0.600 | 0.900 | 0.700 | **no** |"  # no dev MSE recorded
+    assert lines[4] == "| c | d:q | 3 | 2.00 | 4.00 | 2 | 0.900 | 0.600 | 0.900 | 0.700 | **no** |"
+    with pytest.raises(SystemExit, match="no rte-gp row"):
+        mod.render_spec("rte-gp-shift a:nosuch")
+
+
 def test_table_block_methods_keeps_those_rows_in_order_and_the_claims_between_them(tmp_path, monkeypatch):
     mod = _load("tables.py")
     methods = ("rte", "ctx-polyfit", "library-best-fit")
