@@ -34,7 +34,7 @@ def step_ms(k: int, group: int, rows: int, repeats: int, seed: int) -> list[floa
     tasks of ``group`` rows (1: every row encodes its own context)."""
     import torch
 
-    from taskextrap.operators.cnp import CNPNet, gaussian_nll
+    from taskextrap.operators.cnp import CNPNet
 
     net = CNPNet(k, 128, seed)
     net.group = group
@@ -45,10 +45,7 @@ def step_ms(k: int, group: int, rows: int, repeats: int, seed: int) -> list[floa
     out = []
     for i in range(repeats + 3):  # three warm-up steps
         t = time.perf_counter()
-        loss = gaussian_nll(net(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        _adam_step(net, opt, x, y)
         if i >= 3:
             out.append(1000 * (time.perf_counter() - t))
     return out
@@ -60,7 +57,7 @@ def long_training(steps: int, flushed: bool, seed: int, window: int = 250) -> di
     plain or under ``subnormals_flushed``; and the last window's mean loss."""
     import torch
 
-    from taskextrap.operators.cnp import CNPNet, gaussian_nll
+    from taskextrap.operators.cnp import CNPNet
     from taskextrap.operators.jobs import subnormals_flushed
 
     _, k, q, rows = SHAPES[0]
@@ -72,17 +69,23 @@ def long_training(steps: int, flushed: bool, seed: int, window: int = 250) -> di
     with subnormals_flushed(flushed):
         t = time.perf_counter()
         for step in range(steps):
-            x, y = _cubic_rows(g, k, q, rows // q)
-            loss = gaussian_nll(net(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+            losses.append(_adam_step(net, opt, *_cubic_rows(g, k, q, rows // q)).item())
             if (step + 1) % window == 0:
                 now = time.perf_counter()
                 windows.append(1000 * (now - t) / window)
                 t = now
     return {"ms_per_step": windows, "window": window, "last_window_loss": statistics.mean(losses[-window:])}
+
+
+def _adam_step(net, opt, x, y):
+    """One Adam step of ``net`` on the Gaussian likelihood of ``y`` given rows ``x``: its loss."""
+    from taskextrap.operators.cnp import gaussian_nll
+
+    loss = gaussian_nll(net(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
 
 
 def _cubic_rows(g, k: int, q: int, tasks: int):
