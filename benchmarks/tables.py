@@ -662,7 +662,8 @@ def render_coverage(entries: list[str]) -> str:
         "",
         "_share of query points inside the 90% interval, value ± ci95 over targets (sd across seeds); raw: "
         "the posterior's, calibrated: times the scale chosen on the dev split (`search.calibration`); "
-        "the classics' intervals are their own, uncalibrated; empty: the file has no such row._",
+        "the classics' columns: their own interval calibrated the same way where the file also has its "
+        "`-uncalibrated` row (every file since issue 63), else raw; empty: the file has no such row._",
     ]
     return "\n".join(lines)
 
