@@ -430,6 +430,31 @@ def render_bounded_gamma(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_own_tasks(data: dict) -> str:
+    """``own-tasks-dev.json`` (benchmarks/own_tasks_dev.py): each classic fitted alone on a dev
+    library above ``OWN_TASKS``, with the cap and without it, on the same dev targets: the MSE and
+    fit seconds of each and the paired difference capped − uncapped."""
+    lines = [
+        "| classic | variant | capped MSE | uncapped MSE | capped − uncapped (95% CI) | capped fit s "
+        "| uncapped fit s |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for m, r in data["methods"].items():
+        c, u, d = r["capped"], r["uncapped"], r["capped_minus_uncapped"]
+        lo, hi = d["interval"]
+        lines.append(
+            f"| `{m}` | `{c['variant']}` | {fmt(c['mse'])} | {fmt(u['mse'])} | {d['diff']:+.3g} ({lo:+.3g}, {hi:+.3g})"
+            f"{' **clear**' if d['clear'] else ''} | {c['fit_s']:.1f} | {u['fit_s']:.1f} |"
+        )
+    lines += [
+        "",
+        f"_{data['family']} family, {data['split']} split, a library of {data['tasks']:,} tasks (cap "
+        f"{data['cap']:,}); seed {data['seed']}, {data['threads']} torch thread; commit "
+        f"{data['environment'].get('git') or '?'}; {data['wall_s'] / 60:.0f} min; `{data['command']}`._",
+    ]
+    return "\n".join(lines)
+
+
 def render_depth3_search(data: dict) -> str:
     """``depth3-search.json``: milliseconds per target of the batched k^3 verification (1 and 2
     torch threads) and of the Python-loop reference, and their ratio."""
@@ -1367,6 +1392,8 @@ def render_spec(spec: str) -> str:
         return render_scale_candidates(data)
     if name == "bounded-gamma" and not opts:
         return render_bounded_gamma(data)
+    if name == "own-tasks-dev" and not opts:
+        return render_own_tasks(data)
     if "modes" in data and "agreement" in data and not opts:
         return render_codeio_search(data)
     if "anchor" in data and "labels" in data and not opts:

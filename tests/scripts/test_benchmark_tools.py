@@ -697,3 +697,20 @@ def test_stream_table_says_whether_a_million_was_projected_or_measured():
     assert "| 100,000 | 10 | ray (2) |" in text and text.count("**no**") == 1  # the engines disagreed there
     one = mod.render_stream(env | {"records": two[:1], "per_million": per})
     assert "Measured at one size" in one and "fixed" not in one
+
+
+def test_own_tasks_table_shows_each_classic_capped_and_uncapped_with_the_paired_difference(tmp_path, monkeypatch):
+    mod = _load("tables.py")
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+
+    def fit(mse, s):
+        return {"variant": "meta-gp-x", "mse": mse, "fit_s": s}
+
+    diff = {"diff": 0.25, "interval": [0.1, 0.4], "clear": True}
+    doc = {"methods": {"meta-gp": {"capped": fit(0.5, 2.0), "uncapped": fit(0.25, 9.0), "capped_minus_uncapped": diff}}}
+    doc |= {"family": "cubic", "split": "dev", "tasks": 3072, "cap": 1024, "seed": 0, "threads": 1}
+    doc |= {"environment": {"git": "abc"}, "wall_s": 120.0, "command": "python benchmarks/own_tasks_dev.py"}
+    (tmp_path / "own-tasks-dev.json").write_text(json.dumps(doc))
+    lines = mod.render_spec("own-tasks-dev").splitlines()
+    assert lines[2] == "| `meta-gp` | `meta-gp-x` | 0.500 | 0.250 | +0.25 (+0.1, +0.4) **clear** | 2.0 | 9.0 |"
+    assert "a library of 3,072 tasks (cap 1,024)" in lines[-1] and "2 min" in lines[-1]
