@@ -814,9 +814,9 @@ def render_context_shift(entries: list[str]) -> str:
         ok = cov is not None and COVERAGE_BAND[0] <= cov["value"] <= COVERAGE_BAND[1]
         cells = [
             "/".join(str(n) for n in sorted(dev_n)) or "-",
-            fmt(dmse) if dmse else "-",
+            "-" if dmse is None else fmt(dmse),
             fmt(test),
-            f"{test / dmse:.2g}" if dmse else "-",
+            f"{test / dmse:.2g}" if dmse else "-",  # no ratio to a dev MSE of 0 either
             f"{np.mean(dev_raw):.3f}" if dev_raw else "-",
             f"{raw['value']:.3f}" if raw else "-",
             f"{np.mean(dev_cov):.3f}" if dev_cov else "-",
