@@ -651,6 +651,13 @@ def _entry_groups(entries: list[str], method: str, block: str):
 
 
 COVERAGE_BAND = (0.85, 0.95)  # a calibrated 90% interval's coverage counts as met inside this band
+
+
+def _in_band(row: dict | None) -> bool:
+    """Whether a coverage ``row`` exists and its value lies in :data:`COVERAGE_BAND`."""
+    return row is not None and COVERAGE_BAND[0] <= row["value"] <= COVERAGE_BAND[1]
+
+
 CLASSICS = ("ctx-gp", "meta-gp", "cnp")
 
 
@@ -674,11 +681,10 @@ def render_coverage(entries: list[str]) -> str:
         if raw is None and "interval_scale" not in (data.get("config") or {}):  # before calibration
             raw, cal = cal, None
         width = rows.get(("rte", "interval-width"))
-        lo, hi = COVERAGE_BAND
         cells = [
             _cell(raw) if raw else "-",
             _cell(cal) if cal else "-",
-            "-" if cal is None else "yes" if lo <= cal["value"] <= hi else "**no**",
+            "-" if cal is None else "yes" if _in_band(cal) else "**no**",
             _cell(width) if width else "-",
             *(_cell(rows[(m, "coverage")]) if (m, "coverage") in rows else "" for m in CLASSICS),
         ]
@@ -756,7 +762,7 @@ def render_context_goals(entries: list[str]) -> str:
         verdict = {"✓": "✗", "✗": "✓"}.get(verdict, verdict)  # _verdict speaks for rte
         others = _beaten_by(data, group, "rte-gp")
         cov = rows.get(("rte-gp", "coverage"))
-        ok = cov is not None and COVERAGE_BAND[0] <= cov["value"] <= COVERAGE_BAND[1]
+        ok = _in_band(cov)
         cells, beaten, in_band = cells + 1, beaten + bool(others), in_band + ok
         worse, better = worse + (verdict == "✗"), better + (verdict == "✓")
         lines.append(
@@ -811,7 +817,7 @@ def render_context_shift(entries: list[str]) -> str:
         test, cov = rows[("rte-gp", "mse")]["value"], rows.get(("rte-gp", "coverage"))
         raw = rows.get(("rte-gp-uncalibrated", "coverage"))
         dmse = float(np.mean(dev_mse)) if dev_mse else None
-        ok = cov is not None and COVERAGE_BAND[0] <= cov["value"] <= COVERAGE_BAND[1]
+        ok = _in_band(cov)
         cells = [
             "/".join(str(n) for n in sorted(dev_n)) or "-",
             "-" if dmse is None else fmt(dmse),
