@@ -91,6 +91,18 @@ def test_a_length_rte_gp_is_saved_and_loaded_with_its_regime(tmp_path):
     prior = ResidualPrior("rbf", (0.0, 0.0, np.log(1e-2)), 0.0, 0.0, 1.0, 1.0)
     model = RTEGP.from_parts(rte, ContextPosterior(prior, 1.0, 1.5), regime="length")
     mean, sd = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)
+    # an experiment's unit hands over its rte row at the queries: the same prediction up to the
+    # rounding of the row blocks; whatever RTE would predict there is what it corrects
+    d = rte.decompose(obs.ctx_x, obs.ctx_y)
+    row = rte.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, d)
+    given, sd_given = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, True, d, at_query=row)
+    assert np.allclose(given, mean, rtol=1e-5, atol=1e-6) and np.allclose(sd_given, sd, rtol=1e-5)
+    shifted = model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, decomposition=d, at_query=row + 1.0)
+    assert not np.allclose(shifted, given)
+    with pytest.raises(TaskextrapError, match="decomposition"):
+        model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, at_query=row)
+    with pytest.raises(TaskextrapError, match="shape"):
+        model.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, decomposition=d, at_query=row[:, :2])
     back = RTEGP.from_pretrained(model.save_pretrained(tmp_path / "m"))
     assert back.regime == "length" and type(back.rte_) is type(rte)
     again, sd_again = back.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)

@@ -408,9 +408,10 @@ def fit_and_score(library, estimator, targets, obs, work: UnitWork) -> UnitResul
         t = time.perf_counter()
         model = context_posterior(rte, library, work.dev_split, fitted.get("meta-gp"), regime)
         timing["rte-gp_choice_s"] = time.perf_counter() - t
-        # rte's own decomposition of these contexts: the same numbers as searching again, once
+        # rte's own decomposition of these contexts (the same numbers as searching again, once)
+        # and its row's prediction at the queries: only the context inputs run through the chains
         preds["rte-gp"], sd = model.predict(
-            obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True, decomposition=decomposition
+            obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True, decomposition=decomposition, at_query=preds["rte"]
         )
         retrieval |= interval_diagnostics("rte-gp", preds["rte-gp"], sd, obs.qry_y, model.posterior_.scale)
         extras["rte-gp"] = choice_summary(model.dev_record_)

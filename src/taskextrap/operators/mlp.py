@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from taskextrap.lanes import map_lanes
+from taskextrap.operators.jobs import subnormals_flushed
 
 # Parameter-extrapolation backbone: [D_in, 64, 64, 16] -> [16, 64, 64, 16] -> [16, 128, D_out].
 PARAMETER_BLOCKS = ((64, 64, 16), (64, 64, 16), (128,))
@@ -44,12 +45,17 @@ def predict_rows(net, rows: SlicedRows, device: torch.device | str = "cpu", chun
     ``chunk`` rows at a time (default :data:`PREDICT_CHUNK` on a CPU, :data:`GPU_PREDICT_CHUNK`
     elsewhere) moved to ``device`` (the network's); the outputs (n, out) come back on the CPU.
     On a CPU the chunks run in lanes (``taskextrap.lanes``): each chunk is the same pass
-    whichever lane runs it, so the outputs keep their bits."""
+    whichever lane runs it, so the outputs keep their bits; and each pass flushes subnormal
+    numbers (``operators.jobs.subnormals_flushed``): a network trained thousands of steps carries
+    subnormal weights, with which an x86 CPU multiplies many times slower (Psi_chain of a
+    depth-3 ``paper`` unit predicted its candidate chains tens of times slower). A subnormal
+    weight's product is below a float32 output's rounding, so the outputs keep their bits
+    (tests/test_mlp.py; benchmarks/results/predict-subnormals.json on trained networks)."""
     on_cpu = torch.device(device).type == "cpu"
     chunk = chunk or (PREDICT_CHUNK if on_cpu else GPU_PREDICT_CHUNK)
 
     def one(i: int) -> torch.Tensor:
-        with torch.no_grad():
+        with torch.no_grad(), subnormals_flushed(on_cpu):
             return net(torch.from_numpy(rows[i : i + chunk]).to(device))
 
     return torch.cat(map_lanes(one, range(0, len(rows), chunk), device)).cpu()

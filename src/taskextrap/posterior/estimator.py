@@ -271,15 +271,27 @@ class RTEGP(Fittable):
         model.dev_record_ = record.get("dev_record", {})
         return model
 
-    def predict(self, ctx_x, ctx_y, x_query, return_std: bool = False, decomposition=None):
+    def predict(self, ctx_x, ctx_y, x_query, return_std: bool = False, decomposition=None, at_query=None):
         """Each target's prediction (n, q) at ``x_query`` from its context (n, k); with
         ``return_std`` also the calibrated predictive sd (n, q). ``decomposition``: RTE's of these
-        contexts (``rte_.decompose``), when the caller has it (the same numbers, one search less)."""
+        contexts (``rte_.decompose``), when the caller has it (the same numbers, one search less).
+        ``at_query``: RTE's own prediction (n, q) at ``x_query`` from that decomposition (an
+        experiment's ``rte`` row), when the caller has it: then only the context inputs run
+        through RTE (its candidates predicted once at the queries, not twice; the numbers differ
+        from one joint pass only in the rounding of the network's row blocks)."""
         self.check_is_fitted()
         ctx_x, ctx_y = check_context(ctx_x, ctx_y)
         x_query = check_query(x_query, len(ctx_x), "x_query")
         k = ctx_x.shape[1]
-        base = self.rte_.predict(ctx_x, ctx_y, np.concatenate([ctx_x, x_query], 1), decomposition)
+        if at_query is None:
+            base = self.rte_.predict(ctx_x, ctx_y, np.concatenate([ctx_x, x_query], 1), decomposition)
+        else:
+            if decomposition is None:
+                raise TaskextrapError("at_query is RTE's prediction from a decomposition: pass that decomposition")
+            at_query = check_query(at_query, len(ctx_x), "at_query")
+            if at_query.shape != x_query.shape:
+                raise TaskextrapError(f"at_query must have x_query's shape {x_query.shape}, got {at_query.shape}")
+            base = np.concatenate([self.rte_.predict(ctx_x, ctx_y, ctx_x, decomposition), at_query], 1)
         expert = None
         if self.library_gp_ is not None and self.posterior_.share < 1.0:
             expert = self.library_gp_.predict(ctx_x, ctx_y, x_query, return_std=True)
