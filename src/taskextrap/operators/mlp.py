@@ -50,7 +50,7 @@ def predict_rows(net, rows: SlicedRows, device: torch.device | str = "cpu", chun
     subnormal weights, with which an x86 CPU multiplies many times slower (Psi_chain of a
     depth-3 ``paper`` unit predicted its candidate chains tens of times slower). A subnormal
     weight's product is below a float32 output's rounding, so the outputs keep their bits
-    (tests/test_mlp.py; benchmarks/results/predict-subnormals.json on trained networks)."""
+    (tests/operators/test_predict_rows.py; benchmarks/predict_subnormals.py on a trained network)."""
     on_cpu = torch.device(device).type == "cpu"
     chunk = chunk or (PREDICT_CHUNK if on_cpu else GPU_PREDICT_CHUNK)
 
