@@ -2,7 +2,7 @@
 
 ``python benchmarks/predict_subnormals.py``: trains the depth-3 regime's Psi_chain as a ``paper``
 unit does (``Composition3RTE`` at the ``paper`` profile's pairs and training, one torch thread;
-the decomposer barely trained: it is not timed), then passes the rows of 1,000 held-out chains
+the decomposer barely trained: it is not timed), then passes the rows of ``--targets`` (1,000) held-out chains
 at their context and query inputs (what one candidate chain costs ``rte-gp``'s choice) through
 the trained network: chunk by chunk as ``predict_rows`` did before (plain) and through
 ``predict_rows`` now (each chunk under ``operators.jobs.subnormals_flushed``). Records the
@@ -47,6 +47,8 @@ def summary(seconds: list[float]) -> dict:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--protocol", default="paper", choices=("paper", "strict"))
+    p.add_argument("--profile", default="paper", help="the depth-3 profile whose pairs and training it takes")
+    p.add_argument("--targets", type=int, default=1000, help="held-out chains whose rows are timed")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=OUT)
@@ -65,7 +67,7 @@ def main(argv=None) -> None:
     from taskextrap.provenance import cpu_info, source_hash
     from taskextrap.tasks.chains import PAPER_RECIPE_SPLIT
 
-    profile = depth3.PROFILES["paper"]
+    profile = depth3.PROFILES[args.profile]
     library = depth3.make_library(profile.n_library)
     rte = Composition3RTE(
         split=PAPER_RECIPE_SPLIT,
@@ -79,7 +81,7 @@ def main(argv=None) -> None:
     t = time.perf_counter()
     rte.fit(library)
     fit_s = time.perf_counter() - t
-    targets, obs = depth3.make_targets(library, rte.protocol_, 1000, 1, PAPER_RECIPE_SPLIT)
+    targets, obs = depth3.make_targets(library, rte.protocol_, args.targets, 1, PAPER_RECIPE_SPLIT)
     cx, cy = sort_context(obs.ctx_x, obs.ctx_y)
     chains = targets.chains[obs.task]
     rows = rte.psi_.features(np.concatenate([obs.ctx_x, obs.qry_x], 1), chains, cx, cy)
@@ -91,6 +93,7 @@ def main(argv=None) -> None:
     record = {
         "what": "one candidate chain's rows through a trained depth-3 Psi_chain, plain and flushed",
         "protocol": args.protocol,
+        "profile": args.profile,
         "seed": args.seed,
         "train": {"n_pairs": profile.n_pairs, "steps": profile.train.steps, "batch": profile.train.batch},
         "fit_s": round(fit_s, 1),
@@ -102,8 +105,8 @@ def main(argv=None) -> None:
         "speedup_median": statistics.median(plain_s) / statistics.median(flushed_s),
         "same_bits": bool(torch.equal(plain, flushed)),
         "threads": 1,
-        "command": f"python benchmarks/predict_subnormals.py --protocol {args.protocol} --repeats {args.repeats} "
-        f"--seed {args.seed}",
+        "command": f"python benchmarks/predict_subnormals.py --protocol {args.protocol} --profile {args.profile} "
+        f"--targets {args.targets} --repeats {args.repeats} --seed {args.seed}",
         "torch": torch.__version__,
         "cpu": cpu_info(),
         "source_hash": source_hash(),

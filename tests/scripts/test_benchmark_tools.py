@@ -714,3 +714,15 @@ def test_own_tasks_table_shows_each_classic_capped_and_uncapped_with_the_paired_
     lines = mod.render_spec("own-tasks-dev").splitlines()
     assert lines[2] == "| `meta-gp` | `meta-gp-x` | 0.500 | 0.250 | +0.25 (+0.1, +0.4) **clear** | 2.0 | 9.0 |"
     assert "a library of 3,072 tasks (cap 1,024)" in lines[-1] and "2 min" in lines[-1]
+
+
+@pytest.mark.slow
+def test_predict_subnormals_times_both_passes_and_compares_their_bits(tmp_path):
+    """benchmarks/predict_subnormals.py at the tiny profile: a record of both passes' seconds,
+    the trained network's subnormal weights and whether the passes agree to the bit."""
+    out = tmp_path / "p.json"
+    _load("predict_subnormals.py").main(["--profile", "tiny", "--targets", "5", "--repeats", "2", "--out", str(out)])
+    rec = json.loads(out.read_text())
+    assert rec["profile"] == "tiny" and rec["rows"] == 5 * 100 and rec["same_bits"] is True
+    assert rec["plain_s"]["min"] <= rec["plain_s"]["median"] <= rec["plain_s"]["max"]
+    assert rec["subnormal_weights"] >= 0 and rec["weights"] > 0 and "--profile tiny" in rec["command"]
