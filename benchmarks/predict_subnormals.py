@@ -4,8 +4,8 @@
 unit does (``Composition3RTE`` at the ``paper`` profile's pairs and training, one torch thread;
 the decomposer barely trained: it is not timed), then passes the rows of ``--targets`` (1,000) held-out chains
 at their context and query inputs (what one candidate chain costs ``rte-gp``'s choice) through
-the trained network: chunk by chunk as ``predict_rows`` did before (plain) and through
-``predict_rows`` now (each chunk under ``operators.jobs.subnormals_flushed``). Records the
+the trained network, one torch thread and one lane: chunk by chunk as ``predict_rows`` did before
+(plain) and through ``predict_rows`` now (each chunk under ``operators.jobs.subnormals_flushed``). Records the
 trained network's subnormal weights, min/median/max seconds of ``--repeats`` passes each, and
 whether the two give the same bits. Writes ``benchmarks/results/predict-subnormals.json``.
 """
@@ -23,7 +23,7 @@ TINY = 1.1754944e-38  # the smallest normal float32
 
 
 def plain_pass(net, rows, chunk: int):
-    """The rows through ``net`` chunk by chunk without flushing: ``predict_rows`` before."""
+    """The rows through ``net`` chunk by chunk without flushing: ``predict_rows`` before, in one lane."""
     import torch
 
     with torch.no_grad():
@@ -61,6 +61,7 @@ def main(argv=None) -> None:
     from taskextrap.estimators.composition_depth3 import Composition3RTE
     from taskextrap.experiments import composition_depth3 as depth3
     from taskextrap.files import write_json_atomic
+    from taskextrap.lanes import limited
     from taskextrap.operators.mlp import PREDICT_CHUNK, predict_rows
     from taskextrap.operators.parameter import sort_context
     from taskextrap.operators.train import TrainConfig
@@ -88,8 +89,9 @@ def main(argv=None) -> None:
     net = rte.psi_.net
     weights = [w.detach().numpy() for w in net.parameters()]
     tiny = sum(int(((np.abs(w) > 0) & (np.abs(w) < TINY)).sum()) for w in weights)
-    plain_s, plain = timed(lambda: plain_pass(net, rows, PREDICT_CHUNK), args.repeats)
-    flushed_s, flushed = timed(lambda: predict_rows(net, rows), args.repeats)
+    with limited(1):  # one lane each: the passes differ in the flush alone
+        plain_s, plain = timed(lambda: plain_pass(net, rows, PREDICT_CHUNK), args.repeats)
+        flushed_s, flushed = timed(lambda: predict_rows(net, rows), args.repeats)
     record = {
         "what": "one candidate chain's rows through a trained depth-3 Psi_chain, plain and flushed",
         "protocol": args.protocol,
@@ -105,6 +107,7 @@ def main(argv=None) -> None:
         "speedup_median": statistics.median(plain_s) / statistics.median(flushed_s),
         "same_bits": bool(torch.equal(plain, flushed)),
         "threads": 1,
+        "lanes": 1,
         "command": f"python benchmarks/predict_subnormals.py --protocol {args.protocol} --profile {args.profile} "
         f"--targets {args.targets} --repeats {args.repeats} --seed {args.seed}",
         "torch": torch.__version__,

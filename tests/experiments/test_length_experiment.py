@@ -16,7 +16,15 @@ from taskextrap.experiments.settings import UnitSpec
 CLASSICS = ("ctx-gp", "meta-gp", "cnp")
 
 
-def test_run_unit_scores_every_method_and_never_fits_on_level9():
+def test_run_unit_scores_every_method_and_never_fits_on_level9(monkeypatch):
+    from taskextrap.posterior.estimator import RTEGP
+
+    rows, handed = [], []  # the rte row at the queries, and what rte-gp is handed as RTE's prediction there
+    predict_all, predict = length.predict_all, RTEGP.predict
+    monkeypatch.setattr(length, "predict_all", lambda *a: (out := predict_all(*a), rows.append(out[0]["rte"]))[0])
+    monkeypatch.setattr(
+        RTEGP, "predict", lambda self, *a, **k: (handed.append(k.get("at_query")), predict(self, *a, **k))[1]
+    )
     with audit.spy() as seen:
         unit = length.run_unit(
             UnitSpec(POLYNOMIAL_LADDER, get_protocol("paper", "length"), length.PROFILES["tiny"], 0, "gradient")
@@ -34,6 +42,8 @@ def test_run_unit_scores_every_method_and_never_fits_on_level9():
     choice = unit.extras["rte-gp"]  # on its own dev split: what it chose, its MSE there beside rte's
     assert choice["dev_targets"] == 6 and unit.errors["rte-gp_coverage"].shape == (6,)
     assert choice["out_of_fold_mse"] > 0 and choice["base_mse"] > 0
+    # the test draws' rte-gp corrects the rte row itself (its queries not predicted again)
+    assert len(rows) == 1 and handed[-1] is rows[0]
 
 
 def test_targets_are_one_step_beyond_the_library_and_fixed():

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from taskextrap.lanes import map_lanes
 from taskextrap.operators.mlp import POINTWISE_BLOCKS, block_mlp, predict_rows
 
 
@@ -33,6 +34,21 @@ def test_each_pass_flushes_subnormals_on_its_own_thread_and_restores_it(monkeypa
     predict_rows(probe, np.zeros((10, 3), dtype=np.float32), chunk=4)
     assert probe.seen == [False, False, False]
     assert _subnormal_survives()
+    # every lane that ran a pass is as before too: what it runs next is not flushed
+    assert map_lanes(lambda _: _subnormal_survives(), range(6)) == [True] * 6
+
+
+def test_several_torch_threads_are_never_flushed():
+    """With several torch threads a pass is not flushed: a worker thread started inside it would
+    keep the setting and flush later training."""
+    before = torch.get_num_threads()
+    probe = _Probe()
+    torch.set_num_threads(2)
+    try:
+        predict_rows(probe, np.zeros((4, 3), dtype=np.float32), chunk=4)
+    finally:
+        torch.set_num_threads(before)
+    assert probe.seen == [True]
 
 
 def test_subnormal_weights_change_no_output_bit():

@@ -36,6 +36,44 @@ def test_bad_arguments_are_one_line_errors():
         RTEGP().predict(np.zeros((1, 8)), np.zeros((1, 8)), np.zeros((1, 8)))
 
 
+class _LineRTE:
+    """A fitted stand-in for RTE: predicts 2x at any inputs, and records what it was asked."""
+
+    device = "cpu"
+
+    def __init__(self):
+        self.asked: list[np.ndarray] = []
+
+    def check_is_fitted(self):
+        return None
+
+    def predict(self, ctx_x, ctx_y, x_query, decomposition=None):
+        self.asked.append(np.asarray(x_query))
+        return 2.0 * np.asarray(x_query)
+
+
+def test_at_query_passes_only_the_context_through_rte():
+    """An experiment's unit hands over its rte row at the queries (``at_query``): RTE is asked at
+    the context inputs only, and the posterior corrects that row, not a prediction of its own."""
+    rte = _LineRTE()
+    prior = ResidualPrior("rbf", (0.0, 0.0, np.log(1e-2)), 0.0, 0.0, 1.0, 1.0)
+    model = RTEGP.from_parts(rte, ContextPosterior(prior, 1.0, 1.0))
+    g = np.random.default_rng(0)
+    cx, qx = g.uniform(0, 1, (3, 5)), g.uniform(1, 2, (3, 4))
+    cy = 2.0 * cx + 0.1
+    joint = model.predict(cx, cy, qx)
+    assert rte.asked[-1].shape == (3, 9)  # without at_query: one pass at the context and queries
+    given = model.predict(cx, cy, qx, decomposition="d", at_query=2.0 * qx)
+    assert rte.asked[-1].shape == (3, 5) and np.allclose(given, joint, rtol=0, atol=1e-12)
+    shifted = model.predict(cx, cy, qx, decomposition="d", at_query=2.0 * qx + 1.0)
+    assert np.allclose(shifted, joint + 1.0, atol=1e-12)  # the posterior corrects the row it is given
+    with pytest.raises(TaskextrapError, match="decomposition"):
+        model.predict(cx, cy, qx, at_query=2.0 * qx)
+    for bad in (2.0 * qx[:1], 2.0 * qx[:, :2], 2.0 * qx[0]):  # one row is never broadcast
+        with pytest.raises(TaskextrapError, match="shape"):
+            model.predict(cx, cy, qx, decomposition="d", at_query=bad)
+
+
 @pytest.mark.slow
 def test_fit_chooses_on_dev_and_predicts_from_the_context_only(tmp_path):
     library = TaskSet.sample(FAMILY, {"F1_1": 24, "F1_2": 12}, np.random.default_rng(0))

@@ -725,4 +725,4 @@ def test_predict_subnormals_times_both_passes_and_compares_their_bits(tmp_path):
     rec = json.loads(out.read_text())
     assert rec["profile"] == "tiny" and rec["rows"] == 5 * 100 and rec["same_bits"] is True
     assert rec["plain_s"]["min"] <= rec["plain_s"]["median"] <= rec["plain_s"]["max"]
-    assert rec["subnormal_weights"] >= 0 and rec["weights"] > 0 and "--profile tiny" in rec["command"]
+    assert rec["lanes"] == 1 and rec["weights"] > 0 and "--profile tiny" in rec["command"]

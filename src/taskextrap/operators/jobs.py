@@ -91,10 +91,11 @@ def subnormals_flushed(on: bool = True) -> Iterator[None]:
     flushed at the same pace throughout (benchmarks/cnp_step.py --long 2500,
     benchmarks/results/cnp-subnormals.json); in a whole ``paper`` unit its training took 14 times
     longer unflushed (speed.json). It is the
-    calling thread's setting (x86's MXCSR), so networks training in other lanes keep their bits;
-    with several torch threads, only the work done on this thread is flushed. A no-op when ``on``
-    is False or the CPU cannot flush."""
-    if not on or _flushing():
+    calling thread's setting (x86's MXCSR), so networks training in other lanes keep their bits.
+    A no-op with several torch threads: a worker thread torch or its BLAS starts inside the block
+    would inherit the setting and keep it after the block (flushing later training, whose bits
+    would then depend on what ran first). A no-op too when ``on`` is False or the CPU cannot flush."""
+    if not on or torch.get_num_threads() > 1 or _flushing():
         yield
         return
     torch.set_flush_denormal(True)

@@ -45,12 +45,13 @@ def predict_rows(net, rows: SlicedRows, device: torch.device | str = "cpu", chun
     ``chunk`` rows at a time (default :data:`PREDICT_CHUNK` on a CPU, :data:`GPU_PREDICT_CHUNK`
     elsewhere) moved to ``device`` (the network's); the outputs (n, out) come back on the CPU.
     On a CPU the chunks run in lanes (``taskextrap.lanes``): each chunk is the same pass
-    whichever lane runs it, so the outputs keep their bits; and each pass flushes subnormal
-    numbers (``operators.jobs.subnormals_flushed``): a network trained thousands of steps carries
-    subnormal weights, with which an x86 CPU multiplies many times slower (Psi_chain of a
-    depth-3 ``paper`` unit predicted its candidate chains tens of times slower). A subnormal
-    weight's product is below a float32 output's rounding, so the outputs keep their bits
-    (tests/operators/test_predict_rows.py; benchmarks/predict_subnormals.py on a trained network)."""
+    whichever lane runs it, so the outputs keep their bits; and at one torch thread each pass
+    flushes subnormal numbers to zero (``operators.jobs.subnormals_flushed``): a network trained
+    thousands of steps carries subnormal weights, with which an x86 CPU multiplies many times
+    slower (a ``paper``-trained depth-3 Psi_chain 15.8 times: benchmarks/predict_subnormals.py).
+    An output moves only where a value below 1.2e-38 would have moved a float32 result (an output
+    or activation that small itself); on that network every bit was kept
+    (tests/operators/test_predict_rows.py checks the flush and the bits)."""
     on_cpu = torch.device(device).type == "cpu"
     chunk = chunk or (PREDICT_CHUNK if on_cpu else GPU_PREDICT_CHUNK)
 

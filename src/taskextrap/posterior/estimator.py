@@ -34,7 +34,7 @@ from taskextrap.seeding import rng
 from taskextrap.tasks.dev import DEV_REGION, dev_family
 from taskextrap.tasks.observe import noise_scale
 from taskextrap.tasks.taskset import TaskSet
-from taskextrap.validation import check_context, check_instance, check_int, check_query
+from taskextrap.validation import as_2d_float, check_context, check_instance, check_int, check_query
 
 __all__ = ["RTEGP", "SELF_CALIBRATED", "choice_summary", "in_unit", "library_dev_split"]
 
@@ -288,7 +288,7 @@ class RTEGP(Fittable):
         else:
             if decomposition is None:
                 raise TaskextrapError("at_query is RTE's prediction from a decomposition: pass that decomposition")
-            at_query = check_query(at_query, len(ctx_x), "at_query")
+            at_query = as_2d_float("at_query", at_query)  # one prediction per task: never broadcast
             if at_query.shape != x_query.shape:
                 raise TaskextrapError(f"at_query must have x_query's shape {x_query.shape}, got {at_query.shape}")
             base = np.concatenate([self.rte_.predict(ctx_x, ctx_y, ctx_x, decomposition), at_query], 1)
