@@ -16,13 +16,16 @@ choice), timed from the command line.
     python benchmarks/scale.py --sizes 200 800 3200 12800 51200 --data-file 10000
     python benchmarks/scale.py --split dev --sizes 800 3200   # the same on the dev split
     python benchmarks/scale.py --sizes 200 --out /tmp/s.json  # a plumbing check
+    python benchmarks/scale.py --sizes 800 3200 51200 --seeds 0 1 2   # paired over three seeds
 
 With ``--split dev`` the library and the targets come from the family's dev split (region
 ``dev`` held out, ``tasks.dev``), where the scaling changes are chosen; the test split's F2
 targets are for the final numbers.
 
-Writes ``benchmarks/results/scale.json`` (``scale-dev.json``): one record per size, and each size's per-target MSE
-against the 800-task library's (paired over the same targets, ``report.compare.paired_difference``).
+Writes ``benchmarks/results/scale.json`` (``scale-dev.json``): one record per size (and seed), and each
+size's per-target MSE against the 800-task library's (paired over the same targets and seeds,
+``report.compare.paired_difference``). ``--seeds`` draws each size's library and trains RTE under
+each seed, on the same targets: a difference is clear only when every seed agrees.
 """
 
 from __future__ import annotations
@@ -152,32 +155,46 @@ def _env() -> dict:
 
 def paired_against(records: list[dict], reference: int = REFERENCE) -> dict:
     """Each size's per-target MSE against the reference size's, paired over the same targets
-    (``report.compare.paired_difference``; one seed: a clear difference is this seed's only)."""
+    and seeds (``report.compare.paired_difference`` on (targets, seeds): the interval over targets
+    of the seed-averaged differences, clear only when every seed's mean difference has its sign;
+    one seed: a clear difference is this seed's only). A record without ``seed`` is seed 0."""
     from taskextrap.report.compare import paired_difference
 
-    by = {r["tasks"]: np.asarray(r["per_target_mse"]) for r in records}
+    by: dict[int, dict[int, np.ndarray]] = {}
+    for r in records:
+        by.setdefault(r["tasks"], {})[r.get("seed", 0)] = np.asarray(r["per_target_mse"])
     if reference not in by:
         return {}
+    seeds = sorted(by[reference])
+    ref = np.stack([by[reference][s] for s in seeds], axis=1)
     out = {}
-    for n, err in by.items():
-        if n != reference:
-            d = paired_difference(err, by[reference])
+    for n, errs in by.items():
+        if n != reference and sorted(errs) == seeds:
+            d = paired_difference(np.stack([errs[s] for s in seeds], axis=1), ref)
             out[str(n)] = {"mse_minus_reference": d["diff"], "interval": [d["lo"], d["hi"]], "clear": d["clear"]}
+            if len(seeds) > 1:
+                out[str(n)]["seed_diffs"] = d["seed_diffs"]
     return out
 
 
-def run(sizes, data_file=(), seed: int = 0, split: str = "test") -> dict:
-    """Every size in its own process, and each size of ``data_file`` through ``taskextrap fit``."""
+def run(sizes, data_file=(), seeds=(0,), split: str = "test") -> dict:
+    """Every (seed, size) in its own process, and each size of ``data_file`` through
+    ``taskextrap fit`` (the first seed's library)."""
     records, files = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for n in sizes:
-            out = Path(tmp) / f"one-{n}.json"
-            cmd = [sys.executable, __file__, "--one", str(n), "--seed", str(seed), "--split", split, "--out", str(out)]
-            subprocess.run(cmd, check=True, env=_env())
-            records.append(json.loads(out.read_text()))
-            print(f"{n} tasks: fit {records[-1]['fit_s']} s, mse {records[-1]['mse']:.4g}", file=sys.stderr)
+        for seed in seeds:
+            for n in sizes:
+                out = Path(tmp) / f"one-{n}-{seed}.json"
+                cmd = [sys.executable, __file__, "--one", str(n), "--seed", str(seed), "--split", split, "--out",
+                       str(out)]  # fmt: skip
+                subprocess.run(cmd, check=True, env=_env())
+                records.append(json.loads(out.read_text()) | {"seed": seed})
+                print(
+                    f"{n} tasks, seed {seed}: fit {records[-1]['fit_s']} s, mse {records[-1]['mse']:.4g}",
+                    file=sys.stderr,
+                )
         for n in data_file:
-            files.append(data_file_fit(n, Path(tmp), seed))
+            files.append(data_file_fit(n, Path(tmp), seeds[0]))
             print(f"{n} tasks through taskextrap fit: {files[-1]['fit_command_s']} s", file=sys.stderr)
     return {"records": records, "data_file": files, "paired_vs_reference": paired_against(records)}
 
@@ -203,6 +220,13 @@ def main(argv=None) -> None:
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="several seeds (library draws and training), paired over them",
+    )
+    ap.add_argument(
         "--data-file", type=int, nargs="*", default=[], help="library sizes also timed through `taskextrap fit` (CSV)"
     )
     ap.add_argument(
@@ -217,8 +241,11 @@ def main(argv=None) -> None:
         a.out.write_text(json.dumps(measure_one(a.one, a.seed, a.split)))
         return
     t = time.perf_counter()
-    doc = run(a.sizes, a.data_file, a.seed, a.split)
-    doc |= {"family": FAMILY, "split": a.split, "targets": N_TARGETS, "reference": REFERENCE, "seed": a.seed}
+    seeds = a.seeds or [a.seed]
+    doc = run(a.sizes, a.data_file, seeds, a.split)
+    doc |= {"family": FAMILY, "split": a.split, "targets": N_TARGETS, "reference": REFERENCE, "seed": seeds[0]}
+    if len(seeds) > 1:
+        doc["seeds"] = seeds
     write_result(a.out, "scale.py", argv, t, doc)
 
 

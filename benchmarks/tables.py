@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 from pathlib import Path
 
 import numpy as np
@@ -294,6 +295,8 @@ def render_scale(data: dict) -> str:
     """``scale.json`` / ``scale-dev.json`` (benchmarks/scale.py): fit and predict time, peak
     memory, MSE and coverage per library size, and each size's paired MSE difference against the
     reference size (one seed: a clear difference is this seed's)."""
+    if len(data.get("seeds", [])) > 1:
+        return _render_scale_seeds(data)
     ref, paired = data["reference"], data.get("paired_vs_reference", {})
     lines = [
         "| tasks | fit s | ms per task | Γ s | Ψ s | predict s | peak MiB | MSE | coverage | MSE − "
@@ -375,6 +378,40 @@ def render_stream(data: dict) -> str:
         f"{data['tasks_per_group']:,} tasks a row group, RTE fitted on {data['sample']} tasks in "
         f"{data['model_fit_s']:.0f} s; seed {data['seed']}; "
         f"commit {data['environment'].get('git') or '?'}; {data['wall_s'] / 60:.0f} min; `{data['command']}`._",
+    ]
+    return "\n".join(lines)
+
+
+def _render_scale_seeds(data: dict) -> str:
+    """:func:`render_scale` of a file of several seeds: per size, the seeds' median fit seconds,
+    their mean MSE and coverage, and the paired difference against the reference size over
+    targets and seeds, with each seed's own."""
+    ref, paired, seeds = data["reference"], data.get("paired_vs_reference", {}), data["seeds"]
+    lines = [
+        f"| tasks | fit s (median of {len(seeds)}) | MSE (mean of seeds) | coverage | MSE − {ref:,}'s (95% CI) "
+        "| each seed's difference |",
+        "| ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    by: dict[int, list[dict]] = {}
+    for r in data["records"]:
+        by.setdefault(r["tasks"], []).append(r)
+    for n, rs in by.items():
+        p = paired.get(str(n))
+        diff, each = ("reference", "-") if n == ref else ("-", "-")
+        if p:
+            lo, hi = p["interval"]
+            diff = f"{p['mse_minus_reference']:+.4f} ({lo:+.4f}, {hi:+.4f})" + (" **clear**" if p["clear"] else "")
+            each = ", ".join(f"{v:+.4f}" for v in p.get("seed_diffs", []))
+        lines.append(
+            f"| {n:,} | {statistics.median(r['fit_s'] for r in rs):.1f} | "
+            f"{statistics.fmean(r['mse'] for r in rs):.4f} | {statistics.fmean(r['coverage'] for r in rs):.3f} | "
+            f"{diff} | {each} |"
+        )
+    lines += [
+        "",
+        f"_{data['family']} family, {data.get('split', 'test')} split, {data['targets']} targets, seeds "
+        f"{', '.join(map(str, seeds))} (each size's library drawn and RTE trained per seed), {data['threads']} torch "
+        f"thread; commit {data['environment'].get('git') or '?'}; {data['wall_s'] / 60:.0f} min; `{data['command']}`._",
     ]
     return "\n".join(lines)
 
@@ -1390,7 +1427,7 @@ def render_spec(spec: str) -> str:
         return render_context_dev(data)
     if name == "cpu-drift" and not opts:
         return render_cpu_drift(data)
-    if name in ("scale", "scale-dev", "scale-before", "scale-fit", "scale-idle") and not opts:
+    if name in ("scale", "scale-dev", "scale-before", "scale-fit", "scale-idle", "scale-seeds") and not opts:
         return render_scale(data)
     if name in ("stream", "stream-million") and not opts:
         return render_stream(data)

@@ -36,3 +36,36 @@ def test_the_dev_split_holds_out_a_training_region_and_never_draws_f2(load_scrip
     lo, hi = lib.family.regions["dev"]
     assert obs.params.shape[0] == mod.N_TARGETS and not np.array_equal(obs.qry_y, mod.targets_and_draws().qry_y)
     assert (lo <= obs.params[:, 0]).all() and (obs.params[:, 0] <= hi).all()  # the region's shifted parameter
+
+
+def test_several_seeds_are_paired_over_targets_and_seeds(load_script):
+    """With --seeds, a size is clearly worse only when every seed says so: a difference that one
+    seed reverses is not clear, however wide its mean."""
+    mod = load_script("benchmarks/scale.py")
+    g = np.random.default_rng(1)
+    base = {s: g.uniform(1.0, 2.0, 40) for s in (0, 1, 2)}
+    records = [{"tasks": 800, "seed": s, "per_target_mse": b.tolist()} for s, b in base.items()]
+    records += [{"tasks": 3200, "seed": s, "per_target_mse": (b + 0.3).tolist()} for s, b in base.items()]
+    shifts = {0: 0.6, 1: 0.6, 2: -0.2}  # one seed the other way
+    records += [{"tasks": 51200, "seed": s, "per_target_mse": (b + shifts[s]).tolist()} for s, b in base.items()]
+    out = mod.paired_against(records)
+    assert out["3200"]["clear"] and np.allclose(out["3200"]["seed_diffs"], 0.3)
+    assert not out["51200"]["clear"] and np.allclose(out["51200"]["seed_diffs"], [0.6, 0.6, -0.2])
+    assert "2" not in mod.paired_against([*records, {"tasks": 2, "seed": 0, "per_target_mse": [1.0] * 40}])
+
+
+def test_a_file_of_several_seeds_renders_a_row_per_size(load_script):
+    tables = load_script("benchmarks/tables.py")
+    rec = lambda n, s, mse: {"tasks": n, "seed": s, "fit_s": 10.0 + s, "mse": mse, "coverage": 0.9}  # noqa: E731
+    data = {
+        "records": [rec(800, 0, 0.04), rec(800, 1, 0.06), rec(3200, 0, 0.05), rec(3200, 1, 0.05)],
+        "paired_vs_reference": {
+            "3200": {"mse_minus_reference": 0.0, "interval": [-0.01, 0.01], "clear": False, "seed_diffs": [0.01, -0.01]}
+        },
+        "reference": 800, "seeds": [0, 1], "family": "cubic", "targets": 40, "threads": 1, "wall_s": 120.0,
+        "environment": {"git": "abc"}, "command": "python benchmarks/scale.py --seeds 0 1",
+    }  # fmt: skip
+    text = tables.render_scale(data)
+    assert "| 800 | 10.5 | 0.0500 | 0.900 | reference | - |" in text
+    assert "| 3,200 | 10.5 | 0.0500 | 0.900 | +0.0000 (-0.0100, +0.0100) | +0.0100, -0.0100 |" in text
+    assert "seeds 0, 1" in text
