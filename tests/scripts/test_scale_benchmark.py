@@ -69,3 +69,17 @@ def test_a_file_of_several_seeds_renders_a_row_per_size(load_script):
     assert "| 800 | 10.5 | 0.0500 | 0.900 | reference | - |" in text
     assert "| 3,200 | 10.5 | 0.0500 | 0.900 | +0.0000 (-0.0100, +0.0100) | +0.0100, -0.0100 |" in text
     assert "seeds 0, 1" in text
+
+
+def test_the_scale_plot_is_drawn_from_the_committed_files(load_script, tmp_path):
+    """benchmarks/plot_scale.py: medians over seeds per size, each engine's index times, a PNG."""
+    mod = load_script("benchmarks/plot_scale.py")
+    data = {"records": [{"tasks": 800, "fit_s": 3.0}, {"tasks": 800, "fit_s": 1.0}, {"tasks": 200, "fit_s": 5.0},
+                        {"tasks": 800, "fit_s": 2.0}]}  # fmt: skip
+    assert mod.fit_series(data) == ([200, 800], [5.0, 2.0])
+    both = {"serial": {"seconds": {"total": 0.5}}, "ray": {"seconds": {"total": 2.0}}}
+    stream = [{"records": [{"tasks": 10, "serial": {"seconds": {"total": 1.0}}}]}, {"records": [{"tasks": 5, **both}]}]
+    assert mod.index_series(stream, "serial") == ([5, 10], [0.5, 1.0])
+    assert mod.index_series(stream, "ray") == ([5], [2.0])
+    out = mod.draw(mod.RESULTS, tmp_path / "scale.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
