@@ -48,7 +48,7 @@ def predict_rows(net, rows: SlicedRows, device: torch.device | str = "cpu", chun
     whichever lane runs it, so the outputs keep their bits; and at one torch thread each pass
     flushes subnormal numbers to zero (``operators.jobs.subnormals_flushed``): a network trained
     thousands of steps carries subnormal weights, with which an x86 CPU multiplies many times
-    slower (a ``paper``-trained depth-3 Psi_chain 15.8 times: benchmarks/predict_subnormals.py).
+    slower (a ``paper``-trained depth-3 Psi_chain 15.5 times: benchmarks/predict_subnormals.py).
     An output moves only where a value below 1.2e-38 would have moved a float32 result (an output
     or activation that small itself); on that network every bit was kept
     (tests/operators/test_predict_rows.py checks the flush and the bits)."""
