@@ -108,7 +108,7 @@ def subnormals_flushed(on: bool = True) -> Iterator[None]:
 def _flushing() -> bool:
     """Whether this thread already flushes subnormals (torch has no getter: a subnormal times one
     comes out zero)."""
-    return (torch.tensor([1e-39], dtype=torch.float32) * 1.0).item() == 0.0
+    return (torch.tensor([1e-39], dtype=torch.float32, device="cpu") * 1.0).item() == 0.0  # the CPU's setting
 
 
 def train_alone(job: Job) -> None:
