@@ -306,10 +306,7 @@ def render_scale(data: dict) -> str:
     for r in data["records"]:
         ph = r.get("phases_s", {})
         p = paired.get(str(r["tasks"]))
-        diff = "reference" if r["tasks"] == ref else "-"
-        if p:
-            lo, hi = p["interval"]
-            diff = f"{p['mse_minus_reference']:+.4f} ({lo:+.4f}, {hi:+.4f})" + (" **clear**" if p["clear"] else "")
+        diff = _scale_diff(p) if p else "reference" if r["tasks"] == ref else "-"
         lines.append(
             f"| {r['tasks']:,} | {r['fit_s']:.1f} | {r['fit_s_per_task_ms']:.1f} | "
             f"{ph.get('embedding_s', float('nan')):.1f} | {ph.get('psi_training_s', float('nan')):.1f} | "
@@ -382,6 +379,12 @@ def render_stream(data: dict) -> str:
     return "\n".join(lines)
 
 
+def _scale_diff(p: dict) -> str:
+    """A size's paired MSE difference against the reference size, its interval, bold when clear."""
+    lo, hi = p["interval"]
+    return f"{p['mse_minus_reference']:+.4f} ({lo:+.4f}, {hi:+.4f})" + (" **clear**" if p["clear"] else "")
+
+
 def _render_scale_seeds(data: dict) -> str:
     """:func:`render_scale` of a file of several seeds: per size, the seeds' median fit seconds,
     their mean MSE and coverage, and the paired difference against the reference size over
@@ -399,9 +402,7 @@ def _render_scale_seeds(data: dict) -> str:
         p = paired.get(str(n))
         diff, each = ("reference", "-") if n == ref else ("-", "-")
         if p:
-            lo, hi = p["interval"]
-            diff = f"{p['mse_minus_reference']:+.4f} ({lo:+.4f}, {hi:+.4f})" + (" **clear**" if p["clear"] else "")
-            each = ", ".join(f"{v:+.4f}" for v in p.get("seed_diffs", []))
+            diff, each = _scale_diff(p), ", ".join(f"{v:+.4f}" for v in p.get("seed_diffs", []))
         lines.append(
             f"| {n:,} | {statistics.median(r['fit_s'] for r in rs):.1f} | "
             f"{statistics.fmean(r['mse'] for r in rs):.4f} | {statistics.fmean(r['coverage'] for r in rs):.3f} | "
