@@ -83,6 +83,7 @@ def test_parameter_experiment_never_fits_on_f2(protocol):
         k for m in (*INTERVAL_METHODS, *SELF_CALIBRATED, *OWN_INTERVALS) for k in interval_keys(f"interval:{m}")
     }
     assert set(unit.errors) == set(main_methods()) | {"far-anchors"} | intervals | diagnostics
+    assert {f"{m}_predict_s" for m in main_methods()} | {"search_s"} <= set(unit.timing)  # each row's price
     _check_param(seen, required={"scaler", "probe", "pca", "psi"} | INDUCTIVE | CLASSICS)
     assert {(r.component, r.stage) for r in seen} >= {("psi", "val"), ("psi", "train")} | {
         (k, "val") for k in INDUCTIVE

@@ -7,6 +7,7 @@ import pytest
 
 from taskextrap import audit
 from taskextrap.errors import TaskextrapError
+from taskextrap.baselines.table import is_method
 from taskextrap.experiments import composition
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
@@ -36,6 +37,8 @@ def test_run_unit_never_fits_on_held_out_pairs():
         unit = composition.run_unit(replace(spec, split=PAPER_SPLIT))
     for m in composition.all_methods():
         assert unit.errors[m].shape == (6,) and np.all(np.isfinite(unit.errors[m])), m
+    table = [m for m in composition.all_methods() if is_method(m)]  # each table row's price
+    assert table and all(unit.timing[f"{m}_predict_s"] >= 0 for m in table), unit.timing
     audit.check(
         seen,
         PAPER_SPLIT.training_labels(),

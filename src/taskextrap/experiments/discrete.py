@@ -397,8 +397,10 @@ def fit_and_score(library, estimator, targets, obs, work: UnitWork) -> UnitResul
     )
     t = time.perf_counter()
     preds, retrieval, decomposition = predict_all(rte, inductive, library, targets, obs, seed)
-    for m in table:
+    for m in table:  # each row's price beside its error: its prediction's seconds
+        t_m = time.perf_counter()
         out = fitted[m].predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=fitted[m].interval)
+        timing[f"{m}_predict_s"] = time.perf_counter() - t_m
         preds[m] = out[0] if fitted[m].interval else out
         if fitted[m].interval:
             retrieval |= interval_diagnostics(m, preds[m], out[1], obs.qry_y, 1.0)
@@ -410,9 +412,11 @@ def fit_and_score(library, estimator, targets, obs, work: UnitWork) -> UnitResul
         timing["rte-gp_choice_s"] = time.perf_counter() - t
         # rte's own decomposition of these contexts (the same numbers as searching again, once)
         # and its row's prediction at the queries: only the context inputs run through the chains
+        t = time.perf_counter()
         preds["rte-gp"], sd = model.predict(
             obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True, decomposition=decomposition, at_query=preds["rte"]
         )
+        timing["rte-gp_predict_s"] = time.perf_counter() - t
         retrieval |= interval_diagnostics("rte-gp", preds["rte-gp"], sd, obs.qry_y, model.posterior_.scale)
         extras["rte-gp"] = choice_summary(model.dev_record_)
     n = len(targets)

@@ -398,23 +398,30 @@ def methods_of(family: ParametricFamily) -> tuple[str, ...]:
     return all_methods() + (dev_methods() if target_region(family) == DEV_REGION else ())
 
 
-def predict_all(models: dict, obs: Observations, seed: int, methods: tuple[str, ...]) -> tuple[dict, dict, dict]:
+def predict_all(
+    models: dict, obs: Observations, seed: int, methods: tuple[str, ...]
+) -> tuple[dict, dict, dict, dict[str, float]]:
     """Predictions (n_draws_total, q) of ``methods`` at the query points, the predictive sd of
-    those with an interval (:func:`has_interval`), and per-draw
-    diagnostics (:func:`diagnostics`) of ``rte`` and ``strategy-a``."""
+    those with an interval (:func:`has_interval`), per-draw diagnostics (:func:`diagnostics`) of
+    ``rte`` and ``strategy-a``, and the seconds of each method's prediction (``<method>_predict_s``;
+    the two searches the RTE rows share, ``search_s``, apart: a method's price beside its error)."""
     cx, cy, qx = obs.ctx_x, obs.ctx_y, obs.qry_x
+    t = time.perf_counter()
     d = models["strategy-a"].decompose(cx, cy)
     d_rte = d if models["rte"] is models["strategy-a"] else models["rte"].decompose(cx, cy)
+    seconds = {"search_s": time.perf_counter() - t}
     preds, stds = {}, {}
     for m in methods:
+        t = time.perf_counter()
         if m in ("rte", "rte-gp"):  # rte-gp's relational prior is rte's fit: its search is rte's
             out = models[m].predict(cx, cy, qx, return_std=True, decomposition=d_rte)
         else:
             out = predict_method(m, models, obs, seed, decomposition=d, return_std=has_interval(m))
         preds[m], stds[m] = out if has_interval(m) else (out, None)
+        seconds[f"{m}_predict_s"] = time.perf_counter() - t
     truth = models["transductive-oracle"].decompose_truth(cx, cy, obs.params).anchors
     diag = {**diagnostics("rte", d_rte, truth), **diagnostics("strategy-a", d, truth)}
-    return preds, {m: s for m, s in stds.items() if s is not None}, diag
+    return preds, {m: s for m, s in stds.items() if s is not None}, diag, seconds
 
 
 def diagnostics(method: str, d: Decomposition, truth_anchors: np.ndarray) -> dict[str, np.ndarray]:
@@ -460,8 +467,8 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     library, models, timing = fit_models(spec)
     targets, obs = make_targets(family, protocol, profile.n_targets, profile.n_draws, spec.test_seed)
     t = time.perf_counter()
-    preds, stds, diag = predict_all(models, obs, spec.seed, methods_of(family))
-    timing["evaluation_s"] = time.perf_counter() - t
+    preds, stds, diag, seconds = predict_all(models, obs, spec.seed, methods_of(family))
+    timing |= seconds | {"evaluation_s": time.perf_counter() - t}
     errors = {m: per_target_mse(p, obs, profile.n_targets) for m, p in preds.items()}
     errors |= {k: per_target(v, profile.n_targets) for k, v in diag.items()}
     for m, s in stds.items():  # calibrated and raw coverage, width, and the raw coverage at every scale
