@@ -50,9 +50,10 @@ def mean_nll(gp, cx, cy, qx, qy) -> float:
         return float(gp_nll(gp.kernel, gp.log_theta_.expand(len(x), -1), x, y - gp._mean(x), noisy).mean())
 
 
-def measure(family_name: str) -> list[dict]:
-    """Every fit of one dev family: its objective, evaluations, seconds and dev MSE."""
-    from taskextrap.baselines.gp import MetaGP
+def dev_draws(family_name: str) -> tuple:
+    """One dev family's library draws and dev targets: (ctx_x, ctx_y, qry_x, qry_y, scaler, obs),
+    the library's 8 draws of each of 200 tasks per dev training region and one draw of each of
+    200 dev targets (``obs``), both by the ``paper`` protocol."""
     from taskextrap.baselines.method import own_draws
     from taskextrap.operators.train import TrainConfig
     from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet, get_protocol
@@ -61,16 +62,23 @@ def measure(family_name: str) -> list[dict]:
     fam = dev_family(PARAMETER_FAMILIES[family_name])
     library = TaskSet.sample(fam, {r: 200 for r in fam.train_regions}, np.random.default_rng(0))
     shared = own_draws(library, get_protocol("paper"), 8, 0, TrainConfig(steps=300, batch=256, eval_every=50))
-    cx, cy, qx, qy, _ = shared.draws
     held = [r for r in fam.regions if r not in fam.train_regions][-1]
     obs = get_protocol("paper").draw(TaskSet.sample(fam, {held: 200}, np.random.default_rng(1)), 1,
                                      np.random.default_rng(2))  # fmt: skip
+    return (*shared.draws[:4], shared.scaler, obs)
+
+
+def measure(family_name: str) -> list[dict]:
+    """Every fit of one dev family: its objective, evaluations, seconds and dev MSE."""
+    from taskextrap.baselines.gp import MetaGP
+
+    cx, cy, qx, qy, scaler, obs = dev_draws(family_name)
     fits = [(f"adam-{s}", 3, MetaGP(steps=s)) for s in ADAM_STEPS]
     fits += [(f"lbfgs-deg{d}", d, MetaGP(mean_degree=d, optimizer="lbfgs", steps=1000)) for d in DEGREES]
     out = []
     for name, degree, gp in fits:
         t0 = time.perf_counter()
-        gp.fit(cx, cy, qx, qy, shared.scaler)
+        gp.fit(cx, cy, qx, qy, scaler)
         seconds, evaluations = time.perf_counter() - t0, gp.evaluations_
         mean, _ = gp.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
         out.append({"family": family_name, "fit": name, "mean_degree": degree, "nll": mean_nll(gp, cx, cy, qx, qy),
