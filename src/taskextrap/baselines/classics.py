@@ -109,7 +109,9 @@ def scale_name(method: str, regime: str | None = None) -> str:
 # relative to the best fit of each (family, protocol), as a geometric mean: L-BFGS from 1 + 16
 # starts 1.000, 1 + 8 1.030, 1 + 5 1.050, 1 + 2 1.087; the fixed Adam budget it had (300 steps
 # from 1 + 2 starts) 1.106. The price: 73 s for the file's 32,000 contexts on this 2-core machine
-# (both cores, one lane each), against Adam's 39 s.
+# (both cores, one lane each), against Adam's 39 s. One doubling further (ctx-gp-fit-r32.json,
+# scored after this choice): 1 + 32 starts 1.000 against 1.015, at 2.4 times the price; not adopted
+# yet, since every committed file's ctx-gp row is this fit (docs/methods.md says so).
 CTX_GP_CHOSEN: dict[str, Any] = {"optimizer": "lbfgs", "restarts": 16}
 
 # ctx-gp's last fits by their inputs: a GP on the context alone does not depend on the training
