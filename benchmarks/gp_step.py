@@ -14,6 +14,7 @@ median and min of ``--repeats`` timed steps after a warm-up. Writes
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import statistics
 import time
@@ -51,12 +52,12 @@ def step(nll, x, y, noisy):
     return theta.grad
 
 
-def time_ms(nll, x, y, noisy, repeats: int) -> list[float]:
-    """Milliseconds of ``repeats`` steps after two warm-up steps."""
+def time_ms(call, repeats: int) -> list[float]:
+    """Milliseconds of ``repeats`` calls of ``call`` (no arguments) after two warm-up calls."""
     out = []
     for i in range(repeats + 2):
         t = time.perf_counter()
-        step(nll, x, y, noisy)
+        call()
         if i >= 2:
             out.append(1000 * (time.perf_counter() - t))
     return out
@@ -86,7 +87,7 @@ def main(argv=None) -> None:
         cell = {"unit": name, "points_per_draw": k + q, "draws": BATCH,
                 "gradient_max_rel_diff": float((plain - closed).abs().max() / plain.abs().max())}  # fmt: skip
         for label, nll in (("autograd", autograd_nll), ("closed_form", gp_nll)):
-            ms = time_ms(nll, x, y, noisy, a.repeats)
+            ms = time_ms(functools.partial(step, nll, x, y, noisy), a.repeats)
             cell[label] = {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms)}
         cell["speedup_median"] = cell["autograd"]["median_ms"] / cell["closed_form"]["median_ms"]
         cells.append(cell)

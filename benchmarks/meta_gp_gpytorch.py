@@ -125,20 +125,10 @@ def gpytorch_nll(model, mll):
     return -mll(model(x), y).mean() * y.shape[-1]
 
 
-def time_ms(step, repeats: int) -> list[float]:
-    """Milliseconds of ``repeats`` calls of ``step`` after two warm-up calls."""
-    out = []
-    for i in range(repeats + 2):
-        t = time.perf_counter()
-        step()
-        if i >= 2:
-            out.append(1000 * (time.perf_counter() - t))
-    return out
-
-
 def one_evaluation(name: str, k: int, q: int, draws: int, repeats: int, g) -> dict:
     """One evaluation of the objective and its gradient, both ways, at one unit's draw shape."""
     import torch
+    from gp_step import time_ms  # benchmarks/, on the path (main)
 
     x = (2 * torch.rand(draws, k + q, generator=g, dtype=torch.float64) - 1).sort(1).values
     y = torch.sin(3 * x) + 0.1 * torch.randn(draws, k + q, generator=g, dtype=torch.float64)
