@@ -86,3 +86,27 @@ def test_a_limited_block_runs_its_pieces_inline(monkeypatch):
         assert L.lanes() == 1
         assert L.map_lanes(lambda i: threading.current_thread().name, range(2)) == [main, main]
     assert L.lanes() == 2
+
+
+def test_train_jobs_runs_the_work_beside_first_then_the_longest_network_first(monkeypatch):
+    from taskextrap.operators.train import Job, TrainConfig, longest_first, train_jobs
+
+    monkeypatch.setenv("TASKEXTRAP_LANES", "1")  # one lane: the order the pieces start in, one after another
+    order = []
+
+    def job(name, steps, width):
+        x = torch.zeros(8, 2)
+        net = torch.nn.Sequential(torch.nn.Linear(2, width), torch.nn.Linear(width, 1))
+
+        def batches(step):
+            if step == 0:
+                order.append(name)
+            return x, x[:, :1]
+
+        return Job(net, batches, None, TrainConfig(steps=steps, batch=8), name=name)
+
+    jobs = [job("small", 4, 4), job("long", 40, 4), job("wide", 4, 16)]  # 68, 680 and 260
+    assert [j.name for j in longest_first(jobs)] == ["long", "wide", "small"]  # steps x parameters
+    train_jobs(jobs, stacked=False, beside=[lambda: order.append("work")])
+    assert order == ["work", "long", "wide", "small"]
+    assert [j.name for j in jobs] == ["small", "long", "wide"] and all(len(j.history) for j in jobs)

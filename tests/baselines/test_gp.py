@@ -287,3 +287,29 @@ def test_the_blocked_line_search_takes_the_step_a_one_at_a_time_search_takes(lin
     for a, b in zip(got, want, strict=True):
         assert torch.equal(a, b)
     assert (got[0] != z).any(1).float().mean() > 0.5  # most problems moved
+
+
+@pytest.mark.parametrize("kernel", G.GP_KERNELS)
+def test_chunked_evaluation_keeps_every_bit(monkeypatch, kernel):
+    # the marginal likelihood and its gradient, a chunk of rows at a time (EVAL_CHUNK) or all at
+    # once: every row is its own GP, so the chunk size must not change a bit, by either route
+    g = np.random.default_rng(3)
+    n, k = 700, 8
+    x = torch.tensor(np.sort(g.uniform(0, 1, (n, k)), axis=1))
+    y = torch.tensor(g.normal(size=(n, k)))
+    noisy = torch.tensor((g.uniform(size=(n, k)) < 0.7).astype(float))
+    z = torch.tensor(g.uniform(-2, 1, (n, len(G.hyper_names(kernel)))))
+
+    def both():
+        f, grad = G._nll_value_grad(kernel, z, x, y, noisy)
+        theta, yy = z.clone().requires_grad_(True), y.clone().requires_grad_(True)
+        G.gp_nll(kernel, theta, x, yy, noisy).sum().backward()
+        return f, grad, theta.grad, yy.grad
+
+    monkeypatch.setattr(G, "EVAL_CHUNK", 10**6)
+    whole = both()
+    monkeypatch.setattr(G, "EVAL_CHUNK", 64)  # 11 chunks, the last one short
+    chunked = both()
+    for a, b in zip(whole, chunked, strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(whole[0], whole[0]) and torch.allclose(whole[1], whole[2])  # the two routes agree

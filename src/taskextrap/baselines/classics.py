@@ -260,14 +260,17 @@ class LibraryGP(Method):
 
     def _begin(self, library, shared: SharedDraws | None) -> PendingFit:
         shared, cfg = _learning(self, library, shared)
-        t = time.perf_counter()
         cx, cy, qx, qy, _ = audit.consume("meta-gp", shared.fixed(rng(self.seed, "meta-gp-draws")), "train")
         steps = LBFGS_EVALUATIONS if self.optimizer == "lbfgs" else cfg.steps
         self.gp_ = MetaGP(self.kernel, self.mean_degree, steps, seed=self.seed, device=str(self.device),
                           optimizer=self.optimizer)  # fmt: skip
-        self.gp_.fit(cx, cy, qx, qy, shared.scaler)
-        self.timing_ = {"fit_s": time.perf_counter() - t}
-        return PendingFit([], lambda: None)
+
+        def fit() -> None:  # a lane's work beside the unit's networks (its own draws, its own bits)
+            t = time.perf_counter()
+            self.gp_.fit(cx, cy, qx, qy, shared.scaler)
+            self.timing_ = {"fit_s": time.perf_counter() - t}
+
+        return PendingFit([], lambda: None, [fit])
 
     def _predict(self, ctx_x, ctx_y, x_query):
         return self.gp_.predict(ctx_x, ctx_y, x_query)

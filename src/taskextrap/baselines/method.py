@@ -112,7 +112,7 @@ class Method(Fittable):
             pending.finish()
             self.library_ = library  # last: a fit that failed half way is not taken for a fitted one
 
-        return PendingFit(pending.jobs, finish)
+        return PendingFit(pending.jobs, finish, pending.work)
 
     def _begin(self, library, shared: SharedDraws | None) -> PendingFit:
         """What the method learns before its networks train (nothing by default)."""

@@ -152,8 +152,9 @@ def begin_methods(
 
     Returns:
         (the method of each name; the pending fit of each distinct method with networks to
-        train, by the first name it has (the others are fitted now); the seconds each distinct
-        method took before its networks train, as ``<name>_fit_s``)
+        train or work to run beside them, by the first name it has (the others are fitted now);
+        the seconds each distinct method's fit took without its networks, as ``<name>_fit_s``:
+        its work beside adds its own seconds to this dict when it has run)
     """
     built: dict[str, Method] = {}
     first: dict[str, str] = {}  # a method's repr -> the first name it was begun under
@@ -165,15 +166,28 @@ def begin_methods(
         if key not in first:
             t = time.perf_counter()
             begun = method.begin_fit(library, shared)
-            if begun.jobs:
+            seconds = f"{name}_fit_s"
+            if begun.jobs or begun.work:
+                begun.work = [_timed(work, timing, seconds) for work in begun.work]
                 pending[name] = begun
             else:  # nothing to train: done now
                 begun.finish()
-            timing[f"{name}_fit_s"] = time.perf_counter() - t
+            timing[seconds] = time.perf_counter() - t
             first[key], built[name] = name, method
         else:
             built[name] = built[first[key]]
     return built, pending, timing
+
+
+def _timed(work, timing: dict[str, float], key: str):
+    """``work`` that adds its seconds to ``timing[key]`` when it has run."""
+
+    def run() -> None:
+        t = time.perf_counter()
+        work()
+        timing[key] += time.perf_counter() - t
+
+    return run
 
 
 def markdown() -> str:

@@ -157,21 +157,24 @@ def check_decomposition(d, n: int, library_size: int, anchor_parts: tuple = (), 
 @dataclass
 class PendingFit:
     """A fit whose networks are still to be trained (an estimator's ``begin_fit``): train its
-    ``jobs`` (``operators.train.train_jobs``, beside other fits' jobs), then call ``finish()``,
-    which completes the fit (calibration, the fitted attributes). :func:`fit_together` does both."""
+    ``jobs`` (``operators.train.train_jobs``, beside other fits' jobs) and run its ``work`` (what
+    it computes without a network, such as a GP's marginal-likelihood fit, in a lane beside the
+    training), then call ``finish()``, which completes the fit (calibration, the fitted
+    attributes). :func:`fit_together` does all three."""
 
     jobs: list
     finish: Callable[[], Any]
+    work: list[Callable[[], Any]] = field(default_factory=list)
 
 
 def fit_together(pending: Sequence[PendingFit], stacked: bool | None = None) -> float:
     """Train the networks of several fits at once (stacked by architecture on a GPU, one after
-    another on a CPU: ``operators.train.train_jobs``), then finish each fit in order; returns
-    the seconds the training took."""
+    another on a CPU: ``operators.train.train_jobs``), their ``work`` beside, then finish each
+    fit in order; returns the seconds the training took."""
     from taskextrap.operators.train import train_jobs
 
     t = time.perf_counter()
-    train_jobs([j for p in pending for j in p.jobs], stacked)
+    train_jobs([j for p in pending for j in p.jobs], stacked, beside=[w for p in pending for w in p.work])
     seconds = time.perf_counter() - t
     for p in pending:
         p.finish()

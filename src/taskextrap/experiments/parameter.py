@@ -226,7 +226,7 @@ def library_fits(
         pending |= also(models["strategy-a"]) if also is not None else {}
         timing["setup_s"] = time.perf_counter() - t - timing["embedding_s"]
         timing["training_s"] = fit_together(list(pending.values()))
-        timing.update(job_seconds({f"{name}_training_s": p.jobs[0] for name, p in pending.items()}))
+        timing.update(job_seconds({f"{name}_training_s": p.jobs[0] for name, p in pending.items() if p.jobs}))
         return models
 
     def save(models: dict, folder: Path) -> None:
@@ -279,7 +279,7 @@ def fit_models(spec: UnitSpec):
         # _with_settings); it adopts Strategy A's Phase 1a and trains beside the library's fits
         objective = RTE(embedding=spec.embedding, **{**common_settings(spec), "search": "objective"})
     methods: dict[str, Method] = {}
-    method_timing: dict[str, float] = {}
+    method_timing: dict[str, float] = {}  # each row's fit seconds (its work beside the training adds its own)
 
     def also(sa: RTE) -> dict[str, PendingFit]:
         # the method table's rows learn from Strategy A's library draws, as the inductive baselines do
@@ -290,7 +290,8 @@ def fit_models(spec: UnitSpec):
         rows = [m for m in methods_of(family) if is_method(m)]
         fitted, pending, seconds = begin_methods(rows, sa.library_, shared, seed=spec.seed, device=spec.device)
         methods.update(fitted)
-        method_timing.update(seconds)
+        nonlocal method_timing
+        method_timing = seconds  # read after the training, when the work beside has added its seconds
         if objective is not None:
             pending["objective"] = objective.begin_fit(sa.library_, embedded=sa)
         return pending
