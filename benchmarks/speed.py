@@ -313,11 +313,12 @@ PHASES = (  # the keys of units' timing, old and new (a before column keeps the 
 
 
 def table(doc: dict, before: str = "before", after: str = "after") -> str:
-    """The markdown speed table: each experiment's unit before and after, the speed-up, and the
-    after run's phases; the authors' anchor beneath."""
+    """The markdown speed table: each experiment's unit before and after, the speed-up, the
+    further columns that time several experiments (a label of one experiment is a row of its
+    :func:`unit_table`), and the after run's phases; the authors' anchor beneath."""
     labels = doc.get("labels", {})
     b, a = labels.get(before, {}), labels.get(after, {})
-    others = [lab for lab in labels if lab not in (before, after)]
+    others = [lab for lab in labels if lab not in (before, after) and len(labels[lab]) > 1]
     head = [
         "experiment",
         "unit",
@@ -351,13 +352,42 @@ def table(doc: dict, before: str = "before", after: str = "after") -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     anchor = doc.get("anchor", ANCHOR)
-    commits = {lab: sorted({r["commit"] for r in labels[lab].values()}) for lab in labels}
+    commits = {lab: sorted({r["commit"] for r in labels[lab].values()}) for lab in (before, after, *others)}
     lines += [
         "",
         f"_one `paper` unit per experiment, each a fresh process (imports and every fit included); "
         f"commits: {'; '.join(f'{lab} ' + ', '.join(c) for lab, c in commits.items())}. Anchor: "
         f"{anchor['what']}, {anchor['wall_s']:.0f} s with {anchor['threads']} threads = "
         f"{anchor['per_family_seed_s']:.0f} s per family-seed ({anchor['source']})._",
+    ]
+    return "\n".join(lines)
+
+
+# the phases of a unit_table, as the parameter unit's timing names them (blank where a commit had none)
+UNIT_PHASES = ("embedding_s", "setup_s", "training_s", "cnp_training_s", "meta-gp_fit_s", "rte-gp_choice_s",
+               "search_s", "ctx-gp_predict_s", "evaluation_s")  # fmt: skip
+
+
+def unit_table(doc: dict, name: str) -> str:
+    """One experiment's unit under every label that timed it, a row each in the labels' order:
+    its device, commit (and the package's source hash), wall and CPU seconds, peak memory and
+    phases."""
+    rows = [(lab, recs[name]) for lab, recs in doc.get("labels", {}).items() if name in recs]
+    phases = [k.removesuffix("_s") + " s" for k in UNIT_PHASES]
+    head = ["label", "device", "commit (package)", "wall s", "cpu s", "peak MB", *phases]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|---|" + "---:|" * (len(head) - 3)]
+    for lab, r in rows:
+        t = r["timing"]
+        package = f" ({r['source_hash'][:8]})" if r.get("source_hash") else ""
+        cells = [lab, r["device"], r["commit"] + package, f"{r['wall_s']:.0f}", f"{r.get('cpu_s', 0):.0f}"]
+        cells += [f"{r['peak_rss_mb']:.0f}", *(f"{t[k]:.0f}" if k in t else "" for k in UNIT_PHASES)]
+        lines.append("| " + " | ".join(cells) + " |")
+    first = rows[0][1] if rows else {"unit": "", "threads": 1}
+    lines += [
+        "",
+        f"_`{name}` ({first['unit']}, `paper` profile, {first['threads']} torch thread), each label a fresh "
+        "process (cpu: this 2-core machine; cuda: the lent H200): `benchmarks/speed.py --only "
+        f"{name} --label LABEL`._",
     ]
     return "\n".join(lines)
 

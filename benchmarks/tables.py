@@ -1013,14 +1013,15 @@ def render_parameter_dev(data: dict) -> str:
     return "\n".join(lines + (["", wall_note(data, wall)] if wall else []))
 
 
-def render_speed(data: dict) -> str:
-    """``speed.json``: one ``paper`` unit per experiment, before and after (benchmarks/speed.py)."""
+def render_speed(data: dict, unit: str | None = None) -> str:
+    """``speed.json``: one ``paper`` unit per experiment, before and after (benchmarks/speed.py);
+    with ``unit`` (the option ``unit=parameter``) that experiment's unit under every label."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("benchmarks_speed", Path(__file__).parent / "speed.py")
     speed = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(speed)
-    return speed.table(data)
+    return speed.table(data) if unit is None else speed.unit_table(data, unit)
 
 
 def render_profile(data: dict, top: int = 24) -> str:
@@ -1440,8 +1441,8 @@ def render_spec(spec: str) -> str:
         return render_own_tasks(data)
     if "modes" in data and "agreement" in data and not opts:
         return render_codeio_search(data)
-    if "anchor" in data and "labels" in data and not opts:
-        return render_speed(data)
+    if "anchor" in data and "labels" in data:
+        return render_speed(data, **dict(o.split("=", 1) for o in opts))
     if data and all(isinstance(v, dict) and "inclusive_pct" in v for v in data.values()) and not opts:
         return render_profile(data)
     kw = dict(o.split("=", 1) for o in opts)

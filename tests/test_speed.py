@@ -372,3 +372,25 @@ def test_k_nearest_is_the_brute_force_rule():
     z, pool = g.normal(size=(300, 5)), g.normal(size=(70, 5))
     for k in (1, 9, 70):
         np.testing.assert_array_equal(k_nearest(z, pool, k, chunk=64), nearest_exact(z, pool, k)[0])
+
+
+def test_a_label_of_one_experiment_is_a_row_of_its_unit_table_not_a_column(load_script):
+    speed = load_script("benchmarks/speed.py")
+
+    def rec(wall, commit, **timing):
+        return {"unit": "cubic, seed 0", "wall_s": wall, "cpu_s": 2 * wall, "peak_rss_mb": 100.0, "threads": 1,
+                "device": "cpu", "commit": commit, "timing": {"training_s": wall / 2, **timing}}  # fmt: skip
+
+    labels = {"before": {"parameter": rec(30, "a"), "length": rec(40, "a")},
+              "after": {"parameter": rec(10, "b"), "length": rec(20, "b")},
+              "gpu": {"parameter": rec(5, "c"), "length": rec(6, "c")},
+              "one experiment": {"parameter": rec(12, "d", **{"cnp_training_s": 4.0})}}  # fmt: skip
+    doc = {"anchor": speed.ANCHOR, "labels": labels}
+    table = speed.table(doc)
+    assert "gpu (s)" in table and "one experiment" not in table
+    rows = speed.unit_table(doc, "parameter").splitlines()
+    assert [r.split(" | ")[0] for r in rows[2:6]] == ["| before", "| after", "| gpu", "| one experiment"]
+    assert (
+        rows[5].startswith("| one experiment | cpu | d | 12 | 24 | 100 |") and "|  |  | 6 | 4 |  |" in rows[5]
+    )  # training, then cnp_training
+    assert "length" not in "\n".join(rows)
