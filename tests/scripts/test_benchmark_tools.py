@@ -560,6 +560,15 @@ def test_the_gp_step_benchmark_times_both_gradients_and_checks_they_agree(tmp_pa
     assert cell["speedup_median"] == cell["autograd"]["median_ms"] / cell["closed_form"]["median_ms"]
 
 
+def test_the_gp_chunks_benchmark_times_each_chunk_size_and_checks_its_bits(tmp_path, monkeypatch):
+    mod = _load("gp_chunks.py")
+    monkeypatch.setattr(mod, "CONTEXTS", 20)  # 340 problems
+    mod.main(["--chunks", "64", "1000", "--repeats", "1", "--out", str(tmp_path / "g.json")])
+    doc = json.loads((tmp_path / "g.json").read_text())
+    assert doc["problems"] == 340 and [c["chunk"] for c in doc["cells"]] == ["all", 64, 1000]
+    assert all(c["same_bits"] and c["min_ms"] > 0 for c in doc["cells"][1:])
+
+
 def test_the_ctx_gp_once_benchmark_times_a_fit_and_a_look_up_and_counts_the_fits_saved(tmp_path, monkeypatch):
     from dataclasses import replace
 
