@@ -1442,7 +1442,10 @@ def render_spec(spec: str) -> str:
     if "modes" in data and "agreement" in data and not opts:
         return render_codeio_search(data)
     if "anchor" in data and "labels" in data:
-        return render_speed(data, **dict(o.split("=", 1) for o in opts))
+        units = [o.removeprefix("unit=") for o in opts if o.startswith("unit=")]
+        if len(units) != len(opts) or len(units) > 1:
+            raise SystemExit(f"table block {spec!r}: a speed table takes one option, unit=EXPERIMENT")
+        return render_speed(data, *units)
     if data and all(isinstance(v, dict) and "inclusive_pct" in v for v in data.values()) and not opts:
         return render_profile(data)
     kw = dict(o.split("=", 1) for o in opts)

@@ -304,7 +304,9 @@ def test_chunked_evaluation_keeps_every_bit(monkeypatch, kernel):
         f, grad = G._nll_value_grad(kernel, z, x, y, noisy)
         theta, yy = z.clone().requires_grad_(True), y.clone().requires_grad_(True)
         G.gp_nll(kernel, theta, x, yy, noisy).sum().backward()
-        return f, grad, theta.grad, yy.grad
+        shared = z[:1].clone().requires_grad_(True)  # meta-gp's one row of hyper-parameters, expanded
+        G.gp_nll(kernel, shared.expand(n, -1), x, y, noisy).mean().backward()
+        return f, grad, theta.grad, yy.grad, shared.grad
 
     monkeypatch.setattr(G, "EVAL_CHUNK", 10**6)
     whole = both()
@@ -312,4 +314,8 @@ def test_chunked_evaluation_keeps_every_bit(monkeypatch, kernel):
     chunked = both()
     for a, b in zip(whole, chunked, strict=True):
         assert torch.equal(a, b)
-    assert torch.equal(whole[0], whole[0]) and torch.allclose(whole[1], whole[2])  # the two routes agree
+    assert torch.equal(whole[1], whole[2])  # the closed form's two routes: the same gradient
+    loss = G.gp_nll(kernel, z.clone().requires_grad_(True), x, y, noisy).sum()
+    loss.backward(retain_graph=True)
+    with pytest.raises(TaskextrapError, match="already differentiated once"):
+        loss.backward()

@@ -569,6 +569,15 @@ def test_the_gp_chunks_benchmark_times_each_chunk_size_and_checks_its_bits(tmp_p
     assert all(c["same_bits"] and c["min_ms"] > 0 for c in doc["cells"][1:])
 
 
+def test_the_cnp_steps_benchmark_scores_each_scale_on_dev_by_the_dev_rule(tmp_path):
+    mod = _load("cnp_steps_dev.py")
+    mod.main(["--profile", "tiny", "--families", "cubic", "--scales", "0.5", "1", "--out", str(tmp_path / "c.json")])
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert [(c["family"], c["protocol"]) for c in doc["cells"]] == [("cubic", "paper"), ("cubic", "strict")]
+    for v in ("cnp-w128-x0.5", "cnp-w128"):  # the dev rows' names; the score is their mean log MSE
+        assert doc["scores"][v] == pytest.approx(np.mean([np.log(c["mse"][v]) for c in doc["cells"]]))
+
+
 def test_the_ctx_gp_once_benchmark_times_a_fit_and_a_look_up_and_counts_the_fits_saved(tmp_path, monkeypatch):
     from dataclasses import replace
 

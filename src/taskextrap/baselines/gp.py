@@ -221,6 +221,8 @@ class _MarginalNLL(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if ctx.parts is None:  # freed by the first backward, as saved tensors are
+            raise TaskextrapError("gp_nll's graph was already differentiated once; a second backward is not supported")
         log_theta, x, noisy = ctx.saved_tensors
         g_theta = None
         if ctx.needs_input_grad[0]:
@@ -237,7 +239,7 @@ class _MarginalNLL(torch.autograd.Function):
 # temporaries in the cache, where one pass over a hundred thousand streams each of two dozen
 # element-wise kernels through memory. At ctx-gp's size in a parameter unit (108,800 problems of
 # 8 points, one thread; benchmarks/gp_chunks.py, gp-chunks.json) an evaluation takes 349 ms
-# against 809 ms in one pass (2.3x; 512 to 4,096 rows within 7% of each other); the same bits,
+# against 809 ms in one pass (2.3x; 512 to 4,096 rows within 8% of each other); the same bits,
 # as every row is its own GP and no operation mixes rows. A GPU takes every row at once.
 EVAL_CHUNK = 1024
 

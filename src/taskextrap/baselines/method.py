@@ -100,10 +100,12 @@ class Method(Fittable):
 
     def begin_fit(self, library, shared: SharedDraws | None = None) -> PendingFit:
         """The fit up to its networks' training: ``shared`` is the unit estimator's data (None:
-        the method's own draws of ``library``); train the returned jobs, then ``finish()``.
+        the method's own draws of ``library``); train the returned jobs and run its work (a GP's
+        fit), then ``finish()``: ``estimators.base.fit_together`` does all three.
 
         Returns:
-            PendingFit: the networks' training jobs (none for a method without networks).
+            PendingFit: the networks' training jobs (none for a method without networks) and the
+            work to run beside them (none for most methods).
         """
         self._checked()
         pending = self._begin(library, shared)

@@ -170,7 +170,8 @@ class PendingFit:
 def fit_together(pending: Sequence[PendingFit], stacked: bool | None = None) -> float:
     """Train the networks of several fits at once (stacked by architecture on a GPU, one after
     another on a CPU: ``operators.train.train_jobs``), their ``work`` beside, then finish each
-    fit in order; returns the seconds the training took."""
+    fit in order; returns the seconds the training took, the work's included (on the lanes it
+    overlaps the training; with one lane or on a GPU it runs before it)."""
     from taskextrap.operators.train import train_jobs
 
     t = time.perf_counter()

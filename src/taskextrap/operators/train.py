@@ -40,7 +40,7 @@ def train_jobs(
 
     On the lanes the work beside starts first, then the networks by :func:`longest_first`: the
     lane that draws the longest network keeps it for the whole phase while the others share the
-    rest, so the lanes finish together (the parameter unit's 8,000-step ``cnp``, listed after
+    rest, so the lanes finish together (the parameter unit's 4,000-step ``cnp``, listed after
     RTE's networks, started 20 s late). Which lane a piece runs in does not change its numbers.
     """
     jobs = list(jobs)
