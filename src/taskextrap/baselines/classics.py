@@ -76,9 +76,9 @@ VARIANTS: dict[str, dict] = {
 # degree 3, -0.80 (Adam at twice the unit's steps -0.58, the unit's -0.49, half -0.37; L-BFGS at
 # degree 1 -0.28, 0 -0.18; rbf -0.37, matern52 0.25); cnp width 128 at four times the unit's
 # steps 1.18 (twice 1.31, the unit's 1.41, half 1.60; width 64 1.54). Scored after this choice
-# (benchmarks/cnp_steps_dev.py, cnp-steps-dev.json): eight times the steps 1.04 against four
-# times' 1.21 on the same dev split; not adopted yet, since every committed file's cnp row is x4
-# (docs/results.md says so beside the rows).
+# (benchmarks/cnp_steps_dev.py, cnp-steps-dev.json and -x16.json): eight times the steps 1.04
+# and sixteen 0.89 against four times' 1.21 on the same dev split; not adopted yet, since every
+# committed file's cnp row is x4 (docs/results.md says so beside the rows).
 CHOSEN = {"meta-gp": "meta-gp-rbf+linear-lbfgs-deg3", "cnp": "cnp-w128-x4"}
 # A regime whose dev runs score the variants too has its own choice, by the same rule
 # (choose_classics on its quick dev runs, both protocols; a test holds each to its files); a
