@@ -110,3 +110,20 @@ def test_train_jobs_runs_the_work_beside_first_then_the_longest_network_first(mo
     train_jobs(jobs, stacked=False, beside=[lambda: order.append("work")])
     assert order == ["work", "long", "wide", "small"]
     assert [j.name for j in jobs] == ["small", "long", "wide"] and all(len(j.history) for j in jobs)
+
+
+def test_the_stacked_path_runs_the_work_beside_before_its_networks():
+    from taskextrap.operators.train import Job, TrainConfig, train_jobs
+
+    order = []
+    x = torch.zeros(8, 2)
+
+    def batches(step):
+        if step == 0:
+            order.append("network")
+        return x, x[:, :1]
+
+    net = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    job = Job(net, batches, None, TrainConfig(steps=3, batch=8), name="n")
+    train_jobs([job], stacked=True, beside=[lambda: order.append("work")])
+    assert order == ["work", "network"] and len(job.history) == 3
