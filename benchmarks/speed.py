@@ -32,6 +32,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,8 +94,9 @@ def commit(root: Path = ROOT) -> str:
     ``$TASKEXTRAP_COMMIT`` when set and ``root`` is this checkout (the lent GPU machine's copy,
     scripts/gpu_device.sh: its git metadata need not be the checkout's; each record also keeps
     the source hash of the package that ran)."""
-    if os.environ.get("TASKEXTRAP_COMMIT") and Path(root).resolve() == ROOT:
-        return os.environ["TASKEXTRAP_COMMIT"]
+    named = os.environ.get("TASKEXTRAP_COMMIT", "")
+    if named and Path(root).resolve() == ROOT:  # a full hash is shortened as git's --short would
+        return named[:7] if re.fullmatch(r"[0-9a-f]{40}", named) else named
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True

@@ -394,3 +394,11 @@ def test_a_label_of_one_experiment_is_a_row_of_its_unit_table_not_a_column(load_
         rows[5].startswith("| one experiment | cpu | d | 12 | 24 | 100 |") and "|  |  | 6 | 4 |  |" in rows[5]
     )  # training, then cnp_training
     assert "length" not in "\n".join(rows)
+
+
+def test_a_named_commit_is_recorded_as_git_would_shorten_it(load_script, monkeypatch):
+    speed = load_script("benchmarks/speed.py")
+    monkeypatch.setenv("TASKEXTRAP_COMMIT", "aaec0e589d608c4a080848af7328a24cef198c2c")
+    assert speed.commit() == "aaec0e5"
+    monkeypatch.setenv("TASKEXTRAP_COMMIT", "4bfbf23")
+    assert speed.commit() == "4bfbf23"
