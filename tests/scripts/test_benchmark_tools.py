@@ -571,11 +571,17 @@ def test_the_gp_chunks_benchmark_times_each_chunk_size_and_checks_its_bits(tmp_p
 
 def test_the_cnp_steps_benchmark_scores_each_scale_on_dev_by_the_dev_rule(tmp_path):
     mod = _load("cnp_steps_dev.py")
-    mod.main(["--profile", "tiny", "--families", "cubic", "--scales", "0.5", "1", "--out", str(tmp_path / "c.json")])
+    args = ["--profile", "tiny", "--families", "cubic", "--scales", "0.5", "1", "--lr-scales", "1", "4"]
+    mod.main([*args, "--out", str(tmp_path / "c.json")])
     doc = json.loads((tmp_path / "c.json").read_text())
     assert [(c["family"], c["protocol"]) for c in doc["cells"]] == [("cubic", "paper"), ("cubic", "strict")]
-    for v in ("cnp-w128-x0.5", "cnp-w128"):  # the dev rows' names; the score is their mean log MSE
+    # the dev rows' names (a learning-rate scale other than 1 named after them); the score is their mean log MSE
+    assert set(doc["scores"]) == {"cnp-w128-x0.5", "cnp-w128", "cnp-w128-x0.5-lr4", "cnp-w128-lr4"}
+    for v in doc["scores"]:
         assert doc["scores"][v] == pytest.approx(np.mean([np.log(c["mse"][v]) for c in doc["cells"]]))
+    for c in doc["cells"]:  # the same seeds and batches, another rate: another fit
+        assert c["mse"]["cnp-w128-lr4"] != c["mse"]["cnp-w128"]
+    assert doc["command"].endswith("--scales 0.5 1 --lr-scales 1 4")
 
 
 def test_the_ctx_gp_once_benchmark_times_a_fit_and_a_look_up_and_counts_the_fits_saved(tmp_path, monkeypatch):
@@ -744,3 +750,21 @@ def test_predict_subnormals_times_both_passes_and_compares_their_bits(tmp_path):
     assert rec["profile"] == "tiny" and rec["rows"] == 5 * 100 and rec["same_bits"] is True
     assert rec["plain_s"]["min"] <= rec["plain_s"]["median"] <= rec["plain_s"]["max"]
     assert rec["lanes"] == 1 and rec["weights"] > 0 and "--profile tiny" in rec["command"]
+
+
+def test_the_cnp_steps_benchmark_scores_the_dev_units_own_cnp_row(tmp_path):
+    # the benchmark's cell and a dev unit learn from the same draws (experiments.parameter.shared_draws):
+    # at the chosen variant's scale its MSE is the unit's cnp row, to the bit
+    from taskextrap.experiments.catalogue import get_experiment
+    from taskextrap.experiments.executors import run_units
+    from taskextrap.experiments.options import RunOptions
+    from taskextrap.experiments.parameter import family_units
+    from taskextrap.tasks.builtin import PARAMETER_FAMILIES
+    from taskextrap.tasks.dev import dev_family
+
+    mod = _load("cnp_steps_dev.py")
+    settings = get_experiment("parameter").check(RunOptions(profile="tiny", protocol="paper", split="dev"))
+    (unit,) = family_units(dev_family(PARAMETER_FAMILIES["cubic"]), settings, None)
+    errors = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)].errors
+    cell = mod.cell("cubic", "paper", (4.0,), "tiny", 0)
+    assert cell["mse"]["cnp-w128-x4"] == float(errors["cnp"].mean())

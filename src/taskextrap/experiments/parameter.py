@@ -282,13 +282,10 @@ def fit_models(spec: UnitSpec):
     method_timing: dict[str, float] = {}  # each row's fit seconds (its work beside the training adds its own)
 
     def also(sa: RTE) -> dict[str, PendingFit]:
-        # the method table's rows learn from Strategy A's library draws, as the inductive baselines do
-        d = sa.draws_
-        shared = SharedDraws(
-            sa.scaler_, protocol.n_context, sa.train, library_batch(sa, d.train), library_batch(sa, d.val)
-        )
         rows = [m for m in methods_of(family) if is_method(m)]
-        fitted, pending, seconds = begin_methods(rows, sa.library_, shared, seed=spec.seed, device=spec.device)
+        fitted, pending, seconds = begin_methods(
+            rows, sa.library_, shared_draws(sa), seed=spec.seed, device=spec.device
+        )
         methods.update(fitted)
         nonlocal method_timing
         method_timing = seconds  # read after the training, when the work beside has added its seconds
@@ -306,6 +303,15 @@ def fit_models(spec: UnitSpec):
         models["rte-gp"] = context_posterior(spec, library, rte, methods.get("meta-gp"))
         timing["rte-gp_choice_s"] = time.perf_counter() - t
     return library, models, timing
+
+
+def shared_draws(sa: RTE) -> SharedDraws:
+    """What the method table's rows learn from beside a unit's Strategy A (after its Phase 1a,
+    ``begin_fit``): its library draws, scaler and training config, as the inductive baselines do."""
+    d = sa.draws_
+    return SharedDraws(
+        sa.scaler_, sa.protocol_.n_context, sa.train, library_batch(sa, d.train), library_batch(sa, d.val)
+    )
 
 
 def context_posterior(spec: UnitSpec, library: TaskSet, rte: RTE, library_gp) -> RTEGP:
