@@ -581,7 +581,7 @@ def test_the_cnp_steps_benchmark_scores_each_scale_on_dev_by_the_dev_rule(tmp_pa
         assert doc["scores"][v] == pytest.approx(np.mean([np.log(c["mse"][v]) for c in doc["cells"]]))
     for c in doc["cells"]:  # the same seeds and batches, another rate: another fit
         assert c["mse"]["cnp-w128-lr4"] != c["mse"]["cnp-w128"]
-    assert doc["command"].endswith("--scales 0.5 1 --lr-scales 1 4")
+    assert doc["command"].startswith("python benchmarks/cnp_steps_dev.py --scales 0.5 1 --lr-scales 1 4 --profile tiny")
 
 
 def test_the_ctx_gp_once_benchmark_times_a_fit_and_a_look_up_and_counts_the_fits_saved(tmp_path, monkeypatch):
@@ -768,3 +768,20 @@ def test_the_cnp_steps_benchmark_scores_the_dev_units_own_cnp_row(tmp_path):
     errors = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)].errors
     cell = mod.cell("cubic", "paper", (4.0,), "tiny", 0)
     assert cell["mse"]["cnp-w128-x4"] == float(errors["cnp"].mean())
+
+
+@pytest.mark.parametrize("regime", ["length", "composition"])
+def test_the_cnp_steps_benchmark_scores_a_discrete_regimes_dev_unit_cnp_row(regime):
+    # the cell runs the regime's own unit up to its Phase 1a and scores the cnp on its draws
+    # (experiments.discrete.shared_draws): at the regime's chosen scale, the dev unit's cnp row to the bit
+    import importlib
+
+    from taskextrap.baselines.classics import chosen
+
+    mod = _load("cnp_steps_dev.py")
+    scale = float(chosen(regime)["cnp"].rsplit("-x", 1)[1])
+    module = importlib.import_module(f"taskextrap.experiments.{regime}")
+    errors = module.run_unit(mod.dev_spec(regime, "strict", "tiny", 0)).errors
+    cell = mod.regime_cell(regime, "strict", (scale,), "tiny", 0)
+    assert (cell["family"], cell["protocol"]) == (regime, "strict")
+    assert cell["mse"][chosen(regime)["cnp"]] == float(errors["cnp"].mean())

@@ -230,6 +230,16 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     the primitive set ``spec.family``'s families); evaluate every method on targets of the
     held-out pairs ``spec.split.test`` drawn from its test seed; ``plot_dir``: where it draws its
     figures (None: none)."""
+    primitives, rte, targets, obs, work = unit_inputs(spec, plot_dir)
+    unit = fit_and_score(primitives, rte, targets, obs, work)
+    # Which held-out pair each target belongs to, for the per-pair breakdown of the table.
+    unit.errors["pair_id"] = np.array([spec.split.test.index(tuple(p)) for p in targets.pair], dtype=float)
+    return unit
+
+
+def unit_inputs(spec: UnitSpec, plot_dir: Path | None = None) -> tuple:
+    """What :func:`run_unit` fits and scores (``discrete.fit_and_score``'s arguments): the
+    unit's primitives, its estimator (unfitted), its targets and their observations, and its work."""
     primitive_set, protocol, profile, split = spec.family, spec.protocol, spec.profile, spec.split
     primitives = make_library(profile.n_library, primitive_set)
     targets, obs = make_set_targets(primitives, protocol, profile, split, spec.test_seed, primitive_set)
@@ -247,10 +257,7 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
     dev = lambda lib, rte: dev_split_of(spec, lib)  # noqa: E731
     work = UnitWork(predict_all, all_methods(spec.dev), "composition", plot, dev)
-    unit = fit_and_score(primitives, make_rte(spec), targets, obs, work)
-    # Which held-out pair each target belongs to, for the per-pair breakdown of the table.
-    unit.errors["pair_id"] = np.array([split.test.index(tuple(p)) for p in targets.pair], dtype=float)
-    return unit
+    return primitives, make_rte(spec), targets, obs, work
 
 
 def dev_split_of(spec: UnitSpec, primitives: PrimitiveSet) -> tuple[CompositionRTE, PrimitiveSet, CompositionSet]:

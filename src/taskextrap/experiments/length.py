@@ -163,6 +163,12 @@ def predict_all(
 def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     """Fit RTE and the baseline for the unit's training seed on its ladder and evaluate every
     method on the targets of its test seed; ``plot_dir``: where it draws its figures (None: none)."""
+    return fit_and_score(*unit_inputs(spec, plot_dir))
+
+
+def unit_inputs(spec: UnitSpec, plot_dir: Path | None = None) -> tuple:
+    """What :func:`run_unit` fits and scores (``discrete.fit_and_score``'s arguments): the
+    unit's library, its estimator (unfitted), its targets and their observations, and its work."""
     ladder, protocol, profile = spec.family, spec.protocol, spec.profile
     library = make_library(ladder, profile.n_library)
     targets, obs = make_targets(library, protocol, profile.n_targets, profile.n_draws, spec.test_seed)
@@ -178,7 +184,7 @@ def run_unit(spec: UnitSpec, plot_dir: Path | None = None) -> UnitResult:
     plot = None if plot_dir is None else lambda rte: figures.draw(plot_dir, rte, targets, obs)
     dev = lambda lib, rte: (make_rte(spec), *library_dev_split(lib, profile.n_targets, spec.seed))  # noqa: E731
     work = UnitWork(predict_all, all_methods(spec.dev), "length", plot, dev)
-    return fit_and_score(library, make_rte(spec), targets, obs, work)
+    return library, make_rte(spec), targets, obs, work
 
 
 def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:
