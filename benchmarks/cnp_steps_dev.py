@@ -151,6 +151,8 @@ def main(argv=None) -> None:
     from taskextrap.provenance import source_hash
     from taskextrap.tasks.builtin import PARAMETER_FAMILIES
 
+    if args.families and args.regime != "parameter":
+        ap.error(f"--families names parameter families; the {args.regime} regime has one task set")
     torch.set_num_threads(1)
     profile = args.profile or PROFILE[args.regime]
     rest = (tuple(args.scales), profile, args.seed, tuple(args.lr_scales))
@@ -163,7 +165,8 @@ def main(argv=None) -> None:
     # the dev choice's rule (classics.variant_scores), for variants it does not list too
     scores = {v: float(np.mean([np.log(c["mse"][v]) for c in cells])) for v in cells[0]["mse"]}
     doc = {
-        "what": f"cnp at each step scale on the {args.regime} regime's dev split (mean log MSE, lower is better)",
+        "what": f"cnp at each step (and learning-rate) scale on the {args.regime} regime's dev split"
+        " (mean log MSE, lower is better)",
         "regime": args.regime,
         "scores": scores,
         "cells": cells,
@@ -188,6 +191,10 @@ def command(args) -> str:
         words += ["--lr-scales", *(f"{s:g}" for s in args.lr_scales)]
     if args.regime != "parameter":
         words += ["--regime", args.regime]
+    if args.families:
+        words += ["--families", *args.families]
+    if args.seed != 0:
+        words += ["--seed", str(args.seed)]
     if args.profile:
         words += ["--profile", args.profile]
     if args.out:

@@ -581,7 +581,11 @@ def test_the_cnp_steps_benchmark_scores_each_scale_on_dev_by_the_dev_rule(tmp_pa
         assert doc["scores"][v] == pytest.approx(np.mean([np.log(c["mse"][v]) for c in doc["cells"]]))
     for c in doc["cells"]:  # the same seeds and batches, another rate: another fit
         assert c["mse"]["cnp-w128-lr4"] != c["mse"]["cnp-w128"]
-    assert doc["command"].startswith("python benchmarks/cnp_steps_dev.py --scales 0.5 1 --lr-scales 1 4 --profile tiny")
+    assert doc["command"].startswith(
+        "python benchmarks/cnp_steps_dev.py --scales 0.5 1 --lr-scales 1 4 --families cubic --profile tiny --out "
+    )
+    with pytest.raises(SystemExit):  # a discrete regime has no families to name
+        mod.main(["--regime", "length", "--families", "cubic"])
 
 
 def test_the_ctx_gp_once_benchmark_times_a_fit_and_a_look_up_and_counts_the_fits_saved(tmp_path, monkeypatch):
