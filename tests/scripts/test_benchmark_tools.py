@@ -789,3 +789,21 @@ def test_the_cnp_steps_benchmark_scores_a_discrete_regimes_dev_unit_cnp_row(regi
     cell = mod.regime_cell(regime, "strict", (scale,), "tiny", 0)
     assert (cell["family"], cell["protocol"]) == (regime, "strict")
     assert cell["mse"][chosen(regime)["cnp"]] == float(errors["cnp"].mean())
+
+
+def test_the_committed_cnp_step_scores_are_their_cells_and_agree_with_the_dev_files_at_four_times():
+    from taskextrap.baselines.classics import variant_scores
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    for path in sorted(results.glob("cnp-steps-dev*.json")):
+        doc = json.loads(path.read_text())
+        for v, score in doc["scores"].items():  # the dev rule's score of its own cells
+            assert score == pytest.approx(np.mean([np.log(c["mse"][v]) for c in doc["cells"]])), (path.name, v)
+    for regime in ("length", "composition"):  # the harness's four times is the dev files' row (another machine)
+        rows = [
+            r
+            for p in ("paper", "strict")
+            for r in json.loads((results / f"{regime}-{p}-quick-dev.json").read_text())["rows"]
+        ]
+        here = json.loads((results / f"cnp-steps-dev-{regime}.json").read_text())["scores"]["cnp-w128-x4"]
+        assert here == pytest.approx(variant_scores(rows)["cnp-w128-x4"], abs=0.01), regime

@@ -76,15 +76,19 @@ VARIANTS: dict[str, dict] = {
 # degree 3, -0.80 (Adam at twice the unit's steps -0.58, the unit's -0.49, half -0.37; L-BFGS at
 # degree 1 -0.28, 0 -0.18; rbf -0.37, matern52 0.25); cnp width 128 at four times the unit's
 # steps 1.18 (twice 1.31, the unit's 1.41, half 1.60; width 64 1.54). Scored after this choice
-# (benchmarks/cnp_steps_dev.py, cnp-steps-dev.json and -x16.json): eight times the steps 1.04
-# and sixteen 0.89 against four times' 1.21 on the same dev split; not adopted yet, since every
-# committed file's cnp row is x4 (docs/results.md says so beside the rows).
+# (benchmarks/cnp_steps_dev.py, cnp-steps-dev.json, -x16.json, -x32.json, -lr.json): eight times
+# the steps 1.04, sixteen 0.89 and thirty-two 0.83 (lower than sixteen in 5 of 10 cells only)
+# against four times' 1.21 on the same dev split; at four times, three and ten times the learning
+# rate 1.16 and 1.31. Not adopted yet, since every committed file's cnp row is x4
+# (docs/results.md says so beside the rows).
 CHOSEN = {"meta-gp": "meta-gp-rbf+linear-lbfgs-deg3", "cnp": "cnp-w128-x4"}
 # A regime whose dev runs score the variants too has its own choice, by the same rule
 # (choose_classics on its quick dev runs, both protocols; a test holds each to its files); a
 # regime without one (a user's library: observed) keeps CHOSEN. Mean log MSE: length
 # meta-gp-matern52 -0.70 (the parameter regime's L-BFGS degree 3: -0.04), cnp x4 -0.34 (x2
-# -0.25); composition meta-gp-matern52 -3.02 (L-BFGS degree 3: -2.69), cnp x4 -1.60 (x2 -1.56);
+# -0.25; scored after, benchmarks/cnp_steps_dev.py --regime length: x8 -0.39, x16 -0.45, x32
+# -0.52, not adopted); composition meta-gp-matern52 -3.02 (L-BFGS degree 3: -2.69), cnp x4 -1.60
+# (x2 -1.56; scored after: x8 -1.65, x16 -1.69, not adopted);
 # composition-depth3 meta-gp-matern52 1.559 (rbf+linear 1.678, L-BFGS degree 3 2.193), cnp x4
 # 2.533 (the unit's 2.534, x2 2.537).
 CHOSEN_BY_REGIME: dict[str, dict[str, str]] = {
