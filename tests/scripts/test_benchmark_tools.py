@@ -756,6 +756,7 @@ def test_predict_subnormals_times_both_passes_and_compares_their_bits(tmp_path):
     assert rec["lanes"] == 1 and rec["weights"] > 0 and "--profile tiny" in rec["command"]
 
 
+@pytest.mark.slow  # a tiny dev unit and the benchmark's cell: about 15 s
 def test_the_cnp_steps_benchmark_scores_the_dev_units_own_cnp_row(tmp_path):
     # the benchmark's cell and a dev unit learn from the same draws (experiments.parameter.shared_draws):
     # at the chosen variant's scale its MSE is the unit's cnp row, to the bit
@@ -774,6 +775,7 @@ def test_the_cnp_steps_benchmark_scores_the_dev_units_own_cnp_row(tmp_path):
     assert cell["mse"]["cnp-w128-x4"] == float(errors["cnp"].mean())
 
 
+@pytest.mark.slow  # a tiny dev unit and the benchmark's cell: about 20-40 s each
 @pytest.mark.parametrize("regime", ["length", "composition"])
 def test_the_cnp_steps_benchmark_scores_a_discrete_regimes_dev_unit_cnp_row(regime):
     # the cell runs the regime's own unit up to its Phase 1a and scores the cnp on its draws
