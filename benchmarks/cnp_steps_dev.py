@@ -99,11 +99,10 @@ def dev_spec(regime: str, protocol: str, profile: str, seed: int):
     from taskextrap.experiments.discrete import embedding_of
     from taskextrap.experiments.options import RunOptions
     from taskextrap.experiments.settings import UnitSpec
-    from taskextrap.tasks.dev import dev_ladder
 
     settings = get_experiment(regime).check(RunOptions(profile=profile, protocol=protocol, split="dev"))
     if regime == "length":
-        return UnitSpec.of(settings, seed, dev_ladder(length.get_ladder(None)), embedding_of(settings, "length"))
+        return UnitSpec.of(settings, seed, length.run_ladder(settings), embedding_of(settings, "length"))
     return composition.set_run("composition", settings, {})[0].spec(seed)
 
 

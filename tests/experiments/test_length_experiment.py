@@ -115,3 +115,15 @@ def test_user_ladder_from_module(tmp_path, monkeypatch):
         length.get_ladder("cubic")
     with pytest.raises(TaskextrapError, match="cannot load"):
         length.get_ladder("nomodule_xyz:L")
+
+
+def test_a_runs_ladder_is_the_built_in_one_or_its_dev_ladder():
+    from taskextrap.experiments.catalogue import get_experiment
+    from taskextrap.experiments.length import get_ladder, run_ladder
+    from taskextrap.experiments.options import RunOptions
+    from taskextrap.tasks.dev import dev_ladder
+
+    check = get_experiment("length").check
+    assert run_ladder(check(RunOptions(profile="tiny"))) == get_ladder(None)
+    assert run_ladder(check(RunOptions(profile="tiny", split="dev"))) == dev_ladder(get_ladder(None))
+    assert run_ladder(check(RunOptions(profile="tiny", split="dev"))) != get_ladder(None)

@@ -187,12 +187,17 @@ def unit_inputs(spec: UnitSpec, plot_dir: Path | None = None) -> tuple:
     return library, make_rte(spec), targets, obs, work
 
 
+def run_ladder(settings: Settings) -> Ladder:
+    """The ladder a run's units climb: ``--family`` or the built-in one, its dev ladder under
+    ``--split dev``."""
+    ladder = settings.family or get_ladder(None)
+    return dev_ladder(ladder) if settings.dev else ladder
+
+
 def _run(experiment: str, methods: tuple[str, ...], settings: Settings, plot_dir: Path | None) -> Plan:
     profile, protocol, test_seed = settings.profile, settings.protocol, settings.test_seed
     embedding = embedding_of(settings, "length")
-    ladder = settings.family or get_ladder(None)
-    if settings.dev:
-        ladder = dev_ladder(ladder)
+    ladder = run_ladder(settings)
     base = dict(
         experiment="length",
         ladder=ladder.name,
