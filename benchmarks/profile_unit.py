@@ -6,6 +6,7 @@ docs/performance.md reads these.
     python benchmarks/profile_unit.py parameter                 # one paper unit, 1 thread (minutes)
     python benchmarks/profile_unit.py composition --profile quick
     python benchmarks/profile_unit.py parameter --label before --checkout /path/to/old/worktree
+    python benchmarks/profile_unit.py parameter --device cuda --label gpu   # the lent GPU machine
 
 Needs py-spy (``pip install py-spy``, in the ``bench`` extra).
 """
@@ -48,8 +49,12 @@ def summarise(raw_lines, top: int = 60) -> dict:
     return {"samples": total, "inclusive_pct": pct(inclusive), "self_pct": pct(own)}
 
 
-def profile_unit(experiment: str, profile: str = "paper", rate: int = 50, checkout: Path = ROOT) -> dict:
-    """Record one unit of ``experiment`` with py-spy (one torch thread) and summarise it."""
+def profile_unit(
+    experiment: str, profile: str = "paper", rate: int = 50, checkout: Path = ROOT, device: str = "cpu"
+) -> dict:
+    """Record one unit of ``experiment`` on ``device`` with py-spy (one torch thread) and
+    summarise it. On a GPU the samples show the host's share: a kernel's time appears only where
+    the host waits for it."""
     speed = _speed()
     extra, unit = speed.UNITS[experiment]
     beside = Path(sys.executable).with_name("py-spy")  # the venv's, when it is not on PATH
@@ -79,6 +84,8 @@ def profile_unit(experiment: str, profile: str = "paper", rate: int = 50, checko
             *extra,
             "--unit-cpus",
             "1",
+            "--device",
+            device,
             "--out",
             str(Path(tmp) / "out"),
             "--no-plots",
@@ -97,6 +104,7 @@ def profile_unit(experiment: str, profile: str = "paper", rate: int = 50, checko
         "wall_s": round(wall, 1),
         "timing": {k: round(float(v), 2) for k, v in timing.items()},
         "rate_hz": rate,
+        "device": device,
         "commit": speed.commit(Path(checkout)),
         **summary,
     }
@@ -117,6 +125,7 @@ def main(argv=None):
     ap.add_argument("--profile", default="paper")
     ap.add_argument("--label", default="after", help="the key the summary is kept under (before, after)")
     ap.add_argument("--checkout", type=Path, default=ROOT, help="the worktree whose package runs")
+    ap.add_argument("--device", default="cpu", help="where the unit runs (cpu, cuda)")
     ap.add_argument(
         "--out", type=Path, default=None, help="the JSON to update [default: results/profiles/<exp>-<profile>.json]"
     )
@@ -125,7 +134,7 @@ def main(argv=None):
 
     path = args.out or OUT / f"{args.experiment}-{args.profile}.json"
     doc = json.loads(path.read_text()) if path.exists() else {}
-    doc[args.label] = profile_unit(args.experiment, args.profile, checkout=args.checkout)
+    doc[args.label] = profile_unit(args.experiment, args.profile, checkout=args.checkout, device=args.device)
     write_json_atomic(path, doc)
     s = doc[args.label]
     print(f"{args.experiment} ({args.label}): {s['wall_s']} s, {s['samples']} samples")

@@ -8,11 +8,12 @@
 #
 #   here, once:  python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #                  --implementation cp --platform manylinux_2_17_x86_64 -d .whl \
-#                  jsonschema jsonschema-specifications referencing rpds-py
+#                  jsonschema jsonschema-specifications referencing rpds-py py-spy
 #   there:       export TASKEXTRAP_COMMIT=<the commit sent>
 #                bash scripts/gpu_device.sh BUDGET_S tests            # env and the GPU tests
 #                bash scripts/gpu_device.sh BUDGET_S smoke            # the same, then tiny units on CUDA
 #                bash scripts/gpu_device.sh BUDGET_S speed EXP...     # speed.py's GPU column, EXP each
+#                bash scripts/gpu_device.sh BUDGET_S profile EXP...   # a paper unit under py-spy, EXP each
 #
 # smoke: nvidia-smi and torch's view of the device, `pytest -m gpu`, then the tiny unit of each
 # synthetic experiment on cuda (what breaks shows in seconds). speed: benchmarks/speed.py --device
@@ -20,8 +21,8 @@
 # comes back in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BUDGET=${1:?usage: gpu_device.sh BUDGET_S tests|smoke|speed [EXPERIMENT...]}
-MODE=${2:?usage: gpu_device.sh BUDGET_S tests|smoke|speed [EXPERIMENT...]}
+BUDGET=${1:?usage: gpu_device.sh BUDGET_S tests|smoke|speed|profile [EXPERIMENT...]}
+MODE=${2:?usage: gpu_device.sh BUDGET_S tests|smoke|speed|profile [EXPERIMENT...]}
 shift 2
 OUT=${OUT:-runs/gpu-device}
 mkdir -p "$OUT"
@@ -83,7 +84,14 @@ speed)
         step "speed $exp" "$(left)" "$PY" benchmarks/speed.py --device cuda --label gpu --only "$exp"
     done
     ;;
-*) echo "unknown mode $MODE (tests, smoke or speed)"; exit 2 ;;
+profile)
+    (( $# )) || { echo "profile: name the experiments to profile" | tee -a "$LOG"; exit 2; }
+    for exp in "$@"; do
+        step "profile $exp" "$(left)" "$PY" benchmarks/profile_unit.py "$exp" --device cuda --label gpu \
+            --out "$OUT/profile-$exp.json"
+    done
+    ;;
+*) echo "unknown mode $MODE (tests, smoke, speed or profile)"; exit 2 ;;
 esac
 rm -rf "$OUT/tiny"
 echo "done with $(left) s of the budget left$( (( failed )) && echo '; a step failed')" | tee -a "$LOG"
