@@ -1050,13 +1050,20 @@ def render_profile(data: dict, top: int = 24) -> str:
     for f in names:
         cells = [f"{data[lab]['inclusive_pct'][f]:.1f}" if f in data[lab]["inclusive_pct"] else "-" for lab in labels]
         lines.append(f"| `{f}` | " + " | ".join(cells) + " |")
-    walls = "; ".join(f"{lab}: {data[lab]['wall_s']:.0f} s at {data[lab]['commit']}" for lab in labels)
+    on = lambda lab: "" if data[lab].get("device", "cpu") == "cpu" else f" on {data[lab]['device']}"  # noqa: E731
+    walls = "; ".join(f"{lab}: {data[lab]['wall_s']:.0f} s at {data[lab]['commit']}{on(lab)}" for lab in labels)
     lines += [
         "",
         f"_{first['experiment']} ({first['unit']}, `{first['profile']}` profile, one torch thread) under "
         f"py-spy at {first['rate_hz']} Hz, inclusive shares (a function and what it calls; - : not among the "
         f"60 largest); {walls}; "
-        f"`python benchmarks/profile_unit.py {first['experiment']} --profile {first['profile']}`._",
+        f"`python benchmarks/profile_unit.py {first['experiment']} --profile {first['profile']}`"
+        + (
+            " (`--device cuda --label gpu` for a GPU's column: the host's share)"
+            if any(on(lab) for lab in labels)
+            else ""
+        )
+        + "._",
     ]
     return "\n".join(lines)
 

@@ -809,3 +809,22 @@ def test_the_committed_cnp_step_scores_are_their_cells_and_agree_with_the_dev_fi
         ]
         here = json.loads((results / f"cnp-steps-dev-{regime}.json").read_text())["scores"]["cnp-w128-x4"]
         assert here == pytest.approx(variant_scores(rows)["cnp-w128-x4"], abs=0.01), regime
+
+
+def test_the_profile_table_names_a_gpu_labels_device_and_its_command():
+    mod = _load("tables.py")
+    one = lambda device: {  # noqa: E731
+        "experiment": "parameter",
+        "unit": "cubic, seed 0",
+        "profile": "paper",
+        "rate_hz": 50,
+        "wall_s": 60.8,
+        "commit": "abc1234",
+        "inclusive_pct": {"train (train.py)": 40.0},
+        **({} if device is None else {"device": device}),
+    }
+    cpu_only = mod.render_profile({"after": one(None)})
+    assert "after: 61 s at abc1234;" in cpu_only and "--device cuda" not in cpu_only
+    both = mod.render_profile({"after": one("cpu"), "gpu": one("cuda")})
+    assert "gpu: 61 s at abc1234 on cuda" in both and "after: 61 s at abc1234;" in both
+    assert "`--device cuda --label gpu`" in both and "| `train (train.py)` | 40.0 | 40.0 |" in both
