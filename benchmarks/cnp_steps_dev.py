@@ -11,9 +11,11 @@ length`` or ``composition``: for each protocol, the ``quick``-profile dev unit's
 width 128 is trained at each of ``--scales`` times the unit's steps (and ``--lr-scales`` times its
 learning rate; each its own variant's seed, as the dev rows are) and scored by its MSE on the dev
 targets (the held-out ``dev`` region or level or pairs, seed 31337, the profile's targets and
-draws). Tests hold a cell to a dev unit's own ``cnp`` row, to the bit, in every regime. The score
-is the dev choice's (``classics.variant_scores``): the mean over cells of log MSE, lower is
-better. Nothing here reads a test target.
+draws). Each cell also records the raw interval's coverage at every grid scale, as a dev run's
+config does, so a scale scored here can be calibrated like a dev row. Tests hold a cell to a dev
+unit's own ``cnp`` row (and its coverage), to the bit, in every regime. The score is the dev
+choice's (``classics.variant_scores``): the mean over cells of log MSE, lower is better. Nothing
+here reads a test target.
 
     python benchmarks/cnp_steps_dev.py                    # writes benchmarks/results/cnp-steps-dev.json
     python benchmarks/cnp_steps_dev.py --regime length --scales 8 --out benchmarks/results/cnp-steps-dev-length.json
@@ -37,18 +39,22 @@ DISCRETE = ("length", "composition")
 PROFILE = {"parameter": "paper", "length": "quick", "composition": "quick"}
 
 
-def fits(library, shared, obs, n_targets: int, scales, lr_scales, seed: int, protocol: str) -> tuple[dict, dict]:
-    """The MSE on ``obs``' queries (averaged per target, then over targets, as a unit's row is)
-    and the seconds of a ``cnp`` at each step scale and learning-rate scale, learning from the
-    unit's ``shared`` draws. A learning-rate scale other than 1 adds ``-lr<scale>`` to the row's
-    name; its network and batches are seeded as the variant's (each pair differs in the rate alone)."""
+def fits(library, shared, obs, n_targets: int, scales, lr_scales, seed: int, protocol: str) -> dict[str, dict]:
+    """A ``cnp`` at each step scale and learning-rate scale, learning from the unit's ``shared``
+    draws: ``mse`` on ``obs``' queries (averaged per target, then over targets, as a unit's row
+    is), ``coverage_by_scale`` (its raw interval's coverage at every grid scale of
+    ``search.calibration.SCALE_GRID``, pooled as a dev run's config records it, from which a
+    scale is chosen for the variant) and ``seconds``. A learning-rate scale other than 1 adds
+    ``-lr<scale>`` to the row's name; its network and batches are seeded as the variant's (each
+    pair differs in the rate alone)."""
     from dataclasses import replace
 
     from taskextrap.baselines.classics import NeuralProcess
     from taskextrap.estimators.base import fit_together
     from taskextrap.experiments.units import per_target
+    from taskextrap.search.calibration import interval_diagnostics, pooled_curve
 
-    mse, seconds = {}, {}
+    out: dict[str, dict] = {"mse": {}, "coverage_by_scale": {}, "seconds": {}}
     for s in scales:
         for lr in lr_scales:
             train = replace(shared.train, lr=shared.train.lr * lr)
@@ -56,10 +62,14 @@ def fits(library, shared, obs, n_targets: int, scales, lr_scales, seed: int, pro
             name = cnp.variant + ("" if lr == 1.0 else f"-lr{lr:g}")
             t = time.perf_counter()
             fit_together([cnp.begin_fit(library, shared)])
-            pred = cnp.predict(obs.ctx_x, obs.ctx_y, obs.qry_x)
-            mse[name] = float(per_target((pred - obs.qry_y) ** 2, n_targets).mean())
-            seconds[name] = time.perf_counter() - t
-    return mse, seconds
+            pred, sd = cnp.predict(obs.ctx_x, obs.ctx_y, obs.qry_x, return_std=True)  # sd: the raw interval's
+            out["mse"][name] = float(per_target((pred - obs.qry_y) ** 2, n_targets).mean())
+            diag = interval_diagnostics(name, pred, sd, obs.qry_y, 1.0)
+            out["coverage_by_scale"][name] = pooled_curve(
+                {k: [per_target(v, n_targets)] for k, v in diag.items()}, name
+            )
+            out["seconds"][name] = time.perf_counter() - t
+    return out
 
 
 def cell(
@@ -86,8 +96,8 @@ def cell(
     sa = P.make_rte(spec)
     sa.begin_fit(library)  # Phase 1a: the embedding, the scaler and the library draws (its networks are not trained)
     _, obs = P.make_targets(family, proto, prof.n_targets, prof.n_draws, spec.test_seed)
-    mse, seconds = fits(library, P.shared_draws(sa), obs, prof.n_targets, scales, lr_scales, seed, protocol)
-    return {"family": family_name, "protocol": protocol, "mse": mse, "seconds": seconds}
+    scored = fits(library, P.shared_draws(sa), obs, prof.n_targets, scales, lr_scales, seed, protocol)
+    return {"family": family_name, "protocol": protocol, **scored}
 
 
 def dev_spec(regime: str, protocol: str, profile: str, seed: int):
@@ -125,8 +135,8 @@ def regime_cell(
     module = importlib.import_module(f"taskextrap.experiments.{regime}")
     library, rte, targets, obs, _ = module.unit_inputs(dev_spec(regime, protocol, profile, seed))
     rte.begin_fit(library)
-    mse, seconds = fits(library, shared_draws(rte), obs, len(targets), scales, lr_scales, seed, protocol)
-    return {"family": regime, "protocol": protocol, "mse": mse, "seconds": seconds}
+    scored = fits(library, shared_draws(rte), obs, len(targets), scales, lr_scales, seed, protocol)
+    return {"family": regime, "protocol": protocol, **scored}
 
 
 def main(argv=None) -> None:

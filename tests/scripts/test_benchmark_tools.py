@@ -773,6 +773,15 @@ def test_the_cnp_steps_benchmark_scores_the_dev_units_own_cnp_row(tmp_path):
     errors = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)].errors
     cell = mod.cell("cubic", "paper", (4.0,), "tiny", 0)
     assert cell["mse"]["cnp-w128-x4"] == float(errors["cnp"].mean())
+    # and its raw interval's coverage at every grid scale is the curve a dev run's config records
+    from taskextrap.experiments.parameter import interval_prefix
+    from taskextrap.search.calibration import SCALE_GRID, curve_key, pooled_curve
+
+    prefix = interval_prefix("cnp")
+    unit_curve = pooled_curve(
+        {curve_key(prefix, i): [errors[curve_key(prefix, i)]] for i in range(len(SCALE_GRID))}, prefix
+    )
+    assert cell["coverage_by_scale"]["cnp-w128-x4"] == unit_curve and 0.0 < unit_curve[40] < 1.0
 
 
 @pytest.mark.slow  # a tiny dev unit and the benchmark's cell: about 20-40 s each
@@ -791,6 +800,12 @@ def test_the_cnp_steps_benchmark_scores_a_discrete_regimes_dev_unit_cnp_row(regi
     cell = mod.regime_cell(regime, "strict", (scale,), "tiny", 0)
     assert (cell["family"], cell["protocol"]) == (regime, "strict")
     assert cell["mse"][chosen(regime)["cnp"]] == float(errors["cnp"].mean())
+    from taskextrap.search.calibration import SCALE_GRID, curve_key, pooled_curve
+
+    unit_curve = pooled_curve(
+        {curve_key("cnp", i): [errors[curve_key("cnp", i)]] for i in range(len(SCALE_GRID))}, "cnp"
+    )
+    assert cell["coverage_by_scale"][chosen(regime)["cnp"]] == unit_curve
 
 
 def test_the_committed_cnp_step_scores_are_their_cells_and_agree_with_the_dev_files_at_four_times():
