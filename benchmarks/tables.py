@@ -73,6 +73,27 @@ def wall_note(data: dict, wall: float) -> str:
     return f"_wall {wall / 60:.1f} min on 2 CPU cores{per_unit}._"
 
 
+def stale_classics(name: str, data: dict) -> str:
+    """A line under a test file's table whose learned classic rows (``meta-gp``, ``cnp``) were made
+    with another variant than the regime's dev choice today (``baselines.classics.chosen``): the
+    rows are that older fit's, held back against the dev-best. Empty when none is."""
+    from taskextrap.baselines.classics import chosen
+
+    config = data.get("config") or {}
+    made = config.get("classic_variants") or {}
+    if config.get("split") == "dev" or not made:
+        return ""
+    today = chosen(name.rsplit("-", 2)[0])
+    rows = {r["method"] for r in data["rows"]}
+    old = [f"`{m}` is `{v}`, not today's `{today[m]}`" for m, v in made.items() if m in rows and today.get(m) != v]
+    if not old:
+        return ""
+    return (
+        f"_made before the dev choice changed: {'; '.join(old)}; its rows are the older fit's, held back "
+        "(results.md, the dev choice of the classics)._"
+    )
+
+
 def render(
     name: str,
     metrics=METRIC_ORDER,
@@ -109,6 +130,9 @@ def render(
             "",
             f"_split `{config['split']}`, test seed {config.get('test_seed')}, training seeds {data.get('seeds')}._",
         ]
+    stale = stale_classics(name, data)
+    if stale:
+        parts += ["", stale]
     comparisons = [
         c for c in data.get("comparisons") or [] if c["metric"] in metrics and (groups is None or c["group"] in groups)
     ]

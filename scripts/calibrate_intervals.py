@@ -41,10 +41,33 @@ EXPERIMENTS = ("parameter", "composition", "length", "composition-depth3")
 PROTOCOLS = ("paper", "strict")
 
 
-def curves_of(experiment: str, data: dict) -> dict[str, np.ndarray]:
+def scored_after(results: Path, experiment: str, protocol: str, profile: str) -> dict[str, tuple[str, dict]]:
+    """The classics' variants scored after the dev files on ``experiment``'s dev split
+    (``benchmarks/cnp_steps_dev.py``'s files, ``cnp-steps-dev*.json``, of this regime and profile
+    that record coverage): variant -> (its file's name, {group: raw coverage curve}) under
+    ``protocol``; a parameter cell's group is its family, a discrete regime's its one group."""
+    out: dict[str, tuple[str, dict]] = {}
+    for path in sorted(results.glob("cnp-steps-dev*.json")):
+        doc = json.loads(path.read_text())
+        if doc.get("regime", "parameter") != experiment or doc.get("profile") != profile:
+            continue
+        for c in doc["cells"]:
+            if c["protocol"] != protocol or "coverage_by_scale" not in c:
+                continue
+            for variant, curve in c["coverage_by_scale"].items():
+                out.setdefault(variant, (path.name, {}))[1].setdefault(c["family"], curve)
+    return out
+
+
+def curves_of(
+    experiment: str, data: dict, after: dict[str, tuple[str, dict]] | None = None, sources: dict | None = None
+) -> dict[str, np.ndarray]:
     """Calibration key -> (groups, len(SCALE_GRID)) raw coverage curves of one dev results file:
     rte's (and Strategy A's), and every classic's whose interval the run recorded, under
-    ``search.calibration.method_key`` (the same dev split, the same rule)."""
+    ``search.calibration.method_key`` (the same dev split, the same rule). A learned classic whose
+    variant today neither the file scored nor made its row is read from ``after``
+    (:func:`scored_after`: the same dev cells, scored outside the dev units) when that covers
+    every group; ``sources`` (given) gets the file name of each key read from there."""
     by_scale = data["config"]["coverage_by_scale"]
     pick = lambda m: np.array([g[m] for g in by_scale.values()])  # noqa: E731
     if experiment != "parameter":
@@ -60,13 +83,24 @@ def curves_of(experiment: str, data: dict) -> dict[str, np.ndarray]:
     # else from the classic's row when the file was made with that variant (its config's
     # classic_variants); a file that has neither calibrates nothing for it
     made, today = data["config"].get("classic_variants", {}), chosen(experiment)
+    groups = list(by_scale)
     for m in [m for m in classics if m in today]:
         source = today[m] if today[m] in rows else m if made.get(m) == today[m] else None
-        if source is None:
-            print(f"{experiment}: the file's {m} row is {made.get(m, 'an unrecorded variant')}, not today's "
-                  f"{today[m]}: no scale chosen for it from this file", file=sys.stderr)  # fmt: skip
-        else:
+        name, cells = (after or {}).get(today[m], ("", {}))
+        # a discrete regime's cells name the regime, its dev file's one group another name
+        cells = (
+            cells if experiment == "parameter" or len(cells) != 1 else dict(zip(groups, cells.values(), strict=False))
+        )
+        if source is not None:
             out[method_key(experiment, today[m])] = pick(source)
+        elif all(g in cells for g in groups):
+            out[method_key(experiment, today[m])] = np.array([cells[g] for g in groups])
+            if sources is not None:
+                sources[method_key(experiment, today[m])] = name
+        else:
+            print(f"{experiment}: the file's {m} row is {made.get(m, 'an unrecorded variant')}, not today's "
+                  f"{today[m]}, and no file scored after it covers this file's groups: no scale chosen for it",
+                  file=sys.stderr)  # fmt: skip
     return out | {method_key(experiment, m): pick(m) for m in classics if m not in today}
 
 
@@ -96,7 +130,9 @@ def calibrate(profile: str, results: Path = RESULTS) -> dict:
                 )
             path, data = found
             groups = list(data["config"]["coverage_by_scale"])
-            for key, curves in curves_of(experiment, data).items():
+            sources: dict[str, str] = {}
+            after = scored_after(results, experiment, protocol, profile)
+            for key, curves in curves_of(experiment, data, after, sources).items():
                 pooled = curves.mean(axis=0)
                 scale = choose_scale(pooled)
                 i = SCALE_GRID.index(scale)
@@ -108,7 +144,7 @@ def calibrate(profile: str, results: Path = RESULTS) -> dict:
                         g: {"raw": round(float(c[one]), 4), "calibrated": round(float(c[i]), 4)}
                         for g, c in zip(groups, curves, strict=True)
                     },
-                    "source": path.name,
+                    "source": sources.get(key, path.name),
                 }
                 if experiment == "parameter":  # each built-in family's own dev split: a scale each
                     for g, c in zip(groups, curves, strict=True):
@@ -117,7 +153,7 @@ def calibrate(profile: str, results: Path = RESULTS) -> dict:
                             "scale": SCALE_GRID[j],
                             "dev_coverage_raw": round(float(c[one]), 4),
                             "dev_coverage_calibrated": round(float(c[j]), 4),
-                            "source": path.name,
+                            "source": sources.get(key, path.name),
                         }
     return scales
 
@@ -135,7 +171,8 @@ def transfer(profile: str, scales: dict, results: Path = RESULTS) -> dict:
                 continue
             path, data = found
             groups = list(data["config"]["coverage_by_scale"])
-            for key, curves in curves_of(experiment, data).items():
+            after = scored_after(results, experiment, protocol, profile)
+            for key, curves in curves_of(experiment, data, after).items():
                 regime = f"{key}/{protocol}"
                 if regime not in scales:
                     continue

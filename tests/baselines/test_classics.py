@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from taskextrap import audit
-from taskextrap.baselines.classics import CHOSEN, VARIANTS, LibraryGP, NeuralProcess
+from taskextrap.baselines.classics import CHOSEN, VARIANTS, LibraryGP, NeuralProcess, variant_settings
 from taskextrap.baselines.method import SharedDraws
 from taskextrap.baselines.table import begin_methods
 from taskextrap.errors import TaskextrapError
@@ -46,9 +46,11 @@ def test_every_classic_predicts_a_mean_and_an_sd():
 
 
 def test_a_row_is_its_chosen_variants_fit_and_each_variant_fits_once():
-    methods, pending, _ = _fitted((*CLASSICS, *VARIANTS))
-    assert len({id(m) for m in methods.values()}) == 1 + len(VARIANTS)  # ctx-gp and each variant once
-    assert len(pending) == sum(v.startswith(("cnp", "meta-gp")) for v in VARIANTS)  # a network or a GP fit each
+    # the dev rows and the chosen variants (one may be scored after the dev files: not a dev row)
+    variants = list(dict.fromkeys([*VARIANTS, *CHOSEN.values()]))
+    methods, pending, _ = _fitted((*CLASSICS, *variants))
+    assert len({id(m) for m in methods.values()}) == 1 + len(variants)  # ctx-gp and each variant once
+    assert len(pending) == len(variants)  # a network or a GP fit each
     for row, variant in CHOSEN.items():
         assert methods[row] is methods[variant]
 
@@ -66,7 +68,7 @@ def test_a_step_variant_trains_for_its_share_of_the_units_steps():
     assert methods["meta-gp-rbf+linear-x0.5"].gp_.steps == 15
     assert methods["cnp-w128-x4"].net_.cfg.steps == 120
     assert methods["cnp-w128"].net_.cfg == CFG  # the plain variant: the unit's
-    assert methods["cnp"].net_.cfg.steps == round(CFG.steps * VARIANTS[CHOSEN["cnp"]]["step_scale"])  # the row: dev's
+    assert methods["cnp"].net_.cfg.steps == round(CFG.steps * variant_settings(CHOSEN["cnp"])["step_scale"])  # dev's
     assert VARIANTS["meta-gp-rbf+linear-x0.5"]["kernel"] == "rbf+linear" and VARIANTS["cnp-w128-x4"]["width"] == 128
     assert methods["cnp-w128-x4"].variant == "cnp-w128-x4" and methods["cnp"].variant == CHOSEN["cnp"]
 
@@ -105,9 +107,25 @@ def test_a_classic_fitted_alone_draws_its_own_library_draws():
         assert mean.shape == sd.shape == obs.qry_x.shape and np.isfinite(mean).all()
 
 
+def _scored_after(regime: str, profile: str) -> dict[str, float]:
+    """The dev rule's scores of the variants benchmarks/cnp_steps_dev.py scored after the dev
+    files on ``regime``'s dev split at ``profile`` (its committed files, both protocols)."""
+    import json
+    from pathlib import Path
+
+    scores = {}
+    for path in sorted((Path(__file__).resolve().parents[2] / "benchmarks" / "results").glob("cnp-steps-dev*.json")):
+        doc = json.loads(path.read_text())
+        if doc.get("regime", "parameter") == regime and doc["profile"] == profile:
+            assert {c["protocol"] for c in doc["cells"]} == {"paper", "strict"}, path.name
+            scores.update(doc["scores"])
+    return scores
+
+
 def test_the_chosen_variants_are_the_dev_runs_choice():
     """CHOSEN is what choose_classics reads from the committed dev runs of the parameter regime
-    (both protocols)."""
+    (both protocols) and the variants scored after them on the same dev cells
+    (benchmarks/cnp_steps_dev.py at the same profile)."""
     import json
     from pathlib import Path
 
@@ -119,13 +137,14 @@ def test_the_chosen_variants_are_the_dev_runs_choice():
         for p in ("paper", "strict")
         for r in json.loads((results / f"parameter-{p}-paper-dev.json").read_text())["rows"]
     ]
-    assert choose_classics(rows) == CHOSEN
+    assert choose_classics(rows, _scored_after("parameter", "paper")) == CHOSEN
 
 
 @pytest.mark.parametrize("regime", ["length", "composition", "composition-depth3"])
 def test_each_discrete_regimes_variants_are_its_own_dev_runs_choice(regime):
     """chosen(regime) is what choose_classics reads from the committed quick dev runs of that
-    regime (both protocols; they score every variant)."""
+    regime (both protocols; they score every variant) and the variants scored after them on the
+    same dev cells (benchmarks/cnp_steps_dev.py --regime REGIME)."""
     import json
     from pathlib import Path
 
@@ -137,7 +156,7 @@ def test_each_discrete_regimes_variants_are_its_own_dev_runs_choice(regime):
         for p in ("paper", "strict")
         for r in json.loads((results / f"{regime}-{p}-quick-dev.json").read_text())["rows"]
     ]
-    assert choose_classics(rows) == chosen(regime)
+    assert choose_classics(rows, _scored_after(regime, "quick")) == chosen(regime)
 
 
 def test_the_choice_is_scale_free_and_ties_go_to_the_first_variant():
@@ -235,3 +254,21 @@ def test_a_classic_fitted_alone_draws_from_a_bounded_subset_of_a_large_library(m
     assert bounded.scaler == full.scaler == FamilyScaler.fit(library)
     again = method.own_draws(library, protocol, 2, 0, CFG)
     assert np.array_equal(again.draws[0], bounded.draws[0])
+
+
+def test_a_variant_scored_after_the_dev_files_can_be_chosen_and_built():
+    from taskextrap.baselines.classics import SCORED_AFTER, choose_classics, variant_settings
+    from taskextrap.baselines.table import get_method, markdown, method_rows
+    from taskextrap.errors import TaskextrapError
+
+    rows = [{"metric": "mse", "method": v, "value": x} for v, x in [("cnp-w128-x4", 2.0), ("meta-gp-rbf", 1.0)]]
+    assert choose_classics(rows)["cnp"] == "cnp-w128-x4"
+    # the same rule's scores of variants scored outside the dev units; names it does not know are ignored
+    assert choose_classics(rows, {"cnp-w128-x32": np.log(1.5), "cnp-w128-x4-lr3": -9.0})["cnp"] == "cnp-w128-x32"
+    assert choose_classics(rows, {"cnp-w128-x32": np.log(3.0)})["cnp"] == "cnp-w128-x4"
+    for name in SCORED_AFTER:  # built by name, never a row of any regime's table
+        assert get_method(name).build(seed=0).variant == name == f"cnp-w128-x{variant_settings(name)['step_scale']:g}"
+        assert all(name not in method_rows(r, dev) for r in ("parameter", "length") for dev in (False, True))
+        assert f"| `{name}` |" in markdown() and "scored after the dev files" in markdown()
+    with pytest.raises(TaskextrapError, match="unknown classic variant 'cnp-w7'"):
+        variant_settings("cnp-w7")

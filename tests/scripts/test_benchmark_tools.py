@@ -843,3 +843,21 @@ def test_the_profile_table_names_a_gpu_labels_device_and_its_command():
     both = mod.render_profile({"after": one("cpu"), "gpu": one("cuda")})
     assert "gpu: 61 s at abc1234 on cuda" in both and "after: 61 s at abc1234;" in both
     assert "`--device cuda --label gpu`" in both and "| `train (train.py)` | 40.0 | 40.0 |" in both
+
+
+def test_a_test_file_made_with_an_older_classic_variant_says_so_under_its_table():
+    from taskextrap.baselines.classics import chosen
+
+    mod = _load("tables.py")
+    today = chosen("length")
+    rows = [{"group": "g", "method": m, "metric": "mse", "value": 1.0} for m in ("rte", "cnp", "meta-gp")]
+    data = {"rows": rows, "config": {"split": "test", "classic_variants": {**today, "cnp": "cnp-w128-x0.5"}}}
+    line = mod.stale_classics("length-paper-paper", data)
+    assert f"`cnp` is `cnp-w128-x0.5`, not today's `{today['cnp']}`" in line and "meta-gp" not in line
+    assert (
+        mod.stale_classics("length-paper-paper", {**data, "config": {"split": "test", "classic_variants": today}}) == ""
+    )
+    dev = {**data, "config": {**data["config"], "split": "dev"}}  # a dev file scores the variants: no line
+    assert mod.stale_classics("length-paper-quick-dev", dev) == ""
+    no_cnp = {**data, "rows": rows[:1]}  # a file without the row says nothing of it
+    assert mod.stale_classics("length-paper-paper", no_cnp) == ""

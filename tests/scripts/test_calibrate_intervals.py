@@ -131,3 +131,39 @@ def test_a_regimes_own_variant_is_scaled_from_its_variant_row(load_script, monke
     curves = mod.curves_of("length", {"config": made})
     assert set(curves) == {"length", "length:ctx-gp", "length:meta-gp-matern52", f"length:{classics.CHOSEN['cnp']}"}
     assert curves["length:meta-gp-matern52"][0][0] == 0.5  # the variant's own row, not the meta-gp row's
+
+
+def test_a_variant_scored_after_the_dev_files_is_scaled_from_their_coverage(tmp_path, load_script, monkeypatch):
+    """Today's cnp variant that no dev file ran (classics.SCORED_AFTER) takes its curves from
+    benchmarks/cnp_steps_dev.py's files of the same regime, profile and protocol, group by group,
+    and the scale records that file; another profile's or regime's file, or one without coverage,
+    gives nothing."""
+    from taskextrap.baselines import classics
+
+    monkeypatch.setattr(classics, "CHOSEN", {**classics.CHOSEN, "cnp": "cnp-w128-x32"})
+    monkeypatch.setattr(classics, "CHOSEN_BY_REGIME", {})
+    mod = load_script("scripts/calibrate_intervals.py")
+    low, high = [0.5] * len(SCALE_GRID), [0.95] * len(SCALE_GRID)
+    cell = lambda fam, proto, curve: {  # noqa: E731
+        "family": fam,
+        "protocol": proto,
+        "mse": {"cnp-w128-x32": 1.0},
+        "coverage_by_scale": {"cnp-w128-x32": curve},
+    }
+    doc = {"regime": "parameter", "profile": "quick", "cells": [cell("f1", "paper", low), cell("f2", "paper", high)]}
+    (tmp_path / "cnp-steps-dev-quick-x32.json").write_text(json.dumps(doc))
+    other = {**doc, "profile": "paper", "cells": [cell("f1", "strict", low), cell("f2", "strict", low)]}
+    (tmp_path / "cnp-steps-dev-x32.json").write_text(json.dumps(other))
+    after = mod.scored_after(tmp_path, "parameter", "paper", "quick")
+    assert after == {"cnp-w128-x32": ("cnp-steps-dev-quick-x32.json", {"f1": low, "f2": high})}
+    assert mod.scored_after(tmp_path, "parameter", "strict", "quick") == {}  # the strict cells are paper's
+    assert mod.scored_after(tmp_path, "length", "paper", "quick") == {}
+
+    made = {"split": "dev", "objective": {"variant": "strategy-a"}, "classic_variants": {"cnp": "cnp-w128-x4"}}
+    made["coverage_by_scale"] = {"f1": {"strategy-a": high, "cnp": high}, "f2": {"strategy-a": high, "cnp": high}}
+    sources = {}
+    curves = mod.curves_of("parameter", {"config": made}, after, sources)
+    assert curves["parameter:cnp-w128-x32"].tolist() == [low, high]  # not the file's x4 row
+    assert sources == {"parameter:cnp-w128-x32": "cnp-steps-dev-quick-x32.json"}
+    missing = {"cnp-w128-x32": ("x.json", {"f1": low})}  # a group it did not score: nothing chosen
+    assert "parameter:cnp-w128-x32" not in mod.curves_of("parameter", {"config": made}, missing)

@@ -70,30 +70,38 @@ VARIANTS: dict[str, dict] = {
         f"cnp-w{FIRST_ROUND['width']}-x{s:g}": {"width": FIRST_ROUND["width"], "step_scale": s} for s in CNP_STEP_SCALES
     },
 }
+# cnp step scales scored after the dev files, outside the dev units (benchmarks/cnp_steps_dev.py:
+# the same dev splits and draws as a dev unit's cnp row, to the bit; its files
+# benchmarks/results/cnp-steps-dev*.json), so that no dev unit trains them: a regime may choose
+# one (choose_classics' ``scored_after``), and its interval's scale is chosen on the same files'
+# coverage (scripts/calibrate_intervals.py). Built by name like a dev row, never a table's row.
+CNP_STEP_SCALES_AFTER = (8.0, 16.0, 32.0)
+SCORED_AFTER: dict[str, dict] = {
+    f"cnp-w{FIRST_ROUND['width']}-x{s:g}": {"width": FIRST_ROUND["width"], "step_scale": s}
+    for s in CNP_STEP_SCALES_AFTER
+}
 # The dev choice (choose_classics on benchmarks/results/parameter-{paper,strict}-paper-dev.json
-# together; a test holds CHOSEN to those files), mean log MSE over both protocols' families, with
-# no cap on the steps: meta-gp's marginal likelihood run to convergence by L-BFGS at prior-mean
-# degree 3, -0.80 (Adam at twice the unit's steps -0.58, the unit's -0.49, half -0.37; L-BFGS at
-# degree 1 -0.28, 0 -0.18; rbf -0.37, matern52 0.25); cnp width 128 at four times the unit's
-# steps 1.18 (twice 1.31, the unit's 1.41, half 1.60; width 64 1.54). Scored after this choice
-# (benchmarks/cnp_steps_dev.py, cnp-steps-dev.json, -x16.json, -x32.json, -lr.json): eight times
-# the steps 1.04, sixteen 0.89 and thirty-two 0.83 (lower than sixteen in 5 of 10 cells only)
-# against four times' 1.21 on the same dev split; at four times, three and ten times the learning
-# rate 1.16 and 1.31. Not adopted yet, since every committed file's cnp row is x4
-# (docs/results.md says so beside the rows).
-CHOSEN = {"meta-gp": "meta-gp-rbf+linear-lbfgs-deg3", "cnp": "cnp-w128-x4"}
+# together, with the variants scored after them on the same dev cells; a test holds CHOSEN to
+# those files), mean log MSE over both protocols' families, with no cap on the steps: meta-gp's
+# marginal likelihood run to convergence by L-BFGS at prior-mean degree 3, -0.80 (Adam at twice
+# the unit's steps -0.58, the unit's -0.49, half -0.37; L-BFGS at degree 1 -0.28, 0 -0.18; rbf
+# -0.37, matern52 0.25); cnp width 128 at thirty-two times the unit's steps 0.83 (scored after
+# the dev files, benchmarks/cnp_steps_dev.py: sixteen times 0.89, eight 1.04, four 1.21 there;
+# in the dev files four times 1.18, twice 1.31, the unit's 1.41, half 1.60, width 64 1.54; at
+# four times, three and ten times the learning rate 1.16 and 1.31).
+CHOSEN = {"meta-gp": "meta-gp-rbf+linear-lbfgs-deg3", "cnp": "cnp-w128-x32"}
 # A regime whose dev runs score the variants too has its own choice, by the same rule
-# (choose_classics on its quick dev runs, both protocols; a test holds each to its files); a
-# regime without one (a user's library: observed) keeps CHOSEN. Mean log MSE: length
-# meta-gp-matern52 -0.70 (the parameter regime's L-BFGS degree 3: -0.04), cnp x4 -0.34 (x2
-# -0.25; scored after, benchmarks/cnp_steps_dev.py --regime length: x8 -0.39, x16 -0.45, x32
-# -0.52, not adopted); composition meta-gp-matern52 -3.02 (L-BFGS degree 3: -2.69), cnp x4 -1.60
-# (x2 -1.56; scored after: x8 -1.65, x16 -1.69, not adopted);
+# (choose_classics on its quick dev runs, both protocols, and the variants scored after them on
+# the same cells; a test holds each to its files); a regime without one (a user's library:
+# observed) keeps CHOSEN. Mean log MSE: length meta-gp-matern52 -0.70 (the parameter regime's
+# L-BFGS degree 3: -0.04), cnp x32 -0.52 (scored after: x16 -0.45, x8 -0.39, x4 -0.34; the dev
+# files' x4 -0.34, x2 -0.25); composition meta-gp-matern52 -3.02 (L-BFGS degree 3: -2.69), cnp
+# x16 -1.69 (scored after: x8 -1.65, x4 -1.61; the dev files' x4 -1.60, x2 -1.56);
 # composition-depth3 meta-gp-matern52 1.559 (rbf+linear 1.678, L-BFGS degree 3 2.193), cnp x4
-# 2.533 (the unit's 2.534, x2 2.537).
+# 2.533 (the unit's 2.534, x2 2.537; not scored further).
 CHOSEN_BY_REGIME: dict[str, dict[str, str]] = {
-    "length": {"meta-gp": "meta-gp-matern52", "cnp": "cnp-w128-x4"},
-    "composition": {"meta-gp": "meta-gp-matern52", "cnp": "cnp-w128-x4"},
+    "length": {"meta-gp": "meta-gp-matern52", "cnp": "cnp-w128-x32"},
+    "composition": {"meta-gp": "meta-gp-matern52", "cnp": "cnp-w128-x16"},
     "composition-depth3": {"meta-gp": "meta-gp-matern52", "cnp": "cnp-w128-x4"},
 }
 
@@ -342,13 +350,25 @@ def variant_scores(rows) -> dict[str, float]:
     return {v: float(np.mean(s)) for v, s in by.items()}
 
 
-def choose_classics(rows) -> dict[str, str]:
+def variant_settings(name: str) -> dict:
+    """The constructor arguments of a classic's variant: a dev row's (:data:`VARIANTS`) or one
+    scored after the dev files (:data:`SCORED_AFTER`); a one-line error for any other name."""
+    if name in VARIANTS:
+        return dict(VARIANTS[name])
+    if name in SCORED_AFTER:
+        return dict(SCORED_AFTER[name])
+    raise TaskextrapError(f"unknown classic variant {name!r}; choose from {', '.join([*VARIANTS, *SCORED_AFTER])}")
+
+
+def choose_classics(rows, scored_after: dict[str, float] | None = None) -> dict[str, str]:
     """The variant behind each fitted classic row (``meta-gp``, ``cnp``): the lowest
-    :func:`variant_scores` among its variants (the first listed on a tie), whatever it costs."""
-    scores = variant_scores(rows)
+    :func:`variant_scores` among its variants (the first listed on a tie), whatever it costs.
+    ``scored_after``: the same rule's scores of :data:`SCORED_AFTER` variants on the same dev
+    cells (``benchmarks/cnp_steps_dev.py``'s ``scores``); other names in it are ignored."""
+    scores = variant_scores(rows) | {v: float(s) for v, s in (scored_after or {}).items() if v in SCORED_AFTER}
     out = {}
     for row in CHOSEN:
-        mine = [v for v in VARIANTS if v.startswith(f"{row}-") and v in scores]
+        mine = [v for v in (*VARIANTS, *SCORED_AFTER) if v.startswith(f"{row}-") and v in scores]
         if not mine:
             raise TaskextrapError(f"no dev rows of {row}'s variants: run the dev split first")
         out[row] = min(mine, key=lambda v: (scores[v], mine.index(v)))

@@ -22,7 +22,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskextrap.baselines.classics import CHOSEN, VARIANTS, CtxGP, LibraryGP, NeuralProcess
+from taskextrap.baselines.classics import (
+    CHOSEN,
+    SCORED_AFTER,
+    VARIANTS,
+    CtxGP,
+    LibraryGP,
+    NeuralProcess,
+    variant_settings,
+)
 from taskextrap.baselines.context import CtxInterp, CtxPolyfit, LibraryBestFit
 from taskextrap.baselines.library_shape import LibraryFPCA, LibraryMean, LibraryNearest
 from taskextrap.baselines.method import Method, SharedDraws
@@ -196,7 +204,9 @@ def markdown() -> str:
     lines = ["| method | class (arguments) | regimes | own interval | what it is |", "|---|---|---|:---:|---|"]
     for e in _TABLE.values():
         args = ", ".join(f"{k}={v!r}" for k, v in e.params)
-        regimes = "dev split of " + ", ".join(e.regimes) if e.dev else ", ".join(e.regimes)
+        regimes = ", ".join(e.regimes)
+        if e.dev:  # a dev row, or (in no regime's table) a variant scored after the dev files
+            regimes = f"dev split of {regimes}" if regimes else "scored after the dev files"
         summary, own = e.summary.replace("|", "\\|"), "yes" if e.interval else ""
         lines.append(f"| `{e.name}` | `{e.cls.__name__}({args})` | {regimes} | {own} | {summary} |")
     return "\n".join(lines)
@@ -217,11 +227,13 @@ def _builtin() -> None:
     register_method("library-fpca", LibraryFPCA, regimes=("observed",))
     # the classics fitted on the library: in every experiment's table and beside a user's model
     # (fit / evaluate train them with the model's protocol and optimiser settings: workflow.peer_unit)
-    register_method("meta-gp", LibraryGP, **VARIANTS[CHOSEN["meta-gp"]])
-    register_method("cnp", NeuralProcess, **VARIANTS[CHOSEN["cnp"]])
+    register_method("meta-gp", LibraryGP, **variant_settings(CHOSEN["meta-gp"]))
+    register_method("cnp", NeuralProcess, **variant_settings(CHOSEN["cnp"]))
     for name, params in VARIANTS.items():  # scored on the dev split of each regime that trains them
         cls = LibraryGP if name.startswith("meta-gp") else NeuralProcess
         register_method(name, cls, regimes=VARIANT_REGIMES, dev=True, **params)
+    for name, params in SCORED_AFTER.items():  # no table's row: built by name when a regime chooses one
+        register_method(name, NeuralProcess, regimes=(), dev=True, **params)
 
 
 _builtin()
