@@ -249,6 +249,7 @@ def test_the_same_spec_under_changed_code_is_refused_and_runs_elsewhere(tmp_path
     assert second["config"]["family_code_hash"] != first["config"]["family_code_hash"]
 
 
+@pytest.mark.slow  # two tiny runs into one folder (make test stays under 5 minutes)
 def test_fewer_seeds_into_a_folder_of_more_are_refused(tmp_path):
     run_experiment("parameter", _opts(tmp_path, family="quadratic", seeds=2))
     results = tmp_path / "parameter-paper-tiny-quadratic" / "results.json"
@@ -356,6 +357,7 @@ def test_prune_keeps_the_runs_units_figures_and_what_it_drew_now(tmp_path):
     assert plotfiles.drawn(tmp_path) == {"unit-a": ["a.png", "a2.png"]}
 
 
+@pytest.mark.slow  # two tiny runs into one folder (make test stays under 5 minutes)
 def test_a_run_without_plots_leaves_the_folders_figures_alone(tmp_path):
     folder = tmp_path / "parameter-paper-tiny-quadratic"
     run_experiment("parameter", _opts(tmp_path, family="quadratic", plots=True))

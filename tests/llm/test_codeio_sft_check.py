@@ -11,7 +11,10 @@ if importlib.util.find_spec("transformers") is None:  # skip only when it is abs
 _PATH = Path(__file__).resolve().parents[2] / "scripts" / "codeio_sft_check.py"
 
 
-@pytest.mark.parametrize("corpus,full", [("extender", True), ("few-shot", False)])
+@pytest.mark.parametrize(
+    "corpus,full",
+    [pytest.param("extender", True, marks=pytest.mark.slow), ("few-shot", False)],  # the full check: 8 s, slow set
+)
 def test_check_trains_what_it_is_asked_and_reports_what_was_predicted(corpus, full, monkeypatch, load_script):
     import numpy as np
     import torch
@@ -55,7 +58,10 @@ def test_check_trains_what_it_is_asked_and_reports_what_was_predicted(corpus, fu
     assert accs == pytest.approx([1.0 / n for _, _, n in seen["predict"]])
 
 
-@pytest.mark.parametrize("corpus,full", [("extender", True), ("few-shot", False)])
+@pytest.mark.parametrize(
+    "corpus,full",
+    [pytest.param("extender", True, marks=pytest.mark.slow), ("few-shot", False)],  # the full check: 8 s, slow set
+)
 def test_check_trains_on_dev_training_pairs_and_never_sees_a_test_pair(corpus, full, monkeypatch, load_script):
     from taskextrap.llm import codeio as C
     from taskextrap.tasks import strings as S

@@ -771,8 +771,11 @@ def test_the_cnp_steps_benchmark_scores_the_dev_units_own_cnp_row(tmp_path):
     settings = get_experiment("parameter").check(RunOptions(profile="tiny", protocol="paper", split="dev"))
     (unit,) = family_units(dev_family(PARAMETER_FAMILIES["cubic"]), settings, None)
     errors = run_units([unit], tmp_path, progress=False)[(unit.name, unit.key)].errors
-    cell = mod.cell("cubic", "paper", (4.0,), "tiny", 0)
-    assert cell["mse"]["cnp-w128-x4"] == float(errors["cnp"].mean())
+    from taskextrap.baselines.classics import CHOSEN
+
+    scale = float(CHOSEN["cnp"].rsplit("-x", 1)[1])  # the unit's cnp row is the chosen variant
+    cell = mod.cell("cubic", "paper", (scale,), "tiny", 0)
+    assert cell["mse"][CHOSEN["cnp"]] == float(errors["cnp"].mean())
     # and its raw interval's coverage at every grid scale is the curve a dev run's config records
     from taskextrap.experiments.parameter import interval_prefix
     from taskextrap.search.calibration import SCALE_GRID, curve_key, pooled_curve
@@ -781,7 +784,7 @@ def test_the_cnp_steps_benchmark_scores_the_dev_units_own_cnp_row(tmp_path):
     unit_curve = pooled_curve(
         {curve_key(prefix, i): [errors[curve_key(prefix, i)]] for i in range(len(SCALE_GRID))}, prefix
     )
-    assert cell["coverage_by_scale"]["cnp-w128-x4"] == unit_curve and 0.0 < unit_curve[40] < 1.0
+    assert cell["coverage_by_scale"][CHOSEN["cnp"]] == unit_curve and 0.0 < unit_curve[40] < 1.0
 
 
 @pytest.mark.slow  # a tiny dev unit and the benchmark's cell: about 20-40 s each
