@@ -41,22 +41,52 @@ EXPERIMENTS = ("parameter", "composition", "length", "composition-depth3")
 PROTOCOLS = ("paper", "strict")
 
 
+def after_files(results: Path, experiment: str, profile: str) -> list[tuple[str, dict]]:
+    """``benchmarks/cnp_steps_dev.py``'s committed files (``cnp-steps-dev*.json``) that scored
+    variants after the dev files on ``experiment``'s dev split at ``profile``: (file name, its
+    content), by name. The one reader of those files: the dev rule's scores
+    (:func:`after_scores`) and the calibration's curves (:func:`scored_after`) both come from here."""
+    docs = [(path.name, json.loads(path.read_text())) for path in sorted(results.glob("cnp-steps-dev*.json"))]
+    mine = lambda doc: doc.get("regime", "parameter") == experiment and doc.get("profile") == profile  # noqa: E731
+    return [(name, doc) for name, doc in docs if mine(doc)]
+
+
+def after_scores(results: Path, experiment: str, profile: str) -> dict[str, float]:
+    """The dev rule's score (``classics.variant_scores``) of each variant scored after the dev
+    files (:func:`after_files`), as ``classics.choose_classics`` reads it. A file that scored only
+    one protocol is refused in one line: the dev choice pools both."""
+    scores: dict[str, float] = {}
+    for name, doc in after_files(results, experiment, profile):
+        scored = sorted({c["protocol"] for c in doc["cells"]})
+        if scored != sorted(PROTOCOLS):
+            raise SystemExit(f"error: {name} scored {scored}, not both protocols")
+        scores.update(doc["scores"])
+    return scores
+
+
 def scored_after(results: Path, experiment: str, protocol: str, profile: str) -> dict[str, tuple[str, dict]]:
-    """The classics' variants scored after the dev files on ``experiment``'s dev split
-    (``benchmarks/cnp_steps_dev.py``'s files, ``cnp-steps-dev*.json``, of this regime and profile
-    that record coverage): variant -> (its file's name, {group: raw coverage curve}) under
-    ``protocol``; a parameter cell's group is its family, a discrete regime's its one group."""
+    """The classics' variants scored after the dev files (:func:`after_files` that record
+    coverage): variant -> (its file's name, {cell: raw coverage curve}) under ``protocol``; a
+    parameter cell is named after its family, a discrete regime's after the regime."""
     out: dict[str, tuple[str, dict]] = {}
-    for path in sorted(results.glob("cnp-steps-dev*.json")):
-        doc = json.loads(path.read_text())
-        if doc.get("regime", "parameter") != experiment or doc.get("profile") != profile:
-            continue
+    for name, doc in after_files(results, experiment, profile):
         for c in doc["cells"]:
             if c["protocol"] != protocol or "coverage_by_scale" not in c:
                 continue
             for variant, curve in c["coverage_by_scale"].items():
-                out.setdefault(variant, (path.name, {}))[1].setdefault(c["family"], curve)
+                out.setdefault(variant, (name, {}))[1].setdefault(c["family"], curve)
     return out
+
+
+def cells_by_group(experiment: str, cells: dict, groups: list[str]) -> dict:
+    """:func:`scored_after`'s cells under a dev file's group names. A parameter cell is named
+    after its family, as the dev file's groups are; a discrete regime's dev file has one group
+    (its held-out split: ``polynomial-level8``, ``unseen-pairs``), the cell the regime's name."""
+    if experiment == "parameter":
+        return cells
+    if len(groups) != 1:
+        raise SystemExit(f"error: a {experiment} dev file holds one group, this one {len(groups)}: {groups}")
+    return {groups[0]: cells[experiment]} if experiment in cells else {}
 
 
 def curves_of(
@@ -87,10 +117,7 @@ def curves_of(
     for m in [m for m in classics if m in today]:
         source = today[m] if today[m] in rows else m if made.get(m) == today[m] else None
         name, cells = (after or {}).get(today[m], ("", {}))
-        # a discrete regime's cells name the regime, its dev file's one group another name
-        cells = (
-            cells if experiment == "parameter" or len(cells) != 1 else dict(zip(groups, cells.values(), strict=False))
-        )
+        cells = cells_by_group(experiment, cells, groups)
         if source is not None:
             out[method_key(experiment, today[m])] = pick(source)
         elif all(g in cells for g in groups):

@@ -107,22 +107,17 @@ def test_a_classic_fitted_alone_draws_its_own_library_draws():
         assert mean.shape == sd.shape == obs.qry_x.shape and np.isfinite(mean).all()
 
 
-def _scored_after(regime: str, profile: str) -> dict[str, float]:
+def _scored_after(load_script, regime: str, profile: str) -> dict[str, float]:
     """The dev rule's scores of the variants benchmarks/cnp_steps_dev.py scored after the dev
-    files on ``regime``'s dev split at ``profile`` (its committed files, both protocols)."""
-    import json
+    files on ``regime``'s dev split at ``profile`` (its committed files, both protocols), read as
+    scripts/calibrate_intervals.py reads them."""
     from pathlib import Path
 
-    scores = {}
-    for path in sorted((Path(__file__).resolve().parents[2] / "benchmarks" / "results").glob("cnp-steps-dev*.json")):
-        doc = json.loads(path.read_text())
-        if doc.get("regime", "parameter") == regime and doc["profile"] == profile:
-            assert {c["protocol"] for c in doc["cells"]} == {"paper", "strict"}, path.name
-            scores.update(doc["scores"])
-    return scores
+    mod = load_script("scripts/calibrate_intervals.py")
+    return mod.after_scores(Path(__file__).resolve().parents[2] / "benchmarks" / "results", regime, profile)
 
 
-def test_the_chosen_variants_are_the_dev_runs_choice():
+def test_the_chosen_variants_are_the_dev_runs_choice(load_script):
     """CHOSEN is what choose_classics reads from the committed dev runs of the parameter regime
     (both protocols) and the variants scored after them on the same dev cells
     (benchmarks/cnp_steps_dev.py at the same profile)."""
@@ -137,11 +132,11 @@ def test_the_chosen_variants_are_the_dev_runs_choice():
         for p in ("paper", "strict")
         for r in json.loads((results / f"parameter-{p}-paper-dev.json").read_text())["rows"]
     ]
-    assert choose_classics(rows, _scored_after("parameter", "paper")) == CHOSEN
+    assert choose_classics(rows, _scored_after(load_script, "parameter", "paper")) == CHOSEN
 
 
 @pytest.mark.parametrize("regime", ["length", "composition", "composition-depth3"])
-def test_each_discrete_regimes_variants_are_its_own_dev_runs_choice(regime):
+def test_each_discrete_regimes_variants_are_its_own_dev_runs_choice(regime, load_script):
     """chosen(regime) is what choose_classics reads from the committed quick dev runs of that
     regime (both protocols; they score every variant) and the variants scored after them on the
     same dev cells (benchmarks/cnp_steps_dev.py --regime REGIME)."""
@@ -156,7 +151,7 @@ def test_each_discrete_regimes_variants_are_its_own_dev_runs_choice(regime):
         for p in ("paper", "strict")
         for r in json.loads((results / f"{regime}-{p}-quick-dev.json").read_text())["rows"]
     ]
-    assert choose_classics(rows, _scored_after(regime, "quick")) == chosen(regime)
+    assert choose_classics(rows, _scored_after(load_script, regime, "quick")) == chosen(regime)
 
 
 def test_the_choice_is_scale_free_and_ties_go_to_the_first_variant():

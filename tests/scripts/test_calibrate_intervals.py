@@ -167,3 +167,38 @@ def test_a_variant_scored_after_the_dev_files_is_scaled_from_their_coverage(tmp_
     assert sources == {"parameter:cnp-w128-x32": "cnp-steps-dev-quick-x32.json"}
     missing = {"cnp-w128-x32": ("x.json", {"f1": low})}  # a group it did not score: nothing chosen
     assert "parameter:cnp-w128-x32" not in mod.curves_of("parameter", {"config": made}, missing)
+
+
+def test_a_discrete_regimes_cell_maps_to_its_dev_files_one_group_by_name(tmp_path, load_script, monkeypatch):
+    """A discrete regime's cnp_steps_dev cell is named after the regime and maps to its dev
+    file's one held-out group; a cell of another name maps to nothing, and a dev file with two
+    groups is refused in one line rather than paired by position."""
+    from taskextrap.baselines import classics
+
+    monkeypatch.setattr(classics, "CHOSEN_BY_REGIME", {"length": {**classics.CHOSEN, "cnp": "cnp-w128-x32"}})
+    mod = load_script("scripts/calibrate_intervals.py")
+    low, high = [0.5] * len(SCALE_GRID), [0.95] * len(SCALE_GRID)
+    made = {"split": "dev", "classic_variants": {"cnp": "cnp-w128-x4"}}
+    made["coverage_by_scale"] = {"level8": {"rte": high, "cnp": high}}
+    curves = mod.curves_of("length", {"config": made}, {"cnp-w128-x32": ("a.json", {"length": low})})
+    assert curves["length:cnp-w128-x32"].tolist() == [low]
+    other = mod.curves_of("length", {"config": made}, {"cnp-w128-x32": ("a.json", {"composition": low})})
+    assert "length:cnp-w128-x32" not in other
+    made["coverage_by_scale"]["level9"] = {"rte": high, "cnp": high}
+    with pytest.raises(SystemExit, match="holds one group, this one 2"):
+        mod.curves_of("length", {"config": made}, {"cnp-w128-x32": ("a.json", {"length": low})})
+
+
+def test_the_dev_rules_scores_after_the_dev_files_need_both_protocols(tmp_path, load_script):
+    """after_scores reads the scores of one regime and profile's files; a file that scored one
+    protocol only is refused (the dev choice pools both)."""
+    mod = load_script("scripts/calibrate_intervals.py")
+    cells = [{"family": "length", "protocol": p} for p in ("paper", "strict")]
+    doc = {"regime": "length", "profile": "quick", "cells": cells, "scores": {"cnp-w128-x32": 0.5}}
+    (tmp_path / "cnp-steps-dev-length-x32.json").write_text(json.dumps(doc))
+    (tmp_path / "cnp-steps-dev-x8.json").write_text(json.dumps({**doc, "regime": "parameter", "scores": {"x": 1.0}}))
+    assert mod.after_scores(tmp_path, "length", "quick") == {"cnp-w128-x32": 0.5}
+    assert mod.after_scores(tmp_path, "length", "paper") == {}
+    (tmp_path / "cnp-steps-dev-length-x64.json").write_text(json.dumps({**doc, "cells": cells[:1]}))
+    with pytest.raises(SystemExit, match="not both protocols"):
+        mod.after_scores(tmp_path, "length", "quick")
