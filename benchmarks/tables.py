@@ -74,16 +74,19 @@ def wall_note(data: dict, wall: float) -> str:
 
 
 def stale_classics(name: str, data: dict) -> str:
-    """A line under a test file's table whose learned classic rows (``meta-gp``, ``cnp``) were made
-    with another variant than the regime's dev choice today (``baselines.classics.chosen``): the
-    rows are that older fit's, held back against the dev-best. Empty when none is."""
-    from taskextrap.baselines.classics import chosen
+    """A line under a test file's table whose classic rows were made with another variant than the
+    regime's dev choice today: a learned classic's (``meta-gp``, ``cnp``:
+    ``baselines.classics.chosen``) or ``ctx-gp``'s fit (``classics.CTX_GP_VARIANT``; a file that
+    records the learned ones but not it was made with the 1 + 16-start fit). The rows are that
+    older fit's, held back against the dev-best. Empty when none is."""
+    from taskextrap.baselines.classics import CTX_GP_VARIANT, chosen
 
     config = data.get("config") or {}
     made = config.get("classic_variants") or {}
     if config.get("split") == "dev" or not made:
         return ""
-    today = chosen(name.rsplit("-", 2)[0])
+    today = chosen(name.rsplit("-", 2)[0]) | {"ctx-gp": CTX_GP_VARIANT}
+    made = {"ctx-gp": "ctx-gp-lbfgs-r16", **made}  # recorded since the 1 + 32-start fit was adopted
     rows = {r["method"] for r in data["rows"]}
     old = [f"`{m}` is `{v}`, not today's `{today[m]}`" for m, v in made.items() if m in rows and today.get(m) != v]
     if not old:

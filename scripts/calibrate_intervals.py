@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from taskextrap.baselines.classics import VARIANTS, chosen
+from taskextrap.baselines.classics import CTX_GP_VARIANT, VARIANTS, chosen, scale_name
 from taskextrap.files import write_json_atomic
 from taskextrap.search.calibration import SCALE_GRID, SCALES_FILE, choose_scale, method_key
 from taskextrap.search.posterior import INTERVAL_LEVEL
@@ -78,6 +78,34 @@ def scored_after(results: Path, experiment: str, protocol: str, profile: str) ->
     return out
 
 
+def ctx_gp_after(results: Path, experiment: str, protocol: str, profile: str) -> dict[str, tuple[str, dict]]:
+    """``ctx-gp``'s fits scored on the dev units' targets after the dev files
+    (``benchmarks/ctx_gp_dev_coverage.py``'s ``ctx-gp-dev-coverage.json``), as :func:`scored_after`
+    gives the cnp's: variant (``classics.ctx_gp_variant``: ``ctx-gp-lbfgs-r32``) -> (the file's
+    name, {cell: raw coverage curve}) under ``protocol``."""
+    from taskextrap.baselines.classics import ctx_gp_variant
+
+    path = results / "ctx-gp-dev-coverage.json"
+    if not path.exists():
+        return {}
+    doc = json.loads(path.read_text())
+    if doc.get("profile") != profile:
+        return {}
+    out: dict[str, tuple[str, dict]] = {}
+    for c in doc["cells"]:
+        if c["regime"] == experiment and c["protocol"] == protocol:
+            for fit, curve in c["coverage_by_scale"].items():
+                variant = ctx_gp_variant(**doc["fits"][fit])
+                out.setdefault(variant, (path.name, {}))[1].setdefault(c["family"], curve)
+    return out
+
+
+def everything_after(results: Path, experiment: str, protocol: str, profile: str) -> dict[str, tuple[str, dict]]:
+    """The variants scored after the dev files, the cnp's (:func:`scored_after`) and ctx-gp's
+    fits (:func:`ctx_gp_after`): variant -> (file name, {cell: raw coverage curve})."""
+    return scored_after(results, experiment, protocol, profile) | ctx_gp_after(results, experiment, protocol, profile)
+
+
 def cells_by_group(experiment: str, cells: dict, groups: list[str]) -> dict:
     """:func:`scored_after`'s cells under a dev file's group names. A parameter cell is named
     after its family, as the dev file's groups are; a discrete regime's dev file has one group
@@ -111,19 +139,23 @@ def curves_of(
     # a learned classic's row is scaled for the variant behind it in this regime today
     # (classics.chosen): read from that variant's own row where a dev file scored the variants,
     # else from the classic's row when the file was made with that variant (its config's
-    # classic_variants); a file that has neither calibrates nothing for it
-    made, today = data["config"].get("classic_variants", {}), chosen(experiment)
+    # classic_variants); a file that has neither calibrates nothing for it. ctx-gp alike, by its
+    # fit (classics.CTX_GP_VARIANT; a file that does not record it was made with an older fit),
+    # its scale kept under its own name
+    made = data["config"].get("classic_variants", {})
+    today = chosen(experiment) | {"ctx-gp": CTX_GP_VARIANT}
     groups = list(by_scale)
     for m in [m for m in classics if m in today]:
         source = today[m] if today[m] in rows else m if made.get(m) == today[m] else None
         name, cells = (after or {}).get(today[m], ("", {}))
         cells = cells_by_group(experiment, cells, groups)
+        key = method_key(experiment, scale_name(m, experiment))
         if source is not None:
-            out[method_key(experiment, today[m])] = pick(source)
+            out[key] = pick(source)
         elif all(g in cells for g in groups):
-            out[method_key(experiment, today[m])] = np.array([cells[g] for g in groups])
+            out[key] = np.array([cells[g] for g in groups])
             if sources is not None:
-                sources[method_key(experiment, today[m])] = name
+                sources[key] = name
         else:
             print(f"{experiment}: the file's {m} row is {made.get(m, 'an unrecorded variant')}, not today's "
                   f"{today[m]}, and no file scored after it covers this file's groups: no scale chosen for it",
@@ -158,7 +190,7 @@ def calibrate(profile: str, results: Path = RESULTS) -> dict:
             path, data = found
             groups = list(data["config"]["coverage_by_scale"])
             sources: dict[str, str] = {}
-            after = scored_after(results, experiment, protocol, profile)
+            after = everything_after(results, experiment, protocol, profile)
             for key, curves in curves_of(experiment, data, after, sources).items():
                 pooled = curves.mean(axis=0)
                 scale = choose_scale(pooled)
@@ -198,7 +230,7 @@ def transfer(profile: str, scales: dict, results: Path = RESULTS) -> dict:
                 continue
             path, data = found
             groups = list(data["config"]["coverage_by_scale"])
-            after = scored_after(results, experiment, protocol, profile)
+            after = everything_after(results, experiment, protocol, profile)
             for key, curves in curves_of(experiment, data, after).items():
                 regime = f"{key}/{protocol}"
                 if regime not in scales:

@@ -74,8 +74,9 @@ def test_classic_variants_names_the_variant_behind_each_learned_classic(monkeypa
     from taskextrap.baselines import classics
 
     got = discrete.classic_variants("parameter")
-    assert got == classics.CHOSEN and set(got) == {"meta-gp", "cnp"}
+    assert got == {**classics.CHOSEN, "ctx-gp": classics.CTX_GP_VARIANT} and set(got) == {"meta-gp", "cnp", "ctx-gp"}
     assert all(v.startswith(f"{m}-") for m, v in got.items())  # a variant of that method, not another's
+    assert got["ctx-gp"] == "ctx-gp-lbfgs-r{}".format(classics.CTX_GP_CHOSEN["restarts"])  # its fit, by name
     got["cnp"] = "changed"
     assert classics.CHOSEN["cnp"] != "changed"  # a run's config holds a copy, not the live choice
     # a run made after the choice changes records the new variant, so a scale is never carried over
@@ -88,7 +89,8 @@ def test_a_regime_with_its_own_dev_choice_records_and_scales_its_own_variant(mon
     from taskextrap.baselines import classics
 
     monkeypatch.setattr(classics, "CHOSEN_BY_REGIME", {"length": {"meta-gp": "meta-gp-matern52"}})
-    assert discrete.classic_variants("length") == {**classics.CHOSEN, "meta-gp": "meta-gp-matern52"}
-    assert discrete.classic_variants("composition-depth3") == classics.CHOSEN  # none of its own: parameter's
+    gp = {"ctx-gp": classics.CTX_GP_VARIANT}
+    assert discrete.classic_variants("length") == {**classics.CHOSEN, "meta-gp": "meta-gp-matern52", **gp}
+    assert discrete.classic_variants("composition-depth3") == {**classics.CHOSEN, **gp}  # none of its own
     assert classics.scale_name("meta-gp", "length") == "meta-gp-matern52"
     assert classics.scale_name("cnp", "length") == classics.CHOSEN["cnp"]

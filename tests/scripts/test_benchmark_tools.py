@@ -849,10 +849,10 @@ def test_the_profile_table_names_a_gpu_labels_device_and_its_command():
 
 
 def test_a_test_file_made_with_an_older_classic_variant_says_so_under_its_table():
-    from taskextrap.baselines.classics import chosen
+    from taskextrap.baselines.classics import CTX_GP_VARIANT, chosen
 
     mod = _load("tables.py")
-    today = chosen("length")
+    today = chosen("length") | {"ctx-gp": CTX_GP_VARIANT}
     rows = [{"group": "g", "method": m, "metric": "mse", "value": 1.0} for m in ("rte", "cnp", "meta-gp")]
     data = {"rows": rows, "config": {"split": "test", "classic_variants": {**today, "cnp": "cnp-w128-x0.5"}}}
     line = mod.stale_classics("length-paper-paper", data)
@@ -864,3 +864,13 @@ def test_a_test_file_made_with_an_older_classic_variant_says_so_under_its_table(
     assert mod.stale_classics("length-paper-quick-dev", dev) == ""
     no_cnp = {**data, "rows": rows[:1]}  # a file without the row says nothing of it
     assert mod.stale_classics("length-paper-paper", no_cnp) == ""
+    # ctx-gp's fit: a file that records the learned classics' variants but not it was made with
+    # the 1 + 16-start fit, and says so under a ctx-gp row
+    gp_rows = [*rows, {"group": "g", "method": "ctx-gp", "metric": "mse", "value": 1.0}]
+    older = {"rows": gp_rows, "config": {"split": "test", "classic_variants": chosen("length")}}
+    line = mod.stale_classics("length-paper-paper", older)
+    assert f"`ctx-gp` is `ctx-gp-lbfgs-r16`, not today's `{CTX_GP_VARIANT}`" in line and "cnp" not in line
+    assert (
+        mod.stale_classics("length-paper-paper", {**older, "config": {"split": "test", "classic_variants": today}})
+        == ""
+    )

@@ -49,10 +49,11 @@ def test_scales_reach_the_level_on_dev_and_are_written(tmp_path, monkeypatch, lo
 
 def test_a_learned_classic_is_scaled_only_for_the_variant_its_file_ran(load_script):
     """A dev file records the variant behind each learned classic's row; its curve chooses that
-    variant's scale only when it is today's (classics.chosen), and a file that does not say chooses none."""
-    from taskextrap.baselines.classics import chosen
+    variant's scale only when it is today's (classics.chosen; ctx-gp's fit, classics.CTX_GP_VARIANT,
+    alike), and a file that does not say chooses none."""
+    from taskextrap.baselines.classics import CTX_GP_VARIANT, chosen
 
-    CHOSEN = chosen("length")  # today's variants in the length regime
+    CHOSEN = chosen("length") | {"ctx-gp": CTX_GP_VARIANT}  # today's variants in the length regime
 
     mod = load_script("scripts/calibrate_intervals.py")
     curve = [0.95] * len(SCALE_GRID)
@@ -61,9 +62,9 @@ def test_a_learned_classic_is_scaled_only_for_the_variant_its_file_ran(load_scri
     keys = set(mod.curves_of("length", {"config": today}))
     assert keys == {"length", "length:ctx-gp", f"length:{CHOSEN['meta-gp']}", f"length:{CHOSEN['cnp']}"}
     older = {"split": "dev", "coverage_by_scale": by_scale, "classic_variants": {"meta-gp": "meta-gp-rbf"}}
-    assert set(mod.curves_of("length", {"config": older})) == {"length", "length:ctx-gp"}
+    assert set(mod.curves_of("length", {"config": older})) == {"length"}
     unsaid = {"split": "dev", "coverage_by_scale": by_scale}
-    assert set(mod.curves_of("length", {"config": unsaid})) == {"length", "length:ctx-gp"}
+    assert set(mod.curves_of("length", {"config": unsaid})) == {"length"}
 
 
 def test_a_test_split_file_is_refused(tmp_path, load_script):
@@ -127,7 +128,11 @@ def test_a_regimes_own_variant_is_scaled_from_its_variant_row(load_script, monke
     mod = load_script("scripts/calibrate_intervals.py")
     low, high = [0.5] * len(SCALE_GRID), [0.95] * len(SCALE_GRID)
     rows = {"rte": high, "ctx-gp": high, "meta-gp": high, "cnp": high, "meta-gp-matern52": low, "meta-gp-rbf": high}
-    made = {"split": "dev", "coverage_by_scale": {"g": rows}, "classic_variants": dict(classics.CHOSEN)}
+    made = {
+        "split": "dev",
+        "coverage_by_scale": {"g": rows},
+        "classic_variants": {**classics.CHOSEN, "ctx-gp": classics.CTX_GP_VARIANT},
+    }
     curves = mod.curves_of("length", {"config": made})
     assert set(curves) == {"length", "length:ctx-gp", "length:meta-gp-matern52", f"length:{classics.CHOSEN['cnp']}"}
     assert curves["length:meta-gp-matern52"][0][0] == 0.5  # the variant's own row, not the meta-gp row's
@@ -202,3 +207,34 @@ def test_the_dev_rules_scores_after_the_dev_files_need_both_protocols(tmp_path, 
     (tmp_path / "cnp-steps-dev-length-x64.json").write_text(json.dumps({**doc, "cells": cells[:1]}))
     with pytest.raises(SystemExit, match="not both protocols"):
         mod.after_scores(tmp_path, "length", "quick")
+
+
+def test_ctx_gps_fit_is_scaled_from_the_dev_units_targets_when_no_dev_file_ran_it(tmp_path, load_script):
+    """ctx-gp's scale is chosen for today's fit (classics.CTX_GP_VARIANT): from a dev file's row
+    when its config records that fit, else from benchmarks/ctx_gp_dev_coverage.py's cells of the
+    same regime, profile and protocol; the key stays the row's own (regime:ctx-gp)."""
+    from taskextrap.baselines.classics import CTX_GP_CHOSEN, CTX_GP_VARIANT
+
+    mod = load_script("scripts/calibrate_intervals.py")
+    low, high = [0.5] * len(SCALE_GRID), [0.95] * len(SCALE_GRID)
+    fits = {"lbfgs-r1": {"optimizer": "lbfgs", "restarts": 1}, "today": dict(CTX_GP_CHOSEN)}
+    cells = [
+        {
+            "regime": "length",
+            "family": "length",
+            "protocol": "paper",
+            "coverage_by_scale": {"lbfgs-r1": high, "today": low},
+        },
+        {"regime": "length", "family": "length", "protocol": "strict", "coverage_by_scale": {"today": high}},
+    ]
+    (tmp_path / "ctx-gp-dev-coverage.json").write_text(json.dumps({"profile": "quick", "fits": fits, "cells": cells}))
+    after = mod.everything_after(tmp_path, "length", "paper", "quick")
+    assert after[CTX_GP_VARIANT] == ("ctx-gp-dev-coverage.json", {"length": low})
+    assert mod.ctx_gp_after(tmp_path, "length", "paper", "paper") == {}  # another profile's dev units
+    older = {"split": "dev", "classic_variants": {}, "coverage_by_scale": {"level8": {"rte": high, "ctx-gp": high}}}
+    sources = {}
+    curves = mod.curves_of("length", {"config": older}, after, sources)
+    assert curves["length:ctx-gp"].tolist() == [low] and sources == {"length:ctx-gp": "ctx-gp-dev-coverage.json"}
+    made = {**older, "classic_variants": {"ctx-gp": CTX_GP_VARIANT}}  # a dev file made with today's fit: its row
+    assert mod.curves_of("length", {"config": made}, after)["length:ctx-gp"].tolist() == [high]
+    assert "length:ctx-gp" not in mod.curves_of("length", {"config": older}, {})  # neither: no scale

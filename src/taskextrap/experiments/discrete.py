@@ -214,11 +214,12 @@ def classic_scale(
 
 def classic_variants(regime: str) -> dict[str, str]:
     """The variant behind each learned classic's row in a run of ``regime``
-    (``baselines.classics.chosen``), for its config: ``scripts/calibrate_intervals.py`` chooses
-    a row's scale for that variant."""
-    from taskextrap.baselines.classics import chosen
+    (``baselines.classics.chosen``) and ``ctx-gp``'s fit (``classics.CTX_GP_VARIANT``), for its
+    config: ``scripts/calibrate_intervals.py`` chooses a row's scale for that variant, and a
+    table says when a file was made with another."""
+    from taskextrap.baselines.classics import CTX_GP_VARIANT, chosen
 
-    return chosen(regime)
+    return {**chosen(regime), "ctx-gp": CTX_GP_VARIANT}
 
 
 def is_builtin_set(primitive_set: CompositionFamily) -> bool:
