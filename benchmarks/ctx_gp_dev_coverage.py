@@ -10,8 +10,9 @@ regime with a ``ctx-gp`` row (parameter: each family; length, composition, depth
 held-out group) and protocol, the ``quick`` dev unit's targets and context draws (seed 31337 as
 a dev run's units; depth 3 its own test seed), each of ``--fits``: its MSE (per target, then
 over targets, as a unit's row) and its raw interval's coverage at every grid scale (pooled as a
-dev run's config records it). A test holds the 1 + 16-start curves to the dev files' own
-``ctx-gp`` curves, to the bit, so these are the same targets. ``ctx-gp`` learns nothing from the
+dev run's config records it). A test holds the 1 + 16-start cells to the dev files' own
+``ctx-gp`` rows (to the bit where a dev file was made at today's GP code, depth 3; within the
+rounding of the code since elsewhere), so these are the same targets. ``ctx-gp`` learns nothing from the
 library, so no network is trained. Nothing here reads a test target.
 
     python benchmarks/ctx_gp_dev_coverage.py    # writes benchmarks/results/ctx-gp-dev-coverage.json

@@ -44,7 +44,12 @@ import numpy as np
 
 from taskextrap.report.tables import caption, format_value_ci, wide_table
 from taskextrap.report.tables import format_number as fmt
+from taskextrap.baselines.classics import CTX_GP_VARIANT, ctx_gp_variant
 from taskextrap.search.calibration import split_method_key
+
+# the ctx-gp fit behind a test file that records the learned classics' variants but not ctx-gp's:
+# runs record it since the 1 + 32-start fit was adopted; before, from 9bab9e1, it was 1 + 16
+CTX_GP_UNRECORDED = ctx_gp_variant("lbfgs", 16)
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -79,14 +84,14 @@ def stale_classics(name: str, data: dict) -> str:
     ``baselines.classics.chosen``) or ``ctx-gp``'s fit (``classics.CTX_GP_VARIANT``; a file that
     records the learned ones but not it was made with the 1 + 16-start fit). The rows are that
     older fit's, held back against the dev-best. Empty when none is."""
-    from taskextrap.baselines.classics import CTX_GP_VARIANT, chosen
+    from taskextrap.baselines.classics import chosen
 
     config = data.get("config") or {}
     made = config.get("classic_variants") or {}
     if config.get("split") == "dev" or not made:
         return ""
     today = chosen(name.rsplit("-", 2)[0]) | {"ctx-gp": CTX_GP_VARIANT}
-    made = {"ctx-gp": "ctx-gp-lbfgs-r16", **made}  # recorded since the 1 + 32-start fit was adopted
+    made = {"ctx-gp": CTX_GP_UNRECORDED, **made}  # recorded since the 1 + 32-start fit was adopted
     rows = {r["method"] for r in data["rows"]}
     old = [f"`{m}` is `{v}`, not today's `{today[m]}`" for m, v in made.items() if m in rows and today.get(m) != v]
     if not old:
@@ -1201,10 +1206,12 @@ def render_interval_calibration(data: dict) -> str:
         experiment, method = split_method_key(regime) or CALIBRATED[regime]
         path = RESULTS / f"{experiment}-{protocol}-{data['profile']}.json"
         test = json.loads(path.read_text()) if path.exists() else {"rows": [], "config": {}}
-        # a learned classic's scale is its variant's; the test file's rows carry the method's name
-        # when that file was made with the variant (its config's classic_variants), else none of them
+        # a learned classic's scale is its variant's (ctx-gp's, kept under its own name, its fit's);
+        # the test file's rows carry the method's name when that file was made with the variant
+        # (its config's classic_variants), else none of them
         rows_of = {v: m for m, v in test.get("config", {}).get("classic_variants", {}).items()}
-        method = rows_of.get(method, method)
+        variant = CTX_GP_VARIANT if method == "ctx-gp" else method
+        method = rows_of.get(variant, variant)
         by = {(r["group"], r["method"], r["metric"]): r for r in test["rows"]}
         groups = [g for g, m, k in by if m == method and k == "interval-width"] or ["-"]
         for g in groups:

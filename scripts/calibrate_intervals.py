@@ -123,8 +123,8 @@ def curves_of(
     """Calibration key -> (groups, len(SCALE_GRID)) raw coverage curves of one dev results file:
     rte's (and Strategy A's), and every classic's whose interval the run recorded, under
     ``search.calibration.method_key`` (the same dev split, the same rule). A learned classic whose
-    variant today neither the file scored nor made its row is read from ``after``
-    (:func:`scored_after`: the same dev cells, scored outside the dev units) when that covers
+    variant (or ctx-gp fit) today neither the file scored nor made its row is read from ``after``
+    (:func:`everything_after`: the same dev cells, scored outside the dev units) when that covers
     every group; ``sources`` (given) gets the file name of each key read from there."""
     by_scale = data["config"]["coverage_by_scale"]
     pick = lambda m: np.array([g[m] for g in by_scale.values()])  # noqa: E731
@@ -148,11 +148,11 @@ def curves_of(
     for m in [m for m in classics if m in today]:
         source = today[m] if today[m] in rows else m if made.get(m) == today[m] else None
         name, cells = (after or {}).get(today[m], ("", {}))
-        cells = cells_by_group(experiment, cells, groups)
+        cells = cells_by_group(experiment, cells, groups) if source is None and cells else {}
         key = method_key(experiment, scale_name(m, experiment))
         if source is not None:
             out[key] = pick(source)
-        elif all(g in cells for g in groups):
+        elif cells and all(g in cells for g in groups):
             out[key] = np.array([cells[g] for g in groups])
             if sources is not None:
                 sources[key] = name
@@ -231,7 +231,8 @@ def transfer(profile: str, scales: dict, results: Path = RESULTS) -> dict:
             path, data = found
             groups = list(data["config"]["coverage_by_scale"])
             after = everything_after(results, experiment, protocol, profile)
-            for key, curves in curves_of(experiment, data, after).items():
+            sources: dict[str, str] = {}
+            for key, curves in curves_of(experiment, data, after, sources).items():
                 regime = f"{key}/{protocol}"
                 if regime not in scales:
                     continue
@@ -240,7 +241,7 @@ def transfer(profile: str, scales: dict, results: Path = RESULTS) -> dict:
                     scale = scales.get(f"{regime}/{g}", scales[regime])["scale"]
                     at = float(c[SCALE_GRID.index(scale)])
                     rows[g] = {"scale": scale, "raw": round(float(c[one]), 4), "calibrated": round(at, 4)}
-                out[regime] = {"groups": rows, "source": path.name}
+                out[regime] = {"groups": rows, "source": sources.get(key, path.name)}
     return out
 
 

@@ -39,7 +39,8 @@ def test_the_committed_file_is_a_dev_run_with_every_fit_and_the_side_by_side():
 
 def test_the_next_doubling_is_a_dev_run_of_16_and_32_restarts():
     """The grid's extension (ctx-gp-fit-r32.json) scores 1 + 16 against 1 + 32 starts on the same
-    dev cells; its choice is its own, the first file's stands (CTX_GP_CHOSEN follows that one)."""
+    dev cells; its choice is its own, the first file's stands as made (CTX_GP_CHOSEN follows the
+    extension's winner: tests/baselines/test_classics.py)."""
     data = json.loads((Path(__file__).resolve().parents[2] / "benchmarks/results/ctx-gp-fit-r32.json").read_text())
     assert data["split"] == "dev" and set(data["relative_mse"]) == {"lbfgs-r16", "lbfgs-r32"}
     assert "--fits lbfgs-r16 lbfgs-r32" in data["command"]

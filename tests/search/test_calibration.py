@@ -218,6 +218,25 @@ def test_a_classics_scale_reads_its_rows_only_from_a_test_file_made_with_its_var
     assert "| - | 2.5 | 0.600 → 0.900 | - | - | - |" in tables.render_interval_calibration(data)
 
 
+def test_ctx_gps_scale_reads_its_rows_only_from_a_test_file_made_with_its_fit(tmp_path, monkeypatch, load_script):
+    # ctx-gp's scale keeps the row's name (regime:ctx-gp) but is its fit's (classics.CTX_GP_VARIANT)
+    from taskextrap.baselines.classics import CTX_GP_VARIANT
+
+    tables = load_script("benchmarks/tables.py")
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    cells = (("ctx-gp-uncalibrated", "coverage", 0.5), ("ctx-gp", "coverage", 0.91), ("ctx-gp", "interval-width", 2.0))
+    rows = _rows("cubic", *cells)
+    data = _calibration("parameter:ctx-gp/paper", 2.5, 0.6)
+    path = tmp_path / "parameter-paper-quick.json"
+    path.write_text(json.dumps({"rows": rows, "config": {"classic_variants": {"ctx-gp": CTX_GP_VARIANT}}}))
+    assert "| cubic | 2.5 | 0.600 → 0.900 | 0.500 ± 0.0100 | 0.910 ± 0.0100 | 2.00 ± 0.0100 |" in (
+        tables.render_interval_calibration(data)
+    )
+    for older in ({"cnp": "cnp-w128-x4"}, {"ctx-gp": "ctx-gp-lbfgs-r16"}):  # the older fit, recorded or not
+        path.write_text(json.dumps({"rows": rows, "config": {"classic_variants": older}}))
+        assert "| - | 2.5 | 0.600 → 0.900 | - | - | - |" in tables.render_interval_calibration(data)
+
+
 def test_split_method_key_undoes_method_key():
     assert C.split_method_key(C.method_key("length", "cnp-w128-x4")) == ("length", "cnp-w128-x4")
     assert C.split_method_key("parameter-objective") is None
