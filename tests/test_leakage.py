@@ -94,6 +94,7 @@ def test_parameter_experiment_never_fits_on_f2(protocol):
         assert params[:, 0].max() < f2_lo, component
 
 
+@pytest.mark.slow  # end to end, run by .ci/run's slow set (make test stays under 5 minutes)
 def test_parameter_dev_split_never_fits_on_its_held_out_region():
     """The dev split (DESIGN.md, "Splits") holds out F1_2 as ``dev``: no fit may see it, nor F2."""
     from taskextrap.tasks.dev import dev_family

@@ -27,6 +27,7 @@ def test_targets_are_held_out_pairs_of_library_members():
     assert tg.outer.max() < len(prims) and obs.ctx_x.shape == (60, 25)
 
 
+@pytest.mark.slow  # end to end, run by .ci/run's slow set (make test stays under 5 minutes)
 def test_run_unit_never_fits_on_held_out_pairs():
     prims = composition.make_library(composition.PROFILES["tiny"].n_library)
     names = prims.family_names

@@ -16,6 +16,7 @@ from taskextrap.experiments.settings import UnitSpec
 CLASSICS = ("ctx-gp", "meta-gp", "cnp")
 
 
+@pytest.mark.slow  # end to end, run by .ci/run's slow set (make test stays under 5 minutes)
 def test_run_unit_scores_every_method_and_never_fits_on_level9(monkeypatch):
     from taskextrap.posterior.estimator import RTEGP
 

@@ -54,6 +54,7 @@ def test_dev_ladder_and_pair_split():
         dev_ladder(d.__class__("l", POLYNOMIAL_LADDER.basis, (-1.0, 1.0), train_levels=(1,), test_level=2))
 
 
+@pytest.mark.slow  # end to end, run by .ci/run's slow set (make test stays under 5 minutes)
 def test_parameter_dev_unit_never_fits_outside_f1_1():
     fam = PARAMETER_FAMILIES["quadratic"]
     with audit.spy() as seen:
