@@ -25,6 +25,7 @@ runs still reaches the level at the sizes the `paper` tables use, on dev tasks o
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -41,12 +42,33 @@ EXPERIMENTS = ("parameter", "composition", "length", "composition-depth3")
 PROTOCOLS = ("paper", "strict")
 
 
+@functools.lru_cache(maxsize=64)
+def _read_once(path: Path, mtime_ns: int) -> dict:
+    return json.loads(path.read_text())
+
+
+def _read(path: Path) -> dict:
+    """A results file's content, read once per process while it is unchanged: calibration and the
+    transfer report ask for the files scored after the dev runs once per (regime, protocol).
+    Callers only read the dict."""
+    return _read_once(path, path.stat().st_mtime_ns)
+
+
+def _collect(out: dict[str, tuple[str, dict]], name: str, cells: list[dict], variant_of) -> None:
+    """Add the raw coverage curves of ``cells`` (one file's, already filtered) to ``out``: variant
+    -> (the first file that scored it, {cell: curve}); ``variant_of`` names a curve's variant from
+    its key in ``coverage_by_scale``. A cell already read keeps its first file's curve."""
+    for c in cells:
+        for key, curve in c["coverage_by_scale"].items():
+            out.setdefault(variant_of(key), (name, {}))[1].setdefault(c["family"], curve)
+
+
 def after_files(results: Path, experiment: str, profile: str) -> list[tuple[str, dict]]:
     """``benchmarks/cnp_steps_dev.py``'s committed files (``cnp-steps-dev*.json``) that scored
     variants after the dev files on ``experiment``'s dev split at ``profile``: (file name, its
     content), by name. The one reader of those files: the dev rule's scores
     (:func:`after_scores`) and the calibration's curves (:func:`scored_after`) both come from here."""
-    docs = [(path.name, json.loads(path.read_text())) for path in sorted(results.glob("cnp-steps-dev*.json"))]
+    docs = [(path.name, _read(path)) for path in sorted(results.glob("cnp-steps-dev*.json"))]
     mine = lambda doc: doc.get("regime", "parameter") == experiment and doc.get("profile") == profile  # noqa: E731
     return [(name, doc) for name, doc in docs if mine(doc)]
 
@@ -70,11 +92,8 @@ def scored_after(results: Path, experiment: str, protocol: str, profile: str) ->
     parameter cell is named after its family, a discrete regime's after the regime."""
     out: dict[str, tuple[str, dict]] = {}
     for name, doc in after_files(results, experiment, profile):
-        for c in doc["cells"]:
-            if c["protocol"] != protocol or "coverage_by_scale" not in c:
-                continue
-            for variant, curve in c["coverage_by_scale"].items():
-                out.setdefault(variant, (name, {}))[1].setdefault(c["family"], curve)
+        cells = [c for c in doc["cells"] if c["protocol"] == protocol and "coverage_by_scale" in c]
+        _collect(out, name, cells, lambda variant: variant)
     return out
 
 
@@ -88,15 +107,12 @@ def ctx_gp_after(results: Path, experiment: str, protocol: str, profile: str) ->
     path = results / "ctx-gp-dev-coverage.json"
     if not path.exists():
         return {}
-    doc = json.loads(path.read_text())
+    doc = _read(path)
     if doc.get("profile") != profile:
         return {}
     out: dict[str, tuple[str, dict]] = {}
-    for c in doc["cells"]:
-        if c["regime"] == experiment and c["protocol"] == protocol:
-            for fit, curve in c["coverage_by_scale"].items():
-                variant = ctx_gp_variant(**doc["fits"][fit])
-                out.setdefault(variant, (path.name, {}))[1].setdefault(c["family"], curve)
+    cells = [c for c in doc["cells"] if c["regime"] == experiment and c["protocol"] == protocol]
+    _collect(out, path.name, cells, lambda fit: ctx_gp_variant(**doc["fits"][fit]))
     return out
 
 
