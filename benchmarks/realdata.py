@@ -262,6 +262,7 @@ def run(folder: Path, names, seeds, tiny: bool) -> dict:
 
 def main(argv=None) -> None:
     from taskextrap.files import write_json_atomic
+    from taskextrap.experiments.discrete import classic_variants
     from taskextrap.provenance import source_hash
     from taskextrap.report.schema import validate_results
 
@@ -291,7 +292,8 @@ def main(argv=None) -> None:
         doc = run(Path(tmp), a.data, (0,) if a.tiny else SEEDS, a.tiny)
     doc["timing"]["wall_s"] = round(time.perf_counter() - t0, 1)
     doc["config"] |= {"command": "python benchmarks/realdata.py" + (" --tiny" if a.tiny else ""),
-                      "source_hash": source_hash()}  # fmt: skip
+                      "source_hash": source_hash(),
+                      "classic_variants": classic_variants("observed")}  # a user's library keeps CHOSEN  # fmt: skip
     validate_results(doc)
     write_json_atomic(a.out, doc)
     print(f"written: {a.out}")

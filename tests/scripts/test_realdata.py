@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from taskextrap.baselines.classics import CHOSEN, CTX_GP_VARIANT
 from taskextrap.baselines.table import method_rows
 
 
@@ -46,3 +47,5 @@ def test_a_tiny_run_writes_rows_of_every_method_and_both_coverages(realdata, tmp
     assert {"rte", "rte-uncalibrated", "ctx-gp", "ctx-gp-uncalibrated", "rte-gp", "rte-gp-uncalibrated"} <= coverage
     assert {c["b"] for c in doc["comparisons"] if c["a"] == "rte"} == {"rte-gp", *method_rows("observed")}
     assert {c["b"] for c in doc["comparisons"] if c["a"] == "rte-gp"} == set(method_rows("observed"))
+    # the variants behind the learned classics' rows and ctx-gp's fit, as a test file records them
+    assert doc["config"]["classic_variants"] == {**CHOSEN, "ctx-gp": CTX_GP_VARIANT}
