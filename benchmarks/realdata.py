@@ -33,11 +33,15 @@ results schema's.
 
     python benchmarks/realdata.py                        # writes benchmarks/results/realdata.json
     python benchmarks/realdata.py --tiny --out /tmp/r.json  # a plumbing check (not results)
+
+Each (data set, question, seed)'s fit and evaluation is kept under ``benchmarks/results/runs/realdata``
+(keyed by its settings and the package source), so a suite stopped part-way resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import csv
 import sys
@@ -50,6 +54,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = (0, 1, 2)
+CACHE = ROOT / "benchmarks" / "results" / "runs" / "realdata"  # each seed's run (cached_run); not committed
 MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 
 
@@ -160,8 +165,34 @@ def write_tables(data: DataSet, folder: Path) -> tuple[Path, Path]:
     return paths
 
 
-def run_question(data: DataSet, question: str, folder: Path, seeds, tiny: bool) -> tuple[list, dict]:
-    """Fit and evaluate one question of a data set for every seed: (rows, what the config keeps)."""
+def cached_run(cache: Path | None, data: DataSet, question: str, seed: int, tiny: bool, compute) -> dict:
+    """One seed's fit and evaluation of a question (``compute()``: {"fit", "evaluation",
+    "wall_s"}), read from ``cache`` when an earlier run of the same settings under the same
+    package source and data tables saved it (``experiments.units.fingerprint``), else computed and saved there
+    atomically: a suite stopped part-way resumes at the first seed it had not finished. No cache
+    (``None``): always computed."""
+    from taskextrap.experiments.units import fingerprint
+    from taskextrap.files import read_json, write_json_atomic
+
+    if cache is None:
+        return compute()
+    rows = hashlib.sha256(repr((data.library, data.targets)).encode()).hexdigest()  # the tables this file builds
+    key = fingerprint(suite="realdata", data=data.name, rows=rows, question=vars(data.questions[question]),
+                      seed=seed, tiny=tiny)  # fmt: skip
+    path = Path(cache) / f"{data.name}-{question}-seed{seed}-{key}.json"
+    if path.exists():
+        print(f"{data.name}/{question} seed {seed}: read from {path}", file=sys.stderr)
+        return read_json(path)
+    got = compute()
+    write_json_atomic(path, got)
+    return got
+
+
+def run_question(
+    data: DataSet, question: str, folder: Path, seeds, tiny: bool, cache: Path | None = None
+) -> tuple[list, dict]:
+    """Fit and evaluate one question of a data set for every seed (each seed's run kept in
+    ``cache``, :func:`cached_run`): (rows, what the config keeps)."""
     from taskextrap.operators.train import TrainConfig
     from taskextrap.report.schema import make_row
     from taskextrap.tasks.observe import PROTOCOLS
@@ -180,13 +211,18 @@ def run_question(data: DataSet, question: str, folder: Path, seeds, tiny: bool) 
         if tiny:
             settings |= {"train": TrainConfig(steps=5, batch=256, eval_every=5), "n_pairs": 200}
         model = folder / f"model-{data.name}-{question}-{seed}"
-        t0 = time.perf_counter()
-        _, record = fit_observed([library], columns, model, settings,
-                                 DevCalibration(order="param", context_size=q.size, context=q.how),
-                                 Reading(name=data.name), verbose=False)  # fmt: skip
-        result = evaluate_observed(model, targets, q.size, columns, q.how, seed=0)
-        runs.append({"fit": record, "evaluation": result, "wall_s": round(time.perf_counter() - t0, 1)})
-        print(f"{data.name}/{question} seed {seed}: {result['verdict']} ({runs[-1]['wall_s']} s)", file=sys.stderr)
+
+        def compute(model=model, settings=settings) -> dict:
+            t0 = time.perf_counter()
+            _, record = fit_observed([library], columns, model, settings,
+                                     DevCalibration(order="param", context_size=q.size, context=q.how),
+                                     Reading(name=data.name), verbose=False)  # fmt: skip
+            result = evaluate_observed(model, targets, q.size, columns, q.how, seed=0)
+            return {"fit": record, "evaluation": result, "wall_s": round(time.perf_counter() - t0, 1)}
+
+        runs.append(cached_run(cache, data, question, seed, tiny, compute))
+        print(f"{data.name}/{question} seed {seed}: {runs[-1]['evaluation']['verdict']} ({runs[-1]['wall_s']} s)",
+              file=sys.stderr)  # fmt: skip
     group = f"{data.name}:{question}"
     stack = lambda key, m: np.array([r["evaluation"][key][m] for r in runs]).T  # noqa: E731 - (targets, seeds)
     evaluations = [r["evaluation"] for r in runs]
@@ -234,8 +270,9 @@ def dev_choices(folder: Path, names, seeds) -> dict:
     return out
 
 
-def run(folder: Path, names, seeds, tiny: bool) -> dict:
-    """Every question of every data set of ``names``: a results document (the results schema)."""
+def run(folder: Path, names, seeds, tiny: bool, cache: Path | None = None) -> dict:
+    """Every question of every data set of ``names``: a results document (the results schema);
+    each seed's run kept in ``cache`` (:func:`cached_run`)."""
     from taskextrap.report.compare import compare_rows
     from taskextrap.report.schema import environment_info
 
@@ -245,7 +282,7 @@ def run(folder: Path, names, seeds, tiny: bool) -> dict:
         config[name] = {"source": data.source, "shift": data.shift, "library": len({r[0] for r in data.library}),
                         "targets": len({r[0] for r in data.targets}), "questions": {}}  # fmt: skip
         for question in data.questions:
-            got, config[name]["questions"][question] = run_question(data, question, folder, seeds, tiny)
+            got, config[name]["questions"][question] = run_question(data, question, folder, seeds, tiny, cache)
             rows += got
     return {
         "experiment": "realdata",
@@ -270,6 +307,8 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "realdata.json"))
     ap.add_argument("--data", nargs="+", default=list(DATA_SETS), choices=list(DATA_SETS))
     ap.add_argument("--tiny", action="store_true", help="one seed, five training steps: a plumbing check")
+    ap.add_argument("--cache", help=f"where each seed's run is kept, so a stopped suite resumes (default {CACHE}; "
+                    "none under --tiny unless given; 'none': keep nothing)")  # fmt: skip
     ap.add_argument("--dev-choices", action="store_true", help="rte-gp's dev choices only (realdata-rte-gp-dev.json)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -289,7 +328,8 @@ def main(argv=None) -> None:
         print(f"written: {out}")
         return
     with tempfile.TemporaryDirectory() as tmp:
-        doc = run(Path(tmp), a.data, (0,) if a.tiny else SEEDS, a.tiny)
+        cache = None if a.cache == "none" else Path(a.cache) if a.cache else None if a.tiny else CACHE
+        doc = run(Path(tmp), a.data, (0,) if a.tiny else SEEDS, a.tiny, cache)
     doc["timing"]["wall_s"] = round(time.perf_counter() - t0, 1)
     doc["config"] |= {"command": "python benchmarks/realdata.py" + (" --tiny" if a.tiny else ""),
                       "source_hash": source_hash(),

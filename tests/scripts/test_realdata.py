@@ -35,10 +35,14 @@ def test_every_data_set_holds_out_targets_beyond_its_library(realdata, name):
 
 
 @pytest.mark.slow  # make test-slow (CI runs it too): two tiny fits and evaluations
-def test_a_tiny_run_writes_rows_of_every_method_and_both_coverages(realdata, tmp_path):
+def test_a_tiny_run_writes_rows_of_every_method_and_both_coverages(realdata, tmp_path, monkeypatch):
     pytest.importorskip("statsmodels")
-    realdata.main(["--tiny", "--data", "elnino", "--out", str(tmp_path / "r.json")])
+    realdata.main(["--tiny", "--data", "elnino", "--out", str(tmp_path / "r.json"), "--cache", str(tmp_path / "c")])
     doc = json.loads((tmp_path / "r.json").read_text())
+    # run again from the kept seeds: nothing is fitted, and the rows are the same to the bit
+    monkeypatch.setattr("taskextrap.workflow.fit_observed", lambda *a, **k: pytest.fail("fitted again"))
+    realdata.main(["--tiny", "--data", "elnino", "--out", str(tmp_path / "again.json"), "--cache", str(tmp_path / "c")])
+    assert json.loads((tmp_path / "again.json").read_text())["rows"] == doc["rows"]
     groups = {r["group"] for r in doc["rows"]}
     assert groups == {"elnino:interpolate", "elnino:forecast"}
     mse = {r["method"] for r in doc["rows"] if r["metric"] == "mse"}
@@ -49,3 +53,24 @@ def test_a_tiny_run_writes_rows_of_every_method_and_both_coverages(realdata, tmp
     assert {c["b"] for c in doc["comparisons"] if c["a"] == "rte-gp"} == set(method_rows("observed"))
     # the variants behind the learned classics' rows and ctx-gp's fit, as a test file records them
     assert doc["config"]["classic_variants"] == {**CHOSEN, "ctx-gp": CTX_GP_VARIANT}
+
+
+def test_a_seed_run_is_kept_and_read_back_for_the_same_settings_only(realdata, tmp_path):
+    from types import SimpleNamespace
+
+    question = realdata.Question(protocol="paper", size=8, how="random")
+    data = SimpleNamespace(name="toy", questions={"interpolate": question}, library=[("a", 0, 1.0, 0)], targets=[])
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"fit": {}, "evaluation": {"mse": {"rte": 0.5 + len(calls)}}, "wall_s": 1.0}
+
+    first = realdata.cached_run(tmp_path, data, "interpolate", 0, False, compute)
+    assert realdata.cached_run(tmp_path, data, "interpolate", 0, False, compute) == first and len(calls) == 1
+    realdata.cached_run(tmp_path, data, "interpolate", 1, False, compute)  # another seed
+    realdata.cached_run(tmp_path, data, "interpolate", 0, True, compute)  # tiny
+    data.library = [("a", 0, 2.0, 0)]  # another table
+    realdata.cached_run(tmp_path, data, "interpolate", 0, False, compute)
+    assert len(calls) == 4 and len(list(tmp_path.glob("toy-interpolate-seed*.json"))) == 4
+    assert realdata.cached_run(None, data, "interpolate", 0, False, compute)["evaluation"]["mse"]["rte"] == 5.5
