@@ -276,6 +276,7 @@ def run(folder: Path, names, seeds, tiny: bool, cache: Path | None = None) -> di
     from taskextrap.report.compare import compare_rows
     from taskextrap.report.schema import environment_info
 
+    environment = environment_info("cpu")  # the tree as the run starts (a later commit does not make it)
     rows, config = [], {}
     for name in names:
         data = DATA_SETS[name]()
@@ -292,7 +293,7 @@ def run(folder: Path, names, seeds, tiny: bool, cache: Path | None = None) -> di
         "rows": rows,
         "comparisons": compare_rows(rows),
         "timing": {"wall_s": 0.0},
-        "environment": environment_info("cpu"),
+        "environment": environment,
         "config": config,
     }
 
