@@ -171,6 +171,8 @@ def cached_run(cache: Path | None, data: DataSet, question: str, seed: int, tiny
     package source and data tables saved it (``experiments.units.fingerprint``), else computed and saved there
     atomically: a suite stopped part-way resumes at the first seed it had not finished. No cache
     (``None``): always computed."""
+    import torch
+
     from taskextrap.experiments.units import fingerprint
     from taskextrap.files import read_json, write_json_atomic
 
@@ -178,7 +180,7 @@ def cached_run(cache: Path | None, data: DataSet, question: str, seed: int, tiny
         return compute()
     rows = hashlib.sha256(repr((data.library, data.targets)).encode()).hexdigest()  # the tables this file builds
     key = fingerprint(suite="realdata", data=data.name, rows=rows, question=vars(data.questions[question]),
-                      seed=seed, tiny=tiny)  # fmt: skip
+                      seed=seed, tiny=tiny, threads=torch.get_num_threads())  # they move last digits  # fmt: skip
     path = Path(cache) / f"{data.name}-{question}-seed{seed}-{key}.json"
     if path.exists():
         print(f"{data.name}/{question} seed {seed}: read from {path}", file=sys.stderr)
@@ -311,7 +313,15 @@ def main(argv=None) -> None:
     ap.add_argument("--cache", help=f"where each seed's run is kept, so a stopped suite resumes (default {CACHE}; "
                     "none under --tiny unless given; 'none': keep nothing)")  # fmt: skip
     ap.add_argument("--dev-choices", action="store_true", help="rte-gp's dev choices only (realdata-rte-gp-dev.json)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (default 1: the cnp's long training flushes subnormals only at one; "
+                    "at several it ran many times slower)")  # fmt: skip
     a = ap.parse_args(argv)
+    if a.threads < 1:
+        raise SystemExit(f"error: --threads must be at least 1, got {a.threads}")
+    import torch
+
+    torch.set_num_threads(a.threads)
     t0 = time.perf_counter()
     if a.dev_choices:
         from taskextrap.report.schema import environment_info
@@ -334,7 +344,8 @@ def main(argv=None) -> None:
     doc["timing"]["wall_s"] = round(time.perf_counter() - t0, 1)
     doc["config"] |= {"command": "python benchmarks/realdata.py" + (" --tiny" if a.tiny else ""),
                       "source_hash": source_hash(),
-                      "classic_variants": classic_variants("observed")}  # a user's library keeps CHOSEN  # fmt: skip
+                      "classic_variants": classic_variants("observed"),  # a user's library keeps CHOSEN
+                      "threads": a.threads}  # fmt: skip
     validate_results(doc)
     write_json_atomic(a.out, doc)
     print(f"written: {a.out}")

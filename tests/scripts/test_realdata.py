@@ -53,6 +53,7 @@ def test_a_tiny_run_writes_rows_of_every_method_and_both_coverages(realdata, tmp
     assert {c["b"] for c in doc["comparisons"] if c["a"] == "rte-gp"} == set(method_rows("observed"))
     # the variants behind the learned classics' rows and ctx-gp's fit, as a test file records them
     assert doc["config"]["classic_variants"] == {**CHOSEN, "ctx-gp": CTX_GP_VARIANT}
+    assert doc["config"]["threads"] == 1  # the cnp flushes subnormals only at one torch thread
 
 
 def test_a_seed_run_is_kept_and_read_back_for_the_same_settings_only(realdata, tmp_path):
