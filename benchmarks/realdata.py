@@ -35,7 +35,8 @@ results schema's.
     python benchmarks/realdata.py --tiny --out /tmp/r.json  # a plumbing check (not results)
 
 Each (data set, question, seed)'s fit and evaluation is kept under ``benchmarks/results/runs/realdata``
-(keyed by its settings and the package source), so a suite stopped part-way resumes where it stopped.
+(keyed by its settings, its tables, the torch threads and the package source), so a suite stopped
+part-way resumes where it stopped. A damaged kept file is a one-line error: remove it to recompute.
 """
 
 from __future__ import annotations
