@@ -175,6 +175,7 @@ def cached_run(cache: Path | None, data: DataSet, question: str, seed: int, tiny
     import torch
 
     from taskextrap.experiments.units import fingerprint
+    from taskextrap.errors import TaskextrapError
     from taskextrap.files import read_json, write_json_atomic
 
     if cache is None:
@@ -185,7 +186,10 @@ def cached_run(cache: Path | None, data: DataSet, question: str, seed: int, tiny
     path = Path(cache) / f"{data.name}-{question}-seed{seed}-{key}.json"
     if path.exists():
         print(f"{data.name}/{question} seed {seed}: read from {path}", file=sys.stderr)
-        return read_json(path)
+        try:
+            return read_json(path)
+        except TaskextrapError as exc:
+            raise SystemExit(f"error: {exc}; remove it to recompute that seed") from None
     got = compute()
     write_json_atomic(path, got)
     return got

@@ -75,3 +75,8 @@ def test_a_seed_run_is_kept_and_read_back_for_the_same_settings_only(realdata, t
     realdata.cached_run(tmp_path, data, "interpolate", 0, False, compute)
     assert len(calls) == 4 and len(list(tmp_path.glob("toy-interpolate-seed*.json"))) == 4
     assert realdata.cached_run(None, data, "interpolate", 0, False, compute)["evaluation"]["mse"]["rte"] == 5.5
+    for kept in tmp_path.glob("toy-interpolate-seed*.json"):
+        kept.write_text("{")  # damaged: one line naming it, nothing recomputed over it
+    with pytest.raises(SystemExit, match="remove it to recompute"):
+        realdata.cached_run(tmp_path, data, "interpolate", 0, False, compute)
+    assert len(calls) == 4
