@@ -79,4 +79,4 @@ def test_a_seed_run_is_kept_and_read_back_for_the_same_settings_only(realdata, t
         kept.write_text("{")  # damaged: one line naming it, nothing recomputed over it
     with pytest.raises(SystemExit, match="remove it to recompute"):
         realdata.cached_run(tmp_path, data, "interpolate", 0, False, compute)
-    assert len(calls) == 4
+    assert len(calls) == 5  # the uncached call above computed; the damaged file did not
