@@ -11,9 +11,10 @@ median and min of ``--repeats`` timed steps after a warm-up. Writes
 
 ``python benchmarks/cnp_step.py --long 2500``: the step time over a long training instead (the
 parameter shape, per task, one thread, Adam with the units' weight decay on cubic tasks), in
-windows of 250 steps, plain and under ``operators.jobs.subnormals_flushed``: a trained network
-carries subnormal numbers, which x86 CPUs compute with many times slower. Writes
-``benchmarks/results/cnp-subnormals.json``.
+windows of 250 steps, plain and under ``operators.jobs.subnormals_flushed`` (at one torch thread,
+as the cnp trains: with ``--threads 2`` the plain run is what a cnp trained at two threads did
+before it trained at one): a trained network carries subnormal numbers, which x86 CPUs compute
+with many times slower. Writes ``benchmarks/results/cnp-subnormals.json`` (``--out`` elsewhere).
 """
 
 from __future__ import annotations
@@ -54,11 +55,12 @@ def step_ms(k: int, group: int, rows: int, repeats: int, seed: int) -> list[floa
 def long_training(steps: int, flushed: bool, seed: int, window: int = 250) -> dict:
     """ms per step in each ``window`` of ``steps`` Adam steps of a width-128 CNPNet at the
     parameter shape on fresh cubic tasks (coefficients N(0, 1), inputs in [-1, 1], noise 0.01),
-    plain or under ``subnormals_flushed``; and the last window's mean loss."""
+    plain or as the cnp's training runs (``operators.jobs.train_alone``: under ``subnormals_flushed``
+    at one torch thread, whatever ``--threads`` says); and the last window's mean loss."""
     import torch
 
     from taskextrap.operators.cnp import CNPNet
-    from taskextrap.operators.jobs import subnormals_flushed
+    from taskextrap.operators.jobs import one_torch_thread, subnormals_flushed
 
     _, k, q, rows = SHAPES[0]
     net = CNPNet(k, 128, seed)
@@ -66,7 +68,7 @@ def long_training(steps: int, flushed: bool, seed: int, window: int = 250) -> di
     opt = torch.optim.Adam(net.parameters(), 1e-3, weight_decay=1e-4)
     g = torch.Generator().manual_seed(seed)
     windows, losses = [], []
-    with subnormals_flushed(flushed):
+    with one_torch_thread(flushed), subnormals_flushed(flushed):
         t = time.perf_counter()
         for step in range(steps):
             losses.append(_adam_step(net, opt, *_cubic_rows(g, k, q, rows // q)).item())

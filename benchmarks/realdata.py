@@ -34,9 +34,12 @@ results schema's.
     python benchmarks/realdata.py                        # writes benchmarks/results/realdata.json
     python benchmarks/realdata.py --tiny --out /tmp/r.json  # a plumbing check (not results)
 
-Each (data set, question, seed)'s fit and evaluation is kept under ``benchmarks/results/runs/realdata``
-(keyed by its settings, its tables, the torch threads and the package source), so a suite stopped
-part-way resumes where it stopped. A damaged kept file is a one-line error: remove it to recompute.
+Each (data set, question, seed)'s fit and evaluation is kept under ``benchmarks/results/realdata-seeds``
+(keyed by its settings, its tables, the torch threads and the package source, with the tree that
+made it), so a suite stopped part-way resumes where it stopped, on this machine or, once the
+kept seeds are committed, on a clean clone of the same source; two processes given different
+``--data`` fill it side by side, and a last run over every data set reads them all. A damaged
+kept file is a one-line error: remove it to recompute.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = (0, 1, 2)
-CACHE = ROOT / "benchmarks" / "results" / "runs" / "realdata"  # each seed's run (cached_run); not committed
+CACHE = ROOT / "benchmarks" / "results" / "realdata-seeds"  # each seed's run (cached_run), committed as it lands
 MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 
 
@@ -177,6 +180,7 @@ def cached_run(cache: Path | None, data: DataSet, question: str, seed: int, tiny
     from taskextrap.experiments.units import fingerprint
     from taskextrap.errors import TaskextrapError
     from taskextrap.files import read_json, write_json_atomic
+    from taskextrap.report.schema import environment_info
 
     if cache is None:
         return compute()
@@ -190,7 +194,8 @@ def cached_run(cache: Path | None, data: DataSet, question: str, seed: int, tiny
             return read_json(path)
         except TaskextrapError as exc:
             raise SystemExit(f"error: {exc}; remove it to recompute that seed") from None
-    got = compute()
+    environment = environment_info("cpu")  # the tree as the seed starts: each kept seed says what made it
+    got = compute() | {"environment": environment}
     write_json_atomic(path, got)
     return got
 

@@ -395,4 +395,5 @@ def test_the_library_shape_peers_are_tuned_on_the_dev_split_and_evaluated_so(fil
         assert methods[name]["params"] == min(scored, key=lambda r: r["dev_mse"])["params"]
     assert r["settings_by_method"]["library-knn"] == methods["library-knn"]["params"]
     assert r["settings_by_method"]["library-mean"] == {}  # nothing to choose
+    assert r["classic_variants"]["cnp"].startswith("cnp-w128-x")  # which step scale the cnp row trained at
     assert "chosen on fit's dev split: library-knn k=" in evaluation_table(r)

@@ -82,6 +82,7 @@ def evaluate_observed(
     on stderr which peer it is choosing."""
     from taskextrap.baselines.table import get_method, method_rows
     from taskextrap.estimators.parameter import RTE
+    from taskextrap.experiments.discrete import classic_variants
     from taskextrap.report.compare import paired_difference
 
     t0 = time.perf_counter()
@@ -152,6 +153,7 @@ def evaluate_observed(
         "per_target_mse": {k: v.tolist() for k, v in errors.items()},
         "seconds_by_method": seconds,
         "settings_by_method": {b: chosen.get(b, {}).get("params", {}) for b in baselines},  # {}: the defaults
+        "classic_variants": classic_variants("observed"),  # the step scales and fits behind meta-gp, cnp, ctx-gp
         "coverage": float(coverage["rte"].mean()),
         "coverage_by_method": {k: float(v.mean()) for k, v in coverage.items()},
         "coverage_raw_by_method": {k: float(v.mean()) for k, v in raw.items()},

@@ -85,6 +85,28 @@ def _subnormal_survives() -> bool:
     return bool((torch.tensor([1e-39], dtype=torch.float32) * 1.0).item() != 0.0)
 
 
+def test_at_several_torch_threads_the_cnp_trains_flushed_at_one():
+    """torch's default is every core, where a flush cannot hold (a worker thread would keep it):
+    the cnp then trains at one thread, flushed, and the caller's thread count is back after."""
+    from taskextrap.operators.train import train_jobs
+
+    g = np.random.default_rng(0)
+    cfg = TrainConfig(steps=2, batch=50, lr=1e-3, eval_every=1)
+    cnp = CNPRegressor(FamilyScaler(0.0, 1.0, 0.0, 1.0), 3, seed=0, cfg=cfg, width=8)
+    job = cnp.fit_job(_draws(40, 3, g), _draws(10, 3, g), np.random.default_rng(1))
+    seen = []
+    batches = job.batches
+    job.batches = lambda step: (seen.append((torch.get_num_threads(), _subnormal_survives())), batches(step))[1]
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        train_jobs([job], stacked=False)
+        assert seen == [(1, False), (1, False)]
+        assert torch.get_num_threads() == 2 and _subnormal_survives()
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("stacked", [False, True])  # alone, or beside stacked networks (the GPU path)
 def test_the_cnp_trains_with_subnormals_flushed_on_its_own_thread_only(stacked):
     """A long-trained cnp carries subnormal numbers that x86 computes with many times slower

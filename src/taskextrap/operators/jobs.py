@@ -112,12 +112,33 @@ def _flushing() -> bool:
 
 
 def train_alone(job: Job) -> None:
-    """``job`` trained by :func:`train_regressor` (under :func:`subnormals_flushed` when it asks
-    and trains on a CPU), its history and seconds filled in."""
+    """``job`` trained by :func:`train_regressor` (under :func:`subnormals_flushed`, at one torch
+    thread, when it asks and trains on a CPU), its history and seconds filled in."""
     t = time.perf_counter()
-    with subnormals_flushed(job.flush_subnormals and job.device.type == "cpu"):
+    flush = job.flush_subnormals and job.device.type == "cpu"
+    with one_torch_thread(flush), subnormals_flushed(flush):
         job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress, job.loss)
     job.seconds = time.perf_counter() - t
+
+
+@contextlib.contextmanager
+def one_torch_thread(on: bool = True) -> Iterator[None]:
+    """Within the block, this thread computes with one torch thread; as before after it.
+
+    Why: :func:`subnormals_flushed` can only hold on one thread, and a ``cnp`` trained unflushed
+    at torch's default thread count (every core) carried subnormals for the rest of its training:
+    one fit ran over 55 minutes where it takes one at one flushed thread (docs/own-data.md). A
+    network this small gains little from more threads. A no-op when ``on`` is False or the
+    thread count is already one."""
+    threads = torch.get_num_threads()
+    if not on or threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 @dataclass
@@ -131,7 +152,8 @@ class Job:
     ``seconds`` (its own training time; None when it trained stacked with others, whose time
     it shares), then calls ``done(job)`` (the network's owner takes its history and leaves
     training mode). ``flush_subnormals``: a network that trains alone on a CPU does so under
-    :func:`subnormals_flushed` (the ``cnp``, whose training in a unit is 14 times slower without it)."""
+    :func:`subnormals_flushed` at one torch thread (:func:`one_torch_thread`; the ``cnp``, whose
+    training in a unit is 14 times slower without the flush)."""
 
     net: nn.Module
     batches: Callable[[int], tuple[torch.Tensor, torch.Tensor]]
