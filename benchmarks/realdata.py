@@ -34,9 +34,10 @@ results schema's.
     python benchmarks/realdata.py                        # writes benchmarks/results/realdata.json
     python benchmarks/realdata.py --tiny --out /tmp/r.json  # a plumbing check (not results)
 
-Each (data set, question, seed)'s fit and evaluation is kept under ``benchmarks/results/realdata-seeds``
-(keyed by its settings, its tables, the torch threads and the package source, with the tree that
-made it), so a suite stopped part-way resumes where it stopped, on this machine or, once the
+Each (data set, question, seed)'s fit and evaluation is kept under
+``benchmarks/results/realdata-seeds`` (keyed by its settings, its tables, the torch threads and
+the package source, with the tree that made it: its ``dirty`` leaves out the kept seeds
+themselves), so a suite stopped part-way resumes where it stopped, on this machine or, once the
 kept seeds are committed, on a clean clone of the same source; two processes given different
 ``--data`` fill it side by side, and a last run over every data set reads them all. A damaged
 kept file is a one-line error: remove it to recompute.
@@ -194,10 +195,23 @@ def cached_run(cache: Path | None, data: DataSet, question: str, seed: int, tiny
             return read_json(path)
         except TaskextrapError as exc:
             raise SystemExit(f"error: {exc}; remove it to recompute that seed") from None
-    environment = environment_info("cpu")  # the tree as the seed starts: each kept seed says what made it
+    environment = environment_info("cpu") | {"dirty": _dirty_besides(cache)}  # the tree as the seed starts
     got = compute() | {"environment": environment}
     write_json_atomic(path, got)
     return got
+
+
+def _dirty_besides(cache: Path) -> bool | None:
+    """Whether the repository had uncommitted changes other than kept seeds in ``cache`` (those
+    land while a suite runs, before they are committed); None without git."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--", ".", f":(exclude){Path(cache).resolve()}"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=30, check=True).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(out.strip())
 
 
 def run_question(

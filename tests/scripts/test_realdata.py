@@ -81,3 +81,22 @@ def test_a_seed_run_is_kept_and_read_back_for_the_same_settings_only(realdata, t
     with pytest.raises(SystemExit, match="remove it to recompute"):
         realdata.cached_run(tmp_path, data, "interpolate", 0, False, compute)
     assert len(calls) == 5  # the uncached call above computed; the damaged file did not
+
+
+def test_a_kept_seed_is_not_counted_as_uncommitted_code(realdata, tmp_path, monkeypatch):
+    """Kept seeds land in the repository while the suite runs: the next seed's ``dirty`` leaves
+    them out, and still says so for any other uncommitted change."""
+    import subprocess
+
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.setattr(realdata, "ROOT", tmp_path)
+    cache = tmp_path / "seeds"
+    cache.mkdir()
+    (cache / "elnino-interpolate-seed0-abc.json").write_text("{}")
+    assert realdata._dirty_besides(cache) is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert realdata._dirty_besides(cache) is True
