@@ -76,7 +76,9 @@ def long_training(steps: int, flushed: bool, seed: int, window: int = 250) -> di
                 now = time.perf_counter()
                 windows.append(1000 * (now - t) / window)
                 t = now
-    return {"ms_per_step": windows, "window": window, "last_window_loss": statistics.mean(losses[-window:])}
+        threads = torch.get_num_threads()  # the run's own: one when flushed, whatever --threads says
+    return {"ms_per_step": windows, "window": window, "last_window_loss": statistics.mean(losses[-window:]),
+            "threads": threads}  # fmt: skip
 
 
 def _adam_step(net, opt, x, y):
@@ -147,7 +149,7 @@ def _main_long(a) -> None:
     import torch
 
     from taskextrap.files import write_json_atomic
-    from taskextrap.provenance import source_hash
+    from taskextrap.provenance import cpu_info, source_hash
 
     runs = {}
     for label, flushed in (("plain", False), ("subnormals_flushed", True)):
@@ -161,6 +163,7 @@ def _main_long(a) -> None:
         "seed": a.seed,
         "threads": a.threads,
         "torch": torch.__version__,
+        "cpu": cpu_info(),
         "source_hash": source_hash(),
     }
     out = Path(a.out or RESULTS / "cnp-subnormals.json")

@@ -36,8 +36,8 @@ results schema's.
 
 Each (data set, question, seed)'s fit and evaluation is kept under
 ``benchmarks/results/realdata-seeds`` (keyed by its settings, its tables, the torch threads and
-the package source, with the tree that made it: its ``dirty`` leaves out the kept seeds
-themselves), so a suite stopped part-way resumes where it stopped, on this machine or, once the
+the package source, with the tree its process began with: its ``dirty`` leaves out the kept
+seeds themselves), so a suite stopped part-way resumes where it stopped, on this machine or, once the
 kept seeds are committed, on a clean clone of the same source; two processes given different
 ``--data`` fill it side by side, and a last run over every data set reads them all. A damaged
 kept file is a one-line error: remove it to recompute.
@@ -195,10 +195,14 @@ def cached_run(cache: Path | None, data: DataSet, question: str, seed: int, tiny
             return read_json(path)
         except TaskextrapError as exc:
             raise SystemExit(f"error: {exc}; remove it to recompute that seed") from None
-    environment = environment_info("cpu") | {"dirty": _dirty_besides(cache)}  # the tree as the seed starts
-    got = compute() | {"environment": environment}
+    if cache not in _TREE:  # the tree as this process's first seed starts: the code every seed of it runs
+        _TREE[cache] = environment_info("cpu") | {"dirty": _dirty_besides(cache)}
+    got = compute() | {"environment": _TREE[cache]}
     write_json_atomic(path, got)
     return got
+
+
+_TREE: dict = {}  # cache folder -> the environment its kept seeds record (read once per process)
 
 
 def _dirty_besides(cache: Path) -> bool | None:
@@ -206,8 +210,10 @@ def _dirty_besides(cache: Path) -> bool | None:
     land while a suite runs, before they are committed); None without git."""
     import subprocess
 
+    folder = Path(cache).resolve()
+    besides = [f":(exclude){folder}"] if folder.is_relative_to(ROOT.resolve()) else []  # git refuses outside paths
     try:
-        out = subprocess.run(["git", "status", "--porcelain", "--", ".", f":(exclude){Path(cache).resolve()}"],
+        out = subprocess.run(["git", "status", "--porcelain", "--", ".", *besides],
                              cwd=ROOT, capture_output=True, text=True, timeout=30, check=True).stdout  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None

@@ -100,3 +100,4 @@ def test_a_kept_seed_is_not_counted_as_uncommitted_code(realdata, tmp_path, monk
     assert realdata._dirty_besides(cache) is False
     (tmp_path / "code.py").write_text("x = 2\n")
     assert realdata._dirty_besides(cache) is True
+    assert realdata._dirty_besides(tmp_path.parent / "elsewhere") is True  # a cache outside: still read
