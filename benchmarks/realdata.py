@@ -332,7 +332,7 @@ def run(folder: Path, names, seeds, tiny: bool, cache: Path | None = None) -> di
 
 def main(argv=None) -> None:
     from taskextrap.files import write_json_atomic
-    from taskextrap.experiments.discrete import classic_variants
+    from taskextrap.baselines.classics import classic_variants
     from taskextrap.provenance import source_hash
     from taskextrap.report.schema import validate_results
 

@@ -82,7 +82,7 @@ def evaluate_observed(
     on stderr which peer it is choosing."""
     from taskextrap.baselines.table import get_method, method_rows
     from taskextrap.estimators.parameter import RTE
-    from taskextrap.experiments.discrete import classic_variants
+    from taskextrap.baselines.classics import classic_variants
     from taskextrap.report.compare import paired_difference
 
     t0 = time.perf_counter()

@@ -73,7 +73,7 @@ def test_composition_units_keep_their_names_and_keys(monkeypatch, split, suffix)
 def test_classic_variants_names_the_variant_behind_each_learned_classic(monkeypatch):
     from taskextrap.baselines import classics
 
-    got = discrete.classic_variants("parameter")
+    got = classics.classic_variants("parameter")
     assert got == {**classics.CHOSEN, "ctx-gp": classics.CTX_GP_VARIANT} and set(got) == {"meta-gp", "cnp", "ctx-gp"}
     assert all(v.startswith(f"{m}-") for m, v in got.items())  # a variant of that method, not another's
     assert got["ctx-gp"] == "ctx-gp-lbfgs-r{}".format(classics.CTX_GP_CHOSEN["restarts"])  # its fit, by name
@@ -81,7 +81,7 @@ def test_classic_variants_names_the_variant_behind_each_learned_classic(monkeypa
     assert classics.CHOSEN["cnp"] != "changed"  # a run's config holds a copy, not the live choice
     # a run made after the choice changes records the new variant, so a scale is never carried over
     monkeypatch.setitem(classics.CHOSEN, "meta-gp", "meta-gp-rbf")
-    assert discrete.classic_variants("parameter")["meta-gp"] == "meta-gp-rbf"
+    assert classics.classic_variants("parameter")["meta-gp"] == "meta-gp-rbf"
     assert classics.scale_name("meta-gp") == "meta-gp-rbf" and classics.scale_name("rte") == "rte"
 
 
@@ -90,7 +90,7 @@ def test_a_regime_with_its_own_dev_choice_records_and_scales_its_own_variant(mon
 
     monkeypatch.setattr(classics, "CHOSEN_BY_REGIME", {"length": {"meta-gp": "meta-gp-matern52"}})
     gp = {"ctx-gp": classics.CTX_GP_VARIANT}
-    assert discrete.classic_variants("length") == {**classics.CHOSEN, "meta-gp": "meta-gp-matern52", **gp}
-    assert discrete.classic_variants("composition-depth3") == {**classics.CHOSEN, **gp}  # none of its own
+    assert classics.classic_variants("length") == {**classics.CHOSEN, "meta-gp": "meta-gp-matern52", **gp}
+    assert classics.classic_variants("composition-depth3") == {**classics.CHOSEN, **gp}  # none of its own
     assert classics.scale_name("meta-gp", "length") == "meta-gp-matern52"
     assert classics.scale_name("cnp", "length") == classics.CHOSEN["cnp"]

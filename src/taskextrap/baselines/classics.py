@@ -139,6 +139,15 @@ def ctx_gp_variant(optimizer: str, restarts: int) -> str:
 
 CTX_GP_VARIANT = ctx_gp_variant(**CTX_GP_CHOSEN)
 
+
+def classic_variants(regime: str) -> dict[str, str]:
+    """The variant behind each learned classic's row in a run of ``regime`` (:func:`chosen`) and
+    ``ctx-gp``'s fit (:data:`CTX_GP_VARIANT`), for its config or an evaluation's record:
+    ``scripts/calibrate_intervals.py`` chooses a row's scale for that variant, and a table says
+    when a file was made with another."""
+    return {**chosen(regime), "ctx-gp": CTX_GP_VARIANT}
+
+
 # ctx-gp's last fits by their inputs: a GP on the context alone does not depend on the training
 # seed, so the seeds of a run (one unit after another in one process, on the same targets) fit
 # it once per set of contexts; a few sets, as a unit may score several (protocols, groups).

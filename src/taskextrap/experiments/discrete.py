@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from taskextrap.baselines.classics import classic_variants
 from taskextrap.baselines.discrete import DiscreteInductive, training_batch
 from taskextrap.baselines.method import SharedDraws
 from taskextrap.baselines.table import begin_methods, has_own_interval, is_dev_row, is_method
@@ -210,16 +211,6 @@ def classic_scale(
     if scale != 1.0:
         errors = recalibrated(errors, prefix, scale, 1.0)
     return own_dev_scale(settings.options, errors, method, prefix, scale, source)
-
-
-def classic_variants(regime: str) -> dict[str, str]:
-    """The variant behind each learned classic's row in a run of ``regime``
-    (``baselines.classics.chosen``) and ``ctx-gp``'s fit (``classics.CTX_GP_VARIANT``), for its
-    config: ``scripts/calibrate_intervals.py`` chooses a row's scale for that variant, and a
-    table says when a file was made with another."""
-    from taskextrap.baselines.classics import CTX_GP_VARIANT, chosen
-
-    return {**chosen(regime), "ctx-gp": CTX_GP_VARIANT}
 
 
 def is_builtin_set(primitive_set: CompositionFamily) -> bool:

@@ -23,7 +23,8 @@ from taskextrap.estimators.base import Decomposition, PendingFit, fit_together
 from taskextrap.estimators.parameter import RTE
 from taskextrap.posterior.estimator import RTEGP, SELF_CALIBRATED, choice_summary, in_unit
 from taskextrap.experiments.artifacts import cached_fit
-from taskextrap.experiments.discrete import classic_scale, classic_variants, interval_rows, own_dev_scale
+from taskextrap.baselines.classics import classic_variants
+from taskextrap.experiments.discrete import classic_scale, interval_rows, own_dev_scale
 from taskextrap.profiles import ParameterProfile, profile_table
 from taskextrap.experiments.settings import Settings, UnitSpec
 from taskextrap.experiments.registry import register

@@ -127,7 +127,7 @@ def one_torch_thread(on: bool = True) -> Iterator[None]:
 
     Why: :func:`subnormals_flushed` can only hold on one thread, and a ``cnp`` trained unflushed
     at torch's default thread count (every core) carried subnormals for the rest of its training:
-    one fit ran over 55 minutes where it takes one at one flushed thread (docs/own-data.md). A
+    one fit ran over 55 minutes where it took 630 s at one flushed thread (docs/own-data.md). A
     network this small gains little from more threads. A no-op when ``on`` is False or the
     thread count is already one."""
     threads = torch.get_num_threads()
