@@ -271,8 +271,18 @@ def run_question(
         "dev": [{k: r["fit"]["dev"][k] for k in ("split", "targets", "coverage_raw", "coverage")} for r in runs],
         "rte-gp_choice": [choice_summary(r["fit"]["dev"]["rte-gp"]) for r in runs],  # per seed, on dev
         "wall_s": [r["wall_s"] for r in runs],
+        "made_by": [_made_by(r) for r in runs],  # each seed's tree and CPU (a kept seed's own)
     }
     return rows, config
+
+
+def _made_by(run: dict) -> dict:
+    """What made a seed's run (its kept file's environment: commit, dirty, source hash, CPU);
+    this process's when it computed the seed without a cache."""
+    from taskextrap.report.schema import environment_info
+
+    env = run.get("environment") or environment_info("cpu")
+    return {k: env.get(k) for k in ("git", "dirty", "source_hash", "cpu")}
 
 
 def dev_choices(folder: Path, names, seeds) -> dict:

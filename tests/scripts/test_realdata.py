@@ -54,6 +54,9 @@ def test_a_tiny_run_writes_rows_of_every_method_and_both_coverages(realdata, tmp
     # the variants behind the learned classics' rows and ctx-gp's fit, as a test file records them
     assert doc["config"]["classic_variants"] == {**CHOSEN, "ctx-gp": CTX_GP_VARIANT}
     assert doc["config"]["threads"] == 1  # the cnp flushes subnormals only at one torch thread
+    made = doc["config"]["elnino"]["questions"]["interpolate"]["made_by"]  # each seed's tree, as kept
+    assert made[0]["source_hash"] and made == json.loads((tmp_path / "again.json").read_text())["config"]["elnino"][
+        "questions"]["interpolate"]["made_by"]  # fmt: skip
 
 
 def test_a_seed_run_is_kept_and_read_back_for_the_same_settings_only(realdata, tmp_path):
