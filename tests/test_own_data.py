@@ -397,3 +397,72 @@ def test_the_library_shape_peers_are_tuned_on_the_dev_split_and_evaluated_so(fil
     assert r["settings_by_method"]["library-mean"] == {}  # nothing to choose
     assert r["classic_variants"]["cnp"].startswith("cnp-w128-x")  # which step scale the cnp row trained at
     assert "chosen on fit's dev split: library-knn k=" in evaluation_table(r)
+
+
+@pytest.fixture
+def fresh_model(model, tmp_path):
+    """The module's model folder copied without the peers' choices (no peers.json yet)."""
+    import shutil
+
+    out = tmp_path / "model"
+    shutil.copytree(model, out)
+    (out / "peers.json").unlink(missing_ok=True)
+    return out
+
+
+def test_evaluate_skips_a_peer_without_choosing_or_scoring_it_and_chooses_it_later(files, fresh_model):
+    """--skip cnp leaves cnp out of the dev choice (peers.json) and of every row; a later full
+    evaluate chooses only cnp, keeps the others' choices and scores them the same."""
+    skipped = evaluate_observed(fresh_model, files / "targets.csv", 8, Columns(), skip=("cnp",))
+    kept = json.loads((fresh_model / "peers.json").read_text())
+    assert "cnp" not in skipped["mse"] and "cnp" not in kept["chosen"] and "cnp" not in kept["seconds"]
+    assert all(c["b"] != "cnp" for c in skipped["comparisons"]) and skipped["skipped"] == ["cnp"]
+    assert "skipped (not chosen, not scored): cnp" in evaluation_table(skipped)
+    full = evaluate_observed(fresh_model, files / "targets.csv", 8, Columns())
+    later = json.loads((fresh_model / "peers.json").read_text())
+    assert later["chosen"] == sorted(method_rows("observed")) and "cnp" in full["mse"]
+    assert {m: c for m, c in later["methods"].items() if m != "cnp"} == kept["methods"]
+    assert {m: v for m, v in full["mse"].items() if m != "cnp"} == skipped["mse"]
+
+
+def test_skipping_meta_gp_keeps_rte_gp_on_its_library_gp(files, fresh_model):
+    """rte-gp's library GP is meta-gp's: with meta-gp's row skipped it is still fitted for
+    rte-gp (here given half the precision), whose errors are those of a full evaluate."""
+    path = fresh_model / "fit.json"
+    record = json.loads(path.read_text())
+    record["dev"]["rte-gp"]["posterior"]["share"] = 0.5
+    path.write_text(json.dumps(record))
+    full = evaluate_observed(fresh_model, files / "targets.csv", 8, Columns())
+    r = evaluate_observed(fresh_model, files / "targets.csv", 8, Columns(), skip=("meta-gp",))
+    assert "meta-gp" not in r["mse"] and "meta-gp" not in r["coverage_by_method"]
+    assert r["per_target_mse"]["rte-gp"] == full["per_target_mse"]["rte-gp"]
+    no_gp = evaluate_observed(fresh_model, files / "targets.csv", 8, Columns(), skip=("rte-gp", "meta-gp"))
+    assert "rte-gp" not in no_gp["mse"] and all(c.get("a") != "rte-gp" for c in no_gp["comparisons"])
+
+
+def test_a_peers_file_from_before_skipping_counts_every_peer_as_chosen(files, fresh_model):
+    evaluate_observed(fresh_model, files / "targets.csv", 8, Columns())
+    path = fresh_model / "peers.json"
+    old = json.loads(path.read_text())
+    del old["chosen"]
+    path.write_text(json.dumps(old))
+    evaluate_observed(fresh_model, files / "targets.csv", 8, Columns(), skip=("ctx-gp",))
+    assert json.loads(path.read_text()) == old  # read back, nothing chosen again
+
+
+def test_skip_names_a_peer_or_fails_in_one_line_before_any_work(files, tmp_path, capsys):
+    with pytest.raises(TaskextrapError, match=r"cannot skip 'rte': the peers are ctx-interp, .*rte-gp$"):
+        evaluate_observed(tmp_path / "no-model", files / "targets.csv", 8, Columns(), skip=("rte",))
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--model", str(tmp_path / "no-model"), "--data", str(files / "targets.csv"),
+              "--skip", "cnp,knn"])  # fmt: skip
+    assert e.value.code != 0 and "cannot skip 'knn'" in capsys.readouterr().err
+
+
+def test_cli_evaluate_skip_accepts_commas_and_repeats(files, fresh_model, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "--model", str(fresh_model), "--data", str(files / "targets.csv"),
+              "--skip", "cnp,ctx-gp", "--skip", "library-knn"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and "skipped (not chosen, not scored): cnp, ctx-gp, library-knn" in out
+    assert "rte - cnp" not in out and "rte - library-knn" not in out and "rte - library-fpca" in out

@@ -31,7 +31,7 @@ from taskextrap.workflow import (
     target_mse,
 )
 
-__all__ = ["evaluate_observed", "evaluation_table", "held_out_targets", "plot_evaluation", "verdict"]
+__all__ = ["check_skip", "evaluate_observed", "evaluation_table", "held_out_targets", "plot_evaluation", "verdict"]
 
 
 def held_out_targets(tasks: ObservedTasks, library_ids: np.ndarray, has_split: bool) -> tuple[ObservedTasks, dict]:
@@ -65,6 +65,7 @@ def evaluate_observed(
     seed: int = 0,
     trust_code: bool = False,
     plot_dir: str | Path | None = None,
+    skip: Sequence[str] = (),
 ) -> dict:
     """rte beside the method table's rows for a user's library (``baselines.table``, regime
     ``observed``) on the held-out targets of ``data`` (:func:`held_out_targets`: library tasks
@@ -79,13 +80,15 @@ def evaluate_observed(
     ``RTE.from_pretrained``'s; ``plot_dir``: also draw ``evaluation.png`` there
     (:func:`plot_evaluation`). A model ``fit`` saved without its peers' choices has them made
     here on its dev split, once (``workflow.peers_again``: ``peers.json`` in the folder), saying
-    on stderr which peer it is choosing."""
+    on stderr which peer it is choosing. ``skip``: peers left out (e.g. ``("cnp",)``, the dearest
+    row), neither chosen nor scored (:func:`check_skip`); ``rte-gp`` may be skipped too."""
     from taskextrap.baselines.table import get_method, method_rows
     from taskextrap.estimators.parameter import RTE
     from taskextrap.baselines.classics import classic_variants
     from taskextrap.report.compare import paired_difference
 
     t0 = time.perf_counter()
+    skipped = check_skip(skip)  # before any work: a typo costs nothing
     rte = RTE.from_pretrained(model, trust_code=trust_code)
     lib = rte.library_
     library_ids = lib.family.tasks.ids if hasattr(lib.family, "tasks") else np.array([])
@@ -99,12 +102,20 @@ def evaluate_observed(
     preds, coverage = {"rte": mean}, {"rte": target_coverage(mean, std, split)}
     raw = {"rte": target_coverage(mean, std / rte.calibrated_scale(), split)}
     # each peer's settings and scale, chosen on fit's dev split (here the first time, then kept)
-    chosen = peers_again(model, rte, record, verbose=True)
+    baselines = [b for b in method_rows("observed") if b not in skipped]
+    with_gp = "rte-gp" in dev_record(record) and "rte-gp" not in skipped
+    # rte-gp's library GP is meta-gp's (when its posterior gives it a share): fitted for it even
+    # where meta-gp's own row is skipped
+    gp_only = with_gp and "meta-gp" not in baselines and dev_record(record)["rte-gp"]["posterior"]["share"] < 1.0
+    needs = baselines + (["meta-gp"] if gp_only else [])
+    chosen = peers_again(model, rte, record, verbose=True, names=needs)
     scales = {"rte": rte.calibrated_scale()} | {
-        m: s["interval_scale"] for m, s in chosen.items() if "interval_scale" in s
+        m: s["interval_scale"] for m, s in chosen.items() if "interval_scale" in s and m in baselines
     }
-    baselines = method_rows("observed")
     fitted = {}
+    if gp_only:
+        params = chosen.get("meta-gp", {}).get("params", {})
+        fitted["meta-gp"] = get_method("meta-gp").build(**peer_unit(rte), **params).fit(lib)
     for b in baselines:  # the method table's rows for a user's library (baselines.table)
         t = time.perf_counter()
         params = chosen.get(b, {}).get("params", {})
@@ -118,7 +129,7 @@ def evaluate_observed(
         if method.interval:
             raw[b] = target_coverage(out[0], out[1], split)
             coverage[b] = target_coverage(out[0], out[1] * scales[b], split) if b in scales else raw[b]
-    if "rte-gp" in dev_record(record):  # fit chose rte-gp's context posterior on its dev split
+    if with_gp:  # fit chose rte-gp's context posterior on its dev split
         t = time.perf_counter()
         model_gp = rte_gp(rte, dev_record(record)["rte-gp"], fitted.get("meta-gp"))
         m, sd = model_gp.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
@@ -139,7 +150,8 @@ def evaluate_observed(
         comparisons.append({"a": a, "b": b, "diff": p["diff"], "lo": p["lo"], "hi": p["hi"], "clear": p["clear"],
                             "winner": winner})  # fmt: skip
     mse = {k: float(v.mean()) for k, v in errors.items()}
-    plot = None if plot_dir is None else plot_evaluation(Path(plot_dir) / "evaluation.png", rte, fitted, split, mse)
+    shown = {m: f for m, f in fitted.items() if m in baselines}  # a skipped row is not drawn
+    plot = None if plot_dir is None else plot_evaluation(Path(plot_dir) / "evaluation.png", rte, shown, split, mse)
     return {
         "model": str(model),
         "targets": len(split.ids),
@@ -148,6 +160,7 @@ def evaluate_observed(
         "seed": seed,
         "dropped_outside_domain": split.dropped,
         "left_out": left_out,
+        "skipped": sorted(skipped),
         "interval_note": context_note(context_of(dev_record(record)), context_size, how),
         "mse": mse,
         "per_target_mse": {k: v.tolist() for k, v in errors.items()},
@@ -167,6 +180,18 @@ def evaluate_observed(
         "plot": None if plot is None else str(plot),
         "wall_s": round(time.perf_counter() - t0, 2),
     }
+
+
+def check_skip(skip: Sequence[str]) -> set[str]:
+    """The peers ``skip`` names, checked: each an ``observed`` row of the method table or
+    ``rte-gp`` (a one-line error otherwise; ``rte`` is what is evaluated, never skipped)."""
+    from taskextrap.baselines.table import method_rows
+
+    known = [*method_rows("observed"), "rte-gp"]
+    unknown = [s for s in skip if s not in known]
+    if unknown:
+        raise TaskextrapError(f"cannot skip {', '.join(map(repr, unknown))}: the peers are {', '.join(known)}")
+    return set(skip)
 
 
 def rte_gp(rte, chosen: dict, library_gp):
@@ -237,6 +262,8 @@ def evaluation_table(result: dict) -> str:
     if any(left.values()):
         lines.append(f"left out {left['labelled_train']} task(s) labelled train and {left['library_ids']} with a "
                      "library task's id: library tasks are not held-out targets")  # fmt: skip
+    if result.get("skipped"):
+        lines.append(f"skipped (not chosen, not scored): {', '.join(result['skipped'])}")
     if result.get("interval_note"):
         lines.append(f"note: {result['interval_note']}")
     lines.append(f"{'method':18s} {'mse':>12s} {'coverage':>9s} {'raw':>7s} {'scale':>7s} {'fit s':>8s} {'pred s':>7s}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -323,17 +324,19 @@ def dev_targets_split(dev_tgt: ObservedTasks, size: int, context: str, dev_libra
     return split_targets(dev_tgt, size, context, dev_library.family.domain, seed=1)
 
 
-def choose_peers(dev_library, split: TargetSplit, unit: dict, verbose: bool = False) -> tuple[dict, dict, dict]:
-    """Every peer of a user's library (the method table's ``observed`` rows) chosen on a dev
-    split: its settings on the dev targets ``split`` (:func:`_dev_settings`) and, where it has its
-    own interval, the scale reaching 90% there, each fitted on ``dev_library`` with ``unit``
-    (:func:`peer_unit`). Returns (each peer's choice, the fitted peers with an interval, seconds
-    per peer)."""
+def choose_peers(
+    dev_library, split: TargetSplit, unit: dict, verbose: bool = False, names: Sequence[str] | None = None
+) -> tuple[dict, dict, dict]:
+    """Every peer of a user's library (the method table's ``observed`` rows; ``names``: only
+    these) chosen on a dev split: its settings on the dev targets ``split``
+    (:func:`_dev_settings`) and, where it has its own interval, the scale reaching 90% there,
+    each fitted on ``dev_library`` with ``unit`` (:func:`peer_unit`). Returns (each peer's
+    choice, the fitted peers with an interval, seconds per peer)."""
     from taskextrap.baselines.table import get_method, method_rows
     from taskextrap.search.calibration import SCALE_GRID, choose_scale
 
     methods, fitted_peers, seconds = {}, {}, {}
-    names = method_rows("observed")
+    names = method_rows("observed") if names is None else list(names)
     for i, name in enumerate(names):
         _say(verbose, f"dev split: choosing peer {i + 1} of {len(names)}, {name}")
         t = time.perf_counter()
@@ -352,30 +355,44 @@ def choose_peers(dev_library, split: TargetSplit, unit: dict, verbose: bool = Fa
     return methods, fitted_peers, seconds
 
 
-def peers_again(model: str | Path, rte, record: dict, verbose: bool = False) -> dict:
+def peers_again(
+    model: str | Path, rte, record: dict, verbose: bool = False, names: Sequence[str] | None = None
+) -> dict:
     """The peers' choices of a model ``fit`` saved without them (:func:`choose_peers` on the dev
     split ``fit`` used, rebuilt from ``fit.json`` and the model's library: the same tasks, targets,
-    contexts and unit), kept in the folder's ``peers.json`` so they are made once; {} for a model
-    fitted without a dev split. Returns {peer: its choice}."""
+    contexts and unit), kept in the folder's ``peers.json`` so each peer is chosen once; {} for a
+    model fitted without a dev split. ``names``: only these peers (default every ``observed``
+    row); one chosen before is read back, the others are chosen now and added to the file.
+    Returns {peer: its choice}."""
+    from taskextrap.baselines.table import method_rows
     from taskextrap.files import read_json
 
     dev = record.get("dev") or {}
     if "methods" in dev:  # chosen at fit (fit --peers, or a model saved before peers moved here)
         return dev["methods"]
-    cached = Path(model) / PEERS_FILE
-    if cached.exists():
-        return read_json(cached)["methods"]
     if not dev:
         return {}
-    tasks = rte.library_.family.tasks
-    reading = Reading(record["interpolant"], record["outside"], rte.library_.family.name)
-    dev_lib, dev_tgt, _ = dev_split(tasks, dev.get("order"), DEV_FRACTION, rte.seed)
-    dev_library = reading.library(dev_lib)
-    split = dev_targets_split(dev_tgt, dev["context_size"], dev["context"], dev_library)
-    methods, _, seconds = choose_peers(dev_library, split, peer_unit(rte), verbose)
-    with contextlib.suppress(OSError):  # a cache: a folder one cannot write to is read as it is
-        write_json_atomic(cached, {"methods": methods, "seconds": seconds})
-    return methods
+    names = method_rows("observed") if names is None else list(names)
+    cached = Path(model) / PEERS_FILE
+    kept = read_json(cached) if cached.exists() else {"methods": {}, "seconds": {}}
+    # a file written before peers could be skipped chose every row; "chosen" lists those made
+    done = set(kept.get("chosen", method_rows("observed") if cached.exists() else []))
+    todo = [n for n in names if n not in done]
+    if todo:
+        tasks = rte.library_.family.tasks
+        reading = Reading(record["interpolant"], record["outside"], rte.library_.family.name)
+        dev_lib, dev_tgt, _ = dev_split(tasks, dev.get("order"), DEV_FRACTION, rte.seed)
+        dev_library = reading.library(dev_lib)
+        split = dev_targets_split(dev_tgt, dev["context_size"], dev["context"], dev_library)
+        methods, _, seconds = choose_peers(dev_library, split, peer_unit(rte), verbose, todo)
+        kept = {
+            "methods": kept["methods"] | methods,
+            "seconds": kept.get("seconds", {}) | seconds,
+            "chosen": sorted(done | set(todo)),
+        }
+        with contextlib.suppress(OSError):  # a cache: a folder one cannot write to is read as it is
+            write_json_atomic(cached, kept)
+    return {n: c for n, c in kept["methods"].items() if n in names}
 
 
 def peer_unit(rte) -> dict:
