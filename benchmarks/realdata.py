@@ -230,7 +230,7 @@ def run_question(
     from taskextrap.tasks.observe import PROTOCOLS
     from taskextrap.evaluation import evaluate_observed
     from taskextrap.posterior.estimator import choice_summary
-    from taskextrap.workflow import Columns, DevCalibration, Reading, fit_observed
+    from taskextrap.workflow import Columns, Contexts, DevCalibration, Reading, fit_observed
 
     q = data.questions[question]
     library, targets = write_tables(data, folder)
@@ -249,7 +249,7 @@ def run_question(
             _, record = fit_observed([library], columns, model, settings,
                                      DevCalibration(order="param", context_size=q.size, context=q.how),
                                      Reading(name=data.name), verbose=False)  # fmt: skip
-            result = evaluate_observed(model, targets, q.size, columns, q.how, seed=0)
+            result = evaluate_observed(model, targets, Contexts(q.size, q.how), columns)
             return {"fit": record, "evaluation": result, "wall_s": round(time.perf_counter() - t0, 1)}
 
         runs.append(cached_run(cache, data, question, seed, tiny, compute))

@@ -66,7 +66,7 @@ def run(folder: Path, seeds=(0, 1, 2), tiny: bool = False) -> dict:
     from taskextrap.report.compare import paired_difference
     from taskextrap.baselines.table import method_rows
     from taskextrap.evaluation import evaluate_observed
-    from taskextrap.workflow import Columns, DevCalibration, Reading, fit_observed
+    from taskextrap.workflow import Columns, Contexts, DevCalibration, Reading, fit_observed
 
     library, targets = write_csv(folder)
     # the year names each task and is its known parameter, which orders the dev split (its last years)
@@ -90,7 +90,7 @@ def run(folder: Path, seeds=(0, 1, 2), tiny: bool = False) -> dict:
                 Reading(name="elnino"),
                 verbose=False,
             )
-            result = evaluate_observed(model, targets, size, columns, how, seed=0)
+            result = evaluate_observed(model, targets, Contexts(size, how), columns)
             runs.append(
                 {"seed": seed, "fit": record, "evaluation": result, "wall_s": round(time.perf_counter() - t0, 1)}
             )

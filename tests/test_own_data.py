@@ -18,7 +18,7 @@ from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet
 from taskextrap.tasks.observed import ObservedTasks
 from taskextrap.baselines.table import method_rows
 from taskextrap.evaluation import evaluate_observed, evaluation_table
-from taskextrap.workflow import Columns, DevCalibration, dev_split, predict_observed, split_targets
+from taskextrap.workflow import Columns, Contexts, DevCalibration, dev_split, predict_observed, split_targets
 
 FAMILY = PARAMETER_FAMILIES["cubic"]
 TINY = ["--steps", "5", "--pairs", "200", "--quiet"]
@@ -143,7 +143,7 @@ def test_evaluate_prints_a_verdict_and_paired_differences(files, model, capsys):
 
 def test_evaluate_with_other_context_sizes_and_the_first_points(files, model):
     for how in ("random", "first"):
-        r = evaluate_observed(model, files / "targets.csv", 16, Columns(), how)
+        r = evaluate_observed(model, files / "targets.csv", Contexts(16, how), Columns())
         assert r["context_size"] == 16 and r["targets"] == 5 and np.isfinite(r["mse"]["rte"])
     with pytest.raises(TaskextrapError, match="reads at least 8"):  # the model was fitted without min_context
         evaluate_observed(model, files / "targets.csv", 4, Columns())
@@ -234,7 +234,7 @@ def test_evaluate_scores_held_out_targets_only(files, model, capsys):
 
 def test_evaluate_and_predict_say_when_contexts_differ_from_the_scales(files, model):
     assert evaluate_observed(model, files / "targets.csv", 8, Columns())["interval_note"] is None
-    note = evaluate_observed(model, files / "targets.csv", 16, Columns(), "first")["interval_note"]
+    note = evaluate_observed(model, files / "targets.csv", Contexts(16, "first"), Columns())["interval_note"]
     assert "chosen for contexts of 8 random points, these are 16 first points" in note
     assert "--context first --context-size 16" in note
     with pytest.warns(Warning, match="chosen for contexts of 8 random points, these are 12 points"):

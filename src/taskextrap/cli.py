@@ -761,10 +761,11 @@ def evaluate(model, data, context_size, how, seed, out, plot_dir, trust_code, sk
     over targets."""
     from taskextrap.files import write_json_atomic
     from taskextrap.evaluation import evaluate_observed, evaluation_table
+    from taskextrap.workflow import Contexts
 
     columns = _columns(kw)
     skip = tuple(s.strip() for item in skip for s in item.split(",") if s.strip())
-    result = evaluate_observed(model, data, context_size, columns, how, seed, trust_code, plot_dir, skip)
+    result = evaluate_observed(model, data, Contexts(context_size, how, seed), columns, trust_code, plot_dir, skip)
     click.echo(evaluation_table(result))
     if result["plot"] is not None:
         click.echo(f"drawn: {result['plot']}")

@@ -19,6 +19,7 @@ from taskextrap.search.posterior import INTERVAL_LEVEL
 from taskextrap.tasks.observed import ObservedTasks
 from taskextrap.workflow import (
     Columns,
+    Contexts,
     TargetSplit,
     context_note,
     context_of,
@@ -26,7 +27,6 @@ from taskextrap.workflow import (
     fit_record,
     peer_unit,
     peers_again,
-    split_targets,
     target_coverage,
     target_mse,
 )
@@ -59,10 +59,8 @@ def held_out_targets(tasks: ObservedTasks, library_ids: np.ndarray, has_split: b
 def evaluate_observed(
     model: str | Path,
     data,
-    context_size: int,
+    contexts: Contexts | int,
     columns: Columns = Columns(),
-    how: str = "random",
-    seed: int = 0,
     trust_code: bool = False,
     plot_dir: str | Path | None = None,
     skip: Sequence[str] = (),
@@ -70,12 +68,13 @@ def evaluate_observed(
     """rte beside the method table's rows for a user's library (``baselines.table``, regime
     ``observed``) on the held-out targets of ``data`` (:func:`held_out_targets`: library tasks
     are left out, and counted): every target's points inside the library's domain split into
-    ``context_size`` context points and queries (:func:`split_targets`); per method the mean
+    context points and queries as ``contexts`` says (``workflow.Contexts``: its size, random or
+    first, its seed; a number: that many random points, seed 0); per method the mean
     squared error over targets, the interval coverage of rte and of every method with its own
     interval (raw, and at the scale ``fit`` chose for it on the dev split where it did: every
     interval calibrated the same way), and paired differences rte - baseline over targets (one
-    fitted model: the interval is over targets, ``report.compare.paired_difference``). ``seed``
-    draws the random contexts; the peers are built with the model's seed, as ``fit``'s dev split
+    fitted model: the interval is over targets, ``report.compare.paired_difference``). The peers
+    are built with the model's seed (not the seed of the context draw), as ``fit``'s dev split
     built them when it chose their scales (``workflow.peer_unit``). ``trust_code``: as
     ``RTE.from_pretrained``'s; ``plot_dir``: also draw ``evaluation.png`` there
     (:func:`plot_evaluation`). A model ``fit`` saved without its peers' choices has them made
@@ -89,11 +88,12 @@ def evaluate_observed(
 
     t0 = time.perf_counter()
     skipped = check_skip(skip)  # before any work: a typo costs nothing
+    contexts = contexts if isinstance(contexts, Contexts) else Contexts(contexts)
     rte = RTE.from_pretrained(model, trust_code=trust_code)
     lib = rte.library_
     library_ids = lib.family.tasks.ids if hasattr(lib.family, "tasks") else np.array([])
     targets, left_out = held_out_targets(columns.read(data, min_points=1), library_ids, columns.split is not None)
-    split = split_targets(targets, context_size, how, lib.family.domain, seed)
+    split = contexts.split(targets, lib.family.domain)
     t = time.perf_counter()
     mean, std = rte.predict(split.ctx_x, split.ctx_y, split.qry_x, return_std=True)
     # each method's price beside its error: rte's fit is fit's (fit.json), the others' are fitted here
@@ -155,13 +155,13 @@ def evaluate_observed(
     return {
         "model": str(model),
         "targets": len(split.ids),
-        "context_size": context_size,
-        "context": how,
-        "seed": seed,
+        "context_size": contexts.size,
+        "context": contexts.how,
+        "seed": contexts.seed,
         "dropped_outside_domain": split.dropped,
         "left_out": left_out,
         "skipped": sorted(skipped),
-        "interval_note": context_note(context_of(dev_record(record)), context_size, how),
+        "interval_note": context_note(context_of(dev_record(record)), contexts.size, contexts.how),
         "mse": mse,
         "per_target_mse": {k: v.tolist() for k, v in errors.items()},
         "seconds_by_method": seconds,

@@ -106,6 +106,21 @@ class TargetSplit:
                 f"each; {self.dropped} observations outside the domain left out)")  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Contexts:
+    """How held-out targets' contexts are drawn (:func:`split_targets`): ``size`` points of each
+    target, chosen as ``how`` says ("random", drawn with ``seed``; "first", the smallest x); the
+    rest of its points are its queries."""
+
+    size: int
+    how: str = "random"
+    seed: int = 0
+
+    def split(self, tasks: ObservedTasks, domain: tuple[float, float] | None = None) -> TargetSplit:
+        """``tasks`` as contexts and queries (:func:`split_targets`)."""
+        return split_targets(tasks, self.size, self.how, domain, self.seed)
+
+
 def split_targets(
     tasks: ObservedTasks, size: int, how: str = "random", domain: tuple[float, float] | None = None, seed: int = 0
 ) -> TargetSplit:
