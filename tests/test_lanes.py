@@ -127,3 +127,30 @@ def test_the_stacked_path_runs_the_work_beside_before_its_networks():
     job = Job(net, batches, None, TrainConfig(steps=3, batch=8), name="n")
     train_jobs([job], stacked=True, beside=[lambda: order.append("work")])
     assert order == ["work", "network"] and len(job.history) == 3
+
+
+def test_a_lane_computes_with_its_callers_subnormal_setting_whatever_it_inherited(monkeypatch):
+    # a thread inherits the flush setting of the thread that starts it: lanes started while the
+    # caller flushed must not flush later work (its bits would depend on what ran first)
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush subnormals")
+    monkeypatch.setenv("TASKEXTRAP_LANES", "2")
+    monkeypatch.setattr(L, "_pool", None)  # fresh lane threads, started below while flushing
+    try:
+        assert L.map_lanes(lambda i: L.flushing(), range(2)) == [True, True]
+    finally:
+        torch.set_flush_denormal(False)
+    assert L.map_lanes(lambda i: L.flushing(), range(2)) == [False, False]
+    assert not L.flushing()
+
+
+def test_threads_limited_sets_every_pool_and_restores_torch():
+    from threadpoolctl import threadpool_info
+
+    before = torch.get_num_threads()
+    with L.threads_limited(1):
+        assert torch.get_num_threads() == 1
+        pools = threadpool_info()
+        assert any(p["internal_api"] == "openblas" for p in pools)  # SciPy's BLAS is loaded and limited too
+        assert all(p["num_threads"] == 1 for p in pools)
+    assert torch.get_num_threads() == before

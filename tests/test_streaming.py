@@ -215,3 +215,20 @@ def test_contiguous_columns_read_as_read_tasks_reads_them():
         contiguous_tasks(np.array(["k0", "k0"]), np.array([0.5, 0.5]), np.zeros(2))
     with pytest.raises(TaskextrapError, match=r"y value nan at row 2 is not finite"):
         contiguous_tasks(np.array(["k0", "k0"]), np.array([0.1, 0.5]), np.array([0.0, np.nan]))
+
+
+def test_the_serial_engine_computes_on_one_thread_in_every_pool_and_restores_them(setup, tmp_path, monkeypatch):
+    # Ray's actors compute on one thread in torch and in the BLAS; the serial engine's worker must
+    # too, or the two engines' sums could round differently
+    import torch
+    from threadpoolctl import threadpool_info
+
+    from taskextrap.streaming import Worker, _Engine
+
+    d, _, _ = setup
+    seen = lambda self: (torch.get_num_threads(), {p["num_threads"] for p in threadpool_info()})  # noqa: E731
+    monkeypatch.setattr(Worker, "threads_now", seen, raising=False)
+    torch_before, pools_before = seen(None)
+    with _Engine("serial", 1, str(d / "model"), str(d / "library.parquet"), str(tmp_path), ("task", "x", "y")) as run:
+        assert run("threads_now", [()], progress=False) == [(1, {1})]
+    assert seen(None) == (torch_before, pools_before)

@@ -12,6 +12,11 @@ release the GIL inside their kernels, so lanes overlap the arithmetic.
 How many: ``TASKEXTRAP_LANES`` when set, else the cores this process may use divided by torch's
 threads (2 on a 2-core machine at one thread); 1 inside a Ray task (``limited``), whose other
 cores run other units. A piece that runs inside a lane runs its own pieces inline (no nesting, no deadlock).
+
+A lane also takes the caller's subnormal setting (x86's MXCSR, see ``operators.jobs.subnormals_flushed``)
+for each piece and drops it after: a new thread inherits the setting of the thread that starts it,
+so lanes started while their caller flushed would otherwise flush for the rest of the process, and
+a piece's bits would depend on what ran first in it.
 """
 
 from __future__ import annotations
@@ -70,6 +75,25 @@ def _lanes() -> int:
     return max(1, cores // max(1, torch.get_num_threads()))
 
 
+@contextlib.contextmanager
+def threads_limited(n: int):
+    """Run the block with ``n`` threads in torch and in every native thread pool loaded (NumPy's
+    and SciPy's BLAS, OpenMP): a sum split over other threads rounds differently, so a unit's
+    numbers depend on its thread count and on nothing else about the machine."""
+    import scipy.linalg  # noqa: F401  (loads SciPy's own BLAS now: threadpool_limits only
+    import sklearn.neighbors  # noqa: F401  reaches the pools already loaded, and these two are
+    import torch  # otherwise loaded midway through a unit, at the machine's thread count)
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        with threadpool_limits(limits=n):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _executor(n: int) -> ThreadPoolExecutor:
     """A pool of ``n`` lane threads, kept between calls (made again when ``n`` changes)."""
     global _pool, _pool_size
@@ -82,14 +106,24 @@ def _executor(n: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def _in_lane(fn: Callable[[T], R], item: T, threads: int) -> R:
+def flushing() -> bool:
+    """Whether this thread flushes subnormal floats to zero (torch has no getter: a subnormal
+    times one comes out zero)."""
+    import torch
+
+    return (torch.tensor([1e-39], dtype=torch.float32, device="cpu") * 1.0).item() == 0.0  # the CPU's setting
+
+
+def _in_lane(fn: Callable[[T], R], item: T, threads: int, flush: bool) -> R:
     import torch
 
     _local.inside = True
     torch.set_num_threads(threads)  # a lane computes with the unit's thread count, as the caller does
+    torch.set_flush_denormal(flush)  # and with its subnormal setting, whatever this thread inherited
     try:
         return fn(item)
     finally:
+        torch.set_flush_denormal(False)
         _local.inside = False
 
 
@@ -104,8 +138,8 @@ def map_lanes(fn: Callable[[T], R], items: Iterable[T], device: object = "cpu") 
         return [fn(item) for item in items]
     import torch
 
-    threads = torch.get_num_threads()
-    futures = [_executor(n).submit(_in_lane, fn, item, threads) for item in items]
+    threads, flush = torch.get_num_threads(), flushing()
+    futures = [_executor(n).submit(_in_lane, fn, item, threads, flush) for item in items]
     error: BaseException | None = None
     out = []
     for f in futures:

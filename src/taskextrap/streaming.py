@@ -16,7 +16,7 @@ Two passes over the row groups (:func:`stream_index`):
 The output folder holds one Parquet part per non-empty row group (``task``, ``position`` in the file,
 ``z_0``..``z_{d-1}``, ``near_0``.., ``distance_0``..) and ``index.json`` (the plan, the reference,
 the seconds of each pass). Each row group's work depends on that row group and the reference only,
-and every worker computes on one torch thread, so a file gives the same index, to the bit, on either
+and every worker computes on one thread (torch's and the BLAS's), so a file gives the same index, to the bit, on either
 engine and any number of workers of one machine; a run that stops resumes from the parts already
 written (each written atomically). Γ and Ψ themselves are
 fitted on a bounded sample (``RTE.fit`` reads at most ``PRETRAIN_POINTS`` points a step and
@@ -25,6 +25,7 @@ fitted on a bounded sample (``RTE.fit`` reads at most ``PRETRAIN_POINTS`` points
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import resource
@@ -37,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from taskextrap.engines import connect_ray, last_line
+from taskextrap.lanes import threads_limited
 from taskextrap.errors import TaskextrapError, did_you_mean
 from taskextrap.files import atomic_path, read_json, write_json_atomic
 from taskextrap.operators.pairs import NEAR_POOL
@@ -433,21 +435,21 @@ def _gather(out: Path, groups: RowGroups, ref: np.ndarray) -> np.ndarray:
 
 
 class OneThreadWorker(Worker):
-    """A :class:`Worker` on one torch thread: what the Ray engine's actors run, and the thread count
-    the serial engine sets for its run, so both compute the same bits."""
+    """A :class:`Worker` in a process of its own (a Ray actor) that computes on one thread for its
+    life: in torch and in every native pool (BLAS, OpenMP), as the serial engine's run does, so
+    both compute the same bits whatever the pools' defaults in each process."""
 
     def __init__(self, *args):
-        import torch
-
-        torch.set_num_threads(1)
+        self._threads = threads_limited(1)
+        self._threads.__enter__()  # left for the actor's life: the process is this worker's alone
         super().__init__(*args)
 
 
 class _Engine:
     """``run(method, calls, progress)`` on the chosen engine, started at the first call that has
     work (``start_s``: its seconds): each call a row group's ``Worker.embed`` or ``Worker.near``;
-    returns the workers' reports. The serial engine runs one worker here on one torch thread (the
-    caller's thread count is restored on exit); Ray's actors (and a local Ray instance this
+    returns the workers' reports. The serial engine runs one worker here, on one thread in torch
+    and in every native pool (the caller's counts are restored on exit); Ray's actors (and a local Ray instance this
     started) live as long as the ``with`` block."""
 
     def __init__(self, engine: str, workers: int, model: str, data: str, out: str, columns: tuple[str, str, str]):
@@ -456,7 +458,7 @@ class _Engine:
         self.started = False
         self.worker: Worker | None = None
         self.actors: list = []
-        self.threads: int | None = None
+        self.threads = contextlib.ExitStack()  # the serial engine's one-thread block
         self.start_s = 0.0
 
     def __enter__(self) -> _Engine:
@@ -465,10 +467,8 @@ class _Engine:
     def _start(self) -> None:
         t = time.perf_counter()
         if self.engine == "serial":
-            import torch
-
-            self.threads = torch.get_num_threads()
-            self.worker = OneThreadWorker(*self.args)
+            self.threads.enter_context(threads_limited(1))
+            self.worker = Worker(*self.args)
         else:
             self.ray, self.started = connect_ray("the ray engine", num_cpus=self.workers)
             actor = self.ray.remote(num_cpus=1)(OneThreadWorker)
@@ -521,10 +521,7 @@ class _Engine:
         return reports
 
     def __exit__(self, *exc) -> None:
-        if self.threads is not None:
-            import torch
-
-            torch.set_num_threads(self.threads)
+        self.threads.close()
         if self.ray is not None:
             for actor in self.actors:
                 self.ray.kill(actor)

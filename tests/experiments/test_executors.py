@@ -353,21 +353,6 @@ def test_bad_sweep_input_is_one_line(tmp_path, capsys, args, message):
     assert not (tmp_path / "o").exists()
 
 
-def test_threads_limited_sets_every_pool_and_restores_torch():
-    import torch
-    from threadpoolctl import threadpool_info
-
-    from taskextrap.experiments.executors import threads_limited
-
-    before = torch.get_num_threads()
-    with threads_limited(1):
-        assert torch.get_num_threads() == 1
-        pools = threadpool_info()
-        assert any(p["internal_api"] == "openblas" for p in pools)  # SciPy's BLAS is loaded and limited too
-        assert all(p["num_threads"] == 1 for p in pools)
-    assert torch.get_num_threads() == before
-
-
 # --- the Ray driver's locks, with Ray's driver API stood in for ----------------------------------
 
 

@@ -20,7 +20,6 @@ import dataclasses
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -81,7 +80,7 @@ def _progress(total: int, progress: bool):
 
 def _run_serial(units: dict, cache_dir: Path | None, progress: bool, threads: int) -> dict:
     results = {}
-    with threads_limited(threads), _progress(len(units), progress) as bar:
+    with lanes.threads_limited(threads), _progress(len(units), progress) as bar:
         for k, unit in units.items():
             bar.set_postfix_str(unit.name, refresh=False)
             results[k] = _cached(unit, cache_dir)
@@ -110,25 +109,6 @@ def timed_compute(unit: Unit, plot_dir: Path | None) -> UnitResult:
     result = unit.compute(plot_dir)
     result.timing["unit_s"] = time.perf_counter() - t
     return result
-
-
-@contextmanager
-def threads_limited(n: int):
-    """Run the block with ``n`` threads in torch and in every native thread pool loaded (NumPy's
-    and SciPy's BLAS, OpenMP): a sum split over other threads rounds differently, so a unit's
-    numbers depend on its thread count and on nothing else about the machine."""
-    import scipy.linalg  # noqa: F401  (loads SciPy's own BLAS now: threadpool_limits only
-    import sklearn.neighbors  # noqa: F401  reaches the pools already loaded, and these two are
-    import torch  # otherwise loaded midway through a unit, at the machine's thread count)
-    from threadpoolctl import threadpool_limits
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        with threadpool_limits(limits=n):
-            yield
-    finally:
-        torch.set_num_threads(before)
 
 
 # --- Ray ----------------------------------------------------------------------------------------
@@ -296,7 +276,7 @@ def compute_unit(spec: dict) -> dict:
     options = options_from_dict(spec["options"])
     # Ray runs as many tasks at once as the machine has CPUs for: a task's lanes would take other units' cores
     with (
-        threads_limited(int(spec["threads"])),
+        lanes.threads_limited(int(spec["threads"])),
         lanes.limited(1),
         tempfile.TemporaryDirectory(prefix="taskextrap-plots-") as tmp,
     ):

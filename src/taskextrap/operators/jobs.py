@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from taskextrap.lanes import flushing
 from taskextrap.validation import check_int, check_real
 
 
@@ -95,7 +96,7 @@ def subnormals_flushed(on: bool = True) -> Iterator[None]:
     A no-op with several torch threads: a worker thread torch or its BLAS starts inside the block
     would inherit the setting and keep it after the block (flushing later training, whose bits
     would then depend on what ran first). A no-op too when ``on`` is False or the CPU cannot flush."""
-    if not on or torch.get_num_threads() > 1 or _flushing():
+    if not on or torch.get_num_threads() > 1 or flushing():
         yield
         return
     torch.set_flush_denormal(True)
@@ -103,12 +104,6 @@ def subnormals_flushed(on: bool = True) -> Iterator[None]:
         yield
     finally:
         torch.set_flush_denormal(False)
-
-
-def _flushing() -> bool:
-    """Whether this thread already flushes subnormals (torch has no getter: a subnormal times one
-    comes out zero)."""
-    return (torch.tensor([1e-39], dtype=torch.float32, device="cpu") * 1.0).item() == 0.0  # the CPU's setting
 
 
 def train_alone(job: Job) -> None:
