@@ -315,6 +315,22 @@ def test_the_python_route_calibrates_as_fit_does_in_one_call(files, model):
     assert mean.shape == s.qry_x.shape and (sd > 0).all()
 
 
+def test_the_two_fits_name_their_progress_bars(files, monkeypatch):
+    from taskextrap import fit_calibrated, read_tasks
+    from taskextrap.estimators import progress as P
+
+    names, init = [], P.FitProgress.__init__
+
+    def recording(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        names.append(self.name)
+
+    monkeypatch.setattr(P.FitProgress, "__init__", recording)
+    tiny = {"train": TrainConfig(steps=5, batch=4096, eval_every=5), "n_pairs": 200}
+    fit_calibrated(read_tasks(files / "library.csv", params=["shift"]), tiny, dev=DevCalibration(order="shift"))
+    assert names == ["RTE dev fit 1/2", "RTE final fit 2/2"]
+
+
 def test_observed_tasks_and_target_splits_print_a_summary(files):
     from taskextrap import read_tasks, split_targets
 

@@ -252,6 +252,7 @@ def fit_calibrated(
         >>> rte, record = fit_calibrated(read_tasks("library.csv"), {"min_context": 4})  # doctest: +SKIP
     """
     from taskextrap.estimators.parameter import RTE
+    from taskextrap.estimators.progress import labelled
     from taskextrap.estimators.saving import encode
 
     t0 = time.perf_counter()
@@ -268,10 +269,11 @@ def fit_calibrated(
         record["dev_seconds"] = record["dev"].pop("seconds")  # where the dev step's time went (not its result)
         settings["interval_scale"] = record["dev"]["interval_scale"]
     library = reading.library(library_tasks)
-    _say(verbose, f"fit {2 if 'dev' in record else 1} of {2 if 'dev' in record else 1}: RTE on all "
-                  f"{len(library_tasks)} library tasks")  # fmt: skip
+    n = 2 if "dev" in record else 1
+    _say(verbose, f"fit {n} of {n}: RTE on all {len(library_tasks)} library tasks")
     t1 = time.perf_counter()
-    rte = RTE(**settings).fit(library)
+    with labelled(f"final fit {n}/{n}"):  # its bar says which of the two fits runs
+        rte = RTE(**settings).fit(library)
     record["fit_s"] = round(time.perf_counter() - t1, 2)
     record["total_s"] = round(time.perf_counter() - t0, 2)
     record["domain"] = list(library.family.domain)
@@ -287,13 +289,15 @@ def _dev_scale(library_tasks: ObservedTasks, settings: dict, dev: DevCalibration
     """The interval scale chosen on the dev split of ``library_tasks`` (:func:`fit_calibrated`),
     with what the record keeps of it."""
     from taskextrap.estimators.parameter import RTE
+    from taskextrap.estimators.progress import labelled
     from taskextrap.search.calibration import SCALE_GRID, choose_scale
 
     dev_lib, dev_tgt, how = dev_split(library_tasks, dev.order, DEV_FRACTION, settings.get("seed", 0))
     _say(verbose, f"fit 1 of 2: the dev split's RTE on {len(dev_lib)} library tasks, for the interval scale")
     dev_library = reading.library(dev_lib)  # built once: the dev RTE and every interval method read it
     t = time.perf_counter()
-    dev_rte = RTE(**settings).fit(dev_library)
+    with labelled("dev fit 1/2"):
+        dev_rte = RTE(**settings).fit(dev_library)
     seconds = {"rte": round(time.perf_counter() - t, 2)}  # where the dev step's time goes
     size = dev.context_size or dev_rte.protocol_.n_context
     split = dev_targets_split(dev_tgt, size, dev.context, dev_library)

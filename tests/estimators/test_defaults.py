@@ -219,6 +219,15 @@ def test_fits_in_a_loop_leave_no_line_behind(monkeypatch, capsys):
     assert "RTE: training Psi" in err and "\n" not in err
 
 
+def test_a_labelled_fit_names_its_bar_and_the_label_ends_with_its_block(monkeypatch, capsys):
+    monkeypatch.setattr(P, "DELAY_S", 0.0)
+    with P.labelled("dev fit 1/2"), P.FitProgress(True, 4, name="RTE") as bar:
+        bar.phase("training Psi")
+        bar(0, 0.5)
+    assert "RTE dev fit 1/2: training Psi" in capsys.readouterr().err
+    assert P.FitProgress(False, 4, name="RTE").name == "RTE"  # outside the block: no label
+
+
 def test_a_redraw_between_steps_keeps_the_rate_right(monkeypatch, capsys):
     """The clock's redraw records the step count with the time, as tqdm does: the next rate is
     the steps since the redraw over the time since it (64 steps/s here, on a made-up clock)."""

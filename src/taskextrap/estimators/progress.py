@@ -13,11 +13,28 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Self
 
 DELAY_S = 2.0  # a fit shorter than this prints nothing (tqdm's ``delay``)
 STEPLESS_FORMAT = "{desc} [{elapsed}]"  # a phase without training steps: its name and the clock, no count
 REDRAW_S = 1.0  # how often a phase without training steps (the embedding) redraws the bar's clock
+# which of several fits runs now ("dev fit 1/2"), named on every bar begun inside :func:`labelled`:
+# a context variable, so that a caller running two fits in a row (``taskextrap fit``: the dev split's
+# RTE, then the final one) names their bars without a new argument on every estimator's ``fit``
+_LABEL: ContextVar[str] = ContextVar("fit_label", default="")
+
+
+@contextmanager
+def labelled(label: str) -> Iterator[None]:
+    """Name the progress bars of the fits run inside: ``RTE dev fit 1/2: training Psi``."""
+    token = _LABEL.set(label)
+    try:
+        yield
+    finally:
+        _LABEL.reset(token)
 
 
 class FitProgress:
@@ -30,19 +47,19 @@ class FitProgress:
         verbose: show the bar (on stderr, once the fit has run :data:`DELAY_S` seconds).
         total: the fit's training steps, all phases together.
         progress: the user's callback of ``fit(library, progress=...)``, or None.
-        name: the estimator's name, the bar's prefix.
+        name: the estimator's name, the bar's prefix (with the label of :func:`labelled`, if any).
     """
 
     def __init__(self, verbose: bool, total: int, progress=None, name: str = ""):
         self.user = progress
-        self.name = name
+        self.name = " ".join(part for part in (name, _LABEL.get()) if part)
         self.bar: Any = None  # a tqdm bar while verbose
         if verbose:
             from tqdm import tqdm
 
             self.bar = tqdm(
                 total=total,
-                desc=name,
+                desc=self.name,
                 unit="step",
                 delay=DELAY_S,
                 file=sys.stderr,
