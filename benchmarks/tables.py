@@ -756,17 +756,27 @@ def render_coverage(entries: list[str]) -> str:
             _cell(cal) if cal else "-",
             "-" if cal is None else "yes" if _in_band(cal) else "**no**",
             _cell(width) if width else "-",
-            *(_cell(rows[(m, "coverage")]) if (m, "coverage") in rows else "" for m in CLASSICS),
+            *(_classic_coverage(rows, m) for m in CLASSICS),
         ]
         lines.append(f"| {name} | {group} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "_share of query points inside the 90% interval, value ± ci95 over targets (sd across seeds); raw: "
         "the posterior's, calibrated: times the scale chosen on the dev split (`search.calibration`); "
-        "the classics' columns: their own interval calibrated the same way where the file also has its "
-        "`-uncalibrated` row (every file since issue 63), else raw; empty: the file has no such row._",
+        "the classics' columns: their own interval calibrated the same way, then its raw coverage, where "
+        "the file also has its `-uncalibrated` row (every file since issue 63), else raw alone; empty: "
+        "the file has no such row._",
     ]
     return "\n".join(lines)
+
+
+def _classic_coverage(rows: dict, method: str) -> str:
+    """A classic's coverage cell: calibrated (value ± ci95, seed sd) then ``raw X`` where the
+    file has its ``-uncalibrated`` row (like for like with ``rte``'s two columns), else the one row."""
+    if (method, "coverage") not in rows:
+        return ""
+    raw = rows.get((f"{method}-uncalibrated", "coverage"))
+    return _cell(rows[(method, "coverage")]) + ("" if raw is None else f"; raw {fmt(raw['value'])}")
 
 
 CONTEXT_ONLY = ("ctx-interp", "ctx-polyfit", "library-best-fit")

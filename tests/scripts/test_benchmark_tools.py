@@ -624,6 +624,8 @@ def test_coverage_rows_show_raw_and_calibrated_rte_the_band_and_the_classics_int
         row("g", "rte-uncalibrated", 0.7),
         row("g", "rte", 2.0, "interval-width"),
         row("g", "cnp", 0.5),
+        row("g", "cnp-uncalibrated", 0.25),
+        row("h", "meta-gp", 0.8),
         row("h", "rte", 0.97),
         row("h", "rte", 1.0, "mse"),
         row("k", "rte", 1.0, "mse"),  # a file without intervals
@@ -633,15 +635,16 @@ def test_coverage_rows_show_raw_and_calibrated_rte_the_band_and_the_classics_int
     monkeypatch.setattr(mod, "RESULTS", tmp_path)
     out = mod.render_spec("coverage x-paper-paper:g+h+k").splitlines()
     assert out[2] == (
-        "| x-paper-paper | g | 0.700 ± 0.0100 | 0.910 ± 0.0100 | yes | 2.00 ± 0.0100 |  |  | 0.500 ± 0.0100 |"
-    )
-    assert out[3] == "| x-paper-paper | h | - | 0.970 ± 0.0100 | **no** | - |  |  |  |"
+        "| x-paper-paper | g | 0.700 ± 0.0100 | 0.910 ± 0.0100 | yes | 2.00 ± 0.0100 |  |  | "
+        "0.500 ± 0.0100; raw 0.250 |"
+    )  # a classic with its -uncalibrated row shows both; without one, the one row
+    assert out[3] == "| x-paper-paper | h | - | 0.970 ± 0.0100 | **no** | - |  | 0.800 ± 0.0100 |  |"
     assert out[4] == "| x-paper-paper | k | - | - | - | - | | | |"
     with pytest.raises(SystemExit, match="no rte row in group 'zz'"):
         mod.render_spec("coverage x-paper-paper:zz")
     (tmp_path / "x-paper-paper.json").write_text(json.dumps({"rows": rows}))  # before the calibrated intervals
     assert mod.render_spec("coverage x-paper-paper:h").splitlines()[2] == (
-        "| x-paper-paper | h | 0.970 ± 0.0100 | - | - | - |  |  |  |"
+        "| x-paper-paper | h | 0.970 ± 0.0100 | - | - | - |  | 0.800 ± 0.0100 |  |"
     )
 
 
