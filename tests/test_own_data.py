@@ -17,6 +17,7 @@ from taskextrap.operators.train import TrainConfig
 from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet
 from taskextrap.tasks.observed import ObservedTasks
 from taskextrap.baselines.table import method_rows
+from taskextrap.estimators.parameter import RTE
 from taskextrap.evaluation import evaluate_observed, evaluation_table
 from taskextrap.workflow import Columns, Contexts, DevCalibration, dev_split, predict_observed, split_targets
 
@@ -300,19 +301,35 @@ def test_predict_and_evaluate_refuse_a_folder_naming_user_code_without_trust_cod
         assert e.value.code == 2 and "cannot import module 'nosuchmodule'" in capsys.readouterr().err
 
 
-def test_the_python_route_calibrates_as_fit_does_in_one_call(files, model):
-    from taskextrap import fit_calibrated, read_tasks, split_targets
+def test_the_python_route_calibrates_as_fit_does_in_one_call(files, model, tmp_path):
+    from taskextrap import fit_calibrated, read_tasks, save_fitted, split_targets
     from taskextrap.operators.train import TrainConfig
+    from taskextrap.workflow import scale_context
 
     rte, record = fit_calibrated(read_tasks(files / "library.csv", params=["shift"]),
                                  {"train": TrainConfig(steps=5, batch=4096, eval_every=5), "n_pairs": 200},
                                  dev=DevCalibration(order="shift"), verbose=False)  # fmt: skip
     saved = json.loads((model / "fit.json").read_text())
     assert record["dev"] == saved["dev"] and rte.interval_scale == saved["dev"]["interval_scale"]
+    # saved with its record, the folder tells predict and evaluate what `fit`'s folder tells them
+    folder = save_fitted(rte, record, tmp_path / "py-model")
+    assert json.loads((folder / "fit.json").read_text()) == json.loads(json.dumps(record))
+    assert scale_context(folder) == scale_context(model) is not None
     s = split_targets(read_tasks(files / "targets.csv"), 8, "first")  # targets file -> contexts and queries
     assert s.ctx_x.shape == (5, 8) and (s.ctx_x.max(axis=1) <= s.qry_x.min(axis=1)).all()
     mean, sd = rte.predict(s.ctx_x, s.ctx_y, s.qry_x, return_std=True)
     assert mean.shape == s.qry_x.shape and (sd > 0).all()
+
+
+def test_evaluate_says_when_a_folder_has_no_fit_record_to_calibrate_its_peers(files, model, tmp_path):
+    bare = tmp_path / "bare"
+    RTE.from_pretrained(model).save_pretrained(bare)  # the model without fit.json
+    r = evaluate_observed(bare, files / "targets.csv", 8, Columns(), skip=("cnp", "meta-gp", "rte-gp"))
+    assert "has no fit record (fit.json)" in r["calibration_note"] and "rte-gp" not in r["mse"]
+    assert "note: " + r["calibration_note"] in evaluation_table(r)
+    assert all(s is None for m, s in r["interval_scales"].items() if m != "rte")  # raw, and said so
+    full = evaluate_observed(model, files / "targets.csv", 8, Columns(), skip=("cnp", "meta-gp", "rte-gp"))
+    assert full["calibration_note"] is None and full["interval_scales"]["ctx-gp"] is not None
 
 
 def test_the_two_fits_name_their_progress_bars(files, monkeypatch):

@@ -17,6 +17,7 @@ _LAZY = {
     "ObservedTasks": "taskextrap.tasks.observed",  # tasks from data files: a library without a formula
     "read_tasks": "taskextrap.tasks.observed",
     "fit_calibrated": "taskextrap.workflow",  # RTE on observed tasks, its interval scale chosen on their dev split
+    "save_fitted": "taskextrap.workflow",  # a fitted RTE with its fit record, as `taskextrap fit` saves it
     "split_targets": "taskextrap.workflow",  # targets read from a file as contexts and queries
     "TaskextrapError": "taskextrap.errors",
 }

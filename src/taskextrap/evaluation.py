@@ -18,6 +18,7 @@ from taskextrap.errors import TaskextrapError
 from taskextrap.search.posterior import INTERVAL_LEVEL
 from taskextrap.tasks.observed import ObservedTasks
 from taskextrap.workflow import (
+    FIT_RECORD,
     Columns,
     Contexts,
     TargetSplit,
@@ -31,7 +32,15 @@ from taskextrap.workflow import (
     target_mse,
 )
 
-__all__ = ["check_skip", "evaluate_observed", "evaluation_table", "held_out_targets", "plot_evaluation", "verdict"]
+__all__ = [
+    "check_skip",
+    "evaluate_observed",
+    "evaluation_table",
+    "held_out_targets",
+    "plot_evaluation",
+    "uncalibrated_note",
+    "verdict",
+]
 
 
 def held_out_targets(tasks: ObservedTasks, library_ids: np.ndarray, has_split: bool) -> tuple[ObservedTasks, dict]:
@@ -162,6 +171,7 @@ def evaluate_observed(
         "left_out": left_out,
         "skipped": sorted(skipped),
         "interval_note": context_note(context_of(dev_record(record)), contexts.size, contexts.how),
+        "calibration_note": None if dev_record(record) else uncalibrated_note(model, record),
         "mse": mse,
         "per_target_mse": {k: v.tolist() for k, v in errors.items()},
         "seconds_by_method": seconds,
@@ -252,6 +262,15 @@ def verdict(comparisons: Sequence[dict], errors: dict) -> str:
     return "; ".join(parts)
 
 
+def uncalibrated_note(model, record: dict) -> str:
+    """One line for a model whose fit record has no dev split: its peers' intervals stay raw and
+    ``rte-gp`` is not scored, whether the record is missing (a folder ``save_pretrained`` wrote
+    alone) or the fit skipped the dev split."""
+    why = "was fitted without a dev split" if record else f"has no fit record ({FIT_RECORD})"
+    return (f"{model} {why}: the peers' intervals are raw and rte-gp is left out "
+            "(fit with `taskextrap fit`, or save with taskextrap.save_fitted)")  # fmt: skip
+
+
 def evaluation_table(result: dict) -> str:
     """The evaluation as text: the verdict, then one row per method and per comparison."""
     lines = [f"verdict: {result['verdict']}", ""]
@@ -264,8 +283,9 @@ def evaluation_table(result: dict) -> str:
                      "library task's id: library tasks are not held-out targets")  # fmt: skip
     if result.get("skipped"):
         lines.append(f"skipped (not chosen, not scored): {', '.join(result['skipped'])}")
-    if result.get("interval_note"):
-        lines.append(f"note: {result['interval_note']}")
+    for note in ("interval_note", "calibration_note"):
+        if result.get(note):
+            lines.append(f"note: {result[note]}")
     lines.append(f"{'method':18s} {'mse':>12s} {'coverage':>9s} {'raw':>7s} {'scale':>7s} {'fit s':>8s} {'pred s':>7s}")
     covers, raws = result.get("coverage_by_method", {}), result.get("coverage_raw_by_method", {})
     scales, seconds = result.get("interval_scales", {}), result.get("seconds_by_method", {})

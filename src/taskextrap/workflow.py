@@ -225,9 +225,22 @@ def fit_observed(
     rte, fitted = fit_calibrated(columns.read(data), settings, dev, reading, verbose)
     record |= fitted | {"total_s": round(time.perf_counter() - t0, 2)}
     if out is not None:
-        rte.save_pretrained(out)
-        write_json_atomic(Path(out) / FIT_RECORD, record)
+        save_fitted(rte, record, out)
     return rte, record
+
+
+def save_fitted(rte, record: dict, folder: str | Path) -> Path:
+    """Save a fitted RTE into ``folder`` with its fit record (``fit.json``), as ``taskextrap fit``
+    saves it: the record is what lets ``predict`` and ``evaluate`` say when contexts differ from
+    those its interval scale was chosen for, and lets ``evaluate`` calibrate every peer on the same
+    dev split (a folder saved by ``save_pretrained`` alone has neither). Returns the folder.
+
+        >>> rte, record = fit_calibrated(read_tasks("library.csv"))  # doctest: +SKIP
+        >>> save_fitted(rte, record, "model/")  # doctest: +SKIP
+    """
+    rte.save_pretrained(folder)
+    write_json_atomic(Path(folder) / FIT_RECORD, record)
+    return Path(folder)
 
 
 def fit_calibrated(
