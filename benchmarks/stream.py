@@ -95,10 +95,10 @@ def index_one(model: Path, data: Path, out: Path, engine: str) -> dict:
     """Index ``data`` in this process (a fresh one: the driver's peak memory is its own)."""
     import torch
 
-    from taskextrap.streaming import stream_index
+    from taskextrap.streaming import Engine, stream_index
 
     torch.set_num_threads(1)
-    record = stream_index(model, data, out, engine, WORKERS, progress=False)
+    record = stream_index(model, data, out, Engine(engine, WORKERS), progress=False)
     keep = ("tasks", "engine", "workers", "seconds", "worker_peak_mib", "dim", "n_near")
     return {k: record[k] for k in keep} | {"driver_peak_mib": round(peak_rss_mb(), 1)}
 

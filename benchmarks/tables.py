@@ -1338,7 +1338,9 @@ def render_elnino(data: dict) -> str:
         seeds = ", ".join(str(s) for s in q["seeds"])
         out.append(
             f"**{question}** (protocol `{q['protocol']}`, context: {q['context_size']} {q['context']} months, "
-            f"{q['targets']} target years, seeds {seeds}):"
+            f"{q['targets']} target years, seeds {seeds}"
+            + (f"; left out: {', '.join(f'`{m}`' for m in q['skipped'])}" if q.get("skipped") else "")
+            + "):"
         )
         out.append("")
         out.append("| method | MSE | seed sd | rte − method: 95% interval over targets | clear in every seed |")

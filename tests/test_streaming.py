@@ -8,7 +8,7 @@ import pytest
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.search.index import nearest_exact
-from taskextrap.streaming import NearAnchors, read_index, row_groups, stream_index, write_library
+from taskextrap.streaming import Engine, NearAnchors, read_index, row_groups, stream_index, write_library
 from taskextrap.tasks import PARAMETER_FAMILIES, TaskSet
 from taskextrap.tasks.observed import read_tasks
 
@@ -148,7 +148,9 @@ def test_bad_layouts_and_arguments_are_one_line_errors(setup, tmp_path):
     with pytest.raises(TaskextrapError, match=r"no column 'value' \(columns: \['task', 'x', 'y'\]\)"):
         row_groups(scattered, ("task", "x", "value"))
     with pytest.raises(TaskextrapError, match="engine must be one of"):
-        stream_index(d / "model", d / "library.parquet", tmp_path / "x", engine="spark")
+        stream_index(d / "model", d / "library.parquet", tmp_path / "x", engine=Engine("spark"))
+    with pytest.raises(TaskextrapError, match="workers must be"):
+        Engine("ray", 0)
     with pytest.raises(TaskextrapError, match="not a saved model folder"):
         stream_index(tmp_path, d / "library.parquet", tmp_path / "x")
     with pytest.raises(TaskextrapError, match="no such Parquet file"):
@@ -170,7 +172,7 @@ def test_two_ray_workers_write_the_serial_index_to_the_bit(setup, tmp_path, monk
     d, _, _ = setup
     serial = stream_index(d / "model", d / "library.parquet", tmp_path / "serial", near=NEAR, progress=False)
     ray = stream_index(
-        d / "model", d / "library.parquet", tmp_path / "ray", engine="ray", workers=2, near=NEAR,
+        d / "model", d / "library.parquet", tmp_path / "ray", engine=Engine("ray", 2), near=NEAR,
         progress=False,
     )  # fmt: skip
     assert ray["workers"] == 2 and ray["reference"] == serial["reference"]
@@ -223,12 +225,38 @@ def test_the_serial_engine_computes_on_one_thread_in_every_pool_and_restores_the
     import torch
     from threadpoolctl import threadpool_info
 
-    from taskextrap.streaming import Worker, _Engine
+    from taskextrap.streaming import Worker, _Pool
 
     d, _, _ = setup
     seen = lambda self: (torch.get_num_threads(), {p["num_threads"] for p in threadpool_info()})  # noqa: E731
     monkeypatch.setattr(Worker, "threads_now", seen, raising=False)
     torch_before, pools_before = seen(None)
-    with _Engine("serial", 1, str(d / "model"), str(d / "library.parquet"), str(tmp_path), ("task", "x", "y")) as run:
+    args = (str(d / "model"), str(d / "library.parquet"), str(tmp_path), ("task", "x", "y"))
+    with _Pool(Engine("serial", 1), args) as run:
         assert run("threads_now", [()], progress=False) == [(1, {1})]
     assert seen(None) == (torch_before, pools_before)
+
+
+def test_index_refuses_a_model_naming_user_code_without_trust_code(setup, tmp_path, capsys):
+    """A model folder is data for `index` as for predict and evaluate: a config naming a module is
+    refused in one line before any worker starts, and `--trust-code` imports it."""
+    import json
+    import shutil
+
+    from taskextrap.cli import main
+
+    d, _, _ = setup
+    folder = tmp_path / "user-model"
+    shutil.copytree(d / "model", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["library"]["family"] = {"module_attr": "nosuchmodule:fam", "code_hash": "0" * 16}
+    (folder / "config.json").write_text(json.dumps(config))
+    argv = ["index", "--model", str(folder), "--data", str(d / "library.parquet"), "--out", str(tmp_path / "i")]
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and "user code (nosuchmodule:fam)" in err and "--trust-code" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "i").exists()
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--quiet", "--trust-code"])  # trusted: the module is imported, and is not there
+    assert e.value.code == 2 and "cannot import module 'nosuchmodule'" in capsys.readouterr().err

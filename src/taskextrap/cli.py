@@ -699,7 +699,7 @@ def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, qu
     click.echo(f"saved: {out} (fit {record['fit_s']:.1f} s, total {record['total_s']:.1f} s)")
 
 
-# predict and evaluate: a model folder is data; importing the code its family names needs consent
+# predict, evaluate and index: a model folder is data; importing the code its family names needs consent
 _trust_code_option = click.option(
     "--trust-code",
     is_flag=True,
@@ -726,7 +726,7 @@ def predict(model, context, query, out, trust_code, **kw):
     click.echo(f"written: {out} ({len(rows['task'])} predictions of {len(set(rows['task'].tolist()))} targets)")
 
 
-@cli.command(short_help="Evaluate a saved model on held-out targets beside the sanity baselines.")
+@cli.command(short_help="Evaluate a saved model on held-out targets beside the baselines, classics and peers.")
 @click.option("--model", required=True, type=click.Path(path_type=Path), help="A folder fit wrote.")
 @click.option("--data", required=True, type=click.Path(path_type=Path), help="Held-out targets' observations.")
 @click.option("--context-size", type=int, default=8, show_default=True, help="Context points per target.")
@@ -789,14 +789,17 @@ def evaluate(model, data, context_size, how, seed, out, plot_dir, trust_code, sk
 @click.option("--x-col", default="x", show_default=True, help="The input column.")
 @click.option("--y-col", default="y", show_default=True, help="The output column.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def index(model, data, out, engine, workers, n_near, reference, seed, task_col, x_col, y_col, quiet):
+@_trust_code_option
+def index(model, data, out, engine, workers, n_near, reference, seed, task_col, x_col, y_col, quiet, trust_code):
     """Embed every task of --data with --model's Γ and give each its --near nearest reference tasks,
     one row group at a time on --engine (``taskextrap.streaming``): a Parquet part per row group
     and index.json in --out. Ray connects to RAY_ADDRESS when set, else starts --workers CPUs here."""
-    from taskextrap.streaming import NearAnchors, stream_index
+    from taskextrap.streaming import Engine, NearAnchors, stream_index
 
     near = NearAnchors(n_near, reference, seed)
-    record = stream_index(model, data, out, engine, workers, near, (task_col, x_col, y_col), progress=not quiet)
+    record = stream_index(
+        model, data, out, Engine(engine, workers), near, (task_col, x_col, y_col), not quiet, trust_code
+    )
     s = record["seconds"]
     click.echo(
         f"indexed {record['tasks']} tasks in {len(record['row_groups'])} row groups on {engine} "

@@ -49,6 +49,7 @@ from taskextrap.validation import check_instance, check_int
 
 __all__ = [
     "ENGINES",
+    "Engine",
     "NearAnchors",
     "RowGroups",
     "contiguous_tasks",
@@ -158,10 +159,10 @@ class Worker:
     (:meth:`embed`) and given near anchors (:meth:`near`), each part written atomically.
     On Ray it is an actor; the serial engine holds one in this process."""
 
-    def __init__(self, model: str, data: str, out: str, columns: tuple[str, str, str]):
+    def __init__(self, model: str, data: str, out: str, columns: tuple[str, str, str], trust_code: bool = False):
         from taskextrap.estimators.parameter import RTE
 
-        self.rte = RTE.from_pretrained(model)
+        self.rte = RTE.from_pretrained(model, trust_code=trust_code)
         self.data, self.out, self.columns = data, Path(out), columns
 
     def embed(self, group: int, first: int) -> dict:
@@ -285,6 +286,21 @@ def _fingerprint(path: Path) -> dict:
 
 
 @dataclass(frozen=True)
+class Engine:
+    """Where the row groups are computed: ``name`` ``serial`` (one worker in this process) or
+    ``ray`` (``workers`` actors: a local instance of that many CPUs, or the cluster at
+    ``RAY_ADDRESS``)."""
+
+    name: str = "serial"
+    workers: int = 2
+
+    def __post_init__(self):
+        if self.name not in ENGINES:
+            raise TaskextrapError(f"engine must be one of {list(ENGINES)}, got {self.name!r}")
+        check_int("workers", self.workers, 1)
+
+
+@dataclass(frozen=True)
 class NearAnchors:
     """What the second pass keeps: each task's ``k`` nearest among a ``reference`` sample of the
     library's tasks (the stream ``seed``)."""
@@ -303,21 +319,21 @@ def stream_index(
     model,
     data,
     out,
-    engine: str = "serial",
-    workers: int = 2,
+    engine: Engine = Engine(),
     near: NearAnchors = NearAnchors(),
     columns: tuple[str, str, str] = ("task", "x", "y"),
     progress: bool = True,
+    trust_code: bool = False,
 ) -> dict:
     """Embed every task of the Parquet library ``data`` with the fitted RTE saved in ``model`` and
     give each its ``near.k`` nearest tasks among a seeded sample of ``near.reference`` tasks of the
-    library, through ``engine`` (``serial`` or ``ray`` with ``workers`` actors); write the parts
+    library, through ``engine`` (:class:`Engine`: serial, or Ray's actors); write the parts
     and ``index.json`` into ``out`` (module docstring). A folder holding this same plan's parts
     resumes; one holding another index is refused. Returns the ``index.json`` record (the plan,
-    the reference's file positions, seconds per pass, the workers' peak memory)."""
-    if engine not in ENGINES:
-        raise TaskextrapError(f"engine must be one of {list(ENGINES)}, got {engine!r}")
-    check_int("workers", workers, 1)
+    the reference's file positions, seconds per pass, the workers' peak memory). ``trust_code``:
+    as in ``from_pretrained``, needed for a model whose library is a user module (a folder is
+    data: without it such a folder is refused in one line before any worker starts)."""
+    check_instance("engine", engine, Engine, "a streaming.Engine")
     check_instance("near", near, NearAnchors, "a streaming.NearAnchors")
     model, data, out = (
         Path(model).resolve(),
@@ -327,7 +343,7 @@ def stream_index(
     groups = row_groups(data, columns)
     if groups.n_tasks < 2:
         raise TaskextrapError(f"{data}: {groups.n_tasks} task(s); an index needs at least 2")
-    _check_points(_model(model), groups)
+    _check_points(_model(model, trust_code), groups)
     ref = rng(near.seed, "stream-reference").choice(groups.n_tasks, min(near.reference, groups.n_tasks), replace=False)
     ref = np.sort(ref)
     plan = {
@@ -350,7 +366,7 @@ def stream_index(
     for stale in out.glob(".*.parquet.*.tmp"):  # a killed writer's temporary file
         stale.unlink()
     t0 = time.perf_counter()
-    with _Engine(engine, workers, str(model), str(data), str(out), columns) as run:
+    with _Pool(engine, (str(model), str(data), str(out), columns, trust_code)) as run:
         embed_todo = [g for g in todo if not (out / EMBED_PART.format(g)).is_file()]
         embed = run("embed", [(g, groups.firsts[g]) for g in embed_todo], progress)
         t1 = time.perf_counter()
@@ -363,8 +379,8 @@ def stream_index(
     reports = embed + near_reports
     record = plan | {
         "complete": True,
-        "engine": engine,
-        "workers": workers if engine == "ray" else 1,
+        "engine": engine.name,
+        "workers": engine.workers if engine.name == "ray" else 1,
         "tasks": groups.n_tasks,
         "dim": int(reference_z.shape[1]),
         "seconds": {
@@ -380,7 +396,7 @@ def stream_index(
     return record
 
 
-def _model(folder: Path) -> Any:
+def _model(folder: Path, trust_code: bool = False) -> Any:
     """The fitted RTE saved in ``folder`` (read in the driver first: a bad folder is one line
     before any worker starts)."""
     from taskextrap.estimators.parameter import RTE
@@ -389,7 +405,7 @@ def _model(folder: Path) -> Any:
         raise TaskextrapError(
             f"{folder}: not a saved model folder (config.json and model.safetensors; fit writes them)"
         )
-    return RTE.from_pretrained(folder)
+    return RTE.from_pretrained(folder, trust_code=trust_code)
 
 
 def _check_points(rte: Any, groups: RowGroups) -> None:
@@ -445,15 +461,15 @@ class OneThreadWorker(Worker):
         super().__init__(*args)
 
 
-class _Engine:
+class _Pool:
     """``run(method, calls, progress)`` on the chosen engine, started at the first call that has
     work (``start_s``: its seconds): each call a row group's ``Worker.embed`` or ``Worker.near``;
     returns the workers' reports. The serial engine runs one worker here, on one thread in torch
     and in every native pool (the caller's counts are restored on exit); Ray's actors (and a local Ray instance this
     started) live as long as the ``with`` block."""
 
-    def __init__(self, engine: str, workers: int, model: str, data: str, out: str, columns: tuple[str, str, str]):
-        self.engine, self.workers, self.args = engine, workers, (model, data, out, columns)
+    def __init__(self, engine: Engine, args: tuple):
+        self.engine, self.workers, self.args = engine.name, engine.workers, args  # args: each Worker's
         self.ray: Any = None
         self.started = False
         self.worker: Worker | None = None
@@ -461,7 +477,7 @@ class _Engine:
         self.threads = contextlib.ExitStack()  # the serial engine's one-thread block
         self.start_s = 0.0
 
-    def __enter__(self) -> _Engine:
+    def __enter__(self) -> _Pool:
         return self
 
     def _start(self) -> None:
