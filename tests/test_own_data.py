@@ -394,9 +394,10 @@ def test_every_interval_is_calibrated_on_the_same_dev_split(files, model):
         assert (cal >= raw) if scale >= 1 else (cal <= raw)
 
 
-def test_peers_chosen_at_fit_are_the_ones_evaluate_chooses(files, model):
-    """fit --peers chooses the peers on its dev split; evaluate rebuilds that very split from
-    fit.json and the model's library and chooses the same (and keeps them in peers.json)."""
+def test_peers_chosen_at_fit_are_the_ones_evaluate_chooses(files, model, capsys):
+    """fit --peers chooses the peers on its dev split and prints each one's dev MSE beside rte's;
+    evaluate rebuilds that very split from fit.json and the model's library and chooses the same
+    (and keeps them in peers.json)."""
     evaluate_observed(model, files / "targets.csv", 8, Columns())
     later = json.loads((model / "peers.json").read_text())["methods"]
     out = files / "model-peers"
@@ -405,6 +406,10 @@ def test_peers_chosen_at_fit_are_the_ones_evaluate_chooses(files, model):
               "--dev-order", "shift", "--peers", *TINY])  # fmt: skip
     assert e.value.code == 0
     record = json.loads((out / "fit.json").read_text())
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("dev split, mean MSE"))
+    assert set(later) == set(method_rows("observed")) and f"rte {record['dev']['mse']:.4g};" in line
+    for name, chosen in later.items():  # every peer scored on the same dev targets as rte, and printed
+        assert np.isfinite(chosen["dev_mse"]) and f"{name} {chosen['dev_mse']:.4g}" in line
     assert record["dev"]["methods"] == later and set(record["dev_seconds"]) == {"rte", "rte-gp", *later} | {
         "ctx-interp",
         "ctx-polyfit",

@@ -683,6 +683,13 @@ def fit(data, regime, out, protocol, min_context, steps, pairs, seed, device, qu
             f"90% interval covers {d['coverage']:.3f} of {d['targets']} dev targets' queries "
             f"(raw {d['coverage_raw']:.3f})"
         )
+        if "methods" in d:  # fit --peers: every peer at its dev choice, on the same dev targets as rte
+            ranked = sorted(((m, c["dev_mse"]) for m, c in d["methods"].items()), key=lambda r: r[1])
+            click.echo(
+                f"dev split, mean MSE over its {d['targets']} targets: rte {d['mse']:.4g}; "
+                + ", ".join(f"{m} {v:.4g}" for m, v in ranked)
+                + " (in-sample for the peers' settings; evaluate compares them on held-out targets)"
+            )
         if "rte-gp" in d:  # the context posterior evaluate scores as rte-gp, chosen on the same dev targets
             g = d["rte-gp"]
             click.echo(

@@ -362,8 +362,9 @@ def choose_peers(
     """Every peer of a user's library (the method table's ``observed`` rows; ``names``: only
     these) chosen on a dev split: its settings on the dev targets ``split``
     (:func:`_dev_settings`) and, where it has its own interval, the scale reaching 90% there,
-    each fitted on ``dev_library`` with ``unit`` (:func:`peer_unit`). Returns (each peer's
-    choice, the fitted peers with an interval, seconds per peer)."""
+    each fitted on ``dev_library`` with ``unit`` (:func:`peer_unit`), with its mean MSE over the
+    dev targets at the chosen settings (``dev_mse``: beside rte's, on the same contexts and
+    queries). Returns (each peer's choice, the fitted peers with an interval, seconds per peer)."""
     from taskextrap.baselines.table import get_method, method_rows
     from taskextrap.search.calibration import SCALE_GRID, choose_scale
 
@@ -380,9 +381,14 @@ def choose_peers(
             own = masked_curve(m, sd, split)
             scale_m = choose_scale(own)
             chosen |= {"interval_scale": scale_m, "coverage_raw": float(own[SCALE_GRID.index(1.0)]),
-                       "coverage": float(own[SCALE_GRID.index(scale_m)])}  # fmt: skip
-        if chosen:
-            methods[name] = chosen
+                       "coverage": float(own[SCALE_GRID.index(scale_m)]),
+                       "dev_mse": float(target_mse(m, split).mean())}  # fmt: skip
+        elif "dev_mse_by_setting" in chosen:  # the grid scored every setting: the chosen one's
+            chosen["dev_mse"] = min(r["dev_mse"] for r in chosen["dev_mse_by_setting"])
+        else:  # no grid, no interval: one cheap fit and prediction
+            m = entry.build(**unit).fit(dev_library).predict(split.ctx_x, split.ctx_y, split.qry_x)
+            chosen["dev_mse"] = float(target_mse(m, split).mean())
+        methods[name] = chosen
         seconds[name] = round(time.perf_counter() - t, 2)
     return methods, fitted_peers, seconds
 
