@@ -394,6 +394,7 @@ def test_every_interval_is_calibrated_on_the_same_dev_split(files, model):
         assert (cal >= raw) if scale >= 1 else (cal <= raw)
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_peers_chosen_at_fit_are_the_ones_evaluate_chooses(files, model, capsys):
     """fit --peers chooses the peers on its dev split and prints each one's dev MSE beside rte's;
     evaluate rebuilds that very split from fit.json and the model's library and chooses the same
@@ -463,6 +464,7 @@ def test_evaluate_skips_a_peer_without_choosing_or_scoring_it_and_chooses_it_lat
     assert {m: v for m, v in full["mse"].items() if m != "cnp"} == skipped["mse"]
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_skipping_meta_gp_keeps_rte_gp_on_its_library_gp(files, fresh_model):
     """rte-gp's library GP is meta-gp's: with meta-gp's row skipped it is still fitted for
     rte-gp (here given half the precision), whose errors are those of a full evaluate."""
@@ -478,6 +480,7 @@ def test_skipping_meta_gp_keeps_rte_gp_on_its_library_gp(files, fresh_model):
     assert "rte-gp" not in no_gp["mse"] and all(c.get("a") != "rte-gp" for c in no_gp["comparisons"])
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_a_peers_file_from_before_skipping_counts_every_peer_as_chosen(files, fresh_model):
     evaluate_observed(fresh_model, files / "targets.csv", 8, Columns())
     path = fresh_model / "peers.json"

@@ -383,9 +383,7 @@ def choose_peers(
             chosen |= {"interval_scale": scale_m, "coverage_raw": float(own[SCALE_GRID.index(1.0)]),
                        "coverage": float(own[SCALE_GRID.index(scale_m)]),
                        "dev_mse": float(target_mse(m, split).mean())}  # fmt: skip
-        elif "dev_mse_by_setting" in chosen:  # the grid scored every setting: the chosen one's
-            chosen["dev_mse"] = min(r["dev_mse"] for r in chosen["dev_mse_by_setting"])
-        else:  # no grid, no interval: one cheap fit and prediction
+        elif not chosen:  # no grid (whose choice carries its dev_mse), no interval: one cheap fit
             m = entry.build(**unit).fit(dev_library).predict(split.ctx_x, split.ctx_y, split.qry_x)
             chosen["dev_mse"] = float(target_mse(m, split).mean())
         methods[name] = chosen
@@ -445,7 +443,8 @@ def _dev_settings(entry, dev_library, split: TargetSplit, unit: dict) -> dict:
     """A peer's settings chosen on the dev targets: every combination of its class's
     ``dev_grid`` (``baselines.method.Method``) built with ``unit`` (:func:`peer_unit`) and fitted
     on the dev library, the lowest mean MSE over the dev targets kept (the first listed on a
-    tie); {} for a method without a grid."""
+    tie), with its ``dev_mse`` and every setting's (``dev_mse_by_setting``); {} for a method
+    without a grid."""
     import itertools
 
     grid = entry.cls.dev_grid
@@ -458,7 +457,7 @@ def _dev_settings(entry, dev_library, split: TargetSplit, unit: dict) -> dict:
         {"params": p, "dev_mse": float(target_mse(pred, split).mean())} for p, pred in zip(settings, preds, strict=True)
     ]
     best = min(scored, key=lambda r: r["dev_mse"])  # min keeps the first of equal scores
-    return {"params": best["params"], "dev_mse_by_setting": scored}
+    return {"params": best["params"], "dev_mse": best["dev_mse"], "dev_mse_by_setting": scored}
 
 
 def _say(verbose: bool, line: str) -> None:

@@ -122,6 +122,7 @@ def toy():
     unregister_method("toy")
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_a_registered_method_is_a_row_of_a_parameter_table(toy, tmp_path):
     from taskextrap.experiments.registry import RunOptions
     from taskextrap.experiments.runner import run_experiment

@@ -120,6 +120,7 @@ def test_sweep_list_names_every_unit_and_creates_nothing(tmp_path, capsys):
 # --- serial --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_a_unit_shared_by_two_runs_runs_once(tmp_path):
     runs = [
         (n, RunOptions(profile="tiny", out=tmp_path, family="quadratic", plots=False, progress=False), None)

@@ -92,6 +92,7 @@ def test_length_and_ablations_share_units(tmp_path, monkeypatch):
     assert same["rte"] == rte["value"]
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_user_ladder_from_module(tmp_path, monkeypatch):
     mod = tmp_path / "myladder.py"
     mod.write_text(

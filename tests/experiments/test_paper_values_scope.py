@@ -34,6 +34,7 @@ def test_paper_checked_keeps_the_paper_values_of_built_in_families_only():
     assert row["paper_value"] is None and row["paper_ci95"] is None
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_a_user_family_named_quadratic_gets_no_paper_values(tmp_path, monkeypatch):
     (tmp_path / "myfam.py").write_text(
         "import dataclasses\n"

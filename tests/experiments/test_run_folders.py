@@ -532,6 +532,7 @@ def test_from_in_real_processes_after_an_edit(tmp_path):
     assert json.loads((folder / "results.json").read_text()) == before
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_a_cached_rerun_reports_the_units_compute_time_beside_its_own(tmp_path, capsys):
     from taskextrap.report.tables import console_table
 

@@ -65,6 +65,7 @@ def _wait_for(condition, limit_s=60.0):
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_two_processes_compute_a_unit_once_and_get_the_same_result(tmp_path):
     cache, counter = tmp_path / "units", tmp_path / "computed"
     first = _python(WORKER, cache, counter)

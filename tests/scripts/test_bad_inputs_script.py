@@ -60,6 +60,7 @@ def test_api_and_damaged_classifiers(bad):
     assert bad.nonfinite([np.ones(2), {"a": np.array([1.0, np.inf])}]) and not bad.nonfinite(np.ones(3))
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_real_cases_run_through_the_harness(bad):
     ids = ["cli-unknown-experiment", "cli-seeds-text", "cli-report-missing-dir", "api-rte-embedding-unknown"]
     records, _ = bad.run_all([c for c in bad.CASES if c.id in ids], jobs=2, timeout=60, progress=False)

@@ -75,7 +75,7 @@ VARIANTS: dict[str, dict] = {
 # benchmarks/results/cnp-steps-dev*.json), so that no dev unit trains them: a regime may choose
 # one (choose_classics' ``scored_after``), and its interval's scale is chosen on the same files'
 # coverage (scripts/calibrate_intervals.py). Built by name like a dev row, never a table's row.
-CNP_STEP_SCALES_AFTER = (8.0, 16.0, 32.0)
+CNP_STEP_SCALES_AFTER = (8.0, 16.0, 32.0, 64.0)
 SCORED_AFTER: dict[str, dict] = {
     f"cnp-w{FIRST_ROUND['width']}-x{s:g}": {"width": FIRST_ROUND["width"], "step_scale": s}
     for s in CNP_STEP_SCALES_AFTER
