@@ -142,6 +142,7 @@ def test_evaluate_prints_a_verdict_and_paired_differences(files, model, capsys):
     assert all(s["predict_s"] >= 0 for s in result["seconds_by_method"].values()) and "fit s" in text
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_evaluate_with_other_context_sizes_and_the_first_points(files, model):
     for how in ("random", "first"):
         r = evaluate_observed(model, files / "targets.csv", Contexts(16, how), Columns())

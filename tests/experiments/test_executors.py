@@ -210,6 +210,7 @@ def test_ray_missing_is_a_one_line_error(monkeypatch, tmp_path):
         run_units(run.plan.units, run.cache_dir, "ray", progress=False)
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_ray_is_not_started_when_every_unit_is_cached(monkeypatch, tmp_path):
     run = plan_run("parameter", RunOptions(profile="tiny", out=tmp_path, family="quadratic", plots=False))
     first = run_units(run.plan.units, run.cache_dir, progress=False)

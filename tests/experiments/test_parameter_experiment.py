@@ -114,6 +114,7 @@ def test_projectile_tiny_writes_two_rows(tmp_path):
     assert (tmp_path / "projectile-paper-tiny" / "config.yaml").exists()
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_parameter_ablations_reuse_the_quadratic_units(tmp_path, monkeypatch):
     from taskextrap.experiments import parameter
     from taskextrap.report.schema import validate_results

@@ -119,6 +119,7 @@ def test_family_tags_are_file_name_safe_and_stay_distinct():
 # --- config.yaml's run section and results.json ------------------------------------------------------
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_config_records_the_run_and_results_name_the_family_spec(tmp_path, user_family):
     from taskextrap.tasks.registry import load_object
 
@@ -172,6 +173,7 @@ def _calibrated(sources: dict) -> dict:
     return {m: s for m, s in sources.items() if not (m in CHOSEN and s.startswith("none chosen"))}
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_a_built_in_family_has_no_code_hash_of_its_own(tmp_path):
     results = run_experiment("parameter", _opts(tmp_path, family="quadratic"))
     assert results["config"]["family"] == "quadratic" and results["config"]["family_code_hash"] is None
@@ -264,6 +266,7 @@ def test_fewer_seeds_into_a_folder_of_more_are_refused(tmp_path):
     assert results.read_bytes() == before
 
 
+@pytest.mark.slow  # end to end (a whole run, fit or process): make test-slow
 def test_a_run_is_recorded_before_its_units_run_and_refuses_others_meanwhile(tmp_path, monkeypatch):
     """config.yaml's run section is written when the run is planned: a run of another
     configuration, started while this one runs or after it was killed, is refused too."""
