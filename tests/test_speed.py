@@ -25,7 +25,7 @@ def _tasks(n=40, k=8, seed=0):
 
 
 def test_flat_adam_adaptation_is_bit_identical_to_the_textbook_form(load_script):
-    textbook = load_script("benchmarks/kernels.py").textbook_adapted  # the form before the rewrite
+    textbook = load_script("benchmarks/kernel_timings.py").textbook_adapted  # the form before the rewrite
     p0 = init_probe(16, torch_generator(0, "probe"), xavier=True)
     x, y = _tasks()
     assert torch.equal(E._per_task_adapted(p0, x, y, 7, 1e-2), textbook(p0, x, y, 7, 1e-2))

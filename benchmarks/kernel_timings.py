@@ -1,7 +1,7 @@
 """The kernels behind the speed work, timed alone on one torch thread (a minute or so): what
 docs/performance.md cites. Writes benchmarks/results/kernels.json.
 
-    python benchmarks/kernels.py
+    python benchmarks/kernel_timings.py
 
 * ``psi_step``: one Adam step of the parameter regime's Psi network (PARAMETER_BLOCKS, 60
   inputs) on 4,096 rows: ms per step and the GFLOP/s it reaches (6 x rows x parameters).
