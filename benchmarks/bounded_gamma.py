@@ -27,10 +27,11 @@ def one(family: str, n_library: int, capped: bool, seed: int) -> dict:
     """Ranking quality and fit seconds of Gamma with (``capped``) or without the cap."""
     from unittest import mock
 
-    from quality import ranking_quality
-
     from taskextrap.embed import estimators as E
+    from taskextrap.scripts import sibling
     from taskextrap.tasks import PARAMETER_FAMILIES
+
+    ranking_quality = sibling(__file__, "quality").ranking_quality
 
     cap = E.PRETRAIN_POINTS if capped else 1 << 62
     t = time.perf_counter()
@@ -44,8 +45,9 @@ def main(argv=None) -> None:
 
     import torch
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from scale import write_result
+    from taskextrap.scripts import sibling
+
+    write_result = sibling(__file__, "scale").write_result
 
     from taskextrap.embed.estimators import PRETRAIN_POINTS
     from taskextrap.tasks import PARAMETER_FAMILIES

@@ -121,8 +121,9 @@ def measure(n_tasks: int, profile_name: str, cache: Path, threads: int) -> dict:
 def main(argv=None):
     from taskextrap.files import write_json_atomic
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from run import environment_info
+    from taskextrap.scripts import sibling
+
+    environment_info = sibling(__file__, "run").environment_info
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", type=int, default=8, help="dev tasks searched (default 8: two saved chunks)")

@@ -278,7 +278,6 @@ def observed_arrays(name: str, question: str, seed: int, cache: Path | None) -> 
     out): the dev RTE and meta-gp fitted on the rest, the dev targets split into context and
     queries as the question asks. The data set's real targets are never read. The peers'
     predictions (at their default settings) are kept for the yardstick."""
-    import sys
     import tempfile
 
     import torch
@@ -293,8 +292,9 @@ def observed_arrays(name: str, question: str, seed: int, cache: Path | None) -> 
     path = None if cache is None else cache / f"real-{name}-{question}-seed{seed}.npz"
     if path is not None and path.exists():
         return _load(path)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import realdata
+    from taskextrap.scripts import sibling
+
+    realdata = sibling(__file__, "realdata")
 
     data = realdata.DATA_SETS[name]()
     q = data.questions[question]

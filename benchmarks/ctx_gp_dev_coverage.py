@@ -70,8 +70,11 @@ def dev_observations(regime: str, protocol: str, profile: str) -> list[tuple[str
         return [("", obs, len(targets))]
     import importlib
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from cnp_steps_dev import dev_spec  # the discrete regimes' dev unit spec, as the cnp's benchmark builds it
+    from taskextrap.scripts import sibling
+
+    dev_spec = sibling(
+        __file__, "cnp_steps_dev"
+    ).dev_spec  # the discrete regimes' dev unit spec, as the cnp's builds it
 
     module = importlib.import_module(f"taskextrap.experiments.{regime}")
     _, _, targets, obs, _ = module.unit_inputs(dev_spec(regime, protocol, profile, 0))

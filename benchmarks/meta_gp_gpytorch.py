@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -128,7 +127,10 @@ def gpytorch_nll(model, mll):
 def one_evaluation(name: str, k: int, q: int, draws: int, repeats: int, g) -> dict:
     """One evaluation of the objective and its gradient, both ways, at one unit's draw shape."""
     import torch
-    from gp_step import time_ms  # benchmarks/, on the path (main)
+
+    from taskextrap.scripts import sibling
+
+    time_ms = sibling(__file__, "gp_step").time_ms
 
     x = (2 * torch.rand(draws, k + q, generator=g, dtype=torch.float64) - 1).sort(1).values
     y = torch.sin(3 * x) + 0.1 * torch.randn(draws, k + q, generator=g, dtype=torch.float64)
@@ -229,9 +231,11 @@ def whole_fit(family_name: str, repeats: int) -> dict:
     """Both fits of one family's dev library, from the same start, ``repeats`` times each."""
     import torch
 
-    from meta_gp_fit import _arrays, dev_draws  # benchmarks/, on the path (main)
-
     from taskextrap.baselines.gp import MetaGP
+    from taskextrap.scripts import sibling
+
+    fit = sibling(__file__, "meta_gp_fit")
+    _arrays, dev_draws = fit._arrays, fit.dev_draws
 
     cx, cy, qx, qy, scaler, obs = dev_draws(family_name)
     probe = MetaGP(kernel=KERNEL, mean_degree=DEGREE)
@@ -267,7 +271,6 @@ def whole_fit(family_name: str, repeats: int) -> dict:
 def main(argv=None) -> None:
     import torch
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     from taskextrap.files import write_json_atomic
     from taskextrap.provenance import source_hash
     from taskextrap.report.schema import environment_info

@@ -26,7 +26,6 @@ def _coverage(results: dict, method: str = "rte") -> dict:
 
 
 def main() -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     from taskextrap.experiments.registry import RunOptions
     from taskextrap.experiments.runner import calibrate_on_dev, run_experiment
     from taskextrap.files import write_json_atomic

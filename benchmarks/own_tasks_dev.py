@@ -19,8 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale import library_of, targets_and_draws, write_result
+from taskextrap.scripts import sibling
+
+_scale = sibling(__file__, "scale")
+library_of, targets_and_draws, write_result = _scale.library_of, _scale.targets_and_draws, _scale.write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("meta-gp", "cnp")

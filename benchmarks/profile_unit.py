@@ -111,12 +111,9 @@ def profile_unit(
 
 
 def _speed():
-    import importlib.util
+    from taskextrap.scripts import sibling
 
-    spec = importlib.util.spec_from_file_location("benchmarks_speed", Path(__file__).parent / "speed.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return sibling(__file__, "speed")
 
 
 def main(argv=None):

@@ -24,7 +24,6 @@ methods target by target from those files.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shutil
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ import torch
 from taskextrap.embed import EMBEDDINGS
 from taskextrap.experiments.registry import RunOptions
 from taskextrap.experiments.runner import run_experiment
+from taskextrap.scripts import sibling
 from taskextrap.operators.train import TrainConfig
 from taskextrap.files import write_json_atomic
 from taskextrap.report.schema import environment_info
@@ -46,10 +46,7 @@ FIGURES = OUT / "figures"  # figures the docs show, copied from the benchmark ru
 
 def _sibling(name: str):
     """The module benchmarks/NAME.py, however this script was started (path, -m or a loader)."""
-    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", Path(__file__).parent / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return sibling(__file__, name)
 
 
 def bench_embeddings(seed: int = 0) -> dict:

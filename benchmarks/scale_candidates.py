@@ -28,7 +28,10 @@ COUNTS = (8, 16, 32, 64, 128, 256)
 
 def one(family: str, n: int, counts, seed: int) -> dict:
     """One fit of ``n`` dev-library tasks of ``family`` and the dev targets scored at each count."""
-    from scale import library_of, targets_and_draws
+    from taskextrap.scripts import sibling
+
+    scale = sibling(__file__, "scale")
+    library_of, targets_and_draws = scale.library_of, scale.targets_and_draws
 
     from taskextrap import RTE
     from taskextrap.search.posterior import covered
@@ -58,8 +61,9 @@ def one(family: str, n: int, counts, seed: int) -> dict:
 def main(argv=None) -> None:
     import torch
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from scale import write_result
+    from taskextrap.scripts import sibling
+
+    write_result = sibling(__file__, "scale").write_result
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--families", nargs="+", default=["cubic", "quadratic", "sin_trend"])

@@ -32,9 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale import _env as one_thread_env
-from scale import library_of, peak_rss_mb, write_result
+from taskextrap.scripts import sibling
+
+_scale = sibling(__file__, "scale")
+one_thread_env, library_of = _scale._env, _scale.library_of
+peak_rss_mb, write_result = _scale.peak_rss_mb, _scale.write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = (10_000, 100_000, 400_000)

@@ -1058,11 +1058,9 @@ def render_parameter_dev(data: dict) -> str:
 def render_speed(data: dict, unit: str | None = None) -> str:
     """``speed.json``: one ``paper`` unit per experiment, before and after (benchmarks/speed.py);
     with ``unit`` (the option ``unit=parameter``) that experiment's unit under every label."""
-    import importlib.util
+    from taskextrap.scripts import sibling
 
-    spec = importlib.util.spec_from_file_location("benchmarks_speed", Path(__file__).parent / "speed.py")
-    speed = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(speed)
+    speed = sibling(__file__, "speed")
     return speed.table(data) if unit is None else speed.unit_table(data, unit)
 
 

@@ -18,12 +18,10 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-# a sibling script, not a package: import it from its folder
-from same_results import _results_files
-
 from taskextrap.report.compare import claim_changes, keyed
+from taskextrap.scripts import sibling
+
+_results_files = sibling(__file__, "same_results")._results_files  # a sibling script, not a package
 
 
 def _fmt(value, ci) -> str:

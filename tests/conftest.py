@@ -81,22 +81,14 @@ def make_library():
 @pytest.fixture(scope="session")
 def load_script():
     """Import a repository script (``scripts/x.py``, ``benchmarks/x.py``) as a module, by its
-    path relative to the repository root; the scripts are not a package."""
-    import importlib.util
+    path relative to the repository root; the scripts are not a package. A fresh copy each call,
+    under ``<folder>_<stem>``: nothing is put on ``sys.path`` (``taskextrap.scripts``)."""
     from pathlib import Path
 
+    from taskextrap.scripts import load_script as load_by_path
+
     root = Path(__file__).resolve().parents[1]
-
-    def load(relative: str):
-        import sys
-
-        spec = importlib.util.spec_from_file_location(Path(relative).stem, root / relative)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod  # a dataclass of the script looks its module up there
-        spec.loader.exec_module(mod)
-        return mod
-
-    return load
+    return lambda relative: load_by_path(root / relative, fresh=True)
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import taskextrap
 
 ROOT = Path(taskextrap.__file__).parent
 
-# Lowest first. A name is a subpackage (a folder) or a top-level module.
+# Lowest first. A name is a subpackage (a folder) or a top-level module. The first layer: foundations.
 LAYERS = [
-    {"errors", "seeding", "validation", "provenance", "files", "audit", "sharding", "lanes", "engines"},  # foundations
+    {"errors", "seeding", "validation", "provenance", "files", "audit", "sharding", "lanes", "engines", "scripts"},
     {"tasks"},  # families, libraries, protocols
     {"scaling"},  # scalers fitted on a library
     {"embed"},  # Gamma
