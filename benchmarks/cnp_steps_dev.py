@@ -20,12 +20,17 @@ here reads a test target.
     python benchmarks/cnp_steps_dev.py                    # writes benchmarks/results/cnp-steps-dev.json
     python benchmarks/cnp_steps_dev.py --regime length --scales 8 --out benchmarks/results/cnp-steps-dev-length.json
 
-Each cell is one piece of work on ``taskextrap.lanes`` (one torch thread each).
+Each cell is one piece of work on ``taskextrap.lanes`` (one torch thread each). Its networks
+checkpoint as they train (``operators.checkpoints``) into ``--checkpoints`` (default
+``.bench-cache/cnp-steps-dev``), a folder per cell named by the package's source hash: the same
+command stopped and started again trains on from where each network stood, to the bit. The
+cells' folders go once the file is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 from pathlib import Path
 
@@ -152,6 +157,10 @@ def main(argv=None) -> None:
     ap.add_argument("--profile", default=None, help="default: the profile of the regime's dev choice (PROFILE)")
     ap.add_argument("--seed", type=int, default=0, help="the training seed (the dev rows' seed 0)")
     ap.add_argument("--out", default=None)
+    ap.add_argument(
+        "--checkpoints", type=Path, default=ROOT / ".bench-cache" / "cnp-steps-dev",
+        help="where the networks' mid-training checkpoints go (default .bench-cache/cnp-steps-dev)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     import torch
 
@@ -166,11 +175,17 @@ def main(argv=None) -> None:
     profile = args.profile or PROFILE[args.regime]
     rest = (tuple(args.scales), profile, args.seed, tuple(args.lr_scales))
     t = time.perf_counter()
+
+    def folder(*names: str) -> Path:  # one per cell and source: never another cell's or other code's
+        return args.checkpoints / "-".join([args.regime, *names, profile, f"seed{args.seed}", source_hash()])
+
     if args.regime == "parameter":
         todo = [(f, p) for p in PROTOCOLS for f in args.families or list(PARAMETER_FAMILIES)]
-        cells = map_lanes(lambda fp: cell(*fp, *rest), todo)
+        folders = [folder(f, p) for f, p in todo]
+        cells = map_lanes(lambda fp: _checkpointed(folder(*fp), lambda: cell(*fp, *rest)), todo)
     else:
-        cells = map_lanes(lambda p: regime_cell(args.regime, p, *rest), list(PROTOCOLS))
+        folders = [folder(p) for p in PROTOCOLS]
+        cells = map_lanes(lambda p: _checkpointed(folder(p), lambda: regime_cell(args.regime, p, *rest)), PROTOCOLS)
     # the dev choice's rule (classics.variant_scores), for variants it does not list too
     scores = {v: float(np.mean([np.log(c["mse"][v]) for c in cells])) for v in cells[0]["mse"]}
     doc = {
@@ -190,7 +205,17 @@ def main(argv=None) -> None:
     }
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / "cnp-steps-dev.json"
     write_json_atomic(out, doc)
+    for f in folders:
+        shutil.rmtree(f, ignore_errors=True)
     print(scores)
+
+
+def _checkpointed(folder: Path, work):
+    """``work()`` with its networks checkpointing into ``folder`` (in this lane's thread)."""
+    from taskextrap.operators.checkpoints import checkpointing
+
+    with checkpointing(folder):
+        return work()
 
 
 def command(args) -> str:

@@ -572,7 +572,7 @@ def test_the_gp_chunks_benchmark_times_each_chunk_size_and_checks_its_bits(tmp_p
 def test_the_cnp_steps_benchmark_scores_each_scale_on_dev_by_the_dev_rule(tmp_path):
     mod = _load("cnp_steps_dev.py")
     args = ["--profile", "tiny", "--families", "cubic", "--scales", "0.5", "1", "--lr-scales", "1", "4"]
-    mod.main([*args, "--out", str(tmp_path / "c.json")])
+    mod.main([*args, "--out", str(tmp_path / "c.json"), "--checkpoints", str(tmp_path / "ck")])
     doc = json.loads((tmp_path / "c.json").read_text())
     assert [(c["family"], c["protocol"]) for c in doc["cells"]] == [("cubic", "paper"), ("cubic", "strict")]
     # the dev rows' names (a learning-rate scale other than 1 named after them); the score is their mean log MSE
@@ -586,6 +586,33 @@ def test_the_cnp_steps_benchmark_scores_each_scale_on_dev_by_the_dev_rule(tmp_pa
     )
     with pytest.raises(SystemExit):  # a discrete regime has no families to name
         mod.main(["--regime", "length", "--families", "cubic"])
+
+
+@pytest.mark.slow  # three tiny runs of the benchmark: make test-slow
+def test_the_cnp_steps_benchmark_stopped_part_way_trains_on_to_the_same_scores(tmp_path, monkeypatch):
+    from taskextrap.operators import checkpoints
+
+    mod = _load("cnp_steps_dev.py")
+    monkeypatch.setattr(checkpoints, "EVERY_S", 0.0)
+    args = ["--profile", "tiny", "--families", "cubic", "--scales", "1", "--checkpoints", str(tmp_path / "ck")]
+    mod.main([*args, "--out", str(tmp_path / "whole.json")])
+    assert not any((tmp_path / "ck").iterdir())  # the cells' folders go with the file written
+    real = checkpoints.Checkpoint.save
+
+    def save(self, at, *rest):
+        real(self, at, *rest)
+        if at >= 3:
+            raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(checkpoints.Checkpoint, "save", save)
+        with pytest.raises(KeyboardInterrupt):
+            mod.main([*args, "--out", str(tmp_path / "again.json")])
+    assert len(list((tmp_path / "ck").glob("*/cnp-0.safetensors"))) >= 1
+    mod.main([*args, "--out", str(tmp_path / "again.json")])
+    whole, again = (json.loads((tmp_path / f).read_text()) for f in ("whole.json", "again.json"))
+    assert again["scores"] == whole["scores"]
+    assert [c["mse"] for c in again["cells"]] == [c["mse"] for c in whole["cells"]]
 
 
 def test_the_ctx_gp_once_benchmark_times_a_fit_and_a_look_up_and_counts_the_fits_saved(tmp_path, monkeypatch):

@@ -29,6 +29,18 @@ def test_save_then_restore_brings_back_units_and_plots_with_their_manifest(tmp_p
     assert not (fresh / "exp-paper-seed1").exists()
 
 
+def test_an_unfinished_units_training_checkpoints_go_along(tmp_path):
+    runs, kept, fresh = tmp_path / "runs", tmp_path / "kept", tmp_path / "fresh"
+    part = runs / "units" / "u-abc.training"
+    part.mkdir(parents=True)
+    (part / "cnp-0.safetensors").write_bytes(b"state")
+    assert _run("save", runs, kept).returncode == 0
+    (part / "cnp-0.safetensors").write_bytes(b"newer state")  # a later save replaces the kept one
+    assert _run("save", runs, kept).returncode == 0
+    assert _run("restore", fresh, kept).returncode == 0
+    assert (fresh / "units" / "u-abc.training" / "cnp-0.safetensors").read_bytes() == b"newer state"
+
+
 def test_an_unknown_mode_is_one_line(tmp_path):
     r = _run("bogus", tmp_path)
     assert r.returncode == 2 and r.stderr.strip() == "keep_units.sh: the mode is save or restore, not 'bogus'"

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import math
+import shutil
 import sys
 import warnings
 from contextlib import contextmanager
@@ -35,6 +36,7 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError, TaskextrapWarning
 from taskextrap.experiments.locks import Lock
+from taskextrap.operators.checkpoints import checkpointing
 from taskextrap.provenance import cpu_info, library_versions, source_hash
 from taskextrap.files import json_default, read_json, write_json_atomic
 
@@ -223,9 +225,10 @@ def cached_unit(
 
     A saved unit is read without its lock (saves are atomic). Otherwise the unit's lock
     (:func:`unit_lock`) is held from a second look-up to the save, so a unit another process is
-    computing is waited for and read back, not computed again. ``force`` recomputes it even when
-    cached; given as a function, it is asked again once the lock is held (the other process may
-    have drawn the plots that were missing).
+    computing is waited for and read back, not computed again. Its networks checkpoint as they
+    train (:func:`training_path`), so a unit stopped part-way resumes inside its training.
+    ``force`` recomputes it even when cached; given as a function, it is asked again once the
+    lock is held (the other process may have drawn the plots that were missing).
     """
     key = fingerprint(**config)
     check_unit_path(cache_dir, name, key)
@@ -240,10 +243,19 @@ def cached_unit(
         done = saved(report=True)
         if done is not None:
             return done
-        unit = compute()
+        with checkpointing(None if cache_dir is None else training_path(cache_dir, name, key)):
+            unit = compute()
         if cache_dir is not None:
             save_unit(cache_dir, name, unit_record(config, unit))
+            shutil.rmtree(training_path(cache_dir, name, key), ignore_errors=True)
     return unit
+
+
+def training_path(cache_dir: Path, name: str, key: str) -> Path:
+    """The folder of unit ``name``'s mid-training checkpoints (``operators.checkpoints``), beside
+    its unit file and named by the same fingerprint: a stopped unit's networks train on from
+    there when it runs again; removed once the unit is saved."""
+    return Path(cache_dir) / f"{name}-{key}.training"
 
 
 @dataclass

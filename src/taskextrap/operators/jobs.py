@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from taskextrap.lanes import flushing
+from taskextrap.operators.checkpoints import Checkpoint
 from taskextrap.validation import check_int, check_real
 
 
@@ -50,18 +51,25 @@ def train_regressor(
     cfg: TrainConfig,
     progress: Callable[[int, float], None] | None = None,
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> list[float]:
     """Minimise ``loss_fn(model(x), y)`` (default: the MSE) on batches from ``make_batch(step)``;
     return the loss history.
 
     When ``val`` is given (inputs, targets from held-out *training-region* tasks), the weights
-    with the lowest validation loss are restored at the end.
+    with the lowest validation loss are restored at the end. With a ``checkpoint``
+    (``operators.checkpoints``; ``make_batch`` a ``RowStream``) training starts from its saved
+    step, if it holds one, and saves there as it goes.
     """
     loss_fn = loss_fn or nn.functional.mse_loss
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.steps, 1), eta_min=cfg.lr * 0.05)
-    history, best, best_state = [], np.inf, None
-    for step in range(cfg.steps):
+    history: list[float] = []
+    best, best_state, start = np.inf, None, 0
+    resumed = None if checkpoint is None else checkpoint.restore(model, opt, sched, make_batch)
+    if resumed is not None:
+        start, history, best, best_state = resumed
+    for step in range(start, cfg.steps):
         x, y = make_batch(step)
         loss = loss_fn(model(x), y)
         opt.zero_grad()
@@ -76,6 +84,8 @@ def train_regressor(
                 best, best_state = v, {k: t.clone() for k, t in model.state_dict().items()}
         if progress is not None:
             progress(step, history[-1])
+        if checkpoint is not None and step + 1 < cfg.steps and checkpoint.due():
+            checkpoint.save(step + 1, model, opt, sched, make_batch, history, best, best_state)
     if best_state is not None:
         model.load_state_dict(best_state)
     return history
@@ -112,7 +122,7 @@ def train_alone(job: Job) -> None:
     t = time.perf_counter()
     flush = job.flush_subnormals and job.device.type == "cpu"
     with one_torch_thread(flush), subnormals_flushed(flush):
-        job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress, job.loss)
+        job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress, job.loss, job.checkpoint)
     job.seconds = time.perf_counter() - t
 
 
@@ -148,7 +158,8 @@ class Job:
     it shares), then calls ``done(job)`` (the network's owner takes its history and leaves
     training mode). ``flush_subnormals``: a network that trains alone on a CPU does so under
     :func:`subnormals_flushed` at one torch thread (:func:`one_torch_thread`; the ``cnp``, whose
-    training in a unit is 14 times slower without the flush)."""
+    training in a unit is 14 times slower without the flush). ``checkpoint``: set by
+    ``train_jobs`` inside ``operators.checkpoints.checkpointing`` for a network trained alone."""
 
     net: nn.Module
     batches: Callable[[int], tuple[torch.Tensor, torch.Tensor]]
@@ -161,6 +172,7 @@ class Job:
     history: list[float] = field(default_factory=list)
     seconds: float | None = None
     flush_subnormals: bool = False
+    checkpoint: Checkpoint | None = None  # where it saves and resumes (operators.checkpoints)
 
     @property
     def device(self) -> torch.device:

@@ -89,6 +89,9 @@ class RowStream:
         self._sent: tuple | None = None  # (the last pass's host rows, their device copy)
         self._pos = 0
         self._producer: _Producer | None = None
+        self._pass_rng: dict | None = None  # the generator's state when the pass being served was drawn
+        self._pass_step = 0  # the step that drew it
+        self._resume: tuple[int, int] | None = None  # (first step, position) of a pass to draw again
 
     def pad_to(self, width: int) -> None:
         """Serve inputs zero-padded on the right to ``width`` columns (before the first batch)."""
@@ -97,28 +100,63 @@ class RowStream:
         self.width = width
 
     def __call__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._resume is not None:
+            self._draw_again()
         if self.batch is None:
-            return self._next_pass()
+            return self._next_pass(step)
         if self._pass is None or self._pos + self.batch > len(self._pass[0]):
-            self._pass = self._next_pass()
+            self._pass = self._next_pass(step)
             self._pos = 0
         x, y = self._pass
         sl = slice(self._pos, self._pos + self.batch)
         self._pos += self.batch
         return x[sl], y[sl]
 
-    def _next_pass(self) -> tuple[torch.Tensor, torch.Tensor]:
-        if not self.prefetch:
-            return self._draw()
-        if self._producer is None:
-            self._producer = _Producer(self._draw, self.batch, self.steps)
-        return self._producer.take()
+    def state(self) -> dict:
+        """Where the stream stands between two steps, JSON-able (a training checkpoint's,
+        ``operators.checkpoints``): the generator's state when the pass being served was drawn,
+        the step that drew it and the position in it. The producer may have drawn further; this
+        is where a stream made afresh restarts (:meth:`restore`)."""
+        if self._pass_rng is None:
+            return {"rng": self.rng.bit_generator.state, "first_step": 0, "pos": 0, "drawn": False}
+        return {"rng": self._pass_rng, "first_step": self._pass_step, "pos": self._pos, "drawn": True}
 
-    def _draw(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """One pass: rows from ``make_rows``, permuted, on the device. Rows given as blocks
+    def restore(self, state: dict) -> None:
+        """Continue from :meth:`state` of a stream made with the same arguments: the next batch
+        is the one that stream would have served next, to the bit (the pass being served is drawn
+        again from the same generator state). Only before the first batch."""
+        if self._pass is not None or self._producer is not None or self._pass_rng is not None:
+            raise RuntimeError("restore must be called before the first batch")
+        self.rng.bit_generator.state = state["rng"]
+        if state["drawn"]:
+            self._resume = (int(state["first_step"]), int(state["pos"]))
+
+    def _draw_again(self) -> None:
+        """The restored pass, drawn again; with one pass a step it was used up, so it is dropped."""
+        assert self._resume is not None
+        first, pos = self._resume
+        self._resume = None
+        current = self._next_pass(first)
+        if self.batch is not None:
+            self._pass, self._pos = current, pos
+
+    def _next_pass(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.prefetch:
+            x, y, start = self._draw()
+        else:
+            if self._producer is None:  # it draws the passes of the steps left from here
+                self._producer = _Producer(self._draw, self.batch, self.steps - step)
+            x, y, start = self._producer.take()
+        self._pass_rng, self._pass_step = start, step
+        return x, y
+
+    def _draw(self) -> tuple[torch.Tensor, torch.Tensor, dict]:
+        """One pass, and the generator's state before it was drawn: rows from ``make_rows``,
+        permuted, on the device. Rows given as blocks
         (``operators.rows.RowBlocks``) are made on the device when it is not the CPU, from
         blocks sent once (pinned and asynchronous), and permuted there; rows that are the same
         array as the last pass's (a fixed training set) are sent once and permuted there."""
+        start = dict(self.rng.bit_generator.state)
         x, y = self.make_rows(self.rng)
         y = column(y)
         perm = self._permutation(len(x)) if self.permute else None
@@ -129,14 +167,14 @@ class RowStream:
                 if perm is not None:
                     index = _to_device(perm, self.device)
                     xd, yd = xd[index], yd[index]
-            return xd, yd
+            return xd, yd, start
         x = x.numpy() if isinstance(x, RowBlocks) else x
         if perm is not None:
             x, y = x[perm], y[perm]
         if self.width is not None and x.shape[1] < self.width:
             x = np.pad(x, ((0, 0), (0, self.width - x.shape[1])))
         with self._device_lock():  # the rows were built unlocked; only their way onto a GPU waits
-            return _to_device(x, self.device), _to_device(y, self.device)
+            return _to_device(x, self.device), _to_device(y, self.device), start
 
     def _device_lock(self):
         """:data:`DEVICE_LOCK` on a GPU (no capture can be voided elsewhere: nothing to wait for)."""
@@ -200,7 +238,7 @@ class _Producer:
 
     _END = object()  # no pass follows
 
-    def __init__(self, draw: Callable[[], tuple[torch.Tensor, torch.Tensor]], batch: int | None, steps: int):
+    def __init__(self, draw: Callable[[], tuple[torch.Tensor, torch.Tensor, dict]], batch: int | None, steps: int):
         self._draw, self._batch, self._steps = draw, batch, steps
         self._passes: queue.SimpleQueue = queue.SimpleQueue()  # passes, an error, or _END
         self._wanted = threading.Semaphore(1)  # the consumer took the last pass: draw the next
@@ -215,16 +253,17 @@ class _Producer:
             if self._stop.is_set():
                 return
             try:
-                x, y = self._draw()
+                drawn = self._draw()
             except Exception as e:  # noqa: BLE001 - handed to the consumer and raised in its thread
                 self._passes.put(e)
                 return
-            self._passes.put((x, y))
-            served += served_batches(len(x), self._batch)
+            self._passes.put(drawn)
+            served += served_batches(len(drawn[0]), self._batch)
         self._passes.put(self._END)
 
-    def take(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The next pass (waits for the producer); the producer then starts on the one after."""
+    def take(self) -> tuple[torch.Tensor, torch.Tensor, dict]:
+        """The next pass and the generator's state before it (waits for the producer); the
+        producer then starts on the one after."""
         item = self._passes.get()
         if isinstance(item, Exception):
             raise item

@@ -17,6 +17,7 @@ from functools import partial
 
 
 from taskextrap.lanes import run_lanes
+from taskextrap.operators import checkpoints
 from taskextrap.operators.jobs import Job, TrainConfig, train_alone, train_regressor  # noqa: F401 - re-exported
 
 
@@ -58,6 +59,9 @@ def train_jobs(
                 phase("training " + ", ".join(j.name for j in jobs))
             train_stacked(jobs)
         else:
+            for job in jobs:  # in their listed order, so a run again names each the same
+                if job.device.type == "cpu":
+                    job.checkpoint = checkpoints.for_job(job)
             pieces: list[Callable[[], object]] = [*beside]
             pieces += [partial(_train_alone, job, phase) for job in longest_first(jobs)]
             run_lanes(pieces)
