@@ -97,7 +97,8 @@ CHOSEN = {"meta-gp": "meta-gp-rbf+linear-lbfgs-deg3", "cnp": "cnp-w128-x32"}
 # L-BFGS degree 3: -0.04), cnp x64 -0.525 (scored after: x32 -0.517, x16 -0.45, x8 -0.39, x4
 # -0.34; the dev files' x4 -0.34, x2 -0.25); composition meta-gp-matern52 -3.02 (L-BFGS degree
 # 3: -2.69), cnp x128 -2.03 (scored after: x64 -1.87, x32 -1.74, x16 -1.69, x8 -1.65, x4 -1.61;
-# the dev files' x4 -1.60, x2 -1.56); composition-depth3 meta-gp-matern52 1.559 (rbf+linear 1.678,
+# the dev files' x4 -1.60, x2 -1.56; not choosable, at three times the rate: x64 -2.01, x16
+# -1.84); composition-depth3 meta-gp-matern52 1.559 (rbf+linear 1.678,
 # L-BFGS degree 3 2.193), cnp x4 2.533 (the unit's 2.534, x2 2.537; not scored further).
 CHOSEN_BY_REGIME: dict[str, dict[str, str]] = {
     "length": {"meta-gp": "meta-gp-matern52", "cnp": "cnp-w128-x64"},
