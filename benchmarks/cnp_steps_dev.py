@@ -176,8 +176,10 @@ def main(argv=None) -> None:
     rest = (tuple(args.scales), profile, args.seed, tuple(args.lr_scales))
     t = time.perf_counter()
 
-    def folder(*names: str) -> Path:  # one per cell and source: never another cell's or other code's
-        return args.checkpoints / "-".join([args.regime, *names, profile, f"seed{args.seed}", source_hash()])
+    grid = "x" + "_".join(f"{s:g}" for s in args.scales) + "-lr" + "_".join(f"{s:g}" for s in args.lr_scales)
+
+    def folder(*names: str) -> Path:  # one per cell, grid and source: never another's progress
+        return args.checkpoints / "-".join([args.regime, *names, profile, grid, f"seed{args.seed}", source_hash()])
 
     if args.regime == "parameter":
         todo = [(f, p) for p in PROTOCOLS for f in args.families or list(PARAMETER_FAMILIES)]

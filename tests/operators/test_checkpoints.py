@@ -113,6 +113,75 @@ def test_another_networks_checkpoint_is_not_read(tmp_path, monkeypatch, capsys):
     assert len(other.history) == CFG.steps
 
 
+def _stopped_at_5(tmp_path, monkeypatch, **job) -> None:
+    monkeypatch.setattr(checkpoints, "EVERY_S", 0.0)
+    with monkeypatch.context() as m:
+        _stop_after_a_save_at(m, 5)
+        with checkpointing(tmp_path), pytest.raises(_Stop):
+            train_jobs([_job(**job)])
+
+
+def test_the_same_network_from_other_initial_weights_or_on_another_machine_starts_over(tmp_path, monkeypatch, capsys):
+    _stopped_at_5(tmp_path, monkeypatch)
+    other = _job()
+    with torch.no_grad():
+        other.net[0].weight.add_(1.0)  # the same shapes and settings, another start
+    with checkpointing(tmp_path):
+        train_jobs([other])
+    assert "another network's checkpoint, or from another machine" in capsys.readouterr().err
+    assert len(other.history) == CFG.steps
+    _stopped_at_5(tmp_path, monkeypatch)
+    monkeypatch.setattr(checkpoints, "cpu_info", lambda: "Another CPU (AVX512)")
+    moved = _job()
+    with checkpointing(tmp_path):
+        train_jobs([moved])
+    assert "from another machine" in capsys.readouterr().err and len(moved.history) == CFG.steps
+
+
+def test_a_resumed_network_counts_the_seconds_it_trained_before(tmp_path, monkeypatch):
+    _stopped_at_5(tmp_path, monkeypatch)
+    from taskextrap.files import read_state
+
+    _, meta = read_state(tmp_path / "net-0.safetensors")
+    resumed = _job()
+    with checkpointing(tmp_path):
+        train_jobs([resumed])
+    assert meta["seconds"] > 0 and resumed.seconds > meta["seconds"]
+
+
+def test_a_failing_save_is_one_line_and_training_goes_on(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(checkpoints, "EVERY_S", 0.0)
+    calls = []
+
+    def full_disk(*args):
+        calls.append(1)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoints, "write_state_atomic", full_disk)
+    job = _job()
+    with checkpointing(tmp_path):
+        train_jobs([job])
+    err = capsys.readouterr().err
+    assert err.count("checkpoints of net stopped") == 1 and "No space left" in err
+    assert len(calls) == 1 and len(job.history) == CFG.steps
+
+
+def test_a_checkpoint_missing_a_field_leaves_the_network_fresh(tmp_path, monkeypatch, capsys):
+    from taskextrap.files import read_state, write_state_atomic
+
+    _stopped_at_5(tmp_path, monkeypatch)
+    path = tmp_path / "net-0.safetensors"
+    arrays, meta = read_state(path)
+    del meta["sched"]
+    write_state_atomic(path, arrays, meta)
+    whole, again = _job(), _job()
+    train_jobs([whole])
+    with checkpointing(tmp_path):
+        train_jobs([again])
+    assert "is damaged" in capsys.readouterr().err
+    assert again.history == whole.history  # trained from its own start, nothing half loaded
+
+
 def test_a_damaged_checkpoint_is_one_line_and_training_starts_over(tmp_path, monkeypatch, capsys):
     (tmp_path / "net-0.safetensors").write_bytes(b"not a checkpoint")
     job = _job()
@@ -150,6 +219,10 @@ def test_a_stopped_unit_resumes_inside_its_training_and_its_checkpoints_go_once_
     done = cached_unit(tmp_path, "u", config, compute)
     assert "resuming net at step 31 of 60" in capsys.readouterr().err
     assert np.array_equal(done.errors["net"], whole.errors["net"])
+    assert not folder.exists()
+    (folder / "net-0.safetensors").parent.mkdir()  # a copy brings a finished unit's checkpoints back
+    (folder / "net-0.safetensors").write_bytes(b"stale")
+    assert np.array_equal(cached_unit(tmp_path, "u", config, compute).errors["net"], whole.errors["net"])
     assert not folder.exists()
 
 

@@ -37,8 +37,21 @@ def test_an_unfinished_units_training_checkpoints_go_along(tmp_path):
     assert _run("save", runs, kept).returncode == 0
     (part / "cnp-0.safetensors").write_bytes(b"newer state")  # a later save replaces the kept one
     assert _run("save", runs, kept).returncode == 0
+    (part / ".cnp-0.tmp").write_bytes(b"")  # a save cut short: not a checkpoint
     assert _run("restore", fresh, kept).returncode == 0
     assert (fresh / "units" / "u-abc.training" / "cnp-0.safetensors").read_bytes() == b"newer state"
+    (fresh / "units" / "u-abc.training" / "cnp-0.safetensors").write_bytes(b"trained on since")
+    assert _run("restore", fresh, kept).returncode == 0  # a restore does not undo later progress
+    assert (fresh / "units" / "u-abc.training" / "cnp-0.safetensors").read_bytes() == b"trained on since"
+    (runs / "units" / "u-abc.json").write_text("{}")  # the unit finished: its checkpoints are stale
+    assert _run("save", runs, kept).returncode == 0
+    assert not part.exists() and not (kept / "units" / "u-abc.training").exists()
+
+
+def test_an_empty_training_folder_is_no_error(tmp_path):
+    (tmp_path / "runs" / "units" / "u-abc.training").mkdir(parents=True)
+    r = _run("save", tmp_path / "runs", tmp_path / "kept")
+    assert r.returncode == 0 and r.stdout.strip() == f"kept 0 unit(s) in {tmp_path / 'kept'}"
 
 
 def test_an_unknown_mode_is_one_line(tmp_path):

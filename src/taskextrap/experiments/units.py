@@ -237,17 +237,24 @@ def cached_unit(
         return None if (force() if callable(force) else force) else load_unit(cache_dir, name, key, report)
 
     done = saved(report=False)  # damage is reported once, by the look under the lock
-    if done is not None:
-        return done
-    with unit_lock(cache_dir, name, key):
-        done = saved(report=True)
-        if done is not None:
-            return done
-        with checkpointing(None if cache_dir is None else training_path(cache_dir, name, key)):
-            unit = compute()
-        if cache_dir is not None:
-            save_unit(cache_dir, name, unit_record(config, unit))
-            shutil.rmtree(training_path(cache_dir, name, key), ignore_errors=True)
+    if done is None:
+        with unit_lock(cache_dir, name, key):
+            done = saved(report=True)
+            if done is None:
+                return _computed(cache_dir, name, key, config, compute)
+    if cache_dir is not None:  # a finished unit's checkpoints are stale (a copy brought them back)
+        shutil.rmtree(training_path(cache_dir, name, key), ignore_errors=True)
+    return done
+
+
+def _computed(cache_dir: Path | None, name: str, key: str, config: dict, compute) -> UnitResult:
+    """``compute()`` with its networks checkpointing beside the unit file, then saved (under
+    the unit's lock: the caller holds it)."""
+    with checkpointing(None if cache_dir is None else training_path(cache_dir, name, key)):
+        unit = compute()
+    if cache_dir is not None:
+        save_unit(cache_dir, name, unit_record(config, unit))
+        shutil.rmtree(training_path(cache_dir, name, key), ignore_errors=True)
     return unit
 
 

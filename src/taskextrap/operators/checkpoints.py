@@ -8,7 +8,9 @@ source ever read it). There every network that trains alone on a CPU from a
 one safetensors file: its weights, Adam's and the learning-rate schedule's state, its loss
 history, its best-validation weights and score, and where its stream stands. Run again, the
 network loads it and trains on from that step: the same batches and the same numbers as if it
-had never stopped (tests/operators/test_checkpoints.py). The folder goes once the unit is saved.
+had never stopped (tests/operators/test_checkpoints.py). A file is read back only by the same
+network from the same start (weights and stream) on a machine with the same CPU kernels and
+numeric libraries; anything else starts over, in one line. The folder goes once the unit is saved.
 
 Why: the composition ``cnp`` at its dev-chosen steps trains for hours in a ``paper`` unit,
 longer than a working session, and a stopped unit used to start over. Networks trained stacked
@@ -18,6 +20,8 @@ longer than a working session, and a stopped unit used to start over. Networks t
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import re
 import sys
 import threading
@@ -30,6 +34,7 @@ import numpy as np
 
 from taskextrap.errors import TaskextrapError
 from taskextrap.files import read_state, write_state_atomic
+from taskextrap.provenance import cpu_info, library_versions
 
 EVERY_S = 300.0  # seconds between two saves of one network (a save takes milliseconds)
 FORMAT = 1  # the layout of a checkpoint file; another is ignored
@@ -70,14 +75,28 @@ def for_job(job) -> Checkpoint | None:
         n = folder.counts.get(job.name, 0)
         folder.counts[job.name] = n + 1
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", job.name)
-    identity = {
+    return Checkpoint(folder.path / f"{stem}-{n}.safetensors", _identity(job))
+
+
+def _identity(job) -> dict:
+    """What a saved state must match to be read back: the network (name, settings, loss, and a
+    hash of its initial weights and of its stream's starting generator state, so only the same
+    network from the same start resumes) and the machine (its CPU's kernels and the numeric
+    libraries' versions move last bits, so a state carried to another machine starts over)."""
+    start = hashlib.sha256()
+    for k, v in job.net.state_dict().items():
+        start.update(k.encode() + _np(v).tobytes())
+    start.update(json.dumps(job.batches.state(), sort_keys=True).encode())
+    return {
         "format": FORMAT,
         "name": job.name,
         "cfg": asdict(job.cfg),
         "shapes": [list(p.shape) for p in job.net.parameters()],
         "loss": getattr(job.loss, "__name__", None),
+        "start": start.hexdigest()[:16],
+        "cpu": cpu_info(),
+        "libraries": library_versions(),
     }
-    return Checkpoint(folder.path / f"{stem}-{n}.safetensors", identity)
 
 
 @dataclass
@@ -88,14 +107,25 @@ class Checkpoint:
     path: Path
     identity: dict
     every_s: float = field(default_factory=lambda: EVERY_S)
+    seconds_before: float = 0.0  # training seconds of the runs before this one (read back on resume)
     _last: float = field(default_factory=time.monotonic)
+    _began: float = field(default_factory=time.perf_counter)
+    _broken: bool = False  # a save failed: say so once and save no more
 
     def due(self) -> bool:
         """Whether :data:`EVERY_S` seconds have passed since the last save (or the start)."""
-        return time.monotonic() - self._last >= self.every_s
+        return not self._broken and time.monotonic() - self._last >= self.every_s
 
     def save(self, step: int, net, opt, sched, stream, history: list[float], best: float, best_state) -> None:
-        """Write the state after ``step`` steps, atomically (a save cut short leaves the last one)."""
+        """Write the state after ``step`` steps, atomically (a save cut short leaves the last one).
+        A save that fails (a full disk) is said in one line and training goes on without saves."""
+        try:
+            self._write(step, net, opt, sched, stream, history, best, best_state)
+        except (OSError, TaskextrapError) as exc:
+            self._broken = True
+            print(f"checkpoints of {self.identity['name']} stopped: {exc}", file=sys.stderr)
+
+    def _write(self, step: int, net, opt, sched, stream, history: list[float], best: float, best_state) -> None:
         arrays = {f"net/{k}": _np(v) for k, v in net.state_dict().items()}
         opt_state = opt.state_dict()
         for i, s in opt_state["state"].items():
@@ -110,6 +140,7 @@ class Checkpoint:
             "param_groups": opt_state["param_groups"],
             "sched": sched.state_dict(),
             "stream": stream.state(),
+            "seconds": self.seconds_before + time.perf_counter() - self._began,
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_state_atomic(self.path, arrays, meta)
@@ -118,32 +149,38 @@ class Checkpoint:
     def restore(self, net, opt, sched, stream) -> tuple[int, list[float], float, dict | None] | None:
         """Load the saved state into the network, the optimiser, the schedule and the stream made
         afresh for the same job; return (step, history, best, best weights), or None when there
-        is no file or it is another network's, another layout's or unreadable (said in one line)."""
+        is no file or it is another network's, another layout's or unreadable (said in one line).
+        Called as training starts: its seconds and the time to the first save count from here."""
+        self._began, self._last = time.perf_counter(), time.monotonic()
         if not self.path.is_file():
             return None
         try:
             arrays, meta = read_state(self.path)
-        except TaskextrapError as exc:
-            print(f"starting over: {exc}", file=sys.stderr)
+            if meta.get("identity") != self.identity:
+                raise TaskextrapError(f"{self.path} is another network's checkpoint, or from another machine")
+            # everything read and checked before anything is loaded: a bad file leaves all fresh
+            weights = {k[4:]: _t(v) for k, v in arrays.items() if k.startswith("net/")}
+            state: dict[int, dict] = {}
+            for k, v in arrays.items():
+                if k.startswith("opt/"):
+                    _, i, name = k.split("/", 2)
+                    state.setdefault(int(i), {})[name] = _t(v)
+            groups, sched_state, stream_state = meta["param_groups"], meta["sched"], meta["stream"]
+            best_state = {k[5:]: _t(v) for k, v in arrays.items() if k.startswith("best/")} or None
+            best = np.inf if meta["best"] is None else float(meta["best"])
+            step, history, seconds = int(meta["step"]), arrays["history"].tolist(), float(meta["seconds"])
+        except (TaskextrapError, KeyError, TypeError, ValueError) as exc:
+            print(f"starting over: {exc if isinstance(exc, TaskextrapError) else f'{self.path} is damaged'}",
+                  file=sys.stderr)  # fmt: skip
             return None
-        if meta.get("identity") != self.identity:
-            print(f"starting over: {self.path} is another network's checkpoint", file=sys.stderr)
-            return None
-        net.load_state_dict({k[4:]: _t(v) for k, v in arrays.items() if k.startswith("net/")})
-        state: dict[int, dict] = {}
-        for k, v in arrays.items():
-            if k.startswith("opt/"):
-                _, i, name = k.split("/", 2)
-                state.setdefault(int(i), {})[name] = _t(v)
-        opt.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
-        sched.load_state_dict(meta["sched"])
-        stream.restore(meta["stream"])
-        best_state = {k[5:]: _t(v) for k, v in arrays.items() if k.startswith("best/")} or None
-        best = np.inf if meta["best"] is None else float(meta["best"])
-        step = int(meta["step"])
+        net.load_state_dict(weights)
+        opt.load_state_dict({"state": state, "param_groups": groups})
+        sched.load_state_dict(sched_state)
+        stream.restore(stream_state)
+        self.seconds_before = seconds
         total = self.identity["cfg"]["steps"]
         print(f"resuming {self.identity['name']} at step {step:,} of {total:,} from {self.path}", file=sys.stderr)
-        return step, arrays["history"].tolist(), best, best_state
+        return step, history, best, best_state
 
 
 def _np(t) -> np.ndarray:

@@ -123,7 +123,8 @@ def train_alone(job: Job) -> None:
     flush = job.flush_subnormals and job.device.type == "cpu"
     with one_torch_thread(flush), subnormals_flushed(flush):
         job.history = train_regressor(job.net, job.batches, job.val, job.cfg, job.progress, job.loss, job.checkpoint)
-    job.seconds = time.perf_counter() - t
+    # with the seconds its earlier runs trained, if it resumed (a run's wall time counts only its own)
+    job.seconds = time.perf_counter() - t + (job.checkpoint.seconds_before if job.checkpoint is not None else 0.0)
 
 
 @contextlib.contextmanager
