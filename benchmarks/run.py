@@ -44,14 +44,9 @@ OUT = Path(__file__).parent / "results"
 FIGURES = OUT / "figures"  # figures the docs show, copied from the benchmark runs that drew them
 
 
-def _sibling(name: str):
-    """The module benchmarks/NAME.py, however this script was started (path, -m or a loader)."""
-    return sibling(__file__, name)
-
-
 def bench_embeddings(seed: int = 0) -> dict:
     """Spearman(proxy distance, true parameter distance) on validation F1 tasks, per estimator."""
-    ranking_quality = _sibling("quality").ranking_quality
+    ranking_quality = sibling(__file__, "quality").ranking_quality
     out = {}
     for protocol in ("paper", "strict"):
         for fam in PARAMETER_FAMILIES.values():
@@ -274,10 +269,10 @@ def main():
     torch.set_num_threads(THREADS)
     env = environment_info()
     if args.only in (None, "nn-index"):  # nearest-neighbour backends: a minute or so
-        nn_index = _sibling("nn_index")
+        nn_index = sibling(__file__, "nn_index")
         write_json_atomic(nn_index.OUT, nn_index.document("python benchmarks/run.py --only nn-index"))
     if args.only in (None, "depth3-search"):  # the depth-3 search against its Python loop: a minute or so
-        depth3 = _sibling("depth3_search")
+        depth3 = sibling(__file__, "depth3_search")
         write_json_atomic(depth3.OUT, depth3.document("python benchmarks/run.py --only depth3-search"))
     if args.only in (None, "embeddings"):
         t = time.perf_counter()
@@ -336,7 +331,7 @@ def main():
             write_json_atomic(result_path(f"llm-geometry-{profile}"), {"environment": env, **res})
             keep_figures(f"llm-geometry-paper-{profile}", profile)
     if args.only in (None, "executors"):  # serial against Ray on the quick parameter sweep (30 units)
-        _sibling("executors").bench()
+        sibling(__file__, "executors").bench()
     if args.only == "unseen":  # families never designed for (benchmarks/unseen.py), quick profile only
         for name, family in (("parameter", "unseen:logistic"), ("length", "unseen:sine")):
             for protocol in args.protocols:
@@ -346,17 +341,18 @@ def main():
                 )
     if args.only in (None, "kernels"):  # the kernels behind the speed work, one thread (a minute)
         # kernel_timings.py, not kernels.py: that name shadowed the hub `kernels` package transformers looks for
-        _sibling("kernel_timings").main()
+        sibling(__file__, "kernel_timings").main()
     if args.only in (None, "em-estep"):  # the composition-em E-step's sweep settings (~3 min)
-        _sibling("em_estep").main([])
+        sibling(__file__, "em_estep").main([])
     if args.only in (None, "codeio-search"):  # the bounded CodeIO search against the full one (~25 min)
-        _sibling("codeio_search").main([])
+        sibling(__file__, "codeio_search").main([])
     if args.only in (None, "scale"):  # fit cost against library size, 200 to 3,200 tasks (scale.py, ~8 min)
-        _sibling("scale").main([])
+        sibling(__file__, "scale").main([])
     if args.only in (None, "stream"):  # taskextrap index, 10,000 to 400,000 tasks, serial and Ray (stream.py, ~6 min)
-        _sibling("stream").main([])
+        sibling(__file__, "stream").main([])
     if args.only in (None, "speed"):  # one paper unit per experiment in its own process (speed.py)
-        _sibling("speed").main(["--label", args.label, "--device", args.device, "--threads", str(args.threads or 1)])
+        speed_args = ["--label", args.label, "--device", args.device, "--threads", str(args.threads or 1)]
+        sibling(__file__, "speed").main(speed_args)
     if args.only in (None, "parameter"):
         for profile in args.profiles:
             for protocol in args.protocols:
